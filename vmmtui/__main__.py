@@ -1,0 +1,3 @@
+from vmmtui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Backends: the driver (or system) calls that make, share and map memory, one class per kind.
+
+``choose()`` resolves ``auto`` into ``cuda`` or ``memfd`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vmmtui.backends.base import Backend, Call, CallLog, DeviceInfo
+
+NAMES = ("auto", "cuda", "memfd")
+
+
+@dataclass
+class Choice:
+    name: str
+    reason: str
+    usable: bool = True
+
+
+def create(name: str, calls: CallLog | None = None) -> Backend:
+    """A backend instance by name (``cuda`` imports cuda.bindings lazily)."""
+    if name == "memfd":
+        from vmmtui.backends.memfd import MemfdBackend
+
+        return MemfdBackend(calls)
+    if name == "cuda":
+        from vmmtui.backends.cuda import CudaBackend
+
+        return CudaBackend(calls)
+    raise ValueError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)}")
+
+
+def choose(requested: str, device: int = 0, probe_result: dict | None = None) -> Choice:
+    """Resolve ``requested`` into a backend this machine can run, and say why."""
+    if requested not in NAMES:
+        return Choice(requested, f"unknown backend {requested!r}: choose one of {', '.join(NAMES)}", usable=False)
+    if requested == "memfd":
+        return Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
+    from vmmtui.backends.probe import probe
+
+    info = probe_result if probe_result is not None else probe()
+    why_not = cuda_unusable(info, device)
+    if requested == "cuda":
+        if why_not:
+            return Choice("cuda", f"--backend cuda cannot run here: {why_not}; try --backend memfd", usable=False)
+        return Choice("cuda", f"cuda backend on device {device} ({info['devices'][device]['name']})")
+    if why_not:
+        return Choice("memfd", f"{why_not}: using the memfd backend")
+    return Choice("cuda", f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend")
+
+
+def cuda_unusable(info: dict, device: int) -> str | None:
+    """Why the cuda backend cannot run on ``device``, or None when it can."""
+    if not info.get("driver"):
+        return info.get("error", "no NVIDIA driver")
+    if info.get("error"):
+        return info["error"]
+    devices = info.get("devices", [])
+    if not devices:
+        return "the NVIDIA driver sees no CUDA device"
+    if device >= len(devices):
+        return f"device {device} does not exist (the driver sees {len(devices)})"
+    d = devices[device]
+    if not d.get("vmm"):
+        return f"{d['name']} does not support virtual memory management"
+    if not d.get("posix_fd"):
+        return f"{d['name']} does not support POSIX file descriptor handles"
+    return None
+
+
+__all__ = ["Backend", "Call", "CallLog", "Choice", "DeviceInfo", "NAMES", "choose", "create", "cuda_unusable"]

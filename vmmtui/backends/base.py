@@ -1,0 +1,125 @@
+"""The interface both backends implement, and the record of every driver or system call they make."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vmmtui.pattern import Verification
+
+
+@dataclass
+class Call:
+    """One driver or system call as the inspector shows it: name, arguments, result, duration."""
+
+    name: str
+    args: dict[str, Any]
+    result: str
+    duration_ns: int
+    ok: bool = True
+
+
+@dataclass
+class CallLog:
+    """Calls made since the last ``take()``; a worker takes them once per step."""
+
+    calls: list[Call] = field(default_factory=list)
+
+    def timed(self, name: str, args: dict[str, Any], fn: Callable[[], Any], show: Callable[[Any], str] = repr) -> Any:
+        """Run ``fn``, record it, and return its value; an exception is recorded then re-raised."""
+        t0 = time.perf_counter_ns()
+        try:
+            value = fn()
+        except Exception as exc:
+            self.calls.append(Call(name, args, f"{type(exc).__name__}: {exc}", time.perf_counter_ns() - t0, ok=False))
+            raise
+        self.calls.append(Call(name, args, show(value), time.perf_counter_ns() - t0))
+        return value
+
+    def add(self, call: Call) -> None:
+        self.calls.append(call)
+
+    def take(self) -> list[Call]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+@dataclass
+class DeviceInfo:
+    """What the backend found about the device it runs on."""
+
+    backend: str
+    label: str
+    index: int
+    name: str
+    vmm: bool
+    posix_fd: bool
+    granularity_min: int
+    granularity_rec: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """One way to make, share and map memory. ``cuda`` and ``memfd`` implement the same steps.
+
+    Handles and addresses are plain ints so that they can be shown and sent as JSON.
+    """
+
+    name: str = ""
+    label: str = ""
+    #: what the exported fd's /proc target starts with (the inspector checks it)
+    fd_target_prefix: str = ""
+
+    def __init__(self, calls: CallLog | None = None):
+        self.calls = calls or CallLog()
+
+    @abstractmethod
+    def init(self, device: int) -> DeviceInfo: ...
+
+    @abstractmethod
+    def query(self) -> DeviceInfo:
+        """Capabilities and granularity; raises StepError when sharing cannot work here."""
+
+    @abstractmethod
+    def create(self, size: int, shareable: bool = True) -> int: ...
+
+    @abstractmethod
+    def reserve(self, size: int, alignment: int) -> int: ...
+
+    @abstractmethod
+    def map(self, va: int, size: int, handle: int) -> None: ...
+
+    @abstractmethod
+    def set_access(self, va: int, size: int) -> None: ...
+
+    @abstractmethod
+    def fill(self, va: int, size: int) -> int:
+        """Write the pattern over ``size`` bytes; returns the number of integers written."""
+
+    @abstractmethod
+    def export_fd(self, handle: int) -> int: ...
+
+    @abstractmethod
+    def import_fd(self, fd: int) -> int: ...
+
+    @abstractmethod
+    def verify(self, va: int, size: int) -> Verification: ...
+
+    @abstractmethod
+    def unmap(self, va: int, size: int) -> None: ...
+
+    @abstractmethod
+    def free_range(self, va: int, size: int) -> None: ...
+
+    @abstractmethod
+    def release(self, handle: int) -> None: ...
+
+    def handle_fd(self, handle: int) -> int | None:
+        """The fd a handle itself occupies in this process, if any (memfd's handles are fds)."""
+        return None
+
+    def shutdown(self) -> None:
+        """Release the context or whatever ``init`` acquired."""

@@ -1,0 +1,239 @@
+"""GPU memory shared between processes with the CUDA VMM driver API (``cuda.bindings.driver``).
+
+Every CUresult is checked: a failure raises StepError naming the error (``CUDA_ERROR_INVALID_VALUE``),
+the call and a hint from the troubleshooting table.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from vmmtui.backends.base import Backend, Call, DeviceInfo
+from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
+from vmmtui.troubleshooting import StepError, failure
+
+try:
+    from cuda.bindings import driver as cu
+except ImportError:  # pragma: no cover - cuda-python is a dependency
+    cu = None
+
+LABEL = "cuda (GPU memory through the CUDA VMM driver API)"
+
+
+def error_name(err: Any) -> str:
+    try:
+        return cu.CUresult(err).name
+    except Exception:
+        return f"CUresult {int(err)}"
+
+
+def error_text(err: Any) -> str:
+    try:
+        e, s = cu.cuGetErrorString(err)
+        if e == cu.CUresult.CUDA_SUCCESS and s:
+            return s.decode() if isinstance(s, bytes) else str(s)
+    except Exception:
+        pass
+    return error_name(err)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.split(b"\0", 1)[0].decode(errors="replace")
+    try:
+        return hex(int(v)) if not isinstance(v, (bool, str)) and int(v) > 4096 else str(int(v))
+    except Exception:
+        return str(v)
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    label = LABEL
+    fd_target_prefix = "/dev/nvidia"
+
+    def __init__(self, calls=None):
+        super().__init__(calls)
+        self._handles: dict[int, Any] = {}
+        self.ctx = None
+
+    # -- the one place that checks every CUresult ---------------------------------------------
+    def call(self, name: str, fn, *args: Any, show: dict[str, Any] | None = None) -> Any:
+        t0 = time.perf_counter_ns()
+        try:
+            res = fn(*args)
+        except Exception as exc:
+            dt = time.perf_counter_ns() - t0
+            self.calls.add(Call(name, show or {}, f"{type(exc).__name__}: {exc}", dt, ok=False))
+            raise StepError(failure("PYTHON", name, f"{type(exc).__name__}: {exc}")) from exc
+        dt = time.perf_counter_ns() - t0
+        err, values = res[0], res[1:]
+        if err != cu.CUresult.CUDA_SUCCESS:
+            code = error_name(err)
+            self.calls.add(Call(name, show or {}, code, dt, ok=False))
+            raise StepError(failure(code, name, error_text(err)))
+        shown = ", ".join(_short(v) for v in values) if values else "CUDA_SUCCESS"
+        self.calls.add(Call(name, show or {}, shown, dt))
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else values
+
+    def _prop(self, shareable: bool = True):
+        prop = cu.CUmemAllocationProp()
+        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = self.index
+        prop.requestedHandleTypes = (
+            cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+            if shareable
+            else cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+        )
+        return prop
+
+    def _attr(self, attr_name: str) -> int | None:
+        attr = getattr(cu.CUdevice_attribute, attr_name, None)
+        if attr is None:
+            return None
+        return int(self.call("cuDeviceGetAttribute", cu.cuDeviceGetAttribute, attr, self.dev,
+                             show={"attrib": attr_name.removeprefix("CU_DEVICE_ATTRIBUTE_")}))
+
+    # -- steps ------------------------------------------------------------------------------------
+    def init(self, device: int) -> DeviceInfo:
+        if cu is None:
+            raise StepError(failure("NO_DRIVER", "import cuda.bindings", "cuda-python is not installed"))
+        try:
+            self.call("cuInit", cu.cuInit, 0, show={"flags": 0})
+        except StepError as exc:
+            if exc.failure.code == "PYTHON" and "driver" in exc.failure.message.lower():
+                raise StepError(failure("NO_DRIVER", "cuInit", exc.failure.message)) from exc
+            raise
+        self.index = device
+        self.driver_version = int(self.call("cuDriverGetVersion", cu.cuDriverGetVersion))
+        self.dev = self.call("cuDeviceGet", cu.cuDeviceGet, device, show={"ordinal": device})
+        raw = self.call("cuDeviceGetName", cu.cuDeviceGetName, 256, self.dev, show={"len": 256, "dev": device})
+        self.device_name = raw.split(b"\0", 1)[0].decode()
+        self.ctx = self.call("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain, self.dev, show={"dev": device})
+        self.call("cuCtxSetCurrent", cu.cuCtxSetCurrent, self.ctx, show={"ctx": "primary"})
+        self.info = DeviceInfo(self.name, self.label, device, self.device_name, False, False, 0, 0,
+                               {"driver_version": self.driver_version})
+        return self.info
+
+    def query(self) -> DeviceInfo:
+        info = self.info
+        info.vmm = bool(self._attr("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"))
+        info.posix_fd = bool(self._attr("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"))
+        major = self._attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+        minor = self._attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+        info.extra["compute_capability"] = f"{major}.{minor}"
+        if not info.vmm:
+            raise StepError(failure("CUDA_ERROR_NOT_SUPPORTED", "cuDeviceGetAttribute",
+                                    "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0 on this device"))
+        if not info.posix_fd:
+            raise StepError(failure("CUDA_ERROR_NOT_SUPPORTED", "cuDeviceGetAttribute",
+                                    "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 0 on this device"))
+        prop = self._prop()
+        flags = cu.CUmemAllocationGranularity_flags
+        info.granularity_min = int(self.call("cuMemGetAllocationGranularity", cu.cuMemGetAllocationGranularity, prop,
+                                             flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM, show={"option": "MINIMUM"}))
+        info.granularity_rec = int(self.call("cuMemGetAllocationGranularity", cu.cuMemGetAllocationGranularity, prop,
+                                             flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, show={"option": "RECOMMENDED"}))
+        return info
+
+    def create(self, size: int, shareable: bool = True) -> int:
+        handle_type = "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR" if shareable else "CU_MEM_HANDLE_TYPE_NONE"
+        h = self.call("cuMemCreate", cu.cuMemCreate, size, self._prop(shareable), 0,
+                      show={"size": size, "type": "PINNED", "location": f"device {self.index}",
+                            "requestedHandleTypes": handle_type})
+        self._handles[int(h)] = h
+        return int(h)
+
+    def reserve(self, size: int, alignment: int) -> int:
+        ptr = self.call("cuMemAddressReserve", cu.cuMemAddressReserve, size, alignment, 0, 0,
+                        show={"size": size, "alignment": alignment, "addr": 0, "flags": 0})
+        return int(ptr)
+
+    def map(self, va: int, size: int, handle: int) -> None:
+        self.call("cuMemMap", cu.cuMemMap, cu.CUdeviceptr(va), size, 0, self._handles[handle], 0,
+                  show={"ptr": hex(va), "size": size, "offset": 0, "handle": hex(handle)})
+
+    def set_access(self, va: int, size: int) -> None:
+        desc = cu.CUmemAccessDesc()
+        desc.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        desc.location.id = self.index
+        desc.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        self.call("cuMemSetAccess", cu.cuMemSetAccess, cu.CUdeviceptr(va), size, [desc], 1,
+                  show={"ptr": hex(va), "size": size, "location": f"device {self.index}", "flags": "PROT_READWRITE"})
+
+    def _chunked_copy(self, name: str, va: int, count: int, per_chunk) -> None:
+        """Run ``per_chunk(start, n)`` over the buffer and record the copies as one call."""
+        t0 = time.perf_counter_ns()
+        chunks = 0
+        for start in range(0, count, CHUNK):
+            n = min(CHUNK, count - start)
+            per_chunk(start, n)
+            chunks += 1
+        self.calls.add(Call(name, {"ptr": hex(va), "bytes": count * 4, "chunks": chunks}, "CUDA_SUCCESS",
+                            time.perf_counter_ns() - t0))
+
+    def fill(self, va: int, size: int) -> int:
+        count = size // 4
+
+        def put(start: int, n: int) -> None:
+            host = pattern(start, n)
+            err, = cu.cuMemcpyHtoD(cu.CUdeviceptr(va + start * 4), host.ctypes.data, n * 4)
+            if err != cu.CUresult.CUDA_SUCCESS:
+                raise StepError(failure(error_name(err), "cuMemcpyHtoD", error_text(err)))
+
+        self._chunked_copy("cuMemcpyHtoD", va, count, put)
+        return count
+
+    def export_fd(self, handle: int) -> int:
+        fd = self.call("cuMemExportToShareableHandle", cu.cuMemExportToShareableHandle, self._handles[handle],
+                       cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0,
+                       show={"handle": hex(handle), "handleType": "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR", "flags": 0})
+        return int(fd)
+
+    def import_fd(self, fd: int) -> int:
+        h = self.call("cuMemImportFromShareableHandle", cu.cuMemImportFromShareableHandle, fd,
+                      cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                      show={"osHandle": fd, "shHandleType": "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR"})
+        self._handles[int(h)] = h
+        return int(h)
+
+    def verify(self, va: int, size: int) -> Verification:
+        count = size // 4
+        buf = np.empty(min(CHUNK, count), dtype=np.uint32)
+        t_copy = 0
+
+        def read(start: int, n: int) -> np.ndarray:
+            nonlocal t_copy
+            t0 = time.perf_counter_ns()
+            err, = cu.cuMemcpyDtoH(buf.ctypes.data, cu.CUdeviceptr(va + start * 4), n * 4)
+            t_copy += time.perf_counter_ns() - t0
+            if err != cu.CUresult.CUDA_SUCCESS:
+                raise StepError(failure(error_name(err), "cuMemcpyDtoH", error_text(err)))
+            return buf[:n]
+
+        t0 = time.perf_counter_ns()
+        result = verify_chunks(count, read)
+        total = time.perf_counter_ns() - t0
+        self.calls.add(Call("cuMemcpyDtoH", {"ptr": hex(va), "bytes": size}, "CUDA_SUCCESS", t_copy))
+        self.calls.add(Call("compare pattern (host)", {"integers": count},
+                            "PASSED" if result.passed else f"FAILED ({result.mismatches} differ)", total - t_copy))
+        return result
+
+    def unmap(self, va: int, size: int) -> None:
+        self.call("cuMemUnmap", cu.cuMemUnmap, cu.CUdeviceptr(va), size, show={"ptr": hex(va), "size": size})
+
+    def free_range(self, va: int, size: int) -> None:
+        self.call("cuMemAddressFree", cu.cuMemAddressFree, cu.CUdeviceptr(va), size, show={"ptr": hex(va), "size": size})
+
+    def release(self, handle: int) -> None:
+        self.call("cuMemRelease", cu.cuMemRelease, self._handles.pop(handle), show={"handle": hex(handle)})
+
+    def shutdown(self) -> None:
+        if self.ctx is not None:
+            self.ctx = None
+            self.call("cuDevicePrimaryCtxRelease", cu.cuDevicePrimaryCtxRelease, self.dev, show={"dev": self.index})

@@ -1,0 +1,137 @@
+"""CPU memory shared between processes with memfd: the same steps as the CUDA path, on real pages.
+
+This is the CPU analogue of XPMEM's make/get/attach (seed 002): memfd_create + ftruncate make the
+allocation, an anonymous PROT_NONE mapping reserves a range, mmap(MAP_FIXED|MAP_SHARED) maps the
+fd onto it, mprotect grants access. The memfd travels with SCM_RIGHTS exactly like a CUDA fd.
+It is not GPU memory and is labelled so wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+
+import numpy as np
+
+from vmmtui.backends.base import Backend, DeviceInfo
+from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
+from vmmtui.troubleshooting import StepError, failure
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MAP_FAILED = ctypes.c_void_p(-1).value
+PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
+MAP_FIXED = 0x10
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+
+LABEL = "memfd (CPU memory, the analogue of XPMEM make/get/attach; not GPU memory)"
+
+
+def _oserror(call: str) -> StepError:
+    err = ctypes.get_errno()
+    return StepError(failure(errno.errorcode.get(err, "OSERROR"), call, os.strerror(err)))
+
+
+def _hex(v: int) -> str:
+    return f"0x{v:x}"
+
+
+class MemfdBackend(Backend):
+    name = "memfd"
+    label = LABEL
+    fd_target_prefix = "/memfd:"
+
+    def init(self, device: int) -> DeviceInfo:
+        self.page = self.calls.timed("sysconf", {"name": "SC_PAGESIZE"}, lambda: os.sysconf("SC_PAGESIZE"))
+        self.info = DeviceInfo(self.name, self.label, device, "CPU memory (memfd)", True, True, self.page, self.page)
+        return self.info
+
+    def query(self) -> DeviceInfo:
+        return self.info
+
+    def create(self, size: int, shareable: bool = True) -> int:
+        fd = self.calls.timed("memfd_create", {"name": "vmmtui-alloc", "flags": "MFD_CLOEXEC"},
+                              lambda: os.memfd_create("vmmtui-alloc", os.MFD_CLOEXEC))
+        try:
+            self.calls.timed("ftruncate", {"fd": fd, "length": size}, lambda: os.ftruncate(fd, size), lambda _: "0")
+        except OSError as exc:
+            os.close(fd)
+            raise StepError(failure(errno.errorcode.get(exc.errno or 0, "OSERROR"), "ftruncate", str(exc))) from exc
+        return fd
+
+    def _mmap(self, call: str, addr: int | None, size: int, prot: int, flags: int, fd: int, args: dict) -> int:
+        va = self.calls.timed(call, args, lambda: _libc.mmap(addr, size, prot, flags, fd, 0),
+                              lambda v: "MAP_FAILED" if v in (None, MAP_FAILED) else _hex(v))
+        if va in (None, MAP_FAILED):
+            raise _oserror("mmap")
+        return va
+
+    def reserve(self, size: int, alignment: int) -> int:
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE
+        return self._mmap("mmap", None, size, PROT_NONE, flags, -1,
+                          {"addr": "NULL", "length": size, "prot": "PROT_NONE",
+                           "flags": "MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE", "fd": -1})
+
+    def map(self, va: int, size: int, handle: int) -> None:
+        self._mmap("mmap", va, size, PROT_NONE, mmap.MAP_SHARED | MAP_FIXED, handle,
+                   {"addr": _hex(va), "length": size, "prot": "PROT_NONE", "flags": "MAP_SHARED|MAP_FIXED", "fd": handle})
+
+    def set_access(self, va: int, size: int) -> None:
+        rc = self.calls.timed("mprotect", {"addr": _hex(va), "length": size, "prot": "PROT_READ|PROT_WRITE"},
+                              lambda: _libc.mprotect(va, size, PROT_READ | PROT_WRITE), str)
+        if rc != 0:
+            raise _oserror("mprotect")
+
+    def _view(self, va: int, size: int) -> np.ndarray:
+        return np.ctypeslib.as_array((ctypes.c_uint32 * (size // 4)).from_address(va))
+
+    def fill(self, va: int, size: int) -> int:
+        count = size // 4
+
+        def write() -> int:
+            view = self._view(va, size)
+            for start in range(0, count, CHUNK):
+                n = min(CHUNK, count - start)
+                view[start:start + n] = pattern(start, n)
+            return count
+
+        return self.calls.timed("store pattern", {"addr": _hex(va), "integers": count}, write, str)
+
+    def export_fd(self, handle: int) -> int:
+        return self.calls.timed("dup", {"fd": handle}, lambda: os.dup(handle), str)
+
+    def import_fd(self, fd: int) -> int:
+        return self.calls.timed("dup", {"fd": fd}, lambda: os.dup(fd), str)
+
+    def verify(self, va: int, size: int) -> Verification:
+        count = size // 4
+
+        def check() -> Verification:
+            view = self._view(va, size)
+            return verify_chunks(count, lambda start, n: view[start:start + n])
+
+        return self.calls.timed("compare pattern", {"addr": _hex(va), "integers": count}, check,
+                                lambda v: "PASSED" if v.passed else f"FAILED ({v.mismatches} differ)")
+
+    def unmap(self, va: int, size: int) -> None:
+        # Put the PROT_NONE reservation back over the range, as cuMemUnmap leaves the VA reserved.
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED
+        self._mmap("mmap", va, size, PROT_NONE, flags, -1,
+                   {"addr": _hex(va), "length": size, "prot": "PROT_NONE",
+                    "flags": "MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE|MAP_FIXED", "fd": -1})
+
+    def free_range(self, va: int, size: int) -> None:
+        rc = self.calls.timed("munmap", {"addr": _hex(va), "length": size}, lambda: _libc.munmap(va, size), str)
+        if rc != 0:
+            raise _oserror("munmap")
+
+    def release(self, handle: int) -> None:
+        self.calls.timed("close", {"fd": handle}, lambda: os.close(handle), lambda _: "0")
+
+    def handle_fd(self, handle: int) -> int | None:
+        return handle

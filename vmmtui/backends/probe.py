@@ -1,0 +1,100 @@
+"""What this machine can run, asked in a throw-away process so the caller never opens driver fds.
+
+``python -m vmmtui.backends.probe`` prints one JSON object; ``probe()`` runs it and parses it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import sys
+from typing import Any
+
+
+def driver_library() -> str | None:
+    """None when libcuda.so.1 loads, else why not (dlopen only: no device files are opened)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return "libcuda.so.1 not found" if "cannot open" in str(exc) else f"libcuda.so.1 did not load: {exc}"
+    return None
+
+
+def _collect() -> dict[str, Any]:
+    from cuda.bindings import driver as cu
+
+    def ok(res):
+        err = res[0]
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(cu.CUresult(err).name)
+        return res[1] if len(res) == 2 else res[1:]
+
+    out: dict[str, Any] = {"driver": True}
+    try:
+        ok(cu.cuInit(0))
+    except RuntimeError as exc:
+        return {"driver": True, "error": f"cuInit failed: {exc}", "devices": []}
+    out["driver_version"] = int(ok(cu.cuDriverGetVersion()))
+    count = int(ok(cu.cuDeviceGetCount()))
+    devices = []
+    attr = cu.CUdevice_attribute
+    for i in range(count):
+        dev = ok(cu.cuDeviceGet(i))
+
+        def get(name: str, dev=dev) -> int | None:
+            a = getattr(attr, name, None)
+            return None if a is None else int(ok(cu.cuDeviceGetAttribute(a, dev)))
+
+        d: dict[str, Any] = {
+            "index": i,
+            "name": ok(cu.cuDeviceGetName(256, dev)).split(b"\0", 1)[0].decode(),
+            "compute_capability": f"{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR')}.{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR')}",
+            "vmm": bool(get("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED")),
+            "posix_fd": bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED")),
+            "fabric": bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED") or 0),
+            "ipc_event": bool(get("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED") or 0),
+        }
+        if d["vmm"]:
+            prop = cu.CUmemAllocationProp()
+            prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            prop.location.id = i
+            prop.requestedHandleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+            g = cu.CUmemAllocationGranularity_flags
+            d["granularity_min"] = int(ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
+            d["granularity_rec"] = int(ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)))
+        ctx = ok(cu.cuDevicePrimaryCtxRetain(dev))
+        ok(cu.cuCtxSetCurrent(ctx))
+        free, total = ok(cu.cuMemGetInfo())
+        d["mem_free"], d["mem_total"] = int(free), int(total)
+        ok(cu.cuDevicePrimaryCtxRelease(dev))
+        devices.append(d)
+    out["devices"] = devices
+    return out
+
+
+def probe(timeout: float = 60.0) -> dict[str, Any]:
+    """The CUDA capabilities of this machine; ``{"driver": False, "error": ...}`` when there is no driver."""
+    missing = driver_library()
+    if missing:
+        return {"driver": False, "error": f"no NVIDIA driver ({missing})", "devices": []}
+    try:
+        res = subprocess.run([sys.executable, "-m", "vmmtui.backends.probe"], capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"driver": True, "error": f"the CUDA probe did not finish within {timeout:.0f} s", "devices": []}
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"driver": True, "error": f"the CUDA probe failed: {tail}", "devices": []}
+    return json.loads(lines[-1])
+
+
+if __name__ == "__main__":
+    try:
+        result = _collect()
+    except Exception as exc:  # report, never traceback: the caller parses one line
+        result = {"driver": True, "error": f"{type(exc).__name__}: {exc}", "devices": []}
+    print(json.dumps(result))
+    sys.exit(0)

@@ -1,0 +1,147 @@
+"""The wire between producer and consumer: a SOCK_SEQPACKET Unix socket that carries the fd.
+
+The fd travels as SCM_RIGHTS ancillary data beside a small versioned JSON message (sizes,
+granularity, device, backend); the ACK comes back the same way. Every wait has a deadline, and
+the producer accepts only the peer pid it was told to expect (SO_PEERCRED).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vmmtui.troubleshooting import StepError, failure
+
+VERSION = 1
+MAX_MESSAGE = 64 * 1024
+AF_UNIX_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
+
+
+@dataclass
+class PeerCred:
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_cred(sock: socket.socket) -> PeerCred:
+    """The kernel's record of who is on the other end (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return PeerCred(*struct.unpack("3i", raw))
+
+
+def check_path(path: str) -> None:
+    if len(os.fsencode(path)) > AF_UNIX_PATH_MAX:
+        raise StepError(failure("ENAMETOOLONG", "bind", f"{path} is {len(os.fsencode(path))} bytes, AF_UNIX allows {AF_UNIX_PATH_MAX}"))
+
+
+def _err(exc: OSError, call: str) -> StepError:
+    code = errno.errorcode.get(exc.errno or 0, "OSERROR")
+    return StepError(failure(code, call, f"{exc.strerror or exc}"))
+
+
+def listen(path: str) -> socket.socket:
+    check_path(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o600)
+        sock.listen(4)
+    except OSError as exc:
+        sock.close()
+        raise _err(exc, "bind" if exc.errno == errno.EADDRINUSE else "listen") from exc
+    return sock
+
+
+def accept(listener: socket.socket, expect_pid: int | None, timeout: float,
+           on_refused: Callable[[PeerCred], None] | None = None) -> tuple[socket.socket, PeerCred]:
+    """Accept the expected peer before ``timeout``; anyone else is logged, refused and dropped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StepError(failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s"))
+        listener.settimeout(left)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError as exc:
+            raise StepError(failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")) from exc
+        except OSError as exc:
+            raise _err(exc, "accept") from exc
+        cred = peer_cred(conn)
+        if (expect_pid is None or cred.pid == expect_pid) and cred.uid == os.getuid():
+            conn.settimeout(None)
+            return conn, cred
+        if on_refused:
+            on_refused(cred)
+        conn.close()
+
+
+def connect(path: str, timeout: float, on_retry: Callable[[str], None] | None = None) -> tuple[socket.socket, int]:
+    """Connect, retrying while the producer is not listening yet; returns the socket and the tries."""
+    deadline = time.monotonic() + timeout
+    tries = 0
+    while True:
+        tries += 1
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            sock.connect(path)
+            return sock, tries
+        except OSError as exc:
+            sock.close()
+            if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT) or time.monotonic() >= deadline:
+                raise _err(exc, "connect") from exc
+            if on_retry:
+                on_retry(errno.errorcode[exc.errno])
+            time.sleep(0.05)
+
+
+def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> int:
+    data = json.dumps({"v": VERSION, **message}).encode()
+    try:
+        if fds:
+            return socket.send_fds(sock, [data], fds)
+        return sock.send(data)
+    except OSError as exc:
+        raise _err(exc, "sendmsg") from exc
+
+
+def receive_message(sock: socket.socket, timeout: float, expect_type: str,
+                    want_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
+    """One message of ``expect_type`` and exactly ``want_fds`` fds, or StepError (fds closed)."""
+    sock.settimeout(timeout)
+    try:
+        data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, max(want_fds, 1) + 4)
+    except TimeoutError as exc:
+        raise StepError(failure("ETIMEDOUT", "recvmsg", f"no {expect_type} message within {timeout:g} s")) from exc
+    except OSError as exc:
+        raise _err(exc, "recvmsg") from exc
+    finally:
+        sock.settimeout(None)
+
+    def reject(code: str, detail: str) -> StepError:
+        for fd in fds:
+            os.close(fd)
+        return StepError(failure(code, "recvmsg", detail))
+
+    if not data and not fds:
+        raise reject("PEER_CLOSED", f"the peer closed the socket before sending {expect_type}")
+    if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
+        raise reject("FD_COUNT" if flags & socket.MSG_CTRUNC else "BAD_MESSAGE",
+                     f"message truncated (flags 0x{flags:x}); closed {len(fds)} fd(s)")
+    if len(fds) != want_fds:
+        raise reject("FD_COUNT", f"expected {want_fds} fd(s), received {len(fds)}; closed them all")
+    try:
+        message = json.loads(data)
+    except ValueError:
+        raise reject("BAD_MESSAGE", f"not JSON: {data[:60]!r}") from None
+    if not isinstance(message, dict) or message.get("v") != VERSION or message.get("type") != expect_type:
+        raise reject("BAD_MESSAGE", f"expected a v{VERSION} {expect_type!r} message, got {str(message)[:80]}")
+    return message, fds

@@ -1,0 +1,158 @@
+"""Command line: ``vmmtui`` (the inspector), ``vmmtui run`` (headless), ``vmmtui doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from vmmtui.backends import NAMES, choose
+from vmmtui.sizes import SizeError, parse_size
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except SizeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=NAMES, default="auto",
+                   help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)")
+    p.add_argument("--size", type=_size, default=parse_size("1MiB"),
+                   help="bytes to share: 1048576, 1MiB, 64MB, 2GiB (rounded up to the granularity; default 1MiB)")
+    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--timeout", type=_positive, default=10.0,
+                   help="seconds to wait for connect/accept (default 10); the ACK waits 12x this")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vmmtui", description="Watch CUDA VMM memory sharing between two processes, "
+                                "step by step. With no command, opens the inspector.")
+    _session_options(p)
+    p.add_argument("--autoplay", action="store_true", help="play the whole sequence by itself")
+    p.add_argument("--pace", type=_positive, default=1.0, help="seconds between autoplay steps (default 1.0)")
+    p.add_argument("--screenshots", metavar="DIR", help="save an SVG screenshot after every step into DIR")
+    p.add_argument("--transcript", metavar="FILE", help="write every event to FILE (.md for Markdown, .jsonl for JSON lines)")
+    p.add_argument("--stable", action="store_true", help=argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="run both workers to the end and print the log (exit 0 only when verified)")
+    _session_options(run)
+    run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    run.add_argument("--verbose", "-v", action="store_true", help="also print every driver/system call")
+    doc = sub.add_parser("doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd")
+    doc.add_argument("--device", type=int, default=0)
+    return p
+
+
+def _config(args: argparse.Namespace):
+    from vmmtui.session import SessionConfig
+
+    return SessionConfig(backend=args.backend, size=args.size, device=args.device, connect_timeout=args.timeout,
+                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12)
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from vmmtui.console import LogPrinter, print_json
+    from vmmtui.session import Session, SessionError
+
+    choice = choose(args.backend, args.device)
+    if not choice.usable:
+        print(f"vmmtui: {choice.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    printer = LogPrinter(verbose=args.verbose)
+
+    def emit(e) -> None:
+        if args.json:
+            print_json(e, sys.stdout)
+        else:
+            printer(e)
+
+    session = Session(_config(args), choice)
+    try:
+        for e in session.start():
+            emit(e)
+        for e in session.run():
+            emit(e)
+    except SessionError as exc:
+        print(f"vmmtui: {exc}", file=sys.stderr)
+        for e in session.close():
+            emit(e)
+        return EXIT_USAGE
+    finally:
+        for e in session.close():
+            emit(e)
+    if not args.json:
+        printer.console.print(printer.summary(args.size))
+    ok = session.verified and session.failure is None and session.fd_problems == 0
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vmmtui.doctor import diagnose
+
+    rep = diagnose(args.device)
+    table = Table(title="vmmtui doctor", show_header=False)
+    table.add_column("check")
+    table.add_column("finding")
+    for f in rep.findings:
+        mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: " "}[f.ok]
+        table.add_row(f.name, f"{mark} {f.value}")
+    console = Console()
+    console.print(table)
+    if not rep.runnable:
+        console.print("[red]Nothing can run here: neither the cuda nor the memfd backend works.[/]")
+        return EXIT_FAILED
+    console.print(f"vmmtui run will use the [bold]{'cuda' if rep.cuda_ok else 'memfd'}[/] backend by default.")
+    return EXIT_OK
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    choice = choose(args.backend, args.device)
+    if not choice.usable:
+        print(f"vmmtui: {choice.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    from vmmtui.app import InspectorApp
+
+    app = InspectorApp(_config(args), choice, autoplay=args.autoplay, pace=args.pace,
+                       screenshots=args.screenshots, transcript=args.transcript, stable=args.stable)
+    app.run()
+    return app.return_code or 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "doctor":
+            return cmd_doctor(args)
+        return cmd_app(args)
+    except KeyboardInterrupt:
+        print("vmmtui: interrupted; workers stopped and cleaned up", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

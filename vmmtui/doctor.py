@@ -1,0 +1,108 @@
+"""``vmmtui doctor``: what this machine can run, asked of the driver and the kernel."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from vmmtui.backends import cuda_unusable
+from vmmtui.backends.probe import probe
+from vmmtui.fdtable import kcmp_same_file
+from vmmtui.sizes import format_size
+
+
+@dataclass
+class Finding:
+    name: str
+    value: str
+    ok: bool | None = True  # None: informational
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    cuda_ok: bool = False
+    memfd_ok: bool = False
+
+    @property
+    def runnable(self) -> bool:
+        return self.cuda_ok or self.memfd_ok
+
+
+def check_memfd() -> tuple[bool, str]:
+    """memfd_create + SCM_RIGHTS-style sharing works here: make one, write, read through a dup."""
+    try:
+        fd = os.memfd_create("vmmtui-doctor", os.MFD_CLOEXEC)
+    except (OSError, AttributeError) as exc:
+        return False, f"memfd_create failed: {exc}"
+    try:
+        os.ftruncate(fd, 4096)
+        os.pwrite(fd, b"vmmtui", 0)
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with a, b:
+            socket.send_fds(a, [b"x"], [fd])
+            _, fds, _, _ = socket.recv_fds(b, 16, 1)
+            try:
+                same = os.pread(fds[0], 6, 0) == b"vmmtui"
+            finally:
+                for f in fds:
+                    os.close(f)
+        return same, "works (memfd_create, SCM_RIGHTS, read back)" if same else "data did not match"
+    except OSError as exc:
+        return False, str(exc)
+    finally:
+        os.close(fd)
+
+
+def check_kcmp() -> tuple[bool | None, str]:
+    r, w = os.pipe()
+    d = os.dup(r)
+    try:
+        same = kcmp_same_file(os.getpid(), r, os.getpid(), d)
+        other = kcmp_same_file(os.getpid(), r, os.getpid(), w)
+    finally:
+        for fd in (r, w, d):
+            os.close(fd)
+    if same.same is None:
+        return None, same.detail
+    return (same.same and other.same is False), "works (KCMP_FILE tells a dup from another file)"
+
+
+def ptrace_scope() -> str:
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return f.read().strip()
+    except OSError:
+        return "no Yama policy file (no restriction from Yama)"
+
+
+def diagnose(device: int = 0) -> Report:
+    rep = Report()
+    add = rep.findings.append
+    info = probe()
+    if not info.get("driver"):
+        add(Finding("NVIDIA driver", info.get("error", "not found"), False))
+    else:
+        v = info.get("driver_version")
+        add(Finding("NVIDIA driver", f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else info.get("error", "?"),
+                    not info.get("error")))
+        for d in info.get("devices", []):
+            p = f"device {d['index']}"
+            add(Finding(f"{p} name", f"{d['name']} (compute capability {d['compute_capability']})", None))
+            add(Finding(f"{p} VMM", "yes" if d["vmm"] else "no", d["vmm"]))
+            add(Finding(f"{p} POSIX fd handles", "yes" if d["posix_fd"] else "no", d["posix_fd"]))
+            add(Finding(f"{p} fabric handles", "yes" if d["fabric"] else "no", None))
+            if "granularity_min" in d:
+                add(Finding(f"{p} granularity", f"minimum {format_size(d['granularity_min'])}, "
+                                                 f"recommended {format_size(d['granularity_rec'])}", None))
+            add(Finding(f"{p} memory", f"{format_size(d['mem_free'])} free of {format_size(d['mem_total'])}", None))
+    why = cuda_unusable(info, device)
+    rep.cuda_ok = why is None
+    add(Finding("cuda backend", "can run" if rep.cuda_ok else f"cannot run: {why}", rep.cuda_ok))
+    rep.memfd_ok, detail = check_memfd()
+    add(Finding("memfd backend", detail, rep.memfd_ok))
+    ok, detail = check_kcmp()
+    add(Finding("kcmp(KCMP_FILE)", detail if ok is not None else f"{detail}: the inspector will say so", ok))
+    add(Finding("ptrace_scope", ptrace_scope(), None))
+    return rep

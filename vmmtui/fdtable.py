@@ -1,0 +1,90 @@
+"""Each process's fd table as the kernel shows it, and the kernel's word on whether two fds are one file.
+
+Nothing here trusts a worker: entries come from ``/proc/PID/fd`` (psutil confirms the process),
+and ``kcmp(KCMP_FILE)`` answers whether two fds in two processes share an open file description.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+from dataclasses import dataclass, field
+
+import psutil
+
+KCMP_FILE = 0
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272, "ppc64le": 354, "s390x": 343}
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class FdEntry:
+    fd: int
+    target: str
+    dev: int | None
+    ino: int | None
+
+
+@dataclass
+class FdTable:
+    """One read of ``/proc/PID/fd``; ``error`` says why it could not be read."""
+
+    pid: int
+    entries: dict[int, FdEntry] = field(default_factory=dict)
+    error: str | None = None
+    status: str = ""
+
+    @classmethod
+    def read(cls, pid: int) -> FdTable:
+        try:
+            proc = psutil.Process(pid)
+            status = proc.status()
+        except psutil.Error as exc:
+            return cls(pid, error=f"process {pid} is gone ({type(exc).__name__})", status="gone")
+        if status == psutil.STATUS_ZOMBIE:
+            return cls(pid, error=f"process {pid} has exited (zombie)", status=status)
+        table = cls(pid, status=status)
+        base = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(base)
+        except OSError as exc:
+            table.error = f"cannot read {base}: {exc.strerror}"
+            return table
+        for name in names:
+            fd = int(name)
+            try:
+                target = os.readlink(f"{base}/{name}")
+            except OSError:
+                continue  # closed while we looked
+            try:
+                st = os.stat(f"{base}/{name}")
+                dev, ino = st.st_dev, st.st_ino
+            except OSError:
+                dev = ino = None
+            table.entries[fd] = FdEntry(fd, target, dev, ino)
+        return table
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass
+class KcmpResult:
+    same: bool | None  # None: the kernel would not say
+    detail: str
+
+
+def kcmp_same_file(pid1: int, fd1: int, pid2: int, fd2: int) -> KcmpResult:
+    """Ask the kernel whether ``pid1``'s ``fd1`` and ``pid2``'s ``fd2`` are the same open file description."""
+    nr = _SYS_KCMP.get(platform.machine())
+    if nr is None:
+        return KcmpResult(None, f"unavailable: kcmp syscall number unknown on {platform.machine()}")
+    rc = _libc.syscall(nr, pid1, pid2, KCMP_FILE, fd1, fd2)
+    if rc == 0:
+        return KcmpResult(True, "same open file description")
+    if rc > 0:
+        return KcmpResult(False, "different open file descriptions")
+    err = ctypes.get_errno()
+    return KcmpResult(None, f"unavailable: kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})")

@@ -1,0 +1,136 @@
+"""Failures a user can meet, each with a one-line cause and a fix.
+
+Seed 000's troubleshooting table is the floor; every code the workers or the session can raise
+has an entry here, so no error reaches the screen without an explanation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Failure:
+    """One failed call: the error's name, the call that raised it, what it said, cause and fix."""
+
+    code: str
+    call: str
+    message: str
+    cause: str = ""
+    fix: str = ""
+
+    def one_line(self) -> str:
+        text = f"{self.call}: {self.code}"
+        if self.message and self.message != self.code:
+            text += f" ({self.message})"
+        if self.cause:
+            text += f" - {self.cause}"
+        if self.fix:
+            text += f"; fix: {self.fix}"
+        return text
+
+
+class StepError(Exception):
+    """Raised inside a worker step; carries the Failure that the step report shows."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.one_line())
+        self.failure = failure
+
+
+# code -> (cause, fix)
+TABLE: dict[str, tuple[str, str]] = {
+    "CUDA_ERROR_NOT_SUPPORTED": (
+        "VMM or POSIX-fd shareable handles are not supported by this GPU or driver",
+        "check compute capability >= 6.0 and CUDA >= 10.2 with `vmmtui doctor`, or use --backend memfd",
+    ),
+    "CUDA_ERROR_INVALID_VALUE": (
+        "an argument is invalid; for cuMemCreate/cuMemMap usually a size or address not aligned to the allocation granularity",
+        "round sizes up to the granularity from cuMemGetAllocationGranularity (vmmtui does this for you)",
+    ),
+    "CUDA_ERROR_OUT_OF_MEMORY": (
+        "the device has not enough free memory for this allocation",
+        "ask for a smaller --size or free memory held by other processes (nvidia-smi)",
+    ),
+    "CUDA_ERROR_NO_DEVICE": (
+        "the driver sees no CUDA device",
+        "check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend memfd",
+    ),
+    "CUDA_ERROR_INVALID_DEVICE": (
+        "the device ordinal does not exist",
+        "pick a device listed by `vmmtui doctor`",
+    ),
+    "CUDA_ERROR_NOT_INITIALIZED": ("cuInit was not called or failed", "call cuInit(0) first"),
+    "CUDA_ERROR_INVALID_HANDLE": (
+        "the allocation handle or fd does not refer to a live allocation",
+        "export from a live allocation and import the fd before anyone closes it",
+    ),
+    "CUDA_ERROR_NOT_PERMITTED": (
+        "the driver refused the operation for this handle type",
+        "create the allocation with requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+    ),
+    "NO_DRIVER": (
+        "no NVIDIA driver (libcuda.so.1 not found)",
+        "install the NVIDIA driver, or run with --backend memfd",
+    ),
+    "ECONNREFUSED": ("the producer is not listening on the socket yet", "start the producer first"),
+    "ENOENT": ("the socket file does not exist (the producer has not created it)", "start the producer first"),
+    "EADDRINUSE": (
+        "the socket file exists: a previous run did not clean up",
+        "remove the stale socket file (vmmtui removes stale session directories of dead runs)",
+    ),
+    "ENAMETOOLONG": (
+        "the socket path is longer than AF_UNIX allows (108 bytes)",
+        "use a shorter TMPDIR",
+    ),
+    "ETIMEDOUT": (
+        "the peer did not answer before the deadline",
+        "check that the other worker is alive; raise --timeout for very large buffers",
+    ),
+    "PEER_REFUSED": (
+        "a process other than the launched peer connected to the socket",
+        "only the consumer this session launched may receive the fd; the intruder was refused",
+    ),
+    "BAD_MESSAGE": (
+        "a malformed or unexpected message arrived on the socket",
+        "make sure both sides run the same vmmtui version",
+    ),
+    "FD_COUNT": (
+        "the message did not carry exactly one fd (truncated control data or extra fds)",
+        "send exactly one fd per SCM_RIGHTS message; all received fds were closed",
+    ),
+    "PEER_CLOSED": ("the peer closed the connection", "see the other worker's state for why it stopped"),
+    "VERIFY_MISMATCH": (
+        "the data read through the imported mapping differs from the pattern the producer wrote",
+        "check that the consumer imported the right fd and mapped the full size",
+    ),
+    "WORKER_DIED": (
+        "a worker process exited or was killed",
+        "see its exit code or signal and its log below; restart the session",
+    ),
+    "WORKER_TIMEOUT": (
+        "a worker did not finish its step in time",
+        "it was stopped; raise --timeout for very large sizes",
+    ),
+    "PROTOCOL": (
+        "a worker sent a malformed control message",
+        "make sure the worker and session are the same vmmtui version",
+    ),
+    "OSERROR": ("a system call failed", "see the message for the errno"),
+    "PYTHON": (
+        "the call raised a Python exception instead of returning a CUresult",
+        "see the message; check that cuda-python matches the installed driver",
+    ),
+    "UNAVAILABLE": ("this backend cannot run here", "run `vmmtui doctor` to see what is missing"),
+}
+
+
+def explain(code: str) -> tuple[str, str]:
+    """(cause, fix) for an error code, with a generic answer for unknown ones."""
+    return TABLE.get(code, ("unexpected error", "see the message; report it if it persists"))
+
+
+def failure(code: str, call: str, message: str = "") -> Failure:
+    """A Failure with cause and fix filled in from the table."""
+    cause, fix = explain(code)
+    return Failure(code=code, call=call, message=message or code, cause=cause, fix=fix)
