@@ -8,6 +8,7 @@ hold, and asks the kernel (kcmp) whether the exported and received fds are one o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -432,10 +433,8 @@ class Session:
     def _stop(self, w: WorkerProcess) -> list[Event]:
         expected = w.alive
         if w.alive:
-            try:
+            with contextlib.suppress(OSError):
                 w.control.send({"cmd": "quit"})
-            except OSError:
-                pass
             try:
                 w.proc.wait(timeout=self.config.grace)
             except subprocess.TimeoutExpired:

@@ -9,6 +9,7 @@ Whatever happens, it releases what it holds before it exits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
@@ -330,11 +331,9 @@ class Worker:
         self.close_socket("sock")
         if self.listener is not None:
             self.close_socket("listener")
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.backend.calls.timed("unlink", {"path": self.cfg.socket_path},
                                          lambda: os.unlink(self.cfg.socket_path), lambda _: "0")
-            except FileNotFoundError:
-                pass
         attempt(self.backend.shutdown)
         self.state.update(handle=None, va=None, mapped_size=0, exported_fd=None, received_fd=None)
         if errors:
@@ -344,17 +343,13 @@ class Worker:
     def release_all(self) -> None:
         """Last-chance cleanup at exit; errors are swallowed because the process is ending anyway."""
         if "cleanup" not in self.done:
-            try:
+            with contextlib.suppress(Exception):
                 self._cleanup()
-            except Exception:
-                pass
 
 
 def _die_with_parent() -> None:
-    try:
+    with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except Exception:
-        pass
 
 
 def _terminate(signum, frame) -> None:
@@ -411,10 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         worker.release_all()
-        try:
+        with contextlib.suppress(OSError):
             control.send({"type": "bye"})
-        except OSError:
-            pass
 
 
 if __name__ == "__main__":

@@ -122,4 +122,5 @@ class Backend(ABC):
         return None
 
     def shutdown(self) -> None:
-        """Release the context or whatever ``init`` acquired."""
+        """Release the context or whatever ``init`` acquired (nothing by default)."""
+        return None

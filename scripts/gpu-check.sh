@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
+# Usage: bash scripts/gpu-check.sh [core|app|all]   (writes a log to $OUT or ./gpu-check.log)
+set -u
+part=${1:-all}
+out=${OUT:-.}
+log="$out/gpu-check.log"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# carried wheels (textual and friends), if any
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
+{
+  echo "=== vmmtui gpu-check ($part) $(date -u +%FT%TZ) on $(hostname)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
+  python3 -c 'import cuda.bindings, numpy, sys; print("python", sys.version.split()[0], "cuda.bindings", cuda.bindings.__version__, "numpy", numpy.__version__)'
+  uname -r
+  if [ "$part" = core ] || [ "$part" = all ]; then
+    step python3 -m vmmtui doctor
+    step python3 -m vmmtui run --backend cuda --size 1MiB --verbose
+    step python3 -m vmmtui run --backend cuda --size 1GiB
+    step python3 -m vmmtui run --size 1MiB --json
+    step python3 scripts/proc-crosscheck.py
+    step python3 -m pytest -q -m gpu tests -p no:cacheprovider
+    step python3 -m pytest -q tests -p no:cacheprovider -x --ignore=tests/test_app.py
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = app ] || [ "$part" = all ]; then
+    step python3 -m pytest -q tests -p no:cacheprovider
+    step bash scripts/tmux-demo.sh "$out"
+    step python3 scripts/screenshots.py --backend cuda --out "$out"
+  fi
+} 2>&1 | tee "$log"

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import os
+import socket
+
+import psutil
+import pytest
+
+
+def cuda_reason() -> str | None:
+    """None when the cuda backend can run here, else why not."""
+    from vmmtui.backends import choose
+
+    choice = choose("cuda")
+    return None if choice.usable else choice.reason
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if not gpu_items:
+        return
+    reason = cuda_reason()
+    if reason:
+        skip = pytest.mark.skip(reason=f"no usable GPU: {reason}")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+def open_fds() -> set[int]:
+    return {int(n) for n in os.listdir("/proc/self/fd")}
+
+
+@pytest.fixture
+def clean_state(tmp_path):
+    """Asserts that a test leaves no extra fds, child processes or session directories behind."""
+    before_fds = open_fds()
+    before_children = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield tmp_path
+    leaked = open_fds() - before_fds
+    # the fd listing itself is gone by now; anything new is a leak
+    assert not leaked, f"leaked fds: {[(fd, _target(fd)) for fd in leaked]}"
+    children = [p for p in psutil.Process().children(recursive=True) if p.pid not in before_children]
+    assert not children, f"workers left alive: {children}"
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")], "session directory left behind"
+
+
+def _target(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "?"
+
+
+@pytest.fixture
+def seqpacket_pair():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    yield a, b
+    a.close()
+    b.close()

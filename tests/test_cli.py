@@ -1,0 +1,66 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vmmtui.cli import main
+
+
+def run_cli(*args, tmp=None):
+    env = dict(os.environ)
+    if tmp:
+        env["TMPDIR"] = str(tmp)
+    return subprocess.run([sys.executable, "-m", "vmmtui", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_run_memfd_prints_the_seed_log_and_exits_0(tmp_path):
+    res = run_cli("run", "--backend", "memfd", "--size", "64KiB", tmp=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "Exported allocation as FD:" in out
+    assert "Data verification PASSED (16384 integers verified)" in out
+    assert "same open file description" in out
+    assert "VERIFIED" in out and "match /proc" in out
+    assert os.listdir(tmp_path) == []
+
+
+def test_run_json_is_one_event_per_line(tmp_path):
+    res = run_cli("run", "--backend", "memfd", "--size", "4096", "--json", tmp=tmp_path)
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "SessionStarted" and kinds[-1] == "SessionClosed"
+    assert "SessionFinished" in kinds and events[-1]["clean"]
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "garbage", "12XB"])
+def test_bad_sizes_exit_2_with_one_line(size, capsys):
+    with pytest.raises(SystemExit) as ex:
+        main(["run", "--size", size])
+    assert ex.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "size" in err[-1]
+
+
+def test_unknown_backend_exits_2(capsys):
+    with pytest.raises(SystemExit) as ex:
+        main(["run", "--backend", "opencl"])
+    assert ex.value.code == 2
+
+
+def test_cuda_without_driver_names_what_is_missing(capsys):
+    from vmmtui.backends import choose
+
+    if choose("cuda").usable:
+        pytest.skip("this machine has a usable GPU")
+    assert main(["run", "--backend", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "libcuda.so.1" in err and "memfd" in err
+
+
+def test_doctor_reports_memfd_and_kcmp():
+    res = run_cli("doctor")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "memfd backend" in res.stdout and "kcmp" in res.stdout

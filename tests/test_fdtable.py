@@ -1,0 +1,34 @@
+import os
+
+from vmmtui.fdtable import FdTable, kcmp_same_file
+
+
+def test_fd_table_matches_proc_self():
+    r, w = os.pipe()
+    try:
+        table = FdTable.read(os.getpid())
+        assert table.error is None
+        assert table.entries[r].target == os.readlink(f"/proc/self/fd/{r}")
+        assert table.entries[r].ino == os.fstat(r).st_ino
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_fd_table_of_a_dead_process_says_so():
+    table = FdTable.read(2**22 + 12345)
+    assert table.error and table.status == "gone"
+
+
+def test_kcmp_tells_a_dup_from_another_file():
+    r, w = os.pipe()
+    d = os.dup(r)
+    try:
+        pid = os.getpid()
+        assert kcmp_same_file(pid, r, pid, d).same is True
+        assert kcmp_same_file(pid, r, pid, w).same is False
+        bad = kcmp_same_file(pid, r, pid, 10_000)
+        assert bad.same is None and "unavailable" in bad.detail
+    finally:
+        for fd in (r, w, d):
+            os.close(fd)
