@@ -1,0 +1,16 @@
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_is_clean():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff not installed (pip install -e '.[dev]')")
+    res = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
