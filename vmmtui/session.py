@@ -160,7 +160,8 @@ class Session:
         self.last_kcmp: KcmpVerdict | None = None
         self.dir: str | None = None
         self.closed = False
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one step or close at a time
+        self._snap_lock = threading.Lock()
 
     # -- life cycle --------------------------------------------------------------------------------
     @property
@@ -178,6 +179,10 @@ class Session:
     @property
     def next_step(self) -> tuple[str, str] | None:
         return None if self.stopped else PLAN[self.position]
+
+    @staticmethod
+    def plan_step(index: int) -> tuple[str, str]:
+        return PLAN[index]
 
     def start(self) -> list[Event]:
         """Choose the backend, make the private directory, launch both workers."""
@@ -328,6 +333,8 @@ class Session:
     def _reap_if_dead(self, w: WorkerProcess) -> list[Event]:
         if w.exited is not None or w.proc.poll() is None:
             return []
+        if "cleanup" in w.done and w.proc.returncode == 0:
+            return []
         rc = w.proc.returncode
         w.exited = WorkerExited(w.role, w.pid, rc, _signal_name(rc), expected=False, log_tail=w.log_tail())
         return [w.exited]
@@ -342,20 +349,33 @@ class Session:
             yield from self.step()
 
     # -- what the kernel says ----------------------------------------------------------------------
-    def snapshot(self) -> list[Event]:
-        """Both fd tables from /proc, each declared fd checked, and kcmp on the exported/received pair."""
-        with self._lock:
+    def snapshot(self, count: bool = True) -> list[Event]:
+        """Both fd tables from /proc, each declared fd checked, and kcmp on the exported/received pair.
+
+        Safe to call from another thread while a step runs (the live 4 Hz refresh does); only the
+        snapshots taken after steps (``count=True``) add to the session's check totals.
+        """
+        with self._snap_lock:
             events: list[Event] = []
             for role in ROLES:
                 w = self.workers.get(role)
                 if w is not None:
-                    events.append(self._fd_snapshot(w))
+                    events.append(self._fd_snapshot(w, count))
             pair = self._kcmp()
             if pair is not None:
                 events.append(pair)
             return events
 
-    def _fd_snapshot(self, w: WorkerProcess) -> FdSnapshot:
+    def poll_exits(self) -> list[Event]:
+        """WorkerExited for any worker that died since we last looked (between steps, say)."""
+        if self.closed:
+            return []
+        events: list[Event] = []
+        for w in list(self.workers.values()):
+            events += self._reap_if_dead(w)
+        return events
+
+    def _fd_snapshot(self, w: WorkerProcess, count: bool = True) -> FdSnapshot:
         table = FdTable.read(w.pid)
         snap = FdSnapshot(w.role, w.pid, table.status, error=table.error)
         if table.error:
@@ -383,9 +403,9 @@ class Session:
             else:
                 snap.closed.append(FdRow(fd, entry.target, "closed", check="reused",
                                          detail=f"the number now refers to {entry.target} (opened since)"))
-        checks = [r for r in snap.rows if r.check]
-        self.fd_checks += len(checks)
-        self.fd_problems += len(snap.problems)
+        if count:
+            self.fd_checks += len([r for r in snap.rows if r.check])
+            self.fd_problems += len(snap.problems)
         return snap
 
     def _kcmp(self) -> KcmpVerdict | None:

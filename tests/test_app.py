@@ -1,0 +1,140 @@
+"""The inspector driven with Pilot on real memfd sessions: what the screen holds, and what is left."""
+
+import asyncio
+import os
+
+import psutil
+import pytest
+
+from vmmtui.app import InspectorApp
+from vmmtui.backends import Choice
+from vmmtui.fdtable import FdTable
+from vmmtui.session import SessionConfig
+from vmmtui.steps import PLAN
+from vmmtui.widgets.fd_table import FdTableView
+from vmmtui.widgets.wire import VerificationPanel, WirePanel
+
+MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
+
+
+def make_app(tmp_path, **kw):
+    return InspectorApp(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD, **kw)
+
+
+async def wait_for(pilot, cond, timeout=30.0):
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def text_of(widget) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def step_to(pilot, app, index):
+    while app.session.position < index:
+        before = app.session.position
+        await pilot.press("space")
+        await wait_for(pilot, lambda before=before: app.session.position > before and not app.busy)
+    await pilot.pause(0.3)
+
+
+@pytest.mark.asyncio
+async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and len(app.session.workers) == 2)
+        export_index = PLAN.index(("producer", "export")) + 1
+        await step_to(pilot, app, export_index)
+        exported = app.session.workers["producer"].state["exported_fd"]
+        producer_pid = app.session.workers["producer"].pid
+        assert os.readlink(f"/proc/{producer_pid}/fd/{exported}").startswith("/memfd:")
+        await step_to(pilot, app, PLAN.index(("consumer", "receive")) + 1)
+        received = app.session.workers["consumer"].state["received_fd"]
+        consumer_pid = app.session.workers["consumer"].pid
+        # the fd tables on screen hold the numbers /proc shows for those pids
+        prod_view = app.query_one("#producer-fds", FdTableView)
+        cons_view = app.query_one("#consumer-fds", FdTableView)
+        await wait_for(pilot, lambda: cons_view.snapshot is not None and received in {r.fd for r in cons_view.snapshot.rows})
+        assert {r.fd for r in prod_view.snapshot.rows} == set(FdTable.read(producer_pid).entries)
+        assert {r.fd for r in cons_view.snapshot.rows} == set(FdTable.read(consumer_pid).entries)
+        screen_text = text_of(cons_view)
+        assert f"≡ producer {exported}" in screen_text
+        wire = text_of(app.query_one(WirePanel))
+        assert f"producer fd {exported} ≡ consumer fd {received}: same open file description" in wire
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.finished and not app.busy)
+        await pilot.pause(0.3)
+        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed)
+    assert os.listdir(tmp_path) == []
+    for pid in (producer_pid, consumer_pid):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.asyncio
+async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
+    app = make_app(tmp_path)
+    pids = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and len(app.session.workers) == 2)
+        await step_to(pilot, app, 5)
+        first = app.session
+        pids += [w.pid for w in first.workers.values()]
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.session is not first and app.session is not None
+                       and len(app.session.workers) == 2)
+        assert first.closed
+        pids += [w.pid for w in app.session.workers.values()]
+        await step_to(pilot, app, 3)
+        await pilot.press("r")  # quit while the run is going
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed)
+    await asyncio.sleep(0.1)
+    assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+@pytest.mark.asyncio
+async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and len(app.session.workers) == 2)
+        await step_to(pilot, app, 2)
+        victim = app.session.workers["consumer"]
+        victim.proc.kill()
+        await wait_for(pilot, lambda: victim.exited is not None)
+        await pilot.pause(0.3)
+        head = text_of(app.query_one("#consumer-head"))
+        assert "killed by SIGKILL" in head
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(app.session.workers) == 2 and app.session.workers["consumer"] is not victim)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.finished and not app.busy)
+        assert app.session.verified
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed)
+    assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
+
+
+@pytest.mark.asyncio
+async def test_transcript_and_screenshots_are_written(tmp_path):
+    shots = tmp_path / "shots"
+    md = tmp_path / "t.md"
+    app = make_app(tmp_path, screenshots=str(shots), transcript=str(md), autoplay=True, pace=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.finished and not app.busy, 60)
+        await pilot.pause(0.5)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed)
+    text = md.read_text()
+    assert "Data verification PASSED" in text and "kcmp(KCMP_FILE)" in text and "Closed cleanly" in text
+    assert len(list(shots.glob("*.svg"))) >= len(PLAN)

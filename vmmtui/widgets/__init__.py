@@ -1,0 +1,1 @@
+"""The inspector's widgets: each renders session events; none makes a driver call."""

@@ -1,0 +1,119 @@
+"""A process's fd table as /proc shows it, each declared fd marked ✓ or ✗, new ones highlighted,
+closed ones struck through for a moment, driver fds foldable."""
+
+from __future__ import annotations
+
+import time
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from vmmtui.events import FdRow, FdSnapshot, KcmpVerdict
+from vmmtui.widgets.display import Display
+
+HIGHLIGHT_S = 2.0
+KIND_LABEL = {
+    "exported": "exported allocation",
+    "received": "received (SCM_RIGHTS)",
+    "allocation": "allocation (memfd)",
+    "imported": "imported handle",
+    "listener": "listening socket",
+    "connection": "the socket (peer)",
+    "control": "control channel",
+    "driver": "driver",
+    "socket": "socket",
+    "pipe": "pipe",
+    "anon": "anon inode",
+    "other": "other",
+}
+
+
+class FdTableView(Static):
+    """Renders FdSnapshots; remembers when each fd appeared or vanished to highlight changes."""
+
+    def __init__(self, role: str, display: Display, **kw):
+        super().__init__(**kw)
+        self.role = role
+        self.fmt = display
+        self.fold_driver = True
+        self.snapshot: FdSnapshot | None = None
+        self.kcmp: KcmpVerdict | None = None
+        self.first_seen: dict[int, float] = {}
+        self.gone: dict[int, tuple[float, FdRow]] = {}
+        self._known: set[int] | None = None
+
+    def update_snapshot(self, snap: FdSnapshot) -> None:
+        now = time.monotonic()
+        current = {r.fd: r for r in snap.rows}
+        if self._known is not None:
+            for fd in current.keys() - self._known:
+                self.first_seen[fd] = now
+                self.gone.pop(fd, None)
+            if self.snapshot is not None:
+                for r in self.snapshot.rows:
+                    if r.fd not in current:
+                        self.gone[r.fd] = (now, r)
+        self._known = set(current)
+        self.snapshot = snap
+        self.render_table()
+
+    def set_kcmp(self, verdict: KcmpVerdict | None) -> None:
+        self.kcmp = verdict
+        self.render_table()
+
+    def toggle_fold(self) -> None:
+        self.fold_driver = not self.fold_driver
+        self.render_table()
+
+    def reset(self) -> None:
+        self.snapshot, self.kcmp, self._known = None, None, None
+        self.first_seen.clear()
+        self.gone.clear()
+        self.render_table()
+
+    def _pair_note(self, fd: int) -> str:
+        k = self.kcmp
+        if k is None:
+            return ""
+        sign = {True: "≡", False: "≢", None: "?"}[k.same]
+        if self.role == "producer" and fd == k.producer_fd:
+            return f" {sign} consumer {k.consumer_fd}"
+        if self.role == "consumer" and fd == k.consumer_fd:
+            return f" {sign} producer {k.producer_fd}"
+        return ""
+
+    def render_table(self) -> None:
+        snap, d = self.snapshot, self.fmt
+        if snap is None:
+            self.update(Text("fd table: waiting for the worker", style="dim"))
+            return
+        if snap.error:
+            self.update(Text(f"fd table unavailable: {d.text(snap.error)}", style="yellow"))
+            return
+        now = time.monotonic()
+        t = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="bold dim")
+        t.add_column("fd", justify="right", no_wrap=True, width=4)
+        t.add_column("target", overflow="ellipsis", no_wrap=True, ratio=2)
+        t.add_column("what", overflow="ellipsis", no_wrap=True, ratio=3)
+        t.add_column("", no_wrap=True, width=1)
+        rows = list(snap.rows)
+        folded = [r for r in rows if r.kind == "driver" and r.check is None]
+        if self.fold_driver and len(folded) > 1:
+            rows = [r for r in rows if r not in folded]
+        for r in rows:
+            fresh = now - self.first_seen.get(r.fd, -1e9) < HIGHLIGHT_S
+            mark = {"ok": ("✓", "green"), "missing": ("✗", "bold red"), "mismatch": ("✗", "bold red")}.get(
+                r.check or "", ("", ""))
+            what = KIND_LABEL.get(r.kind, r.kind).split(" (")[0] + self._pair_note(r.fd) \
+                if self._pair_note(r.fd) else KIND_LABEL.get(r.kind, r.kind)
+            style = "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")
+            t.add_row(str(r.fd), Text(d.text(r.target), style=style or ("dim" if r.check is None else "")),
+                      Text(what, style="bold cyan" if self._pair_note(r.fd) else ""), Text(mark[0], style=mark[1]))
+        for fd, (when, r) in sorted(self.gone.items()):
+            if now - when < HIGHLIGHT_S:
+                t.add_row(Text(str(fd), style="strike red"), Text(d.text(r.target), style="strike red"),
+                          Text("closed", style="red"), "")
+        if self.fold_driver and len(folded) > 1:
+            t.add_row("", Text(f"+ {len(folded)} driver fds on /dev/nvidia* (f: show)", style="dim italic"), "", "")
+        self.update(t)

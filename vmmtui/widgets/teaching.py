@@ -1,0 +1,32 @@
+"""What the current step does, in two or three sentences naming the API; or the error, cause and fix."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from vmmtui.steps import STEPS
+from vmmtui.troubleshooting import Failure
+
+
+class TeachingPanel(Static):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.border_title = "what this step does"
+
+    def show_step(self, step: tuple[str, str] | None, finished: bool = False) -> None:
+        if step is None:
+            self.border_title = "done" if finished else "what this step does"
+            self.update(Text("All steps done. The fd went producer → SCM_RIGHTS → consumer, both mapped the same "
+                             "physical memory, and every resource was released in reverse order. "
+                             "ctrl+r runs it again." if finished else "", style="green" if finished else ""))
+            return
+        s = STEPS[step]
+        self.border_title = f"next: {s.role} · {s.title}"
+        self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
+
+    def show_failure(self, role: str, step: str, f: Failure) -> None:
+        self.border_title = f"FAILED: {role} · {step}"
+        self.update(Text.assemble((f"{f.call} → {f.code}", "bold red"), f" ({f.message})\n",
+                                  ("cause: ", "bold"), f"{f.cause}\n", ("fix: ", "bold"), f"{f.fix}  ",
+                                  ("(ctrl+r restarts)", "dim")))
