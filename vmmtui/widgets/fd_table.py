@@ -91,7 +91,7 @@ class FdTableView(Static):
         if snap.error:
             self.update(Text(f"fd table unavailable: {d.text(snap.error)}", style="yellow"))
             return
-        now = time.monotonic()
+        now = time.monotonic() if not self.fmt.stable else 1e12  # stable: no time-based highlights
         t = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="bold dim")
         t.add_column("fd", justify="right", no_wrap=True, width=4)
         t.add_column("target", overflow="ellipsis", no_wrap=True, ratio=2)

@@ -78,9 +78,13 @@ class ProcessPanel(Vertical):
         d = self.fmt
         head = Text.assemble(("pid ", "dim"), (d.pid(self.pid), "bold"), ("  ", ""),
                              (self.backend or "…", "cyan"), ("  ", ""), (self.state_text, self._state_style()))
-        name = self.worker_state.get("device_name")
-        if name:
-            head.append(f"\n{name}", "dim")
+        steps = role_steps(self.role)
+        done = sum(1 for ok, _ in self.results.values() if ok)
+        head.append(f"  {done}/{len(steps)} steps", "dim")
+        if self.next_step:
+            head.append(f"\n▶ {STEPS[(self.role, self.next_step)].title}", "bold yellow")
+        elif self.worker_state.get("device_name"):
+            head.append(f"\n{self.worker_state['device_name']}", "dim")
         self.query_one(f"#{self.role}-head", Static).update(head)
         self.query_one(f"#{self.role}-steps", Static).update(self._steps())
         self.query_one(f"#{self.role}-card", Static).update(self._card())

@@ -1,0 +1,43 @@
+"""Layout snapshots at 80x24 (compact) and 160x48, on memfd, with volatile values masked (--stable)."""
+
+import pytest
+
+from vmmtui.app import InspectorApp
+from vmmtui.backends import Choice
+from vmmtui.session import SessionConfig
+from vmmtui.steps import PLAN
+
+MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
+
+
+def stable_app():
+    return InspectorApp(SessionConfig(backend="memfd", size=1 << 20), MEMFD, stable=True)
+
+
+def stepper(upto: int):
+    async def run_before(pilot):
+        app = pilot.app
+        for _ in range(600):
+            if app.session is not None and len(app.session.workers) == 2:
+                break
+            await pilot.pause(0.05)
+        while app.session.position < upto:
+            before = app.session.position
+            await pilot.press("space")
+            for _ in range(600):
+                if app.session.position > before and not app.busy:
+                    break
+                await pilot.pause(0.05)
+        await pilot.pause(0.6)
+
+    return run_before
+
+
+def test_compact_80x24_after_the_fd_arrived(snap_compare):
+    assert snap_compare(stable_app(), terminal_size=(80, 24),
+                        run_before=stepper(PLAN.index(("consumer", "receive")) + 1))
+
+
+def test_large_160x48_verified(snap_compare):
+    assert snap_compare(stable_app(), terminal_size=(160, 48),
+                        run_before=stepper(PLAN.index(("producer", "wait_ack")) + 1))
