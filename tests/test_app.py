@@ -32,9 +32,10 @@ async def wait_for(pilot, cond, timeout=30.0):
 def text_of(widget) -> str:
     from rich.console import Console
 
-    console = Console(width=200, record=True, file=open(os.devnull, "w"))
-    console.print(widget.content)
-    return console.export_text()
+    with open(os.devnull, "w") as sink:
+        console = Console(width=200, record=True, file=sink)
+        console.print(widget.content)
+        return console.export_text()
 
 
 async def step_to(pilot, app, index):

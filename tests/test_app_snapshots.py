@@ -1,6 +1,5 @@
 """Layout snapshots at 80x24 (compact) and 160x48, on memfd, with volatile values masked (--stable)."""
 
-import pytest
 
 from vmmtui.app import InspectorApp
 from vmmtui.backends import Choice
