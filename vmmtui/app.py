@@ -59,7 +59,7 @@ class InspectorApp(App[int]):
         Binding("minus", "slower", "Slower", show=False),
         Binding("ctrl+r", "restart", "Restart"),
         Binding("s", "screenshot", "Screenshot"),
-        Binding("f", "fold", "Fold fds"),
+        Binding("f", "fold", "All fds"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -166,6 +166,10 @@ class InspectorApp(App[int]):
             self.call_from_thread(self._finish)
 
     def _tick_refresh(self) -> None:
+        # stable mode (snapshots, recorded lectures) shows the tables read after each step only,
+        # so the picture does not depend on when a live read happened to land
+        if self.display_mode.stable:
+            return
         if not self.refreshing and self.session is not None and not self.session.closed:
             self.refreshing = True
             self._refresh(self.generation)

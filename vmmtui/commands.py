@@ -14,7 +14,7 @@ COMMANDS = [
     ("Slower autoplay", "slower", "longer pause between steps (-)"),
     ("Restart", "restart", "stop the workers, clean everything, start a fresh session (ctrl+r)"),
     ("Screenshot", "screenshot", "save an SVG screenshot (s)"),
-    ("Fold driver fds", "fold", "show or hide the /dev/nvidia* fds (f)"),
+    ("Fold other fds", "fold", "show or hide the fds that are not ours: /dev/nvidia*, stdio, pipes (f)"),
     ("Help", "help", "keys and what the panels show (?)"),
     ("Quit", "quit", "clean up and quit (q)"),
 ]

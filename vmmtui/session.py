@@ -417,6 +417,8 @@ class Session:
         if pfd is None or cfd is None:
             return None
         r = kcmp_same_file(p.pid, pfd, c.pid, cfd)
+        if r.same is None and "EBADF" in r.detail:
+            return None  # one side closed its fd while we looked (a live refresh during cleanup): no pair now
         self.last_kcmp = KcmpVerdict(p.pid, pfd, c.pid, cfd, r.same, r.detail)
         return self.last_kcmp
 

@@ -21,7 +21,7 @@ physical memory and verifies the pattern.
 | `a` | autoplay on/off; `+` / `-` pace |
 | `ctrl+r` | restart (workers stopped, everything cleaned, fresh session) |
 | `s` | save an SVG screenshot |
-| `f` | fold/unfold the driver's `/dev/nvidia*` fds |
+| `f` | fold/unfold the fds that are not ours (`/dev/nvidia*`, stdio, pipes) |
 | `ctrl+p` | command palette |
 | `q` | quit (cleans up first) |
 

@@ -1,5 +1,5 @@
 """A process's fd table as /proc shows it, each declared fd marked ✓ or ✗, new ones highlighted,
-closed ones struck through for a moment, driver fds foldable."""
+closed ones struck through for a moment; fds that are not ours (driver, stdio, pipes) fold away."""
 
 from __future__ import annotations
 
@@ -98,9 +98,9 @@ class FdTableView(Static):
         t.add_column("what", overflow="ellipsis", no_wrap=True, ratio=3)
         t.add_column("", no_wrap=True, width=1)
         rows = list(snap.rows)
-        folded = [r for r in rows if r.kind == "driver" and r.check is None]
-        if self.fold_driver and len(folded) > 1:
-            rows = [r for r in rows if r not in folded]
+        folded = [r for r in rows if r.check is None] if self.fold_driver else []
+        if folded:
+            rows = [r for r in rows if r.check is not None]
         for r in rows:
             fresh = now - self.first_seen.get(r.fd, -1e9) < HIGHLIGHT_S
             mark = {"ok": ("✓", "green"), "missing": ("✗", "bold red"), "mismatch": ("✗", "bold red")}.get(
@@ -114,6 +114,10 @@ class FdTableView(Static):
             if now - when < HIGHLIGHT_S:
                 t.add_row(Text(str(fd), style="strike red"), Text(d.text(r.target), style="strike red"),
                           Text("closed", style="red"), "")
-        if self.fold_driver and len(folded) > 1:
-            t.add_row("", Text(f"+ {len(folded)} driver fds on /dev/nvidia* (f: show)", style="dim italic"), "", "")
+        if folded:
+            kinds: dict[str, int] = {}
+            for r in folded:
+                kinds[r.kind] = kinds.get(r.kind, 0) + 1
+            summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+            t.add_row("", Text(f"+ {len(folded)} more not ours: {summary} (f: show all)", style="dim italic"), "", "")
         self.update(t)
