@@ -74,7 +74,7 @@ async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
         await pilot.pause(0.3)
         assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.session.closed)
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     assert os.listdir(tmp_path) == []
     for pid in (producer_pid, consumer_pid):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -97,7 +97,7 @@ async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
         await step_to(pilot, app, 3)
         await pilot.press("r")  # quit while the run is going
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.session.closed)
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     await asyncio.sleep(0.1)
     assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
@@ -122,7 +122,7 @@ async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         assert app.session.verified
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.session.closed)
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
 
 
@@ -135,7 +135,7 @@ async def test_transcript_and_screenshots_are_written(tmp_path):
         await wait_for(pilot, lambda: app.session is not None and app.session.finished and not app.busy, 60)
         await pilot.pause(0.5)
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.session.closed)
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     text = md.read_text()
     assert "Data verification PASSED" in text and "kcmp(KCMP_FILE)" in text and "Closed cleanly" in text
     assert len(list(shots.glob("*.svg"))) >= len(PLAN)

@@ -158,12 +158,14 @@ class InspectorApp(App[int]):
     def _close_session(self, then: str, generation: int) -> None:
         session = self.session
         events = session.close() if session is not None else []
+        if then == "quit":
+            # handled before exiting, so the transcript and log get the close events
+            self.call_from_thread(self._finish, SessionEvents(events, generation))
+            return
         self.post_message(SessionEvents(events, generation))
         if then == "restart":
             self.call_from_thread(self._reset_widgets)
             self._start_session(self.generation)
-        elif then == "quit":
-            self.call_from_thread(self._finish)
 
     def _tick_refresh(self) -> None:
         # stable mode (snapshots, recorded lectures) shows the tables read after each step only,
@@ -326,7 +328,8 @@ class InspectorApp(App[int]):
         self.generation += 1
         self._close_session("quit", self.generation)
 
-    def _finish(self) -> None:
+    def _finish(self, closing: SessionEvents) -> None:
+        self.on_session_events(closing)
         if self.transcript:
             self.transcript.close()
         self.exit(0)
