@@ -165,7 +165,7 @@ class InspectorApp(App[int]):
         self.post_message(SessionEvents(events, generation))
         if then == "restart":
             self.call_from_thread(self._reset_widgets)
-            self._start_session(self.generation)
+            self.call_from_thread(self._start_session, self.generation)  # workers start on the UI thread
 
     def _tick_refresh(self) -> None:
         # stable mode (snapshots, recorded lectures) shows the tables read after each step only,
