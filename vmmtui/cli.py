@@ -93,14 +93,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             emit(e)
     except SessionError as exc:
         print(f"vmmtui: {exc}", file=sys.stderr)
-        for e in session.close():
-            emit(e)
-        return EXIT_USAGE
+        return EXIT_USAGE  # the finally below closes the session
     finally:
         for e in session.close():
             emit(e)
     if not args.json:
-        printer.console.print(printer.summary(args.size))
+        printer.console.print(printer.summary())
     ok = session.verified and session.failure is None and session.fd_problems == 0
     return EXIT_OK if ok else EXIT_FAILED
 

@@ -91,7 +91,7 @@ class LogPrinter:
         elif isinstance(e, SessionClosed):
             self.closed = e
 
-    def summary(self, requested_size: int) -> str:
+    def summary(self) -> str:
         parts = []
         if self.finished and self.finished.verified:
             parts.append(f"[bold green]VERIFIED[/] {self.finished.integers} integers ({format_size(self.finished.integers * 4)})")
