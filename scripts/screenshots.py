@@ -34,7 +34,7 @@ async def shoot(backend: str, out: Path, size: int, width: int, height: int) -> 
     app = InspectorApp(SessionConfig(backend=choice.name, size=size), choice)
     saved: list[Path] = []
     async with app.run_test(size=(width, height)) as pilot:
-        while app.session is None or len(app.session.workers) < 2:
+        while app.session is None or not app.session.started:
             await pilot.pause(0.05)
         for n, (name, upto) in enumerate(MOMENTS, 1):
             while app.session.position < upto:

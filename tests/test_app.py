@@ -50,7 +50,7 @@ async def step_to(pilot, app, index):
 async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: app.session is not None and len(app.session.workers) == 2)
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
         export_index = PLAN.index(("producer", "export")) + 1
         await step_to(pilot, app, export_index)
         exported = app.session.workers["producer"].state["exported_fd"]
@@ -85,13 +85,13 @@ async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
     app = make_app(tmp_path)
     pids = []
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.session is not None and len(app.session.workers) == 2)
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
         await step_to(pilot, app, 5)
         first = app.session
         pids += [w.pid for w in first.workers.values()]
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.session is not first and app.session is not None
-                       and len(app.session.workers) == 2)
+                       and app.session.started)
         assert first.closed
         pids += [w.pid for w in app.session.workers.values()]
         await step_to(pilot, app, 3)
@@ -108,7 +108,7 @@ async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
 async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: app.session is not None and len(app.session.workers) == 2)
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
         await step_to(pilot, app, 2)
         victim = app.session.workers["consumer"]
         victim.proc.kill()
@@ -117,7 +117,7 @@ async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
         head = text_of(app.query_one("#consumer-head"))
         assert "killed by SIGKILL" in head
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: len(app.session.workers) == 2 and app.session.workers["consumer"] is not victim)
+        await wait_for(pilot, lambda: app.session.started and app.session.workers["consumer"] is not victim)
         await pilot.press("r")
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         assert app.session.verified

@@ -17,7 +17,7 @@ def stepper(upto: int):
     async def run_before(pilot):
         app = pilot.app
         for _ in range(600):
-            if app.session is not None and len(app.session.workers) == 2:
+            if app.session is not None and app.session.started:
                 break
             await pilot.pause(0.05)
         while app.session.position < upto:

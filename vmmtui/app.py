@@ -262,7 +262,7 @@ class InspectorApp(App[int]):
 
     # -- actions -----------------------------------------------------------------------------------
     def _can_step(self) -> bool:
-        if self.session is None or self.busy or not self.session.workers:
+        if self.session is None or self.busy or not self.session.started:
             return False
         if self.session.stopped:
             self.notify("The plan has ended: ctrl+r restarts.", timeout=3)

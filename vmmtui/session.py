@@ -160,6 +160,8 @@ class Session:
         self.last_kcmp: KcmpVerdict | None = None
         self.dir: str | None = None
         self.closed = False
+        self._launching: list[WorkerProcess] = []
+        self.started = False  # both workers said hello; steps are refused before that
         self._lock = threading.RLock()  # one step or close at a time
         self._snap_lock = threading.Lock()
 
@@ -186,6 +188,10 @@ class Session:
 
     def start(self) -> list[Event]:
         """Choose the backend, make the private directory, launch both workers."""
+        with self._lock:
+            return self._start()
+
+    def _start(self) -> list[Event]:
         cfg = self.config
         if self.choice is None:
             self.choice = choose_backend(cfg.backend, cfg.device)
@@ -208,6 +214,7 @@ class Session:
         except Exception:
             self.close()
             raise
+        self.started = True
         return events
 
     def _launch(self, role: str) -> WorkerProcess:
@@ -228,12 +235,14 @@ class Session:
         finally:
             child.close()
         w = WorkerProcess(role, proc, LineChannel(parent), log_path)
-        self.workers[role] = w
+        self._launching.append(w)  # so that close() stops it even if it never says hello
         hello = self._receive(w, cfg.start_timeout)
         if not isinstance(hello, dict) or hello.get("type") != "hello":
             detail = hello.one_line() if isinstance(hello, Failure) else f"unexpected first message {hello!r}"
             raise SessionError(f"{role} worker did not start: {detail}; log: {' | '.join(w.log_tail(3))}")
         w.held = [HeldFd(**h) for h in hello.get("held", [])]
+        self._launching.remove(w)
+        self.workers[role] = w
         return w
 
     def _receive(self, w: WorkerProcess, timeout: float) -> dict | Failure:
@@ -272,7 +281,7 @@ class Session:
         """Run the next step of the plan; returns its events (empty once stopped)."""
         with self._lock:
             nxt = self.next_step
-            if nxt is None:
+            if nxt is None or not self.started:
                 return []
             role, name = nxt
             index = self.position
@@ -438,11 +447,11 @@ class Session:
                     events.append(StepDone(-1, report, 0, 0))
                 if problem is not None:
                     events.append(Notice(f"{role} cleanup: {problem.one_line()}"))
-            for w in self.workers.values():
+            for w in [*self.workers.values(), *self._launching]:
                 events += self._stop(w)
             self.closed = True
             leftovers = []
-            for w in self.workers.values():
+            for w in [*self.workers.values(), *self._launching]:
                 if w.proc.poll() is None:
                     leftovers.append(f"{w.role} pid {w.pid} still running")
             if self.dir:

@@ -382,6 +382,19 @@ def serve(worker: Worker, control: LineChannel) -> int:
             control.send({"type": "error", "message": f"unknown command {cmd!r}"})
 
 
+def _settle_control_fd(fd: int) -> int:
+    """Move the inherited control socket to the lowest free fd number.
+
+    The number it arrives with is the session's own, which depends on how many fds the session
+    process happens to hold; moved down, every worker's fd table reads the same on every machine."""
+    low = os.dup(fd)
+    if low < fd:
+        os.close(fd)
+        return low
+    os.close(low)
+    return fd
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m vmmtui.worker", description="One vmmtui worker role.")
     p.add_argument("--role", choices=[PRODUCER, CONSUMER], required=True)
@@ -396,10 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     _die_with_parent()
     signal.signal(signal.SIGTERM, _terminate)
-    control = LineChannel(socket.socket(fileno=a.control_fd))
+    control_fd = _settle_control_fd(a.control_fd)
+    control = LineChannel(socket.socket(fileno=control_fd))
     cfg = WorkerConfig(a.role, a.backend, a.size, a.socket, a.device, a.connect_timeout, a.accept_timeout,
                        a.ack_timeout)
-    worker = Worker(cfg, control_fd=a.control_fd)
+    worker = Worker(cfg, control_fd=control_fd)
     try:
         return serve(worker, control)
     except (BrokenPipeError, ConnectionResetError):

@@ -7,7 +7,9 @@ import re
 
 _VOLATILE = [
     (re.compile(r"(socket|pipe|anon_inode|eventfd):\[\d+\]"), r"\1:[…]"),
+    (re.compile(r"(?:/[^\s/]+)*/vmmtui-\d+-[A-Za-z0-9_]+"), "$TMPDIR/vmmtui-…"),
     (re.compile(r"vmmtui-\d+-[A-Za-z0-9_]+"), "vmmtui-…"),
+    (re.compile(r"\buid[ =]\d+"), "uid …"),
     (re.compile(r"0x[0-9a-fA-F]{5,}"), "0x…"),
     (re.compile(r"\bpid[ =]\d+"), "pid …"),
     (re.compile(r"\b\d+\.\d+ ms\b"), "… ms"),

@@ -71,7 +71,7 @@ class WirePanel(Static):
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
         t.add_row("socket", d.text(self.socket_path) + (" (listening)" if self.listening else ""))
-        t.add_row("peer", self.peer)
+        t.add_row("peer", d.text(self.peer))
         meta = "-"
         if self.metadata:
             m = {k: v for k, v in self.metadata.items() if k not in ("type", "v")}
