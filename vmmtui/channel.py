@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import struct
 import time
 from collections.abc import Callable
@@ -45,6 +46,31 @@ def check_path(path: str) -> None:
 def _err(exc: OSError, call: str) -> StepError:
     code = errno.errorcode.get(exc.errno or 0, "OSERROR")
     return StepError(failure(code, call, f"{exc.strerror or exc}"))
+
+
+def remove_if_stale(path: str) -> str | None:
+    """If a socket file sits at ``path`` with nobody listening (a dead run's), remove it.
+
+    Returns what was found and done, or None when there is no file. A live listener is left
+    alone and reported as EADDRINUSE: two producers must never share a path.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise StepError(failure("EADDRINUSE", "bind", f"{path} exists and is not a socket; not touching it"))
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        os.unlink(path)
+        return f"stale socket file {path}: connect() got ECONNREFUSED (nobody listening), removed it"
+    except OSError as exc:
+        raise _err(exc, "connect (stale check)") from exc
+    finally:
+        probe.close()
+    raise StepError(failure("EADDRINUSE", "bind", f"another process is listening on {path}"))
 
 
 def listen(path: str) -> socket.socket:

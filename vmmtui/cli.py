@@ -29,6 +29,25 @@ def _positive(text: str) -> float:
     return value
 
 
+def _scenario(text: str) -> str:
+    from vmmtui.scenarios import SCENARIOS
+
+    if text not in SCENARIOS:
+        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; `vmmtui run --list-scenarios` lists them")
+    return text
+
+
+def list_scenarios() -> str:
+    from vmmtui.scenarios import SCENARIOS
+
+    width = max(map(len, SCENARIOS))
+    lines = []
+    for s in SCENARIOS.values():
+        only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
+        lines.append(f"{s.name:<{width}}  {s.summary}" + ("" if len(only) == 2 else f" [{'/'.join(only)} only]"))
+    return "\n".join(lines)
+
+
 def _session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=NAMES, default="auto",
                    help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)")
@@ -37,6 +56,8 @@ def _session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument("--timeout", type=_positive, default=10.0,
                    help="seconds to wait for connect/accept (default 10); the ACK waits 12x this")
+    p.add_argument("--scenario", metavar="NAME", type=_scenario,
+                   help="make one failure really happen (see --list-scenarios)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,6 +74,7 @@ def parser() -> argparse.ArgumentParser:
     _session_options(run)
     run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     run.add_argument("--verbose", "-v", action="store_true", help="also print every driver/system call")
+    run.add_argument("--list-scenarios", action="store_true", help="list the failure scenarios, one line each, and exit")
     doc = sub.add_parser("doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd")
     doc.add_argument("--device", type=int, default=0)
     return p
@@ -62,7 +84,7 @@ def _config(args: argparse.Namespace):
     from vmmtui.session import SessionConfig
 
     return SessionConfig(backend=args.backend, size=args.size, device=args.device, connect_timeout=args.timeout,
-                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12)
+                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario)
 
 
 def _terminate(signum, frame) -> None:
@@ -73,6 +95,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from vmmtui.console import LogPrinter, print_json
     from vmmtui.session import Session, SessionError
 
+    if args.list_scenarios:
+        print(list_scenarios())
+        return EXIT_OK
     choice = choose(args.backend, args.device)
     if not choice.usable:
         print(f"vmmtui: {choice.reason}", file=sys.stderr)
@@ -99,8 +124,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             emit(e)
     if not args.json:
         printer.console.print(printer.summary())
+    clean = printer.closed is not None and printer.closed.clean
+    if session.outcome is not None:  # a scenario succeeds when it failed the way it promised, and cleaned up
+        return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
     ok = session.verified and session.failure is None and session.fd_problems == 0
-    return EXIT_OK if ok else EXIT_FAILED
+    return EXIT_OK if ok and clean else EXIT_FAILED
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from vmmtui.events import (
     FdSnapshot,
     KcmpVerdict,
     Notice,
+    ScenarioOutcome,
     SessionClosed,
     SessionFailed,
     SessionFinished,
@@ -39,6 +40,7 @@ class LogPrinter:
         self.failed: SessionFailed | None = None
         self.exits: list[WorkerExited] = []
         self.closed: SessionClosed | None = None
+        self.outcome: ScenarioOutcome | None = None
 
     def tag(self, role: str) -> str:
         return f"[{ROLE_STYLE.get(role, 'white')}]{role:>8}[/] │ "
@@ -90,9 +92,17 @@ class LogPrinter:
             self.finished = e
         elif isinstance(e, SessionClosed):
             self.closed = e
+        elif isinstance(e, ScenarioOutcome):
+            self.outcome = e
+            where = f" at {e.at}" if e.at else ""
+            verdict = "[green]as expected[/]" if e.as_expected else f"[red]NOT as expected[/] (expected {', '.join(e.expected)})"
+            c.print(f"[bold]scenario {escape(e.name)}:[/] ended with {escape(e.outcome)}{escape(where)}: {verdict}")
 
     def summary(self) -> str:
         parts = []
+        if self.outcome is not None:
+            parts.append(f"scenario {escape(self.outcome.name)}: "
+                         + ("[bold green]as expected[/]" if self.outcome.as_expected else "[bold red]NOT as expected[/]"))
         if self.finished and self.finished.verified:
             parts.append(f"[bold green]VERIFIED[/] {self.finished.integers} integers ({format_size(self.finished.integers * 4)})")
         else:

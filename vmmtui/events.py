@@ -135,3 +135,15 @@ class SessionFinished(Event):
 class SessionClosed(Event):
     clean: bool
     leftovers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScenarioOutcome(Event):
+    """How a failure scenario ended, against what it promised to show."""
+
+    name: str
+    outcome: str  # "verified" or the failure code
+    at: str  # "role step" where it ended, or ""
+    expected: list[str]
+    as_expected: bool
+    explanation: str

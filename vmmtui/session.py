@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmmtui import rogue
 from vmmtui.backends import Choice
 from vmmtui.backends import choose as choose_backend
 from vmmtui.channel import AF_UNIX_PATH_MAX
@@ -31,6 +32,7 @@ from vmmtui.events import (
     FdSnapshot,
     KcmpVerdict,
     Notice,
+    ScenarioOutcome,
     SessionClosed,
     SessionFailed,
     SessionFinished,
@@ -42,6 +44,8 @@ from vmmtui.events import (
 )
 from vmmtui.fdtable import FdTable, kcmp_same_file
 from vmmtui.protocol import HeldFd, LineChannel, ProtocolError, StepReport
+from vmmtui.scenarios import VERIFIED, Scenario
+from vmmtui.scenarios import get as get_scenario
 from vmmtui.steps import CONSUMER, PLAN, PRODUCER, ROLES
 from vmmtui.troubleshooting import Failure, failure
 
@@ -65,6 +69,12 @@ class SessionConfig:
     start_timeout: float = 60.0
     grace: float = 3.0
     tmpdir: str | None = None
+    scenario: str | None = None
+    #: "ROLE:STEP:HOW" makes that worker die at the start of STEP (crash tests; HOW: kill, segv, exit, raise)
+    crash: str | None = None
+
+#: fd kinds that refer to the shared memory; each must be gone from /proc after its worker's cleanup
+SHARED_KINDS = ("allocation", "exported", "received", "imported")
 
 
 @dataclass
@@ -80,6 +90,10 @@ class WorkerProcess:
     done: list[str] = field(default_factory=list)
     state: dict = field(default_factory=dict)
     exited: WorkerExited | None = None
+    #: every shared-memory fd it ever declared, for the leak check after cleanup
+    shared: dict[int, HeldFd] = field(default_factory=dict)
+    #: a step sent but not yet answered (consumer-first runs connect in the background)
+    pending: tuple[int, str, int] | None = None
 
     @property
     def pid(self) -> int:
@@ -150,6 +164,13 @@ class Session:
     def __init__(self, config: SessionConfig | None = None, choice: Choice | None = None):
         self.config = config or SessionConfig()
         self.choice = choice
+        self.scenario: Scenario | None = get_scenario(self.config.scenario)
+        self.plan: list[tuple[str, str]] = self.scenario.plan() if self.scenario else list(PLAN)
+        self.intruder: subprocess.Popen | None = None
+        self.frozen: list[WorkerProcess] = []
+        self.outcome: ScenarioOutcome | None = None
+        self.failed_at: tuple[str, str] | None = None
+        self._ended = False
         self.workers: dict[str, WorkerProcess] = {}
         self.position = 0
         self.failure: Failure | None = None
@@ -172,7 +193,7 @@ class Session:
 
     @property
     def finished(self) -> bool:
-        return self.position >= len(PLAN)
+        return self.position >= len(self.plan)
 
     @property
     def stopped(self) -> bool:
@@ -180,11 +201,10 @@ class Session:
 
     @property
     def next_step(self) -> tuple[str, str] | None:
-        return None if self.stopped else PLAN[self.position]
+        return None if self.stopped else self.plan[self.position]
 
-    @staticmethod
-    def plan_step(index: int) -> tuple[str, str]:
-        return PLAN[index]
+    def plan_step(self, index: int) -> tuple[str, str]:
+        return self.plan[index]
 
     def start(self) -> list[Event]:
         """Choose the backend, make the private directory, launch both workers."""
@@ -197,6 +217,9 @@ class Session:
             self.choice = choose_backend(cfg.backend, cfg.device)
         if not self.choice.usable:
             raise SessionError(self.choice.reason)
+        if self.scenario and self.scenario.why_not(self.choice.name):
+            raise SessionError(f"scenario {self.scenario.name} cannot be shown on the {self.choice.name} backend: "
+                               f"{self.scenario.why_not(self.choice.name)}")
         tmpdir = cfg.tmpdir or tempfile.gettempdir()
         events: list[Event] = [Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(tmpdir)]
         probe_path = os.path.join(tmpdir, f"{DIR_PREFIX}{os.getpid()}-xxxxxxxx", SOCKET_NAME)
@@ -206,7 +229,9 @@ class Session:
         self.dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=tmpdir)
         os.chmod(self.dir, 0o700)
         events.append(SessionStarted(self.choice.name, self.choice.reason, "", cfg.size, self.dir, self.socket_path,
-                                     list(PLAN)))
+                                     list(self.plan)))
+        if self.scenario:
+            events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
         try:
             for role in ROLES:
                 w = self._launch(role)
@@ -221,13 +246,16 @@ class Session:
         cfg = self.config
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_path = Path(self.dir) / f"{role}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        pkg_root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        ack_timeout = 3.0 if self.scenario and self.scenario.name == "consumer-hangs" else cfg.ack_timeout
         argv = [sys.executable, "-m", "vmmtui.worker", "--role", role, "--backend", self.choice.name,
                 "--size", str(cfg.size), "--socket", self.socket_path, "--device", str(cfg.device),
                 "--control-fd", str(child.fileno()), "--connect-timeout", str(cfg.connect_timeout),
-                "--accept-timeout", str(cfg.accept_timeout), "--ack-timeout", str(cfg.ack_timeout)]
+                "--accept-timeout", str(cfg.accept_timeout), "--ack-timeout", str(ack_timeout)]
+        if self.scenario:
+            argv += ["--scenario", self.scenario.name]
+        if cfg.crash and cfg.crash.split(":")[0] == role:
+            argv += ["--crash", cfg.crash.split(":", 1)[1]]
+        env = self._env()
         try:
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -244,6 +272,13 @@ class Session:
         self._launching.remove(w)
         self.workers[role] = w
         return w
+
+    @staticmethod
+    def _env() -> dict[str, str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        pkg_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
 
     def _receive(self, w: WorkerProcess, timeout: float) -> dict | Failure:
         """The worker's next message, or a Failure when it dies, stalls or talks nonsense."""
@@ -286,43 +321,186 @@ class Session:
             role, name = nxt
             index = self.position
             w = self.workers[role]
+            events: list[Event] = []
+            if w.pending is not None:  # its background step answers before it takes a new one
+                events += self._collect(w, self.config.step_timeout)
+                if self.stopped:
+                    return events + self._ending()
             args: dict = {}
             if (role, name) == (PRODUCER, "accept"):
                 args["expect_pid"] = self.workers[CONSUMER].pid
             elif (role, name) == (CONSUMER, "connect"):
                 args["expect_pid"] = self.workers[PRODUCER].pid
-            events: list[Event] = [StepStarted(index, role, name)]
+            events += self._before(role, name)
+            events.append(StepStarted(index, role, name))
+            if self.scenario and self.scenario.name == "consumer-first" and (role, name) == (CONSUMER, "connect"):
+                problem = self._send(w, name, args)
+                if problem is None:
+                    w.pending = (index, name, time.perf_counter_ns())
+                    self.position += 1
+                    time.sleep(0.5)  # long enough for a few real refusals to show before the producer listens
+                    events.append(Notice("consumer connect runs in the background: it retries until the producer "
+                                         "listens (next steps)"))
+                    return events
+                return events + self._failed(w, name, problem)
             t0 = time.perf_counter_ns()
             report, problem = self._ask(w, name, args, self.config.step_timeout)
-            rtt = time.perf_counter_ns() - t0
             if problem is not None:
-                self.failure = problem
-                events.append(SessionFailed(role, name, problem))
-                events += self._reap_if_dead(w)
-                events += self.snapshot()
-                return events
-            events.append(StepDone(index, report, rtt, max(0, rtt - report.duration_ns)))
-            events += self.snapshot()
-            if not report.ok:
-                self.failure = report.failure
-                events.append(SessionFailed(role, name, report.failure))
-                return events
-            self.position += 1
-            if (role, name) == (CONSUMER, "verify"):
-                v = report.state.get("verification", {})
-                self.verified = bool(v.get("passed"))
-                self.integers = int(v.get("checked", 0))
-            if self.finished:
-                events.append(self._finished())
-            return events
+                return events + self._failed(w, name, problem)
+            events += self._record(w, index, report, time.perf_counter_ns() - t0)
+            if report.ok:
+                self.position += 1
+                events += self._after(role, name)
+            if (role, name) == (PRODUCER, "accept") and self.workers[CONSUMER].pending is not None:
+                events += self._collect(self.workers[CONSUMER], self.config.connect_timeout + 5)
+            return events + self._ending()
 
-    def _ask(self, w: WorkerProcess, name: str, args: dict, timeout: float) -> tuple[StepReport | None, Failure | None]:
+    def _record(self, w: WorkerProcess, index: int, report: StepReport, rtt: int) -> list[Event]:
+        """StepDone, the fd tables, and the leak check; a failed report stops the plan."""
+        events: list[Event] = [StepDone(index, report, rtt, max(0, rtt - report.duration_ns))]
+        events += self.snapshot()
+        if not report.ok:
+            self.failure = report.failure
+            self.failed_at = (report.role, report.step)
+            events.append(SessionFailed(report.role, report.step, report.failure))
+            return events
+        if report.step == "cleanup":
+            leak = self._leak_check(w)
+            if leak is not None:
+                self.failure = leak
+                self.failed_at = (report.role, report.step)
+                events.append(SessionFailed(report.role, report.step, leak))
+        if (report.role, report.step) == (CONSUMER, "verify"):
+            v = report.state.get("verification", {})
+            self.verified = bool(v.get("passed"))
+            self.integers = int(v.get("checked", 0))
+        return events
+
+    def _failed(self, w: WorkerProcess, name: str, problem: Failure) -> list[Event]:
+        self.failure = problem
+        self.failed_at = (w.role, name)
+        events: list[Event] = [SessionFailed(w.role, name, problem)]
+        events += self._reap_if_dead(w)
+        events += self.snapshot()
+        return events + self._ending()
+
+    def _ending(self) -> list[Event]:
+        """SessionFinished and the scenario's outcome, once, when the plan has stopped."""
+        if not (self.finished or self.failure is not None) or self._ended:
+            return []
+        self._ended = True
+        events: list[Event] = []
+        if self.failure is None:
+            events.append(self._finished())
+        if self.scenario:
+            outcome = VERIFIED if self.failure is None and self.verified else (
+                self.failure.code if self.failure else "not verified")
+            at = self.failed_at if self.failure else None
+            self.outcome = ScenarioOutcome(self.scenario.name, outcome, " ".join(at) if at else "",
+                                           list(self.scenario.expect), self.scenario.as_expected(outcome, at),
+                                           self.scenario.explanation)
+            events.append(self.outcome)
+        return events
+
+    def _collect(self, w: WorkerProcess, timeout: float) -> list[Event]:
+        """The answer to a step sent earlier without waiting (consumer-first's connect)."""
+        index, name, t0 = w.pending
+        w.pending = None
+        report, problem = self._await(w, name, timeout)
+        if problem is not None:
+            return self._failed(w, name, problem)
+        return self._record(w, index, report, time.perf_counter_ns() - t0)
+
+    # -- what scenarios do around the plan ---------------------------------------------------------
+    def _before(self, role: str, name: str) -> list[Event]:
+        sc = self.scenario.name if self.scenario else None
+        if sc == "stale-socket" and (role, name) == (PRODUCER, "listen"):
+            pid = rogue.plant_stale_socket(self.socket_path, self._env())
+            there = os.path.exists(self.socket_path)
+            return [Notice(f"scenario: pid {pid} bound {self.socket_path} and was SIGKILLed; the socket file "
+                           f"{'is left behind' if there else 'did not stay (unexpected)'}")]
+        return []
+
+    def _after(self, role: str, name: str) -> list[Event]:
+        sc = self.scenario.name if self.scenario else None
+        step = (role, name)
+        if sc == "intruder" and step == (PRODUCER, "listen"):
+            self.intruder = rogue.start_intruder(self.socket_path, self._env())
+            line = self._intruder_line(5.0)
+            return [Notice(f"scenario: intruder pid {line.get('pid')} (uid {line.get('uid')}) connected to the "
+                           "socket before the consumer" if line.get("event") == "connected"
+                           else f"scenario: the intruder did not connect: {line}")]
+        if sc == "intruder" and step == (PRODUCER, "accept") and self.intruder is not None:
+            line = self._intruder_line(5.0)
+            self._reap_intruder()
+            return [Notice(f"scenario: the intruder received {line.get('fds_received', '?')} fd(s): "
+                           f"{line.get('result', line)}")]
+        if sc == "producer-dies" and step == (PRODUCER, "send"):
+            return self._kill(self.workers[PRODUCER], signal.SIGKILL, "right after sending the fd")
+        if sc == "consumer-dies" and step == (CONSUMER, "map"):
+            return self._kill(self.workers[CONSUMER], signal.SIGKILL, "after mapping, before verifying")
+        if sc == "consumer-hangs" and step == (CONSUMER, "map"):
+            w = self.workers[CONSUMER]
+            os.kill(w.pid, signal.SIGSTOP)
+            self.frozen.append(w)
+            return [Notice(f"scenario: consumer pid {w.pid} stopped with SIGSTOP: its socket stays open, "
+                           "nothing will arrive")]
+        return []
+
+    def _kill(self, w: WorkerProcess, sig: int, when: str) -> list[Event]:
+        os.kill(w.pid, sig)
+        rc = w.proc.wait(timeout=10)
+        w.exited = WorkerExited(w.role, w.pid, rc, _signal_name(rc), expected=True, log_tail=w.log_tail())
+        return [Notice(f"scenario: {w.role} pid {w.pid} killed with {signal.Signals(sig).name} {when}"), w.exited]
+
+    def _intruder_line(self, timeout: float) -> dict:
+        import json
+        import select
+
+        out = self.intruder.stdout
+        ready, _, _ = select.select([out], [], [], timeout)
+        line = out.readline() if ready else ""
+        try:
+            return json.loads(line) if line else {"event": "no answer"}
+        except ValueError:
+            return {"event": "noise", "line": line[:80]}
+
+    def _reap_intruder(self) -> None:
+        if self.intruder is None:
+            return
+        if self.intruder.poll() is None:
+            self.intruder.kill()
+        self.intruder.wait()
+        self.intruder.stdout.close()
+        self.intruder = None
+
+    def _leak_check(self, w: WorkerProcess) -> Failure | None:
+        """After cleanup, ask /proc whether any shared-memory fd the worker declared is still open."""
+        table = FdTable.read(w.pid)
+        if table.error:
+            return None
+        leaks = [f"fd {fd} → {e.target}" for fd, h in sorted(w.shared.items())
+                 if (e := table.entries.get(fd)) is not None and (e.dev, e.ino) == (h.dev, h.ino)]
+        if not leaks:
+            return None
+        return failure("FD_LEAK", f"{w.role} cleanup", f"/proc/{w.pid}/fd still has {', '.join(leaks)} after cleanup")
+
+    def _send(self, w: WorkerProcess, name: str, args: dict) -> Failure | None:
         if not w.alive:
-            return None, failure("WORKER_DIED", f"{w.role} worker", f"pid {w.pid} is no longer running")
+            return failure("WORKER_DIED", f"{w.role} worker", f"pid {w.pid} is no longer running")
         try:
             w.control.send({"cmd": "step", "step": name, "args": args})
         except OSError as exc:
-            return None, failure("WORKER_DIED", f"{w.role} worker", f"control channel closed: {exc}")
+            return failure("WORKER_DIED", f"{w.role} worker", f"control channel closed: {exc}")
+        return None
+
+    def _ask(self, w: WorkerProcess, name: str, args: dict, timeout: float) -> tuple[StepReport | None, Failure | None]:
+        problem = self._send(w, name, args)
+        if problem is not None:
+            return None, problem
+        return self._await(w, name, timeout)
+
+    def _await(self, w: WorkerProcess, name: str, timeout: float) -> tuple[StepReport | None, Failure | None]:
         msg = self._receive(w, timeout)
         if isinstance(msg, Failure):
             if msg.code == "WORKER_TIMEOUT":
@@ -335,6 +513,7 @@ class Session:
         except (ProtocolError, KeyError) as exc:
             return None, failure("PROTOCOL", f"{w.role} worker", str(exc))
         w.held, w.closed, w.state = report.held, report.closed, report.state
+        w.shared.update({h.fd: h for h in report.held if h.kind in SHARED_KINDS})
         if report.ok:
             w.done.append(name)
         return report, None
@@ -438,8 +617,14 @@ class Session:
             if self.closed:
                 return []
             events: list[Event] = []
+            for w in self.frozen:  # a stopped worker cannot clean up or even die of SIGTERM
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w.pid, signal.SIGCONT)
+            self._reap_intruder()
             for role in (CONSUMER, PRODUCER):
                 w = self.workers.get(role)
+                if w is not None and w.pending is not None and w.alive:
+                    events += self._collect(w, self.config.connect_timeout + 5)
                 if w is None or not w.alive or "cleanup" in w.done:
                     continue
                 report, problem = self._ask(w, "cleanup", {}, timeout=max(self.config.grace * 4, 10))

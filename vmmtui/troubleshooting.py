@@ -99,6 +99,10 @@ TABLE: dict[str, tuple[str, str]] = {
         "the message did not carry exactly one fd (truncated control data or extra fds)",
         "send exactly one fd per SCM_RIGHTS message; all received fds were closed",
     ),
+    "FD_LEAK": (
+        "a shared-memory fd is still open after the worker's cleanup (read from /proc); it keeps the allocation alive",
+        "close every fd you export or receive once it is imported or no longer needed",
+    ),
     "PEER_CLOSED": ("the peer closed the connection", "see the other worker's state for why it stopped"),
     "VERIFY_MISMATCH": (
         "the data read through the imported mapping differs from the pattern the producer wrote",

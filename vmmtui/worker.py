@@ -39,6 +39,23 @@ class WorkerConfig:
     connect_timeout: float = 10.0
     accept_timeout: float = 10.0
     ack_timeout: float = 120.0
+    scenario: str | None = None
+    #: "STEP:HOW" (kill, segv, exit, raise): die at the start of STEP, for the crash tests
+    crash: str | None = None
+
+
+CRASHES = ("kill", "segv", "exit", "raise")
+
+
+def _crash(how: str) -> None:
+    """Die the way a buggy worker would; only reached through the hidden --crash option."""
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif how == "segv":
+        ctypes.string_at(0)
+    elif how == "exit":
+        os._exit(3)
+    raise RuntimeError("injected crash (--crash)")
 
 
 class Worker:
@@ -103,6 +120,8 @@ class Worker:
                 expected = next(s for s in self.steps if s not in self.done)
                 if name != expected:
                     raise StepError(failure("PROTOCOL", "control", f"step {name!r} out of order; next is {expected!r}"))
+            if self.cfg.crash and self.cfg.crash.split(":")[0] == name:
+                _crash(self.cfg.crash.split(":")[1])
             getattr(self, f"_{self.role[0]}_{name}" if name != "cleanup" else "_cleanup")(**args)
             self.done.append(name)
         except StepError as exc:
@@ -147,10 +166,23 @@ class Worker:
                           granularity_recommended=info.granularity_rec, alloc_size=alloc, **info.extra)
         self.say(f"VMM support: {'yes' if info.vmm else 'no'}")
         self.say(f"Memory granularity: {gran} bytes (recommended {info.granularity_rec})")
-        self.say(f"Buffer size: {self.cfg.size} bytes, aligned size: {alloc} bytes")
+        if self.cfg.scenario == "unaligned-size":
+            alloc = self.cfg.size if self.cfg.size % gran else self.cfg.size + 1
+            self.state["alloc_size"] = alloc
+            self.say(f"SCENARIO unaligned-size: using {alloc} bytes as is, not rounded to {gran}")
+        elif self.cfg.scenario == "out-of-memory":
+            free, total = self.backend.free_memory() or (0, 0)
+            alloc = align_up(free + (1 << 30), gran)
+            self.state.update(alloc_size=alloc, device_free=free, device_total=total)
+            self.say(f"SCENARIO out-of-memory: {free} bytes free of {total}; asking for {alloc}")
+        else:
+            self.say(f"Buffer size: {self.cfg.size} bytes, aligned size: {alloc} bytes")
 
     def _p_create(self) -> None:
-        self.handle = self.backend.create(self.state["alloc_size"])
+        shareable = self.cfg.scenario != "no-fd-handle-type"
+        if not shareable:
+            self.say("SCENARIO no-fd-handle-type: creating without requestedHandleTypes = POSIX_FILE_DESCRIPTOR")
+        self.handle = self.backend.create(self.state["alloc_size"], shareable=shareable)
         self.state["handle"] = self.handle
         fd = self.backend.handle_fd(self.handle)
         if fd is not None:
@@ -194,6 +226,11 @@ class Worker:
 
     def _p_listen(self) -> None:
         path = self.cfg.socket_path
+        found = self.backend.calls.timed("stale socket check", {"path": path},
+                                         lambda: channel.remove_if_stale(path), lambda r: r or "no file")
+        if found:
+            self.say(f"Removed a {found.split(':', 1)[0]}: {found.split(': ', 1)[1]}")
+            self.state["stale_socket"] = found
         self.listener = self.backend.calls.timed("socket+bind+listen", {"path": path, "type": "SOCK_SEQPACKET"},
                                                  lambda: channel.listen(path), lambda s: f"fd {s.fileno()}")
         self.hold(self.listener.fileno(), "listener", f"listening socket {path}")
@@ -250,7 +287,10 @@ class Worker:
             self.sock = None
             raise StepError(failure("PEER_REFUSED", "connect", f"peer pid {cred.pid} is not the producer {expect_pid}"))
         self.hold(self.sock.fileno(), "connection", f"connection to producer pid {cred.pid}")
-        self.state.update(peer_pid=cred.pid, connect_tries=tries)
+        self.state.update(peer_pid=cred.pid, connect_tries=tries, connect_retries=retries)
+        if retries:
+            counts = ", ".join(f"{code} x{retries.count(code)}" for code in dict.fromkeys(retries))
+            self.say(f"connect() failed {len(retries)} times ({counts}): the producer was not listening yet; retried")
         self.say("Connected to producer")
 
     def _c_receive(self) -> None:
@@ -312,6 +352,12 @@ class Worker:
                 errors.append(exc)
 
         size = self.state.get("alloc_size", 0)
+        wrong = None
+        if self.cfg.scenario == "wrong-release" and self.role == CONSUMER and self.va is not None:
+            self.say(f"SCENARIO wrong-release: freeing 0x{self.va:x} with the wrong call first")
+            wrong = self.backend.wrong_release(self.va)
+            self.state["wrong_release"] = wrong
+            self.say(f"The wrong call returned {wrong}; now cleaning up the right way")
         if self.mapped:
             attempt(self.backend.unmap, self.va, size)
             self.mapped = False
@@ -327,6 +373,9 @@ class Worker:
             self.handle = None
         for kind in ("exported", "received"):
             for fd in [h.fd for h in self.held.values() if h.kind == kind]:
+                if self.cfg.scenario == "leaked-fd" and kind == "received":
+                    self.say(f"SCENARIO leaked-fd: not closing the received fd {fd}")
+                    continue
                 self.close_fd(fd, kind)
         self.close_socket("sock")
         if self.listener is not None:
@@ -338,6 +387,9 @@ class Worker:
         self.state.update(handle=None, va=None, mapped_size=0, exported_fd=None, received_fd=None)
         if errors:
             raise errors[0]
+        if wrong is not None and wrong not in ("CUDA_SUCCESS", "returned"):
+            raise StepError(failure(wrong, "cuMemFree", "cuMemFree on imported VMM memory (scenario wrong-release); "
+                                    "the right cleanup ran after it"))
         self.say("Cleanup complete")
 
     def release_all(self) -> None:
@@ -406,13 +458,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connect-timeout", type=float, default=10.0)
     p.add_argument("--accept-timeout", type=float, default=10.0)
     p.add_argument("--ack-timeout", type=float, default=120.0)
+    p.add_argument("--scenario")
+    p.add_argument("--crash", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     _die_with_parent()
     signal.signal(signal.SIGTERM, _terminate)
     control_fd = _settle_control_fd(a.control_fd)
     control = LineChannel(socket.socket(fileno=control_fd))
     cfg = WorkerConfig(a.role, a.backend, a.size, a.socket, a.device, a.connect_timeout, a.accept_timeout,
-                       a.ack_timeout)
+                       a.ack_timeout, a.scenario, a.crash)
     worker = Worker(cfg, control_fd=control_fd)
     try:
         return serve(worker, control)

@@ -117,6 +117,17 @@ class Backend(ABC):
     @abstractmethod
     def release(self, handle: int) -> None: ...
 
+    def free_memory(self) -> tuple[int, int] | None:
+        """(free, total) bytes of device memory, where the backend has a device to ask."""
+        return None
+
+    @abstractmethod
+    def wrong_release(self, va: int) -> str:
+        """The wrong-release scenario: free ``va`` with the call meant for another kind of memory.
+
+        Returns the result as the driver or library gave it; may kill the process (that is the lesson).
+        """
+
     def handle_fd(self, handle: int) -> int | None:
         """The fd a handle itself occupies in this process, if any (memfd's handles are fds)."""
         return None

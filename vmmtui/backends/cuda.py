@@ -149,6 +149,18 @@ class CudaBackend(Backend):
         self._handles[int(h)] = h
         return int(h)
 
+    def free_memory(self) -> tuple[int, int] | None:
+        free, total = self.call("cuMemGetInfo", cu.cuMemGetInfo)
+        return int(free), int(total)
+
+    def wrong_release(self, va: int) -> str:
+        t0 = time.perf_counter_ns()
+        (err,) = cu.cuMemFree(cu.CUdeviceptr(va))
+        code = error_name(err)
+        self.calls.add(Call("cuMemFree", {"dptr": hex(va), "note": "WRONG: imported VMM memory"}, code,
+                            time.perf_counter_ns() - t0, ok=err == cu.CUresult.CUDA_SUCCESS))
+        return code
+
     def reserve(self, size: int, alignment: int) -> int:
         ptr = self.call("cuMemAddressReserve", cu.cuMemAddressReserve, size, alignment, 0, 0,
                         show={"size": size, "alignment": alignment, "addr": 0, "flags": 0})

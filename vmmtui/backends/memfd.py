@@ -24,6 +24,8 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
 MAP_FAILED = ctypes.c_void_p(-1).value
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_FIXED = 0x10
@@ -132,6 +134,13 @@ class MemfdBackend(Backend):
 
     def release(self, handle: int) -> None:
         self.calls.timed("close", {"fd": handle}, lambda: os.close(handle), lambda _: "0")
+
+    def wrong_release(self, va: int) -> str:
+        # libc free() on a page that malloc never handed out: glibc aborts or the read of the
+        # chunk header faults. Said before the call, because the process may not live to report it.
+        print(f"wrong-release: calling free(0x{va:x}) on the mmap'd memfd pages", flush=True)
+        _libc.free(va)
+        return "returned"
 
     def handle_fd(self, handle: int) -> int | None:
         return handle

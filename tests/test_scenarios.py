@@ -1,0 +1,121 @@
+"""Every failure scenario on memfd with real processes: the real error, then a clean state."""
+
+import os
+
+import pytest
+
+from vmmtui.events import Notice, ScenarioOutcome, SessionClosed, SessionFailed, StepDone, WorkerExited
+from vmmtui.scenarios import ANY, SCENARIOS, VERIFIED
+from vmmtui.session import Session, SessionConfig, SessionError
+from vmmtui.steps import CONSUMER, PRODUCER
+
+
+def run_scenario(tmp, name: str, **kw) -> tuple[Session, list]:
+    s = Session(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp), scenario=name, **kw))
+    events: list = []
+    try:
+        events += s.start()
+        events += list(s.run())
+    finally:
+        events += s.close()
+    return s, events
+
+
+def report(events, role, step):
+    return next(e.report for e in events if isinstance(e, StepDone) and e.index >= 0
+                and (e.report.role, e.report.step) == (role, step))
+
+
+def closed_clean(events) -> bool:
+    return [e for e in events if isinstance(e, SessionClosed)][-1].clean
+
+
+def test_every_scenario_is_listed_with_an_expectation():
+    assert len(SCENARIOS) >= 10
+    for s in SCENARIOS.values():
+        assert s.summary and s.explanation
+        assert ANY in s.expect or VERIFIED in s.expect or s.at is not None
+
+
+@pytest.mark.parametrize("name", [n for n, s in SCENARIOS.items() if s.why_not("memfd")])
+def test_scenarios_memfd_cannot_show_say_why(clean_state, name):
+    with pytest.raises(SessionError, match=f"cannot be shown on the memfd backend: {SCENARIOS[name].why_not('memfd')[:20]}"):
+        Session(SessionConfig(backend="memfd", tmpdir=str(clean_state), scenario=name)).start()
+
+
+def test_consumer_first_is_refused_then_connects(clean_state):
+    s, events = run_scenario(clean_state, "consumer-first")
+    order = [(e.role, e.step) for e in events if hasattr(e, "step") and not isinstance(e, (StepDone, SessionFailed))]
+    assert order.index((CONSUMER, "connect")) < order.index((PRODUCER, "listen"))
+    connect = report(events, CONSUMER, "connect")
+    assert connect.ok and connect.state["connect_retries"], "the consumer never saw a refusal"
+    assert set(connect.state["connect_retries"]) <= {"ENOENT", "ECONNREFUSED"}
+    assert s.verified and s.outcome.as_expected and closed_clean(events)
+
+
+def test_stale_socket_is_detected_and_removed(clean_state):
+    s, events = run_scenario(clean_state, "stale-socket")
+    assert any(isinstance(e, Notice) and "is left behind" in e.text for e in events)
+    listen = report(events, PRODUCER, "listen")
+    assert "ECONNREFUSED" in listen.state["stale_socket"] and "removed" in listen.state["stale_socket"]
+    assert s.verified and s.outcome.as_expected and closed_clean(events)
+
+
+def test_wrong_release_on_memfd_kills_the_worker_and_the_session_survives(clean_state):
+    s, events = run_scenario(clean_state, "wrong-release")
+    assert s.failure.code == "WORKER_DIED" and s.failed_at == (CONSUMER, "cleanup")
+    died = [e for e in events if isinstance(e, WorkerExited) and e.role == CONSUMER]
+    assert died and died[0].signal in ("SIGSEGV", "SIGABRT", "SIGBUS")
+    assert any("free(0x" in line for line in died[0].log_tail)
+    assert s.outcome.as_expected and closed_clean(events)
+
+
+def test_producer_dies_after_send_and_the_consumer_still_verifies(clean_state):
+    s, events = run_scenario(clean_state, "producer-dies")
+    exits = [e for e in events if isinstance(e, WorkerExited) and e.role == PRODUCER]
+    assert exits[0].signal == "SIGKILL" and exits[0].expected
+    assert report(events, CONSUMER, "verify").state["verification"]["passed"]
+    assert report(events, CONSUMER, "cleanup").ok
+    assert s.verified and s.outcome.as_expected and closed_clean(events)
+
+
+def test_consumer_dies_and_the_producer_sees_the_socket_close(clean_state):
+    s, events = run_scenario(clean_state, "consumer-dies")
+    assert s.failure.code == "PEER_CLOSED" and s.failed_at == (PRODUCER, "wait_ack")
+    assert s.outcome.as_expected and closed_clean(events)
+    cleanup = [e.report for e in events if isinstance(e, StepDone) and e.report.step == "cleanup"]
+    assert [r.role for r in cleanup] == [PRODUCER] and cleanup[0].ok
+
+
+def test_consumer_hangs_and_the_ack_deadline_fires(clean_state):
+    s, events = run_scenario(clean_state, "consumer-hangs")
+    assert s.failure.code == "ETIMEDOUT" and s.failed_at == (PRODUCER, "wait_ack")
+    assert "within 3 s" in s.failure.message
+    assert s.outcome.as_expected and closed_clean(events)
+
+
+def test_leaked_fd_is_flagged_from_proc(clean_state):
+    s, events = run_scenario(clean_state, "leaked-fd")
+    assert s.failure.code == "FD_LEAK"
+    received = report(events, CONSUMER, "receive").state["received_fd"]
+    assert f"fd {received} → /memfd:vmmtui-alloc" in s.failure.message
+    assert s.outcome.as_expected and closed_clean(events)
+
+
+def test_intruder_is_refused_and_gets_no_fd(clean_state):
+    s, events = run_scenario(clean_state, "intruder")
+    accept = report(events, PRODUCER, "accept")
+    refused = accept.state["refused"]
+    assert len(refused) == 1 and refused[0]["pid"] not in (s.workers[CONSUMER].pid, s.workers[PRODUCER].pid)
+    assert refused[0]["uid"] == os.getuid()
+    assert accept.state["peer_pid"] == s.workers[CONSUMER].pid
+    assert any(isinstance(e, Notice) and "received 0 fd(s)" in e.text for e in events)
+    assert s.verified and s.outcome.as_expected and closed_clean(events)
+
+
+def test_outcome_not_as_expected_is_reported(clean_state):
+    # consumer-dies expects PEER_CLOSED at the producer's ACK; a crash elsewhere must not count as that
+    s, events = run_scenario(clean_state, "consumer-dies", crash="producer:fill:exit")
+    outcome = [e for e in events if isinstance(e, ScenarioOutcome)][0]
+    assert outcome.outcome == "WORKER_DIED" and not outcome.as_expected
+    assert closed_clean(events)
