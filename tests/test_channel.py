@@ -111,3 +111,18 @@ def test_path_too_long_is_refused_before_bind():
     with pytest.raises(StepError) as err:
         channel.listen("/tmp/" + "x" * 120)
     assert err.value.failure.code == "ENAMETOOLONG"
+
+
+def test_stale_socket_is_removed_but_a_live_listener_is_not(tmp_path):
+    path = str(tmp_path / "s.sock")
+    assert channel.remove_if_stale(path) is None
+    channel.listen(path).close()  # nobody listens any more; the file stays
+    found = channel.remove_if_stale(path)
+    assert "ECONNREFUSED" in found and not os.path.exists(path)
+    live = channel.listen(path)
+    try:
+        with pytest.raises(StepError) as err:
+            channel.remove_if_stale(path)
+        assert err.value.failure.code == "EADDRINUSE" and os.path.exists(path)
+    finally:
+        live.close()

@@ -64,3 +64,48 @@ def test_doctor_reports_memfd_and_kcmp():
     res = run_cli("doctor")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "memfd backend" in res.stdout and "kcmp" in res.stdout
+
+
+def test_size_larger_than_the_backend_can_hold_exits_2(capsys):
+    assert main(["run", "--backend", "memfd", "--size", "1000TiB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "larger than the RAM available" in err[0] and "smaller --size" in err[0]
+
+
+def test_unknown_scenario_exits_2(capsys):
+    with pytest.raises(SystemExit) as ex:
+        main(["run", "--scenario", "meteor-strike"])
+    assert ex.value.code == 2
+    assert "--list-scenarios" in capsys.readouterr().err
+
+
+def test_list_scenarios_one_line_each(capsys):
+    from vmmtui.scenarios import SCENARIOS
+
+    assert main(["run", "--list-scenarios"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines] == list(SCENARIOS)
+    assert any("[cuda only]" in line for line in lines)
+
+
+def test_scenario_memfd_cannot_show_exits_2_with_why(tmp_path):
+    res = run_cli("run", "--backend", "memfd", "--scenario", "out-of-memory", tmp=tmp_path)
+    assert res.returncode == 2
+    assert "cannot be shown on the memfd backend" in res.stderr and "lazily" in res.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_scenario_run_exits_0_when_it_failed_as_described(tmp_path):
+    res = run_cli("run", "--backend", "memfd", "--scenario", "leaked-fd", tmp=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "FD_LEAK" in res.stdout and "as expected" in res.stdout
+    assert os.listdir(tmp_path) == []
+
+
+def test_socket_path_too_long_exits_2_and_leaves_nothing(tmp_path):
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    res = run_cli("run", "--backend", "memfd", tmp=deep)
+    assert res.returncode == 2
+    assert "AF_UNIX" in res.stderr and "TMPDIR" in res.stderr
+    assert os.listdir(deep) == []

@@ -44,3 +44,17 @@ def test_other_deaths(clean_state, role, step, how):
         exited = [e for e in events if isinstance(e, WorkerExited) and e.role == role][0]
         assert (exited.signal or exited.returncode) == ({"segv": "SIGSEGV", "exit": 3}[how])
     assert [e for e in events if isinstance(e, SessionClosed)][-1].clean
+
+
+def test_noise_on_stdout_and_stderr_changes_nothing(clean_state):
+    s, events = crash_run(clean_state, "consumer", "verify", "noise")
+    assert s.verified and s.failure is None
+    assert [e for e in events if isinstance(e, SessionClosed)][-1].clean
+
+
+def test_malformed_control_message_is_a_protocol_failure(clean_state):
+    s, events = crash_run(clean_state, "producer", "create", "babble")
+    failed = [e for e in events if isinstance(e, SessionFailed)][0]
+    assert failed.failure.code == "PROTOCOL" and "not JSON" in failed.failure.message
+    assert (failed.role, failed.step) == ("producer", "create")
+    assert [e for e in events if isinstance(e, SessionClosed)][-1].clean

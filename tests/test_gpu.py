@@ -35,3 +35,86 @@ def test_cuda_session_verifies_and_fds_match_proc(size, clean_state):
     assert kc and kc[-1].same is True
     assert isinstance(events[-1], SessionClosed) and events[-1].clean
     assert os.listdir(clean_state) == []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cuda_context():
+    """Open this process's own context before clean_state counts fds (the driver's fds stay open)."""
+    device_free()
+
+
+def device_free() -> int:
+    """Free device memory as the driver reports it (cuMemGetInfo), from a context in this process."""
+    from cuda.bindings import driver as cu
+
+    cu.cuInit(0)
+    _, dev = cu.cuDeviceGet(0)
+    _, ctx = cu.cuDevicePrimaryCtxRetain(dev)
+    cu.cuCtxSetCurrent(ctx)
+    err, free, _ = cu.cuMemGetInfo()
+    assert err == cu.CUresult.CUDA_SUCCESS
+    return int(free)
+
+
+def settled_free(before: int, tolerance: int = 64 << 20) -> int:
+    """Free memory once the workers' contexts are gone (the driver frees them a little after exit)."""
+    import time
+
+    free = device_free()
+    for _ in range(50):
+        if free >= before - tolerance:
+            break
+        time.sleep(0.1)
+        free = device_free()
+    return free
+
+
+def run_cuda(tmp, size=1 << 20, **kw):
+    s = Session(SessionConfig(backend="cuda", size=size, tmpdir=str(tmp), **kw))
+    events = []
+    try:
+        events += s.start()
+        events += list(s.run())
+    finally:
+        events += s.close()
+    return s, events
+
+
+CUDA_SCENARIOS = ["unaligned-size", "consumer-first", "stale-socket", "wrong-release", "producer-dies",
+                  "consumer-dies", "consumer-hangs", "leaked-fd", "no-fd-handle-type", "intruder", "out-of-memory"]
+
+
+@pytest.mark.parametrize("name", CUDA_SCENARIOS)
+def test_cuda_scenario_happens_as_described_and_memory_comes_back(name, clean_state):
+    before = device_free()
+    s, events = run_cuda(clean_state, 1 << 30 if name == "producer-dies" else 1 << 20, scenario=name)
+    print(f"\n{name}: outcome {s.outcome.outcome} at {s.outcome.at or '-'}"
+          + (f": {s.failure.one_line()}" if s.failure else ""))
+    assert s.outcome.as_expected, s.outcome
+    if name == "unaligned-size":
+        assert s.failure.call == "cuMemCreate" and s.failure.code == "CUDA_ERROR_INVALID_VALUE"
+    if name == "out-of-memory":
+        assert s.failure.code == "CUDA_ERROR_OUT_OF_MEMORY"
+    if name == "no-fd-handle-type":
+        assert s.failure.call == "cuMemExportToShareableHandle"
+    if name == "leaked-fd":
+        assert "/dev/nvidia" in s.failure.message
+    assert isinstance(events[-1], SessionClosed) and events[-1].clean
+    after = settled_free(before)
+    assert after >= before - (64 << 20), f"device memory not back: {before} free before, {after} after"
+
+
+@pytest.mark.parametrize("step", ["create", "map", "export", "send"])
+def test_cuda_producer_killed_mid_way_gives_the_memory_back(step, clean_state):
+    before = device_free()
+    s, events = run_cuda(clean_state, 1 << 30, crash=f"producer:{step}:kill")
+    assert s.failure.code == "WORKER_DIED" and events[-1].clean
+    assert settled_free(before) >= before - (64 << 20)
+
+
+@pytest.mark.parametrize("step", ["import", "map", "verify"])
+def test_cuda_consumer_killed_mid_way_gives_the_memory_back(step, clean_state):
+    before = device_free()
+    s, events = run_cuda(clean_state, 1 << 30, crash=f"consumer:{step}:kill")
+    assert s.failure.code == "WORKER_DIED" and events[-1].clean
+    assert settled_free(before) >= before - (64 << 20)

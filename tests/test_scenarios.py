@@ -4,7 +4,14 @@ import os
 
 import pytest
 
-from vmmtui.events import Notice, ScenarioOutcome, SessionClosed, SessionFailed, StepDone, WorkerExited
+from vmmtui.events import (
+    Notice,
+    ScenarioOutcome,
+    SessionClosed,
+    SessionFailed,
+    StepDone,
+    WorkerExited,
+)
 from vmmtui.scenarios import ANY, SCENARIOS, VERIFIED
 from vmmtui.session import Session, SessionConfig, SessionError
 from vmmtui.steps import CONSUMER, PRODUCER

@@ -87,24 +87,43 @@ def _config(args: argparse.Namespace):
                          accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario)
 
 
+def _refuse(args: argparse.Namespace, choice) -> str | None:
+    """Why this run cannot start, as one line with the fix; None when it can."""
+    from vmmtui.sizes import format_size
+
+    if not choice.usable:
+        return choice.reason
+    if choice.capacity is not None and args.size > choice.capacity and args.scenario != "out-of-memory":
+        where = f"device {args.device}'s memory" if choice.name == "cuda" else "the RAM available now"
+        return (f"--size {format_size(args.size)} is larger than {where} ({format_size(choice.capacity)}): "
+                "choose a smaller --size")
+    return None
+
+
 def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from vmmtui.console import LogPrinter, print_json
+    from vmmtui.events import SessionClosed
     from vmmtui.session import Session, SessionError
 
     if args.list_scenarios:
         print(list_scenarios())
         return EXIT_OK
     choice = choose(args.backend, args.device)
-    if not choice.usable:
-        print(f"vmmtui: {choice.reason}", file=sys.stderr)
+    refused = _refuse(args, choice)
+    if refused:
+        print(f"vmmtui: {refused}", file=sys.stderr)
         return EXIT_USAGE
     printer = LogPrinter(verbose=args.verbose)
 
+    closed: list = []
+
     def emit(e) -> None:
+        if isinstance(e, SessionClosed):
+            closed.append(e)
         if args.json:
             print_json(e, sys.stdout)
         else:
@@ -124,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             emit(e)
     if not args.json:
         printer.console.print(printer.summary())
-    clean = printer.closed is not None and printer.closed.clean
+    clean = bool(closed) and closed[-1].clean
     if session.outcome is not None:  # a scenario succeeds when it failed the way it promised, and cleaned up
         return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
     ok = session.verified and session.failure is None and session.fd_problems == 0
@@ -155,8 +174,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_app(args: argparse.Namespace) -> int:
     choice = choose(args.backend, args.device)
-    if not choice.usable:
-        print(f"vmmtui: {choice.reason}", file=sys.stderr)
+    refused = _refuse(args, choice)
+    if refused:
+        print(f"vmmtui: {refused}", file=sys.stderr)
         return EXIT_USAGE
     from vmmtui.app import InspectorApp
 

@@ -512,6 +512,9 @@ class Session:
             report = StepReport.from_dict(msg["report"])
         except (ProtocolError, KeyError) as exc:
             return None, failure("PROTOCOL", f"{w.role} worker", str(exc))
+        if (report.role, report.step) != (w.role, name):
+            return None, failure("PROTOCOL", f"{w.role} worker",
+                                 f"expected the report of {w.role} {name}, got {report.role} {report.step}")
         w.held, w.closed, w.state = report.held, report.closed, report.state
         w.shared.update({h.fd: h for h in report.held if h.kind in SHARED_KINDS})
         if report.ok:

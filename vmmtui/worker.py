@@ -44,11 +44,22 @@ class WorkerConfig:
     crash: str | None = None
 
 
-CRASHES = ("kill", "segv", "exit", "raise")
+CRASHES = ("kill", "segv", "exit", "raise", "noise", "babble")
 
 
-def _crash(how: str) -> None:
-    """Die the way a buggy worker would; only reached through the hidden --crash option."""
+def _crash(how: str, control_fd: int | None) -> None:
+    """Misbehave the way a buggy worker would; only reached through the hidden --crash option.
+
+    ``noise`` writes junk to stdout and stderr and goes on (it must not disturb anything);
+    ``babble`` writes a malformed line to the control channel and goes on; the rest die.
+    """
+    if how == "noise":
+        os.write(1, b'{"type": "report", "fake": true}\n\x00\xff garbage on stdout\n')
+        os.write(2, b"Traceback (most recent call last): not really, just noise on stderr\n")
+        return
+    if how == "babble" and control_fd is not None:
+        os.write(control_fd, b"this is not JSON\n")
+        return
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif how == "segv":
@@ -78,6 +89,7 @@ class Worker:
         self.handle: int | None = None
         self.va: int | None = None
         self.mapped = False
+        self.control_fd = control_fd
         if control_fd is not None:
             self.hold(control_fd, "control", "control channel to the session (socketpair)", report=False)
 
@@ -121,7 +133,7 @@ class Worker:
                 if name != expected:
                     raise StepError(failure("PROTOCOL", "control", f"step {name!r} out of order; next is {expected!r}"))
             if self.cfg.crash and self.cfg.crash.split(":")[0] == name:
-                _crash(self.cfg.crash.split(":")[1])
+                _crash(self.cfg.crash.split(":")[1], self.control_fd)
             getattr(self, f"_{self.role[0]}_{name}" if name != "cleanup" else "_cleanup")(**args)
             self.done.append(name)
         except StepError as exc:

@@ -17,6 +17,8 @@ class Choice:
     name: str
     reason: str
     usable: bool = True
+    #: bytes the backend can hold at most (device memory, or available RAM for memfd); None if unknown
+    capacity: int | None = None
 
 
 def create(name: str, calls: CallLog | None = None) -> Backend:
@@ -37,7 +39,7 @@ def choose(requested: str, device: int = 0, probe_result: dict | None = None) ->
     if requested not in NAMES:
         return Choice(requested, f"unknown backend {requested!r}: choose one of {', '.join(NAMES)}", usable=False)
     if requested == "memfd":
-        return Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
+        return Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)", capacity=ram_available())
     from vmmtui.backends.probe import probe
 
     info = probe_result if probe_result is not None else probe()
@@ -45,10 +47,24 @@ def choose(requested: str, device: int = 0, probe_result: dict | None = None) ->
     if requested == "cuda":
         if why_not:
             return Choice("cuda", f"--backend cuda cannot run here: {why_not}; try --backend memfd", usable=False)
-        return Choice("cuda", f"cuda backend on device {device} ({info['devices'][device]['name']})")
+        return Choice("cuda", f"cuda backend on device {device} ({info['devices'][device]['name']})",
+                      capacity=info["devices"][device].get("mem_total"))
     if why_not:
-        return Choice("memfd", f"{why_not}: using the memfd backend")
-    return Choice("cuda", f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend")
+        return Choice("memfd", f"{why_not}: using the memfd backend", capacity=ram_available())
+    return Choice("cuda", f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend",
+                  capacity=info["devices"][device].get("mem_total"))
+
+
+def ram_available() -> int | None:
+    """MemAvailable from /proc/meminfo: a memfd buffer is filled, so it must fit in RAM."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def cuda_unusable(info: dict, device: int) -> str | None:
