@@ -75,6 +75,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     run.add_argument("--verbose", "-v", action="store_true", help="also print every driver/system call")
     run.add_argument("--list-scenarios", action="store_true", help="list the failure scenarios, one line each, and exit")
+    sk = sub.add_parser("soak", help="many sessions in a row: fds, children, TMPDIR entries and memory must not grow")
+    _session_options(sk)
+    sk.add_argument("--count", type=int, default=200, help="sessions to run (default 200)")
+    sk.add_argument("--json", action="store_true", help="print the result as one JSON object")
     doc = sub.add_parser("doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd")
     doc.add_argument("--device", type=int, default=0)
     return p
@@ -150,6 +154,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok and clean else EXIT_FAILED
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    import json
+
+    from vmmtui.session import SessionError
+    from vmmtui.soak import soak
+
+    if args.count < 1:
+        print("vmmtui: --count must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    choice = choose(args.backend, args.device)
+    refused = _refuse(args, choice)
+    if refused:
+        print(f"vmmtui: {refused}", file=sys.stderr)
+        return EXIT_USAGE
+    config = _config(args)
+
+    def progress(i: int, session) -> None:
+        if not args.json and (i % 20 == 0 or i == args.count):
+            print(f"{i}/{args.count} sessions" + ("" if session.verified else f" (last: {session.failure})"), flush=True)
+
+    try:
+        result = soak(config, args.count, progress, choice)
+    except SessionError as exc:
+        print(f"vmmtui: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        for name, unit in (("fds", ""), ("children", ""), ("tmp_entries", ""), ("rss", " bytes")):
+            a, w, b = (getattr(r, name) for r in (result.start, result.warm, result.end))
+            print(f"{name:<12} start {a}{unit}  after warm-up {w}{unit}  end {b}{unit}")
+        print(f"{result.verified}/{result.count} verified on {result.backend} in {result.seconds:.1f} s: "
+              + ("OK, nothing grew" if result.ok else "PROBLEMS: " + "; ".join(result.problems)))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -194,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "doctor":
             return cmd_doctor(args)
+        if args.command == "soak":
+            return cmd_soak(args)
         return cmd_app(args)
     except KeyboardInterrupt:
         print("vmmtui: interrupted; workers stopped and cleaned up", file=sys.stderr)
