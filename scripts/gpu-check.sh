@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|all]   (writes a log to $OUT or ./gpu-check.log)
+# Usage: bash scripts/gpu-check.sh [core|app|failures|all]   (writes a log to $OUT or ./gpu-check.log)
 set -u
 part=${1:-all}
 out=${OUT:-.}
@@ -26,6 +26,18 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q -m gpu tests -p no:cacheprovider
     step python3 -m pytest -q tests -p no:cacheprovider -x --ignore=tests/test_app.py
     nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = failures ] || [ "$part" = all ]; then
+    nvidia-smi --query-gpu=memory.used,memory.free --format=csv
+    step python3 -m vmmtui run --list-scenarios
+    for s in $(python3 -m vmmtui run --list-scenarios | awk '{print $1}'); do
+      step python3 -m vmmtui run --backend cuda --scenario "$s"
+    done
+    step python3 -m vmmtui run --backend memfd --scenario unaligned-size
+    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -p no:cacheprovider
+    step python3 -m vmmtui soak --backend cuda --count 200
+    nvidia-smi --query-gpu=memory.used,memory.free --format=csv
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider

@@ -139,3 +139,35 @@ async def test_transcript_and_screenshots_are_written(tmp_path):
     text = md.read_text()
     assert "Data verification PASSED" in text and "kcmp(KCMP_FILE)" in text and "Closed cleanly" in text
     assert len(list(shots.glob("*.svg"))) >= len(PLAN)
+
+
+@pytest.mark.asyncio
+async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
+    from textual.widgets import OptionList
+
+    from vmmtui.screens.scenarios import ScenarioScreen
+    from vmmtui.widgets.teaching import TeachingPanel
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        first = app.session
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ScenarioScreen))
+        picker = app.screen.query_one(OptionList)
+        assert picker.get_option("out-of-memory").disabled  # memfd cannot show it, and the list says why
+        picker.highlighted = picker.get_option_index("leaked-fd")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.session is not first and app.session.started)
+        assert app.session.config.scenario == "leaked-fd" and "scenario leaked-fd" in app.sub_title
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.outcome is not None and not app.busy)
+        await pilot.pause(0.3)
+        assert app.session.outcome.as_expected
+        teaching = text_of(app.query_one(TeachingPanel))
+        assert "FD_LEAK" in teaching and "/memfd:vmmtui-alloc" in teaching
+        assert "as expected" in text_of(app.query_one("#status"))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+    assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
+    assert not psutil.Process().children(recursive=True)

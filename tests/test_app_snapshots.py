@@ -40,3 +40,15 @@ def test_compact_80x24_after_the_fd_arrived(snap_compare):
 def test_large_160x48_verified(snap_compare):
     assert snap_compare(stable_app(), terminal_size=(160, 48),
                         run_before=stepper(PLAN.index(("producer", "wait_ack")) + 1))
+
+
+def test_scenario_picker_80x24(snap_compare):
+    async def open_picker(pilot):
+        for _ in range(600):
+            if pilot.app.session is not None and pilot.app.session.started:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("c")
+        await pilot.pause(0.5)
+
+    assert snap_compare(stable_app(), terminal_size=(80, 24), run_before=open_picker)

@@ -6,6 +6,7 @@ messages; widgets only render events.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from vmmtui.events import (
     Event,
     FdSnapshot,
     KcmpVerdict,
+    ScenarioOutcome,
     SessionClosed,
     SessionFailed,
     SessionFinished,
@@ -32,6 +34,7 @@ from vmmtui.events import (
 )
 from vmmtui.messages import FdRefresh, SessionEvents
 from vmmtui.screens.help import HelpScreen
+from vmmtui.screens.scenarios import NORMAL, ScenarioScreen
 from vmmtui.session import Session, SessionConfig, SessionError
 from vmmtui.steps import CONSUMER, PRODUCER, ROLES
 from vmmtui.transcript import Transcript
@@ -60,6 +63,7 @@ class InspectorApp(App[int]):
         Binding("ctrl+r", "restart", "Restart"),
         Binding("s", "screenshot", "Screenshot"),
         Binding("f", "fold", "All fds"),
+        Binding("c", "scenario", "Scenario"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -210,6 +214,9 @@ class InspectorApp(App[int]):
         if isinstance(e, SessionStarted):
             self.query_one(WirePanel).started(e)
             self.sub_title = e.reason
+            if self.config.scenario:
+                self.sub_title += f" · scenario {self.config.scenario}"
+                self.status["scenario"] = f"scenario {self.config.scenario}"
         elif isinstance(e, WorkerStarted):
             self.panel(e.role).started(e.pid, e.backend)
         elif isinstance(e, StepDone):
@@ -235,6 +242,11 @@ class InspectorApp(App[int]):
                 self.query_one(TeachingPanel).update(Text(f"{e.describe()}: restart with ctrl+r", style="bold red"))
         elif isinstance(e, SessionFinished):
             self.status["done"] = "VERIFIED" if e.verified else "NOT VERIFIED"
+        elif isinstance(e, ScenarioOutcome):
+            verdict = "as expected" if e.as_expected else f"NOT as expected (expected {', '.join(e.expected)})"
+            self.status["scenario"] = f"scenario {e.name}: {e.outcome} · {verdict}"
+            self.notify(f"scenario {e.name} ended with {e.outcome}: {verdict}",
+                        severity="information" if e.as_expected else "error", timeout=6)
         elif isinstance(e, SessionClosed) and not e.clean:
             self.notify("left behind: " + "; ".join(e.leftovers), severity="error")
         self._render_status()
@@ -320,6 +332,17 @@ class InspectorApp(App[int]):
     def action_fold(self) -> None:
         for role in ROLES:
             self.query_one(f"#{role}-fds", FdTableView).toggle_fold()
+
+    def action_scenario(self) -> None:
+        backend = self.session.choice.name if self.session and self.session.choice else (
+            self.choice.name if self.choice else "memfd")
+        self.push_screen(ScenarioScreen(backend, self.config.scenario), self._pick_scenario)
+
+    def _pick_scenario(self, name: str | None) -> None:
+        if name is None:
+            return
+        self.config = dataclasses.replace(self.config, scenario=None if name == NORMAL else name)
+        self.action_restart()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

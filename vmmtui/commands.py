@@ -15,6 +15,7 @@ COMMANDS = [
     ("Restart", "restart", "stop the workers, clean everything, start a fresh session (ctrl+r)"),
     ("Screenshot", "screenshot", "save an SVG screenshot (s)"),
     ("Fold other fds", "fold", "show or hide the fds that are not ours: /dev/nvidia*, stdio, pipes (f)"),
+    ("Choose a scenario", "scenario", "a normal run or one failure from the troubleshooting table (c)"),
     ("Help", "help", "keys and what the panels show (?)"),
     ("Quit", "quit", "clean up and quit (q)"),
 ]

@@ -22,6 +22,7 @@ physical memory and verifies the pattern.
 | `ctrl+r` | restart (workers stopped, everything cleaned, fresh session) |
 | `s` | save an SVG screenshot |
 | `f` | fold/unfold the fds that are not ours (`/dev/nvidia*`, stdio, pipes) |
+| `c` | pick a scenario: a normal run, or one failure made real (restarts the session) |
 | `ctrl+p` | command palette |
 | `q` | quit (cleans up first) |
 

@@ -9,6 +9,7 @@ from vmmtui.events import (
     Event,
     KcmpVerdict,
     Notice,
+    ScenarioOutcome,
     SessionClosed,
     SessionFailed,
     SessionFinished,
@@ -67,3 +68,8 @@ class EventLog(RichLog):
                             style="dim" if e.clean else "bold red"))
         elif isinstance(e, Notice):
             self.write(Text(f"note: {e.text}", style="yellow"))
+        elif isinstance(e, ScenarioOutcome):
+            where = f" at {e.at}" if e.at else ""
+            self.write(Text(f"scenario {e.name}: ended with {e.outcome}{where}: "
+                            + ("as expected" if e.as_expected else f"NOT as expected ({', '.join(e.expected)})"),
+                            style="bold green" if e.as_expected else "bold red"))
