@@ -129,12 +129,28 @@ TABLE: dict[str, tuple[str, str]] = {
 }
 
 
-def explain(code: str) -> tuple[str, str]:
-    """(cause, fix) for an error code, with a generic answer for unknown ones."""
+# (call, code) -> (cause, fix): where one code means different things from different calls
+BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
+    ("cuMemExportToShareableHandle", "CUDA_ERROR_INVALID_VALUE"): (
+        "the allocation was created without requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, "
+        "so it has no fd to export (seed 004)",
+        "set prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR before cuMemCreate",
+    ),
+    ("cuMemFree", "CUDA_ERROR_INVALID_VALUE"): (
+        "cuMemFree only frees cuMemAlloc memory; an imported VMM mapping is not one",
+        "cuMemUnmap, cuMemAddressFree, then cuMemRelease the imported handle",
+    ),
+}
+
+
+def explain(code: str, call: str = "") -> tuple[str, str]:
+    """(cause, fix) for an error code from ``call``, with a generic answer for unknown ones."""
+    if (call, code) in BY_CALL:
+        return BY_CALL[(call, code)]
     return TABLE.get(code, ("unexpected error", "see the message; report it if it persists"))
 
 
 def failure(code: str, call: str, message: str = "") -> Failure:
-    """A Failure with cause and fix filled in from the table."""
-    cause, fix = explain(code)
+    """A Failure with cause and fix filled in from the tables."""
+    cause, fix = explain(code, call)
     return Failure(code=code, call=call, message=message or code, cause=cause, fix=fix)
