@@ -11,13 +11,7 @@ SIGNALS = {"kill": "SIGKILL", "segv": "SIGSEGV"}
 
 def crash_run(tmp, role: str, step: str, how: str):
     s = Session(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp), crash=f"{role}:{step}:{how}"))
-    events: list = []
-    try:
-        events += s.start()
-        events += list(s.run())
-    finally:
-        events += s.close()
-    return s, events
+    return s, s.lifetime()
 
 
 @pytest.mark.parametrize("role,step", PLAN, ids=[f"{r}-{s}" for r, s in PLAN])

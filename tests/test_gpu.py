@@ -71,13 +71,7 @@ def settled_free(before: int, tolerance: int = 64 << 20) -> int:
 
 def run_cuda(tmp, size=1 << 20, **kw):
     s = Session(SessionConfig(backend="cuda", size=size, tmpdir=str(tmp), **kw))
-    events = []
-    try:
-        events += s.start()
-        events += list(s.run())
-    finally:
-        events += s.close()
-    return s, events
+    return s, s.lifetime()
 
 
 CUDA_SCENARIOS = ["unaligned-size", "consumer-first", "stale-socket", "wrong-release", "producer-dies",

@@ -19,13 +19,7 @@ from vmmtui.steps import CONSUMER, PRODUCER
 
 def run_scenario(tmp, name: str, **kw) -> tuple[Session, list]:
     s = Session(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp), scenario=name, **kw))
-    events: list = []
-    try:
-        events += s.start()
-        events += list(s.run())
-    finally:
-        events += s.close()
-    return s, events
+    return s, s.lifetime()
 
 
 def report(events, role, step):

@@ -104,6 +104,16 @@ def _refuse(args: argparse.Namespace, choice) -> str | None:
     return None
 
 
+def _choice_or_refuse(args: argparse.Namespace):
+    """The backend to use, or None after printing the one-line reason it cannot run."""
+    choice = choose(args.backend, args.device)
+    refused = _refuse(args, choice)
+    if refused:
+        print(f"vmmtui: {refused}", file=sys.stderr)
+        return None
+    return choice
+
+
 def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
@@ -116,10 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.list_scenarios:
         print(list_scenarios())
         return EXIT_OK
-    choice = choose(args.backend, args.device)
-    refused = _refuse(args, choice)
-    if refused:
-        print(f"vmmtui: {refused}", file=sys.stderr)
+    choice = _choice_or_refuse(args)
+    if choice is None:
         return EXIT_USAGE
     printer = LogPrinter(verbose=args.verbose)
 
@@ -163,10 +171,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
     if args.count < 1:
         print("vmmtui: --count must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    choice = choose(args.backend, args.device)
-    refused = _refuse(args, choice)
-    if refused:
-        print(f"vmmtui: {refused}", file=sys.stderr)
+    choice = _choice_or_refuse(args)
+    if choice is None:
         return EXIT_USAGE
     config = _config(args)
 
@@ -213,10 +219,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    choice = choose(args.backend, args.device)
-    refused = _refuse(args, choice)
-    if refused:
-        print(f"vmmtui: {refused}", file=sys.stderr)
+    choice = _choice_or_refuse(args)
+    if choice is None:
         return EXIT_USAGE
     from vmmtui.app import InspectorApp
 

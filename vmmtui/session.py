@@ -534,6 +534,16 @@ class Session:
         kcmp = self.last_kcmp.describe() if self.last_kcmp else "not checked"
         return SessionFinished(self.verified, self.integers, self.fd_checks, self.fd_problems, kcmp)
 
+    def lifetime(self) -> list[Event]:
+        """Start, run to the end (or the first failure) and close: every event of one session."""
+        events: list[Event] = []
+        try:
+            events += self.start()
+            events += list(self.run())
+        finally:
+            events += self.close()
+        return events
+
     def run(self) -> Iterator[Event]:
         """Step to the end of the plan (or the first failure)."""
         while not self.stopped:

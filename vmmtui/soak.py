@@ -62,12 +62,7 @@ def soak(config: SessionConfig, count: int, progress: Callable[[int, Session], N
     t0 = time.monotonic()
     for i in range(count):
         s = Session(config, choice)
-        try:
-            s.start()
-            for _ in s.run():
-                pass
-        finally:
-            s.close()
+        s.lifetime()
         verified += bool(s.outcome.as_expected if s.outcome else s.verified and s.failure is None)
         if progress:
             progress(i + 1, s)
