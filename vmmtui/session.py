@@ -9,7 +9,9 @@ hold, and asks the kernel (kcmp) whether the exported and received fds are one o
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -454,9 +456,6 @@ class Session:
         return [Notice(f"scenario: {w.role} pid {w.pid} killed with {signal.Signals(sig).name} {when}"), w.exited]
 
     def _intruder_line(self, timeout: float) -> dict:
-        import json
-        import select
-
         out = self.intruder.stdout
         ready, _, _ = select.select([out], [], [], timeout)
         line = out.readline() if ready else ""
