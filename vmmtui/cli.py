@@ -29,6 +29,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _devices(text: str) -> list[int]:
+    try:
+        devices = [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid device list {text!r}: use ordinals like 0,1") from None
+    if not devices or min(devices) < 0:
+        raise argparse.ArgumentTypeError(f"invalid device list {text!r}: use ordinals like 0,1")
+    return devices
+
+
 def _scenario(text: str) -> str:
     from vmmtui.scenarios import SCENARIOS
 
@@ -58,6 +68,19 @@ def _session_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for connect/accept (default 10); the ACK waits 12x this")
     p.add_argument("--scenario", metavar="NAME", type=_scenario,
                    help="make one failure really happen (see --list-scenarios)")
+    p.add_argument("--verify", choices=("auto", "device", "host", "both"), default="auto",
+                   help="where the pattern is written and checked: device (NVRTC kernels; auto's choice on cuda), "
+                   "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)")
+    p.add_argument("--mechanism", choices=("vmm", "legacy"), default="vmm",
+                   help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
+                   "cuIpcGetMemHandle handle, no fd (seed 003; cuda only)")
+    p.add_argument("--consumers", type=int, default=1, metavar="N",
+                   help="consumer processes, each gets its own fd and maps the same allocation (1-8; default 1)")
+    p.add_argument("--direction", choices=("producer-writes", "consumer-writes"), default="producer-writes",
+                   help="producer-writes (the seed; default) or consumer-writes (memMapIPCDrv: each consumer "
+                   "writes its slice with a kernel, the producer verifies)")
+    p.add_argument("--devices", type=_devices, metavar="0,1",
+                   help="GPUs the consumers spread over, round-robin (default: the producer's --device)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -88,15 +111,27 @@ def _config(args: argparse.Namespace):
     from vmmtui.session import SessionConfig
 
     return SessionConfig(backend=args.backend, size=args.size, device=args.device, connect_timeout=args.timeout,
-                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario)
+                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario,
+                         verify=args.verify, mechanism=args.mechanism, consumers=args.consumers,
+                         direction=args.direction, devices=args.devices)
 
 
 def _refuse(args: argparse.Namespace, choice) -> str | None:
     """Why this run cannot start, as one line with the fix; None when it can."""
+    from vmmtui.session import SessionError, resolve_verify
     from vmmtui.sizes import format_size
 
     if not choice.usable:
         return choice.reason
+    try:
+        resolve_verify(args.verify, choice.name)
+    except SessionError as exc:
+        return str(exc)
+    from vmmtui.session import Session
+
+    shape = Session(_config(args), choice).shape_problem()
+    if shape:
+        return shape
     if choice.capacity is not None and args.size > choice.capacity and args.scenario != "out-of-memory":
         where = f"device {args.device}'s memory" if choice.name == "cuda" else "the RAM available now"
         return (f"--size {format_size(args.size)} is larger than {where} ({format_size(choice.capacity)}): "

@@ -33,7 +33,7 @@ class LogPrinter:
     def __init__(self, out: TextIO | None = None, verbose: bool = False):
         self.console = Console(file=out, highlight=False, soft_wrap=True)
         self.verbose = verbose
-        self.kcmp: KcmpVerdict | None = None
+        self.kcmp: dict[str, KcmpVerdict] = {}
         self.fd_checks = 0
         self.fd_problems: list[str] = []
         self.finished: SessionFinished | None = None
@@ -43,13 +43,17 @@ class LogPrinter:
         self.outcome: ScenarioOutcome | None = None
 
     def tag(self, role: str) -> str:
-        return f"[{ROLE_STYLE.get(role, 'white')}]{role:>8}[/] │ "
+        return f"[{ROLE_STYLE.get(role.split('-')[0], 'white')}]{role:>8}[/] │ "
 
     def __call__(self, e: Event) -> None:
         c = self.console
         if isinstance(e, SessionStarted):
             c.print(f"[bold]backend:[/] {escape(e.reason)}")
             c.print(f"[dim]socket: {escape(e.socket_path)} (private directory, mode 0700)[/]")
+            if (e.mechanism, len(e.consumers), e.direction) != ("vmm", 1, "producer-writes"):
+                devices = ", ".join(f"{n} on device {d}" for n, d in e.devices.items()) if e.backend == "cuda" else ""
+                c.print(f"[bold]mechanism:[/] {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
+                        + (f" · {devices}" if devices else ""))
         elif isinstance(e, WorkerStarted):
             c.print(f"{self.tag(e.role)}[dim]started worker pid {e.pid}[/]")
         elif isinstance(e, Notice):
@@ -70,10 +74,10 @@ class LogPrinter:
                 self.fd_problems.append(f"{e.role} fd {r.fd}: {r.check} ({r.detail})")
                 c.print(self.tag(e.role) + f"[red]fd check: fd {r.fd} {r.check}: {escape(r.detail)}[/]")
         elif isinstance(e, KcmpVerdict):
-            if self.kcmp is None or (self.kcmp.producer_fd, self.kcmp.consumer_fd, self.kcmp.same) != (
-                    e.producer_fd, e.consumer_fd, e.same):
+            last = self.kcmp.get(e.consumer)
+            if last is None or (last.producer_fd, last.consumer_fd, last.same) != (e.producer_fd, e.consumer_fd, e.same):
                 c.print(f"{'kernel':>8} │ kcmp(KCMP_FILE): {escape(e.describe())}")
-            self.kcmp = e
+            self.kcmp[e.consumer] = e
         elif isinstance(e, SessionFailed):
             self.failed = e
             f = e.failure
@@ -111,7 +115,12 @@ class LogPrinter:
             parts.append(f"[red]fd cross-check: {len(self.fd_problems)} problem(s) in {self.fd_checks} checks[/]")
         else:
             parts.append(f"fd cross-check: {self.fd_checks}/{self.fd_checks} match /proc")
-        parts.append(f"kcmp: {escape(self.kcmp.describe())}" if self.kcmp else "kcmp: not reached")
+        if self.finished is not None and (len(self.kcmp) > 1 or not self.kcmp):
+            parts.append(f"kcmp: {escape(self.finished.kcmp)}")
+        elif self.kcmp:
+            parts.append(f"kcmp: {escape(next(iter(self.kcmp.values())).describe())}")
+        else:
+            parts.append("kcmp: not reached")
         if self.closed is not None:
             parts.append("clean: no workers, no socket directory left" if self.closed.clean
                          else f"[red]left behind: {'; '.join(self.closed.leftovers)}[/]")

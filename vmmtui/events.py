@@ -29,6 +29,11 @@ class SessionStarted(Event):
     socket_dir: str
     socket_path: str
     plan: list[tuple[str, str]]
+    mechanism: str = "vmm"
+    consumers: list[str] = field(default_factory=lambda: ["consumer"])
+    direction: str = "producer-writes"
+    #: the device each worker runs on, by worker name
+    devices: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,10 +100,11 @@ class KcmpVerdict(Event):
     consumer_fd: int
     same: bool | None
     detail: str
+    consumer: str = "consumer"
 
     def describe(self) -> str:
         sign = {True: "≡", False: "≢", None: "?"}[self.same]
-        return f"producer fd {self.producer_fd} {sign} consumer fd {self.consumer_fd}: {self.detail}"
+        return f"producer fd {self.producer_fd} {sign} {self.consumer} fd {self.consumer_fd}: {self.detail}"
 
 
 @dataclass

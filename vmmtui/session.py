@@ -48,7 +48,16 @@ from vmmtui.fdtable import FdTable, kcmp_same_file
 from vmmtui.protocol import HeldFd, LineChannel, ProtocolError, StepReport
 from vmmtui.scenarios import VERIFIED, Scenario
 from vmmtui.scenarios import get as get_scenario
-from vmmtui.steps import CONSUMER, PLAN, PRODUCER, ROLES
+from vmmtui.steps import (
+    CONSUMER,
+    DIRECTIONS,
+    MECHANISMS,
+    PRODUCER,
+    base,
+    build_plan,
+    consumer_names,
+    kind,
+)
 from vmmtui.troubleshooting import Failure, failure
 
 DIR_PREFIX = "vmmtui-"
@@ -72,6 +81,15 @@ class SessionConfig:
     grace: float = 3.0
     tmpdir: str | None = None
     scenario: str | None = None
+    #: auto (device kernels on cuda, numpy on memfd), host, device or both
+    verify: str = "auto"
+    #: vmm (cuMemCreate + fd) or legacy (cuMemAlloc + cuIpcGetMemHandle, seed 003)
+    mechanism: str = "vmm"
+    consumers: int = 1
+    #: producer-writes (the seed) or consumer-writes (memMapIPCDrv: each consumer writes its slice)
+    direction: str = "producer-writes"
+    #: devices the consumers spread over, round-robin (None: the producer's device)
+    devices: list[int] | None = None
     #: "ROLE:STEP:HOW" makes that worker die at the start of STEP (crash tests; HOW: kill, segv, exit, raise)
     crash: str | None = None
 
@@ -151,6 +169,18 @@ def sweep_stale_dirs(tmpdir: str) -> list[str]:
     return removed
 
 
+def resolve_verify(requested: str, backend: str) -> str:
+    """Where the pattern is checked: ``auto`` means the device's kernels on cuda and numpy on memfd."""
+    if requested == "auto":
+        return "device" if backend == "cuda" else "host"
+    if requested in ("device", "both") and backend != "cuda":
+        raise SessionError(f"--verify {requested} needs a GPU; the {backend} backend checks on the CPU "
+                           "(numpy on the mapped pages): use --verify host")
+    if requested not in ("host", "device", "both"):
+        raise SessionError(f"unknown --verify {requested!r}: choose auto, device, host or both")
+    return requested
+
+
 def _signal_name(returncode: int | None) -> str | None:
     if returncode is not None and returncode < 0:
         try:
@@ -167,7 +197,16 @@ class Session:
         self.config = config or SessionConfig()
         self.choice = choice
         self.scenario: Scenario | None = get_scenario(self.config.scenario)
-        self.plan: list[tuple[str, str]] = self.scenario.plan() if self.scenario else list(PLAN)
+        cfg = self.config
+        self.consumers = consumer_names(cfg.consumers) if cfg.consumers >= 1 else []
+        self.roles = [PRODUCER, *self.consumers]
+        self.plan: list[tuple[str, str]] = (self.scenario.plan() if self.scenario
+                                            else build_plan(cfg.mechanism, cfg.consumers, cfg.direction))
+        self.devices = {PRODUCER: cfg.device} | {
+            n: (cfg.devices or [cfg.device])[k % len(cfg.devices or [cfg.device])] for k, n in enumerate(self.consumers)}
+        #: each verifier's verdict (a consumer, or the producer when the consumers write)
+        self.verdicts: dict[str, bool] = {}
+        self.kcmp: dict[str, KcmpVerdict] = {}
         self.intruder: subprocess.Popen | None = None
         self.frozen: list[WorkerProcess] = []
         self.outcome: ScenarioOutcome | None = None
@@ -184,6 +223,7 @@ class Session:
         self.dir: str | None = None
         self.closed = False
         self._launching: list[WorkerProcess] = []
+        self.verify_on = "host"
         self.started = False  # both workers said hello; steps are refused before that
         self._lock = threading.RLock()  # one step or close at a time
         self._snap_lock = threading.Lock()
@@ -219,9 +259,13 @@ class Session:
             self.choice = choose_backend(cfg.backend, cfg.device)
         if not self.choice.usable:
             raise SessionError(self.choice.reason)
+        problem = self.shape_problem()
+        if problem:
+            raise SessionError(problem)
         if self.scenario and self.scenario.why_not(self.choice.name):
             raise SessionError(f"scenario {self.scenario.name} cannot be shown on the {self.choice.name} backend: "
                                f"{self.scenario.why_not(self.choice.name)}")
+        self.verify_on = resolve_verify(cfg.verify, self.choice.name)
         tmpdir = cfg.tmpdir or tempfile.gettempdir()
         events: list[Event] = [Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(tmpdir)]
         probe_path = os.path.join(tmpdir, f"{DIR_PREFIX}{os.getpid()}-xxxxxxxx", SOCKET_NAME)
@@ -231,11 +275,12 @@ class Session:
         self.dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=tmpdir)
         os.chmod(self.dir, 0o700)
         events.append(SessionStarted(self.choice.name, self.choice.reason, "", cfg.size, self.dir, self.socket_path,
-                                     list(self.plan)))
+                                     list(self.plan), cfg.mechanism, list(self.consumers), cfg.direction,
+                                     dict(self.devices)))
         if self.scenario:
             events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
         try:
-            for role in ROLES:
+            for role in self.roles:
                 w = self._launch(role)
                 events.append(WorkerStarted(role, w.pid, self.choice.name))
         except Exception:
@@ -244,15 +289,39 @@ class Session:
         self.started = True
         return events
 
+    def shape_problem(self) -> str | None:
+        """Why this mechanism, number of consumers, direction and devices cannot run, or None."""
+        cfg, backend = self.config, self.choice.name
+        if cfg.mechanism not in MECHANISMS:
+            return f"unknown mechanism {cfg.mechanism!r}: choose {' or '.join(MECHANISMS)}"
+        if cfg.direction not in DIRECTIONS:
+            return f"unknown direction {cfg.direction!r}: choose {' or '.join(DIRECTIONS)}"
+        if not 1 <= cfg.consumers <= 8:
+            return f"--consumers {cfg.consumers}: choose 1 to 8"
+        if cfg.mechanism == "legacy" and backend != "cuda":
+            return ("memfd has no legacy mode: cuIpcGetMemHandle/cuIpcOpenMemHandle are CUDA driver calls with no "
+                    "CPU analogue; use --backend cuda, or --mechanism vmm on memfd")
+        if cfg.devices and backend != "cuda":
+            return "--devices needs the cuda backend (memfd has no devices)"
+        if self.scenario and (cfg.mechanism, cfg.consumers, cfg.direction) != ("vmm", 1, "producer-writes"):
+            return "scenarios run with the VMM mechanism, one consumer and the producer writing"
+        if self.choice.devices is not None:
+            bad = [d for d in self.devices.values() if d >= self.choice.devices]
+            if bad:
+                return f"device {bad[0]} does not exist (the driver sees {self.choice.devices}): fix --device/--devices"
+        return None
+
     def _launch(self, role: str) -> WorkerProcess:
         cfg = self.config
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_path = Path(self.dir) / f"{role}.log"
         ack_timeout = 3.0 if self.scenario and self.scenario.name == "consumer-hangs" else cfg.ack_timeout
         argv = [sys.executable, "-m", "vmmtui.worker", "--role", role, "--backend", self.choice.name,
-                "--size", str(cfg.size), "--socket", self.socket_path, "--device", str(cfg.device),
+                "--size", str(cfg.size), "--socket", self.socket_path, "--device", str(self.devices[role]),
                 "--control-fd", str(child.fileno()), "--connect-timeout", str(cfg.connect_timeout),
-                "--accept-timeout", str(cfg.accept_timeout), "--ack-timeout", str(ack_timeout)]
+                "--accept-timeout", str(cfg.accept_timeout), "--ack-timeout", str(ack_timeout),
+                "--verify", self.verify_on, "--mechanism", cfg.mechanism, "--consumers", str(cfg.consumers),
+                "--direction", cfg.direction]
         if self.scenario:
             argv += ["--scenario", self.scenario.name]
         if cfg.crash and cfg.crash.split(":")[0] == role:
@@ -329,9 +398,10 @@ class Session:
                 if self.stopped:
                     return events + self._ending()
             args: dict = {}
-            if (role, name) == (PRODUCER, "accept"):
-                args["expect_pid"] = self.workers[CONSUMER].pid
-            elif (role, name) == (CONSUMER, "connect"):
+            peer = self._peer(role, name)
+            if role == PRODUCER and base(name) == "accept":
+                args["expect_pid"] = self.workers[peer].pid
+            elif kind(role) == CONSUMER and name == "connect":
                 args["expect_pid"] = self.workers[PRODUCER].pid
             events += self._before(role, name)
             events.append(StepStarted(index, role, name))
@@ -353,8 +423,8 @@ class Session:
             if report.ok:
                 self.position += 1
                 events += self._after(role, name)
-            if (role, name) == (PRODUCER, "accept") and self.workers[CONSUMER].pending is not None:
-                events += self._collect(self.workers[CONSUMER], self.config.connect_timeout + 5)
+            if role == PRODUCER and base(name) == "accept" and self.workers[peer].pending is not None:
+                events += self._collect(self.workers[peer], self.config.connect_timeout + 5)
             return events + self._ending()
 
     def _record(self, w: WorkerProcess, index: int, report: StepReport, rtt: int) -> list[Event]:
@@ -372,11 +442,20 @@ class Session:
                 self.failure = leak
                 self.failed_at = (report.role, report.step)
                 events.append(SessionFailed(report.role, report.step, leak))
-        if (report.role, report.step) == (CONSUMER, "verify"):
+        if report.step == "verify":
             v = report.state.get("verification", {})
-            self.verified = bool(v.get("passed"))
+            self.verdicts[report.role] = bool(v.get("passed"))
+            verifiers = [PRODUCER] if self.config.direction == "consumer-writes" else self.consumers
+            self.verified = all(self.verdicts.get(n) for n in verifiers)
             self.integers = int(v.get("checked", 0))
         return events
+
+    @staticmethod
+    def _peer(role: str, name: str) -> str:
+        """The consumer a producer step is about (``accept:consumer-2``), or the consumer itself."""
+        if role != PRODUCER:
+            return role
+        return name.split(":", 1)[1] if ":" in name else CONSUMER
 
     def _failed(self, w: WorkerProcess, name: str, problem: Failure) -> list[Event]:
         self.failure = problem
@@ -530,7 +609,13 @@ class Session:
         return [w.exited]
 
     def _finished(self) -> SessionFinished:
-        kcmp = self.last_kcmp.describe() if self.last_kcmp else "not checked"
+        if self.config.mechanism == "legacy":
+            kcmp = "no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare"
+        elif len(self.kcmp) > 1:
+            same = sum(1 for v in self.kcmp.values() if v.same)
+            kcmp = f"{same}/{len(self.consumers)} consumers' fds are the producer's open file description"
+        else:
+            kcmp = self.last_kcmp.describe() if self.last_kcmp else "not checked"
         return SessionFinished(self.verified, self.integers, self.fd_checks, self.fd_problems, kcmp)
 
     def lifetime(self) -> list[Event]:
@@ -557,13 +642,14 @@ class Session:
         """
         with self._snap_lock:
             events: list[Event] = []
-            for role in ROLES:
+            for role in self.roles:
                 w = self.workers.get(role)
                 if w is not None:
                     events.append(self._fd_snapshot(w, count))
-            pair = self._kcmp()
-            if pair is not None:
-                events.append(pair)
+            for name in self.consumers:
+                pair = self._kcmp(name)
+                if pair is not None:
+                    events.append(pair)
             return events
 
     def poll_exits(self) -> list[Event]:
@@ -608,8 +694,8 @@ class Session:
             self.fd_problems += len(snap.problems)
         return snap
 
-    def _kcmp(self) -> KcmpVerdict | None:
-        p, c = self.workers.get(PRODUCER), self.workers.get(CONSUMER)
+    def _kcmp(self, consumer: str = CONSUMER) -> KcmpVerdict | None:
+        p, c = self.workers.get(PRODUCER), self.workers.get(consumer)
         if not p or not c or not p.alive or not c.alive:
             return None
         pfd = next((h.fd for h in p.held if h.kind == "exported"), None)
@@ -619,7 +705,7 @@ class Session:
         r = kcmp_same_file(p.pid, pfd, c.pid, cfd)
         if r.same is None and "EBADF" in r.detail:
             return None  # one side closed its fd while we looked (a live refresh during cleanup): no pair now
-        self.last_kcmp = KcmpVerdict(p.pid, pfd, c.pid, cfd, r.same, r.detail)
+        self.last_kcmp = self.kcmp[consumer] = KcmpVerdict(p.pid, pfd, c.pid, cfd, r.same, r.detail, consumer)
         return self.last_kcmp
 
     # -- shutting down -----------------------------------------------------------------------------
@@ -633,7 +719,7 @@ class Session:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(w.pid, signal.SIGCONT)
             self._reap_intruder()
-            for role in (CONSUMER, PRODUCER):
+            for role in [*self.consumers, PRODUCER]:  # consumers first: legacy handles close before cuMemFree
                 w = self.workers.get(role)
                 if w is not None and w.pending is not None and w.alive:
                     events += self._collect(w, self.config.connect_timeout + 5)

@@ -1,15 +1,23 @@
 """The steps of each role, in seed 000's order, and the one global plan that interleaves them.
 
 Each Step names the calls it makes and carries a few sentences of teaching text for the inspector.
+``build_plan`` makes the plan for a mechanism (``vmm`` or seed 003's ``legacy`` IPC handles), a
+number of consumers and a direction (the producer writes, or each consumer writes its slice).
+With several consumers each is a worker named ``consumer-K`` and the producer's per-peer steps
+carry the peer's name (``accept:consumer-2``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PRODUCER = "producer"
 CONSUMER = "consumer"
 ROLES = (PRODUCER, CONSUMER)
+MECHANISMS = ("vmm", "legacy")
+DIRECTIONS = ("producer-writes", "consumer-writes")
+#: producer steps done once per consumer, named ``step:consumer-K`` when there are several
+PER_PEER = ("accept", "send", "wait_ack")
 
 
 @dataclass(frozen=True)
@@ -22,7 +30,8 @@ class Step:
 
 
 _STEPS = [
-    Step(PRODUCER, "init", "Initialise the driver", ("cuInit", "cuDeviceGet", "cuDeviceGetName", "cuDevicePrimaryCtxRetain"),
+    Step(PRODUCER, "init", "Initialise the driver", ("cuInit", "cuDeviceGet", "cuDeviceGetName", "cuDevicePrimaryCtxRetain",
+                                                     "cuModuleLoadData"),
          "cuInit loads the driver and cuDevicePrimaryCtxRetain makes the device's primary context current. "
          "Every driver call after this runs against that context. The memfd backend has nothing to initialise "
          "beyond the page size."),
@@ -44,10 +53,11 @@ _STEPS = [
     Step(PRODUCER, "set_access", "Grant read/write access", ("cuMemSetAccess",),
          "cuMemSetAccess grants the device read/write access to the mapped range; touching it before this faults. "
          "memfd: mprotect(PROT_READ|PROT_WRITE)."),
-    Step(PRODUCER, "fill", "Write the test pattern", ("cuMemcpyHtoD",),
+    Step(PRODUCER, "fill", "Write the test pattern", ("fill_pattern kernel", "cuMemcpyHtoD"),
          "The producer writes data[i] = (i*2 + 1337) ^ 0xDEADBEEF as uint32 so that the consumer can prove it sees "
-         "the same bytes. On CUDA the pattern is built on the host and copied with cuMemcpyHtoD; memfd writes "
-         "straight into the shared pages."),
+         "the same bytes. On CUDA a kernel (compiled at run time by NVRTC) writes it at memory speed; with --verify "
+         "host it is built on the host and copied with cuMemcpyHtoD, as the seed does. memfd writes straight into "
+         "the shared pages."),
     Step(PRODUCER, "export", "Export the allocation as a file descriptor", ("cuMemExportToShareableHandle",),
          "cuMemExportToShareableHandle turns the allocation handle into a POSIX file descriptor. Whoever holds this "
          "fd can import the memory with read/write access, so it is handed only to the peer we launched. memfd: the "
@@ -84,9 +94,11 @@ _STEPS = [
          "no copy."),
     Step(CONSUMER, "set_access", "Grant read/write access", ("cuMemSetAccess",),
          "Access rights are per mapping and per process: the consumer must grant them again for its own range."),
-    Step(CONSUMER, "verify", "Read and verify the pattern", ("cuMemcpyDtoH",),
+    Step(CONSUMER, "verify", "Read and verify the pattern", ("verify_pattern kernel", "cuMemcpyDtoH"),
          "The consumer reads the shared memory and checks every integer against the pattern. A pass proves both "
-         "processes see the same physical memory."),
+         "processes see the same physical memory. On CUDA a kernel counts mismatches and keeps the first one, with "
+         "no copy; --verify host copies to the host and compares with numpy (the seed's way); memfd compares the "
+         "mapped pages in place."),
     Step(CONSUMER, "ack", "Acknowledge to the producer", ("send",),
          "The consumer tells the producer the result, so that the producer does not release memory it is still "
          "using elsewhere before the consumer is done with it."),
@@ -100,10 +112,99 @@ _STEPS = [
          "is freed when the last handle and fd referring to it are gone."),
 ]
 
-STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _STEPS}
+_LEGACY = [
+    Step(PRODUCER, "query", "Query the device for legacy IPC", ("cuDeviceGetAttribute",),
+         "Legacy IPC (seed 003) needs unified addressing and a Linux driver; there is no granularity to respect: "
+         "cuMemAlloc takes any size. Only a handle to a whole cuMemAlloc allocation can be shared."),
+    Step(PRODUCER, "create", "Allocate with cuMemAlloc", ("cuMemAlloc",),
+         "cuMemAlloc returns a device pointer: physical memory and a virtual address in one call, the classic way. "
+         "No reserve, map or set-access steps follow: those are what VMM split apart."),
+    Step(PRODUCER, "export", "Get the IPC handle", ("cuIpcGetMemHandle",),
+         "cuIpcGetMemHandle returns a 64-byte opaque handle for the allocation. It is plain bytes, not a file "
+         "descriptor: nothing in the producer's fd table changes, and anyone who learns the bytes can try to open it."),
+    Step(PRODUCER, "send", "Send the 64-byte handle", ("sendmsg",),
+         "The handle travels as ordinary bytes in the message; no SCM_RIGHTS, no fd. The consumer's fd table will "
+         "show no new fd: that is the contrast with VMM's exported fd."),
+    Step(CONSUMER, "receive", "Receive the handle bytes", ("recvmsg",),
+         "recvmsg delivers the metadata and the 64 handle bytes; no fd arrives. The kernel cannot tell us (kcmp) "
+         "that both processes share anything: only the driver knows."),
+    Step(CONSUMER, "import", "Open the IPC handle", ("cuIpcOpenMemHandle",),
+         "cuIpcOpenMemHandle(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) maps the producer's allocation into this process "
+         "and returns a device pointer. Seed 003's rules: one context per device per process may open a given "
+         "handle, and it must be closed before the exporter frees the memory."),
+    Step(CONSUMER, "cleanup", "Clean up (consumer)", ("cuIpcCloseMemHandle", "close"),
+         "cuIpcCloseMemHandle unmaps the producer's memory from this process. It must run before the producer's "
+         "cuMemFree (the ACK orders it here): closing after the exporter freed is undefined behaviour."),
+    Step(PRODUCER, "cleanup", "Clean up (producer)", ("cuMemFree", "close", "unlink"),
+         "With every consumer's handle closed (their ACKs came first), cuMemFree releases the allocation."),
+]
+_WRITES = [
+    Step(PRODUCER, "clear", "Clear the buffer", ("cuMemsetD32",),
+         "In memMapIPCDrv's direction the consumers write and the producer checks. The producer first sets every "
+         "integer to 0, so that its check can only pass if every consumer's writes really landed."),
+    Step(CONSUMER, "write", "Write this consumer's slice", ("fill_pattern kernel", "cuStreamSynchronize"),
+         "Each consumer launches the fill kernel on its own stream over its slice of the shared buffer (the seed's "
+         "pattern at the global indices), and waits for the stream to finish before it acknowledges: the ACK is the "
+         "synchronisation."),
+    Step(PRODUCER, "verify", "Verify what the consumers wrote", ("verify_pattern kernel",),
+         "After every consumer's ACK the producer checks the whole buffer through its own mapping: a pass proves "
+         "each consumer wrote into the same physical memory."),
+]
+
+STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _STEPS + _WRITES}
+LEGACY_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _LEGACY}
 PLAN: list[tuple[str, str]] = [(s.role, s.name) for s in _STEPS]
+_VMM_ONLY = ("reserve", "map", "set_access")
 
 
-def role_steps(role: str) -> list[str]:
+def kind(role: str) -> str:
+    """``producer`` or ``consumer``: a worker name without its number (``consumer-2`` → ``consumer``)."""
+    return role.split("-", 1)[0]
+
+
+def base(step: str) -> str:
+    """A step name without its peer (``accept:consumer-2`` → ``accept``)."""
+    return step.split(":", 1)[0]
+
+
+def consumer_names(count: int) -> list[str]:
+    return [CONSUMER] if count == 1 else [f"{CONSUMER}-{k}" for k in range(1, count + 1)]
+
+
+def step_info(role: str, name: str, mechanism: str = "vmm") -> Step:
+    """The Step for ``role``'s step ``name`` in this mechanism, with the peer in the title if any."""
+    key = (kind(role), base(name))
+    step = (LEGACY_STEPS.get(key) if mechanism == "legacy" else None) or STEPS[key]
+    if ":" in name:
+        step = replace(step, title=f"{step.title} ({name.split(':', 1)[1]})")
+    return step
+
+
+def build_plan(mechanism: str = "vmm", consumers: int = 1, direction: str = "producer-writes") -> list[tuple[str, str]]:
+    """The global order of every worker's steps (``PLAN`` for one consumer and the defaults)."""
+    names = consumer_names(consumers)
+    writes = direction == "consumer-writes"
+
+    def peer(step: str, name: str) -> str:
+        return step if consumers == 1 else f"{step}:{name}"
+
+    def keep(step: str) -> bool:
+        return not (mechanism == "legacy" and step in _VMM_ONLY)
+
+    pre = [s for s in ("init", "query", "create", "reserve", "map", "set_access") if keep(s)]
+    plan = [(PRODUCER, s) for s in pre]
+    plan += [(PRODUCER, "clear" if writes else "fill"), (PRODUCER, "export"), (PRODUCER, "listen")]
+    plan += [(n, "init") for n in names]
+    for n in names:
+        plan += [(n, "connect"), (PRODUCER, peer("accept", n)), (PRODUCER, peer("send", n)), (n, "receive")]
+        plan += [(n, s) for s in ("import", "reserve", "map", "set_access") if keep(s)]
+        plan += [(n, "write" if writes else "verify"), (n, "ack"), (PRODUCER, peer("wait_ack", n))]
+    if writes:
+        plan.append((PRODUCER, "verify"))
+    plan += [(n, "cleanup") for n in names] + [(PRODUCER, "cleanup")]
+    return plan
+
+
+def role_steps(role: str, plan: list[tuple[str, str]] | None = None) -> list[str]:
     """The names of ``role``'s steps in plan order."""
-    return [name for r, name in PLAN if r == role]
+    return [name for r, name in (PLAN if plan is None else plan) if r == role]

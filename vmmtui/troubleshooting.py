@@ -108,6 +108,18 @@ TABLE: dict[str, tuple[str, str]] = {
         "the data read through the imported mapping differs from the pattern the producer wrote",
         "check that the consumer imported the right fd and mapped the full size",
     ),
+    "VERIFY_DISAGREE": (
+        "the verification kernel and the host check found different mismatches: one of the two checkers is wrong",
+        "report it with the log; run with --verify host to use only the seed's numpy check",
+    ),
+    "PEER_UNREACHABLE": (
+        "the consumer's GPU cannot access memory on the producer's GPU (no P2P path between them)",
+        "put the consumers on GPUs that cuDeviceCanAccessPeer allows (nvidia-smi topo -p2p r), or use --devices with the producer's GPU",
+    ),
+    "NVRTC_ERROR": (
+        "NVRTC (libnvrtc) is missing or could not compile the fill/verify kernels for this GPU",
+        "pip install nvidia-cuda-nvrtc (or cuda-bindings[all]) matching the driver's CUDA, or run with --verify host",
+    ),
     "WORKER_DIED": (
         "a worker process exited or was killed",
         "see its exit code or signal and its log below; restart the session",

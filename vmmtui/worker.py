@@ -23,7 +23,7 @@ from vmmtui import channel
 from vmmtui.backends import create as create_backend
 from vmmtui.protocol import HeldFd, LineChannel, ProtocolError, StepReport
 from vmmtui.sizes import align_up
-from vmmtui.steps import CONSUMER, PRODUCER, role_steps
+from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, role_steps
 from vmmtui.troubleshooting import Failure, StepError, failure
 
 PR_SET_PDEATHSIG = 1
@@ -40,6 +40,12 @@ class WorkerConfig:
     accept_timeout: float = 10.0
     ack_timeout: float = 120.0
     scenario: str | None = None
+    #: where the pattern is written and checked: host (the seed's copy + numpy), device (kernels), both
+    verify: str = "host"
+    #: vmm (cuMemCreate + an fd) or legacy (cuMemAlloc + a 64-byte cuIpcGetMemHandle handle)
+    mechanism: str = "vmm"
+    consumers: int = 1
+    direction: str = "producer-writes"
     #: "STEP:HOW" (kill, segv, exit, raise): die at the start of STEP, for the crash tests
     crash: str | None = None
 
@@ -75,12 +81,17 @@ class Worker:
     def __init__(self, config: WorkerConfig, control_fd: int | None = None):
         self.cfg = config
         self.role = config.role
+        self.kind = kind(config.role)
         self.backend = create_backend(config.backend)
-        self.steps = role_steps(self.role)
+        self.legacy = config.mechanism == "legacy"
+        self.steps = role_steps(self.role, build_plan(config.mechanism, config.consumers, config.direction))
+        #: the producer's connection to each consumer, by name
+        self.peers: dict[str, socket.socket] = {}
         self.done: list[str] = []
         self.held: dict[int, HeldFd] = {}
         self.state: dict[str, Any] = {"role": self.role, "pid": os.getpid(), "backend": config.backend,
-                                      "requested_size": config.size, "socket_path": config.socket_path}
+                                      "requested_size": config.size, "socket_path": config.socket_path,
+                                      "mechanism": config.mechanism, "direction": config.direction}
         self._opened: list[HeldFd] = []
         self._closed: list[int] = []
         self._log: list[str] = []
@@ -132,9 +143,11 @@ class Worker:
                 expected = next(s for s in self.steps if s not in self.done)
                 if name != expected:
                     raise StepError(failure("PROTOCOL", "control", f"step {name!r} out of order; next is {expected!r}"))
-            if self.cfg.crash and self.cfg.crash.split(":")[0] == name:
-                _crash(self.cfg.crash.split(":")[1], self.control_fd)
-            getattr(self, f"_{self.role[0]}_{name}" if name != "cleanup" else "_cleanup")(**args)
+            if self.cfg.crash and self.cfg.crash.rsplit(":", 1)[0] == name:
+                _crash(self.cfg.crash.rsplit(":", 1)[1], self.control_fd)
+            if base(name) in PER_PEER and self.kind == PRODUCER:
+                args = {**args, "peer": name.split(":", 1)[1] if ":" in name else CONSUMER}
+            getattr(self, f"_{self.kind[0]}_{base(name)}" if name != "cleanup" else "_cleanup")(**args)
             self.done.append(name)
         except StepError as exc:
             ok, fail = False, exc.failure
@@ -152,8 +165,9 @@ class Worker:
         self._log.append(line)
 
     def _banner(self) -> None:
-        kind = "CUDA VMM" if self.backend.name == "cuda" else "memfd (CPU memory, not GPU)"
-        self.say(f"=== {kind} {self.role.capitalize()} ===")
+        what = "memfd (CPU memory, not GPU)" if self.backend.name != "cuda" else (
+            "CUDA legacy IPC" if self.legacy else "CUDA VMM")
+        self.say(f"=== {what} {self.role.capitalize()} ===")
 
     def _init(self) -> None:
         self._banner()
@@ -161,6 +175,11 @@ class Worker:
         self.state.update(device=info.index, device_name=info.name, backend_label=info.label)
         what = "CUDA device" if self.backend.name == "cuda" else "memfd backend on"
         self.say(f"Using {what} {info.index}: {info.name}")
+        if self.cfg.verify != "host" or (self.cfg.direction == "consumer-writes" and self.backend.name == "cuda"):
+            self.backend.load_kernels()
+            src = getattr(self.backend.kernels, "source", "")
+            self.say("Loaded the fill/verify kernels (" + ("compiled by NVRTC" if src == "nvrtc" else "NVRTC cubin from the cache") + ")")
+        self.state["verify_on"] = self.cfg.verify
 
     @property
     def gpu_word(self) -> str:
@@ -171,6 +190,8 @@ class Worker:
         self._init()
 
     def _p_query(self) -> None:
+        if self.legacy:
+            return self._p_query_legacy()
         info = self.backend.query()
         gran = info.granularity_min
         alloc = align_up(self.cfg.size, gran)
@@ -190,7 +211,24 @@ class Worker:
         else:
             self.say(f"Buffer size: {self.cfg.size} bytes, aligned size: {alloc} bytes")
 
+    def _p_query_legacy(self) -> None:
+        info = self.backend.info
+        unified = self.backend._attr("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING")
+        alloc = align_up(self.cfg.size, 4)
+        self.state.update(unified_addressing=bool(unified), granularity=4, alloc_size=alloc, **info.extra)
+        if not unified:
+            raise StepError(failure("CUDA_ERROR_NOT_SUPPORTED", "cuDeviceGetAttribute",
+                                    "UNIFIED_ADDRESSING = 0: legacy IPC needs it"))
+        self.say("Legacy IPC: cuMemAlloc + cuIpcGetMemHandle (no VMM, no granularity, no fd)")
+        self.say(f"Buffer size: {alloc} bytes")
+
     def _p_create(self) -> None:
+        if self.legacy:
+            self.va = self.handle = self.backend.alloc(self.state["alloc_size"])
+            self.state.update(handle=None, va=self.va, va_end=self.va + self.state["alloc_size"],
+                              mapped_size=self.state["alloc_size"], access="read/write")
+            self.say(f"Allocated {self.state['alloc_size']} bytes with cuMemAlloc at 0x{self.va:x}")
+            return
         shareable = self.cfg.scenario != "no-fd-handle-type"
         if not shareable:
             self.say("SCENARIO no-fd-handle-type: creating without requestedHandleTypes = POSIX_FILE_DESCRIPTOR")
@@ -223,13 +261,30 @@ class Worker:
         self._map()
         self.say("Mapped physical memory to virtual address")
 
+    def _p_clear(self) -> None:
+        self.backend.clear(self.va, self.state["alloc_size"])
+        self.state["integers"] = self.state["alloc_size"] // 4
+        self.say(f"Cleared {self.state['alloc_size']} bytes: the consumers will write the pattern")
+
+    def _p_verify(self) -> None:
+        self._verify("Checked what the consumers wrote")
+
     def _p_fill(self) -> None:
-        count = self.backend.fill(self.va, self.state["alloc_size"])
-        self.state["integers"] = count
-        self.say(f"Generated {count} test integers")
-        self.say("Copied test data to GPU" if self.backend.name == "cuda" else "Wrote test data into the shared pages")
+        on = "host" if self.cfg.verify == "host" else "device"
+        count = self.backend.fill(self.va, self.state["alloc_size"], on)
+        self.state.update(integers=count, fill_on=on)
+        if on == "device":
+            self.say(f"Wrote {count} test integers on the GPU (fill_pattern kernel)")
+        else:
+            self.say(f"Generated {count} test integers")
+            self.say("Copied test data to GPU" if self.backend.name == "cuda" else "Wrote test data into the shared pages")
 
     def _p_export(self) -> None:
+        if self.legacy:
+            handle = self.backend.ipc_export(self.va)
+            self.state["ipc_handle"] = handle.hex()
+            self.say(f"Got the IPC handle (64 bytes, no fd): {handle[:16].hex()}…")
+            return
         fd = self.backend.export_fd(self.handle)
         self.hold(fd, "exported", "exported allocation (cuMemExportToShareableHandle)" if self.backend.name == "cuda"
                   else "exported allocation (dup of the memfd)")
@@ -248,39 +303,55 @@ class Worker:
         self.hold(self.listener.fileno(), "listener", f"listening socket {path}")
         self.say("Waiting for consumer connection...")
 
-    def _p_accept(self, expect_pid: int | None = None) -> None:
+    def _p_accept(self, expect_pid: int | None = None, peer: str = CONSUMER) -> None:
         refused: list[dict[str, int]] = []
 
         def on_refused(cred: channel.PeerCred) -> None:
             refused.append(asdict(cred))
             self.say(f"Refused connection from pid {cred.pid} uid {cred.uid}: not the consumer we launched")
 
-        self.sock, cred = self.backend.calls.timed(
+        conn, cred = self.backend.calls.timed(
             "accept", {"fd": self.listener.fileno(), "expect_pid": expect_pid},
             lambda: channel.accept(self.listener, expect_pid, self.cfg.accept_timeout, on_refused),
             lambda r: f"fd {r[0].fileno()}, SO_PEERCRED pid={r[1].pid} uid={r[1].uid}")
-        self.hold(self.sock.fileno(), "connection", f"connection to consumer pid {cred.pid}")
+        self.peers[peer] = conn
+        self.hold(conn.fileno(), "connection", f"connection to {peer} pid {cred.pid}")
         self.state.update(peer_pid=cred.pid, peer_uid=cred.uid, refused=refused)
-        self.say(f"Consumer connected (pid {cred.pid}, checked with SO_PEERCRED)")
+        self.state.setdefault("peers", {})[peer] = {"pid": cred.pid, "uid": cred.uid, "fd": conn.fileno()}
+        self.say(f"{peer.capitalize()} connected (pid {cred.pid}, checked with SO_PEERCRED)")
 
-    def _p_send(self) -> None:
+    def _p_send(self, peer: str = CONSUMER) -> None:
         meta = {"type": "alloc", "requested_size": self.cfg.size, "alloc_size": self.state["alloc_size"],
                 "granularity": self.state["granularity"], "device": self.state["device"],
-                "device_name": self.state["device_name"], "backend": self.backend.name}
-        fd = self.state["exported_fd"]
-        self.backend.calls.timed("sendmsg", {"fd": self.sock.fileno(), "SCM_RIGHTS": [fd], "bytes": "metadata"},
-                                 lambda: channel.send_message(self.sock, meta, [fd]), lambda n: f"{n} bytes")
+                "device_name": self.state["device_name"], "backend": self.backend.name,
+                "mechanism": self.cfg.mechanism}
+        sock = self.peers[peer]
+        if self.legacy:
+            meta["ipc_handle"] = self.state["ipc_handle"]
+            self.backend.calls.timed("sendmsg", {"fd": sock.fileno(), "SCM_RIGHTS": "none", "bytes": "metadata + 64-byte handle"},
+                                     lambda: channel.send_message(sock, meta), lambda n: f"{n} bytes")
+            self.say(f"Sent the 64-byte IPC handle and size to {peer} (no fd)")
+        else:
+            fd = self.state["exported_fd"]
+            self.backend.calls.timed("sendmsg", {"fd": sock.fileno(), "SCM_RIGHTS": [fd], "bytes": "metadata"},
+                                     lambda: channel.send_message(sock, meta, [fd]), lambda n: f"{n} bytes")
+            self.say("Sent FD and size metadata to " + peer)
         self.state["sent_metadata"] = meta
-        self.say("Sent FD and size metadata to consumer")
 
-    def _p_wait_ack(self) -> None:
-        ack, _ = self.backend.calls.timed("recv", {"fd": self.sock.fileno(), "timeout_s": self.cfg.ack_timeout},
-                                          lambda: channel.receive_message(self.sock, self.cfg.ack_timeout, "ack"),
+    def _p_wait_ack(self, peer: str = CONSUMER) -> None:
+        sock = self.peers[peer]
+        ack, _ = self.backend.calls.timed("recv", {"fd": sock.fileno(), "timeout_s": self.cfg.ack_timeout},
+                                          lambda: channel.receive_message(sock, self.cfg.ack_timeout, "ack"),
                                           lambda r: "ack " + ("verified" if r[0].get("verified") else "FAILED"))
         self.state["ack"] = ack
+        self.state.setdefault("acks", {})[peer] = ack
         if not ack.get("verified"):
-            raise StepError(failure("VERIFY_MISMATCH", "ack", f"consumer reports: {ack.get('detail', 'failed')}"))
-        self.say("Consumer verified data successfully!")
+            raise StepError(failure("VERIFY_MISMATCH", "ack", f"{peer} reports: {ack.get('detail', 'failed')}"))
+        if self.cfg.direction == "consumer-writes":
+            self.say(f"{peer.capitalize()} wrote its slice [{ack.get('slice', ['?', '?'])[0]}, "
+                     f"{ack.get('slice', ['?', '?'])[1]}) and its stream finished")
+        else:
+            self.say("Consumer verified data successfully!" if peer == CONSUMER else f"{peer.capitalize()} verified data successfully!")
 
     # -- consumer ----------------------------------------------------------------------------------
     def _c_init(self) -> None:
@@ -306,19 +377,48 @@ class Worker:
         self.say("Connected to producer")
 
     def _c_receive(self) -> None:
+        want = 0 if self.legacy else 1
         meta, fds = self.backend.calls.timed(
-            "recvmsg", {"fd": self.sock.fileno(), "want": "1 fd (SCM_RIGHTS) + metadata"},
-            lambda: channel.receive_message(self.sock, self.cfg.ack_timeout, "alloc", want_fds=1),
+            "recvmsg", {"fd": self.sock.fileno(), "want": "metadata + 64-byte handle, no fd" if self.legacy
+                        else "1 fd (SCM_RIGHTS) + metadata"},
+            lambda: channel.receive_message(self.sock, self.cfg.ack_timeout, "alloc", want_fds=want),
             lambda r: f"fds {r[1]}, {r[0].get('alloc_size')} bytes")
-        fd = fds[0]
-        self.hold(fd, "received", "received via SCM_RIGHTS")
-        if meta.get("backend") != self.backend.name:
-            raise StepError(failure("BAD_MESSAGE", "recvmsg", f"producer uses {meta.get('backend')}, we use {self.backend.name}"))
-        self.state.update(received_fd=fd, alloc_size=int(meta["alloc_size"]), granularity=int(meta["granularity"]),
-                          requested_size=int(meta["requested_size"]), metadata=meta)
-        self.say(f"Received FD: {fd}, size: {meta['alloc_size']} bytes")
+        for fd in fds:
+            self.hold(fd, "received", "received via SCM_RIGHTS")
+        if meta.get("backend") != self.backend.name or meta.get("mechanism", "vmm") != self.cfg.mechanism:
+            for fd in fds:
+                self.close_fd(fd)
+            raise StepError(failure("BAD_MESSAGE", "recvmsg", f"producer uses {meta.get('backend')} "
+                                    f"{meta.get('mechanism', 'vmm')}, we use {self.backend.name} {self.cfg.mechanism}"))
+        self.state.update(received_fd=fds[0] if fds else None, alloc_size=int(meta["alloc_size"]),
+                          granularity=int(meta["granularity"]), requested_size=int(meta["requested_size"]),
+                          metadata=meta, owner_device=int(meta.get("device", 0)))
+        if self.legacy:
+            self.state["ipc_handle"] = meta["ipc_handle"]
+            self.say(f"Received IPC handle {meta['ipc_handle'][:32]}… (64 bytes, no fd), size: {meta['alloc_size']} bytes")
+        else:
+            self.say(f"Received FD: {fds[0]}, size: {meta['alloc_size']} bytes")
+
+    def _check_peer(self) -> None:
+        """A consumer on another GPU must be able to reach the producer's device (NVLink/PCIe P2P)."""
+        owner, own = self.state["owner_device"], self.state["device"]
+        if owner == own:
+            return
+        ok = self.backend.can_access_peer(owner)
+        self.state["peer_access"] = ok
+        if not ok:
+            raise StepError(failure("PEER_UNREACHABLE", "cuDeviceCanAccessPeer",
+                                    f"device {own} cannot access memory on device {owner}"))
+        self.say(f"Device {own} can access device {owner}'s memory (peer access)")
 
     def _c_import(self) -> None:
+        self._check_peer()
+        if self.legacy:
+            self.va = self.backend.ipc_open(bytes.fromhex(self.state["ipc_handle"]))
+            size = self.state["alloc_size"]
+            self.state.update(va=self.va, va_end=self.va + size, mapped_size=size, access="read/write", opened=True)
+            self.say(f"Opened the IPC handle: the producer's memory is at 0x{self.va:x} in this process")
+            return
         self.handle = self.backend.import_fd(self.state["received_fd"])
         self.state["handle"] = self.handle
         fd = self.backend.handle_fd(self.handle)
@@ -334,9 +434,34 @@ class Worker:
         self.say("Mapped imported memory to virtual address")
 
     def _c_verify(self) -> None:
-        result = self.backend.verify(self.va, self.state["alloc_size"])
-        self.state["verification"] = asdict(result) | {"passed": result.passed}
-        if self.backend.name == "cuda":
+        self._verify()
+
+    def _slice(self) -> tuple[int, int]:
+        """This consumer's integers [start, end): equal slices, each starting at a multiple of 4 (16 bytes)."""
+        count = self.state["alloc_size"] // 4
+        k = int(self.role.rsplit("-", 1)[1]) if "-" in self.role else 1
+        per = (count // self.cfg.consumers) // 4 * 4
+        return (k - 1) * per, count if k == self.cfg.consumers else k * per
+
+    def _c_write(self) -> None:
+        start, end = self._slice()
+        on = "device" if self.backend.name == "cuda" and self.cfg.verify != "host" else "host"
+        self.backend.fill(self.va + start * 4, (end - start) * 4, on, first=start)
+        self.state.update(slice=[start, end], write_on=on)
+        self.say(f"Wrote integers [{start}, {end}) of the shared buffer"
+                 + (" with the fill kernel on this process's stream; the stream has finished" if on == "device" else ""))
+
+    def _verify(self, what: str = "") -> None:
+        on = self.cfg.verify
+        result = self.backend.verify(self.va, self.state["alloc_size"], on)
+        self.state["verification"] = asdict(result) | {"passed": result.passed, "on": on}
+        if what:
+            self.say(f"{what} ({on})")
+        elif on == "device":
+            self.say(f"Checked {self.state['alloc_size']} bytes on the GPU (verify_pattern kernel)")
+        elif on == "both":
+            self.say(f"Checked {self.state['alloc_size']} bytes on the GPU and again on the host: they agree")
+        elif self.backend.name == "cuda":
             self.say(f"Copied {self.state['alloc_size']} bytes from GPU to host")
         else:
             self.say(f"Read {self.state['alloc_size']} bytes through the shared mapping")
@@ -345,9 +470,13 @@ class Worker:
             raise StepError(failure("VERIFY_MISMATCH", "verify", result.describe()))
 
     def _c_ack(self) -> None:
-        v = self.state.get("verification", {})
-        ack = {"type": "ack", "verified": bool(v.get("passed")), "checked": v.get("checked", 0),
-               "detail": "verified" if v.get("passed") else "verification failed"}
+        if self.cfg.direction == "consumer-writes":
+            ack = {"type": "ack", "verified": "slice" in self.state, "slice": self.state.get("slice"),
+                   "detail": "slice written" if "slice" in self.state else "nothing written"}
+        else:
+            v = self.state.get("verification", {})
+            ack = {"type": "ack", "verified": bool(v.get("passed")), "checked": v.get("checked", 0),
+                   "detail": "verified" if v.get("passed") else "verification failed"}
         self.backend.calls.timed("send", {"fd": self.sock.fileno(), "message": "ack"},
                                  lambda: channel.send_message(self.sock, ack), lambda n: f"{n} bytes")
         self.say("Sent acknowledgment to producer")
@@ -370,6 +499,12 @@ class Worker:
             wrong = self.backend.wrong_release(self.va)
             self.state["wrong_release"] = wrong
             self.say(f"The wrong call returned {wrong}; now cleaning up the right way")
+        if self.legacy and self.va is not None:
+            if self.kind == CONSUMER:
+                attempt(self.backend.ipc_close, self.va)
+            else:
+                attempt(self.backend.free, self.va)
+            self.va = self.handle = None
         if self.mapped:
             attempt(self.backend.unmap, self.va, size)
             self.mapped = False
@@ -383,13 +518,19 @@ class Worker:
                 del self.held[hfd]
                 self._closed.append(hfd)
             self.handle = None
-        for kind in ("exported", "received"):
-            for fd in [h.fd for h in self.held.values() if h.kind == kind]:
-                if self.cfg.scenario == "leaked-fd" and kind == "received":
+        for what in ("exported", "received"):
+            for fd in [h.fd for h in self.held.values() if h.kind == what]:
+                if self.cfg.scenario == "leaked-fd" and what == "received":
                     self.say(f"SCENARIO leaked-fd: not closing the received fd {fd}")
                     continue
-                self.close_fd(fd, kind)
+                self.close_fd(fd, what)
         self.close_socket("sock")
+        for peer, conn in list(self.peers.items()):
+            fd = conn.fileno()
+            self.held.pop(fd, None)
+            self.backend.calls.timed("close", {"fd": fd, "what": f"connection to {peer}"}, conn.close, lambda _: "0")
+            self._closed.append(fd)
+            del self.peers[peer]
         if self.listener is not None:
             self.close_socket("listener")
             with contextlib.suppress(FileNotFoundError):
@@ -461,7 +602,7 @@ def _settle_control_fd(fd: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m vmmtui.worker", description="One vmmtui worker role.")
-    p.add_argument("--role", choices=[PRODUCER, CONSUMER], required=True)
+    p.add_argument("--role", required=True, help="producer, consumer or consumer-K (one of several)")
     p.add_argument("--backend", choices=["cuda", "memfd"], required=True)
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--socket", required=True)
@@ -471,14 +612,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--accept-timeout", type=float, default=10.0)
     p.add_argument("--ack-timeout", type=float, default=120.0)
     p.add_argument("--scenario")
+    p.add_argument("--verify", choices=["host", "device", "both"], default="host")
+    p.add_argument("--mechanism", choices=["vmm", "legacy"], default="vmm")
+    p.add_argument("--consumers", type=int, default=1)
+    p.add_argument("--direction", choices=["producer-writes", "consumer-writes"], default="producer-writes")
     p.add_argument("--crash", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if kind(a.role) not in (PRODUCER, CONSUMER):
+        p.error(f"unknown role {a.role!r}")
     _die_with_parent()
     signal.signal(signal.SIGTERM, _terminate)
     control_fd = _settle_control_fd(a.control_fd)
     control = LineChannel(socket.socket(fileno=control_fd))
     cfg = WorkerConfig(a.role, a.backend, a.size, a.socket, a.device, a.connect_timeout, a.accept_timeout,
-                       a.ack_timeout, a.scenario, a.crash)
+                       a.ack_timeout, a.scenario, a.verify, a.mechanism, a.consumers, a.direction, a.crash)
     worker = Worker(cfg, control_fd=control_fd)
     try:
         return serve(worker, control)

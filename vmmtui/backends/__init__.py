@@ -19,6 +19,8 @@ class Choice:
     usable: bool = True
     #: bytes the backend can hold at most (device memory, or available RAM for memfd); None if unknown
     capacity: int | None = None
+    #: how many CUDA devices the driver sees (None for memfd)
+    devices: int | None = None
 
 
 def create(name: str, calls: CallLog | None = None) -> Backend:
@@ -48,11 +50,11 @@ def choose(requested: str, device: int = 0, probe_result: dict | None = None) ->
         if why_not:
             return Choice("cuda", f"--backend cuda cannot run here: {why_not}; try --backend memfd", usable=False)
         return Choice("cuda", f"cuda backend on device {device} ({info['devices'][device]['name']})",
-                      capacity=info["devices"][device].get("mem_total"))
+                      capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]))
     if why_not:
         return Choice("memfd", f"{why_not}: using the memfd backend", capacity=ram_available())
     return Choice("cuda", f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend",
-                  capacity=info["devices"][device].get("mem_total"))
+                  capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]))
 
 
 def ram_available() -> int | None:

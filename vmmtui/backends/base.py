@@ -95,9 +95,26 @@ class Backend(ABC):
     @abstractmethod
     def set_access(self, va: int, size: int) -> None: ...
 
+    #: where this backend can write and check the pattern: "host" always, "device" with kernels
+    places: tuple[str, ...] = ("host",)
+
+    def load_kernels(self) -> None:
+        """Make the device fill/verify kernels ready (compile or load from cache); host-only backends have none."""
+        return None
+
     @abstractmethod
-    def fill(self, va: int, size: int) -> int:
-        """Write the pattern over ``size`` bytes; returns the number of integers written."""
+    def fill(self, va: int, size: int, on: str = "host", first: int = 0) -> int:
+        """Write the pattern (indices from ``first``) over ``size`` bytes, on the host or the device.
+
+        Returns the number of integers written."""
+
+    @abstractmethod
+    def clear(self, va: int, size: int) -> None:
+        """Set every byte to 0 (the producer's first step when the consumers write)."""
+
+    def can_access_peer(self, owner: int) -> bool:
+        """Whether this process's device can reach memory on device ``owner`` (one device: always)."""
+        return True
 
     @abstractmethod
     def export_fd(self, handle: int) -> int: ...
@@ -106,7 +123,8 @@ class Backend(ABC):
     def import_fd(self, fd: int) -> int: ...
 
     @abstractmethod
-    def verify(self, va: int, size: int) -> Verification: ...
+    def verify(self, va: int, size: int, on: str = "host") -> Verification:
+        """Check the pattern: ``host``, ``device`` (a kernel) or ``both`` (and they must agree)."""
 
     @abstractmethod
     def unmap(self, va: int, size: int) -> None: ...

@@ -53,11 +53,13 @@ class CudaBackend(Backend):
     name = "cuda"
     label = LABEL
     fd_target_prefix = "/dev/nvidia"
+    places = ("host", "device", "both")
 
     def __init__(self, calls=None):
         super().__init__(calls)
         self._handles: dict[int, Any] = {}
         self.ctx = None
+        self.kernels = None
 
     # -- the one place that checks every CUresult ---------------------------------------------
     def call(self, name: str, fn, *args: Any, show: dict[str, Any] | None = None) -> Any:
@@ -171,6 +173,7 @@ class CudaBackend(Backend):
                   show={"ptr": hex(va), "size": size, "offset": 0, "handle": hex(handle)})
 
     def set_access(self, va: int, size: int) -> None:
+        """Grant this process's device read/write access (a peer device when the memory lives elsewhere)."""
         desc = cu.CUmemAccessDesc()
         desc.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         desc.location.id = self.index
@@ -189,17 +192,62 @@ class CudaBackend(Backend):
         self.calls.add(Call(name, {"ptr": hex(va), "bytes": count * 4, "chunks": chunks}, "CUDA_SUCCESS",
                             time.perf_counter_ns() - t0))
 
-    def fill(self, va: int, size: int) -> int:
+    def load_kernels(self) -> None:
+        from vmmtui.backends.kernels import PatternKernels
+
+        if self.kernels is None:
+            self.kernels = PatternKernels(self)
+
+    def fill(self, va: int, size: int, on: str = "host", first: int = 0) -> int:
         count = size // 4
+        if on != "host":
+            self.load_kernels()
+            return self.kernels.fill(va, count, first)
 
         def put(start: int, n: int) -> None:
-            host = pattern(start, n)
+            host = pattern(first + start, n)
             err, = cu.cuMemcpyHtoD(cu.CUdeviceptr(va + start * 4), host.ctypes.data, n * 4)
             if err != cu.CUresult.CUDA_SUCCESS:
                 raise StepError(failure(error_name(err), "cuMemcpyHtoD", error_text(err)))
 
         self._chunked_copy("cuMemcpyHtoD", va, count, put)
         return count
+
+    def clear(self, va: int, size: int) -> None:
+        self.call("cuMemsetD32", cu.cuMemsetD32, cu.CUdeviceptr(va), 0, size // 4,
+                  show={"dstDevice": hex(va), "ui": 0, "N": size // 4})
+        self.call("cuCtxSynchronize", cu.cuCtxSynchronize)
+
+    def can_access_peer(self, owner: int) -> bool:
+        """Whether this process's device can reach memory that lives on device ``owner``."""
+        if owner == self.index:
+            return True
+        _, peer = cu.cuDeviceGet(owner)
+        return bool(self.call("cuDeviceCanAccessPeer", cu.cuDeviceCanAccessPeer, self.dev, peer,
+                              show={"dev": self.index, "peerDev": owner}))
+
+    # -- legacy IPC (seed 003): cuMemAlloc + a 64-byte handle, no fd ----------------------------------
+    def alloc(self, size: int) -> int:
+        ptr = self.call("cuMemAlloc", cu.cuMemAlloc, size, show={"bytesize": size})
+        return int(ptr)
+
+    def ipc_export(self, ptr: int) -> bytes:
+        h = self.call("cuIpcGetMemHandle", cu.cuIpcGetMemHandle, cu.CUdeviceptr(ptr), show={"dptr": hex(ptr)})
+        return bytes(h.reserved)
+
+    def ipc_open(self, handle: bytes) -> int:
+        h = cu.CUipcMemHandle()
+        h.reserved = handle
+        ptr = self.call("cuIpcOpenMemHandle", cu.cuIpcOpenMemHandle, h,
+                        cu.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.value,
+                        show={"handle": handle[:8].hex() + "…", "Flags": "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS"})
+        return int(ptr)
+
+    def ipc_close(self, ptr: int) -> None:
+        self.call("cuIpcCloseMemHandle", cu.cuIpcCloseMemHandle, cu.CUdeviceptr(ptr), show={"dptr": hex(ptr)})
+
+    def free(self, ptr: int) -> None:
+        self.call("cuMemFree", cu.cuMemFree, cu.CUdeviceptr(ptr), show={"dptr": hex(ptr)})
 
     def export_fd(self, handle: int) -> int:
         fd = self.call("cuMemExportToShareableHandle", cu.cuMemExportToShareableHandle, self._handles[handle],
@@ -214,7 +262,19 @@ class CudaBackend(Backend):
         self._handles[int(h)] = h
         return int(h)
 
-    def verify(self, va: int, size: int) -> Verification:
+    def verify(self, va: int, size: int, on: str = "host") -> Verification:
+        if on == "host":
+            return self.verify_host(va, size)
+        self.load_kernels()
+        device = self.kernels.verify(va, size // 4)
+        if on == "both":
+            host = self.verify_host(va, size)
+            if (host.mismatches, host.first_index) != (device.mismatches, device.first_index):
+                raise StepError(failure("VERIFY_DISAGREE", "verify", f"kernel: {device.describe()}; host: {host.describe()}"))
+        return device
+
+    def verify_host(self, va: int, size: int) -> Verification:
+        """The seed's way: copy to the host in chunks and compare with numpy."""
         count = size // 4
         buf = np.empty(min(CHUNK, count), dtype=np.uint32)
         t_copy = 0
@@ -246,6 +306,9 @@ class CudaBackend(Backend):
         self.call("cuMemRelease", cu.cuMemRelease, self._handles.pop(handle), show={"handle": hex(handle)})
 
     def shutdown(self) -> None:
+        if self.kernels is not None:
+            kernels, self.kernels = self.kernels, None
+            kernels.close()
         if self.ctx is not None:
             self.ctx = None
             self.call("cuDevicePrimaryCtxRelease", cu.cuDevicePrimaryCtxRelease, self.dev, show={"dev": self.index})

@@ -92,17 +92,21 @@ class MemfdBackend(Backend):
     def _view(self, va: int, size: int) -> np.ndarray:
         return np.ctypeslib.as_array((ctypes.c_uint32 * (size // 4)).from_address(va))
 
-    def fill(self, va: int, size: int) -> int:
+    def fill(self, va: int, size: int, on: str = "host", first: int = 0) -> int:
         count = size // 4
 
         def write() -> int:
             view = self._view(va, size)
             for start in range(0, count, CHUNK):
                 n = min(CHUNK, count - start)
-                view[start:start + n] = pattern(start, n)
+                view[start:start + n] = pattern(first + start, n)
             return count
 
         return self.calls.timed("store pattern", {"addr": _hex(va), "integers": count}, write, str)
+
+    def clear(self, va: int, size: int) -> None:
+        self.calls.timed("memset", {"addr": _hex(va), "c": 0, "n": size}, lambda: ctypes.memset(va, 0, size),
+                         lambda _: "done")
 
     def export_fd(self, handle: int) -> int:
         return self.calls.timed("dup", {"fd": handle}, lambda: os.dup(handle), str)
@@ -110,7 +114,7 @@ class MemfdBackend(Backend):
     def import_fd(self, fd: int) -> int:
         return self.calls.timed("dup", {"fd": fd}, lambda: os.dup(fd), str)
 
-    def verify(self, va: int, size: int) -> Verification:
+    def verify(self, va: int, size: int, on: str = "host") -> Verification:
         count = size // 4
 
         def check() -> Verification:
