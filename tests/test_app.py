@@ -171,3 +171,26 @@ async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
     assert not psutil.Process().children(recursive=True)
+
+
+@pytest.mark.asyncio
+async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tmp_path):
+    config = SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path), consumers=4,
+                           direction="consumer-writes")
+    app = InspectorApp(config, MEMFD)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.stopped and not app.busy, timeout=60)
+        await pilot.pause(0.3)
+        assert app.session.verified and app.session.failure is None
+        names = [f"consumer-{k}" for k in range(1, 5)]
+        for name in names:
+            panel = app.panel(name)
+            assert panel.results and all(ok for ok, _ in panel.results.values()), name
+            assert "writes" in text_of(panel.query_one(f"#{name}-card"))
+            assert app.query_one(f"#{name}-fds", FdTableView).kcmp.consumer == name
+        wire = text_of(app.query_one(WirePanel))
+        assert "4/4 consumers' fds ≡ producer fd" in wire and "4/4 consumers acknowledged" in wire
+        pids = [app.session.workers[n].pid for n in names]
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]

@@ -15,7 +15,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from vmmtui.backends import Choice
 from vmmtui.commands import InspectorCommands
@@ -36,7 +36,7 @@ from vmmtui.messages import FdRefresh, SessionEvents
 from vmmtui.screens.help import HelpScreen
 from vmmtui.screens.scenarios import NORMAL, ScenarioScreen
 from vmmtui.session import Session, SessionConfig, SessionError
-from vmmtui.steps import CONSUMER, PRODUCER, ROLES
+from vmmtui.steps import CONSUMER, PRODUCER, consumer_names
 from vmmtui.transcript import Transcript
 from vmmtui.widgets.display import Display
 from vmmtui.widgets.event_log import EventLog
@@ -86,6 +86,11 @@ class InspectorApp(App[int]):
         self.shots = 0
         self.status: dict[str, str] = {}
 
+    @property
+    def roles(self) -> list[str]:
+        """Every worker's name: the producer, then one consumer or ``consumer-1`` … ``consumer-N``."""
+        return [PRODUCER, *consumer_names(self.config.consumers)]
+
     # -- layout ------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -94,7 +99,14 @@ class InspectorApp(App[int]):
             with Vertical(id="middle"):
                 yield WirePanel(self.display_mode, id="wire")
                 yield VerificationPanel(id="verification")
-            yield ProcessPanel(CONSUMER, self.display_mode)
+            consumers = consumer_names(self.config.consumers)
+            if len(consumers) == 1:
+                yield ProcessPanel(CONSUMER, self.display_mode)
+            else:  # one tab per consumer: readable up to 8, each with its own fd table
+                with TabbedContent(id="consumers"):
+                    for name in consumers:
+                        with TabPane(name, id=f"tab-{name}"):
+                            yield ProcessPanel(name, self.display_mode)
         yield Static(id="status")
         yield TeachingPanel(id="teaching")
         yield EventLog(self.display_mode, id="log")
@@ -213,7 +225,12 @@ class InspectorApp(App[int]):
             log.log_event(e)
         if isinstance(e, SessionStarted):
             self.query_one(WirePanel).started(e)
+            for role in self.roles:
+                self.panel(role).configure(e.plan, e.mechanism)
+            self.query_one(TeachingPanel).mechanism = e.mechanism
             self.sub_title = e.reason
+            if (e.mechanism, len(e.consumers), e.direction) != ("vmm", 1, "producer-writes"):
+                self.sub_title += f" · {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
             if self.config.scenario:
                 self.sub_title += f" · scenario {self.config.scenario}"
                 self.status["scenario"] = f"scenario {self.config.scenario}"
@@ -229,7 +246,7 @@ class InspectorApp(App[int]):
         elif isinstance(e, FdSnapshot):
             self.query_one(f"#{e.role}-fds", FdTableView).update_snapshot(e)
         elif isinstance(e, KcmpVerdict):
-            for role in ROLES:
+            for role in (PRODUCER, e.consumer):
                 self.query_one(f"#{role}-fds", FdTableView).set_kcmp(e)
             self.query_one(WirePanel).set_kcmp(e)
             self.status["kcmp"] = e.describe()
@@ -254,8 +271,10 @@ class InspectorApp(App[int]):
     def _show_next(self) -> None:
         s = self.session
         nxt = s.next_step if s else None
-        for role in ROLES:
+        for role in self.roles:
             self.panel(role).set_next(nxt[1] if nxt and nxt[0] == role else None)
+        if nxt and nxt[0] != PRODUCER and len(self.roles) > 2:  # bring the consumer that acts next to the front
+            self.query_one("#consumers", TabbedContent).active = f"tab-{nxt[0]}"
         if s is not None and s.failure is None:
             self.query_one(TeachingPanel).show_step(nxt, finished=s.finished)
 
@@ -264,7 +283,7 @@ class InspectorApp(App[int]):
         self.query_one("#status", Static).update(Text(" · ".join(parts) or "space: next step · ?: help", style="bold"))
 
     def _reset_widgets(self) -> None:
-        for role in ROLES:
+        for role in self.roles:
             self.panel(role).reset()
             self.query_one(f"#{role}-fds", FdTableView).reset()
         self.query_one(WirePanel).reset()
@@ -330,7 +349,7 @@ class InspectorApp(App[int]):
         self.save_screenshot(filename=f"{self.shots:02d}-{last}.svg", path=str(self.screenshots))
 
     def action_fold(self) -> None:
-        for role in ROLES:
+        for role in self.roles:
             self.query_one(f"#{role}-fds", FdTableView).toggle_fold()
 
     def action_scenario(self) -> None:

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from vmmtui.events import StepDone, WorkerExited
 from vmmtui.sizes import format_size
-from vmmtui.steps import STEPS, role_steps
+from vmmtui.steps import PLAN, role_steps, step_info
 from vmmtui.widgets.display import Display
 from vmmtui.widgets.fd_table import FdTableView
 
@@ -29,6 +29,13 @@ class ProcessPanel(Vertical):
         self.results: dict[str, tuple[bool, int]] = {}
         self.next_step: str | None = None
         self.worker_state: dict = {}
+        self.plan: list[tuple[str, str]] = list(PLAN)
+        self.mechanism = "vmm"
+
+    def configure(self, plan: list[tuple[str, str]], mechanism: str) -> None:
+        """The session's plan and mechanism decide this worker's step list and their titles."""
+        self.plan, self.mechanism = plan, mechanism
+        self.refresh_all()
 
     def compose(self) -> ComposeResult:
         yield Static(id=f"{self.role}-head", classes="head")
@@ -78,11 +85,11 @@ class ProcessPanel(Vertical):
         d = self.fmt
         head = Text.assemble(("pid ", "dim"), (d.pid(self.pid), "bold"), ("  ", ""),
                              (self.backend or "…", "cyan"), ("  ", ""), (self.state_text, self._state_style()))
-        steps = role_steps(self.role)
+        steps = role_steps(self.role, self.plan)
         done = sum(1 for ok, _ in self.results.values() if ok)
         head.append(f"  {done}/{len(steps)} steps", "dim")
         if self.next_step:
-            head.append(f"\n▶ {STEPS[(self.role, self.next_step)].title}", "bold yellow")
+            head.append(f"\n▶ {step_info(self.role, self.next_step, self.mechanism).title}", "bold yellow")
         elif self.worker_state.get("device_name"):
             head.append(f"\n{self.worker_state['device_name']}", "dim")
         self.query_one(f"#{self.role}-head", Static).update(head)
@@ -96,8 +103,8 @@ class ProcessPanel(Vertical):
 
     def _steps(self) -> Text:
         text = Text()
-        for name in role_steps(self.role):
-            step = STEPS[(self.role, name)]
+        for name in role_steps(self.role, self.plan):
+            step = step_info(self.role, name, self.mechanism)
             if name in self.results:
                 ok, ns = self.results[name]
                 mark, style = ("✓", "green") if ok else ("✗", "bold red")
@@ -130,6 +137,12 @@ class ProcessPanel(Vertical):
             ("granularity", format_size(s["granularity"]) if s.get("granularity") else "-"),
             ("access", s.get("access", "-") if va is not None else "-"),
         ]
+        if s.get("ipc_handle"):
+            rows[0] = ("IPC handle", f"{s['ipc_handle'][:24]}… (64 bytes, no fd)")
+        if s.get("device") is not None and self.backend == "cuda":
+            rows.append(("device", str(s["device"]) + (" (peer of the producer's)" if s.get("peer_access") else "")))
+        if s.get("slice"):
+            rows.append(("writes", f"integers [{s['slice'][0]}, {s['slice'][1]})"))
         if s.get("exported_fd") is not None:
             rows.append(("exported fd", str(s["exported_fd"])))
         if s.get("received_fd") is not None:

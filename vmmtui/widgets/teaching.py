@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.steps import STEPS
+from vmmtui.steps import step_info
 from vmmtui.troubleshooting import Failure
 
 
@@ -14,15 +14,19 @@ class TeachingPanel(Static):
         super().__init__(**kw)
         self.border_title = "what this step does"
 
+    mechanism = "vmm"
+
     def show_step(self, step: tuple[str, str] | None, finished: bool = False) -> None:
         if step is None:
             self.border_title = "done" if finished else "what this step does"
-            self.update(Text("All steps done. The fd went producer → SCM_RIGHTS → consumer, both mapped the same "
-                             "physical memory, and every resource was released in reverse order. "
-                             "ctrl+r runs it again." if finished else "", style="green" if finished else ""))
+            how = ("The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
+                   if self.mechanism == "legacy" else "The fd went producer → SCM_RIGHTS → consumer, ")
+            self.update(Text(how + "both mapped the same physical memory, and every resource was released in "
+                             "reverse order. ctrl+r runs it again." if finished else "",
+                             style="green" if finished else ""))
             return
-        s = STEPS[step]
-        self.border_title = f"next: {s.role} · {s.title}"
+        s = step_info(step[0], step[1], self.mechanism)
+        self.border_title = f"next: {step[0]} · {s.title}"
         self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
 
     def show_failure(self, role: str, step: str, f: Failure) -> None:

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from vmmtui.events import KcmpVerdict, SessionStarted, StepDone
+from vmmtui.steps import base, kind
 from vmmtui.widgets.display import Display
 
 
@@ -28,6 +29,9 @@ class WirePanel(Static):
         self.in_flight: str = "-"
         self.ack: str = "-"
         self.kcmp: KcmpVerdict | None = None
+        self.kcmps: dict[str, KcmpVerdict] = {}
+        self.handle: str = ""
+        self.acks: dict[str, str] = {}
         if self.is_mounted:
             self.render_wire()
 
@@ -42,27 +46,42 @@ class WirePanel(Static):
         r, s = e.report, e.report.state
         if not r.ok:
             return
-        if (r.role, r.step) == ("producer", "listen"):
+        role, step = kind(r.role), base(r.step)
+        peer = r.step.split(":", 1)[1] if ":" in r.step else "consumer"
+        if (role, step) == ("producer", "listen"):
             self.listening = True
-        elif (r.role, r.step) == ("producer", "accept"):
-            self.peer = f"consumer pid {self.fmt.pid(s.get('peer_pid'))} (SO_PEERCRED uid {s.get('peer_uid')})"
+        elif (role, step) == ("producer", "accept"):
+            self.peer = f"{peer} pid {self.fmt.pid(s.get('peer_pid'))} (SO_PEERCRED uid {s.get('peer_uid')})"
             refused = s.get("refused") or []
             if refused:
                 self.peer += f"; refused {len(refused)} intruder(s)"
-        elif (r.role, r.step) == ("producer", "send"):
-            self.metadata = s.get("sent_metadata")
-            self.in_flight = f"producer fd {s.get('exported_fd')} → SCM_RIGHTS → …"
-        elif (r.role, r.step) == ("consumer", "receive"):
-            self.in_flight = f"arrived as consumer fd {s.get('received_fd')}"
-        elif (r.role, r.step) == ("producer", "wait_ack"):
+        elif (role, step) == ("producer", "send"):
+            self.metadata = {k: v for k, v in (s.get("sent_metadata") or {}).items() if k != "ipc_handle"}
+            if s.get("ipc_handle"):
+                self.handle = s["ipc_handle"]
+                self.in_flight = f"no fd: 64 handle bytes in the message → {peer}"
+            else:
+                self.in_flight = f"producer fd {s.get('exported_fd')} → SCM_RIGHTS → {peer} …"
+        elif (role, step) == ("consumer", "receive"):
+            self.in_flight = ("handle bytes arrived; no new fd in " + r.role if s.get("ipc_handle")
+                              else f"arrived as {r.role} fd {s.get('received_fd')}")
+        elif (role, step) == ("producer", "wait_ack"):
             ack = s.get("ack") or {}
-            self.ack = f"{'verified' if ack.get('verified') else 'FAILED'} ({ack.get('checked', 0)} integers)"
-        elif (r.role, r.step) == ("producer", "cleanup"):
+            what = (f"slice {ack['slice'][0]}–{ack['slice'][1]} written" if ack.get("slice")
+                    else f"{ack.get('checked', 0)} integers")
+            self.acks[peer] = f"{'ok' if ack.get('verified') else 'FAILED'} ({what})"
+            if len(self.acks) == 1:
+                self.ack = f"{'verified' if ack.get('verified') else 'FAILED'} ({what})"
+            else:
+                good = sum(1 for a in self.acks.values() if a.startswith("ok"))
+                self.ack = f"{good}/{len(self.acks)} consumers acknowledged; last: {peer} {self.acks[peer]}"
+        elif (role, step) == ("producer", "cleanup"):
             self.listening = False
         self.render_wire()
 
     def set_kcmp(self, verdict: KcmpVerdict) -> None:
         self.kcmp = verdict
+        self.kcmps[verdict.consumer] = verdict
         self.render_wire()
 
     def render_wire(self) -> None:
@@ -77,8 +96,15 @@ class WirePanel(Static):
             m = {k: v for k, v in self.metadata.items() if k not in ("type", "v")}
             meta = json.dumps(m)
         t.add_row("metadata", meta)
+        if self.handle:
+            lines = [self.handle[i:i + 32] for i in range(0, len(self.handle), 32)]
+            t.add_row("handle", Text("\n".join(lines), style="bold"))
         t.add_row("fd", self.in_flight)
-        if self.kcmp:
+        if len(self.kcmps) > 1:
+            same = sum(1 for v in self.kcmps.values() if v.same)
+            t.add_row("kcmp", Text(f"{same}/{len(self.kcmps)} consumers' fds ≡ producer fd {self.kcmp.producer_fd}",
+                                   style="bold green" if same == len(self.kcmps) else "bold red"))
+        elif self.kcmp:
             style = {True: "bold green", False: "bold red", None: "yellow"}[self.kcmp.same]
             t.add_row("kcmp", Text(self.kcmp.describe(), style=style))
         t.add_row("ACK", self.ack)
