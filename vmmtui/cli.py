@@ -29,6 +29,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [parse_size(t.strip()) for t in text.split(",") if t.strip()]
+    except SizeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not sizes:
+        raise argparse.ArgumentTypeError("give at least one size")
+    return sizes
+
+
 def _devices(text: str) -> list[int]:
     try:
         devices = [int(d) for d in text.split(",") if d.strip()]
@@ -102,6 +112,19 @@ def parser() -> argparse.ArgumentParser:
     _session_options(sk)
     sk.add_argument("--count", type=int, default=200, help="sessions to run (default 200)")
     sk.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    bn = sub.add_parser("bench", help="measure every path (VMM, legacy IPC, host-staged copy, memfd) against the "
+                        "device's copy bandwidth; writes JSON and an SVG plot")
+    bn.add_argument("--backend", choices=NAMES, default="auto", help="cuda for all paths, memfd for the CPU path only")
+    bn.add_argument("--device", type=int, default=0)
+    bn.add_argument("--sizes", type=_sizes, metavar="2MiB,1GiB,...",
+                    help="sizes to sweep (default 2MiB,8MiB,32MiB,64MiB,256MiB,1GiB,4GiB,16GiB, capped by free memory)")
+    bn.add_argument("--repeat", type=int, default=5, help="sessions per path and size (default 5)")
+    bn.add_argument("--memfd-max", type=_size, default=parse_size("2GiB"), help="largest memfd size (default 2GiB)")
+    bn.add_argument("--staged-max", type=_size, default=parse_size("4GiB"),
+                    help="largest host-staged copy (default 4GiB)")
+    bn.add_argument("--out", default="bench/results", help="directory for the JSON and SVG (default bench/results)")
+    bn.add_argument("--name", help="file name stem (default bench-HOST-DATE)")
+    bn.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
     doc = sub.add_parser("doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd")
     doc.add_argument("--device", type=int, default=0)
     return p
@@ -231,6 +254,40 @@ def cmd_soak(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from vmmtui.bench import DEFAULT_SIZES, Bench, BenchConfig, write
+    from vmmtui.bench_report import table, targets_table
+
+    if args.repeat < 1:
+        print("vmmtui: --repeat must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    choice = choose(args.backend, args.device)
+    if not choice.usable:
+        print(f"vmmtui: {choice.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    console = Console(stderr=args.json)
+    config = BenchConfig(args.backend, args.sizes or list(DEFAULT_SIZES), args.repeat, args.device, args.memfd_max,
+                         args.staged_max)
+    result = Bench(config, choice, progress=lambda line: console.print(line, highlight=False)).run()
+    js, plot = write(result, Path(args.out), args.name)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        console.print(table(result))
+        console.print(targets_table(result))
+    console.print(f"wrote {js} and {plot}")
+    bad = [p for p, sizes in result["paths"].items() for e in sizes.values()
+           if e.get("verified", "0/0").split("/")[0] != e.get("verified", "0/0").split("/")[1]]
+    if bad:
+        console.print(f"[red]some runs did not verify: {', '.join(sorted(set(bad)))}[/]")
+    return EXIT_FAILED if bad else EXIT_OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -275,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_doctor(args)
         if args.command == "soak":
             return cmd_soak(args)
+        if args.command == "bench":
+            return cmd_bench(args)
         return cmd_app(args)
     except KeyboardInterrupt:
         print("vmmtui: interrupted; workers stopped and cleaned up", file=sys.stderr)

@@ -272,7 +272,7 @@ class Worker:
     def _p_fill(self) -> None:
         on = "host" if self.cfg.verify == "host" else "device"
         count = self.backend.fill(self.va, self.state["alloc_size"], on)
-        self.state.update(integers=count, fill_on=on)
+        self.state.update(integers=count, fill_on=on, **(self._gpu_ms("fill") if on == "device" else {}))
         if on == "device":
             self.say(f"Wrote {count} test integers on the GPU (fill_pattern kernel)")
         else:
@@ -447,14 +447,20 @@ class Worker:
         start, end = self._slice()
         on = "device" if self.backend.name == "cuda" and self.cfg.verify != "host" else "host"
         self.backend.fill(self.va + start * 4, (end - start) * 4, on, first=start)
-        self.state.update(slice=[start, end], write_on=on)
+        self.state.update(slice=[start, end], write_on=on, **(self._gpu_ms("write") if on == "device" else {}))
         self.say(f"Wrote integers [{start}, {end}) of the shared buffer"
                  + (" with the fill kernel on this process's stream; the stream has finished" if on == "device" else ""))
+
+    def _gpu_ms(self, what: str) -> dict[str, float]:
+        """The last kernel's GPU time (CUDA events), for the bench and the inspector's card."""
+        ms = getattr(getattr(self.backend, "kernels", None), "last_ms", None)
+        return {f"{what}_gpu_ms": ms} if ms is not None else {}
 
     def _verify(self, what: str = "") -> None:
         on = self.cfg.verify
         result = self.backend.verify(self.va, self.state["alloc_size"], on)
         self.state["verification"] = asdict(result) | {"passed": result.passed, "on": on}
+        self.state.update(self._gpu_ms("verify") if on != "host" else {})
         if what:
             self.say(f"{what} ({on})")
         elif on == "device":

@@ -174,6 +174,7 @@ class PatternKernels:
         self.stop_ev = backend.call("cuEventCreate", cu.cuEventCreate, 0, show={"flags": 0})
         self.result = backend.call("cuMemAlloc", cu.cuMemAlloc, 16, show={"bytesize": 16, "what": "verify result"})
         self.host_result = np.zeros(2, dtype=np.uint64)
+        self.last_ms: float | None = None
 
     def _grid(self, count: int) -> int:
         return max(1, min(self.sms * BLOCKS_PER_SM, (count // 4 + BLOCK - 1) // BLOCK))

@@ -1,0 +1,115 @@
+"""The bench's logic and output format, on memfd with tiny sizes (the figures themselves are not tested)."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from vmmtui.backends import Choice
+from vmmtui.bench import Bench, BenchConfig, GiB, MiB, stats, targets, write
+from vmmtui.bench_report import svg, table
+from vmmtui.cli import main
+from vmmtui.steps import PLAN
+
+MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
+
+
+def test_stats_median_spread_and_percentile():
+    assert stats([]) == {"n": 0}
+    s = stats([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (3.0, 1.0, 5.0, 5)
+    assert stats(list(map(float, range(11))))["p90"] == 9.0
+
+
+@pytest.fixture(scope="module")
+def memfd_result(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench")
+    lines: list[str] = []
+    config = BenchConfig("memfd", [64 << 10, 1 << 20], repeat=2, tmpdir=str(tmp))
+    return Bench(config, MEMFD, progress=lines.append).run(), lines
+
+
+def test_memfd_bench_measures_each_step_and_skips_gpu_paths_with_a_reason(memfd_result):
+    result, lines = memfd_result
+    assert len(lines) == 2 and all("memfd" in line for line in lines)
+    for size in ("65536", "1048576"):
+        entry = result["paths"]["memfd"][size]
+        assert entry["verified"] == "2/2" and entry["failures"] == []
+        assert {"producer create", "producer fill", "consumer verify", "producer wait_ack"} <= set(entry["steps_ms"])
+        assert "producer init" not in entry["steps_ms"] and set(entry["init_ms"]) == {"producer", "consumer"}
+        assert entry["e2e_ms"]["n"] == 2 and entry["e2e_ms"]["min"] > 0
+        # the span is a sum of steps: at least the fill and the verify in it
+        assert entry["e2e_ms"]["max"] >= entry["steps_ms"]["producer fill"]["min"] + entry["steps_ms"]["consumer verify"]["min"]
+        assert entry["overhead_ms"]["n"] == 2 * len(PLAN) and entry["rtt_overhead_ms"]["median"] >= 0
+        for path in ("vmm", "legacy", "staged"):
+            assert "needs the cuda backend" in result["skipped"][path][size]
+    assert result["paths"]["vmm"] == {} and result["ceiling_gbps"] == {}
+    assert result["machine"]["hostname"] and result["config"]["repeat"] == 2
+
+
+def test_targets_say_not_measured_where_no_gpu_ran(memfd_result):
+    result, _ = memfd_result
+    by_name = {t["name"].split(" ")[0]: t for t in result["targets"]}
+    assert by_name["share"]["met"] is None and by_name["zero-copy"]["met"] is None
+    assert by_name["inspector"]["measured"].endswith("(worst size's median)")
+
+
+def test_written_json_and_svg(memfd_result, tmp_path):
+    result, _ = memfd_result
+    js, plot = write(result, tmp_path, "t")
+    assert json.loads(js.read_text()) == json.loads(json.dumps(result))
+    root = ET.fromstring(plot.read_text())
+    lines = [e for e in root.iter() if e.tag.endswith("polyline")]
+    assert [e.get("data-path") for e in lines] == ["memfd"]
+    assert len(lines[0].get("points").split()) == 2
+
+
+def synthetic(e2e_1g: float, verify: float, copy: float, staged: float) -> dict:
+    def entry(ms, verify_gbps=None):
+        d = {"e2e_ms": stats([ms]), "overhead_ms": stats([0.5]), "verified": "1/1"}
+        if verify_gbps:
+            d["verify_gbps"] = stats([verify_gbps])
+        return d
+
+    sizes = [2 * MiB, 64 * MiB, GiB]
+    return {"date": "2026-11-22", "machine": {"gpu": "test"}, "ceiling_gbps": {str(s): copy for s in sizes},
+            "paths": {"vmm": {str(s): entry(e2e_1g * s / GiB, verify) for s in sizes},
+                      "legacy": {str(s): entry(e2e_1g * 2 * s / GiB) for s in sizes},
+                      "staged": {str(GiB): entry(staged)}, "memfd": {}}}
+
+
+def test_targets_compare_against_the_issue_figures():
+    good = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
+    assert [t["met"] for t in targets(good)] == [True, True, True, True]
+    bad = synthetic(e2e_1g=6.0, verify=2000.0, copy=3000.0, staged=300.0)
+    met = [t["met"] for t in targets(bad)]
+    assert met == [False, False, False, True]
+    assert targets(bad)[2]["measured"].startswith("50x")
+
+
+def test_svg_has_one_line_per_path_and_log_axes():
+    result = synthetic(4.0, 2600.0, 3000.0, 500.0)
+    root = ET.fromstring(svg(result))
+    lines = {e.get("data-path"): e.get("points") for e in root.iter() if e.tag.endswith("polyline")}
+    assert set(lines) == {"vmm", "legacy", "staged"}
+    xs = [float(p.split(",")[0]) for p in lines["vmm"].split()]
+    ys = [float(p.split(",")[1]) for p in lines["vmm"].split()]
+    assert xs == sorted(xs) and ys == sorted(ys, reverse=True)  # bigger sizes right, longer times up
+    # log-log: 2 MiB → 64 MiB is 5 doublings, 64 MiB → 1 GiB is 4; time ratios are the same
+    assert (xs[1] - xs[0]) / (xs[2] - xs[1]) == pytest.approx(5 / 4, rel=0.01)
+    assert table(result).row_count == 3
+
+
+def test_bench_command_writes_files_and_exits_zero(tmp_path, capsys):
+    rc = main(["bench", "--backend", "memfd", "--sizes", "64KiB", "--repeat", "1", "--out", str(tmp_path),
+               "--name", "cli"])
+    assert rc == 0
+    assert (tmp_path / "cli.json").exists() and (tmp_path / "cli.svg").exists()
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_bench_command_rejects_bad_input():
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--sizes", "12 parsecs"])
+    assert e.value.code == 2
+    assert main(["bench", "--backend", "memfd", "--repeat", "0"]) == 2

@@ -1,0 +1,313 @@
+"""``vmmtui bench``: every way to share, side by side on one device, next to the hardware's ceiling.
+
+For each size it runs whole sessions through the same Session the inspector drives (VMM, legacy
+IPC, memfd), the host-staged copy (``vmmtui.staged``), and the device's own copy bandwidth. From
+the workers' step reports it takes each step's latency, the end-to-end time from ``cuMemCreate``
+to the consumer's verified ACK (driver init excluded, reported apart), the fill and verify
+kernels' GPU time, and the inspector's own overhead per step. Figures are medians over
+``--repeat`` runs with min/max beside them; nothing here is asserted in a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vmmtui.backends import Choice
+from vmmtui.events import StepDone
+from vmmtui.session import Session, SessionConfig
+from vmmtui.sizes import format_size, parse_size
+
+GiB, MiB = 1 << 30, 1 << 20
+DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
+SESSION_PATHS = ("vmm", "legacy", "memfd")
+#: the span "share and prove": from the producer's create to the ACK it receives (consumer init excluded)
+SPAN_FROM, SPAN_TO = ("producer", "create"), ("producer", "wait_ack")
+TARGETS = {"e2e_1gib_ms": 5.0, "verify_vs_copy": 0.80, "staged_speedup": 100.0, "overhead_ms": 2.0}
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    """Median, min, max, 90th percentile and count of ``values`` (empty: count 0 only)."""
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1], "p90": p90,
+            "n": len(ordered)}
+
+
+@dataclass
+class BenchConfig:
+    backend: str = "auto"
+    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
+    repeat: int = 5
+    device: int = 0
+    memfd_max: int = 2 * GiB
+    staged_max: int = 4 * GiB
+    tmpdir: str | None = None
+
+
+@dataclass
+class SessionSample:
+    """One session's figures, in milliseconds (GB/s for bandwidths)."""
+
+    verified: bool
+    steps: dict[str, float]
+    init: dict[str, float]
+    span_ms: float
+    overhead: list[float]
+    rtt_overhead: list[float]
+    fill_gbps: float | None = None
+    verify_gbps: float | None = None
+    failure: str = ""
+
+
+def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
+    """One whole session, stepped as the inspector steps it, with each step's cost taken apart."""
+    s = Session(config, choice)
+    steps: dict[str, float] = {}
+    init: dict[str, float] = {}
+    overhead: list[float] = []
+    rtt: list[float] = []
+    states: dict[str, dict] = {}
+    try:
+        s.start()
+        while not s.stopped:
+            t0 = time.perf_counter_ns()
+            events = s.step()
+            wall = time.perf_counter_ns() - t0
+            for e in events:
+                if not isinstance(e, StepDone):
+                    continue
+                r = e.report
+                ms = r.duration_ns / 1e6
+                if r.step == "init":
+                    init[r.role] = ms
+                else:
+                    steps[f"{r.role} {r.step}"] = ms
+                overhead.append(max(0.0, (wall - r.duration_ns) / 1e6))
+                rtt.append(e.overhead_ns / 1e6)
+                states[f"{r.role} {r.step}"] = r.state
+    finally:
+        s.close()
+    plan = [f"{r} {n}" for r, n in s.plan if n != "init"]
+    a, b = plan.index(" ".join(SPAN_FROM)), plan.index(" ".join(SPAN_TO))
+    span = sum(steps.get(name, 0.0) for name in plan[a:b + 1])
+    size = states.get("producer query", {}).get("alloc_size", config.size)
+    fill_ms = states.get("producer fill", {}).get("fill_gpu_ms")
+    verify_ms = states.get("consumer verify", {}).get("verify_gpu_ms")
+    return SessionSample(s.verified and s.failure is None, steps, init, span, overhead, rtt,
+                         size / (fill_ms / 1e3) / 1e9 if fill_ms else None,
+                         size / (verify_ms / 1e3) / 1e9 if verify_ms else None,
+                         s.failure.one_line() if s.failure else "")
+
+
+def summarise(samples: list[SessionSample]) -> dict[str, Any]:
+    names = list(dict.fromkeys(n for smp in samples for n in smp.steps))
+    roles = list(dict.fromkeys(r for smp in samples for r in smp.init))
+    return {
+        "verified": f"{sum(smp.verified for smp in samples)}/{len(samples)}",
+        "failures": sorted({smp.failure for smp in samples if smp.failure}),
+        "e2e_ms": stats([smp.span_ms for smp in samples]),
+        "steps_ms": {n: stats([smp.steps[n] for smp in samples if n in smp.steps]) for n in names},
+        "init_ms": {r: stats([smp.init[r] for smp in samples if r in smp.init]) for r in roles},
+        "overhead_ms": stats([o for smp in samples for o in smp.overhead]),
+        "rtt_overhead_ms": stats([o for smp in samples for o in smp.rtt_overhead]),
+        "fill_gbps": stats([smp.fill_gbps for smp in samples if smp.fill_gbps]),
+        "verify_gbps": stats([smp.verify_gbps for smp in samples if smp.verify_gbps]),
+    }
+
+
+def machine(cuda_info: dict[str, Any] | None) -> dict[str, Any]:
+    info = {"hostname": socket.gethostname(), "kernel": platform.release(), "python": platform.python_version(),
+            "cpu": _cpu_name(), "cpus": os.cpu_count()}
+    try:
+        import cuda.bindings
+
+        info["cuda_bindings"] = cuda.bindings.__version__
+    except Exception:
+        pass
+    return info | (cuda_info or {})
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+class Bench:
+    """Runs the sweep; ``progress`` gets one line per measurement."""
+
+    def __init__(self, config: BenchConfig, choice: Choice, progress: Callable[[str], None] = print):
+        self.cfg = config
+        self.choice = choice
+        self.progress = progress
+        self.cuda = choice.name == "cuda"
+        self.device = None
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg
+        result: dict[str, Any] = {"tool": "vmmtui bench", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                                  "config": {"backend": self.choice.name, "sizes": cfg.sizes, "repeat": cfg.repeat,
+                                             "device": cfg.device, "memfd_max": cfg.memfd_max,
+                                             "staged_max": cfg.staged_max},
+                                  "ceiling_gbps": {}, "paths": {p: {} for p in (*SESSION_PATHS, "staged")},
+                                  "skipped": {}}
+        cuda_info = None
+        try:
+            if self.cuda:
+                cuda_info = self._open_device()
+            result["machine"] = machine(cuda_info)
+            for size in cfg.sizes:
+                self._size(size, result)
+        finally:
+            if self.device is not None:
+                self.device.shutdown()
+        result["targets"] = targets(result)
+        return result
+
+    def _open_device(self) -> dict[str, Any]:
+        from vmmtui.backends.cuda import CudaBackend
+
+        self.device = CudaBackend()
+        info = self.device.init(self.cfg.device)
+        self.device.load_kernels()
+        free, total = self.device.free_memory()
+        return {"gpu": info.name, "driver_version": info.extra.get("driver_version"), "gpu_memory": total,
+                "gpu_free_at_start": free}
+
+    def _skip(self, result: dict, path: str, size: int, why: str) -> None:
+        result["skipped"].setdefault(path, {})[str(size)] = why
+
+    def _size(self, size: int, result: dict) -> None:
+        cfg = self.cfg
+        free = self.device.free_memory()[0] if self.device else None
+        for path in SESSION_PATHS:
+            why = self._why_not(path, size, free)
+            if why:
+                self._skip(result, path, size, why)
+                continue
+            config = SessionConfig(backend="memfd" if path == "memfd" else "cuda", size=size, device=cfg.device,
+                                   mechanism="legacy" if path == "legacy" else "vmm", tmpdir=cfg.tmpdir,
+                                   verify="host" if path == "memfd" else "device", ack_timeout=600)
+            choice = Choice("memfd", "bench") if path == "memfd" else self.choice
+            samples = [run_session(config, choice) for _ in range(cfg.repeat)]
+            summary = summarise(samples)
+            result["paths"][path][str(size)] = summary
+            self.progress(f"{path:<7} {format_size(size):>9}: create→ACK median {summary['e2e_ms'].get('median', 0):.3f} ms, "
+                          f"verified {summary['verified']}")
+        if not self.cuda:
+            for path in ("staged", "ceiling"):
+                self._skip(result, path, size, "needs the cuda backend: " + self.choice.reason)
+            return
+        if size * 2 < (free or 0) * 0.9:
+            gbps = self.device.copy_bandwidth(size, repeat=max(3, cfg.repeat))
+            result["ceiling_gbps"][str(size)] = gbps
+            self.progress(f"ceiling {format_size(size):>9}: device copy {gbps:.0f} GB/s (read + write)")
+        else:
+            self._skip(result, "ceiling", size, "two buffers of this size do not fit in free device memory")
+        why = self._why_not("staged", size, free)
+        if why:
+            self._skip(result, "staged", size, why)
+            return
+        from vmmtui.staged import measure
+
+        r = measure(size, cfg.device, repeat=max(2, min(cfg.repeat, 3)))
+        result["paths"]["staged"][str(size)] = {"e2e_ms": stats([t * 1e3 for t in r.seconds]),
+                                                "verified": f"{len(r.seconds) if r.verified else 0}/{len(r.seconds)}",
+                                                "detail": r.detail}
+        self.progress(f"staged  {format_size(size):>9}: median {statistics.median(r.seconds) * 1e3:.1f} ms, "
+                      f"verified {r.verified}")
+
+    def _why_not(self, path: str, size: int, free: int | None) -> str | None:
+        cfg = self.cfg
+        if path == "memfd":
+            if size > cfg.memfd_max:
+                return f"above --memfd-max {format_size(cfg.memfd_max)} (numpy checks about 1 s per GiB)"
+            ram = _ram_available()
+            if ram is not None and size > ram // 3:
+                return f"does not fit in a third of the available RAM ({format_size(ram)})"
+            return None
+        if not self.cuda:
+            return "needs the cuda backend: " + self.choice.reason
+        if path == "staged" and size > cfg.staged_max:
+            return f"above --staged-max {format_size(cfg.staged_max)}"
+        if free is not None and size > free * 0.9:
+            return f"more than 90 % of free device memory ({format_size(free)})"
+        return None
+
+
+def _ram_available() -> int | None:
+    from vmmtui.backends import ram_available
+
+    return ram_available()
+
+
+def _median(entry: dict | None, key: str) -> float | None:
+    if not entry:
+        return None
+    return entry.get(key, {}).get("median")
+
+
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The four targets of issue 5, each with the figure measured and whether it was met."""
+    paths, ceiling = result["paths"], result["ceiling_gbps"]
+    out: list[dict[str, Any]] = []
+    e2e = _median(paths["vmm"].get(str(GiB)), "e2e_ms")
+    out.append({"name": "share and verify 1 GiB (create → verified ACK, no driver init)",
+                "target": f"< {TARGETS['e2e_1gib_ms']:g} ms", "measured": None if e2e is None else f"{e2e:.3f} ms",
+                "met": None if e2e is None else e2e < TARGETS["e2e_1gib_ms"]})
+    ratios = []
+    for size, entry in paths["vmm"].items():
+        v = _median(entry, "verify_gbps")
+        if int(size) >= 64 * MiB and v and ceiling.get(size):
+            ratios.append((v / ceiling[size], int(size)))
+    worst = min(ratios) if ratios else None
+    out.append({"name": "device verification vs the device's copy bandwidth, from 64 MiB up",
+                "target": f">= {TARGETS['verify_vs_copy']:.0%}",
+                "measured": None if worst is None else f"{worst[0]:.0%} at worst ({format_size(worst[1])})",
+                "met": None if worst is None else worst[0] >= TARGETS["verify_vs_copy"]})
+    staged = _median(paths["staged"].get(str(GiB)), "e2e_ms")
+    speedup = staged / e2e if staged and e2e else None
+    out.append({"name": "zero-copy vs host-staged copy at 1 GiB", "target": f">= {TARGETS['staged_speedup']:g}x",
+                "measured": None if speedup is None else f"{speedup:.0f}x ({staged:.1f} ms vs {e2e:.3f} ms)",
+                "met": None if speedup is None else speedup >= TARGETS["staged_speedup"]})
+    pooled = [_median(entry, "overhead_ms") for entry in paths["vmm"].values()]
+    pooled = [p for p in pooled if p is not None] or [_median(e, "overhead_ms") for e in paths["memfd"].values()]
+    over = max(pooled) if pooled else None
+    out.append({"name": "inspector overhead per step (step() wall time minus the worker's step time)",
+                "target": f"median < {TARGETS['overhead_ms']:g} ms",
+                "measured": None if over is None else f"{over:.3f} ms (worst size's median)",
+                "met": None if over is None else over < TARGETS["overhead_ms"]})
+    return out
+
+
+def parse_sizes(text: str) -> list[int]:
+    return [parse_size(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def write(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
+    """The JSON and the SVG plot, side by side; returns both paths."""
+    from vmmtui.bench_report import svg
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = stem or f"bench-{result['machine']['hostname']}-{result['date'][:10]}"
+    js, plot = out_dir / f"{stem}.json", out_dir / f"{stem}.svg"
+    js.write_text(json.dumps(result, indent=1) + "\n")
+    plot.write_text(svg(result))
+    return js, plot
