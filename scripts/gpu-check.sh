@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|all]   (writes a log to $OUT or ./gpu-check.log)
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|all]
+#        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
 out=${OUT:-.}
-log="$out/gpu-check.log"
+log="$out/gpu-check-$part.log"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # carried wheels (textual and friends), if any
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
@@ -38,6 +39,34 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui soak --backend cuda --count 200
     nvidia-smi --query-gpu=memory.used,memory.free --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = speed ] || [ "$part" = all ]; then
+    step python3 -m pytest -q -s -m gpu tests/test_kernels.py tests/test_gpu.py -p no:cacheprovider
+    step python3 -m vmmtui run --backend cuda --size 1GiB --verify both --verbose
+    step python3 -m vmmtui run --backend cuda --size 8GiB
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = seeds ] || [ "$part" = all ]; then
+    step python3 -m vmmtui run --backend cuda --mechanism legacy --verbose
+    step python3 -m vmmtui run --backend cuda --consumers 4 --size 1GiB
+    step python3 -m vmmtui run --backend cuda --direction consumer-writes --consumers 4 --size 1GiB
+    step python3 -m vmmtui run --backend cuda --mechanism legacy --direction consumer-writes --consumers 2
+    step python3 -m vmmtui run --backend memfd --mechanism legacy
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = multi ]; then
+    nvidia-smi topo -m
+    step python3 -m vmmtui doctor --device 1
+    step python3 -m vmmtui run --backend cuda --consumers 2 --devices 1 --size 1GiB
+    step python3 -m vmmtui run --backend cuda --consumers 4 --devices 0,1 --size 1GiB --verbose
+    step python3 -m vmmtui run --backend cuda --mechanism legacy --consumers 2 --devices 0,1 --size 1GiB
+    step python3 -m vmmtui run --backend cuda --direction consumer-writes --consumers 4 --devices 0,1 --size 1GiB
+    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -k "another_gpu or four_consumers or slices" -p no:cacheprovider
+    nvidia-smi --query-gpu=index,memory.used --format=csv
+  fi
+  if [ "$part" = bench ]; then
+    step python3 -m vmmtui bench --backend cuda --out "$out/bench" --name "bench-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')-$(date -u +%F)"
+    nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider

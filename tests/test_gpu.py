@@ -112,3 +112,83 @@ def test_cuda_consumer_killed_mid_way_gives_the_memory_back(step, clean_state):
     s, events = run_cuda(clean_state, 1 << 30, crash=f"consumer:{step}:kill")
     assert s.failure.code == "WORKER_DIED" and events[-1].clean
     assert settled_free(before) >= before - (64 << 20)
+
+
+# -- issue 5 and 6 on the GPU ------------------------------------------------------------------------
+def device_count() -> int:
+    from cuda.bindings import driver as cu
+
+    cu.cuInit(0)
+    return int(cu.cuDeviceGetCount()[1])
+
+
+@pytest.mark.parametrize("verify", ["device", "host", "both"])
+def test_cuda_verify_modes(verify, clean_state):
+    s, events = run_cuda(clean_state, 64 << 20, verify=verify)
+    assert s.verified and s.failure is None and events[-1].clean
+    state = next(e for e in events if isinstance(e, StepDone) and e.step == "verify").report.state
+    assert state["verification"]["on"] == verify and state["verification"]["checked"] == (64 << 20) // 4
+    assert ("verify_gpu_ms" in state) == (verify != "host")
+
+
+def test_legacy_ipc_verifies_and_no_fd_reaches_the_consumer(clean_state):
+    before = device_free()
+    s, events = run_cuda(clean_state, 64 << 20, mechanism="legacy")
+    assert s.verified and s.failure is None and events[-1].clean, s.failure
+    done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
+    handle = done[("producer", "export")].state["ipc_handle"]
+    assert len(bytes.fromhex(handle)) == 64
+    receive = done[("consumer", "receive")]
+    assert receive.opened == [] and receive.state["received_fd"] is None
+    assert [c.name for c in done[("consumer", "import")].calls if c.name.startswith("cuIpc")] == ["cuIpcOpenMemHandle"]
+    assert any(c.name == "cuIpcCloseMemHandle" for c in done[("consumer", "cleanup")].calls)
+    assert any(c.name == "cuMemFree" for c in done[("producer", "cleanup")].calls)
+    note = next(e.text for e in events if getattr(e, "text", "").startswith("consumer fd table"))
+    assert "no fd arrived" in note
+    assert not [e for e in events if isinstance(e, KcmpVerdict)]
+    assert settled_free(before) >= before - (64 << 20)
+
+
+@pytest.mark.parametrize("mechanism", ["vmm", "legacy"])
+def test_four_consumers_each_map_the_same_allocation(mechanism, clean_state):
+    s, events = run_cuda(clean_state, 256 << 20, consumers=4, mechanism=mechanism)
+    assert s.verified and s.failure is None and events[-1].clean, s.failure
+    assert set(s.verdicts) == {f"consumer-{k}" for k in range(1, 5)} and all(s.verdicts.values())
+    if mechanism == "vmm":
+        assert len(s.kcmp) == 4 and all(v.same for v in s.kcmp.values())
+
+
+@pytest.mark.parametrize("mechanism", ["vmm", "legacy"])
+def test_consumers_write_their_slices_and_the_producer_verifies(mechanism, clean_state):
+    s, events = run_cuda(clean_state, 64 << 20, consumers=3, direction="consumer-writes", mechanism=mechanism)
+    assert s.verified and s.failure is None and events[-1].clean, s.failure
+    done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
+    slices = [done[(f"consumer-{k}", "write")].state["slice"] for k in (1, 2, 3)]
+    assert slices[0][0] == 0 and slices[-1][1] == (64 << 20) // 4
+    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:], strict=False))
+    assert done[("producer", "verify")].state["verification"]["passed"]
+
+
+def test_consumers_on_another_gpu(clean_state):
+    if device_count() < 2:
+        pytest.skip("needs two GPUs")
+    for mechanism in ("vmm", "legacy"):
+        s, events = run_cuda(clean_state, 256 << 20, consumers=2, devices=[1, 0], mechanism=mechanism)
+        assert s.verified and s.failure is None and events[-1].clean, (mechanism, s.failure)
+        done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
+        assert done[("consumer-1", "init")].state["device"] == 1
+        assert done[("consumer-1", "import")].state.get("peer_access") is True
+
+
+def test_bench_on_the_gpu_measures_every_path(tmp_path):
+    from vmmtui.backends import choose
+    from vmmtui.bench import Bench, BenchConfig
+
+    result = Bench(BenchConfig("cuda", [2 << 20, 64 << 20], repeat=2, tmpdir=str(tmp_path)), choose("cuda"),
+                   progress=print).run()
+    for path in ("vmm", "legacy", "staged", "memfd"):
+        for size in ("2097152", "67108864"):
+            entry = result["paths"][path][size]
+            assert entry["verified"] == "2/2", (path, size, entry)
+    assert result["paths"]["vmm"]["67108864"]["verify_gbps"]["median"] > 0
+    assert result["ceiling_gbps"]["67108864"] > 0

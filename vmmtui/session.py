@@ -415,11 +415,14 @@ class Session:
                                          "listens (next steps)"))
                     return events
                 return events + self._failed(w, name, problem)
+            before = FdTable.read(w.pid) if name == "receive" else None
             t0 = time.perf_counter_ns()
             report, problem = self._ask(w, name, args, self.config.step_timeout)
             if problem is not None:
                 return events + self._failed(w, name, problem)
             events += self._record(w, index, report, time.perf_counter_ns() - t0)
+            if before is not None and not before.error and report.ok:
+                events.append(self._fd_delta(w, before))
             if report.ok:
                 self.position += 1
                 events += self._after(role, name)
@@ -449,6 +452,18 @@ class Session:
             self.verified = all(self.verdicts.get(n) for n in verifiers)
             self.integers = int(v.get("checked", 0))
         return events
+
+    def _fd_delta(self, w: WorkerProcess, before: FdTable) -> Notice:
+        """What receiving did to the consumer's fd table, as /proc shows it: the lesson of legacy vs VMM."""
+        after = FdTable.read(w.pid)
+        new = sorted(set(after.entries) - set(before.entries))
+        if not new:
+            return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
+                          f"{len(after.entries)} after: no fd arrived"
+                          + (": the IPC handle is 64 plain bytes" if self.config.mechanism == "legacy" else ""))
+        shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
+        return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
+                      f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS")
 
     @staticmethod
     def _peer(role: str, name: str) -> str:
