@@ -1,6 +1,8 @@
 """Re-make the SVG screenshots of the key moments: start, fd exported, fd received (kcmp), verified.
 
     python scripts/screenshots.py [--backend memfd|cuda|auto] [--out DIR] [--size 1MiB]
+        [--mechanism legacy] [--consumers 4] [--direction consumer-writes] [--devices 0,1]
+        [--moments received,verified] [--prefix NAME]
 
 Drives the real app with Pilot (real worker processes), so the pictures show a real run on this
 machine. Files: DIR/<backend>-<n>-<moment>.svg (and .png when cairosvg is installed).
@@ -17,26 +19,33 @@ from vmmtui.app import InspectorApp
 from vmmtui.backends import choose
 from vmmtui.session import SessionConfig
 from vmmtui.sizes import parse_size
-from vmmtui.steps import PLAN
-
-MOMENTS = [
-    ("start", 0),
-    ("fd-exported", PLAN.index(("producer", "export")) + 1),
-    ("fd-received-kcmp", PLAN.index(("consumer", "receive")) + 1),
-    ("verified", PLAN.index(("producer", "wait_ack")) + 1),
-]
+from vmmtui.steps import build_plan
 
 
-async def shoot(backend: str, out: Path, size: int, width: int, height: int) -> list[Path]:
+def moments(plan: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    """Start, the export, the first consumer's receive, and the last step before cleanup."""
+    first_receive = next(i for i, (role, step) in enumerate(plan) if step == "receive")
+    last = max(i for i, (_, step) in enumerate(plan) if step != "cleanup")
+    return [("start", 0), ("fd-exported", plan.index(("producer", "export")) + 1),
+            ("fd-received-kcmp", first_receive + 1), ("verified", last + 1)]
+
+
+async def shoot(backend: str, out: Path, size: int, width: int, height: int, config: dict | None = None,
+                only: list[str] | None = None, prefix: str | None = None) -> list[Path]:
     choice = choose(backend)
     if not choice.usable:
         raise SystemExit(choice.reason)
-    app = InspectorApp(SessionConfig(backend=choice.name, size=size), choice)
+    config = config or {}
+    app = InspectorApp(SessionConfig(backend=choice.name, size=size, **config), choice)
+    plan = build_plan(config.get("mechanism", "vmm"), config.get("consumers", 1),
+                      config.get("direction", "producer-writes"))
+    wanted = [(n, m) for n, m in enumerate(moments(plan), 1) if not only or m[0].split("-")[-1] in only
+              or m[0] in only]
     saved: list[Path] = []
     async with app.run_test(size=(width, height)) as pilot:
         while app.session is None or not app.session.started:
             await pilot.pause(0.05)
-        for n, (name, upto) in enumerate(MOMENTS, 1):
+        for n, (name, upto) in wanted:
             while app.session.position < upto:
                 before = app.session.position
                 await pilot.press("space")
@@ -45,7 +54,7 @@ async def shoot(backend: str, out: Path, size: int, width: int, height: int) -> 
                         raise SystemExit(f"step failed: {app.session.failure.one_line()}")
                     await pilot.pause(0.05)
             await pilot.pause(0.6)
-            fname = f"{choice.name}-{n}-{name}.svg"
+            fname = f"{prefix or choice.name}-{n}-{name}.svg"
             app.save_screenshot(filename=fname, path=str(out))
             saved.append(out / fname)
         await pilot.press("q")
@@ -61,10 +70,20 @@ def main() -> None:
     p.add_argument("--size", default="1MiB")
     p.add_argument("--width", type=int, default=160)
     p.add_argument("--height", type=int, default=48)
+    p.add_argument("--mechanism", default="vmm")
+    p.add_argument("--consumers", type=int, default=1)
+    p.add_argument("--direction", default="producer-writes")
+    p.add_argument("--devices", help="0,1")
+    p.add_argument("--moments", help="comma-separated: start, exported, kcmp (or received), verified")
+    p.add_argument("--prefix", help="file name prefix (default: the backend)")
     a = p.parse_args()
+    config = {"mechanism": a.mechanism, "consumers": a.consumers, "direction": a.direction}
+    if a.devices:
+        config["devices"] = [int(d) for d in a.devices.split(",")]
+    only = a.moments.replace("received", "kcmp").split(",") if a.moments else None
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    saved = asyncio.run(shoot(a.backend, out, parse_size(a.size), a.width, a.height))
+    saved = asyncio.run(shoot(a.backend, out, parse_size(a.size), a.width, a.height, config, only, a.prefix))
     try:
         import cairosvg
 

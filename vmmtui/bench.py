@@ -71,6 +71,12 @@ class SessionSample:
     failure: str = ""
 
 
+def span_ms(plan: list[tuple[str, str]], steps: dict[str, float]) -> float:
+    """Sum of the worker step times from SPAN_FROM to SPAN_TO in plan order, inits left out."""
+    first, last = plan.index(SPAN_FROM), plan.index(SPAN_TO)
+    return sum(steps.get(f"{who} {what}", 0.0) for who, what in plan[first:last + 1] if what != "init")
+
+
 def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
     """One whole session, stepped as the inspector steps it, with each step's cost taken apart."""
     s = Session(config, choice)
@@ -88,20 +94,18 @@ def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
             for e in events:
                 if not isinstance(e, StepDone):
                     continue
-                r = e.report
-                ms = r.duration_ns / 1e6
-                if r.step == "init":
-                    init[r.role] = ms
+                report = e.report
+                ms = report.duration_ns / 1e6
+                if report.step == "init":
+                    init[report.role] = ms
                 else:
-                    steps[f"{r.role} {r.step}"] = ms
-                overhead.append(max(0.0, (wall - r.duration_ns) / 1e6))
+                    steps[f"{report.role} {report.step}"] = ms
+                overhead.append(max(0.0, (wall - report.duration_ns) / 1e6))
                 rtt.append(e.overhead_ns / 1e6)
-                states[f"{r.role} {r.step}"] = r.state
+                states[f"{report.role} {report.step}"] = report.state
     finally:
         s.close()
-    plan = [f"{r} {n}" for r, n in s.plan if n != "init"]
-    a, b = plan.index(" ".join(SPAN_FROM)), plan.index(" ".join(SPAN_TO))
-    span = sum(steps.get(name, 0.0) for name in plan[a:b + 1])
+    span = span_ms(s.plan, steps)
     size = states.get("producer query", {}).get("alloc_size", config.size)
     fill_ms = states.get("producer fill", {}).get("fill_gpu_ms")
     verify_ms = states.get("consumer verify", {}).get("verify_gpu_ms")

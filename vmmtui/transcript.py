@@ -28,7 +28,7 @@ class Transcript:
         self.path = Path(path)
         self.json = self.path.suffix in (".jsonl", ".json", ".ndjson")
         self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - held open for the session
-        self._kcmp: str | None = None
+        self._kcmp: dict[str, str] = {}  # last verdict per consumer
         if not self.json:
             self.file.write("# vmmtui transcript\n\n")
 
@@ -71,9 +71,9 @@ class Transcript:
             return line
         if isinstance(e, KcmpVerdict):
             text = e.describe()
-            if text == self._kcmp:
+            if text == self._kcmp.get(e.consumer):
                 return ""
-            self._kcmp = text
+            self._kcmp[e.consumer] = text
             return f"\n**kcmp(KCMP_FILE)**: {text}\n"
         if isinstance(e, SessionFailed):
             f = e.failure

@@ -28,7 +28,7 @@ class EventLog(RichLog):
         super().__init__(wrap=False, markup=False, highlight=False, max_lines=5000, **kw)
         self.fmt = display
         self.border_title = "event log"
-        self._kcmp: str | None = None
+        self._kcmp: dict[str, str] = {}  # last verdict per consumer
 
     def tag(self, role: str) -> Text:
         return Text(f"{role[:4]} ", style=ROLE_STYLE.get(role, ""))
@@ -50,8 +50,8 @@ class EventLog(RichLog):
                 self.write(self.tag(e.role) + Text(d.text(msg), style="red" if msg.startswith("ERROR") else "green"))
         elif isinstance(e, KcmpVerdict):
             text = e.describe()
-            if text != self._kcmp:
-                self._kcmp = text
+            if text != self._kcmp.get(e.consumer):
+                self._kcmp[e.consumer] = text
                 self.write(Text("kern ", style="yellow") + Text(f"kcmp(KCMP_FILE): {text}", style="bold"))
         elif isinstance(e, SessionFailed):
             self.write(Text(f"FAILED {e.role} {e.step}: {e.failure.one_line()}", style="bold red"))
