@@ -65,7 +65,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     nvidia-smi --query-gpu=index,memory.used --format=csv
   fi
   if [ "$part" = bench ]; then
-    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -k bench -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/test_kernels.py tests/test_gpu.py -k "bench or kernels or verify_modes" -p no:cacheprovider
     step python3 scripts/screenshots.py --backend cuda --mechanism legacy --moments kcmp,verified --prefix cuda-legacy --out "$out"
     step python3 scripts/screenshots.py --backend cuda --consumers 4 --direction consumer-writes --moments verified --prefix cuda-consumers4 --out "$out"
     step python3 -m vmmtui bench --backend cuda --out "$out/bench" --name "bench-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')-$(date -u +%F)"

@@ -143,6 +143,16 @@ def machine(cuda_info: dict[str, Any] | None) -> dict[str, Any]:
     return info | (cuda_info or {})
 
 
+def nvidia_driver() -> str | None:
+    """The kernel module's version (580.159.04), as the driver reports it in /proc."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            words = f.readline().split()
+    except OSError:
+        return None
+    return next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), None)
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -192,7 +202,8 @@ class Bench:
         info = self.device.init(self.cfg.device)
         self.device.load_kernels()
         free, total = self.device.free_memory()
-        return {"gpu": info.name, "driver_version": info.extra.get("driver_version"), "gpu_memory": total,
+        return {"gpu": info.name, "driver": nvidia_driver(), "cuda_driver_api": info.extra.get("driver_version"),
+                "gpu_memory": total,
                 "gpu_free_at_start": free}
 
     def _skip(self, result: dict, path: str, size: int, why: str) -> None:

@@ -50,6 +50,18 @@ def table(result: dict[str, Any]) -> Table:
     return t
 
 
+def init_line(result: dict[str, Any]) -> str:
+    """Driver init (cuInit, context, kernel load), reported apart from the span: median over all sizes."""
+    parts = []
+    for path in ("vmm", "legacy", "memfd"):
+        for role in ("producer", "consumer"):
+            values = [e["init_ms"][role]["median"] for e in result["paths"][path].values()
+                      if e.get("init_ms", {}).get(role, {}).get("median") is not None]
+            if values:
+                parts.append(f"{path} {role} {sorted(values)[len(values) // 2]:.1f} ms")
+    return "driver init, reported apart (median): " + (", ".join(parts) if parts else "-")
+
+
 def targets_table(result: dict[str, Any]) -> Table:
     t = Table(title="targets (issue 5)", title_justify="left")
     for col in ("target", "wanted", "measured", ""):

@@ -261,7 +261,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from vmmtui.bench import DEFAULT_SIZES, Bench, BenchConfig, write
-    from vmmtui.bench_report import table, targets_table
+    from vmmtui.bench_report import init_line, table, targets_table
 
     if args.repeat < 1:
         print("vmmtui: --repeat must be at least 1", file=sys.stderr)
@@ -279,6 +279,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         console.print(table(result))
+        console.print(init_line(result))
         console.print(targets_table(result))
     console.print(f"wrote {js} and {plot}")
     bad = [p for p, sizes in result["paths"].items() for e in sizes.values()
