@@ -49,7 +49,22 @@ extern "C" __global__ void verify_pattern(const unsigned int* __restrict__ data,
     const unsigned long long quads = count / 4;
     const uint4* __restrict__ d4 = reinterpret_cast<const uint4*>(data);
     unsigned long long bad = 0, low = ~0ull;
-    for (unsigned long long q = tid; q < quads; q += stride) {
+    unsigned long long q = tid;
+    /* four independent 16-byte loads in flight per thread before any compare: memory-level parallelism */
+    for (; q + 3 * stride < quads; q += 4 * stride) {
+        uint4 v[4];
+        #pragma unroll
+        for (int u = 0; u < 4; u++) v[u] = d4[q + u * stride];
+        #pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const unsigned long long j = (q + u * stride) * 4, i = first + j;
+            if (v[u].x != PATTERN(i))     { bad++; low = min(low, j); }
+            if (v[u].y != PATTERN(i + 1)) { bad++; low = min(low, j + 1); }
+            if (v[u].z != PATTERN(i + 2)) { bad++; low = min(low, j + 2); }
+            if (v[u].w != PATTERN(i + 3)) { bad++; low = min(low, j + 3); }
+        }
+    }
+    for (; q < quads; q += stride) {
         const uint4 v = d4[q];
         const unsigned long long j = q * 4, i = first + j;
         if (v.x != PATTERN(i))     { bad++; low = min(low, j); }
