@@ -111,15 +111,17 @@ def compile_cubin(arch: str) -> tuple[bytes, str]:
         opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         (log_size,) = _nvrtc_check(nvrtc, "nvrtcGetProgramLogSize", nvrtc.nvrtcGetProgramLogSize(prog))
-        log = b" " * log_size
+        # NVRTC writes into these buffers. Never let one be a 1-byte bytes object: CPython shares those as
+        # singletons (b" " * 1 is b" "), and writing the log's NUL into it corrupts every b" " in the process.
+        log = b" " * max(log_size, 2)
         _nvrtc_check(nvrtc, "nvrtcGetProgramLog", nvrtc.nvrtcGetProgramLog(prog, log))
         text = log.decode(errors="replace").rstrip("\0 \n")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise StepError(failure("NVRTC_ERROR", "nvrtcCompileProgram", f"{nvrtc.nvrtcResult(err).name}: {text[:300]}"))
         (size,) = _nvrtc_check(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
-        cubin = b" " * size
+        cubin = b" " * max(size, 2)
         _nvrtc_check(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
-        return cubin, text
+        return cubin[:size], text
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
