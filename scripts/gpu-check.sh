@@ -56,6 +56,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
   fi
   if [ "$part" = multi ]; then
     nvidia-smi topo -m
+    step python3 scripts/verify-warmth.py 64 256 1024
     step python3 -m vmmtui doctor --device 1
     step python3 -m vmmtui run --backend cuda --consumers 2 --devices 1 --size 1GiB
     step python3 -m vmmtui run --backend cuda --consumers 4 --devices 0,1 --size 1GiB --verbose
