@@ -11,10 +11,10 @@ from rich.table import Table
 from vmmtui.sizes import format_size
 
 PATHS = {  # path -> (label, colour)
-    "vmm": ("VMM fd (cuMemCreate → fd → import)", "#1f77b4"),
-    "legacy": ("legacy IPC (cuIpcGetMemHandle)", "#ff7f0e"),
+    "vmm": ("VMM, fd over SCM_RIGHTS", "#1f77b4"),
+    "legacy": ("legacy IPC handle", "#ff7f0e"),
     "staged": ("host-staged copy (no IPC)", "#d62728"),
-    "memfd": ("memfd (CPU memory, not GPU)", "#2ca02c"),
+    "memfd": ("memfd (CPU, not GPU)", "#2ca02c"),
 }
 
 
@@ -74,7 +74,7 @@ def targets_table(result: dict[str, Any]) -> Table:
 
 def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
     """Time against size, log-log, one line a path; plain SVG so that it needs no plotting library."""
-    left, right, top, bottom = 70, 250, 40, 50
+    left, right, top, bottom = 70, 200, 40, 50
     pw, ph = width - left - right, height - top - bottom
     series = {}
     for path in PATHS:
@@ -105,10 +105,13 @@ def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
         y = py(10.0 ** e)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{10.0 ** e:g} ms</text>')
+    last_label = -1e9
     for size in sorted(set(xs)):
         x = px(size)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="#eee"/>')
-        out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{escape(format_size(size))}</text>')
+        if x - last_label >= 48:  # labels closer than that would overlap
+            out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{escape(format_size(size))}</text>')
+            last_label = x
     out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">size shared (log scale)</text>')
     out.append(f'<text x="16" y="{top + ph / 2}" transform="rotate(-90 16 {top + ph / 2})" text-anchor="middle">'
                'create → verified ACK, median (log scale)</text>')
