@@ -109,3 +109,35 @@ def test_socket_path_too_long_exits_2_and_leaves_nothing(tmp_path):
     assert res.returncode == 2
     assert "AF_UNIX" in res.stderr and "TMPDIR" in res.stderr
     assert os.listdir(deep) == []
+
+
+def test_four_consumers_on_memfd_each_verify_and_kcmp_says_so(tmp_path):
+    res = run_cli("run", "--backend", "memfd", "--size", "1MiB", "--consumers", "4", tmp=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for k in range(1, 5):
+        assert f"consumer-{k} │ Data verification PASSED (262144 integers verified)" in res.stdout
+        assert f"producer fd 5 ≡ consumer-{k} fd 5: same open file description" in res.stdout
+    assert "4/4 consumers' fds are the producer's open file description" in res.stdout
+    assert os.listdir(tmp_path) == []
+
+
+def test_consumers_write_their_slices_on_memfd(tmp_path):
+    res = run_cli("run", "--backend", "memfd", "--size", "1MiB", "--consumers", "3", "--direction",
+                  "consumer-writes", tmp=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "consumer-3 │ Wrote integers [174760, 262144) of the shared buffer" in res.stdout
+    assert "producer │ Data verification PASSED (262144 integers verified)" in res.stdout
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--mechanism", "legacy"], "memfd has no legacy mode"),
+    (["--consumers", "9"], "--consumers 9: choose 1 to 8"),
+    (["--consumers", "0"], "--consumers 0: choose 1 to 8"),
+    (["--devices", "0,1"], "--devices needs the cuda backend"),
+    (["--verify", "device"], "--verify device needs a GPU"),
+    (["--consumers", "2", "--scenario", "leaked-fd"], "scenarios run with the VMM mechanism, one consumer"),
+])
+def test_shapes_that_cannot_run_exit_2_with_one_line(args, says, capsys):
+    assert main(["run", "--backend", "memfd", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]

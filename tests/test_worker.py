@@ -75,3 +75,22 @@ def test_connect_deadline_and_bad_commands(tmp_path):
         c.wait()
         c.stdout.close()
         ch.close()
+
+
+def test_a_consumer_whose_gpu_cannot_reach_the_producers_says_so():
+    """Where peers cannot reach each other: a clear failure with a fix, not a crash."""
+    import pytest
+
+    from vmmtui.troubleshooting import StepError
+    from vmmtui.worker import Worker, WorkerConfig
+
+    w = Worker(WorkerConfig("consumer-2", "memfd", 65536, "/nonexistent", device=1, consumers=2))
+    w.state.update(owner_device=0, device=1)
+    w.backend.can_access_peer = lambda owner: False
+    with pytest.raises(StepError) as e:
+        w._check_peer()
+    assert e.value.failure.code == "PEER_UNREACHABLE" and "device 1 cannot access memory on device 0" in e.value.failure.message
+    assert "cuDeviceCanAccessPeer" in e.value.failure.call and e.value.failure.fix
+    w.backend.can_access_peer = lambda owner: True
+    w._check_peer()
+    assert w.state["peer_access"] is True
