@@ -18,7 +18,7 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.steps import STEPS
+from vmmtui.steps import step_info
 
 
 class Transcript:
@@ -29,6 +29,7 @@ class Transcript:
         self.json = self.path.suffix in (".jsonl", ".json", ".ndjson")
         self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - held open for the session
         self._kcmp: dict[str, str] = {}  # last verdict per consumer
+        self.mechanism = "vmm"
         if not self.json:
             self.file.write("# vmmtui transcript\n\n")
 
@@ -41,14 +42,19 @@ class Transcript:
 
     def _markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
+            self.mechanism = e.mechanism
             return (f"- backend: **{e.backend}** ({e.reason})\n- requested size: {e.requested_size} bytes\n"
+                    f"- mechanism: {e.mechanism}, {len(e.consumers)} consumer(s), {e.direction}\n"
                     f"- socket: `{e.socket_path}` (private directory, mode 0700)\n\n")
         if isinstance(e, WorkerStarted):
             return f"- started {e.role} worker, pid {e.pid}\n"
         if isinstance(e, StepDone):
             r = e.report
-            step = STEPS.get((r.role, r.step))
-            head = f"\n## {r.role}: {step.title if step else r.step} ({'ok' if r.ok else 'FAILED'}, {r.duration_ns / 1e6:.3f} ms)\n\n"
+            try:
+                title = step_info(r.role, r.step, self.mechanism).title
+            except KeyError:
+                title = r.step
+            head = f"\n## {r.role}: {title} ({'ok' if r.ok else 'FAILED'}, {r.duration_ns / 1e6:.3f} ms)\n\n"
             body = "".join(f"    {line}\n" for line in r.log)
             if r.calls:
                 body += "\n| call | arguments | result | ms |\n|---|---|---|---|\n"
