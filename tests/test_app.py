@@ -9,6 +9,7 @@ import pytest
 from vmmtui.app import InspectorApp
 from vmmtui.backends import Choice
 from vmmtui.fdtable import FdTable
+from vmmtui.screens.scenarios import ScenarioScreen
 from vmmtui.session import SessionConfig
 from vmmtui.steps import PLAN
 from vmmtui.widgets.fd_table import FdTableView
@@ -145,7 +146,6 @@ async def test_transcript_and_screenshots_are_written(tmp_path):
 async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
     from textual.widgets import OptionList
 
-    from vmmtui.screens.scenarios import ScenarioScreen
     from vmmtui.widgets.teaching import TeachingPanel
 
     app = make_app(tmp_path)
@@ -193,4 +193,7 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
         wire = text_of(app.query_one(WirePanel))
         assert "4/4 consumers' fds ≡ producer fd" in wire and "4/4 consumers acknowledged" in wire
         pids = [app.session.workers[n].pid for n in names]
+        await pilot.press("c")  # scenarios need one consumer: the picker says so instead of opening
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ScenarioScreen)
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]

@@ -353,6 +353,10 @@ class InspectorApp(App[int]):
             self.query_one(f"#{role}-fds", FdTableView).toggle_fold()
 
     def action_scenario(self) -> None:
+        if (self.config.mechanism, self.config.consumers, self.config.direction) != ("vmm", 1, "producer-writes"):
+            self.notify("Scenarios run with the VMM mechanism, one consumer and the producer writing: "
+                        "start vmmtui without --mechanism/--consumers/--direction to use them.", timeout=6)
+            return
         backend = self.session.choice.name if self.session and self.session.choice else (
             self.choice.name if self.choice else "memfd")
         self.push_screen(ScenarioScreen(backend, self.config.scenario), self._pick_scenario)
