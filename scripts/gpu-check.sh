@@ -52,6 +52,8 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda --direction consumer-writes --consumers 4 --size 1GiB
     step python3 -m vmmtui run --backend cuda --mechanism legacy --direction consumer-writes --consumers 2
     step python3 -m vmmtui run --backend memfd --mechanism legacy
+    step python3 -m vmmtui run --backend cuda --scenario legacy-second-context --verbose
+    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -k "legacy or scenario" -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = multi ]; then

@@ -135,7 +135,7 @@ def test_consumers_write_their_slices_on_memfd(tmp_path):
     (["--consumers", "0"], "--consumers 0: choose 1 to 8"),
     (["--devices", "0,1"], "--devices needs the cuda backend"),
     (["--verify", "device"], "--verify device needs a GPU"),
-    (["--consumers", "2", "--scenario", "leaked-fd"], "scenarios run with the VMM mechanism, one consumer"),
+    (["--consumers", "2", "--scenario", "leaked-fd"], "scenario leaked-fd runs with the vmm mechanism, one consumer"),
 ])
 def test_shapes_that_cannot_run_exit_2_with_one_line(args, says, capsys):
     assert main(["run", "--backend", "memfd", *args]) == 2

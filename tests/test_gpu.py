@@ -75,7 +75,8 @@ def run_cuda(tmp, size=1 << 20, **kw):
 
 
 CUDA_SCENARIOS = ["unaligned-size", "consumer-first", "stale-socket", "wrong-release", "producer-dies",
-                  "consumer-dies", "consumer-hangs", "leaked-fd", "no-fd-handle-type", "intruder", "out-of-memory"]
+                  "consumer-dies", "consumer-hangs", "leaked-fd", "no-fd-handle-type", "intruder", "out-of-memory",
+                  "legacy-second-context"]
 
 
 @pytest.mark.parametrize("name", CUDA_SCENARIOS)
@@ -91,6 +92,8 @@ def test_cuda_scenario_happens_as_described_and_memory_comes_back(name, clean_st
         assert s.failure.code == "CUDA_ERROR_OUT_OF_MEMORY"
     if name == "no-fd-handle-type":
         assert s.failure.call == "cuMemExportToShareableHandle"
+    if name == "legacy-second-context":
+        assert s.failure.call == "cuIpcOpenMemHandle (second context)" and "seed 003" in s.failure.cause
     if name == "leaked-fd":
         assert "/dev/nvidia" in s.failure.message
     assert isinstance(events[-1], SessionClosed) and events[-1].clean

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vmmtui.steps import CONSUMER, PLAN, PRODUCER
+from vmmtui.steps import CONSUMER, PRODUCER, build_plan
 
 ANY = "*"  # any failure (or none) is an honest outcome: the point is to show what really happens
+ANY_ERROR = "any error"  # whatever error the driver gives, as long as it fails at the expected step
 VERIFIED = "verified"
 
 
@@ -28,10 +29,12 @@ class Scenario:
     at: tuple[str, str] | None = None
     #: backend -> why the scenario cannot be shown there
     cannot: dict[str, str] = field(default_factory=dict)
+    #: the sharing mechanism the scenario runs with (vmm, or legacy IPC handles)
+    mechanism: str = "vmm"
 
     def plan(self) -> list[tuple[str, str]]:
         """The step order this scenario runs (most keep the normal plan)."""
-        plan = list(PLAN)
+        plan = build_plan(self.mechanism)
         if self.name == "consumer-first":
             early = [(CONSUMER, "init"), (CONSUMER, "connect")]
             rest = [s for s in plan if s not in early]
@@ -51,6 +54,8 @@ class Scenario:
     def as_expected(self, outcome: str, at: tuple[str, str] | None) -> bool:
         if ANY in self.expect:
             return True
+        if ANY_ERROR in self.expect:
+            return outcome != VERIFIED and at == self.at
         if outcome not in self.expect:
             return False
         return outcome == VERIFIED or self.at is None or at == self.at
@@ -126,6 +131,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
         expect=("CUDA_ERROR_OUT_OF_MEMORY",), at=(PRODUCER, "create"),
         cannot={"memfd": "memfd pages are allocated lazily: ftruncate to any size succeeds, and running out "
                          "would mean the kernel's OOM killer, which vmmtui will not provoke"}),
+    Scenario(
+        "legacy-second-context", "legacy IPC: open the handle again from a second context on the same device",
+        "Seed 003: a legacy IPC handle may be opened by one context per device per process. The consumer opens it "
+        "in its primary context, opens it there again (the driver only counts the opens and returns the same "
+        "pointer), then creates a second context on the same device and opens it from there: the driver refuses.",
+        expect=(ANY_ERROR,), at=(CONSUMER, "import"), mechanism="legacy",
+        cannot={"memfd": "legacy IPC handles are a CUDA driver feature; memfd has no legacy mode"}),
 ]}
 
 

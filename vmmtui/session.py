@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vmmtui import rogue
@@ -197,6 +197,8 @@ class Session:
         self.config = config or SessionConfig()
         self.choice = choice
         self.scenario: Scenario | None = get_scenario(self.config.scenario)
+        if self.scenario and self.scenario.mechanism != self.config.mechanism and self.config.mechanism == "vmm":
+            self.config = replace(self.config, mechanism=self.scenario.mechanism)  # legacy scenarios imply it
         cfg = self.config
         self.consumers = consumer_names(cfg.consumers) if cfg.consumers >= 1 else []
         self.roles = [PRODUCER, *self.consumers]
@@ -262,9 +264,6 @@ class Session:
         problem = self.shape_problem()
         if problem:
             raise SessionError(problem)
-        if self.scenario and self.scenario.why_not(self.choice.name):
-            raise SessionError(f"scenario {self.scenario.name} cannot be shown on the {self.choice.name} backend: "
-                               f"{self.scenario.why_not(self.choice.name)}")
         self.verify_on = resolve_verify(cfg.verify, self.choice.name)
         tmpdir = cfg.tmpdir or tempfile.gettempdir()
         events: list[Event] = [Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(tmpdir)]
@@ -292,6 +291,8 @@ class Session:
     def shape_problem(self) -> str | None:
         """Why this mechanism, number of consumers, direction and devices cannot run, or None."""
         cfg, backend = self.config, self.choice.name
+        if self.scenario and self.scenario.why_not(backend):
+            return f"scenario {self.scenario.name} cannot be shown on the {backend} backend: {self.scenario.why_not(backend)}"
         if cfg.mechanism not in MECHANISMS:
             return f"unknown mechanism {cfg.mechanism!r}: choose {' or '.join(MECHANISMS)}"
         if cfg.direction not in DIRECTIONS:
@@ -303,8 +304,10 @@ class Session:
                     "CPU analogue; use --backend cuda, or --mechanism vmm on memfd")
         if cfg.devices and backend != "cuda":
             return "--devices needs the cuda backend (memfd has no devices)"
-        if self.scenario and (cfg.mechanism, cfg.consumers, cfg.direction) != ("vmm", 1, "producer-writes"):
-            return "scenarios run with the VMM mechanism, one consumer and the producer writing"
+        if self.scenario and ((cfg.consumers, cfg.direction) != (1, "producer-writes")
+                              or cfg.mechanism != self.scenario.mechanism):
+            return (f"scenario {self.scenario.name} runs with the {self.scenario.mechanism} mechanism, one consumer "
+                    "and the producer writing")
         if self.choice.devices is not None:
             bad = [d for d in self.devices.values() if d >= self.choice.devices]
             if bad:

@@ -148,6 +148,12 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
         "so it has no fd to export (seed 004)",
         "set prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR before cuMemCreate",
     ),
+    ("cuIpcOpenMemHandle (second context)", "*"): (
+        "seed 003's rule: a process may open a legacy IPC handle from one context per device; this was a "
+        "second context on the same device",
+        "open the handle once per device per process (the primary context) and share the pointer inside the "
+        "process; opening it again in the same context only counts the opens (close as many times)",
+    ),
     ("cuMemFree", "CUDA_ERROR_INVALID_VALUE"): (
         "cuMemFree only frees cuMemAlloc memory; an imported VMM mapping is not one",
         "cuMemUnmap, cuMemAddressFree, then cuMemRelease the imported handle",
@@ -157,8 +163,9 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
 
 def explain(code: str, call: str = "") -> tuple[str, str]:
     """(cause, fix) for an error code from ``call``, with a generic answer for unknown ones."""
-    if (call, code) in BY_CALL:
-        return BY_CALL[(call, code)]
+    for key in ((call, code), (call, "*")):
+        if key in BY_CALL:
+            return BY_CALL[key]
     return TABLE.get(code, ("unexpected error", "see the message; report it if it persists"))
 
 

@@ -418,6 +418,8 @@ class Worker:
             size = self.state["alloc_size"]
             self.state.update(va=self.va, va_end=self.va + size, mapped_size=size, access="read/write", opened=True)
             self.say(f"Opened the IPC handle: the producer's memory is at 0x{self.va:x} in this process")
+            if self.cfg.scenario == "legacy-second-context":
+                self._second_context()
             return
         self.handle = self.backend.import_fd(self.state["received_fd"])
         self.state["handle"] = self.handle
@@ -432,6 +434,21 @@ class Worker:
     def _c_map(self) -> None:
         self._map()
         self.say("Mapped imported memory to virtual address")
+
+    def _second_context(self) -> None:
+        """Seed 003's rule, tried for real: again in this context (counted), then from a second context."""
+        handle = bytes.fromhex(self.state["ipc_handle"])
+        again = self.backend.ipc_open(handle)
+        self.say(f"SCENARIO: opened again in the same context: {'the same pointer' if again == self.va else 'a NEW pointer'} "
+                 f"0x{again:x} (the driver counts the opens)")
+        self.backend.ipc_close(again)
+        code = self.backend.ipc_open_in_second_context(handle)
+        self.state["second_context"] = code
+        if code == "CUDA_SUCCESS":
+            self.say("SCENARIO: a second context on the same device opened it too: this driver did not enforce the rule")
+            return
+        raise StepError(failure(code, "cuIpcOpenMemHandle (second context)",
+                                f"a second context on device {self.state['device']} in pid {os.getpid()}"))
 
     def _c_verify(self) -> None:
         self._verify()

@@ -266,6 +266,36 @@ class CudaBackend(Backend):
                         show={"handle": handle[:8].hex() + "…", "Flags": "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS"})
         return int(ptr)
 
+    def ipc_open_in_second_context(self, handle: bytes) -> str:
+        """Open ``handle`` from a second context on this device (seed 003 forbids it); returns the result.
+
+        The second context is destroyed and the primary one made current again, whatever happened."""
+        t0 = time.perf_counter_ns()
+        try:
+            err, ctx = cu.cuCtxCreate(None, 0, self.dev)  # CUDA 13: (params, flags, dev)
+        except TypeError:
+            err, ctx = cu.cuCtxCreate(0, self.dev)  # CUDA 12: (flags, dev)
+        self.calls.add(Call("cuCtxCreate", {"flags": 0, "dev": self.index, "note": "a second context"},
+                            error_name(err) if err != cu.CUresult.CUDA_SUCCESS else "CUDA_SUCCESS",
+                            time.perf_counter_ns() - t0, ok=err == cu.CUresult.CUDA_SUCCESS))
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise StepError(failure(error_name(err), "cuCtxCreate", error_text(err)))
+        try:
+            h = cu.CUipcMemHandle()
+            h.reserved = handle
+            t0 = time.perf_counter_ns()
+            err, ptr = cu.cuIpcOpenMemHandle(h, cu.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.value)
+            code = error_name(err)
+            self.calls.add(Call("cuIpcOpenMemHandle", {"handle": handle[:8].hex() + "…", "context": "second"},
+                                code if err != cu.CUresult.CUDA_SUCCESS else hex(int(ptr)),
+                                time.perf_counter_ns() - t0, ok=err == cu.CUresult.CUDA_SUCCESS))
+            if err == cu.CUresult.CUDA_SUCCESS:
+                self.call("cuIpcCloseMemHandle", cu.cuIpcCloseMemHandle, ptr, show={"dptr": hex(int(ptr))})
+            return code
+        finally:
+            self.call("cuCtxDestroy", cu.cuCtxDestroy, ctx, show={"ctx": "second"})
+            self.call("cuCtxSetCurrent", cu.cuCtxSetCurrent, self.ctx, show={"ctx": "primary"})
+
     def ipc_close(self, ptr: int) -> None:
         self.call("cuIpcCloseMemHandle", cu.cuIpcCloseMemHandle, cu.CUdeviceptr(ptr), show={"dptr": hex(ptr)})
 
