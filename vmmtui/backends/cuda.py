@@ -41,6 +41,8 @@ def error_text(err: Any) -> str:
 
 
 def _short(v: Any) -> str:
+    if hasattr(v, "reserved"):  # CUipcMemHandle: 64 opaque bytes
+        return bytes(v.reserved)[:8].hex() + "… (64 bytes)"
     if isinstance(v, bytes):
         return v.split(b"\0", 1)[0].decode(errors="replace")
     try:
