@@ -87,6 +87,10 @@ class ProcessPanel(Vertical):
                              (self.backend or "…", "cyan"), ("  ", ""), (self.state_text, self._state_style()))
         steps = role_steps(self.role, self.plan)
         done = sum(1 for ok, _ in self.results.values() if ok)
+        if self.backend == "cuda" and self.worker_state.get("device") is not None:
+            head.append(f"  GPU {self.worker_state['device']}", "bold cyan")
+            if self.worker_state.get("peer_access"):
+                head.append(" (peer access to the producer's GPU)", "cyan")
         head.append(f"  {done}/{len(steps)} steps", "dim")
         if self.next_step:
             head.append(f"\n▶ {step_info(self.role, self.next_step, self.mechanism).title}", "bold yellow")
