@@ -36,7 +36,7 @@ from vmmtui.messages import FdRefresh, SessionEvents
 from vmmtui.screens.help import HelpScreen
 from vmmtui.screens.scenarios import NORMAL, ScenarioScreen
 from vmmtui.session import Session, SessionConfig, SessionError
-from vmmtui.steps import CONSUMER, PRODUCER, consumer_names
+from vmmtui.steps import CONSUMER, PRODUCER, SEED_SHAPE, consumer_names
 from vmmtui.transcript import Transcript
 from vmmtui.widgets.display import Display
 from vmmtui.widgets.event_log import EventLog
@@ -229,7 +229,7 @@ class InspectorApp(App[int]):
                 self.panel(role).configure(e.plan, e.mechanism)
             self.query_one(TeachingPanel).mechanism = e.mechanism
             self.sub_title = e.reason
-            if (e.mechanism, len(e.consumers), e.direction) != ("vmm", 1, "producer-writes"):
+            if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
                 self.sub_title += f" · {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
             if self.config.scenario:
                 self.sub_title += f" · scenario {self.config.scenario}"
@@ -353,7 +353,7 @@ class InspectorApp(App[int]):
             self.query_one(f"#{role}-fds", FdTableView).toggle_fold()
 
     def action_scenario(self) -> None:
-        if (self.config.mechanism, self.config.consumers, self.config.direction) != ("vmm", 1, "producer-writes"):
+        if (self.config.mechanism, self.config.consumers, self.config.direction) != SEED_SHAPE:
             self.notify("Scenarios run with the VMM mechanism, one consumer and the producer writing: "
                         "start vmmtui without --mechanism/--consumers/--direction to use them.", timeout=6)
             return

@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vmmtui.backends import Choice
+from vmmtui.backends import Choice, ram_available
 from vmmtui.events import StepDone
 from vmmtui.session import Session, SessionConfig
-from vmmtui.sizes import format_size, parse_size
+from vmmtui.sizes import format_size
 
 GiB, MiB = 1 << 30, 1 << 20
 DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
@@ -254,7 +254,7 @@ class Bench:
         if path == "memfd":
             if size > cfg.memfd_max:
                 return f"above --memfd-max {format_size(cfg.memfd_max)} (numpy checks about 1 s per GiB)"
-            ram = _ram_available()
+            ram = ram_available()
             if ram is not None and size > ram // 3:
                 return f"does not fit in a third of the available RAM ({format_size(ram)})"
             return None
@@ -265,12 +265,6 @@ class Bench:
         if free is not None and size > free * 0.9:
             return f"more than 90 % of free device memory ({format_size(free)})"
         return None
-
-
-def _ram_available() -> int | None:
-    from vmmtui.backends import ram_available
-
-    return ram_available()
 
 
 def _median(entry: dict | None, key: str) -> float | None:
@@ -310,10 +304,6 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "measured": None if over is None else f"{over:.3f} ms (worst size's median)",
                 "met": None if over is None else over < TARGETS["overhead_ms"]})
     return out
-
-
-def parse_sizes(text: str) -> list[int]:
-    return [parse_size(t.strip()) for t in text.split(",") if t.strip()]
 
 
 def write(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:

@@ -23,6 +23,7 @@ from vmmtui.events import (
     WorkerStarted,
 )
 from vmmtui.sizes import format_size
+from vmmtui.steps import SEED_SHAPE, kind
 
 ROLE_STYLE = {"producer": "cyan", "consumer": "magenta"}
 
@@ -43,14 +44,14 @@ class LogPrinter:
         self.outcome: ScenarioOutcome | None = None
 
     def tag(self, role: str) -> str:
-        return f"[{ROLE_STYLE.get(role.split('-')[0], 'white')}]{role:>8}[/] │ "
+        return f"[{ROLE_STYLE.get(kind(role), 'white')}]{role:>8}[/] │ "
 
     def __call__(self, e: Event) -> None:
         c = self.console
         if isinstance(e, SessionStarted):
             c.print(f"[bold]backend:[/] {escape(e.reason)}")
             c.print(f"[dim]socket: {escape(e.socket_path)} (private directory, mode 0700)[/]")
-            if (e.mechanism, len(e.consumers), e.direction) != ("vmm", 1, "producer-writes"):
+            if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
                 devices = ", ".join(f"{n} on device {d}" for n, d in e.devices.items()) if e.backend == "cuda" else ""
                 c.print(f"[bold]mechanism:[/] {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
                         + (f" · {devices}" if devices else ""))

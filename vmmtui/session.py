@@ -57,6 +57,7 @@ from vmmtui.steps import (
     build_plan,
     consumer_names,
     kind,
+    peer_of,
 )
 from vmmtui.troubleshooting import Failure, failure
 
@@ -200,7 +201,7 @@ class Session:
         if self.scenario and self.scenario.mechanism != self.config.mechanism and self.config.mechanism == "vmm":
             self.config = replace(self.config, mechanism=self.scenario.mechanism)  # legacy scenarios imply it
         cfg = self.config
-        self.consumers = consumer_names(cfg.consumers) if cfg.consumers >= 1 else []
+        self.consumers = consumer_names(cfg.consumers)
         self.roles = [PRODUCER, *self.consumers]
         self.plan: list[tuple[str, str]] = (self.scenario.plan() if self.scenario
                                             else build_plan(cfg.mechanism, cfg.consumers, cfg.direction))
@@ -291,6 +292,10 @@ class Session:
     def shape_problem(self) -> str | None:
         """Why this mechanism, number of consumers, direction and devices cannot run, or None."""
         cfg, backend = self.config, self.choice.name
+        try:
+            resolve_verify(cfg.verify, backend)
+        except SessionError as exc:
+            return str(exc)
         if self.scenario and self.scenario.why_not(backend):
             return f"scenario {self.scenario.name} cannot be shown on the {backend} backend: {self.scenario.why_not(backend)}"
         if cfg.mechanism not in MECHANISMS:
@@ -401,7 +406,7 @@ class Session:
                 if self.stopped:
                     return events + self._ending()
             args: dict = {}
-            peer = self._peer(role, name)
+            peer = peer_of(name) if role == PRODUCER else role
             if role == PRODUCER and base(name) == "accept":
                 args["expect_pid"] = self.workers[peer].pid
             elif kind(role) == CONSUMER and name == "connect":
@@ -467,13 +472,6 @@ class Session:
         shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
         return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
                       f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS")
-
-    @staticmethod
-    def _peer(role: str, name: str) -> str:
-        """The consumer a producer step is about (``accept:consumer-2``), or the consumer itself."""
-        if role != PRODUCER:
-            return role
-        return name.split(":", 1)[1] if ":" in name else CONSUMER
 
     def _failed(self, w: WorkerProcess, name: str, problem: Failure) -> list[Event]:
         self.failure = problem

@@ -18,6 +18,8 @@ MECHANISMS = ("vmm", "legacy")
 DIRECTIONS = ("producer-writes", "consumer-writes")
 #: producer steps done once per consumer, named ``step:consumer-K`` when there are several
 PER_PEER = ("accept", "send", "wait_ack")
+#: (mechanism, consumers, direction) of the seed's own run; scenarios need it
+SEED_SHAPE = ("vmm", 1, "producer-writes")
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,11 @@ def kind(role: str) -> str:
 def base(step: str) -> str:
     """A step name without its peer (``accept:consumer-2`` → ``accept``)."""
     return step.split(":", 1)[0]
+
+
+def peer_of(step: str) -> str:
+    """The consumer a per-peer producer step is about (``accept:consumer-2`` → ``consumer-2``)."""
+    return step.split(":", 1)[1] if ":" in step else CONSUMER
 
 
 def consumer_names(count: int) -> list[str]:

@@ -23,7 +23,18 @@ from vmmtui import channel
 from vmmtui.backends import create as create_backend
 from vmmtui.protocol import HeldFd, LineChannel, ProtocolError, StepReport
 from vmmtui.sizes import align_up
-from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, role_steps
+from vmmtui.steps import (
+    CONSUMER,
+    DIRECTIONS,
+    MECHANISMS,
+    PER_PEER,
+    PRODUCER,
+    base,
+    build_plan,
+    kind,
+    peer_of,
+    role_steps,
+)
 from vmmtui.troubleshooting import Failure, StepError, failure
 
 PR_SET_PDEATHSIG = 1
@@ -121,13 +132,15 @@ class Worker:
 
     def close_socket(self, attr: str) -> None:
         sock = getattr(self, attr)
-        if sock is None:
-            return
+        if sock is not None:
+            self._close_sock(sock, attr)
+            setattr(self, attr, None)
+
+    def _close_sock(self, sock: socket.socket, what: str) -> None:
         fd = sock.fileno()
         self.held.pop(fd, None)
-        self.backend.calls.timed("close", {"fd": fd, "what": attr}, sock.close, lambda _: "0")
+        self.backend.calls.timed("close", {"fd": fd, "what": what}, sock.close, lambda _: "0")
         self._closed.append(fd)
-        setattr(self, attr, None)
 
     # -- running steps ---------------------------------------------------------------------------
     def run_step(self, name: str, args: dict[str, Any] | None = None) -> StepReport:
@@ -146,7 +159,7 @@ class Worker:
             if self.cfg.crash and self.cfg.crash.rsplit(":", 1)[0] == name:
                 _crash(self.cfg.crash.rsplit(":", 1)[1], self.control_fd)
             if base(name) in PER_PEER and self.kind == PRODUCER:
-                args = {**args, "peer": name.split(":", 1)[1] if ":" in name else CONSUMER}
+                args = {**args, "peer": peer_of(name)}
             getattr(self, f"_{self.kind[0]}_{base(name)}" if name != "cleanup" else "_cleanup")(**args)
             self.done.append(name)
         except StepError as exc:
@@ -175,7 +188,7 @@ class Worker:
         self.state.update(device=info.index, device_name=info.name, backend_label=info.label)
         what = "CUDA device" if self.backend.name == "cuda" else "memfd backend on"
         self.say(f"Using {what} {info.index}: {info.name}")
-        if self.cfg.verify != "host" or (self.cfg.direction == "consumer-writes" and self.backend.name == "cuda"):
+        if self.cfg.verify != "host":  # the only case in which a kernel fills, writes or checks
             self.backend.load_kernels()
             src = getattr(self.backend.kernels, "source", "")
             self.say("Loaded the fill/verify kernels (" + ("compiled by NVRTC" if src == "nvrtc" else "NVRTC cubin from the cache") + ")")
@@ -348,10 +361,10 @@ class Worker:
         if not ack.get("verified"):
             raise StepError(failure("VERIFY_MISMATCH", "ack", f"{peer} reports: {ack.get('detail', 'failed')}"))
         if self.cfg.direction == "consumer-writes":
-            self.say(f"{peer.capitalize()} wrote its slice [{ack.get('slice', ['?', '?'])[0]}, "
-                     f"{ack.get('slice', ['?', '?'])[1]}) and its stream finished")
+            start, end = ack.get("slice") or ("?", "?")
+            self.say(f"{peer.capitalize()} wrote its slice [{start}, {end}) and its stream finished")
         else:
-            self.say("Consumer verified data successfully!" if peer == CONSUMER else f"{peer.capitalize()} verified data successfully!")
+            self.say(f"{peer.capitalize()} verified data successfully!")
 
     # -- consumer ----------------------------------------------------------------------------------
     def _c_init(self) -> None:
@@ -549,10 +562,7 @@ class Worker:
                 self.close_fd(fd, what)
         self.close_socket("sock")
         for peer, conn in list(self.peers.items()):
-            fd = conn.fileno()
-            self.held.pop(fd, None)
-            self.backend.calls.timed("close", {"fd": fd, "what": f"connection to {peer}"}, conn.close, lambda _: "0")
-            self._closed.append(fd)
+            self._close_sock(conn, f"connection to {peer}")
             del self.peers[peer]
         if self.listener is not None:
             self.close_socket("listener")
@@ -636,9 +646,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ack-timeout", type=float, default=120.0)
     p.add_argument("--scenario")
     p.add_argument("--verify", choices=["host", "device", "both"], default="host")
-    p.add_argument("--mechanism", choices=["vmm", "legacy"], default="vmm")
+    p.add_argument("--mechanism", choices=MECHANISMS, default="vmm")
     p.add_argument("--consumers", type=int, default=1)
-    p.add_argument("--direction", choices=["producer-writes", "consumer-writes"], default="producer-writes")
+    p.add_argument("--direction", choices=DIRECTIONS, default="producer-writes")
     p.add_argument("--crash", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if kind(a.role) not in (PRODUCER, CONSUMER):

@@ -260,10 +260,14 @@ class CudaBackend(Backend):
         h = self.call("cuIpcGetMemHandle", cu.cuIpcGetMemHandle, cu.CUdeviceptr(ptr), show={"dptr": hex(ptr)})
         return bytes(h.reserved)
 
-    def ipc_open(self, handle: bytes) -> int:
+    @staticmethod
+    def _ipc_handle(handle: bytes):
         h = cu.CUipcMemHandle()
         h.reserved = handle
-        ptr = self.call("cuIpcOpenMemHandle", cu.cuIpcOpenMemHandle, h,
+        return h
+
+    def ipc_open(self, handle: bytes) -> int:
+        ptr = self.call("cuIpcOpenMemHandle", cu.cuIpcOpenMemHandle, self._ipc_handle(handle),
                         cu.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.value,
                         show={"handle": handle[:8].hex() + "…", "Flags": "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS"})
         return int(ptr)
@@ -283,10 +287,8 @@ class CudaBackend(Backend):
         if err != cu.CUresult.CUDA_SUCCESS:
             raise StepError(failure(error_name(err), "cuCtxCreate", error_text(err)))
         try:
-            h = cu.CUipcMemHandle()
-            h.reserved = handle
             t0 = time.perf_counter_ns()
-            err, ptr = cu.cuIpcOpenMemHandle(h, cu.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.value)
+            err, ptr = cu.cuIpcOpenMemHandle(self._ipc_handle(handle), cu.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.value)
             code = error_name(err)
             self.calls.add(Call("cuIpcOpenMemHandle", {"handle": handle[:8].hex() + "…", "context": "second"},
                                 code if err != cu.CUresult.CUDA_SUCCESS else hex(int(ptr)),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from vmmtui.backends.base import Call
+from vmmtui.backends.cuda import error_name, error_text
 from vmmtui.pattern import Verification, pattern
 from vmmtui.troubleshooting import StepError, failure
 
@@ -216,8 +217,6 @@ class PatternKernels:
         ):
             (err,) = err_call()
             if err != cu.CUresult.CUDA_SUCCESS:
-                from vmmtui.backends.cuda import error_name, error_text
-
                 b.calls.add(Call("cuLaunchKernel", {"kernel": name}, error_name(err), time.perf_counter_ns() - t0, ok=False))
                 raise StepError(failure(error_name(err), f"cuLaunchKernel({name})", error_text(err)))
         wall = time.perf_counter_ns() - t0

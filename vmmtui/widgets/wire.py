@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from vmmtui.events import KcmpVerdict, SessionStarted, StepDone
-from vmmtui.steps import base, kind
+from vmmtui.steps import base, kind, peer_of
 from vmmtui.widgets.display import Display
 
 
@@ -47,7 +47,7 @@ class WirePanel(Static):
         if not r.ok:
             return
         role, step = kind(r.role), base(r.step)
-        peer = r.step.split(":", 1)[1] if ":" in r.step else "consumer"
+        peer = peer_of(r.step)
         if (role, step) == ("producer", "listen"):
             self.listening = True
         elif (role, step) == ("producer", "accept"):
