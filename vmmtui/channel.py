@@ -26,6 +26,38 @@ AF_UNIX_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
 
 
 @dataclass
+class AllocMessage:
+    """What the producer tells each consumer beside the fd (or, for legacy IPC, the handle bytes).
+
+    Nothing in it is trusted: the consumer checks the size against what the kernel or the driver
+    reports for the fd it received."""
+
+    requested_size: int
+    alloc_size: int
+    granularity: int
+    device: int
+    device_name: str
+    backend: str
+    mechanism: str
+    #: legacy IPC: the 64-byte cuIpcMemHandle in hex; empty for VMM (the fd travels as SCM_RIGHTS)
+    ipc_handle: str = ""
+    type: str = "alloc"
+
+
+@dataclass
+class Ack:
+    """The consumer's verdict, sent back so that the producer does not release memory in use."""
+
+    verified: bool
+    detail: str
+    #: integers the consumer checked (producer-writes)
+    checked: int = 0
+    #: integers [start, end) the consumer wrote (consumer-writes)
+    slice: tuple[int, int] | None = None
+    type: str = "ack"
+
+
+@dataclass
 class PeerCred:
     pid: int
     uid: int

@@ -1,18 +1,64 @@
-"""Typed events a Session emits; the CLI prints them and the TUI renders them. No Textual here."""
+"""The one event stream: what a Session (or, later, attach) emits and every renderer consumes.
+
+Each event is a dataclass that serialises to one JSON object and back into an equal event
+(``to_dict``/``from_dict``, ``to_json``/``from_json``); ``--json``, transcripts and recordings are
+this stream. ``VERSION`` changes whenever a field changes meaning. No Textual here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from vmmtui.protocol import StepReport
+from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.state import StepReport
 from vmmtui.troubleshooting import Failure
+
+#: the event format's version: recordings and --json carry it in every line
+VERSION = 1
+
+
+class EventFormatError(ValueError):
+    """A line that is not an event of this format (unknown type, wrong version, wrong shape)."""
 
 
 @dataclass
 class Event:
+    types: ClassVar[dict[str, type[Event]]] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        Event.types[cls.__name__] = cls
+
     def to_dict(self) -> dict[str, Any]:
-        return {"event": type(self).__name__, **asdict(self)}
+        return {"v": VERSION, "event": type(self).__name__, **encode(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Event:
+        if not isinstance(data, dict):
+            raise EventFormatError(f"expected an object, got {type(data).__name__}")
+        if data.get("v") != VERSION:
+            raise EventFormatError(f"event format version {data.get('v')!r}, this vmmtui reads {VERSION}")
+        cls = Event.types.get(str(data.get("event")))
+        if cls is None:
+            raise EventFormatError(f"unknown event type {data.get('event')!r}")
+        body = {k: v for k, v in data.items() if k not in ("v", "event")}
+        try:
+            return decode(cls, body, cls.__name__)
+        except DecodeError as exc:
+            raise EventFormatError(str(exc)) from None
+
+    @staticmethod
+    def from_json(line: str) -> Event:
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise EventFormatError(f"not JSON: {exc}") from None
+        return Event.from_dict(data)
 
 
 @dataclass

@@ -28,6 +28,8 @@ class Verification:
     first_index: int | None = None
     first_expected: int | None = None
     first_got: int | None = None
+    #: where it was checked: host (numpy), device (the verify kernel) or both
+    on: str = "host"
 
     @property
     def passed(self) -> bool:

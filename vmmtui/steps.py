@@ -13,13 +13,8 @@ from dataclasses import dataclass, replace
 
 PRODUCER = "producer"
 CONSUMER = "consumer"
-ROLES = (PRODUCER, CONSUMER)
-MECHANISMS = ("vmm", "legacy")
-DIRECTIONS = ("producer-writes", "consumer-writes")
 #: producer steps done once per consumer, named ``step:consumer-K`` when there are several
 PER_PEER = ("accept", "send", "wait_ack")
-#: (mechanism, consumers, direction) of the seed's own run; scenarios need it
-SEED_SHAPE = ("vmm", 1, "producer-writes")
 
 
 @dataclass(frozen=True)
@@ -155,7 +150,6 @@ _WRITES = [
 
 STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _STEPS + _WRITES}
 LEGACY_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _LEGACY}
-PLAN: list[tuple[str, str]] = [(s.role, s.name) for s in _STEPS]
 _VMM_ONLY = ("reserve", "map", "set_access")
 
 
@@ -188,7 +182,7 @@ def step_info(role: str, name: str, mechanism: str = "vmm") -> Step:
 
 
 def build_plan(mechanism: str = "vmm", consumers: int = 1, direction: str = "producer-writes") -> list[tuple[str, str]]:
-    """The global order of every worker's steps (``PLAN`` for one consumer and the defaults)."""
+    """The global order of every worker's steps."""
     names = consumer_names(consumers)
     writes = direction == "consumer-writes"
 
@@ -212,6 +206,6 @@ def build_plan(mechanism: str = "vmm", consumers: int = 1, direction: str = "pro
     return plan
 
 
-def role_steps(role: str, plan: list[tuple[str, str]] | None = None) -> list[str]:
+def role_steps(role: str, plan: list[tuple[str, str]]) -> list[str]:
     """The names of ``role``'s steps in plan order."""
-    return [name for r, name in (PLAN if plan is None else plan) if r == role]
+    return [name for r, name in plan if r == role]

@@ -1,8 +1,8 @@
 """Processes that misbehave on purpose, for the scenarios: an intruder and a dead run's socket.
 
-``python -m vmmtui.rogue intruder PATH`` connects to the producer's socket before the consumer
+``python -m vmmtui.scenarios.rogue intruder PATH`` connects to the producer's socket before the consumer
 does and reports on stdout (JSON lines) whether it connected and how many fds it received.
-``python -m vmmtui.rogue dead-listener PATH`` binds PATH, listens and kills itself, leaving the
+``python -m vmmtui.scenarios.rogue dead-listener PATH`` binds PATH, listens and kills itself, leaving the
 socket file behind exactly as a crashed producer would.
 """
 
@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -53,20 +52,8 @@ def dead_listener(path: str) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     sock.bind(path)
     sock.listen(1)
+    _say(event="bound", pid=os.getpid())
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def plant_stale_socket(path: str, env: dict[str, str] | None = None) -> int:
-    """Run a process that binds ``path`` and dies by SIGKILL; returns its pid (already reaped)."""
-    proc = subprocess.Popen([sys.executable, "-m", "vmmtui.rogue", "dead-listener", path], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    proc.wait(timeout=30)
-    return proc.pid
-
-
-def start_intruder(path: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "vmmtui.rogue", "intruder", path], env=env, text=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def main(argv: list[str]) -> int:
@@ -74,7 +61,7 @@ def main(argv: list[str]) -> int:
         return intruder(argv[1])
     if len(argv) == 2 and argv[0] == "dead-listener":
         dead_listener(argv[1])
-    print("usage: python -m vmmtui.rogue intruder|dead-listener PATH", file=sys.stderr)
+    print("usage: python -m vmmtui.scenarios.rogue intruder|dead-listener PATH", file=sys.stderr)
     return 2
 
 
