@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+
 from vmmtui.events import Event, Notice
 from vmmtui.scenarios.model import Stage
 
