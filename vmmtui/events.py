@@ -180,7 +180,9 @@ class SessionFinished(Event):
     integers: int
     fd_checks: int
     fd_problems: int
-    kcmp: str
+    mechanism: str
+    #: the last kcmp verdict for each consumer's received fd (empty for legacy IPC: no fd travels)
+    kcmp: list[KcmpVerdict] = field(default_factory=list)
 
 
 @dataclass
