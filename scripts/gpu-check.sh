@@ -25,7 +25,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --size 1MiB --json
     step python3 scripts/proc-crosscheck.py
     step python3 -m pytest -q -m gpu tests -p no:cacheprovider
-    step python3 -m pytest -q tests -p no:cacheprovider -x --ignore=tests/test_app.py
+    step python3 -m pytest -q tests -p no:cacheprovider -x --ignore=tests/tui
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = failures ] || [ "$part" = all ]; then
@@ -41,7 +41,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = speed ] || [ "$part" = all ]; then
-    step python3 -m pytest -q -s -m gpu tests/test_kernels.py tests/test_gpu.py -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/test_gpu.py -p no:cacheprovider
     step python3 -m vmmtui run --backend cuda --size 1GiB --verify both --verbose
     step python3 -m vmmtui run --backend cuda --size 8GiB
     nvidia-smi --query-gpu=memory.used --format=csv
@@ -68,7 +68,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     nvidia-smi --query-gpu=index,memory.used --format=csv
   fi
   if [ "$part" = bench ]; then
-    step python3 -m pytest -q -s -m gpu tests/test_kernels.py tests/test_gpu.py -k "bench or kernels or verify_modes" -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/test_gpu.py -k "bench or kernels or verify_modes" -p no:cacheprovider
     step python3 scripts/screenshots.py --backend cuda --mechanism legacy --moments kcmp,verified --prefix cuda-legacy --out "$out"
     step python3 scripts/screenshots.py --backend cuda --consumers 4 --direction consumer-writes --moments verified --prefix cuda-consumers4 --out "$out"
     step python3 -m vmmtui bench --backend cuda --out "$out/bench" --name "bench-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')-$(date -u +%F)"

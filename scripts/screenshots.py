@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vmmtui.app import InspectorApp
 from vmmtui.backends import choose
-from vmmtui.session import SessionConfig
+from vmmtui.config import SessionConfig
 from vmmtui.sizes import parse_size
 from vmmtui.steps import build_plan
 

@@ -4,9 +4,10 @@ import os
 
 import pytest
 
+from vmmtui.config import SessionConfig
 from vmmtui.events import KcmpVerdict, SessionClosed, StepDone
 from vmmtui.fdtable import FdTable
-from vmmtui.session import Session, SessionConfig
+from vmmtui.session import Session
 
 pytestmark = pytest.mark.gpu
 
@@ -20,17 +21,17 @@ def test_cuda_session_verifies_and_fds_match_proc(size, clean_state):
         for e in s.run():
             events.append(e)
             if isinstance(e, StepDone) and e.step == "receive":
-                rfd = e.report.state["received_fd"]
+                rfd = e.report.state.received_fd
                 table = FdTable.read(s.workers["consumer"].pid)
                 assert table.entries[rfd].target.startswith("/dev/nvidia")
             if isinstance(e, StepDone) and e.step == "export":
-                xfd = e.report.state["exported_fd"]
+                xfd = e.report.state.exported_fd
                 assert xfd in FdTable.read(s.workers["producer"].pid).entries
     finally:
         events += s.close()
     assert s.verified and s.failure is None and s.fd_problems == 0
     query = next(e for e in events if isinstance(e, StepDone) and e.step == "query").report.state
-    assert query["alloc_size"] % query["granularity"] == 0 and query["alloc_size"] >= size
+    assert query.alloc_size % query.granularity == 0 and query.alloc_size >= size
     kc = [e for e in events if isinstance(e, KcmpVerdict)]
     assert kc and kc[-1].same is True
     assert isinstance(events[-1], SessionClosed) and events[-1].clean
@@ -130,8 +131,8 @@ def test_cuda_verify_modes(verify, clean_state):
     s, events = run_cuda(clean_state, 64 << 20, verify=verify)
     assert s.verified and s.failure is None and events[-1].clean
     state = next(e for e in events if isinstance(e, StepDone) and e.step == "verify").report.state
-    assert state["verification"]["on"] == verify and state["verification"]["checked"] == (64 << 20) // 4
-    assert ("verify_gpu_ms" in state) == (verify != "host")
+    assert state.verification.on == verify and state.verification.checked == (64 << 20) // 4
+    assert ("verify" in state.gpu_ms) == (verify != "host")
 
 
 def test_legacy_ipc_verifies_and_no_fd_reaches_the_consumer(clean_state):
@@ -139,10 +140,10 @@ def test_legacy_ipc_verifies_and_no_fd_reaches_the_consumer(clean_state):
     s, events = run_cuda(clean_state, 64 << 20, mechanism="legacy")
     assert s.verified and s.failure is None and events[-1].clean, s.failure
     done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
-    handle = done[("producer", "export")].state["ipc_handle"]
+    handle = done[("producer", "export")].state.mapping.ipc_handle
     assert len(bytes.fromhex(handle)) == 64
     receive = done[("consumer", "receive")]
-    assert receive.opened == [] and receive.state["received_fd"] is None
+    assert receive.opened == [] and receive.state.received_fd is None
     assert [c.name for c in done[("consumer", "import")].calls if c.name.startswith("cuIpc")] == ["cuIpcOpenMemHandle"]
     assert any(c.name == "cuIpcCloseMemHandle" for c in done[("consumer", "cleanup")].calls)
     assert any(c.name == "cuMemFree" for c in done[("producer", "cleanup")].calls)
@@ -166,10 +167,10 @@ def test_consumers_write_their_slices_and_the_producer_verifies(mechanism, clean
     s, events = run_cuda(clean_state, 64 << 20, consumers=3, direction="consumer-writes", mechanism=mechanism)
     assert s.verified and s.failure is None and events[-1].clean, s.failure
     done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
-    slices = [done[(f"consumer-{k}", "write")].state["slice"] for k in (1, 2, 3)]
+    slices = [done[(f"consumer-{k}", "write")].state.slice for k in (1, 2, 3)]
     assert slices[0][0] == 0 and slices[-1][1] == (64 << 20) // 4
     assert all(a[1] == b[0] for a, b in zip(slices, slices[1:], strict=False))
-    assert done[("producer", "verify")].state["verification"]["passed"]
+    assert done[("producer", "verify")].state.verification.passed
 
 
 def test_consumers_on_another_gpu(clean_state):
@@ -179,13 +180,13 @@ def test_consumers_on_another_gpu(clean_state):
         s, events = run_cuda(clean_state, 256 << 20, consumers=2, devices=[1, 0], mechanism=mechanism)
         assert s.verified and s.failure is None and events[-1].clean, (mechanism, s.failure)
         done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
-        assert done[("consumer-1", "init")].state["device"] == 1
-        assert done[("consumer-1", "import")].state.get("peer_access") is True
+        assert done[("consumer-1", "init")].state.device == 1
+        assert done[("consumer-1", "import")].state.peer_access is True
 
 
 def test_bench_on_the_gpu_measures_every_path(tmp_path):
     from vmmtui.backends import choose
-    from vmmtui.bench import Bench, BenchConfig
+    from vmmtui.bench.run import Bench, BenchConfig
 
     result = Bench(BenchConfig("cuda", [2 << 20, 64 << 20], repeat=2, tmpdir=str(tmp_path)), choose("cuda"),
                    progress=print).run()

@@ -7,10 +7,17 @@ import signal
 import sys
 
 from vmmtui.backends import NAMES, choose
+from vmmtui.config import Direction, Mechanism, SessionConfig, Verify, choices, validate
 from vmmtui.sizes import SizeError, parse_size
-from vmmtui.steps import DIRECTIONS, MECHANISMS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says a bad option in one line (the README promises it), exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _size(text: str) -> int:
@@ -79,15 +86,15 @@ def _session_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for connect/accept (default 10); the ACK waits 12x this")
     p.add_argument("--scenario", metavar="NAME", type=_scenario,
                    help="make one failure really happen (see --list-scenarios)")
-    p.add_argument("--verify", choices=("auto", "device", "host", "both"), default="auto",
+    p.add_argument("--verify", choices=choices(Verify), default=Verify.AUTO.value,
                    help="where the pattern is written and checked: device (NVRTC kernels; auto's choice on cuda), "
                    "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)")
-    p.add_argument("--mechanism", choices=MECHANISMS, default="vmm",
+    p.add_argument("--mechanism", choices=choices(Mechanism), default=Mechanism.VMM.value,
                    help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
                    "cuIpcGetMemHandle handle, no fd (seed 003; cuda only)")
     p.add_argument("--consumers", type=int, default=1, metavar="N",
                    help="consumer processes, each gets its own fd and maps the same allocation (1-8; default 1)")
-    p.add_argument("--direction", choices=DIRECTIONS, default="producer-writes",
+    p.add_argument("--direction", choices=choices(Direction), default=Direction.PRODUCER_WRITES.value,
                    help="producer-writes (the seed; default) or consumer-writes (memMapIPCDrv: each consumer "
                    "writes its slice with a kernel, the producer verifies)")
     p.add_argument("--devices", type=_devices, metavar="0,1",
@@ -95,7 +102,7 @@ def _session_options(p: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vmmtui", description="Watch CUDA VMM memory sharing between two processes, "
+    p = Parser(prog="vmmtui", description="Watch CUDA VMM memory sharing between two processes, "
                                 "step by step. With no command, opens the inspector.")
     _session_options(p)
     p.add_argument("--autoplay", action="store_true", help="play the whole sequence by itself")
@@ -131,9 +138,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _config(args: argparse.Namespace):
-    from vmmtui.session import SessionConfig
-
+def _config(args: argparse.Namespace) -> SessionConfig:
     return SessionConfig(backend=args.backend, size=args.size, device=args.device, connect_timeout=args.timeout,
                          accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario,
                          verify=args.verify, mechanism=args.mechanism, consumers=args.consumers,
@@ -142,19 +147,11 @@ def _config(args: argparse.Namespace):
 
 def _refuse(args: argparse.Namespace, choice) -> str | None:
     """Why this run cannot start, as one line with the fix; None when it can."""
-    from vmmtui.session import Session
-    from vmmtui.sizes import format_size
+    from vmmtui.scenarios import get
 
     if not choice.usable:
         return choice.reason
-    shape = Session(_config(args), choice).shape_problem()
-    if shape:
-        return shape
-    if choice.capacity is not None and args.size > choice.capacity and args.scenario != "out-of-memory":
-        where = f"device {args.device}'s memory" if choice.name == "cuda" else "the RAM available now"
-        return (f"--size {format_size(args.size)} is larger than {where} ({format_size(choice.capacity)}): "
-                "choose a smaller --size")
-    return None
+    return validate(_config(args), choice.name, choice.devices, choice.capacity, get(args.scenario))
 
 
 def _choice_or_refuse(args: argparse.Namespace):
@@ -167,14 +164,32 @@ def _choice_or_refuse(args: argparse.Namespace):
     return choice
 
 
-def _terminate(signum, frame) -> None:
-    raise SystemExit(128 + signum)
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP: stop, clean up, say where, exit 128 + signal (130 for Ctrl-C)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
+def _quiet_close(session) -> list:
+    """Close with the interrupting signals held back, so a second Ctrl-C cannot cut cleanup in half."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        return session.close()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from vmmtui.console import LogPrinter, print_json
     from vmmtui.events import SessionClosed
-    from vmmtui.session import Session, SessionError
+    from vmmtui.session import ConfigError, Session, SessionError
 
     if args.list_scenarios:
         print(list_scenarios())
@@ -183,8 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if choice is None:
         return EXIT_USAGE
     printer = LogPrinter(verbose=args.verbose)
-
-    closed: list = []
+    closed: list[SessionClosed] = []
 
     def emit(e) -> None:
         if isinstance(e, SessionClosed):
@@ -195,20 +209,33 @@ def cmd_run(args: argparse.Namespace) -> int:
             printer(e)
 
     session = Session(_config(args), choice)
+    refused: SessionError | None = None
+    interrupted: Interrupted | None = None
+    at = None
     try:
         for e in session.start():
             emit(e)
         for e in session.run():
             emit(e)
     except SessionError as exc:
-        print(f"vmmtui: {exc}", file=sys.stderr)
-        return EXIT_USAGE  # the finally below closes the session
+        refused = exc
+    except Interrupted as exc:
+        interrupted, at = exc, session.next_step
     finally:
-        for e in session.close():
+        for e in _quiet_close(session):
             emit(e)
+    clean = bool(closed) and closed[-1].clean
+    if interrupted is not None:
+        where = f" during {at[0]} {at[1]}" if at else ""
+        print(f"vmmtui: interrupted{where}; "
+              + ("workers stopped, everything cleaned up" if clean else "left behind: " + "; ".join(closed[-1].leftovers)),
+              file=sys.stderr)
+        return 128 + interrupted.signum
+    if refused is not None:
+        print(f"vmmtui: {refused}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(refused, ConfigError) else EXIT_FAILED
     if not args.json:
         printer.console.print(printer.summary())
-    clean = bool(closed) and closed[-1].clean
     if session.outcome is not None:  # a scenario succeeds when it failed the way it promised, and cleaned up
         return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
     ok = session.verified and session.failure is None and session.fd_problems == 0
@@ -218,8 +245,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_soak(args: argparse.Namespace) -> int:
     import json
 
-    from vmmtui.session import SessionError
-    from vmmtui.soak import soak
+    from vmmtui.bench.soak import soak
+    from vmmtui.session import ConfigError, SessionError
 
     if args.count < 1:
         print("vmmtui: --count must be at least 1", file=sys.stderr)
@@ -237,7 +264,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         result = soak(config, args.count, progress, choice)
     except SessionError as exc:
         print(f"vmmtui: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
@@ -255,8 +282,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from vmmtui.bench import DEFAULT_SIZES, Bench, BenchConfig, write
-    from vmmtui.bench_report import init_line, table, targets_table
+    from vmmtui.bench.report import init_line, table, targets_table
+    from vmmtui.bench.run import DEFAULT_SIZES, Bench, BenchConfig, write
 
     if args.repeat < 1:
         print("vmmtui: --repeat must be at least 1", file=sys.stderr)
@@ -310,7 +337,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     choice = _choice_or_refuse(args)
     if choice is None:
         return EXIT_USAGE
-    from vmmtui.app import InspectorApp
+    from vmmtui.tui.app import InspectorApp
 
     app = InspectorApp(_config(args), choice, autoplay=args.autoplay, pace=args.pace,
                        screenshots=args.screenshots, transcript=args.transcript, stable=args.stable)
@@ -319,9 +346,10 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
+        args = parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args)
         if args.command == "doctor":
@@ -331,9 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             return cmd_bench(args)
         return cmd_app(args)
-    except KeyboardInterrupt:
-        print("vmmtui: interrupted; workers stopped and cleaned up", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # before or after a session: nothing of ours is running
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        print("vmmtui: interrupted; nothing was left running", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 
 import pytest
 
+from vmmtui.config import SessionConfig
 from vmmtui.events import SessionClosed, SessionFailed, WorkerExited
-from vmmtui.session import Session, SessionConfig
-from vmmtui.steps import PLAN
+from vmmtui.session import Session
+from vmmtui.steps import build_plan
+
+PLAN = build_plan()
 
 SIGNALS = {"kill": "SIGKILL", "segv": "SIGSEGV"}
 

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 import psutil
 
 from vmmtui.backends import Choice
-from vmmtui.session import Session, SessionConfig
+from vmmtui.config import SessionConfig
+from vmmtui.session import Session
 
 WARMUP = 10  # sessions before the memory baseline: imports and caches settle first
 RSS_SLACK = 8 << 20  # growth allowed after warm-up (allocator noise), far below a per-session leak
@@ -59,17 +60,19 @@ def soak(config: SessionConfig, count: int, progress: Callable[[int, Session], N
     tmpdir = config.tmpdir or tempfile.gettempdir()
     start = warm = read(tmpdir)
     verified = 0
+    backend = choice.name if choice else config.backend
     t0 = time.monotonic()
     for i in range(count):
         s = Session(config, choice)
         s.lifetime()
+        backend = s.choice.name if s.choice else backend
         verified += bool(s.outcome.as_expected if s.outcome else s.verified and s.failure is None)
         if progress:
             progress(i + 1, s)
         if i + 1 == min(WARMUP, count):
             warm = read(tmpdir)
     end = read(tmpdir)
-    result = SoakResult(config.backend, count, verified, time.monotonic() - t0, start, warm, end)
+    result = SoakResult(backend, count, verified, time.monotonic() - t0, start, warm, end)
     for name in ("fds", "children", "tmp_entries"):
         if getattr(end, name) != getattr(start, name):
             result.problems.append(f"{name}: {getattr(start, name)} at the start, {getattr(end, name)} at the end")

@@ -6,10 +6,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from vmmtui.backends import Choice
-from vmmtui.bench import Bench, BenchConfig, GiB, MiB, stats, targets, write
-from vmmtui.bench_report import svg, table
+from vmmtui.bench.report import svg, table
+from vmmtui.bench.run import Bench, BenchConfig, GiB, MiB, stats, targets, write
 from vmmtui.cli import main
-from vmmtui.steps import PLAN
+from vmmtui.steps import build_plan
+
+PLAN = build_plan()
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 

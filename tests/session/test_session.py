@@ -6,17 +6,22 @@ import signal
 import psutil
 import pytest
 
+from vmmtui.config import SessionConfig
 from vmmtui.events import (
     FdSnapshot,
     KcmpVerdict,
+    Notice,
     SessionClosed,
     SessionFailed,
     SessionFinished,
     StepDone,
 )
 from vmmtui.fdtable import FdTable
-from vmmtui.session import Session, SessionConfig, SessionError, sweep_stale_dirs
-from vmmtui.steps import PLAN
+from vmmtui.session import Session, SessionError
+from vmmtui.session.tmpdir import sweep_stale_dirs
+from vmmtui.steps import build_plan
+
+PLAN = build_plan()
 
 
 def memfd_config(tmp, **kw) -> SessionConfig:
@@ -49,8 +54,8 @@ def test_full_session_verifies_and_leaves_nothing(clean_state):
     assert finished.fd_checks > 0 and finished.fd_problems == 0
     kc = [e for e in events if isinstance(e, KcmpVerdict)]
     assert kc and all(k.same is True for k in kc)
-    exported = next(e for e in done if e.step == "export").report.state["exported_fd"]
-    received = next(e for e in done if e.step == "receive").report.state["received_fd"]
+    exported = next(e for e in done if e.step == "export").report.state.exported_fd
+    received = next(e for e in done if e.step == "receive").report.state.received_fd
     assert (kc[0].producer_fd, kc[0].consumer_fd) == (exported, received)
     assert isinstance(events[-1], SessionClosed) and events[-1].clean
     assert not os.path.exists(dirpath)
@@ -82,7 +87,7 @@ def test_step_by_step_reports_fds_opened_and_closed(clean_state):
         assert [h.kind for h in export.opened] == ["exported"]
         assert export.opened[0].target.startswith("/memfd:vmmtui-alloc")
         cleanup = seen[("consumer", "cleanup")].report
-        received = seen[("consumer", "receive")].report.state["received_fd"]
+        received = seen[("consumer", "receive")].report.state.received_fd
         assert received in cleanup.closed
         assert {h.kind for h in cleanup.held} == {"control"}
     finally:
@@ -136,14 +141,42 @@ def test_unusable_backend_refuses_to_start(clean_state):
     s.close()
 
 
-def test_tmpdir_too_long_for_af_unix(tmp_path):
+def test_tmpdir_too_long_for_af_unix_falls_back_to_a_short_private_dir(tmp_path):
     deep = tmp_path / ("d" * 90)
     deep.mkdir()
     s = Session(SessionConfig(backend="memfd", tmpdir=str(deep)))
-    with pytest.raises(SessionError, match="AF_UNIX"):
+    try:
+        events = s.start()
+        moved = [e for e in events if isinstance(e, Notice) and "too long for a socket path" in e.text]
+        assert moved and not s.dir.startswith(str(deep))
+        list(s.run())
+        assert s.verified
+    finally:
+        s.close()
+    assert os.listdir(deep) == [] and not os.path.exists(s.dir)
+
+
+def test_world_writable_tmpdir_without_sticky_bit_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    s = Session(SessionConfig(backend="memfd", tmpdir=str(shared)))
+    with pytest.raises(SessionError, match="sticky"):
         s.start()
     s.close()
-    assert os.listdir(deep) == []
+    assert os.listdir(shared) == []
+    shared.chmod(0o1777)
+    with Session(SessionConfig(backend="memfd", tmpdir=str(shared))) as ok:
+        ok.start()
+
+
+def test_sweep_leaves_symlinks_and_does_not_claim_them(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "vmmtui-4194001-abc"
+    link.symlink_to(target)
+    assert sweep_stale_dirs(str(tmp_path)) == []
+    assert link.is_symlink() and target.exists()
 
 
 def test_stale_directories_of_dead_runs_are_swept(tmp_path):

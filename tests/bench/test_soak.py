@@ -3,8 +3,8 @@
 import os
 
 from vmmtui.backends import Choice
-from vmmtui.session import SessionConfig
-from vmmtui.soak import soak
+from vmmtui.bench.soak import soak
+from vmmtui.config import SessionConfig
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from vmmtui.config import SessionConfig
 from vmmtui.events import (
     Notice,
     ScenarioOutcome,
@@ -13,7 +14,7 @@ from vmmtui.events import (
     WorkerExited,
 )
 from vmmtui.scenarios import ANY, SCENARIOS, VERIFIED
-from vmmtui.session import Session, SessionConfig, SessionError
+from vmmtui.session import Session, SessionError
 from vmmtui.steps import CONSUMER, PRODUCER
 
 
@@ -49,8 +50,8 @@ def test_consumer_first_is_refused_then_connects(clean_state):
     order = [(e.role, e.step) for e in events if hasattr(e, "step") and not isinstance(e, (StepDone, SessionFailed))]
     assert order.index((CONSUMER, "connect")) < order.index((PRODUCER, "listen"))
     connect = report(events, CONSUMER, "connect")
-    assert connect.ok and connect.state["connect_retries"], "the consumer never saw a refusal"
-    assert set(connect.state["connect_retries"]) <= {"ENOENT", "ECONNREFUSED"}
+    assert connect.ok and connect.state.connect_retries, "the consumer never saw a refusal"
+    assert set(connect.state.connect_retries) <= {"ENOENT", "ECONNREFUSED"}
     assert s.verified and s.outcome.as_expected and closed_clean(events)
 
 
@@ -58,7 +59,7 @@ def test_stale_socket_is_detected_and_removed(clean_state):
     s, events = run_scenario(clean_state, "stale-socket")
     assert any(isinstance(e, Notice) and "is left behind" in e.text for e in events)
     listen = report(events, PRODUCER, "listen")
-    assert "ECONNREFUSED" in listen.state["stale_socket"] and "removed" in listen.state["stale_socket"]
+    assert "ECONNREFUSED" in listen.state.stale_socket and "removed" in listen.state.stale_socket
     assert s.verified and s.outcome.as_expected and closed_clean(events)
 
 
@@ -75,7 +76,7 @@ def test_producer_dies_after_send_and_the_consumer_still_verifies(clean_state):
     s, events = run_scenario(clean_state, "producer-dies")
     exits = [e for e in events if isinstance(e, WorkerExited) and e.role == PRODUCER]
     assert exits[0].signal == "SIGKILL" and exits[0].expected
-    assert report(events, CONSUMER, "verify").state["verification"]["passed"]
+    assert report(events, CONSUMER, "verify").state.verification.passed
     assert report(events, CONSUMER, "cleanup").ok
     assert s.verified and s.outcome.as_expected and closed_clean(events)
 
@@ -98,7 +99,7 @@ def test_consumer_hangs_and_the_ack_deadline_fires(clean_state):
 def test_leaked_fd_is_flagged_from_proc(clean_state):
     s, events = run_scenario(clean_state, "leaked-fd")
     assert s.failure.code == "FD_LEAK"
-    received = report(events, CONSUMER, "receive").state["received_fd"]
+    received = report(events, CONSUMER, "receive").state.received_fd
     assert f"fd {received} → /memfd:vmmtui-alloc" in s.failure.message
     assert s.outcome.as_expected and closed_clean(events)
 
@@ -106,10 +107,10 @@ def test_leaked_fd_is_flagged_from_proc(clean_state):
 def test_intruder_is_refused_and_gets_no_fd(clean_state):
     s, events = run_scenario(clean_state, "intruder")
     accept = report(events, PRODUCER, "accept")
-    refused = accept.state["refused"]
-    assert len(refused) == 1 and refused[0]["pid"] not in (s.workers[CONSUMER].pid, s.workers[PRODUCER].pid)
-    assert refused[0]["uid"] == os.getuid()
-    assert accept.state["peer_pid"] == s.workers[CONSUMER].pid
+    refused = accept.state.refused
+    assert len(refused) == 1 and refused[0].pid not in (s.workers[CONSUMER].pid, s.workers[PRODUCER].pid)
+    assert refused[0].uid == os.getuid()
+    assert accept.state.peers[CONSUMER].pid == s.workers[CONSUMER].pid
     assert any(isinstance(e, Notice) and "received 0 fd(s)" in e.text for e in events)
     assert s.verified and s.outcome.as_expected and closed_clean(events)
 

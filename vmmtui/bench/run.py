@@ -1,7 +1,7 @@
 """``vmmtui bench``: every way to share, side by side on one device, next to the hardware's ceiling.
 
 For each size it runs whole sessions through the same Session the inspector drives (VMM, legacy
-IPC, memfd), the host-staged copy (``vmmtui.staged``), and the device's own copy bandwidth. From
+IPC, memfd), the host-staged copy (``vmmtui.bench.staged``), and the device's own copy bandwidth. From
 the workers' step reports it takes each step's latency, the end-to-end time from ``cuMemCreate``
 to the consumer's verified ACK (driver init excluded, reported apart), the fill and verify
 kernels' GPU time, and the inspector's own overhead per step. Figures are medians over
@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from vmmtui.backends import Choice, ram_available
+from vmmtui.config import SessionConfig
 from vmmtui.events import StepDone
-from vmmtui.session import Session, SessionConfig
+from vmmtui.session import Session
 from vmmtui.sizes import format_size
+from vmmtui.state import WorkerState
 
 GiB, MiB = 1 << 30, 1 << 20
 DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
@@ -84,7 +86,7 @@ def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
     init: dict[str, float] = {}
     overhead: list[float] = []
     rtt: list[float] = []
-    states: dict[str, dict] = {}
+    states: dict[str, WorkerState] = {}
     try:
         s.start()
         while not s.stopped:
@@ -106,9 +108,9 @@ def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
     finally:
         s.close()
     span = span_ms(s.plan, steps)
-    size = states.get("producer query", {}).get("alloc_size", config.size)
-    fill_ms = states.get("producer fill", {}).get("fill_gpu_ms")
-    verify_ms = states.get("consumer verify", {}).get("verify_gpu_ms")
+    size = states["producer query"].alloc_size if "producer query" in states else config.size
+    fill_ms = states["producer fill"].gpu_ms.get("fill") if "producer fill" in states else None
+    verify_ms = states["consumer verify"].gpu_ms.get("verify") if "consumer verify" in states else None
     return SessionSample(s.verified and s.failure is None, steps, init, span, overhead, rtt,
                          size / (fill_ms / 1e3) / 1e9 if fill_ms else None,
                          size / (verify_ms / 1e3) / 1e9 if verify_ms else None,
@@ -240,7 +242,7 @@ class Bench:
         if why:
             self._skip(result, "staged", size, why)
             return
-        from vmmtui.staged import measure
+        from vmmtui.bench.staged import measure
 
         r = measure(size, cfg.device, repeat=max(2, min(cfg.repeat, 3)))
         result["paths"]["staged"][str(size)] = {"e2e_ms": stats([t * 1e3 for t in r.seconds]),
@@ -308,7 +310,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
     """The JSON and the SVG plot, side by side; returns both paths."""
-    from vmmtui.bench_report import svg
+    from vmmtui.bench.report import svg
 
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = stem or f"bench-{result['machine']['hostname']}-{result['date'][:10]}"

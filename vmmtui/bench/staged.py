@@ -5,7 +5,7 @@ device, in 64 MiB chunks, then the same verify kernel. This is what a program do
 share the allocation: every byte crosses PCIe twice and the socket once. The copies are not
 overlapped with the socket (one pinned buffer a side), as in the simplest correct program.
 
-``python -m vmmtui.staged --fd N --size S --device D --repeat R`` is the receiving process.
+``python -m vmmtui.bench.staged --fd N --size S --device D --repeat R`` is the receiving process.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def measure(size: int, device: int = 0, repeat: int = 3, timeout: float = 300.0)
     """Time ``repeat`` staged transfers of ``size`` bytes (from the first DtoH to the verified ACK)."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "vmmtui.staged", "--fd", str(child.fileno()), "--size", str(size),
+    proc = subprocess.Popen([sys.executable, "-m", "vmmtui.bench.staged", "--fd", str(child.fileno()), "--size", str(size),
                              "--device", str(device), "--repeat", str(repeat)],
                             pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
     child.close()
@@ -129,7 +129,7 @@ def measure(size: int, device: int = 0, repeat: int = 3, timeout: float = 300.0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vmmtui.staged", description="The receiving side of a host-staged copy.")
+    p = argparse.ArgumentParser(prog="python -m vmmtui.bench.staged", description="The receiving side of a host-staged copy.")
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--device", type=int, default=0)

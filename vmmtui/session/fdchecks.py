@@ -1,0 +1,115 @@
+"""What the kernel says about each worker's fds, checked against what the worker says it holds.
+
+Nothing here trusts a worker: fd tables come from /proc, the pair's identity from kcmp, and the
+leak check after cleanup looks for any shared-memory fd still open, declared or not.
+"""
+
+from __future__ import annotations
+
+from vmmtui.events import FdRow, FdSnapshot, KcmpVerdict, Notice
+from vmmtui.fdtable import FdTable, kcmp_same_file
+from vmmtui.session.processes import WorkerProcess
+from vmmtui.troubleshooting import Failure, failure
+
+#: /proc targets that are shared memory whoever opened them (memfd's allocation, /dev/shm files)
+SHARED_TARGETS = ("/memfd:vmmtui-alloc",)
+
+
+def classify(target: str) -> str:
+    """What an fd that no worker declared is, from its /proc target."""
+    if target.startswith("/dev/nvidia"):
+        return "driver"
+    if target.startswith("socket:"):
+        return "socket"
+    if target.startswith("pipe:"):
+        return "pipe"
+    if target.startswith("anon_inode:"):
+        return "anon"
+    return "other"
+
+
+def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
+    """``w``'s fd table from /proc, each fd it declared marked ok, mismatch or missing."""
+    table = FdTable.read(w.pid)
+    snap = FdSnapshot(w.role, w.pid, table.status, error=table.error)
+    if table.error:
+        return snap
+    declared = {h.fd: h for h in w.held}
+    for fd, entry in sorted(table.entries.items()):
+        held = declared.get(fd)
+        if held is None:
+            snap.rows.append(FdRow(fd, entry.target, classify(entry.target)))
+            continue
+        same = entry.dev == held.dev and entry.ino == held.ino and entry.target == held.target
+        detail = "" if same else f"worker says {held.target} (ino {held.ino}), kernel shows {entry.target} (ino {entry.ino})"
+        snap.rows.append(FdRow(fd, entry.target, held.kind, held.note, "ok" if same else "mismatch", detail))
+    for fd, held in sorted(declared.items()):
+        if fd not in table.entries:
+            snap.rows.append(FdRow(fd, held.target, held.kind, held.note, "missing",
+                                   f"worker says it holds fd {fd} ({held.target}); /proc/{w.pid}/fd has no fd {fd}"))
+    for fd in w.closed:
+        entry = table.entries.get(fd)
+        if entry is None:
+            snap.closed.append(FdRow(fd, "", "closed", check="closed", detail="gone from /proc"))
+        elif fd in declared:
+            snap.closed.append(FdRow(fd, entry.target, "closed", check="reused",
+                                     detail="the number was reused by a new fd the worker declared"))
+        else:
+            snap.closed.append(FdRow(fd, entry.target, "closed", check="reused",
+                                     detail=f"the number now refers to {entry.target} (opened since)"))
+    return snap
+
+
+def kcmp_pair(producer: WorkerProcess | None, consumer: WorkerProcess | None) -> KcmpVerdict | None:
+    """The kernel's verdict on the producer's exported fd and this consumer's received fd, if both exist."""
+    if not producer or not consumer or not producer.alive or not consumer.alive:
+        return None
+    pfd = next((h.fd for h in producer.held if h.kind == "exported"), None)
+    cfd = next((h.fd for h in consumer.held if h.kind == "received"), None)
+    if pfd is None or cfd is None:
+        return None
+    r = kcmp_same_file(producer.pid, pfd, consumer.pid, cfd)
+    if r.same is None and "EBADF" in r.detail:
+        return None  # one side closed its fd while we looked (a live refresh during cleanup): no pair now
+    return KcmpVerdict(producer.pid, pfd, consumer.pid, cfd, r.same, r.detail, consumer.role)
+
+
+def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failure | None:
+    """After cleanup: any shared-memory fd still open in ``w``, whether it declared it or not.
+
+    Found three ways: an fd it once declared (same number, device and inode); an fd whose target is
+    shared memory by name (a memfd allocation); an fd that kcmp says is one of ``exporters``'
+    (pid, fd) open files, which is how an undeclared GPU allocation fd (it reads /dev/nvidiactl) shows.
+    """
+    table = FdTable.read(w.pid)
+    if table.error:
+        return None
+    leaks: dict[int, str] = {}
+    for fd, h in w.shared.items():
+        e = table.entries.get(fd)
+        if e is not None and (e.dev, e.ino) == (h.dev, h.ino):
+            leaks[fd] = e.target
+    control = {h.fd for h in w.held if h.kind == "control"}
+    for fd, e in table.entries.items():
+        if fd in leaks or fd in control:
+            continue
+        if e.target.startswith(SHARED_TARGETS) or e.target.startswith("/dev/nvidia") and any(
+                kcmp_same_file(pid, xfd, w.pid, fd).same for pid, xfd in exporters):
+            leaks[fd] = e.target
+    if not leaks:
+        return None
+    shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
+    return failure("FD_LEAK", f"{w.role} cleanup", f"/proc/{w.pid}/fd still has {shown} after cleanup")
+
+
+def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
+    """What receiving did to the consumer's fd table, as /proc shows it: the lesson of legacy vs VMM."""
+    after = FdTable.read(w.pid)
+    new = sorted(set(after.entries) - set(before.entries))
+    if not new:
+        return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
+                      f"{len(after.entries)} after: no fd arrived"
+                      + (": the IPC handle is 64 plain bytes" if legacy else ""))
+    shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
+    return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
+                  f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS")

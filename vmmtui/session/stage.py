@@ -1,0 +1,70 @@
+"""What a scenario's hooks may do to a running session (the ``Stage`` of vmmtui.scenarios).
+
+Signals to workers, and helper processes (an intruder, a dead listener) that the session reaps at
+close whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+
+from vmmtui.events import Event, Notice
+from vmmtui.session.processes import WorkerProcess, worker_env
+
+
+class SessionStage:
+    def __init__(self, workers: dict[str, WorkerProcess], socket_path: str):
+        self.workers = workers
+        self.socket_path = socket_path
+        self.helpers: dict[str, subprocess.Popen] = {}
+
+    def env(self) -> dict[str, str]:
+        return worker_env()
+
+    def kill(self, role: str, sig: int, when: str) -> list[Event]:
+        w = self.workers[role]
+        os.kill(w.pid, sig)
+        rc = w.proc.wait(timeout=10)
+        return [Notice(f"scenario: {w.role} pid {w.pid} killed with {signal.Signals(sig).name} {when}"),
+                w.mark_killed(rc)]
+
+    def freeze(self, role: str) -> list[Event]:
+        w = self.workers[role]
+        os.kill(w.pid, signal.SIGSTOP)
+        w.frozen = True
+        return [Notice(f"scenario: {w.role} pid {w.pid} stopped with SIGSTOP: its socket stays open, "
+                       "nothing will arrive")]
+
+    def start_helper(self, name: str, argv: list[str]) -> None:
+        self.helpers[name] = subprocess.Popen(argv, env=self.env(), text=True, stdin=subprocess.DEVNULL,
+                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def helper_line(self, name: str, timeout: float) -> dict:
+        proc = self.helpers.get(name)
+        if proc is None:
+            return {"event": "no such helper"}
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if ready else ""
+        try:
+            return json.loads(line) if line else {"event": "no answer"}
+        except ValueError:
+            return {"event": "noise", "line": line[:80]}
+
+    def stop_helper(self, name: str) -> None:
+        proc = self.helpers.pop(name, None)
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+    def close(self) -> None:
+        for name in list(self.helpers):
+            self.stop_helper(name)
