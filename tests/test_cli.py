@@ -102,13 +102,47 @@ def test_scenario_run_exits_0_when_it_failed_as_described(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_socket_path_too_long_exits_2_and_leaves_nothing(tmp_path):
+def test_socket_path_too_long_falls_back_to_a_short_dir_and_says_so(tmp_path):
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
-    res = run_cli("run", "--backend", "memfd", tmp=deep)
-    assert res.returncode == 2
-    assert "AF_UNIX" in res.stderr and "TMPDIR" in res.stderr
+    res = run_cli("run", "--backend", "memfd", "--size", "64KiB", tmp=deep)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "too long for a socket path" in res.stdout and "VERIFIED" in res.stdout
     assert os.listdir(deep) == []
+
+
+@pytest.mark.parametrize("args", [["run", "--consumers", "abc"], ["run", "--pace", "-1"], ["--pace", "-1"],
+                                  ["run", "--no-such-flag"], ["run", "--size", "0"]])
+def test_argument_errors_are_one_line(args, capsys):
+    with pytest.raises(SystemExit) as ex:
+        main(args)
+    assert ex.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--help" in err[0], err
+
+
+def test_negative_device_is_refused(capsys):
+    assert main(["run", "--backend", "memfd", "--device", "-1"]) == 2
+    assert "device -1" in capsys.readouterr().err
+
+
+def test_a_worker_killed_during_start_up_exits_1_not_2(tmp_path, monkeypatch, capsys):
+    import signal as sig
+
+    from vmmtui.session import loop
+
+    real = loop.read_hello
+
+    def kill_first(w, timeout):
+        os.kill(w.pid, sig.SIGKILL)
+        return real(w, timeout)
+
+    monkeypatch.setattr(loop, "read_hello", kill_first)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert main(["run", "--backend", "memfd", "--size", "64KiB"]) == 1
+    err = capsys.readouterr().err
+    assert "did not start" in err and "SIGKILL" in err
+    assert os.listdir(tmp_path) == []
 
 
 def test_four_consumers_on_memfd_each_verify_and_kcmp_says_so(tmp_path):

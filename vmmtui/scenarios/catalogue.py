@@ -1,7 +1,7 @@
 """The built-in scenarios, one record each: seed 000's troubleshooting table made real.
 
 Nothing is simulated: the error shown is whatever the driver or kernel returned. Worker flags name
-a behaviour (``unrounded-size``, ``keep-received-fd`` ...); hooks are actions the session takes.
+a behaviour (``unrounded-size``, ``keep-received-fd``, ``free-with-wrong-call`` ...); hooks are actions the session takes.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ BUILT_IN: list[Scenario] = [
         "(cuMemUnmap, cuMemAddressFree, cuMemRelease). On memfd the analogue is libc free() on the mapped "
         "address, which kills the worker: the inspector shows the signal and the session cleans up.",
         expect=(ANY,), at=(CONSUMER, "cleanup"),
-        flags={CONSUMER: ("wrong-release",)}),
+        flags={CONSUMER: ("free-with-wrong-call",)}),
     Scenario(
         "producer-dies", "the producer is killed right after sending the fd: the consumer still verifies",
         "An allocation lives while any handle or fd refers to it. The producer is SIGKILLed right after "

@@ -1,0 +1,119 @@
+"""The architecture holds: layers ignorant of the ones above, no import cycle, small modules."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "vmmtui"
+CORE = ["vmmtui.config", "vmmtui.session", "vmmtui.worker", "vmmtui.worker.core", "vmmtui.backends",
+        "vmmtui.backends.memfd", "vmmtui.backends.cuda", "vmmtui.events", "vmmtui.scenarios", "vmmtui.state",
+        "vmmtui.narration", "vmmtui.console", "vmmtui.transcript", "vmmtui.bench.run", "vmmtui.cli"]
+#: package prefix -> packages it must never import (the layers above it)
+LAYERS = {
+    "vmmtui.backends": ("vmmtui.worker", "vmmtui.session", "vmmtui.scenarios", "vmmtui.tui", "vmmtui.events",
+                        "vmmtui.narration", "vmmtui.console", "vmmtui.transcript", "vmmtui.cli"),
+    "vmmtui.worker": ("vmmtui.session", "vmmtui.scenarios", "vmmtui.tui", "vmmtui.events", "vmmtui.narration",
+                      "vmmtui.console", "vmmtui.transcript", "vmmtui.cli"),
+    "vmmtui.session": ("vmmtui.worker", "vmmtui.tui", "vmmtui.narration", "vmmtui.console", "vmmtui.transcript",
+                       "vmmtui.cli"),
+    "vmmtui.scenarios": ("vmmtui.session", "vmmtui.worker", "vmmtui.tui", "vmmtui.narration", "vmmtui.cli"),
+    "vmmtui.tui": ("vmmtui.backends.cuda", "vmmtui.backends.memfd", "vmmtui.backends.kernels", "vmmtui.worker"),
+    "vmmtui.narration": ("vmmtui.tui", "vmmtui.session", "vmmtui.worker", "vmmtui.backends.cuda"),
+}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
+    """The vmmtui modules ``path`` imports anywhere (lazy imports included, TYPE_CHECKING blocks not)."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("vmmtui")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if not base.startswith("vmmtui"):
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.add(sub if sub in known else base)
+    return {m for m in out if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(path, name, known) for name, path in known.items()}
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
+
+
+def test_no_import_cycle():
+    g = graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(g[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(g):
+        if node not in state and (cycle := visit(node)):
+            pytest.fail("import cycle: " + " → ".join(cycle))
+
+
+def test_layers_do_not_import_the_layers_above():
+    bad = []
+    for name, deps in graph().items():
+        for prefix, banned in LAYERS.items():
+            if name == prefix or name.startswith(prefix + "."):
+                bad += [f"{name} imports {d}" for d in deps if any(d == b or d.startswith(b + ".") for b in banned)]
+    assert not bad, bad
+
+
+def test_the_core_never_imports_textual():
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in CORE)
+            + "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_no_scenario_name_outside_the_scenarios_package():
+    from vmmtui.scenarios import SCENARIOS
+
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if "scenarios" in path.relative_to(PACKAGE).parts:
+            continue
+        text = path.read_text()
+        found += [f"{path.relative_to(ROOT)}: {name}" for name in SCENARIOS if f'"{name}"' in text or f"'{name}'" in text]
+    assert not found, found
