@@ -46,7 +46,8 @@ def _hex(v: int) -> str:
 class MemfdBackend(Backend):
     name = "memfd"
     label = LABEL
-    fd_target_prefix = "/memfd:"
+    title = "memfd (CPU memory, not GPU)"
+    export_note = "dup of the memfd"
 
     def init(self, device: int) -> DeviceInfo:
         self.page = self.calls.timed("sysconf", {"name": "SC_PAGESIZE"}, lambda: os.sysconf("SC_PAGESIZE"))
