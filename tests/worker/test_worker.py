@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -143,3 +144,67 @@ def test_a_consumer_whose_gpu_cannot_reach_the_producers_says_so():
     w.backend.can_access_peer = lambda owner: True
     consumer._check_peer(w)
     assert w.state.peer_access is True
+
+
+@pytest.mark.parametrize("how, code", [("exit", 3), ("kill", -9), ("segv", -11)])
+def test_a_crash_at_a_step_kills_the_worker_the_way_asked(tmp_path, how, code):
+    c, ch = launch("consumer", str(tmp_path / "s.sock"), crash=f"init:{how}")
+    try:
+        ch.send({"cmd": "step", "step": "init"})
+        assert ch.receive(timeout=10) is None  # no report: the process is gone
+        assert c.wait(10) == code
+    finally:
+        c.kill()
+        c.wait()
+        c.stdout.close()
+        ch.close()
+
+
+def test_noise_babble_and_raise_are_survived(tmp_path):
+    from vmmtui.protocol import ProtocolError
+
+    for how in ("noise", "babble", "raise"):
+        c, ch = launch("consumer", str(tmp_path / "s.sock"), crash=f"init:{how}")
+        try:
+            ch.send({"cmd": "step", "step": "init"})
+            if how == "babble":
+                with pytest.raises(ProtocolError):
+                    ch.receive(timeout=10)
+            report = decode_report(ch.receive(timeout=10)["report"])
+            assert report.ok == (how != "raise")
+            if how == "raise":
+                assert report.failure.code == "PYTHON" and "injected crash" in report.failure.message
+            ch.send({"cmd": "quit"})
+            assert c.wait(10) == 0
+        finally:
+            c.kill()
+            c.wait()
+            c.stdout.close()
+            ch.close()
+
+
+def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(tmp_path):
+    import signal
+
+    path = str(tmp_path / "s.sock")
+    p, ch = launch("producer", path)
+    try:
+        for step in ("init", "query", "create", "reserve", "map", "set_access", "fill", "export", "listen"):
+            ch.send({"cmd": "step", "step": step})
+            assert decode_report(ch.receive(timeout=10)["report"]).ok
+        assert os.path.exists(path)
+        p.send_signal(signal.SIGINT)  # a Ctrl-C in the terminal reaches the whole process group
+        ch.send({"cmd": "step", "step": "accept", "args": {"expect_pid": 1}})  # nobody comes: it waits
+        time.sleep(0.3)
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 128 + signal.SIGTERM
+        assert ch.receive(timeout=10)["type"] == "bye"
+        assert not os.path.exists(path)  # the last-chance release unlinked it
+        out = p.stdout.read()
+        assert b"Traceback" not in out and b"KeyboardInterrupt" not in out, out
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+        ch.close()

@@ -51,7 +51,8 @@ class MemfdBackend(Backend):
 
     def init(self, device: int) -> DeviceInfo:
         self.page = self.calls.timed("sysconf", {"name": "SC_PAGESIZE"}, lambda: os.sysconf("SC_PAGESIZE"))
-        self.info = DeviceInfo(self.name, self.label, device, "CPU memory (memfd)", True, True, self.page, self.page)
+        # no VMM on the CPU (vmm False); the memfd is an fd from the start (posix_fd True)
+        self.info = DeviceInfo(self.name, self.label, device, "CPU memory (memfd)", False, True, self.page, self.page)
         return self.info
 
     def query(self) -> DeviceInfo:
