@@ -208,3 +208,44 @@ def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(tmp_path):
         p.wait()
         p.stdout.close()
         ch.close()
+
+
+def test_worker_config_travels_as_argv_with_its_control_fd():
+    cfg = WorkerConfig("consumer-2", "memfd", 4096, "/tmp/x/s.sock", device=1, ack_timeout=3.0, consumers=2,
+                       flags=["keep-received-fd", "wrong-release"], crash="init:noise", control_fd=7)
+    assert WorkerConfig.from_argv(cfg.to_argv()) == cfg
+    assert "--control-fd" in cfg.to_argv()
+
+
+def test_an_unknown_flag_is_refused_at_start(tmp_path):
+    parent, child = socket.socketpair()
+    cfg = WorkerConfig("consumer", "memfd", 4096, str(tmp_path / "s"), flags=["no-such-flag"], control_fd=child.fileno())
+    proc = subprocess.run([sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()], pass_fds=(child.fileno(),),
+                          capture_output=True, timeout=30)
+    child.close()
+    parent.close()
+    assert proc.returncode == 2 and b"unknown worker flag(s) no-such-flag" in proc.stderr
+
+
+def test_keep_received_fd_flag_leaves_the_fd_open_and_declared(tmp_path):
+    path = str(tmp_path / "s.sock")
+    p, pch = launch("producer", path)
+    c, cch = launch("consumer", path, flags=["keep-received-fd"])
+    try:
+        pch.send({"cmd": "run", "args": {"accept": {"expect_pid": c.pid}}})
+        cch.send({"cmd": "run", "args": {"connect": {"expect_pid": p.pid}}})
+        crep, prep = reports(cch), reports(pch)
+        assert all(r.ok for r in prep + crep)
+        received = next(r for r in crep if r.step == "receive").state.received_fd
+        cleanup = crep[-1]
+        assert f"SCENARIO: not closing the received fd {received}" in cleanup.log
+        kept = [h for h in cleanup.held if h.kind == "received"]
+        assert [h.fd for h in kept] == [received] and kept[0].target.startswith("/memfd:vmmtui-alloc")
+        assert received not in cleanup.closed
+    finally:
+        for proc in (p, c):
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        pch.close()
+        cch.close()

@@ -149,7 +149,7 @@ class Backend(ABC):
 
     @abstractmethod
     def wrong_release(self, va: int) -> str:
-        """The wrong-release scenario: free ``va`` with the call meant for another kind of memory.
+        """The wrong release (worker flag ``wrong-release``): free ``va`` with the call meant for another kind of memory.
 
         Returns the result as the driver or library gave it; may kill the process (that is the lesson).
         """

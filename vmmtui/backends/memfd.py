@@ -144,7 +144,7 @@ class MemfdBackend(Backend):
     def wrong_release(self, va: int) -> str:
         # libc free() on a page that malloc never handed out: glibc aborts or the read of the
         # chunk header faults. Said before the call, because the process may not live to report it.
-        print(f"wrong-release: calling free(0x{va:x}) on the mmap'd memfd pages", flush=True)
+        print(f"wrong release: calling free(0x{va:x}) on the mmap'd memfd pages", flush=True)
         _libc.free(va)
         return "returned"
 

@@ -109,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     from vmmtui.worker.memory import signals_blocked
 
     control = LineChannel(socket.socket(fileno=control_fd))
-    worker = Worker(cfg, control_fd=control_fd)
+    try:
+        worker = Worker(cfg, control_fd=control_fd)
+    except ValueError as exc:
+        print(f"python -m vmmtui.worker: {exc}", file=sys.stderr)
+        return 2
     try:
         return serve(worker, control)
     except (BrokenPipeError, ConnectionResetError):

@@ -28,6 +28,10 @@ from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
 
 StepBody = Callable[..., None]
 
+#: what a scenario may ask of a worker (``WorkerConfig.flags``); the step bodies read them
+FLAGS = frozenset({"unrounded-size", "oversize", "no-fd-handle-type", "wrong-release", "keep-received-fd",
+                   "open-second-context"})
+
 #: (role kind, step) -> its body; the producer's per-peer steps get ``peer=`` as well as the session's args
 STEPS: dict[tuple[str, str], StepBody] = {
     (PRODUCER, "init"): memory.init,
@@ -67,6 +71,9 @@ class Worker:
         self.role = config.role
         self.kind = kind(config.role)
         self.flags = frozenset(config.flags)
+        if self.flags - FLAGS:
+            raise ValueError(f"unknown worker flag(s) {', '.join(sorted(self.flags - FLAGS))}: "
+                             f"known are {', '.join(sorted(FLAGS))}")
         self.backend = create_backend(config.backend)
         self.sharing: Sharing = LegacySharing() if config.mechanism == Mechanism.LEGACY else VmmSharing()
         self.steps = role_steps(self.role, build_plan(config.mechanism, config.consumers, config.direction))
