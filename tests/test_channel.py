@@ -1,3 +1,4 @@
+import json
 import os
 import socket
 import threading
@@ -5,17 +6,31 @@ import threading
 import pytest
 
 from vmmtui import channel
+from vmmtui.channel import Ack, AllocMessage
+from vmmtui.codec import encode
 from vmmtui.troubleshooting import StepError
+
+ALLOC = AllocMessage(65536, 65536, 4096, 0, "CPU memory (memfd)", "memfd", "vmm")
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def raw(payload, fds=()):
+    """What a hostile or buggy peer might send: any bytes, with any fds."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return data, list(fds)
 
 
 def test_fd_travels_with_metadata(seqpacket_pair):
     a, b = seqpacket_pair
     fd = os.memfd_create("t")
     os.write(fd, b"hello")
-    channel.send_message(a, {"type": "alloc", "alloc_size": 5}, [fd])
-    meta, fds = channel.receive_message(b, 1, "alloc", want_fds=1)
+    channel.send_message(a, ALLOC, [fd])
+    meta, fds = channel.receive_message(b, 1, AllocMessage, want_fds=1)
     try:
-        assert meta["alloc_size"] == 5 and meta["v"] == channel.VERSION
+        assert meta == ALLOC
         assert fds[0] != fd
         assert os.pread(fds[0], 5, 0) == b"hello"
     finally:
@@ -24,36 +39,127 @@ def test_fd_travels_with_metadata(seqpacket_pair):
             os.close(f)
 
 
+def test_ack_round_trips_with_its_slice(seqpacket_pair):
+    a, b = seqpacket_pair
+    channel.send_message(a, Ack(True, "slice written", slice=(0, 16)))
+    ack, fds = channel.receive_message(b, 1, Ack)
+    assert ack == Ack(True, "slice written", slice=(0, 16)) and fds == []
+
+
 def test_extra_fds_are_all_closed_and_reported(seqpacket_pair):
     a, b = seqpacket_pair
     r, w = os.pipe()
-    before = set(os.listdir("/proc/self/fd"))
-    channel.send_message(a, {"type": "alloc"}, [r, w])
+    before = open_fds()
+    channel.send_message(a, ALLOC, [r, w])
     with pytest.raises(StepError) as err:
-        channel.receive_message(b, 1, "alloc", want_fds=1)
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
     assert err.value.failure.code == "FD_COUNT"
-    assert set(os.listdir("/proc/self/fd")) == before
+    assert open_fds() == before
     os.close(r)
     os.close(w)
 
 
 def test_missing_fd_and_wrong_type_and_timeout(seqpacket_pair):
     a, b = seqpacket_pair
-    channel.send_message(a, {"type": "alloc"})
+    channel.send_message(a, ALLOC)
     with pytest.raises(StepError) as err:
-        channel.receive_message(b, 1, "alloc", want_fds=1)
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
     assert err.value.failure.code == "FD_COUNT"
-    channel.send_message(a, {"type": "other"})
+    channel.send_message(a, Ack(True, "verified"))
     with pytest.raises(StepError) as err:
-        channel.receive_message(b, 1, "alloc")
+        channel.receive_message(b, 1, AllocMessage)
     assert err.value.failure.code == "BAD_MESSAGE"
     with pytest.raises(StepError) as err:
-        channel.receive_message(b, 0.05, "ack")
+        channel.receive_message(b, 0.05, Ack)
     assert err.value.failure.code == "ETIMEDOUT"
     a.send(b"\xff garbage")
     with pytest.raises(StepError) as err:
-        channel.receive_message(b, 1, "ack")
+        channel.receive_message(b, 1, Ack)
     assert err.value.failure.code == "BAD_MESSAGE"
+
+
+def test_a_deep_message_closes_the_fd_it_carried(seqpacket_pair):
+    """30 000 nested [ used to raise RecursionError past the fd cleanup: the fd leaked."""
+    a, b = seqpacket_pair
+    fd = os.memfd_create("deep")
+    before = open_fds()
+    socket.send_fds(a, [b"[" * 30000], [fd])
+    with pytest.raises(StepError) as err:
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
+    assert err.value.failure.code == "BAD_MESSAGE" and "nested" in err.value.failure.message
+    assert open_fds() == before
+    os.close(fd)
+
+
+def test_brackets_inside_strings_do_not_count_as_depth():
+    assert not channel.too_deep(json.dumps({"device_name": "[" * 100 + '\\"{' * 50}).encode())
+    assert channel.too_deep(b'{"a": ' + b"[" * 17 + b"]" * 17 + b"}")
+    assert not channel.too_deep(b"[" * 16 + b"]" * 16)
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({k: v for k, v in encode(ALLOC).items() if k != "alloc_size"}, "lacks 'alloc_size'"),
+    ({**encode(ALLOC), "alloc_size": "64MiB"}, "alloc_size"),
+    ({**encode(ALLOC), "device": None}, "device"),
+    ({**encode(ALLOC), "alloc_size": True}, "alloc_size"),
+])
+def test_a_missing_or_malformed_field_is_bad_message_and_closes_the_fd(seqpacket_pair, bad, why):
+    a, b = seqpacket_pair
+    fd = os.memfd_create("meta")
+    before = open_fds()
+    socket.send_fds(a, [json.dumps({"v": channel.VERSION, **bad}).encode()], [fd])
+    with pytest.raises(StepError) as err:
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
+    assert err.value.failure.code == "BAD_MESSAGE" and why in err.value.failure.message
+    assert open_fds() == before
+    os.close(fd)
+
+
+def test_an_oversized_message_is_refused_and_its_fd_closed(seqpacket_pair):
+    a, b = seqpacket_pair
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    fd = os.memfd_create("big")
+    before = open_fds()
+    socket.send_fds(a, [b" " * (channel.MAX_MESSAGE + 1)], [fd])
+    with pytest.raises(StepError) as err:
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
+    assert err.value.failure.code == "BAD_MESSAGE" and "truncated" in err.value.failure.message
+    assert open_fds() == before
+    os.close(fd)
+
+
+def test_any_exception_while_parsing_closes_the_fds(seqpacket_pair, monkeypatch):
+    a, b = seqpacket_pair
+    fd = os.memfd_create("boom")
+    before = open_fds()
+
+    def explode(*args):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(channel, "decode", explode)
+    channel.send_message(a, ALLOC, [fd])
+    with pytest.raises(StepError) as err:
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
+    assert err.value.failure.code == "BAD_MESSAGE"
+    assert open_fds() == before
+    monkeypatch.setattr(channel, "too_deep", lambda data: (_ for _ in ()).throw(MemoryError()))
+    channel.send_message(a, ALLOC, [fd])
+    with pytest.raises(MemoryError):
+        channel.receive_message(b, 1, AllocMessage, want_fds=1)
+    assert open_fds() == before
+    os.close(fd)
+
+
+def test_an_empty_message_is_not_the_peer_closing(seqpacket_pair):
+    a, b = seqpacket_pair
+    a.send(b"")
+    with pytest.raises(StepError) as err:
+        channel.receive_message(b, 1, Ack)
+    assert err.value.failure.code == "BAD_MESSAGE" and "empty" in err.value.failure.message
+    a.close()
+    with pytest.raises(StepError) as err:
+        channel.receive_message(b, 1, Ack)
+    assert err.value.failure.code == "PEER_CLOSED"
 
 
 def test_connect_retries_then_deadline(tmp_path):

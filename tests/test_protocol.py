@@ -3,7 +3,9 @@ import socket
 import pytest
 
 from vmmtui.backends.base import Call
-from vmmtui.protocol import HeldFd, LineChannel, ProtocolError, StepReport
+from vmmtui.codec import encode
+from vmmtui.protocol import Hello, LineChannel, ProtocolError, decode_hello, decode_report
+from vmmtui.state import HeldFd, StepReport, WorkerState
 from vmmtui.troubleshooting import failure
 
 
@@ -11,12 +13,26 @@ def test_step_report_round_trips_through_json():
     a, b = socket.socketpair()
     with a, b:
         held = HeldFd.of(a.fileno(), "control")
-        report = StepReport("producer", "create", False, 123, [Call("cuMemCreate", {"size": 1}, "x", 5, False)],
-                            ["line"], [held], [9], [held], {"va": 1}, failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate"))
-        LineChannel(a).send({"type": "report", "report": report.to_dict()})
+        state = WorkerState("producer", 1, "memfd", "vmm", "producer-writes", 1, "/s")
+        state.mapping.va = 1
+        report = StepReport("producer", "create", False, 123, state, [Call("cuMemCreate", {"size": 1}, "x", 5, False)],
+                            ["line"], [held], [9], [held], failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate"))
+        LineChannel(a).send({"type": "report", "report": encode(report)})
         got = LineChannel(b).receive(timeout=1)
-    assert StepReport.from_dict(got["report"]) == report
+    assert decode_report(got["report"]) == report
     assert "granularity" in report.failure.cause
+
+
+def test_hello_round_trips_and_a_wrong_one_is_a_protocol_error():
+    a, b = socket.socketpair()
+    with a, b:
+        hello = Hello("consumer-2", 42, ["init", "connect"], "memfd", "memfd (CPU)", [HeldFd.of(a.fileno(), "control")])
+        LineChannel(a).send({"type": "hello", **encode(hello)})
+        assert decode_hello(LineChannel(b).receive(timeout=1)) == hello
+    with pytest.raises(ProtocolError):
+        decode_hello({"type": "report"})
+    with pytest.raises(ProtocolError, match="pid"):
+        decode_hello({"type": "hello", "role": "producer", "pid": "x", "steps": [], "backend": "", "label": ""})
 
 
 def test_malformed_and_unversioned_lines_are_protocol_errors():
@@ -29,6 +45,9 @@ def test_malformed_and_unversioned_lines_are_protocol_errors():
         a.sendall(b'{"type": "hello"}\n')
         with pytest.raises(ProtocolError):
             ch.receive(timeout=1)
+        a.sendall(b"[" * 100000 + b"\n")
+        with pytest.raises(ProtocolError):
+            ch.receive(timeout=1)
         with pytest.raises(TimeoutError):
             ch.receive(timeout=0.05)
         a.close()
@@ -37,4 +56,6 @@ def test_malformed_and_unversioned_lines_are_protocol_errors():
 
 def test_malformed_report_is_rejected():
     with pytest.raises(ProtocolError):
-        StepReport.from_dict({"role": "producer"})
+        decode_report({"role": "producer"})
+    with pytest.raises(ProtocolError):
+        decode_report("not an object")

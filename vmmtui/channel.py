@@ -1,27 +1,35 @@
 """The wire between producer and consumer: a SOCK_SEQPACKET Unix socket that carries the fd.
 
-The fd travels as SCM_RIGHTS ancillary data beside a small versioned JSON message (sizes,
-granularity, device, backend); the ACK comes back the same way. Every wait has a deadline, and
+The fd travels as SCM_RIGHTS ancillary data beside a small versioned JSON message (``AllocMessage``:
+sizes, granularity, device, backend); the ``Ack`` comes back the same way. Both go through the codec,
+so nothing received is read by key. Every wait has a deadline, and
 the producer accepts only the peer pid it was told to expect (SO_PEERCRED).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import select
 import socket
 import stat
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
+from vmmtui.codec import DecodeError, decode, encode
 from vmmtui.troubleshooting import StepError, failure
 
 VERSION = 1
+#: the largest message read; a longer one arrives truncated (MSG_TRUNC) and is refused
 MAX_MESSAGE = 64 * 1024
+#: the deepest JSON nesting accepted (the messages need 2)
+MAX_DEPTH = 16
+POLLRDHUP = getattr(select, "POLLRDHUP", 0x2000)
 AF_UNIX_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
 
 
@@ -55,6 +63,9 @@ class Ack:
     #: integers [start, end) the consumer wrote (consumer-writes)
     slice: tuple[int, int] | None = None
     type: str = "ack"
+
+
+M = TypeVar("M", AllocMessage, Ack)
 
 
 @dataclass
@@ -161,8 +172,9 @@ def connect(path: str, timeout: float, on_retry: Callable[[str], None] | None = 
             time.sleep(0.05)
 
 
-def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> int:
-    data = json.dumps({"v": VERSION, **message}).encode()
+def send_message(sock: socket.socket, message: AllocMessage | Ack, fds: list[int] | None = None) -> int:
+    """Send one versioned message (and ``fds`` as SCM_RIGHTS) as a single SOCK_SEQPACKET record."""
+    data = json.dumps({"v": VERSION, **encode(message)}).encode()
     try:
         if fds:
             return socket.send_fds(sock, [data], fds)
@@ -171,35 +183,99 @@ def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] | 
         raise _err(exc, "sendmsg") from exc
 
 
-def receive_message(sock: socket.socket, timeout: float, expect_type: str,
-                    want_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
-    """One message of ``expect_type`` and exactly ``want_fds`` fds, or StepError (fds closed)."""
+def too_deep(data: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``data`` nests arrays/objects more than ``limit`` deep (brackets inside strings do not count).
+
+    Checked before parsing: json.loads recurses once per level, and 30 000 ``[`` raise RecursionError."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """Whether the peer has closed its end (POLLRDHUP/POLLHUP), without reading anything."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | POLLRDHUP)
+    return any(ev & (POLLRDHUP | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+def receive_message(sock: socket.socket, timeout: float, expect: type[M], want_fds: int = 0) -> tuple[M, list[int]]:
+    """One message of type ``expect`` with exactly ``want_fds`` fds, or StepError with every fd closed.
+
+    The fds that arrive are closed on every path but success, whatever is raised (a malformed
+    message must not leak the fd it carried). Size and nesting depth are bounded before parsing;
+    fields are checked by the codec, so a missing or mistyped one is BAD_MESSAGE.
+
+    recvmsg returns 0 bytes both at EOF and for an empty record; the two are told apart by asking
+    poll whether the peer has hung up. An empty record sent just before the peer closed cannot be
+    told from EOF (the kernel reports them identically), and is reported as PEER_CLOSED: the peer
+    is in fact gone.
+    """
+    name = _type_name(expect)
     sock.settimeout(timeout)
     try:
         data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, max(want_fds, 1) + 4)
     except TimeoutError as exc:
-        raise StepError(failure("ETIMEDOUT", "recvmsg", f"no {expect_type} message within {timeout:g} s")) from exc
+        raise StepError(failure("ETIMEDOUT", "recvmsg", f"no {name} message within {timeout:g} s")) from exc
     except OSError as exc:
         raise _err(exc, "recvmsg") from exc
     finally:
         sock.settimeout(None)
-
-    def reject(code: str, detail: str) -> StepError:
+    try:
+        return _parse(sock, data, fds, flags, expect, name, want_fds), fds
+    except BaseException:
         for fd in fds:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
+
+
+def _parse(sock: socket.socket, data: bytes, fds: list[int], flags: int, expect: type[M], name: str,
+           want_fds: int) -> M:
+    def reject(code: str, detail: str) -> StepError:
         return StepError(failure(code, "recvmsg", detail))
 
     if not data and not fds:
-        raise reject("PEER_CLOSED", f"the peer closed the socket before sending {expect_type}")
+        if _peer_gone(sock):
+            raise reject("PEER_CLOSED", f"the peer closed the socket before sending {name}")
+        raise reject("BAD_MESSAGE", f"an empty message (0 bytes, no fd) instead of {name}")
     if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
         raise reject("FD_COUNT" if flags & socket.MSG_CTRUNC else "BAD_MESSAGE",
                      f"message truncated (flags 0x{flags:x}); closed {len(fds)} fd(s)")
     if len(fds) != want_fds:
         raise reject("FD_COUNT", f"expected {want_fds} fd(s), received {len(fds)}; closed them all")
+    if too_deep(data):
+        raise reject("BAD_MESSAGE", f"nested more than {MAX_DEPTH} levels deep ({len(data)} bytes); closed "
+                     f"{len(fds)} fd(s)")
     try:
         message = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise reject("BAD_MESSAGE", f"not JSON: {data[:60]!r}") from None
-    if not isinstance(message, dict) or message.get("v") != VERSION or message.get("type") != expect_type:
-        raise reject("BAD_MESSAGE", f"expected a v{VERSION} {expect_type!r} message, got {str(message)[:80]}")
-    return message, fds
+    if not isinstance(message, dict) or message.get("v") != VERSION or message.get("type") != name:
+        raise reject("BAD_MESSAGE", f"expected a v{VERSION} {name!r} message, got {str(message)[:80]}")
+    try:
+        return decode(expect, message, name)
+    except (DecodeError, RecursionError) as exc:
+        raise reject("BAD_MESSAGE", f"malformed {name} message: {str(exc)[:160]}") from None
+
+
+def _type_name(expect: type) -> str:
+    """The ``type`` a message class carries on the wire (its field's default: ``alloc``, ``ack``)."""
+    return next(f.default for f in fields(expect) if f.name == "type")

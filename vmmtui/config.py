@@ -158,6 +158,8 @@ class WorkerConfig:
     flags: list[str] = field(default_factory=list)
     #: "STEP:HOW" (kill, segv, exit, raise, noise, babble): misbehave at the start of STEP
     crash: str | None = None
+    #: the worker's end of the control socketpair, as numbered in the session (inherited with pass_fds)
+    control_fd: int | None = None
 
     def to_argv(self) -> list[str]:
         argv: list[str] = []
@@ -187,7 +189,8 @@ class WorkerConfig:
         p.add_argument("--direction", choices=choices(Direction), default=Direction.PRODUCER_WRITES.value)
         p.add_argument("--flags", default="")
         p.add_argument("--crash", help=argparse.SUPPRESS)
+        p.add_argument("--control-fd", type=int)
         a = p.parse_args(argv)
         return cls(a.role, a.backend, a.size, a.socket_path, a.device, a.connect_timeout, a.accept_timeout,
                    a.ack_timeout, a.verify, a.mechanism, a.consumers, a.direction,
-                   [f for f in a.flags.split(",") if f], a.crash)
+                   [f for f in a.flags.split(",") if f], a.crash, a.control_fd)

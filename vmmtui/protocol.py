@@ -1,22 +1,24 @@
 """The control channel between the session and a worker: JSON lines over a socketpair.
 
 The worker's stdout and stderr are not used for control, so whatever the driver or Python prints
-cannot corrupt it. Session -> worker: ``{"cmd": "step", "step": NAME, "args": {...}}``, ``run``,
-``quit``. Worker -> session: ``hello``, one ``report`` per step, ``bye``.
+cannot corrupt it. Session -> worker: ``{"cmd": "step", "step": NAME, "args": {...}}``,
+``{"cmd": "run", "args": {STEP: {...}}}``, ``{"cmd": "quit"}``. Worker -> session:
+``{"type": "hello", **Hello}``, one ``{"type": "report", "report": StepReport}`` per step,
+``{"type": "error", "message": ...}`` for a command it cannot read, ``{"type": "bye"}`` at exit.
+Every line carries ``"v": VERSION``; reports and hellos are decoded with the codec.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.backends.base import Call
-from vmmtui.troubleshooting import Failure
+from vmmtui.codec import DecodeError, decode
+from vmmtui.state import HeldFd, StepReport
 
 VERSION = 1
 MAX_LINE = 8 << 20
@@ -27,56 +29,33 @@ class ProtocolError(Exception):
 
 
 @dataclass
-class HeldFd:
-    """An fd a worker says it holds, with the identity the inspector checks against /proc."""
-
-    fd: int
-    kind: str  # control | log | listener | connection | allocation | exported | received | imported
-    dev: int
-    ino: int
-    target: str  # what the worker itself reads in /proc/self/fd
-    note: str = ""
-
-    @classmethod
-    def of(cls, fd: int, kind: str, note: str = "") -> HeldFd:
-        st = os.fstat(fd)
-        return cls(fd, kind, st.st_dev, st.st_ino, os.readlink(f"/proc/self/fd/{fd}"), note)
-
-
-@dataclass
-class StepReport:
-    """Everything one step did, as the worker saw it."""
+class Hello:
+    """The worker's first message: who it is, its steps in order, and the fds it holds from the start."""
 
     role: str
-    step: str
-    ok: bool
-    duration_ns: int
-    calls: list[Call] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
-    opened: list[HeldFd] = field(default_factory=list)
-    closed: list[int] = field(default_factory=list)
+    pid: int
+    steps: list[str]
+    backend: str
+    label: str
     held: list[HeldFd] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
-    failure: Failure | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> StepReport:
-        try:
-            return cls(
-                role=d["role"], step=d["step"], ok=bool(d["ok"]), duration_ns=int(d["duration_ns"]),
-                calls=[Call(**c) for c in d.get("calls", [])],
-                log=[str(x) for x in d.get("log", [])],
-                opened=[HeldFd(**h) for h in d.get("opened", [])],
-                closed=[int(x) for x in d.get("closed", [])],
-                held=[HeldFd(**h) for h in d.get("held", [])],
-                state=dict(d.get("state", {})),
-                failure=Failure(**d["failure"]) if d.get("failure") else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ProtocolError(f"malformed step report: {exc}") from exc
+def decode_report(data: Any) -> StepReport:
+    """A ``report`` message's payload as a StepReport; ProtocolError when its shape is wrong."""
+    try:
+        return decode(StepReport, data, "report")
+    except DecodeError as exc:
+        raise ProtocolError(f"malformed step report: {exc}") from exc
+
+
+def decode_hello(message: dict[str, Any]) -> Hello:
+    """A ``hello`` message as a Hello; ProtocolError when it is not one."""
+    if message.get("type") != "hello":
+        raise ProtocolError(f"expected hello, got {str(message)[:80]}")
+    try:
+        return decode(Hello, message, "hello")
+    except DecodeError as exc:
+        raise ProtocolError(f"malformed hello: {exc}") from exc
 
 
 class LineChannel:
@@ -114,7 +93,7 @@ class LineChannel:
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             message = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ProtocolError(f"not JSON: {line[:80]!r}") from exc
         if not isinstance(message, dict) or message.get("v") != VERSION:
             raise ProtocolError(f"unexpected control message: {line[:80]!r}")

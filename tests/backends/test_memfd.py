@@ -39,3 +39,17 @@ def test_two_mappings_of_one_memfd_share_pages():
     names = [c.name for c in a.calls.take()]
     assert names[:3] == ["sysconf", "memfd_create", "ftruncate"]
     assert "mprotect" in names and "munmap" in names
+
+
+def test_memfd_has_no_legacy_ipc_and_says_so():
+    import pytest
+
+    from vmmtui.troubleshooting import StepError
+
+    b = MemfdBackend()
+    for call in (b.unified_addressing, lambda: b.alloc(4096), lambda: b.ipc_open(bytes(64)),
+                 lambda: b.ipc_export(0), lambda: b.ipc_open_in_second_context(bytes(64))):
+        with pytest.raises(StepError) as err:
+            call()
+        assert "memfd has no legacy IPC" in err.value.failure.message
+    assert not b.has_device and b.title.startswith("memfd") and b.last_kernel_ms() is None

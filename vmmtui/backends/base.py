@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vmmtui.pattern import Verification
+from vmmtui.troubleshooting import StepError, failure
 
 
 @dataclass
@@ -70,8 +71,12 @@ class Backend(ABC):
 
     name: str = ""
     label: str = ""
-    #: what the exported fd's /proc target starts with (the inspector checks it)
-    fd_target_prefix: str = ""
+    #: the backend's name in the worker's banner (``=== CUDA VMM Producer ===``)
+    title: str = ""
+    #: whether the memory lives on a device (a GPU) driven by this backend; memfd's is CPU memory
+    has_device: bool = False
+    #: what made the exported fd, for its note in the fd table
+    export_note: str = ""
 
     def __init__(self, calls: CallLog | None = None):
         self.calls = calls or CallLog()
@@ -95,11 +100,14 @@ class Backend(ABC):
     @abstractmethod
     def set_access(self, va: int, size: int) -> None: ...
 
-    #: where this backend can write and check the pattern: "host" always, "device" with kernels
-    places: tuple[str, ...] = ("host",)
+    def load_kernels(self) -> str | None:
+        """Make the device fill/verify kernels ready (compile or load from cache); say where they came from.
 
-    def load_kernels(self) -> None:
-        """Make the device fill/verify kernels ready (compile or load from cache); host-only backends have none."""
+        Host-only backends have none (None)."""
+        return None
+
+    def last_kernel_ms(self) -> float | None:
+        """The last kernel's GPU time (CUDA events), for the bench and the mapping card; None without kernels."""
         return None
 
     @abstractmethod
@@ -141,7 +149,7 @@ class Backend(ABC):
 
     @abstractmethod
     def wrong_release(self, va: int) -> str:
-        """The wrong-release scenario: free ``va`` with the call meant for another kind of memory.
+        """The wrong release (worker flag ``wrong-release``): free ``va`` with the call meant for another kind of memory.
 
         Returns the result as the driver or library gave it; may kill the process (that is the lesson).
         """
@@ -153,3 +161,35 @@ class Backend(ABC):
     def shutdown(self) -> None:
         """Release the context or whatever ``init`` acquired (nothing by default)."""
         return None
+
+    # -- legacy IPC (seed 003): cuMemAlloc + a 64-byte handle, no fd. Only a device driver has it. ----
+    def _no_legacy(self, call: str) -> StepError:
+        return StepError(failure("UNAVAILABLE", call, f"{self.name} has no legacy IPC: cuIpcGetMemHandle/"
+                                 "cuIpcOpenMemHandle are CUDA driver calls with no CPU analogue"))
+
+    def unified_addressing(self) -> bool:
+        """Whether the device shares one address space with the host (legacy IPC needs it)."""
+        raise self._no_legacy("unified addressing query")
+
+    def alloc(self, size: int) -> int:
+        """cuMemAlloc: memory and an address in one call."""
+        raise self._no_legacy("cuMemAlloc")
+
+    def free(self, ptr: int) -> None:
+        """cuMemFree of what ``alloc`` returned."""
+        raise self._no_legacy("cuMemFree")
+
+    def ipc_export(self, ptr: int) -> bytes:
+        """The 64-byte IPC handle of an ``alloc`` allocation."""
+        raise self._no_legacy("cuIpcGetMemHandle")
+
+    def ipc_open(self, handle: bytes) -> int:
+        """Map another process's allocation from its IPC handle; returns the address here."""
+        raise self._no_legacy("cuIpcOpenMemHandle")
+
+    def ipc_close(self, ptr: int) -> None:
+        raise self._no_legacy("cuIpcCloseMemHandle")
+
+    def ipc_open_in_second_context(self, handle: bytes) -> str:
+        """Try to open ``handle`` from a second context on the same device; returns the result code."""
+        raise self._no_legacy("cuIpcOpenMemHandle (second context)")

@@ -12,50 +12,19 @@ from typing import Any
 import numpy as np
 
 from vmmtui.backends.base import Backend, Call, DeviceInfo
+from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
 
-try:
-    from cuda.bindings import driver as cu
-except ImportError:  # pragma: no cover - cuda-python is a dependency
-    cu = None
-
 LABEL = "cuda (GPU memory through the CUDA VMM driver API)"
-
-
-def error_name(err: Any) -> str:
-    try:
-        return cu.CUresult(err).name
-    except Exception:
-        return f"CUresult {int(err)}"
-
-
-def error_text(err: Any) -> str:
-    try:
-        e, s = cu.cuGetErrorString(err)
-        if e == cu.CUresult.CUDA_SUCCESS and s:
-            return s.decode() if isinstance(s, bytes) else str(s)
-    except Exception:
-        pass
-    return error_name(err)
-
-
-def _short(v: Any) -> str:
-    if hasattr(v, "reserved"):  # CUipcMemHandle: 64 opaque bytes
-        return bytes(v.reserved)[:8].hex() + "… (64 bytes)"
-    if isinstance(v, bytes):
-        return v.split(b"\0", 1)[0].decode(errors="replace")
-    try:
-        return hex(int(v)) if not isinstance(v, (bool, str)) and int(v) > 4096 else str(int(v))
-    except Exception:
-        return str(v)
 
 
 class CudaBackend(Backend):
     name = "cuda"
     label = LABEL
-    fd_target_prefix = "/dev/nvidia"
-    places = ("host", "device", "both")
+    title = "CUDA"
+    has_device = True
+    export_note = "cuMemExportToShareableHandle"
 
     def __init__(self, calls=None):
         super().__init__(calls)
@@ -65,24 +34,7 @@ class CudaBackend(Backend):
 
     # -- the one place that checks every CUresult ---------------------------------------------
     def call(self, name: str, fn, *args: Any, show: dict[str, Any] | None = None) -> Any:
-        t0 = time.perf_counter_ns()
-        try:
-            res = fn(*args)
-        except Exception as exc:
-            dt = time.perf_counter_ns() - t0
-            self.calls.add(Call(name, show or {}, f"{type(exc).__name__}: {exc}", dt, ok=False))
-            raise StepError(failure("PYTHON", name, f"{type(exc).__name__}: {exc}")) from exc
-        dt = time.perf_counter_ns() - t0
-        err, values = res[0], res[1:]
-        if err != cu.CUresult.CUDA_SUCCESS:
-            code = error_name(err)
-            self.calls.add(Call(name, show or {}, code, dt, ok=False))
-            raise StepError(failure(code, name, error_text(err)))
-        shown = ", ".join(_short(v) for v in values) if values else "CUDA_SUCCESS"
-        self.calls.add(Call(name, show or {}, shown, dt))
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else values
+        return checked_call(self.calls, name, fn, *args, show=show)
 
     def _prop(self, shareable: bool = True):
         prop = cu.CUmemAllocationProp()
@@ -96,7 +48,8 @@ class CudaBackend(Backend):
         )
         return prop
 
-    def _attr(self, attr_name: str) -> int | None:
+    def attribute(self, attr_name: str) -> int | None:
+        """A cuDeviceGetAttribute value by its enum name; None where this driver's bindings lack it."""
         attr = getattr(cu.CUdevice_attribute, attr_name, None)
         if attr is None:
             return None
@@ -126,10 +79,10 @@ class CudaBackend(Backend):
 
     def query(self) -> DeviceInfo:
         info = self.info
-        info.vmm = bool(self._attr("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"))
-        info.posix_fd = bool(self._attr("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"))
-        major = self._attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
-        minor = self._attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+        info.vmm = bool(self.attribute("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"))
+        info.posix_fd = bool(self.attribute("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"))
+        major = self.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+        minor = self.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
         info.extra["compute_capability"] = f"{major}.{minor}"
         if not info.vmm:
             raise StepError(failure("CUDA_ERROR_NOT_SUPPORTED", "cuDeviceGetAttribute",
@@ -194,11 +147,15 @@ class CudaBackend(Backend):
         self.calls.add(Call(name, {"ptr": hex(va), "bytes": count * 4, "chunks": chunks}, "CUDA_SUCCESS",
                             time.perf_counter_ns() - t0))
 
-    def load_kernels(self) -> None:
+    def load_kernels(self) -> str:
         from vmmtui.backends.kernels import PatternKernels
 
         if self.kernels is None:
             self.kernels = PatternKernels(self)
+        return "compiled by NVRTC" if self.kernels.source == "nvrtc" else "NVRTC cubin from the cache"
+
+    def last_kernel_ms(self) -> float | None:
+        return None if self.kernels is None else self.kernels.last_ms
 
     def fill(self, va: int, size: int, on: str = "host", first: int = 0) -> int:
         count = size // 4
@@ -252,6 +209,9 @@ class CudaBackend(Backend):
         return 2 * size / (ms / 1e3) / 1e9
 
     # -- legacy IPC (seed 003): cuMemAlloc + a 64-byte handle, no fd ----------------------------------
+    def unified_addressing(self) -> bool:
+        return bool(self.attribute("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING"))
+
     def alloc(self, size: int) -> int:
         ptr = self.call("cuMemAlloc", cu.cuMemAlloc, size, show={"bytesize": size})
         return int(ptr)

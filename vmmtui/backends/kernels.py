@@ -13,18 +13,27 @@ import ctypes
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
-from vmmtui.backends.base import Call
-from vmmtui.backends.cuda import error_name, error_text
+from vmmtui.backends.base import Call, CallLog, DeviceInfo
+from vmmtui.backends.errors import error_name, error_text
 from vmmtui.pattern import Verification, pattern
 from vmmtui.troubleshooting import StepError, failure
 
-if TYPE_CHECKING:  # pragma: no cover
-    from vmmtui.backends.cuda import CudaBackend
+
+class Driver(Protocol):
+    """What the kernels need of the cuda backend (named here so that kernels.py does not import it)."""
+
+    calls: CallLog
+    info: DeviceInfo
+
+    def call(self, name: str, fn: Callable[..., Any], *args: Any, show: dict[str, Any] | None = None) -> Any: ...
+
+    def attribute(self, attr_name: str) -> int | None: ...
 
 SOURCE = r"""
 #define PATTERN(i) ((unsigned int)((i) * 2ull + 1337ull) ^ 0xDEADBEEFu)
@@ -164,14 +173,14 @@ def cached_cubin(arch: str) -> tuple[bytes, str]:
 class PatternKernels:
     """The two kernels loaded into one CUDA context, launched on the backend's own stream."""
 
-    def __init__(self, backend: CudaBackend):
+    def __init__(self, backend: Driver):
         from cuda.bindings import driver as cu
 
         self.cu = cu
         self.b = backend
         cc = backend.info.extra.get("compute_capability") or "{}.{}".format(
-            backend._attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
-            backend._attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+            backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+            backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
         self.arch = "sm_" + cc.replace(".", "")
         t0 = time.perf_counter_ns()
         cubin, source = cached_cubin(self.arch)
@@ -185,7 +194,7 @@ class PatternKernels:
                                     show={"name": "fill_pattern"})
         self.verify_fn = backend.call("cuModuleGetFunction", cu.cuModuleGetFunction, self.module, b"verify_pattern",
                                       show={"name": "verify_pattern"})
-        self.sms = backend._attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT") or 1
+        self.sms = backend.attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT") or 1
         self.stream = backend.call("cuStreamCreate", cu.cuStreamCreate, cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value,
                                    show={"flags": "NON_BLOCKING"})
         self.start_ev = backend.call("cuEventCreate", cu.cuEventCreate, 0, show={"flags": 0})

@@ -46,11 +46,13 @@ def _hex(v: int) -> str:
 class MemfdBackend(Backend):
     name = "memfd"
     label = LABEL
-    fd_target_prefix = "/memfd:"
+    title = "memfd (CPU memory, not GPU)"
+    export_note = "dup of the memfd"
 
     def init(self, device: int) -> DeviceInfo:
         self.page = self.calls.timed("sysconf", {"name": "SC_PAGESIZE"}, lambda: os.sysconf("SC_PAGESIZE"))
-        self.info = DeviceInfo(self.name, self.label, device, "CPU memory (memfd)", True, True, self.page, self.page)
+        # no VMM on the CPU (vmm False); the memfd is an fd from the start (posix_fd True)
+        self.info = DeviceInfo(self.name, self.label, device, "CPU memory (memfd)", False, True, self.page, self.page)
         return self.info
 
     def query(self) -> DeviceInfo:
@@ -142,7 +144,7 @@ class MemfdBackend(Backend):
     def wrong_release(self, va: int) -> str:
         # libc free() on a page that malloc never handed out: glibc aborts or the read of the
         # chunk header faults. Said before the call, because the process may not live to report it.
-        print(f"wrong-release: calling free(0x{va:x}) on the mmap'd memfd pages", flush=True)
+        print(f"wrong release: calling free(0x{va:x}) on the mmap'd memfd pages", flush=True)
         _libc.free(va)
         return "returned"
 

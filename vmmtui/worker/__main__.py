@@ -1,0 +1,129 @@
+"""``python -m vmmtui.worker``: one worker process, driven by the session over its control socket.
+
+It answers each command with a StepReport. It dies with its parent, even when stopped (the
+parent-death signal is SIGKILL); an interrupt from the terminal is the session's to handle, so
+SIGINT is ignored here; SIGTERM ends it through the last-chance release, which no second signal
+can cut short. A producer forks its reaper first, so that its socket file and the session
+directory go even when it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+from typing import TYPE_CHECKING
+
+from vmmtui.config import WorkerConfig
+from vmmtui.steps import CONSUMER, PRODUCER, kind
+
+if TYPE_CHECKING:
+    from vmmtui.protocol import LineChannel
+    from vmmtui.worker.core import Worker
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL us when the parent dies; False if the parent is already gone."""
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid() == parent  # it died between the two getppid() calls: no signal will come
+
+
+def settle_control_fd(fd: int) -> int:
+    """Move the inherited control socket to the lowest free fd number.
+
+    The number it arrives with is the session's own, which depends on how many fds the session
+    process happens to hold; moved down, every worker's fd table reads the same on every machine."""
+    low = os.dup(fd)
+    if low < fd:
+        os.close(fd)
+        return low
+    os.close(low)
+    return fd
+
+
+def serve(worker: Worker, control: LineChannel) -> int:
+    """Say hello, then run what the session asks until it says quit or closes the channel."""
+    from vmmtui.codec import encode
+    from vmmtui.protocol import Hello, ProtocolError
+
+    hello = Hello(worker.role, os.getpid(), worker.steps, worker.backend.name, worker.backend.label,
+                  worker.book.held())
+    control.send({"type": "hello", **encode(hello)})
+    while True:
+        try:
+            msg = control.receive()
+        except ProtocolError as exc:
+            control.send({"type": "error", "message": str(exc)})
+            continue
+        if msg is None or msg.get("cmd") == "quit":
+            return 0
+        cmd, args = msg.get("cmd"), msg.get("args") or {}
+        if not isinstance(args, dict):
+            control.send({"type": "error", "message": f"args must be an object, got {str(args)[:80]}"})
+        elif cmd == "step":
+            report = worker.run_step(str(msg.get("step")), args)
+            control.send({"type": "report", "report": encode(report)})
+        elif cmd == "run":
+            for name in [s for s in worker.steps if s not in worker.done]:
+                step_args = args.get(name) or {}
+                report = worker.run_step(name, step_args if isinstance(step_args, dict) else {})
+                control.send({"type": "report", "report": encode(report)})
+                if not report.ok:
+                    break
+        else:
+            control.send({"type": "error", "message": f"unknown command {cmd!r}"})
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = WorkerConfig.from_argv(argv)
+    if kind(cfg.role) not in (PRODUCER, CONSUMER):
+        print(f"python -m vmmtui.worker: unknown role {cfg.role!r}", file=sys.stderr)
+        return 2
+    if cfg.control_fd is None:
+        print("python -m vmmtui.worker: --control-fd is required", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    session_pid = os.getppid()
+    if not die_with_parent():
+        return 1
+    if kind(cfg.role) == PRODUCER:
+        from vmmtui.worker import reaper
+
+        reaper.start(cfg.socket_path, session_pid)  # before numpy or a driver starts any thread
+    signal.signal(signal.SIGTERM, _terminate)
+    control_fd = settle_control_fd(cfg.control_fd)
+
+    from vmmtui.protocol import LineChannel
+    from vmmtui.worker.core import Worker
+    from vmmtui.worker.memory import signals_blocked
+
+    control = LineChannel(socket.socket(fileno=control_fd))
+    try:
+        worker = Worker(cfg, control_fd=control_fd)
+    except ValueError as exc:
+        print(f"python -m vmmtui.worker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return serve(worker, control)
+    except (BrokenPipeError, ConnectionResetError):
+        return 0
+    finally:
+        with signals_blocked():
+            worker.release_all()
+            with contextlib.suppress(OSError):
+                control.send({"type": "bye"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

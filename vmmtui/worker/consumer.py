@@ -1,0 +1,128 @@
+"""The consumer's steps: connect, receive what the producer sent, import and map it, check or write, ACK."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vmmtui import channel
+from vmmtui.channel import Ack, AllocMessage
+from vmmtui.config import Direction, Verify
+from vmmtui.state import Peer
+from vmmtui.steps import PRODUCER
+from vmmtui.troubleshooting import StepError, failure
+from vmmtui.worker import memory
+
+if TYPE_CHECKING:
+    import socket
+
+    from vmmtui.worker.core import Worker
+
+
+def _sock(w: Worker, call: str) -> socket.socket:
+    if w.sock is None:
+        raise StepError(failure("PROTOCOL", call, "not connected to the producer"))
+    return w.sock
+
+
+def connect(w: Worker, expect_pid: int | None = None) -> None:
+    w.say("Connecting to producer...")
+    path, timeout = w.cfg.socket_path, w.cfg.connect_timeout
+    retries: list[str] = []
+    sock, tries = w.backend.calls.timed(
+        "connect", {"path": path, "timeout_s": timeout},
+        lambda: channel.connect(path, timeout, retries.append), lambda r: f"fd {r[0].fileno()} after {r[1]} tries")
+    cred = channel.peer_cred(sock)
+    if expect_pid is not None and cred.pid != expect_pid:
+        sock.close()
+        raise StepError(failure("PEER_REFUSED", "connect", f"peer pid {cred.pid} is not the producer {expect_pid}"))
+    w.sock = sock
+    w.book.hold(sock.fileno(), "connection", f"connection to producer pid {cred.pid}")
+    w.state.peers[PRODUCER] = Peer(cred.pid, cred.uid, cred.gid, sock.fileno())
+    w.state.connect_tries, w.state.connect_retries = tries, retries
+    if retries:
+        counts = ", ".join(f"{code} x{retries.count(code)}" for code in dict.fromkeys(retries))
+        w.say(f"connect() failed {len(retries)} times ({counts}): the producer was not listening yet; retried")
+    w.say("Connected to producer")
+
+
+def receive(w: Worker) -> None:
+    sock = _sock(w, "recvmsg")
+    sharing = w.sharing
+    meta, fds = w.backend.calls.timed(
+        "recvmsg", {"fd": sock.fileno(), "want": sharing.wants},
+        lambda: channel.receive_message(sock, w.cfg.ack_timeout, AllocMessage, want_fds=sharing.want_fds),
+        lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes")
+    for fd in fds:
+        w.book.hold(fd, "received", "received via SCM_RIGHTS")
+    try:
+        if meta.backend != w.backend.name or meta.mechanism != w.cfg.mechanism:
+            raise StepError(failure("BAD_MESSAGE", "recvmsg", f"producer uses {meta.backend} {meta.mechanism}, "
+                                    f"we use {w.backend.name} {w.cfg.mechanism}"))
+        sharing.received(w, meta, fds)
+    except StepError:
+        for fd in fds:
+            w.book.close_fd(fd)
+        raise
+    s = w.state
+    s.received, s.alloc_size, s.granularity, s.owner_device = meta, meta.alloc_size, meta.granularity, meta.device
+    s.requested_size = meta.requested_size
+
+
+def _check_peer(w: Worker) -> None:
+    """A consumer on another GPU must be able to reach the producer's device (NVLink/PCIe P2P)."""
+    owner, own = w.state.owner_device, w.state.device
+    if owner is None or owner == own:
+        return
+    ok = w.backend.can_access_peer(owner)
+    w.state.peer_access = ok
+    if not ok:
+        raise StepError(failure("PEER_UNREACHABLE", "cuDeviceCanAccessPeer",
+                                f"device {own} cannot access memory on device {owner}"))
+    w.say(f"Device {own} can access device {owner}'s memory (peer access)")
+
+
+def import_memory(w: Worker) -> None:
+    _check_peer(w)
+    w.sharing.import_(w)
+
+
+def map_memory(w: Worker) -> None:
+    memory.map_range(w)
+    w.say("Mapped imported memory to virtual address")
+
+
+def verify(w: Worker) -> None:
+    memory.verify(w)
+
+
+def slice_of(role: str, alloc_size: int, consumers: int) -> tuple[int, int]:
+    """Consumer ``role``'s integers [start, end): equal slices, each starting at a multiple of 4 (16 bytes)."""
+    count = alloc_size // 4
+    k = int(role.rsplit("-", 1)[1]) if "-" in role else 1
+    per = (count // consumers) // 4 * 4
+    return (k - 1) * per, count if k == consumers else k * per
+
+
+def write(w: Worker) -> None:
+    start, end = slice_of(w.role, w.state.alloc_size, w.cfg.consumers)
+    on = Verify.DEVICE.value if w.backend.has_device and w.cfg.verify != Verify.HOST else Verify.HOST.value
+    w.backend.fill(w.va + start * 4, (end - start) * 4, on, first=start)
+    w.state.slice, w.state.write_on = (start, end), on
+    if on == Verify.DEVICE:
+        w.gpu_ms("write")
+    w.say(f"Wrote integers [{start}, {end}) of the shared buffer"
+          + (" with the fill kernel on this process's stream; the stream has finished" if on == Verify.DEVICE else ""))
+
+
+def ack(w: Worker) -> None:
+    sock = _sock(w, "send")
+    s = w.state
+    if w.cfg.direction == Direction.CONSUMER_WRITES:
+        message = Ack(s.slice is not None, "slice written" if s.slice is not None else "nothing written", slice=s.slice)
+    else:
+        passed = s.verification is not None and s.verification.passed
+        message = Ack(passed, "verified" if passed else "verification failed",
+                      checked=s.verification.checked if s.verification else 0)
+    w.backend.calls.timed("send", {"fd": sock.fileno(), "message": "ack"},
+                          lambda: channel.send_message(sock, message), lambda n: f"{n} bytes")
+    w.say("Sent acknowledgment to producer")

@@ -1,0 +1,150 @@
+"""One role's state between steps, and the table that dispatches each step to its body.
+
+The session sends step names; ``STEPS`` maps (role kind, base step name) to the function that
+runs it, so a step exists only where it is listed. After every step ``run_step`` returns a typed
+``StepReport``: the calls made, the seed's log lines, fds opened and closed, every fd held, and
+the ``WorkerState`` as it stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vmmtui.backends import DeviceInfo
+from vmmtui.backends import create as create_backend
+from vmmtui.config import Mechanism, WorkerConfig
+from vmmtui.state import StepReport, WorkerState
+from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, peer_of, role_steps
+from vmmtui.troubleshooting import Failure, StepError, failure
+from vmmtui.worker import consumer, crash, memory, producer
+from vmmtui.worker.fdbook import FdBook
+from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
+
+StepBody = Callable[..., None]
+
+#: what a scenario may ask of a worker (``WorkerConfig.flags``); the step bodies read them
+FLAGS = frozenset({"unrounded-size", "oversize", "no-fd-handle-type", "wrong-release", "keep-received-fd",
+                   "open-second-context"})
+
+#: (role kind, step) -> its body; the producer's per-peer steps get ``peer=`` as well as the session's args
+STEPS: dict[tuple[str, str], StepBody] = {
+    (PRODUCER, "init"): memory.init,
+    (PRODUCER, "query"): producer.query,
+    (PRODUCER, "create"): producer.create,
+    (PRODUCER, "reserve"): memory.reserve,
+    (PRODUCER, "map"): producer.map_memory,
+    (PRODUCER, "set_access"): memory.set_access,
+    (PRODUCER, "fill"): producer.fill,
+    (PRODUCER, "clear"): producer.clear,
+    (PRODUCER, "export"): producer.export,
+    (PRODUCER, "listen"): producer.listen,
+    (PRODUCER, "accept"): producer.accept,
+    (PRODUCER, "send"): producer.send,
+    (PRODUCER, "wait_ack"): producer.wait_ack,
+    (PRODUCER, "verify"): producer.verify,
+    (PRODUCER, "cleanup"): memory.cleanup,
+    (CONSUMER, "init"): memory.init,
+    (CONSUMER, "connect"): consumer.connect,
+    (CONSUMER, "receive"): consumer.receive,
+    (CONSUMER, "import"): consumer.import_memory,
+    (CONSUMER, "reserve"): memory.reserve,
+    (CONSUMER, "map"): consumer.map_memory,
+    (CONSUMER, "set_access"): memory.set_access,
+    (CONSUMER, "verify"): consumer.verify,
+    (CONSUMER, "write"): consumer.write,
+    (CONSUMER, "ack"): consumer.ack,
+    (CONSUMER, "cleanup"): memory.cleanup,
+}
+
+
+class Worker:
+    """What one role holds between steps: the backend, the memory, the sockets, the fds, the state."""
+
+    def __init__(self, config: WorkerConfig, control_fd: int | None = None):
+        self.cfg = config
+        self.role = config.role
+        self.kind = kind(config.role)
+        self.flags = frozenset(config.flags)
+        if self.flags - FLAGS:
+            raise ValueError(f"unknown worker flag(s) {', '.join(sorted(self.flags - FLAGS))}: "
+                             f"known are {', '.join(sorted(FLAGS))}")
+        self.backend = create_backend(config.backend)
+        self.sharing: Sharing = LegacySharing() if config.mechanism == Mechanism.LEGACY else VmmSharing()
+        self.steps = role_steps(self.role, build_plan(config.mechanism, config.consumers, config.direction))
+        self.done: list[str] = []
+        self.book = FdBook(self.backend.calls)
+        self.state = WorkerState(self.role, os.getpid(), config.backend, config.mechanism, config.direction,
+                                 config.size, config.socket_path, verify_on=config.verify)
+        self.control_fd = control_fd
+        #: what init found about the device
+        self.info: DeviceInfo | None = None
+        # what cleanup must undo; ``state.mapping`` is what the report shows of it
+        self.handle: int | None = None
+        self.va: int | None = None
+        self.mapped = False
+        #: the consumer's connection to the producer
+        self.sock: socket.socket | None = None
+        self.listener: socket.socket | None = None
+        #: the producer's connection to each consumer, by name
+        self.peers: dict[str, socket.socket] = {}
+        self._log: list[str] = []
+        if control_fd is not None:
+            self.book.hold(control_fd, "control", "control channel to the session (socketpair)", report=False)
+
+    def say(self, line: str) -> None:
+        """One line of the seed's log, as the original demo prints it."""
+        self._log.append(line)
+
+    def gpu_ms(self, what: str) -> None:
+        """Keep the last kernel's GPU time (CUDA events) under ``what`` for the bench and the card."""
+        ms = self.backend.last_kernel_ms()
+        if ms is not None:
+            self.state.gpu_ms[what] = ms
+
+    def _check_order(self, name: str) -> None:
+        if name not in self.steps:
+            raise StepError(failure("PROTOCOL", "control", f"{self.role} has no step {name!r}"))
+        if name in self.done:
+            raise StepError(failure("PROTOCOL", "control", f"step {name!r} already ran"))
+        if name != "cleanup":
+            expected = next(s for s in self.steps if s not in self.done)
+            if name != expected:
+                raise StepError(failure("PROTOCOL", "control", f"step {name!r} out of order; next is {expected!r}"))
+
+    def run_step(self, name: str, args: dict[str, Any] | None = None) -> StepReport:
+        args = dict(args or {})
+        t0 = time.perf_counter_ns()
+        fail: Failure | None = None
+        try:
+            self._check_order(name)
+            how = crash.due(self.cfg.crash, name)
+            if how:
+                crash.misbehave(how, self.control_fd)
+            if self.kind == PRODUCER and base(name) in PER_PEER:
+                args["peer"] = peer_of(name)
+            STEPS[(self.kind, base(name))](self, **args)
+            self.done.append(name)
+        except StepError as exc:
+            fail = exc.failure
+        except Exception as exc:  # a bug or an unexpected library error: report, never crash silently
+            fail = Failure("PYTHON", name, f"{type(exc).__name__}: {exc}", "unexpected error in the worker",
+                           "see the worker log; report it")
+        if fail is not None:
+            self._log.append(f"ERROR {fail.one_line()}")
+        opened, closed = self.book.take()
+        report = StepReport(self.role, name, fail is None, time.perf_counter_ns() - t0, copy.deepcopy(self.state),
+                            self.backend.calls.take(), self._log, opened, closed, self.book.held(), fail)
+        self._log = []
+        return report
+
+    def release_all(self) -> None:
+        """Last-chance cleanup at exit; errors are swallowed because the process is ending anyway."""
+        if "cleanup" not in self.done:
+            with contextlib.suppress(Exception):
+                memory.cleanup(self)
