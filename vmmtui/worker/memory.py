@@ -99,7 +99,7 @@ def cleanup(w: Worker) -> None:
             errors.append(exc)
 
     wrong = None
-    if "wrong-release" in w.flags and w.kind == CONSUMER and w.va is not None:
+    if "free-with-wrong-call" in w.flags and w.kind == CONSUMER and w.va is not None:
         w.say(f"SCENARIO: freeing 0x{w.va:x} with the wrong call first")
         wrong = w.backend.wrong_release(w.va)
         w.state.scenario_results["wrong_release"] = wrong
