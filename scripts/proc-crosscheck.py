@@ -7,28 +7,33 @@ vmmtui code in the reading) and prints what it sees next to what the workers rep
 import os
 import sys
 
-from vmmtui.events import StepDone
-from vmmtui.session import Session, SessionConfig
+from vmmtui import narration
+from vmmtui.config import SessionConfig
+from vmmtui.events import KcmpVerdict, StepDone
+from vmmtui.session import Session
 
 backend = sys.argv[1] if len(sys.argv) > 1 else "auto"
 s = Session(SessionConfig(backend=backend, size=1 << 20))
 try:
     s.start()
     state = {}
+    kcmp = None
     while s.next_step != ("consumer", "import"):
         for e in s.step():
             if isinstance(e, StepDone):
-                state.update({f"{e.role}.{k}": v for k, v in e.report.state.items()})
+                state[e.role] = e.report.state
+            elif isinstance(e, KcmpVerdict):
+                kcmp = e
     ok = True
     for role, key in (("producer", "exported_fd"), ("consumer", "received_fd")):
-        pid, fd = s.workers[role].pid, state[f"{role}.{key}"]
+        pid, fd = s.workers[role].pid, getattr(state[role], key)
         target = os.readlink(f"/proc/{pid}/fd/{fd}")
         print(f"{role} pid {pid}: reported {key}={fd}; /proc/{pid}/fd/{fd} -> {target}")
         ok &= target.startswith(("/dev/nvidia", "/memfd:"))
     others = [fd for fd in os.listdir(f"/proc/{s.workers['producer'].pid}/fd")
               if os.readlink(f"/proc/{s.workers['producer'].pid}/fd/{fd}").startswith("/dev/nvidia")]
-    print(f"producer has {len(others)} fds on /dev/nvidia*; kcmp verdict: {s.last_kcmp.describe() if s.last_kcmp else 'none'}")
-    ok &= bool(s.last_kcmp and s.last_kcmp.same)
+    print(f"producer has {len(others)} fds on /dev/nvidia*; kcmp verdict: {narration.kcmp_verdict(kcmp).plain if kcmp else 'none'}")
+    ok &= bool(kcmp and kcmp.same)
     print("CROSSCHECK", "OK" if ok else "FAILED")
 finally:
     s.close()
