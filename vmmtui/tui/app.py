@@ -263,7 +263,8 @@ class InspectorApp(App[int]):
         self.show(message.events, closing=message.closing)
         if message.restart:
             self._reset_widgets()
-            self._start_session(self.generation)  # workers start from the UI thread's worker
+            if self.start_session:
+                self._start_session(self.generation)
             return
         if message.generation == self.generation:
             self._show_next()
