@@ -96,7 +96,7 @@ def _apply(s: WorkerState, fds: dict[int, str], step: str, consumers: int) -> li
 
 
 def _snapshot(role: str, fds: dict[int, str]) -> FdSnapshot:
-    rows = [FdRow(fd, f"/memfd:vmmtui-alloc (deleted)" if k in ("allocation", "exported", "received", "imported")
+    rows = [FdRow(fd, "/memfd:vmmtui-alloc (deleted)" if k in ("allocation", "exported", "received", "imported")
                   else f"socket:[{9000 + fd}]", k, check="ok") for fd, k in sorted(fds.items())]
     rows.append(FdRow(0, "/dev/null", "other"))
     return FdSnapshot(role, pid_of(role), "S", rows)
