@@ -15,11 +15,11 @@ import asyncio
 import platform
 from pathlib import Path
 
-from vmmtui.app import InspectorApp
 from vmmtui.backends import choose
 from vmmtui.config import SessionConfig
 from vmmtui.sizes import parse_size
 from vmmtui.steps import build_plan
+from vmmtui.tui.app import InspectorApp
 
 
 def moments(plan: list[tuple[str, str]]) -> list[tuple[str, int]]:

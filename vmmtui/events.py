@@ -2,7 +2,8 @@
 
 Each event is a dataclass that serialises to one JSON object and back into an equal event
 (``to_dict``/``from_dict``, ``to_json``/``from_json``); ``--json``, transcripts and recordings are
-this stream. ``VERSION`` changes whenever a field changes meaning. No Textual here.
+this stream. ``VERSION`` changes whenever a field changes meaning. Events hold data only: their
+wording is ``vmmtui/narration.py``'s. No Textual here.
 """
 
 from __future__ import annotations
@@ -148,10 +149,6 @@ class KcmpVerdict(Event):
     detail: str
     consumer: str = "consumer"
 
-    def describe(self) -> str:
-        sign = {True: "≡", False: "≢", None: "?"}[self.same]
-        return f"producer fd {self.producer_fd} {sign} {self.consumer} fd {self.consumer_fd}: {self.detail}"
-
 
 @dataclass
 class WorkerExited(Event):
@@ -161,10 +158,6 @@ class WorkerExited(Event):
     signal: str | None
     expected: bool
     log_tail: list[str] = field(default_factory=list)
-
-    def describe(self) -> str:
-        how = f"killed by {self.signal}" if self.signal else f"exit code {self.returncode}"
-        return f"{self.role} (pid {self.pid}) {how}"
 
 
 @dataclass

@@ -1,15 +1,20 @@
-"""A record of everything a session did: Markdown for people, JSON lines for programs."""
+"""A record of everything a session did: Markdown for people, JSON lines for programs.
+
+JSON lines are exactly ``Event.to_json()`` (``Event.from_json`` reads them back); the Markdown's
+sentences are ``narration``'s, laid out under one heading per step.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from vmmtui import narration as say
 from vmmtui.events import (
     Event,
     FdSnapshot,
     KcmpVerdict,
     Notice,
+    ScenarioOutcome,
     SessionClosed,
     SessionFailed,
     SessionFinished,
@@ -20,82 +25,73 @@ from vmmtui.events import (
 )
 from vmmtui.steps import step_info
 
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
 
 class Transcript:
     """Appends every event to ``path``: ``.jsonl``/``.json`` as JSON lines, anything else as Markdown."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.json = self.path.suffix in (".jsonl", ".json", ".ndjson")
+        self.json = self.path.suffix in JSON_SUFFIXES
         self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - held open for the session
-        self._kcmp: dict[str, str] = {}  # last verdict per consumer
+        self.repeats = say.Repeats()
         self.mechanism = "vmm"
+        self.consumers: int | None = None
         if not self.json:
             self.file.write("# vmmtui transcript\n\n")
 
     def write(self, e: Event) -> None:
-        if self.json:
-            self.file.write(json.dumps(e.to_dict(), default=str, ensure_ascii=False) + "\n")
-        else:
-            self.file.write(self._markdown(e))
+        self.file.write(e.to_json() + "\n" if self.json else self.markdown(e))
         self.file.flush()
 
-    def _markdown(self, e: Event) -> str:
+    def markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
-            self.mechanism = e.mechanism
-            return (f"- backend: **{e.backend}** ({e.reason})\n- requested size: {e.requested_size} bytes\n"
-                    f"- mechanism: {e.mechanism}, {len(e.consumers)} consumer(s), {e.direction}\n"
-                    f"- socket: `{e.socket_path}` (private directory, mode 0700)\n\n")
+            self.mechanism, self.consumers = e.mechanism, len(e.consumers)
+            lines = [t.plain for t in say.started(e)]
+            return "".join(f"- {line}\n" for line in lines) + f"- requested size: {e.requested_size} bytes\n\n"
         if isinstance(e, WorkerStarted):
-            return f"- started {e.role} worker, pid {e.pid}\n"
+            return f"- {e.role}: {say.worker_started(e).plain}\n"
         if isinstance(e, StepDone):
-            r = e.report
-            try:
-                title = step_info(r.role, r.step, self.mechanism).title
-            except KeyError:
-                title = r.step
-            head = f"\n## {r.role}: {title} ({'ok' if r.ok else 'FAILED'}, {r.duration_ns / 1e6:.3f} ms)\n\n"
-            body = "".join(f"    {line}\n" for line in r.log)
-            if r.calls:
-                body += "\n| call | arguments | result | ms |\n|---|---|---|---|\n"
-                for c in r.calls:
-                    args = ", ".join(f"{k}={v}" for k, v in c.args.items()).replace("|", "\\|")
-                    body += f"| `{c.name}` | {args} | {str(c.result).replace('|', '/')} | {c.duration_ns / 1e6:.3f} |\n"
-            if r.opened:
-                body += "\nopened: " + ", ".join(f"fd {h.fd} ({h.kind}, {h.target})" for h in r.opened) + "\n"
-            if r.closed:
-                body += "\nclosed: " + ", ".join(f"fd {fd}" for fd in r.closed) + "\n"
-            return head + body
+            return self._step(e)
         if isinstance(e, FdSnapshot):
-            if e.error:
-                return f"\n{e.role} fd table: {e.error}\n"
-            checks = [r for r in e.rows if r.check]
-            bad = e.problems
-            line = f"\n{e.role} (pid {e.pid}) fd table: {len(e.rows)} fds, {len(checks)} declared, "
-            line += "all match /proc\n" if not bad else f"{len(bad)} PROBLEM(S): " + "; ".join(
-                f"fd {r.fd} {r.check} {r.detail}" for r in bad) + "\n"
-            return line
+            return f"\n{say.fd_table(e).plain}\n"
         if isinstance(e, KcmpVerdict):
-            text = e.describe()
-            if text == self._kcmp.get(e.consumer):
-                return ""
-            self._kcmp[e.consumer] = text
-            return f"\n**kcmp(KCMP_FILE)**: {text}\n"
+            return f"\n**kcmp(KCMP_FILE)**: {say.kcmp_verdict(e).plain}\n" if self.repeats.new(e) else ""
         if isinstance(e, SessionFailed):
-            f = e.failure
-            return f"\n**FAILED** at {e.role} {e.step}: `{f.call}` → {f.code} ({f.message})\n- cause: {f.cause}\n- fix: {f.fix}\n"
+            head, *rest = say.failed(e)
+            return f"\n**{head.plain}**\n" + "".join(f"- {t.plain.strip()}\n" for t in rest)
         if isinstance(e, SessionFinished):
-            return (f"\n## Result\n\n{'VERIFIED' if e.verified else 'NOT VERIFIED'}: {e.integers} integers; "
-                    f"{e.fd_checks} fd checks, {e.fd_problems} problems; kcmp: {e.kcmp}\n")
+            return f"\n## Result\n\n{say.finished(e, self.consumers).plain}\n"
         if isinstance(e, WorkerExited):
-            how = e.describe()
-            return f"- {how}{'' if e.expected else ' (unexpected)'}\n"
+            return f"- {say.exited(e).plain}{'' if e.expected else ' (unexpected)'}\n" + "".join(
+                f"    {t.plain}\n" for t in say.log_tail(e))
         if isinstance(e, SessionClosed):
-            return "\n" + ("Closed cleanly: no workers, no socket directory left.\n" if e.clean
-                           else "Left behind: " + "; ".join(e.leftovers) + "\n")
+            return f"\n{say.closed(e).plain}\n"
         if isinstance(e, Notice):
-            return f"- note: {e.text}\n"
+            return f"- {say.notice(e).plain}\n"
+        if isinstance(e, ScenarioOutcome):
+            return f"\n**{say.outcome(e).plain}**\n"
         return ""
+
+    def _step(self, e: StepDone) -> str:
+        r = e.report
+        try:
+            title = step_info(r.role, r.step, self.mechanism).title
+        except KeyError:
+            title = r.step
+        head = f"\n## {r.role}: {title} ({'ok' if r.ok else 'FAILED'}, {r.duration_ns / 1e6:.3f} ms)\n\n"
+        body = "".join(f"    {line}\n" for line in r.log)
+        if r.calls:
+            body += "\n| call | arguments | result | ms |\n|---|---|---|---|\n"
+            for c in r.calls:
+                args = ", ".join(f"{k}={v}" for k, v in c.args.items()).replace("|", "\\|")
+                body += f"| `{c.name}` | {args} | {str(c.result).replace('|', '/')} | {c.duration_ns / 1e6:.3f} |\n"
+        if r.opened:
+            body += "\nopened: " + ", ".join(f"fd {h.fd} ({h.kind}, {h.target})" for h in r.opened) + "\n"
+        if r.closed:
+            body += "\nclosed: " + ", ".join(f"fd {fd}" for fd in r.closed) + "\n"
+        return head + body
 
     def close(self) -> None:
         if not self.file.closed:

@@ -3,20 +3,41 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual import on
 from textual.widgets import Static
 
+from vmmtui import narration as say
+from vmmtui.events import SessionFailed, SessionStarted, WorkerExited
 from vmmtui.steps import step_info
 from vmmtui.troubleshooting import Failure
+from vmmtui.tui.messages import EventView, SessionEvent
 
 
-class TeachingPanel(Static):
+class TeachingPanel(EventView, Static):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.border_title = "what this step does"
+        #: a failure or a crash is on show: the next step's text must not cover it
+        self.failed = False
 
     mechanism = "vmm"
 
+    @on(SessionEvent)
+    def render_event(self, message: SessionEvent) -> None:
+        e = message.event
+        if isinstance(e, SessionStarted):
+            self.mechanism = e.mechanism
+        elif isinstance(e, SessionFailed):
+            self.show_failure(e.role, e.step, e.failure)
+        elif isinstance(e, WorkerExited) and not e.expected and not message.closing and not self.failed:
+            self.update(Text(f"{say.exited(e).plain}: restart with ctrl+r", style="bold red"))
+
+    def reset(self) -> None:
+        self.failed = False
+
     def show_step(self, step: tuple[str, str] | None, finished: bool = False) -> None:
+        if self.failed:
+            return
         if step is None:
             self.border_title = "done" if finished else "what this step does"
             how = ("The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
@@ -30,6 +51,7 @@ class TeachingPanel(Static):
         self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
 
     def show_failure(self, role: str, step: str, f: Failure) -> None:
+        self.failed = True
         self.border_title = f"FAILED: {role} · {step}"
         self.update(Text.assemble((f"{f.call} → {f.code}", "bold red"), f" ({f.message})\n",
                                   ("cause: ", "bold"), f"{f.cause}\n", ("fix: ", "bold"), f"{f.fix}  ",

@@ -6,15 +6,16 @@ import os
 import psutil
 import pytest
 
-from vmmtui.app import InspectorApp
 from vmmtui.backends import Choice
+from vmmtui.config import SessionConfig
 from vmmtui.fdtable import FdTable
-from vmmtui.screens.scenarios import ScenarioScreen
-from vmmtui.session import SessionConfig
-from vmmtui.steps import PLAN
-from vmmtui.widgets.fd_table import FdTableView
-from vmmtui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.steps import build_plan
+from vmmtui.tui.app import InspectorApp
+from vmmtui.tui.screens.scenarios import ScenarioScreen
+from vmmtui.tui.widgets.fd_table import FdTableView
+from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 
+PLAN = build_plan()
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 
@@ -54,11 +55,11 @@ async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
         await wait_for(pilot, lambda: app.session is not None and app.session.started)
         export_index = PLAN.index(("producer", "export")) + 1
         await step_to(pilot, app, export_index)
-        exported = app.session.workers["producer"].state["exported_fd"]
+        exported = app.panel("producer").worker_state.exported_fd  # what the worker reported
         producer_pid = app.session.workers["producer"].pid
         assert os.readlink(f"/proc/{producer_pid}/fd/{exported}").startswith("/memfd:")
         await step_to(pilot, app, PLAN.index(("consumer", "receive")) + 1)
-        received = app.session.workers["consumer"].state["received_fd"]
+        received = app.panel("consumer").worker_state.received_fd
         consumer_pid = app.session.workers["consumer"].pid
         # the fd tables on screen hold the numbers /proc shows for those pids
         prod_view = app.query_one("#producer-fds", FdTableView)
@@ -146,7 +147,7 @@ async def test_transcript_and_screenshots_are_written(tmp_path):
 async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
     from textual.widgets import OptionList
 
-    from vmmtui.widgets.teaching import TeachingPanel
+    from vmmtui.tui.widgets.teaching import TeachingPanel
 
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -191,7 +192,8 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
             assert "writes" in text_of(panel.query_one(f"#{name}-card"))
             assert app.query_one(f"#{name}-fds", FdTableView).kcmp.consumer == name
         wire = text_of(app.query_one(WirePanel))
-        assert "4/4 consumers' fds ≡ producer fd" in wire and "4/4 consumers acknowledged" in wire
+        assert "4/4 consumers' fds are the producer's open file description" in " ".join(wire.split())
+        assert "4/4 consumers acknowledged" in wire
         pids = [app.session.workers[n].pid for n in names]
         await pilot.press("c")  # scenarios need one consumer: the picker says so instead of opening
         await pilot.pause(0.2)

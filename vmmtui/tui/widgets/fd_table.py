@@ -7,10 +7,14 @@ import time
 
 from rich.table import Table
 from rich.text import Text
+from textual import on
 from textual.widgets import Static
 
+from vmmtui import narration as say
 from vmmtui.events import FdRow, FdSnapshot, KcmpVerdict
-from vmmtui.widgets.display import Display
+from vmmtui.steps import PRODUCER
+from vmmtui.tui.messages import EventView, SessionEvent
+from vmmtui.tui.widgets.display import Display
 
 HIGHLIGHT_S = 2.0
 KIND_LABEL = {
@@ -29,8 +33,9 @@ KIND_LABEL = {
 }
 
 
-class FdTableView(Static):
-    """Renders FdSnapshots; remembers when each fd appeared or vanished to highlight changes."""
+class FdTableView(EventView, Static):
+    """Renders its role's FdSnapshots and the kcmp verdicts on its fds; remembers when each fd
+    appeared or vanished to highlight changes."""
 
     def __init__(self, role: str, display: Display, **kw):
         super().__init__(**kw)
@@ -42,6 +47,14 @@ class FdTableView(Static):
         self.first_seen: dict[int, float] = {}
         self.gone: dict[int, tuple[float, FdRow]] = {}
         self._known: set[int] | None = None
+
+    @on(SessionEvent)
+    def render_event(self, message: SessionEvent) -> None:
+        e = message.event
+        if isinstance(e, FdSnapshot) and e.role == self.role:
+            self.update_snapshot(e)
+        elif isinstance(e, KcmpVerdict) and self.role in (PRODUCER, e.consumer):
+            self.set_kcmp(e)
 
     def update_snapshot(self, snap: FdSnapshot) -> None:
         now = time.monotonic()
@@ -73,15 +86,11 @@ class FdTableView(Static):
         self.render_table()
 
     def _pair_note(self, fd: int) -> str:
+        """`` ≡ consumer-2 5`` beside the producer's exported fd, `` ≡ producer 5`` beside the received one."""
         k = self.kcmp
-        if k is None:
+        if k is None or fd != (k.producer_fd if self.role == PRODUCER else k.consumer_fd):
             return ""
-        sign = {True: "≡", False: "≢", None: "?"}[k.same]
-        if self.role == "producer" and fd == k.producer_fd:
-            return f" {sign} consumer {k.consumer_fd}"
-        if self.role == "consumer" and fd == k.consumer_fd:
-            return f" {sign} producer {k.producer_fd}"
-        return ""
+        return say.kcmp_pair_note(k, self.role)
 
     def render_table(self) -> None:
         snap, d = self.snapshot, self.fmt
@@ -105,11 +114,12 @@ class FdTableView(Static):
             fresh = now - self.first_seen.get(r.fd, -1e9) < HIGHLIGHT_S
             mark = {"ok": ("✓", "green"), "missing": ("✗", "bold red"), "mismatch": ("✗", "bold red")}.get(
                 r.check or "", ("", ""))
-            what = KIND_LABEL.get(r.kind, r.kind).split(" (")[0] + self._pair_note(r.fd) \
-                if self._pair_note(r.fd) else KIND_LABEL.get(r.kind, r.kind)
+            note = self._pair_note(r.fd)
+            label = KIND_LABEL.get(r.kind, r.kind)
+            what = label.split(" (")[0] + note if note else label
             style = "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")
             t.add_row(str(r.fd), Text(d.text(r.target), style=style or ("dim" if r.check is None else "")),
-                      Text(what, style="bold cyan" if self._pair_note(r.fd) else ""), Text(mark[0], style=mark[1]))
+                      Text(what, style="bold cyan" if note else ""), Text(mark[0], style=mark[1]))
         for fd, (when, r) in sorted(self.gone.items()):
             if now - when < HIGHLIGHT_S:
                 t.add_row(Text(str(fd), style="strike red"), Text(d.text(r.target), style="strike red"),

@@ -1,4 +1,4 @@
-"""The help screen: the keys and what each panel shows."""
+"""The help screen: the keys (made from the app's BINDINGS) and what each panel shows."""
 
 from __future__ import annotations
 
@@ -7,25 +7,17 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-HELP = """\
+from vmmtui.tui.commands import commands
+
+INTRO = """\
 # vmmtui
 
 Two real processes share memory: the **producer** allocates it, exports it as a file descriptor and
 sends the fd over a Unix socket (`SCM_RIGHTS`); the **consumer** imports the fd, maps the same
 physical memory and verifies the pattern.
+"""
 
-| key | action |
-|---|---|
-| `space` / `n` | next step |
-| `r` | run to the end |
-| `a` | autoplay on/off; `+` / `-` pace |
-| `ctrl+r` | restart (workers stopped, everything cleaned, fresh session) |
-| `s` | save an SVG screenshot |
-| `f` | fold/unfold the fds that are not ours (`/dev/nvidia*`, stdio, pipes) |
-| `c` | pick a scenario: a normal run, or one failure made real (restarts the session) |
-| `ctrl+p` | command palette |
-| `q` | quit (cleans up first) |
-
+PANELS = """\
 **fd tables** are read from `/proc/PID/fd` 4 times a second. ✓: the fd the worker says it holds is
 what the kernel shows (number, target, device and inode); ✗: missing or different. New fds are
 green for a moment; closed ones are struck through. `≡` marks the exported/received pair that
@@ -38,9 +30,17 @@ Press `escape` or `?` to close.
 """
 
 
+def key_table(bindings, palette_key: str) -> str:
+    """The Markdown table of every key: one row per action, then the command palette's key."""
+    rows = [f"| {c.key_text} | {c.help} |" for c in commands(bindings)]
+    rows.append(f"| `{palette_key}` | command palette: every action by name |")
+    return "| key | action |\n|---|---|\n" + "\n".join(rows) + "\n"
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [("escape", "dismiss", "Close"), ("question_mark", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
+        text = "\n".join([INTRO, key_table(self.app.BINDINGS, self.app.COMMAND_PALETTE_BINDING), PANELS])
         with VerticalScroll(id="help"):
-            yield Markdown(HELP)
+            yield Markdown(text)

@@ -1,76 +1,87 @@
 """The inspector: a Textual app that steps both workers and shows every step, fd, address and check.
 
 Session work (steps, start, close) and the 4 Hz fd refresh run in thread workers and come back as
-messages; widgets only render events.
+messages. The app hands each event to every widget that renders events (``SessionEvent``, one
+queue per widget, in the session's order); each widget handles the events it owns. The app itself
+only keeps its title, its toasts, autoplay and the transcript.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widget import Widget
+from textual.widgets import Footer, Header, TabbedContent, TabPane
 
+from vmmtui import narration as say
 from vmmtui.backends import Choice
-from vmmtui.commands import InspectorCommands
+from vmmtui.config import SEED_SHAPE, SessionConfig
 from vmmtui.events import (
     Event,
-    FdSnapshot,
-    KcmpVerdict,
     ScenarioOutcome,
     SessionClosed,
     SessionFailed,
-    SessionFinished,
     SessionStarted,
     StepDone,
-    WorkerExited,
-    WorkerStarted,
 )
-from vmmtui.messages import FdRefresh, SessionEvents
-from vmmtui.screens.help import HelpScreen
-from vmmtui.screens.scenarios import NORMAL, ScenarioScreen
-from vmmtui.session import Session, SessionConfig, SessionError
-from vmmtui.steps import CONSUMER, PRODUCER, SEED_SHAPE, consumer_names
+from vmmtui.steps import CONSUMER, PRODUCER, consumer_names
 from vmmtui.transcript import Transcript
-from vmmtui.widgets.display import Display
-from vmmtui.widgets.event_log import EventLog
-from vmmtui.widgets.fd_table import FdTableView
-from vmmtui.widgets.process_panel import ProcessPanel
-from vmmtui.widgets.teaching import TeachingPanel
-from vmmtui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.tui.commands import InspectorCommands
+from vmmtui.tui.messages import Drain, EventView, FdRefresh, Reset, SessionEvent, SessionEvents
+from vmmtui.tui.screens.help import HelpScreen
+from vmmtui.tui.screens.scenarios import NORMAL, ScenarioScreen
+from vmmtui.tui.widgets.display import Display
+from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.fd_table import FdTableView
+from vmmtui.tui.widgets.process_panel import ProcessPanel
+from vmmtui.tui.widgets.status import StatusLine
+from vmmtui.tui.widgets.teaching import TeachingPanel
+from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+
+if TYPE_CHECKING:
+    from vmmtui.session import Session
 
 REFRESH_S = 0.25
 PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
+#: how long the screenshot waits for the widgets to render a step's events
+DRAIN_S = 5.0
 
 
 class InspectorApp(App[int]):
     CSS_PATH = "vmmtui.tcss"
     TITLE = "vmmtui"
     COMMANDS = App.COMMANDS | {InspectorCommands}
+    #: every key, once: the footer, the help screen's table and the command palette are made from these
     BINDINGS = [
-        Binding("space", "step", "Next step"),
+        Binding("space", "step", "Next step", tooltip="run the next step of the plan"),
         Binding("n", "step", "Next step", show=False),
-        Binding("r", "run_all", "Run all"),
-        Binding("a", "autoplay", "Autoplay"),
-        Binding("plus", "faster", "Faster", show=False),
-        Binding("minus", "slower", "Slower", show=False),
-        Binding("ctrl+r", "restart", "Restart"),
-        Binding("s", "screenshot", "Screenshot"),
-        Binding("f", "fold", "All fds"),
-        Binding("c", "scenario", "Scenario"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
+        Binding("r", "run_all", "Run all", tooltip="run every remaining step to the end"),
+        Binding("a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"),
+        Binding("plus", "faster", "Faster", show=False, tooltip="autoplay: a shorter pause between steps"),
+        Binding("minus", "slower", "Slower", show=False, tooltip="autoplay: a longer pause between steps"),
+        Binding("ctrl+r", "restart", "Restart",
+                tooltip="restart (workers stopped, everything cleaned, fresh session)"),
+        Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"),
+        Binding("f", "fold", "All fds", tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)"),
+        Binding("c", "scenario", "Scenario",
+                tooltip="pick a scenario: a normal run, or one failure made real (restarts the session)"),
+        Binding("question_mark", "help", "Help", tooltip="keys and what the panels show"),
+        Binding("q", "quit", "Quit", tooltip="quit (cleans up first)"),
     ]
 
     def __init__(self, config: SessionConfig, choice: Choice | None = None, *, autoplay: bool = False,
                  pace: float = 1.0, screenshots: str | None = None, transcript: str | None = None,
-                 stable: bool = False):
+                 stable: bool = False, start_session: bool = True):
+        """``start_session=False``: no workers; events arrive through ``show()`` (tests, recordings)."""
         super().__init__()
         self.config = config
         self.choice = choice
@@ -79,12 +90,20 @@ class InspectorApp(App[int]):
         self.pace = pace
         self.screenshots = Path(screenshots) if screenshots else None
         self.transcript = Transcript(transcript) if transcript else None
+        self.start_session = start_session
         self.session: Session | None = None
         self.generation = 0
         self.busy = False
         self.refreshing = False
         self.shots = 0
-        self.status: dict[str, str] = {}
+        self._views: list[Widget] = []
+
+    @property
+    def views(self) -> list[Widget]:
+        """The widgets that render events, in the main screen (a modal on top must not swallow events)."""
+        if not self._views:
+            self._views = [w for w in self.screen_stack[0].query("*") if isinstance(w, EventView)]
+        return self._views
 
     @property
     def roles(self) -> list[str]:
@@ -107,18 +126,20 @@ class InspectorApp(App[int]):
                     for name in consumers:
                         with TabPane(name, id=f"tab-{name}"):
                             yield ProcessPanel(name, self.display_mode)
-        yield Static(id="status")
+        yield StatusLine(id="status")
         yield TeachingPanel(id="teaching")
         yield EventLog(self.display_mode, id="log")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one(StatusLine).scenario = self.config.scenario
         if self.screenshots:
             self.screenshots.mkdir(parents=True, exist_ok=True)
         self._compact(self.size.width, self.size.height)
-        self.set_interval(REFRESH_S, self._tick_refresh)
         self.autoplay_timer = self.set_interval(self.pace, self._tick_autoplay, pause=not self.autoplay)
-        self._start_session(self.generation)
+        if self.start_session:
+            self.set_interval(REFRESH_S, self._tick_refresh)
+            self._start_session(self.generation)
 
     def on_resize(self, event) -> None:
         self._compact(event.size.width, event.size.height)
@@ -129,9 +150,49 @@ class InspectorApp(App[int]):
     def panel(self, role: str) -> ProcessPanel:
         return self.query_one(f"#{role}", ProcessPanel)
 
+    # -- events to the widgets ---------------------------------------------------------------------
+    def show(self, events: list[Event], *, live: bool = False, closing: bool = False) -> None:
+        """Send each event to every widget that renders events, in order; the transcript gets it too."""
+        for e in events:
+            for view in self.views:
+                view.post_message(SessionEvent(e, live, closing))
+            self._react(e)
+            if self.transcript and not live:
+                self.transcript.write(e)
+
+    async def rendered(self) -> None:
+        """Wait until every widget has handled the events sent so far (each queue is in order)."""
+        waits = []
+        for view in self.views:
+            done = asyncio.Event()
+            if view.post_message(Drain(done)):
+                waits.append(asyncio.ensure_future(done.wait()))
+        if waits:
+            await asyncio.wait(waits, timeout=DRAIN_S)
+            for w in waits:
+                w.cancel()
+
+    def _react(self, e: Event) -> None:
+        """What the app itself does on an event: its subtitle, toasts and autoplay."""
+        match e:
+            case SessionStarted():
+                self.sub_title = e.reason
+                if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
+                    self.sub_title += f" · {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
+                if self.config.scenario:
+                    self.sub_title += f" · scenario {self.config.scenario}"
+            case SessionFailed():
+                self.autoplay_timer.pause()
+            case ScenarioOutcome():
+                self.notify(say.outcome(e).plain, severity="information" if e.as_expected else "error", timeout=6)
+            case SessionClosed(clean=False):
+                self.notify(say.closed(e).plain, severity="error")
+
     # -- session work in threads -------------------------------------------------------------------
     @work(thread=True, group="session")
     def _start_session(self, generation: int) -> None:
+        from vmmtui.session import Session, SessionError  # only an app that drives workers needs it
+
         session = Session(self.config, self.choice)
         self.session = session
         try:
@@ -176,12 +237,9 @@ class InspectorApp(App[int]):
         events = session.close() if session is not None else []
         if then == "quit":
             # handled before exiting, so the transcript and log get the close events
-            self.call_from_thread(self._finish, SessionEvents(events, generation))
+            self.call_from_thread(self._finish, events)
             return
-        self.post_message(SessionEvents(events, generation))
-        if then == "restart":
-            self.call_from_thread(self._reset_widgets)
-            self.call_from_thread(self._start_session, self.generation)  # workers start on the UI thread
+        self.post_message(SessionEvents(events, generation, closing=True, restart=then == "restart"))
 
     def _tick_refresh(self) -> None:
         # stable mode (snapshots, recorded lectures) shows the tables read after each step only,
@@ -200,73 +258,23 @@ class InspectorApp(App[int]):
             return
         self.action_step()
 
-    # -- event handling ----------------------------------------------------------------------------
-    def on_session_events(self, message: SessionEvents) -> None:
-        stepped = False
-        for e in message.events:
-            self.apply(e)
-            if self.transcript:
-                self.transcript.write(e)
-            stepped |= isinstance(e, StepDone)
+    # -- messages from the threads -----------------------------------------------------------------
+    async def on_session_events(self, message: SessionEvents) -> None:
+        self.show(message.events, closing=message.closing)
+        if message.restart:
+            self._reset_widgets()
+            if self.start_session:
+                self._start_session(self.generation)
+            return
         if message.generation == self.generation:
             self._show_next()
-        if stepped and self.screenshots:
+        if self.screenshots and any(isinstance(e, StepDone) for e in message.events):
+            await self.rendered()  # the picture holds this step's events
             self.call_after_refresh(self._auto_screenshot)
 
     def on_fd_refresh(self, message: FdRefresh) -> None:
-        if message.generation != self.generation:
-            return
-        for e in message.events:
-            self.apply(e, live=True)
-
-    def apply(self, e: Event, live: bool = False) -> None:
-        log = self.query_one(EventLog)
-        if not live or isinstance(e, (WorkerExited, KcmpVerdict)):
-            log.log_event(e)
-        if isinstance(e, SessionStarted):
-            self.query_one(WirePanel).started(e)
-            for role in self.roles:
-                self.panel(role).configure(e.plan, e.mechanism)
-            self.query_one(TeachingPanel).mechanism = e.mechanism
-            self.sub_title = e.reason
-            if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
-                self.sub_title += f" · {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
-            if self.config.scenario:
-                self.sub_title += f" · scenario {self.config.scenario}"
-                self.status["scenario"] = f"scenario {self.config.scenario}"
-        elif isinstance(e, WorkerStarted):
-            self.panel(e.role).started(e.pid, e.backend)
-        elif isinstance(e, StepDone):
-            self.panel(e.role).step_done(e)
-            self.query_one(WirePanel).step_done(e)
-            v = e.report.state.get("verification")
-            if e.step == "verify" and v:
-                self.query_one(VerificationPanel).set_result(v)
-                self.status["verify"] = "PASSED" if v.get("passed") else "FAILED"
-        elif isinstance(e, FdSnapshot):
-            self.query_one(f"#{e.role}-fds", FdTableView).update_snapshot(e)
-        elif isinstance(e, KcmpVerdict):
-            for role in (PRODUCER, e.consumer):
-                self.query_one(f"#{role}-fds", FdTableView).set_kcmp(e)
-            self.query_one(WirePanel).set_kcmp(e)
-            self.status["kcmp"] = e.describe()
-        elif isinstance(e, SessionFailed):
-            self.query_one(TeachingPanel).show_failure(e.role, e.step, e.failure)
-            self.autoplay_timer.pause()
-        elif isinstance(e, WorkerExited):
-            self.panel(e.role).exited(e)
-            if not e.expected and self.session and not self.session.closed and self.session.failure is None:
-                self.query_one(TeachingPanel).update(Text(f"{e.describe()}: restart with ctrl+r", style="bold red"))
-        elif isinstance(e, SessionFinished):
-            self.status["done"] = "VERIFIED" if e.verified else "NOT VERIFIED"
-        elif isinstance(e, ScenarioOutcome):
-            verdict = "as expected" if e.as_expected else f"NOT as expected (expected {', '.join(e.expected)})"
-            self.status["scenario"] = f"scenario {e.name}: {e.outcome} · {verdict}"
-            self.notify(f"scenario {e.name} ended with {e.outcome}: {verdict}",
-                        severity="information" if e.as_expected else "error", timeout=6)
-        elif isinstance(e, SessionClosed) and not e.clean:
-            self.notify("left behind: " + "; ".join(e.leftovers), severity="error")
-        self._render_status()
+        if message.generation == self.generation:
+            self.show(message.events, live=True)
 
     def _show_next(self) -> None:
         s = self.session
@@ -278,18 +286,11 @@ class InspectorApp(App[int]):
         if s is not None and s.failure is None:
             self.query_one(TeachingPanel).show_step(nxt, finished=s.finished)
 
-    def _render_status(self) -> None:
-        parts = [v for k, v in self.status.items() if v]
-        self.query_one("#status", Static).update(Text(" · ".join(parts) or "space: next step · ?: help", style="bold"))
-
     def _reset_widgets(self) -> None:
-        for role in self.roles:
-            self.panel(role).reset()
-            self.query_one(f"#{role}-fds", FdTableView).reset()
-        self.query_one(WirePanel).reset()
-        self.query_one(VerificationPanel).set_result(None)
-        self.status.clear()
-        self._render_status()
+        """Queued behind the last session's events, so that nothing of it lands after the reset."""
+        self.query_one(StatusLine).scenario = self.config.scenario
+        for view in self.views:
+            view.post_message(Reset())
 
     # -- actions -----------------------------------------------------------------------------------
     def _can_step(self) -> bool:
@@ -349,11 +350,11 @@ class InspectorApp(App[int]):
         self.save_screenshot(filename=f"{self.shots:02d}-{last}.svg", path=str(self.screenshots))
 
     def action_fold(self) -> None:
-        for role in self.roles:
-            self.query_one(f"#{role}-fds", FdTableView).toggle_fold()
+        for view in self.query(FdTableView):
+            view.toggle_fold()
 
     def action_scenario(self) -> None:
-        if (self.config.mechanism, self.config.consumers, self.config.direction) != SEED_SHAPE:
+        if self.config.shape != SEED_SHAPE:
             self.notify("Scenarios run with the VMM mechanism, one consumer and the producer writing: "
                         "start vmmtui without --mechanism/--consumers/--direction to use them.", timeout=6)
             return
@@ -374,8 +375,8 @@ class InspectorApp(App[int]):
         self.generation += 1
         self._close_session("quit", self.generation)
 
-    def _finish(self, closing: SessionEvents) -> None:
-        self.on_session_events(closing)
+    def _finish(self, events: list[Event]) -> None:
+        self.show(events, closing=True)
         if self.transcript:
             self.transcript.close()
         self.exit(0)

@@ -1,11 +1,12 @@
 """Layout snapshots at 80x24 (compact) and 160x48, on memfd, with volatile values masked (--stable)."""
 
 
-from vmmtui.app import InspectorApp
 from vmmtui.backends import Choice
-from vmmtui.session import SessionConfig
-from vmmtui.steps import PLAN
+from vmmtui.config import SessionConfig
+from vmmtui.steps import build_plan
+from vmmtui.tui.app import InspectorApp
 
+PLAN = build_plan()
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 

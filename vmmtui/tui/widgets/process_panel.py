@@ -4,19 +4,27 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from vmmtui.events import StepDone, WorkerExited
+from vmmtui import narration as say
+from vmmtui.events import SessionStarted, StepDone, WorkerExited, WorkerStarted
 from vmmtui.sizes import format_size
-from vmmtui.steps import PLAN, role_steps, step_info
-from vmmtui.widgets.display import Display
-from vmmtui.widgets.fd_table import FdTableView
+from vmmtui.state import WorkerState
+from vmmtui.steps import build_plan, role_steps, step_info
+from vmmtui.tui.messages import EventView, SessionEvent
+from vmmtui.tui.widgets.display import Display
+from vmmtui.tui.widgets.fd_table import FdTableView
 
 
-class ProcessPanel(Vertical):
-    """Producer or consumer: header, step list, mapping card and live fd table."""
+class ProcessPanel(EventView, Vertical):
+    """Producer or consumer: header, step list, mapping card and live fd table.
+
+    Renders the session's plan, its worker's start, steps and exit; the app tells it which step
+    runs now and which comes next (``step_running``, ``set_next``), which no event says.
+    """
 
     def __init__(self, role: str, display: Display, **kw):
         super().__init__(id=role, classes="process", **kw)
@@ -28,8 +36,8 @@ class ProcessPanel(Vertical):
         self.state_text = "starting"
         self.results: dict[str, tuple[bool, int]] = {}
         self.next_step: str | None = None
-        self.worker_state: dict = {}
-        self.plan: list[tuple[str, str]] = list(PLAN)
+        self.worker_state: WorkerState | None = None
+        self.plan: list[tuple[str, str]] = build_plan()
         self.mechanism = "vmm"
 
     def configure(self, plan: list[tuple[str, str]], mechanism: str) -> None:
@@ -51,10 +59,22 @@ class ProcessPanel(Vertical):
         self.pid, self.backend, self.state_text = None, "", "starting"
         self.results.clear()
         self.next_step = None
-        self.worker_state = {}
+        self.worker_state = None
         self.refresh_all()
 
     # -- events ------------------------------------------------------------------------------------
+    @on(SessionEvent)
+    def render_event(self, message: SessionEvent) -> None:
+        e = message.event
+        if isinstance(e, SessionStarted):
+            self.configure(e.plan, e.mechanism)
+        elif isinstance(e, WorkerStarted) and e.role == self.role:
+            self.started(e.pid, e.backend)
+        elif isinstance(e, StepDone) and e.role == self.role:
+            self.step_done(e)
+        elif isinstance(e, WorkerExited) and e.role == self.role:
+            self.exited(e)
+
     def started(self, pid: int, backend: str) -> None:
         self.pid, self.backend, self.state_text = pid, backend, "waiting"
         self.refresh_all()
@@ -75,7 +95,7 @@ class ProcessPanel(Vertical):
         self.refresh_all()
 
     def exited(self, e: WorkerExited) -> None:
-        self.state_text = f"exited: {'killed by ' + e.signal if e.signal else f'code {e.returncode}'}"
+        self.state_text = say.exit_state(e)
         self.refresh_all()
 
     # -- rendering ---------------------------------------------------------------------------------
@@ -87,15 +107,16 @@ class ProcessPanel(Vertical):
                              (self.backend or "…", "cyan"), ("  ", ""), (self.state_text, self._state_style()))
         steps = role_steps(self.role, self.plan)
         done = sum(1 for ok, _ in self.results.values() if ok)
-        if self.backend == "cuda" and self.worker_state.get("device") is not None:
-            head.append(f"  GPU {self.worker_state['device']}", "bold cyan")
-            if self.worker_state.get("peer_access"):
+        s = self.worker_state
+        if self.backend == "cuda" and s is not None and s.device is not None:
+            head.append(f"  GPU {s.device}", "bold cyan")
+            if s.peer_access:
                 head.append(" (peer access to the producer's GPU)", "cyan")
         head.append(f"  {done}/{len(steps)} steps", "dim")
         if self.next_step:
             head.append(f"\n▶ {step_info(self.role, self.next_step, self.mechanism).title}", "bold yellow")
-        elif self.worker_state.get("device_name"):
-            head.append(f"\n{self.worker_state['device_name']}", "dim")
+        elif s is not None and s.device_name:
+            head.append(f"\n{s.device_name}", "dim")
         self.query_one(f"#{self.role}-head", Static).update(head)
         self.query_one(f"#{self.role}-steps", Static).update(self._steps())
         self.query_one(f"#{self.role}-card", Static).update(self._card())
@@ -130,27 +151,27 @@ class ProcessPanel(Vertical):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
-        handle = s.get("handle")
-        va = s.get("va")
-        size = s.get("alloc_size")
+        if s is None:
+            s = WorkerState(self.role, 0, self.backend, self.mechanism, "", 0, "")
+        m = s.mapping
         rows = [
-            ("handle", d.addr(handle) if handle is not None and self.backend == "cuda" else
-             (f"memfd fd {handle}" if handle is not None else "-")),
-            ("VA range", f"{d.addr(va)} – {d.addr(va + size)}" if va is not None and size else "-"),
-            ("mapped", format_size(s["mapped_size"]) if s.get("mapped_size") else "-"),
-            ("granularity", format_size(s["granularity"]) if s.get("granularity") else "-"),
-            ("access", s.get("access", "-") if va is not None else "-"),
+            ("handle", d.addr(m.handle) if m.handle is not None and self.backend == "cuda" else
+             (f"memfd fd {m.handle}" if m.handle is not None else "-")),
+            ("VA range", f"{d.addr(m.va)} – {d.addr(m.va + s.alloc_size)}" if m.va is not None and s.alloc_size else "-"),
+            ("mapped", format_size(m.size) if m.size else "-"),
+            ("granularity", format_size(s.granularity) if s.granularity else "-"),
+            ("access", (m.access or "-") if m.va is not None else "-"),
         ]
-        if s.get("ipc_handle"):
-            rows[0] = ("IPC handle", f"{s['ipc_handle'][:24]}… (64 bytes, no fd)")
-        if s.get("device") is not None and self.backend == "cuda":
-            rows.append(("device", str(s["device"]) + (" (peer of the producer's)" if s.get("peer_access") else "")))
-        if s.get("slice"):
-            rows.append(("writes", f"integers [{s['slice'][0]}, {s['slice'][1]})"))
-        if s.get("exported_fd") is not None:
-            rows.append(("exported fd", str(s["exported_fd"])))
-        if s.get("received_fd") is not None:
-            rows.append(("received fd", str(s["received_fd"])))
+        if m.ipc_handle:
+            rows[0] = ("IPC handle", f"{m.ipc_handle[:24]}… (64 bytes, no fd)")
+        if s.device is not None and self.backend == "cuda":
+            rows.append(("device", str(s.device) + (" (peer of the producer's)" if s.peer_access else "")))
+        if s.slice:
+            rows.append(("writes", f"integers [{s.slice[0]}, {s.slice[1]})"))
+        if s.exported_fd is not None:
+            rows.append(("exported fd", str(s.exported_fd)))
+        if s.received_fd is not None:
+            rows.append(("received fd", str(s.received_fd)))
         for k, v in rows:
             t.add_row(k, v)
         return t

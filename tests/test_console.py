@@ -1,0 +1,62 @@
+"""``vmmtui run``'s output from a hand-made event stream: the seed's lines, one summary, JSON lines."""
+
+from __future__ import annotations
+
+import io
+
+from events_fixture import SAME, session_batches, session_events
+
+from vmmtui import narration
+from vmmtui.console import LogPrinter, print_json
+from vmmtui.events import Event, SessionFailed
+from vmmtui.troubleshooting import failure
+
+
+def printed(events, **kw) -> tuple[str, LogPrinter]:
+    out = io.StringIO()
+    printer = LogPrinter(out, **kw)
+    for e in events:
+        printer(e)
+    printer.console.print(printer.summary())
+    return out.getvalue(), printer
+
+
+def test_each_role_speaks_and_kcmp_is_told_once_per_consumer():
+    out, _ = printed(session_events(consumers=2))
+    for k in (1, 2):
+        assert f"consumer-{k} │ Data verification PASSED (262144 integers verified)" in out
+        assert out.count(f"kernel │ kcmp(KCMP_FILE): producer fd 5 ≡ consumer-{k} fd 5: {SAME}") == 1
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith(narration.VERIFIED + " 262144 integers (1 MiB)")
+    assert "kcmp: 2/2 consumers' fds are the producer's open file description" in summary
+    assert "match /proc" in summary and narration.CLEAN in summary
+
+
+def test_one_consumer_summary_carries_the_verdict():
+    out, _ = printed(session_events())
+    assert f"kcmp: producer fd 5 ≡ consumer fd 5: {SAME}" in out.strip().splitlines()[-1]
+
+
+def test_a_failed_session_is_not_verified_and_says_why():
+    batches = session_batches()
+    events = [e for b in batches[:4] for e in b]
+    events.append(SessionFailed("producer", "create", failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate", "bad size")))
+    out, _ = printed(events)
+    assert "FAILED at producer step create: cuMemCreate → CUDA_ERROR_INVALID_VALUE (bad size)" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(narration.NOT_VERIFIED) and "kcmp: not checked" in last
+
+
+def test_verbose_prints_every_call():
+    out, _ = printed(session_events(), verbose=True)
+    assert "reserve(fd=3, size=1048576) → 0x7f0000000000" in out
+
+
+def test_json_lines_are_the_events_to_json():
+    out = io.StringIO()
+    events = session_events(consumers=2)
+    for e in events:
+        print_json(e, out)
+    lines = out.getvalue().splitlines()
+    assert lines == [e.to_json() for e in events]
+    assert [Event.from_json(line) for line in lines] == events

@@ -1,0 +1,74 @@
+"""One wording per event: narration's functions, and that nothing else words the verdicts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from events_fixture import SAME
+
+from vmmtui import narration
+from vmmtui.events import KcmpVerdict, WorkerExited
+
+PKG = Path(__file__).resolve().parent.parent / "vmmtui"
+#: the pre-redesign session module, gone once vmmtui/session/ lands (it still words kcmp itself)
+OLD_SESSION = PKG / "session.py"
+
+
+def verdict(consumer: str = "consumer", same: bool | None = True, fd: int = 5) -> KcmpVerdict:
+    return KcmpVerdict(100, 5, 101, fd, same, SAME if same else "different files", consumer)
+
+
+def sources() -> list[Path]:
+    return [p for p in PKG.rglob("*.py") if p != OLD_SESSION]
+
+
+def test_one_verdict_is_the_kernels_answer():
+    assert narration.kcmp_verdict(verdict()).plain == f"producer fd 5 ≡ consumer fd 5: {SAME}"
+    assert narration.kcmp_verdict(verdict(same=False)).plain.startswith("producer fd 5 ≢ consumer fd 5")
+    assert narration.kcmp_verdict(verdict(same=None)).plain.startswith("producer fd 5 ? consumer fd 5")
+    assert narration.kcmp_summary([verdict()]).plain == f"producer fd 5 ≡ consumer fd 5: {SAME}"
+
+
+def test_several_consumers_none_and_legacy():
+    several = [verdict(f"consumer-{k}") for k in range(1, 5)]
+    assert narration.kcmp_summary(several).plain == "4/4 consumers' fds are the producer's open file description"
+    several[2] = verdict("consumer-3", same=False)
+    text = narration.kcmp_summary(several)
+    assert text.plain.startswith("3/4 ") and "red" in str(text.style)
+    # a consumer that never got a verdict still counts when the session says how many there were
+    assert narration.kcmp_summary(several[:3], consumers=4).plain.startswith("2/4 ")
+    assert narration.kcmp_summary([]).plain == "not checked"
+    assert narration.kcmp_summary([], "legacy").plain == (
+        "no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare")
+
+
+def test_pair_note_names_the_other_side_for_numbered_consumers():
+    v = verdict("consumer-3")
+    assert narration.kcmp_pair_note(v, "consumer-3") == " ≡ producer 5"
+    assert narration.kcmp_pair_note(v, "producer") == " ≡ consumer-3 5"
+    assert narration.kcmp_pair_note(v, "consumer-2") == ""
+
+
+def test_exits_and_role_colours():
+    assert narration.exited(WorkerExited("consumer-2", 7, None, "SIGKILL", False)).plain == \
+        "consumer-2 (pid 7) killed by SIGKILL"
+    assert narration.exited(WorkerExited("producer", 7, 1, None, False)).plain == "producer (pid 7) exit code 1"
+    assert narration.role_style("consumer-2") == narration.role_style("consumer") == "magenta"
+    assert narration.role_style("producer") == "cyan"
+
+
+def test_events_hold_data_only():
+    assert not hasattr(KcmpVerdict, "describe") and not hasattr(WorkerExited, "describe")
+
+
+def test_verified_is_worded_only_in_narration():
+    # the one-word verdicts as a renderer would spell them (not the scenarios' ``VERIFIED`` constant)
+    pattern = re.compile(r"NOT VERIFIED|\]VERIFIED\[|[\"']VERIFIED[\"'] if")
+    wording = [p.relative_to(PKG).as_posix() for p in sources() if pattern.search(p.read_text())]
+    assert wording == ["narration.py"]
+
+
+def test_several_consumers_kcmp_summary_is_worded_only_in_narration():
+    wording = [p.relative_to(PKG).as_posix() for p in sources() if "consumers' fds" in p.read_text()]
+    assert wording == ["narration.py"]

@@ -1,0 +1,36 @@
+"""Transcripts: JSON lines are the events themselves; Markdown tells the session in narration's words."""
+
+from __future__ import annotations
+
+from events_fixture import SAME, session_events
+
+from vmmtui import narration
+from vmmtui.events import Event
+from vmmtui.transcript import Transcript
+
+
+def write(path, events) -> str:
+    t = Transcript(path)
+    for e in events:
+        t.write(e)
+    t.close()
+    return path.read_text()
+
+
+def test_json_lines_are_event_to_json_and_read_back(tmp_path):
+    events = session_events(consumers=2)
+    lines = write(tmp_path / "t.jsonl", events).splitlines()
+    assert lines == [e.to_json() for e in events]
+    assert [Event.from_json(line) for line in lines] == events
+
+
+def test_markdown_tells_steps_kcmp_once_and_the_result(tmp_path):
+    text = write(tmp_path / "t.md", session_events(consumers=2))
+    assert text.startswith("# vmmtui transcript")
+    assert "## consumer-2: Read and verify the pattern (ok" in text
+    assert "    Data verification PASSED (262144 integers verified)" in text
+    for k in (1, 2):
+        assert text.count(f"**kcmp(KCMP_FILE)**: producer fd 5 ≡ consumer-{k} fd 5: {SAME}") == 1
+    result = text.split("## Result", 1)[1]
+    assert narration.VERIFIED in result and "2/2 consumers' fds are the producer's open file description" in result
+    assert narration.CLEAN in text

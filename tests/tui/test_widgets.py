@@ -1,0 +1,201 @@
+"""The inspector's widgets fed a hand-made event stream (no workers): what each one renders."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from events_fixture import SAME, session_batches
+from rich.console import Console
+from textual.widgets import Markdown
+
+from vmmtui import narration
+from vmmtui.backends import Choice
+from vmmtui.config import SessionConfig
+from vmmtui.events import KcmpVerdict, SessionFinished
+from vmmtui.tui.app import InspectorApp
+from vmmtui.tui.commands import commands, key_name
+from vmmtui.tui.messages import SessionEvents
+from vmmtui.tui.screens.help import HelpScreen
+from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.fd_table import FdTableView
+from vmmtui.tui.widgets.status import StatusLine
+from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+
+MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def offline_app(consumers: int = 1, **kw) -> InspectorApp:
+    return InspectorApp(SessionConfig(backend="memfd", consumers=consumers), MEMFD, start_session=False, **kw)
+
+
+def text_of(widget) -> str:
+    with open(os.devnull, "w") as sink:
+        console = Console(width=200, record=True, file=sink)
+        console.print(widget.content)
+        return console.export_text()
+
+
+def upto(batches, step: str, role: str):
+    """Every event up to and including the batch of ``role``'s ``step``."""
+    out = []
+    for batch in batches:
+        out += batch
+        done = [e for e in batch if type(e).__name__ == "StepDone"]
+        if done and (done[0].role, done[0].step) == (role, step):
+            break
+    return out
+
+
+async def feed(app: InspectorApp, pilot, events) -> None:
+    app.show(events)
+    await app.rendered()
+    await pilot.pause()
+
+
+@pytest.mark.asyncio
+async def test_kcmp_pair_note_appears_in_numbered_consumer_tabs():
+    batches = session_batches(consumers=2)
+    app = offline_app(consumers=2)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, upto(batches, "verify", "consumer-2"))
+        for name in ("consumer-1", "consumer-2"):
+            view = app.query_one(f"#{name}-fds", FdTableView)
+            assert view.kcmp is not None and view.kcmp.consumer == name
+            assert "received ≡ producer 5" in text_of(view), name
+        assert "≡ consumer-2 5" in text_of(app.query_one("#producer-fds", FdTableView))
+
+
+@pytest.mark.asyncio
+async def test_event_log_colours_numbered_consumers_like_consumer():
+    app = offline_app(consumers=2)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, upto(session_batches(consumers=2), "verify", "consumer-2"))
+        tags = [seg for strip in app.query_one(EventLog).lines for seg in strip if seg.text == "cons "]
+        assert tags, "no consumer line in the log"
+        assert all(seg.style is not None and seg.style.color is not None
+                   and seg.style.color.name == narration.role_style("consumer") for seg in tags)
+
+
+@pytest.mark.asyncio
+async def test_wire_panel_words_several_consumers_kcmp_as_narration_does():
+    batches = session_batches(consumers=2)
+    app = offline_app(consumers=2)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, upto(batches, "wait_ack:consumer-2", "producer"))
+        wire = text_of(app.query_one(WirePanel))
+        assert "2/2 consumers' fds are the producer's open file description" in " ".join(wire.split())
+        assert "2/2 consumers acknowledged" in wire
+        await feed(app, pilot, [e for b in batches for e in b][len(upto(batches, "wait_ack:consumer-2", "producer")):])
+        finished = next(e for b in batches for e in b if isinstance(e, SessionFinished))
+        summary = narration.kcmp_summary(finished.kcmp, finished.mechanism, 2).plain
+        assert summary in " ".join(text_of(app.query_one(WirePanel)).split())
+
+
+@pytest.mark.asyncio
+async def test_one_consumer_screen_shows_verdict_verification_and_status():
+    batches = session_batches()
+    app = offline_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(app, pilot, upto(batches, "receive", "consumer"))
+        status = text_of(app.query_one(StatusLine))
+        assert f"producer fd 5 ≡ consumer fd 5: {SAME}" in status
+        assert "received ≡ producer 5" in text_of(app.query_one("#consumer-fds", FdTableView))
+        await feed(app, pilot, [e for b in batches for e in b][len(upto(batches, "receive", "consumer")):])
+        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
+        status = text_of(app.query_one(StatusLine))
+        assert narration.VERIFIED in status and "PASSED" in status
+        wire = " ".join(text_of(app.query_one(WirePanel)).split())
+        assert f"producer fd 5 ≡ consumer fd 5: {SAME}" in wire and "verified (262144 integers)" in wire
+
+
+@pytest.mark.asyncio
+async def test_live_kcmp_repeats_are_logged_once():
+    batches = session_batches()
+    app = offline_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, upto(batches, "receive", "consumer"))
+        verdict = next(e for b in batches for e in b if isinstance(e, KcmpVerdict))
+        app.show([verdict, verdict], live=True)
+        await app.rendered()
+        lines = ["".join(s.text for s in strip) for strip in app.query_one(EventLog).lines]
+        assert sum("kcmp(KCMP_FILE)" in line for line in lines) == 1
+
+
+@pytest.mark.asyncio
+async def test_restart_reset_lands_after_the_old_sessions_events():
+    app = offline_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        events = [e for b in session_batches() for e in b]
+        app.post_message(SessionEvents(events, 0, closing=True, restart=True))
+        await pilot.pause()
+        await app.rendered()
+        assert app.query_one(VerificationPanel).result is None
+        assert app.query_one("#consumer-fds", FdTableView).snapshot is None
+        assert app.panel("producer").results == {}
+        assert "Closed cleanly" in "".join(s.text for s in app.query_one(EventLog).lines[-1])
+
+
+@pytest.mark.asyncio
+async def test_screenshot_is_taken_after_the_steps_events_are_rendered(tmp_path):
+    batches = session_batches()
+    app = offline_app(screenshots=str(tmp_path), stable=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        at = next(i for i, b in enumerate(batches) if any(getattr(e, "step", "") == "verify" for e in b))
+        app.show([e for b in batches[:at] for e in b])
+        app.post_message(SessionEvents(batches[at], 0))
+        for _ in range(100):
+            if list(tmp_path.glob("*.svg")):
+                break
+            await pilot.pause(0.05)
+        shots = list(tmp_path.glob("*.svg"))
+        assert len(shots) == 1
+        assert "PASSED" in shots[0].read_text()
+
+
+@pytest.mark.asyncio
+async def test_help_key_table_is_made_from_the_bindings():
+    app = offline_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        source = app.screen.query_one(Markdown).source
+        for c in commands(InspectorApp.BINDINGS):
+            assert f"| {c.key_text} | {c.help} |" in source
+        assert "`space` / `n`" in source and "`ctrl+p`" in source
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
+async def test_palette_runs_the_bound_actions_by_name():
+    app = offline_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = app.query_one("#producer-fds", FdTableView)
+        assert view.fold_driver
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"All fds")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert not view.fold_driver
+
+
+def test_palette_has_one_entry_per_action_with_its_tooltip():
+    found = {c.action: c for c in commands(InspectorApp.BINDINGS)}
+    assert found["step"].keys == ("space", "n")
+    assert found["help"].keys == ("?",)
+    assert all(c.help and c.name for c in found.values())
+    assert set(found) == {b.action for b in InspectorApp.BINDINGS}
+
+
+def test_readme_key_list_names_every_binding():
+    readme = (ROOT / "README.md").read_text()
+    keys = re.search(r"^Keys: (.*?)\n\n", readme, re.S | re.M).group(1)
+    for b in InspectorApp.BINDINGS:
+        assert f"`{key_name(b.key)}`" in keys, b.key
+    assert f"`{InspectorApp.COMMAND_PALETTE_BINDING}`" in keys

@@ -1,0 +1,252 @@
+"""The words for every event, written once: the console, the transcript, the event log and the
+app's status line all say what happened through these functions.
+
+Each function returns a ``rich.text.Text`` whose styles are semantic (green: proven, red: wrong,
+yellow: the kernel or a note, dim: routine); a renderer without colour uses ``.plain``. Values that
+change from run to run (pids, addresses, timings) pass through a ``Masks`` so that the inspector's
+``--stable`` mode can hide them; ``PLAIN`` shows them as they are. No Textual here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from rich.text import Text
+
+from vmmtui.backends.base import Call
+from vmmtui.config import SEED_SHAPE, Mechanism
+from vmmtui.events import (
+    FdRow,
+    FdSnapshot,
+    KcmpVerdict,
+    Notice,
+    ScenarioOutcome,
+    SessionClosed,
+    SessionFailed,
+    SessionFinished,
+    SessionStarted,
+    WorkerExited,
+    WorkerStarted,
+)
+from vmmtui.pattern import Verification
+from vmmtui.sizes import format_size
+from vmmtui.steps import CONSUMER, PRODUCER, kind
+
+VERIFIED = "VERIFIED"
+NOT_VERIFIED = "NOT VERIFIED"
+#: who speaks when the line is the kernel's (kcmp), not a worker's
+KERNEL = "kernel"
+ROLE_STYLES = {PRODUCER: "cyan", CONSUMER: "magenta", KERNEL: "yellow"}
+SIGNS = {True: "≡", False: "≢", None: "?"}
+KCMP_STYLES = {True: "bold green", False: "bold red", None: "yellow"}
+CLEAN = "Closed cleanly: no workers, no socket directory left"
+
+
+class Masks(Protocol):
+    """How volatile values are shown (the TUI's ``Display`` masks them in ``--stable`` mode)."""
+
+    def text(self, s: str) -> str: ...
+
+    def pid(self, pid: int | None) -> str: ...
+
+    def ms(self, ns: int | None) -> str: ...
+
+
+class Plain:
+    """Every value as it is: the console and the transcript."""
+
+    def text(self, s: str) -> str:
+        return s
+
+    def pid(self, pid: int | None) -> str:
+        return "-" if pid is None else str(pid)
+
+    def ms(self, ns: int | None) -> str:
+        return "" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+PLAIN = Plain()
+
+
+# -- who ---------------------------------------------------------------------------------------------
+def role_style(role: str) -> str:
+    """A role's colour: ``consumer-2`` … are coloured like ``consumer``."""
+    return ROLE_STYLES.get(kind(role), "")
+
+
+# -- the verdicts ------------------------------------------------------------------------------------
+def verdict(verified: bool) -> Text:
+    """``VERIFIED`` or ``NOT VERIFIED``: the session's one-word result."""
+    return Text(VERIFIED, "bold green") if verified else Text(NOT_VERIFIED, "bold red")
+
+
+def verification(v: Verification) -> Text:
+    """A check's result in short: ``PASSED 262144 integers verified`` or what differed."""
+    if v.passed:
+        return Text.assemble(("PASSED ", "bold green"), f"{v.checked} integers verified")
+    text = Text.assemble(("FAILED ", "bold red"), f"{v.mismatches} of {v.checked} differ")
+    if v.first_index is not None:
+        text.append(f"\nfirst at index {v.first_index}: expected 0x{v.first_expected:08x}, "
+                    f"got 0x{v.first_got:08x}")
+    return text
+
+
+def verification_word(v: Verification) -> str:
+    return "PASSED" if v.passed else "FAILED"
+
+
+def kcmp_verdict(v: KcmpVerdict) -> Text:
+    """The kernel's answer on one exported/received pair: ``producer fd 5 ≡ consumer fd 5: …``."""
+    return Text(f"producer fd {v.producer_fd} {SIGNS[v.same]} {v.consumer} fd {v.consumer_fd}: {v.detail}",
+                KCMP_STYLES[v.same])
+
+
+def kcmp_pair_note(v: KcmpVerdict, role: str) -> str:
+    """The note beside ``role``'s fd of the pair in its fd table (`` ≡ producer 5``), or ''."""
+    sign = SIGNS[v.same]
+    if role == PRODUCER:
+        return f" {sign} {v.consumer} {v.consumer_fd}"
+    if role == v.consumer:
+        return f" {sign} {PRODUCER} {v.producer_fd}"
+    return ""
+
+
+def kcmp_line(v: KcmpVerdict) -> Text:
+    return Text(f"kcmp(KCMP_FILE): {kcmp_verdict(v).plain}", "bold")
+
+
+def kcmp_summary(verdicts: Iterable[KcmpVerdict], mechanism: str = Mechanism.VMM,
+                 consumers: int | None = None) -> Text:
+    """What kcmp proved for the whole session, from ``SessionFinished.kcmp`` or the verdicts seen so far.
+
+    One verdict: the verdict itself; several: how many consumers' fds are the producer's open file
+    description, out of ``consumers`` (or the verdicts given); legacy IPC: why there is nothing to
+    compare.
+    """
+    found = list(verdicts)
+    if mechanism == Mechanism.LEGACY:
+        return Text("no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare",
+                    "dim")
+    if not found:
+        return Text("not checked", "dim")
+    if len(found) == 1:
+        return kcmp_verdict(found[0])
+    same = sum(1 for v in found if v.same)
+    total = max(consumers or 0, len(found))
+    return Text(f"{same}/{total} consumers' fds are the producer's open file description",
+                "bold green" if same == total else "bold red")
+
+
+class Repeats:
+    """Remembers the last kcmp wording per consumer so that the 4 Hz refresh is told once."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str] = {}
+
+    def new(self, v: KcmpVerdict) -> bool:
+        text = kcmp_verdict(v).plain
+        if self.last.get(v.consumer) == text:
+            return False
+        self.last[v.consumer] = text
+        return True
+
+    def clear(self) -> None:
+        self.last.clear()
+
+
+# -- one function per event --------------------------------------------------------------------------
+def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
+    lines = [Text(f"backend: {e.reason}", "bold"),
+             Text(f"socket: {m.text(e.socket_path)} (private directory, mode 0700)", "dim")]
+    if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
+        devices = ", ".join(f"{n} on device {d}" for n, d in e.devices.items()) if e.backend == "cuda" else ""
+        lines.append(Text(f"mechanism: {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
+                          + (f" · {devices}" if devices else ""), "bold"))
+    return lines
+
+
+def worker_started(e: WorkerStarted, m: Masks = PLAIN) -> Text:
+    return Text(f"worker started, pid {m.pid(e.pid)}", "dim")
+
+
+def notice(e: Notice) -> Text:
+    return Text(f"note: {e.text}", "yellow")
+
+
+def call(c: Call, m: Masks = PLAIN) -> Text:
+    """One driver or system call: ``cuMemCreate(size=…) → 0x…  0.123 ms``."""
+    args = ", ".join(f"{k}={v}" for k, v in c.args.items())
+    line = Text(c.name, "bold" if c.ok else "bold red")
+    line.append(m.text(f"({args}) → {c.result}"), "" if c.ok else "red")
+    line.append(f"  {m.ms(c.duration_ns)}", "dim")
+    return line
+
+
+def log_line(line: str, m: Masks = PLAIN) -> Text:
+    """A worker's own log line (the seed's wording, real values)."""
+    return Text(m.text(line), "red" if line.startswith("ERROR") else "green")
+
+
+def fd_problem(role: str, r: FdRow) -> Text:
+    return Text(f"fd check: {role} fd {r.fd} {r.check}: {r.detail}", "red")
+
+
+def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
+    """One fd table in a line: how many fds, how many the worker declared, what did not match."""
+    if e.error:
+        return Text(f"{e.role} fd table unavailable: {m.text(e.error)}", "yellow")
+    declared = [r for r in e.rows if r.check]
+    bad = e.problems
+    head = f"{e.role} (pid {m.pid(e.pid)}) fd table: {len(e.rows)} fds, {len(declared)} declared, "
+    if not bad:
+        return Text(head + "all match /proc")
+    return Text(head + f"{len(bad)} PROBLEM(S): " + "; ".join(f"fd {r.fd} {r.check} {r.detail}" for r in bad), "red")
+
+
+def failed(e: SessionFailed) -> list[Text]:
+    """The failed step, the real error, its cause and its fix."""
+    f = e.failure
+    lines = [Text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})", "bold red")]
+    if f.cause:
+        lines.append(Text(f"  cause: {f.cause}"))
+    if f.fix:
+        lines.append(Text(f"  fix:   {f.fix}"))
+    return lines
+
+
+def exited(e: WorkerExited, m: Masks = PLAIN) -> Text:
+    """``consumer (pid 123) killed by SIGKILL`` or ``… exit code 1``."""
+    how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    return Text(m.text(f"{e.role} (pid {e.pid}) {how}"), "dim" if e.expected else "bold red")
+
+
+def exit_state(e: WorkerExited) -> str:
+    """The process panel's state after an exit: ``exited: killed by SIGKILL`` / ``exited: code 1``."""
+    return f"exited: {'killed by ' + e.signal if e.signal else f'code {e.returncode}'}"
+
+
+def log_tail(e: WorkerExited) -> list[Text]:
+    return [Text(f"log: {line}", "dim") for line in e.log_tail]
+
+
+def finished(e: SessionFinished, consumers: int | None = None) -> Text:
+    """The result: VERIFIED or not, how much, the fd cross-check and kcmp's summary."""
+    line = verdict(e.verified)
+    if e.verified:
+        line.append(f" {e.integers} integers ({format_size(e.integers * 4)})", "")
+    line.append(f" · {e.fd_checks} fd checks, {e.fd_problems} problems · kcmp: ", "")
+    line.append(kcmp_summary(e.kcmp, e.mechanism, consumers).plain, "")
+    return line
+
+
+def closed(e: SessionClosed) -> Text:
+    return Text(CLEAN, "dim") if e.clean else Text("left behind: " + "; ".join(e.leftovers), "bold red")
+
+
+def outcome(e: ScenarioOutcome) -> Text:
+    """How a scenario ended against its promise."""
+    where = f" at {e.at}" if e.at else ""
+    judged = "as expected" if e.as_expected else f"NOT as expected (expected {', '.join(e.expected)})"
+    return Text(f"scenario {e.name}: ended with {e.outcome}{where}: {judged}",
+                "bold green" if e.as_expected else "bold red")
