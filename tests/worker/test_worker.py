@@ -212,7 +212,7 @@ def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(tmp_path):
 
 def test_worker_config_travels_as_argv_with_its_control_fd():
     cfg = WorkerConfig("consumer-2", "memfd", 4096, "/tmp/x/s.sock", device=1, ack_timeout=3.0, consumers=2,
-                       flags=["keep-received-fd", "wrong-release"], crash="init:noise", control_fd=7)
+                       flags=["keep-received-fd", "free-with-wrong-call"], crash="init:noise", control_fd=7)
     assert WorkerConfig.from_argv(cfg.to_argv()) == cfg
     assert "--control-fd" in cfg.to_argv()
 

@@ -88,7 +88,7 @@ BUILT_IN: list[Scenario] = [
         at=(PRODUCER, "export"),
         cannot={"memfd": "a memfd is a file descriptor from the start; there is no allocation without an fd "
                          "handle type to export"},
-        flags={PRODUCER: ("no-fd-handle-type",)}),
+        flags={PRODUCER: ("without-fd-handle-type",)}),
     Scenario(
         "intruder", "a third process connects first: refused by SO_PEERCRED, gets no fd",
         "Right after the producer listens, another process connects before the consumer. The producer reads "

@@ -101,7 +101,7 @@ class VmmSharing(Sharing):
             w.say(f"Buffer size: {w.cfg.size} bytes, aligned size: {s.alloc_size} bytes")
 
     def create(self, w: Worker) -> None:
-        shareable = "no-fd-handle-type" not in w.flags
+        shareable = "without-fd-handle-type" not in w.flags
         if not shareable:
             w.say("SCENARIO: creating without requestedHandleTypes = POSIX_FILE_DESCRIPTOR")
         w.handle = w.backend.create(w.state.alloc_size, shareable=shareable)
