@@ -176,19 +176,8 @@ def _interrupt(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-def _quiet_close(session) -> list:
-    """Close with the interrupting signals held back, so a second Ctrl-C cannot cut cleanup in half."""
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        return session.close()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from vmmtui.console import LogPrinter, print_json
-    from vmmtui.events import SessionClosed
     from vmmtui.session import ConfigError, Session, SessionError
 
     if args.list_scenarios:
@@ -198,11 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if choice is None:
         return EXIT_USAGE
     printer = LogPrinter(verbose=args.verbose)
-    closed: list[SessionClosed] = []
 
     def emit(e) -> None:
-        if isinstance(e, SessionClosed):
-            closed.append(e)
         if args.json:
             print_json(e, sys.stdout)
         else:
@@ -222,13 +208,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         interrupted, at = exc, session.next_step
     finally:
-        for e in _quiet_close(session):
+        for e in session.close():
             emit(e)
-    clean = bool(closed) and closed[-1].clean
+    ending = session.closed_event
+    clean = ending is not None and ending.clean
     if interrupted is not None:
         where = f" during {at[0]} {at[1]}" if at else ""
         print(f"vmmtui: interrupted{where}; "
-              + ("workers stopped, everything cleaned up" if clean else "left behind: " + "; ".join(closed[-1].leftovers)),
+              + ("workers stopped, everything cleaned up" if clean else "left behind: " + "; ".join(ending.leftovers)),
               file=sys.stderr)
         return 128 + interrupted.signum
     if refused is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from vmmtui.events import FdRow, FdSnapshot, KcmpVerdict, Notice
 from vmmtui.fdtable import FdTable, kcmp_same_file
 from vmmtui.session.processes import WorkerProcess
+from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import Failure, failure
 
 #: /proc targets that are shared memory whoever opened them (memfd's allocation, /dev/shm files)
@@ -72,6 +73,14 @@ def kcmp_pair(producer: WorkerProcess | None, consumer: WorkerProcess | None) ->
     if r.same is None and "EBADF" in r.detail:
         return None  # one side closed its fd while we looked (a live refresh during cleanup): no pair now
     return KcmpVerdict(producer.pid, pfd, consumer.pid, cfd, r.same, r.detail, consumer.role)
+
+
+def read_all(workers: dict[str, WorkerProcess], roles: list[str],
+             consumers: list[str]) -> tuple[list[FdSnapshot], list[KcmpVerdict]]:
+    """Every worker's fd table and the kcmp verdict of each consumer's received fd."""
+    snaps = [fd_snapshot(workers[r]) for r in roles if r in workers]
+    verdicts = [v for c in consumers if (v := kcmp_pair(workers.get(PRODUCER), workers.get(c))) is not None]
+    return snaps, verdicts
 
 
 def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failure | None:

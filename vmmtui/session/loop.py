@@ -28,7 +28,6 @@ from vmmtui.config import (
 )
 from vmmtui.events import (
     Event,
-    FdSnapshot,
     KcmpVerdict,
     Notice,
     ScenarioOutcome,
@@ -41,6 +40,7 @@ from vmmtui.events import (
     WorkerStarted,
 )
 from vmmtui.fdtable import FdTable
+from vmmtui.interrupts import signals_held
 from vmmtui.scenarios import VERIFIED, Scenario
 from vmmtui.session import fdchecks
 from vmmtui.session.processes import WorkerProcess, launch, read_hello
@@ -98,6 +98,8 @@ class Session:
         self.dir: str | None = None
         self.started = False  # every worker said hello; steps are refused before that
         self.closed = False
+        #: the SessionClosed that close() emitted (also when start() closed after a failure)
+        self.closed_event: SessionClosed | None = None
         self._ended = False
         self._lock = threading.RLock()  # one step or close at a time
         self._snap_lock = threading.Lock()
@@ -330,22 +332,12 @@ class Session:
         snapshots taken after steps (``count=True``) add to the session's check totals.
         """
         with self._snap_lock:
-            events: list[Event] = []
-            for role in self.roles:
-                w = self.workers.get(role)
-                if w is None:
-                    continue
-                snap: FdSnapshot = fdchecks.fd_snapshot(w)
-                if count:
-                    self.fd_checks += len([r for r in snap.rows if r.check])
-                    self.fd_problems += len(snap.problems)
-                events.append(snap)
-            for name in self.consumers:
-                verdict = fdchecks.kcmp_pair(self.workers.get(PRODUCER), self.workers.get(name))
-                if verdict is not None:
-                    self.kcmp[name] = verdict
-                    events.append(verdict)
-            return events
+            snaps, verdicts = fdchecks.read_all(self.workers, self.roles, self.consumers)
+            if count:
+                self.fd_checks += sum(len([r for r in snap.rows if r.check]) for snap in snaps)
+                self.fd_problems += sum(len(snap.problems) for snap in snaps)
+            self.kcmp.update({v.consumer: v for v in verdicts})
+            return [*snaps, *verdicts]
 
     def poll_exits(self) -> list[Event]:
         """WorkerExited for any worker that died since we last looked (between steps, say)."""
@@ -355,7 +347,15 @@ class Session:
 
     # -- shutting down -----------------------------------------------------------------------------
     def close(self) -> list[Event]:
-        """Clean up what each live worker holds, stop and reap them all, remove the directory."""
+        """Clean up what each live worker holds, stop and reap them all, remove the directory.
+
+        SIGINT, SIGTERM and SIGHUP are held back meanwhile (in this thread), so that a second
+        Ctrl-C cannot cut the cleanup in half; they are delivered once it is done.
+        """
+        with signals_held():
+            return self._close()
+
+    def _close(self) -> list[Event]:
         with self._lock:
             if self.closed:
                 return []
@@ -386,7 +386,8 @@ class Session:
                 shutil.rmtree(self.dir, ignore_errors=True)
                 if os.path.exists(self.dir):
                     leftovers.append(f"directory {self.dir} still exists")
-            events.append(SessionClosed(not leftovers, leftovers))
+            self.closed_event = SessionClosed(not leftovers, leftovers)
+            events.append(self.closed_event)
             return events
 
     def __enter__(self) -> Session:

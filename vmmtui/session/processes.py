@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from vmmtui.codec import DecodeError, decode
 from vmmtui.config import WorkerConfig
@@ -51,7 +52,9 @@ class WorkerProcess:
     role: str
     proc: subprocess.Popen
     control: LineChannel
-    log_path: Path
+    #: the worker's stdout and stderr: a file already unlinked, so a killed session leaves no log
+    #: behind (and the producer's reaper finds the directory empty); read with pread
+    log: BinaryIO
     held: list[HeldFd] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
@@ -71,11 +74,14 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.exited is None and self.proc.poll() is None
 
-    def log_tail(self, lines: int = 8) -> list[str]:
+    def log_tail(self, lines: int = 8, limit: int = 1 << 16) -> list[str]:
         try:
-            return self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except OSError:
+            fd = self.log.fileno()
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, limit, max(0, size - limit))
+        except (OSError, ValueError):
             return []
+        return data.decode(errors="replace").splitlines()[-lines:]
 
     # -- talking -----------------------------------------------------------------------------------
     def receive(self, timeout: float) -> dict | Failure:
@@ -187,30 +193,34 @@ class WorkerProcess:
                 expected = False
         else:
             self.proc.wait()
+        tail = [] if expected and self.proc.returncode == 0 else self.log_tail()
         self.control.close()
+        self.log.close()
         if self.exited is not None:
             return None
         rc = self.proc.returncode
-        self.exited = WorkerExited(self.role, self.pid, rc, signal_name(rc), expected and rc == 0,
-                                   [] if expected and rc == 0 else self.log_tail())
+        self.exited = WorkerExited(self.role, self.pid, rc, signal_name(rc), expected and rc == 0, tail)
         return self.exited
 
 
 def launch(config: WorkerConfig, log_path: Path) -> WorkerProcess:
     """Start ``python -m vmmtui.worker`` with a control socketpair; its output goes to ``log_path``."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    log = open(log_path, "w+b")  # noqa: SIM115 - held for the worker's life, closed by stop()
     try:
+        os.unlink(log_path)
         config.control_fd = child.fileno()
         argv = [sys.executable, "-m", "vmmtui.worker", *config.to_argv()]
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    pass_fds=(child.fileno(),), env=worker_env(), close_fds=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                pass_fds=(child.fileno(),), env=worker_env(), close_fds=True,
+                                process_group=0)  # a Ctrl-C at the terminal reaches only the session
     except BaseException:
         parent.close()
+        log.close()
         raise
     finally:
         child.close()
-    return WorkerProcess(config.role, proc, LineChannel(parent), log_path)
+    return WorkerProcess(config.role, proc, LineChannel(parent), log)
 
 
 def read_hello(w: WorkerProcess, timeout: float) -> str | None:

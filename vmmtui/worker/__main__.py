@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     control_fd = settle_control_fd(cfg.control_fd)
 
+    from vmmtui.interrupts import signals_held
     from vmmtui.protocol import LineChannel
     from vmmtui.worker.core import Worker
-    from vmmtui.worker.memory import signals_blocked
 
     control = LineChannel(socket.socket(fileno=control_fd))
     try:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokenPipeError, ConnectionResetError):
         return 0
     finally:
-        with signals_blocked():
+        with signals_held():
             worker.release_all()
             with contextlib.suppress(OSError):
                 control.send({"type": "bye"})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vmmtui.config import Verify
+from vmmtui.interrupts import signals_held
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
 
@@ -17,19 +17,6 @@ if TYPE_CHECKING:
     from vmmtui.worker.core import Worker
 
 #: what a second signal must not cut short: the socket file's unlink, the last release
-BLOCKED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
-
-
-@contextlib.contextmanager
-def signals_blocked() -> Iterator[None]:
-    """Hold off SIGTERM and friends until the block ends (SIGKILL cannot be held: the reaper covers it)."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def init(w: Worker) -> None:
     b = w.backend
     banner = f"{b.title} {w.sharing.title}" if b.has_device else b.title
@@ -118,7 +105,7 @@ def cleanup(w: Worker) -> None:
         w.book.close_socket(conn, f"connection to {peer}")
         del w.peers[peer]
     if w.listener is not None:
-        with signals_blocked():  # the close and the unlink go together
+        with signals_held():  # the close and the unlink go together
             listener, w.listener = w.listener, None
             w.book.close_socket(listener, "listener")
             with contextlib.suppress(FileNotFoundError):
