@@ -36,7 +36,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     done
     step python3 -m vmmtui run --backend memfd --scenario unaligned-size
     step python3 -m pytest -q -s -m gpu tests/test_gpu.py -p no:cacheprovider
-    step python3 -m vmmtui soak --backend cuda --count 200
+    step python3 -m vmmtui soak --backend cuda --count "${SOAK_COUNT:-200}"
     nvidia-smi --query-gpu=memory.used,memory.free --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
