@@ -37,6 +37,10 @@ def test_interrupt_stops_everything_and_says_where(tmp_path, delay, signum, to_g
     out, err = proc.communicate(timeout=60)
     if proc.returncode == 0:
         pytest.skip("the run finished before the signal")  # a fast machine: nothing to interrupt
+    if proc.returncode == -signum and not out and not err:
+        # the signal beat the interpreter to vmmtui's first line: nothing of ours existed yet
+        assert not workers and os.listdir(tmp_path) == []
+        return
     assert proc.returncode == 128 + signum, (out, err)
     assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err
     lines = err.strip().splitlines()
