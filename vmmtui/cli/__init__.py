@@ -1,0 +1,41 @@
+"""Command line: ``vmmtui`` (the inspector), ``run`` (headless), ``soak``, ``bench``, ``doctor``.
+
+Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` installs the signal
+handling (one line and 128 + signal on SIGINT, SIGTERM, SIGHUP) and dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from vmmtui.cli import bench, doctor, inspector, run, soak
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Interrupted, Parser, interrupt
+
+COMMANDS = (run, soak, bench, doctor)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="vmmtui", description="Watch CUDA VMM memory sharing between two processes, "
+               "step by step. With no command, opens the inspector.")
+    inspector.add_options(p)
+    sub = p.add_subparsers(dest="command")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+    try:
+        args = parser().parse_args(argv)
+        return args.func(args)
+    except KeyboardInterrupt as exc:  # before or after a session: nothing of ours is running
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        print("vmmtui: interrupted; nothing was left running", file=sys.stderr)
+        return 128 + signum
+
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

@@ -1,0 +1,34 @@
+"""``vmmtui doctor``: what this machine can run, and why not."""
+
+from __future__ import annotations
+
+import argparse
+
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
+
+
+def add_parser(sub) -> None:
+    doc = sub.add_parser("doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd")
+    doc.add_argument("--device", type=int, default=0)
+    doc.set_defaults(func=cmd_doctor)
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vmmtui.doctor import diagnose
+
+    rep = diagnose(args.device)
+    table = Table(title="vmmtui doctor", show_header=False)
+    table.add_column("check")
+    table.add_column("finding")
+    for f in rep.findings:
+        mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: " "}[f.ok]
+        table.add_row(f.name, f"{mark} {f.value}")
+    console = Console()
+    console.print(table)
+    if not rep.runnable:
+        console.print("[red]Nothing can run here: neither the cuda nor the memfd backend works.[/]")
+        return EXIT_FAILED
+    console.print(f"vmmtui run will use the [bold]{'cuda' if rep.cuda_ok else 'memfd'}[/] backend by default.")
+    return EXIT_OK

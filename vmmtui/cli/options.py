@@ -1,0 +1,142 @@
+"""What every command shares: one-line argument errors, value parsers, the session options,
+the SessionConfig they make, and the one refusal check (config.validate)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from vmmtui.backends import NAMES, choose
+from vmmtui.config import Direction, Mechanism, SessionConfig, Verify, choices, validate
+from vmmtui.sizes import SizeError, parse_size
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says a bad option in one line (the README promises it), exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def size_arg(text: str) -> int:
+    try:
+        return parse_size(text)
+    except SizeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def sizes_arg(text: str) -> list[int]:
+    try:
+        sizes = [parse_size(t.strip()) for t in text.split(",") if t.strip()]
+    except SizeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not sizes:
+        raise argparse.ArgumentTypeError("give at least one size")
+    return sizes
+
+
+def devices_arg(text: str) -> list[int]:
+    try:
+        devices = [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid device list {text!r}: use ordinals like 0,1") from None
+    if not devices or min(devices) < 0:
+        raise argparse.ArgumentTypeError(f"invalid device list {text!r}: use ordinals like 0,1")
+    return devices
+
+
+def scenario_arg(text: str) -> str:
+    from vmmtui.scenarios import SCENARIOS
+
+    if text not in SCENARIOS:
+        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; `vmmtui run --list-scenarios` lists them")
+    return text
+
+
+def list_scenarios() -> str:
+    from vmmtui.scenarios import SCENARIOS
+
+    width = max(map(len, SCENARIOS))
+    lines = []
+    for s in SCENARIOS.values():
+        only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
+        lines.append(f"{s.name:<{width}}  {s.summary}" + ("" if len(only) == 2 else f" [{'/'.join(only)} only]"))
+    return "\n".join(lines)
+
+
+def session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=NAMES, default="auto",
+                   help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)")
+    p.add_argument("--size", type=size_arg, default=parse_size("1MiB"),
+                   help="bytes to share: 1048576, 1MiB, 64MB, 2GiB (rounded up to the granularity; default 1MiB)")
+    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--timeout", type=positive_arg, default=10.0,
+                   help="seconds to wait for connect/accept (default 10); the ACK waits 12x this")
+    p.add_argument("--scenario", metavar="NAME", type=scenario_arg,
+                   help="make one failure really happen (see --list-scenarios)")
+    p.add_argument("--verify", choices=choices(Verify), default=Verify.AUTO.value,
+                   help="where the pattern is written and checked: device (NVRTC kernels; auto's choice on cuda), "
+                   "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)")
+    p.add_argument("--mechanism", choices=choices(Mechanism), default=Mechanism.VMM.value,
+                   help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
+                   "cuIpcGetMemHandle handle, no fd (seed 003; cuda only)")
+    p.add_argument("--consumers", type=int, default=1, metavar="N",
+                   help="consumer processes, each gets its own fd and maps the same allocation (1-8; default 1)")
+    p.add_argument("--direction", choices=choices(Direction), default=Direction.PRODUCER_WRITES.value,
+                   help="producer-writes (the seed; default) or consumer-writes (memMapIPCDrv: each consumer "
+                   "writes its slice with a kernel, the producer verifies)")
+    p.add_argument("--devices", type=devices_arg, metavar="0,1",
+                   help="GPUs the consumers spread over, round-robin (default: the producer's --device)")
+
+
+def config_from(args: argparse.Namespace) -> SessionConfig:
+    return SessionConfig(backend=args.backend, size=args.size, device=args.device, connect_timeout=args.timeout,
+                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario,
+                         verify=args.verify, mechanism=args.mechanism, consumers=args.consumers,
+                         direction=args.direction, devices=args.devices)
+
+
+def refusal(args: argparse.Namespace, choice) -> str | None:
+    """Why this run cannot start, as one line with the fix; None when it can."""
+    from vmmtui.scenarios import get
+
+    if not choice.usable:
+        return choice.reason
+    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario))
+
+
+def choice_or_refuse(args: argparse.Namespace):
+    """The backend to use, or None after printing the one-line reason it cannot run."""
+    choice = choose(args.backend, args.device)
+    refused = refusal(args, choice)
+    if refused:
+        print(f"vmmtui: {refused}", file=sys.stderr)
+        return None
+    return choice
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP: stop, clean up, say where, exit 128 + signal (130 for Ctrl-C)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def interrupt(signum, frame) -> None:
+    raise Interrupted(signum)
+
+

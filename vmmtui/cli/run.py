@@ -1,0 +1,88 @@
+"""``vmmtui run``: both workers to the end, headless, the seed's log lines (or --json)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vmmtui.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Interrupted,
+    choice_or_refuse,
+    config_from,
+    session_options,
+)
+
+
+def add_parser(sub) -> None:
+    run = sub.add_parser("run", help="run both workers to the end and print the log (exit 0 only when verified)")
+    session_options(run)
+    run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    run.add_argument("--verbose", "-v", action="store_true", help="also print every driver/system call")
+    run.add_argument("--list-scenarios", action="store_true", help="list the failure scenarios, one line each, and exit")
+    run.set_defaults(func=cmd_run)
+
+
+def list_scenarios() -> str:
+    from vmmtui.scenarios import SCENARIOS
+
+    width = max(map(len, SCENARIOS))
+    lines = []
+    for s in SCENARIOS.values():
+        only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
+        lines.append(f"{s.name:<{width}}  {s.summary}" + ("" if len(only) == 2 else f" [{'/'.join(only)} only]"))
+    return "\n".join(lines)
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from vmmtui.console import LogPrinter, print_json
+    from vmmtui.session import ConfigError, Session, SessionError
+
+    if args.list_scenarios:
+        print(list_scenarios())
+        return EXIT_OK
+    choice = choice_or_refuse(args)
+    if choice is None:
+        return EXIT_USAGE
+    printer = LogPrinter(verbose=args.verbose)
+
+    def emit(e) -> None:
+        if args.json:
+            print_json(e, sys.stdout)
+        else:
+            printer(e)
+
+    session = Session(config_from(args), choice)
+    refused: SessionError | None = None
+    interrupted: Interrupted | None = None
+    at = None
+    try:
+        for e in session.start():
+            emit(e)
+        for e in session.run():
+            emit(e)
+    except SessionError as exc:
+        refused = exc
+    except Interrupted as exc:
+        interrupted, at = exc, session.next_step
+    finally:
+        for e in session.close():
+            emit(e)
+    ending = session.closed_event
+    clean = ending is not None and ending.clean
+    if interrupted is not None:
+        where = f" during {at[0]} {at[1]}" if at else ""
+        print(f"vmmtui: interrupted{where}; "
+              + ("workers stopped, everything cleaned up" if clean else "left behind: " + "; ".join(ending.leftovers)),
+              file=sys.stderr)
+        return 128 + interrupted.signum
+    if refused is not None:
+        print(f"vmmtui: {refused}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(refused, ConfigError) else EXIT_FAILED
+    if not args.json:
+        printer.console.print(printer.summary())
+    if session.outcome is not None:  # a scenario succeeds when it failed the way it promised, and cleaned up
+        return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
+    ok = session.verified and session.failure is None and session.fd_problems == 0
+    return EXIT_OK if ok and clean else EXIT_FAILED
