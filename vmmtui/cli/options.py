@@ -66,17 +66,6 @@ def scenario_arg(text: str) -> str:
     return text
 
 
-def list_scenarios() -> str:
-    from vmmtui.scenarios import SCENARIOS
-
-    width = max(map(len, SCENARIOS))
-    lines = []
-    for s in SCENARIOS.values():
-        only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
-        lines.append(f"{s.name:<{width}}  {s.summary}" + ("" if len(only) == 2 else f" [{'/'.join(only)} only]"))
-    return "\n".join(lines)
-
-
 def session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=NAMES, default="auto",
                    help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)")
