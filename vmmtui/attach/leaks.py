@@ -72,7 +72,8 @@ class LeakFinder:
                 src = f"from {t.names.get(e.source.pid, '?')} ({e.source.pid})" if e.source else ""
                 out += self._once(("exit", pid, e.fd, e.target), Leak(
                     "held-until-exit", f"{t.names.get(pid, '?')} ({pid}) fd {e.fd} → {e.target}", pid,
-                    f"received {src} at {e.at:.2f} s and never closed: only the process's exit closed it",
+                    f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
+                    "the process exited: only its exit closed it",
                     CLOSE_FIX, at))
         return out
 

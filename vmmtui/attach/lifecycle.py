@@ -164,5 +164,8 @@ class Tracker:
         code, sig = self.returncodes.get(pid, (None, None))
         e = ProcessGone(pid, p.name, at, code, sig)
         self.timeline[pid].append(e)
-        self.at_exit[pid] = [self.open_fds.pop((pid, fd)) for fd in list(p.fds) if (pid, fd) in self.open_fds]
+        mapped = {(m.dev, m.ino) for m in p.maps}
+        held = [self.open_fds.pop((pid, fd)) for fd in list(p.fds) if (pid, fd) in self.open_fds]
+        #: received fds neither mapped nor closed at the last scan: a mapped one was still in use
+        self.at_exit[pid] = [e for e in held if p.fds[e.fd].key not in mapped]
         return e
