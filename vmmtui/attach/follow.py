@@ -43,6 +43,7 @@ class Follower:
     last: Scan | None = None
     bound_paths: set[str] = field(default_factory=set)
     all_leaks: list = field(default_factory=list)
+    shared_history: list = field(default_factory=list)  # every SharedFile said, oldest first
 
     def poll(self) -> list[Event]:
         if self.tree:
@@ -63,6 +64,7 @@ class Follower:
                 events += self.leaks.at_exit(self.tracker, e.pid, s.at)
         events += self.leaks.during(self.tracker, gpu, s.at)
         self.all_leaks += [e for e in events if type(e).__name__ == "Leak"]
+        self.shared_history += [e for e in events if type(e).__name__ == "SharedFile"]
         for p in s.alive().values():
             for f in p.fds.values():
                 sock = s.sockets.sockets.get(f.ino) if f.kind == "socket" else None

@@ -61,6 +61,10 @@ class Tracker:
             elif not p.gone and pid not in self.said_unreadable:
                 self.said_unreadable.add(pid)
                 out.append(ProcessUnreadable(pid, p.error))
+            elif p.gone and pid in self.returncodes and pid not in self.gone:
+                self.gone.add(pid)
+                code, sig = self.returncodes[pid]
+                out.append(ProcessGone(pid, p.name or "?", scan.at, code, sig))
             elif p.gone and pid not in self.gone and pid not in self.said_unreadable:
                 self.said_unreadable.add(pid)
                 self.gone.add(pid)

@@ -100,8 +100,8 @@ class Watch:
         f = self.follower
         ended_at = None
         while True:
-            yield from f.poll()
             self._reap()
+            yield from f.poll()
             if on_poll:
                 on_poll()
             if self.exit is not None:
