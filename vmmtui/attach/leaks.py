@@ -7,6 +7,7 @@ Checked after every scan (``during``), when a process exits (``at_exit``) and on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -110,10 +111,8 @@ def leftover_files(created_after: float | None = None, bound_paths: set[str] | N
     live = live_paths or set()
     candidates = set(bound_paths or ())
     for d in SOCKET_DIRS:
-        try:
+        with contextlib.suppress(OSError):
             candidates |= {e.path for e in os.scandir(d) if e.name.startswith(("nccl-socket", "nvshmem-socket"))}
-        except OSError:
-            pass
     for path in sorted(candidates):
         try:
             is_sock = stat.S_ISSOCK(os.lstat(path).st_mode)

@@ -124,8 +124,9 @@ class Tracker:
         prev = self.prev.processes if self.prev else {}
         older = [o for o in others if o[0] in prev and o[1] in prev[o[0]].fds
                  and prev[o[0]].fds[o[1]].key == f.key]
-        if first and others and any(o[0] == p.ppid for o in others):
-            how, source = "inherited", FdHolder(*next(o for o in others if o[0] == p.ppid))
+        parent_same = [o for o in others if o[0] == p.ppid and o[1] == f.fd]  # fork and exec keep the number
+        if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
+            how, source = "inherited", FdHolder(*parent_same[0])
         elif others and (older or not first):
             how, source = "arrived", FdHolder(*(older or others)[0])
             if not older:

@@ -7,6 +7,7 @@ are those of the host's PID namespace. Where NVML is missing every answer says w
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from vmmtui.events import GpuMemory
@@ -58,10 +59,8 @@ class Nvml:
 
     def close(self) -> None:
         if self._lib is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._lib.shutdown()
-            except Exception:
-                pass
             self._lib = None
 
 

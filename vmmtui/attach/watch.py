@@ -7,6 +7,7 @@ exit stay in the tree (re-parented to vmmtui) and their exit codes are known. Th
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -89,10 +90,8 @@ class Watch:
     def forward(self, signum: int) -> None:
         """Pass a signal vmmtui received on to the command (a terminal's ^C reaches both anyway)."""
         if self.proc is not None and self.exit is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signum)
-            except ProcessLookupError:
-                pass
 
     def events(self, on_poll: Callable[[], None] | None = None) -> Iterator[Event]:
         """Events until the command and every process of its tree have exited (stragglers: ``linger`` s)."""

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-
 import signal
+import sys
 
 from vmmtui.cli.options import EXIT_USAGE
 
@@ -24,7 +23,16 @@ def add_parser(sub) -> None:
 def cmd_watch(args: argparse.Namespace) -> int:
     from vmmtui.attach.watch import CommandNotFound, Watch
     from vmmtui.console import print_json
-    from vmmtui.events import FdClosed, FdOpened, FdSnapshot, KcmpVerdict, Leak, ProcessGone, ProcessSeen, WatchFinished
+    from vmmtui.events import (
+        FdClosed,
+        FdOpened,
+        FdSnapshot,
+        KcmpVerdict,
+        Leak,
+        ProcessGone,
+        ProcessSeen,
+        WatchFinished,
+    )
     from vmmtui.narration import attach_lines
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -51,7 +59,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         if args.json:
             print_json(e, sys.stdout)
             continue
-        if isinstance(e, FdSnapshot | KcmpVerdict) or isinstance(e, Leak | WatchFinished):
+        if isinstance(e, (FdSnapshot | KcmpVerdict, Leak | WatchFinished)):
             report.append(e)
             continue
         if args.quiet and isinstance(e, routine):
