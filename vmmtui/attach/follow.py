@@ -50,7 +50,7 @@ class Follower:
             for pid in list(self.targets):
                 if pid not in self.tracker.gone:
                     self.targets.update(children(pid))
-        s = scan(self.targets, self.t0)
+        s = scan(self.targets, self.t0, self.last)
         self.last = s
         gpu = None
         holders = [pid for pid, p in s.alive().items() if any(f.kind == "gpu" for f in p.fds.values())]
@@ -115,8 +115,8 @@ class Follower:
             for fd, f in sorted(p.fds.items()):
                 opened = self.tracker.open_fds.get((pid, fd))
                 note = ""
-                if shares and (pid, fd) in shares.same_as:
-                    note = "≡ " + ", ".join(f"{q} fd {qfd}" for q, qfd in shares.same_as[(pid, fd)])
+                if shares and shares.same_as(pid, fd):
+                    note = "≡ " + ", ".join(f"{q} fd {qfd}" for q, qfd in shares.same_as(pid, fd))
                 elif f.pidfd_of:
                     note = f"pidfd of {f.pidfd_of}"
                 rows.append(FdRow(fd, f.target, f.kind, note, None, opened.how if opened else ""))

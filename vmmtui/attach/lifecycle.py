@@ -120,7 +120,7 @@ class Tracker:
 
     def _opened(self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool) -> FdOpened:
         how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
-        others = shares.same_as.get((p.pid, f.fd), [])
+        others = shares.same_as(p.pid, f.fd)
         prev = self.prev.processes if self.prev else {}
         older = [o for o in others if o[0] in prev and o[1] in prev[o[0]].fds
                  and prev[o[0]].fds[o[1]].key == f.key]

@@ -132,8 +132,13 @@ def _maps(pid: int) -> list[Mapping]:
     return list(found.values())
 
 
-def scan_process(pid: int) -> ProcessScan:
-    """One process's fds and mappings; ``error`` when it is gone or not ours to read."""
+def scan_process(pid: int, known: dict[int, OpenFd] | None = None) -> ProcessScan:
+    """One process's fds and mappings; ``error`` when it is gone or not ours to read.
+
+    ``known`` (the last scan's fds of this process) spares the stat of an fd whose number and target
+    did not change: an fd closed and reopened onto a file of the same name between two scans reads
+    as unchanged (it would be missed anyway when it happens within one scan interval).
+    """
     p = ProcessScan(pid)
     try:
         p.ppid, p.name, state = _stat_line(pid)
@@ -169,6 +174,13 @@ def scan_process(pid: int) -> ProcessScan:
             p.other_fds += 1
             continue
         fd = int(name)
+        old = known.get(fd) if known else None
+        if old is not None and old.target == target:
+            p.fds[fd] = old
+            continue
+        if kind == "socket":
+            p.fds[fd] = OpenFd(fd, target, kind, 0, int(target[8:-1]))
+            continue
         try:
             st = os.stat(f"{base}/{name}")
         except OSError:
@@ -189,10 +201,11 @@ def scan_process(pid: int) -> ProcessScan:
     return p
 
 
-def scan(pids: list[int] | set[int], t0: float | None = None) -> Scan:
+def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None = None) -> Scan:
     """One scan of ``pids`` and of this network namespace's Unix sockets; ``at`` counts from ``t0``."""
     start = time.monotonic()
-    procs = {pid: scan_process(pid) for pid in sorted(pids)}
+    before = prev.processes if prev else {}
+    procs = {pid: scan_process(pid, before[pid].fds if pid in before else None) for pid in sorted(pids)}
     sockets = read_sockets()
     for p in procs.values():  # a socket fd that is not a Unix socket (TCP, netlink) is not ours to show
         for fd in [fd for fd, f in p.fds.items() if f.kind == "socket" and f.ino not in sockets.sockets]:

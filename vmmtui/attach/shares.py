@@ -23,12 +23,22 @@ Holder = tuple[int, int]  # (pid, fd)
 class Shares:
     files: list[SharedFile] = field(default_factory=list)
     pairs: list[SocketPair] = field(default_factory=list)
-    #: (pid, fd) -> the (pid, fd)s of the same open file description in other processes
-    same_as: dict[Holder, list[Holder]] = field(default_factory=dict)
+    #: (pid, fd) -> every (pid, fd) of its open file description (one shared list per description)
+    runs: dict[Holder, list[Holder]] = field(default_factory=dict)
     #: (dev, ino) of memory held or mapped -> pids (to tell arrivals where kcmp cannot: the sender closed)
     memory_holders: dict[tuple[int, int], set[int]] = field(default_factory=dict)
     kcmp_calls: int = 0
     unavailable: str | None = None  # kcmp's refusal, with the errno
+
+    def same_as(self, pid: int, fd: int, limit: int = 8) -> list[Holder]:
+        """Up to ``limit`` fds of other processes that are the same open file description as ``pid``'s ``fd``."""
+        out: list[Holder] = []
+        for h in self.runs.get((pid, fd), ()):
+            if h[0] != pid:
+                out.append(h)
+                if len(out) >= limit:
+                    break
+        return out
 
 
 def _runs(members: list[tuple[int, OpenFd]], shares: Shares) -> list[list[tuple[int, OpenFd]]]:
@@ -92,7 +102,7 @@ def find_shares(scan: Scan) -> Shares:
             proven = True
             holders = [(pid, f.fd) for pid, f in run]
             for h in holders:
-                shares.same_as[h] = [o for o in holders if o[0] != h[0]]
+                shares.runs[h] = holders
             shares.files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in holders],
                                            sorted(mapped.get(key, ())), True,
                                            "kcmp(KCMP_FILE): one open file description", scan.at))

@@ -119,11 +119,10 @@ class AttachApp(App):
         table.border_title = f"fds of pid {self.selected}" if p else "fds"
         if p is None:
             return
-        same = t.shares.same_as if t.shares else {}
         for fd, f in sorted(p.fds.items())[:500]:
             e = t.open_fds.get((p.pid, fd))
             how = Text(e.how, "bold green" if e and e.how == "arrived" else "") if e else Text("")
-            others = ", ".join(f"{q}:{qfd}" for q, qfd in same.get((p.pid, fd), []))
+            others = ", ".join(f"{q}:{qfd}" for q, qfd in (t.shares.same_as(p.pid, fd, 4) if t.shares else []))
             table.add_row(str(fd), f.kind, f.target[:50], how, others)
 
     def _shares(self) -> None:
