@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -73,6 +73,35 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/screenshots.py --backend cuda --consumers 4 --direction consumer-writes --moments verified --prefix cuda-consumers4 --out "$out"
     step python3 -m vmmtui bench --backend cuda --out "$out/bench" --name "bench-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')-$(date -u +%F)"
     nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = attach ]; then
+    step python3 -m vmmtui attach --can $$ $PPID
+    # a vmmtui run attached by pid from another process (consumer-hangs keeps both workers 3 s)
+    python3 -m vmmtui run --backend cuda --scenario consumer-hangs > "$out/attach-run.log" 2>&1 & runpid=$!
+    sleep 2; workers=$(pgrep -P $runpid | tr '\n' ' ')
+    step python3 -m vmmtui attach --once $workers
+    step python3 -m vmmtui attach --json --once $workers
+    step python3 -m vmmtui attach --all --once
+    wait $runpid; echo "[vmmtui run exit $?]"; cat "$out/attach-run.log"
+    python3 -m vmmtui run --backend cuda --scenario consumer-hangs > /dev/null 2>&1 & runpid=$!
+    sleep 2; step python3 -m vmmtui attach --screenshot "$out/attach-cuda.svg" --duration 1 $(pgrep -P $runpid | tr '\n' ' ')
+    wait $runpid
+    step python3 -m vmmtui watch -- python3 -m vmmtui run --backend cuda --scenario leaked-fd
+    step nvcc -o /tmp/vmm_pair tests/fixtures/vmm_pair.cu -lcuda
+    step python3 -m vmmtui watch -- /tmp/vmm_pair
+    step python3 -m vmmtui watch --json -- /tmp/vmm_pair
+    step python3 -m vmmtui watch -- python3 tests/fixtures/torch_share.py
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m vmmtui watch -- python3 tests/fixtures/torch_share.py
+    step python3 -m pytest -q tests/attach -p no:cacheprovider
+    step python3 scripts/attach-bench.py --out "$out/bench"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = attach-nccl ]; then
+    step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \
+      python3 -m vmmtui watch -- python3 tests/fixtures/nccl_allreduce.py
+    step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 python3 -m vmmtui watch --json -- python3 tests/fixtures/nccl_allreduce.py
+    nvidia-smi --query-gpu=index,memory.used --format=csv
   fi
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider
