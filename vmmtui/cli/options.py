@@ -115,7 +115,8 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
     if not choice.usable:
         return choice.reason
-    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario))
+    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario),
+                    choice.device_probe)
 
 
 def choice_or_refuse(args: argparse.Namespace):
