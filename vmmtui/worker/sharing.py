@@ -113,7 +113,8 @@ class VmmSharing(Sharing):
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
             w.book.hold(fd, "allocation", "the allocation itself (memfd)")
-        w.say("Created physical memory allocation")
+        w.say("Created physical memory allocation" if w.backend.has_device else
+              f"Created a memfd of {w.state.alloc_size} bytes (its pages are allocated when first touched)")
 
     def export(self, w: Worker) -> None:
         fd = w.backend.export_fd(w.handle)
