@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -102,6 +102,35 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
       python3 -m vmmtui watch -- python3 tests/fixtures/nccl_allreduce.py
     step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 python3 -m vmmtui watch --json -- python3 tests/fixtures/nccl_allreduce.py
     nvidia-smi --query-gpu=index,memory.used --format=csv
+  fi
+  if [ "$part" = driveronly ]; then
+    # a fresh venv with no NVRTC: the kernels must come from the shipped PTX through the driver's JIT.
+    # No network here, so the venv sees the system's packages (--system-site-packages) and NVRTC is hidden:
+    # no library path, no toolkit (CUDA_HOME), and VMMTUI_NVRTC=0 so that no worker may fall back to it.
+    venv=/tmp/vmmtui-driveronly
+    rm -rf "$venv" && python3 -m venv --without-pip --system-site-packages "$venv"
+    py="$venv/bin/python"
+    # keep the driver's library directories (libcuda), drop any that hold libnvrtc
+    nolib=$(echo "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | while read -r d; do [ -n "$d" ] && ! ls "$d"/libnvrtc* >/dev/null 2>&1 && echo "$d"; done | paste -sd: -)
+    export VMMTUI_NVRTC=0 LD_LIBRARY_PATH="${nolib:-/nonexistent}" CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
+    step "$py" -c "from cuda.bindings import nvrtc; print('NVRTC still found by cuda.bindings:', nvrtc.nvrtcVersion())"
+    step "$py" -c "from vmmtui.backends.kernel_image import nvrtc_version; nvrtc_version()"
+    step "$py" -m vmmtui doctor
+    step "$py" -m vmmtui run
+    "$py" -m vmmtui run --backend cuda --size 1GiB --verbose > /tmp/driveronly-run.txt 2>&1; echo "[exit $?]"
+    grep -E "Loaded the fill/verify|cuModuleLoadData|nvrtc|Data verification|verified" /tmp/driveronly-run.txt
+    sed 's/^\.version 9\.0$/.version 99.0/' vmmtui/backends/pattern_kernels.ptx > /tmp/future.ptx
+    echo "# a PTX the driver cannot JIT (as an older driver meets the shipped one): auto checks on the host"
+    VMMTUI_PTX=/tmp/future.ptx step "$py" -m vmmtui run --backend cuda
+    VMMTUI_PTX=/tmp/future.ptx step "$py" -m vmmtui run --backend cuda --verify device
+    VMMTUI_PTX=/tmp/future.ptx step "$py" -m vmmtui doctor
+    step "$py" -m vmmtui run --backend cuda --scenario fabric-without-imex
+    step "$py" -m vmmtui run --backend cuda --scenario fabric-without-imex --verbose
+    ls -la /dev/nvidia-caps-imex-channels 2>&1
+    step "$py" -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/backends/test_kernel_fallback.py tests/session/test_scenarios.py -p no:cacheprovider
+    step "$py" -m pytest -q tests/backends tests/test_doctor.py tests/session/test_scenarios.py -p no:cacheprovider
+    unset VMMTUI_NVRTC LD_LIBRARY_PATH CUDA_HOME CUDA_PATH
+    nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider

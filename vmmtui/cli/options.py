@@ -77,7 +77,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", metavar="NAME", type=scenario_arg,
                    help="make one failure really happen (see --list-scenarios)")
     p.add_argument("--verify", choices=choices(Verify), default=Verify.AUTO.value,
-                   help="where the pattern is written and checked: device (NVRTC kernels; auto's choice on cuda), "
+                   help="where the pattern is written and checked: device (kernels shipped as PTX; auto's choice on cuda, the host where they cannot load), "
                    "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)")
     p.add_argument("--mechanism", choices=choices(Mechanism), default=Mechanism.VMM.value,
                    help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
@@ -104,7 +104,8 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
     if not choice.usable:
         return choice.reason
-    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario))
+    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario),
+                    choice.device_probe)
 
 
 def choice_or_refuse(args: argparse.Namespace):

@@ -133,17 +133,17 @@ class Session:
                 self.choice = choose_backend(cfg.backend, cfg.device)
             if not self.choice.usable:
                 raise ConfigError(self.choice.reason)
-            problem = validate(cfg, self.choice.name, self.choice.devices, self.choice.capacity, self.scenario)
+            problem = validate(cfg, self.choice.name, self.choice.devices, self.choice.capacity, self.scenario,
+                               self.choice.device_probe)
             if problem:
                 raise ConfigError(problem)
-            self.verify_on = resolve_verify(cfg.verify, self.choice.name)
+            self.verify_on, fallback = resolve_verify(cfg.verify, self.choice.name, self.choice.kernels_error)
             try:
                 parent, moved = choose_parent(cfg.tmpdir)
             except TmpdirError as exc:
                 raise ConfigError(str(exc)) from None
             events: list[Event] = [Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)]
-            if moved:
-                events.append(Notice(moved))
+            events += [Notice(line) for line in (moved, fallback) if line]
             self.dir = make_private_dir(parent)
             self.stage = SessionStage(self.workers, self.socket_path)
             events.append(SessionStarted(self.choice.name, self.choice.reason, "", cfg.size, self.dir,
