@@ -94,6 +94,12 @@ class ProcessPanel(EventView, Vertical):
         self.next_step = step
         self.refresh_all()
 
+    def start_failed(self) -> None:
+        """The session did not start (the teaching panel says why): no more "starting" forever."""
+        self.state_text = "failed to start (see below)" if self.pid is None else "stopped: the session did not start"
+        self.next_step = None
+        self.refresh_all()
+
     def exited(self, e: WorkerExited) -> None:
         self.state_text = say.exit_state(e)
         self.refresh_all()
@@ -123,7 +129,7 @@ class ProcessPanel(EventView, Vertical):
 
     def _state_style(self) -> str:
         s = self.state_text
-        return "red" if s.startswith(("failed", "exited: killed", "exited: code 1")) else (
+        return "red" if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1")) else (
             "green" if s == "done" else "yellow")
 
     def _steps(self) -> Text:
