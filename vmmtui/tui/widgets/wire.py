@@ -124,7 +124,8 @@ class WirePanel(EventView, Static):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
-        t.add_row("socket", d.text(self.socket_path) + (" (listening)" if self.listening else ""))
+        t.add_row("socket", Text(d.text(self.socket_path) + (" (listening)" if self.listening else ""),
+                                 overflow="fold"))
         t.add_row("peer", d.text(self.peer))
         t.add_row("metadata", json.dumps(self.metadata) if self.metadata else "-")
         if self.handle:
