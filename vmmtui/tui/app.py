@@ -37,8 +37,6 @@ from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.keys import KEYS
 from vmmtui.tui.messages import Drain, EventView, FdRefresh, Reset, SessionEvent, SessionEvents
 from vmmtui.tui.outputs import Outputs
-from vmmtui.tui.screens.help import HelpScreen
-from vmmtui.tui.screens.scenarios import NORMAL, ScenarioScreen
 from vmmtui.tui.widgets.display import Display
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
@@ -361,15 +359,21 @@ class InspectorApp(Outputs, App[int]):
             return
         backend = self.session.choice.name if self.session and self.session.choice else (
             self.choice.name if self.choice else "memfd")
+        from vmmtui.tui.screens.scenarios import ScenarioScreen  # screens load when first opened (start-up time)
+
         self.push_screen(ScenarioScreen(backend, self.config.scenario), self._pick_scenario)
 
     def _pick_scenario(self, name: str | None) -> None:
         if name is None:
             return
+        from vmmtui.tui.screens.scenarios import NORMAL
+
         self.config = dataclasses.replace(self.config, scenario=None if name == NORMAL else name)
         self.action_restart()
 
     def action_help(self) -> None:
+        from vmmtui.tui.screens.help import HelpScreen  # Markdown and its parser: only when asked for
+
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
