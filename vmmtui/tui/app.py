@@ -359,7 +359,8 @@ class InspectorApp(Outputs, App[int]):
             return
         backend = self.session.choice.name if self.session and self.session.choice else (
             self.choice.name if self.choice else "memfd")
-        from vmmtui.tui.screens.scenarios import ScenarioScreen  # screens load when first opened (start-up time)
+        # screens are imported when first opened: not on the first frame's path
+        from vmmtui.tui.screens.scenarios import ScenarioScreen
 
         self.push_screen(ScenarioScreen(backend, self.config.scenario), self._pick_scenario)
 
@@ -372,7 +373,8 @@ class InspectorApp(Outputs, App[int]):
         self.action_restart()
 
     def action_help(self) -> None:
-        from vmmtui.tui.screens.help import HelpScreen  # Markdown and its parser: only when asked for
+        # Markdown and its parser load only when help is asked for
+        from vmmtui.tui.screens.help import HelpScreen
 
         self.push_screen(HelpScreen())
 
