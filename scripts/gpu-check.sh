@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -135,6 +135,12 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider
     step bash scripts/tmux-demo.sh "$out"
-    step python3 scripts/screenshots.py --backend cuda --out "$out"
+    step python3 scripts/screenshots.py --backend cuda --out "$out" --moments start,exported,kcmp,mapped,verified
+  fi
+  if [ "$part" = startup ]; then
+    # issue 15.13: first frame < 0.5 s, both workers' pids on screen < 1.0 s (the probe runs while the UI is up)
+    step python3 scripts/startup-time.py --runs 7 -- --backend cuda
+    step python3 scripts/startup-time.py --runs 7
+    step python3 scripts/startup-time.py --runs 5 --size 80x24 -- --backend cuda
   fi
 } 2>&1 | tee "$log"
