@@ -104,12 +104,10 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     nvidia-smi --query-gpu=index,memory.used --format=csv
   fi
   if [ "$part" = driveronly ]; then
-    # a fresh venv with no NVRTC: the kernels must come from the shipped PTX through the driver's JIT.
-    # No network here, so the venv sees the system's packages (--system-site-packages) and NVRTC is hidden:
-    # no library path, no toolkit (CUDA_HOME), and VMMTUI_NVRTC=0 so that no worker may fall back to it.
-    venv=/tmp/vmmtui-driveronly
-    rm -rf "$venv" && python3 -m venv --without-pip --system-site-packages "$venv"
-    py="$venv/bin/python"
+    # no NVRTC: the kernels must come from the shipped PTX through the driver's JIT. NVRTC is hidden:
+    # no library path to it, no toolkit (CUDA_HOME), and VMMTUI_NVRTC=0 so that no worker may fall back to it.
+    # The device has no network for a fresh venv, so the same interpreter runs with NVRTC hidden.
+    py=python3
     # keep the driver's library directories (libcuda), drop any that hold libnvrtc
     nolib=$(echo "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | while read -r d; do [ -n "$d" ] && ! ls "$d"/libnvrtc* >/dev/null 2>&1 && echo "$d"; done | paste -sd: -)
     export VMMTUI_NVRTC=0 LD_LIBRARY_PATH="${nolib:-/nonexistent}" CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
