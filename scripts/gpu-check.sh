@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|wire|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -72,6 +72,14 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/screenshots.py --backend cuda --mechanism legacy --moments kcmp,verified --prefix cuda-legacy --out "$out"
     step python3 scripts/screenshots.py --backend cuda --consumers 4 --direction consumer-writes --moments verified --prefix cuda-consumers4 --out "$out"
     step python3 -m vmmtui bench --backend cuda --out "$out/bench" --name "bench-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')-$(date -u +%F)"
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = wire ] || [ "$part" = all ]; then
+    # a producer that lies about the size (a 2 MiB allocation claimed as 64 MiB and 1 TiB): refused by the
+    # consumer's driver check (cuMemMap probe / cuDeviceTotalMem), cleaned up; the calls are printed
+    step python3 -m pytest -q -s -m gpu tests/session/test_hostile.py -p no:cacheprovider
+    step python3 -m vmmtui run --backend cuda --size 1MiB --verbose
+    step python3 -m pytest -q tests/session/test_hostile.py tests/test_channel.py -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = app ] || [ "$part" = all ]; then
