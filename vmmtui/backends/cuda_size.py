@@ -22,16 +22,25 @@ What the driver can and cannot tell about an allocation imported from an fd:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from vmmtui.backends.base import Call, SizeCheck
+from vmmtui.backends.base import Call, CallLog, SizeCheck
 from vmmtui.backends.errors import cu, error_name, error_text
 from vmmtui.troubleshooting import StepError, failure
 
-if TYPE_CHECKING:
-    from vmmtui.backends.cuda import CudaBackend
-
 PROBE = "driver cuMemMap probe"
+
+
+class CudaBackend(Protocol):
+    """What the check uses of vmmtui.backends.cuda.CudaBackend (not imported: cuda imports this module)."""
+
+    _handles: dict[int, Any]
+    calls: CallLog
+
+    def call(self, name: str, fn: Any, *args: Any, show: dict[str, Any] | None = None) -> Any: ...
+    def reserve(self, size: int, alignment: int) -> int: ...
+    def unmap(self, va: int, size: int) -> None: ...
+    def free_range(self, va: int, size: int) -> None: ...
 
 
 def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
