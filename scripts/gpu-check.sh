@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|wire|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -128,6 +128,14 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step "$py" -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/backends/test_kernel_fallback.py tests/session/test_scenarios.py -p no:cacheprovider
     step "$py" -m pytest -q tests/backends tests/test_doctor.py tests/session/test_scenarios.py -p no:cacheprovider
     unset VMMTUI_NVRTC LD_LIBRARY_PATH CUDA_HOME CUDA_PATH
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = wire ] || [ "$part" = all ]; then
+    # a producer that lies about the size (a 2 MiB allocation claimed as 64 MiB and 1 TiB): refused by the
+    # consumer's driver check (cuMemMap probe / cuDeviceTotalMem), cleaned up; the calls are printed
+    step python3 -m pytest -q -s -m gpu tests/session/test_hostile.py -p no:cacheprovider
+    step python3 -m vmmtui run --backend cuda --size 1MiB --verbose
+    step python3 -m pytest -q tests/session/test_hostile.py tests/test_channel.py -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = app ] || [ "$part" = all ]; then

@@ -232,3 +232,11 @@ def test_stale_socket_is_removed_but_a_live_listener_is_not(tmp_path):
         assert err.value.failure.code == "EADDRINUSE" and os.path.exists(path)
     finally:
         live.close()
+
+
+def test_send_to_a_peer_that_never_reads_gives_up_at_its_deadline(seqpacket_pair):
+    a, _ = seqpacket_pair
+    with pytest.raises(StepError) as err:
+        for _ in range(1000):  # the peer's queue fills after a few; then sendmsg would wait forever
+            channel.send_message(a, Ack(True, "x" * 60000), timeout=0.2)
+    assert err.value.failure.code == "ETIMEDOUT" and "0.2 s" in err.value.failure.message

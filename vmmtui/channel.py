@@ -2,8 +2,9 @@
 
 The fd travels as SCM_RIGHTS ancillary data beside a small versioned JSON message (``AllocMessage``:
 sizes, granularity, device, backend); the ``Ack`` comes back the same way. Both go through the codec,
-so nothing received is read by key. Every wait has a deadline, and
-the producer accepts only the peer pid it was told to expect (SO_PEERCRED).
+so nothing received is read by key. Every socket call has a deadline (connect included: it is
+non-blocking, so a listener whose backlog is full cannot hold it), and the producer accepts only the
+peer pid it was told to expect (SO_PEERCRED), dropping anyone else at once.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ MAX_MESSAGE = 64 * 1024
 MAX_DEPTH = 16
 POLLRDHUP = getattr(select, "POLLRDHUP", 0x2000)
 AF_UNIX_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
+#: pending connections the listener queues; more than the 8 consumers a session may have, so that
+#: a few stray connections (dropped at the next accept) do not lock the consumers out
+BACKLOG = 16
+#: what connect retries until its deadline: nobody listening yet (ENOENT, ECONNREFUSED), backlog full (EAGAIN)
+CONNECT_RETRY = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
+#: refused peers kept in the worker's state; a flood is counted, not listed
+MAX_REFUSED_SHOWN = 16
 
 
 @dataclass
@@ -103,17 +111,24 @@ def remove_if_stale(path: str) -> str | None:
         return None
     if not stat.S_ISSOCK(st.st_mode):
         raise StepError(failure("EADDRINUSE", "bind", f"{path} exists and is not a socket; not touching it"))
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
-    try:
-        probe.connect(path)
-    except ConnectionRefusedError:
+    err = _try_connect(path)
+    if err == errno.ECONNREFUSED:
         os.unlink(path)
         return f"stale socket file {path}: connect() got ECONNREFUSED (nobody listening), removed it"
-    except OSError as exc:
-        raise _err(exc, "connect (stale check)") from exc
+    if err == errno.EAGAIN:
+        raise StepError(failure("EADDRINUSE", "bind", f"another process is listening on {path} (its backlog is full)"))
+    if err:
+        raise StepError(failure(errno.errorcode.get(err, "OSERROR"), "connect (stale check)", os.strerror(err)))
+    raise StepError(failure("EADDRINUSE", "bind", f"another process is listening on {path}"))
+
+
+def _try_connect(path: str) -> int:
+    """One non-blocking connect to ``path`` that is closed at once; its errno (0: someone listens)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
+    try:
+        return probe.connect_ex(path)
     finally:
         probe.close()
-    raise StepError(failure("EADDRINUSE", "bind", f"another process is listening on {path}"))
 
 
 def listen(path: str) -> socket.socket:
@@ -122,7 +137,7 @@ def listen(path: str) -> socket.socket:
     try:
         sock.bind(path)
         os.chmod(path, 0o600)
-        sock.listen(4)
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
         raise _err(exc, "bind" if exc.errno == errno.EADDRINUSE else "listen") from exc
@@ -131,7 +146,10 @@ def listen(path: str) -> socket.socket:
 
 def accept(listener: socket.socket, expect_pid: int | None, timeout: float,
            on_refused: Callable[[PeerCred], None] | None = None) -> tuple[socket.socket, PeerCred]:
-    """Accept the expected peer before ``timeout``; anyone else is logged, refused and dropped."""
+    """Accept the expected peer before ``timeout``; anyone else is logged, refused and dropped at once.
+
+    Refused connections are closed as soon as they are accepted, one after the other with no pause,
+    so that a flood of them drains from the backlog as fast as it comes in."""
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()
@@ -143,44 +161,89 @@ def accept(listener: socket.socket, expect_pid: int | None, timeout: float,
         except TimeoutError as exc:
             raise StepError(failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")) from exc
         except OSError as exc:
+            if exc.errno in (errno.ECONNABORTED, errno.EINTR):
+                continue
             raise _err(exc, "accept") from exc
-        cred = peer_cred(conn)
+        finally:
+            listener.settimeout(None)
+        try:
+            cred = peer_cred(conn)
+        except OSError:
+            conn.close()
+            continue
         if (expect_pid is None or cred.pid == expect_pid) and cred.uid == os.getuid():
             conn.settimeout(None)
             return conn, cred
+        conn.close()
         if on_refused:
             on_refused(cred)
-        conn.close()
 
 
 def connect(path: str, timeout: float, on_retry: Callable[[str], None] | None = None) -> tuple[socket.socket, int]:
-    """Connect, retrying while the producer is not listening yet; returns the socket and the tries."""
+    """Connect before ``timeout``; returns the socket (blocking again) and the number of tries.
+
+    The connect is non-blocking: on a Unix socket whose listen backlog is full a blocking connect
+    waits until the listener accepts, which may be never. EAGAIN (backlog full), ECONNREFUSED and
+    ENOENT (not listening yet) are retried until the deadline; running out on EAGAIN is
+    LISTENER_UNRESPONSIVE, not a timeout of ours."""
     deadline = time.monotonic() + timeout
     tries = 0
     while True:
         tries += 1
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
         try:
-            sock.connect(path)
-            return sock, tries
-        except OSError as exc:
+            err = sock.connect_ex(path)
+            if err == errno.EINPROGRESS:  # not on AF_UNIX today; bounded all the same
+                err = _finish_connect(sock, deadline)
+        except OSError as exc:  # not an errno connect returns: a path Python refuses (too long)
             sock.close()
-            if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT) or time.monotonic() >= deadline:
-                raise _err(exc, "connect") from exc
-            if on_retry:
-                on_retry(errno.errorcode[exc.errno])
-            time.sleep(0.05)
+            raise _err(exc, "connect") from exc
+        if err == 0:
+            sock.setblocking(True)
+            return sock, tries
+        sock.close()
+        left = deadline - time.monotonic()
+        if err not in CONNECT_RETRY or left <= 0:
+            raise _connect_failure(err, path, timeout, tries)
+        if on_retry:
+            on_retry(errno.errorcode[err])
+        time.sleep(min(0.05, left))
 
 
-def send_message(sock: socket.socket, message: AllocMessage | Ack, fds: list[int] | None = None) -> int:
-    """Send one versioned message (and ``fds`` as SCM_RIGHTS) as a single SOCK_SEQPACKET record."""
+def _finish_connect(sock: socket.socket, deadline: float) -> int:
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    if not poller.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+        return errno.EAGAIN
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+
+
+def _connect_failure(err: int, path: str, timeout: float, tries: int) -> StepError:
+    if err == errno.EAGAIN:
+        return StepError(failure("LISTENER_UNRESPONSIVE", "connect",
+                                 f"{path} accepted no connection within {timeout:g} s ({tries} tries, each EAGAIN: "
+                                 "its listen backlog is full)"))
+    code = errno.errorcode.get(err, "OSERROR")
+    return StepError(failure(code, "connect", f"{os.strerror(err)}; {tries} tries in {timeout:g} s"))
+
+
+def send_message(sock: socket.socket, message: AllocMessage | Ack, fds: list[int] | None = None,
+                 timeout: float = 10.0) -> int:
+    """Send one versioned message (and ``fds`` as SCM_RIGHTS) as a single SOCK_SEQPACKET record.
+
+    A peer that stops reading fills its receive queue and then sendmsg waits: ``timeout`` bounds it."""
     data = json.dumps({"v": VERSION, **encode(message)}).encode()
+    sock.settimeout(timeout)
     try:
         if fds:
             return socket.send_fds(sock, [data], fds)
         return sock.send(data)
+    except TimeoutError as exc:
+        raise StepError(failure("ETIMEDOUT", "sendmsg", f"the peer took no message within {timeout:g} s")) from exc
     except OSError as exc:
         raise _err(exc, "sendmsg") from exc
+    finally:
+        sock.settimeout(None)
 
 
 def too_deep(data: bytes, limit: int = MAX_DEPTH) -> bool:

@@ -97,13 +97,22 @@ class WorkerState:
     stale_socket: str = ""
     #: accepted (producer) or connected-to (consumer: "producer") peers by name
     peers: dict[str, Peer] = field(default_factory=dict)
-    #: connections refused by the SO_PEERCRED check
+    #: connections refused by the SO_PEERCRED check (the first channel.MAX_REFUSED_SHOWN of them)
     refused: list[Peer] = field(default_factory=list)
+    #: how many were refused in all
+    refused_total: int = 0
     connect_tries: int = 0
     connect_retries: list[str] = field(default_factory=list)
     #: the last metadata sent (producer) or received (consumer)
     sent: AllocMessage | None = None
     received: AllocMessage | None = None
+    #: consumer: the size the producer claimed, the size the kernel or driver reports for what arrived
+    #: (None where it cannot tell), and who reported it ("kernel fstat", "driver cuMemMap probe")
+    size_claimed: int = 0
+    size_reported: int | None = None
+    size_source: str = ""
+    #: memfd: the seals the kernel reports on the received memfd (F_GET_SEALS)
+    seals: str = ""
     #: consumer on another GPU than the producer: whether cuDeviceCanAccessPeer allowed it
     owner_device: int | None = None
     peer_access: bool | None = None

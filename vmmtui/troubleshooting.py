@@ -87,6 +87,22 @@ TABLE: dict[str, tuple[str, str]] = {
         "the peer did not answer before the deadline",
         "check that the other worker is alive; raise --timeout for very large buffers",
     ),
+    "LISTENER_UNRESPONSIVE": (
+        "the producer's socket accepted no connection before the deadline (--timeout): its listen backlog is full "
+        "(another process may be flooding it with connections) or the producer is stuck",
+        "find the processes connected to the socket (`ss -xp | grep vmmtui`) and stop them, then run again; "
+        "if none, the producer is stuck: see its state and log",
+    ),
+    "SIZE_MISMATCH": (
+        "the producer claimed a larger allocation than the fd it sent holds (as the kernel or the driver reports "
+        "it); mapping the claimed size would fault (SIGBUS) or map memory that is not there",
+        "nothing was mapped; the producer must send the size it allocated (both sides the same vmmtui version)",
+    ),
+    "UNSEALED": (
+        "the memfd that arrived is not sealed against shrinking and growing (F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL): "
+        "its owner could shrink it under our mapping and every access past the new end would be SIGBUS",
+        "the producer must create the memfd with MFD_ALLOW_SEALING and seal it before export (vmmtui's does)",
+    ),
     "PEER_REFUSED": (
         "a process other than the launched peer connected to the socket",
         "only the consumer this session launched may receive the fd; the intruder was refused",

@@ -63,6 +63,24 @@ class DeviceInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class SizeCheck:
+    """What this process learnt about an imported allocation's size, against what the peer claimed.
+
+    ``reported`` is None where the kernel or driver cannot tell; ``code`` is set when the import
+    must be refused (SIZE_MISMATCH, UNSEALED)."""
+
+    claimed: int
+    reported: int | None
+    source: str
+    seals: str = ""
+    code: str = ""
+    detail: str = ""
+
+    def refuse(self, code: str, detail: str) -> None:
+        self.code, self.detail = code, detail
+
+
 class Backend(ABC):
     """One way to make, share and map memory. ``cuda`` and ``memfd`` implement the same steps.
 
@@ -129,6 +147,11 @@ class Backend(ABC):
 
     @abstractmethod
     def import_fd(self, fd: int) -> int: ...
+
+    def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
+        """Before mapping: what the kernel or driver says of the imported allocation's size (the received
+        ``fd``, the imported ``handle``) against the ``claimed`` size; a refusal sets ``code``."""
+        return SizeCheck(claimed, None, "not checked")
 
     @abstractmethod
     def verify(self, va: int, size: int, on: str = "host") -> Verification:

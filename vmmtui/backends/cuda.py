@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from vmmtui.backends.base import Backend, Call, DeviceInfo
+from vmmtui.backends.base import Backend, Call, DeviceInfo, SizeCheck
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
@@ -291,6 +291,12 @@ class CudaBackend(Backend):
                       show={"osHandle": fd, "shHandleType": "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR"})
         self._handles[int(h)] = h
         return int(h)
+
+    def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
+        """A cuMemMap probe of the claimed size (what the driver can and cannot tell: cuda_size's docstring)."""
+        from vmmtui.backends.cuda_size import check_size
+
+        return check_size(self, handle, claimed)
 
     def verify(self, va: int, size: int, on: str = "host") -> Verification:
         if on == "host":

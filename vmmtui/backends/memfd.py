@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import mmap
 import os
 
 import numpy as np
 
-from vmmtui.backends.base import Backend, DeviceInfo
+from vmmtui.backends.base import Backend, DeviceInfo, SizeCheck
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
 
@@ -30,6 +31,19 @@ MAP_FAILED = ctypes.c_void_p(-1).value
 PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
 MAP_FIXED = 0x10
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+
+#: what the producer seals before export and the consumer requires: the size can no longer change
+#: (a shrink under a mapping makes every access past the new end SIGBUS), nor can seals be added
+SIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+SEALS = SIZE_SEALS | fcntl.F_SEAL_SEAL
+SEAL_NAMES = {fcntl.F_SEAL_SEAL: "F_SEAL_SEAL", fcntl.F_SEAL_SHRINK: "F_SEAL_SHRINK", fcntl.F_SEAL_GROW: "F_SEAL_GROW",
+              fcntl.F_SEAL_WRITE: "F_SEAL_WRITE", getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x10): "F_SEAL_FUTURE_WRITE"}
+
+
+def seal_names(seals: int) -> str:
+    """``F_SEAL_SHRINK|F_SEAL_GROW`` for a seal mask (``none`` for 0)."""
+    return "|".join(name for bit, name in sorted(SEAL_NAMES.items()) if seals & bit) or "none"
+
 
 LABEL = "memfd (CPU memory, the analogue of XPMEM make/get/attach; not GPU memory)"
 
@@ -59,8 +73,8 @@ class MemfdBackend(Backend):
         return self.info
 
     def create(self, size: int, shareable: bool = True) -> int:
-        fd = self.calls.timed("memfd_create", {"name": "vmmtui-alloc", "flags": "MFD_CLOEXEC"},
-                              lambda: os.memfd_create("vmmtui-alloc", os.MFD_CLOEXEC))
+        fd = self.calls.timed("memfd_create", {"name": "vmmtui-alloc", "flags": "MFD_CLOEXEC|MFD_ALLOW_SEALING"},
+                              lambda: os.memfd_create("vmmtui-alloc", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING))
         try:
             self.calls.timed("ftruncate", {"fd": fd, "length": size}, lambda: os.ftruncate(fd, size), lambda _: "0")
         except OSError as exc:
@@ -111,7 +125,33 @@ class MemfdBackend(Backend):
                          lambda _: "done")
 
     def export_fd(self, handle: int) -> int:
+        """Seal the size (then the seals) so that no one can shrink the memfd under a consumer's mapping; dup it."""
+        try:
+            for seals in (SIZE_SEALS, fcntl.F_SEAL_SEAL):
+                self.calls.timed("fcntl", {"fd": handle, "cmd": "F_ADD_SEALS", "seals": seal_names(seals)},
+                                 lambda s=seals: fcntl.fcntl(handle, fcntl.F_ADD_SEALS, s), lambda _: "0")
+        except OSError as exc:
+            raise StepError(failure(errno.errorcode.get(exc.errno or 0, "OSERROR"), "fcntl(F_ADD_SEALS)", str(exc))) from exc
         return self.calls.timed("dup", {"fd": handle}, lambda: os.dup(handle), str)
+
+    def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
+        """The kernel's word on the memfd that arrived: its seals (F_GET_SEALS) and its size (fstat).
+
+        Sealed against shrinking, a memfd at least ``claimed`` bytes long can be mapped without SIGBUS."""
+        try:
+            seals = self.calls.timed("fcntl", {"fd": fd, "cmd": "F_GET_SEALS"},
+                                     lambda: fcntl.fcntl(fd, fcntl.F_GET_SEALS), seal_names)
+        except OSError:  # EINVAL: not a memfd, or another file that cannot carry seals
+            seals = 0
+        size = self.calls.timed("fstat", {"fd": fd}, lambda: os.fstat(fd).st_size, lambda n: f"st_size={n}")
+        check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals))
+        missing = SEALS & ~seals
+        if missing:
+            check.refuse("UNSEALED", f"the memfd carries {seal_names(seals)}, lacks {seal_names(missing)}: its owner "
+                         "could shrink it under our mapping")
+        elif claimed <= 0 or size < claimed:
+            check.refuse("SIZE_MISMATCH", f"claimed {claimed} bytes, the kernel reports {size} (fstat)")
+        return check
 
     def import_fd(self, fd: int) -> int:
         return self.calls.timed("dup", {"fd": fd}, lambda: os.dup(fd), str)

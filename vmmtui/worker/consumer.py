@@ -84,6 +84,22 @@ def _check_peer(w: Worker) -> None:
 def import_memory(w: Worker) -> None:
     _check_peer(w)
     w.sharing.import_(w)
+    if w.sharing.want_fds:
+        _check_size(w)
+
+
+def _check_size(w: Worker) -> None:
+    """Nothing the producer says is trusted: the size it claims must be what the kernel or driver reports
+    for the fd that arrived, before anything is mapped (a memfd shorter than the mapping is SIGBUS)."""
+    s = w.state
+    check = w.backend.check_size(s.received_fd, w.handle, s.alloc_size)
+    s.size_claimed, s.size_reported, s.size_source, s.seals = check.claimed, check.reported, check.source, check.seals
+    if check.code:
+        raise StepError(failure(check.code, "import", check.detail))
+    what = "the kernel" if check.source.startswith("kernel") else "the driver"
+    if check.reported is not None:
+        w.say(f"Size claimed {check.claimed} bytes; {what} reports {check.reported} ({check.source})"
+              + (f", sealed {check.seals}" if check.seals else ""))
 
 
 def map_memory(w: Worker) -> None:
@@ -124,5 +140,5 @@ def ack(w: Worker) -> None:
         message = Ack(passed, "verified" if passed else "verification failed",
                       checked=s.verification.checked if s.verification else 0)
     w.backend.calls.timed("send", {"fd": sock.fileno(), "message": "ack"},
-                          lambda: channel.send_message(sock, message), lambda n: f"{n} bytes")
+                          lambda: channel.send_message(sock, message, timeout=w.cfg.connect_timeout), lambda n: f"{n} bytes")
     w.say("Sent acknowledgment to producer")

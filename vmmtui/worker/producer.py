@@ -74,13 +74,18 @@ def accept(w: Worker, expect_pid: int | None = None, peer: str = CONSUMER) -> No
         raise StepError(failure("PROTOCOL", "accept", "not listening"))
 
     def on_refused(cred: channel.PeerCred) -> None:
-        w.state.refused.append(Peer(cred.pid, cred.uid, cred.gid))
-        w.say(f"Refused connection from pid {cred.pid} uid {cred.uid}: not the consumer we launched")
+        s = w.state
+        s.refused_total += 1
+        if len(s.refused) < channel.MAX_REFUSED_SHOWN:  # a flood is counted, not listed
+            s.refused.append(Peer(cred.pid, cred.uid, cred.gid))
+            w.say(f"Refused connection from pid {cred.pid} uid {cred.uid}: not the consumer we launched")
 
     conn, cred = w.backend.calls.timed(
         "accept", {"fd": listener.fileno(), "expect_pid": expect_pid},
         lambda: channel.accept(listener, expect_pid, w.cfg.accept_timeout, on_refused),
         lambda r: f"fd {r[0].fileno()}, SO_PEERCRED pid={r[1].pid} uid={r[1].uid}")
+    if w.state.refused_total > len(w.state.refused):
+        w.say(f"Refused {w.state.refused_total} connections in all (only the first {len(w.state.refused)} listed)")
     w.peers[peer] = conn
     w.book.hold(conn.fileno(), "connection", f"connection to {peer} pid {cred.pid}")
     w.state.peers[peer] = Peer(cred.pid, cred.uid, cred.gid, conn.fileno())

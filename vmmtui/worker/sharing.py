@@ -51,7 +51,7 @@ class Sharing(ABC):
         message = AllocMessage(w.cfg.size, s.alloc_size, s.granularity or 0, s.device or 0, s.device_name,
                                w.backend.name, w.cfg.mechanism, ipc_handle)
         w.backend.calls.timed("sendmsg", {"fd": sock.fileno(), **shown},
-                              lambda: channel.send_message(sock, message, fds), lambda n: f"{n} bytes")
+                              lambda: channel.send_message(sock, message, fds, w.cfg.connect_timeout), lambda n: f"{n} bytes")
         w.say(line)
         return message
 

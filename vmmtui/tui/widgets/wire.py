@@ -14,6 +14,7 @@ from vmmtui import narration as say
 from vmmtui.codec import encode
 from vmmtui.events import KcmpVerdict, SessionFinished, SessionStarted, StepDone
 from vmmtui.pattern import Verification
+from vmmtui.sizes import format_size
 from vmmtui.steps import base, kind, peer_of
 from vmmtui.tui.messages import EventView, SessionEvent
 from vmmtui.tui.widgets.display import Display
@@ -43,6 +44,7 @@ class WirePanel(EventView, Static):
         self.finished: SessionFinished | None = None
         self.handle: str = ""
         self.acks: dict[str, str] = {}
+        self.size_told: Text | None = None
         if self.is_mounted:
             self.render_wire()
 
@@ -69,6 +71,9 @@ class WirePanel(EventView, Static):
 
     def step_done(self, e: StepDone) -> None:
         r, s = e.report, e.report.state
+        if kind(r.role) == "consumer" and base(r.step) == "import" and s.size_source:
+            self.size_told = size_line(s.size_claimed, s.size_reported, s.size_source, r.ok)
+            self.render_wire()
         if not r.ok:
             return
         role, step = kind(r.role), base(r.step)
@@ -133,11 +138,21 @@ class WirePanel(EventView, Static):
             lines = [self.handle[i:i + 24] for i in range(0, len(self.handle), 24)]
             t.add_row("handle", Text("\n".join(lines), style="bold"))
         t.add_row("fd", self.in_flight)
+        if self.size_told is not None:
+            t.add_row("size", self.size_told)
         summary = self.kcmp_summary()
         if summary is not None:
             t.add_row("kcmp", summary)
         t.add_row("ACK", self.ack)
         self.update(t)
+
+
+def size_line(claimed: int, reported: int | None, source: str, ok: bool) -> Text:
+    """``size claimed 64 MiB · size the kernel reports 4 KiB (fstat)``, red when the consumer refused."""
+    who = "the kernel" if source.startswith("kernel") else "the driver"
+    told = format_size(reported) if reported is not None else "nothing it can tell"
+    return Text(f"size claimed {format_size(claimed)} · size {who} reports {told} ({source.split(' ', 1)[-1]})",
+                style="" if ok else "bold red")
 
 
 class VerificationPanel(EventView, Static):
