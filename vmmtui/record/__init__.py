@@ -4,7 +4,15 @@ No Textual here: the replay app (vmmtui/tui/replay.py) and the live inspector's 
 on ``Timeline``.
 """
 
-from vmmtui.record.recording import FORMAT, Header, Recorder, Recording, RecordingError, make_header, read
+from vmmtui.record.recording import (
+    FORMAT,
+    Header,
+    Recorder,
+    Recording,
+    RecordingError,
+    make_header,
+    read,
+)
 from vmmtui.record.timeline import Frame, Timeline
 
 __all__ = ["FORMAT", "Frame", "Header", "Recorder", "Recording", "RecordingError", "Timeline", "make_header", "read"]

@@ -95,9 +95,8 @@ class LiveInspector(InspectorApp):
 
     # -- looking back ------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in PAST_ACTIONS and (len(self.screen_stack) > 1 or (action != "back" and self.as_of is None)):
-            return False  # the keys scroll the log (or move in a picker) when not looking back
-        return True
+        # the keys scroll the log (or move in a picker) when not looking back
+        return not (action in PAST_ACTIONS and (len(self.screen_stack) > 1 or (action != "back" and self.as_of is None)))
 
     def _live_frame(self) -> int:
         """The frame the session is at now."""

@@ -88,9 +88,7 @@ class ReplayApp(InspectorApp):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The frame keys belong to a picker or the help while one is open (they are priority bindings)."""
-        if action in FRAME_ACTIONS and len(self.screen_stack) > 1:
-            return False
-        return True
+        return not (action in FRAME_ACTIONS and len(self.screen_stack) > 1)
 
     # -- frames ------------------------------------------------------------------------------------
     @property
