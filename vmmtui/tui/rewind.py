@@ -57,6 +57,7 @@ def draw(app: InspectorApp, timeline: Timeline, index: int, shown: int | None) -
         for view in app.query(FdTableView):  # what was new or closed at an earlier step is not news now
             view.first_seen.clear()
             view.gone.clear()
+            view.render_table()
         feed(app, timeline, before, frame.end)
     mark_next(app, frame)
     return frame

@@ -1,0 +1,66 @@
+"""``vmmtui serve [OPTIONS] [replay FILE|NAME]``: the inspector (or a replay) as a web page.
+
+Through textual-serve (Textualize's package for serving Textual apps): every browser that opens the
+page gets its own vmmtui process, started with the same options, drawn in the page's terminal. A
+live session therefore runs one pair of workers per viewer; a replay needs nothing but the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops")
+    p.add_argument("--host", default="localhost", help="address to listen on (default localhost; 0.0.0.0: all)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="...",
+                   help="the inspector's options (--backend memfd --size 1MiB ...) or `replay FILE|NAME [options]`")
+    p.set_defaults(func=cmd_serve)
+
+
+def command_line(args: list[str]) -> list[str] | None:
+    """The vmmtui command each viewer gets, checked now (bad options, a bad recording: one line, None)."""
+    from vmmtui.cli import parser
+
+    args = [a for a in args if a != "--"] if args[:1] == ["--"] else list(args)
+    if args[:1] and args[0] not in ("replay",) and not args[0].startswith("-"):
+        print(f"vmmtui serve: serves the inspector or `replay`, not {args[0]!r}", file=sys.stderr)
+        return None
+    parsed = parser().parse_args(args)  # exits 2 with one line on a bad option
+    if args[:1] == ["replay"]:
+        from vmmtui.cli.replay import load
+
+        if parsed.list or not parsed.recording:
+            print("vmmtui serve replay: give a recording FILE or a gallery NAME", file=sys.stderr)
+            return None
+        if load(parsed.recording) is None:
+            return None
+        if os.path.exists(parsed.recording):  # the viewer's process may start elsewhere
+            args[args.index(parsed.recording)] = os.path.abspath(parsed.recording)
+    else:
+        from vmmtui.cli.options import choice_or_refuse
+
+        if choice_or_refuse(parsed) is None:
+            return None
+    return [sys.executable, "-m", "vmmtui", *args]
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    command = command_line(args.args)
+    if command is None:
+        return EXIT_USAGE
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        print("vmmtui: serve needs textual-serve: pip install textual-serve", file=sys.stderr)
+        return EXIT_USAGE
+    what = " ".join(args.args) or "the inspector"
+    print(f"vmmtui: serving {what} at http://{args.host}:{args.port} (Ctrl-C stops)", file=sys.stderr, flush=True)
+    Server(shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()).serve()
+    return EXIT_OK
