@@ -65,7 +65,11 @@ class Timeline:
 
     def _cut(self) -> None:
         ev = self.events
-        starts = [i for i, e in enumerate(ev) if isinstance(e, StepStarted)]
+        starts, seen = [], set()  # each step begins at its StepStarted (or, lacking one, its StepDone)
+        for i, e in enumerate(ev):
+            if isinstance(e, StepStarted | StepDone) and e.index >= 0 and e.index not in seen:
+                seen.add(e.index)
+                starts.append(i)
         for e in ev:
             if isinstance(e, SessionStarted):
                 self.plan = list(e.plan)

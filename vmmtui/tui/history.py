@@ -43,8 +43,7 @@ class LiveInspector(InspectorApp):
         self.cast: CastWriter | None = None
         self._last_live: dict[tuple[str, str], Event] = {}
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def on_mount(self) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
         if self.cast_path:
             self.cast = CastWriter(self, self.cast_path)
 
@@ -160,8 +159,7 @@ class LiveInspector(InspectorApp):
         if self.recorder is not None:
             self.recorder.close()
 
-    def on_unmount(self) -> None:
-        super().on_unmount()
+    def on_unmount(self) -> None:  # and InspectorApp.on_unmount after it
         if self.recorder is not None:
             self.recorder.close()
         if self.cast is not None:

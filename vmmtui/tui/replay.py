@@ -71,8 +71,7 @@ class ReplayApp(InspectorApp):
         h = recording.header
         self.title = f"vmmtui REPLAY · {h.where} · {h.when}"
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def on_mount(self) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
         if self.shot_dir:
             self.shot_dir.mkdir(parents=True, exist_ok=True)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
