@@ -47,6 +47,11 @@ def reset(app: InspectorApp) -> None:
 
 def draw(app: InspectorApp, timeline: Timeline, index: int, shown: int | None) -> Frame:
     """The panels after frame ``index``, from frame ``shown`` (None: from nothing); returns the frame."""
+    with app.batch_update():  # one repaint for the whole frame, not one per event
+        return _draw(app, timeline, index, shown)
+
+
+def _draw(app: InspectorApp, timeline: Timeline, index: int, shown: int | None) -> Frame:
     frame = timeline.frames[index]
     if shown is not None and shown <= index:
         feed(app, timeline, timeline.frames[shown].end, frame.end)
