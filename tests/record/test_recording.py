@@ -167,3 +167,10 @@ def test_a_failed_step_is_the_last_step_frame(tmp_path):
     failed = [f for f in frames if f.label.endswith("(failed)")]
     assert len(failed) == 1 and failed[0].next_step is None and failed[0].failed
     assert frames[-1].closing and frames.index(failed[0]) == len(frames) - 2
+
+
+def test_the_record_package_never_imports_textual():
+    code = ("import sys, vmmtui.record, vmmtui.record.gallery, vmmtui.record.timeline\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
