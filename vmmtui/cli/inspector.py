@@ -34,6 +34,10 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     if args.record and not writable(args.record):
         return EXIT_USAGE
+    if args.record and choice.name == "cuda":
+        from vmmtui.record.recording import cuda_identity
+
+        cuda_identity(args.device)  # the header's driver and device, asked before the app starts
     app = LiveInspector(config_from(args), choice, autoplay=args.autoplay, pace=args.pace,
                         screenshots=args.screenshots, transcript=args.transcript, stable=args.stable,
                         record=args.record, cast=args.cast)

@@ -26,13 +26,22 @@ def add_parser(sub) -> None:
 
 def command_line(args: list[str]) -> list[str] | None:
     """The vmmtui command each viewer gets, checked now (bad options, a bad recording: one line, None)."""
-    from vmmtui.cli import parser
+    from vmmtui.cli import inspector, replay
+    from vmmtui.cli.options import Parser
 
     args = [a for a in args if a != "--"] if args[:1] == ["--"] else list(args)
     if args[:1] and args[0] not in ("replay",) and not args[0].startswith("-"):
         print(f"vmmtui serve: serves the inspector or `replay`, not {args[0]!r}", file=sys.stderr)
         return None
-    parsed = parser().parse_args(args)  # exits 2 with one line on a bad option
+    check = Parser(prog="vmmtui serve")  # the viewer's command line, parsed as vmmtui will parse it
+    if args[:1] == ["replay"]:
+        check.add_argument("command")
+        check.add_argument("recording", nargs="?")
+        check.add_argument("--list", action="store_true")
+        replay.add_view_options(check)
+    else:
+        inspector.add_options(check)
+    parsed = check.parse_args(args)  # exits 2 with one line on a bad option
     if args[:1] == ["replay"]:
         from vmmtui.cli.replay import load
 

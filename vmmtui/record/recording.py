@@ -10,6 +10,7 @@ through gzip. No Textual here.
 from __future__ import annotations
 
 import datetime
+import functools
 import gzip
 import json
 import os
@@ -118,8 +119,10 @@ def make_header(config: SessionConfig, backend: str, reason: str, driver: str = 
                   options=asdict(config), title=title)
 
 
+@functools.cache
 def cuda_identity(device: int) -> tuple[str, str]:
-    """(driver, device name) from the capability probe (a throw-away process): for the header."""
+    """(driver, device name) from the capability probe (a throw-away process): for the header.
+    Cached: the inspector asks before it starts, so that its first recorded event does not wait."""
     from vmmtui.backends.probe import probe
 
     info = probe()
