@@ -37,3 +37,14 @@ def test_serve_checks_what_it_will_serve_before_listening(tmp_path, capsys):
     with pytest.raises(SystemExit) as ex:
         command_line(["--size", "0"])
     assert ex.value.code == 2
+
+
+def test_serve_passes_the_inspector_options_on():
+    from vmmtui.cli import parser
+    from vmmtui.cli.serve import inspector_argv
+
+    args = parser().parse_args(["serve", "--port", "9", "--backend", "memfd", "--size", "4MiB", "--autoplay"])
+    assert args.func.__name__ == "cmd_serve" and args.args == []
+    assert inspector_argv(args) == ["--backend", "memfd", "--size", str(4 << 20), "--autoplay"]
+    args = parser().parse_args(["serve", "replay", "cpu-memfd-1mib", "--step", "3"])
+    assert inspector_argv(args) == [] and args.args == ["replay", "cpu-memfd-1mib", "--step", "3"]
