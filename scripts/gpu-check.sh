@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|gallery|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|gallery|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -79,9 +79,73 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/replay-bench.py --backend cuda --out "$out/replay-bench-cuda.json"
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
+  if [ "$part" = attach ]; then
+    step python3 -m vmmtui attach --can $$ $PPID
+    # a vmmtui run attached by pid from another process (consumer-hangs keeps both workers 3 s)
+    python3 -m vmmtui run --backend cuda --scenario consumer-hangs > "$out/attach-run.log" 2>&1 & runpid=$!
+    sleep 2; workers=$(pgrep -P $runpid | tr '\n' ' ')
+    step python3 -m vmmtui attach --once $workers
+    step python3 -m vmmtui attach --json --once $workers
+    step python3 -m vmmtui attach --all --once
+    wait $runpid; echo "[vmmtui run exit $?]"; cat "$out/attach-run.log"
+    python3 -m vmmtui run --backend cuda --scenario consumer-hangs > /dev/null 2>&1 & runpid=$!
+    sleep 2; step python3 -m vmmtui attach --screenshot "$out/attach-cuda.svg" --duration 1 $(pgrep -P $runpid | tr '\n' ' ')
+    wait $runpid
+    step python3 -m vmmtui watch -- python3 -m vmmtui run --backend cuda --scenario leaked-fd
+    step nvcc -o /tmp/vmm_pair tests/fixtures/vmm_pair.cu -lcuda
+    step python3 -m vmmtui watch -- /tmp/vmm_pair
+    step python3 -m vmmtui watch --json -- /tmp/vmm_pair
+    step python3 -m vmmtui watch -- python3 tests/fixtures/torch_share.py
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m vmmtui watch -- python3 tests/fixtures/torch_share.py
+    step python3 -m pytest -q tests/attach -p no:cacheprovider
+    step python3 scripts/attach-bench.py --out "$out/bench"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = attach-nccl ]; then
+    step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \
+      python3 -m vmmtui watch -- python3 tests/fixtures/nccl_allreduce.py
+    step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 python3 -m vmmtui watch --json -- python3 tests/fixtures/nccl_allreduce.py
+    nvidia-smi --query-gpu=index,memory.used --format=csv
+  fi
+  if [ "$part" = driveronly ]; then
+    # a fresh venv with no NVRTC: the kernels must come from the shipped PTX through the driver's JIT.
+    # No network here, so the venv sees the system's packages (--system-site-packages) and NVRTC is hidden:
+    # no library path, no toolkit (CUDA_HOME), and VMMTUI_NVRTC=0 so that no worker may fall back to it.
+    venv=/tmp/vmmtui-driveronly
+    rm -rf "$venv" && python3 -m venv --without-pip --system-site-packages "$venv"
+    py="$venv/bin/python"
+    # keep the driver's library directories (libcuda), drop any that hold libnvrtc
+    nolib=$(echo "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | while read -r d; do [ -n "$d" ] && ! ls "$d"/libnvrtc* >/dev/null 2>&1 && echo "$d"; done | paste -sd: -)
+    export VMMTUI_NVRTC=0 LD_LIBRARY_PATH="${nolib:-/nonexistent}" CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
+    step "$py" -c "from cuda.bindings import nvrtc; print('NVRTC still found by cuda.bindings:', nvrtc.nvrtcVersion())"
+    step "$py" -c "from vmmtui.backends.kernel_image import nvrtc_version; nvrtc_version()"
+    step "$py" -m vmmtui doctor
+    step "$py" -m vmmtui run
+    "$py" -m vmmtui run --backend cuda --size 1GiB --verbose > /tmp/driveronly-run.txt 2>&1; echo "[exit $?]"
+    grep -E "Loaded the fill/verify|cuModuleLoadData|nvrtc|Data verification|verified" /tmp/driveronly-run.txt
+    sed 's/^\.version 9\.0$/.version 99.0/' vmmtui/backends/pattern_kernels.ptx > /tmp/future.ptx
+    echo "# a PTX the driver cannot JIT (as an older driver meets the shipped one): auto checks on the host"
+    VMMTUI_PTX=/tmp/future.ptx step "$py" -m vmmtui run --backend cuda
+    VMMTUI_PTX=/tmp/future.ptx step "$py" -m vmmtui run --backend cuda --verify device
+    VMMTUI_PTX=/tmp/future.ptx step "$py" -m vmmtui doctor
+    step "$py" -m vmmtui run --backend cuda --scenario fabric-without-imex
+    step "$py" -m vmmtui run --backend cuda --scenario fabric-without-imex --verbose
+    ls -la /dev/nvidia-caps-imex-channels 2>&1
+    step "$py" -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/backends/test_kernel_fallback.py tests/session/test_scenarios.py -p no:cacheprovider
+    step "$py" -m pytest -q tests/backends tests/test_doctor.py tests/session/test_scenarios.py -p no:cacheprovider
+    unset VMMTUI_NVRTC LD_LIBRARY_PATH CUDA_HOME CUDA_PATH
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider
     step bash scripts/tmux-demo.sh "$out"
-    step python3 scripts/screenshots.py --backend cuda --out "$out"
+    step python3 scripts/screenshots.py --backend cuda --out "$out" --moments start,exported,kcmp,mapped,verified
+  fi
+  if [ "$part" = startup ]; then
+    # issue 15.13: first frame < 0.5 s, both workers' pids on screen < 1.0 s (the probe runs while the UI is up)
+    step python3 scripts/startup-time.py --runs 7 -- --backend cuda
+    step python3 scripts/startup-time.py --runs 7
+    step python3 scripts/startup-time.py --runs 5 --size 80x24 -- --backend cuda
   fi
 } 2>&1 | tee "$log"

@@ -1,11 +1,16 @@
-"""Re-make the SVG screenshots of the key moments: start, fd exported, fd received (kcmp), verified.
+"""Re-make the screenshots of the key moments: start, fd exported, fd received (kcmp), both
+mappings made (the mapping cards), verified.
 
     python scripts/screenshots.py [--backend memfd|cuda|auto] [--out DIR] [--size 1MiB]
         [--mechanism legacy] [--consumers 4] [--direction consumer-writes] [--devices 0,1]
-        [--moments received,verified] [--prefix NAME]
+        [--moments received,mapped,verified] [--prefix NAME] [--no-png]
 
 Drives the real app with Pilot (real worker processes), so the pictures show a real run on this
-machine. Files: DIR/<backend>-<n>-<moment>.svg (and .png when cairosvg is installed).
+machine. Files: DIR/<backend>-<n>-<moment>.svg and .png. The PNG is the SVG drawn by headless
+Chromium (``chromium-headless-shell`` or ``chromium``; Debian: ``apt install chromium-headless-shell
+fonts-dejavu-core``), which honours the SVG's font list (Fira Code, else the system's monospace) and
+its per-span positions: a proportional font (cairosvg's fallback) makes text overlap. Without a
+Chromium the PNGs are skipped with one line saying so.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import platform
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 from vmmtui.backends import choose
@@ -21,13 +29,31 @@ from vmmtui.sizes import parse_size
 from vmmtui.steps import build_plan
 from vmmtui.tui.app import InspectorApp
 
+CHROMIUMS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
+
 
 def moments(plan: list[tuple[str, str]]) -> list[tuple[str, int]]:
-    """Start, the export, the first consumer's receive, and the last step before cleanup."""
+    """Start, the export, the first consumer's receive, its map (both mapping cards), and the last
+    step before cleanup."""
     first_receive = next(i for i, (role, step) in enumerate(plan) if step == "receive")
+    first_map = next(i for i, (role, step) in enumerate(plan) if role != "producer" and step.startswith("map"))
     last = max(i for i, (_, step) in enumerate(plan) if step != "cleanup")
     return [("start", 0), ("fd-exported", plan.index(("producer", "export")) + 1),
-            ("fd-received-kcmp", first_receive + 1), ("verified", last + 1)]
+            ("fd-received-kcmp", first_receive + 1), ("verified", last + 1), ("mapped", first_map + 1)]
+
+
+def to_png(svg: Path) -> Path | None:
+    """Draw ``svg`` with headless Chromium at its own size; None when no Chromium is installed."""
+    browser = next((b for b in map(shutil.which, CHROMIUMS) if b), None)
+    if browser is None:
+        return None
+    head = svg.read_text(encoding="utf-8")[:400]
+    width, height = (round(float(v)) + 1 for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', head).groups())
+    png = svg.with_suffix(".png")
+    subprocess.run([browser, "--headless", "--no-sandbox", "--hide-scrollbars", "--disable-gpu",
+                    f"--screenshot={png}", f"--window-size={width},{height}", svg.resolve().as_uri()],
+                   check=True, capture_output=True, timeout=60)
+    return png
 
 
 async def shoot(backend: str, out: Path, size: int, width: int, height: int, config: dict | None = None,
@@ -41,6 +67,7 @@ async def shoot(backend: str, out: Path, size: int, width: int, height: int, con
                       config.get("direction", "producer-writes"))
     wanted = [(n, m) for n, m in enumerate(moments(plan), 1) if not only or m[0].split("-")[-1] in only
               or m[0] in only]
+    wanted.sort(key=lambda nm: nm[1][1])  # in plan order (the numbers in the names stay as they were)
     saved: list[Path] = []
     async with app.run_test(size=(width, height)) as pilot:
         while app.session is None or not app.session.started:
@@ -74,23 +101,30 @@ def main() -> None:
     p.add_argument("--consumers", type=int, default=1)
     p.add_argument("--direction", default="producer-writes")
     p.add_argument("--devices", help="0,1")
-    p.add_argument("--moments", help="comma-separated: start, exported, kcmp (or received), verified")
+    p.add_argument("--moments", help="comma-separated: start, exported, kcmp (or received), mapped, verified "
+                   "(default: all but mapped)")
+    p.add_argument("--no-png", action="store_true", help="SVGs only")
+    p.add_argument("--png", nargs="+", metavar="SVG", help="only draw these SVGs as PNGs (e.g. ones made on a GPU box)")
     p.add_argument("--prefix", help="file name prefix (default: the backend)")
     a = p.parse_args()
+    if a.png:
+        for svg in map(Path, a.png):
+            if to_png(svg) is None:
+                raise SystemExit("no headless Chromium here (apt install chromium-headless-shell fonts-dejavu-core)")
+        print(f"drew {len(a.png)} PNGs")
+        return
     config = {"mechanism": a.mechanism, "consumers": a.consumers, "direction": a.direction}
     if a.devices:
         config["devices"] = [int(d) for d in a.devices.split(",")]
-    only = a.moments.replace("received", "kcmp").split(",") if a.moments else None
+    only = a.moments.replace("received", "kcmp").split(",") if a.moments else ["start", "exported", "kcmp",
+                                                                                "verified"]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     saved = asyncio.run(shoot(a.backend, out, parse_size(a.size), a.width, a.height, config, only, a.prefix))
-    try:
-        import cairosvg
-
-        for svg in saved:
-            cairosvg.svg2png(url=str(svg), write_to=str(svg.with_suffix(".png")))
-    except ImportError:
-        pass
+    if not a.no_png:
+        pngs = [to_png(svg) for svg in saved]
+        if None in pngs:
+            print("no PNGs: no headless Chromium here (apt install chromium-headless-shell fonts-dejavu-core)")
     print(f"saved {len(saved)} screenshots on {platform.node()}: " + ", ".join(str(s) for s in saved))
 
 

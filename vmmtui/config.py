@@ -82,18 +82,24 @@ class SessionConfig:
         return spread[index % len(spread)]
 
 
-def resolve_verify(requested: str, backend: str) -> str:
-    """``auto`` becomes the device's kernels on cuda and numpy on memfd; the rest stay."""
-    if requested == Verify.AUTO:
-        return Verify.DEVICE.value if backend == BackendName.CUDA else Verify.HOST.value
-    return str(requested)
+def resolve_verify(requested: str, backend: str, kernels_error: str | None = None) -> tuple[str, str | None]:
+    """``auto`` becomes the device's kernels on cuda (the host where they cannot load: a default run never
+    fails for want of them) and numpy on memfd; the rest stay. Returns it and the line saying why, if any."""
+    if requested != Verify.AUTO:
+        return str(requested), None
+    if backend != BackendName.CUDA:
+        return Verify.HOST.value, None
+    if kernels_error:
+        return Verify.HOST.value, f"--verify auto checks on the host: the fill/verify kernels cannot load ({kernels_error})"
+    return Verify.DEVICE.value, None
 
 
 def validate(config: SessionConfig, backend: str, device_count: int | None = None,
-             capacity: int | None = None, scenario=None) -> str | None:
+             capacity: int | None = None, scenario=None, device_probe: dict | None = None) -> str | None:
     """Why this configuration cannot run on ``backend``, as one line with the fix; None when it can.
 
-    ``scenario`` is the resolved Scenario (or None); ``capacity`` the bytes the backend can hold.
+    ``scenario`` is the resolved Scenario (or None); ``capacity`` the bytes the backend can hold;
+    ``device_probe`` the capability probe's record of the device (some scenarios depend on it).
     """
     from vmmtui.sizes import format_size
 
@@ -112,7 +118,7 @@ def validate(config: SessionConfig, backend: str, device_count: int | None = Non
     if c.device < 0 or (c.devices and min(c.devices) < 0):
         return f"device {min([c.device, *(c.devices or [])])} does not exist: device ordinals start at 0"
     if scenario is not None:
-        why_not = scenario.why_not(backend)
+        why_not = scenario.why_not(backend, device_probe)
         if why_not:
             return f"scenario {scenario.name} cannot be shown on the {backend} backend: {why_not}"
         if (c.consumers, c.direction) != (1, Direction.PRODUCER_WRITES.value) or c.mechanism not in (

@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from vmmtui.backends import cuda_unusable
-from vmmtui.backends.probe import probe
+from vmmtui.backends.probe import imex_channels, probe
 from vmmtui.fdtable import kcmp_same_file
 from vmmtui.sizes import format_size
 
@@ -77,6 +77,37 @@ def ptrace_scope() -> str:
         return "no Yama policy file (no restriction from Yama)"
 
 
+IMEX_FIX = ("on an NVLink-domain system (GB200 NVL72) start the IMEX daemon (nvidia-imex) and create a channel, "
+            "/dev/nvidia-caps-imex-channels/channel0; on one node POSIX fds are the way, and vmmtui uses them")
+
+
+def fabric_finding(prefix: str, d: dict, channels: str) -> Finding:
+    """Fabric handles as they are: the device attribute, then what cuMemCreate answered in the probe."""
+    name = f"{prefix} fabric handles"
+    if not d.get("fabric"):
+        return Finding(name, "not supported by the device (HANDLE_TYPE_FABRIC_SUPPORTED = 0)", None)
+    tried = d.get("fabric_create")
+    if tried == "CUDA_SUCCESS":
+        return Finding(name, f"usable: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC works ({channels})", True)
+    if tried == "CUDA_ERROR_NOT_PERMITTED":
+        return Finding(name, f"supported by the device, not usable here: no IMEX channel (cuMemCreate with "
+                             f"CU_MEM_HANDLE_TYPE_FABRIC → {tried}; {channels}) (fix: {IMEX_FIX})", None)
+    if tried is None:
+        return Finding(name, "supported by the device (not tried: no VMM)", None)
+    return Finding(name, f"supported by the device, not usable here: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC → "
+                         f"{tried} ({channels})", None)
+
+
+def kernels_finding(prefix: str, d: dict) -> Finding | None:
+    """Whether the fill/verify kernels load (the probe tried): else --verify auto checks on the host."""
+    if "kernels_error" not in d:
+        return None
+    if d["kernels_error"]:
+        return Finding(f"{prefix} fill/verify kernels", f"cannot load: {d['kernels_error']}; --verify auto checks "
+                                                        "on the host instead", False)
+    return Finding(f"{prefix} fill/verify kernels", f"load ({d['kernels']})", True)
+
+
 def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
@@ -87,16 +118,19 @@ def diagnose(device: int = 0) -> Report:
         v = info.get("driver_version")
         add(Finding("NVIDIA driver", f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else info.get("error", "?"),
                     not info.get("error")))
+        channels = imex_channels()
         for d in info.get("devices", []):
             p = f"device {d['index']}"
             add(Finding(f"{p} name", f"{d['name']} (compute capability {d['compute_capability']})", None))
             add(Finding(f"{p} VMM", "yes" if d["vmm"] else "no", d["vmm"]))
             add(Finding(f"{p} POSIX fd handles", "yes" if d["posix_fd"] else "no", d["posix_fd"]))
-            add(Finding(f"{p} fabric handles", "yes" if d["fabric"] else "no", None))
+            add(fabric_finding(p, d, channels))
             if "granularity_min" in d:
                 add(Finding(f"{p} granularity", f"minimum {format_size(d['granularity_min'])}, "
                                                  f"recommended {format_size(d['granularity_rec'])}", None))
             add(Finding(f"{p} memory", f"{format_size(d['mem_free'])} free of {format_size(d['mem_total'])}", None))
+            if (kernels := kernels_finding(p, d)) is not None:
+                add(kernels)
     why = cuda_unusable(info, device)
     rep.cuda_ok = why is None
     add(Finding("cuda backend", "can run" if rep.cuda_ok else f"cannot run: {why}", rep.cuda_ok))

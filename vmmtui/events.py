@@ -194,3 +194,140 @@ class ScenarioOutcome(Event):
     expected: list[str]
     as_expected: bool
     explanation: str
+
+
+# -- attach and watch: programs vmmtui did not start ---------------------------------------------------
+@dataclass
+class AttachEvent(Event):
+    """Events only ``vmmtui attach``/``watch`` produce (a session never does); ``at`` is seconds since the start."""
+
+
+@dataclass
+class ProcessSeen(AttachEvent):
+    pid: int
+    ppid: int
+    name: str
+    cmdline: str
+    uid: int | None
+    at: float
+    #: the pid namespace (inode of /proc/PID/ns/pid) when readable, to spot pairs in different ones
+    pid_ns: int | None = None
+
+
+@dataclass
+class ProcessGone(AttachEvent):
+    pid: int
+    name: str
+    at: float
+    returncode: int | None = None  # known only for vmmtui's own children (watch)
+    signal: str | None = None
+
+
+@dataclass
+class ProcessUnreadable(AttachEvent):
+    """A target vmmtui may not read ("no permission") or that does not exist: said once, and we go on."""
+
+    pid: int
+    reason: str
+
+
+@dataclass
+class FdHolder:
+    pid: int
+    fd: int
+
+
+@dataclass
+class FdOpened(AttachEvent):
+    pid: int
+    fd: int
+    target: str
+    kind: str  # gpu | memfd | shm | socket | pidfd
+    #: present (there when first seen) | opened | arrived (kcmp: another process's open file) | inherited
+    how: str
+    at: float
+    source: FdHolder | None = None  # the fd it is the same open file as, for arrived/inherited
+    via: str = ""  # the evidence for how it travelled: a pidfd of the source held, a connected socket
+
+
+@dataclass
+class FdClosed(AttachEvent):
+    pid: int
+    fd: int
+    target: str
+    kind: str
+    at: float
+
+
+@dataclass
+class SharedFile(AttachEvent):
+    """An open file description (kcmp-proven), or one memory object, held by two or more processes."""
+
+    kind: str
+    target: str
+    dev: int
+    ino: int
+    holders: list[FdHolder]
+    mapped_by: list[int] = field(default_factory=list)  # pids with it in /proc/PID/maps
+    #: True: one open file description (kcmp); False: same inode, different descriptions; None: kcmp unavailable
+    same_description: bool | None = True
+    proof: str = ""
+    at: float = 0.0
+
+
+@dataclass
+class GpuMemory(AttachEvent):
+    """What NVML charges a process, per device (bytes); ``error`` when NVML cannot say."""
+
+    pid: int
+    used: dict[int, int] = field(default_factory=dict)
+    error: str | None = None
+    at: float = 0.0
+
+
+@dataclass
+class PreflightCheck(AttachEvent):
+    """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known."""
+
+    a: int
+    b: int
+    name: str
+    ok: bool | None
+    finding: str
+    cause: str = ""
+    fix: str = ""
+
+
+@dataclass
+class Leak(AttachEvent):
+    kind: str  # fd-after-peer | held-until-exit | gpu-memory-after-peer | shm-file | socket-file
+    what: str
+    pid: int | None
+    detail: str
+    fix: str
+    at: float = 0.0
+
+
+@dataclass
+class WatchFinished(AttachEvent):
+    """The watched command's end: its exit, how many processes and shares were seen, what could not be seen."""
+
+    command: list[str]
+    returncode: int | None
+    signal: str | None
+    processes: int
+    shared: int
+    leaks: int
+    seconds: float
+    unseen: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SocketPair(AttachEvent):
+    """Two watched processes connected by a Unix socket (sock_diag's peer): the road an fd can travel."""
+
+    a: FdHolder
+    b: FdHolder
+    type: str
+    path: str
+    at: float = 0.0

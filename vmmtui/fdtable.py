@@ -88,3 +88,23 @@ def kcmp_same_file(pid1: int, fd1: int, pid2: int, fd2: int) -> KcmpResult:
         return KcmpResult(False, "different open file descriptions")
     err = ctypes.get_errno()
     return KcmpResult(None, f"unavailable: kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})")
+
+
+class KcmpUnavailable(OSError):
+    """kcmp refused or unknown here: callers say "unavailable" with this errno, never guess."""
+
+
+def kcmp_order(pid1: int, fd1: int, pid2: int, fd2: int) -> int:
+    """kcmp(KCMP_FILE) as a comparator: 0 same open file description, -1/1 the kernel's order.
+
+    The kernel orders file pointers (1: less, 2: greater), so it can sort fds and equal ones end up
+    next to each other: O(n log n) calls instead of all pairs. Raises KcmpUnavailable on refusal.
+    """
+    nr = _SYS_KCMP.get(platform.machine())
+    if nr is None:
+        raise KcmpUnavailable(errno.ENOSYS, f"kcmp syscall number unknown on {platform.machine()}")
+    rc = _libc.syscall(nr, pid1, pid2, KCMP_FILE, fd1, fd2)
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise KcmpUnavailable(err, f"kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})")
+    return 0 if rc == 0 else (-1 if rc == 1 else 1)

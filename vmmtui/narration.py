@@ -250,3 +250,134 @@ def outcome(e: ScenarioOutcome) -> Text:
     judged = "as expected" if e.as_expected else f"NOT as expected (expected {', '.join(e.expected)})"
     return Text(f"scenario {e.name}: ended with {e.outcome}{where}: {judged}",
                 "bold green" if e.as_expected else "bold red")
+
+
+# -- attach and watch --------------------------------------------------------------------------------
+from vmmtui.events import (  # noqa: E402  (attach's events, added after the session's)
+    AttachEvent,
+    Event,
+    FdClosed,
+    FdOpened,
+    GpuMemory,
+    Leak,
+    PreflightCheck,
+    ProcessGone,
+    ProcessSeen,
+    ProcessUnreadable,
+    SharedFile,
+    SocketPair,
+    WatchFinished,
+)
+
+#: what each kind of shared file is, for people
+KIND_LABELS = {"gpu": "GPU allocation fd", "memfd": "memfd", "shm": "/dev/shm file", "socket": "socket",
+               "dmabuf": "dma-buf", "pidfd": "pidfd"}
+CHECK_MARKS = {True: ("✓", "green"), False: ("✗", "bold red"), None: ("–", "dim")}
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n} B"
+
+
+def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} started or first seen (parent {e.ppid}): "
+                       f"{e.cmdline[:120]}"), "dim")
+
+
+def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
+    how = (f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}" if e.returncode is not None
+           else "exited")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} {how}"), "dim")
+
+
+def unreadable(e: ProcessUnreadable) -> Text:
+    return Text(f"pid {e.pid}: {e.reason}; going on with the others", "yellow")
+
+
+def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
+    line = Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} ({KIND_LABELS.get(e.kind, e.kind)}) "))
+    if e.how == "arrived" and e.source is not None:
+        src = f"pid {e.source.pid}" + (f" fd {e.source.fd}" if e.source.fd >= 0 else "")
+        line.append(m.text(f"ARRIVED from {src}"), "bold green")
+        if e.via:
+            line.append(m.text(f" — {e.via}"), "dim")
+    elif e.how == "inherited" and e.source is not None:
+        line.append(m.text(f"inherited from its parent {e.source.pid} fd {e.source.fd}"), "cyan")
+    else:
+        line.append(e.how, "dim")
+    return line
+
+
+def fd_closed(e: FdClosed, m: Masks = PLAIN) -> Text:
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} closed"), "dim")
+
+
+def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
+    label = KIND_LABELS.get(e.kind, e.kind)
+    if e.kind == "gpu" and not e.same_description:
+        label = "GPU driver file"
+    sign = {True: " ≡ ", False: " ~ ", None: " ? "}[e.same_description]
+    who = sign.join(f"pid {h.pid} fd {h.fd}" for h in e.holders) or "no fd left"
+    line = Text(m.text(f"SHARED {label} {e.target}: {who}"), KCMP_STYLES[e.same_description])
+    if e.mapped_by:
+        line.append(m.text(f"; mapped by pid {', '.join(map(str, e.mapped_by))}"), "")
+    line.append(f" ({e.proof})", "dim")
+    return line
+
+
+def socket_pair(e: SocketPair, m: Masks = PLAIN) -> Text:
+    return Text(m.text(f"pid {e.a.pid} fd {e.a.fd} ⇄ pid {e.b.pid} fd {e.b.fd}: Unix {e.type} socket "
+                       f"{e.path or '(unnamed pair)'}"), "dim")
+
+
+def gpu_memory(e: GpuMemory, m: Masks = PLAIN) -> Text:
+    if e.error:
+        return Text(f"pid {m.pid(e.pid)} GPU memory: {e.error}", "yellow")
+    used = ", ".join(f"GPU {d}: {_mib(b)}" for d, b in sorted(e.used.items())) or "none charged"
+    return Text(f"pid {m.pid(e.pid)} GPU memory (NVML): {used}", "")
+
+
+def preflight(e: PreflightCheck) -> list[Text]:
+    mark, style = CHECK_MARKS[e.ok]
+    lines = [Text.assemble((f"{mark} ", style), (f"{e.name}: ", "bold"), e.finding)]
+    if e.cause:
+        lines.append(Text(f"    cause: {e.cause}"))
+    if e.fix:
+        lines.append(Text(f"    fix:   {e.fix}"))
+    return lines
+
+
+def leak(e: Leak) -> list[Text]:
+    return [Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red"), Text(f"    fix: {e.fix}")]
+
+
+def watch_finished(e: WatchFinished) -> list[Text]:
+    how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    lines = [Text(f"{' '.join(e.command)[:100]}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
+                  f"{e.shared} shared file(s) · {e.leaks} leak(s)", "bold red" if e.leaks else "bold")]
+    lines += [Text(f"  not visible from outside: {u}", "yellow") for u in e.unseen]
+    return lines
+
+
+def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
+    """Any event attach or watch emits, in words (one or more lines)."""
+    simple = {ProcessSeen: process_seen, ProcessGone: process_gone, FdOpened: fd_opened, FdClosed: fd_closed,
+              SharedFile: shared_file, SocketPair: socket_pair, GpuMemory: gpu_memory}
+    many = {PreflightCheck: lambda x, _m: preflight(x), Leak: lambda x, _m: leak(x),
+            WatchFinished: lambda x, _m: watch_finished(x)}
+    if type(e) in simple:
+        return [simple[type(e)](e, m)]
+    if type(e) in many:
+        return many[type(e)](e, m)
+    if isinstance(e, ProcessUnreadable):
+        return [unreadable(e)]
+    if isinstance(e, Notice):
+        return [notice(e)]
+    if isinstance(e, FdSnapshot):
+        head = Text(m.text(f"{e.role} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"), "bold")
+        return [head] + [Text(m.text(f"    fd {r.fd:>4} {r.kind:<6} {r.target}  {r.note}  {r.detail}".rstrip()))
+                         for r in e.rows]
+    if isinstance(e, KcmpVerdict):
+        return [Text(f"kcmp(KCMP_FILE): pid {e.producer_pid} fd {e.producer_fd} {SIGNS[e.same]} pid {e.consumer_pid} "
+                     f"fd {e.consumer_fd}: {e.detail}", KCMP_STYLES[e.same])]
+    return [Text(f"{type(e).__name__}", "dim")] if not isinstance(e, AttachEvent) else []

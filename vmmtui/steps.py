@@ -52,7 +52,7 @@ _STEPS = [
          "memfd: mprotect(PROT_READ|PROT_WRITE)."),
     Step(PRODUCER, "fill", "Write the test pattern", ("fill_pattern kernel", "cuMemcpyHtoD"),
          "The producer writes data[i] = (i*2 + 1337) ^ 0xDEADBEEF as uint32 so that the consumer can prove it sees "
-         "the same bytes. On CUDA a kernel (compiled at run time by NVRTC) writes it at memory speed; with --verify "
+         "the same bytes. On CUDA a kernel (shipped as PTX, JIT-compiled by the driver) writes it at memory speed; with --verify "
          "host it is built on the host and copied with cuMemcpyHtoD, as the seed does. memfd writes straight into "
          "the shared pages."),
     Step(PRODUCER, "export", "Export the allocation as a file descriptor", ("cuMemExportToShareableHandle",),

@@ -35,6 +35,8 @@ class Transcript:
         self.path = Path(path)
         self.json = self.path.suffix in JSON_SUFFIXES
         self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - held open for the session
+        #: why writing stopped (one line with the cause), or None
+        self.error: str | None = None
         self.repeats = say.Repeats()
         self.mechanism = "vmm"
         self.consumers: int | None = None
@@ -42,8 +44,16 @@ class Transcript:
             self.file.write("# vmmtui transcript\n\n")
 
     def write(self, e: Event) -> None:
-        self.file.write(e.to_json() + "\n" if self.json else self.markdown(e))
-        self.file.flush()
+        """Append ``e``; a write that fails (disk full, file system gone read-only) sets ``error`` and
+        stops the transcript instead of stopping the session."""
+        if self.error:
+            return
+        try:
+            self.file.write(e.to_json() + "\n" if self.json else self.markdown(e))
+            self.file.flush()
+        except OSError as exc:
+            self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here, the session goes on"
+            self.close()
 
     def markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
@@ -95,4 +105,7 @@ class Transcript:
 
     def close(self) -> None:
         if not self.file.closed:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError as exc:  # the last flush failed
+                self.error = self.error or f"transcript {self.path}: {exc.strerror}"

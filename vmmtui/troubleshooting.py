@@ -117,8 +117,10 @@ TABLE: dict[str, tuple[str, str]] = {
         "put the consumers on GPUs that cuDeviceCanAccessPeer allows (nvidia-smi topo -p2p r), or use --devices with the producer's GPU",
     ),
     "NVRTC_ERROR": (
-        "NVRTC (libnvrtc) is missing or could not compile the fill/verify kernels for this GPU",
-        "pip install nvidia-cuda-nvrtc (or cuda-bindings[all]) matching the driver's CUDA, or run with --verify host",
+        "NVRTC (libnvrtc), the second way to build the fill/verify kernels (only used when the driver cannot JIT "
+        "the PTX shipped in vmmtui), is missing or could not compile them for this GPU",
+        "update the NVIDIA driver (R580 / CUDA 13.0 or newer JITs the shipped PTX), or pip install nvidia-cuda-nvrtc "
+        "matching the driver's CUDA major, or run with --verify host",
     ),
     "WORKER_DIED": (
         "a worker process exited or was killed",
@@ -153,6 +155,26 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
         "second context on the same device",
         "open the handle once per device per process (the primary context) and share the pointer inside the "
         "process; opening it again in the same context only counts the opens (close as many times)",
+    ),
+    ("cuModuleLoadData (PTX)", "*"): (
+        "the driver could not JIT-compile the fill/verify kernels shipped as PTX (PTX ISA 9.0 for sm_75: it needs an "
+        "R580 / CUDA 13.0 driver or newer and a GPU of compute capability 7.5 or newer), and NVRTC was not there to "
+        "build them instead",
+        "update the NVIDIA driver, or pip install nvidia-cuda-nvrtc matching the driver's CUDA major (vmmtui then "
+        "compiles the kernels itself), or run with --verify host (--verify auto does that by itself)",
+    ),
+    ("cuMemCreate (fabric)", "CUDA_ERROR_NOT_PERMITTED"): (
+        "the device supports fabric handles, but this process has no IMEX channel: the driver grants "
+        "CU_MEM_HANDLE_TYPE_FABRIC only where the IMEX daemon (nvidia-imex) runs and a channel device under "
+        "/dev/nvidia-caps-imex-channels/ is open to the process, as on the nodes of an NVLink domain (GB200 NVL72)",
+        "on a multi-node NVLink system start nvidia-imex and create a channel (/dev/nvidia-caps-imex-channels/"
+        "channel0, e.g. with nvidia-modprobe -i 0:1), and in containers pass it through; on one node share with "
+        "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as vmmtui does by default",
+    ),
+    ("cuMemCreate (fabric)", "CUDA_ERROR_NOT_SUPPORTED"): (
+        "this GPU or driver does not offer fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0)",
+        "fabric handles need a Hopper or newer GPU with an R530+ driver on an NVLink-domain system; on one node "
+        "share with POSIX fds, as vmmtui does by default",
     ),
     ("cuMemFree", "CUDA_ERROR_INVALID_VALUE"): (
         "cuMemFree only frees cuMemAlloc memory; an imported VMM mapping is not one",

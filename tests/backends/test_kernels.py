@@ -1,4 +1,4 @@
-"""The NVRTC fill/verify kernels find every corruption at the right index (GPU only)."""
+"""The fill/verify kernels (shipped PTX, JIT-compiled by the driver) find every corruption at the right index (GPU only)."""
 
 import random
 
@@ -17,8 +17,10 @@ def mapped(tmp_path_factory):
     """One VMM allocation in this process, mapped and filled by the kernel; yields (backend, va, count)."""
     import os
 
-    os.environ["VMMTUI_CACHE"] = str(tmp_path_factory.mktemp("kernel-cache"))
     from vmmtui.backends.cuda import CudaBackend
+    from vmmtui.backends.kernel_image import NVRTC_ENV
+
+    os.environ[NVRTC_ENV] = "0"  # the driver-only path: the shipped PTX, no NVRTC
 
     b = CudaBackend()
     b.init(0)
@@ -27,7 +29,11 @@ def mapped(tmp_path_factory):
     va = b.reserve(SIZE, b.info.granularity_min)
     b.map(va, SIZE, h)
     b.set_access(va, SIZE)
-    b.load_kernels()
+    try:
+        how = b.load_kernels()
+    finally:
+        del os.environ[NVRTC_ENV]
+    assert how == "PTX 9.0 sm_75, JIT-compiled by the driver"
     assert b.fill(va, SIZE, "device") == SIZE // 4
     yield b, va, SIZE // 4
     b.unmap(va, SIZE)
@@ -103,8 +109,19 @@ def test_counts_that_are_not_multiples_of_four_or_the_block(mapped, n):
         b.fill(va, count * 4, "device")
 
 
-def test_second_load_comes_from_the_cache(mapped):
-    from vmmtui.backends.kernels import cached_cubin
+def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(mapped, tmp_path, monkeypatch):
+    """What a driver older than the shipped PTX says: the same code path, with a PTX ISA no driver knows."""
+    from vmmtui.backends.kernel_image import NVRTC_ENV, PTX_ENV, PTX_FILE, load_module
+    from vmmtui.troubleshooting import StepError
 
-    _, source = cached_cubin(mapped[0].kernels.arch)
-    assert source.startswith("cache ")
+    b = mapped[0]
+    future = tmp_path / "future.ptx"
+    future.write_text(PTX_FILE.read_text().replace(".version 9.0", ".version 99.0"))
+    monkeypatch.setenv(PTX_ENV, str(future))
+    monkeypatch.setenv(NVRTC_ENV, "0")
+    with pytest.raises(StepError) as exc:
+        load_module(b, b.kernels.arch)
+    f = exc.value.failure
+    assert f.call == "cuModuleLoadData (PTX)" and f.code.startswith("CUDA_ERROR_"), f.one_line()
+    assert "R580" in f.cause and "--verify host" in f.fix and "NVRTC, the second way" in f.message
+    print(f.one_line())

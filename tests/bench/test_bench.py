@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from vmmtui.backends import Choice
-from vmmtui.bench.report import svg, table
+from vmmtui.bench.report import gaps, svg, tables
 from vmmtui.bench.run import Bench, BenchConfig, GiB, MiB, stats, targets, write
 from vmmtui.cli import main
 from vmmtui.steps import build_plan
@@ -99,7 +99,7 @@ def test_svg_has_one_line_per_path_and_log_axes():
     assert xs == sorted(xs) and ys == sorted(ys, reverse=True)  # bigger sizes right, longer times up
     # log-log: 2 MiB → 64 MiB is 5 doublings, 64 MiB → 1 GiB is 4; time ratios are the same
     assert (xs[1] - xs[0]) / (xs[2] - xs[1]) == pytest.approx(5 / 4, rel=0.01)
-    assert table(result).row_count == 3
+    assert tables(result)[0][1].row_count == 3
 
 
 def test_bench_command_writes_files_and_exits_zero(tmp_path, capsys):
@@ -115,3 +115,57 @@ def test_bench_command_rejects_bad_input():
         main(["bench", "--sizes", "12 parsecs"])
     assert e.value.code == 2
     assert main(["bench", "--backend", "memfd", "--repeat", "0"]) == 2
+
+
+def _render(result: dict, width: int = 80) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    for heading, t in tables(result):
+        console.print(heading)
+        console.print(t)
+    return out.getvalue()
+
+
+def test_every_column_fits_80_columns_uncut():
+    result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
+    for k in result["paths"]["vmm"]:
+        result["paths"]["vmm"][k]["fill_gbps"] = stats([2786.0])
+    text = _render(result)
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    for header in ("vmm", "legacy", "staged", "staged/vmm", "fill", "verify", "copy", "verify/copy", "overhead"):
+        assert header in text, header
+    assert "2786" in text and "82%" not in text and "87%" in text  # 2600 / 3000
+
+
+def test_every_empty_cell_is_explained_under_the_table():
+    result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
+    result["skipped"] = {"staged": {str(2 * MiB): "above --staged-max 1 MiB", str(64 * MiB): "above --staged-max 1 MiB"},
+                         "memfd": {str(s): "above --memfd-max 1 MiB (memfd fills and checks with numpy: about 5 s per GiB)"
+                                   for s in (2 * MiB, 64 * MiB, GiB)}}
+    lines = gaps(result)
+    assert "- staged at 2 MiB, 64 MiB: above --staged-max 1 MiB" in lines
+    assert any(line.startswith("- memfd at every size: above --memfd-max") for line in lines)
+    assert any(line.startswith("- fill at every size: the kernels did not run") for line in lines)
+    assert lines[-1].startswith("- a ratio")  # staged/vmm has a figure at 1 GiB only
+
+
+def test_bench_output_in_a_pipe_is_readable_and_says_why_cells_are_empty(tmp_path, capsys):
+    rc = main(["bench", "--backend", "memfd", "--sizes", "64KiB,4GiB", "--repeat", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "…" not in out and max(map(len, out.splitlines())) <= 80
+    assert "memfd at 4 GiB: above --memfd-max 2 GiB" in out and "about 5 s per GiB" in out
+    assert "vmm, legacy, staged, fill, verify, copy at every size: needs the cuda backend" in out
+    assert "issue 5" not in out and "performance targets on a GPU" in out
+    assert "not measured: 1 GiB was not among --sizes" in " ".join(out.split())
+
+
+def test_bench_that_measures_nothing_exits_1_with_the_reason(tmp_path, capsys):
+    rc = main(["bench", "--backend", "memfd", "--sizes", "4GiB", "--repeat", "1", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert captured.err.startswith("vmmtui: nothing could be measured: above --memfd-max 2 GiB")
+    assert "about 5 s per GiB" in captured.err

@@ -121,3 +121,56 @@ def test_outcome_not_as_expected_is_reported(clean_state):
     outcome = [e for e in events if isinstance(e, ScenarioOutcome)][0]
     assert outcome.outcome == "WORKER_DIED" and not outcome.as_expected
     assert closed_clean(events)
+
+
+# -- fabric-without-imex: what the probe found decides whether it can be shown ------------------------
+H100_PROBE = {"name": "NVIDIA H100 80GB HBM3", "vmm": True, "posix_fd": True, "fabric": True,
+              "fabric_create": "CUDA_ERROR_NOT_PERMITTED"}
+
+
+def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
+    from vmmtui.config import validate
+
+    s = SCENARIOS["fabric-without-imex"]
+    assert s.flags_for(PRODUCER) == ["fabric-handle"] and s.at == (PRODUCER, "create")
+    assert "CUDA_ERROR_NOT_PERMITTED" in s.expect
+    assert s.why_not("cuda", H100_PROBE) is None
+    assert "does not support fabric handles" in s.why_not("cuda", {**H100_PROBE, "fabric": False})
+    assert "fabric handles work here" in s.why_not("cuda", {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"})
+    assert "memfd has no analogue" in s.why_not("memfd", H100_PROBE)
+    problem = validate(SessionConfig(scenario=s.name), "cuda", 1, 80 << 30, s, {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"})
+    assert problem.startswith("scenario fabric-without-imex cannot be shown on the cuda backend: fabric handles work")
+    assert validate(SessionConfig(scenario=s.name), "cuda", 1, 80 << 30, s, H100_PROBE) is None
+
+
+def test_fabric_refusal_has_its_own_cause_and_fix():
+    from vmmtui.troubleshooting import failure
+
+    f = failure("CUDA_ERROR_NOT_PERMITTED", "cuMemCreate (fabric)")
+    assert "IMEX channel" in f.cause and "/dev/nvidia-caps-imex-channels" in f.cause and "nvidia-imex" in f.fix
+    assert "GB200" in f.cause and "POSIX_FILE_DESCRIPTOR" in f.fix
+
+
+def test_fabric_without_imex_on_memfd_exits_2_saying_why():
+    from vmmtui.cli import main
+
+    assert main(["run", "--backend", "memfd", "--scenario", "fabric-without-imex"]) == 2
+
+
+@pytest.mark.gpu
+def test_cuda_fabric_without_imex_is_refused_by_the_driver(clean_state):
+    """On a box without IMEX (a lone H100) cuMemCreate refuses; elsewhere the start says why it cannot be shown."""
+    from vmmtui.backends import choose
+
+    probe = choose("cuda").device_probe
+    why_not = SCENARIOS["fabric-without-imex"].why_not("cuda", probe)
+    session = Session(SessionConfig(backend="cuda", tmpdir=str(clean_state), scenario="fabric-without-imex"))
+    if why_not:
+        with pytest.raises(SessionError, match="cannot be shown on the cuda backend"):
+            session.start()
+        pytest.skip(why_not)
+    events = session.lifetime()
+    print("\n" + session.failure.one_line())
+    assert session.outcome.as_expected and session.failed_at == (PRODUCER, "create")
+    assert session.failure.call == "cuMemCreate (fabric)" and session.failure.code == probe["fabric_create"]
+    assert "IMEX" in session.failure.cause and closed_clean(events)

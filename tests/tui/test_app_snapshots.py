@@ -38,6 +38,16 @@ def test_compact_80x24_after_the_fd_arrived(snap_compare):
                         run_before=stepper(PLAN.index(("consumer", "receive")) + 1))
 
 
+def test_large_160x48_after_the_map_step_shows_both_mapping_cards(snap_compare):
+    assert snap_compare(stable_app(), terminal_size=(160, 48),
+                        run_before=stepper(PLAN.index(("consumer", "map")) + 1))
+
+
+def test_compact_80x24_after_the_map_step(snap_compare):
+    assert snap_compare(stable_app(), terminal_size=(80, 24),
+                        run_before=stepper(PLAN.index(("consumer", "map")) + 1))
+
+
 def test_large_160x48_verified(snap_compare):
     assert snap_compare(stable_app(), terminal_size=(160, 48),
                         run_before=stepper(PLAN.index(("producer", "wait_ack")) + 1))

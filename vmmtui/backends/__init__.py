@@ -21,6 +21,13 @@ class Choice:
     capacity: int | None = None
     #: how many CUDA devices the driver sees (None for memfd)
     devices: int | None = None
+    #: what the capability probe found about the chosen device (fabric_create, kernels_error ...); None for memfd
+    device_probe: dict | None = None
+
+    @property
+    def kernels_error(self) -> str | None:
+        """Why the fill/verify kernels cannot load on the device (the probe tried), or None."""
+        return (self.device_probe or {}).get("kernels_error")
 
 
 def create(name: str, calls: CallLog | None = None) -> Backend:
@@ -50,11 +57,13 @@ def choose(requested: str, device: int = 0, probe_result: dict | None = None) ->
         if why_not:
             return Choice("cuda", f"--backend cuda cannot run here: {why_not}; try --backend memfd", usable=False)
         return Choice("cuda", f"cuda backend on device {device} ({info['devices'][device]['name']})",
-                      capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]))
+                      capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]),
+                      device_probe=info["devices"][device])
     if why_not:
         return Choice("memfd", f"{why_not}: using the memfd backend", capacity=ram_available())
     return Choice("cuda", f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend",
-                  capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]))
+                  capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]),
+                  device_probe=info["devices"][device])
 
 
 def ram_available() -> int | None:

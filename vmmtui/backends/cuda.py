@@ -106,6 +106,19 @@ class CudaBackend(Backend):
         self._handles[int(h)] = h
         return int(h)
 
+    def create_fabric(self, size: int) -> int:
+        """cuMemCreate asking for a fabric handle (for other nodes, over IMEX): refused without an IMEX channel."""
+        prop = self._prop()
+        prop.requestedHandleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_FABRIC
+        try:
+            h = self.call("cuMemCreate", cu.cuMemCreate, size, prop, 0,
+                          show={"size": size, "type": "PINNED", "location": f"device {self.index}",
+                                "requestedHandleTypes": "CU_MEM_HANDLE_TYPE_FABRIC"})
+        except StepError as exc:  # the fabric's own cause and fix (troubleshooting: "cuMemCreate (fabric)")
+            raise StepError(failure(exc.failure.code, "cuMemCreate (fabric)", exc.failure.message)) from None
+        self._handles[int(h)] = h
+        return int(h)
+
     def free_memory(self) -> tuple[int, int] | None:
         free, total = self.call("cuMemGetInfo", cu.cuMemGetInfo)
         return int(free), int(total)
@@ -152,7 +165,7 @@ class CudaBackend(Backend):
 
         if self.kernels is None:
             self.kernels = PatternKernels(self)
-        return "compiled by NVRTC" if self.kernels.source == "nvrtc" else "NVRTC cubin from the cache"
+        return self.kernels.how
 
     def last_kernel_ms(self) -> float | None:
         return None if self.kernels is None else self.kernels.last_ms

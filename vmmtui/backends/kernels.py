@@ -1,26 +1,25 @@
-"""The pattern's fill and verify kernels: CUDA C compiled at run time by NVRTC, cached on disk.
+"""The pattern's fill and verify kernels, loaded into one CUDA context and launched on its own stream.
 
 Filling on the host and checking with numpy costs about 2 s per GiB; these kernels do the same
 work at memory speed. Both walk the buffer as ``uint4`` (four integers per load or store) in a
 grid-stride loop, with a scalar tail for counts that are not a multiple of four. The verify
 kernel counts mismatches and keeps the lowest mismatching index (``atomicMin``); the host then
-reads that one integer back, so a failure still names index, expected and got.
+reads that one integer back, so a failure still names index, expected and got. Where the module
+comes from (shipped PTX through the driver's JIT, NVRTC as the second way) is kernel_image.py.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from vmmtui.backends.base import Call, CallLog, DeviceInfo
 from vmmtui.backends.errors import error_name, error_text
+from vmmtui.backends.kernel_image import load_module
 from vmmtui.pattern import Verification, pattern
 from vmmtui.troubleshooting import StepError, failure
 
@@ -35,139 +34,10 @@ class Driver(Protocol):
 
     def attribute(self, attr_name: str) -> int | None: ...
 
-SOURCE = r"""
-#define PATTERN(i) ((unsigned int)((i) * 2ull + 1337ull) ^ 0xDEADBEEFu)
-
-extern "C" __global__ void fill_pattern(unsigned int* __restrict__ data, unsigned long long count,
-                                        unsigned long long first) {
-    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
-    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned long long quads = count / 4;
-    uint4* __restrict__ d4 = reinterpret_cast<uint4*>(data);
-    for (unsigned long long q = tid; q < quads; q += stride) {
-        const unsigned long long i = first + q * 4;
-        d4[q] = make_uint4(PATTERN(i), PATTERN(i + 1), PATTERN(i + 2), PATTERN(i + 3));
-    }
-    for (unsigned long long j = quads * 4 + tid; j < count; j += stride) data[j] = PATTERN(first + j);
-}
-
-/* result[0] += mismatches; result[1] = min(result[1], first mismatching index) */
-extern "C" __global__ void verify_pattern(const unsigned int* __restrict__ data, unsigned long long count,
-                                          unsigned long long first, unsigned long long* result) {
-    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
-    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned long long quads = count / 4;
-    const uint4* __restrict__ d4 = reinterpret_cast<const uint4*>(data);
-    unsigned long long bad = 0, low = ~0ull;
-    unsigned long long q = tid;
-    /* four independent 16-byte loads in flight per thread before any compare: memory-level parallelism */
-    for (; q + 3 * stride < quads; q += 4 * stride) {
-        uint4 v[4];
-        #pragma unroll
-        for (int u = 0; u < 4; u++) v[u] = d4[q + u * stride];
-        #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const unsigned long long j = (q + u * stride) * 4, i = first + j;
-            if (v[u].x != PATTERN(i))     { bad++; low = min(low, j); }
-            if (v[u].y != PATTERN(i + 1)) { bad++; low = min(low, j + 1); }
-            if (v[u].z != PATTERN(i + 2)) { bad++; low = min(low, j + 2); }
-            if (v[u].w != PATTERN(i + 3)) { bad++; low = min(low, j + 3); }
-        }
-    }
-    for (; q < quads; q += stride) {
-        const uint4 v = d4[q];
-        const unsigned long long j = q * 4, i = first + j;
-        if (v.x != PATTERN(i))     { bad++; low = min(low, j); }
-        if (v.y != PATTERN(i + 1)) { bad++; low = min(low, j + 1); }
-        if (v.z != PATTERN(i + 2)) { bad++; low = min(low, j + 2); }
-        if (v.w != PATTERN(i + 3)) { bad++; low = min(low, j + 3); }
-    }
-    for (unsigned long long j = quads * 4 + tid; j < count; j += stride)
-        if (data[j] != PATTERN(first + j)) { bad++; low = min(low, j); }
-    if (bad) {
-        atomicAdd(&result[0], bad);
-        atomicMin(&result[1], low);
-    }
-}
-"""
 
 NO_MISMATCH = (1 << 64) - 1
 BLOCK = 256
 BLOCKS_PER_SM = 8
-
-
-def cache_dir() -> Path:
-    """Where compiled kernels are kept: $VMMTUI_CACHE, else $XDG_CACHE_HOME/vmmtui, else ~/.cache/vmmtui."""
-    if os.environ.get("VMMTUI_CACHE"):
-        return Path(os.environ["VMMTUI_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vmmtui"
-
-
-def _nvrtc_check(nvrtc, name: str, res) -> tuple:
-    err, *values = res
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise StepError(failure("NVRTC_ERROR", name, nvrtc.nvrtcResult(err).name))
-    return tuple(values)
-
-
-def compile_cubin(arch: str) -> tuple[bytes, str]:
-    """NVRTC-compile SOURCE for ``arch`` (``sm_90``); returns the cubin and the compile log."""
-    from cuda.bindings import nvrtc
-
-    (prog,) = _nvrtc_check(nvrtc, "nvrtcCreateProgram",
-                           nvrtc.nvrtcCreateProgram(SOURCE.encode(), b"vmmtui_pattern.cu", 0, [], []))
-    try:
-        opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        (log_size,) = _nvrtc_check(nvrtc, "nvrtcGetProgramLogSize", nvrtc.nvrtcGetProgramLogSize(prog))
-        # NVRTC writes into these buffers. Never let one be a 1-byte bytes object: CPython shares those as
-        # singletons (b" " * 1 is b" "), and writing the log's NUL into it corrupts every b" " in the process.
-        log = b" " * max(log_size, 2)
-        _nvrtc_check(nvrtc, "nvrtcGetProgramLog", nvrtc.nvrtcGetProgramLog(prog, log))
-        text = log.decode(errors="replace").rstrip("\0 \n")
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise StepError(failure("NVRTC_ERROR", "nvrtcCompileProgram", f"{nvrtc.nvrtcResult(err).name}: {text[:300]}"))
-        (size,) = _nvrtc_check(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
-        cubin = b" " * max(size, 2)
-        _nvrtc_check(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
-        return cubin[:size], text
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
-def nvrtc_version() -> str:
-    from cuda.bindings import nvrtc
-
-    major, minor = _nvrtc_check(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
-    return f"{major}.{minor}"
-
-
-def cached_cubin(arch: str) -> tuple[bytes, str]:
-    """The cubin for ``arch``, from the disk cache when the same source and NVRTC made it before.
-
-    Returns the cubin and where it came from (``cache <path>`` or ``nvrtc``)."""
-    try:
-        version = nvrtc_version()
-    except StepError:
-        raise
-    except Exception as exc:  # libnvrtc missing: cuda.pathfinder raises its own error type
-        raise StepError(failure("NVRTC_ERROR", "load libnvrtc", f"{type(exc).__name__}: {str(exc)[:200]}")) from exc
-    key = hashlib.sha256(f"{SOURCE}\0{arch}\0{version}".encode()).hexdigest()[:16]
-    path = cache_dir() / f"pattern-{arch}-{key}.cubin"
-    try:
-        return path.read_bytes(), f"cache {path}"
-    except OSError:
-        pass
-    cubin, _ = compile_cubin(arch)
-    try:  # a cache that cannot be written only costs a compile next time
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(cubin)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return cubin, "nvrtc"
 
 
 class PatternKernels:
@@ -182,14 +52,7 @@ class PatternKernels:
             backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
             backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
         self.arch = "sm_" + cc.replace(".", "")
-        t0 = time.perf_counter_ns()
-        cubin, source = cached_cubin(self.arch)
-        backend.calls.add(Call("nvrtcCompileProgram" if source == "nvrtc" else "load cached cubin",
-                               {"kernels": "fill_pattern, verify_pattern", "arch": self.arch},
-                               f"{len(cubin)} bytes" + ("" if source == "nvrtc" else f" from {source[6:]}"),
-                               time.perf_counter_ns() - t0))
-        self.source = source
-        self.module = backend.call("cuModuleLoadData", cu.cuModuleLoadData, cubin, show={"image": f"cubin {self.arch}"})
+        self.module, self.how = load_module(backend, self.arch)
         self.fill_fn = backend.call("cuModuleGetFunction", cu.cuModuleGetFunction, self.module, b"fill_pattern",
                                     show={"name": "fill_pattern"})
         self.verify_fn = backend.call("cuModuleGetFunction", cu.cuModuleGetFunction, self.module, b"verify_pattern",
@@ -265,3 +128,4 @@ class PatternKernels:
         b.call("cuEventDestroy", cu.cuEventDestroy, self.stop_ev)
         b.call("cuStreamDestroy", cu.cuStreamDestroy, self.stream)
         b.call("cuModuleUnload", cu.cuModuleUnload, self.module)
+

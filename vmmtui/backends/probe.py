@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -19,6 +20,42 @@ def driver_library() -> str | None:
     except OSError as exc:
         return "libcuda.so.1 not found" if "cannot open" in str(exc) else f"libcuda.so.1 did not load: {exc}"
     return None
+
+
+IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
+
+
+def imex_channels() -> str:
+    """What /dev/nvidia-caps-imex-channels holds, in words: fabric handles need a channel this process can open."""
+    try:
+        names = sorted(os.listdir(IMEX_CHANNELS))
+    except FileNotFoundError:
+        return f"no {IMEX_CHANNELS}"
+    except OSError as exc:
+        return f"{IMEX_CHANNELS} cannot be read ({exc.strerror})"
+    if not names:
+        return f"{IMEX_CHANNELS} is empty"
+    usable = [n for n in names if os.access(os.path.join(IMEX_CHANNELS, n), os.R_OK | os.W_OK)]
+    return (f"{IMEX_CHANNELS}: {', '.join(names)}" + ("" if usable else " (none readable and writable by this user)"))
+
+
+def _try_fabric(cu, ok, index: int) -> str:
+    """cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC, one granule, released at once: the CUresult's name.
+
+    The device attribute says only that the GPU could; the driver refuses (CUDA_ERROR_NOT_PERMITTED)
+    where no IMEX channel is open to this process, as on a single H100 box."""
+    prop = cu.CUmemAllocationProp()
+    prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = index
+    prop.requestedHandleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_FABRIC
+    err, gran = cu.cuMemGetAllocationGranularity(prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        return cu.CUresult(err).name
+    err, handle = cu.cuMemCreate(int(gran), prop, 0)
+    if err == cu.CUresult.CUDA_SUCCESS:
+        ok(cu.cuMemRelease(handle))
+    return cu.CUresult(err).name
 
 
 def _collect() -> dict[str, Any]:
@@ -68,6 +105,12 @@ def _collect() -> dict[str, Any]:
         ok(cu.cuCtxSetCurrent(ctx))
         free, total = ok(cu.cuMemGetInfo())
         d["mem_free"], d["mem_total"] = int(free), int(total)
+        if d["vmm"] and d["fabric"]:
+            d["fabric_create"] = _try_fabric(cu, ok, i)
+        if d["vmm"] and d["posix_fd"]:  # the fill/verify kernels: do they load here (PTX JIT, else NVRTC)?
+            from vmmtui.backends.kernel_image import try_load
+
+            d["kernels_error"], d["kernels"] = try_load("sm_" + d["compute_capability"].replace(".", ""))
         ok(cu.cuDevicePrimaryCtxRelease(dev))
         devices.append(d)
     out["devices"] = devices

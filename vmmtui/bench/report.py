@@ -6,6 +6,7 @@ import math
 from html import escape
 from typing import Any
 
+from rich.markup import escape as escape_markup
 from rich.table import Table
 
 from vmmtui.sizes import format_size
@@ -27,27 +28,101 @@ def _fmt(v: float | None, unit: str = "", digits: int = 3) -> str:
 
 
 def sizes_of(result: dict[str, Any]) -> list[int]:
-    return sorted({int(s) for p in result["paths"].values() for s in p} | {int(s) for s in result["ceiling_gbps"]})
+    """Every size asked for or measured (a size where everything was skipped keeps its row of dashes)."""
+    return sorted({int(s) for p in result["paths"].values() for s in p} | {int(s) for s in result["ceiling_gbps"]}
+                  | {int(s) for p in result.get("skipped", {}).values() for s in p}
+                  | {int(s) for s in result.get("config", {}).get("sizes", [])})
 
 
-def table(result: dict[str, Any]) -> Table:
-    t = Table(title="create → verified ACK, median ms (driver init excluded); bandwidths in GB/s", title_justify="left")
-    for col in ("size", "vmm", "legacy", "staged", "memfd", "fill", "verify", "copy (ceiling)", "verify/copy",
-                "staged/vmm", "overhead/step"):
-        t.add_column(col, justify="right")
-    paths, ceiling = result["paths"], result["ceiling_gbps"]
-    for size in sizes_of(result):
-        k = str(size)
-        vmm = paths["vmm"].get(k)
-        verify, copy = _m(vmm, "verify_gbps"), ceiling.get(k)
-        staged, e2e = _m(paths["staged"].get(k)), _m(vmm)
-        over = _m(vmm, "overhead_ms") or _m(paths["memfd"].get(k), "overhead_ms")
-        t.add_row(format_size(size), _fmt(e2e), _fmt(_m(paths["legacy"].get(k))), _fmt(staged, digits=1),
-                  _fmt(_m(paths["memfd"].get(k)), digits=2), _fmt(_m(vmm, "fill_gbps"), digits=0),
-                  _fmt(verify, digits=0), _fmt(copy, digits=0),
-                  "-" if not (verify and copy) else f"{verify / copy:.0%}",
-                  "-" if not (staged and e2e) else f"{staged / e2e:.0f}x", _fmt(over))
-    return t
+#: the two tables: (title, [(header, column key)]); each shows only the columns that have a figure
+TIME_TABLE = ("time to share, create → verified ACK: median ms (driver init excluded)",
+              [("vmm", "vmm"), ("legacy", "legacy"), ("staged", "staged"), ("memfd", "memfd"),
+               ("staged/vmm", "staged/vmm")])
+SPEED_TABLE = ("fill, verify and device copy in GB/s (median); inspector overhead in ms per step",
+               [("fill", "fill"), ("verify", "verify"), ("copy", "copy"), ("verify/copy", "verify/copy"),
+                ("overhead", "overhead")])
+#: columns whose figure comes from another path's runs (empty for that path's reason)
+SOURCE = {"vmm": "vmm", "legacy": "legacy", "staged": "staged", "memfd": "memfd", "fill": "vmm", "verify": "vmm",
+          "copy": "ceiling", "overhead": "vmm"}
+RATIOS = ("staged/vmm", "verify/copy")
+
+
+def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
+    """Every column's text at ``size``; None where nothing was measured."""
+    paths, k = result["paths"], str(size)
+    vmm = paths["vmm"].get(k)
+    verify, copy = _m(vmm, "verify_gbps"), result["ceiling_gbps"].get(k)
+    staged, e2e = _m(paths["staged"].get(k)), _m(vmm)
+    over = _m(vmm, "overhead_ms") or _m(paths["memfd"].get(k), "overhead_ms")
+
+    def f(v: float | None, digits: int) -> str | None:
+        return None if v is None else f"{v:.{digits}f}"
+
+    return {"vmm": f(e2e, 3), "legacy": f(_m(paths["legacy"].get(k)), 3), "staged": f(staged, 1),
+            "memfd": f(_m(paths["memfd"].get(k)), 2), "staged/vmm": f"{staged / e2e:.0f}x" if staged and e2e else None,
+            "fill": f(_m(vmm, "fill_gbps"), 0), "verify": f(verify, 0), "copy": f(copy, 0),
+            "verify/copy": f"{verify / copy:.0%}" if verify and copy else None, "overhead": f(over, 3)}
+
+
+def tables(result: dict[str, Any]) -> list[tuple[str, Table]]:
+    """The figures in two narrow tables, each with its heading (readable at 80 columns and in a pipe); a
+    column with no figure at any size is left out, and ``gaps()`` says why."""
+    sizes = sizes_of(result)
+    rows = {size: cells(result, size) for size in sizes}
+    out = []
+    for title, columns in (TIME_TABLE, SPEED_TABLE):
+        shown = [(h, key) for h, key in columns if any(rows[s][key] is not None for s in sizes)]
+        if not shown:
+            continue
+        t = Table()
+        for header in ["size", *(h for h, _ in shown)]:
+            t.add_column(header, justify="right", min_width=len(header), overflow="fold")
+        for size in sizes:
+            t.add_row(format_size(size), *(rows[size][key] or "-" for _, key in shown))
+        out.append((title, t))
+    return out
+
+
+def _why_empty(result: dict[str, Any], key: str, size: int) -> str:
+    if key == "overhead":
+        return "no session ran at this size"
+    source = SOURCE.get(key, "vmm")
+    why = result.get("skipped", {}).get(source, {}).get(str(size))
+    if why:
+        return why
+    entry = result["paths"].get(source, {}).get(str(size))
+    if entry and entry.get("failures"):
+        return f"no run verified: {entry['failures'][0]}"
+    if key in ("fill", "verify"):
+        return "the kernels did not run (checked on the host)"
+    return "not measured"
+
+
+def gaps(result: dict[str, Any]) -> list[str]:
+    """One line per reason, naming the columns and sizes it left empty (the JSON's ``skipped``, in words)."""
+    sizes = sizes_of(result)
+    by_reason: dict[str, dict[str, list[int]]] = {}
+    for size in sizes:
+        row = cells(result, size)
+        for key in SOURCE:
+            if row[key] is None:
+                by_reason.setdefault(_why_empty(result, key, size), {}).setdefault(key, []).append(size)
+    lines = []
+    for reason, columns in by_reason.items():
+        groups: dict[tuple[int, ...], list[str]] = {}
+        for key, at in columns.items():
+            groups.setdefault(tuple(at), []).append(key)
+        for at, keys in groups.items():
+            where = "at every size" if len(at) == len(sizes) else "at " + ", ".join(format_size(s) for s in at)
+            lines.append(f"- {', '.join(keys)} {where}: {reason}")
+    rows = [cells(result, size) for size in sizes]
+    if any(any(r[k] for r in rows) and not all(r[k] for r in rows) for k in RATIOS):
+        lines.append("- a ratio (staged/vmm, verify/copy) is empty where either of its figures is")
+    return lines
+
+
+def measured_anything(result: dict[str, Any]) -> bool:
+    return bool(result["ceiling_gbps"]) or any(_m(e) is not None for p in result["paths"].values() for e in p.values())
 
 
 def init_line(result: dict[str, Any]) -> str:
@@ -62,14 +137,19 @@ def init_line(result: dict[str, Any]) -> str:
     return "driver init, reported apart (median): " + (", ".join(parts) if parts else "-")
 
 
-def targets_table(result: dict[str, Any]) -> Table:
-    t = Table(title="targets (issue 5)", title_justify="left")
-    for col in ("target", "wanted", "measured", ""):
-        t.add_column(col)
+TARGETS_HEADING = "performance targets on a GPU (README, Performance):"
+
+
+def target_lines(result: dict[str, Any]) -> list[str]:
+    """One line a target (rich markup, the texts escaped): wanted, measured, met or missed, or why not measured."""
+    lines = []
     for row in result["targets"]:
-        mark = {True: "[green]met[/]", False: "[red]missed[/]", None: "[yellow]not measured[/]"}[row["met"]]
-        t.add_row(row["name"], row["target"], row["measured"] or "-", mark)
-    return t
+        if row["met"] is None:
+            verdict = f"[yellow]not measured[/]: {escape_markup(row.get('why') or '')}".rstrip(": ")
+        else:
+            verdict = f"{escape_markup(row['measured'])}: " + ("[green]met[/]" if row["met"] else "[red]missed[/]")
+        lines.append(f"- {escape_markup(row['name'])}: wanted {escape_markup(row['target'])}; {verdict}")
+    return lines
 
 
 def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:

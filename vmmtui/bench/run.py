@@ -28,6 +28,7 @@ from vmmtui.events import StepDone
 from vmmtui.session import Session
 from vmmtui.sizes import format_size
 from vmmtui.state import WorkerState
+from vmmtui.troubleshooting import StepError
 
 GiB, MiB = 1 << 30, 1 << 20
 DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
@@ -175,6 +176,8 @@ class Bench:
         self.progress = progress
         self.cuda = choice.name == "cuda"
         self.device = None
+        #: why the device kernels cannot load (the sessions then verify on the host), or None
+        self.kernels_error: str | None = None
 
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -202,7 +205,11 @@ class Bench:
 
         self.device = CudaBackend()
         info = self.device.init(self.cfg.device)
-        self.device.load_kernels()
+        try:
+            self.device.load_kernels()
+        except StepError as exc:  # sessions then check on the host (--verify auto), and the ceiling is skipped
+            self.kernels_error = exc.failure.one_line()
+            self.progress(f"the fill/verify kernels cannot load: {self.kernels_error}")
         free, total = self.device.free_memory()
         return {"gpu": info.name, "driver": nvidia_driver(), "cuda_driver_api": info.extra.get("driver_version"),
                 "gpu_memory": total,
@@ -221,7 +228,8 @@ class Bench:
                 continue
             config = SessionConfig(backend="memfd" if path == "memfd" else "cuda", size=size, device=cfg.device,
                                    mechanism="legacy" if path == "legacy" else "vmm", tmpdir=cfg.tmpdir,
-                                   verify="host" if path == "memfd" else "device", ack_timeout=600)
+                                   verify="host" if path == "memfd" or self.kernels_error else "device",
+                                   ack_timeout=600)
             choice = Choice("memfd", "bench") if path == "memfd" else self.choice
             samples = [run_session(config, choice) for _ in range(cfg.repeat)]
             summary = summarise(samples)
@@ -232,7 +240,9 @@ class Bench:
             for path in ("staged", "ceiling"):
                 self._skip(result, path, size, "needs the cuda backend: " + self.choice.reason)
             return
-        if size * 2 < (free or 0) * 0.9:
+        if self.kernels_error:
+            self._skip(result, "ceiling", size, "the device copy is timed on the kernels' stream, and they cannot load")
+        elif size * 2 < (free or 0) * 0.9:
             gbps = self.device.copy_bandwidth(size, repeat=max(3, cfg.repeat))
             result["ceiling_gbps"][str(size)] = gbps
             self.progress(f"ceiling {format_size(size):>9}: device copy {gbps:.0f} GB/s (read + write)")
@@ -255,13 +265,15 @@ class Bench:
         cfg = self.cfg
         if path == "memfd":
             if size > cfg.memfd_max:
-                return f"above --memfd-max {format_size(cfg.memfd_max)} (numpy checks about 1 s per GiB)"
+                return f"above --memfd-max {format_size(cfg.memfd_max)} (memfd fills and checks with numpy: about 5 s per GiB)"
             ram = ram_available()
             if ram is not None and size > ram // 3:
                 return f"does not fit in a third of the available RAM ({format_size(ram)})"
             return None
         if not self.cuda:
             return "needs the cuda backend: " + self.choice.reason
+        if path == "staged" and self.kernels_error:
+            return "the staged copy is checked by the kernels, and they cannot load"
         if path == "staged" and size > cfg.staged_max:
             return f"above --staged-max {format_size(cfg.staged_max)}"
         if free is not None and size > free * 0.9:
@@ -282,7 +294,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     e2e = _median(paths["vmm"].get(str(GiB)), "e2e_ms")
     out.append({"name": "share and verify 1 GiB (create → verified ACK, no driver init)",
                 "target": f"< {TARGETS['e2e_1gib_ms']:g} ms", "measured": None if e2e is None else f"{e2e:.3f} ms",
-                "met": None if e2e is None else e2e < TARGETS["e2e_1gib_ms"]})
+                "met": None if e2e is None else e2e < TARGETS["e2e_1gib_ms"], "why": _why(result, "vmm", GiB)})
     ratios = []
     for size, entry in paths["vmm"].items():
         v = _median(entry, "verify_gbps")
@@ -292,20 +304,31 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     out.append({"name": "device verification vs the device's copy bandwidth, from 64 MiB up",
                 "target": f">= {TARGETS['verify_vs_copy']:.0%}",
                 "measured": None if worst is None else f"{worst[0]:.0%} at worst ({format_size(worst[1])})",
-                "met": None if worst is None else worst[0] >= TARGETS["verify_vs_copy"]})
+                "met": None if worst is None else worst[0] >= TARGETS["verify_vs_copy"],
+                "why": "needs the vmm path verified on the device and the device copy, at 64 MiB or more"})
     staged = _median(paths["staged"].get(str(GiB)), "e2e_ms")
     speedup = staged / e2e if staged and e2e else None
     out.append({"name": "zero-copy vs host-staged copy at 1 GiB", "target": f">= {TARGETS['staged_speedup']:g}x",
                 "measured": None if speedup is None else f"{speedup:.0f}x ({staged:.1f} ms vs {e2e:.3f} ms)",
-                "met": None if speedup is None else speedup >= TARGETS["staged_speedup"]})
+                "met": None if speedup is None else speedup >= TARGETS["staged_speedup"],
+                "why": _why(result, "vmm", GiB) if e2e is None else _why(result, "staged", GiB)})
     pooled = [_median(entry, "overhead_ms") for entry in paths["vmm"].values()]
     pooled = [p for p in pooled if p is not None] or [_median(e, "overhead_ms") for e in paths["memfd"].values()]
     over = max(pooled) if pooled else None
     out.append({"name": "inspector overhead per step (step() wall time minus the worker's step time)",
                 "target": f"median < {TARGETS['overhead_ms']:g} ms",
                 "measured": None if over is None else f"{over:.3f} ms (worst size's median)",
-                "met": None if over is None else over < TARGETS["overhead_ms"]})
+                "met": None if over is None else over < TARGETS["overhead_ms"],
+                "why": "no session ran (every path was skipped)"})
     return out
+
+
+def _why(result: dict[str, Any], path: str, size: int) -> str:
+    """Why ``path`` has no figure at ``size``, for a target that needs it."""
+    if size not in result.get("config", {}).get("sizes", [size]):
+        return f"{format_size(size)} was not among --sizes"
+    why = result.get("skipped", {}).get(path, {}).get(str(size))
+    return f"{path} at {format_size(size)}: {why or 'no verified run'}"
 
 
 def write(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:

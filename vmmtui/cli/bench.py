@@ -32,7 +32,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from vmmtui.bench.report import init_line, table, targets_table
+    from vmmtui.bench.report import (
+        TARGETS_HEADING,
+        gaps,
+        init_line,
+        measured_anything,
+        tables,
+        target_lines,
+    )
     from vmmtui.bench.run import DEFAULT_SIZES, Bench, BenchConfig, write
 
     if args.repeat < 1:
@@ -47,13 +54,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          args.staged_max)
     result = Bench(config, choice, progress=lambda line: console.print(line, highlight=False)).run()
     js, plot = write(result, Path(args.out), args.name)
+    measured = measured_anything(result)
     if args.json:
         print(json.dumps(result))
-    else:
-        console.print(table(result))
-        console.print(init_line(result))
-        console.print(targets_table(result))
-    console.print(f"wrote {js} and {plot}")
+    elif measured:
+        say = [part for heading, t in tables(result) for part in (heading, t)]
+        say += [init_line(result), *(["empty cells:", *gaps(result)] if gaps(result) else []), "", TARGETS_HEADING]
+        for line in say:
+            console.print(line, highlight=False, markup=False) if isinstance(line, str) else console.print(line)
+        for line in target_lines(result):
+            console.print(line, highlight=False)
+    console.print(f"wrote {js} and {plot}", highlight=False, markup=False)
+    if not measured:
+        reasons = sorted({why for sizes in result["skipped"].values() for why in sizes.values()})
+        print(f"vmmtui: nothing could be measured: {'; '.join(reasons) or 'every path was skipped'}", file=sys.stderr)
+        return EXIT_FAILED
     bad = [p for p, sizes in result["paths"].items() for e in sizes.values()
            if len(set(e.get("verified", "0/1").split("/"))) != 1]  # "5/5" verified all, "4/5" did not
     if bad:

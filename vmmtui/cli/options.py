@@ -66,17 +66,6 @@ def scenario_arg(text: str) -> str:
     return text
 
 
-def list_scenarios() -> str:
-    from vmmtui.scenarios import SCENARIOS
-
-    width = max(map(len, SCENARIOS))
-    lines = []
-    for s in SCENARIOS.values():
-        only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
-        lines.append(f"{s.name:<{width}}  {s.summary}" + ("" if len(only) == 2 else f" [{'/'.join(only)} only]"))
-    return "\n".join(lines)
-
-
 def session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=NAMES, default="auto",
                    help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)")
@@ -88,7 +77,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", metavar="NAME", type=scenario_arg,
                    help="make one failure really happen (see --list-scenarios)")
     p.add_argument("--verify", choices=choices(Verify), default=Verify.AUTO.value,
-                   help="where the pattern is written and checked: device (NVRTC kernels; auto's choice on cuda), "
+                   help="where the pattern is written and checked: device (kernels shipped as PTX; auto's choice on cuda, the host where they cannot load), "
                    "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)")
     p.add_argument("--mechanism", choices=choices(Mechanism), default=Mechanism.VMM.value,
                    help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
@@ -115,7 +104,8 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
     if not choice.usable:
         return choice.reason
-    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario))
+    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario),
+                    choice.device_probe)
 
 
 def choice_or_refuse(args: argparse.Namespace):

@@ -18,6 +18,18 @@ from vmmtui.scenarios.actions import (
 from vmmtui.scenarios.model import ANY, ANY_ERROR, Drop, Hook, RunEarly, Scenario, StopAfter
 from vmmtui.steps import CONSUMER, PRODUCER
 
+
+def _fabric_cannot(device: dict) -> str | None:
+    """fabric-without-imex needs a device that supports fabric handles but where the probe's try was refused."""
+    if not device.get("fabric"):
+        return (f"{device.get('name', 'this device')} does not support fabric handles "
+                "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0), so there is no IMEX refusal to show")
+    if device.get("fabric_create") == "CUDA_SUCCESS":
+        return ("fabric handles work here (cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC succeeded: an IMEX channel "
+                "is open to this process), so there is no error to show")
+    return None
+
+
 BUILT_IN: list[Scenario] = [
     Scenario(
         "unaligned-size", "skip the rounding to the granularity: the real cuMemCreate error",
@@ -112,4 +124,14 @@ BUILT_IN: list[Scenario] = [
         expect=(ANY_ERROR,), at=(CONSUMER, "import"), mechanism="legacy",
         cannot={"memfd": "legacy IPC handles are a CUDA driver feature; memfd has no legacy mode"},
         flags={CONSUMER: ("open-second-context",)}),
+    Scenario(
+        "fabric-without-imex", "ask for a fabric handle where no IMEX channel exists: refused at cuMemCreate",
+        "Fabric handles (CU_MEM_HANDLE_TYPE_FABRIC) share memory across the nodes of an NVLink domain such as "
+        "GB200 NVL72: a 64-byte handle that can travel over any channel, even TCP. The device attribute may say "
+        "yes (an H100 does), but the driver only grants one to a process that can open an IMEX channel "
+        "(/dev/nvidia-caps-imex-channels, made by the IMEX daemon). Here there is none: cuMemCreate refuses.",
+        expect=("CUDA_ERROR_NOT_PERMITTED", "CUDA_ERROR_NOT_SUPPORTED"), at=(PRODUCER, "create"),
+        cannot={"memfd": "fabric handles are a CUDA driver feature of NVLink-domain GPUs; memfd has no analogue"},
+        device_cannot=_fabric_cannot,
+        flags={PRODUCER: ("fabric-handle",)}),
 ]

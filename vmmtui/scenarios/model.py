@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -110,6 +111,8 @@ class Scenario:
     background: tuple[PlanStep, ...] = ()
     #: the producer's ACK deadline in seconds, where the scenario needs a short one
     ack_timeout: float | None = None
+    #: why the scenario cannot be shown on a device, given the capability probe's record of it (or None)
+    device_cannot: Callable[[dict], str | None] | None = None
 
     def plan(self) -> list[PlanStep]:
         """The step order this scenario runs."""
@@ -124,8 +127,13 @@ class Scenario:
     def hooks_at(self, when: str, role: str, step: str) -> list[Hook]:
         return [h for h in self.hooks if (h.when, h.role, h.step) == (when, role, step)]
 
-    def why_not(self, backend: str) -> str | None:
-        return self.cannot.get(backend)
+    def why_not(self, backend: str, device_probe: dict | None = None) -> str | None:
+        """Why this cannot be shown on ``backend`` (and, where the probe's record is given, on that device)."""
+        if backend in self.cannot:
+            return self.cannot[backend]
+        if self.device_cannot is not None and device_probe is not None:
+            return self.device_cannot(device_probe)
+        return None
 
     def as_expected(self, outcome: str, at: PlanStep | None) -> bool:
         if ANY in self.expect:

@@ -133,17 +133,17 @@ class Session:
                 self.choice = choose_backend(cfg.backend, cfg.device)
             if not self.choice.usable:
                 raise ConfigError(self.choice.reason)
-            problem = validate(cfg, self.choice.name, self.choice.devices, self.choice.capacity, self.scenario)
+            problem = validate(cfg, self.choice.name, self.choice.devices, self.choice.capacity, self.scenario,
+                               self.choice.device_probe)
             if problem:
                 raise ConfigError(problem)
-            self.verify_on = resolve_verify(cfg.verify, self.choice.name)
+            self.verify_on, fallback = resolve_verify(cfg.verify, self.choice.name, self.choice.kernels_error)
             try:
                 parent, moved = choose_parent(cfg.tmpdir)
             except TmpdirError as exc:
                 raise ConfigError(str(exc)) from None
             events: list[Event] = [Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)]
-            if moved:
-                events.append(Notice(moved))
+            events += [Notice(line) for line in (moved, fallback) if line]
             self.dir = make_private_dir(parent)
             self.stage = SessionStage(self.workers, self.socket_path)
             events.append(SessionStarted(self.choice.name, self.choice.reason, "", cfg.size, self.dir,
@@ -152,8 +152,9 @@ class Session:
             if self.scenario:
                 events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
             try:
-                for role in self.roles:
-                    w = self._launch(role)
+                launched = [(role, self._spawn(role)) for role in self.roles]  # start-ups overlap
+                for role, w in launched:
+                    self._await_hello(role, w)
                     events.append(WorkerStarted(role, w.pid, self.choice.name))
             except BaseException:
                 self.close()
@@ -170,15 +171,17 @@ class Session:
                             self.verify_on, cfg.mechanism, cfg.consumers, cfg.direction,
                             sc.flags_for(role) if sc else [], crash)
 
-    def _launch(self, role: str) -> WorkerProcess:
+    def _spawn(self, role: str) -> WorkerProcess:
         w = launch(self.worker_config(role), Path(self.dir) / f"{role}.log")
         self._launching.append(w)  # so that close() stops it even if it never says hello
+        return w
+
+    def _await_hello(self, role: str, w: WorkerProcess) -> None:
         problem = read_hello(w, self.config.start_timeout)
         if problem:
             raise SessionError(f"{role} worker did not start: {problem}; log: {' | '.join(w.log_tail(3))}")
         self._launching.remove(w)
         self.workers[role] = w
-        return w
 
     # -- stepping ----------------------------------------------------------------------------------
     def lifetime(self) -> list[Event]:

@@ -118,11 +118,11 @@ class WorkerProcess:
 
     def send_step(self, name: str, args: dict) -> Failure | None:
         if not self.alive:
-            return failure("WORKER_DIED", f"{self.role} worker", f"pid {self.pid} is no longer running")
+            return self.died()
         try:
             self.control.send({"cmd": "step", "step": name, "args": args})
-        except OSError as exc:
-            return failure("WORKER_DIED", f"{self.role} worker", f"control channel closed: {exc}")
+        except OSError:
+            return self.died()  # it died between our look and the send: name how
         return None
 
     def await_report(self, name: str, timeout: float) -> tuple[StepReport | None, Failure | None]:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
@@ -36,9 +34,9 @@ from vmmtui.events import (
 from vmmtui.steps import CONSUMER, PRODUCER, consumer_names
 from vmmtui.transcript import Transcript
 from vmmtui.tui.commands import InspectorCommands
+from vmmtui.tui.keys import KEYS
 from vmmtui.tui.messages import Drain, EventView, FdRefresh, Reset, SessionEvent, SessionEvents
-from vmmtui.tui.screens.help import HelpScreen
-from vmmtui.tui.screens.scenarios import NORMAL, ScenarioScreen
+from vmmtui.tui.outputs import Outputs
 from vmmtui.tui.widgets.display import Display
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
@@ -56,35 +54,29 @@ PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 DRAIN_S = 5.0
 
 
-class InspectorApp(App[int]):
+class InspectorApp(Outputs, App[int]):
     CSS_PATH = "vmmtui.tcss"
     TITLE = "vmmtui"
     COMMANDS = App.COMMANDS | {InspectorCommands}
-    #: every key, once: the footer, the help screen's table and the command palette are made from these
-    BINDINGS = [
-        Binding("space", "step", "Next step", tooltip="run the next step of the plan"),
-        Binding("n", "step", "Next step", show=False),
-        Binding("r", "run_all", "Run all", tooltip="run every remaining step to the end"),
-        Binding("a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"),
-        Binding("plus", "faster", "Faster", show=False, tooltip="autoplay: a shorter pause between steps"),
-        Binding("minus", "slower", "Slower", show=False, tooltip="autoplay: a longer pause between steps"),
-        Binding("ctrl+r", "restart", "Restart",
-                tooltip="restart (workers stopped, everything cleaned, fresh session)"),
-        Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"),
-        Binding("f", "fold", "All fds", tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)"),
-        Binding("c", "scenario", "Scenario",
-                tooltip="pick a scenario: a normal run, or one failure made real (restarts the session)"),
-        Binding("question_mark", "help", "Help", tooltip="keys and what the panels show"),
-        Binding("q", "quit", "Quit", tooltip="quit (cleans up first)"),
-    ]
+    BINDINGS = KEYS
 
     def __init__(self, config: SessionConfig, choice: Choice | None = None, *, autoplay: bool = False,
                  pace: float = 1.0, screenshots: str | None = None, transcript: str | None = None,
-                 stable: bool = False, start_session: bool = True):
-        """``start_session=False``: no workers; events arrive through ``show()`` (tests, recordings)."""
+                 stable: bool = False, start_session: bool = True, probing: Future | None = None):
+        """``start_session=False``: no workers; events arrive through ``show()`` (tests, recordings).
+
+        ``probing``: the backend choice still being made (the capability probe runs while the first
+        frame is drawn); the session thread waits for it when ``choice`` is None.
+        """
         super().__init__()
         self.config = config
         self.choice = choice
+        self.probing = probing
+        #: why the first session was refused (bad input found by the probe): the CLI prints it, exit 2
+        self.refused: str | None = None
+        #: why the last session could not start (shown in the panels and the status line)
+        self.start_error: str | None = None
+        self.ever_started = False
         self.display_mode = Display(stable)
         self.autoplay = autoplay
         self.pace = pace
@@ -133,8 +125,6 @@ class InspectorApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one(StatusLine).scenario = self.config.scenario
-        if self.screenshots:
-            self.screenshots.mkdir(parents=True, exist_ok=True)
         self._compact(self.size.width, self.size.height)
         self.autoplay_timer = self.set_interval(self.pace, self._tick_autoplay, pause=not self.autoplay)
         if self.start_session:
@@ -159,6 +149,9 @@ class InspectorApp(App[int]):
             self._react(e)
             if self.transcript and not live:
                 self.transcript.write(e)
+                if self.transcript.error:
+                    self.write_failed(self.transcript.error)
+                    self.transcript = None
 
     async def rendered(self) -> None:
         """Wait until every widget has handled the events sent so far (each queue is in order)."""
@@ -191,20 +184,39 @@ class InspectorApp(App[int]):
     # -- session work in threads -------------------------------------------------------------------
     @work(thread=True, group="session")
     def _start_session(self, generation: int) -> None:
-        from vmmtui.session import Session, SessionError  # only an app that drives workers needs it
+        from vmmtui.session import (  # only an app that drives workers needs it
+            ConfigError,
+            Session,
+            SessionError,
+        )
 
+        if self.choice is None and self.probing is not None:
+            try:
+                self.choice = self.probing.result()
+            except Exception as exc:  # the probe itself broke: say so, as for any start failure
+                self.call_from_thread(self._start_failed, f"the capability probe failed: {exc}")
+                return
         session = Session(self.config, self.choice)
         self.session = session
         try:
             events = session.start()
+        except ConfigError as exc:
+            events = session.close()
+            if not self.ever_started:  # bad input on the command line: one line and exit 2, like run
+                self.refused = str(exc)
+                self.call_from_thread(self.exit, 2, 2)
+                return
+            self.call_from_thread(self._start_failed, str(exc))
         except SessionError as exc:
             events = session.close()
             self.call_from_thread(self._start_failed, str(exc))
+        except Exception as exc:  # noqa: BLE001 - any reason at all: shown, never a traceback
+            events = session.close()
+            self.call_from_thread(self._start_failed, f"{type(exc).__name__}: {exc}")
+        else:
+            self.ever_started = True
+            self.start_error = None
         self.post_message(SessionEvents(events, generation))
-
-    def _start_failed(self, message: str) -> None:
-        self.query_one(TeachingPanel).update(Text(f"could not start: {message}", style="bold red"))
-        self.notify(message, severity="error", timeout=10)
 
     @work(thread=True, group="session")
     def _drive(self, generation: int, steps: int | None) -> None:
@@ -336,19 +348,6 @@ class InspectorApp(App[int]):
         self.busy = False
         self._close_session("restart", self.generation)
 
-    def action_screenshot(self) -> None:
-        path = self.save_screenshot(path=str(self.screenshots or os.getcwd()))
-        self.notify(f"saved {path}", timeout=3)
-
-    def _auto_screenshot(self) -> None:
-        self.shots += 1
-        s = self.session
-        last = "start"
-        if s is not None and s.position > 0:
-            role, step = s.plan_step(s.position - 1)
-            last = f"{role}-{step}"
-        self.save_screenshot(filename=f"{self.shots:02d}-{last}.svg", path=str(self.screenshots))
-
     def action_fold(self) -> None:
         for view in self.query(FdTableView):
             view.toggle_fold()
@@ -360,15 +359,23 @@ class InspectorApp(App[int]):
             return
         backend = self.session.choice.name if self.session and self.session.choice else (
             self.choice.name if self.choice else "memfd")
+        # screens are imported when first opened: not on the first frame's path
+        from vmmtui.tui.screens.scenarios import ScenarioScreen
+
         self.push_screen(ScenarioScreen(backend, self.config.scenario), self._pick_scenario)
 
     def _pick_scenario(self, name: str | None) -> None:
         if name is None:
             return
+        from vmmtui.tui.screens.scenarios import NORMAL
+
         self.config = dataclasses.replace(self.config, scenario=None if name == NORMAL else name)
         self.action_restart()
 
     def action_help(self) -> None:
+        # Markdown and its parser load only when help is asked for
+        from vmmtui.tui.screens.help import HelpScreen
+
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
@@ -379,7 +386,8 @@ class InspectorApp(App[int]):
         self.show(events, closing=True)
         if self.transcript:
             self.transcript.close()
-        self.exit(0)
+        code = 1 if self.start_error else 0
+        self.exit(code, return_code=code)
 
     def on_unmount(self) -> None:
         if self.session is not None and not self.session.closed:

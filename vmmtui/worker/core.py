@@ -29,7 +29,7 @@ from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
 StepBody = Callable[..., None]
 
 #: what a scenario may ask of a worker (``WorkerConfig.flags``); the step bodies read them
-FLAGS = frozenset({"unrounded-size", "oversize", "without-fd-handle-type", "free-with-wrong-call", "keep-received-fd",
+FLAGS = frozenset({"fabric-handle", "unrounded-size", "oversize", "without-fd-handle-type", "free-with-wrong-call", "keep-received-fd",
                    "open-second-context"})
 
 #: (role kind, step) -> its body; the producer's per-peer steps get ``peer=`` as well as the session's args

@@ -26,7 +26,7 @@ def create(w: Worker) -> None:
 
 def map_memory(w: Worker) -> None:
     memory.map_range(w)
-    w.say("Mapped physical memory to virtual address")
+    w.say("Mapped physical memory to virtual address" if w.backend.has_device else "Mapped the memfd at that address")
 
 
 def fill(w: Worker) -> None:

@@ -104,12 +104,17 @@ class VmmSharing(Sharing):
         shareable = "without-fd-handle-type" not in w.flags
         if not shareable:
             w.say("SCENARIO: creating without requestedHandleTypes = POSIX_FILE_DESCRIPTOR")
-        w.handle = w.backend.create(w.state.alloc_size, shareable=shareable)
+        if "fabric-handle" in w.flags and w.backend.has_device:
+            w.say("SCENARIO: requesting CU_MEM_HANDLE_TYPE_FABRIC (a handle for other nodes, over IMEX)")
+            w.handle = w.backend.create_fabric(w.state.alloc_size)
+        else:
+            w.handle = w.backend.create(w.state.alloc_size, shareable=shareable)
         w.state.mapping.handle = w.handle
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
             w.book.hold(fd, "allocation", "the allocation itself (memfd)")
-        w.say("Created physical memory allocation")
+        w.say("Created physical memory allocation" if w.backend.has_device else
+              f"Created a memfd of {w.state.alloc_size} bytes (its pages are allocated when first touched)")
 
     def export(self, w: Worker) -> None:
         fd = w.backend.export_fd(w.handle)

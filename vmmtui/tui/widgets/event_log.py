@@ -26,11 +26,16 @@ from vmmtui.tui.widgets.display import Display
 
 class EventLog(EventView, RichLog):
     def __init__(self, display: Display, **kw):
-        super().__init__(wrap=False, markup=False, highlight=False, max_lines=5000, **kw)
+        super().__init__(wrap=True, markup=False, highlight=False, max_lines=5000, **kw)
         self.fmt = display
         self.border_title = "event log"
         self.repeats = say.Repeats()  # the 4 Hz refresh repeats kcmp: told once per change
         self.consumers: int | None = None
+
+    def write(self, content, width=None, expand=True, shrink=True, scroll_end=None, animate=False):
+        """Lines wrap at the log's own width (``expand``), not at the console's measure, which
+        is 80 columns where no terminal is attached (tests, screenshots)."""
+        return super().write(content, width, expand, shrink, scroll_end, animate)
 
     def reset(self) -> None:
         self.repeats.clear()  # the log itself stays: it is the history across restarts

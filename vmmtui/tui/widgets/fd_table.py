@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from rich.console import Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -17,6 +19,16 @@ from vmmtui.tui.messages import EventView, SessionEvent
 from vmmtui.tui.widgets.display import Display
 
 HIGHLIGHT_S = 2.0
+#: a table narrower than this cuts long cells instead of wrapping them
+NARROW = 50
+#: the widest the target column gets (a longer target folds onto the next line)
+TARGET_MAX = 24
+#: what /proc says of every memfd (it has no name in any file system): true and no news, so not shown
+MEMFD_SUFFIX = " (deleted)"
+
+
+def shown_target(target: str) -> str:
+    return target.removesuffix(MEMFD_SUFFIX) if target.startswith("/memfd:") else target
 KIND_LABEL = {
     "exported": "exported allocation",
     "received": "received (SCM_RIGHTS)",
@@ -75,6 +87,9 @@ class FdTableView(EventView, Static):
         self.kcmp = verdict
         self.render_table()
 
+    def on_resize(self) -> None:
+        self.render_table()
+
     def toggle_fold(self) -> None:
         self.fold_driver = not self.fold_driver
         self.render_table()
@@ -103,22 +118,28 @@ class FdTableView(EventView, Static):
         now = time.monotonic() if not self.fmt.stable else 1e12  # stable: no time-based highlights
         t = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="bold dim")
         t.add_column("fd", justify="right", no_wrap=True, width=4)
-        t.add_column("target", overflow="ellipsis", no_wrap=True, ratio=2)
-        t.add_column("what", overflow="ellipsis", no_wrap=True, ratio=3)
-        t.add_column("", no_wrap=True, width=1)
+        # nothing is cut where there is room (a long target or note takes a second line); in a
+        # narrow panel (the compact layout) one line a fd, cut, so that the table still shows fds
+        narrow = 0 < self.size.width < NARROW
         rows = list(snap.rows)
         folded = [r for r in rows if r.check is None] if self.fold_driver else []
         if folded:
             rows = [r for r in rows if r.check is not None]
+        targets = [len(shown_target(d.text(r.target))) for r in rows]
+        wide = None if narrow else min(max(targets, default=6), TARGET_MAX)  # room for the whole target
+        t.add_column("target", overflow="ellipsis" if narrow else "fold", no_wrap=narrow, width=wide,
+                     ratio=4 if narrow else None)
+        t.add_column("what", overflow="ellipsis" if narrow else "fold", no_wrap=narrow, ratio=5)
+        t.add_column("", no_wrap=True, width=1)
         for r in rows:
             fresh = now - self.first_seen.get(r.fd, -1e9) < HIGHLIGHT_S
             mark = {"ok": ("✓", "green"), "missing": ("✗", "bold red"), "mismatch": ("✗", "bold red")}.get(
                 r.check or "", ("", ""))
             note = self._pair_note(r.fd)
             label = KIND_LABEL.get(r.kind, r.kind)
-            what = label.split(" (")[0] + note if note else label
+            what = (note.strip() if narrow else label.split(" (")[0] + note) if note else label
             style = "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")
-            t.add_row(str(r.fd), Text(d.text(r.target), style=style or ("dim" if r.check is None else "")),
+            t.add_row(str(r.fd), Text(shown_target(d.text(r.target)), style=style or ("dim" if r.check is None else "")),
                       Text(what, style="bold cyan" if note else ""), Text(mark[0], style=mark[1]))
         for fd, (when, r) in sorted(self.gone.items()):
             if now - when < HIGHLIGHT_S:
@@ -129,5 +150,8 @@ class FdTableView(EventView, Static):
             for r in folded:
                 kinds[r.kind] = kinds.get(r.kind, 0) + 1
             summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-            t.add_row("", Text(f"+ {len(folded)} more not ours: {summary} (f: show all)", style="dim italic"), "", "")
+            more = Text(f"+ {len(folded)} more not ours" + (" (f)" if narrow else f": {summary} (f: show all)"),
+                        style="dim italic")
+            self.update(Group(t, Padding(more, (0, 0, 0, 6))))
+            return
         self.update(t)

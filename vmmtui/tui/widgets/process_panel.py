@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.widgets import Static
 
 from vmmtui import narration as say
@@ -47,9 +47,10 @@ class ProcessPanel(EventView, Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id=f"{self.role}-head", classes="head")
-        with VerticalScroll(classes="upper"):
-            yield Static(id=f"{self.role}-steps", classes="steps")
-            yield Static(id=f"{self.role}-card", classes="card")
+        # the compact layout hides the step list, and shows the next step here instead
+        yield Static(id=f"{self.role}-next", classes="next")
+        yield Static(id=f"{self.role}-steps", classes="steps")
+        yield Static(id=f"{self.role}-card", classes="card")
         yield FdTableView(self.role, self.fmt, id=f"{self.role}-fds")
 
     def on_mount(self) -> None:
@@ -94,6 +95,12 @@ class ProcessPanel(EventView, Vertical):
         self.next_step = step
         self.refresh_all()
 
+    def start_failed(self) -> None:
+        """The session did not start (the teaching panel says why): no more "starting" forever."""
+        self.state_text = "failed to start (see below)" if self.pid is None else "stopped: the session did not start"
+        self.next_step = None
+        self.refresh_all()
+
     def exited(self, e: WorkerExited) -> None:
         self.state_text = say.exit_state(e)
         self.refresh_all()
@@ -113,21 +120,24 @@ class ProcessPanel(EventView, Vertical):
             if s.peer_access:
                 head.append(" (peer access to the producer's GPU)", "cyan")
         head.append(f"  {done}/{len(steps)} steps", "dim")
-        if self.next_step:
-            head.append(f"\n▶ {step_info(self.role, self.next_step, self.mechanism).title}", "bold yellow")
-        elif s is not None and s.device_name:
-            head.append(f"\n{s.device_name}", "dim")
+        nxt = Text(f"▶ {step_info(self.role, self.next_step, self.mechanism).title}" if self.next_step else "",
+                   "bold yellow", no_wrap=True, overflow="ellipsis")
         self.query_one(f"#{self.role}-head", Static).update(head)
+        self.query_one(f"#{self.role}-next", Static).update(nxt)
         self.query_one(f"#{self.role}-steps", Static).update(self._steps())
         self.query_one(f"#{self.role}-card", Static).update(self._card())
 
     def _state_style(self) -> str:
         s = self.state_text
-        return "red" if s.startswith(("failed", "exited: killed", "exited: code 1")) else (
+        return "red" if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1")) else (
             "green" if s == "done" else "yellow")
 
-    def _steps(self) -> Text:
-        text = Text()
+    def _steps(self) -> Table:
+        """One row a step; the duration has its own column, so it never wraps away from its unit."""
+        t = Table.grid(padding=(0, 1), expand=True)
+        t.add_column(no_wrap=True, width=1)
+        t.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
+        t.add_column(justify="right", no_wrap=True, style="dim")
         for name in role_steps(self.role, self.plan):
             step = step_info(self.role, name, self.mechanism)
             if name in self.results:
@@ -138,13 +148,8 @@ class ProcessPanel(EventView, Vertical):
                 mark, style, dur = "▶", "bold yellow", ""
             else:
                 mark, style, dur = "·", "dim", ""
-            text.append(f"{mark} ", style)
-            text.append(f"{step.title}", "bold" if name == self.next_step else "")
-            if dur:
-                text.append(f"  {dur}", "dim")
-            text.append("\n")
-        text.rstrip()
-        return text
+            t.add_row(Text(mark, style), Text(step.title, "bold" if name == self.next_step else ""), dur)
+        return t
 
     def _card(self) -> Table:
         s, d = self.worker_state, self.fmt
@@ -158,20 +163,18 @@ class ProcessPanel(EventView, Vertical):
             ("handle", d.addr(m.handle) if m.handle is not None and self.backend == "cuda" else
              (f"memfd fd {m.handle}" if m.handle is not None else "-")),
             ("VA range", f"{d.addr(m.va)} – {d.addr(m.va + s.alloc_size)}" if m.va is not None and s.alloc_size else "-"),
-            ("mapped", format_size(m.size) if m.size else "-"),
+            ("mapped", (format_size(m.size) + (f" of {s.device_name}" if s.device_name and self.backend != "cuda"
+                                                else "")) if m.size else "-"),
             ("granularity", format_size(s.granularity) if s.granularity else "-"),
             ("access", (m.access or "-") if m.va is not None else "-"),
         ]
         if m.ipc_handle:
             rows[0] = ("IPC handle", f"{m.ipc_handle[:24]}… (64 bytes, no fd)")
         if s.device is not None and self.backend == "cuda":
-            rows.append(("device", str(s.device) + (" (peer of the producer's)" if s.peer_access else "")))
+            rows.append(("device", f"{s.device} {s.device_name or ''}".rstrip()
+                         + (" (peer of the producer's)" if s.peer_access else "")))
         if s.slice:
             rows.append(("writes", f"integers [{s.slice[0]}, {s.slice[1]})"))
-        if s.exported_fd is not None:
-            rows.append(("exported fd", str(s.exported_fd)))
-        if s.received_fd is not None:
-            rows.append(("received fd", str(s.received_fd)))
         for k, v in rows:
             t.add_row(k, v)
         return t

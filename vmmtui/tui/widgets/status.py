@@ -43,6 +43,11 @@ class StatusLine(EventView, Static):
             return
         self.render_parts()
 
+    def show_error(self, message: str) -> None:
+        """Why the session stopped before any event could say it (it did not start)."""
+        self.parts["error"] = message
+        self.update(Text(" · ".join(v for v in self.parts.values() if v), style="bold red"))
+
     def reset(self) -> None:
         self.parts.clear()
         self.render_parts()

@@ -50,6 +50,12 @@ class TeachingPanel(EventView, Static):
         self.border_title = f"next: {step[0]} · {s.title}"
         self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
 
+    def show_start_failure(self, message: str) -> None:
+        self.failed = True
+        self.border_title = "COULD NOT START"
+        self.update(Text.assemble((message, "bold red"), "\n", ("ctrl+r tries again · c picks a scenario · q quits",
+                                                                   "dim")))
+
     def show_failure(self, role: str, step: str, f: Failure) -> None:
         self.failed = True
         self.border_title = f"FAILED: {role} · {step}"

@@ -124,11 +124,13 @@ class WirePanel(EventView, Static):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
-        t.add_row("socket", d.text(self.socket_path) + (" (listening)" if self.listening else ""))
+        t.add_row("socket", Text(d.text(self.socket_path) + (" (listening)" if self.listening else ""),
+                                 overflow="fold"))
         t.add_row("peer", d.text(self.peer))
         t.add_row("metadata", json.dumps(self.metadata) if self.metadata else "-")
         if self.handle:
-            lines = [self.handle[i:i + 32] for i in range(0, len(self.handle), 32)]
+            # 12 bytes a line: the widest that fits the panel's value column, so no byte is cut
+            lines = [self.handle[i:i + 24] for i in range(0, len(self.handle), 24)]
             t.add_row("handle", Text("\n".join(lines), style="bold"))
         t.add_row("fd", self.in_flight)
         summary = self.kcmp_summary()

@@ -1,0 +1,126 @@
+"""How long the inspector takes to show its first frame, and both workers' pids, after launch.
+
+    python scripts/startup-time.py [--runs 5] [--size 160x48] [-- vmmtui options, e.g. --backend cuda]
+
+Starts ``python -m vmmtui`` in a pseudo-terminal of the given size, reads everything it writes, and
+notes the time (from just before the launch) when the screen first shows a panel title (the
+first frame) and when it shows the pid of every worker the app launched (read from /proc: the
+app's children running ``vmmtui.worker``). Escape sequences are stripped before searching, so a pid
+counts once its digits were written to the terminal. Then it sends ``q`` and waits for the exit.
+Prints one line per run and the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import re
+import select
+import signal
+import statistics
+import struct
+import sys
+import termios
+import time
+from pathlib import Path
+
+ESCAPES = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|.)")
+FIRST_FRAME = b"producer"
+DEADLINE_S = 30.0
+
+
+def workers_of(pid: int) -> list[int]:
+    """The pids of ``pid``'s children that run a vmmtui worker."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"vmmtui.worker" in cmd:
+                found.append(int(child))
+    return sorted(set(found))
+
+
+def one_run(argv: list[str], cols: int, rows: int, expect_workers: int) -> dict:
+    start = time.perf_counter()
+    pid, fd = os.forkpty()
+    if pid == 0:  # the child: the inspector
+        os.environ["TERM"] = os.environ.get("TERM", "xterm-256color")
+        os.execvp(sys.executable, [sys.executable, "-m", "vmmtui", *argv])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    screen = b""
+    first = pids_at = None
+    pids: list[int] = []
+    try:
+        while time.perf_counter() - start < DEADLINE_S and pids_at is None:
+            ready, _, _ = select.select([fd], [], [], 0.005)
+            if ready:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                screen += ESCAPES.sub(b"", chunk)
+            now = time.perf_counter() - start
+            if first is None and FIRST_FRAME in screen:
+                first = now
+            if first is not None:
+                if len(pids) < expect_workers:
+                    pids = workers_of(pid)
+                if len(pids) >= expect_workers and all(str(p).encode() in screen for p in pids):
+                    pids_at = now
+    finally:
+        os.write(fd, b"q")
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if select.select([fd], [], [], 0.05)[0]:
+                with contextlib.suppress(OSError):
+                    os.read(fd, 1 << 16)
+        else:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    return {"first_frame_s": first, "pids_s": pids_at, "pids": pids}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--size", default="160x48", help="terminal COLSxROWS (default 160x48)")
+    p.add_argument("--workers", type=int, default=2, help="worker pids to wait for (default 2)")
+    p.add_argument("vmmtui_args", nargs=argparse.REMAINDER, help="after --: options for vmmtui")
+    a = p.parse_args()
+    cols, rows = (int(v) for v in a.size.split("x"))
+    argv = [x for x in a.vmmtui_args if x != "--"]
+    firsts, pidss = [], []
+    for n in range(1, a.runs + 1):
+        r = one_run(argv, cols, rows, a.workers)
+        fmt = lambda v: "never" if v is None else f"{v:.3f} s"  # noqa: E731
+        print(f"run {n}: first frame {fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} {r['pids']}", flush=True)
+        if r["first_frame_s"] is not None:
+            firsts.append(r["first_frame_s"])
+        if r["pids_s"] is not None:
+            pidss.append(r["pids_s"])
+    if not firsts or not pidss:
+        print("startup-time: the inspector did not show its first frame and both pids", file=sys.stderr)
+        return 1
+    print(f"vmmtui {' '.join(argv) or '(defaults)'} at {cols}x{rows}, {a.runs} runs on {os.uname().nodename}: "
+          f"first frame median {statistics.median(firsts):.3f} s (max {max(firsts):.3f}), "
+          f"both pids median {statistics.median(pidss):.3f} s (max {max(pidss):.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

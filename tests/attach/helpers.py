@@ -1,0 +1,29 @@
+"""Running ``vmmtui watch``/``attach`` on the real fixtures, as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from vmmtui.events import Event
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def vmmtui(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "vmmtui", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=FIXTURES, **kw)
+
+
+def watch_json(fixture: str) -> tuple[subprocess.CompletedProcess, list[Event]]:
+    res = vmmtui("watch", "--json", "--", sys.executable, str(FIXTURES / fixture))
+    events = [Event.from_json(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    return res, events
+
+
+def of(events: list[Event], cls: type) -> list:
+    return [e for e in events if isinstance(e, cls)]

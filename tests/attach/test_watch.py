@@ -1,0 +1,96 @@
+"""``vmmtui watch -- python FIXTURE`` on real processes sharing real memfds: it finds each shared
+file, how the fd arrived, and the leak, in words and in --json."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.attach.helpers import FIXTURES, of, vmmtui, watch_json
+from vmmtui.events import FdOpened, Leak, Notice, ProcessSeen, SharedFile, SocketPair, WatchFinished
+
+
+def shared_memfd(events, name):
+    found = [e for e in of(events, SharedFile) if e.kind == "memfd" and name in e.target and e.same_description]
+    assert found, [e for e in events if isinstance(e, SharedFile)]
+    assert len({h.pid for h in found[0].holders}) == 2
+    return found[0]
+
+
+def arrival(events, name):
+    found = [e for e in of(events, FdOpened) if name in e.target and e.how == "arrived"]
+    assert found, of(events, FdOpened)
+    return found[0]
+
+
+def test_scm_rights_pair_shared_and_arrived_over_the_socket():
+    res, events = watch_json("scm_pair.py")
+    assert res.returncode == 0, res.stderr
+    share = shared_memfd(events, "fixture-scm")
+    got = arrival(events, "fixture-scm")
+    sender = next(h.pid for h in share.holders if h.pid != got.pid)
+    assert got.source.pid == sender and "SCM_RIGHTS" in got.via
+    assert of(events, SocketPair) and not of(events, Leak)
+    assert of(events, WatchFinished)[-1].returncode == 0
+
+
+def test_pidfd_getfd_pair_arrival_names_the_pidfd():
+    res, events = watch_json("pidfd_pair.py")
+    assert res.returncode == 0, res.stderr
+    shared_memfd(events, "fixture-pidfd")
+    got = arrival(events, "fixture-pidfd")
+    assert "pidfd_getfd" in got.via, got.via
+    assert not of(events, Leak)
+
+
+def test_the_received_fd_that_is_never_closed_is_a_leak():
+    res, events = watch_json("leak_received.py")
+    assert res.returncode == 0, res.stderr
+    shared_memfd(events, "fixture-leak")
+    leaks = {e.kind for e in of(events, Leak) if "fixture-leak" in e.what}
+    assert leaks == {"fd-after-peer", "held-until-exit"}, of(events, Leak)
+    assert of(events, WatchFinished)[-1].leaks == 2
+
+
+def unshare_reason() -> str | None:
+    exe = shutil.which("unshare")
+    if exe is None:
+        return "no unshare command"
+    for argv in (["--pid", "--fork"], ["--pid", "--fork", "--user", "--map-root-user"]):
+        if subprocess.run([exe, *argv, "true"], capture_output=True).returncode == 0:
+            return None
+    return "unshare --pid is not allowed here (no privilege, no unprivileged user namespaces)"
+
+
+@pytest.mark.skipif(unshare_reason() is not None, reason=str(unshare_reason()))
+def test_pair_in_different_pid_namespaces():
+    res, events = watch_json("pidns_pair.py")
+    assert res.returncode == 0, res.stderr
+    share = shared_memfd(events, "fixture-pidns")
+    ns = {e.pid: e.pid_ns for e in of(events, ProcessSeen)}
+    assert len({ns[h.pid] for h in share.holders}) == 2
+    assert any("PID namespaces" in n.text for n in of(events, Notice))
+
+
+def test_text_report_says_arrived_shared_and_leak():
+    res = vmmtui("watch", "--", sys.executable, str(FIXTURES / "leak_received.py"))
+    assert res.returncode == 0
+    assert "ARRIVED from pid" in res.stdout and "SHARED memfd" in res.stdout
+    assert "LEAK (held-until-exit)" in res.stdout and "Traceback" not in res.stdout + res.stderr
+
+
+def test_a_command_that_does_not_exist_is_one_line_and_127():
+    res = vmmtui("watch", "--", "no-such-command-here")
+    assert res.returncode == 127
+    assert res.stderr.strip() == "vmmtui watch: command not found: no-such-command-here"
+
+
+@pytest.mark.parametrize("script,code", [("exit 3", 3), ("kill -TERM $$", 128 + 15)])
+def test_the_exit_code_is_the_commands(script, code):
+    assert vmmtui("watch", "-q", "--", "sh", "-c", script).returncode == code
+
+
+def test_watch_without_a_command_is_bad_input():
+    res = vmmtui("watch")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1

@@ -1,0 +1,135 @@
+"""Following a set of processes (fixed pids, or a whole process tree) scan after scan.
+
+One ``poll()`` is one /proc scan plus NVML, turned into events: what changed (lifecycle), what is
+shared (shares), what leaked (leaks), and, once each, what cannot be seen from outside.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from vmmtui.attach.leaks import LeakFinder
+from vmmtui.attach.lifecycle import Tracker
+from vmmtui.attach.nvml import Nvml
+from vmmtui.attach.scan import Scan, children, scan
+from vmmtui.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
+
+#: what /proc, kcmp and NVML cannot show, said once when it applies
+UNSEEN = {
+    "gpu-fd": "an exported VMM fd reads /dev/nvidiactl like the driver's own fds: only kcmp tells which one is "
+              "shared; an importer that closed its fd after import (NCCL, PyTorch expandable segments) keeps no "
+              "fd, so its import is invisible here",
+    "legacy": "legacy CUDA IPC handles (cudaIpcGetMemHandle, PyTorch's default CUDA tensor sharing) travel as 64 "
+              "plain bytes: no fd moves, and kcmp has nothing to compare",
+    "nvml": "NVML (like nvidia-smi) charges imported memory to the exporter: an importer's GPU memory shows under "
+            "the process that created it",
+    "pidns": "these processes are in different PID namespaces: a pid sent from one names another process or none "
+             "in the other (pidfd_open fails with ESRCH); fds still travel over Unix sockets",
+}
+
+
+@dataclass
+class Follower:
+    targets: set[int]
+    tree: bool = False
+    use_nvml: bool = True
+    t0: float = field(default_factory=time.monotonic)
+    tracker: Tracker = field(default_factory=Tracker)
+    leaks: LeakFinder = field(default_factory=LeakFinder)
+    nvml: Nvml | None = None
+    said: set[str] = field(default_factory=set)
+    unseen: list[str] = field(default_factory=list)
+    last: Scan | None = None
+    bound_paths: set[str] = field(default_factory=set)
+    all_leaks: list = field(default_factory=list)
+    shared_history: list = field(default_factory=list)  # every SharedFile said, oldest first
+
+    def poll(self) -> list[Event]:
+        if self.tree:
+            for pid in list(self.targets):
+                if pid not in self.tracker.gone:
+                    self.targets.update(children(pid))
+        s = scan(self.targets, self.t0, self.last)
+        self.last = s
+        gpu = None
+        holders = [pid for pid, p in s.alive().items() if any(f.kind == "gpu" for f in p.fds.values())]
+        if holders and self.use_nvml:
+            if self.nvml is None:
+                self.nvml = Nvml.open()
+            gpu = self.nvml.usage(holders, s.at)
+        events = self.tracker.update(s, gpu)
+        for e in list(events):
+            if isinstance(e, ProcessGone):
+                events += self.leaks.at_exit(self.tracker, e.pid, s.at)
+        events += self.leaks.during(self.tracker, gpu, s.at)
+        self.all_leaks += [e for e in events if type(e).__name__ == "Leak"]
+        self.shared_history += [e for e in events if type(e).__name__ == "SharedFile"]
+        for p in s.alive().values():
+            for f in p.fds.values():
+                sock = s.sockets.sockets.get(f.ino) if f.kind == "socket" else None
+                if sock and sock.path and not sock.path.startswith("@"):
+                    self.bound_paths.add(sock.path)
+        events += self._notes(s, holders)
+        if self.tree:
+            self.targets -= self.tracker.gone
+        return events
+
+    def _say(self, key: str, text: str) -> list[Event]:
+        if key in self.said:
+            return []
+        self.said.add(key)
+        self.unseen.append(text)
+        return [Notice(text)]
+
+    def _notes(self, s: Scan, gpu_holders: list[int]) -> list[Event]:
+        out: list[Event] = []
+        if gpu_holders:
+            out += self._say("gpu-fd", UNSEEN["gpu-fd"]) + self._say("legacy", UNSEEN["legacy"])
+            if self.nvml is not None and self.nvml.error:
+                out += self._say("nvml-missing", self.nvml.error)
+            elif self.nvml is not None:
+                out += self._say("nvml", UNSEEN["nvml"])
+        if s.sockets.source != "sock_diag":
+            out += self._say("sockets", s.sockets.source)
+        if self.tracker.shares and self.tracker.shares.unavailable:
+            out += self._say("kcmp", f"kcmp(KCMP_FILE) {self.tracker.shares.unavailable}: shared open files "
+                             "cannot be proven here (same inode only)")
+        if len({p.pid_ns for p in s.alive().values() if p.pid_ns}) > 1:
+            out += self._say("pidns", UNSEEN["pidns"])
+        for p in s.alive().values():
+            if p.maps_error:
+                out += self._say(f"maps-{p.pid}", f"pid {p.pid}: shared-memory mappings unknown ({p.maps_error})")
+        return out
+
+    def snapshots(self) -> list[Event]:
+        """The fd tables and kcmp verdicts of the last scan, as the session's own events (for --once/--json)."""
+        if self.last is None:
+            return []
+        out: list[Event] = []
+        shares = self.tracker.shares
+        for pid, p in self.last.processes.items():
+            if p.error:
+                continue
+            rows = []
+            for fd, f in sorted(p.fds.items()):
+                opened = self.tracker.open_fds.get((pid, fd))
+                note = ""
+                if shares and shares.same_as(pid, fd):
+                    note = "≡ " + ", ".join(f"{q} fd {qfd}" for q, qfd in shares.same_as(pid, fd))
+                elif f.pidfd_of:
+                    note = f"pidfd of {f.pidfd_of}"
+                rows.append(FdRow(fd, f.target, f.kind, note, None, opened.how if opened else ""))
+            out.append(FdSnapshot(p.name, pid, "alive", rows))
+        for f in shares.files if shares else []:
+            if f.same_description and len(f.holders) >= 2:
+                a = f.holders[0]
+                for b in f.holders[1:]:
+                    if b.pid != a.pid:
+                        out.append(KcmpVerdict(a.pid, a.fd, b.pid, b.fd, True, f.proof,
+                                               self.tracker.names.get(b.pid, "process")))
+        return out
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            self.nvml.close()

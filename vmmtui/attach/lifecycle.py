@@ -1,0 +1,176 @@
+"""What changed between two scans: processes that came and went, fds that opened, arrived or closed.
+
+An fd is *arrived* when kcmp says it is the same open file description as an fd another process
+held before it appeared (or, for a memfd or /dev/shm file, when the same memory was held by another
+process before: the sender may have closed its copy already, as NCCL does). How it travelled is told
+only from evidence: the receiver holding a pidfd of the sender (pidfd_getfd), or a Unix socket
+joining them (SCM_RIGHTS). Nothing else is guessed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
+from vmmtui.attach.shares import Shares, find_shares
+from vmmtui.events import (
+    Event,
+    FdClosed,
+    FdHolder,
+    FdOpened,
+    GpuMemory,
+    ProcessGone,
+    ProcessSeen,
+    ProcessUnreadable,
+)
+
+Holder = tuple[int, int]
+
+
+@dataclass
+class Tracker:
+    """Follows a set of processes scan after scan and says what changed, as events."""
+
+    prev: Scan | None = None
+    shares: Shares | None = None
+    alive: dict[int, ProcessScan] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    gone: set[int] = field(default_factory=set)
+    #: every (pid, fd) open now, with how it came
+    open_fds: dict[Holder, FdOpened] = field(default_factory=dict)
+    #: pid -> the other pids it ever shared a file or memory with
+    peers: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+    timeline: dict[int, list[Event]] = field(default_factory=lambda: defaultdict(list))
+    said_unreadable: set[int] = field(default_factory=set)
+    shared_said: set[tuple] = field(default_factory=set)
+    pairs_said: set[frozenset] = field(default_factory=set)
+    gpu_said: dict[int, tuple] = field(default_factory=dict)
+    returncodes: dict[int, tuple[int | None, str | None]] = field(default_factory=dict)
+    #: pid -> the fds it still held at its last scan before it was gone
+    at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
+
+    def update(self, scan: Scan, gpu: dict[int, GpuMemory] | None = None) -> list[Event]:
+        shares = find_shares(scan)
+        out: list[Event] = []
+        for pid, p in scan.processes.items():
+            if p.error is None:
+                out += self._process(p, scan, shares)
+            elif p.gone and pid in self.alive:
+                out.append(self._gone(pid, scan.at))
+            elif not p.gone and pid not in self.said_unreadable:
+                self.said_unreadable.add(pid)
+                out.append(ProcessUnreadable(pid, p.error))
+            elif p.gone and pid in self.returncodes and pid not in self.gone:
+                self.gone.add(pid)
+                code, sig = self.returncodes[pid]
+                out.append(ProcessGone(pid, p.name or "?", scan.at, code, sig))
+            elif p.gone and pid not in self.gone and pid not in self.said_unreadable:
+                self.said_unreadable.add(pid)
+                self.gone.add(pid)
+                out.append(ProcessUnreadable(pid, "no such process (it does not exist or has exited)"))
+        for pid in [pid for pid in self.alive if pid not in scan.processes]:
+            out.append(self._gone(pid, scan.at))
+        for f in shares.files:
+            key = (f.dev, f.ino, tuple((h.pid, h.fd) for h in f.holders), tuple(f.mapped_by))
+            pids = {h.pid for h in f.holders} | set(f.mapped_by)
+            for pid in pids:
+                self.peers[pid] |= pids - {pid}
+            if key not in self.shared_said:
+                self.shared_said.add(key)
+                out.append(f)
+                for pid in pids:
+                    self.timeline[pid].append(f)
+        for pair in shares.pairs:
+            key = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
+            if key not in self.pairs_said:
+                self.pairs_said.add(key)
+                out.append(pair)
+        for pid, g in (gpu or {}).items():
+            sig = (tuple(sorted(g.used.items())), g.error)
+            if self.gpu_said.get(pid) != sig and (pid in self.alive):
+                self.gpu_said[pid] = sig
+                out.append(g)
+                self.timeline[pid].append(g)
+        self.prev, self.shares = scan, shares
+        return out
+
+    # -- one process -------------------------------------------------------------------------------
+    def _process(self, p: ProcessScan, scan: Scan, shares: Shares) -> list[Event]:
+        out: list[Event] = []
+        new = p.pid not in self.alive
+        if new:
+            self.names[p.pid] = p.name
+            e = ProcessSeen(p.pid, p.ppid, p.name, p.cmdline, p.uid, scan.at, p.pid_ns)
+            out.append(e)
+            self.timeline[p.pid].append(e)
+        before = {} if new else self.alive[p.pid].fds
+        for fd, f in p.fds.items():
+            old = before.get(fd)
+            if old is not None and old.key == f.key:
+                continue
+            if old is not None:
+                out.append(self._closed(p.pid, old, scan.at))
+            out.append(self._opened(p, f, scan, shares, first=new))
+        for fd, old in before.items():
+            if fd not in p.fds:
+                out.append(self._closed(p.pid, old, scan.at))
+        self.alive[p.pid] = p
+        return out
+
+    def _opened(self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool) -> FdOpened:
+        how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
+        others = shares.same_as(p.pid, f.fd)
+        prev = self.prev.processes if self.prev else {}
+        older = [o for o in others if o[0] in prev and o[1] in prev[o[0]].fds
+                 and prev[o[0]].fds[o[1]].key == f.key]
+        parent_same = [o for o in others if o[0] == p.ppid and o[1] == f.fd]  # fork and exec keep the number
+        if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
+            how, source = "inherited", FdHolder(*parent_same[0])
+        elif others and (older or not first):
+            how, source = "arrived", FdHolder(*(older or others)[0])
+            if not older:
+                via = "both fds appeared between two scans: which one travelled is not known"
+        elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:
+            was = self.shares.memory_holders.get(f.key, set()) - {p.pid}
+            if was:
+                q = min(was)
+                how, source = "arrived", FdHolder(q, -1)
+                via = (f"the same memory was held by pid {q} before; its fd is closed now, so kcmp cannot "
+                       "compare the open files")
+        if how == "arrived" and source is not None and not via:
+            via = self._evidence(p, source.pid, shares)
+        e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
+        self.open_fds[(p.pid, f.fd)] = e
+        self.timeline[p.pid].append(e)
+        return e
+
+    def _evidence(self, p: ProcessScan, src: int, shares: Shares) -> str:
+        pidfds = [f for f in p.fds.values() if f.pidfd_of == src]
+        if not pidfds and self.alive.get(p.pid):
+            pidfds = [f for f in self.alive[p.pid].fds.values() if f.pidfd_of == src]
+        if pidfds:
+            return f"pid {p.pid} holds a pidfd of pid {src} (fd {pidfds[0].fd}): pidfd_getfd"
+        for pair in shares.pairs:
+            ends = {(pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)}
+            if {e[0] for e in ends} == {p.pid, src}:
+                return f"a Unix {pair.type} socket joins them ({pair.path or 'unnamed'}): SCM_RIGHTS"
+        return "no pidfd or Unix socket between them was seen: how it travelled is not visible"
+
+    def _closed(self, pid: int, f: OpenFd, at: float) -> FdClosed:
+        self.open_fds.pop((pid, f.fd), None)
+        e = FdClosed(pid, f.fd, f.target, f.kind, at)
+        self.timeline[pid].append(e)
+        return e
+
+    def _gone(self, pid: int, at: float) -> ProcessGone:
+        p = self.alive.pop(pid)
+        self.gone.add(pid)
+        code, sig = self.returncodes.get(pid, (None, None))
+        e = ProcessGone(pid, p.name, at, code, sig)
+        self.timeline[pid].append(e)
+        mapped = {(m.dev, m.ino) for m in p.maps}
+        held = [self.open_fds.pop((pid, fd)) for fd in list(p.fds) if (pid, fd) in self.open_fds]
+        #: received fds neither mapped nor closed at the last scan: a mapped one was still in use
+        self.at_exit[pid] = [e for e in held if p.fds[e.fd].key not in mapped]
+        return e

@@ -1,0 +1,123 @@
+"""``vmmtui watch -- CMD``: start a command, follow its whole process tree, report when it ends.
+
+vmmtui becomes a child subreaper (prctl PR_SET_CHILD_SUBREAPER) so that processes whose parents
+exit stay in the tree (re-parented to vmmtui) and their exit codes are known. The tree is polled at
+``interval`` (default 0.1 s, at least 4 Hz). The exit code is the command's (128 + N for a signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from vmmtui.attach.follow import Follower
+from vmmtui.attach.leaks import leftover_files
+from vmmtui.events import Event, WatchFinished
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class CommandNotFound(Exception):
+    """The command could not be started: ``code`` is 127 (not found) or 126 (not executable)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Exit:
+    code: int | None
+    signal: str | None
+
+    @property
+    def status(self) -> int:
+        if self.signal:
+            return 128 + int(signal.Signals[self.signal])
+        return self.code or 0
+
+
+def _decode(status: int) -> Exit:
+    if os.WIFSIGNALED(status):
+        return Exit(None, signal.Signals(os.WTERMSIG(status)).name)
+    return Exit(os.WEXITSTATUS(status), None)
+
+
+class Watch:
+    """One watched command; iterate ``events()``; ``exit`` holds how the command ended."""
+
+    def __init__(self, command: list[str], interval: float = 0.1, linger: float = 2.0, nvml: bool = True) -> None:
+        self.command, self.interval, self.linger = command, min(interval, 0.25), linger
+        self.use_nvml = nvml
+        self.exit: Exit | None = None
+        self.proc: subprocess.Popen | None = None
+        self.follower: Follower | None = None
+        self.started_wall = time.time()
+
+    def start(self) -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        try:
+            self.proc = subprocess.Popen(self.command)
+        except FileNotFoundError:
+            raise CommandNotFound(f"command not found: {self.command[0]}", 127) from None
+        except PermissionError:
+            raise CommandNotFound(f"permission denied: {self.command[0]} is not executable", 126) from None
+        except OSError as exc:
+            raise CommandNotFound(f"cannot run {self.command[0]}: {exc.strerror}", 126) from None
+        self.follower = Follower({self.proc.pid}, tree=True, use_nvml=self.use_nvml)
+
+    def _reap(self) -> None:
+        assert self.proc is not None and self.follower is not None
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            ex = _decode(status)
+            self.follower.tracker.returncodes[pid] = (ex.code, ex.signal)
+            if pid == self.proc.pid:
+                self.exit = ex
+                self.proc.returncode = ex.status  # Popen must not wait for it again
+
+    def forward(self, signum: int) -> None:
+        """Pass a signal vmmtui received on to the command (a terminal's ^C reaches both anyway)."""
+        if self.proc is not None and self.exit is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signum)
+
+    def events(self, on_poll: Callable[[], None] | None = None) -> Iterator[Event]:
+        """Events until the command and every process of its tree have exited (stragglers: ``linger`` s)."""
+        assert self.follower is not None
+        f = self.follower
+        ended_at = None
+        while True:
+            self._reap()
+            yield from f.poll()
+            if on_poll:
+                on_poll()
+            if self.exit is not None:
+                ended_at = ended_at or time.monotonic()
+                if not f.tracker.alive and not [p for p in f.targets if os.path.exists(f"/proc/{p}")] \
+                        or time.monotonic() - ended_at > self.linger:
+                    break
+            time.sleep(self.interval)
+        yield from f.poll()
+        self._reap()
+        yield from f.snapshots()
+        live = {s.path for s in f.last.sockets.sockets.values()} if f.last else set()
+        for leak in leftover_files(self.started_wall, f.bound_paths, live, time.monotonic() - f.t0):
+            f.all_leaks.append(leak)
+            yield leak
+        shares = len(f.tracker.shared_said)
+        exit_ = self.exit or Exit(None, None)
+        yield WatchFinished(self.command, exit_.code, exit_.signal, len(f.tracker.names), shares,
+                            len(f.all_leaks), round(time.monotonic() - f.t0, 3), list(f.unseen))
+        f.close()

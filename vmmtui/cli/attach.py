@@ -1,0 +1,127 @@
+"""``vmmtui attach PID…|--all|--can A B``: the sharing of programs vmmtui did not start."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub) -> None:
+    a = sub.add_parser("attach", help="show the GPU memory, memfds, shm and fds that running processes share "
+                       "(Textual view; --once/--json headless; --can A B preflight)")
+    a.add_argument("pids", nargs="*", type=int, metavar="PID")
+    a.add_argument("--all", action="store_true", help="every process of this user (all as root) holding "
+                   "/dev/nvidia* fds, memfds or shared-memory mappings")
+    a.add_argument("--can", nargs=2, type=int, metavar=("A", "B"), help="can A hand B an allocation, and how?")
+    a.add_argument("--once", action="store_true", help="one scan, a report, and exit")
+    a.add_argument("--json", action="store_true", help="the event stream as JSON lines (with --once: one scan)")
+    a.add_argument("--leaks", action="store_true", help="also look for /dev/shm and socket files of dead owners")
+    a.add_argument("--duration", type=float, default=None, help="headless: follow for this many seconds")
+    a.add_argument("--screenshot", metavar="FILE", help="open the view headless, wait --duration (2 s), save an SVG")
+    a.set_defaults(func=cmd_attach)
+
+
+def _targets(args: argparse.Namespace) -> list[int] | None:
+    import os
+    import sys
+
+    from vmmtui.attach.scan import holders_of_memory
+
+    if args.all:
+        found = holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
+        if not found:
+            who = "any process" if os.geteuid() == 0 else "any process of yours"
+            print(f"vmmtui attach: no {'' if os.geteuid() == 0 else 'readable '}process holds /dev/nvidia* fds, "
+                  f"memfds or shared-memory mappings ({who} checked)", file=sys.stderr)
+        return found
+    if not args.pids:
+        print("vmmtui attach: give PIDs, --all or --can A B (see vmmtui attach --help)", file=sys.stderr)
+        return None
+    bad = [p for p in args.pids if p <= 0]
+    if bad:
+        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+        return None
+    return list(dict.fromkeys(args.pids))
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+    from vmmtui.console import print_json
+    from vmmtui.narration import attach_lines
+
+    if args.can:
+        from vmmtui.attach.preflight import preflight
+
+        checks = preflight(*args.can)
+        for c in checks:
+            if args.json:
+                print_json(c, sys.stdout)
+            else:
+                for line in attach_lines(c):
+                    _console().print(line)
+        if any(c.name == "processes" and c.ok is False for c in checks):
+            return EXIT_USAGE
+        return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
+    targets = _targets(args)
+    if targets is None:
+        return EXIT_USAGE
+    if not targets:
+        return EXIT_FAILED
+    if args.screenshot:
+        from vmmtui.tui.attach import save_screenshot
+
+        save_screenshot(targets, args.screenshot, args.duration or 2.0)
+        print(f"saved {args.screenshot}")
+        return EXIT_OK
+    if not (args.once or args.json or args.duration) and sys.stdout.isatty():
+        from vmmtui.tui.attach import AttachApp
+
+        AttachApp(targets).run()
+        return EXIT_OK
+    return _headless(args, targets, print_json, attach_lines, time)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _headless(args, targets, print_json, attach_lines, time) -> int:
+    import sys
+
+    from vmmtui.attach.follow import Follower
+    from vmmtui.attach.leaks import leftover_files
+    from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
+    from vmmtui.events import ProcessUnreadable
+
+    follower = Follower(set(targets))
+    console = _console()
+    out: list = []
+
+    def emit(events) -> None:
+        for e in events:
+            out.append(e)
+            if args.json:
+                print_json(e, sys.stdout)
+            else:
+                for line in attach_lines(e):
+                    console.print(line)
+
+    end = time.monotonic() + (args.duration or 0.0)
+    try:
+        while True:
+            emit(follower.poll())
+            if args.once or not follower.tracker.alive or (args.duration and time.monotonic() >= end):
+                break
+            time.sleep(0.25)
+        emit(follower.snapshots())
+        if args.leaks or args.once:
+            live = {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
+            emit(leftover_files(None, follower.bound_paths, live, time.monotonic() - follower.t0))
+    finally:
+        follower.close()
+    unreadable = {e.pid for e in out if isinstance(e, ProcessUnreadable)}
+    return EXIT_FAILED if unreadable >= set(targets) else EXIT_OK

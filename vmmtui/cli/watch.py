@@ -1,0 +1,74 @@
+"""``vmmtui watch -- CMD ARGS…``: run a command, follow its process tree, report on its sharing at exit."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from vmmtui.cli.options import EXIT_USAGE
+
+
+def add_parser(sub) -> None:
+    w = sub.add_parser("watch", help="run a command and follow the GPU memory, memfds, shm and fds its processes "
+                       "share; report at exit (exit code: the command's)")
+    w.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    w.add_argument("--quiet", "-q", action="store_true", help="print only the report at the end")
+    w.add_argument("--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)")
+    w.add_argument("--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process")
+    w.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    w.set_defaults(func=cmd_watch)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from vmmtui.attach.watch import CommandNotFound, Watch
+    from vmmtui.console import print_json
+    from vmmtui.events import (
+        FdClosed,
+        FdOpened,
+        FdSnapshot,
+        KcmpVerdict,
+        Leak,
+        ProcessGone,
+        ProcessSeen,
+        WatchFinished,
+    )
+    from vmmtui.narration import attach_lines
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        print("vmmtui watch: give a command after --, e.g. vmmtui watch -- python3 app.py", file=sys.stderr)
+        return EXIT_USAGE
+    if args.interval <= 0:
+        print("vmmtui watch: --interval must be greater than 0", file=sys.stderr)
+        return EXIT_USAGE
+    watch = Watch(command, interval=args.interval, nvml=not args.no_nvml)
+    try:
+        watch.start()
+    except CommandNotFound as exc:
+        print(f"vmmtui watch: {exc}", file=sys.stderr)
+        return exc.code
+    from rich.console import Console
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the command decides when to end
+        signal.signal(signum, lambda s, _f: watch.forward(s))
+    console = Console(highlight=False, soft_wrap=True)
+    report: list = []
+    routine = (ProcessSeen, ProcessGone, FdOpened, FdClosed)
+    for e in watch.events():
+        if args.json:
+            print_json(e, sys.stdout)
+            continue
+        if isinstance(e, (FdSnapshot | KcmpVerdict, Leak | WatchFinished)):
+            report.append(e)
+            continue
+        if args.quiet and isinstance(e, routine):
+            continue
+        for line in attach_lines(e):
+            console.print(line)
+    if not args.json:
+        console.rule("vmmtui watch: report")
+        for e in report:
+            for line in attach_lines(e):
+                console.print(line)
+    return watch.exit.status if watch.exit else 1
