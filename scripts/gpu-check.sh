@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|wire|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|wire|gallery|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -72,6 +72,11 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/screenshots.py --backend cuda --mechanism legacy --moments kcmp,verified --prefix cuda-legacy --out "$out"
     step python3 scripts/screenshots.py --backend cuda --consumers 4 --direction consumer-writes --moments verified --prefix cuda-consumers4 --out "$out"
     step python3 -m vmmtui bench --backend cuda --out "$out/bench" --name "bench-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')-$(date -u +%F)"
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = gallery ]; then  # GALLERY=multi on the 2-GPU kind; the files land in $OUT/gallery
+    step bash scripts/make-gallery.sh "${GALLERY:-single}"
+    step python3 scripts/replay-bench.py --backend cuda --out "$out/replay-bench-cuda.json"
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = attach ]; then

@@ -32,6 +32,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--screenshots", metavar="DIR", help="save an SVG screenshot after every step into DIR")
     p.add_argument("--transcript", metavar="FILE", help="write every event to FILE (.md for Markdown, .jsonl for JSON lines)")
     p.add_argument("--stable", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--record", metavar="FILE", help="write the session as a recording (.jsonl or .jsonl.gz) "
+                   "for `vmmtui replay FILE`")
+    p.add_argument("--cast", metavar="FILE.cast", help="write the screen as an asciinema v2 recording")
     p.set_defaults(func=cmd_app)
 
 
@@ -69,20 +72,32 @@ def screenshots_problem(path: str) -> str | None:
     return None
 
 
+def record_problem(path: str) -> str | None:
+    """Why FILE cannot take a recording (--record), with the fix; None when it can."""
+    problem = transcript_problem(path)
+    return problem.replace("--transcript", "--record", 1) if problem else None
+
+
 def refuse(line: str) -> int:
     print(f"vmmtui: {line}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    for value, check in ((args.transcript, transcript_problem), (args.screenshots, screenshots_problem)):
+    for value, check in ((args.transcript, transcript_problem), (args.screenshots, screenshots_problem),
+                         (args.record, record_problem)):
         problem = value and check(value)
         if problem:
             return refuse(problem)
     from vmmtui.backends import choose
 
     probing: Future = ThreadPoolExecutor(1, thread_name_prefix="probe").submit(choose, args.backend, args.device)
-    from vmmtui.tui.app import InspectorApp  # imported while the probe runs
+    if args.record and args.backend != "memfd":  # the recording's header names the driver and the device
+        from vmmtui.record.recording import cuda_identity
+
+        ThreadPoolExecutor(1, thread_name_prefix="identity").submit(cuda_identity, args.device)
+    # imported while the probe runs: the app, with step back, --record and --cast
+    from vmmtui.tui.history import LiveInspector
 
     choice = None
     if probing.done() or args.backend == "memfd":
@@ -91,8 +106,9 @@ def cmd_app(args: argparse.Namespace) -> int:
         if refused:
             return refuse(refused)
     try:
-        app = InspectorApp(config_from(args), choice, probing=probing, autoplay=args.autoplay, pace=args.pace,
-                           screenshots=args.screenshots, transcript=args.transcript, stable=args.stable)
+        app = LiveInspector(config_from(args), choice, probing=probing, autoplay=args.autoplay, pace=args.pace,
+                            screenshots=args.screenshots, transcript=args.transcript, stable=args.stable,
+                            record=args.record, cast=args.cast)
     except OSError as exc:  # the transcript went away since it was checked
         return refuse(f"--transcript {args.transcript}: cannot write ({exc.strerror})")
     app.run()

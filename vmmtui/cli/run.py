@@ -21,6 +21,8 @@ def add_parser(sub) -> None:
     session_options(run)
     run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     run.add_argument("--verbose", "-v", action="store_true", help="also print every driver/system call")
+    run.add_argument("--record", metavar="FILE",
+                     help="also write the session as a recording (.jsonl or .jsonl.gz) for `vmmtui replay FILE`")
     run.add_argument("--list-scenarios", action="store_true", help="list the failure scenarios, one line each, and exit")
     run.set_defaults(func=cmd_run)
 
@@ -46,8 +48,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if choice is None:
         return EXIT_USAGE
     printer = LogPrinter(verbose=args.verbose)
+    recorder = None
+    if args.record:
+        from vmmtui.record import RecordingError
+        from vmmtui.record.recording import start_recording
+
+        try:
+            recorder = start_recording(args.record, config_from(args), choice.name, choice.reason)
+        except RecordingError as exc:
+            print(f"vmmtui: {exc}", file=sys.stderr)
+            return EXIT_USAGE
 
     def emit(e) -> None:
+        if recorder is not None:
+            recorder.write(e)
         if args.json:
             print_json(e, sys.stdout)
         else:
@@ -69,6 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         for e in session.close():
             emit(e)
+        if recorder is not None:
+            recorder.close()
     ending = session.closed_event
     clean = ending is not None and ending.clean
     if interrupted is not None:

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Serve vmmtui with `vmmtui serve`, open the page in a real headless Chromium, wait until the
+terminal shows TEXT (read from what the page's websocket received), save a PNG screenshot.
+
+    python scripts/browser-screenshot.py --out screenshots/browser-replay.png -- replay cpu-memfd-1mib
+
+Chromium is driven through its DevTools protocol (aiohttp, which textual-serve already needs).
+Exit 0 when the page showed TEXT and the PNG was written; 1 otherwise; 2 when Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+#: the terminal's text where xterm.js keeps it in the DOM (its canvas renderers do not: then the
+#: websocket frames are read instead)
+READ_TERMINAL = """(() => {
+  const rows = document.querySelectorAll('.xterm-rows > div');
+  if (rows.length) return Array.from(rows).map(r => r.textContent).join('\\n');
+  const a = document.querySelector('.xterm-accessibility-tree');
+  return a ? a.textContent : '';
+})()"""
+
+
+def chromium() -> str | None:
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+async def shoot(devtools: int, url: str, out: Path, text: str, timeout: float, size: tuple[int, int]) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        for _ in range(100):
+            try:
+                async with http.get(f"http://127.0.0.1:{devtools}/json/list") as r:
+                    pages = [p for p in await r.json() if p.get("type") == "page"]
+                if pages:
+                    break
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+        async with http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+            ids = iter(range(1, 1 << 30))
+
+            received: list[str] = []  # what the page's websocket got from vmmtui: the terminal's output
+
+            async def call(method: str, **params):
+                n = next(ids)
+                await ws.send_str(json.dumps({"id": n, "method": method, "params": params}))
+                async for msg in ws:
+                    data = json.loads(msg.data)
+                    if data.get("method") == "Network.webSocketFrameReceived":
+                        frame = data["params"]["response"]
+                        payload = frame.get("payloadData", "")
+                        if frame.get("opcode") == 2:
+                            payload = base64.b64decode(payload).decode("utf-8", "replace")
+                        received.append(payload)
+                    if data.get("id") == n:
+                        return data.get("result", {})
+                raise RuntimeError("DevTools closed the connection")
+
+            await call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1], deviceScaleFactor=1,
+                       mobile=False)
+            await call("Network.enable")
+            await call("Page.navigate", url=url)
+            deadline = time.monotonic() + timeout
+            seen = ""
+            while time.monotonic() < deadline:
+                res = await call("Runtime.evaluate", expression=READ_TERMINAL, returnByValue=True)
+                seen = (res.get("result", {}).get("value") or "") + "".join(received)
+                if text in seen:
+                    await asyncio.sleep(1.0)  # the last paint of the frame
+                    break
+                await asyncio.sleep(0.25)
+            shot = await call("Page.captureScreenshot", format="png")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(base64.b64decode(shot["data"]))
+            return seen
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("screenshots/browser-replay.png"))
+    p.add_argument("--text", default="REPLAY", help="wait until the terminal shows this")
+    p.add_argument("--timeout", type=float, default=40.0)
+    p.add_argument("--size", default="1600x1000", help="the page's size in CSS pixels")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="vmmtui serve's arguments (after --)")
+    a = p.parse_args()
+    browser = chromium()
+    if browser is None:
+        print("chromium not found: apt-get install -y chromium", file=sys.stderr)
+        return 2
+    args = [x for x in a.args if x != "--"] or ["replay", "cpu-memfd-1mib"]
+    port, devtools = free_port(), free_port()
+    size = tuple(int(v) for v in a.size.split("x"))
+    serve = subprocess.Popen([sys.executable, "-m", "vmmtui", "serve", "--port", str(port), *args],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    profile = tempfile.mkdtemp(prefix="vmmtui-chromium-")
+    chrome = None
+    try:
+        if not wait_port(port, 20):
+            print(f"vmmtui serve did not listen: {serve.stderr.read().decode() if serve.poll() is not None else ''}",
+                  file=sys.stderr)
+            return 1
+        chrome = subprocess.Popen([browser, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={devtools}",
+                                   f"--window-size={size[0]},{size[1]}", "about:blank"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        if not wait_port(devtools, 30):
+            print("chromium did not open its DevTools port", file=sys.stderr)
+            return 1
+        seen = asyncio.run(shoot(devtools, f"http://localhost:{port}", a.out, a.text, a.timeout, size))
+        print(f"{len(seen)} characters of terminal output read from the page", file=sys.stderr)
+        ok = a.text in seen and a.out.stat().st_size > 0
+        print(f"{'ok' if ok else 'NOT SEEN'}: {a.text!r} in the page; screenshot {a.out}", file=sys.stderr)
+        return 0 if ok else 1
+    finally:
+        for proc in (chrome, serve):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

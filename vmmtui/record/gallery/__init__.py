@@ -1,0 +1,91 @@
+"""The gallery: real recordings shipped inside vmmtui (``*.jsonl.gz`` beside this file).
+
+``vmmtui replay --list`` shows them; ``vmmtui replay NAME`` opens one by its name or a prefix of it
+(``h100-vmm`` opens the smallest of the ``h100-vmm-*`` recordings). Made on the GPU machines by
+``scripts/make-gallery.sh``. No Textual here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from vmmtui.record.recording import MAGIC, Header, RecordingError, read
+
+HERE = Path(__file__).resolve().parent
+SUFFIXES = (".jsonl.gz", ".jsonl")
+
+
+@dataclass
+class Entry:
+    name: str
+    path: Path
+    header: Header
+
+    @property
+    def size(self) -> int:
+        return int(self.header.options.get("size", 0) or 0)
+
+
+def _stem(path: Path) -> str:
+    for suffix in SUFFIXES:
+        if path.name.endswith(suffix):
+            return path.name[: -len(suffix)]
+    return path.stem
+
+
+def _header_of(path: Path) -> Header:
+    """The first line only: listing the gallery does not read every event."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        first = json.loads(f.readline())
+    from vmmtui.codec import decode
+
+    return decode(Header, {k: v for k, v in first.items() if k != MAGIC})
+
+
+def entries(folder: Path = HERE) -> list[Entry]:
+    found = []
+    for path in sorted(folder.iterdir()):
+        if path.name.endswith(SUFFIXES):
+            try:
+                found.append(Entry(_stem(path), path, _header_of(path)))
+            except (OSError, ValueError, KeyError):
+                continue  # a broken gallery file is skipped in the listing; opening it says why
+    return found
+
+
+def listing(folder: Path = HERE) -> str:
+    rows = entries(folder)
+    if not rows:
+        return "the gallery is empty"
+    width = max(len(e.name) for e in rows)
+    lines = []
+    for e in rows:
+        h = e.header
+        lines.append(f"{e.name:<{width}}  {h.title or h.backend}  ·  {h.where}  ·  {h.when}")
+    return "\n".join(lines)
+
+
+def find(name: str, folder: Path = HERE) -> Path | None:
+    """The gallery file called ``name`` or, failing that, the smallest one whose name starts with it."""
+    rows = entries(folder)
+    for e in rows:
+        if e.name == name:
+            return e.path
+    matches = sorted((e for e in rows if e.name.startswith(name)), key=lambda e: (e.size, e.name))
+    return matches[0].path if matches else None
+
+
+def resolve(arg: str, folder: Path = HERE):
+    """A path on disk, else a gallery name: the Recording, or RecordingError saying what exists."""
+    path = Path(arg)
+    if path.exists() or "/" in arg or arg.endswith(SUFFIXES):
+        return read(path)
+    found = find(arg, folder)
+    if found is None:
+        names = ", ".join(e.name for e in entries(folder)) or "none"
+        raise RecordingError(f"{arg}: no such file, and no gallery recording of that name (gallery: {names})")
+    return read(found)

@@ -1,0 +1,296 @@
+"""A recording: one header line, then the session's event stream as JSON lines (``Event.to_json``).
+
+The events are exactly what ``vmmtui run --json`` prints; the header says which machine, driver,
+device, backend and options made them, so a replay needs nothing of the original machine. Fd
+tables are kept only when they changed since the last one kept for that worker (the inspector
+reads them 4 times a second; most reads repeat the last). ``.gz`` files are read and written
+through gzip. No Textual here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import gzip
+import json
+import os
+import platform
+import socket
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from vmmtui import __version__
+from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.config import SessionConfig
+from vmmtui.events import VERSION, Event, EventFormatError, FdSnapshot, KcmpVerdict
+
+#: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
+#: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
+#: between steps
+FORMAT = 2
+#: what a recording of an older format lacks, said when it is read
+LACKS = {
+    1: "format 1 (a bare event stream, as `vmmtui run --json` prints): no header, so the machine, "
+       "driver, date and options are unknown, and fd tables only as read after each step",
+}
+MAGIC = "vmmtui-recording"
+
+
+class RecordingError(ValueError):
+    """The file cannot be replayed; the message is one line naming the file (and the line)."""
+
+
+@dataclass
+class Machine:
+    hostname: str = ""
+    kernel: str = ""
+    cpu: str = ""
+
+    @classmethod
+    def here(cls) -> Machine:
+        return cls(socket.gethostname(), f"{platform.system()} {platform.release()} {platform.machine()}",
+                   cpu_model())
+
+
+@dataclass
+class Header:
+    """Where and how the events were made: enough to say what a replay shows."""
+
+    format: int = FORMAT
+    events_version: int = VERSION
+    vmmtui_version: str = __version__
+    #: ISO 8601 with the UTC offset, when the recording started
+    date: str = ""
+    machine: Machine = field(default_factory=Machine)
+    #: e.g. "CUDA 13.0 (driver API 13000)"; "" on memfd
+    driver: str = ""
+    #: e.g. "NVIDIA H100 80GB HBM3" or "CPU memory (memfd)"
+    device: str = ""
+    backend: str = ""
+    #: why that backend (the session's one-line reason)
+    reason: str = ""
+    #: every option of the session (SessionConfig's fields)
+    options: dict[str, Any] = field(default_factory=dict)
+    #: a short description ("VMM, 1 MiB, producer writes"), for the gallery listing
+    title: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps({MAGIC: FORMAT, **encode(self)}, ensure_ascii=False, separators=(",", ":"))
+
+    @property
+    def when(self) -> str:
+        """The date as people read it: ``2026-11-22 14:03``."""
+        try:
+            return datetime.datetime.fromisoformat(self.date).strftime("%Y-%m-%d %H:%M")
+        except ValueError:
+            return self.date or "unknown date"
+
+    @property
+    def where(self) -> str:
+        """``NVIDIA H100 80GB HBM3 on gpu-host`` (or the backend when the device is unknown)."""
+        what = self.device or self.backend or "unknown device"
+        return f"{what} on {self.machine.hostname}" if self.machine.hostname else what
+
+    def config(self) -> SessionConfig | None:
+        """The options as a SessionConfig (None when they are missing or from another vmmtui)."""
+        try:
+            return decode(SessionConfig, self.options)
+        except DecodeError:
+            return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def make_header(config: SessionConfig, backend: str, reason: str, driver: str = "", device: str = "",
+                title: str = "") -> Header:
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    return Header(date=now, machine=Machine.here(), driver=driver, device=device, backend=backend, reason=reason,
+                  options=asdict(config), title=title)
+
+
+@functools.cache
+def cuda_identity(device: int) -> tuple[str, str]:
+    """(driver, device name) from the capability probe (a throw-away process): for the header.
+    Cached: the inspector asks before it starts, so that its first recorded event does not wait."""
+    from vmmtui.backends.probe import probe
+
+    info = probe()
+    v = info.get("driver_version")
+    driver = f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else ""
+    devices = info.get("devices") or []
+    name = devices[device]["name"] if device < len(devices) else ""
+    return driver, name
+
+
+def describe(config: SessionConfig) -> str:
+    """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
+    from vmmtui.sizes import format_size
+
+    n = config.consumers
+    parts = [str(config.mechanism), format_size(config.size), f"{n} consumer{'s' if n > 1 else ''}",
+             str(config.direction)]
+    if config.devices:
+        parts.append("GPUs " + ",".join(map(str, config.devices)))
+    if config.scenario:
+        parts.append(f"scenario {config.scenario}")
+    return " · ".join(parts)
+
+
+def start_recording(path: str | Path, config: SessionConfig, backend: str, reason: str) -> Recorder:
+    """A Recorder with this machine's header; RecordingError (one line) when FILE cannot be written."""
+    driver, device = cuda_identity(config.device) if backend == "cuda" else ("", "CPU memory (memfd)")
+    header = make_header(config, backend, reason, driver, device, describe(config))
+    try:
+        return Recorder(path, header)
+    except OSError as exc:
+        raise RecordingError(f"cannot write the recording {path}: {exc.strerror or exc}; "
+                             "choose a writable --record FILE") from None
+
+
+def _open(path: Path, mode: str) -> IO[str]:
+    if path.suffix == ".gz":
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+
+
+class Recorder:
+    """Writes the header, then each event as one JSON line, leaving out fd tables and kcmp verdicts
+    that repeat the last one kept (the live refresh reads the same table many times)."""
+
+    def __init__(self, path: str | Path, header: Header):
+        self.path = Path(path)
+        self.file = _open(self.path, "w")
+        self.file.write(header.to_json() + "\n")
+        self.last: dict[tuple[str, str], Any] = {}
+        self.written = 0
+        self.skipped = 0
+
+    def write(self, event: Event) -> None:
+        key = self._key(event)
+        if key is not None:
+            body = encode(event)
+            if self.last.get(key) == body:
+                self.skipped += 1
+                return
+            self.last[key] = body
+        self.file.write(event.to_json() + "\n")
+        self.written += 1
+
+    def write_all(self, events: list[Event]) -> None:
+        for e in events:
+            self.write(e)
+        self.file.flush()
+
+    @staticmethod
+    def _key(event: Event) -> tuple[str, str] | None:
+        if isinstance(event, FdSnapshot):
+            return ("fds", event.role)
+        if isinstance(event, KcmpVerdict):
+            return ("kcmp", event.consumer)
+        return None
+
+    def close(self) -> None:
+        if not self.file.closed:
+            self.file.close()
+
+
+@dataclass
+class Recording:
+    """A recording read back: its header, its events, and what it lacks (older formats)."""
+
+    header: Header
+    events: list[Event]
+    path: str = ""
+    #: a sentence on what an older format lacks; "" for the current one
+    note: str = ""
+
+
+def read(path: str | Path) -> Recording:
+    """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot."""
+    path = Path(path)
+    name = str(path)
+    try:
+        with _open(path, "r") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        raise RecordingError(f"{name}: no such file (`vmmtui replay --list` shows the gallery)") from None
+    except IsADirectoryError:
+        raise RecordingError(f"{name} is a directory, not a recording") from None
+    except PermissionError:
+        raise RecordingError(f"{name}: permission denied") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip: bad magic, truncated stream
+        raise RecordingError(f"{name} is not a readable recording ({exc}); record one with "
+                             "`vmmtui --record FILE`") from None
+    except UnicodeDecodeError:
+        raise RecordingError(f"{name} is not a recording (binary data); record one with "
+                             "`vmmtui --record FILE`") from None
+    complete = lines[-1] == ""
+    if complete:
+        lines.pop()
+    if not lines:
+        raise RecordingError(f"{name} is empty: not a recording")
+    first = _first_line(name, lines[0])
+    if MAGIC in first:
+        header = _header(name, first)
+        body, start, note = lines[1:], 2, ""
+    else:
+        header, body, start, note = Header(format=1), lines, 1, LACKS[1]
+    events: list[Event] = []
+    for number, line in enumerate(body, start):
+        if not line.strip():
+            continue
+        try:
+            events.append(Event.from_json(line))
+        except EventFormatError as exc:
+            last = number == start + len(body) - 1
+            why = "cut short (truncated)" if last and not complete else f"corrupt: {exc}"
+            raise RecordingError(f"{name} line {number}: {why}; the recording cannot be replayed") from None
+    if not events:
+        raise RecordingError(f"{name} has a header but no events: the recording was cut before the session started")
+    if note == "" and header.format < FORMAT:
+        note = LACKS.get(header.format, f"format {header.format}")
+    return Recording(header, events, name, note)
+
+
+def _first_line(name: str, line: str) -> dict:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not (MAGIC in data or "event" in data):
+        raise RecordingError(f"{name} is not a vmmtui recording (line 1 is neither a recording header nor an "
+                             "event); record one with `vmmtui --record FILE`")
+    return data
+
+
+def _header(name: str, data: dict) -> Header:
+    fmt = data.get(MAGIC)
+    if not isinstance(fmt, int):
+        raise RecordingError(f"{name} line 1: corrupt header (format {fmt!r})")
+    if fmt > FORMAT:
+        raise RecordingError(f"{name} is recording format {fmt}, made by a newer vmmtui; this one reads up to "
+                             f"{FORMAT}: upgrade vmmtui (pip install -U vmmtui)")
+    body = {k: v for k, v in data.items() if k != MAGIC}
+    try:
+        header = decode(Header, body, "header")
+    except DecodeError as exc:
+        raise RecordingError(f"{name} line 1: corrupt header ({exc})") from None
+    if header.events_version != VERSION:
+        raise RecordingError(f"{name} holds events of version {header.events_version}; this vmmtui reads "
+                             f"version {VERSION}: replay it with the vmmtui {header.vmmtui_version} that made it")
+    return header
+
+
+def size_on_disk(path: str | Path) -> int:
+    return os.stat(path).st_size

@@ -1,0 +1,132 @@
+"""A session's events cut into frames: the start, one frame per step of the plan, and the close.
+
+A frame is a prefix of the events: the panels "as of step N" are what the events up to frame N's
+end draw. Replay and the live inspector's step back both rebuild the panels from a prefix, so
+this is the one place that knows where a step's events end. A step's events run from its
+``StepStarted`` to the next one (its StepDone, the fd tables read after it, kcmp, a failure,
+the ending); the close (cleanup reports, exits, ``SessionClosed``) is a frame of its own.
+No Textual here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vmmtui.events import (
+    Event,
+    FdSnapshot,
+    KcmpVerdict,
+    Notice,
+    ScenarioOutcome,
+    SessionClosed,
+    SessionFailed,
+    SessionFinished,
+    SessionStarted,
+    StepDone,
+    StepStarted,
+    WorkerExited,
+)
+
+#: what a step emits after its StepDone; anything else after the last step belongs to the close
+_STEP_TAIL = (FdSnapshot, KcmpVerdict)
+_ENDING = (SessionFinished, SessionFailed, ScenarioOutcome)
+
+
+@dataclass
+class Frame:
+    """The panels just after ``steps`` steps of the plan (0: just started)."""
+
+    #: events[:end] draw this frame
+    end: int
+    #: how many steps of the plan had run (the "N" of "as of step N")
+    steps: int
+    label: str
+    #: (role, step) that runs next, None once the plan has stopped
+    next_step: tuple[str, str] | None
+    finished: bool = False
+    failed: bool = False
+    closing: bool = False
+
+
+class Timeline:
+    """Frames over a list of events, recomputed as events are added (the live inspector adds them)."""
+
+    def __init__(self, events: list[Event] | None = None):
+        self.events: list[Event] = []
+        self.frames: list[Frame] = []
+        self.plan: list[tuple[str, str]] = []
+        #: index of the first event of the close (events from there on are the session's close)
+        self.closing_from: int | None = None
+        self.extend(events or [])
+
+    def extend(self, events: list[Event]) -> None:
+        self.events.extend(events)
+        self._cut()
+
+    def _cut(self) -> None:
+        ev = self.events
+        starts, seen = [], set()  # each step begins at its StepStarted (or, lacking one, its StepDone)
+        for i, e in enumerate(ev):
+            if isinstance(e, StepStarted | StepDone) and e.index >= 0 and e.index not in seen:
+                seen.add(e.index)
+                starts.append(i)
+        for e in ev:
+            if isinstance(e, SessionStarted):
+                self.plan = list(e.plan)
+                break
+        # the close: the first cleanup report, exit, notice or SessionClosed after the last step's events
+        last_step = max([i for i, e in enumerate(ev) if isinstance(e, (StepStarted, *_ENDING))
+                         or (isinstance(e, StepDone) and e.index >= 0)], default=-1)
+        closing = None
+        if any(isinstance(e, SessionClosed) for e in ev[last_step + 1:]):
+            closing = next(i for i in range(last_step + 1, len(ev)) if not isinstance(ev[i], _STEP_TAIL))
+        self.closing_from = closing
+        bounds = [*starts, closing if closing is not None else len(ev)]
+        frames = [self._frame(0, bounds[0], 0)]
+        for k, start in enumerate(starts):
+            frames.append(self._frame(start, bounds[k + 1], ev[start].index + 1))
+        if closing is not None:
+            last = frames[-1]
+            frames.append(Frame(len(ev), last.steps, "closed", None, last.finished, last.failed, True))
+        self.frames = frames
+
+    def _frame(self, start: int, end: int, steps: int) -> Frame:
+        failed = any(isinstance(e, SessionFailed) for e in self.events[:end])
+        finished = not failed and bool(self.plan) and steps >= len(self.plan)
+        nxt = None if failed or steps >= len(self.plan) else self.plan[steps]
+        if steps == 0:
+            return Frame(end, 0, "start", nxt)
+        first = self.events[start]
+        label = f"step {steps}: {first.role} · {first.step}"
+        if any(isinstance(e, SessionFailed) for e in self.events[start:end]):
+            label += " (failed)"
+        return Frame(end, steps, label, nxt, finished, failed)
+
+    # -- lookups -----------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def frame_of_step(self, steps: int) -> int:
+        """The index of the last frame with ``steps`` steps done (clamped to the frames there are)."""
+        best = 0
+        for i, f in enumerate(self.frames):
+            if f.steps <= steps and not f.closing:
+                best = i
+        return best
+
+    def is_closing(self, index: int) -> bool:
+        """Whether the event at ``index`` is part of the session's close (exits are no news then)."""
+        return self.closing_from is not None and index >= self.closing_from
+
+    def exits(self) -> list[WorkerExited]:
+        return [e for e in self.events if isinstance(e, WorkerExited)]
+
+    def notices(self) -> list[Notice]:
+        return [e for e in self.events if isinstance(e, Notice)]
+
+    def started(self) -> SessionStarted | None:
+        return next((e for e in self.events if isinstance(e, SessionStarted)), None)
+
+    def verified(self) -> bool | None:
+        done = next((e for e in self.events if isinstance(e, SessionFinished)), None)
+        return None if done is None else done.verified
