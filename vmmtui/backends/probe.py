@@ -12,14 +12,33 @@ import subprocess
 import sys
 from typing import Any
 
+RTLD_LAZY = 1
+
 
 def driver_library() -> str | None:
-    """None when libcuda.so.1 loads, else why not (dlopen only: no device files are opened)."""
+    """None when libcuda.so.1 loads, else why not (dlopen only: no device files are opened).
+
+    Called through libc rather than ``ctypes.CDLL``, which holds the GIL while the dynamic loader
+    maps the driver's large library: the inspector probes in a thread while Textual loads, and a
+    foreign call lets that thread go on. Lazy binding: only whether it loads matters here."""
     try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        return "libcuda.so.1 not found" if "cannot open" in str(exc) else f"libcuda.so.1 did not load: {exc}"
+        libc = ctypes.CDLL(None)
+        libc.dlopen.restype = ctypes.c_void_p
+        libc.dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        libc.dlerror.restype = ctypes.c_char_p
+    except (OSError, AttributeError):  # no dlopen to call: the way that holds the GIL
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            return why_not_loaded(str(exc))
+        return None
+    if not libc.dlopen(b"libcuda.so.1", RTLD_LAZY):  # kept loaded, as CDLL would
+        return why_not_loaded((libc.dlerror() or b"unknown error").decode(errors="replace"))
     return None
+
+
+def why_not_loaded(error: str) -> str:
+    return "libcuda.so.1 not found" if "cannot open" in error else f"libcuda.so.1 did not load: {error}"
 
 
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
