@@ -249,3 +249,33 @@ def test_keep_received_fd_flag_leaves_the_fd_open_and_declared(tmp_path):
             proc.stdout.close()
         pch.close()
         cch.close()
+
+
+def mapped_files(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as f:
+        return f.read()
+
+
+def test_hello_comes_before_the_backend_is_imported_and_quit_does_not_import_it(tmp_path):
+    """The hello is on the start-up clock: numpy (and, for cuda, cuda.bindings) load in the init step.
+
+    Read from /proc/PID/maps: numpy's C core is a shared object the worker maps once imported. After
+    the hello the worker waits for a command, so what is mapped then is what the hello waited for."""
+    p, ch = launch("producer", str(tmp_path / "s.sock"))
+    try:
+        assert "_multiarray_umath" not in mapped_files(p.pid)
+        ch.send({"cmd": "step", "step": "init", "args": {}})
+        report = decode_report(ch.receive(timeout=30)["report"])
+        assert report.ok and report.state.backend_label.startswith("memfd"), report.failure
+        assert "_multiarray_umath" in mapped_files(p.pid)  # the probe can fail: numpy loads at init
+    finally:
+        ch.send({"cmd": "quit"})
+        p.wait(timeout=10)
+    q, qch = launch("consumer", str(tmp_path / "t.sock"))
+    try:
+        qch.send({"cmd": "step", "step": "cleanup", "args": {}})  # a session closed before init
+        report = decode_report(qch.receive(timeout=30)["report"])
+        assert report.ok and "_multiarray_umath" not in mapped_files(q.pid), report.failure
+    finally:
+        qch.send({"cmd": "quit"})
+        assert q.wait(timeout=10) == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vmmtui.backends.base import Backend, Call, CallLog, DeviceInfo
+from vmmtui.backends.labels import LABELS
 
 NAMES = ("auto", "cuda", "memfd")
 
@@ -97,4 +98,4 @@ def cuda_unusable(info: dict, device: int) -> str | None:
     return None
 
 
-__all__ = ["Backend", "Call", "CallLog", "Choice", "DeviceInfo", "NAMES", "choose", "create", "cuda_unusable"]
+__all__ = ["Backend", "Call", "CallLog", "Choice", "DeviceInfo", "LABELS", "NAMES", "choose", "create", "cuda_unusable"]

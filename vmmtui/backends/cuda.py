@@ -13,10 +13,11 @@ import numpy as np
 
 from vmmtui.backends.base import Backend, Call, DeviceInfo, SizeCheck
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
+from vmmtui.backends.labels import LABELS
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
 
-LABEL = "cuda (GPU memory through the CUDA VMM driver API)"
+LABEL = LABELS["cuda"]
 
 
 class CudaBackend(Backend):

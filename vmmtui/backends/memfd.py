@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from vmmtui.backends.base import Backend, DeviceInfo, SizeCheck
+from vmmtui.backends.labels import LABELS
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
 
@@ -45,7 +46,7 @@ def seal_names(seals: int) -> str:
     return "|".join(name for bit, name in sorted(SEAL_NAMES.items()) if seals & bit) or "none"
 
 
-LABEL = "memfd (CPU memory, the analogue of XPMEM make/get/attach; not GPU memory)"
+LABEL = LABELS["memfd"]
 
 
 def _oserror(call: str) -> StepError:

@@ -5,21 +5,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
+import select
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from typing import Any
+
+RTLD_LAZY = 1
 
 
 def driver_library() -> str | None:
-    """None when libcuda.so.1 loads, else why not (dlopen only: no device files are opened)."""
+    """None when libcuda.so.1 loads, else why not (dlopen only: no device files are opened).
+
+    Called through libc rather than ``ctypes.CDLL``, which holds the GIL while the dynamic loader
+    maps the driver's large library: the inspector probes in a thread while Textual loads, and a
+    foreign call lets that thread go on. Lazy binding: only whether it loads matters here."""
     try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        return "libcuda.so.1 not found" if "cannot open" in str(exc) else f"libcuda.so.1 did not load: {exc}"
+        libc = ctypes.CDLL(None)
+        libc.dlopen.restype = ctypes.c_void_p
+        libc.dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        libc.dlerror.restype = ctypes.c_char_p
+    except (OSError, AttributeError):  # no dlopen to call: the way that holds the GIL
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            return why_not_loaded(str(exc))
+        return None
+    if not libc.dlopen(b"libcuda.so.1", RTLD_LAZY):  # kept loaded, as CDLL would
+        return why_not_loaded((libc.dlerror() or b"unknown error").decode(errors="replace"))
     return None
+
+
+def why_not_loaded(error: str) -> str:
+    return "libcuda.so.1 not found" if "cannot open" in error else f"libcuda.so.1 did not load: {error}"
 
 
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
@@ -58,7 +82,8 @@ def _try_fabric(cu, ok, index: int) -> str:
     return cu.CUresult(err).name
 
 
-def _collect() -> dict[str, Any]:
+def _collect(retained: list) -> dict[str, Any]:
+    """What the driver says of every device; each retained context's release goes into ``retained``."""
     from cuda.bindings import driver as cu
 
     def ok(res):
@@ -102,6 +127,7 @@ def _collect() -> dict[str, Any]:
             d["granularity_min"] = int(ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
             d["granularity_rec"] = int(ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)))
         ctx = ok(cu.cuDevicePrimaryCtxRetain(dev))
+        retained.append(lambda dev=dev: cu.cuDevicePrimaryCtxRelease(dev))
         ok(cu.cuCtxSetCurrent(ctx))
         free, total = ok(cu.cuMemGetInfo())
         d["mem_free"], d["mem_total"] = int(free), int(total)
@@ -111,7 +137,6 @@ def _collect() -> dict[str, Any]:
             from vmmtui.backends.kernel_image import try_load
 
             d["kernels_error"], d["kernels"] = try_load("sm_" + d["compute_capability"].replace(".", ""))
-        ok(cu.cuDevicePrimaryCtxRelease(dev))
         devices.append(d)
     out["devices"] = devices
     return out
@@ -122,22 +147,54 @@ def probe(timeout: float = 60.0) -> dict[str, Any]:
     missing = driver_library()
     if missing:
         return {"driver": False, "error": f"no NVIDIA driver ({missing})", "devices": []}
-    try:
-        res = subprocess.run([sys.executable, "-m", "vmmtui.backends.probe"], capture_output=True, text=True,
-                             timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"driver": True, "error": f"the CUDA probe did not finish within {timeout:.0f} s", "devices": []}
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
-    if res.returncode != 0 or not lines:
-        tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
+    return first_json_line([sys.executable, "-m", "vmmtui.backends.probe"], timeout)
+
+
+def first_json_line(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run the probe and return its JSON line as soon as it is printed; the process is reaped in the
+    background (a daemon thread), so its driver teardown is not on the start-up path."""
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        line, out, ended = None, b"", False
+        try:
+            while line is None and not ended:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+                    proc.kill()
+                    proc.wait()
+                    return {"driver": True, "error": f"the CUDA probe did not finish within {timeout:.0f} s",
+                            "devices": []}
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                out += chunk
+                ended = not chunk
+                lines = out.split(b"\n") if ended else out.split(b"\n")[:-1]  # whole lines only
+                line = next((ln for ln in lines if ln.startswith(b"{")), None)
+        finally:
+            proc.stdout.close()
+        if line is not None:
+            threading.Thread(target=proc.wait, name="probe-reaper", daemon=True).start()
+            return json.loads(line)
+        proc.wait()
+        err.seek(0)
+        tail = (err.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
         return {"driver": True, "error": f"the CUDA probe failed: {tail}", "devices": []}
-    return json.loads(lines[-1])
+
+
+def _main() -> None:
+    """Print the JSON line first, then release the contexts and exit: the caller reads the line and
+    goes on while this process tears the driver down (tens to hundreds of ms on a GPU box)."""
+    retained: list = []
+    try:
+        result = _collect(retained)
+    except Exception as exc:  # report, never traceback: the caller parses one line
+        result = {"driver": True, "error": f"{type(exc).__name__}: {exc}", "devices": []}
+    print(json.dumps(result), flush=True)
+    for release in retained:
+        with contextlib.suppress(Exception):
+            release()
+    sys.exit(0)
 
 
 if __name__ == "__main__":
-    try:
-        result = _collect()
-    except Exception as exc:  # report, never traceback: the caller parses one line
-        result = {"driver": True, "error": f"{type(exc).__name__}: {exc}", "devices": []}
-    print(json.dumps(result))
-    sys.exit(0)
+    _main()

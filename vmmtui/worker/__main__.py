@@ -53,7 +53,8 @@ def serve(worker: Worker, control: LineChannel) -> int:
     from vmmtui.codec import encode
     from vmmtui.protocol import Hello, ProtocolError
 
-    hello = Hello(worker.role, os.getpid(), worker.steps, worker.backend.name, worker.backend.label,
+    # before the backend is imported (numpy, cuda.bindings: about 0.3 s); the init step loads it
+    hello = Hello(worker.role, os.getpid(), worker.steps, worker.cfg.backend, worker.backend_label,
                   worker.book.held())
     control.send({"type": "hello", **encode(hello)})
     while True:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.backends import DeviceInfo
+from vmmtui.backends import LABELS, Backend, CallLog, DeviceInfo
 from vmmtui.backends import create as create_backend
 from vmmtui.config import Mechanism, WorkerConfig
 from vmmtui.state import StepReport, WorkerState
@@ -74,11 +74,15 @@ class Worker:
         if self.flags - FLAGS:
             raise ValueError(f"unknown worker flag(s) {', '.join(sorted(self.flags - FLAGS))}: "
                              f"known are {', '.join(sorted(FLAGS))}")
-        self.backend = create_backend(config.backend)
+        if config.backend not in LABELS:
+            raise ValueError(f"unknown backend {config.backend!r}: choose one of {', '.join(sorted(LABELS))}")
+        #: the calls made, kept from the start: the backend (numpy, cuda.bindings) is imported at init
+        self.calls = CallLog()
+        self._backend: Backend | None = None
         self.sharing: Sharing = LegacySharing() if config.mechanism == Mechanism.LEGACY else VmmSharing()
         self.steps = role_steps(self.role, build_plan(config.mechanism, config.consumers, config.direction))
         self.done: list[str] = []
-        self.book = FdBook(self.backend.calls)
+        self.book = FdBook(self.calls)
         self.state = WorkerState(self.role, os.getpid(), config.backend, config.mechanism, config.direction,
                                  config.size, config.socket_path, verify_on=config.verify)
         self.control_fd = control_fd
@@ -96,6 +100,21 @@ class Worker:
         self._log: list[str] = []
         if control_fd is not None:
             self.book.hold(control_fd, "control", "control channel to the session (socketpair)", report=False)
+
+    @property
+    def backend(self) -> Backend:
+        """Made on first use (the init step): the hello goes out before numpy and the driver's bindings load."""
+        if self._backend is None:
+            self._backend = create_backend(self.cfg.backend, self.calls)
+        return self._backend
+
+    @property
+    def backend_loaded(self) -> bool:
+        return self._backend is not None
+
+    @property
+    def backend_label(self) -> str:
+        return LABELS[self.cfg.backend]
 
     def say(self, line: str) -> None:
         """One line of the seed's log, as the original demo prints it."""
@@ -139,12 +158,12 @@ class Worker:
             self._log.append(f"ERROR {fail.one_line()}")
         opened, closed = self.book.take()
         report = StepReport(self.role, name, fail is None, time.perf_counter_ns() - t0, copy.deepcopy(self.state),
-                            self.backend.calls.take(), self._log, opened, closed, self.book.held(), fail)
+                            self.calls.take(), self._log, opened, closed, self.book.held(), fail)
         self._log = []
         return report
 
     def release_all(self) -> None:
         """Last-chance cleanup at exit; errors are swallowed because the process is ending anyway."""
-        if "cleanup" not in self.done:
+        if "cleanup" not in self.done and self.backend_loaded:  # no backend yet: nothing held
             with contextlib.suppress(Exception):
                 memory.cleanup(self)

@@ -109,9 +109,10 @@ def cleanup(w: Worker) -> None:
             listener, w.listener = w.listener, None
             w.book.close_socket(listener, "listener")
             with contextlib.suppress(FileNotFoundError):
-                w.backend.calls.timed("unlink", {"path": w.cfg.socket_path},
-                                      lambda: os.unlink(w.cfg.socket_path), lambda _: "0")
-    attempt(w.backend.shutdown)
+                w.calls.timed("unlink", {"path": w.cfg.socket_path},
+                          lambda: os.unlink(w.cfg.socket_path), lambda _: "0")
+    if w.backend_loaded:  # a worker that never ran init has no backend to shut down (and need not import it)
+        attempt(w.backend.shutdown)
     w.state.mapping.handle, w.state.mapping.va, w.state.mapping.size = None, None, 0
     w.state.exported_fd = w.state.received_fd = None
     if errors:
