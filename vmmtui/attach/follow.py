@@ -44,6 +44,7 @@ class Follower:
     bound_paths: set[str] = field(default_factory=set)
     all_leaks: list = field(default_factory=list)
     shared_history: list = field(default_factory=list)  # every SharedFile said, oldest first
+    gpu_holders: dict[int, bool] = field(default_factory=dict)  # pid -> holds a /dev/nvidia* fd
 
     def poll(self) -> list[Event]:
         if self.tree:
@@ -53,7 +54,11 @@ class Follower:
         s = scan(self.targets, self.t0, self.last)
         self.last = s
         gpu = None
-        holders = [pid for pid, p in s.alive().items() if any(f.kind == "gpu" for f in p.fds.values())]
+        alive = s.alive()
+        for pid, p in alive.items():
+            if p.fresh or pid not in self.gpu_holders:
+                self.gpu_holders[pid] = any(f.kind == "gpu" for f in p.fds.values())
+        holders = [pid for pid in alive if self.gpu_holders.get(pid)]
         if holders and self.use_nvml:
             if self.nvml is None:
                 self.nvml = Nvml.open()
@@ -65,7 +70,9 @@ class Follower:
         events += self.leaks.during(self.tracker, gpu, s.at)
         self.all_leaks += [e for e in events if type(e).__name__ == "Leak"]
         self.shared_history += [e for e in events if type(e).__name__ == "SharedFile"]
-        for p in s.alive().values():
+        for p in alive.values():
+            if not p.fresh:
+                continue  # carried over: its sockets were looked at when it was read
             for f in p.fds.values():
                 sock = s.sockets.sockets.get(f.ino) if f.kind == "socket" else None
                 if sock and sock.path and not sock.path.startswith("@"):
