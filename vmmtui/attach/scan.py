@@ -12,8 +12,11 @@ CPU time and timeslices); when that is unchanged since the last scan and the pro
 right now, its fds and mappings are carried over instead of re-read. What this cannot see, and why it
 is bounded: another process installing an fd into it (seccomp ``ADDFD``, a ``CLONE_FILES`` sharer that
 is not one of its threads), or a thread running without a scheduler tick (``nohz_full``) so its
-runtime lags. Every process is therefore read in full every ``REFRESH_POLLS`` scans anyway (2 s at
-4 Hz), staggered by pid. A re-read fd is never trusted by its name: two memfds (or a driver fd and an
+runtime lags. Every process is therefore read in full every ``REFRESH_POLLS`` scans anyway (5 s at
+4 Hz), staggered by pid; where that read finds exactly what was carried (same fds, inodes and
+mappings) the process stays carried over, and its kcmp verdicts are not asked again: an fd swapped
+for another open file of the same inode while the process itself did not run is the one change
+that goes unseen until the process runs. A re-read fd is never trusted by its name: two memfds (or a driver fd and an
 exported VMM allocation) read alike, so each fd of a kind attach shows is stat()ed for its inode.
 Only those are stat()ed: a stat follows the link to the file, and a file on a hung network mount
 would hang the scan (readlink does not touch the file).
@@ -31,7 +34,7 @@ from vmmtui.attach.sockets import SocketTable, read_sockets
 #: kinds of fd the attach view shows; everything else is counted only
 KINDS = ("gpu", "memfd", "shm", "dmabuf", "socket", "pidfd")
 #: every process is read in full at least once per this many scans, whatever its runtime says
-REFRESH_POLLS = 8
+REFRESH_POLLS = 20
 #: kinds whose files hold memory (what "sharing" means here); sockets are shared too but carry fds
 MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
 
@@ -299,6 +302,11 @@ def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None 
             for fd in [fd for fd, f in p.fds.items() if f.kind == "socket" and f.ino not in sockets.sockets]:
                 del p.fds[fd]
                 p.other_fds += 1
+    for pid, p in procs.items():  # a refresh that found what was carried: carried, for what follows
+        old = before.get(pid)
+        if (p.fresh and p.error is None and old is not None and old.error is None and p.ran is not None
+                and p.ran == old.ran and p.fds == old.fds and p.maps == old.maps and p.other_fds == old.other_fds):
+            p.fds, p.maps, p.fresh = old.fds, old.maps, False
     end = time.monotonic()
     return Scan(end - (t0 if t0 is not None else start), procs, sockets, end - start, number)
 

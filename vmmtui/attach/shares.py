@@ -133,6 +133,14 @@ def _redo(key: Key, members: dict[Holder, OpenFd], mapped: set[int], ix: Index, 
           suspects: set[int], at: float, before: dict[tuple, SharedFile]) -> None:
     """One inode's holders, mappers and shared files, worked out again (``before``: last scan's files
     by run, kept as they were where the run and its mappers are unchanged)."""
+    if len(members) == 1 and not mapped:  # held by one fd of one process: nothing shared
+        (pid, _), f = next(iter(members.items()))
+        ix.groups.pop(key, None)
+        if f.kind in MEMORY_KINDS and f.kind != "gpu":
+            shares.memory_holders[key] = {pid}
+        else:
+            shares.memory_holders.pop(key, None)
+        return
     pids = {pid for pid, _ in members}
     first = next(iter(members.values()), None)
     kind, target = (first.kind, first.target) if first else ("", "")
