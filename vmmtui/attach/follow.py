@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from vmmtui.attach.leaks import LeakFinder
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.nvml import Nvml
-from vmmtui.attach.scan import Scan, children, scan
+from vmmtui.attach.scan import REFRESH_POLLS, Scan, children, scan
 from vmmtui.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
 
 #: what /proc, kcmp and NVML cannot show, said once when it applies
@@ -34,6 +34,7 @@ class Follower:
     targets: set[int]
     tree: bool = False
     use_nvml: bool = True
+    refresh_polls: int = REFRESH_POLLS  # every process read in full at least once per this many polls
     t0: float = field(default_factory=time.monotonic)
     tracker: Tracker = field(default_factory=Tracker)
     leaks: LeakFinder = field(default_factory=LeakFinder)
@@ -51,7 +52,7 @@ class Follower:
             for pid in list(self.targets):
                 if pid not in self.tracker.gone:
                     self.targets.update(children(pid))
-        s = scan(self.targets, self.t0, self.last)
+        s = scan(self.targets, self.t0, self.last, self.refresh_polls)
         self.last = s
         gpu = None
         alive = s.alive()

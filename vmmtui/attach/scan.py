@@ -303,7 +303,7 @@ def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None 
                 del p.fds[fd]
                 p.other_fds += 1
     for pid, p in procs.items():  # a refresh that found what was carried: carried, for what follows
-        old = before.get(pid)
+        old = before.get(pid) if refresh_polls > 1 else None
         if (p.fresh and p.error is None and old is not None and old.error is None and p.ran is not None
                 and p.ran == old.ran and p.fds == old.fds and p.maps == old.maps and p.other_fds == old.other_fds):
             p.fds, p.maps, p.fresh = old.fds, old.maps, False
