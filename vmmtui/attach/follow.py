@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from vmmtui.attach.leaks import LeakFinder
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.nvml import Nvml
-from vmmtui.attach.scan import Scan, children, scan
+from vmmtui.attach.scan import REFRESH_POLLS, Scan, children, scan
 from vmmtui.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
 
 #: what /proc, kcmp and NVML cannot show, said once when it applies
@@ -34,6 +34,7 @@ class Follower:
     targets: set[int]
     tree: bool = False
     use_nvml: bool = True
+    refresh_polls: int = REFRESH_POLLS  # every process read in full at least once per this many polls
     t0: float = field(default_factory=time.monotonic)
     tracker: Tracker = field(default_factory=Tracker)
     leaks: LeakFinder = field(default_factory=LeakFinder)
@@ -44,16 +45,21 @@ class Follower:
     bound_paths: set[str] = field(default_factory=set)
     all_leaks: list = field(default_factory=list)
     shared_history: list = field(default_factory=list)  # every SharedFile said, oldest first
+    gpu_holders: dict[int, bool] = field(default_factory=dict)  # pid -> holds a /dev/nvidia* fd
 
     def poll(self) -> list[Event]:
         if self.tree:
             for pid in list(self.targets):
                 if pid not in self.tracker.gone:
                     self.targets.update(children(pid))
-        s = scan(self.targets, self.t0, self.last)
+        s = scan(self.targets, self.t0, self.last, self.refresh_polls)
         self.last = s
         gpu = None
-        holders = [pid for pid, p in s.alive().items() if any(f.kind == "gpu" for f in p.fds.values())]
+        alive = s.alive()
+        for pid, p in alive.items():
+            if p.fresh or pid not in self.gpu_holders:
+                self.gpu_holders[pid] = any(f.kind == "gpu" for f in p.fds.values())
+        holders = [pid for pid in alive if self.gpu_holders.get(pid)]
         if holders and self.use_nvml:
             if self.nvml is None:
                 self.nvml = Nvml.open()
@@ -65,7 +71,9 @@ class Follower:
         events += self.leaks.during(self.tracker, gpu, s.at)
         self.all_leaks += [e for e in events if type(e).__name__ == "Leak"]
         self.shared_history += [e for e in events if type(e).__name__ == "SharedFile"]
-        for p in s.alive().values():
+        for p in alive.values():
+            if not p.fresh:
+                continue  # carried over: its sockets were looked at when it was read
             for f in p.fds.values():
                 sock = s.sockets.sockets.get(f.ino) if f.kind == "socket" else None
                 if sock and sock.path and not sock.path.startswith("@"):

@@ -35,7 +35,7 @@ class LeakFinder:
     def during(self, t: Tracker, gpu: dict[int, GpuMemory] | None, at: float) -> list[Leak]:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
-        for (pid, fd), e in list(t.open_fds.items()):
+        for (pid, fd), e in list(t.received.items()):  # only fds that came from another process
             if e.kind not in MEMORY_KINDS or pid not in t.alive or e.how not in ("arrived", "inherited"):
                 continue  # a process's own allocation is not leaked by its peers' exit
             peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())

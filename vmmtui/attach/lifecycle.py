@@ -23,6 +23,7 @@ from vmmtui.events import (
     ProcessGone,
     ProcessSeen,
     ProcessUnreadable,
+    SharedFile,
 )
 
 Holder = tuple[int, int]
@@ -47,11 +48,15 @@ class Tracker:
     pairs_said: set[frozenset] = field(default_factory=set)
     gpu_said: dict[int, tuple] = field(default_factory=dict)
     returncodes: dict[int, tuple[int | None, str | None]] = field(default_factory=dict)
+    #: the shared files of the last scan, by id (kept alive here, so an id is never reused meanwhile)
+    files_seen: dict[int, SharedFile] = field(default_factory=dict)
+    #: (pid, fd) open now that came from another process (arrived or inherited): what leaks look at
+    received: dict[Holder, FdOpened] = field(default_factory=dict)
     #: pid -> the fds it still held at its last scan before it was gone
     at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
 
     def update(self, scan: Scan, gpu: dict[int, GpuMemory] | None = None) -> list[Event]:
-        shares = find_shares(scan)
+        shares = find_shares(scan, self.shares)
         out: list[Event] = []
         for pid, p in scan.processes.items():
             if p.error is None:
@@ -71,7 +76,10 @@ class Tracker:
                 out.append(ProcessUnreadable(pid, "no such process (it does not exist or has exited)"))
         for pid in [pid for pid in self.alive if pid not in scan.processes]:
             out.append(self._gone(pid, scan.at))
+        files_before, self.files_seen = self.files_seen, {id(f): f for f in shares.files}
         for f in shares.files:
+            if files_before.get(id(f)) is f:
+                continue  # the same answer as last scan (shares keeps it): said, and its peers noted
             key = (f.dev, f.ino, tuple((h.pid, h.fd) for h in f.holders), tuple(f.mapped_by))
             pids = {h.pid for h in f.holders} | set(f.mapped_by)
             for pid in pids:
@@ -105,6 +113,9 @@ class Tracker:
             out.append(e)
             self.timeline[p.pid].append(e)
         before = {} if new else self.alive[p.pid].fds
+        if before is p.fds:  # carried over by the scan: the process did not run, nothing changed
+            self.alive[p.pid] = p
+            return out
         for fd, f in p.fds.items():
             old = before.get(fd)
             if old is not None and old.key == f.key:
@@ -142,6 +153,8 @@ class Tracker:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
         self.open_fds[(p.pid, f.fd)] = e
+        if how in ("arrived", "inherited"):
+            self.received[(p.pid, f.fd)] = e
         self.timeline[p.pid].append(e)
         return e
 
@@ -159,6 +172,7 @@ class Tracker:
 
     def _closed(self, pid: int, f: OpenFd, at: float) -> FdClosed:
         self.open_fds.pop((pid, f.fd), None)
+        self.received.pop((pid, f.fd), None)
         e = FdClosed(pid, f.fd, f.target, f.kind, at)
         self.timeline[pid].append(e)
         return e
@@ -171,6 +185,8 @@ class Tracker:
         self.timeline[pid].append(e)
         mapped = {(m.dev, m.ino) for m in p.maps}
         held = [self.open_fds.pop((pid, fd)) for fd in list(p.fds) if (pid, fd) in self.open_fds]
+        for fd in p.fds:
+            self.received.pop((pid, fd), None)
         #: received fds neither mapped nor closed at the last scan: a mapped one was still in use
         self.at_exit[pid] = [e for e in held if p.fds[e.fd].key not in mapped]
         return e

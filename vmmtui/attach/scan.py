@@ -5,6 +5,21 @@ Per process: fds on ``/dev/nvidia*`` (driver fds and exported VMM allocations re
 ``sock_diag``), pidfds (with the process they name, from fdinfo), and the ``/dev/shm`` and memfd
 mappings of ``/proc/PID/maps``. A process that is gone or unreadable gets an ``error`` and the scan
 goes on. Nothing here guesses: what /proc does not say is left empty.
+
+Only what can have changed is read again. A process changes its own fd table and mappings only by
+running, so each scan first reads what its threads have run (``/proc/PID/task/*/schedstat``: ns of
+CPU time and timeslices); when that is unchanged since the last scan and the process is not running
+right now, its fds and mappings are carried over instead of re-read. What this cannot see, and why it
+is bounded: another process installing an fd into it (seccomp ``ADDFD``, a ``CLONE_FILES`` sharer that
+is not one of its threads), or a thread running without a scheduler tick (``nohz_full``) so its
+runtime lags. Every process is therefore read in full every ``REFRESH_POLLS`` scans anyway (5 s at
+4 Hz), staggered by pid; where that read finds exactly what was carried (same fds, inodes and
+mappings) the process stays carried over, and its kcmp verdicts are not asked again: an fd swapped
+for another open file of the same inode while the process itself did not run is the one change
+that goes unseen until the process runs. A re-read fd is never trusted by its name: two memfds (or a driver fd and an
+exported VMM allocation) read alike, so each fd of a kind attach shows is stat()ed for its inode.
+Only those are stat()ed: a stat follows the link to the file, and a file on a hung network mount
+would hang the scan (readlink does not touch the file).
 """
 
 from __future__ import annotations
@@ -18,6 +33,8 @@ from vmmtui.attach.sockets import SocketTable, read_sockets
 
 #: kinds of fd the attach view shows; everything else is counted only
 KINDS = ("gpu", "memfd", "shm", "dmabuf", "socket", "pidfd")
+#: every process is read in full at least once per this many scans, whatever its runtime says
+REFRESH_POLLS = 20
 #: kinds whose files hold memory (what "sharing" means here); sockets are shared too but carry fds
 MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
 
@@ -73,6 +90,10 @@ class ProcessScan:
     maps: list[Mapping] = field(default_factory=list)
     cmdline: str = ""
     maps_error: str | None = None  # /proc/PID/maps refused: mappings unknown, fds still shown
+    #: what its threads had run when this scan began (None: the kernel does not say, or running now)
+    ran: bytes | None = None
+    #: fds and maps read in this scan (False: carried over from the last, as the process did not run)
+    fresh: bool = True
     #: "gone" or "no permission: …"; fds then stay empty
     error: str | None = None
 
@@ -90,6 +111,11 @@ class Scan:
     processes: dict[int, ProcessScan]
     sockets: SocketTable
     seconds: float = 0.0  # how long the scan took
+    number: int = 0  # scans of this set so far, counting from 0
+
+    def fresh(self) -> int:
+        """How many processes had their fds re-read in this scan (the rest did not run since the last)."""
+        return sum(1 for p in self.processes.values() if p.error is None and p.fresh)
 
     def alive(self) -> dict[int, ProcessScan]:
         return {p: s for p, s in self.processes.items() if s.error is None}
@@ -106,12 +132,39 @@ def _refusal(exc: OSError, what: str) -> str:
     return f"no permission: {what}: {errno.errorcode.get(exc.errno or 0, exc.errno)} ({exc.strerror})"
 
 
-def _stat_line(pid: int) -> tuple[int, str, str]:
-    """(ppid, name, state) from /proc/PID/stat; the name may hold spaces and parentheses."""
+def _stat_line(pid: int) -> tuple[int, str, str, int]:
+    """(ppid, name, state, threads) from /proc/PID/stat; the name may hold spaces and parentheses."""
     text = _read(f"/proc/{pid}/stat")
     name = text[text.index("(") + 1:text.rindex(")")]
     rest = text[text.rindex(")") + 2:].split()
-    return int(rest[1]), name, rest[0]
+    return int(rest[1]), name, rest[0], int(rest[17])
+
+
+def _readb(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _runtime(pid: int, state: str, threads: int) -> bytes | None:
+    """What every thread of ``pid`` has run (schedstat: ns, wait, timeslices); None where unknown.
+
+    A thread that is running right now has a runtime that lags until the next tick, so a running
+    process (its main thread in R) gets None, as does a kernel without schedstat (``0 0 0``).
+    """
+    if state == "R":
+        return None
+    try:
+        if threads <= 1:
+            sig = _readb(f"/proc/{pid}/schedstat")
+        else:
+            parts = []
+            for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+                parts.append(tid.encode())
+                parts.append(_readb(f"/proc/{pid}/task/{tid}/schedstat"))
+            sig = b" ".join(parts)
+    except OSError:
+        return None
+    return None if sig.startswith(b"0 0 0") else sig
 
 
 def _maps(pid: int) -> list[Mapping]:
@@ -132,18 +185,17 @@ def _maps(pid: int) -> list[Mapping]:
     return list(found.values())
 
 
-def scan_process(pid: int, known: dict[int, OpenFd] | None = None) -> ProcessScan:
+def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True) -> ProcessScan:
     """One process's fds and mappings; ``error`` when it is gone or not ours to read.
 
-    ``known`` (the last scan's fds of this process) spares the stat of an fd whose number and target
-    did not change: an fd closed and reopened onto a file of the same name between two scans reads
-    as unchanged (it would be missed anyway when it happens within one scan interval).
+    With ``prev`` (the last scan of this process) and ``refresh`` False, a process whose threads have
+    not run since ``prev`` keeps ``prev``'s fds and mappings (``fresh`` False): it cannot have changed
+    them itself. Otherwise every fd is read again and every fd of a kind shown is stat()ed, so an fd
+    closed and reopened onto another file of the same name is seen.
     """
     p = ProcessScan(pid)
     try:
-        p.ppid, p.name, state = _stat_line(pid)
-        st = os.stat(f"/proc/{pid}")
-        p.uid = st.st_uid
+        p.ppid, p.name, state, threads = _stat_line(pid)
     except OSError as exc:
         p.error = _refusal(exc, f"/proc/{pid}/stat")
         return p
@@ -153,6 +205,16 @@ def scan_process(pid: int, known: dict[int, OpenFd] | None = None) -> ProcessSca
     if state in ("Z", "X"):
         p.error = "gone"
         return p
+    p.ran = _runtime(pid, state, threads)
+    if (prev is not None and not refresh and prev.error is None and p.ran is not None and p.ran == prev.ran):
+        p.uid, p.pid_ns, p.cmdline = prev.uid, prev.pid_ns, prev.cmdline
+        p.fds, p.other_fds, p.maps, p.maps_error, p.fresh = prev.fds, prev.other_fds, prev.maps, prev.maps_error, False
+        return p
+    try:
+        p.uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError as exc:
+        p.error = _refusal(exc, f"/proc/{pid}")
+        return p
     try:
         p.cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
         p.pid_ns = os.stat(f"/proc/{pid}/ns/pid").st_ino
@@ -160,40 +222,17 @@ def scan_process(pid: int, known: dict[int, OpenFd] | None = None) -> ProcessSca
         pass
     base = f"/proc/{pid}/fd"
     try:
-        names = os.listdir(base)
+        dirfd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         p.error = _refusal(exc, base)
         return p
-    for name in names:
-        try:
-            target = os.readlink(f"{base}/{name}")
-        except OSError:
-            continue  # closed while we looked
-        kind = kind_of(target)
-        if kind is None:
-            p.other_fds += 1
-            continue
-        fd = int(name)
-        old = known.get(fd) if known else None
-        if old is not None and old.target == target:
-            p.fds[fd] = old
-            continue
-        if kind == "socket":
-            p.fds[fd] = OpenFd(fd, target, kind, 0, int(target[8:-1]))
-            continue
-        try:
-            st = os.stat(f"{base}/{name}")
-        except OSError:
-            continue
-        pidfd_of = None
-        if kind == "pidfd":
-            try:
-                for line in _read(f"/proc/{pid}/fdinfo/{fd}").splitlines():
-                    if line.startswith("Pid:"):
-                        pidfd_of = int(line.split()[1])
-            except (OSError, ValueError):
-                pass
-        p.fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of)
+    try:
+        _read_fds(p, dirfd, prev.fds if prev is not None and prev.error is None else {})
+    except OSError as exc:
+        p.error = _refusal(exc, base)
+        return p
+    finally:
+        os.close(dirfd)
     try:
         p.maps = _maps(pid)
     except OSError as exc:
@@ -201,19 +240,75 @@ def scan_process(pid: int, known: dict[int, OpenFd] | None = None) -> ProcessSca
     return p
 
 
-def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None = None) -> Scan:
-    """One scan of ``pids`` and of this network namespace's Unix sockets; ``at`` counts from ``t0``."""
+def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
+    """Every fd of ``p`` by readlink (relative to its /proc/PID/fd), stat()ing only the kinds shown."""
+    readlink, stat = os.readlink, os.stat
+    fds, other = p.fds, 0
+    for name in os.listdir(dirfd):
+        try:
+            target = readlink(name, dir_fd=dirfd)
+        except OSError:
+            continue  # closed while we looked
+        kind = kind_of(target)
+        if kind is None:
+            other += 1
+            continue
+        fd = int(name)
+        if kind == "socket":
+            fds[fd] = OpenFd(fd, target, kind, 0, int(target[8:-1]))
+            continue
+        try:
+            st = stat(name, dir_fd=dirfd)
+        except OSError:
+            continue
+        pidfd_of = None
+        if kind == "pidfd":
+            old = before.get(fd)
+            if old is not None and old.kind == "pidfd" and old.key == (st.st_dev, st.st_ino) and st.st_ino > 1:
+                pidfd_of = old.pidfd_of  # pidfs gives each process its own inode: the same one, the same process
+            else:
+                pidfd_of = _pidfd_target(p.pid, fd)
+        fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of)
+    p.other_fds = other
+
+
+def _pidfd_target(pid: int, fd: int) -> int | None:
+    try:
+        for line in _read(f"/proc/{pid}/fdinfo/{fd}").splitlines():
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None = None,
+         refresh_polls: int = REFRESH_POLLS) -> Scan:
+    """One scan of ``pids`` and of this network namespace's Unix sockets; ``at`` counts from ``t0``.
+
+    With ``prev``, processes that did not run since are carried over (see the module's docstring);
+    each is read in full once per ``refresh_polls`` scans, staggered by pid (1: every scan, no carrying).
+    """
     start = time.monotonic()
     before = prev.processes if prev else {}
-    procs = {pid: scan_process(pid, before[pid].fds if pid in before else None) for pid in sorted(pids)}
+    number = prev.number + 1 if prev else 0
+    procs = {pid: scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0)
+             for pid in sorted(pids)}
     sockets = read_sockets()
-    for p in procs.values():  # a socket fd that is not a Unix socket (TCP, netlink) is not ours to show
-        for fd in [fd for fd, f in p.fds.items() if f.kind == "socket" and f.ino not in sockets.sockets]:
-            if sockets.sockets:
+    if sockets.sockets:
+        for p in procs.values():  # a socket fd that is not a Unix socket (TCP, netlink) is not ours to show
+            if not p.fresh:
+                continue  # filtered when it was read
+            for fd in [fd for fd, f in p.fds.items() if f.kind == "socket" and f.ino not in sockets.sockets]:
                 del p.fds[fd]
                 p.other_fds += 1
+    for pid, p in procs.items():  # a refresh that found what was carried: carried, for what follows
+        old = before.get(pid) if refresh_polls > 1 else None
+        if (p.fresh and p.error is None and old is not None and old.error is None and p.ran is not None
+                and p.ran == old.ran and p.fds == old.fds and p.maps == old.maps and p.other_fds == old.other_fds):
+            p.fds, p.maps, p.fresh = old.fds, old.maps, False
     end = time.monotonic()
-    return Scan(end - (t0 if t0 is not None else start), procs, sockets, end - start)
+    return Scan(end - (t0 if t0 is not None else start), procs, sockets, end - start, number)
 
 
 def children(pid: int) -> list[int]:

@@ -4,19 +4,67 @@ Fds are grouped by (device, inode) first (an exported VMM fd reads ``/dev/nvidia
 driver control fd, so the inode alone proves nothing), then each group that spans two processes is
 sorted with kcmp(KCMP_FILE) as the comparator: O(n log n) calls, and equal fds (one open file
 description) end up next to each other. kcmp refused: the group says "unavailable" with the errno.
+
+Scan after scan only what can have changed is worked out again: the index of holders by inode is
+kept (``Index``) and updated for the processes whose fds or mappings were re-read; only the inodes
+they touch are grouped, compared (``kcmpsort.update_group``) and described again; the others keep
+last scan's answer, which still holds since none of their holders ran.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cmp_to_key
 
-from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, Scan
+from vmmtui.attach.kcmpsort import Group, Holder, runs_of, sort_group, update_group
+from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
 from vmmtui.events import FdHolder, SharedFile, SocketPair
-from vmmtui.fdtable import KcmpUnavailable, kcmp_order
+from vmmtui.fdtable import KcmpUnavailable
 
-Holder = tuple[int, int]  # (pid, fd)
+Key = tuple[int, int]  # (dev, ino)
+
+
+@dataclass
+class Index:
+    """Holders by inode as of the last scan, and last scan's answer per inode; handed on scan to scan."""
+
+    fds_of: dict[int, dict[int, OpenFd]] = field(default_factory=dict)  # pid -> the fds dict indexed
+    maps_of: dict[int, list[Mapping]] = field(default_factory=dict)
+    holders: dict[Key, dict[Holder, OpenFd]] = field(default_factory=lambda: defaultdict(dict))
+    mapped: dict[Key, set[int]] = field(default_factory=lambda: defaultdict(set))
+    map_paths: dict[Key, str] = field(default_factory=dict)
+    groups: dict[Key, Group] = field(default_factory=dict)  # kcmp order of inodes held by 2+ processes
+    files: dict[Key, list[SharedFile]] = field(default_factory=dict)
+    runs: dict[Key, list[list[Holder]]] = field(default_factory=dict)
+    retry: set[Key] = field(default_factory=set)  # kcmp refused: ask again next scan
+
+    def sync(self, scan: Scan) -> set[Key]:
+        """Bring the index to ``scan``; the inodes whose holders or mappers changed."""
+        alive = scan.alive()
+        dirty, self.retry = self.retry, set()
+        for pid in [pid for pid, fds in self.fds_of.items() if pid not in alive or alive[pid].fds is not fds]:
+            for fd, f in self.fds_of.pop(pid).items():
+                if f.kind != "pidfd":
+                    self.holders[f.key].pop((pid, fd), None)
+                    dirty.add(f.key)
+        for pid in [pid for pid, maps in self.maps_of.items() if pid not in alive or alive[pid].maps is not maps]:
+            for m in self.maps_of.pop(pid):
+                self.mapped[(m.dev, m.ino)].discard(pid)
+                dirty.add((m.dev, m.ino))
+        for pid, p in alive.items():
+            if pid not in self.fds_of:
+                self.fds_of[pid] = p.fds
+                for f in p.fds.values():
+                    if f.kind != "pidfd":
+                        self.holders[f.key][(pid, f.fd)] = f
+                        dirty.add(f.key)
+            if pid not in self.maps_of:
+                self.maps_of[pid] = p.maps
+                for m in p.maps:
+                    self.mapped[(m.dev, m.ino)].add(pid)
+                    self.map_paths.setdefault((m.dev, m.ino), m.path)
+                    dirty.add((m.dev, m.ino))
+        return dirty
 
 
 @dataclass
@@ -29,6 +77,8 @@ class Shares:
     memory_holders: dict[tuple[int, int], set[int]] = field(default_factory=dict)
     kcmp_calls: int = 0
     unavailable: str | None = None  # kcmp's refusal, with the errno
+    index: Index = field(default_factory=Index)
+    inodes_redone: int = 0  # inodes worked out again in this scan (the rest carried over)
 
     def same_as(self, pid: int, fd: int, limit: int = 8) -> list[Holder]:
         """Up to ``limit`` fds of other processes that are the same open file description as ``pid``'s ``fd``."""
@@ -41,96 +91,112 @@ class Shares:
         return out
 
 
-def _runs(members: list[tuple[int, OpenFd]], shares: Shares) -> list[list[tuple[int, OpenFd]]]:
-    """``members`` sorted by the kernel's order on open file descriptions, cut into runs of equal ones."""
-    seen: dict[tuple[Holder, Holder], int] = {}
+def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
+    """The shared files and socket pairs among the scanned processes.
 
-    def cmp(x: tuple[int, OpenFd], y: tuple[int, OpenFd]) -> int:
-        shares.kcmp_calls += 1
-        r = kcmp_order(x[0], x[1].fd, y[0], y[1].fd)
-        seen[((x[0], x[1].fd), (y[0], y[1].fd))] = r
-        return r
-
-    ordered = sorted(members, key=cmp_to_key(cmp))
-    runs = [[ordered[0]]]
-    for prev, cur in zip(ordered, ordered[1:], strict=False):
-        a, b = (prev[0], prev[1].fd), (cur[0], cur[1].fd)
-        if (a, b) in seen:
-            r = seen[(a, b)]
-        elif (b, a) in seen:
-            r = -seen[(b, a)]
-        else:
-            r = cmp(prev, cur)
-        if r == 0:
-            runs[-1].append(cur)
-        else:
-            runs.append([cur])
-    return runs
-
-
-def find_shares(scan: Scan) -> Shares:
-    """The shared files and socket pairs among the scanned processes."""
-    shares = Shares()
-    groups: dict[tuple[int, int], list[tuple[int, OpenFd]]] = defaultdict(list)
-    mapped: dict[tuple[int, int], set[int]] = defaultdict(set)
-    targets: dict[tuple[int, int], str] = {}
-    for pid, p in scan.alive().items():
-        for f in p.fds.values():
-            if f.kind != "pidfd":
-                groups[f.key].append((pid, f))
-        for m in p.maps:
-            mapped[(m.dev, m.ino)].add(pid)
-            targets.setdefault((m.dev, m.ino), m.path)
-    for key, members in groups.items():
-        pids = {pid for pid, _ in members}
-        kind, target = members[0][1].kind, members[0][1].target
-        if kind in MEMORY_KINDS and kind != "gpu":
-            shares.memory_holders[key] = pids | mapped.get(key, set())
-        if len(pids) < 2:
+    ``prev`` (the last scan's answer, whose index this one takes over) spares the work on inodes
+    none of whose holders was re-read.
+    """
+    ix = prev.index if prev is not None else Index()
+    shares = Shares(index=ix)
+    if prev is not None:
+        shares.runs = dict(prev.runs)
+        shares.memory_holders = dict(prev.memory_holders)  # prev's stays as it was: "held before"
+    suspects = {pid for pid, p in scan.processes.items() if p.fresh}
+    dirty = ix.sync(scan)
+    shares.inodes_redone = len(dirty)
+    for key in dirty:
+        old_runs = ix.runs.pop(key, [])
+        for run in old_runs:
+            for h in run:
+                shares.runs.pop(h, None)
+        old_files = ix.files.pop(key, [])
+        members = ix.holders.get(key)
+        if not members:
+            ix.holders.pop(key, None)
+        mapped = ix.mapped.get(key) or set()
+        if not mapped:
+            ix.mapped.pop(key, None)
+            ix.map_paths.pop(key, None)
+        if not members and not mapped:
+            ix.groups.pop(key, None)
+            shares.memory_holders.pop(key, None)
             continue
-        try:
-            runs = _runs(members, shares)
-        except KcmpUnavailable as exc:
-            shares.unavailable = f"unavailable: {exc.strerror}"
-            shares.files.append(SharedFile(kind, target, *key, [FdHolder(p, f.fd) for p, f in members],
-                                           sorted(mapped.get(key, ())), None, f"kcmp {shares.unavailable}", scan.at))
-            continue
-        proven = False
-        for run in runs:
-            if len({pid for pid, _ in run}) < 2:
-                continue
-            proven = True
-            holders = [(pid, f.fd) for pid, f in run]
-            for h in holders:
-                shares.runs[h] = holders
-            shares.files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in holders],
-                                           sorted(mapped.get(key, ())), True,
-                                           "kcmp(KCMP_FILE): one open file description", scan.at))
-        if not proven and kind in MEMORY_KINDS and kind != "gpu":
-            shares.files.append(SharedFile(kind, target, *key, [FdHolder(p, f.fd) for p, f in members],
-                                           sorted(mapped.get(key, ())), False,
-                                           "same inode, different open file descriptions (kcmp)", scan.at))
-    for key, pids in mapped.items():  # memory mapped by 2+ processes where at most one still holds an fd
-        holders = {pid for pid, _ in groups.get(key, [])}
-        shares.memory_holders.setdefault(key, set()).update(pids)
-        if len(pids | holders) >= 2 and not any((f.dev, f.ino) == key for f in shares.files):
-            path = targets[key]
-            shares.files.append(SharedFile("memfd" if path.startswith("/memfd:") else "shm", path, *key,
-                                           [FdHolder(p, f.fd) for p, f in groups.get(key, [])], sorted(pids),
-                                           None, "mapped by several processes (/proc/PID/maps); no fd left to "
-                                           "compare with kcmp", scan.at))
+        before = dict(zip(map(tuple, old_runs), old_files, strict=False))  # run files come first, in run order
+        _redo(key, members or {}, mapped, ix, shares, suspects, scan.at, before)
+    shares.files = [f for files in ix.files.values() for f in files]
     _socket_pairs(scan, shares)
     return shares
 
 
+def _redo(key: Key, members: dict[Holder, OpenFd], mapped: set[int], ix: Index, shares: Shares,
+          suspects: set[int], at: float, before: dict[tuple, SharedFile]) -> None:
+    """One inode's holders, mappers and shared files, worked out again (``before``: last scan's files
+    by run, kept as they were where the run and its mappers are unchanged)."""
+    if len(members) == 1 and not mapped:  # held by one fd of one process: nothing shared
+        (pid, _), f = next(iter(members.items()))
+        ix.groups.pop(key, None)
+        if f.kind in MEMORY_KINDS and f.kind != "gpu":
+            shares.memory_holders[key] = {pid}
+        else:
+            shares.memory_holders.pop(key, None)
+        return
+    pids = {pid for pid, _ in members}
+    first = next(iter(members.values()), None)
+    kind, target = (first.kind, first.target) if first else ("", "")
+    memory = kind in MEMORY_KINDS and kind != "gpu"
+    holders = (pids if memory else set()) | mapped
+    if holders:
+        shares.memory_holders[key] = holders
+    else:
+        shares.memory_holders.pop(key, None)
+    files: list[SharedFile] = []
+    if len(pids) >= 2:
+        try:
+            cached = ix.groups.get(key)
+            g = update_group(cached, set(members), suspects, shares) if cached else sort_group(list(members), shares)
+        except KcmpUnavailable as exc:
+            ix.groups.pop(key, None)
+            ix.retry.add(key)
+            shares.unavailable = f"unavailable: {exc.strerror}"
+            files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in members], sorted(mapped), None,
+                                    f"kcmp {shares.unavailable}", at))
+        else:
+            ix.groups[key] = g
+            runs = [run for run in runs_of(g) if any(h[0] != run[0][0] for h in run)]
+            by = sorted(mapped)
+            for run in runs:
+                shares.runs.update(dict.fromkeys(run, run))
+                was = before.get(tuple(run))
+                if was is not None and was.same_description and was.mapped_by == by:
+                    files.append(was)
+                    continue
+                files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in run], by, True,
+                                        "kcmp(KCMP_FILE): one open file description", at))
+            ix.runs[key] = runs
+            if not runs and memory:
+                files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in members], sorted(mapped),
+                                        False, "same inode, different open file descriptions (kcmp)", at))
+    else:
+        ix.groups.pop(key, None)
+    if not files and len(mapped | pids) >= 2 and mapped:  # mapped by 2+ where at most one still holds an fd
+        path = ix.map_paths[key]
+        files.append(SharedFile("memfd" if path.startswith("/memfd:") else "shm", path, *key,
+                                [FdHolder(*h) for h in members], sorted(mapped), None,
+                                "mapped by several processes (/proc/PID/maps); no fd left to compare with kcmp", at))
+    if files:
+        ix.files[key] = files
+
+
 def _socket_pairs(scan: Scan, shares: Shares) -> None:
     by_ino: dict[int, Holder] = {}
-    for pid, p in scan.alive().items():
-        for f in p.fds.values():
-            if f.kind == "socket":
-                by_ino.setdefault(f.ino, (pid, f.fd))
+    for key, members in shares.index.holders.items():
+        if key[0] == 0 and members:  # sockets are indexed as (0, inode)
+            first = min(members)
+            if members[first].kind == "socket":
+                by_ino[key[1]] = first
     done: set[frozenset[int]] = set()
-    for ino, (pid, fd) in by_ino.items():
+    for ino, (pid, fd) in sorted(by_ino.items(), key=lambda kv: kv[1]):
         s = scan.sockets.sockets.get(ino)
         if s is None or s.peer is None or s.peer not in by_ino:
             continue

@@ -21,6 +21,10 @@ from vmmtui.attach.follow import Follower
 from vmmtui.events import Event, GpuMemory, Notice
 from vmmtui.narration import attach_lines, shared_file, socket_pair
 
+#: how a poll stays cheap, said on screen: what it carries over and how long a change can hide
+CARRIED = ("each poll re-reads only processes that ran since the last one (a process that did not run cannot "
+           "have changed its fds or mappings); every process is read in full every 5 s anyway")
+
 
 class AttachApp(App):
     CSS = """
@@ -99,6 +103,7 @@ class AttachApp(App):
                 for line in attach_lines(e):
                     log.write(line)
         notes = [Text("• " + u, "yellow") for u in self.follower.unseen] or [Text("nothing hidden so far", "dim")]
+        notes.append(Text(CARRIED, "dim"))
         self.query_one("#unseen", Static).update(Text("\n").join(notes))
 
     def _processes(self) -> None:
