@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vmmtui"
 CORE = ["vmmtui.config", "vmmtui.session", "vmmtui.worker", "vmmtui.worker.core", "vmmtui.backends",
         "vmmtui.backends.memfd", "vmmtui.backends.cuda", "vmmtui.events", "vmmtui.scenarios", "vmmtui.state",
-        "vmmtui.narration", "vmmtui.console", "vmmtui.transcript", "vmmtui.bench.run", "vmmtui.cli"]
+        "vmmtui.narration", "vmmtui.console", "vmmtui.transcript", "vmmtui.bench.run", "vmmtui.cli",
+        "vmmtui.attach", "vmmtui.attach.follow", "vmmtui.attach.watch", "vmmtui.record", "vmmtui.record.timeline"]
 #: package prefix -> packages it must never import (the layers above it)
 LAYERS = {
     "vmmtui.backends": ("vmmtui.worker", "vmmtui.session", "vmmtui.scenarios", "vmmtui.tui", "vmmtui.events",
@@ -23,6 +24,9 @@ LAYERS = {
     "vmmtui.scenarios": ("vmmtui.session", "vmmtui.worker", "vmmtui.tui", "vmmtui.narration", "vmmtui.cli"),
     "vmmtui.tui": ("vmmtui.backends.cuda", "vmmtui.backends.memfd", "vmmtui.backends.kernels", "vmmtui.worker"),
     "vmmtui.narration": ("vmmtui.tui", "vmmtui.session", "vmmtui.worker", "vmmtui.backends.cuda"),
+    "vmmtui.attach": ("vmmtui.session", "vmmtui.worker", "vmmtui.tui", "vmmtui.console", "vmmtui.transcript",
+                      "vmmtui.cli"),
+    "vmmtui.record": ("vmmtui.session", "vmmtui.worker", "vmmtui.tui", "vmmtui.backends.cuda", "vmmtui.cli"),
 }
 
 
@@ -117,3 +121,11 @@ def test_no_scenario_name_outside_the_scenarios_package():
         text = path.read_text()
         found += [f"{path.relative_to(ROOT)}: {name}" for name in SCENARIOS if f'"{name}"' in text or f"'{name}'" in text]
     assert not found, found
+
+
+def test_every_package_directory_is_a_package():
+    """setuptools' find (pyproject) ships only directories with an __init__.py: a `pip install .` of
+    a namespace directory would leave it out while the editable install still works."""
+    missing = [str(d.relative_to(ROOT)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
+               and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    assert not missing, missing

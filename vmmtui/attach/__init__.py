@@ -1,0 +1,2 @@
+"""Look at programs vmmtui did not start: /proc scans, kcmp-sorted shares, fd lifecycles, NVML,
+preflight, leaks, and ``watch`` of a command's process tree. No Textual here."""
