@@ -270,7 +270,8 @@ from vmmtui.events import (  # noqa: E402  (attach's events, added after the ses
 )
 
 #: what each kind of shared file is, for people
-KIND_LABELS = {"gpu": "GPU allocation fd", "memfd": "memfd", "shm": "/dev/shm file", "socket": "socket",
+#: (a /dev/nvidia* fd is a driver file; only kcmp against another process can say it is a shared one)
+KIND_LABELS = {"gpu": "NVIDIA device fd", "memfd": "memfd", "shm": "/dev/shm file", "socket": "socket",
                "dmabuf": "dma-buf", "pidfd": "pidfd"}
 CHECK_MARKS = {True: ("✓", "green"), False: ("✗", "bold red"), None: ("–", "dim")}
 
@@ -314,8 +315,11 @@ def fd_closed(e: FdClosed, m: Masks = PLAIN) -> Text:
 
 def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
     label = KIND_LABELS.get(e.kind, e.kind)
-    if e.kind == "gpu" and not e.same_description:
-        label = "GPU driver file"
+    if e.kind == "gpu":
+        # an exported VMM allocation reads /dev/nvidiactl like the driver's own fds; one open file in two
+        # processes is either that, or a driver fd inherited across fork: kcmp cannot tell which
+        label = ("GPU fd, one open file in both (an exported allocation, or a driver fd inherited across fork)"
+                 if e.same_description else "GPU driver file")
     sign = {True: " ≡ ", False: " ~ ", None: " ? "}[e.same_description]
     who = sign.join(f"pid {h.pid} fd {h.fd}" for h in e.holders) or "no fd left"
     line = Text(m.text(f"SHARED {label} {e.target}: {who}"), KCMP_STYLES[e.same_description])
