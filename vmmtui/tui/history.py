@@ -2,13 +2,15 @@
 ``--record FILE`` and ``--cast FILE.cast``.
 
 Every event the app shows is kept in a Timeline (the live 4 Hz fd refreshes only when they
-changed, as a recording keeps them). ``←`` or ``g`` shows the panels as they were just after a
-past step, marked "as of step N"; meanwhile the session's new events are kept, not drawn, and
-``end`` (or ``escape``) draws everything again: back to live.
+changed, as a recording keeps them). ``←``, ``g``, or a click on a done step in a step list or on
+a line of the event log shows the panels as they were just after a past step, marked "as of step
+N"; meanwhile the session's new events are kept, not drawn, and ``end`` (or ``escape``) draws
+everything again: back to live.
 """
 
 from __future__ import annotations
 
+from textual import on
 from textual.binding import Binding
 
 from vmmtui.events import Event, FdSnapshot, KcmpVerdict, WorkerExited
@@ -17,6 +19,7 @@ from vmmtui.record.recording import start_recording
 from vmmtui.tui import rewind
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.cast import CastWriter
+from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.screens.steps import StepPicker
 
 PAST_ACTIONS = ("back", "forward", "live")
@@ -115,6 +118,11 @@ class LiveInspector(InspectorApp):
         rewind.mark_panels(self, note)
         self.sub_title = (f"AS OF {frame.label.upper()} · the session is at step {self.timeline.frames[live].steps}"
                           " · end: back to live")
+
+    @on(StepChosen)
+    def _chosen(self, message: StepChosen) -> None:
+        """A click on a done step or an event-log line: the panels as of that step (the latest: live)."""
+        self.look_back(self.timeline.frame_of_step(message.steps))
 
     def action_back(self) -> None:
         self.look_back((self.as_of if self.as_of is not None else self._live_frame()) - 1)

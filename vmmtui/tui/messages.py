@@ -77,3 +77,11 @@ class EventView:
 
     def on_drain(self, message: Drain) -> None:
         message.done.set()
+
+
+@dataclass
+class StepChosen(Message):
+    """A past step picked in a step list or the event log (widget → app): show the panels as of it."""
+
+    #: the N of "as of step N": how many steps of the plan had run
+    steps: int

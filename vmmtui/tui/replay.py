@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual import on
 from textual.binding import Binding
 
 from vmmtui.config import SessionConfig
@@ -14,6 +15,7 @@ from vmmtui.transcript import Transcript
 from vmmtui.tui import rewind
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.cast import CastWriter
+from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.screens.steps import StepPicker
 from vmmtui.tui.widgets.status import StatusLine
 
@@ -131,6 +133,11 @@ class ReplayApp(InspectorApp):
 
     def action_goto(self) -> None:
         self.push_screen(StepPicker(self.timeline.frames, self.frame), self._picked)
+
+    @on(StepChosen)
+    def _chosen(self, message: StepChosen) -> None:
+        """A click on a done step or an event-log line: the recording as of that step."""
+        self.goto(self.timeline.frame_of_step(message.steps))
 
     def _picked(self, index: int | None) -> None:
         if index is not None:

@@ -26,6 +26,10 @@ green for a moment; closed ones are struck through. `≡` marks the exported/rec
 The **memfd** backend shares CPU memory, not GPU memory: it is the CPU analogue of the CUDA path
 (and of XPMEM's make/get/attach), for machines without a GPU.
 
+**Looking back**: click a done step (✓) in a step list, or any line of the event log, to see the
+panels as they were just after that step, marked "as of step N"; the session stays where it is and
+`end` returns to it.
+
 Press `escape` or `?` to close.
 """
 

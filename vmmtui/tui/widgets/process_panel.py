@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -14,7 +14,7 @@ from vmmtui.events import SessionStarted, StepDone, WorkerExited, WorkerStarted
 from vmmtui.sizes import format_size
 from vmmtui.state import WorkerState
 from vmmtui.steps import build_plan, role_steps, step_info
-from vmmtui.tui.messages import EventView, SessionEvent
+from vmmtui.tui.messages import EventView, SessionEvent, StepChosen
 from vmmtui.tui.widgets.display import Display
 from vmmtui.tui.widgets.fd_table import FdTableView
 
@@ -35,6 +35,8 @@ class ProcessPanel(EventView, Vertical):
         self.backend = ""
         self.state_text = "starting"
         self.results: dict[str, tuple[bool, int]] = {}
+        #: each done step's place in the plan (a click on it shows the panels as of it)
+        self.indices: dict[str, int] = {}
         self.next_step: str | None = None
         self.worker_state: WorkerState | None = None
         self.plan: list[tuple[str, str]] = build_plan()
@@ -59,6 +61,7 @@ class ProcessPanel(EventView, Vertical):
     def reset(self) -> None:
         self.pid, self.backend, self.state_text = None, "", "starting"
         self.results.clear()
+        self.indices.clear()
         self.next_step = None
         self.worker_state = None
         self.refresh_all()
@@ -76,6 +79,18 @@ class ProcessPanel(EventView, Vertical):
         elif isinstance(e, WorkerExited) and e.role == self.role:
             self.exited(e)
 
+    def on_click(self, event: events.Click) -> None:
+        """A click on a done step of the list: the app shows the panels as of it."""
+        steps = self.query_one(f"#{self.role}-steps", Static)
+        offset = event.get_content_offset(steps) if event.widget is steps else None
+        names = role_steps(self.role, self.plan)
+        if offset is None or not 0 <= offset.y < len(names):
+            return
+        index = self.indices.get(names[offset.y])
+        if index is not None and index >= 0:
+            event.stop()
+            self.post_message(StepChosen(index + 1))
+
     def started(self, pid: int, backend: str) -> None:
         self.pid, self.backend, self.state_text = pid, backend, "waiting"
         self.refresh_all()
@@ -87,6 +102,7 @@ class ProcessPanel(EventView, Vertical):
     def step_done(self, e: StepDone) -> None:
         r = e.report
         self.results[r.step] = (r.ok, r.duration_ns)
+        self.indices[r.step] = e.index
         self.worker_state = r.state
         self.state_text = ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
         self.refresh_all()
