@@ -154,7 +154,7 @@ def target_lines(result: dict[str, Any]) -> list[str]:
 
 def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
     """Time against size, log-log, one line a path; plain SVG so that it needs no plotting library."""
-    left, right, top, bottom = 70, 200, 40, 50
+    left, right, top, bottom = 92, 200, 40, 50  # room for "10000 ms" and the rotated axis title
     pw, ph = width - left - right, height - top - bottom
     series = {}
     for path in PATHS:
