@@ -70,6 +70,28 @@ class FdTable:
         return len(self.entries)
 
 
+def target_class(target: str) -> str:
+    """What an fd is, from its /proc target alone: nvidia, memfd, shm, socket, pipe, pidfd, dmabuf,
+    anon or other. The session and attach each name these for their own views; this is the one reading."""
+    if target.startswith("/dev/nvidia"):
+        return "nvidia"
+    if target.startswith("/memfd:"):
+        return "memfd"
+    if target.startswith("/dev/shm/"):
+        return "shm"
+    if target.startswith("socket:"):
+        return "socket"
+    if target.startswith("pipe:"):
+        return "pipe"
+    if target == "anon_inode:[pidfd]" or target.startswith("pidfd:"):
+        return "pidfd"
+    if "dmabuf" in target:
+        return "dmabuf"
+    if target.startswith("anon_inode:"):
+        return "anon"
+    return "other"
+
+
 @dataclass
 class KcmpResult:
     same: bool | None  # None: the kernel would not say

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 
 from vmmtui.attach.sockets import SocketTable, read_sockets
+from vmmtui.fdtable import target_class
 
 #: kinds of fd the attach view shows; everything else is counted only
 KINDS = ("gpu", "memfd", "shm", "dmabuf", "socket", "pidfd")
@@ -39,20 +40,12 @@ REFRESH_POLLS = 20
 MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
 
 
+#: target class (vmmtui.fdtable.target_class) -> the kind attach shows; other classes are counted only
+SHOWN = {"nvidia": "gpu", "memfd": "memfd", "shm": "shm", "socket": "socket", "pidfd": "pidfd", "dmabuf": "dmabuf"}
+
+
 def kind_of(target: str) -> str | None:
-    if target.startswith("/dev/nvidia"):
-        return "gpu"
-    if target.startswith("/memfd:"):
-        return "memfd"
-    if target.startswith("/dev/shm/"):
-        return "shm"
-    if target.startswith("socket:["):
-        return "socket"
-    if target == "anon_inode:[pidfd]" or target.startswith("pidfd:"):
-        return "pidfd"
-    if "dmabuf" in target:
-        return "dmabuf"
-    return None
+    return SHOWN.get(target_class(target))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ leak check after cleanup looks for any shared-memory fd still open, declared or 
 from __future__ import annotations
 
 from vmmtui.events import FdRow, FdSnapshot, KcmpVerdict, Notice
-from vmmtui.fdtable import FdTable, kcmp_same_file
+from vmmtui.fdtable import FdTable, kcmp_same_file, target_class
 from vmmtui.session.processes import WorkerProcess
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import Failure, failure
@@ -16,17 +16,14 @@ from vmmtui.troubleshooting import Failure, failure
 SHARED_TARGETS = ("/memfd:vmmtui-alloc",)
 
 
+#: how the inspector's fd table names the fds no worker declared, by target class
+UNDECLARED = {"nvidia": "driver", "socket": "socket", "pipe": "pipe", "pidfd": "anon", "dmabuf": "anon",
+              "anon": "anon"}
+
+
 def classify(target: str) -> str:
     """What an fd that no worker declared is, from its /proc target."""
-    if target.startswith("/dev/nvidia"):
-        return "driver"
-    if target.startswith("socket:"):
-        return "socket"
-    if target.startswith("pipe:"):
-        return "pipe"
-    if target.startswith("anon_inode:"):
-        return "anon"
-    return "other"
+    return UNDECLARED.get(target_class(target), "other")
 
 
 def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
