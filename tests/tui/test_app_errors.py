@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from driving import MEMFD, make_app, step_to, text_of, wait_for
 
 from vmmtui.backends import Choice
 from vmmtui.config import SessionConfig
@@ -19,37 +20,15 @@ from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.teaching import TeachingPanel
 
-MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 ROOT = os.geteuid() == 0
 
 
-def make_app(tmp_path, **kw):
-    return InspectorApp(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD, **kw)
 
 
-async def wait_for(pilot, cond, timeout=30.0):
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
 
 
-async def step_to(pilot, app, index):
-    while app.session.position < index:
-        before = app.session.position
-        await pilot.press("space")
-        await wait_for(pilot, lambda before=before: app.session.position > before and not app.busy)
-    await pilot.pause(0.3)
 
 
-def text_of(widget) -> str:
-    from rich.console import Console
-
-    with open(os.devnull, "w") as sink:
-        console = Console(width=200, record=True, file=sink)
-        console.print(widget.content)
-        return console.export_text()
 
 
 def log_text(app) -> str:

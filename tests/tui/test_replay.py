@@ -5,8 +5,8 @@ import os
 import re
 
 import pytest
+from driving import MEMFD, wait_for
 
-from vmmtui.backends import Choice
 from vmmtui.config import SessionConfig
 from vmmtui.record import Timeline, gallery, read
 from vmmtui.steps import build_plan
@@ -17,7 +17,6 @@ from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 
 PLAN = build_plan()
-MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -47,12 +46,6 @@ def recording():
     return gallery.resolve("cpu-memfd-1mib")
 
 
-async def wait_for(pilot, cond, timeout=30.0):
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.mark.asyncio

@@ -2,8 +2,8 @@
 panels as of that step; the live session stays where it is, and ``end`` returns to live."""
 
 import pytest
+from driving import MEMFD, wait_for
 
-from vmmtui.backends import Choice
 from vmmtui.config import SessionConfig
 from vmmtui.record import gallery
 from vmmtui.steps import build_plan, role_steps
@@ -12,15 +12,8 @@ from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 
 PLAN = build_plan()
-MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 
-async def wait_for(pilot, cond, timeout=30.0):
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
 
 
 async def click_step(pilot, app, role: str, step: str) -> None:
