@@ -28,6 +28,15 @@ def launch(role, sock_path, **extra):
     return proc, ch
 
 
+def stop(*launched) -> None:
+    """Kill and reap workers from ``launch`` and close their channels (whatever the test did)."""
+    for proc, ch in launched:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        ch.close()
+
+
 def reports(ch) -> list[StepReport]:
     out = []
     while True:
@@ -73,12 +82,7 @@ def test_run_all_steps_in_a_row_both_roles(tmp_path):
         assert p.wait(10) == 0 and c.wait(10) == 0
         assert not os.path.exists(path)
     finally:
-        for proc in (p, c):
-            proc.kill()
-            proc.wait()
-            proc.stdout.close()
-        pch.close()
-        cch.close()
+        stop((p, pch), (c, cch))
 
 
 def test_consumer_writes_on_memfd_says_nothing_of_a_stream(tmp_path):
@@ -95,12 +99,7 @@ def test_consumer_writes_on_memfd_says_nothing_of_a_stream(tmp_path):
         assert wait.state.acks["consumer"].slice == (0, 16384)
         assert next(r for r in crep if r.step == "write").state.write_on == "host"
     finally:
-        for proc in (p, c):
-            proc.kill()
-            proc.wait()
-            proc.stdout.close()
-        pch.close()
-        cch.close()
+        stop((p, pch), (c, cch))
 
 
 def test_connect_deadline_and_bad_commands(tmp_path):
@@ -243,12 +242,7 @@ def test_keep_received_fd_flag_leaves_the_fd_open_and_declared(tmp_path):
         assert [h.fd for h in kept] == [received] and kept[0].target.startswith("/memfd:vmmtui-alloc")
         assert received not in cleanup.closed
     finally:
-        for proc in (p, c):
-            proc.kill()
-            proc.wait()
-            proc.stdout.close()
-        pch.close()
-        cch.close()
+        stop((p, pch), (c, cch))
 
 
 def mapped_files(pid: int) -> str:
