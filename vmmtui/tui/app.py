@@ -280,9 +280,12 @@ class InspectorApp(Outputs, App[int]):
             return
         if message.generation == self.generation:
             self._show_next()
-        if self.screenshots and any(isinstance(e, StepDone) for e in message.events):
+        done = [e for e in message.events if isinstance(e, StepDone) and e.index >= 0]
+        if self.screenshots and done:
             await self.rendered()  # the picture holds this step's events
-            self.call_after_refresh(self._auto_screenshot)
+            # named from the event, not from the session's position, which autoplay may have moved on
+            step = done[-1]
+            self.call_after_refresh(self._auto_screenshot, f"{step.index + 1:02d}-{step.role}-{step.step}")
 
     def on_fd_refresh(self, message: FdRefresh) -> None:
         if message.generation == self.generation:

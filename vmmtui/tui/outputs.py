@@ -50,18 +50,14 @@ class Outputs:
             return
         self.notify(f"saved {path}", timeout=3)
 
-    def _auto_screenshot(self) -> None:
+    def _auto_screenshot(self, name: str) -> None:
+        """Save ``name``.svg (``NN-role-step``: the plan step whose events the screen now holds)."""
         self.shots += 1
-        s = self.session
-        last = "start"
-        if s is not None and s.position > 0:
-            role, step = s.plan_step(s.position - 1)
-            last = f"{role}-{step}"
         if self.screenshots is None:  # an earlier one failed
             return
         try:
             self.screenshots.mkdir(parents=True, exist_ok=True)
-            self.save_screenshot(filename=f"{self.shots:02d}-{last}.svg", path=str(self.screenshots))
+            self.save_screenshot(filename=f"{name}.svg", path=str(self.screenshots))
         except OSError as exc:
             self.write_failed(f"--screenshots {self.screenshots}: {exc.strerror}; no more screenshots this run")
             self.screenshots = None
