@@ -47,8 +47,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args()
-    load = subprocess.Popen([sys.executable, str(ROOT / "tests/fixtures/many_fds.py"), str(args.procs), str(args.fds)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    load = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/fixtures/many_fds.py"), str(args.procs), str(args.fds)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         pids = [int(p) for p in load.stdout.readline().split()]
         time.sleep(1.0)
@@ -89,13 +93,23 @@ def main() -> None:
         result = {
             "what": "vmmtui attach: one full scan and the view at 4 Hz",
             "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Linux {platform.release()}",
-            "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d"),
-            "processes": len(pids), "fds_total": fds, "shared_files": len(sh.files), "kcmp_calls": sh.kcmp_calls,
-            "kcmp_calls_steady_per_poll": round(kcmp_steady / len(full), 1), "kcmp_calls_all_running_per_poll": kcmp_busy,
-            "scan_cold_ms_median": ms(cold), "scan_ms_median": ms(scans), "scan_all_running_ms_median": ms(busy_scan),
-            "shares_cold_ms_median": ms(shares_t), "first_poll_ms": round(first * 1e3, 2),
-            "full_poll_ms_median": ms(full), "full_poll_ms_max": round(max(full) * 1e3, 2),
-            "full_poll_all_running_ms_median": ms(busy), "full_poll_all_running_ms_max": round(max(busy) * 1e3, 2),
+            "python": sys.version.split()[0],
+            "date": time.strftime("%Y-%m-%d"),
+            "processes": len(pids),
+            "fds_total": fds,
+            "shared_files": len(sh.files),
+            "kcmp_calls": sh.kcmp_calls,
+            "kcmp_calls_steady_per_poll": round(kcmp_steady / len(full), 1),
+            "kcmp_calls_all_running_per_poll": kcmp_busy,
+            "scan_cold_ms_median": ms(cold),
+            "scan_ms_median": ms(scans),
+            "scan_all_running_ms_median": ms(busy_scan),
+            "shares_cold_ms_median": ms(shares_t),
+            "first_poll_ms": round(first * 1e3, 2),
+            "full_poll_ms_median": ms(full),
+            "full_poll_ms_max": round(max(full) * 1e3, 2),
+            "full_poll_all_running_ms_median": ms(busy),
+            "full_poll_all_running_ms_max": round(max(busy) * 1e3, 2),
             "load_average": os.getloadavg()[0],
             **view,
             "targets": {"full_poll_ms": 100, "view_cpu_percent": 10},
@@ -124,8 +138,11 @@ async def view_cpu(pids, seconds):
         await pilot.pause(seconds)
         c1, w1, p1 = cpu(), time.monotonic(), app.polls
         await pilot.press("q")
-    return {"view_seconds": round(w1 - w0, 2), "view_polls_per_s": round((p1 - p0) / (w1 - w0), 2),
-            "view_cpu_percent": round(100 * (c1 - c0) / (w1 - w0), 2)}
+    return {
+        "view_seconds": round(w1 - w0, 2),
+        "view_polls_per_s": round((p1 - p0) / (w1 - w0), 2),
+        "view_cpu_percent": round(100 * (c1 - c0) / (w1 - w0), 2),
+    }
 
 
 if __name__ == "__main__":

@@ -24,8 +24,16 @@ import tempfile
 import time
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 #: the terminal's text where xterm.js keeps it in the DOM (its canvas renderers do not: then the
 #: websocket frames are read instead)
 READ_TERMINAL = """(() => {
@@ -37,7 +45,14 @@ READ_TERMINAL = """(() => {
 
 
 def chromium() -> str | None:
-    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    return next(
+        (
+            p
+            for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
+            if p
+        ),
+        None,
+    )
 
 
 def free_port() -> int:
@@ -56,7 +71,9 @@ def wait_port(port: int, timeout: float) -> bool:
     return False
 
 
-async def shoot(devtools: int, url: str, out: Path, text: str, timeout: float, size: tuple[int, int]) -> str:
+async def shoot(
+    devtools: int, url: str, out: Path, text: str, timeout: float, size: tuple[int, int]
+) -> str:
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
@@ -72,7 +89,9 @@ async def shoot(devtools: int, url: str, out: Path, text: str, timeout: float, s
         async with http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws:
             ids = iter(range(1, 1 << 30))
 
-            received: list[str] = []  # what the page's websocket got from vmmtui: the terminal's output
+            received: list[
+                str
+            ] = []  # what the page's websocket got from vmmtui: the terminal's output
 
             async def call(method: str, **params):
                 n = next(ids)
@@ -89,8 +108,13 @@ async def shoot(devtools: int, url: str, out: Path, text: str, timeout: float, s
                         return data.get("result", {})
                 raise RuntimeError("DevTools closed the connection")
 
-            await call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1], deviceScaleFactor=1,
-                       mobile=False)
+            await call(
+                "Emulation.setDeviceMetricsOverride",
+                width=size[0],
+                height=size[1],
+                deviceScaleFactor=1,
+                mobile=False,
+            )
             await call("Network.enable")
             await call("Page.navigate", url=url)
             deadline = time.monotonic() + timeout
@@ -123,25 +147,46 @@ def main() -> int:
     args = [x for x in a.args if x != "--"] or ["replay", "cpu-memfd-1mib"]
     port, devtools = free_port(), free_port()
     size = tuple(int(v) for v in a.size.split("x"))
-    serve = subprocess.Popen([sys.executable, "-m", "vmmtui", "serve", "--port", str(port), *args],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "serve", "--port", str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     profile = tempfile.mkdtemp(prefix="vmmtui-chromium-")
     chrome = None
     try:
         if not wait_port(port, 20):
-            print(f"vmmtui serve did not listen: {serve.stderr.read().decode() if serve.poll() is not None else ''}",
-                  file=sys.stderr)
+            print(
+                f"vmmtui serve did not listen: {serve.stderr.read().decode() if serve.poll() is not None else ''}",
+                file=sys.stderr,
+            )
             return 1
-        chrome = subprocess.Popen([browser, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={devtools}",
-                                   f"--window-size={size[0]},{size[1]}", "about:blank"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        chrome = subprocess.Popen(
+            [
+                browser,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--remote-debugging-port={devtools}",
+                f"--window-size={size[0]},{size[1]}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         if not wait_port(devtools, 30):
             print("chromium did not open its DevTools port", file=sys.stderr)
             return 1
-        seen = asyncio.run(shoot(devtools, f"http://localhost:{port}", a.out, a.text, a.timeout, size))
+        seen = asyncio.run(
+            shoot(devtools, f"http://localhost:{port}", a.out, a.text, a.timeout, size)
+        )
         print(f"{len(seen)} characters of terminal output read from the page", file=sys.stderr)
         ok = a.text in seen and a.out.stat().st_size > 0
-        print(f"{'ok' if ok else 'NOT SEEN'}: {a.text!r} in the page; screenshot {a.out}", file=sys.stderr)
+        print(
+            f"{'ok' if ok else 'NOT SEEN'}: {a.text!r} in the page; screenshot {a.out}",
+            file=sys.stderr,
+        )
         return 0 if ok else 1
     finally:
         for proc in (chrome, serve):

@@ -26,11 +26,20 @@ try:
         target = os.readlink(f"/proc/{pid}/fd/{fd}")
         print(f"{role} pid {pid}: reported {key}={fd}; /proc/{pid}/fd/{fd} -> {target}")
         ok &= target.startswith(("/dev/nvidia", "/memfd:"))
-    others = [fd for fd in os.listdir(f"/proc/{s.workers['producer'].pid}/fd")
-              if os.readlink(f"/proc/{s.workers['producer'].pid}/fd/{fd}").startswith("/dev/nvidia")]
+    others = [
+        fd
+        for fd in os.listdir(f"/proc/{s.workers['producer'].pid}/fd")
+        if os.readlink(f"/proc/{s.workers['producer'].pid}/fd/{fd}").startswith("/dev/nvidia")
+    ]
     verdict = s.kcmp.get("consumer")
-    print(f"producer has {len(others)} fds on /dev/nvidia*; kcmp: "
-          + (f"producer fd {verdict.producer_fd} vs consumer fd {verdict.consumer_fd}: {verdict.detail}" if verdict else "none"))
+    print(
+        f"producer has {len(others)} fds on /dev/nvidia*; kcmp: "
+        + (
+            f"producer fd {verdict.producer_fd} vs consumer fd {verdict.consumer_fd}: {verdict.detail}"
+            if verdict
+            else "none"
+        )
+    )
     ok &= bool(verdict and verdict.same)
     print("CROSSCHECK", "OK" if ok else "FAILED")
 finally:

@@ -32,8 +32,22 @@ from pathlib import Path
 
 def record(backend: str, size: str, path: Path) -> float:
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "vmmtui", "run", "--backend", backend, "--size", size,
-                          "--record", str(path)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmmtui",
+            "run",
+            "--backend",
+            backend,
+            "--size",
+            size,
+            "--record",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
         sys.exit(f"recording failed: {res.stderr.strip()}")
     return time.perf_counter() - t0
@@ -77,12 +91,28 @@ async def replay_times(path: Path) -> dict:
             rebuild.append(time.perf_counter() - t)
             await pilot.pause()
         for _ in range(len(app.timeline) - 1):
-            await redraw(lambda: [w.refresh(layout=True) for w in app.screen.walk_children()], repaint)
+            await redraw(
+                lambda: [w.refresh(layout=True) for w in app.screen.walk_children()], repaint
+            )
         frames, events = len(app.timeline), len(rec.events)
-    ms = lambda xs: {"median_ms": round(statistics.median(xs) * 1e3, 2), "max_ms": round(max(xs) * 1e3, 2)}  # noqa: E731
-    return {"imports_s": round(t_import, 3), "read_s": round(t_read, 4), "first_frame_s": round(first, 3),
-            "frames": frames, "events": events, "back": ms(back), "forward": ms(forward),
-            "back_rebuild_only": ms(rebuild), "repaint_unchanged_screen": ms(repaint)}
+
+    def ms(xs: list[float]) -> dict[str, float]:
+        return {
+            "median_ms": round(statistics.median(xs) * 1e3, 2),
+            "max_ms": round(max(xs) * 1e3, 2),
+        }
+
+    return {
+        "imports_s": round(t_import, 3),
+        "read_s": round(t_read, 4),
+        "first_frame_s": round(first, 3),
+        "frames": frames,
+        "events": events,
+        "back": ms(back),
+        "forward": ms(forward),
+        "back_rebuild_only": ms(rebuild),
+        "repaint_unchanged_screen": ms(repaint),
+    }
 
 
 def main() -> int:
@@ -102,13 +132,17 @@ def main() -> int:
             "backend": a.backend,
             "default_recording_bytes": small.stat().st_size,
             "default_recording_gzip_bytes": len(gzip.compress(small.read_bytes())),
-            "big_size": a.big, "big_recording_bytes": big.stat().st_size, "big_session_s": round(took, 2),
+            "big_size": a.big,
+            "big_recording_bytes": big.stat().st_size,
+            "big_session_s": round(took, 2),
             **times,
         }
-    ok = {"default recording < 200 KiB": result["default_recording_bytes"] < 200 * 1024,
-          "first frame < 0.5 s": result["first_frame_s"] < 0.5,
-          "step back < 50 ms (worst)": result["back"]["max_ms"] < 50,
-          "step forward < 50 ms (worst)": result["forward"]["max_ms"] < 50}
+    ok = {
+        "default recording < 200 KiB": result["default_recording_bytes"] < 200 * 1024,
+        "first frame < 0.5 s": result["first_frame_s"] < 0.5,
+        "step back < 50 ms (worst)": result["back"]["max_ms"] < 50,
+        "step forward < 50 ms (worst)": result["forward"]["max_ms"] < 50,
+    }
     result["targets"] = ok
     print(json.dumps(result, indent=2))
     if a.out:

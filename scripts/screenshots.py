@@ -36,10 +36,17 @@ def moments(plan: list[tuple[str, str]]) -> list[tuple[str, int]]:
     """Start, the export, the first consumer's receive, its map (both mapping cards), and the last
     step before cleanup."""
     first_receive = next(i for i, (role, step) in enumerate(plan) if step == "receive")
-    first_map = next(i for i, (role, step) in enumerate(plan) if role != "producer" and step.startswith("map"))
+    first_map = next(
+        i for i, (role, step) in enumerate(plan) if role != "producer" and step.startswith("map")
+    )
     last = max(i for i, (_, step) in enumerate(plan) if step != "cleanup")
-    return [("start", 0), ("fd-exported", plan.index(("producer", "export")) + 1),
-            ("fd-received-kcmp", first_receive + 1), ("verified", last + 1), ("mapped", first_map + 1)]
+    return [
+        ("start", 0),
+        ("fd-exported", plan.index(("producer", "export")) + 1),
+        ("fd-received-kcmp", first_receive + 1),
+        ("verified", last + 1),
+        ("mapped", first_map + 1),
+    ]
 
 
 def to_png(svg: Path) -> Path | None:
@@ -48,26 +55,56 @@ def to_png(svg: Path) -> Path | None:
     if browser is None:
         return None
     head = svg.read_text(encoding="utf-8")[:400]
-    width, height = (round(float(v)) + 1 for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', head).groups())
+    width, height = (
+        round(float(v)) + 1 for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', head).groups()
+    )
     png = svg.with_suffix(".png")
-    subprocess.run([browser, "--headless", "--no-sandbox", "--hide-scrollbars", "--disable-gpu",
-                    f"--screenshot={png}", f"--window-size={width},{height}", svg.resolve().as_uri()],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--hide-scrollbars",
+            "--disable-gpu",
+            f"--screenshot={png}",
+            f"--window-size={width},{height}",
+            svg.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return png
 
 
-async def shoot(backend: str, out: Path, size: int, width: int, height: int, config: dict | None = None,
-                only: list[str] | None = None, prefix: str | None = None) -> list[Path]:
+async def shoot(
+    backend: str,
+    out: Path,
+    size: int,
+    width: int,
+    height: int,
+    config: dict | None = None,
+    only: list[str] | None = None,
+    prefix: str | None = None,
+) -> list[Path]:
     choice = choose(backend)
     if not choice.usable:
         raise SystemExit(choice.reason)
     config = config or {}
     app = InspectorApp(SessionConfig(backend=choice.name, size=size, **config), choice)
-    plan = build_plan(config.get("mechanism", "vmm"), config.get("consumers", 1),
-                      config.get("direction", "producer-writes"))
-    wanted = [(n, m) for n, m in enumerate(moments(plan), 1) if not only or m[0].split("-")[-1] in only
-              or m[0] in only]
-    wanted.sort(key=lambda nm: nm[1][1])  # in plan order (the numbers in the names stay as they were)
+    plan = build_plan(
+        config.get("mechanism", "vmm"),
+        config.get("consumers", 1),
+        config.get("direction", "producer-writes"),
+    )
+    wanted = [
+        (n, m)
+        for n, m in enumerate(moments(plan), 1)
+        if not only or m[0].split("-")[-1] in only or m[0] in only
+    ]
+    wanted.sort(
+        key=lambda nm: nm[1][1]
+    )  # in plan order (the numbers in the names stay as they were)
     saved: list[Path] = []
     async with app.run_test(size=(width, height)) as pilot:
         while app.session is None or not app.session.started:
@@ -101,31 +138,50 @@ def main() -> None:
     p.add_argument("--consumers", type=int, default=1)
     p.add_argument("--direction", default="producer-writes")
     p.add_argument("--devices", help="0,1")
-    p.add_argument("--moments", help="comma-separated: start, exported, kcmp (or received), mapped, verified "
-                   "(default: all but mapped)")
+    p.add_argument(
+        "--moments",
+        help="comma-separated: start, exported, kcmp (or received), mapped, verified "
+        "(default: all but mapped)",
+    )
     p.add_argument("--no-png", action="store_true", help="SVGs only")
-    p.add_argument("--png", nargs="+", metavar="SVG", help="only draw these SVGs as PNGs (e.g. ones made on a GPU box)")
+    p.add_argument(
+        "--png",
+        nargs="+",
+        metavar="SVG",
+        help="only draw these SVGs as PNGs (e.g. ones made on a GPU box)",
+    )
     p.add_argument("--prefix", help="file name prefix (default: the backend)")
     a = p.parse_args()
     if a.png:
         for svg in map(Path, a.png):
             if to_png(svg) is None:
-                raise SystemExit("no headless Chromium here (apt install chromium-headless-shell fonts-dejavu-core)")
+                raise SystemExit(
+                    "no headless Chromium here (apt install chromium-headless-shell fonts-dejavu-core)"
+                )
         print(f"drew {len(a.png)} PNGs")
         return
     config = {"mechanism": a.mechanism, "consumers": a.consumers, "direction": a.direction}
     if a.devices:
         config["devices"] = [int(d) for d in a.devices.split(",")]
-    only = a.moments.replace("received", "kcmp").split(",") if a.moments else ["start", "exported", "kcmp",
-                                                                                "verified"]
+    only = (
+        a.moments.replace("received", "kcmp").split(",")
+        if a.moments
+        else ["start", "exported", "kcmp", "verified"]
+    )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    saved = asyncio.run(shoot(a.backend, out, parse_size(a.size), a.width, a.height, config, only, a.prefix))
+    saved = asyncio.run(
+        shoot(a.backend, out, parse_size(a.size), a.width, a.height, config, only, a.prefix)
+    )
     if not a.no_png:
         pngs = [to_png(svg) for svg in saved]
         if None in pngs:
-            print("no PNGs: no headless Chromium here (apt install chromium-headless-shell fonts-dejavu-core)")
-    print(f"saved {len(saved)} screenshots on {platform.node()}: " + ", ".join(str(s) for s in saved))
+            print(
+                "no PNGs: no headless Chromium here (apt install chromium-headless-shell fonts-dejavu-core)"
+            )
+    print(
+        f"saved {len(saved)} screenshots on {platform.node()}: " + ", ".join(str(s) for s in saved)
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ import termios
 import time
 from pathlib import Path
 
-ESCAPES = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|.)")
+ESCAPES = re.compile(
+    rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|.)"
+)
 FIRST_FRAME = b"producer"
 DEADLINE_S = 30.0
 
@@ -96,7 +98,9 @@ def one_run(argv: list[str], cols: int, rows: int, expect_workers: int) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--size", default="160x48", help="terminal COLSxROWS (default 160x48)")
     p.add_argument("--workers", type=int, default=2, help="worker pids to wait for (default 2)")
@@ -108,17 +112,25 @@ def main() -> int:
     for n in range(1, a.runs + 1):
         r = one_run(argv, cols, rows, a.workers)
         fmt = lambda v: "never" if v is None else f"{v:.3f} s"  # noqa: E731
-        print(f"run {n}: first frame {fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} {r['pids']}", flush=True)
+        print(
+            f"run {n}: first frame {fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} {r['pids']}",
+            flush=True,
+        )
         if r["first_frame_s"] is not None:
             firsts.append(r["first_frame_s"])
         if r["pids_s"] is not None:
             pidss.append(r["pids_s"])
     if not firsts or not pidss:
-        print("startup-time: the inspector did not show its first frame and both pids", file=sys.stderr)
+        print(
+            "startup-time: the inspector did not show its first frame and both pids",
+            file=sys.stderr,
+        )
         return 1
-    print(f"vmmtui {' '.join(argv) or '(defaults)'} at {cols}x{rows}, {a.runs} runs on {os.uname().nodename}: "
-          f"first frame median {statistics.median(firsts):.3f} s (max {max(firsts):.3f}), "
-          f"both pids median {statistics.median(pidss):.3f} s (max {max(pidss):.3f})")
+    print(
+        f"vmmtui {' '.join(argv) or '(defaults)'} at {cols}x{rows}, {a.runs} runs on {os.uname().nodename}: "
+        f"first frame median {statistics.median(firsts):.3f} s (max {max(firsts):.3f}), "
+        f"both pids median {statistics.median(pidss):.3f} s (max {max(pidss):.3f})"
+    )
     return 0
 
 

@@ -27,9 +27,11 @@ for mib in [int(a) for a in sys.argv[1:]] or [64, 256, 1024]:
         b.kernels.verify(va, size // 4)
         times.append(b.kernels.last_ms)
     copy = b.copy_bandwidth(size)
-    print(f"{mib:>5} MiB: fill {fill_ms * 1e3:.0f} us; verify 1st {times[0] * 1e3:.0f} us "
-          f"({size / times[0] / 1e6:.0f} GB/s), 2nd {times[1] * 1e3:.0f} us, 3rd {times[2] * 1e3:.0f} us "
-          f"({size / times[2] / 1e6:.0f} GB/s); copy {copy:.0f} GB/s (read + write)")
+    print(
+        f"{mib:>5} MiB: fill {fill_ms * 1e3:.0f} us; verify 1st {times[0] * 1e3:.0f} us "
+        f"({size / times[0] / 1e6:.0f} GB/s), 2nd {times[1] * 1e3:.0f} us, 3rd {times[2] * 1e3:.0f} us "
+        f"({size / times[2] / 1e6:.0f} GB/s); copy {copy:.0f} GB/s (read + write)"
+    )
     b.unmap(va, size)
     b.free_range(va, size)
     b.release(h)

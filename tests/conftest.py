@@ -39,9 +39,13 @@ def clean_state(tmp_path):
     leaked = open_fds() - before_fds
     # the fd listing itself is gone by now; anything new is a leak
     assert not leaked, f"leaked fds: {[(fd, _target(fd)) for fd in leaked]}"
-    children = [p for p in psutil.Process().children(recursive=True) if p.pid not in before_children]
+    children = [
+        p for p in psutil.Process().children(recursive=True) if p.pid not in before_children
+    ]
     assert not children, f"workers left alive: {children}"
-    assert not [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")], "session directory left behind"
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")], (
+        "session directory left behind"
+    )
 
 
 def _target(fd: int) -> str:

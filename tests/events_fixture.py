@@ -35,12 +35,25 @@ SAME = "same open file description"
 
 
 def pid_of(role: str) -> int:
-    return PRODUCER_PID if role == PRODUCER else PRODUCER_PID + 1 + (consumer_names(8) + ["consumer"]).index(role)
+    return (
+        PRODUCER_PID
+        if role == PRODUCER
+        else PRODUCER_PID + 1 + (consumer_names(8) + ["consumer"]).index(role)
+    )
 
 
 def _state(role: str, mechanism: str) -> WorkerState:
-    return WorkerState(role, pid_of(role), "memfd", mechanism, "producer-writes", SIZE, SOCKET,
-                       device=0, device_name="CPU memory (memfd)")
+    return WorkerState(
+        role,
+        pid_of(role),
+        "memfd",
+        mechanism,
+        "producer-writes",
+        SIZE,
+        SOCKET,
+        device=0,
+        device_name="CPU memory (memfd)",
+    )
 
 
 def _apply(s: WorkerState, fds: dict[int, str], step: str, consumers: int) -> list[str]:
@@ -96,8 +109,17 @@ def _apply(s: WorkerState, fds: dict[int, str], step: str, consumers: int) -> li
 
 
 def _snapshot(role: str, fds: dict[int, str]) -> FdSnapshot:
-    rows = [FdRow(fd, "/memfd:vmmtui-alloc (deleted)" if k in ("allocation", "exported", "received", "imported")
-                  else f"socket:[{9000 + fd}]", k, check="ok") for fd, k in sorted(fds.items())]
+    rows = [
+        FdRow(
+            fd,
+            "/memfd:vmmtui-alloc (deleted)"
+            if k in ("allocation", "exported", "received", "imported")
+            else f"socket:[{9000 + fd}]",
+            k,
+            check="ok",
+        )
+        for fd, k in sorted(fds.items())
+    ]
     rows.append(FdRow(0, "/dev/null", "other"))
     return FdSnapshot(role, pid_of(role), "S", rows)
 
@@ -109,16 +131,31 @@ def session_batches(consumers: int = 1, mechanism: str = "vmm") -> list[list[Eve
     roles = [PRODUCER, *names]
     states = {r: _state(r, mechanism) for r in roles}
     fds: dict[str, dict[int, str]] = {r: {3: "control"} for r in roles}
-    start: list[Event] = [SessionStarted("memfd", "memfd backend requested (CPU memory, not GPU memory)", "", SIZE,
-                                         SOCKET.rsplit("/", 1)[0], SOCKET, plan, mechanism, names)]
+    start: list[Event] = [
+        SessionStarted(
+            "memfd",
+            "memfd backend requested (CPU memory, not GPU memory)",
+            "",
+            SIZE,
+            SOCKET.rsplit("/", 1)[0],
+            SOCKET,
+            plan,
+            mechanism,
+            names,
+        )
+    ]
     start += [WorkerStarted(r, pid_of(r), "memfd") for r in roles]
     batches = [start]
     verdicts: dict[str, KcmpVerdict] = {}
     for index, (role, step) in enumerate(plan):
         s = states[role]
         log = _apply(s, fds[role], step, consumers)
-        call = Call(base(step), {"fd": 3, "size": SIZE}, "0x7f0000000000" if base(step) == "reserve" else "ok",
-                    12_345 + index)
+        call = Call(
+            base(step),
+            {"fd": 3, "size": SIZE},
+            "0x7f0000000000" if base(step) == "reserve" else "ok",
+            12_345 + index,
+        )
         report = StepReport(role, step, True, 1_000_000 + index, copy.deepcopy(s), [call], log)
         batch: list[Event] = [StepDone(index, report, 2_000_000, 1_000_000)]
         batch += [_snapshot(r, fds[r]) for r in roles]
@@ -128,7 +165,9 @@ def session_batches(consumers: int = 1, mechanism: str = "vmm") -> list[list[Eve
                     verdicts[name] = KcmpVerdict(PRODUCER_PID, 5, pid_of(name), 5, True, SAME, name)
                     batch.append(verdicts[name])
         batches.append(batch)
-    finish: list[Event] = [SessionFinished(True, INTEGERS, 40, 0, mechanism, list(verdicts.values()))]
+    finish: list[Event] = [
+        SessionFinished(True, INTEGERS, 40, 0, mechanism, list(verdicts.values()))
+    ]
     finish += [WorkerExited(r, pid_of(r), 0, None, True) for r in roles]
     finish.append(SessionClosed(True))
     batches[-1] += finish

@@ -97,12 +97,15 @@ def test_brackets_inside_strings_do_not_count_as_depth():
     assert not channel.too_deep(b"[" * 16 + b"]" * 16)
 
 
-@pytest.mark.parametrize("bad, why", [
-    ({k: v for k, v in encode(ALLOC).items() if k != "alloc_size"}, "lacks 'alloc_size'"),
-    ({**encode(ALLOC), "alloc_size": "64MiB"}, "alloc_size"),
-    ({**encode(ALLOC), "device": None}, "device"),
-    ({**encode(ALLOC), "alloc_size": True}, "alloc_size"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ({k: v for k, v in encode(ALLOC).items() if k != "alloc_size"}, "lacks 'alloc_size'"),
+        ({**encode(ALLOC), "alloc_size": "64MiB"}, "alloc_size"),
+        ({**encode(ALLOC), "device": None}, "device"),
+        ({**encode(ALLOC), "alloc_size": True}, "alloc_size"),
+    ],
+)
 def test_a_missing_or_malformed_field_is_bad_message_and_closes_the_fd(seqpacket_pair, bad, why):
     a, b = seqpacket_pair
     fd = os.memfd_create("meta")

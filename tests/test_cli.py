@@ -12,7 +12,13 @@ def run_cli(*args, tmp=None):
     env = dict(os.environ)
     if tmp:
         env["TMPDIR"] = str(tmp)
-    return subprocess.run([sys.executable, "-m", "vmmtui", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_run_memfd_prints_the_seed_log_and_exits_0(tmp_path):
@@ -69,7 +75,9 @@ def test_doctor_reports_memfd_and_kcmp():
 def test_size_larger_than_the_backend_can_hold_exits_2(capsys):
     assert main(["run", "--backend", "memfd", "--size", "1000TiB"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "larger than the RAM available" in err[0] and "smaller --size" in err[0]
+    assert (
+        len(err) == 1 and "larger than the RAM available" in err[0] and "smaller --size" in err[0]
+    )
 
 
 def test_unknown_scenario_exits_2(capsys):
@@ -111,8 +119,16 @@ def test_socket_path_too_long_falls_back_to_a_short_dir_and_says_so(tmp_path):
     assert os.listdir(deep) == []
 
 
-@pytest.mark.parametrize("args", [["run", "--consumers", "abc"], ["run", "--pace", "-1"], ["--pace", "-1"],
-                                  ["run", "--no-such-flag"], ["run", "--size", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--consumers", "abc"],
+        ["run", "--pace", "-1"],
+        ["--pace", "-1"],
+        ["run", "--no-such-flag"],
+        ["run", "--size", "0"],
+    ],
+)
 def test_argument_errors_are_one_line(args, capsys):
     with pytest.raises(SystemExit) as ex:
         main(args)
@@ -156,21 +172,37 @@ def test_four_consumers_on_memfd_each_verify_and_kcmp_says_so(tmp_path):
 
 
 def test_consumers_write_their_slices_on_memfd(tmp_path):
-    res = run_cli("run", "--backend", "memfd", "--size", "1MiB", "--consumers", "3", "--direction",
-                  "consumer-writes", tmp=tmp_path)
+    res = run_cli(
+        "run",
+        "--backend",
+        "memfd",
+        "--size",
+        "1MiB",
+        "--consumers",
+        "3",
+        "--direction",
+        "consumer-writes",
+        tmp=tmp_path,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "consumer-3 │ Wrote integers [174760, 262144) of the shared buffer" in res.stdout
     assert "producer │ Data verification PASSED (262144 integers verified)" in res.stdout
 
 
-@pytest.mark.parametrize("args,says", [
-    (["--mechanism", "legacy"], "memfd has no legacy mode"),
-    (["--consumers", "9"], "--consumers 9: choose 1 to 8"),
-    (["--consumers", "0"], "--consumers 0: choose 1 to 8"),
-    (["--devices", "0,1"], "--devices needs the cuda backend"),
-    (["--verify", "device"], "--verify device needs a GPU"),
-    (["--consumers", "2", "--scenario", "leaked-fd"], "scenario leaked-fd runs with the vmm mechanism, one consumer"),
-])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--mechanism", "legacy"], "memfd has no legacy mode"),
+        (["--consumers", "9"], "--consumers 9: choose 1 to 8"),
+        (["--consumers", "0"], "--consumers 0: choose 1 to 8"),
+        (["--devices", "0,1"], "--devices needs the cuda backend"),
+        (["--verify", "device"], "--verify device needs a GPU"),
+        (
+            ["--consumers", "2", "--scenario", "leaked-fd"],
+            "scenario leaked-fd runs with the vmm mechanism, one consumer",
+        ),
+    ],
+)
 def test_shapes_that_cannot_run_exit_2_with_one_line(args, says, capsys):
     assert main(["run", "--backend", "memfd", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -25,7 +25,9 @@ def test_each_role_speaks_and_kcmp_is_told_once_per_consumer():
     out, _ = printed(session_events(consumers=2))
     for k in (1, 2):
         assert f"consumer-{k} │ Data verification PASSED (262144 integers verified)" in out
-        assert out.count(f"kernel │ kcmp(KCMP_FILE): producer fd 5 ≡ consumer-{k} fd 5: {SAME}") == 1
+        assert (
+            out.count(f"kernel │ kcmp(KCMP_FILE): producer fd 5 ≡ consumer-{k} fd 5: {SAME}") == 1
+        )
     summary = out.strip().splitlines()[-1]
     assert summary.startswith(narration.VERIFIED + " 262144 integers (1 MiB)")
     assert "kcmp: 2/2 consumers' fds are the producer's open file description" in summary
@@ -40,9 +42,15 @@ def test_one_consumer_summary_carries_the_verdict():
 def test_a_failed_session_is_not_verified_and_says_why():
     batches = session_batches()
     events = [e for b in batches[:4] for e in b]
-    events.append(SessionFailed("producer", "create", failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate", "bad size")))
+    events.append(
+        SessionFailed(
+            "producer", "create", failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate", "bad size")
+        )
+    )
     out, _ = printed(events)
-    assert "FAILED at producer step create: cuMemCreate → CUDA_ERROR_INVALID_VALUE (bad size)" in out
+    assert (
+        "FAILED at producer step create: cuMemCreate → CUDA_ERROR_INVALID_VALUE (bad size)" in out
+    )
     last = out.strip().splitlines()[-1]
     assert last.startswith(narration.NOT_VERIFIED) and "kcmp: not checked" in last
 

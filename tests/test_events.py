@@ -38,7 +38,9 @@ def test_every_event_of_real_runs_round_trips(streams):
             assert back == e, (shape, type(e).__name__)
             assert back.to_json() == line
             seen.add(type(e).__name__)
-    session_types = {n for n, c in Event.types.items() if not issubclass(c, AttachEvent)}  # attach's: tests/attach
+    session_types = {
+        n for n, c in Event.types.items() if not issubclass(c, AttachEvent)
+    }  # attach's: tests/attach
     assert seen == session_types, f"never produced by a real run: {session_types - seen}"
 
 
@@ -50,16 +52,21 @@ def test_step_reports_come_back_typed(streams):
     assert send.report.state.sent.alloc_size == 1 << 16
 
 
-@pytest.mark.parametrize("line,says", [
-    ('{"v": 1, "event": "Nope"}', "unknown event type"),
-    ('{"v": 99, "event": "Notice", "text": "x"}', "version 99"),
-    ('{"v": 1, "event": "Notice"}', "lacks 'text'"),
-    ('{"v": 1, "event": "Notice", "text": 3}', "expected str"),
-    ('{"v": 1, "event": "StepDone", "index": 0, "report": {"role": "producer"}, "roundtrip_ns": 1, "overhead_ns": 0}',
-     "lacks"),
-    ("[1, 2]", "expected an object"),
-    ("{not json", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "line,says",
+    [
+        ('{"v": 1, "event": "Nope"}', "unknown event type"),
+        ('{"v": 99, "event": "Notice", "text": "x"}', "version 99"),
+        ('{"v": 1, "event": "Notice"}', "lacks 'text'"),
+        ('{"v": 1, "event": "Notice", "text": 3}', "expected str"),
+        (
+            '{"v": 1, "event": "StepDone", "index": 0, "report": {"role": "producer"}, "roundtrip_ns": 1, "overhead_ns": 0}',
+            "lacks",
+        ),
+        ("[1, 2]", "expected an object"),
+        ("{not json", "not JSON"),
+    ],
+)
 def test_lines_that_are_not_events_say_why(line, says):
     with pytest.raises(EventFormatError, match=says):
         Event.from_json(line)

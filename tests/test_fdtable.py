@@ -36,12 +36,21 @@ def test_kcmp_tells_a_dup_from_another_file():
             os.close(fd)
 
 
-@pytest.mark.parametrize("target,cls", [
-    ("/dev/nvidiactl", "nvidia"), ("/dev/nvidia0", "nvidia"), ("/memfd:vmmtui-alloc (deleted)", "memfd"),
-    ("/dev/shm/torch_1_2", "shm"), ("socket:[123]", "socket"), ("pipe:[9]", "pipe"),
-    ("anon_inode:[pidfd]", "pidfd"), ("anon_inode:dmabuf", "dmabuf"), ("anon_inode:[eventfd]", "anon"),
-    ("/dev/null", "other"),
-])
+@pytest.mark.parametrize(
+    "target,cls",
+    [
+        ("/dev/nvidiactl", "nvidia"),
+        ("/dev/nvidia0", "nvidia"),
+        ("/memfd:vmmtui-alloc (deleted)", "memfd"),
+        ("/dev/shm/torch_1_2", "shm"),
+        ("socket:[123]", "socket"),
+        ("pipe:[9]", "pipe"),
+        ("anon_inode:[pidfd]", "pidfd"),
+        ("anon_inode:dmabuf", "dmabuf"),
+        ("anon_inode:[eventfd]", "anon"),
+        ("/dev/null", "other"),
+    ],
+)
 def test_target_class_reads_the_proc_target(target, cls):
     from vmmtui.fdtable import target_class
 

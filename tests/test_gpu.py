@@ -75,17 +75,32 @@ def run_cuda(tmp, size=1 << 20, **kw):
     return s, s.lifetime()
 
 
-CUDA_SCENARIOS = ["unaligned-size", "consumer-first", "stale-socket", "wrong-release", "producer-dies",
-                  "consumer-dies", "consumer-hangs", "leaked-fd", "no-fd-handle-type", "intruder", "out-of-memory",
-                  "legacy-second-context"]
+CUDA_SCENARIOS = [
+    "unaligned-size",
+    "consumer-first",
+    "stale-socket",
+    "wrong-release",
+    "producer-dies",
+    "consumer-dies",
+    "consumer-hangs",
+    "leaked-fd",
+    "no-fd-handle-type",
+    "intruder",
+    "out-of-memory",
+    "legacy-second-context",
+]
 
 
 @pytest.mark.parametrize("name", CUDA_SCENARIOS)
 def test_cuda_scenario_happens_as_described_and_memory_comes_back(name, clean_state):
     before = device_free()
-    s, events = run_cuda(clean_state, 1 << 30 if name == "producer-dies" else 1 << 20, scenario=name)
-    print(f"\n{name}: outcome {s.outcome.outcome} at {s.outcome.at or '-'}"
-          + (f": {s.failure.one_line()}" if s.failure else ""))
+    s, events = run_cuda(
+        clean_state, 1 << 30 if name == "producer-dies" else 1 << 20, scenario=name
+    )
+    print(
+        f"\n{name}: outcome {s.outcome.outcome} at {s.outcome.at or '-'}"
+        + (f": {s.failure.one_line()}" if s.failure else "")
+    )
     assert s.outcome.as_expected, s.outcome
     if name == "unaligned-size":
         assert s.failure.call == "cuMemCreate" and s.failure.code == "CUDA_ERROR_INVALID_VALUE"
@@ -94,12 +109,17 @@ def test_cuda_scenario_happens_as_described_and_memory_comes_back(name, clean_st
     if name == "no-fd-handle-type":
         assert s.failure.call == "cuMemExportToShareableHandle"
     if name == "legacy-second-context":
-        assert s.failure.call == "cuIpcOpenMemHandle (second context)" and "seed 003" in s.failure.cause
+        assert (
+            s.failure.call == "cuIpcOpenMemHandle (second context)"
+            and "seed 003" in s.failure.cause
+        )
     if name == "leaked-fd":
         assert "/dev/nvidia" in s.failure.message
     assert isinstance(events[-1], SessionClosed) and events[-1].clean
     after = settled_free(before)
-    assert after >= before - (64 << 20), f"device memory not back: {before} free before, {after} after"
+    assert after >= before - (64 << 20), (
+        f"device memory not back: {before} free before, {after} after"
+    )
 
 
 @pytest.mark.parametrize("step", ["create", "map", "export", "send"])
@@ -144,7 +164,9 @@ def test_legacy_ipc_verifies_and_no_fd_reaches_the_consumer(clean_state):
     assert len(bytes.fromhex(handle)) == 64
     receive = done[("consumer", "receive")]
     assert receive.opened == [] and receive.state.received_fd is None
-    assert [c.name for c in done[("consumer", "import")].calls if c.name.startswith("cuIpc")] == ["cuIpcOpenMemHandle"]
+    assert [c.name for c in done[("consumer", "import")].calls if c.name.startswith("cuIpc")] == [
+        "cuIpcOpenMemHandle"
+    ]
     assert any(c.name == "cuIpcCloseMemHandle" for c in done[("consumer", "cleanup")].calls)
     assert any(c.name == "cuMemFree" for c in done[("producer", "cleanup")].calls)
     note = next(e.text for e in events if getattr(e, "text", "").startswith("consumer fd table"))
@@ -164,7 +186,9 @@ def test_four_consumers_each_map_the_same_allocation(mechanism, clean_state):
 
 @pytest.mark.parametrize("mechanism", ["vmm", "legacy"])
 def test_consumers_write_their_slices_and_the_producer_verifies(mechanism, clean_state):
-    s, events = run_cuda(clean_state, 64 << 20, consumers=3, direction="consumer-writes", mechanism=mechanism)
+    s, events = run_cuda(
+        clean_state, 64 << 20, consumers=3, direction="consumer-writes", mechanism=mechanism
+    )
     assert s.verified and s.failure is None and events[-1].clean, s.failure
     done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
     slices = [done[(f"consumer-{k}", "write")].state.slice for k in (1, 2, 3)]
@@ -177,7 +201,9 @@ def test_consumers_on_another_gpu(clean_state):
     if device_count() < 2:
         pytest.skip("needs two GPUs")
     for mechanism in ("vmm", "legacy"):
-        s, events = run_cuda(clean_state, 256 << 20, consumers=2, devices=[1, 0], mechanism=mechanism)
+        s, events = run_cuda(
+            clean_state, 256 << 20, consumers=2, devices=[1, 0], mechanism=mechanism
+        )
         assert s.verified and s.failure is None and events[-1].clean, (mechanism, s.failure)
         done = {(e.role, e.step): e.report for e in events if isinstance(e, StepDone)}
         assert done[("consumer-1", "init")].state.device == 1
@@ -188,8 +214,11 @@ def test_bench_on_the_gpu_measures_every_path(tmp_path):
     from vmmtui.backends import choose
     from vmmtui.bench.run import Bench, BenchConfig
 
-    result = Bench(BenchConfig("cuda", [2 << 20, 64 << 20], repeat=2, tmpdir=str(tmp_path)), choose("cuda"),
-                   progress=print).run()
+    result = Bench(
+        BenchConfig("cuda", [2 << 20, 64 << 20], repeat=2, tmpdir=str(tmp_path)),
+        choose("cuda"),
+        progress=print,
+    ).run()
     for path in ("vmm", "legacy", "staged", "memfd"):
         for size in ("2097152", "67108864"):
             entry = result["paths"][path][size]

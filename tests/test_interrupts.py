@@ -13,8 +13,14 @@ import pytest
 
 def start(tmp_path, *args):
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    return subprocess.Popen([sys.executable, "-m", "vmmtui", "run", "--backend", "memfd", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "run", "--backend", "memfd", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def descendants(pid: int) -> list[int]:
@@ -25,7 +31,9 @@ def descendants(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.6, 1.2, 2.0])
-@pytest.mark.parametrize("signum,to_group", [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False)])
+@pytest.mark.parametrize(
+    "signum,to_group", [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False)]
+)
 def test_interrupt_stops_everything_and_says_where(tmp_path, delay, signum, to_group):
     proc = start(tmp_path, "--size", "256MiB")
     time.sleep(delay)
@@ -46,5 +54,7 @@ def test_interrupt_stops_everything_and_says_where(tmp_path, delay, signum, to_g
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vmmtui: interrupted"), err
     time.sleep(0.2)
-    assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not [
+        p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+    ]
     assert os.listdir(tmp_path) == []

@@ -14,3 +14,12 @@ def test_ruff_is_clean():
         pytest.skip("ruff not installed (pip install -e '.[dev]')")
     res = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_ruff_format_is_applied():
+    """The house style is ``ruff format`` (100 columns): a file left unformatted fails here."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff not installed (pip install -e '.[dev]')")
+    res = subprocess.run([ruff, "format", "--check", str(ROOT)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr

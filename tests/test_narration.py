@@ -25,14 +25,21 @@ def sources() -> list[Path]:
 
 def test_one_verdict_is_the_kernels_answer():
     assert narration.kcmp_verdict(verdict()).plain == f"producer fd 5 ≡ consumer fd 5: {SAME}"
-    assert narration.kcmp_verdict(verdict(same=False)).plain.startswith("producer fd 5 ≢ consumer fd 5")
-    assert narration.kcmp_verdict(verdict(same=None)).plain.startswith("producer fd 5 ? consumer fd 5")
+    assert narration.kcmp_verdict(verdict(same=False)).plain.startswith(
+        "producer fd 5 ≢ consumer fd 5"
+    )
+    assert narration.kcmp_verdict(verdict(same=None)).plain.startswith(
+        "producer fd 5 ? consumer fd 5"
+    )
     assert narration.kcmp_summary([verdict()]).plain == f"producer fd 5 ≡ consumer fd 5: {SAME}"
 
 
 def test_several_consumers_none_and_legacy():
     several = [verdict(f"consumer-{k}") for k in range(1, 5)]
-    assert narration.kcmp_summary(several).plain == "4/4 consumers' fds are the producer's open file description"
+    assert (
+        narration.kcmp_summary(several).plain
+        == "4/4 consumers' fds are the producer's open file description"
+    )
     several[2] = verdict("consumer-3", same=False)
     text = narration.kcmp_summary(several)
     assert text.plain.startswith("3/4 ") and "red" in str(text.style)
@@ -40,7 +47,8 @@ def test_several_consumers_none_and_legacy():
     assert narration.kcmp_summary(several[:3], consumers=4).plain.startswith("2/4 ")
     assert narration.kcmp_summary([]).plain == "not checked"
     assert narration.kcmp_summary([], "legacy").plain == (
-        "no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare")
+        "no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare"
+    )
 
 
 def test_pair_note_names_the_other_side_for_numbered_consumers():
@@ -51,9 +59,14 @@ def test_pair_note_names_the_other_side_for_numbered_consumers():
 
 
 def test_exits_and_role_colours():
-    assert narration.exited(WorkerExited("consumer-2", 7, None, "SIGKILL", False)).plain == \
-        "consumer-2 (pid 7) killed by SIGKILL"
-    assert narration.exited(WorkerExited("producer", 7, 1, None, False)).plain == "producer (pid 7) exit code 1"
+    assert (
+        narration.exited(WorkerExited("consumer-2", 7, None, "SIGKILL", False)).plain
+        == "consumer-2 (pid 7) killed by SIGKILL"
+    )
+    assert (
+        narration.exited(WorkerExited("producer", 7, 1, None, False)).plain
+        == "producer (pid 7) exit code 1"
+    )
     assert narration.role_style("consumer-2") == narration.role_style("consumer") == "magenta"
     assert narration.role_style("producer") == "cyan"
 
@@ -70,5 +83,7 @@ def test_verified_is_worded_only_in_narration():
 
 
 def test_several_consumers_kcmp_summary_is_worded_only_in_narration():
-    wording = [p.relative_to(PKG).as_posix() for p in sources() if "consumers' fds" in p.read_text()]
+    wording = [
+        p.relative_to(PKG).as_posix() for p in sources() if "consumers' fds" in p.read_text()
+    ]
     assert wording == ["narration.py"]

@@ -19,7 +19,7 @@ def test_verify_finds_first_mismatch_across_chunks(monkeypatch):
     data = pat.pattern(0, 4321)
     data[2500] ^= 1
     data[4320] = 7
-    result = pat.verify_chunks(len(data), lambda s, n: data[s:s + n])
+    result = pat.verify_chunks(len(data), lambda s, n: data[s : s + n])
     assert not result.passed
     assert result.mismatches == 2
     assert (result.first_index, result.first_got) == (2500, int(data[2500]))
@@ -29,6 +29,6 @@ def test_verify_finds_first_mismatch_across_chunks(monkeypatch):
 
 def test_verify_passes_on_the_pattern():
     data = pat.pattern(0, 777)
-    result = pat.verify_chunks(777, lambda s, n: data[s:s + n])
+    result = pat.verify_chunks(777, lambda s, n: data[s : s + n])
     assert result.passed and result.checked == 777
     assert result.describe() == "Data verification PASSED (777 integers verified)"

@@ -15,8 +15,19 @@ def test_step_report_round_trips_through_json():
         held = HeldFd.of(a.fileno(), "control")
         state = WorkerState("producer", 1, "memfd", "vmm", "producer-writes", 1, "/s")
         state.mapping.va = 1
-        report = StepReport("producer", "create", False, 123, state, [Call("cuMemCreate", {"size": 1}, "x", 5, False)],
-                            ["line"], [held], [9], [held], failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate"))
+        report = StepReport(
+            "producer",
+            "create",
+            False,
+            123,
+            state,
+            [Call("cuMemCreate", {"size": 1}, "x", 5, False)],
+            ["line"],
+            [held],
+            [9],
+            [held],
+            failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate"),
+        )
         LineChannel(a).send({"type": "report", "report": encode(report)})
         got = LineChannel(b).receive(timeout=1)
     assert decode_report(got["report"]) == report
@@ -26,13 +37,29 @@ def test_step_report_round_trips_through_json():
 def test_hello_round_trips_and_a_wrong_one_is_a_protocol_error():
     a, b = socket.socketpair()
     with a, b:
-        hello = Hello("consumer-2", 42, ["init", "connect"], "memfd", "memfd (CPU)", [HeldFd.of(a.fileno(), "control")])
+        hello = Hello(
+            "consumer-2",
+            42,
+            ["init", "connect"],
+            "memfd",
+            "memfd (CPU)",
+            [HeldFd.of(a.fileno(), "control")],
+        )
         LineChannel(a).send({"type": "hello", **encode(hello)})
         assert decode_hello(LineChannel(b).receive(timeout=1)) == hello
     with pytest.raises(ProtocolError):
         decode_hello({"type": "report"})
     with pytest.raises(ProtocolError, match="pid"):
-        decode_hello({"type": "hello", "role": "producer", "pid": "x", "steps": [], "backend": "", "label": ""})
+        decode_hello(
+            {
+                "type": "hello",
+                "role": "producer",
+                "pid": "x",
+                "steps": [],
+                "backend": "",
+                "label": "",
+            }
+        )
 
 
 def test_malformed_and_unversioned_lines_are_protocol_errors():

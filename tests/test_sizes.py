@@ -5,8 +5,16 @@ from vmmtui.sizes import SizeError, align_up, format_size, parse_size
 
 @pytest.mark.parametrize(
     "text,expected",
-    [("1048576", 1048576), ("1MiB", 1 << 20), ("64MB", 64_000_000), ("2GiB", 2 << 30), ("4k", 4096),
-     (" 3 KiB ", 3072), ("1.5GiB", 3 << 29), (4096, 4096)],
+    [
+        ("1048576", 1048576),
+        ("1MiB", 1 << 20),
+        ("64MB", 64_000_000),
+        ("2GiB", 2 << 30),
+        ("4k", 4096),
+        (" 3 KiB ", 3072),
+        ("1.5GiB", 3 << 29),
+        (4096, 4096),
+    ],
 )
 def test_parse_size_accepts_user_forms(text, expected):
     assert parse_size(text) == expected

@@ -32,5 +32,8 @@ def test_markdown_tells_steps_kcmp_once_and_the_result(tmp_path):
     for k in (1, 2):
         assert text.count(f"**kcmp(KCMP_FILE)**: producer fd 5 ≡ consumer-{k} fd 5: {SAME}") == 1
     result = text.split("## Result", 1)[1]
-    assert narration.VERIFIED in result and "2/2 consumers' fds are the producer's open file description" in result
+    assert (
+        narration.VERIFIED in result
+        and "2/2 consumers' fds are the producer's open file description" in result
+    )
     assert narration.CLEAN in text

@@ -17,4 +17,7 @@ def test_same_code_different_call_different_explanation():
     create = failure("CUDA_ERROR_INVALID_VALUE", "cuMemCreate")
     assert "requestedHandleTypes" in export.cause and "granularity" in create.cause
     assert "cuMemRelease" in explain("CUDA_ERROR_INVALID_VALUE", "cuMemFree")[1]
-    assert explain("NO_SUCH_CODE") == ("unexpected error", "see the message; report it if it persists")
+    assert explain("NO_SUCH_CODE") == (
+        "unexpected error",
+        "see the message; report it if it persists",
+    )

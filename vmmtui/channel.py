@@ -91,7 +91,13 @@ def peer_cred(sock: socket.socket) -> PeerCred:
 
 def check_path(path: str) -> None:
     if len(os.fsencode(path)) > AF_UNIX_PATH_MAX:
-        raise StepError(failure("ENAMETOOLONG", "bind", f"{path} is {len(os.fsencode(path))} bytes, AF_UNIX allows {AF_UNIX_PATH_MAX}"))
+        raise StepError(
+            failure(
+                "ENAMETOOLONG",
+                "bind",
+                f"{path} is {len(os.fsencode(path))} bytes, AF_UNIX allows {AF_UNIX_PATH_MAX}",
+            )
+        )
 
 
 def _err(exc: OSError, call: str) -> StepError:
@@ -110,21 +116,35 @@ def remove_if_stale(path: str) -> str | None:
     except FileNotFoundError:
         return None
     if not stat.S_ISSOCK(st.st_mode):
-        raise StepError(failure("EADDRINUSE", "bind", f"{path} exists and is not a socket; not touching it"))
+        raise StepError(
+            failure("EADDRINUSE", "bind", f"{path} exists and is not a socket; not touching it")
+        )
     err = _try_connect(path)
     if err == errno.ECONNREFUSED:
         os.unlink(path)
-        return f"stale socket file {path}: connect() got ECONNREFUSED (nobody listening), removed it"
+        return (
+            f"stale socket file {path}: connect() got ECONNREFUSED (nobody listening), removed it"
+        )
     if err == errno.EAGAIN:
-        raise StepError(failure("EADDRINUSE", "bind", f"another process is listening on {path} (its backlog is full)"))
+        raise StepError(
+            failure(
+                "EADDRINUSE",
+                "bind",
+                f"another process is listening on {path} (its backlog is full)",
+            )
+        )
     if err:
-        raise StepError(failure(errno.errorcode.get(err, "OSERROR"), "connect (stale check)", os.strerror(err)))
+        raise StepError(
+            failure(errno.errorcode.get(err, "OSERROR"), "connect (stale check)", os.strerror(err))
+        )
     raise StepError(failure("EADDRINUSE", "bind", f"another process is listening on {path}"))
 
 
 def _try_connect(path: str) -> int:
     """One non-blocking connect to ``path`` that is closed at once; its errno (0: someone listens)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
+    probe = socket.socket(
+        socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+    )
     try:
         return probe.connect_ex(path)
     finally:
@@ -144,8 +164,12 @@ def listen(path: str) -> socket.socket:
     return sock
 
 
-def accept(listener: socket.socket, expect_pid: int | None, timeout: float,
-           on_refused: Callable[[PeerCred], None] | None = None) -> tuple[socket.socket, PeerCred]:
+def accept(
+    listener: socket.socket,
+    expect_pid: int | None,
+    timeout: float,
+    on_refused: Callable[[PeerCred], None] | None = None,
+) -> tuple[socket.socket, PeerCred]:
     """Accept the expected peer before ``timeout``; anyone else is logged, refused and dropped at once.
 
     Refused connections are closed as soon as they are accepted, one after the other with no pause,
@@ -154,12 +178,16 @@ def accept(listener: socket.socket, expect_pid: int | None, timeout: float,
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise StepError(failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s"))
+            raise StepError(
+                failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")
+            )
         listener.settimeout(left)
         try:
             conn, _ = listener.accept()
         except TimeoutError as exc:
-            raise StepError(failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")) from exc
+            raise StepError(
+                failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")
+            ) from exc
         except OSError as exc:
             if exc.errno in (errno.ECONNABORTED, errno.EINTR):
                 continue
@@ -179,7 +207,9 @@ def accept(listener: socket.socket, expect_pid: int | None, timeout: float,
             on_refused(cred)
 
 
-def connect(path: str, timeout: float, on_retry: Callable[[str], None] | None = None) -> tuple[socket.socket, int]:
+def connect(
+    path: str, timeout: float, on_retry: Callable[[str], None] | None = None
+) -> tuple[socket.socket, int]:
     """Connect before ``timeout``; returns the socket (blocking again) and the number of tries.
 
     The connect is non-blocking: on a Unix socket whose listen backlog is full a blocking connect
@@ -190,7 +220,9 @@ def connect(path: str, timeout: float, on_retry: Callable[[str], None] | None = 
     tries = 0
     while True:
         tries += 1
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
+        sock = socket.socket(
+            socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+        )
         try:
             err = sock.connect_ex(path)
             if err == errno.EINPROGRESS:  # not on AF_UNIX today; bounded all the same
@@ -220,15 +252,26 @@ def _finish_connect(sock: socket.socket, deadline: float) -> int:
 
 def _connect_failure(err: int, path: str, timeout: float, tries: int) -> StepError:
     if err == errno.EAGAIN:
-        return StepError(failure("LISTENER_UNRESPONSIVE", "connect",
-                                 f"{path} accepted no connection within {timeout:g} s ({tries} tries, each EAGAIN: "
-                                 "its listen backlog is full)"))
+        return StepError(
+            failure(
+                "LISTENER_UNRESPONSIVE",
+                "connect",
+                f"{path} accepted no connection within {timeout:g} s ({tries} tries, each EAGAIN: "
+                "its listen backlog is full)",
+            )
+        )
     code = errno.errorcode.get(err, "OSERROR")
-    return StepError(failure(code, "connect", f"{os.strerror(err)}; {tries} tries in {timeout:g} s"))
+    return StepError(
+        failure(code, "connect", f"{os.strerror(err)}; {tries} tries in {timeout:g} s")
+    )
 
 
-def send_message(sock: socket.socket, message: AllocMessage | Ack, fds: list[int] | None = None,
-                 timeout: float = 10.0) -> int:
+def send_message(
+    sock: socket.socket,
+    message: AllocMessage | Ack,
+    fds: list[int] | None = None,
+    timeout: float = 10.0,
+) -> int:
     """Send one versioned message (and ``fds`` as SCM_RIGHTS) as a single SOCK_SEQPACKET record.
 
     A peer that stops reading fills its receive queue and then sendmsg waits: ``timeout`` bounds it."""
@@ -239,7 +282,9 @@ def send_message(sock: socket.socket, message: AllocMessage | Ack, fds: list[int
             return socket.send_fds(sock, [data], fds)
         return sock.send(data)
     except TimeoutError as exc:
-        raise StepError(failure("ETIMEDOUT", "sendmsg", f"the peer took no message within {timeout:g} s")) from exc
+        raise StepError(
+            failure("ETIMEDOUT", "sendmsg", f"the peer took no message within {timeout:g} s")
+        ) from exc
     except OSError as exc:
         raise _err(exc, "sendmsg") from exc
     finally:
@@ -279,7 +324,9 @@ def _peer_gone(sock: socket.socket) -> bool:
     return any(ev & (POLLRDHUP | select.POLLHUP) for _, ev in poller.poll(0))
 
 
-def receive_message(sock: socket.socket, timeout: float, expect: type[M], want_fds: int = 0) -> tuple[M, list[int]]:
+def receive_message(
+    sock: socket.socket, timeout: float, expect: type[M], want_fds: int = 0
+) -> tuple[M, list[int]]:
     """One message of type ``expect`` with exactly ``want_fds`` fds, or StepError with every fd closed.
 
     The fds that arrive are closed on every path but success, whatever is raised (a malformed
@@ -296,7 +343,9 @@ def receive_message(sock: socket.socket, timeout: float, expect: type[M], want_f
     try:
         data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, max(want_fds, 1) + 4)
     except TimeoutError as exc:
-        raise StepError(failure("ETIMEDOUT", "recvmsg", f"no {name} message within {timeout:g} s")) from exc
+        raise StepError(
+            failure("ETIMEDOUT", "recvmsg", f"no {name} message within {timeout:g} s")
+        ) from exc
     except OSError as exc:
         raise _err(exc, "recvmsg") from exc
     finally:
@@ -310,8 +359,15 @@ def receive_message(sock: socket.socket, timeout: float, expect: type[M], want_f
         raise
 
 
-def _parse(sock: socket.socket, data: bytes, fds: list[int], flags: int, expect: type[M], name: str,
-           want_fds: int) -> M:
+def _parse(
+    sock: socket.socket,
+    data: bytes,
+    fds: list[int],
+    flags: int,
+    expect: type[M],
+    name: str,
+    want_fds: int,
+) -> M:
     def reject(code: str, detail: str) -> StepError:
         return StepError(failure(code, "recvmsg", detail))
 
@@ -320,19 +376,26 @@ def _parse(sock: socket.socket, data: bytes, fds: list[int], flags: int, expect:
             raise reject("PEER_CLOSED", f"the peer closed the socket before sending {name}")
         raise reject("BAD_MESSAGE", f"an empty message (0 bytes, no fd) instead of {name}")
     if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
-        raise reject("FD_COUNT" if flags & socket.MSG_CTRUNC else "BAD_MESSAGE",
-                     f"message truncated (flags 0x{flags:x}); closed {len(fds)} fd(s)")
+        raise reject(
+            "FD_COUNT" if flags & socket.MSG_CTRUNC else "BAD_MESSAGE",
+            f"message truncated (flags 0x{flags:x}); closed {len(fds)} fd(s)",
+        )
     if len(fds) != want_fds:
         raise reject("FD_COUNT", f"expected {want_fds} fd(s), received {len(fds)}; closed them all")
     if too_deep(data):
-        raise reject("BAD_MESSAGE", f"nested more than {MAX_DEPTH} levels deep ({len(data)} bytes); closed "
-                     f"{len(fds)} fd(s)")
+        raise reject(
+            "BAD_MESSAGE",
+            f"nested more than {MAX_DEPTH} levels deep ({len(data)} bytes); closed "
+            f"{len(fds)} fd(s)",
+        )
     try:
         message = json.loads(data)
     except (ValueError, RecursionError):
         raise reject("BAD_MESSAGE", f"not JSON: {data[:60]!r}") from None
     if not isinstance(message, dict) or message.get("v") != VERSION or message.get("type") != name:
-        raise reject("BAD_MESSAGE", f"expected a v{VERSION} {name!r} message, got {str(message)[:80]}")
+        raise reject(
+            "BAD_MESSAGE", f"expected a v{VERSION} {name!r} message, got {str(message)[:80]}"
+        )
     try:
         return decode(expect, message, name)
     except (DecodeError, RecursionError) as exc:

@@ -64,7 +64,10 @@ def decode(tp: Any, data: Any, path: str = "$") -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(data):
                 raise DecodeError(f"{path}: expected {len(args)} items, got {len(data)}")
-            return tuple(decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, data, strict=True)))
+            return tuple(
+                decode(a, v, f"{path}[{i}]")
+                for i, (a, v) in enumerate(zip(args, data, strict=True))
+            )
         item = args[0] if args else Any
         out = [decode(item, v, f"{path}[{i}]") for i, v in enumerate(data)]
         return tuple(out) if origin is tuple else out
@@ -72,10 +75,15 @@ def decode(tp: Any, data: Any, path: str = "$") -> Any:
         if not isinstance(data, dict):
             raise DecodeError(f"{path}: expected an object, got {type(data).__name__}")
         kt, vt = typing.get_args(tp) or (str, Any)
-        return {decode(kt, k, path) if kt is not str else str(k): decode(vt, v, f"{path}.{k}") for k, v in data.items()}
+        return {
+            decode(kt, k, path) if kt is not str else str(k): decode(vt, v, f"{path}.{k}")
+            for k, v in data.items()
+        }
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
-            raise DecodeError(f"{path}: expected an object for {tp.__name__}, got {type(data).__name__}")
+            raise DecodeError(
+                f"{path}: expected an object for {tp.__name__}, got {type(data).__name__}"
+            )
         hints = _hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):

@@ -82,7 +82,9 @@ class SessionConfig:
         return spread[index % len(spread)]
 
 
-def resolve_verify(requested: str, backend: str, kernels_error: str | None = None) -> tuple[str, str | None]:
+def resolve_verify(
+    requested: str, backend: str, kernels_error: str | None = None
+) -> tuple[str, str | None]:
     """``auto`` becomes the device's kernels on cuda (the host where they cannot load: a default run never
     fails for want of them) and numpy on memfd; the rest stay. Returns it and the line saying why, if any."""
     if requested != Verify.AUTO:
@@ -90,12 +92,21 @@ def resolve_verify(requested: str, backend: str, kernels_error: str | None = Non
     if backend != BackendName.CUDA:
         return Verify.HOST.value, None
     if kernels_error:
-        return Verify.HOST.value, f"--verify auto checks on the host: the fill/verify kernels cannot load ({kernels_error})"
+        return (
+            Verify.HOST.value,
+            f"--verify auto checks on the host: the fill/verify kernels cannot load ({kernels_error})",
+        )
     return Verify.DEVICE.value, None
 
 
-def validate(config: SessionConfig, backend: str, device_count: int | None = None,
-             capacity: int | None = None, scenario=None, device_probe: dict | None = None) -> str | None:
+def validate(
+    config: SessionConfig,
+    backend: str,
+    device_count: int | None = None,
+    capacity: int | None = None,
+    scenario=None,
+    device_probe: dict | None = None,
+) -> str | None:
     """Why this configuration cannot run on ``backend``, as one line with the fix; None when it can.
 
     ``scenario`` is the resolved Scenario (or None); ``capacity`` the bytes the backend can hold;
@@ -107,8 +118,10 @@ def validate(config: SessionConfig, backend: str, device_count: int | None = Non
     if c.verify not in choices(Verify):
         return f"unknown --verify {c.verify!r}: choose {', '.join(choices(Verify))}"
     if c.verify in (Verify.DEVICE, Verify.BOTH) and backend != BackendName.CUDA:
-        return (f"--verify {c.verify} needs a GPU; the {backend} backend checks on the CPU "
-                "(numpy on the mapped pages): use --verify host")
+        return (
+            f"--verify {c.verify} needs a GPU; the {backend} backend checks on the CPU "
+            "(numpy on the mapped pages): use --verify host"
+        )
     if c.mechanism not in choices(Mechanism):
         return f"unknown mechanism {c.mechanism!r}: choose {' or '.join(choices(Mechanism))}"
     if c.direction not in choices(Direction):
@@ -121,13 +134,19 @@ def validate(config: SessionConfig, backend: str, device_count: int | None = Non
         why_not = scenario.why_not(backend, device_probe)
         if why_not:
             return f"scenario {scenario.name} cannot be shown on the {backend} backend: {why_not}"
-        if (c.consumers, c.direction) != (1, Direction.PRODUCER_WRITES.value) or c.mechanism not in (
-                Mechanism.VMM.value, scenario.mechanism):
-            return (f"scenario {scenario.name} runs with the {scenario.mechanism} mechanism, one consumer "
-                    "and the producer writing")
+        if (c.consumers, c.direction) != (
+            1,
+            Direction.PRODUCER_WRITES.value,
+        ) or c.mechanism not in (Mechanism.VMM.value, scenario.mechanism):
+            return (
+                f"scenario {scenario.name} runs with the {scenario.mechanism} mechanism, one consumer "
+                "and the producer writing"
+            )
     if c.mechanism == Mechanism.LEGACY and backend != BackendName.CUDA:
-        return ("memfd has no legacy mode: cuIpcGetMemHandle/cuIpcOpenMemHandle are CUDA driver calls with no "
-                "CPU analogue; use --backend cuda, or --mechanism vmm on memfd")
+        return (
+            "memfd has no legacy mode: cuIpcGetMemHandle/cuIpcOpenMemHandle are CUDA driver calls with no "
+            "CPU analogue; use --backend cuda, or --mechanism vmm on memfd"
+        )
     if c.devices and backend != BackendName.CUDA:
         return "--devices needs the cuda backend (memfd has no devices)"
     if backend != BackendName.CUDA and c.device != 0:
@@ -137,9 +156,15 @@ def validate(config: SessionConfig, backend: str, device_count: int | None = Non
         if bad:
             return f"device {bad[0]} does not exist (the driver sees {device_count}): fix --device/--devices"
     if capacity is not None and c.size > capacity:
-        where = f"device {c.device}'s memory" if backend == BackendName.CUDA else "the RAM available now"
-        return (f"--size {format_size(c.size)} is larger than {where} ({format_size(capacity)}): "
-                "choose a smaller --size")
+        where = (
+            f"device {c.device}'s memory"
+            if backend == BackendName.CUDA
+            else "the RAM available now"
+        )
+        return (
+            f"--size {format_size(c.size)} is larger than {where} ({format_size(capacity)}): "
+            "choose a smaller --size"
+        )
     return None
 
 
@@ -179,24 +204,49 @@ class WorkerConfig:
 
     @classmethod
     def from_argv(cls, argv: list[str] | None = None) -> WorkerConfig:
-        p = argparse.ArgumentParser(prog="python -m vmmtui.worker", description="One vmmtui worker role.")
-        p.add_argument("--role", required=True, help="producer, consumer or consumer-K (one of several)")
-        p.add_argument("--backend", choices=[BackendName.CUDA.value, BackendName.MEMFD.value], required=True)
+        p = argparse.ArgumentParser(
+            prog="python -m vmmtui.worker", description="One vmmtui worker role."
+        )
+        p.add_argument(
+            "--role", required=True, help="producer, consumer or consumer-K (one of several)"
+        )
+        p.add_argument(
+            "--backend", choices=[BackendName.CUDA.value, BackendName.MEMFD.value], required=True
+        )
         p.add_argument("--size", type=int, required=True)
         p.add_argument("--socket-path", required=True)
         p.add_argument("--device", type=int, default=0)
         p.add_argument("--connect-timeout", type=float, default=10.0)
         p.add_argument("--accept-timeout", type=float, default=10.0)
         p.add_argument("--ack-timeout", type=float, default=120.0)
-        p.add_argument("--verify", choices=[Verify.HOST.value, Verify.DEVICE.value, Verify.BOTH.value],
-                       default=Verify.HOST.value)
+        p.add_argument(
+            "--verify",
+            choices=[Verify.HOST.value, Verify.DEVICE.value, Verify.BOTH.value],
+            default=Verify.HOST.value,
+        )
         p.add_argument("--mechanism", choices=choices(Mechanism), default=Mechanism.VMM.value)
         p.add_argument("--consumers", type=int, default=1)
-        p.add_argument("--direction", choices=choices(Direction), default=Direction.PRODUCER_WRITES.value)
+        p.add_argument(
+            "--direction", choices=choices(Direction), default=Direction.PRODUCER_WRITES.value
+        )
         p.add_argument("--flags", default="")
         p.add_argument("--crash", help=argparse.SUPPRESS)
         p.add_argument("--control-fd", type=int)
         a = p.parse_args(argv)
-        return cls(a.role, a.backend, a.size, a.socket_path, a.device, a.connect_timeout, a.accept_timeout,
-                   a.ack_timeout, a.verify, a.mechanism, a.consumers, a.direction,
-                   [f for f in a.flags.split(",") if f], a.crash, a.control_fd)
+        return cls(
+            a.role,
+            a.backend,
+            a.size,
+            a.socket_path,
+            a.device,
+            a.connect_timeout,
+            a.accept_timeout,
+            a.ack_timeout,
+            a.verify,
+            a.mechanism,
+            a.consumers,
+            a.direction,
+            [f for f in a.flags.split(",") if f],
+            a.crash,
+            a.control_fd,
+        )

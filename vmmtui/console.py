@@ -110,15 +110,23 @@ class LogPrinter:
         """One line (console markup): scenario outcome, verdict, fd cross-check, kcmp, cleanliness."""
         parts = []
         if self.outcome is not None:
-            judged = "[bold green]as expected[/]" if self.outcome.as_expected else "[bold red]NOT as expected[/]"
+            judged = (
+                "[bold green]as expected[/]"
+                if self.outcome.as_expected
+                else "[bold red]NOT as expected[/]"
+            )
             parts.append(f"scenario {escape(self.outcome.name)}: {judged}")
         if self.finished and self.finished.verified:
-            parts.append(f"[bold green]{say.VERIFIED}[/] {self.finished.integers} integers "
-                         f"({format_size(self.finished.integers * 4)})")
+            parts.append(
+                f"[bold green]{say.VERIFIED}[/] {self.finished.integers} integers "
+                f"({format_size(self.finished.integers * 4)})"
+            )
         else:
             parts.append(f"[bold red]{say.NOT_VERIFIED}[/]")
         if self.fd_problems:
-            parts.append(f"[red]fd cross-check: {len(self.fd_problems)} problem(s) in {self.fd_checks} checks[/]")
+            parts.append(
+                f"[red]fd cross-check: {len(self.fd_problems)} problem(s) in {self.fd_checks} checks[/]"
+            )
         else:
             parts.append(f"fd cross-check: {self.fd_checks}/{self.fd_checks} match /proc")
         parts.append(f"kcmp: {escape(self.kcmp_summary().plain)}")

@@ -77,8 +77,10 @@ def ptrace_scope() -> str:
         return "no Yama policy file (no restriction from Yama)"
 
 
-IMEX_FIX = ("on an NVLink-domain system (GB200 NVL72) start the IMEX daemon (nvidia-imex) and create a channel, "
-            "/dev/nvidia-caps-imex-channels/channel0; on one node POSIX fds are the way, and vmmtui uses them")
+IMEX_FIX = (
+    "on an NVLink-domain system (GB200 NVL72) start the IMEX daemon (nvidia-imex) and create a channel, "
+    "/dev/nvidia-caps-imex-channels/channel0; on one node POSIX fds are the way, and vmmtui uses them"
+)
 
 
 def fabric_finding(prefix: str, d: dict, channels: str) -> Finding:
@@ -88,14 +90,24 @@ def fabric_finding(prefix: str, d: dict, channels: str) -> Finding:
         return Finding(name, "not supported by the device (HANDLE_TYPE_FABRIC_SUPPORTED = 0)", None)
     tried = d.get("fabric_create")
     if tried == "CUDA_SUCCESS":
-        return Finding(name, f"usable: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC works ({channels})", True)
+        return Finding(
+            name, f"usable: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC works ({channels})", True
+        )
     if tried == "CUDA_ERROR_NOT_PERMITTED":
-        return Finding(name, f"supported by the device, not usable here: no IMEX channel (cuMemCreate with "
-                             f"CU_MEM_HANDLE_TYPE_FABRIC → {tried}; {channels}) (fix: {IMEX_FIX})", None)
+        return Finding(
+            name,
+            f"supported by the device, not usable here: no IMEX channel (cuMemCreate with "
+            f"CU_MEM_HANDLE_TYPE_FABRIC → {tried}; {channels}) (fix: {IMEX_FIX})",
+            None,
+        )
     if tried is None:
         return Finding(name, "supported by the device (not tried: no VMM)", None)
-    return Finding(name, f"supported by the device, not usable here: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC → "
-                         f"{tried} ({channels})", None)
+    return Finding(
+        name,
+        f"supported by the device, not usable here: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC → "
+        f"{tried} ({channels})",
+        None,
+    )
 
 
 def kernels_finding(prefix: str, d: dict) -> Finding | None:
@@ -103,8 +115,11 @@ def kernels_finding(prefix: str, d: dict) -> Finding | None:
     if "kernels_error" not in d:
         return None
     if d["kernels_error"]:
-        return Finding(f"{prefix} fill/verify kernels", f"cannot load: {d['kernels_error']}; --verify auto checks "
-                                                        "on the host instead", False)
+        return Finding(
+            f"{prefix} fill/verify kernels",
+            f"cannot load: {d['kernels_error']}; --verify auto checks on the host instead",
+            False,
+        )
     return Finding(f"{prefix} fill/verify kernels", f"load ({d['kernels']})", True)
 
 
@@ -116,19 +131,40 @@ def diagnose(device: int = 0) -> Report:
         add(Finding("NVIDIA driver", info.get("error", "not found"), False))
     else:
         v = info.get("driver_version")
-        add(Finding("NVIDIA driver", f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else info.get("error", "?"),
-                    not info.get("error")))
+        add(
+            Finding(
+                "NVIDIA driver",
+                f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else info.get("error", "?"),
+                not info.get("error"),
+            )
+        )
         channels = imex_channels()
         for d in info.get("devices", []):
             p = f"device {d['index']}"
-            add(Finding(f"{p} name", f"{d['name']} (compute capability {d['compute_capability']})", None))
+            add(
+                Finding(
+                    f"{p} name", f"{d['name']} (compute capability {d['compute_capability']})", None
+                )
+            )
             add(Finding(f"{p} VMM", "yes" if d["vmm"] else "no", d["vmm"]))
             add(Finding(f"{p} POSIX fd handles", "yes" if d["posix_fd"] else "no", d["posix_fd"]))
             add(fabric_finding(p, d, channels))
             if "granularity_min" in d:
-                add(Finding(f"{p} granularity", f"minimum {format_size(d['granularity_min'])}, "
-                                                 f"recommended {format_size(d['granularity_rec'])}", None))
-            add(Finding(f"{p} memory", f"{format_size(d['mem_free'])} free of {format_size(d['mem_total'])}", None))
+                add(
+                    Finding(
+                        f"{p} granularity",
+                        f"minimum {format_size(d['granularity_min'])}, "
+                        f"recommended {format_size(d['granularity_rec'])}",
+                        None,
+                    )
+                )
+            add(
+                Finding(
+                    f"{p} memory",
+                    f"{format_size(d['mem_free'])} free of {format_size(d['mem_total'])}",
+                    None,
+                )
+            )
             if (kernels := kernels_finding(p, d)) is not None:
                 add(kernels)
     why = cuda_unusable(info, device)
@@ -137,6 +173,12 @@ def diagnose(device: int = 0) -> Report:
     rep.memfd_ok, detail = check_memfd()
     add(Finding("memfd backend", detail, rep.memfd_ok))
     ok, detail = check_kcmp()
-    add(Finding("kcmp(KCMP_FILE)", detail if ok is not None else f"{detail}: the inspector will say so", ok))
+    add(
+        Finding(
+            "kcmp(KCMP_FILE)",
+            detail if ok is not None else f"{detail}: the inspector will say so",
+            ok,
+        )
+    )
     add(Finding("ptrace_scope", ptrace_scope(), None))
     return rep

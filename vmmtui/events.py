@@ -43,7 +43,9 @@ class Event:
         if not isinstance(data, dict):
             raise EventFormatError(f"expected an object, got {type(data).__name__}")
         if data.get("v") != VERSION:
-            raise EventFormatError(f"event format version {data.get('v')!r}, this vmmtui reads {VERSION}")
+            raise EventFormatError(
+                f"event format version {data.get('v')!r}, this vmmtui reads {VERSION}"
+            )
         cls = Event.types.get(str(data.get("event")))
         if cls is None:
             raise EventFormatError(f"unknown event type {data.get('event')!r}")
@@ -131,12 +133,16 @@ class FdSnapshot(Event):
     pid: int
     status: str
     rows: list[FdRow] = field(default_factory=list)
-    closed: list[FdRow] = field(default_factory=list)  # fds the last step closed, with the kernel's view
+    closed: list[FdRow] = field(
+        default_factory=list
+    )  # fds the last step closed, with the kernel's view
     error: str | None = None
 
     @property
     def problems(self) -> list[FdRow]:
-        return [r for r in self.rows + self.closed if r.check in ("missing", "mismatch", "still-open")]
+        return [
+            r for r in self.rows + self.closed if r.check in ("missing", "mismatch", "still-open")
+        ]
 
 
 @dataclass
@@ -247,7 +253,9 @@ class FdOpened(AttachEvent):
     how: str
     at: float
     source: FdHolder | None = None  # the fd it is the same open file as, for arrived/inherited
-    via: str = ""  # the evidence for how it travelled: a pidfd of the source held, a connected socket
+    via: str = (
+        ""  # the evidence for how it travelled: a pidfd of the source held, a connected socket
+    )
 
 
 @dataclass

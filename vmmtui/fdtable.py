@@ -109,7 +109,9 @@ def kcmp_same_file(pid1: int, fd1: int, pid2: int, fd2: int) -> KcmpResult:
     if rc > 0:
         return KcmpResult(False, "different open file descriptions")
     err = ctypes.get_errno()
-    return KcmpResult(None, f"unavailable: kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})")
+    return KcmpResult(
+        None, f"unavailable: kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})"
+    )
 
 
 class KcmpUnavailable(OSError):
@@ -128,5 +130,7 @@ def kcmp_order(pid1: int, fd1: int, pid2: int, fd2: int) -> int:
     rc = _libc.syscall(nr, pid1, pid2, KCMP_FILE, fd1, fd2)
     if rc < 0:
         err = ctypes.get_errno()
-        raise KcmpUnavailable(err, f"kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})")
+        raise KcmpUnavailable(
+            err, f"kcmp failed with {errno.errorcode.get(err, err)} ({os.strerror(err)})"
+        )
     return 0 if rc == 0 else (-1 if rc == 1 else 1)

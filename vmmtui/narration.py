@@ -87,8 +87,10 @@ def verification(v: Verification) -> Text:
         return Text.assemble(("PASSED ", "bold green"), f"{v.checked} integers verified")
     text = Text.assemble(("FAILED ", "bold red"), f"{v.mismatches} of {v.checked} differ")
     if v.first_index is not None:
-        text.append(f"\nfirst at index {v.first_index}: expected 0x{v.first_expected:08x}, "
-                    f"got 0x{v.first_got:08x}")
+        text.append(
+            f"\nfirst at index {v.first_index}: expected 0x{v.first_expected:08x}, "
+            f"got 0x{v.first_got:08x}"
+        )
     return text
 
 
@@ -98,8 +100,10 @@ def verification_word(v: Verification) -> str:
 
 def kcmp_verdict(v: KcmpVerdict) -> Text:
     """The kernel's answer on one exported/received pair: ``producer fd 5 ≡ consumer fd 5: …``."""
-    return Text(f"producer fd {v.producer_fd} {SIGNS[v.same]} {v.consumer} fd {v.consumer_fd}: {v.detail}",
-                KCMP_STYLES[v.same])
+    return Text(
+        f"producer fd {v.producer_fd} {SIGNS[v.same]} {v.consumer} fd {v.consumer_fd}: {v.detail}",
+        KCMP_STYLES[v.same],
+    )
 
 
 def kcmp_pair_note(v: KcmpVerdict, role: str) -> str:
@@ -116,8 +120,9 @@ def kcmp_line(v: KcmpVerdict) -> Text:
     return Text(f"kcmp(KCMP_FILE): {kcmp_verdict(v).plain}", "bold")
 
 
-def kcmp_summary(verdicts: Iterable[KcmpVerdict], mechanism: str = Mechanism.VMM,
-                 consumers: int | None = None) -> Text:
+def kcmp_summary(
+    verdicts: Iterable[KcmpVerdict], mechanism: str = Mechanism.VMM, consumers: int | None = None
+) -> Text:
     """What kcmp proved for the whole session, from ``SessionFinished.kcmp`` or the verdicts seen so far.
 
     One verdict: the verdict itself; several: how many consumers' fds are the producer's open file
@@ -126,16 +131,20 @@ def kcmp_summary(verdicts: Iterable[KcmpVerdict], mechanism: str = Mechanism.VMM
     """
     found = list(verdicts)
     if mechanism == Mechanism.LEGACY:
-        return Text("no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare",
-                    "dim")
+        return Text(
+            "no fd travelled (legacy IPC handle: 64 plain bytes), so there is nothing for kcmp to compare",
+            "dim",
+        )
     if not found:
         return Text("not checked", "dim")
     if len(found) == 1:
         return kcmp_verdict(found[0])
     same = sum(1 for v in found if v.same)
     total = max(consumers or 0, len(found))
-    return Text(f"{same}/{total} consumers' fds are the producer's open file description",
-                "bold green" if same == total else "bold red")
+    return Text(
+        f"{same}/{total} consumers' fds are the producer's open file description",
+        "bold green" if same == total else "bold red",
+    )
 
 
 class Repeats:
@@ -157,12 +166,23 @@ class Repeats:
 
 # -- one function per event --------------------------------------------------------------------------
 def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
-    lines = [Text(f"backend: {e.reason}", "bold"),
-             Text(f"socket: {m.text(e.socket_path)} (private directory, mode 0700)", "dim")]
+    lines = [
+        Text(f"backend: {e.reason}", "bold"),
+        Text(f"socket: {m.text(e.socket_path)} (private directory, mode 0700)", "dim"),
+    ]
     if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
-        devices = ", ".join(f"{n} on device {d}" for n, d in e.devices.items()) if e.backend == "cuda" else ""
-        lines.append(Text(f"mechanism: {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
-                          + (f" · {devices}" if devices else ""), "bold"))
+        devices = (
+            ", ".join(f"{n} on device {d}" for n, d in e.devices.items())
+            if e.backend == "cuda"
+            else ""
+        )
+        lines.append(
+            Text(
+                f"mechanism: {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
+                + (f" · {devices}" if devices else ""),
+                "bold",
+            )
+        )
     return lines
 
 
@@ -201,13 +221,20 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     head = f"{e.role} (pid {m.pid(e.pid)}) fd table: {len(e.rows)} fds, {len(declared)} declared, "
     if not bad:
         return Text(head + "all match /proc")
-    return Text(head + f"{len(bad)} PROBLEM(S): " + "; ".join(f"fd {r.fd} {r.check} {r.detail}" for r in bad), "red")
+    return Text(
+        head
+        + f"{len(bad)} PROBLEM(S): "
+        + "; ".join(f"fd {r.fd} {r.check} {r.detail}" for r in bad),
+        "red",
+    )
 
 
 def failed(e: SessionFailed) -> list[Text]:
     """The failed step, the real error, its cause and its fix."""
     f = e.failure
-    lines = [Text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})", "bold red")]
+    lines = [
+        Text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})", "bold red")
+    ]
     if f.cause:
         lines.append(Text(f"  cause: {f.cause}"))
     if f.fix:
@@ -241,15 +268,23 @@ def finished(e: SessionFinished, consumers: int | None = None) -> Text:
 
 
 def closed(e: SessionClosed) -> Text:
-    return Text(CLEAN, "dim") if e.clean else Text("left behind: " + "; ".join(e.leftovers), "bold red")
+    return (
+        Text(CLEAN, "dim")
+        if e.clean
+        else Text("left behind: " + "; ".join(e.leftovers), "bold red")
+    )
 
 
 def outcome(e: ScenarioOutcome) -> Text:
     """How a scenario ended against its promise."""
     where = f" at {e.at}" if e.at else ""
-    judged = "as expected" if e.as_expected else f"NOT as expected (expected {', '.join(e.expected)})"
-    return Text(f"scenario {e.name}: ended with {e.outcome}{where}: {judged}",
-                "bold green" if e.as_expected else "bold red")
+    judged = (
+        "as expected" if e.as_expected else f"NOT as expected (expected {', '.join(e.expected)})"
+    )
+    return Text(
+        f"scenario {e.name}: ended with {e.outcome}{where}: {judged}",
+        "bold green" if e.as_expected else "bold red",
+    )
 
 
 # -- attach and watch --------------------------------------------------------------------------------
@@ -271,8 +306,14 @@ from vmmtui.events import (  # noqa: E402  (attach's events, added after the ses
 
 #: what each kind of shared file is, for people
 #: (a /dev/nvidia* fd is a driver file; only kcmp against another process can say it is a shared one)
-KIND_LABELS = {"gpu": "NVIDIA device fd", "memfd": "memfd", "shm": "/dev/shm file", "socket": "socket",
-               "dmabuf": "dma-buf", "pidfd": "pidfd"}
+KIND_LABELS = {
+    "gpu": "NVIDIA device fd",
+    "memfd": "memfd",
+    "shm": "/dev/shm file",
+    "socket": "socket",
+    "dmabuf": "dma-buf",
+    "pidfd": "pidfd",
+}
 CHECK_MARKS = {True: ("✓", "green"), False: ("✗", "bold red"), None: ("–", "dim")}
 
 
@@ -281,13 +322,23 @@ def _mib(n: int) -> str:
 
 
 def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} started or first seen (parent {e.ppid}): "
-                       f"{e.cmdline[:120]}"), "dim")
+    return Text(
+        m.text(
+            f"{e.at:6.2f}s  pid {e.pid} {e.name} started or first seen (parent {e.ppid}): "
+            f"{e.cmdline[:120]}"
+        ),
+        "dim",
+    )
 
 
 def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
-    how = (f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}" if e.returncode is not None
-           else "exited")
+    how = (
+        f"killed by {e.signal}"
+        if e.signal
+        else f"exit code {e.returncode}"
+        if e.returncode is not None
+        else "exited"
+    )
     return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} {how}"), "dim")
 
 
@@ -296,7 +347,11 @@ def unreadable(e: ProcessUnreadable) -> Text:
 
 
 def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
-    line = Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} ({KIND_LABELS.get(e.kind, e.kind)}) "))
+    line = Text(
+        m.text(
+            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} ({KIND_LABELS.get(e.kind, e.kind)}) "
+        )
+    )
     if e.how == "arrived" and e.source is not None:
         src = f"pid {e.source.pid}" + (f" fd {e.source.fd}" if e.source.fd >= 0 else "")
         line.append(m.text(f"ARRIVED from {src}"), "bold green")
@@ -318,8 +373,11 @@ def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
     if e.kind == "gpu":
         # an exported VMM allocation reads /dev/nvidiactl like the driver's own fds; one open file in two
         # processes is either that, or a driver fd inherited across fork: kcmp cannot tell which
-        label = ("GPU fd, one open file in both (an exported allocation, or a driver fd inherited across fork)"
-                 if e.same_description else "GPU driver file")
+        label = (
+            "GPU fd, one open file in both (an exported allocation, or a driver fd inherited across fork)"
+            if e.same_description
+            else "GPU driver file"
+        )
     sign = {True: " ≡ ", False: " ~ ", None: " ? "}[e.same_description]
     who = sign.join(f"pid {h.pid} fd {h.fd}" for h in e.holders) or "no fd left"
     line = Text(m.text(f"SHARED {label} {e.target}: {who}"), KCMP_STYLES[e.same_description])
@@ -330,8 +388,13 @@ def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
 
 
 def socket_pair(e: SocketPair, m: Masks = PLAIN) -> Text:
-    return Text(m.text(f"pid {e.a.pid} fd {e.a.fd} ⇄ pid {e.b.pid} fd {e.b.fd}: Unix {e.type} socket "
-                       f"{e.path or '(unnamed pair)'}"), "dim")
+    return Text(
+        m.text(
+            f"pid {e.a.pid} fd {e.a.fd} ⇄ pid {e.b.pid} fd {e.b.fd}: Unix {e.type} socket "
+            f"{e.path or '(unnamed pair)'}"
+        ),
+        "dim",
+    )
 
 
 def gpu_memory(e: GpuMemory, m: Masks = PLAIN) -> Text:
@@ -357,18 +420,33 @@ def leak(e: Leak) -> list[Text]:
 
 def watch_finished(e: WatchFinished) -> list[Text]:
     how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
-    lines = [Text(f"{' '.join(e.command)[:100]}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
-                  f"{e.shared} shared file(s) · {e.leaks} leak(s)", "bold red" if e.leaks else "bold")]
+    lines = [
+        Text(
+            f"{' '.join(e.command)[:100]}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
+            f"{e.shared} shared file(s) · {e.leaks} leak(s)",
+            "bold red" if e.leaks else "bold",
+        )
+    ]
     lines += [Text(f"  not visible from outside: {u}", "yellow") for u in e.unseen]
     return lines
 
 
 def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
     """Any event attach or watch emits, in words (one or more lines)."""
-    simple = {ProcessSeen: process_seen, ProcessGone: process_gone, FdOpened: fd_opened, FdClosed: fd_closed,
-              SharedFile: shared_file, SocketPair: socket_pair, GpuMemory: gpu_memory}
-    many = {PreflightCheck: lambda x, _m: preflight(x), Leak: lambda x, _m: leak(x),
-            WatchFinished: lambda x, _m: watch_finished(x)}
+    simple = {
+        ProcessSeen: process_seen,
+        ProcessGone: process_gone,
+        FdOpened: fd_opened,
+        FdClosed: fd_closed,
+        SharedFile: shared_file,
+        SocketPair: socket_pair,
+        GpuMemory: gpu_memory,
+    }
+    many = {
+        PreflightCheck: lambda x, _m: preflight(x),
+        Leak: lambda x, _m: leak(x),
+        WatchFinished: lambda x, _m: watch_finished(x),
+    }
     if type(e) in simple:
         return [simple[type(e)](e, m)]
     if type(e) in many:
@@ -378,10 +456,20 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
     if isinstance(e, Notice):
         return [notice(e)]
     if isinstance(e, FdSnapshot):
-        head = Text(m.text(f"{e.role} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"), "bold")
-        return [head] + [Text(m.text(f"    fd {r.fd:>4} {r.kind:<6} {r.target}  {r.note}  {r.detail}".rstrip()))
-                         for r in e.rows]
+        head = Text(
+            m.text(f"{e.role} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"),
+            "bold",
+        )
+        return [head] + [
+            Text(m.text(f"    fd {r.fd:>4} {r.kind:<6} {r.target}  {r.note}  {r.detail}".rstrip()))
+            for r in e.rows
+        ]
     if isinstance(e, KcmpVerdict):
-        return [Text(f"kcmp(KCMP_FILE): pid {e.producer_pid} fd {e.producer_fd} {SIGNS[e.same]} pid {e.consumer_pid} "
-                     f"fd {e.consumer_fd}: {e.detail}", KCMP_STYLES[e.same])]
+        return [
+            Text(
+                f"kcmp(KCMP_FILE): pid {e.producer_pid} fd {e.producer_fd} {SIGNS[e.same]} pid {e.consumer_pid} "
+                f"fd {e.consumer_fd}: {e.detail}",
+                KCMP_STYLES[e.same],
+            )
+        ]
     return [Text(f"{type(e).__name__}", "dim")] if not isinstance(e, AttachEvent) else []

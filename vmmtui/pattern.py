@@ -9,7 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # numpy is imported where it is used: the inspector's first frame does not wait for it
+if (
+    TYPE_CHECKING
+):  # numpy is imported where it is used: the inspector's first frame does not wait for it
     import numpy as np
 
 CHUNK = 16 << 20  # integers per chunk (64 MiB)

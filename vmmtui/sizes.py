@@ -43,7 +43,9 @@ def parse_size(text: str | int) -> int:
         number, unit = m.groups()
         factor = _UNITS.get(unit.lower())
         if factor is None:
-            raise SizeError(f"invalid size unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB")
+            raise SizeError(
+                f"invalid size unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
+            )
         value = int(float(number) * factor) if "." in number else int(number) * factor
     if value <= 0:
         raise SizeError(f"invalid size {text!r}: the size must be greater than 0 bytes")

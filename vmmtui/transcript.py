@@ -59,7 +59,10 @@ class Transcript:
         if isinstance(e, SessionStarted):
             self.mechanism, self.consumers = e.mechanism, len(e.consumers)
             lines = [t.plain for t in say.started(e)]
-            return "".join(f"- {line}\n" for line in lines) + f"- requested size: {e.requested_size} bytes\n\n"
+            return (
+                "".join(f"- {line}\n" for line in lines)
+                + f"- requested size: {e.requested_size} bytes\n\n"
+            )
         if isinstance(e, WorkerStarted):
             return f"- {e.role}: {say.worker_started(e).plain}\n"
         if isinstance(e, StepDone):
@@ -67,7 +70,11 @@ class Transcript:
         if isinstance(e, FdSnapshot):
             return f"\n{say.fd_table(e).plain}\n"
         if isinstance(e, KcmpVerdict):
-            return f"\n**kcmp(KCMP_FILE)**: {say.kcmp_verdict(e).plain}\n" if self.repeats.new(e) else ""
+            return (
+                f"\n**kcmp(KCMP_FILE)**: {say.kcmp_verdict(e).plain}\n"
+                if self.repeats.new(e)
+                else ""
+            )
         if isinstance(e, SessionFailed):
             head, *rest = say.failed(e)
             return f"\n**{head.plain}**\n" + "".join(f"- {t.plain.strip()}\n" for t in rest)
@@ -75,7 +82,8 @@ class Transcript:
             return f"\n## Result\n\n{say.finished(e, self.consumers).plain}\n"
         if isinstance(e, WorkerExited):
             return f"- {say.exited(e).plain}{'' if e.expected else ' (unexpected)'}\n" + "".join(
-                f"    {t.plain}\n" for t in say.log_tail(e))
+                f"    {t.plain}\n" for t in say.log_tail(e)
+            )
         if isinstance(e, SessionClosed):
             return f"\n{say.closed(e).plain}\n"
         if isinstance(e, Notice):
@@ -98,7 +106,11 @@ class Transcript:
                 args = ", ".join(f"{k}={v}" for k, v in c.args.items()).replace("|", "\\|")
                 body += f"| `{c.name}` | {args} | {str(c.result).replace('|', '/')} | {c.duration_ns / 1e6:.3f} |\n"
         if r.opened:
-            body += "\nopened: " + ", ".join(f"fd {h.fd} ({h.kind}, {h.target})" for h in r.opened) + "\n"
+            body += (
+                "\nopened: "
+                + ", ".join(f"fd {h.fd} ({h.kind}, {h.target})" for h in r.opened)
+                + "\n"
+            )
         if r.closed:
             body += "\nclosed: " + ", ".join(f"fd {fd}" for fd in r.closed) + "\n"
         return head + body

@@ -74,7 +74,10 @@ TABLE: dict[str, tuple[str, str]] = {
         "install the NVIDIA driver, or run with --backend memfd",
     ),
     "ECONNREFUSED": ("the producer is not listening on the socket yet", "start the producer first"),
-    "ENOENT": ("the socket file does not exist (the producer has not created it)", "start the producer first"),
+    "ENOENT": (
+        "the socket file does not exist (the producer has not created it)",
+        "start the producer first",
+    ),
     "EADDRINUSE": (
         "the socket file exists: a previous run did not clean up",
         "remove the stale socket file (vmmtui removes stale session directories of dead runs)",
@@ -119,7 +122,10 @@ TABLE: dict[str, tuple[str, str]] = {
         "a shared-memory fd is still open after the worker's cleanup (read from /proc); it keeps the allocation alive",
         "close every fd you export or receive once it is imported or no longer needed",
     ),
-    "PEER_CLOSED": ("the peer closed the connection", "see the other worker's state for why it stopped"),
+    "PEER_CLOSED": (
+        "the peer closed the connection",
+        "see the other worker's state for why it stopped",
+    ),
     "VERIFY_MISMATCH": (
         "the data read through the imported mapping differs from the pattern the producer wrote",
         "check that the consumer imported the right fd and mapped the full size",

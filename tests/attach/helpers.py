@@ -15,8 +15,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 def vmmtui(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "vmmtui", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=FIXTURES, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=FIXTURES,
+        **kw,
+    )
 
 
 def watch_json(fixture: str) -> tuple[subprocess.CompletedProcess, list[Event]]:

@@ -45,7 +45,9 @@ def _as_nobody(target: int) -> str:
     """What a process of another user (nobody) gets from kcmp and from attach's scan of ``target``."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: no exec (nobody may not read this venv); report through the pipe, _exit
+    if (
+        pid == 0
+    ):  # the child: no exec (nobody may not read this venv); report through the pipe, _exit
         try:
             os.setgid(65534)
             os.setuid(65534)
@@ -83,8 +85,11 @@ def test_kcmp_sorts_open_file_descriptions_in_n_log_n(tmp_path):
     fds = [os.open(path, os.O_RDONLY) for _ in range(40)]
     dups = [os.dup(fds[i]) for i in range(0, 40, 4)]
     r, w = os.pipe()
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=r,
-                             pass_fds=fds[:10] + dups[:3])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=r,
+        pass_fds=fds[:10] + dups[:3],
+    )
     os.close(r)
     try:
         time.sleep(0.3)
@@ -115,7 +120,10 @@ def test_kcmp_order_is_a_comparator_on_real_fds():
     try:
         me = os.getpid()
         assert kcmp_order(me, a.fileno(), me, a.fileno()) == 0
-        x, y = kcmp_order(me, a.fileno(), me, b.fileno()), kcmp_order(me, b.fileno(), me, a.fileno())
+        x, y = (
+            kcmp_order(me, a.fileno(), me, b.fileno()),
+            kcmp_order(me, b.fileno(), me, a.fileno()),
+        )
         assert {x, y} == {-1, 1}
         with pytest.raises(KcmpUnavailable):
             kcmp_order(me, 999999, me, a.fileno())
@@ -130,14 +138,19 @@ def test_every_attach_event_of_real_runs_round_trips():
         events += watch_json(fixture)[1]
     res = vmmtui("attach", "--json", "--can", str(os.getpid()), str(os.getppid()))
     events += [Event.from_json(x) for x in res.stdout.splitlines()]
-    events += [Event.from_json(x) for x in vmmtui("attach", "--once", "--json", "999999999").stdout.splitlines()]
+    events += [
+        Event.from_json(x)
+        for x in vmmtui("attach", "--once", "--json", "999999999").stdout.splitlines()
+    ]
     events += list(Nvml.open().usage([os.getpid()]).values())  # NVML's answer, or why it has none
     seen = set()
     for e in events:
         line = e.to_json()
         assert Event.from_json(line) == e and Event.from_json(line).to_json() == line
         seen.add(type(e).__name__)
-    attach_types = {n for n, c in Event.types.items() if issubclass(c, AttachEvent) and c is not AttachEvent}
+    attach_types = {
+        n for n, c in Event.types.items() if issubclass(c, AttachEvent) and c is not AttachEvent
+    }
     assert attach_types <= seen, f"never produced: {attach_types - seen}"
 
 
@@ -146,8 +159,12 @@ def test_the_view_shows_the_pair_and_what_they_share():
 
     from vmmtui.tui.attach import AttachApp
 
-    proc = subprocess.Popen([sys.executable, str(FIXTURES / "scm_pair.py")], cwd=FIXTURES,
-                            env={**os.environ, "FIXTURE_HOLD": "1.0"}, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(FIXTURES / "scm_pair.py")],
+        cwd=FIXTURES,
+        env={**os.environ, "FIXTURE_HOLD": "1.0"},
+        stdout=subprocess.DEVNULL,
+    )
     try:
         time.sleep(0.5)
         kids = children(proc.pid)
@@ -157,7 +174,10 @@ def test_the_view_shows_the_pair_and_what_they_share():
             async with app.run_test(size=(160, 48)) as pilot:
                 for _ in range(40):
                     await pilot.pause(0.1)
-                    if any("SHARED memfd" in str(f.target) or f.kind == "memfd" for f in app.follower.shared_history):
+                    if any(
+                        "SHARED memfd" in str(f.target) or f.kind == "memfd"
+                        for f in app.follower.shared_history
+                    ):
                         break
                 table = app.query_one("#procs")
                 assert table.row_count == 2

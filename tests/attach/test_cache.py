@@ -38,8 +38,13 @@ CHILD = textwrap.dedent("""
 
 def child(shared: int | None = None) -> subprocess.Popen:
     extra = [str(shared)] if shared is not None else []
-    p = subprocess.Popen([sys.executable, "-c", CHILD, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True, pass_fds=(shared,) if shared is not None else ())
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD, *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        pass_fds=(shared,) if shared is not None else (),
+    )
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -71,7 +76,9 @@ def test_an_idle_process_is_carried_and_one_that_ran_is_read_again():
         asleep(p.pid)
         first = scan([p.pid], refresh_polls=10**9)
         second = scan([p.pid], prev=first, refresh_polls=10**9)
-        assert not second.processes[p.pid].fresh  # it sat in read(): nothing of its fds can have changed
+        assert not second.processes[
+            p.pid
+        ].fresh  # it sat in read(): nothing of its fds can have changed
         assert second.processes[p.pid].fds is first.processes[p.pid].fds
         ask(p, "nothing")
         asleep(p.pid)
@@ -91,7 +98,9 @@ def test_fd_closed_and_reopened_onto_another_file_of_the_same_name_is_seen():
         ask(p, "same-name")
         events = f.poll()
         after = f.last.processes[p.pid].fds[5]
-        assert after.target == before.target and after.ino != before.ino  # the name alone would hide it
+        assert (
+            after.target == before.target and after.ino != before.ino
+        )  # the name alone would hide it
         assert [e for e in events if isinstance(e, FdClosed) and e.pid == p.pid and e.fd == 5]
         assert [e for e in events if isinstance(e, FdOpened) and e.pid == p.pid and e.fd == 5]
     finally:
@@ -114,8 +123,9 @@ def test_an_fd_swapped_for_another_open_file_of_the_same_inode_is_no_longer_shar
         assert sh2.same_as(p.pid, mine) == []
         fresh = find_shares(scan([me, p.pid]))  # the carried answer is the one from scratch
         assert sorted(sh2.runs) == sorted(fresh.runs)
-        assert {(f.dev, f.ino, f.same_description) for f in sh2.files} == \
-               {(f.dev, f.ino, f.same_description) for f in fresh.files}
+        assert {(f.dev, f.ino, f.same_description) for f in sh2.files} == {
+            (f.dev, f.ino, f.same_description) for f in fresh.files
+        }
     finally:
         stop(p)
         os.close(mine)
@@ -134,7 +144,9 @@ def test_carried_kcmp_groups_match_a_scan_from_scratch_as_fds_come_and_go():
             s = scan([me, p.pid, q.pid], prev=s)
             sh = find_shares(s, sh)
             fresh = find_shares(scan([me, p.pid, q.pid]))
-            assert {h: sorted(r) for h, r in sh.runs.items()} == {h: sorted(r) for h, r in fresh.runs.items()}
+            assert {h: sorted(r) for h, r in sh.runs.items()} == {
+                h: sorted(r) for h, r in fresh.runs.items()
+            }
             os.close(extra)
     finally:
         stop(p)

@@ -12,7 +12,11 @@ from vmmtui.events import FdOpened, Leak, Notice, ProcessSeen, SharedFile, Socke
 
 
 def shared_memfd(events, name):
-    found = [e for e in of(events, SharedFile) if e.kind == "memfd" and name in e.target and e.same_description]
+    found = [
+        e
+        for e in of(events, SharedFile)
+        if e.kind == "memfd" and name in e.target and e.same_description
+    ]
     assert found, [e for e in events if isinstance(e, SharedFile)]
     assert len({h.pid for h in found[0].holders}) == 2
     return found[0]

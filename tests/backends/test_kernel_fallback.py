@@ -13,14 +13,20 @@ def test_auto_falls_back_to_the_host_with_one_line_only_where_the_kernels_cannot
     assert resolve_verify("auto", "cuda") == ("device", None)
     on, line = resolve_verify("auto", "cuda", WHY)
     assert on == "host" and line.startswith("--verify auto checks on the host") and WHY in line
-    assert resolve_verify("device", "cuda", WHY) == ("device", None)  # asked for: fails with cause and fix
+    assert resolve_verify("device", "cuda", WHY) == (
+        "device",
+        None,
+    )  # asked for: fails with cause and fix
     assert resolve_verify("both", "cuda", WHY) == ("both", None)
     assert resolve_verify("auto", "memfd") == ("host", None)
 
 
 def test_the_choice_carries_the_probe_answer():
     assert Choice("cuda", "", device_probe={"kernels_error": WHY}).kernels_error == WHY
-    assert Choice("cuda", "", device_probe={"kernels_error": None, "kernels": "PTX"}).kernels_error is None
+    assert (
+        Choice("cuda", "", device_probe={"kernels_error": None, "kernels": "PTX"}).kernels_error
+        is None
+    )
     assert Choice("memfd", "").kernels_error is None
 
 
@@ -51,10 +57,19 @@ def test_cuda_auto_checks_on_the_host_when_the_kernels_cannot_load(future_ptx, c
 
     s = Session(SessionConfig(backend="cuda", tmpdir=str(clean_state)))
     events = s.lifetime()
-    notes = [e.text for e in events if isinstance(e, Notice) and e.text.startswith("--verify auto checks on the host")]
+    notes = [
+        e.text
+        for e in events
+        if isinstance(e, Notice) and e.text.startswith("--verify auto checks on the host")
+    ]
     print("\n" + "\n".join(notes))
     assert len(notes) == 1 and "CUDA_ERROR_" in notes[0] and "NVRTC is not available" in notes[0]
-    assert s.verify_on == "host" and s.verified and isinstance(events[-1], SessionClosed) and events[-1].clean
+    assert (
+        s.verify_on == "host"
+        and s.verified
+        and isinstance(events[-1], SessionClosed)
+        and events[-1].clean
+    )
 
 
 @pytest.mark.gpu
@@ -66,5 +81,7 @@ def test_cuda_verify_device_asked_for_fails_with_cause_and_fix(future_ptx, clean
     s = Session(SessionConfig(backend="cuda", tmpdir=str(clean_state), verify="device"))
     events = s.lifetime()
     print("\n" + s.failure.one_line())
-    assert not s.verified and s.failure.call == "cuModuleLoadData (PTX)" and "R580" in s.failure.cause
+    assert (
+        not s.verified and s.failure.call == "cuModuleLoadData (PTX)" and "R580" in s.failure.cause
+    )
     assert s.failed_at[1] == "init" and isinstance(events[-1], SessionClosed) and events[-1].clean

@@ -42,7 +42,8 @@ def test_the_shipped_ptx_was_made_from_this_source():
     """Runs everywhere (no nvcc): an edit of pattern_kernels.cu without regenerating the PTX fails here."""
     text = PTX_FILE.read_text()
     assert text.splitlines()[0] == DIGEST_LINE.format(arch=PTX_ARCH, digest=source_digest()), (
-        "pattern_kernels.ptx is stale: run python -m vmmtui.backends.kernel_image --write-ptx (needs nvcc)")
+        "pattern_kernels.ptx is stale: run python -m vmmtui.backends.kernel_image --write-ptx (needs nvcc)"
+    )
     assert re.search(r"^\.target sm_75$", text, re.M) and re.search(r"^\.version 9\.0$", text, re.M)
     for kernel in ("fill_pattern", "verify_pattern"):
         assert re.search(rf"^\.visible \.entry {kernel}\(", text, re.M), kernel
@@ -61,11 +62,15 @@ def test_the_image_is_nul_terminated_and_labelled(monkeypatch, tmp_path):
 
 
 def test_the_ptx_and_its_source_are_package_data():
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["vmmtui"]
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["vmmtui"]
     assert "backends/*.ptx" in data and "backends/*.cu" in data
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not installed (the digest test above still guards the source)")
+@pytest.mark.skipif(
+    NVCC is None, reason="nvcc not installed (the digest test above still guards the source)"
+)
 def test_nvcc_regenerates_the_shipped_ptx_exactly():
     shipped = PTX_FILE.read_text()
     try:
@@ -73,16 +78,23 @@ def test_nvcc_regenerates_the_shipped_ptx_exactly():
     except subprocess.CalledProcessError as exc:
         pytest.fail(f"nvcc -ptx -arch={PTX_ARCH} failed: {exc.stderr[-400:]}")
     if _release(made) != _release(shipped):
-        pytest.skip(f"nvcc {_release(made)} is not the nvcc that made the shipped PTX ({_release(shipped)})")
-    assert made == shipped, "pattern_kernels.ptx drifted: run python -m vmmtui.backends.kernel_image --write-ptx"
+        pytest.skip(
+            f"nvcc {_release(made)} is not the nvcc that made the shipped PTX ({_release(shipped)})"
+        )
+    assert made == shipped, (
+        "pattern_kernels.ptx drifted: run python -m vmmtui.backends.kernel_image --write-ptx"
+    )
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_ptxas_assembles_the_shipped_ptx(tmp_path, arch):
     """What the driver's JIT will do with it, done by the toolkit's assembler."""
-    out = subprocess.run(["ptxas", f"-arch={arch}", "-o", str(tmp_path / "k.cubin"), str(PTX_FILE)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["ptxas", f"-arch={arch}", "-o", str(tmp_path / "k.cubin"), str(PTX_FILE)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
 
 

@@ -59,8 +59,24 @@ def test_fill_kernel_writes_the_seed_pattern(mapped):
 
 def _corruption_indices(count: int) -> list[int]:
     rng = random.Random(20261122)
-    fixed = [0, 1, 3, 4, 255, 256, 257, 1023, 1024, 4095, 4097, count // 2 + 3, count - 5, count - 4, count - 2,
-             count - 1]
+    fixed = [
+        0,
+        1,
+        3,
+        4,
+        255,
+        256,
+        257,
+        1023,
+        1024,
+        4095,
+        4097,
+        count // 2 + 3,
+        count - 5,
+        count - 4,
+        count - 2,
+        count - 1,
+    ]
     return fixed + rng.sample(range(count), 16)
 
 
@@ -76,7 +92,12 @@ def test_one_flipped_integer_is_found_at_its_index(mapped, on):
             v = b.verify(va, count * 4, on)
         finally:
             poke(b, va, index, expected)
-        assert (v.mismatches, v.first_index, v.first_expected, v.first_got) == (1, index, expected, bad), index
+        assert (v.mismatches, v.first_index, v.first_expected, v.first_got) == (
+            1,
+            index,
+            expected,
+            bad,
+        ), index
     assert b.verify(va, count * 4, "device").passed
 
 
@@ -109,7 +130,9 @@ def test_counts_that_are_not_multiples_of_four_or_the_block(mapped, n):
         b.fill(va, count * 4, "device")
 
 
-def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(mapped, tmp_path, monkeypatch):
+def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(
+    mapped, tmp_path, monkeypatch
+):
     """What a driver older than the shipped PTX says: the same code path, with a PTX ISA no driver knows."""
     from vmmtui.backends.kernel_image import NVRTC_ENV, PTX_ENV, PTX_FILE, load_module
     from vmmtui.troubleshooting import StepError

@@ -47,8 +47,13 @@ def test_memfd_has_no_legacy_ipc_and_says_so():
     from vmmtui.troubleshooting import StepError
 
     b = MemfdBackend()
-    for call in (b.unified_addressing, lambda: b.alloc(4096), lambda: b.ipc_open(bytes(64)),
-                 lambda: b.ipc_export(0), lambda: b.ipc_open_in_second_context(bytes(64))):
+    for call in (
+        b.unified_addressing,
+        lambda: b.alloc(4096),
+        lambda: b.ipc_open(bytes(64)),
+        lambda: b.ipc_export(0),
+        lambda: b.ipc_open_in_second_context(bytes(64)),
+    ):
         with pytest.raises(StepError) as err:
             call()
         assert "memfd has no legacy IPC" in err.value.failure.message

@@ -10,8 +10,10 @@ from vmmtui.backends.probe import first_json_line
 def test_the_line_is_taken_before_the_probe_exits_and_the_probe_is_reaped(tmp_path):
     """A GPU probe tears the driver down after printing; the start must not wait for that."""
     gate = tmp_path / "gate"
-    code = ("import json, os, sys, time; print(json.dumps({'driver': True, 'devices': [], 'pid': os.getpid()}), "
-            f"flush=True)\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)")
+    code = (
+        "import json, os, sys, time; print(json.dumps({'driver': True, 'devices': [], 'pid': os.getpid()}), "
+        f"flush=True)\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)"
+    )
     found = first_json_line([sys.executable, "-c", code], timeout=30)
     pid = found["pid"]
     assert found["driver"] is True
@@ -21,12 +23,20 @@ def test_the_line_is_taken_before_the_probe_exits_and_the_probe_is_reaped(tmp_pa
     deadline = time.monotonic() + 30
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not os.path.exists(f"/proc/{pid}")  # exited and reaped by the background wait (no zombie)
+    assert not os.path.exists(
+        f"/proc/{pid}"
+    )  # exited and reaped by the background wait (no zombie)
 
 
 def test_a_probe_that_dies_without_a_line_says_why():
-    found = first_json_line([sys.executable, "-c", "import sys; sys.exit('no driver for you')"], timeout=30)
-    assert found == {"driver": True, "error": "the CUDA probe failed: no driver for you", "devices": []}
+    found = first_json_line(
+        [sys.executable, "-c", "import sys; sys.exit('no driver for you')"], timeout=30
+    )
+    assert found == {
+        "driver": True,
+        "error": "the CUDA probe failed: no driver for you",
+        "devices": [],
+    }
 
 
 def test_a_probe_that_hangs_is_killed_at_the_deadline():

@@ -37,12 +37,23 @@ def test_memfd_bench_measures_each_step_and_skips_gpu_paths_with_a_reason(memfd_
     for size in ("65536", "1048576"):
         entry = result["paths"]["memfd"][size]
         assert entry["verified"] == "2/2" and entry["failures"] == []
-        assert {"producer create", "producer fill", "consumer verify", "producer wait_ack"} <= set(entry["steps_ms"])
-        assert "producer init" not in entry["steps_ms"] and set(entry["init_ms"]) == {"producer", "consumer"}
+        assert {"producer create", "producer fill", "consumer verify", "producer wait_ack"} <= set(
+            entry["steps_ms"]
+        )
+        assert "producer init" not in entry["steps_ms"] and set(entry["init_ms"]) == {
+            "producer",
+            "consumer",
+        }
         assert entry["e2e_ms"]["n"] == 2 and entry["e2e_ms"]["min"] > 0
         # the span is a sum of steps: at least the fill and the verify in it
-        assert entry["e2e_ms"]["max"] >= entry["steps_ms"]["producer fill"]["min"] + entry["steps_ms"]["consumer verify"]["min"]
-        assert entry["overhead_ms"]["n"] == 2 * len(PLAN) and entry["rtt_overhead_ms"]["median"] >= 0
+        assert (
+            entry["e2e_ms"]["max"]
+            >= entry["steps_ms"]["producer fill"]["min"]
+            + entry["steps_ms"]["consumer verify"]["min"]
+        )
+        assert (
+            entry["overhead_ms"]["n"] == 2 * len(PLAN) and entry["rtt_overhead_ms"]["median"] >= 0
+        )
         for path in ("vmm", "legacy", "staged"):
             assert "needs the cuda backend" in result["skipped"][path][size]
     assert result["paths"]["vmm"] == {} and result["ceiling_gbps"] == {}
@@ -74,10 +85,17 @@ def synthetic(e2e_1g: float, verify: float, copy: float, staged: float) -> dict:
         return d
 
     sizes = [2 * MiB, 64 * MiB, GiB]
-    return {"date": "2026-11-22", "machine": {"gpu": "test"}, "ceiling_gbps": {str(s): copy for s in sizes},
-            "paths": {"vmm": {str(s): entry(e2e_1g * s / GiB, verify) for s in sizes},
-                      "legacy": {str(s): entry(e2e_1g * 2 * s / GiB) for s in sizes},
-                      "staged": {str(GiB): entry(staged)}, "memfd": {}}}
+    return {
+        "date": "2026-11-22",
+        "machine": {"gpu": "test"},
+        "ceiling_gbps": {str(s): copy for s in sizes},
+        "paths": {
+            "vmm": {str(s): entry(e2e_1g * s / GiB, verify) for s in sizes},
+            "legacy": {str(s): entry(e2e_1g * 2 * s / GiB) for s in sizes},
+            "staged": {str(GiB): entry(staged)},
+            "memfd": {},
+        },
+    }
 
 
 def test_targets_compare_against_the_issue_figures():
@@ -96,15 +114,30 @@ def test_svg_has_one_line_per_path_and_log_axes():
     assert set(lines) == {"vmm", "legacy", "staged"}
     xs = [float(p.split(",")[0]) for p in lines["vmm"].split()]
     ys = [float(p.split(",")[1]) for p in lines["vmm"].split()]
-    assert xs == sorted(xs) and ys == sorted(ys, reverse=True)  # bigger sizes right, longer times up
+    assert xs == sorted(xs) and ys == sorted(
+        ys, reverse=True
+    )  # bigger sizes right, longer times up
     # log-log: 2 MiB → 64 MiB is 5 doublings, 64 MiB → 1 GiB is 4; time ratios are the same
     assert (xs[1] - xs[0]) / (xs[2] - xs[1]) == pytest.approx(5 / 4, rel=0.01)
     assert tables(result)[0][1].row_count == 3
 
 
 def test_bench_command_writes_files_and_exits_zero(tmp_path, capsys):
-    rc = main(["bench", "--backend", "memfd", "--sizes", "64KiB", "--repeat", "1", "--out", str(tmp_path),
-               "--name", "cli"])
+    rc = main(
+        [
+            "bench",
+            "--backend",
+            "memfd",
+            "--sizes",
+            "64KiB",
+            "--repeat",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "cli",
+        ]
+    )
     assert rc == 0
     assert (tmp_path / "cli.json").exists() and (tmp_path / "cli.svg").exists()
     assert "wrote" in capsys.readouterr().out
@@ -136,16 +169,33 @@ def test_every_column_fits_80_columns_uncut():
         result["paths"]["vmm"][k]["fill_gbps"] = stats([2786.0])
     text = _render(result)
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
-    for header in ("vmm", "legacy", "staged", "staged/vmm", "fill", "verify", "copy", "verify/copy", "overhead"):
+    for header in (
+        "vmm",
+        "legacy",
+        "staged",
+        "staged/vmm",
+        "fill",
+        "verify",
+        "copy",
+        "verify/copy",
+        "overhead",
+    ):
         assert header in text, header
     assert "2786" in text and "82%" not in text and "87%" in text  # 2600 / 3000
 
 
 def test_every_empty_cell_is_explained_under_the_table():
     result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
-    result["skipped"] = {"staged": {str(2 * MiB): "above --staged-max 1 MiB", str(64 * MiB): "above --staged-max 1 MiB"},
-                         "memfd": {str(s): "above --memfd-max 1 MiB (memfd fills and checks with numpy: about 5 s per GiB)"
-                                   for s in (2 * MiB, 64 * MiB, GiB)}}
+    result["skipped"] = {
+        "staged": {
+            str(2 * MiB): "above --staged-max 1 MiB",
+            str(64 * MiB): "above --staged-max 1 MiB",
+        },
+        "memfd": {
+            str(s): "above --memfd-max 1 MiB (memfd fills and checks with numpy: about 5 s per GiB)"
+            for s in (2 * MiB, 64 * MiB, GiB)
+        },
+    }
     lines = gaps(result)
     assert "- staged at 2 MiB, 64 MiB: above --staged-max 1 MiB" in lines
     assert any(line.startswith("- memfd at every size: above --memfd-max") for line in lines)
@@ -154,7 +204,19 @@ def test_every_empty_cell_is_explained_under_the_table():
 
 
 def test_bench_output_in_a_pipe_is_readable_and_says_why_cells_are_empty(tmp_path, capsys):
-    rc = main(["bench", "--backend", "memfd", "--sizes", "64KiB,4GiB", "--repeat", "1", "--out", str(tmp_path)])
+    rc = main(
+        [
+            "bench",
+            "--backend",
+            "memfd",
+            "--sizes",
+            "64KiB,4GiB",
+            "--repeat",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "…" not in out and max(map(len, out.splitlines())) <= 80
     assert "memfd at 4 GiB: above --memfd-max 2 GiB" in out and "about 5 s per GiB" in out
@@ -164,7 +226,9 @@ def test_bench_output_in_a_pipe_is_readable_and_says_why_cells_are_empty(tmp_pat
 
 
 def test_bench_that_measures_nothing_exits_1_with_the_reason(tmp_path, capsys):
-    rc = main(["bench", "--backend", "memfd", "--sizes", "4GiB", "--repeat", "1", "--out", str(tmp_path)])
+    rc = main(
+        ["bench", "--backend", "memfd", "--sizes", "4GiB", "--repeat", "1", "--out", str(tmp_path)]
+    )
     captured = capsys.readouterr()
     assert rc == 1
     assert captured.err.startswith("vmmtui: nothing could be measured: above --memfd-max 2 GiB")

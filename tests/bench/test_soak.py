@@ -10,11 +10,16 @@ MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 
 def test_200_sessions_leave_fds_children_tmp_and_memory_as_they_were(tmp_path):
-    result = soak(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), 200, choice=MEMFD)
+    result = soak(
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), 200, choice=MEMFD
+    )
     assert result.ok, result.problems
     assert result.verified == 200
     assert (result.end.fds, result.end.children, result.end.tmp_entries) == (
-        result.start.fds, result.start.children, result.start.tmp_entries)
+        result.start.fds,
+        result.start.children,
+        result.start.tmp_entries,
+    )
 
 
 def test_soak_notices_a_leak(tmp_path):
@@ -24,7 +29,9 @@ def test_soak_notices_a_leak(tmp_path):
         kept.append(os.open("/dev/null", os.O_RDONLY))
 
     try:
-        result = soak(SessionConfig(backend="memfd", size=4096, tmpdir=str(tmp_path)), 3, leak, choice=MEMFD)
+        result = soak(
+            SessionConfig(backend="memfd", size=4096, tmpdir=str(tmp_path)), 3, leak, choice=MEMFD
+        )
     finally:
         for fd in kept:
             os.close(fd)

@@ -11,19 +11,40 @@ import pytest
 from vmmtui.cli.serve import command_line
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+CHROMIUM = next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install -y chromium)")
 def test_a_replay_served_to_a_real_browser_shows_the_inspector(tmp_path):
     out = tmp_path / "page.png"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "browser-screenshot.py"), "--out", str(out),
-                          "--text", "PASSED", "--", "replay", "cpu-memfd-1mib", "--step", "19"],
-                         capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "browser-screenshot.py"),
+            "--out",
+            str(out),
+            "--text",
+            "PASSED",
+            "--",
+            "replay",
+            "cpu-memfd-1mib",
+            "--step",
+            "19",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     data = out.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a page with a drawn terminal, not blank
+    assert (
+        data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    )  # a page with a drawn terminal, not blank
 
 
 def test_serve_checks_what_it_will_serve_before_listening(tmp_path, capsys):
@@ -43,7 +64,9 @@ def test_serve_passes_the_inspector_options_on():
     from vmmtui.cli import parser
     from vmmtui.cli.serve import inspector_argv
 
-    args = parser().parse_args(["serve", "--port", "9", "--backend", "memfd", "--size", "4MiB", "--autoplay"])
+    args = parser().parse_args(
+        ["serve", "--port", "9", "--backend", "memfd", "--size", "4MiB", "--autoplay"]
+    )
     assert args.func.__name__ == "cmd_serve" and args.args == []
     assert inspector_argv(args) == ["--backend", "memfd", "--size", str(4 << 20), "--autoplay"]
     args = parser().parse_args(["serve", "replay", "cpu-memfd-1mib", "--step", "3"])

@@ -23,8 +23,13 @@ def vmmtui(*args, tmp=None):
     env = dict(os.environ)
     if tmp:
         env["TMPDIR"] = str(tmp)
-    return subprocess.run([sys.executable, "-m", "vmmtui", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +63,16 @@ def test_a_recording_reads_back_into_the_events_and_a_frame_per_step(recorded):
     timeline = Timeline(rec.events)
     assert [f.steps for f in timeline.frames] == [*range(len(PLAN) + 1), len(PLAN)]
     assert timeline.frames[0].next_step == PLAN[0] and timeline.frames[-2].finished
-    assert timeline.frames[-1].closing and timeline.frames[5].label == f"step 5: {PLAN[4][0]} · {PLAN[4][1]}"
+    assert (
+        timeline.frames[-1].closing
+        and timeline.frames[5].label == f"step 5: {PLAN[4][0]} · {PLAN[4][1]}"
+    )
     # every step's StepDone lands in its own frame
-    for k, frame in enumerate(timeline.frames[1:len(PLAN) + 1]):
+    for k, frame in enumerate(timeline.frames[1 : len(PLAN) + 1]):
         before = timeline.frames[k].end
-        assert any(isinstance(e, StepDone) and e.index == k for e in timeline.events[before:frame.end])
+        assert any(
+            isinstance(e, StepDone) and e.index == k for e in timeline.events[before : frame.end]
+        )
 
 
 def test_a_default_session_records_under_200_kib(recorded):
@@ -110,13 +120,16 @@ def test_a_corrupt_line_is_named(recorded, tmp_path):
         read(bad)
 
 
-@pytest.mark.parametrize("content, says", [
-    (b"", "is empty"),
-    (b"hello world\n", "is not a vmmtui recording"),
-    (b"\x1f\x8b\x08garbage", "is not a readable recording"),
-    (b"\x00\xff\xfe binary", "is not a recording (binary data)"),
-    (b'{"vmmtui-recording": 99}\n', "made by a newer vmmtui"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"", "is empty"),
+        (b"hello world\n", "is not a vmmtui recording"),
+        (b"\x1f\x8b\x08garbage", "is not a readable recording"),
+        (b"\x00\xff\xfe binary", "is not a recording (binary data)"),
+        (b'{"vmmtui-recording": 99}\n', "made by a newer vmmtui"),
+    ],
+)
 def test_files_that_are_not_recordings_say_so(tmp_path, content, says):
     path = tmp_path / ("x.jsonl.gz" if content.startswith(b"\x1f\x8b") else "x.jsonl")
     path.write_bytes(content)
@@ -128,7 +141,11 @@ def test_files_that_are_not_recordings_say_so(tmp_path, content, says):
 
 def test_a_missing_file_or_name_exits_2_listing_the_gallery():
     res = vmmtui("replay", "no-such-recording")
-    assert res.returncode == 2 and "no gallery recording of that name" in res.stderr and "cpu-memfd-1mib" in res.stderr
+    assert (
+        res.returncode == 2
+        and "no gallery recording of that name" in res.stderr
+        and "cpu-memfd-1mib" in res.stderr
+    )
 
 
 def test_the_gallery_lists_machine_and_date_and_opens_by_prefix():
@@ -142,12 +159,21 @@ def test_the_gallery_lists_machine_and_date_and_opens_by_prefix():
 
 
 def test_the_gallery_stays_under_2_mib():
-    assert sum(p.stat().st_size for p in gallery.HERE.iterdir() if p.name.endswith(gallery.SUFFIXES)) < 2 << 20
+    assert (
+        sum(p.stat().st_size for p in gallery.HERE.iterdir() if p.name.endswith(gallery.SUFFIXES))
+        < 2 << 20
+    )
 
 
 def test_record_into_a_missing_directory_exits_2_before_any_worker(tmp_path):
-    res = vmmtui("run", "--backend", "memfd", "--record", str(tmp_path / "nope" / "r.jsonl"), tmp=tmp_path)
-    assert res.returncode == 2 and "cannot write the recording" in res.stderr and res.stderr.count("\n") == 1
+    res = vmmtui(
+        "run", "--backend", "memfd", "--record", str(tmp_path / "nope" / "r.jsonl"), tmp=tmp_path
+    )
+    assert (
+        res.returncode == 2
+        and "cannot write the recording" in res.stderr
+        and res.stderr.count("\n") == 1
+    )
     assert os.listdir(tmp_path) == []
 
 
@@ -159,10 +185,22 @@ def test_timeline_of_hand_made_events_without_step_started():
 
 def test_a_failed_step_is_the_last_step_frame(tmp_path):
     path = tmp_path / "fail.jsonl.gz"
-    res = vmmtui("run", "--backend", "memfd", "--scenario", "consumer-dies", "--record", str(path), tmp=tmp_path)
+    res = vmmtui(
+        "run",
+        "--backend",
+        "memfd",
+        "--scenario",
+        "consumer-dies",
+        "--record",
+        str(path),
+        tmp=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     rec = read(path)
-    assert rec.header.options["scenario"] == "consumer-dies" and "scenario consumer-dies" in rec.header.title
+    assert (
+        rec.header.options["scenario"] == "consumer-dies"
+        and "scenario consumer-dies" in rec.header.title
+    )
     frames = Timeline(rec.events).frames
     failed = [f for f in frames if f.label.endswith("(failed)")]
     assert len(failed) == 1 and failed[0].next_step is None and failed[0].failed
@@ -170,7 +208,9 @@ def test_a_failed_step_is_the_last_step_frame(tmp_path):
 
 
 def test_the_record_package_never_imports_textual():
-    code = ("import sys, vmmtui.record, vmmtui.record.gallery, vmmtui.record.timeline\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))")
+    code = (
+        "import sys, vmmtui.record, vmmtui.record.gallery, vmmtui.record.timeline\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

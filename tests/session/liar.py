@@ -53,7 +53,9 @@ def main(backend: str, path: str, real: int, claimed: int, opts: list[str]) -> i
     try:
         say(event="listening", pid=os.getpid(), granularity=gran)
         conn, cred = channel.accept(listener, None, 30)
-        channel.send_message(conn, AllocMessage(claimed, claimed, gran, 0, name, backend, "vmm"), [fd])
+        channel.send_message(
+            conn, AllocMessage(claimed, claimed, gran, 0, name, backend, "vmm"), [fd]
+        )
         say(event="sent", claimed=claimed, real=real, consumer=cred.pid)
         if "shrink" in opts:
             sys.stdin.readline()

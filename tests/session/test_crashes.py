@@ -13,7 +13,9 @@ SIGNALS = {"kill": "SIGKILL", "segv": "SIGSEGV"}
 
 
 def crash_run(tmp, role: str, step: str, how: str):
-    s = Session(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp), crash=f"{role}:{step}:{how}"))
+    s = Session(
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp), crash=f"{role}:{step}:{how}")
+    )
     return s, s.lifetime()
 
 
@@ -30,7 +32,9 @@ def test_sigkill_at_every_step(clean_state, role, step):
 
 
 @pytest.mark.parametrize("how", ["segv", "exit", "raise"])
-@pytest.mark.parametrize("role,step", [("producer", "map"), ("consumer", "import"), ("consumer", "verify")])
+@pytest.mark.parametrize(
+    "role,step", [("producer", "map"), ("consumer", "import"), ("consumer", "verify")]
+)
 def test_other_deaths(clean_state, role, step, how):
     s, events = crash_run(clean_state, role, step, how)
     failed = [e for e in events if isinstance(e, SessionFailed)][0]

@@ -72,7 +72,10 @@ def ours(base: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         try:
-            if any(base in arg for arg in p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+            if (
+                any(base in arg for arg in p.info["cmdline"] or [])
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(p)
         except psutil.Error:
             pass
@@ -81,10 +84,27 @@ def ours(base: str) -> list[psutil.Process]:
 
 def flooded_run(base: str) -> tuple[int, str, dict]:
     """``vmmtui run --timeout 2`` with the flooder at its socket: (exit status, output, what the flooder did)."""
-    run = subprocess.Popen([sys.executable, "-m", "vmmtui", "run", "--backend", "memfd", "--size", "64KiB",
-                            "--timeout", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env={**ENV, "TMPDIR": base})
-    flooder = subprocess.Popen([sys.executable, "-c", FLOODER, base, str(run.pid)], stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vmmtui",
+            "run",
+            "--backend",
+            "memfd",
+            "--size",
+            "64KiB",
+            "--timeout",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**ENV, "TMPDIR": base},
+    )
+    flooder = subprocess.Popen(
+        [sys.executable, "-c", FLOODER, base, str(run.pid)], stdout=subprocess.PIPE, text=True
+    )
     try:
         out, _ = run.communicate(timeout=60)
         flood = json.loads(flooder.stdout.readline())
@@ -127,9 +147,18 @@ def test_accept_drains_a_flood_and_lets_the_consumer_in(tmp_path):
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK)
     assert probe.connect_ex(path) == errno.EAGAIN  # the backlog is full
     probe.close()
-    peer = subprocess.Popen([sys.executable, "-c", "import sys; from vmmtui import channel; "
-                             f"s, _ = channel.connect({path!r}, 20); print('in', flush=True); sys.stdin.read()"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    peer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from vmmtui import channel; "
+            f"s, _ = channel.connect({path!r}, 20); print('in', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     refused = []
     try:
         conn, cred = channel.accept(listener, peer.pid, 20, refused.append)
@@ -149,13 +178,18 @@ def test_accept_drains_a_flood_and_lets_the_consumer_in(tmp_path):
 def test_a_full_listener_is_not_taken_for_a_stale_socket(tmp_path):
     path = str(tmp_path / "s.sock")
     listener = channel.listen(path)
-    strays = [socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(channel.BACKLOG + 1)]
+    strays = [
+        socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(channel.BACKLOG + 1)
+    ]
     try:
         for s in strays:
             s.connect(path)
         with pytest.raises(channel.StepError) as err:
             channel.remove_if_stale(path)  # must not block on the full backlog
-        assert err.value.failure.code == "EADDRINUSE" and "backlog is full" in err.value.failure.message
+        assert (
+            err.value.failure.code == "EADDRINUSE"
+            and "backlog is full" in err.value.failure.message
+        )
         assert os.path.exists(path)
     finally:
         for s in strays:
@@ -166,7 +200,9 @@ def test_a_full_listener_is_not_taken_for_a_stale_socket(tmp_path):
 def test_connect_to_a_full_backlog_gives_up_at_its_deadline(tmp_path):
     path = str(tmp_path / "s.sock")
     listener = channel.listen(path)
-    strays = [socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(channel.BACKLOG + 1)]
+    strays = [
+        socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(channel.BACKLOG + 1)
+    ]
     retries = []
     try:
         for s in strays:
@@ -203,10 +239,17 @@ class Consumer:
 
     def __init__(self, backend: str, path: str, log: Path):
         parent, child = socket.socketpair()
-        cfg = WorkerConfig("consumer", backend, 4096, path, control_fd=child.fileno(), connect_timeout=10)
+        cfg = WorkerConfig(
+            "consumer", backend, 4096, path, control_fd=child.fileno(), connect_timeout=10
+        )
         self.log = open(log, "w")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen([sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()], pass_fds=(child.fileno(),),
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=ENV)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()],
+            pass_fds=(child.fileno(),),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=ENV,
+        )
         child.close()
         self.ch = LineChannel(parent)
         assert self.ch.receive(timeout=30)["type"] == "hello"
@@ -217,7 +260,11 @@ class Consumer:
 
     def memfds(self) -> list[str]:
         fds = f"/proc/{self.proc.pid}/fd"
-        return [t for t in (os.readlink(f"{fds}/{n}") for n in os.listdir(fds)) if t.startswith("/memfd:")]
+        return [
+            t
+            for t in (os.readlink(f"{fds}/{n}") for n in os.listdir(fds))
+            if t.startswith("/memfd:")
+        ]
 
     def close(self) -> int:
         self.ch.send({"cmd": "quit"})
@@ -228,8 +275,13 @@ class Consumer:
 
 
 def liar(backend: str, path: str, real: int, claimed: int, *opts: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, LIAR, backend, path, str(real), str(claimed), *opts],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, LIAR, backend, path, str(real), str(claimed), *opts],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     assert json.loads(proc.stdout.readline())["event"] == "listening"
     return proc
 
@@ -246,7 +298,11 @@ def refused_import(backend: str, tmp: str, real: int, claimed: int, *opts: str):
     producer = liar(backend, path, real, claimed, *opts)
     consumer = Consumer(backend, path, Path(tmp) / "consumer.log")
     try:
-        for name, args in (("init", {}), ("connect", {"expect_pid": producer.pid}), ("receive", {})):
+        for name, args in (
+            ("init", {}),
+            ("connect", {"expect_pid": producer.pid}),
+            ("receive", {}),
+        ):
             r = consumer.step(name, **args)
             assert r.ok, r.failure
         report = consumer.step("import")
@@ -279,7 +335,9 @@ def test_an_unsealed_memfd_is_refused(short_tmp):
     r = refused_import("memfd", short_tmp, 65536, 65536, "unsealed")
     assert r.failure.code == "UNSEALED"
     assert "carries F_SEAL_SEAL, lacks F_SEAL_SHRINK|F_SEAL_GROW" in r.failure.message
-    assert r.state.size_reported == 65536 and r.state.seals == "F_SEAL_SEAL"  # memfd_create's default
+    assert (
+        r.state.size_reported == 65536 and r.state.seals == "F_SEAL_SEAL"
+    )  # memfd_create's default
 
 
 def test_a_producer_cannot_shrink_the_sealed_memfd_under_the_mapping(short_tmp):
@@ -287,8 +345,14 @@ def test_a_producer_cannot_shrink_the_sealed_memfd_under_the_mapping(short_tmp):
     producer = liar("memfd", path, 65536, 65536, "shrink")
     consumer = Consumer("memfd", path, Path(short_tmp) / "consumer.log")
     try:
-        for name, args in (("init", {}), ("connect", {"expect_pid": producer.pid}), ("receive", {}), ("import", {}),
-                           ("reserve", {}), ("map", {})):
+        for name, args in (
+            ("init", {}),
+            ("connect", {"expect_pid": producer.pid}),
+            ("receive", {}),
+            ("import", {}),
+            ("reserve", {}),
+            ("map", {}),
+        ):
             r = consumer.step(name, **args)
             assert r.ok, r.failure
         assert json.loads(producer.stdout.readline())["event"] == "sent"
@@ -323,4 +387,7 @@ def test_cuda_a_small_allocation_claimed_large_is_refused_by_the_driver_check(sh
     else:
         assert r.state.size_source == "driver cuMemMap probe"
         assert "CUDA_ERROR_INVALID_VALUE" in r.failure.message
-        assert r.state.size_reported in (None, 2 << 20)  # the largest mapping the driver accepted, where it tells
+        assert r.state.size_reported in (
+            None,
+            2 << 20,
+        )  # the largest mapping the driver accepted, where it tells

@@ -24,8 +24,13 @@ def run_scenario(tmp, name: str, **kw) -> tuple[Session, list]:
 
 
 def report(events, role, step):
-    return next(e.report for e in events if isinstance(e, StepDone) and e.index >= 0
-                and (e.report.role, e.report.step) == (role, step))
+    return next(
+        e.report
+        for e in events
+        if isinstance(e, StepDone)
+        and e.index >= 0
+        and (e.report.role, e.report.step) == (role, step)
+    )
 
 
 def closed_clean(events) -> bool:
@@ -41,13 +46,20 @@ def test_every_scenario_is_listed_with_an_expectation():
 
 @pytest.mark.parametrize("name", [n for n, s in SCENARIOS.items() if s.why_not("memfd")])
 def test_scenarios_memfd_cannot_show_say_why(clean_state, name):
-    with pytest.raises(SessionError, match=f"cannot be shown on the memfd backend: {SCENARIOS[name].why_not('memfd')[:20]}"):
+    with pytest.raises(
+        SessionError,
+        match=f"cannot be shown on the memfd backend: {SCENARIOS[name].why_not('memfd')[:20]}",
+    ):
         Session(SessionConfig(backend="memfd", tmpdir=str(clean_state), scenario=name)).start()
 
 
 def test_consumer_first_is_refused_then_connects(clean_state):
     s, events = run_scenario(clean_state, "consumer-first")
-    order = [(e.role, e.step) for e in events if hasattr(e, "step") and not isinstance(e, (StepDone, SessionFailed))]
+    order = [
+        (e.role, e.step)
+        for e in events
+        if hasattr(e, "step") and not isinstance(e, (StepDone, SessionFailed))
+    ]
     assert order.index((CONSUMER, "connect")) < order.index((PRODUCER, "listen"))
     connect = report(events, CONSUMER, "connect")
     assert connect.ok and connect.state.connect_retries, "the consumer never saw a refusal"
@@ -108,7 +120,10 @@ def test_intruder_is_refused_and_gets_no_fd(clean_state):
     s, events = run_scenario(clean_state, "intruder")
     accept = report(events, PRODUCER, "accept")
     refused = accept.state.refused
-    assert len(refused) == 1 and refused[0].pid not in (s.workers[CONSUMER].pid, s.workers[PRODUCER].pid)
+    assert len(refused) == 1 and refused[0].pid not in (
+        s.workers[CONSUMER].pid,
+        s.workers[PRODUCER].pid,
+    )
     assert refused[0].uid == os.getuid()
     assert accept.state.peers[CONSUMER].pid == s.workers[CONSUMER].pid
     assert any(isinstance(e, Notice) and "received 0 fd(s)" in e.text for e in events)
@@ -124,8 +139,13 @@ def test_outcome_not_as_expected_is_reported(clean_state):
 
 
 # -- fabric-without-imex: what the probe found decides whether it can be shown ------------------------
-H100_PROBE = {"name": "NVIDIA H100 80GB HBM3", "vmm": True, "posix_fd": True, "fabric": True,
-              "fabric_create": "CUDA_ERROR_NOT_PERMITTED"}
+H100_PROBE = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "vmm": True,
+    "posix_fd": True,
+    "fabric": True,
+    "fabric_create": "CUDA_ERROR_NOT_PERMITTED",
+}
 
 
 def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
@@ -136,10 +156,21 @@ def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
     assert "CUDA_ERROR_NOT_PERMITTED" in s.expect
     assert s.why_not("cuda", H100_PROBE) is None
     assert "does not support fabric handles" in s.why_not("cuda", {**H100_PROBE, "fabric": False})
-    assert "fabric handles work here" in s.why_not("cuda", {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"})
+    assert "fabric handles work here" in s.why_not(
+        "cuda", {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"}
+    )
     assert "memfd has no analogue" in s.why_not("memfd", H100_PROBE)
-    problem = validate(SessionConfig(scenario=s.name), "cuda", 1, 80 << 30, s, {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"})
-    assert problem.startswith("scenario fabric-without-imex cannot be shown on the cuda backend: fabric handles work")
+    problem = validate(
+        SessionConfig(scenario=s.name),
+        "cuda",
+        1,
+        80 << 30,
+        s,
+        {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"},
+    )
+    assert problem.startswith(
+        "scenario fabric-without-imex cannot be shown on the cuda backend: fabric handles work"
+    )
     assert validate(SessionConfig(scenario=s.name), "cuda", 1, 80 << 30, s, H100_PROBE) is None
 
 
@@ -147,7 +178,11 @@ def test_fabric_refusal_has_its_own_cause_and_fix():
     from vmmtui.troubleshooting import failure
 
     f = failure("CUDA_ERROR_NOT_PERMITTED", "cuMemCreate (fabric)")
-    assert "IMEX channel" in f.cause and "/dev/nvidia-caps-imex-channels" in f.cause and "nvidia-imex" in f.fix
+    assert (
+        "IMEX channel" in f.cause
+        and "/dev/nvidia-caps-imex-channels" in f.cause
+        and "nvidia-imex" in f.fix
+    )
     assert "GB200" in f.cause and "POSIX_FILE_DESCRIPTOR" in f.fix
 
 
@@ -164,7 +199,9 @@ def test_cuda_fabric_without_imex_is_refused_by_the_driver(clean_state):
 
     probe = choose("cuda").device_probe
     why_not = SCENARIOS["fabric-without-imex"].why_not("cuda", probe)
-    session = Session(SessionConfig(backend="cuda", tmpdir=str(clean_state), scenario="fabric-without-imex"))
+    session = Session(
+        SessionConfig(backend="cuda", tmpdir=str(clean_state), scenario="fabric-without-imex")
+    )
     if why_not:
         with pytest.raises(SessionError, match="cannot be shown on the cuda backend"):
             session.start()
@@ -172,5 +209,8 @@ def test_cuda_fabric_without_imex_is_refused_by_the_driver(clean_state):
     events = session.lifetime()
     print("\n" + session.failure.one_line())
     assert session.outcome.as_expected and session.failed_at == (PRODUCER, "create")
-    assert session.failure.call == "cuMemCreate (fabric)" and session.failure.code == probe["fabric_create"]
+    assert (
+        session.failure.call == "cuMemCreate (fabric)"
+        and session.failure.code == probe["fabric_create"]
+    )
     assert "IMEX" in session.failure.cause and closed_clean(events)

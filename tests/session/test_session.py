@@ -147,7 +147,9 @@ def test_tmpdir_too_long_for_af_unix_falls_back_to_a_short_private_dir(tmp_path)
     s = Session(SessionConfig(backend="memfd", tmpdir=str(deep)))
     try:
         events = s.start()
-        moved = [e for e in events if isinstance(e, Notice) and "too long for a socket path" in e.text]
+        moved = [
+            e for e in events if isinstance(e, Notice) and "too long for a socket path" in e.text
+        ]
         assert moved and not s.dir.startswith(str(deep))
         list(s.run())
         assert s.verified

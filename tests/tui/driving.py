@@ -10,7 +10,9 @@ MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 
 def make_app(tmp_path, **kw):
-    return InspectorApp(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD, **kw)
+    return InspectorApp(
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD, **kw
+    )
 
 
 async def wait_for(pilot, cond, timeout=30.0):

@@ -18,14 +18,6 @@ from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 PLAN = build_plan()
 
 
-
-
-
-
-
-
-
-
 @pytest.mark.asyncio
 async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
     app = make_app(tmp_path)
@@ -42,13 +34,21 @@ async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
         # the fd tables on screen hold the numbers /proc shows for those pids
         prod_view = app.query_one("#producer-fds", FdTableView)
         cons_view = app.query_one("#consumer-fds", FdTableView)
-        await wait_for(pilot, lambda: cons_view.snapshot is not None and received in {r.fd for r in cons_view.snapshot.rows})
+        await wait_for(
+            pilot,
+            lambda: (
+                cons_view.snapshot is not None
+                and received in {r.fd for r in cons_view.snapshot.rows}
+            ),
+        )
         assert {r.fd for r in prod_view.snapshot.rows} == set(FdTable.read(producer_pid).entries)
         assert {r.fd for r in cons_view.snapshot.rows} == set(FdTable.read(consumer_pid).entries)
         screen_text = text_of(cons_view)
         assert f"≡ producer {exported}" in screen_text
         wire = text_of(app.query_one(WirePanel))
-        assert f"producer fd {exported} ≡ consumer fd {received}: same open file description" in wire
+        assert (
+            f"producer fd {exported} ≡ consumer fd {received}: same open file description" in wire
+        )
         await pilot.press("r")
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         await pilot.pause(0.3)
@@ -70,8 +70,10 @@ async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
         first = app.session
         pids += [w.pid for w in first.workers.values()]
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.session is not first and app.session is not None
-                       and app.session.started)
+        await wait_for(
+            pilot,
+            lambda: app.session is not first and app.session is not None and app.session.started,
+        )
         assert first.closed
         pids += [w.pid for w in app.session.workers.values()]
         await step_to(pilot, app, 3)
@@ -80,7 +82,11 @@ async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     await asyncio.sleep(0.1)
     assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
-    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
     assert alive == []
 
 
@@ -97,7 +103,9 @@ async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
         head = text_of(app.query_one("#consumer-head"))
         assert "killed by SIGKILL" in head
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.session.started and app.session.workers["consumer"] is not victim)
+        await wait_for(
+            pilot, lambda: app.session.started and app.session.workers["consumer"] is not victim
+        )
         await pilot.press("r")
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         assert app.session.verified
@@ -112,12 +120,18 @@ async def test_transcript_and_screenshots_are_written(tmp_path):
     md = tmp_path / "t.md"
     app = make_app(tmp_path, screenshots=str(shots), transcript=str(md), autoplay=True, pace=0.25)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.session is not None and app.session.finished and not app.busy, 60)
+        await wait_for(
+            pilot, lambda: app.session is not None and app.session.finished and not app.busy, 60
+        )
         await pilot.pause(0.5)
         await pilot.press("q")
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     text = md.read_text()
-    assert "Data verification PASSED" in text and "kcmp(KCMP_FILE)" in text and "Closed cleanly" in text
+    assert (
+        "Data verification PASSED" in text
+        and "kcmp(KCMP_FILE)" in text
+        and "Closed cleanly" in text
+    )
     assert len(list(shots.glob("*.svg"))) >= len(PLAN)
 
 
@@ -134,7 +148,9 @@ async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
         await pilot.press("c")
         await wait_for(pilot, lambda: isinstance(app.screen, ScenarioScreen))
         picker = app.screen.query_one(OptionList)
-        assert picker.get_option("out-of-memory").disabled  # memfd cannot show it, and the list says why
+        assert picker.get_option(
+            "out-of-memory"
+        ).disabled  # memfd cannot show it, and the list says why
         picker.highlighted = picker.get_option_index("leaked-fd")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.session is not first and app.session.started)
@@ -154,8 +170,13 @@ async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
 
 @pytest.mark.asyncio
 async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tmp_path):
-    config = SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path), consumers=4,
-                           direction="consumer-writes")
+    config = SessionConfig(
+        backend="memfd",
+        size=1 << 20,
+        tmpdir=str(tmp_path),
+        consumers=4,
+        direction="consumer-writes",
+    )
     app = InspectorApp(config, MEMFD)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: app.session is not None and app.session.started)
@@ -170,10 +191,16 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
             assert "writes" in text_of(panel.query_one(f"#{name}-card"))
             assert app.query_one(f"#{name}-fds", FdTableView).kcmp.consumer == name
         wire = text_of(app.query_one(WirePanel))
-        assert "4/4 consumers' fds are the producer's open file description" in " ".join(wire.split())
+        assert "4/4 consumers' fds are the producer's open file description" in " ".join(
+            wire.split()
+        )
         assert "4/4 consumers acknowledged" in wire
         pids = [app.session.workers[n].pid for n in names]
         await pilot.press("c")  # scenarios need one consumer: the picker says so instead of opening
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ScenarioScreen)
-    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]

@@ -23,14 +23,6 @@ from vmmtui.tui.widgets.teaching import TeachingPanel
 ROOT = os.geteuid() == 0
 
 
-
-
-
-
-
-
-
-
 def log_text(app) -> str:
     return "\n".join(strip.text for strip in app.query_one(EventLog).lines)
 
@@ -44,9 +36,13 @@ class Freezable:
         path.mkdir()
         self.mounted = False
         if ROOT:
-            r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True)
+            r = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True
+            )
             if r.returncode:
-                pytest.skip(f"running as root and cannot mount a tmpfs to make read-only: {r.stderr.strip()!r}")
+                pytest.skip(
+                    f"running as root and cannot mount a tmpfs to make read-only: {r.stderr.strip()!r}"
+                )
             self.mounted = True
 
     def freeze(self) -> Path:
@@ -72,8 +68,15 @@ def frozen(tmp_path):
 
 def inspector(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    return subprocess.run([sys.executable, "-m", "vmmtui", "--backend", "memfd", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", "--backend", "memfd", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.asyncio
@@ -85,7 +88,9 @@ async def test_a_session_that_cannot_start_says_why_in_the_panels_and_the_status
         await wait_for(pilot, lambda: app.start_error is not None and app.session.closed)
         await pilot.pause(0.3)
         assert "producer worker did not start" in app.start_error
-        assert "could not start: producer worker did not start" in text_of(app.query_one(StatusLine))
+        assert "could not start: producer worker did not start" in text_of(
+            app.query_one(StatusLine)
+        )
         assert app.query_one(StatusLine).display  # visible in the large layout too
         teaching = app.query_one(TeachingPanel)
         assert "producer worker did not start" in text_of(teaching)
@@ -117,7 +122,9 @@ async def test_start_failure_then_restart_recovers(tmp_path):
 @pytest.mark.asyncio
 async def test_bad_input_found_at_start_exits_2_with_the_line(tmp_path):
     # the backend was chosen while the app came up (the probe): validate() refuses the size there
-    small = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)", capacity=64 << 10)
+    small = Choice(
+        "memfd", "memfd backend requested (CPU memory, not GPU memory)", capacity=64 << 10
+    )
     app = InspectorApp(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), small)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: app.return_code is not None)
@@ -127,7 +134,9 @@ async def test_bad_input_found_at_start_exits_2_with_the_line(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_s_in_a_read_only_directory_is_a_notification_and_a_log_line(tmp_path, frozen, monkeypatch):
+async def test_s_in_a_read_only_directory_is_a_notification_and_a_log_line(
+    tmp_path, frozen, monkeypatch
+):
     monkeypatch.chdir(frozen.freeze())
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -143,7 +152,9 @@ async def test_s_in_a_read_only_directory_is_a_notification_and_a_log_line(tmp_p
 
 
 @pytest.mark.asyncio
-async def test_screenshots_dir_that_turns_read_only_stops_the_pictures_not_the_session(tmp_path, frozen):
+async def test_screenshots_dir_that_turns_read_only_stops_the_pictures_not_the_session(
+    tmp_path, frozen
+):
     shots = frozen.path
     app = make_app(tmp_path, screenshots=str(shots))
     async with app.run_test(size=(160, 48)) as pilot:
@@ -159,12 +170,17 @@ async def test_screenshots_dir_that_turns_read_only_stops_the_pictures_not_the_s
 
 @pytest.mark.parametrize("case", ["missing-dir", "directory", "read-only"])
 def test_transcript_paths_that_cannot_be_written_are_one_line_and_exit_2(tmp_path, frozen, case):
-    target = {"missing-dir": tmp_path / "missing" / "t.md", "directory": tmp_path,
-              "read-only": frozen.freeze() / "t.md"}[case]
+    target = {
+        "missing-dir": tmp_path / "missing" / "t.md",
+        "directory": tmp_path,
+        "read-only": frozen.freeze() / "t.md",
+    }[case]
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     r = inspector("--transcript", str(target), cwd=tmp_path)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"vmmtui: --transcript {target}"), r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"vmmtui: --transcript {target}"), (
+        r.stderr
+    )
     assert "Traceback" not in r.stderr + r.stdout
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
@@ -180,7 +196,9 @@ def test_screenshot_dirs_that_cannot_be_written_are_one_line_and_exit_2(tmp_path
         target = frozen.freeze() / "new"
     r = inspector("--screenshots", str(target), cwd=tmp_path)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"vmmtui: --screenshots {target}"), r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"vmmtui: --screenshots {target}"), (
+        r.stderr
+    )
     assert "Traceback" not in r.stderr + r.stdout
 
 

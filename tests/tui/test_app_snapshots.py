@@ -1,6 +1,5 @@
 """Layout snapshots at 80x24 (compact) and 160x48, on memfd, with volatile values masked (--stable)."""
 
-
 from vmmtui.backends import Choice
 from vmmtui.config import SessionConfig
 from vmmtui.steps import build_plan
@@ -34,23 +33,35 @@ def stepper(upto: int):
 
 
 def test_compact_80x24_after_the_fd_arrived(snap_compare):
-    assert snap_compare(stable_app(), terminal_size=(80, 24),
-                        run_before=stepper(PLAN.index(("consumer", "receive")) + 1))
+    assert snap_compare(
+        stable_app(),
+        terminal_size=(80, 24),
+        run_before=stepper(PLAN.index(("consumer", "receive")) + 1),
+    )
 
 
 def test_large_160x48_after_the_map_step_shows_both_mapping_cards(snap_compare):
-    assert snap_compare(stable_app(), terminal_size=(160, 48),
-                        run_before=stepper(PLAN.index(("consumer", "map")) + 1))
+    assert snap_compare(
+        stable_app(),
+        terminal_size=(160, 48),
+        run_before=stepper(PLAN.index(("consumer", "map")) + 1),
+    )
 
 
 def test_compact_80x24_after_the_map_step(snap_compare):
-    assert snap_compare(stable_app(), terminal_size=(80, 24),
-                        run_before=stepper(PLAN.index(("consumer", "map")) + 1))
+    assert snap_compare(
+        stable_app(),
+        terminal_size=(80, 24),
+        run_before=stepper(PLAN.index(("consumer", "map")) + 1),
+    )
 
 
 def test_large_160x48_verified(snap_compare):
-    assert snap_compare(stable_app(), terminal_size=(160, 48),
-                        run_before=stepper(PLAN.index(("producer", "wait_ack")) + 1))
+    assert snap_compare(
+        stable_app(),
+        terminal_size=(160, 48),
+        run_before=stepper(PLAN.index(("producer", "wait_ack")) + 1),
+    )
 
 
 def test_scenario_picker_80x24(snap_compare):

@@ -25,7 +25,11 @@ def text_of(widget) -> str:
 
     with open(os.devnull, "w") as sink:
         console = Console(width=200, record=True, file=sink)
-        console.print(widget.content if not isinstance(widget, EventLog) else "\n".join(s.text for s in widget.lines))
+        console.print(
+            widget.content
+            if not isinstance(widget, EventLog)
+            else "\n".join(s.text for s in widget.lines)
+        )
         return console.export_text()
 
 
@@ -34,8 +38,12 @@ def panels(app) -> dict[str, str]:
     out = {w.id: text_of(w) for w in app.query("#wire, #verification, #teaching, #status")}
     for role in app.roles:
         panel = app.panel(role)
-        out[role] = (str(panel.results) + str(panel.next_step) + panel.state_text
-                     + text_of(app.query_one(f"#{role}-card")))
+        out[role] = (
+            str(panel.results)
+            + str(panel.next_step)
+            + panel.state_text
+            + text_of(app.query_one(f"#{role}-card"))
+        )
         snap = app.query_one(f"#{role}-fds", FdTableView).snapshot
         out[f"{role}-fds"] = "" if snap is None else json.dumps([r.fd for r in snap.rows])
     out["log"] = text_of(app.query_one(EventLog))
@@ -44,8 +52,6 @@ def panels(app) -> dict[str, str]:
 
 def recording():
     return gallery.resolve("cpu-memfd-1mib")
-
-
 
 
 @pytest.mark.asyncio
@@ -58,7 +64,9 @@ async def test_back_and_forth_draws_each_step_as_it_was():
         for k in range(len(app.timeline)):
             forward[k] = panels(app)
             await pilot.press("space")
-        assert app.frame == len(app.timeline) - 1 and "PASSED" in text_of(app.query_one(VerificationPanel))
+        assert app.frame == len(app.timeline) - 1 and "PASSED" in text_of(
+            app.query_one(VerificationPanel)
+        )
         for k in reversed(range(len(app.timeline) - 1)):
             await pilot.press("left")
             assert app.frame == k
@@ -83,7 +91,9 @@ async def test_go_to_a_step_by_number_and_from_the_list():
         assert f"as of step {receive}: consumer · receive" in app.sub_title
         await pilot.press("g")
         await pilot.pause()
-        await pilot.press("tab", "down", "down", "enter")  # the list, from the current step: two further
+        await pilot.press(
+            "tab", "down", "down", "enter"
+        )  # the list, from the current step: two further
         await pilot.pause()
         assert app.timeline.frames[app.frame].steps == receive + 2
 
@@ -92,8 +102,15 @@ async def test_go_to_a_step_by_number_and_from_the_list():
 async def test_autoplay_to_the_end_writes_a_cast_whose_last_frame_holds_passed(tmp_path):
     cast = tmp_path / "replay.cast"
     shots = tmp_path / "shots"
-    app = ReplayApp(recording(), autoplay=True, pace=0.25, cast=str(cast), screenshots=str(shots), stable=True,
-                    transcript=str(tmp_path / "t.md"))
+    app = ReplayApp(
+        recording(),
+        autoplay=True,
+        pace=0.25,
+        cast=str(cast),
+        screenshots=str(shots),
+        stable=True,
+        transcript=str(tmp_path / "t.md"),
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.frame == len(app.timeline) - 1, timeout=60)
         await pilot.pause(0.5)
@@ -114,8 +131,11 @@ async def test_autoplay_to_the_end_writes_a_cast_whose_last_frame_holds_passed(t
 @pytest.mark.asyncio
 async def test_live_step_back_shows_the_past_while_the_session_stays(tmp_path):
     record = tmp_path / "live.jsonl"
-    app = LiveInspector(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD,
-                        record=str(record))
+    app = LiveInspector(
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)),
+        MEMFD,
+        record=str(record),
+    )
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: app.session is not None and app.session.started)
         verify = PLAN.index(("consumer", "verify")) + 1
@@ -141,7 +161,9 @@ async def test_live_step_back_shows_the_past_while_the_session_stays(tmp_path):
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         await pilot.press("q")
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
-    assert sorted(os.listdir(tmp_path)) == ["live.jsonl"], [(p, os.listdir(tmp_path / p)) for p in os.listdir(tmp_path) if p != "live.jsonl"]
+    assert sorted(os.listdir(tmp_path)) == ["live.jsonl"], [
+        (p, os.listdir(tmp_path / p)) for p in os.listdir(tmp_path) if p != "live.jsonl"
+    ]
     rec = read(record)
     assert rec.header.backend == "memfd" and rec.note == ""
     assert Timeline(rec.events).frames[-1].closing and len(Timeline(rec.events)) == len(PLAN) + 2

@@ -24,11 +24,21 @@ def svg_text(path) -> str:
 @pytest.mark.asyncio
 async def test_each_screenshot_shows_its_own_steps_log_lines(tmp_path):
     shots = tmp_path / "shots"
-    app = InspectorApp(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD,
-                       screenshots=str(shots), autoplay=True, pace=0.25)
+    app = InspectorApp(
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)),
+        MEMFD,
+        screenshots=str(shots),
+        autoplay=True,
+        pace=0.25,
+    )
     async with app.run_test(size=(160, 48)) as pilot:
         for _ in range(1200):
-            if app.session is not None and app.session.finished and not app.busy and app.shots >= len(PLAN):
+            if (
+                app.session is not None
+                and app.session.finished
+                and not app.busy
+                and app.shots >= len(PLAN)
+            ):
                 break
             await pilot.pause(0.05)
         await pilot.pause(0.5)

@@ -14,8 +14,6 @@ from vmmtui.tui.widgets.event_log import EventLog
 PLAN = build_plan()
 
 
-
-
 async def click_step(pilot, app, role: str, step: str) -> None:
     """Click the row of ``step`` in ``role``'s step list."""
     row = role_steps(role, app.panel(role).plan).index(step)
@@ -41,7 +39,9 @@ def as_of_steps(app) -> int | None:
 
 
 @pytest.mark.asyncio
-async def test_live_click_on_a_step_and_on_a_log_line_shows_the_past_while_the_session_stays(tmp_path):
+async def test_live_click_on_a_step_and_on_a_log_line_shows_the_past_while_the_session_stays(
+    tmp_path,
+):
     app = LiveInspector(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), MEMFD)
     receive = PLAN.index(("consumer", "receive")) + 1
     async with app.run_test(size=(160, 48)) as pilot:
@@ -60,7 +60,9 @@ async def test_live_click_on_a_step_and_on_a_log_line_shows_the_past_while_the_s
         assert app.panel("producer").border_subtitle == f"as of step {n}"
         assert app.panel("consumer").border_subtitle == f"as of step {n}"
         assert f"AS OF STEP {n}" in app.sub_title
-        assert "map" in app.panel("producer").results and "export" not in app.panel("producer").results
+        assert (
+            "map" in app.panel("producer").results and "export" not in app.panel("producer").results
+        )
         assert app.session.position == live  # the session stayed where it was
 
         await click_step(pilot, app, "consumer", "verify")  # not run yet: nothing happens
@@ -96,7 +98,10 @@ async def test_replay_click_on_a_step_and_on_a_log_line_goes_to_it():
         n = PLAN.index(("consumer", "import")) + 1
         assert app.timeline.frames[app.frame].steps == n
         assert f"as of step {n}: consumer · import" in app.sub_title
-        assert "import" in app.panel("consumer").results and "reserve" not in app.panel("consumer").results
+        assert (
+            "import" in app.panel("consumer").results
+            and "reserve" not in app.panel("consumer").results
+        )
 
         picked = await click_log_line(pilot, app.query_one(EventLog), lambda s: 0 < s < n)
         assert app.timeline.frames[app.frame].steps == picked

@@ -29,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def offline_app(consumers: int = 1, **kw) -> InspectorApp:
-    return InspectorApp(SessionConfig(backend="memfd", consumers=consumers), MEMFD, start_session=False, **kw)
+    return InspectorApp(
+        SessionConfig(backend="memfd", consumers=consumers), MEMFD, start_session=False, **kw
+    )
 
 
 def text_of(widget) -> str:
@@ -74,10 +76,16 @@ async def test_event_log_colours_numbered_consumers_like_consumer():
     app = offline_app(consumers=2)
     async with app.run_test(size=(160, 48)) as pilot:
         await feed(app, pilot, upto(session_batches(consumers=2), "verify", "consumer-2"))
-        tags = [seg for strip in app.query_one(EventLog).lines for seg in strip if seg.text == "cons "]
+        tags = [
+            seg for strip in app.query_one(EventLog).lines for seg in strip if seg.text == "cons "
+        ]
         assert tags, "no consumer line in the log"
-        assert all(seg.style is not None and seg.style.color is not None
-                   and seg.style.color.name == narration.role_style("consumer") for seg in tags)
+        assert all(
+            seg.style is not None
+            and seg.style.color is not None
+            and seg.style.color.name == narration.role_style("consumer")
+            for seg in tags
+        )
 
 
 @pytest.mark.asyncio
@@ -87,9 +95,17 @@ async def test_wire_panel_words_several_consumers_kcmp_as_narration_does():
     async with app.run_test(size=(160, 48)) as pilot:
         await feed(app, pilot, upto(batches, "wait_ack:consumer-2", "producer"))
         wire = text_of(app.query_one(WirePanel))
-        assert "2/2 consumers' fds are the producer's open file description" in " ".join(wire.split())
+        assert "2/2 consumers' fds are the producer's open file description" in " ".join(
+            wire.split()
+        )
         assert "2/2 consumers acknowledged" in wire
-        await feed(app, pilot, [e for b in batches for e in b][len(upto(batches, "wait_ack:consumer-2", "producer")):])
+        await feed(
+            app,
+            pilot,
+            [e for b in batches for e in b][
+                len(upto(batches, "wait_ack:consumer-2", "producer")) :
+            ],
+        )
         finished = next(e for b in batches for e in b if isinstance(e, SessionFinished))
         summary = narration.kcmp_summary(finished.kcmp, finished.mechanism, 2).plain
         assert summary in " ".join(text_of(app.query_one(WirePanel)).split())
@@ -105,12 +121,17 @@ async def test_one_consumer_screen_shows_verdict_verification_and_status():
         assert f"producer fd 5 ≡ consumer fd 5: {SAME}" in status
         # compact: the narrow table keeps the note and drops the label (received)
         assert "≡ producer 5" in text_of(app.query_one("#consumer-fds", FdTableView))
-        await feed(app, pilot, [e for b in batches for e in b][len(upto(batches, "receive", "consumer")):])
+        await feed(
+            app, pilot, [e for b in batches for e in b][len(upto(batches, "receive", "consumer")) :]
+        )
         assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
         status = text_of(app.query_one(StatusLine))
         assert narration.VERIFIED in status and "PASSED" in status
         wire = " ".join(text_of(app.query_one(WirePanel)).split())
-        assert f"producer fd 5 ≡ consumer fd 5: {SAME}" in wire and "verified (262144 integers)" in wire
+        assert (
+            f"producer fd 5 ≡ consumer fd 5: {SAME}" in wire
+            and "verified (262144 integers)" in wire
+        )
 
 
 @pytest.mark.asyncio
@@ -145,7 +166,9 @@ async def test_screenshot_is_taken_after_the_steps_events_are_rendered(tmp_path)
     batches = session_batches()
     app = offline_app(screenshots=str(tmp_path), stable=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        at = next(i for i, b in enumerate(batches) if any(getattr(e, "step", "") == "verify" for e in b))
+        at = next(
+            i for i, b in enumerate(batches) if any(getattr(e, "step", "") == "verify" for e in b)
+        )
         app.show([e for b in batches[:at] for e in b])
         app.post_message(SessionEvents(batches[at], 0))
         for _ in range(100):

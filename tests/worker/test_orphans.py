@@ -60,7 +60,10 @@ def ours(directory: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         try:
-            if any(directory in arg for arg in p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+            if (
+                any(directory in arg for arg in p.info["cmdline"] or [])
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(p)
         except psutil.Error:
             pass
@@ -71,8 +74,10 @@ def memfd_holders(pids) -> list[int]:
     held = []
     for pid in pids:
         try:
-            if any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:vmmtui-alloc")
-                   for fd in os.listdir(f"/proc/{pid}/fd")):
+            if any(
+                os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:vmmtui-alloc")
+                for fd in os.listdir(f"/proc/{pid}/fd")
+            ):
                 held.append(pid)
         except OSError:
             pass
@@ -85,11 +90,17 @@ PLAN = build_plan()
 CASES = [(i, ("none", "producer", "consumer")[i % 3]) for i in range(1, len(PLAN))] + [(17, "both")]
 
 
-@pytest.mark.parametrize("upto, stopped", CASES, ids=[f"{i}-{PLAN[i - 1][0]}-{PLAN[i - 1][1]}-stop-{s}"
-                                                      for i, s in CASES])
+@pytest.mark.parametrize(
+    "upto, stopped",
+    CASES,
+    ids=[f"{i}-{PLAN[i - 1][0]}-{PLAN[i - 1][1]}-stop-{s}" for i, s in CASES],
+)
 def test_kill_9_of_the_parent_leaves_nothing_within_2_s(tmp_path, upto, stopped):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), str(upto)], stdout=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tmp_path), str(upto)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         line = parent.stdout.readline()
         assert line, "the stand-in session failed"
@@ -104,8 +115,9 @@ def test_kill_9_of_the_parent_leaves_nothing_within_2_s(tmp_path, upto, stopped)
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and (any(map(alive, pids)) or ours(info["dir"])
-                                               or os.path.exists(info["dir"])):
+        while time.monotonic() < deadline and (
+            any(map(alive, pids)) or ours(info["dir"]) or os.path.exists(info["dir"])
+        ):
             time.sleep(0.02)
         assert not [p for p in pids if alive(p)], "a worker outlived its parent"
         assert not memfd_holders(pids), "shared memory outlived the parent"
@@ -132,19 +144,39 @@ def test_the_reaper_holds_nothing_and_leaves_a_live_sessions_directory(tmp_path)
     path = str(directory / "vmmtui.sock")
     parent, child = socket.socketpair()
     cfg = WorkerConfig("producer", "memfd", 65536, path, control_fd=child.fileno())
-    proc = subprocess.Popen([sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()], pass_fds=(child.fileno(),),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()],
+        pass_fds=(child.fileno(),),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     child.close()
     ch = LineChannel(parent)
     try:
         decode_hello(ch.receive(timeout=30))
-        for step in ("init", "query", "create", "reserve", "map", "set_access", "fill", "export", "listen"):
+        for step in (
+            "init",
+            "query",
+            "create",
+            "reserve",
+            "map",
+            "set_access",
+            "fill",
+            "export",
+            "listen",
+        ):
             ch.send({"cmd": "step", "step": step})
             assert ch.receive(timeout=30)["report"]["ok"]
         reapers = psutil.Process(proc.pid).children()
         assert len(reapers) == 1
-        targets = sorted(os.readlink(f"/proc/{reapers[0].pid}/fd/{fd}") for fd in os.listdir(f"/proc/{reapers[0].pid}/fd"))
-        assert not [t for t in targets if "memfd" in t or "socket" in t], targets  # no memory, no channel
+        targets = sorted(
+            os.readlink(f"/proc/{reapers[0].pid}/fd/{fd}")
+            for fd in os.listdir(f"/proc/{reapers[0].pid}/fd")
+        )
+        assert not [t for t in targets if "memfd" in t or "socket" in t], (
+            targets
+        )  # no memory, no channel
         proc.send_signal(signal.SIGKILL)  # killed by its session, which lives on
         proc.wait()
         reapers[0].wait(3)

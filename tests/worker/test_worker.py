@@ -18,8 +18,12 @@ from vmmtui.state import StepReport
 def launch(role, sock_path, **extra):
     parent, child = socket.socketpair()
     cfg = WorkerConfig(role, "memfd", 65536, sock_path, control_fd=child.fileno(), **extra)
-    proc = subprocess.Popen([sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()],
-                            pass_fds=(child.fileno(),), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()],
+        pass_fds=(child.fileno(),),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     child.close()
     ch = LineChannel(parent)
     hello = decode_hello(ch.receive(timeout=30))
@@ -62,7 +66,9 @@ def test_run_all_steps_in_a_row_both_roles(tmp_path):
         exported = done[("producer", "export")].state.exported_fd
         received = done[("consumer", "receive")].state
         assert exported is not None and received.received_fd is not None
-        assert received.received == done[("producer", "send")].state.sent  # the AllocMessage, both sides
+        assert (
+            received.received == done[("producer", "send")].state.sent
+        )  # the AllocMessage, both sides
         assert done[("producer", "accept")].state.peers["consumer"].pid == c.pid
         assert done[("consumer", "connect")].state.peers["producer"].pid == p.pid
         verified = done[("consumer", "verify")].state.verification
@@ -138,7 +144,10 @@ def test_a_consumer_whose_gpu_cannot_reach_the_producers_says_so():
     w.backend.can_access_peer = lambda owner: False
     with pytest.raises(StepError) as e:
         consumer.import_memory(w)
-    assert e.value.failure.code == "PEER_UNREACHABLE" and "device 1 cannot access memory on device 0" in e.value.failure.message
+    assert (
+        e.value.failure.code == "PEER_UNREACHABLE"
+        and "device 1 cannot access memory on device 0" in e.value.failure.message
+    )
     assert "cuDeviceCanAccessPeer" in e.value.failure.call and e.value.failure.fix
     w.backend.can_access_peer = lambda owner: True
     consumer._check_peer(w)
@@ -172,7 +181,9 @@ def test_noise_babble_and_raise_are_survived(tmp_path):
             report = decode_report(ch.receive(timeout=10)["report"])
             assert report.ok == (how != "raise")
             if how == "raise":
-                assert report.failure.code == "PYTHON" and "injected crash" in report.failure.message
+                assert (
+                    report.failure.code == "PYTHON" and "injected crash" in report.failure.message
+                )
             ch.send({"cmd": "quit"})
             assert c.wait(10) == 0
         finally:
@@ -188,12 +199,24 @@ def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(tmp_path):
     path = str(tmp_path / "s.sock")
     p, ch = launch("producer", path)
     try:
-        for step in ("init", "query", "create", "reserve", "map", "set_access", "fill", "export", "listen"):
+        for step in (
+            "init",
+            "query",
+            "create",
+            "reserve",
+            "map",
+            "set_access",
+            "fill",
+            "export",
+            "listen",
+        ):
             ch.send({"cmd": "step", "step": step})
             assert decode_report(ch.receive(timeout=10)["report"]).ok
         assert os.path.exists(path)
         p.send_signal(signal.SIGINT)  # a Ctrl-C in the terminal reaches the whole process group
-        ch.send({"cmd": "step", "step": "accept", "args": {"expect_pid": 1}})  # nobody comes: it waits
+        ch.send(
+            {"cmd": "step", "step": "accept", "args": {"expect_pid": 1}}
+        )  # nobody comes: it waits
         time.sleep(0.3)
         assert p.poll() is None
         p.send_signal(signal.SIGTERM)
@@ -210,17 +233,38 @@ def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(tmp_path):
 
 
 def test_worker_config_travels_as_argv_with_its_control_fd():
-    cfg = WorkerConfig("consumer-2", "memfd", 4096, "/tmp/x/s.sock", device=1, ack_timeout=3.0, consumers=2,
-                       flags=["keep-received-fd", "free-with-wrong-call"], crash="init:noise", control_fd=7)
+    cfg = WorkerConfig(
+        "consumer-2",
+        "memfd",
+        4096,
+        "/tmp/x/s.sock",
+        device=1,
+        ack_timeout=3.0,
+        consumers=2,
+        flags=["keep-received-fd", "free-with-wrong-call"],
+        crash="init:noise",
+        control_fd=7,
+    )
     assert WorkerConfig.from_argv(cfg.to_argv()) == cfg
     assert "--control-fd" in cfg.to_argv()
 
 
 def test_an_unknown_flag_is_refused_at_start(tmp_path):
     parent, child = socket.socketpair()
-    cfg = WorkerConfig("consumer", "memfd", 4096, str(tmp_path / "s"), flags=["no-such-flag"], control_fd=child.fileno())
-    proc = subprocess.run([sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()], pass_fds=(child.fileno(),),
-                          capture_output=True, timeout=30)
+    cfg = WorkerConfig(
+        "consumer",
+        "memfd",
+        4096,
+        str(tmp_path / "s"),
+        flags=["no-such-flag"],
+        control_fd=child.fileno(),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "vmmtui.worker", *cfg.to_argv()],
+        pass_fds=(child.fileno(),),
+        capture_output=True,
+        timeout=30,
+    )
     child.close()
     parent.close()
     assert proc.returncode == 2 and b"unknown worker flag(s) no-such-flag" in proc.stderr
@@ -239,7 +283,9 @@ def test_keep_received_fd_flag_leaves_the_fd_open_and_declared(tmp_path):
         cleanup = crep[-1]
         assert f"SCENARIO: not closing the received fd {received}" in cleanup.log
         kept = [h for h in cleanup.held if h.kind == "received"]
-        assert [h.fd for h in kept] == [received] and kept[0].target.startswith("/memfd:vmmtui-alloc")
+        assert [h.fd for h in kept] == [received] and kept[0].target.startswith(
+            "/memfd:vmmtui-alloc"
+        )
         assert received not in cleanup.closed
     finally:
         stop((p, pch), (c, cch))

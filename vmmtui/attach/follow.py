@@ -18,14 +18,14 @@ from vmmtui.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, Process
 #: what /proc, kcmp and NVML cannot show, said once when it applies
 UNSEEN = {
     "gpu-fd": "an exported VMM fd reads /dev/nvidiactl like the driver's own fds: only kcmp tells which one is "
-              "shared; an importer that closed its fd after import (NCCL, PyTorch expandable segments) keeps no "
-              "fd, so its import is invisible here",
+    "shared; an importer that closed its fd after import (NCCL, PyTorch expandable segments) keeps no "
+    "fd, so its import is invisible here",
     "legacy": "legacy CUDA IPC handles (cudaIpcGetMemHandle, PyTorch's default CUDA tensor sharing) travel as 64 "
-              "plain bytes: no fd moves, and kcmp has nothing to compare",
+    "plain bytes: no fd moves, and kcmp has nothing to compare",
     "nvml": "NVML (like nvidia-smi) charges imported memory to the exporter: an importer's GPU memory shows under "
-            "the process that created it",
+    "the process that created it",
     "pidns": "these processes are in different PID namespaces: a pid sent from one names another process or none "
-             "in the other (pidfd_open fails with ESRCH); fds still travel over Unix sockets",
+    "in the other (pidfd_open fails with ESRCH); fds still travel over Unix sockets",
 }
 
 
@@ -34,7 +34,9 @@ class Follower:
     targets: set[int]
     tree: bool = False
     use_nvml: bool = True
-    refresh_polls: int = REFRESH_POLLS  # every process read in full at least once per this many polls
+    refresh_polls: int = (
+        REFRESH_POLLS  # every process read in full at least once per this many polls
+    )
     t0: float = field(default_factory=time.monotonic)
     tracker: Tracker = field(default_factory=Tracker)
     leaks: LeakFinder = field(default_factory=LeakFinder)
@@ -101,13 +103,18 @@ class Follower:
         if s.sockets.source != "sock_diag":
             out += self._say("sockets", s.sockets.source)
         if self.tracker.shares and self.tracker.shares.unavailable:
-            out += self._say("kcmp", f"kcmp(KCMP_FILE) {self.tracker.shares.unavailable}: shared open files "
-                             "cannot be proven here (same inode only)")
+            out += self._say(
+                "kcmp",
+                f"kcmp(KCMP_FILE) {self.tracker.shares.unavailable}: shared open files "
+                "cannot be proven here (same inode only)",
+            )
         if len({p.pid_ns for p in s.alive().values() if p.pid_ns}) > 1:
             out += self._say("pidns", UNSEEN["pidns"])
         for p in s.alive().values():
             if p.maps_error:
-                out += self._say(f"maps-{p.pid}", f"pid {p.pid}: shared-memory mappings unknown ({p.maps_error})")
+                out += self._say(
+                    f"maps-{p.pid}", f"pid {p.pid}: shared-memory mappings unknown ({p.maps_error})"
+                )
         return out
 
     def snapshots(self) -> list[Event]:
@@ -134,8 +141,17 @@ class Follower:
                 a = f.holders[0]
                 for b in f.holders[1:]:
                     if b.pid != a.pid:
-                        out.append(KcmpVerdict(a.pid, a.fd, b.pid, b.fd, True, f.proof,
-                                               self.tracker.names.get(b.pid, "process")))
+                        out.append(
+                            KcmpVerdict(
+                                a.pid,
+                                a.fd,
+                                b.pid,
+                                b.fd,
+                                True,
+                                f.proof,
+                                self.tracker.names.get(b.pid, "process"),
+                            )
+                        )
         return out
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ def _kcmp(shares):
     def cmp(x: Holder, y: Holder) -> int:
         shares.kcmp_calls += 1
         return kcmp_order(x[0], x[1], y[0], y[1])
+
     return cmp
 
 

@@ -17,7 +17,9 @@ from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
 from vmmtui.events import FdOpened, GpuMemory, Leak
 
-CLOSE_FIX = "close every fd you receive once it is imported (also when the import fails), and before exit"
+CLOSE_FIX = (
+    "close every fd you receive once it is imported (also when the import fails), and before exit"
+)
 TORCH_SHM = re.compile(r"^torch_(\d+)_")
 SOCKET_DIRS = ("/tmp",)
 
@@ -36,7 +38,11 @@ class LeakFinder:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
         for (pid, fd), e in list(t.received.items()):  # only fds that came from another process
-            if e.kind not in MEMORY_KINDS or pid not in t.alive or e.how not in ("arrived", "inherited"):
+            if (
+                e.kind not in MEMORY_KINDS
+                or pid not in t.alive
+                or e.how not in ("arrived", "inherited")
+            ):
                 continue  # a process's own allocation is not leaked by its peers' exit
             peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
             if not peers or not peers <= t.gone:
@@ -46,23 +52,47 @@ class LeakFinder:
             if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
                 continue  # still mapped: in use, not leaked
             names = ", ".join(f"{t.names.get(q, '?')} ({q})" for q in sorted(peers))
-            seen = ("not mapped any more (/proc/PID/maps)" if e.kind != "gpu" else
-                    "whether it is still mapped cannot be seen from /proc for GPU memory")
-            out += self._once(("fd", pid, fd, e.target), Leak(
-                "fd-after-peer", f"{t.names.get(pid, '?')} ({pid}) fd {fd} → {e.target}", pid,
-                f"still open after every process it shared with exited ({names}); {seen}", CLOSE_FIX, at))
+            seen = (
+                "not mapped any more (/proc/PID/maps)"
+                if e.kind != "gpu"
+                else "whether it is still mapped cannot be seen from /proc for GPU memory"
+            )
+            out += self._once(
+                ("fd", pid, fd, e.target),
+                Leak(
+                    "fd-after-peer",
+                    f"{t.names.get(pid, '?')} ({pid}) fd {fd} → {e.target}",
+                    pid,
+                    f"still open after every process it shared with exited ({names}); {seen}",
+                    CLOSE_FIX,
+                    at,
+                ),
+            )
         for pid, g in (gpu or {}).items():
-            peers = {e.source.pid for e in t.timeline.get(pid, []) if isinstance(e, FdOpened) and e.kind == "gpu"
-                     and e.how == "arrived" and e.source is not None}
+            peers = {
+                e.source.pid
+                for e in t.timeline.get(pid, [])
+                if isinstance(e, FdOpened)
+                and e.kind == "gpu"
+                and e.how == "arrived"
+                and e.source is not None
+            }
             if pid in t.alive and g.used and peers and peers <= t.gone:
                 total = sum(g.used.values())
-                out += self._once(("gpu", pid), Leak(
-                    "gpu-memory-after-peer", f"{t.names.get(pid, '?')} ({pid}) GPU memory {total >> 20} MiB", pid,
-                    "this process imported GPU memory from processes that have all exited, and NVML still charges "
-                    "it memory; an import keeps the exporter's allocation alive after the exporter died, and "
-                    "NVML may show it under no process at all",
-                    "release (cuMemRelease / cuIpcCloseMemHandle) what a peer imported when it dies; "
-                    "watch for PEER_CLOSED on the connection", at))
+                out += self._once(
+                    ("gpu", pid),
+                    Leak(
+                        "gpu-memory-after-peer",
+                        f"{t.names.get(pid, '?')} ({pid}) GPU memory {total >> 20} MiB",
+                        pid,
+                        "this process imported GPU memory from processes that have all exited, and NVML still charges "
+                        "it memory; an import keeps the exporter's allocation alive after the exporter died, and "
+                        "NVML may show it under no process at all",
+                        "release (cuMemRelease / cuIpcCloseMemHandle) what a peer imported when it dies; "
+                        "watch for PEER_CLOSED on the connection",
+                        at,
+                    ),
+                )
         return out
 
     def at_exit(self, t: Tracker, pid: int, at: float) -> list[Leak]:
@@ -71,11 +101,18 @@ class LeakFinder:
         for e in t.at_exit.get(pid, []):
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
                 src = f"from {t.names.get(e.source.pid, '?')} ({e.source.pid})" if e.source else ""
-                out += self._once(("exit", pid, e.fd, e.target), Leak(
-                    "held-until-exit", f"{t.names.get(pid, '?')} ({pid}) fd {e.fd} → {e.target}", pid,
-                    f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
-                    "the process exited: only its exit closed it",
-                    CLOSE_FIX, at))
+                out += self._once(
+                    ("exit", pid, e.fd, e.target),
+                    Leak(
+                        "held-until-exit",
+                        f"{t.names.get(pid, '?')} ({pid}) fd {e.fd} → {e.target}",
+                        pid,
+                        f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
+                        "the process exited: only its exit closed it",
+                        CLOSE_FIX,
+                        at,
+                    ),
+                )
         return out
 
 
@@ -83,8 +120,12 @@ def _owner_alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
 
-def leftover_files(created_after: float | None = None, bound_paths: set[str] | None = None,
-                   live_paths: set[str] | None = None, at: float = 0.0) -> list[Leak]:
+def leftover_files(
+    created_after: float | None = None,
+    bound_paths: set[str] | None = None,
+    live_paths: set[str] | None = None,
+    at: float = 0.0,
+) -> list[Leak]:
     """/dev/shm files of dead owners (torch_<pid>_*, or created during a watch and held by no one)
     and socket files no live socket is bound to."""
     out: list[Leak] = []
@@ -100,28 +141,60 @@ def leftover_files(created_after: float | None = None, bound_paths: set[str] | N
         except OSError:
             continue
         if m and not _owner_alive(int(m.group(1))):
-            out.append(Leak("shm-file", entry.path, int(m.group(1)),
-                            f"PyTorch's refcount file of process {m.group(1)}, which is dead",
-                            f"rm {entry.path} (PyTorch's file_descriptor sharing strategy cleans it when "
-                            "its processes exit normally)", at))
-        elif created_after is not None and st.st_mtime >= created_after and (st.st_dev, st.st_ino) not in held:
-            out.append(Leak("shm-file", entry.path, None, "created while watched, left after every process exited "
-                            "and held or mapped by no process", f"shm_unlink the name when done (rm {entry.path})",
-                            at))
+            out.append(
+                Leak(
+                    "shm-file",
+                    entry.path,
+                    int(m.group(1)),
+                    f"PyTorch's refcount file of process {m.group(1)}, which is dead",
+                    f"rm {entry.path} (PyTorch's file_descriptor sharing strategy cleans it when "
+                    "its processes exit normally)",
+                    at,
+                )
+            )
+        elif (
+            created_after is not None
+            and st.st_mtime >= created_after
+            and (st.st_dev, st.st_ino) not in held
+        ):
+            out.append(
+                Leak(
+                    "shm-file",
+                    entry.path,
+                    None,
+                    "created while watched, left after every process exited "
+                    "and held or mapped by no process",
+                    f"shm_unlink the name when done (rm {entry.path})",
+                    at,
+                )
+            )
     live = live_paths or set()
     candidates = set(bound_paths or ())
     for d in SOCKET_DIRS:
         with contextlib.suppress(OSError):
-            candidates |= {e.path for e in os.scandir(d) if e.name.startswith(("nccl-socket", "nvshmem-socket"))}
+            candidates |= {
+                e.path
+                for e in os.scandir(d)
+                if e.name.startswith(("nccl-socket", "nvshmem-socket"))
+            }
     for path in sorted(candidates):
         try:
             is_sock = stat.S_ISSOCK(os.lstat(path).st_mode)
         except OSError:
             continue
         if is_sock and path not in live:
-            out.append(Leak("socket-file", path, None, "a socket file no live socket is bound to: its owner died "
-                            "or closed without unlinking it", f"unlink it (rm {path}); bind after unlinking stale "
-                            "paths, or use abstract names", at))
+            out.append(
+                Leak(
+                    "socket-file",
+                    path,
+                    None,
+                    "a socket file no live socket is bound to: its owner died "
+                    "or closed without unlinking it",
+                    f"unlink it (rm {path}); bind after unlinking stale "
+                    "paths, or use abstract names",
+                    at,
+                )
+            )
     return out
 
 
@@ -132,5 +205,7 @@ def _held_shm() -> set[tuple[int, int]]:
     held: set[tuple[int, int]] = set()
     for pid in all_pids():
         p = scan_process(pid)
-        held |= {f.key for f in p.fds.values() if f.kind == "shm"} | {(m.dev, m.ino) for m in p.maps if m.kind == "shm"}
+        held |= {f.key for f in p.fds.values() if f.kind == "shm"} | {
+            (m.dev, m.ino) for m in p.maps if m.kind == "shm"
+        }
     return held

@@ -73,7 +73,9 @@ class Tracker:
             elif p.gone and pid not in self.gone and pid not in self.said_unreadable:
                 self.said_unreadable.add(pid)
                 self.gone.add(pid)
-                out.append(ProcessUnreadable(pid, "no such process (it does not exist or has exited)"))
+                out.append(
+                    ProcessUnreadable(pid, "no such process (it does not exist or has exited)")
+                )
         for pid in [pid for pid in self.alive if pid not in scan.processes]:
             out.append(self._gone(pid, scan.at))
         files_before, self.files_seen = self.files_seen, {id(f): f for f in shares.files}
@@ -129,13 +131,20 @@ class Tracker:
         self.alive[p.pid] = p
         return out
 
-    def _opened(self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool) -> FdOpened:
+    def _opened(
+        self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool
+    ) -> FdOpened:
         how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
         others = shares.same_as(p.pid, f.fd)
         prev = self.prev.processes if self.prev else {}
-        older = [o for o in others if o[0] in prev and o[1] in prev[o[0]].fds
-                 and prev[o[0]].fds[o[1]].key == f.key]
-        parent_same = [o for o in others if o[0] == p.ppid and o[1] == f.fd]  # fork and exec keep the number
+        older = [
+            o
+            for o in others
+            if o[0] in prev and o[1] in prev[o[0]].fds and prev[o[0]].fds[o[1]].key == f.key
+        ]
+        parent_same = [
+            o for o in others if o[0] == p.ppid and o[1] == f.fd
+        ]  # fork and exec keep the number
         if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
             how, source = "inherited", FdHolder(*parent_same[0])
         elif others and (older or not first):
@@ -147,8 +156,10 @@ class Tracker:
             if was:
                 q = min(was)
                 how, source = "arrived", FdHolder(q, -1)
-                via = (f"the same memory was held by pid {q} before; its fd is closed now, so kcmp cannot "
-                       "compare the open files")
+                via = (
+                    f"the same memory was held by pid {q} before; its fd is closed now, so kcmp cannot "
+                    "compare the open files"
+                )
         if how == "arrived" and source is not None and not via:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
@@ -167,7 +178,9 @@ class Tracker:
         for pair in shares.pairs:
             ends = {(pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)}
             if {e[0] for e in ends} == {p.pid, src}:
-                return f"a Unix {pair.type} socket joins them ({pair.path or 'unnamed'}): SCM_RIGHTS"
+                return (
+                    f"a Unix {pair.type} socket joins them ({pair.path or 'unnamed'}): SCM_RIGHTS"
+                )
         return "no pidfd or Unix socket between them was seen: how it travelled is not visible"
 
     def _closed(self, pid: int, f: OpenFd, at: float) -> FdClosed:

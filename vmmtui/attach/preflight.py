@@ -23,20 +23,28 @@ _PIDFD = {"x86_64": (434, 438), "aarch64": (434, 438), "ppc64le": (434, 438), "s
 _libc = ctypes.CDLL(None, use_errno=True)
 SCM_ROAD = "send the fd over a Unix socket with SCM_RIGHTS instead: it needs no ptrace access"
 NAMESPACES = {
-    "pid": ("B's pid as A sees it is another number or none: pidfd_open of a pid sent over the wire opens the "
-            "wrong process or fails with ESRCH, so pidfd_getfd (PyTorch expandable segments, UCX cuda_ipc) fails",
-            "share the PID namespace (docker --pid=host or --pid=container:A; Kubernetes shareProcessNamespace: "
-            "true), or " + SCM_ROAD),
-    "net": ("abstract Unix socket names (NCCL's nccl-socket-<rank>-<hash> is abstract by default) exist per "
-            "network namespace: B cannot connect, and NCCL then silently uses another transport (NCCL_DEBUG=INFO "
-            "shows 'via SHM' or 'via NET/Socket' where it would show 'via P2P/CUMEM')",
-            "share the network namespace (docker --network=host, one pod), or bind socket files in a directory "
-            "both see"),
-    "ipc": ("legacy CUDA IPC handles (cudaIpcOpenMemHandle, PyTorch's default CUDA tensor sharing) and System V "
-            "shared memory need the same IPC namespace; opening fails with an invalid-handle error",
-            "share the IPC namespace (docker --ipc=host or --ipc=container:A)"),
-    "mnt": ("/dev/shm files and socket paths may differ between mount namespaces",
-            "mount the same /dev/shm and socket directory into both (docker -v /dev/shm:/dev/shm)"),
+    "pid": (
+        "B's pid as A sees it is another number or none: pidfd_open of a pid sent over the wire opens the "
+        "wrong process or fails with ESRCH, so pidfd_getfd (PyTorch expandable segments, UCX cuda_ipc) fails",
+        "share the PID namespace (docker --pid=host or --pid=container:A; Kubernetes shareProcessNamespace: "
+        "true), or " + SCM_ROAD,
+    ),
+    "net": (
+        "abstract Unix socket names (NCCL's nccl-socket-<rank>-<hash> is abstract by default) exist per "
+        "network namespace: B cannot connect, and NCCL then silently uses another transport (NCCL_DEBUG=INFO "
+        "shows 'via SHM' or 'via NET/Socket' where it would show 'via P2P/CUMEM')",
+        "share the network namespace (docker --network=host, one pod), or bind socket files in a directory "
+        "both see",
+    ),
+    "ipc": (
+        "legacy CUDA IPC handles (cudaIpcOpenMemHandle, PyTorch's default CUDA tensor sharing) and System V "
+        "shared memory need the same IPC namespace; opening fails with an invalid-handle error",
+        "share the IPC namespace (docker --ipc=host or --ipc=container:A)",
+    ),
+    "mnt": (
+        "/dev/shm files and socket paths may differ between mount namespaces",
+        "mount the same /dev/shm and socket directory into both (docker -v /dev/shm:/dev/shm)",
+    ),
 }
 
 
@@ -59,8 +67,14 @@ def _status(pid: int) -> Proc:
     uid = tuple(int(x) for x in fields.get("Uid", "0 0 0 0").split())
     owner = os.stat(f"/proc/{pid}").st_uid
     dumpable = None if uid[0] == 0 else owner == uid[1]  # non-dumpable: /proc/PID belongs to root
-    return Proc(pid, uid, int(fields.get("CapEff", "0"), 16), int(fields.get("Seccomp", "0")),
-                int(fields.get("PPid", "0")), dumpable)
+    return Proc(
+        pid,
+        uid,
+        int(fields.get("CapEff", "0"), 16),
+        int(fields.get("Seccomp", "0")),
+        int(fields.get("PPid", "0")),
+        dumpable,
+    )
 
 
 def _syscall(index: int, *args: int) -> tuple[int, int]:
@@ -96,6 +110,7 @@ def _ptrace_scope() -> int | None:
 
 def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     """Every check, in order; the first says whether both processes are there to ask."""
+
     def check(name: str, ok: bool | None, finding: str, cause: str = "", fix: str = "") -> None:
         out.append(PreflightCheck(a, b, name, ok, finding, cause, fix))
 
@@ -105,37 +120,60 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
         try:
             procs[pid] = _status(pid)
         except FileNotFoundError:
-            check("processes", False, f"pid {pid} does not exist", "it exited or the number is wrong",
-                  "give the pids of two running processes (ps -eo pid,cmd)")
+            check(
+                "processes",
+                False,
+                f"pid {pid} does not exist",
+                "it exited or the number is wrong",
+                "give the pids of two running processes (ps -eo pid,cmd)",
+            )
         except OSError as exc:
-            check("processes", False, f"pid {pid}: no permission ({exc.strerror})",
-                  "its /proc entries are not readable by this user", "run vmmtui as that user or as root")
+            check(
+                "processes",
+                False,
+                f"pid {pid}: no permission ({exc.strerror})",
+                "its /proc entries are not readable by this user",
+                "run vmmtui as that user or as root",
+            )
     if len(procs) < 2:
         return out
     pa, pb = procs[a], procs[b]
     check("processes", True, f"A = pid {a}, B = pid {b}")
     same_uid = pa.uid[1] == pb.uid[1]
-    check("same uid", same_uid, f"A runs as uid {pa.uid[1]}, B as uid {pb.uid[1]}",
-          "" if same_uid else "ptrace access (pidfd_getfd) across users needs CAP_SYS_PTRACE",
-          "" if same_uid else "run both as one user, or " + SCM_ROAD)
+    check(
+        "same uid",
+        same_uid,
+        f"A runs as uid {pa.uid[1]}, B as uid {pb.uid[1]}",
+        "" if same_uid else "ptrace access (pidfd_getfd) across users needs CAP_SYS_PTRACE",
+        "" if same_uid else "run both as one user, or " + SCM_ROAD,
+    )
     for ns, (cause, fix) in NAMESPACES.items():
         try:
             ia, ib = (os.stat(f"/proc/{p}/ns/{ns}").st_ino for p in (a, b))
         except OSError as exc:
             check(f"{ns} namespace", None, f"unknown: {exc.strerror}")
             continue
-        check(f"{ns} namespace", ia == ib, "the same" if ia == ib else f"different ({ia} vs {ib})",
-              "" if ia == ib else cause, "" if ia == ib else fix)
+        check(
+            f"{ns} namespace",
+            ia == ib,
+            "the same" if ia == ib else f"different ({ia} vs {ib})",
+            "" if ia == ib else cause,
+            "" if ia == ib else fix,
+        )
     out += _ptrace_checks(a, b, pa, pb)
     out += _real_tries(a, b)
     if device:
         out += _device_checks(a, b)
-    check("after sharing", None, "what to watch once it works",
-          "an importer that fails cuMemImportFromShareableHandle often forgets to close the fd it received (fds "
-          "leak); memory stays allocated while any importer holds it, even after the exporter died; nvidia-smi "
-          "and NVML charge imported memory to the exporter only",
-          "close received fds on every path; release imports when a peer dies; `vmmtui watch -- CMD` reports "
-          "all three")
+    check(
+        "after sharing",
+        None,
+        "what to watch once it works",
+        "an importer that fails cuMemImportFromShareableHandle often forgets to close the fd it received (fds "
+        "leak); memory stays allocated while any importer holds it, even after the exporter died; nvidia-smi "
+        "and NVML charge imported memory to the exporter only",
+        "close received fds on every path; release imports when a peer dies; `vmmtui watch -- CMD` reports "
+        "all three",
+    )
     return out
 
 
@@ -145,26 +183,52 @@ def _ptrace_checks(a: int, b: int, pa: Proc, pb: Proc) -> list[PreflightCheck]:
     cap = bool(pa.cap_eff >> CAP_SYS_PTRACE & 1)
     ancestor = a in _ancestors(b)
     if scope is None:
-        rule, allowed = "Yama is not loaded: the ordinary rules (same uid and B dumpable, or CAP_SYS_PTRACE)", None
+        rule, allowed = (
+            "Yama is not loaded: the ordinary rules (same uid and B dumpable, or CAP_SYS_PTRACE)",
+            None,
+        )
     else:
-        rule = {0: "0 (classic: same uid and B dumpable)", 1: "1 (restricted: only an ancestor of B, or "
-                "CAP_SYS_PTRACE)", 2: "2 (admin only: CAP_SYS_PTRACE)", 3: "3 (no attach at all)"}.get(scope, str(scope))
+        rule = {
+            0: "0 (classic: same uid and B dumpable)",
+            1: "1 (restricted: only an ancestor of B, or CAP_SYS_PTRACE)",
+            2: "2 (admin only: CAP_SYS_PTRACE)",
+            3: "3 (no attach at all)",
+        }.get(scope, str(scope))
         allowed = {0: None, 1: ancestor or cap, 2: cap, 3: False}.get(scope)
     ordinary = cap or (pa.uid[1] == pb.uid[1] and pb.dumpable is not False)
     verdict = ordinary if allowed is None else (allowed and ordinary)
-    out.append(PreflightCheck(a, b, "ptrace policy", verdict,
-                              f"{rule if scope is None else 'Yama ptrace_scope ' + rule}; A has CAP_SYS_PTRACE: {'yes' if cap else 'no'}; "
-                              f"A is B's ancestor: {'yes' if ancestor else 'no'}; B dumpable: "
-                              f"{ {True: 'yes', False: 'no', None: 'root: not needed'}[pb.dumpable] }",
-                              "" if verdict else "pidfd_getfd needs ptrace access (PTRACE_MODE_ATTACH_REALCREDS) "
-                              "to B; without it: pidfd_getfd: Operation not permitted (EPERM)",
-                              "" if verdict else "give A CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE), lower "
-                              "kernel.yama.ptrace_scope to 1 with A as B's parent, or " + SCM_ROAD))
+    out.append(
+        PreflightCheck(
+            a,
+            b,
+            "ptrace policy",
+            verdict,
+            f"{rule if scope is None else 'Yama ptrace_scope ' + rule}; A has CAP_SYS_PTRACE: {'yes' if cap else 'no'}; "
+            f"A is B's ancestor: {'yes' if ancestor else 'no'}; B dumpable: "
+            f"{ {True: 'yes', False: 'no', None: 'root: not needed'}[pb.dumpable] }",
+            ""
+            if verdict
+            else "pidfd_getfd needs ptrace access (PTRACE_MODE_ATTACH_REALCREDS) "
+            "to B; without it: pidfd_getfd: Operation not permitted (EPERM)",
+            ""
+            if verdict
+            else "give A CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE), lower "
+            "kernel.yama.ptrace_scope to 1 with A as B's parent, or " + SCM_ROAD,
+        )
+    )
     if pa.seccomp == 2:
-        out.append(PreflightCheck(a, b, "seccomp", None, "A runs under a seccomp filter (mode 2)",
-                                  "container runtimes' default profiles refuse pidfd_getfd without CAP_SYS_PTRACE "
-                                  "(EPERM), whatever ptrace_scope says",
-                                  "docker --cap-add=SYS_PTRACE, or a profile that allows pidfd_getfd"))
+        out.append(
+            PreflightCheck(
+                a,
+                b,
+                "seccomp",
+                None,
+                "A runs under a seccomp filter (mode 2)",
+                "container runtimes' default profiles refuse pidfd_getfd without CAP_SYS_PTRACE "
+                "(EPERM), whatever ptrace_scope says",
+                "docker --cap-add=SYS_PTRACE, or a profile that allows pidfd_getfd",
+            )
+        )
     return out
 
 
@@ -175,9 +239,17 @@ def _real_tries(a: int, b: int) -> list[PreflightCheck]:
     if rc >= 0:
         os.close(rc)
     support = rc >= 0
-    out.append(PreflightCheck(a, b, "kernel pidfd support", support, "pidfd_open works" if support else
-                              f"pidfd_open: {_err(e)}", "" if support else "pidfd_open needs Linux ≥ 5.3 and "
-                              "pidfd_getfd ≥ 5.6", "" if support else SCM_ROAD))
+    out.append(
+        PreflightCheck(
+            a,
+            b,
+            "kernel pidfd support",
+            support,
+            "pidfd_open works" if support else f"pidfd_open: {_err(e)}",
+            "" if support else "pidfd_open needs Linux ≥ 5.3 and pidfd_getfd ≥ 5.6",
+            "" if support else SCM_ROAD,
+        )
+    )
     try:
         fds = sorted(int(n) for n in os.listdir(f"/proc/{b}/fd"))
     except OSError as exc:
@@ -193,14 +265,29 @@ def _real_tries(a: int, b: int) -> list[PreflightCheck]:
             os.close(pidfd)
             if got >= 0:
                 os.close(got)
-            ok, text = got >= 0, (f"pidfd_getfd of B's fd {fds[0]} worked (the copy was closed at once)" if got >= 0
-                                  else f"pidfd_getfd of B's fd {fds[0]}: unavailable: {_err(e)}")
-        out.append(PreflightCheck(a, b, "pidfd_getfd try (from vmmtui)", ok,
-                                  text + f"; vmmtui runs as uid {os.geteuid()}: A's own credentials decide for A "
-                                  "(see ptrace policy)",
-                                  "" if ok else "the kernel refused ptrace access to B: Yama, a missing "
-                                  "CAP_SYS_PTRACE, a seccomp filter (containers) or B not dumpable",
-                                  "" if ok else "docker --cap-add=SYS_PTRACE, or " + SCM_ROAD))
+            ok, text = (
+                got >= 0,
+                (
+                    f"pidfd_getfd of B's fd {fds[0]} worked (the copy was closed at once)"
+                    if got >= 0
+                    else f"pidfd_getfd of B's fd {fds[0]}: unavailable: {_err(e)}"
+                ),
+            )
+        out.append(
+            PreflightCheck(
+                a,
+                b,
+                "pidfd_getfd try (from vmmtui)",
+                ok,
+                text + f"; vmmtui runs as uid {os.geteuid()}: A's own credentials decide for A "
+                "(see ptrace policy)",
+                ""
+                if ok
+                else "the kernel refused ptrace access to B: Yama, a missing "
+                "CAP_SYS_PTRACE, a seccomp filter (containers) or B not dumpable",
+                "" if ok else "docker --cap-add=SYS_PTRACE, or " + SCM_ROAD,
+            )
+        )
     elif support:
         out.append(PreflightCheck(a, b, "pidfd_getfd try (from vmmtui)", None, f"not tried: {why}"))
     try:
@@ -209,10 +296,17 @@ def _real_tries(a: int, b: int) -> list[PreflightCheck]:
     except OSError:
         k = None
     if k is not None:
-        out.append(PreflightCheck(a, b, "kcmp", k.same is not None,
-                                  "kcmp(KCMP_FILE) answers for A and B" if k.same is not None else k.detail,
-                                  "" if k.same is not None else "kcmp needs ptrace read access to both processes",
-                                  "" if k.same is not None else "run vmmtui as their user or as root"))
+        out.append(
+            PreflightCheck(
+                a,
+                b,
+                "kcmp",
+                k.same is not None,
+                "kcmp(KCMP_FILE) answers for A and B" if k.same is not None else k.detail,
+                "" if k.same is not None else "kcmp needs ptrace read access to both processes",
+                "" if k.same is not None else "run vmmtui as their user or as root",
+            )
+        )
     return out
 
 
@@ -222,21 +316,41 @@ def _device_checks(a: int, b: int) -> list[PreflightCheck]:
     out: list[PreflightCheck] = []
     info = probe()
     if not info.get("driver") or info.get("error"):
-        out.append(PreflightCheck(a, b, "device", None, f"no device checks: {info.get('error', 'no driver')}"))
+        out.append(
+            PreflightCheck(
+                a, b, "device", None, f"no device checks: {info.get('error', 'no driver')}"
+            )
+        )
         return out
     for d in info.get("devices", []):
         vmm, fd, fabric = d.get("vmm"), d.get("posix_fd"), d.get("fabric")
-        out.append(PreflightCheck(a, b, f"GPU {d['index']} ({d['name']})", bool(vmm and fd),
-                                  f"VMM {'yes' if vmm else 'no'}, POSIX-fd handles {'yes' if fd else 'no'}, "
-                                  f"fabric handles {'yes' if fabric else 'no'}",
-                                  "" if vmm and fd else "this device cannot export cuMem allocations as fds",
-                                  "" if vmm and fd else "use legacy IPC (cudaIpcGetMemHandle) on this device"))
+        out.append(
+            PreflightCheck(
+                a,
+                b,
+                f"GPU {d['index']} ({d['name']})",
+                bool(vmm and fd),
+                f"VMM {'yes' if vmm else 'no'}, POSIX-fd handles {'yes' if fd else 'no'}, "
+                f"fabric handles {'yes' if fabric else 'no'}",
+                "" if vmm and fd else "this device cannot export cuMem allocations as fds",
+                "" if vmm and fd else "use legacy IPC (cudaIpcGetMemHandle) on this device",
+            )
+        )
     channels = glob.glob("/dev/nvidia-caps-imex-channels/channel*")
-    out.append(PreflightCheck(a, b, "IMEX channel", bool(channels) or None,
-                              f"{len(channels)} channel(s): {', '.join(channels[:3])}" if channels else
-                              "no /dev/nvidia-caps-imex-channels/channel*: fabric handles cannot be imported "
-                              "(only needed across nodes / multi-node NVLink)",
-                              "" if channels else "fabric handles need the IMEX daemon and a channel device",
-                              "" if channels else "start nvidia-imex and create a channel (mknod), or use POSIX "
-                              "fds on one node"))
+    out.append(
+        PreflightCheck(
+            a,
+            b,
+            "IMEX channel",
+            bool(channels) or None,
+            f"{len(channels)} channel(s): {', '.join(channels[:3])}"
+            if channels
+            else "no /dev/nvidia-caps-imex-channels/channel*: fabric handles cannot be imported "
+            "(only needed across nodes / multi-node NVLink)",
+            "" if channels else "fabric handles need the IMEX daemon and a channel device",
+            ""
+            if channels
+            else "start nvidia-imex and create a channel (mknod), or use POSIX fds on one node",
+        )
+    )
     return out

@@ -41,7 +41,14 @@ MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
 
 
 #: target class (vmmtui.fdtable.target_class) -> the kind attach shows; other classes are counted only
-SHOWN = {"nvidia": "gpu", "memfd": "memfd", "shm": "shm", "socket": "socket", "pidfd": "pidfd", "dmabuf": "dmabuf"}
+SHOWN = {
+    "nvidia": "gpu",
+    "memfd": "memfd",
+    "shm": "shm",
+    "socket": "socket",
+    "pidfd": "pidfd",
+    "dmabuf": "dmabuf",
+}
 
 
 def kind_of(target: str) -> str | None:
@@ -122,14 +129,16 @@ def _read(path: str) -> str:
 def _refusal(exc: OSError, what: str) -> str:
     if exc.errno in (errno.ENOENT, errno.ESRCH):
         return "gone"
-    return f"no permission: {what}: {errno.errorcode.get(exc.errno or 0, exc.errno)} ({exc.strerror})"
+    return (
+        f"no permission: {what}: {errno.errorcode.get(exc.errno or 0, exc.errno)} ({exc.strerror})"
+    )
 
 
 def _stat_line(pid: int) -> tuple[int, str, str, int]:
     """(ppid, name, state, threads) from /proc/PID/stat; the name may hold spaces and parentheses."""
     text = _read(f"/proc/{pid}/stat")
-    name = text[text.index("(") + 1:text.rindex(")")]
-    rest = text[text.rindex(")") + 2:].split()
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    rest = text[text.rindex(")") + 2 :].split()
     return int(rest[1]), name, rest[0], int(rest[17])
 
 
@@ -173,8 +182,13 @@ def _maps(pid: int) -> list[Mapping]:
         key = (os.makedev(major, minor), int(parts[4]))
         path = parts[5]
         old = found.get(key)
-        found[key] = Mapping(path, "memfd" if path.startswith("/memfd:") else "shm", key[0], key[1],
-                             (old.size if old else 0) + hi - lo)
+        found[key] = Mapping(
+            path,
+            "memfd" if path.startswith("/memfd:") else "shm",
+            key[0],
+            key[1],
+            (old.size if old else 0) + hi - lo,
+        )
     return list(found.values())
 
 
@@ -199,9 +213,21 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
         p.error = "gone"
         return p
     p.ran = _runtime(pid, state, threads)
-    if (prev is not None and not refresh and prev.error is None and p.ran is not None and p.ran == prev.ran):
+    if (
+        prev is not None
+        and not refresh
+        and prev.error is None
+        and p.ran is not None
+        and p.ran == prev.ran
+    ):
         p.uid, p.pid_ns, p.cmdline = prev.uid, prev.pid_ns, prev.cmdline
-        p.fds, p.other_fds, p.maps, p.maps_error, p.fresh = prev.fds, prev.other_fds, prev.maps, prev.maps_error, False
+        p.fds, p.other_fds, p.maps, p.maps_error, p.fresh = (
+            prev.fds,
+            prev.other_fds,
+            prev.maps,
+            prev.maps_error,
+            False,
+        )
         return p
     try:
         p.uid = os.stat(f"/proc/{pid}").st_uid
@@ -257,8 +283,15 @@ def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
         pidfd_of = None
         if kind == "pidfd":
             old = before.get(fd)
-            if old is not None and old.kind == "pidfd" and old.key == (st.st_dev, st.st_ino) and st.st_ino > 1:
-                pidfd_of = old.pidfd_of  # pidfs gives each process its own inode: the same one, the same process
+            if (
+                old is not None
+                and old.kind == "pidfd"
+                and old.key == (st.st_dev, st.st_ino)
+                and st.st_ino > 1
+            ):
+                pidfd_of = (
+                    old.pidfd_of
+                )  # pidfs gives each process its own inode: the same one, the same process
             else:
                 pidfd_of = _pidfd_target(p.pid, fd)
         fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of)
@@ -275,8 +308,12 @@ def _pidfd_target(pid: int, fd: int) -> int | None:
     return None
 
 
-def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None = None,
-         refresh_polls: int = REFRESH_POLLS) -> Scan:
+def scan(
+    pids: list[int] | set[int],
+    t0: float | None = None,
+    prev: Scan | None = None,
+    refresh_polls: int = REFRESH_POLLS,
+) -> Scan:
     """One scan of ``pids`` and of this network namespace's Unix sockets; ``at`` counts from ``t0``.
 
     With ``prev``, processes that did not run since are carried over (see the module's docstring);
@@ -285,20 +322,35 @@ def scan(pids: list[int] | set[int], t0: float | None = None, prev: Scan | None 
     start = time.monotonic()
     before = prev.processes if prev else {}
     number = prev.number + 1 if prev else 0
-    procs = {pid: scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0)
-             for pid in sorted(pids)}
+    procs = {
+        pid: scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0)
+        for pid in sorted(pids)
+    }
     sockets = read_sockets()
     if sockets.sockets:
-        for p in procs.values():  # a socket fd that is not a Unix socket (TCP, netlink) is not ours to show
+        for p in (
+            procs.values()
+        ):  # a socket fd that is not a Unix socket (TCP, netlink) is not ours to show
             if not p.fresh:
                 continue  # filtered when it was read
-            for fd in [fd for fd, f in p.fds.items() if f.kind == "socket" and f.ino not in sockets.sockets]:
+            for fd in [
+                fd for fd, f in p.fds.items() if f.kind == "socket" and f.ino not in sockets.sockets
+            ]:
                 del p.fds[fd]
                 p.other_fds += 1
     for pid, p in procs.items():  # a refresh that found what was carried: carried, for what follows
         old = before.get(pid) if refresh_polls > 1 else None
-        if (p.fresh and p.error is None and old is not None and old.error is None and p.ran is not None
-                and p.ran == old.ran and p.fds == old.fds and p.maps == old.maps and p.other_fds == old.other_fds):
+        if (
+            p.fresh
+            and p.error is None
+            and old is not None
+            and old.error is None
+            and p.ran is not None
+            and p.ran == old.ran
+            and p.fds == old.fds
+            and p.maps == old.maps
+            and p.other_fds == old.other_fds
+        ):
             p.fds, p.maps, p.fresh = old.fds, old.maps, False
     end = time.monotonic()
     return Scan(end - (t0 if t0 is not None else start), procs, sockets, end - start, number)

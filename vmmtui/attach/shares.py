@@ -28,12 +28,16 @@ Key = tuple[int, int]  # (dev, ino)
 class Index:
     """Holders by inode as of the last scan, and last scan's answer per inode; handed on scan to scan."""
 
-    fds_of: dict[int, dict[int, OpenFd]] = field(default_factory=dict)  # pid -> the fds dict indexed
+    fds_of: dict[int, dict[int, OpenFd]] = field(
+        default_factory=dict
+    )  # pid -> the fds dict indexed
     maps_of: dict[int, list[Mapping]] = field(default_factory=dict)
     holders: dict[Key, dict[Holder, OpenFd]] = field(default_factory=lambda: defaultdict(dict))
     mapped: dict[Key, set[int]] = field(default_factory=lambda: defaultdict(set))
     map_paths: dict[Key, str] = field(default_factory=dict)
-    groups: dict[Key, Group] = field(default_factory=dict)  # kcmp order of inodes held by 2+ processes
+    groups: dict[Key, Group] = field(
+        default_factory=dict
+    )  # kcmp order of inodes held by 2+ processes
     files: dict[Key, list[SharedFile]] = field(default_factory=dict)
     runs: dict[Key, list[list[Holder]]] = field(default_factory=dict)
     retry: set[Key] = field(default_factory=set)  # kcmp refused: ask again next scan
@@ -42,12 +46,18 @@ class Index:
         """Bring the index to ``scan``; the inodes whose holders or mappers changed."""
         alive = scan.alive()
         dirty, self.retry = self.retry, set()
-        for pid in [pid for pid, fds in self.fds_of.items() if pid not in alive or alive[pid].fds is not fds]:
+        for pid in [
+            pid for pid, fds in self.fds_of.items() if pid not in alive or alive[pid].fds is not fds
+        ]:
             for fd, f in self.fds_of.pop(pid).items():
                 if f.kind != "pidfd":
                     self.holders[f.key].pop((pid, fd), None)
                     dirty.add(f.key)
-        for pid in [pid for pid, maps in self.maps_of.items() if pid not in alive or alive[pid].maps is not maps]:
+        for pid in [
+            pid
+            for pid, maps in self.maps_of.items()
+            if pid not in alive or alive[pid].maps is not maps
+        ]:
             for m in self.maps_of.pop(pid):
                 self.mapped[(m.dev, m.ino)].discard(pid)
                 dirty.add((m.dev, m.ino))
@@ -122,15 +132,25 @@ def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
             ix.groups.pop(key, None)
             shares.memory_holders.pop(key, None)
             continue
-        before = dict(zip(map(tuple, old_runs), old_files, strict=False))  # run files come first, in run order
+        before = dict(
+            zip(map(tuple, old_runs), old_files, strict=False)
+        )  # run files come first, in run order
         _redo(key, members or {}, mapped, ix, shares, suspects, scan.at, before)
     shares.files = [f for files in ix.files.values() for f in files]
     _socket_pairs(scan, shares)
     return shares
 
 
-def _redo(key: Key, members: dict[Holder, OpenFd], mapped: set[int], ix: Index, shares: Shares,
-          suspects: set[int], at: float, before: dict[tuple, SharedFile]) -> None:
+def _redo(
+    key: Key,
+    members: dict[Holder, OpenFd],
+    mapped: set[int],
+    ix: Index,
+    shares: Shares,
+    suspects: set[int],
+    at: float,
+    before: dict[tuple, SharedFile],
+) -> None:
     """One inode's holders, mappers and shared files, worked out again (``before``: last scan's files
     by run, kept as they were where the run and its mappers are unchanged)."""
     if len(members) == 1 and not mapped:  # held by one fd of one process: nothing shared
@@ -154,13 +174,27 @@ def _redo(key: Key, members: dict[Holder, OpenFd], mapped: set[int], ix: Index, 
     if len(pids) >= 2:
         try:
             cached = ix.groups.get(key)
-            g = update_group(cached, set(members), suspects, shares) if cached else sort_group(list(members), shares)
+            g = (
+                update_group(cached, set(members), suspects, shares)
+                if cached
+                else sort_group(list(members), shares)
+            )
         except KcmpUnavailable as exc:
             ix.groups.pop(key, None)
             ix.retry.add(key)
             shares.unavailable = f"unavailable: {exc.strerror}"
-            files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in members], sorted(mapped), None,
-                                    f"kcmp {shares.unavailable}", at))
+            files.append(
+                SharedFile(
+                    kind,
+                    target,
+                    *key,
+                    [FdHolder(*h) for h in members],
+                    sorted(mapped),
+                    None,
+                    f"kcmp {shares.unavailable}",
+                    at,
+                )
+            )
         else:
             ix.groups[key] = g
             runs = [run for run in runs_of(g) if any(h[0] != run[0][0] for h in run)]
@@ -171,19 +205,50 @@ def _redo(key: Key, members: dict[Holder, OpenFd], mapped: set[int], ix: Index, 
                 if was is not None and was.same_description and was.mapped_by == by:
                     files.append(was)
                     continue
-                files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in run], by, True,
-                                        "kcmp(KCMP_FILE): one open file description", at))
+                files.append(
+                    SharedFile(
+                        kind,
+                        target,
+                        *key,
+                        [FdHolder(*h) for h in run],
+                        by,
+                        True,
+                        "kcmp(KCMP_FILE): one open file description",
+                        at,
+                    )
+                )
             ix.runs[key] = runs
             if not runs and memory:
-                files.append(SharedFile(kind, target, *key, [FdHolder(*h) for h in members], sorted(mapped),
-                                        False, "same inode, different open file descriptions (kcmp)", at))
+                files.append(
+                    SharedFile(
+                        kind,
+                        target,
+                        *key,
+                        [FdHolder(*h) for h in members],
+                        sorted(mapped),
+                        False,
+                        "same inode, different open file descriptions (kcmp)",
+                        at,
+                    )
+                )
     else:
         ix.groups.pop(key, None)
-    if not files and len(mapped | pids) >= 2 and mapped:  # mapped by 2+ where at most one still holds an fd
+    if (
+        not files and len(mapped | pids) >= 2 and mapped
+    ):  # mapped by 2+ where at most one still holds an fd
         path = ix.map_paths[key]
-        files.append(SharedFile("memfd" if path.startswith("/memfd:") else "shm", path, *key,
-                                [FdHolder(*h) for h in members], sorted(mapped), None,
-                                "mapped by several processes (/proc/PID/maps); no fd left to compare with kcmp", at))
+        files.append(
+            SharedFile(
+                "memfd" if path.startswith("/memfd:") else "shm",
+                path,
+                *key,
+                [FdHolder(*h) for h in members],
+                sorted(mapped),
+                None,
+                "mapped by several processes (/proc/PID/maps); no fd left to compare with kcmp",
+                at,
+            )
+        )
     if files:
         ix.files[key] = files
 
@@ -205,5 +270,12 @@ def _socket_pairs(scan: Scan, shares: Shares) -> None:
             continue
         done.add(frozenset((ino, s.peer)))
         peer = scan.sockets.sockets.get(s.peer)
-        shares.pairs.append(SocketPair(FdHolder(pid, fd), FdHolder(*other), s.type,
-                                       s.path or (peer.path if peer else ""), scan.at))
+        shares.pairs.append(
+            SocketPair(
+                FdHolder(pid, fd),
+                FdHolder(*other),
+                s.type,
+                s.path or (peer.path if peer else ""),
+                scan.at,
+            )
+        )

@@ -36,9 +36,21 @@ class SocketTable:
 
 
 def _sock_diag() -> dict[int, UnixSocket]:
-    req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, UDIAG_SHOW_NAME | UDIAG_SHOW_PEER,
-                      0xFFFFFFFF, 0xFFFFFFFF)
-    msg = struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + req
+    req = struct.pack(
+        "=BBHIIIII",
+        socket.AF_UNIX,
+        0,
+        0,
+        0xFFFFFFFF,
+        0,
+        UDIAG_SHOW_NAME | UDIAG_SHOW_PEER,
+        0xFFFFFFFF,
+        0xFFFFFFFF,
+    )
+    msg = (
+        struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0)
+        + req
+    )
     out: dict[int, UnixSocket] = {}
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
         nl.sendto(msg, (0, 0))
@@ -61,10 +73,13 @@ def _sock_diag() -> dict[int, UnixSocket]:
                     alen, atype = struct.unpack_from("=HH", data, a)
                     if alen < 4:
                         break
-                    body = data[a + 4:a + alen]
+                    body = data[a + 4 : a + alen]
                     if atype == UNIX_DIAG_NAME:
-                        path = "@" + body[1:].decode(errors="replace") if body[:1] == b"\0" else body.decode(
-                            errors="replace").rstrip("\0")
+                        path = (
+                            "@" + body[1:].decode(errors="replace")
+                            if body[:1] == b"\0"
+                            else body.decode(errors="replace").rstrip("\0")
+                        )
                     elif atype == UNIX_DIAG_PEER:
                         peer = struct.unpack("=I", body[:4])[0] or None
                     a += (alen + 3) & ~3

@@ -52,7 +52,9 @@ def _decode(status: int) -> Exit:
 class Watch:
     """One watched command; iterate ``events()``; ``exit`` holds how the command ended."""
 
-    def __init__(self, command: list[str], interval: float = 0.1, linger: float = 2.0, nvml: bool = True) -> None:
+    def __init__(
+        self, command: list[str], interval: float = 0.1, linger: float = 2.0, nvml: bool = True
+    ) -> None:
         self.command, self.interval, self.linger = command, min(interval, 0.25), linger
         self.use_nvml = nvml
         self.exit: Exit | None = None
@@ -67,7 +69,9 @@ class Watch:
         except FileNotFoundError:
             raise CommandNotFound(f"command not found: {self.command[0]}", 127) from None
         except PermissionError:
-            raise CommandNotFound(f"permission denied: {self.command[0]} is not executable", 126) from None
+            raise CommandNotFound(
+                f"permission denied: {self.command[0]} is not executable", 126
+            ) from None
         except OSError as exc:
             raise CommandNotFound(f"cannot run {self.command[0]}: {exc.strerror}", 126) from None
         self.follower = Follower({self.proc.pid}, tree=True, use_nvml=self.use_nvml)
@@ -105,8 +109,11 @@ class Watch:
                 on_poll()
             if self.exit is not None:
                 ended_at = ended_at or time.monotonic()
-                if not f.tracker.alive and not [p for p in f.targets if os.path.exists(f"/proc/{p}")] \
-                        or time.monotonic() - ended_at > self.linger:
+                if (
+                    not f.tracker.alive
+                    and not [p for p in f.targets if os.path.exists(f"/proc/{p}")]
+                    or time.monotonic() - ended_at > self.linger
+                ):
                     break
             time.sleep(self.interval)
         yield from f.poll()
@@ -118,6 +125,14 @@ class Watch:
             yield leak
         shares = len(f.tracker.shared_said)
         exit_ = self.exit or Exit(None, None)
-        yield WatchFinished(self.command, exit_.code, exit_.signal, len(f.tracker.names), shares,
-                            len(f.all_leaks), round(time.monotonic() - f.t0, 3), list(f.unseen))
+        yield WatchFinished(
+            self.command,
+            exit_.code,
+            exit_.signal,
+            len(f.tracker.names),
+            shares,
+            len(f.all_leaks),
+            round(time.monotonic() - f.t0, 3),
+            list(f.unseen),
+        )
         f.close()

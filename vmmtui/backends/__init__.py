@@ -47,24 +47,44 @@ def create(name: str, calls: CallLog | None = None) -> Backend:
 def choose(requested: str, device: int = 0, probe_result: dict | None = None) -> Choice:
     """Resolve ``requested`` into a backend this machine can run, and say why."""
     if requested not in NAMES:
-        return Choice(requested, f"unknown backend {requested!r}: choose one of {', '.join(NAMES)}", usable=False)
+        return Choice(
+            requested,
+            f"unknown backend {requested!r}: choose one of {', '.join(NAMES)}",
+            usable=False,
+        )
     if requested == "memfd":
-        return Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)", capacity=ram_available())
+        return Choice(
+            "memfd",
+            "memfd backend requested (CPU memory, not GPU memory)",
+            capacity=ram_available(),
+        )
     from vmmtui.backends.probe import probe
 
     info = probe_result if probe_result is not None else probe()
     why_not = cuda_unusable(info, device)
     if requested == "cuda":
         if why_not:
-            return Choice("cuda", f"--backend cuda cannot run here: {why_not}; try --backend memfd", usable=False)
-        return Choice("cuda", f"cuda backend on device {device} ({info['devices'][device]['name']})",
-                      capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]),
-                      device_probe=info["devices"][device])
+            return Choice(
+                "cuda",
+                f"--backend cuda cannot run here: {why_not}; try --backend memfd",
+                usable=False,
+            )
+        return Choice(
+            "cuda",
+            f"cuda backend on device {device} ({info['devices'][device]['name']})",
+            capacity=info["devices"][device].get("mem_total"),
+            devices=len(info["devices"]),
+            device_probe=info["devices"][device],
+        )
     if why_not:
         return Choice("memfd", f"{why_not}: using the memfd backend", capacity=ram_available())
-    return Choice("cuda", f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend",
-                  capacity=info["devices"][device].get("mem_total"), devices=len(info["devices"]),
-                  device_probe=info["devices"][device])
+    return Choice(
+        "cuda",
+        f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend",
+        capacity=info["devices"][device].get("mem_total"),
+        devices=len(info["devices"]),
+        device_probe=info["devices"][device],
+    )
 
 
 def ram_available() -> int | None:
@@ -98,4 +118,15 @@ def cuda_unusable(info: dict, device: int) -> str | None:
     return None
 
 
-__all__ = ["Backend", "Call", "CallLog", "Choice", "DeviceInfo", "LABELS", "NAMES", "choose", "create", "cuda_unusable"]
+__all__ = [
+    "Backend",
+    "Call",
+    "CallLog",
+    "Choice",
+    "DeviceInfo",
+    "LABELS",
+    "NAMES",
+    "choose",
+    "create",
+    "cuda_unusable",
+]

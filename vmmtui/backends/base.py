@@ -29,13 +29,27 @@ class CallLog:
 
     calls: list[Call] = field(default_factory=list)
 
-    def timed(self, name: str, args: dict[str, Any], fn: Callable[[], Any], show: Callable[[Any], str] = repr) -> Any:
+    def timed(
+        self,
+        name: str,
+        args: dict[str, Any],
+        fn: Callable[[], Any],
+        show: Callable[[Any], str] = repr,
+    ) -> Any:
         """Run ``fn``, record it, and return its value; an exception is recorded then re-raised."""
         t0 = time.perf_counter_ns()
         try:
             value = fn()
         except Exception as exc:
-            self.calls.append(Call(name, args, f"{type(exc).__name__}: {exc}", time.perf_counter_ns() - t0, ok=False))
+            self.calls.append(
+                Call(
+                    name,
+                    args,
+                    f"{type(exc).__name__}: {exc}",
+                    time.perf_counter_ns() - t0,
+                    ok=False,
+                )
+            )
             raise
         self.calls.append(Call(name, args, show(value), time.perf_counter_ns() - t0))
         return value
@@ -187,8 +201,14 @@ class Backend(ABC):
 
     # -- legacy IPC (seed 003): cuMemAlloc + a 64-byte handle, no fd. Only a device driver has it. ----
     def _no_legacy(self, call: str) -> StepError:
-        return StepError(failure("UNAVAILABLE", call, f"{self.name} has no legacy IPC: cuIpcGetMemHandle/"
-                                 "cuIpcOpenMemHandle are CUDA driver calls with no CPU analogue"))
+        return StepError(
+            failure(
+                "UNAVAILABLE",
+                call,
+                f"{self.name} has no legacy IPC: cuIpcGetMemHandle/"
+                "cuIpcOpenMemHandle are CUDA driver calls with no CPU analogue",
+            )
+        )
 
     def unified_addressing(self) -> bool:
         """Whether the device shares one address space with the host (legacy IPC needs it)."""

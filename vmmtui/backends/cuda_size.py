@@ -46,15 +46,28 @@ class CudaBackend(Protocol):
 def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
     """The driver's word on the imported allocation ``handle`` against the ``claimed`` size."""
     h = b._handles[handle]
-    prop = b.call("cuMemGetAllocationPropertiesFromHandle", cu.cuMemGetAllocationPropertiesFromHandle, h,
-                  show={"handle": hex(handle)})
-    gran = int(b.call("cuMemGetAllocationGranularity", cu.cuMemGetAllocationGranularity, prop,
-                      cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM,
-                      show={"option": "MINIMUM", "of": "the imported allocation"}))
+    prop = b.call(
+        "cuMemGetAllocationPropertiesFromHandle",
+        cu.cuMemGetAllocationPropertiesFromHandle,
+        h,
+        show={"handle": hex(handle)},
+    )
+    gran = int(
+        b.call(
+            "cuMemGetAllocationGranularity",
+            cu.cuMemGetAllocationGranularity,
+            prop,
+            cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            show={"option": "MINIMUM", "of": "the imported allocation"},
+        )
+    )
     check = SizeCheck(claimed, None, PROBE)
     if claimed <= 0 or claimed % gran:
-        check.refuse("SIZE_MISMATCH", f"claimed {claimed} bytes: not a positive multiple of the allocation's "
-                     f"granularity {gran}")
+        check.refuse(
+            "SIZE_MISMATCH",
+            f"claimed {claimed} bytes: not a positive multiple of the allocation's "
+            f"granularity {gran}",
+        )
         return check
     if prop.location.type == cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE:
         owner = int(prop.location.id)
@@ -62,7 +75,9 @@ def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
         total = int(b.call("cuDeviceTotalMem", cu.cuDeviceTotalMem, dev, show={"dev": owner}))
         if claimed > total:
             check.source = "driver cuDeviceTotalMem"
-            check.refuse("SIZE_MISMATCH", f"claimed {claimed} bytes: more than device {owner} has ({total})")
+            check.refuse(
+                "SIZE_MISMATCH", f"claimed {claimed} bytes: more than device {owner} has ({total})"
+            )
             return check
     va = b.reserve(claimed, gran)
     try:
@@ -70,9 +85,16 @@ def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
             check.reported = claimed
             return check
         check.reported = _largest(b, va, claimed, gran, h, handle)
-        found = f"it accepts at most {check.reported}" if check.reported else "it accepts no smaller mapping either"
-        check.refuse("SIZE_MISMATCH", f"claimed {claimed} bytes, but cuMemMap of that size at offset 0 is "
-                     f"CUDA_ERROR_INVALID_VALUE: the allocation is smaller ({found})")
+        found = (
+            f"it accepts at most {check.reported}"
+            if check.reported
+            else "it accepts no smaller mapping either"
+        )
+        check.refuse(
+            "SIZE_MISMATCH",
+            f"claimed {claimed} bytes, but cuMemMap of that size at offset 0 is "
+            f"CUDA_ERROR_INVALID_VALUE: the allocation is smaller ({found})",
+        )
         return check
     finally:
         b.free_range(va, claimed)
@@ -84,8 +106,21 @@ def _maps(b: CudaBackend, va: int, size: int, h: Any, handle: int) -> bool:
     (err,) = cu.cuMemMap(cu.CUdeviceptr(va), size, 0, h, 0)
     ok = err == cu.CUresult.CUDA_SUCCESS
     code = error_name(err)
-    b.calls.add(Call("cuMemMap", {"ptr": hex(va), "size": size, "offset": 0, "handle": hex(handle),
-                                  "note": "size probe"}, code, time.perf_counter_ns() - t0, ok=ok))
+    b.calls.add(
+        Call(
+            "cuMemMap",
+            {
+                "ptr": hex(va),
+                "size": size,
+                "offset": 0,
+                "handle": hex(handle),
+                "note": "size probe",
+            },
+            code,
+            time.perf_counter_ns() - t0,
+            ok=ok,
+        )
+    )
     if ok:
         b.unmap(va, size)
         return True
@@ -96,7 +131,10 @@ def _maps(b: CudaBackend, va: int, size: int, h: Any, handle: int) -> bool:
 
 def _largest(b: CudaBackend, va: int, claimed: int, gran: int, h: Any, handle: int) -> int | None:
     """The largest multiple of ``gran`` below ``claimed`` that the driver maps (bisection), or None."""
-    lo, hi = 0, claimed // gran - 1  # in granules: lo is accepted (0: trivially), claimed was refused
+    lo, hi = (
+        0,
+        claimed // gran - 1,
+    )  # in granules: lo is accepted (0: trivially), claimed was refused
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if _maps(b, va, mid * gran, h, handle):

@@ -49,8 +49,13 @@ def short(v: Any) -> str:
         return str(v)
 
 
-def checked_call(calls: CallLog, name: str, fn: Callable[..., Any], *args: Any,
-                 show: dict[str, Any] | None = None) -> Any:
+def checked_call(
+    calls: CallLog,
+    name: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    show: dict[str, Any] | None = None,
+) -> Any:
     """Call a ``cuda.bindings`` function, record it, and raise StepError unless it returned CUDA_SUCCESS.
 
     Returns the values after the CUresult: None, one value, or a tuple of them."""

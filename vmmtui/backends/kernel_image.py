@@ -28,7 +28,9 @@ PTX_FILE = HERE / "pattern_kernels.ptx"
 #: the lowest virtual architecture nvcc 13 accepts (compute_70 and below were dropped in CUDA 13)
 PTX_ARCH = "compute_75"
 #: what the shipped PTX needs of the driver (nvcc 13.0 writes PTX ISA 9.0)
-PTX_DRIVER = "an R580 driver (CUDA 13.0) or newer and a Turing-or-newer GPU (compute capability 7.5)"
+PTX_DRIVER = (
+    "an R580 driver (CUDA 13.0) or newer and a Turing-or-newer GPU (compute capability 7.5)"
+)
 #: the first line of the shipped PTX: which source it was made from
 DIGEST_LINE = "// vmmtui: made by nvcc -ptx -arch={arch} from pattern_kernels.cu sha256 {digest}"
 #: set to 0 to leave NVRTC out (shows the driver-only path on a machine that has libnvrtc)
@@ -47,8 +49,13 @@ def generate_ptx(nvcc: str = "nvcc") -> str:
     """Run ``nvcc -ptx`` on the kernel source; the PTX as shipped, digest line first."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "pattern_kernels.ptx"
-        subprocess.run([nvcc, "-ptx", f"-arch={PTX_ARCH}", "-o", str(out), str(SOURCE_FILE)], check=True,
-                       capture_output=True, text=True, cwd=tmp)
+        subprocess.run(
+            [nvcc, "-ptx", f"-arch={PTX_ARCH}", "-o", str(out), str(SOURCE_FILE)],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
         body = out.read_text()
     return DIGEST_LINE.format(arch=PTX_ARCH, digest=source_digest()) + "\n" + body
 
@@ -81,19 +88,30 @@ def compile_cubin(arch: str) -> tuple[bytes, str]:
     """NVRTC-compile SOURCE for ``arch`` (``sm_90``); returns the cubin and the compile log."""
     from cuda.bindings import nvrtc
 
-    (prog,) = _nvrtc_check(nvrtc, "nvrtcCreateProgram",
-                           nvrtc.nvrtcCreateProgram(SOURCE.encode(), b"pattern_kernels.cu", 0, [], []))
+    (prog,) = _nvrtc_check(
+        nvrtc,
+        "nvrtcCreateProgram",
+        nvrtc.nvrtcCreateProgram(SOURCE.encode(), b"pattern_kernels.cu", 0, [], []),
+    )
     try:
         opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        (log_size,) = _nvrtc_check(nvrtc, "nvrtcGetProgramLogSize", nvrtc.nvrtcGetProgramLogSize(prog))
+        (log_size,) = _nvrtc_check(
+            nvrtc, "nvrtcGetProgramLogSize", nvrtc.nvrtcGetProgramLogSize(prog)
+        )
         # NVRTC writes into these buffers. Never let one be a 1-byte bytes object: CPython shares those as
         # singletons (b" " * 1 is b" "), and writing the log's NUL into it corrupts every b" " in the process.
         log = b" " * max(log_size, 2)
         _nvrtc_check(nvrtc, "nvrtcGetProgramLog", nvrtc.nvrtcGetProgramLog(prog, log))
         text = log.decode(errors="replace").rstrip("\0 \n")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise StepError(failure("NVRTC_ERROR", "nvrtcCompileProgram", f"{nvrtc.nvrtcResult(err).name}: {text[:300]}"))
+            raise StepError(
+                failure(
+                    "NVRTC_ERROR",
+                    "nvrtcCompileProgram",
+                    f"{nvrtc.nvrtcResult(err).name}: {text[:300]}",
+                )
+            )
         (size,) = _nvrtc_check(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
         cubin = b" " * max(size, 2)
         _nvrtc_check(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
@@ -113,7 +131,9 @@ def nvrtc_version() -> str:
     except StepError:
         raise
     except Exception as exc:  # libnvrtc missing: cuda.pathfinder raises its own error type
-        raise StepError(failure("NVRTC_ERROR", "load libnvrtc", f"{type(exc).__name__}: {str(exc)[:200]}")) from exc
+        raise StepError(
+            failure("NVRTC_ERROR", "load libnvrtc", f"{type(exc).__name__}: {str(exc)[:200]}")
+        ) from exc
     return f"{major}.{minor}"
 
 
@@ -131,8 +151,15 @@ def load_module(b: Any, arch: str) -> tuple[Any, str]:
 
     image, label = ptx_image()
     try:
-        return (b.call(PTX_CALL, cu.cuModuleLoadData, image, show={"image": f"{label}, JIT-compiled by the driver"}),
-                f"{label}, JIT-compiled by the driver")
+        return (
+            b.call(
+                PTX_CALL,
+                cu.cuModuleLoadData,
+                image,
+                show={"image": f"{label}, JIT-compiled by the driver"},
+            ),
+            f"{label}, JIT-compiled by the driver",
+        )
     except StepError as exc:
         ptx_failed = exc.failure
     try:
@@ -140,12 +167,28 @@ def load_module(b: Any, arch: str) -> tuple[Any, str]:
         t0 = time.perf_counter_ns()
         cubin, _ = compile_cubin(arch)
     except StepError as exc:
-        ptx_failed.message += f"; NVRTC, the second way, is not available either: {exc.failure.message}"
+        ptx_failed.message += (
+            f"; NVRTC, the second way, is not available either: {exc.failure.message}"
+        )
         raise StepError(ptx_failed) from None
-    b.calls.add(Call("nvrtcCompileProgram", {"kernels": "fill_pattern, verify_pattern", "arch": arch,
-                                             "nvrtc": version}, f"{len(cubin)} bytes", time.perf_counter_ns() - t0))
-    module = b.call("cuModuleLoadData", cu.cuModuleLoadData, cubin, show={"image": f"cubin {arch} (NVRTC {version})"})
-    return module, f"compiled by NVRTC {version}: the driver could not JIT the {label} ({ptx_failed.code})"
+    b.calls.add(
+        Call(
+            "nvrtcCompileProgram",
+            {"kernels": "fill_pattern, verify_pattern", "arch": arch, "nvrtc": version},
+            f"{len(cubin)} bytes",
+            time.perf_counter_ns() - t0,
+        )
+    )
+    module = b.call(
+        "cuModuleLoadData",
+        cu.cuModuleLoadData,
+        cubin,
+        show={"image": f"cubin {arch} (NVRTC {version})"},
+    )
+    return (
+        module,
+        f"compiled by NVRTC {version}: the driver could not JIT the {label} ({ptx_failed.code})",
+    )
 
 
 def try_load(arch: str) -> tuple[str | None, str]:
@@ -167,15 +210,22 @@ def try_load(arch: str) -> tuple[str | None, str]:
         version = nvrtc_version()
         cubin, _ = compile_cubin(arch)
     except StepError as exc:
-        return (f"the driver cannot JIT the shipped {label} ({ptx_code}; it needs {PTX_DRIVER}) and NVRTC is not "
-                f"available ({exc.failure.message})"), ""
+        return (
+            f"the driver cannot JIT the shipped {label} ({ptx_code}; it needs {PTX_DRIVER}) and NVRTC is not "
+            f"available ({exc.failure.message})"
+        ), ""
     err, module = cu.cuModuleLoadData(cubin)
     if err != cu.CUresult.CUDA_SUCCESS:
-        return f"neither the shipped {label} ({ptx_code}) nor NVRTC's cubin ({cu.CUresult(err).name}) loads", ""
+        return (
+            f"neither the shipped {label} ({ptx_code}) nor NVRTC's cubin ({cu.CUresult(err).name}) loads",
+            "",
+        )
     cu.cuModuleUnload(module)
     return None, f"compiled by NVRTC {version} (the driver cannot JIT the {label}: {ptx_code})"
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--write-ptx"]:  # regenerate the shipped PTX (needs nvcc)
+if __name__ == "__main__" and sys.argv[1:] == [
+    "--write-ptx"
+]:  # regenerate the shipped PTX (needs nvcc)
     PTX_FILE.write_text(generate_ptx())
     print(f"wrote {PTX_FILE}")

@@ -30,7 +30,9 @@ class Driver(Protocol):
     calls: CallLog
     info: DeviceInfo
 
-    def call(self, name: str, fn: Callable[..., Any], *args: Any, show: dict[str, Any] | None = None) -> Any: ...
+    def call(
+        self, name: str, fn: Callable[..., Any], *args: Any, show: dict[str, Any] | None = None
+    ) -> Any: ...
 
     def attribute(self, attr_name: str) -> int | None: ...
 
@@ -50,25 +52,53 @@ class PatternKernels:
         self.b = backend
         cc = backend.info.extra.get("compute_capability") or "{}.{}".format(
             backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
-            backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+            backend.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"),
+        )
         self.arch = "sm_" + cc.replace(".", "")
         self.module, self.how = load_module(backend, self.arch)
-        self.fill_fn = backend.call("cuModuleGetFunction", cu.cuModuleGetFunction, self.module, b"fill_pattern",
-                                    show={"name": "fill_pattern"})
-        self.verify_fn = backend.call("cuModuleGetFunction", cu.cuModuleGetFunction, self.module, b"verify_pattern",
-                                      show={"name": "verify_pattern"})
+        self.fill_fn = backend.call(
+            "cuModuleGetFunction",
+            cu.cuModuleGetFunction,
+            self.module,
+            b"fill_pattern",
+            show={"name": "fill_pattern"},
+        )
+        self.verify_fn = backend.call(
+            "cuModuleGetFunction",
+            cu.cuModuleGetFunction,
+            self.module,
+            b"verify_pattern",
+            show={"name": "verify_pattern"},
+        )
         self.sms = backend.attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT") or 1
-        self.stream = backend.call("cuStreamCreate", cu.cuStreamCreate, cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value,
-                                   show={"flags": "NON_BLOCKING"})
+        self.stream = backend.call(
+            "cuStreamCreate",
+            cu.cuStreamCreate,
+            cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value,
+            show={"flags": "NON_BLOCKING"},
+        )
         self.start_ev = backend.call("cuEventCreate", cu.cuEventCreate, 0, show={"flags": 0})
         self.stop_ev = backend.call("cuEventCreate", cu.cuEventCreate, 0, show={"flags": 0})
-        self.result = backend.call("cuMemAlloc", cu.cuMemAlloc, 16, show={"bytesize": 16, "what": "verify result"})
+        self.result = backend.call(
+            "cuMemAlloc", cu.cuMemAlloc, 16, show={"bytesize": 16, "what": "verify result"}
+        )
         self.host_result = np.zeros(2, dtype=np.uint64)
         self.last_ms: float | None = None
         # CUDA loads kernels lazily at their first launch; do it now, so that no timed launch pays for it
-        self._launch(self.fill_fn, "fill_pattern", 0, [int(self.result), 0, 0], note="warm-up: loads the kernel")
-        self._launch(self.verify_fn, "verify_pattern", 0, [int(self.result), 0, 0, int(self.result)],
-                     note="warm-up: loads the kernel")
+        self._launch(
+            self.fill_fn,
+            "fill_pattern",
+            0,
+            [int(self.result), 0, 0],
+            note="warm-up: loads the kernel",
+        )
+        self._launch(
+            self.verify_fn,
+            "verify_pattern",
+            0,
+            [int(self.result), 0, 0, int(self.result)],
+            note="warm-up: loads the kernel",
+        )
         self.last_ms = None
 
     def _grid(self, count: int) -> int:
@@ -83,21 +113,45 @@ class PatternKernels:
         t0 = time.perf_counter_ns()
         for err_call in (
             lambda: cu.cuEventRecord(self.start_ev, self.stream),
-            lambda: cu.cuLaunchKernel(fn, grid, 1, 1, BLOCK, 1, 1, 0, self.stream, argv.ctypes.data, 0),
+            lambda: cu.cuLaunchKernel(
+                fn, grid, 1, 1, BLOCK, 1, 1, 0, self.stream, argv.ctypes.data, 0
+            ),
             lambda: cu.cuEventRecord(self.stop_ev, self.stream),
             lambda: cu.cuStreamSynchronize(self.stream),
         ):
             (err,) = err_call()
             if err != cu.CUresult.CUDA_SUCCESS:
-                b.calls.add(Call("cuLaunchKernel", {"kernel": name}, error_name(err), time.perf_counter_ns() - t0, ok=False))
-                raise StepError(failure(error_name(err), f"cuLaunchKernel({name})", error_text(err)))
+                b.calls.add(
+                    Call(
+                        "cuLaunchKernel",
+                        {"kernel": name},
+                        error_name(err),
+                        time.perf_counter_ns() - t0,
+                        ok=False,
+                    )
+                )
+                raise StepError(
+                    failure(error_name(err), f"cuLaunchKernel({name})", error_text(err))
+                )
         wall = time.perf_counter_ns() - t0
         err, ms = cu.cuEventElapsedTime(self.start_ev, self.stop_ev)
         ms = float(ms) if err == cu.CUresult.CUDA_SUCCESS else wall / 1e6
         gbps = count * 4 / (ms / 1e3) / 1e9 if ms > 0 else 0.0
-        b.calls.add(Call(f"cuLaunchKernel {name}", {"ptr": hex(int(params[0])), "integers": count, "grid": grid,
-                                                    "block": BLOCK, "stream": "own", **({"note": note} if note else {})},
-                         f"{ms:.3f} ms on the GPU, {gbps:.0f} GB/s", wall))
+        b.calls.add(
+            Call(
+                f"cuLaunchKernel {name}",
+                {
+                    "ptr": hex(int(params[0])),
+                    "integers": count,
+                    "grid": grid,
+                    "block": BLOCK,
+                    "stream": "own",
+                    **({"note": note} if note else {}),
+                },
+                f"{ms:.3f} ms on the GPU, {gbps:.0f} GB/s",
+                wall,
+            )
+        )
         self.last_ms = ms
         return ms
 
@@ -108,17 +162,35 @@ class PatternKernels:
     def verify(self, va: int, count: int, first: int = 0) -> Verification:
         cu, b = self.cu, self.b
         self.host_result[:] = (0, NO_MISMATCH)
-        b.call("cuMemcpyHtoD", cu.cuMemcpyHtoD, self.result, self.host_result.ctypes.data, 16,
-               show={"what": "reset verify result", "bytes": 16})
+        b.call(
+            "cuMemcpyHtoD",
+            cu.cuMemcpyHtoD,
+            self.result,
+            self.host_result.ctypes.data,
+            16,
+            show={"what": "reset verify result", "bytes": 16},
+        )
         self._launch(self.verify_fn, "verify_pattern", count, [va, count, first, int(self.result)])
-        b.call("cuMemcpyDtoH", cu.cuMemcpyDtoH, self.host_result.ctypes.data, self.result, 16,
-               show={"what": "verify result", "bytes": 16})
+        b.call(
+            "cuMemcpyDtoH",
+            cu.cuMemcpyDtoH,
+            self.host_result.ctypes.data,
+            self.result,
+            16,
+            show={"what": "verify result", "bytes": 16},
+        )
         bad, low = int(self.host_result[0]), int(self.host_result[1])
         if bad == 0:
             return Verification(count, 0)
         got = np.zeros(1, dtype=np.uint32)
-        b.call("cuMemcpyDtoH", cu.cuMemcpyDtoH, got.ctypes.data, cu.CUdeviceptr(va + low * 4), 4,
-               show={"what": "first mismatching integer", "index": low})
+        b.call(
+            "cuMemcpyDtoH",
+            cu.cuMemcpyDtoH,
+            got.ctypes.data,
+            cu.CUdeviceptr(va + low * 4),
+            4,
+            show={"what": "first mismatching integer", "index": low},
+        )
         return Verification(count, bad, low, int(pattern(first + low, 1)[0]), int(got[0]))
 
     def close(self) -> None:
@@ -128,4 +200,3 @@ class PatternKernels:
         b.call("cuEventDestroy", cu.cuEventDestroy, self.stop_ev)
         b.call("cuStreamDestroy", cu.cuStreamDestroy, self.stream)
         b.call("cuModuleUnload", cu.cuModuleUnload, self.module)
-

@@ -23,7 +23,14 @@ from vmmtui.troubleshooting import StepError, failure
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -37,8 +44,13 @@ MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
 #: (a shrink under a mapping makes every access past the new end SIGBUS), nor can seals be added
 SIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 SEALS = SIZE_SEALS | fcntl.F_SEAL_SEAL
-SEAL_NAMES = {fcntl.F_SEAL_SEAL: "F_SEAL_SEAL", fcntl.F_SEAL_SHRINK: "F_SEAL_SHRINK", fcntl.F_SEAL_GROW: "F_SEAL_GROW",
-              fcntl.F_SEAL_WRITE: "F_SEAL_WRITE", getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x10): "F_SEAL_FUTURE_WRITE"}
+SEAL_NAMES = {
+    fcntl.F_SEAL_SEAL: "F_SEAL_SEAL",
+    fcntl.F_SEAL_SHRINK: "F_SEAL_SHRINK",
+    fcntl.F_SEAL_GROW: "F_SEAL_GROW",
+    fcntl.F_SEAL_WRITE: "F_SEAL_WRITE",
+    getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x10): "F_SEAL_FUTURE_WRITE",
+}
 
 
 def seal_names(seals: int) -> str:
@@ -65,44 +77,93 @@ class MemfdBackend(Backend):
     export_note = "dup of the memfd"
 
     def init(self, device: int) -> DeviceInfo:
-        self.page = self.calls.timed("sysconf", {"name": "SC_PAGESIZE"}, lambda: os.sysconf("SC_PAGESIZE"))
+        self.page = self.calls.timed(
+            "sysconf", {"name": "SC_PAGESIZE"}, lambda: os.sysconf("SC_PAGESIZE")
+        )
         # no VMM on the CPU (vmm False); the memfd is an fd from the start (posix_fd True)
-        self.info = DeviceInfo(self.name, self.label, device, "CPU memory (memfd)", False, True, self.page, self.page)
+        self.info = DeviceInfo(
+            self.name, self.label, device, "CPU memory (memfd)", False, True, self.page, self.page
+        )
         return self.info
 
     def query(self) -> DeviceInfo:
         return self.info
 
     def create(self, size: int, shareable: bool = True) -> int:
-        fd = self.calls.timed("memfd_create", {"name": "vmmtui-alloc", "flags": "MFD_CLOEXEC|MFD_ALLOW_SEALING"},
-                              lambda: os.memfd_create("vmmtui-alloc", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING))
+        fd = self.calls.timed(
+            "memfd_create",
+            {"name": "vmmtui-alloc", "flags": "MFD_CLOEXEC|MFD_ALLOW_SEALING"},
+            lambda: os.memfd_create("vmmtui-alloc", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING),
+        )
         try:
-            self.calls.timed("ftruncate", {"fd": fd, "length": size}, lambda: os.ftruncate(fd, size), lambda _: "0")
+            self.calls.timed(
+                "ftruncate",
+                {"fd": fd, "length": size},
+                lambda: os.ftruncate(fd, size),
+                lambda _: "0",
+            )
         except OSError as exc:
             os.close(fd)
-            raise StepError(failure(errno.errorcode.get(exc.errno or 0, "OSERROR"), "ftruncate", str(exc))) from exc
+            raise StepError(
+                failure(errno.errorcode.get(exc.errno or 0, "OSERROR"), "ftruncate", str(exc))
+            ) from exc
         return fd
 
-    def _mmap(self, call: str, addr: int | None, size: int, prot: int, flags: int, fd: int, args: dict) -> int:
-        va = self.calls.timed(call, args, lambda: _libc.mmap(addr, size, prot, flags, fd, 0),
-                              lambda v: "MAP_FAILED" if v in (None, MAP_FAILED) else _hex(v))
+    def _mmap(
+        self, call: str, addr: int | None, size: int, prot: int, flags: int, fd: int, args: dict
+    ) -> int:
+        va = self.calls.timed(
+            call,
+            args,
+            lambda: _libc.mmap(addr, size, prot, flags, fd, 0),
+            lambda v: "MAP_FAILED" if v in (None, MAP_FAILED) else _hex(v),
+        )
         if va in (None, MAP_FAILED):
             raise _oserror("mmap")
         return va
 
     def reserve(self, size: int, alignment: int) -> int:
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE
-        return self._mmap("mmap", None, size, PROT_NONE, flags, -1,
-                          {"addr": "NULL", "length": size, "prot": "PROT_NONE",
-                           "flags": "MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE", "fd": -1})
+        return self._mmap(
+            "mmap",
+            None,
+            size,
+            PROT_NONE,
+            flags,
+            -1,
+            {
+                "addr": "NULL",
+                "length": size,
+                "prot": "PROT_NONE",
+                "flags": "MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE",
+                "fd": -1,
+            },
+        )
 
     def map(self, va: int, size: int, handle: int) -> None:
-        self._mmap("mmap", va, size, PROT_NONE, mmap.MAP_SHARED | MAP_FIXED, handle,
-                   {"addr": _hex(va), "length": size, "prot": "PROT_NONE", "flags": "MAP_SHARED|MAP_FIXED", "fd": handle})
+        self._mmap(
+            "mmap",
+            va,
+            size,
+            PROT_NONE,
+            mmap.MAP_SHARED | MAP_FIXED,
+            handle,
+            {
+                "addr": _hex(va),
+                "length": size,
+                "prot": "PROT_NONE",
+                "flags": "MAP_SHARED|MAP_FIXED",
+                "fd": handle,
+            },
+        )
 
     def set_access(self, va: int, size: int) -> None:
-        rc = self.calls.timed("mprotect", {"addr": _hex(va), "length": size, "prot": "PROT_READ|PROT_WRITE"},
-                              lambda: _libc.mprotect(va, size, PROT_READ | PROT_WRITE), str)
+        rc = self.calls.timed(
+            "mprotect",
+            {"addr": _hex(va), "length": size, "prot": "PROT_READ|PROT_WRITE"},
+            lambda: _libc.mprotect(va, size, PROT_READ | PROT_WRITE),
+            str,
+        )
         if rc != 0:
             raise _oserror("mprotect")
 
@@ -116,23 +177,35 @@ class MemfdBackend(Backend):
             view = self._view(va, size)
             for start in range(0, count, CHUNK):
                 n = min(CHUNK, count - start)
-                view[start:start + n] = pattern(first + start, n)
+                view[start : start + n] = pattern(first + start, n)
             return count
 
         return self.calls.timed("store pattern", {"addr": _hex(va), "integers": count}, write, str)
 
     def clear(self, va: int, size: int) -> None:
-        self.calls.timed("memset", {"addr": _hex(va), "c": 0, "n": size}, lambda: ctypes.memset(va, 0, size),
-                         lambda _: "done")
+        self.calls.timed(
+            "memset",
+            {"addr": _hex(va), "c": 0, "n": size},
+            lambda: ctypes.memset(va, 0, size),
+            lambda _: "done",
+        )
 
     def export_fd(self, handle: int) -> int:
         """Seal the size (then the seals) so that no one can shrink the memfd under a consumer's mapping; dup it."""
         try:
             for seals in (SIZE_SEALS, fcntl.F_SEAL_SEAL):
-                self.calls.timed("fcntl", {"fd": handle, "cmd": "F_ADD_SEALS", "seals": seal_names(seals)},
-                                 lambda s=seals: fcntl.fcntl(handle, fcntl.F_ADD_SEALS, s), lambda _: "0")
+                self.calls.timed(
+                    "fcntl",
+                    {"fd": handle, "cmd": "F_ADD_SEALS", "seals": seal_names(seals)},
+                    lambda s=seals: fcntl.fcntl(handle, fcntl.F_ADD_SEALS, s),
+                    lambda _: "0",
+                )
         except OSError as exc:
-            raise StepError(failure(errno.errorcode.get(exc.errno or 0, "OSERROR"), "fcntl(F_ADD_SEALS)", str(exc))) from exc
+            raise StepError(
+                failure(
+                    errno.errorcode.get(exc.errno or 0, "OSERROR"), "fcntl(F_ADD_SEALS)", str(exc)
+                )
+            ) from exc
         return self.calls.timed("dup", {"fd": handle}, lambda: os.dup(handle), str)
 
     def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
@@ -140,18 +213,29 @@ class MemfdBackend(Backend):
 
         Sealed against shrinking, a memfd at least ``claimed`` bytes long can be mapped without SIGBUS."""
         try:
-            seals = self.calls.timed("fcntl", {"fd": fd, "cmd": "F_GET_SEALS"},
-                                     lambda: fcntl.fcntl(fd, fcntl.F_GET_SEALS), seal_names)
+            seals = self.calls.timed(
+                "fcntl",
+                {"fd": fd, "cmd": "F_GET_SEALS"},
+                lambda: fcntl.fcntl(fd, fcntl.F_GET_SEALS),
+                seal_names,
+            )
         except OSError:  # EINVAL: not a memfd, or another file that cannot carry seals
             seals = 0
-        size = self.calls.timed("fstat", {"fd": fd}, lambda: os.fstat(fd).st_size, lambda n: f"st_size={n}")
+        size = self.calls.timed(
+            "fstat", {"fd": fd}, lambda: os.fstat(fd).st_size, lambda n: f"st_size={n}"
+        )
         check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals))
         missing = SEALS & ~seals
         if missing:
-            check.refuse("UNSEALED", f"the memfd carries {seal_names(seals)}, lacks {seal_names(missing)}: its owner "
-                         "could shrink it under our mapping")
+            check.refuse(
+                "UNSEALED",
+                f"the memfd carries {seal_names(seals)}, lacks {seal_names(missing)}: its owner "
+                "could shrink it under our mapping",
+            )
         elif claimed <= 0 or size < claimed:
-            check.refuse("SIZE_MISMATCH", f"claimed {claimed} bytes, the kernel reports {size} (fstat)")
+            check.refuse(
+                "SIZE_MISMATCH", f"claimed {claimed} bytes, the kernel reports {size} (fstat)"
+            )
         return check
 
     def import_fd(self, fd: int) -> int:
@@ -162,20 +246,38 @@ class MemfdBackend(Backend):
 
         def check() -> Verification:
             view = self._view(va, size)
-            return verify_chunks(count, lambda start, n: view[start:start + n])
+            return verify_chunks(count, lambda start, n: view[start : start + n])
 
-        return self.calls.timed("compare pattern", {"addr": _hex(va), "integers": count}, check,
-                                lambda v: "PASSED" if v.passed else f"FAILED ({v.mismatches} differ)")
+        return self.calls.timed(
+            "compare pattern",
+            {"addr": _hex(va), "integers": count},
+            check,
+            lambda v: "PASSED" if v.passed else f"FAILED ({v.mismatches} differ)",
+        )
 
     def unmap(self, va: int, size: int) -> None:
         # Put the PROT_NONE reservation back over the range, as cuMemUnmap leaves the VA reserved.
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED
-        self._mmap("mmap", va, size, PROT_NONE, flags, -1,
-                   {"addr": _hex(va), "length": size, "prot": "PROT_NONE",
-                    "flags": "MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE|MAP_FIXED", "fd": -1})
+        self._mmap(
+            "mmap",
+            va,
+            size,
+            PROT_NONE,
+            flags,
+            -1,
+            {
+                "addr": _hex(va),
+                "length": size,
+                "prot": "PROT_NONE",
+                "flags": "MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE|MAP_FIXED",
+                "fd": -1,
+            },
+        )
 
     def free_range(self, va: int, size: int) -> None:
-        rc = self.calls.timed("munmap", {"addr": _hex(va), "length": size}, lambda: _libc.munmap(va, size), str)
+        rc = self.calls.timed(
+            "munmap", {"addr": _hex(va), "length": size}, lambda: _libc.munmap(va, size), str
+        )
         if rc != 0:
             raise _oserror("munmap")
 

@@ -43,7 +43,11 @@ def driver_library() -> str | None:
 
 
 def why_not_loaded(error: str) -> str:
-    return "libcuda.so.1 not found" if "cannot open" in error else f"libcuda.so.1 did not load: {error}"
+    return (
+        "libcuda.so.1 not found"
+        if "cannot open" in error
+        else f"libcuda.so.1 did not load: {error}"
+    )
 
 
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
@@ -60,7 +64,9 @@ def imex_channels() -> str:
     if not names:
         return f"{IMEX_CHANNELS} is empty"
     usable = [n for n in names if os.access(os.path.join(IMEX_CHANNELS, n), os.R_OK | os.W_OK)]
-    return (f"{IMEX_CHANNELS}: {', '.join(names)}" + ("" if usable else " (none readable and writable by this user)"))
+    return f"{IMEX_CHANNELS}: {', '.join(names)}" + (
+        "" if usable else " (none readable and writable by this user)"
+    )
 
 
 def _try_fabric(cu, ok, index: int) -> str:
@@ -73,7 +79,9 @@ def _try_fabric(cu, ok, index: int) -> str:
     prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     prop.location.id = index
     prop.requestedHandleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_FABRIC
-    err, gran = cu.cuMemGetAllocationGranularity(prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+    err, gran = cu.cuMemGetAllocationGranularity(
+        prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    )
     if err != cu.CUresult.CUDA_SUCCESS:
         return cu.CUresult(err).name
     err, handle = cu.cuMemCreate(int(gran), prop, 0)
@@ -113,7 +121,9 @@ def _collect(retained: list) -> dict[str, Any]:
             "name": ok(cu.cuDeviceGetName(256, dev)).split(b"\0", 1)[0].decode(),
             "compute_capability": f"{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR')}.{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR')}",
             "vmm": bool(get("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED")),
-            "posix_fd": bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED")),
+            "posix_fd": bool(
+                get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED")
+            ),
             "fabric": bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED") or 0),
             "ipc_event": bool(get("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED") or 0),
         }
@@ -122,10 +132,16 @@ def _collect(retained: list) -> dict[str, Any]:
             prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
             prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
             prop.location.id = i
-            prop.requestedHandleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+            prop.requestedHandleTypes = (
+                cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+            )
             g = cu.CUmemAllocationGranularity_flags
-            d["granularity_min"] = int(ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
-            d["granularity_rec"] = int(ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)))
+            d["granularity_min"] = int(
+                ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+            )
+            d["granularity_rec"] = int(
+                ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+            )
         ctx = ok(cu.cuDevicePrimaryCtxRetain(dev))
         retained.append(lambda dev=dev: cu.cuDevicePrimaryCtxRelease(dev))
         ok(cu.cuCtxSetCurrent(ctx))
@@ -133,10 +149,14 @@ def _collect(retained: list) -> dict[str, Any]:
         d["mem_free"], d["mem_total"] = int(free), int(total)
         if d["vmm"] and d["fabric"]:
             d["fabric_create"] = _try_fabric(cu, ok, i)
-        if d["vmm"] and d["posix_fd"]:  # the fill/verify kernels: do they load here (PTX JIT, else NVRTC)?
+        if (
+            d["vmm"] and d["posix_fd"]
+        ):  # the fill/verify kernels: do they load here (PTX JIT, else NVRTC)?
             from vmmtui.backends.kernel_image import try_load
 
-            d["kernels_error"], d["kernels"] = try_load("sm_" + d["compute_capability"].replace(".", ""))
+            d["kernels_error"], d["kernels"] = try_load(
+                "sm_" + d["compute_capability"].replace(".", "")
+            )
         devices.append(d)
     out["devices"] = devices
     return out
@@ -163,8 +183,11 @@ def first_json_line(argv: list[str], timeout: float) -> dict[str, Any]:
                 if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
                     proc.kill()
                     proc.wait()
-                    return {"driver": True, "error": f"the CUDA probe did not finish within {timeout:.0f} s",
-                            "devices": []}
+                    return {
+                        "driver": True,
+                        "error": f"the CUDA probe did not finish within {timeout:.0f} s",
+                        "devices": [],
+                    }
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
                 out += chunk
                 ended = not chunk

@@ -29,21 +29,46 @@ def _fmt(v: float | None, unit: str = "", digits: int = 3) -> str:
 
 def sizes_of(result: dict[str, Any]) -> list[int]:
     """Every size asked for or measured (a size where everything was skipped keeps its row of dashes)."""
-    return sorted({int(s) for p in result["paths"].values() for s in p} | {int(s) for s in result["ceiling_gbps"]}
-                  | {int(s) for p in result.get("skipped", {}).values() for s in p}
-                  | {int(s) for s in result.get("config", {}).get("sizes", [])})
+    return sorted(
+        {int(s) for p in result["paths"].values() for s in p}
+        | {int(s) for s in result["ceiling_gbps"]}
+        | {int(s) for p in result.get("skipped", {}).values() for s in p}
+        | {int(s) for s in result.get("config", {}).get("sizes", [])}
+    )
 
 
 #: the two tables: (title, [(header, column key)]); each shows only the columns that have a figure
-TIME_TABLE = ("time to share, create → verified ACK: median ms (driver init excluded)",
-              [("vmm", "vmm"), ("legacy", "legacy"), ("staged", "staged"), ("memfd", "memfd"),
-               ("staged/vmm", "staged/vmm")])
-SPEED_TABLE = ("fill, verify and device copy in GB/s (median); inspector overhead in ms per step",
-               [("fill", "fill"), ("verify", "verify"), ("copy", "copy"), ("verify/copy", "verify/copy"),
-                ("overhead", "overhead")])
+TIME_TABLE = (
+    "time to share, create → verified ACK: median ms (driver init excluded)",
+    [
+        ("vmm", "vmm"),
+        ("legacy", "legacy"),
+        ("staged", "staged"),
+        ("memfd", "memfd"),
+        ("staged/vmm", "staged/vmm"),
+    ],
+)
+SPEED_TABLE = (
+    "fill, verify and device copy in GB/s (median); inspector overhead in ms per step",
+    [
+        ("fill", "fill"),
+        ("verify", "verify"),
+        ("copy", "copy"),
+        ("verify/copy", "verify/copy"),
+        ("overhead", "overhead"),
+    ],
+)
 #: columns whose figure comes from another path's runs (empty for that path's reason)
-SOURCE = {"vmm": "vmm", "legacy": "legacy", "staged": "staged", "memfd": "memfd", "fill": "vmm", "verify": "vmm",
-          "copy": "ceiling", "overhead": "vmm"}
+SOURCE = {
+    "vmm": "vmm",
+    "legacy": "legacy",
+    "staged": "staged",
+    "memfd": "memfd",
+    "fill": "vmm",
+    "verify": "vmm",
+    "copy": "ceiling",
+    "overhead": "vmm",
+}
 RATIOS = ("staged/vmm", "verify/copy")
 
 
@@ -58,10 +83,18 @@ def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
     def f(v: float | None, digits: int) -> str | None:
         return None if v is None else f"{v:.{digits}f}"
 
-    return {"vmm": f(e2e, 3), "legacy": f(_m(paths["legacy"].get(k)), 3), "staged": f(staged, 1),
-            "memfd": f(_m(paths["memfd"].get(k)), 2), "staged/vmm": f"{staged / e2e:.0f}x" if staged and e2e else None,
-            "fill": f(_m(vmm, "fill_gbps"), 0), "verify": f(verify, 0), "copy": f(copy, 0),
-            "verify/copy": f"{verify / copy:.0%}" if verify and copy else None, "overhead": f(over, 3)}
+    return {
+        "vmm": f(e2e, 3),
+        "legacy": f(_m(paths["legacy"].get(k)), 3),
+        "staged": f(staged, 1),
+        "memfd": f(_m(paths["memfd"].get(k)), 2),
+        "staged/vmm": f"{staged / e2e:.0f}x" if staged and e2e else None,
+        "fill": f(_m(vmm, "fill_gbps"), 0),
+        "verify": f(verify, 0),
+        "copy": f(copy, 0),
+        "verify/copy": f"{verify / copy:.0%}" if verify and copy else None,
+        "overhead": f(over, 3),
+    }
 
 
 def tables(result: dict[str, Any]) -> list[tuple[str, Table]]:
@@ -106,14 +139,20 @@ def gaps(result: dict[str, Any]) -> list[str]:
         row = cells(result, size)
         for key in SOURCE:
             if row[key] is None:
-                by_reason.setdefault(_why_empty(result, key, size), {}).setdefault(key, []).append(size)
+                by_reason.setdefault(_why_empty(result, key, size), {}).setdefault(key, []).append(
+                    size
+                )
     lines = []
     for reason, columns in by_reason.items():
         groups: dict[tuple[int, ...], list[str]] = {}
         for key, at in columns.items():
             groups.setdefault(tuple(at), []).append(key)
         for at, keys in groups.items():
-            where = "at every size" if len(at) == len(sizes) else "at " + ", ".join(format_size(s) for s in at)
+            where = (
+                "at every size"
+                if len(at) == len(sizes)
+                else "at " + ", ".join(format_size(s) for s in at)
+            )
             lines.append(f"- {', '.join(keys)} {where}: {reason}")
     rows = [cells(result, size) for size in sizes]
     if any(any(r[k] for r in rows) and not all(r[k] for r in rows) for k in RATIOS):
@@ -122,7 +161,9 @@ def gaps(result: dict[str, Any]) -> list[str]:
 
 
 def measured_anything(result: dict[str, Any]) -> bool:
-    return bool(result["ceiling_gbps"]) or any(_m(e) is not None for p in result["paths"].values() for e in p.values())
+    return bool(result["ceiling_gbps"]) or any(
+        _m(e) is not None for p in result["paths"].values() for e in p.values()
+    )
 
 
 def init_line(result: dict[str, Any]) -> str:
@@ -130,8 +171,11 @@ def init_line(result: dict[str, Any]) -> str:
     parts = []
     for path in ("vmm", "legacy", "memfd"):
         for role in ("producer", "consumer"):
-            values = [e["init_ms"][role]["median"] for e in result["paths"][path].values()
-                      if e.get("init_ms", {}).get(role, {}).get("median") is not None]
+            values = [
+                e["init_ms"][role]["median"]
+                for e in result["paths"][path].values()
+                if e.get("init_ms", {}).get(role, {}).get("median") is not None
+            ]
             if values:
                 parts.append(f"{path} {role} {sorted(values)[len(values) // 2]:.1f} ms")
     return "driver init, reported apart (median): " + (", ".join(parts) if parts else "-")
@@ -147,8 +191,12 @@ def target_lines(result: dict[str, Any]) -> list[str]:
         if row["met"] is None:
             verdict = f"[yellow]not measured[/]: {escape_markup(row.get('why') or '')}".rstrip(": ")
         else:
-            verdict = f"{escape_markup(row['measured'])}: " + ("[green]met[/]" if row["met"] else "[red]missed[/]")
-        lines.append(f"- {escape_markup(row['name'])}: wanted {escape_markup(row['target'])}; {verdict}")
+            verdict = f"{escape_markup(row['measured'])}: " + (
+                "[green]met[/]" if row["met"] else "[red]missed[/]"
+            )
+        lines.append(
+            f"- {escape_markup(row['name'])}: wanted {escape_markup(row['target'])}; {verdict}"
+        )
     return lines
 
 
@@ -176,33 +224,45 @@ def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
 
     m = result.get("machine", {})
     title = f"vmmtui bench · {m.get('gpu', 'CPU only')} · {result.get('date', '')[:10]}"
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
-           f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>',
+    ]
     for e in range(int(y0), int(math.floor(y1)) + 1):
-        y = py(10.0 ** e)
+        y = py(10.0**e)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{10.0 ** e:g} ms</text>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{10.0**e:g} ms</text>')
     last_label = -1e9
     for size in sorted(set(xs)):
         x = px(size)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="#eee"/>')
         if x - last_label >= 48:  # labels closer than that would overlap
-            out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{escape(format_size(size))}</text>')
+            out.append(
+                f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{escape(format_size(size))}</text>'
+            )
             last_label = x
-    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">size shared (log scale)</text>')
-    out.append(f'<text x="16" y="{top + ph / 2}" transform="rotate(-90 16 {top + ph / 2})" text-anchor="middle">'
-               'create → verified ACK, median (log scale)</text>')
+    out.append(
+        f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">size shared (log scale)</text>'
+    )
+    out.append(
+        f'<text x="16" y="{top + ph / 2}" transform="rotate(-90 16 {top + ph / 2})" text-anchor="middle">'
+        "create → verified ACK, median (log scale)</text>"
+    )
     for i, (path, pts) in enumerate(series.items()):
         label, colour = PATHS[path]
         coords = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in pts)
-        out.append(f'<polyline data-path="{path}" points="{coords}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        out.append(
+            f'<polyline data-path="{path}" points="{coords}" fill="none" stroke="{colour}" stroke-width="2"/>'
+        )
         for s, v in pts:
             out.append(f'<circle cx="{px(s):.1f}" cy="{py(v):.1f}" r="3" fill="{colour}"/>')
         ly = top + 10 + i * 20
-        out.append(f'<line x1="{left + pw + 12}" x2="{left + pw + 32}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"/>')
+        out.append(
+            f'<line x1="{left + pw + 12}" x2="{left + pw + 32}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"/>'
+        )
         out.append(f'<text x="{left + pw + 38}" y="{ly + 4}">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

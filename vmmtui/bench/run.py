@@ -44,8 +44,13 @@ def stats(values: list[float]) -> dict[str, float]:
         return {"n": 0}
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1], "p90": p90,
-            "n": len(ordered)}
+    return {
+        "median": statistics.median(ordered),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "p90": p90,
+        "n": len(ordered),
+    }
 
 
 @dataclass
@@ -77,7 +82,9 @@ class SessionSample:
 def span_ms(plan: list[tuple[str, str]], steps: dict[str, float]) -> float:
     """Sum of the worker step times from SPAN_FROM to SPAN_TO in plan order, inits left out."""
     first, last = plan.index(SPAN_FROM), plan.index(SPAN_TO)
-    return sum(steps.get(f"{who} {what}", 0.0) for who, what in plan[first:last + 1] if what != "init")
+    return sum(
+        steps.get(f"{who} {what}", 0.0) for who, what in plan[first : last + 1] if what != "init"
+    )
 
 
 def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
@@ -111,11 +118,20 @@ def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
     span = span_ms(s.plan, steps)
     size = states["producer query"].alloc_size if "producer query" in states else config.size
     fill_ms = states["producer fill"].gpu_ms.get("fill") if "producer fill" in states else None
-    verify_ms = states["consumer verify"].gpu_ms.get("verify") if "consumer verify" in states else None
-    return SessionSample(s.verified and s.failure is None, steps, init, span, overhead, rtt,
-                         size / (fill_ms / 1e3) / 1e9 if fill_ms else None,
-                         size / (verify_ms / 1e3) / 1e9 if verify_ms else None,
-                         s.failure.one_line() if s.failure else "")
+    verify_ms = (
+        states["consumer verify"].gpu_ms.get("verify") if "consumer verify" in states else None
+    )
+    return SessionSample(
+        s.verified and s.failure is None,
+        steps,
+        init,
+        span,
+        overhead,
+        rtt,
+        size / (fill_ms / 1e3) / 1e9 if fill_ms else None,
+        size / (verify_ms / 1e3) / 1e9 if verify_ms else None,
+        s.failure.one_line() if s.failure else "",
+    )
 
 
 def summarise(samples: list[SessionSample]) -> dict[str, Any]:
@@ -135,8 +151,13 @@ def summarise(samples: list[SessionSample]) -> dict[str, Any]:
 
 
 def machine(cuda_info: dict[str, Any] | None) -> dict[str, Any]:
-    info = {"hostname": socket.gethostname(), "kernel": platform.release(), "python": platform.python_version(),
-            "cpu": _cpu_name(), "cpus": os.cpu_count()}
+    info = {
+        "hostname": socket.gethostname(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cpus": os.cpu_count(),
+    }
     try:
         import cuda.bindings
 
@@ -170,7 +191,9 @@ def _cpu_name() -> str:
 class Bench:
     """Runs the sweep; ``progress`` gets one line per measurement."""
 
-    def __init__(self, config: BenchConfig, choice: Choice, progress: Callable[[str], None] = print):
+    def __init__(
+        self, config: BenchConfig, choice: Choice, progress: Callable[[str], None] = print
+    ):
         self.cfg = config
         self.choice = choice
         self.progress = progress
@@ -181,12 +204,21 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
-        result: dict[str, Any] = {"tool": "vmmtui bench", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                                  "config": {"backend": self.choice.name, "sizes": cfg.sizes, "repeat": cfg.repeat,
-                                             "device": cfg.device, "memfd_max": cfg.memfd_max,
-                                             "staged_max": cfg.staged_max},
-                                  "ceiling_gbps": {}, "paths": {p: {} for p in (*SESSION_PATHS, "staged")},
-                                  "skipped": {}}
+        result: dict[str, Any] = {
+            "tool": "vmmtui bench",
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "config": {
+                "backend": self.choice.name,
+                "sizes": cfg.sizes,
+                "repeat": cfg.repeat,
+                "device": cfg.device,
+                "memfd_max": cfg.memfd_max,
+                "staged_max": cfg.staged_max,
+            },
+            "ceiling_gbps": {},
+            "paths": {p: {} for p in (*SESSION_PATHS, "staged")},
+            "skipped": {},
+        }
         cuda_info = None
         try:
             if self.cuda:
@@ -207,13 +239,19 @@ class Bench:
         info = self.device.init(self.cfg.device)
         try:
             self.device.load_kernels()
-        except StepError as exc:  # sessions then check on the host (--verify auto), and the ceiling is skipped
+        except (
+            StepError
+        ) as exc:  # sessions then check on the host (--verify auto), and the ceiling is skipped
             self.kernels_error = exc.failure.one_line()
             self.progress(f"the fill/verify kernels cannot load: {self.kernels_error}")
         free, total = self.device.free_memory()
-        return {"gpu": info.name, "driver": nvidia_driver(), "cuda_driver_api": info.extra.get("driver_version"),
-                "gpu_memory": total,
-                "gpu_free_at_start": free}
+        return {
+            "gpu": info.name,
+            "driver": nvidia_driver(),
+            "cuda_driver_api": info.extra.get("driver_version"),
+            "gpu_memory": total,
+            "gpu_free_at_start": free,
+        }
 
     def _skip(self, result: dict, path: str, size: int, why: str) -> None:
         result["skipped"].setdefault(path, {})[str(size)] = why
@@ -226,28 +264,44 @@ class Bench:
             if why:
                 self._skip(result, path, size, why)
                 continue
-            config = SessionConfig(backend="memfd" if path == "memfd" else "cuda", size=size, device=cfg.device,
-                                   mechanism="legacy" if path == "legacy" else "vmm", tmpdir=cfg.tmpdir,
-                                   verify="host" if path == "memfd" or self.kernels_error else "device",
-                                   ack_timeout=600)
+            config = SessionConfig(
+                backend="memfd" if path == "memfd" else "cuda",
+                size=size,
+                device=cfg.device,
+                mechanism="legacy" if path == "legacy" else "vmm",
+                tmpdir=cfg.tmpdir,
+                verify="host" if path == "memfd" or self.kernels_error else "device",
+                ack_timeout=600,
+            )
             choice = Choice("memfd", "bench") if path == "memfd" else self.choice
             samples = [run_session(config, choice) for _ in range(cfg.repeat)]
             summary = summarise(samples)
             result["paths"][path][str(size)] = summary
-            self.progress(f"{path:<7} {format_size(size):>9}: create→ACK median {summary['e2e_ms'].get('median', 0):.3f} ms, "
-                          f"verified {summary['verified']}")
+            self.progress(
+                f"{path:<7} {format_size(size):>9}: create→ACK median {summary['e2e_ms'].get('median', 0):.3f} ms, "
+                f"verified {summary['verified']}"
+            )
         if not self.cuda:
             for path in ("staged", "ceiling"):
                 self._skip(result, path, size, "needs the cuda backend: " + self.choice.reason)
             return
         if self.kernels_error:
-            self._skip(result, "ceiling", size, "the device copy is timed on the kernels' stream, and they cannot load")
+            self._skip(
+                result,
+                "ceiling",
+                size,
+                "the device copy is timed on the kernels' stream, and they cannot load",
+            )
         elif size * 2 < (free or 0) * 0.9:
             gbps = self.device.copy_bandwidth(size, repeat=max(3, cfg.repeat))
             result["ceiling_gbps"][str(size)] = gbps
-            self.progress(f"ceiling {format_size(size):>9}: device copy {gbps:.0f} GB/s (read + write)")
+            self.progress(
+                f"ceiling {format_size(size):>9}: device copy {gbps:.0f} GB/s (read + write)"
+            )
         else:
-            self._skip(result, "ceiling", size, "two buffers of this size do not fit in free device memory")
+            self._skip(
+                result, "ceiling", size, "two buffers of this size do not fit in free device memory"
+            )
         why = self._why_not("staged", size, free)
         if why:
             self._skip(result, "staged", size, why)
@@ -255,11 +309,15 @@ class Bench:
         from vmmtui.bench.staged import measure
 
         r = measure(size, cfg.device, repeat=max(2, min(cfg.repeat, 3)))
-        result["paths"]["staged"][str(size)] = {"e2e_ms": stats([t * 1e3 for t in r.seconds]),
-                                                "verified": f"{len(r.seconds) if r.verified else 0}/{len(r.seconds)}",
-                                                "detail": r.detail}
-        self.progress(f"staged  {format_size(size):>9}: median {statistics.median(r.seconds) * 1e3:.1f} ms, "
-                      f"verified {r.verified}")
+        result["paths"]["staged"][str(size)] = {
+            "e2e_ms": stats([t * 1e3 for t in r.seconds]),
+            "verified": f"{len(r.seconds) if r.verified else 0}/{len(r.seconds)}",
+            "detail": r.detail,
+        }
+        self.progress(
+            f"staged  {format_size(size):>9}: median {statistics.median(r.seconds) * 1e3:.1f} ms, "
+            f"verified {r.verified}"
+        )
 
     def _why_not(self, path: str, size: int, free: int | None) -> str | None:
         cfg = self.cfg
@@ -292,34 +350,59 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     paths, ceiling = result["paths"], result["ceiling_gbps"]
     out: list[dict[str, Any]] = []
     e2e = _median(paths["vmm"].get(str(GiB)), "e2e_ms")
-    out.append({"name": "share and verify 1 GiB (create → verified ACK, no driver init)",
-                "target": f"< {TARGETS['e2e_1gib_ms']:g} ms", "measured": None if e2e is None else f"{e2e:.3f} ms",
-                "met": None if e2e is None else e2e < TARGETS["e2e_1gib_ms"], "why": _why(result, "vmm", GiB)})
+    out.append(
+        {
+            "name": "share and verify 1 GiB (create → verified ACK, no driver init)",
+            "target": f"< {TARGETS['e2e_1gib_ms']:g} ms",
+            "measured": None if e2e is None else f"{e2e:.3f} ms",
+            "met": None if e2e is None else e2e < TARGETS["e2e_1gib_ms"],
+            "why": _why(result, "vmm", GiB),
+        }
+    )
     ratios = []
     for size, entry in paths["vmm"].items():
         v = _median(entry, "verify_gbps")
         if int(size) >= 64 * MiB and v and ceiling.get(size):
             ratios.append((v / ceiling[size], int(size)))
     worst = min(ratios) if ratios else None
-    out.append({"name": "device verification vs the device's copy bandwidth, from 64 MiB up",
-                "target": f">= {TARGETS['verify_vs_copy']:.0%}",
-                "measured": None if worst is None else f"{worst[0]:.0%} at worst ({format_size(worst[1])})",
-                "met": None if worst is None else worst[0] >= TARGETS["verify_vs_copy"],
-                "why": "needs the vmm path verified on the device and the device copy, at 64 MiB or more"})
+    out.append(
+        {
+            "name": "device verification vs the device's copy bandwidth, from 64 MiB up",
+            "target": f">= {TARGETS['verify_vs_copy']:.0%}",
+            "measured": None
+            if worst is None
+            else f"{worst[0]:.0%} at worst ({format_size(worst[1])})",
+            "met": None if worst is None else worst[0] >= TARGETS["verify_vs_copy"],
+            "why": "needs the vmm path verified on the device and the device copy, at 64 MiB or more",
+        }
+    )
     staged = _median(paths["staged"].get(str(GiB)), "e2e_ms")
     speedup = staged / e2e if staged and e2e else None
-    out.append({"name": "zero-copy vs host-staged copy at 1 GiB", "target": f">= {TARGETS['staged_speedup']:g}x",
-                "measured": None if speedup is None else f"{speedup:.0f}x ({staged:.1f} ms vs {e2e:.3f} ms)",
-                "met": None if speedup is None else speedup >= TARGETS["staged_speedup"],
-                "why": _why(result, "vmm", GiB) if e2e is None else _why(result, "staged", GiB)})
+    out.append(
+        {
+            "name": "zero-copy vs host-staged copy at 1 GiB",
+            "target": f">= {TARGETS['staged_speedup']:g}x",
+            "measured": None
+            if speedup is None
+            else f"{speedup:.0f}x ({staged:.1f} ms vs {e2e:.3f} ms)",
+            "met": None if speedup is None else speedup >= TARGETS["staged_speedup"],
+            "why": _why(result, "vmm", GiB) if e2e is None else _why(result, "staged", GiB),
+        }
+    )
     pooled = [_median(entry, "overhead_ms") for entry in paths["vmm"].values()]
-    pooled = [p for p in pooled if p is not None] or [_median(e, "overhead_ms") for e in paths["memfd"].values()]
+    pooled = [p for p in pooled if p is not None] or [
+        _median(e, "overhead_ms") for e in paths["memfd"].values()
+    ]
     over = max(pooled) if pooled else None
-    out.append({"name": "inspector overhead per step (step() wall time minus the worker's step time)",
-                "target": f"median < {TARGETS['overhead_ms']:g} ms",
-                "measured": None if over is None else f"{over:.3f} ms (worst size's median)",
-                "met": None if over is None else over < TARGETS["overhead_ms"],
-                "why": "no session ran (every path was skipped)"})
+    out.append(
+        {
+            "name": "inspector overhead per step (step() wall time minus the worker's step time)",
+            "target": f"median < {TARGETS['overhead_ms']:g} ms",
+            "measured": None if over is None else f"{over:.3f} ms (worst size's median)",
+            "met": None if over is None else over < TARGETS["overhead_ms"],
+            "why": "no session ran (every path was skipped)",
+        }
+    )
     return out
 
 

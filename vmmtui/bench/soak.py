@@ -51,12 +51,20 @@ class SoakResult:
 
 def read(tmpdir: str) -> Reading:
     me = psutil.Process()
-    return Reading(len(os.listdir("/proc/self/fd")), len(me.children(recursive=True)),
-                   len(os.listdir(tmpdir)), me.memory_info().rss)
+    return Reading(
+        len(os.listdir("/proc/self/fd")),
+        len(me.children(recursive=True)),
+        len(os.listdir(tmpdir)),
+        me.memory_info().rss,
+    )
 
 
-def soak(config: SessionConfig, count: int, progress: Callable[[int, Session], None] | None = None,
-         choice: Choice | None = None) -> SoakResult:
+def soak(
+    config: SessionConfig,
+    count: int,
+    progress: Callable[[int, Session], None] | None = None,
+    choice: Choice | None = None,
+) -> SoakResult:
     tmpdir = config.tmpdir or tempfile.gettempdir()
     start = warm = read(tmpdir)
     verified = 0
@@ -75,10 +83,16 @@ def soak(config: SessionConfig, count: int, progress: Callable[[int, Session], N
     result = SoakResult(backend, count, verified, time.monotonic() - t0, start, warm, end)
     for name in ("fds", "children", "tmp_entries"):
         if getattr(end, name) != getattr(start, name):
-            result.problems.append(f"{name}: {getattr(start, name)} at the start, {getattr(end, name)} at the end")
+            result.problems.append(
+                f"{name}: {getattr(start, name)} at the start, {getattr(end, name)} at the end"
+            )
     if end.rss - warm.rss > RSS_SLACK:
-        result.problems.append(f"resident memory grew {(end.rss - warm.rss) >> 10} KiB after {WARMUP} sessions")
+        result.problems.append(
+            f"resident memory grew {(end.rss - warm.rss) >> 10} KiB after {WARMUP} sessions"
+        )
     if verified != count:
-        result.problems.append(f"{count - verified} of {count} sessions did not "
-                               + ("end as the scenario describes" if config.scenario else "verify"))
+        result.problems.append(
+            f"{count - verified} of {count} sessions did not "
+            + ("end as the scenario describes" if config.scenario else "verify")
+        )
     return result

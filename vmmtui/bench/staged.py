@@ -38,7 +38,9 @@ class _Pinned:
 
     def __init__(self, backend: CudaBackend, size: int):
         self.b = backend
-        self.ptr = int(backend.call("cuMemHostAlloc", cu.cuMemHostAlloc, size, 0, show={"bytesize": size}))
+        self.ptr = int(
+            backend.call("cuMemHostAlloc", cu.cuMemHostAlloc, size, 0, show={"bytesize": size})
+        )
         self.view = memoryview((ctypes.c_char * size).from_address(self.ptr)).cast("B")
 
     def close(self) -> None:
@@ -87,9 +89,24 @@ def measure(size: int, device: int = 0, repeat: int = 3, timeout: float = 300.0)
     """Time ``repeat`` staged transfers of ``size`` bytes (from the first DtoH to the verified ACK)."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "vmmtui.bench.staged", "--fd", str(child.fileno()), "--size", str(size),
-                             "--device", str(device), "--repeat", str(repeat)],
-                            pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vmmtui.bench.staged",
+            "--fd",
+            str(child.fileno()),
+            "--size",
+            str(size),
+            "--device",
+            str(device),
+            "--repeat",
+            str(repeat),
+        ],
+        pass_fds=(child.fileno(),),
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     child.close()
     b = CudaBackend()
     seconds: list[float] = []
@@ -129,7 +146,10 @@ def measure(size: int, device: int = 0, repeat: int = 3, timeout: float = 300.0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vmmtui.bench.staged", description="The receiving side of a host-staged copy.")
+    p = argparse.ArgumentParser(
+        prog="python -m vmmtui.bench.staged",
+        description="The receiving side of a host-staged copy.",
+    )
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--device", type=int, default=0)

@@ -17,8 +17,11 @@ COMMANDS = (run, soak, bench, doctor, attach, watch, replay, serve)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="vmmtui", description="Watch CUDA VMM memory sharing between two processes, "
-               "step by step. With no command, opens the inspector.")
+    p = Parser(
+        prog="vmmtui",
+        description="Watch CUDA VMM memory sharing between two processes, "
+        "step by step. With no command, opens the inspector.",
+    )
     inspector.add_options(p)
     sub = p.add_subparsers(dest="command")
     for command in COMMANDS:

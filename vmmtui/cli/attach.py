@@ -6,17 +6,38 @@ import argparse
 
 
 def add_parser(sub) -> None:
-    a = sub.add_parser("attach", help="show the GPU memory, memfds, shm and fds that running processes share "
-                       "(Textual view; --once/--json headless; --can A B preflight)")
+    a = sub.add_parser(
+        "attach",
+        help="show the GPU memory, memfds, shm and fds that running processes share "
+        "(Textual view; --once/--json headless; --can A B preflight)",
+    )
     a.add_argument("pids", nargs="*", type=int, metavar="PID")
-    a.add_argument("--all", action="store_true", help="every process of this user (all as root) holding "
-                   "/dev/nvidia* fds, memfds or shared-memory mappings")
-    a.add_argument("--can", nargs=2, type=int, metavar=("A", "B"), help="can A hand B an allocation, and how?")
+    a.add_argument(
+        "--all",
+        action="store_true",
+        help="every process of this user (all as root) holding "
+        "/dev/nvidia* fds, memfds or shared-memory mappings",
+    )
+    a.add_argument(
+        "--can", nargs=2, type=int, metavar=("A", "B"), help="can A hand B an allocation, and how?"
+    )
     a.add_argument("--once", action="store_true", help="one scan, a report, and exit")
-    a.add_argument("--json", action="store_true", help="the event stream as JSON lines (with --once: one scan)")
-    a.add_argument("--leaks", action="store_true", help="also look for /dev/shm and socket files of dead owners")
-    a.add_argument("--duration", type=float, default=None, help="headless: follow for this many seconds")
-    a.add_argument("--screenshot", metavar="FILE", help="open the view headless, wait --duration (2 s), save an SVG")
+    a.add_argument(
+        "--json", action="store_true", help="the event stream as JSON lines (with --once: one scan)"
+    )
+    a.add_argument(
+        "--leaks",
+        action="store_true",
+        help="also look for /dev/shm and socket files of dead owners",
+    )
+    a.add_argument(
+        "--duration", type=float, default=None, help="headless: follow for this many seconds"
+    )
+    a.add_argument(
+        "--screenshot",
+        metavar="FILE",
+        help="open the view headless, wait --duration (2 s), save an SVG",
+    )
     a.set_defaults(func=cmd_attach)
 
 
@@ -30,11 +51,17 @@ def _targets(args: argparse.Namespace) -> list[int] | None:
         found = holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
         if not found:
             who = "any process" if os.geteuid() == 0 else "any process of yours"
-            print(f"vmmtui attach: no {'' if os.geteuid() == 0 else 'readable '}process holds /dev/nvidia* fds, "
-                  f"memfds or shared-memory mappings ({who} checked)", file=sys.stderr)
+            print(
+                f"vmmtui attach: no {'' if os.geteuid() == 0 else 'readable '}process holds /dev/nvidia* fds, "
+                f"memfds or shared-memory mappings ({who} checked)",
+                file=sys.stderr,
+            )
         return found
     if not args.pids:
-        print("vmmtui attach: give PIDs, --all or --can A B (see vmmtui attach --help)", file=sys.stderr)
+        print(
+            "vmmtui attach: give PIDs, --all or --can A B (see vmmtui attach --help)",
+            file=sys.stderr,
+        )
         return None
     bad = [p for p in args.pids if p <= 0]
     if bad:
@@ -114,12 +141,18 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     try:
         while True:
             emit(follower.poll())
-            if args.once or not follower.tracker.alive or (args.duration and time.monotonic() >= end):
+            if (
+                args.once
+                or not follower.tracker.alive
+                or (args.duration and time.monotonic() >= end)
+            ):
                 break
             time.sleep(0.25)
         emit(follower.snapshots())
         if args.leaks or args.once:
-            live = {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
+            live = (
+                {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
+            )
             emit(leftover_files(None, follower.bound_paths, live, time.monotonic() - follower.t0))
     finally:
         follower.close()

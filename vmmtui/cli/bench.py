@@ -11,20 +11,46 @@ from vmmtui.sizes import parse_size
 
 
 def add_parser(sub) -> None:
-    bn = sub.add_parser("bench", help="measure every path (VMM, legacy IPC, host-staged copy, memfd) against the "
-                        "device's copy bandwidth; writes JSON and an SVG plot")
-    bn.add_argument("--backend", choices=NAMES, default="auto", help="cuda for all paths, memfd for the CPU path only")
+    bn = sub.add_parser(
+        "bench",
+        help="measure every path (VMM, legacy IPC, host-staged copy, memfd) against the "
+        "device's copy bandwidth; writes JSON and an SVG plot",
+    )
+    bn.add_argument(
+        "--backend",
+        choices=NAMES,
+        default="auto",
+        help="cuda for all paths, memfd for the CPU path only",
+    )
     bn.add_argument("--device", type=int, default=0)
-    bn.add_argument("--sizes", type=sizes_arg, metavar="2MiB,1GiB,...",
-                    help="sizes to sweep (default 2MiB,8MiB,32MiB,64MiB,256MiB,1GiB,4GiB,16GiB, capped by free memory)")
+    bn.add_argument(
+        "--sizes",
+        type=sizes_arg,
+        metavar="2MiB,1GiB,...",
+        help="sizes to sweep (default 2MiB,8MiB,32MiB,64MiB,256MiB,1GiB,4GiB,16GiB, capped by free memory)",
+    )
     bn.add_argument("--repeat", type=int, default=5, help="sessions per path and size (default 5)")
-    bn.add_argument("--memfd-max", type=size_arg, default=parse_size("2GiB"), help="largest memfd size (default 2GiB)")
-    bn.add_argument("--staged-max", type=size_arg, default=parse_size("4GiB"),
-                    help="largest host-staged copy (default 4GiB)")
-    bn.add_argument("--out", default="bench/results", help="directory for the JSON and SVG (default bench/results)")
+    bn.add_argument(
+        "--memfd-max",
+        type=size_arg,
+        default=parse_size("2GiB"),
+        help="largest memfd size (default 2GiB)",
+    )
+    bn.add_argument(
+        "--staged-max",
+        type=size_arg,
+        default=parse_size("4GiB"),
+        help="largest host-staged copy (default 4GiB)",
+    )
+    bn.add_argument(
+        "--out",
+        default="bench/results",
+        help="directory for the JSON and SVG (default bench/results)",
+    )
     bn.add_argument("--name", help="file name stem (default bench-HOST-DATE)")
     bn.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
     bn.set_defaults(func=cmd_bench)
+
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import json
@@ -50,8 +76,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"vmmtui: {choice.reason}", file=sys.stderr)
         return EXIT_USAGE
     console = Console(stderr=args.json)
-    config = BenchConfig(args.backend, args.sizes or list(DEFAULT_SIZES), args.repeat, args.device, args.memfd_max,
-                         args.staged_max)
+    config = BenchConfig(
+        args.backend,
+        args.sizes or list(DEFAULT_SIZES),
+        args.repeat,
+        args.device,
+        args.memfd_max,
+        args.staged_max,
+    )
     result = Bench(config, choice, progress=lambda line: console.print(line, highlight=False)).run()
     js, plot = write(result, Path(args.out), args.name)
     measured = measured_anything(result)
@@ -59,18 +91,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     elif measured:
         say = [part for heading, t in tables(result) for part in (heading, t)]
-        say += [init_line(result), *(["empty cells:", *gaps(result)] if gaps(result) else []), "", TARGETS_HEADING]
+        say += [
+            init_line(result),
+            *(["empty cells:", *gaps(result)] if gaps(result) else []),
+            "",
+            TARGETS_HEADING,
+        ]
         for line in say:
-            console.print(line, highlight=False, markup=False) if isinstance(line, str) else console.print(line)
+            console.print(line, highlight=False, markup=False) if isinstance(
+                line, str
+            ) else console.print(line)
         for line in target_lines(result):
             console.print(line, highlight=False)
     console.print(f"wrote {js} and {plot}", highlight=False, markup=False)
     if not measured:
         reasons = sorted({why for sizes in result["skipped"].values() for why in sizes.values()})
-        print(f"vmmtui: nothing could be measured: {'; '.join(reasons) or 'every path was skipped'}", file=sys.stderr)
+        print(
+            f"vmmtui: nothing could be measured: {'; '.join(reasons) or 'every path was skipped'}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
-    bad = [p for p, sizes in result["paths"].items() for e in sizes.values()
-           if len(set(e.get("verified", "0/1").split("/"))) != 1]  # "5/5" verified all, "4/5" did not
+    bad = [
+        p
+        for p, sizes in result["paths"].items()
+        for e in sizes.values()
+        if len(set(e.get("verified", "0/1").split("/"))) != 1
+    ]  # "5/5" verified all, "4/5" did not
     if bad:
         console.print(f"[red]some runs did not verify: {', '.join(sorted(set(bad)))}[/]")
     return EXIT_FAILED if bad else EXIT_OK

@@ -8,9 +8,12 @@ from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
 
 
 def add_parser(sub) -> None:
-    doc = sub.add_parser("doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd")
+    doc = sub.add_parser(
+        "doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd"
+    )
     doc.add_argument("--device", type=int, default=0)
     doc.set_defaults(func=cmd_doctor)
+
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
@@ -30,5 +33,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if not rep.runnable:
         console.print("[red]Nothing can run here: neither the cuda nor the memfd backend works.[/]")
         return EXIT_FAILED
-    console.print(f"vmmtui run will use the [bold]{'cuda' if rep.cuda_ok else 'memfd'}[/] backend by default.")
+    console.print(
+        f"vmmtui run will use the [bold]{'cuda' if rep.cuda_ok else 'memfd'}[/] backend by default."
+    )
     return EXIT_OK

@@ -28,13 +28,29 @@ def add_options(p: argparse.ArgumentParser) -> None:
     """The inspector is what ``vmmtui`` with no command opens: its options live on the top parser."""
     session_options(p)
     p.add_argument("--autoplay", action="store_true", help="play the whole sequence by itself")
-    p.add_argument("--pace", type=positive_arg, default=1.0, help="seconds between autoplay steps (default 1.0)")
-    p.add_argument("--screenshots", metavar="DIR", help="save an SVG screenshot after every step into DIR")
-    p.add_argument("--transcript", metavar="FILE", help="write every event to FILE (.md for Markdown, .jsonl for JSON lines)")
+    p.add_argument(
+        "--pace",
+        type=positive_arg,
+        default=1.0,
+        help="seconds between autoplay steps (default 1.0)",
+    )
+    p.add_argument(
+        "--screenshots", metavar="DIR", help="save an SVG screenshot after every step into DIR"
+    )
+    p.add_argument(
+        "--transcript",
+        metavar="FILE",
+        help="write every event to FILE (.md for Markdown, .jsonl for JSON lines)",
+    )
     p.add_argument("--stable", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--record", metavar="FILE", help="write the session as a recording (.jsonl or .jsonl.gz) "
-                   "for `vmmtui replay FILE`")
-    p.add_argument("--cast", metavar="FILE.cast", help="write the screen as an asciinema v2 recording")
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="write the session as a recording (.jsonl or .jsonl.gz) for `vmmtui replay FILE`",
+    )
+    p.add_argument(
+        "--cast", metavar="FILE.cast", help="write the screen as an asciinema v2 recording"
+    )
     p.set_defaults(func=cmd_app)
 
 
@@ -84,15 +100,22 @@ def refuse(line: str) -> int:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    for value, check in ((args.transcript, transcript_problem), (args.screenshots, screenshots_problem),
-                         (args.record, record_problem)):
+    for value, check in (
+        (args.transcript, transcript_problem),
+        (args.screenshots, screenshots_problem),
+        (args.record, record_problem),
+    ):
         problem = value and check(value)
         if problem:
             return refuse(problem)
     from vmmtui.backends import choose
 
-    probing: Future = ThreadPoolExecutor(1, thread_name_prefix="probe").submit(choose, args.backend, args.device)
-    if args.record and args.backend != "memfd":  # the recording's header names the driver and the device
+    probing: Future = ThreadPoolExecutor(1, thread_name_prefix="probe").submit(
+        choose, args.backend, args.device
+    )
+    if (
+        args.record and args.backend != "memfd"
+    ):  # the recording's header names the driver and the device
         from vmmtui.record.recording import cuda_identity
 
         ThreadPoolExecutor(1, thread_name_prefix="identity").submit(cuda_identity, args.device)
@@ -106,13 +129,21 @@ def cmd_app(args: argparse.Namespace) -> int:
         if refused:
             return refuse(refused)
     try:
-        app = LiveInspector(config_from(args), choice, probing=probing, autoplay=args.autoplay, pace=args.pace,
-                            screenshots=args.screenshots, transcript=args.transcript, stable=args.stable,
-                            record=args.record, cast=args.cast)
+        app = LiveInspector(
+            config_from(args),
+            choice,
+            probing=probing,
+            autoplay=args.autoplay,
+            pace=args.pace,
+            screenshots=args.screenshots,
+            transcript=args.transcript,
+            stable=args.stable,
+            record=args.record,
+            cast=args.cast,
+        )
     except OSError as exc:  # the transcript went away since it was checked
         return refuse(f"--transcript {args.transcript}: cannot write ({exc.strerror})")
     app.run()
     if app.refused:
         return refuse(app.refused)
     return app.return_code or 0
-

@@ -52,7 +52,9 @@ def devices_arg(text: str) -> list[int]:
     try:
         devices = [int(d) for d in text.split(",") if d.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid device list {text!r}: use ordinals like 0,1") from None
+        raise argparse.ArgumentTypeError(
+            f"invalid device list {text!r}: use ordinals like 0,1"
+        ) from None
     if not devices or min(devices) < 0:
         raise argparse.ArgumentTypeError(f"invalid device list {text!r}: use ordinals like 0,1")
     return devices
@@ -62,40 +64,89 @@ def scenario_arg(text: str) -> str:
     from vmmtui.scenarios import SCENARIOS
 
     if text not in SCENARIOS:
-        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; `vmmtui run --list-scenarios` lists them")
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario {text!r}; `vmmtui run --list-scenarios` lists them"
+        )
     return text
 
 
 def session_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=NAMES, default="auto",
-                   help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)")
-    p.add_argument("--size", type=size_arg, default=parse_size("1MiB"),
-                   help="bytes to share: 1048576, 1MiB, 64MB, 2GiB (rounded up to the granularity; default 1MiB)")
+    p.add_argument(
+        "--backend",
+        choices=NAMES,
+        default="auto",
+        help="cuda (GPU, VMM API), memfd (CPU analogue) or auto (cuda when it can run; default)",
+    )
+    p.add_argument(
+        "--size",
+        type=size_arg,
+        default=parse_size("1MiB"),
+        help="bytes to share: 1048576, 1MiB, 64MB, 2GiB (rounded up to the granularity; default 1MiB)",
+    )
     p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
-    p.add_argument("--timeout", type=positive_arg, default=10.0,
-                   help="seconds to wait for connect/accept (default 10); the ACK waits 12x this")
-    p.add_argument("--scenario", metavar="NAME", type=scenario_arg,
-                   help="make one failure really happen (see --list-scenarios)")
-    p.add_argument("--verify", choices=choices(Verify), default=Verify.AUTO.value,
-                   help="where the pattern is written and checked: device (kernels shipped as PTX; auto's choice on cuda, the host where they cannot load), "
-                   "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)")
-    p.add_argument("--mechanism", choices=choices(Mechanism), default=Mechanism.VMM.value,
-                   help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
-                   "cuIpcGetMemHandle handle, no fd (seed 003; cuda only)")
-    p.add_argument("--consumers", type=int, default=1, metavar="N",
-                   help="consumer processes, each gets its own fd and maps the same allocation (1-8; default 1)")
-    p.add_argument("--direction", choices=choices(Direction), default=Direction.PRODUCER_WRITES.value,
-                   help="producer-writes (the seed; default) or consumer-writes (memMapIPCDrv: each consumer "
-                   "writes its slice with a kernel, the producer verifies)")
-    p.add_argument("--devices", type=devices_arg, metavar="0,1",
-                   help="GPUs the consumers spread over, round-robin (default: the producer's --device)")
+    p.add_argument(
+        "--timeout",
+        type=positive_arg,
+        default=10.0,
+        help="seconds to wait for connect/accept (default 10); the ACK waits 12x this",
+    )
+    p.add_argument(
+        "--scenario",
+        metavar="NAME",
+        type=scenario_arg,
+        help="make one failure really happen (see --list-scenarios)",
+    )
+    p.add_argument(
+        "--verify",
+        choices=choices(Verify),
+        default=Verify.AUTO.value,
+        help="where the pattern is written and checked: device (kernels shipped as PTX; auto's choice on cuda, the host where they cannot load), "
+        "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)",
+    )
+    p.add_argument(
+        "--mechanism",
+        choices=choices(Mechanism),
+        default=Mechanism.VMM.value,
+        help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
+        "cuIpcGetMemHandle handle, no fd (seed 003; cuda only)",
+    )
+    p.add_argument(
+        "--consumers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="consumer processes, each gets its own fd and maps the same allocation (1-8; default 1)",
+    )
+    p.add_argument(
+        "--direction",
+        choices=choices(Direction),
+        default=Direction.PRODUCER_WRITES.value,
+        help="producer-writes (the seed; default) or consumer-writes (memMapIPCDrv: each consumer "
+        "writes its slice with a kernel, the producer verifies)",
+    )
+    p.add_argument(
+        "--devices",
+        type=devices_arg,
+        metavar="0,1",
+        help="GPUs the consumers spread over, round-robin (default: the producer's --device)",
+    )
 
 
 def config_from(args: argparse.Namespace) -> SessionConfig:
-    return SessionConfig(backend=args.backend, size=args.size, device=args.device, connect_timeout=args.timeout,
-                         accept_timeout=args.timeout, ack_timeout=args.timeout * 12, scenario=args.scenario,
-                         verify=args.verify, mechanism=args.mechanism, consumers=args.consumers,
-                         direction=args.direction, devices=args.devices)
+    return SessionConfig(
+        backend=args.backend,
+        size=args.size,
+        device=args.device,
+        connect_timeout=args.timeout,
+        accept_timeout=args.timeout,
+        ack_timeout=args.timeout * 12,
+        scenario=args.scenario,
+        verify=args.verify,
+        mechanism=args.mechanism,
+        consumers=args.consumers,
+        direction=args.direction,
+        devices=args.devices,
+    )
 
 
 def refusal(args: argparse.Namespace, choice) -> str | None:
@@ -104,8 +155,14 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
     if not choice.usable:
         return choice.reason
-    return validate(config_from(args), choice.name, choice.devices, choice.capacity, get(args.scenario),
-                    choice.device_probe)
+    return validate(
+        config_from(args),
+        choice.name,
+        choice.devices,
+        choice.capacity,
+        get(args.scenario),
+        choice.device_probe,
+    )
 
 
 def choice_or_refuse(args: argparse.Namespace):
@@ -128,5 +185,3 @@ class Interrupted(KeyboardInterrupt):
 
 def interrupt(signum, frame) -> None:
     raise Interrupted(signum)
-
-

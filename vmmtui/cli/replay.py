@@ -9,10 +9,18 @@ from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, positive_arg
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("replay", help="open the inspector on a recording (a file, or a gallery name: --list)")
-    p.add_argument("recording", nargs="?", metavar="FILE|NAME",
-                   help="a recording (.jsonl or .jsonl.gz, from --record) or a gallery name such as h100-vmm")
-    p.add_argument("--list", action="store_true", help="list the gallery's recordings with machine and date")
+    p = sub.add_parser(
+        "replay", help="open the inspector on a recording (a file, or a gallery name: --list)"
+    )
+    p.add_argument(
+        "recording",
+        nargs="?",
+        metavar="FILE|NAME",
+        help="a recording (.jsonl or .jsonl.gz, from --record) or a gallery name such as h100-vmm",
+    )
+    p.add_argument(
+        "--list", action="store_true", help="list the gallery's recordings with machine and date"
+    )
     add_view_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -20,11 +28,24 @@ def add_parser(sub) -> None:
 def add_view_options(p: argparse.ArgumentParser) -> None:
     """What a replay shares with the inspector: autoplay, pace, screenshots, transcript, cast, stable."""
     p.add_argument("--autoplay", action="store_true", help="play the recording by itself")
-    p.add_argument("--pace", type=positive_arg, default=1.0, help="seconds between autoplay steps (default 1.0)")
-    p.add_argument("--step", type=int, default=0, metavar="N", help="open at step N (default: the start)")
-    p.add_argument("--screenshots", metavar="DIR", help="save an SVG screenshot of every step shown into DIR")
-    p.add_argument("--transcript", metavar="FILE", help="write the recording's events to FILE (.md or .jsonl)")
-    p.add_argument("--cast", metavar="FILE.cast", help="write the screen as an asciinema v2 recording")
+    p.add_argument(
+        "--pace",
+        type=positive_arg,
+        default=1.0,
+        help="seconds between autoplay steps (default 1.0)",
+    )
+    p.add_argument(
+        "--step", type=int, default=0, metavar="N", help="open at step N (default: the start)"
+    )
+    p.add_argument(
+        "--screenshots", metavar="DIR", help="save an SVG screenshot of every step shown into DIR"
+    )
+    p.add_argument(
+        "--transcript", metavar="FILE", help="write the recording's events to FILE (.md or .jsonl)"
+    )
+    p.add_argument(
+        "--cast", metavar="FILE.cast", help="write the screen as an asciinema v2 recording"
+    )
     p.add_argument("--stable", action="store_true", help="mask pids, addresses, inodes and timings")
 
 
@@ -47,7 +68,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(listing())
         return EXIT_OK
     if not args.recording:
-        print("vmmtui replay: give a recording FILE or a gallery NAME (see vmmtui replay --list)", file=sys.stderr)
+        print(
+            "vmmtui replay: give a recording FILE or a gallery NAME (see vmmtui replay --list)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     recording = load(args.recording)
     if recording is None:
@@ -56,7 +80,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"vmmtui: {recording.path}: {recording.note}", file=sys.stderr)
     from vmmtui.tui.replay import ReplayApp
 
-    app = ReplayApp(recording, autoplay=args.autoplay, pace=args.pace, screenshots=args.screenshots,
-                    transcript=args.transcript, stable=args.stable, cast=args.cast, start_at=args.step)
+    app = ReplayApp(
+        recording,
+        autoplay=args.autoplay,
+        pace=args.pace,
+        screenshots=args.screenshots,
+        transcript=args.transcript,
+        stable=args.stable,
+        cast=args.cast,
+        start_at=args.step,
+    )
     app.run()
     return app.return_code or 0

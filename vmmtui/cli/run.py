@@ -17,13 +17,24 @@ from vmmtui.cli.options import (
 
 
 def add_parser(sub) -> None:
-    run = sub.add_parser("run", help="run both workers to the end and print the log (exit 0 only when verified)")
+    run = sub.add_parser(
+        "run", help="run both workers to the end and print the log (exit 0 only when verified)"
+    )
     session_options(run)
     run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
-    run.add_argument("--verbose", "-v", action="store_true", help="also print every driver/system call")
-    run.add_argument("--record", metavar="FILE",
-                     help="also write the session as a recording (.jsonl or .jsonl.gz) for `vmmtui replay FILE`")
-    run.add_argument("--list-scenarios", action="store_true", help="list the failure scenarios, one line each, and exit")
+    run.add_argument(
+        "--verbose", "-v", action="store_true", help="also print every driver/system call"
+    )
+    run.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write the session as a recording (.jsonl or .jsonl.gz) for `vmmtui replay FILE`",
+    )
+    run.add_argument(
+        "--list-scenarios",
+        action="store_true",
+        help="list the failure scenarios, one line each, and exit",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -34,8 +45,12 @@ def list_scenarios() -> str:
     lines = []
     for s in SCENARIOS.values():
         only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
-        lines.append(f"{s.name:<{width}}  {s.summary}" + ("" if len(only) == 2 else f" [{'/'.join(only)} only]"))
+        lines.append(
+            f"{s.name:<{width}}  {s.summary}"
+            + ("" if len(only) == 2 else f" [{'/'.join(only)} only]")
+        )
     return "\n".join(lines)
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     from vmmtui.console import LogPrinter, print_json
@@ -89,16 +104,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     clean = ending is not None and ending.clean
     if interrupted is not None:
         where = f" during {at[0]} {at[1]}" if at else ""
-        print(f"vmmtui: interrupted{where}; "
-              + ("workers stopped, everything cleaned up" if clean else "left behind: " + "; ".join(ending.leftovers)),
-              file=sys.stderr)
+        print(
+            f"vmmtui: interrupted{where}; "
+            + (
+                "workers stopped, everything cleaned up"
+                if clean
+                else "left behind: " + "; ".join(ending.leftovers)
+            ),
+            file=sys.stderr,
+        )
         return 128 + interrupted.signum
     if refused is not None:
         print(f"vmmtui: {refused}", file=sys.stderr)
         return EXIT_USAGE if isinstance(refused, ConfigError) else EXIT_FAILED
     if not args.json:
         printer.console.print(printer.summary())
-    if session.outcome is not None:  # a scenario succeeds when it failed the way it promised, and cleaned up
+    if (
+        session.outcome is not None
+    ):  # a scenario succeeds when it failed the way it promised, and cleaned up
         return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
     ok = session.verified and session.failure is None and session.fd_problems == 0
     return EXIT_OK if ok and clean else EXIT_FAILED

@@ -16,11 +16,19 @@ from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops")
-    p.add_argument("--host", default="localhost", help="address to listen on (default localhost; 0.0.0.0: all)")
+    p = sub.add_parser(
+        "serve", help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops"
+    )
+    p.add_argument(
+        "--host", default="localhost", help="address to listen on (default localhost; 0.0.0.0: all)"
+    )
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("args", nargs=argparse.REMAINDER, metavar="replay FILE|NAME [options]",
-                   help="serve a replay instead of the live inspector")
+    p.add_argument(
+        "args",
+        nargs=argparse.REMAINDER,
+        metavar="replay FILE|NAME [options]",
+        help="serve a replay instead of the live inspector",
+    )
     from vmmtui.cli import inspector
 
     inspector.add_options(p)  # the inspector's own options, passed on to each viewer's vmmtui
@@ -41,7 +49,11 @@ def inspector_argv(args: argparse.Namespace) -> list[str]:
         value = getattr(args, action.dest, action.default)
         if value == action.default or value is None:
             continue
-        flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
+        flag = (
+            action.option_strings[-1]
+            if action.option_strings[-1].startswith("--")
+            else action.option_strings[0]
+        )
         if isinstance(action, argparse._StoreTrueAction):
             argv.append(flag)
         else:
@@ -88,7 +100,9 @@ def command_line(args: list[str]) -> list[str] | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     live = inspector_argv(args)
     if live and args.args:
-        print("vmmtui serve: give the inspector's options or `replay ...`, not both", file=sys.stderr)
+        print(
+            "vmmtui serve: give the inspector's options or `replay ...`, not both", file=sys.stderr
+        )
         return EXIT_USAGE
     command = command_line(args.args or live)
     if command is None:
@@ -99,6 +113,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("vmmtui: serve needs textual-serve: pip install textual-serve", file=sys.stderr)
         return EXIT_USAGE
     what = " ".join(args.args) or " ".join(["the inspector", *live])
-    print(f"vmmtui: serving {what} at http://{args.host}:{args.port} (Ctrl-C stops)", file=sys.stderr, flush=True)
-    Server(shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()).serve()
+    print(
+        f"vmmtui: serving {what} at http://{args.host}:{args.port} (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    Server(
+        shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()
+    ).serve()
     return EXIT_OK

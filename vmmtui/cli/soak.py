@@ -16,11 +16,15 @@ from vmmtui.cli.options import (
 
 
 def add_parser(sub) -> None:
-    sk = sub.add_parser("soak", help="many sessions in a row: fds, children, TMPDIR entries and memory must not grow")
+    sk = sub.add_parser(
+        "soak",
+        help="many sessions in a row: fds, children, TMPDIR entries and memory must not grow",
+    )
     session_options(sk)
     sk.add_argument("--count", type=int, default=200, help="sessions to run (default 200)")
     sk.add_argument("--json", action="store_true", help="print the result as one JSON object")
     sk.set_defaults(func=cmd_soak)
+
 
 def cmd_soak(args: argparse.Namespace) -> int:
     import json
@@ -38,7 +42,11 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
     def progress(i: int, session) -> None:
         if not args.json and (i % 20 == 0 or i == args.count):
-            print(f"{i}/{args.count} sessions" + ("" if session.verified else f" (last: {session.failure})"), flush=True)
+            print(
+                f"{i}/{args.count} sessions"
+                + ("" if session.verified else f" (last: {session.failure})"),
+                flush=True,
+            )
 
     try:
         result = soak(config, args.count, progress, choice)
@@ -51,6 +59,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
         for name, unit in (("fds", ""), ("children", ""), ("tmp_entries", ""), ("rss", " bytes")):
             a, w, b = (getattr(r, name) for r in (result.start, result.warm, result.end))
             print(f"{name:<12} start {a}{unit}  after warm-up {w}{unit}  end {b}{unit}")
-        print(f"{result.verified}/{result.count} verified on {result.backend} in {result.seconds:.1f} s: "
-              + ("OK, nothing grew" if result.ok else "PROBLEMS: " + "; ".join(result.problems)))
+        print(
+            f"{result.verified}/{result.count} verified on {result.backend} in {result.seconds:.1f} s: "
+            + ("OK, nothing grew" if result.ok else "PROBLEMS: " + "; ".join(result.problems))
+        )
     return EXIT_OK if result.ok else EXIT_FAILED

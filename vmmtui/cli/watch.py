@@ -10,12 +10,19 @@ from vmmtui.cli.options import EXIT_USAGE
 
 
 def add_parser(sub) -> None:
-    w = sub.add_parser("watch", help="run a command and follow the GPU memory, memfds, shm and fds its processes "
-                       "share; report at exit (exit code: the command's)")
+    w = sub.add_parser(
+        "watch",
+        help="run a command and follow the GPU memory, memfds, shm and fds its processes "
+        "share; report at exit (exit code: the command's)",
+    )
     w.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     w.add_argument("--quiet", "-q", action="store_true", help="print only the report at the end")
-    w.add_argument("--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)")
-    w.add_argument("--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process")
+    w.add_argument(
+        "--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)"
+    )
+    w.add_argument(
+        "--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process"
+    )
     w.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     w.set_defaults(func=cmd_watch)
 
@@ -37,7 +44,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
-        print("vmmtui watch: give a command after --, e.g. vmmtui watch -- python3 app.py", file=sys.stderr)
+        print(
+            "vmmtui watch: give a command after --, e.g. vmmtui watch -- python3 app.py",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.interval <= 0:
         print("vmmtui watch: --interval must be greater than 0", file=sys.stderr)

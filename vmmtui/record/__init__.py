@@ -15,4 +15,14 @@ from vmmtui.record.recording import (
 )
 from vmmtui.record.timeline import Frame, Timeline
 
-__all__ = ["FORMAT", "Frame", "Header", "Recorder", "Recording", "RecordingError", "Timeline", "make_header", "read"]
+__all__ = [
+    "FORMAT",
+    "Frame",
+    "Header",
+    "Recorder",
+    "Recording",
+    "RecordingError",
+    "Timeline",
+    "make_header",
+    "read",
+]

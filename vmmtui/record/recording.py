@@ -33,7 +33,7 @@ FORMAT = 2
 #: what a recording of an older format lacks, said when it is read
 LACKS = {
     1: "format 1 (a bare event stream, as `vmmtui run --json` prints): no header, so the machine, "
-       "driver, date and options are unknown, and fd tables only as read after each step",
+    "driver, date and options are unknown, and fd tables only as read after each step",
 }
 MAGIC = "vmmtui-recording"
 
@@ -50,8 +50,11 @@ class Machine:
 
     @classmethod
     def here(cls) -> Machine:
-        return cls(socket.gethostname(), f"{platform.system()} {platform.release()} {platform.machine()}",
-                   cpu_model())
+        return cls(
+            socket.gethostname(),
+            f"{platform.system()} {platform.release()} {platform.machine()}",
+            cpu_model(),
+        )
 
 
 @dataclass
@@ -77,7 +80,9 @@ class Header:
     title: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({MAGIC: FORMAT, **encode(self)}, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(
+            {MAGIC: FORMAT, **encode(self)}, ensure_ascii=False, separators=(",", ":")
+        )
 
     @property
     def when(self) -> str:
@@ -112,11 +117,25 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def make_header(config: SessionConfig, backend: str, reason: str, driver: str = "", device: str = "",
-                title: str = "") -> Header:
+def make_header(
+    config: SessionConfig,
+    backend: str,
+    reason: str,
+    driver: str = "",
+    device: str = "",
+    title: str = "",
+) -> Header:
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    return Header(date=now, machine=Machine.here(), driver=driver, device=device, backend=backend, reason=reason,
-                  options=asdict(config), title=title)
+    return Header(
+        date=now,
+        machine=Machine.here(),
+        driver=driver,
+        device=device,
+        backend=backend,
+        reason=reason,
+        options=asdict(config),
+        title=title,
+    )
 
 
 @functools.cache
@@ -138,8 +157,12 @@ def describe(config: SessionConfig) -> str:
     from vmmtui.sizes import format_size
 
     n = config.consumers
-    parts = [str(config.mechanism), format_size(config.size), f"{n} consumer{'s' if n > 1 else ''}",
-             str(config.direction)]
+    parts = [
+        str(config.mechanism),
+        format_size(config.size),
+        f"{n} consumer{'s' if n > 1 else ''}",
+        str(config.direction),
+    ]
     if config.devices:
         parts.append("GPUs " + ",".join(map(str, config.devices)))
     if config.scenario:
@@ -149,13 +172,17 @@ def describe(config: SessionConfig) -> str:
 
 def start_recording(path: str | Path, config: SessionConfig, backend: str, reason: str) -> Recorder:
     """A Recorder with this machine's header; RecordingError (one line) when FILE cannot be written."""
-    driver, device = cuda_identity(config.device) if backend == "cuda" else ("", "CPU memory (memfd)")
+    driver, device = (
+        cuda_identity(config.device) if backend == "cuda" else ("", "CPU memory (memfd)")
+    )
     header = make_header(config, backend, reason, driver, device, describe(config))
     try:
         return Recorder(path, header)
     except OSError as exc:
-        raise RecordingError(f"cannot write the recording {path}: {exc.strerror or exc}; "
-                             "choose a writable --record FILE") from None
+        raise RecordingError(
+            f"cannot write the recording {path}: {exc.strerror or exc}; "
+            "choose a writable --record FILE"
+        ) from None
 
 
 def _open(path: Path, mode: str) -> IO[str]:
@@ -224,17 +251,21 @@ def read(path: str | Path) -> Recording:
         with _open(path, "r") as f:
             lines = f.read().split("\n")
     except FileNotFoundError:
-        raise RecordingError(f"{name}: no such file (`vmmtui replay --list` shows the gallery)") from None
+        raise RecordingError(
+            f"{name}: no such file (`vmmtui replay --list` shows the gallery)"
+        ) from None
     except IsADirectoryError:
         raise RecordingError(f"{name} is a directory, not a recording") from None
     except PermissionError:
         raise RecordingError(f"{name}: permission denied") from None
     except (OSError, EOFError, zlib.error) as exc:  # gzip: bad magic, truncated stream
-        raise RecordingError(f"{name} is not a readable recording ({exc}); record one with "
-                             "`vmmtui --record FILE`") from None
+        raise RecordingError(
+            f"{name} is not a readable recording ({exc}); record one with `vmmtui --record FILE`"
+        ) from None
     except UnicodeDecodeError:
-        raise RecordingError(f"{name} is not a recording (binary data); record one with "
-                             "`vmmtui --record FILE`") from None
+        raise RecordingError(
+            f"{name} is not a recording (binary data); record one with `vmmtui --record FILE`"
+        ) from None
     complete = lines[-1] == ""
     if complete:
         lines.pop()
@@ -255,9 +286,13 @@ def read(path: str | Path) -> Recording:
         except EventFormatError as exc:
             last = number == start + len(body) - 1
             why = "cut short (truncated)" if last and not complete else f"corrupt: {exc}"
-            raise RecordingError(f"{name} line {number}: {why}; the recording cannot be replayed") from None
+            raise RecordingError(
+                f"{name} line {number}: {why}; the recording cannot be replayed"
+            ) from None
     if not events:
-        raise RecordingError(f"{name} has a header but no events: the recording was cut before the session started")
+        raise RecordingError(
+            f"{name} has a header but no events: the recording was cut before the session started"
+        )
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     return Recording(header, events, name, note)
@@ -269,8 +304,10 @@ def _first_line(name: str, line: str) -> dict:
     except ValueError:
         data = None
     if not isinstance(data, dict) or not (MAGIC in data or "event" in data):
-        raise RecordingError(f"{name} is not a vmmtui recording (line 1 is neither a recording header nor an "
-                             "event); record one with `vmmtui --record FILE`")
+        raise RecordingError(
+            f"{name} is not a vmmtui recording (line 1 is neither a recording header nor an "
+            "event); record one with `vmmtui --record FILE`"
+        )
     return data
 
 
@@ -279,16 +316,20 @@ def _header(name: str, data: dict) -> Header:
     if not isinstance(fmt, int):
         raise RecordingError(f"{name} line 1: corrupt header (format {fmt!r})")
     if fmt > FORMAT:
-        raise RecordingError(f"{name} is recording format {fmt}, made by a newer vmmtui; this one reads up to "
-                             f"{FORMAT}: upgrade vmmtui (pip install -U vmmtui)")
+        raise RecordingError(
+            f"{name} is recording format {fmt}, made by a newer vmmtui; this one reads up to "
+            f"{FORMAT}: upgrade vmmtui (pip install -U vmmtui)"
+        )
     body = {k: v for k, v in data.items() if k != MAGIC}
     try:
         header = decode(Header, body, "header")
     except DecodeError as exc:
         raise RecordingError(f"{name} line 1: corrupt header ({exc})") from None
     if header.events_version != VERSION:
-        raise RecordingError(f"{name} holds events of version {header.events_version}; this vmmtui reads "
-                             f"version {VERSION}: replay it with the vmmtui {header.vmmtui_version} that made it")
+        raise RecordingError(
+            f"{name} holds events of version {header.events_version}; this vmmtui reads "
+            f"version {VERSION}: replay it with the vmmtui {header.vmmtui_version} that made it"
+        )
     return header
 
 

@@ -65,7 +65,10 @@ class Timeline:
 
     def _cut(self) -> None:
         ev = self.events
-        starts, seen = [], set()  # each step begins at its StepStarted (or, lacking one, its StepDone)
+        starts, seen = (
+            [],
+            set(),
+        )  # each step begins at its StepStarted (or, lacking one, its StepDone)
         for i, e in enumerate(ev):
             if isinstance(e, StepStarted | StepDone) and e.index >= 0 and e.index not in seen:
                 seen.add(e.index)
@@ -75,11 +78,20 @@ class Timeline:
                 self.plan = list(e.plan)
                 break
         # the close: the first cleanup report, exit, notice or SessionClosed after the last step's events
-        last_step = max([i for i, e in enumerate(ev) if isinstance(e, (StepStarted, *_ENDING))
-                         or (isinstance(e, StepDone) and e.index >= 0)], default=-1)
+        last_step = max(
+            [
+                i
+                for i, e in enumerate(ev)
+                if isinstance(e, (StepStarted, *_ENDING))
+                or (isinstance(e, StepDone) and e.index >= 0)
+            ],
+            default=-1,
+        )
         closing = None
-        if any(isinstance(e, SessionClosed) for e in ev[last_step + 1:]):
-            closing = next(i for i in range(last_step + 1, len(ev)) if not isinstance(ev[i], _STEP_TAIL))
+        if any(isinstance(e, SessionClosed) for e in ev[last_step + 1 :]):
+            closing = next(
+                i for i in range(last_step + 1, len(ev)) if not isinstance(ev[i], _STEP_TAIL)
+            )
         self.closing_from = closing
         bounds = [*starts, closing if closing is not None else len(ev)]
         frames = [self._frame(0, bounds[0], 0)]
@@ -87,7 +99,9 @@ class Timeline:
             frames.append(self._frame(start, bounds[k + 1], ev[start].index + 1))
         if closing is not None:
             last = frames[-1]
-            frames.append(Frame(len(ev), last.steps, "closed", None, last.finished, last.failed, True))
+            frames.append(
+                Frame(len(ev), last.steps, "closed", None, last.finished, last.failed, True)
+            )
         self.frames = frames
 
     def _frame(self, start: int, end: int, steps: int) -> Frame:

@@ -38,5 +38,17 @@ def get(name: str | None) -> Scenario | None:
     except KeyError:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
 
-__all__ = ["ANY", "ANY_ERROR", "VERIFIED", "SCENARIOS", "Drop", "Hook", "RunEarly", "Scenario", "StopAfter", "get",
-           "register"]
+
+__all__ = [
+    "ANY",
+    "ANY_ERROR",
+    "VERIFIED",
+    "SCENARIOS",
+    "Drop",
+    "Hook",
+    "RunEarly",
+    "Scenario",
+    "StopAfter",
+    "get",
+    "register",
+]

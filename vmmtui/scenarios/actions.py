@@ -45,8 +45,12 @@ class PlantStaleSocket:
         line = stage.helper_line("dead-listener", 30.0)
         stage.stop_helper("dead-listener")
         there = os.path.exists(path)
-        return [Notice(f"scenario: pid {line.get('pid', '?')} bound {path} and was SIGKILLed; the socket file "
-                       f"{'is left behind' if there else 'did not stay (unexpected)'}")]
+        return [
+            Notice(
+                f"scenario: pid {line.get('pid', '?')} bound {path} and was SIGKILLed; the socket file "
+                f"{'is left behind' if there else 'did not stay (unexpected)'}"
+            )
+        ]
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,12 @@ class IntruderConnects:
         stage.start_helper("intruder", [*ROGUE, "intruder", stage.socket_path])
         line = stage.helper_line("intruder", 5.0)
         if line.get("event") == "connected":
-            return [Notice(f"scenario: intruder pid {line.get('pid')} (uid {line.get('uid')}) connected to the "
-                           "socket before the consumer")]
+            return [
+                Notice(
+                    f"scenario: intruder pid {line.get('pid')} (uid {line.get('uid')}) connected to the "
+                    "socket before the consumer"
+                )
+            ]
         return [Notice(f"scenario: the intruder did not connect: {line}")]
 
 
@@ -69,5 +77,9 @@ class IntruderReport:
     def run(self, stage: Stage) -> list[Event]:
         line = stage.helper_line("intruder", 5.0)
         stage.stop_helper("intruder")
-        return [Notice(f"scenario: the intruder received {line.get('fds_received', '?')} fd(s): "
-                       f"{line.get('result', line)}")]
+        return [
+            Notice(
+                f"scenario: the intruder received {line.get('fds_received', '?')} fd(s): "
+                f"{line.get('result', line)}"
+            )
+        ]

@@ -22,116 +22,180 @@ from vmmtui.steps import CONSUMER, PRODUCER
 def _fabric_cannot(device: dict) -> str | None:
     """fabric-without-imex needs a device that supports fabric handles but where the probe's try was refused."""
     if not device.get("fabric"):
-        return (f"{device.get('name', 'this device')} does not support fabric handles "
-                "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0), so there is no IMEX refusal to show")
+        return (
+            f"{device.get('name', 'this device')} does not support fabric handles "
+            "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0), so there is no IMEX refusal to show"
+        )
     if device.get("fabric_create") == "CUDA_SUCCESS":
-        return ("fabric handles work here (cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC succeeded: an IMEX channel "
-                "is open to this process), so there is no error to show")
+        return (
+            "fabric handles work here (cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC succeeded: an IMEX channel "
+            "is open to this process), so there is no error to show"
+        )
     return None
 
 
 BUILT_IN: list[Scenario] = [
     Scenario(
-        "unaligned-size", "skip the rounding to the granularity: the real cuMemCreate error",
+        "unaligned-size",
+        "skip the rounding to the granularity: the real cuMemCreate error",
         "cuMemCreate and cuMemMap take sizes that are multiples of the allocation granularity "
         "(cuMemGetAllocationGranularity). This run passes the size unrounded; the driver refuses it "
         "and nothing is allocated.",
-        expect=("CUDA_ERROR_INVALID_VALUE",), at=(PRODUCER, "create"),
-        cannot={"memfd": "the kernel rounds mmap lengths up to a page by itself, so an unaligned memfd size "
-                         "is accepted and there is no error to show"},
-        flags={PRODUCER: ("unrounded-size",)}),
+        expect=("CUDA_ERROR_INVALID_VALUE",),
+        at=(PRODUCER, "create"),
+        cannot={
+            "memfd": "the kernel rounds mmap lengths up to a page by itself, so an unaligned memfd size "
+            "is accepted and there is no error to show"
+        },
+        flags={PRODUCER: ("unrounded-size",)},
+    ),
     Scenario(
-        "consumer-first", "the consumer connects before the producer listens: refused, retried, then connected",
+        "consumer-first",
+        "the consumer connects before the producer listens: refused, retried, then connected",
         "The consumer starts its connect before the socket exists. connect() fails (ENOENT: no socket file "
         "yet; ECONNREFUSED: a file but nobody listening) and is retried until the deadline; once the producer "
         "listens, the next try succeeds. The retries are counted in the connect step.",
         edits=(RunEarly(((CONSUMER, "init"), (CONSUMER, "connect")), before=(PRODUCER, "listen")),),
-        background=((CONSUMER, "connect"),)),
+        background=((CONSUMER, "connect"),),
+    ),
     Scenario(
-        "stale-socket", "a socket file left by a dead run: detected, removed, explained",
+        "stale-socket",
+        "a socket file left by a dead run: detected, removed, explained",
         "Before the producer listens, a real process binds the socket path and is killed, leaving the file "
         "behind as a crashed run would. bind() would fail with EADDRINUSE; the producer first connects to the "
         "file, gets ECONNREFUSED (nobody listening), removes it and binds again.",
-        hooks=(Hook("before", PRODUCER, "listen", PlantStaleSocket()),)),
+        hooks=(Hook("before", PRODUCER, "listen", PlantStaleSocket()),),
+    ),
     Scenario(
-        "wrong-release", "the consumer frees imported memory with cuMemFree instead of cuMemRelease",
+        "wrong-release",
+        "the consumer frees imported memory with cuMemFree instead of cuMemRelease",
         "cuMemFree is for cuMemAlloc memory. On an imported VMM mapping it is the wrong call: the run shows "
         "what the driver really answers (seed 000 saw a segfault), then cleans up the right way "
         "(cuMemUnmap, cuMemAddressFree, cuMemRelease). On memfd the analogue is libc free() on the mapped "
         "address, which kills the worker: the inspector shows the signal and the session cleans up.",
-        expect=(ANY,), at=(CONSUMER, "cleanup"),
-        flags={CONSUMER: ("free-with-wrong-call",)}),
+        expect=(ANY,),
+        at=(CONSUMER, "cleanup"),
+        flags={CONSUMER: ("free-with-wrong-call",)},
+    ),
     Scenario(
-        "producer-dies", "the producer is killed right after sending the fd: the consumer still verifies",
+        "producer-dies",
+        "the producer is killed right after sending the fd: the consumer still verifies",
         "An allocation lives while any handle or fd refers to it. The producer is SIGKILLed right after "
         "sendmsg; the consumer still imports, maps and verifies through the fd it received, then cleans up. "
         "The producer's ACK and cleanup steps and the consumer's ACK are left out of the plan.",
         edits=(Drop(((PRODUCER, "wait_ack"), (PRODUCER, "cleanup"), (CONSUMER, "ack"))),),
-        hooks=(Hook("after", PRODUCER, "send", Kill(PRODUCER, signal.SIGKILL, "right after sending the fd")),)),
+        hooks=(
+            Hook(
+                "after",
+                PRODUCER,
+                "send",
+                Kill(PRODUCER, signal.SIGKILL, "right after sending the fd"),
+            ),
+        ),
+    ),
     Scenario(
-        "consumer-dies", "the consumer is killed after mapping: the producer sees the socket close and cleans up",
+        "consumer-dies",
+        "the consumer is killed after mapping: the producer sees the socket close and cleans up",
         "The consumer is SIGKILLed after cuMemMap, before it verifies. The kernel closes its socket, so the "
         "producer's wait for the ACK ends at once with end-of-file (PEER_CLOSED), not by its deadline; "
         "the producer then cleans up. See consumer-hangs for the deadline.",
-        expect=("PEER_CLOSED",), at=(PRODUCER, "wait_ack"),
+        expect=("PEER_CLOSED",),
+        at=(PRODUCER, "wait_ack"),
         edits=(StopAfter((CONSUMER, "map"), keep=PRODUCER),),
-        hooks=(Hook("after", CONSUMER, "map", Kill(CONSUMER, signal.SIGKILL, "after mapping, before verifying")),)),
+        hooks=(
+            Hook(
+                "after",
+                CONSUMER,
+                "map",
+                Kill(CONSUMER, signal.SIGKILL, "after mapping, before verifying"),
+            ),
+        ),
+    ),
     Scenario(
-        "consumer-hangs", "the consumer freezes after mapping: the producer's ACK deadline fires",
+        "consumer-hangs",
+        "the consumer freezes after mapping: the producer's ACK deadline fires",
         "The consumer is stopped (SIGSTOP) after cuMemMap, so its socket stays open but nothing arrives. "
         "The producer's ACK wait runs into its deadline (3 s in this scenario) with ETIMEDOUT, cleans up, "
         "and the session kills the frozen consumer.",
-        expect=("ETIMEDOUT",), at=(PRODUCER, "wait_ack"),
-        edits=(StopAfter((CONSUMER, "map"), keep=PRODUCER),), ack_timeout=3.0,
-        hooks=(Hook("after", CONSUMER, "map", Freeze(CONSUMER)),)),
+        expect=("ETIMEDOUT",),
+        at=(PRODUCER, "wait_ack"),
+        edits=(StopAfter((CONSUMER, "map"), keep=PRODUCER),),
+        ack_timeout=3.0,
+        hooks=(Hook("after", CONSUMER, "map", Freeze(CONSUMER)),),
+    ),
     Scenario(
-        "leaked-fd", "the consumer never closes the received fd: flagged at cleanup from /proc",
+        "leaked-fd",
+        "the consumer never closes the received fd: flagged at cleanup from /proc",
         "The consumer's cleanup skips close() on the fd that arrived by SCM_RIGHTS. After the step the session "
         "reads /proc/PID/fd and finds the same file still open, and flags the leak with its number and target. "
         "A leaked fd keeps the allocation alive until the process exits.",
-        expect=("FD_LEAK",), at=(CONSUMER, "cleanup"),
-        flags={CONSUMER: ("keep-received-fd",)}),
+        expect=("FD_LEAK",),
+        at=(CONSUMER, "cleanup"),
+        flags={CONSUMER: ("keep-received-fd",)},
+    ),
     Scenario(
-        "no-fd-handle-type", "allocate without requestedHandleTypes = POSIX_FILE_DESCRIPTOR: export fails",
+        "no-fd-handle-type",
+        "allocate without requestedHandleTypes = POSIX_FILE_DESCRIPTOR: export fails",
         "A handle type must be requested when the allocation is created (seed 004: "
         "CUmemAllocationProp::requestedHandleTypes); without it the allocation cannot be exported as an fd "
         "and cuMemExportToShareableHandle fails.",
         expect=("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_PERMITTED", "CUDA_ERROR_NOT_SUPPORTED"),
         at=(PRODUCER, "export"),
-        cannot={"memfd": "a memfd is a file descriptor from the start; there is no allocation without an fd "
-                         "handle type to export"},
-        flags={PRODUCER: ("without-fd-handle-type",)}),
+        cannot={
+            "memfd": "a memfd is a file descriptor from the start; there is no allocation without an fd "
+            "handle type to export"
+        },
+        flags={PRODUCER: ("without-fd-handle-type",)},
+    ),
     Scenario(
-        "intruder", "a third process connects first: refused by SO_PEERCRED, gets no fd",
+        "intruder",
+        "a third process connects first: refused by SO_PEERCRED, gets no fd",
         "Right after the producer listens, another process connects before the consumer. The producer reads "
         "SO_PEERCRED, sees a pid other than the consumer it launched, logs the intruder's pid and uid, closes "
         "that connection and keeps waiting. The intruder reports how many fds it received: none.",
-        hooks=(Hook("after", PRODUCER, "listen", IntruderConnects()),
-               Hook("after", PRODUCER, "accept", IntruderReport()))),
+        hooks=(
+            Hook("after", PRODUCER, "listen", IntruderConnects()),
+            Hook("after", PRODUCER, "accept", IntruderReport()),
+        ),
+    ),
     Scenario(
-        "out-of-memory", "ask for more than the free device memory: CUDA_ERROR_OUT_OF_MEMORY",
+        "out-of-memory",
+        "ask for more than the free device memory: CUDA_ERROR_OUT_OF_MEMORY",
         "The producer reads the free memory (cuMemGetInfo) and asks cuMemCreate for 1 GiB more than that. "
         "The driver refuses with CUDA_ERROR_OUT_OF_MEMORY and nothing is left allocated.",
-        expect=("CUDA_ERROR_OUT_OF_MEMORY",), at=(PRODUCER, "create"),
-        cannot={"memfd": "memfd pages are allocated lazily: ftruncate to any size succeeds, and running out "
-                         "would mean the kernel's OOM killer, which vmmtui will not provoke"},
-        flags={PRODUCER: ("oversize",)}),
+        expect=("CUDA_ERROR_OUT_OF_MEMORY",),
+        at=(PRODUCER, "create"),
+        cannot={
+            "memfd": "memfd pages are allocated lazily: ftruncate to any size succeeds, and running out "
+            "would mean the kernel's OOM killer, which vmmtui will not provoke"
+        },
+        flags={PRODUCER: ("oversize",)},
+    ),
     Scenario(
-        "legacy-second-context", "legacy IPC: open the handle again from a second context on the same device",
+        "legacy-second-context",
+        "legacy IPC: open the handle again from a second context on the same device",
         "Seed 003: a legacy IPC handle may be opened by one context per device per process. The consumer opens it "
         "in its primary context, opens it there again (the driver only counts the opens and returns the same "
         "pointer), then creates a second context on the same device and opens it from there: the driver refuses.",
-        expect=(ANY_ERROR,), at=(CONSUMER, "import"), mechanism="legacy",
+        expect=(ANY_ERROR,),
+        at=(CONSUMER, "import"),
+        mechanism="legacy",
         cannot={"memfd": "legacy IPC handles are a CUDA driver feature; memfd has no legacy mode"},
-        flags={CONSUMER: ("open-second-context",)}),
+        flags={CONSUMER: ("open-second-context",)},
+    ),
     Scenario(
-        "fabric-without-imex", "ask for a fabric handle where no IMEX channel exists: refused at cuMemCreate",
+        "fabric-without-imex",
+        "ask for a fabric handle where no IMEX channel exists: refused at cuMemCreate",
         "Fabric handles (CU_MEM_HANDLE_TYPE_FABRIC) share memory across the nodes of an NVLink domain such as "
         "GB200 NVL72: a 64-byte handle that can travel over any channel, even TCP. The device attribute may say "
         "yes (an H100 does), but the driver only grants one to a process that can open an IMEX channel "
         "(/dev/nvidia-caps-imex-channels, made by the IMEX daemon). Here there is none: cuMemCreate refuses.",
-        expect=("CUDA_ERROR_NOT_PERMITTED", "CUDA_ERROR_NOT_SUPPORTED"), at=(PRODUCER, "create"),
-        cannot={"memfd": "fabric handles are a CUDA driver feature of NVLink-domain GPUs; memfd has no analogue"},
+        expect=("CUDA_ERROR_NOT_PERMITTED", "CUDA_ERROR_NOT_SUPPORTED"),
+        at=(PRODUCER, "create"),
+        cannot={
+            "memfd": "fabric handles are a CUDA driver feature of NVLink-domain GPUs; memfd has no analogue"
+        },
         device_cannot=_fabric_cannot,
-        flags={PRODUCER: ("fabric-handle",)}),
+        flags={PRODUCER: ("fabric-handle",)},
+    ),
 ]

@@ -37,7 +37,11 @@ def intruder(path: str, timeout: float = 10.0) -> int:
     sock.settimeout(max(0.1, deadline - time.monotonic()))
     try:
         data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
-        result = "end of file: the producer closed the connection" if not data and not fds else f"{len(data)} bytes"
+        result = (
+            "end of file: the producer closed the connection"
+            if not data and not fds
+            else f"{len(data)} bytes"
+        )
     except TimeoutError:
         data, fds, result = b"", [], "timed out waiting"
     except OSError as exc:

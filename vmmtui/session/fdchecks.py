@@ -17,8 +17,14 @@ SHARED_TARGETS = ("/memfd:vmmtui-alloc",)
 
 
 #: how the inspector's fd table names the fds no worker declared, by target class
-UNDECLARED = {"nvidia": "driver", "socket": "socket", "pipe": "pipe", "pidfd": "anon", "dmabuf": "anon",
-              "anon": "anon"}
+UNDECLARED = {
+    "nvidia": "driver",
+    "socket": "socket",
+    "pipe": "pipe",
+    "pidfd": "anon",
+    "dmabuf": "anon",
+    "anon": "anon",
+}
 
 
 def classify(target: str) -> str:
@@ -39,22 +45,50 @@ def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
             snap.rows.append(FdRow(fd, entry.target, classify(entry.target)))
             continue
         same = entry.dev == held.dev and entry.ino == held.ino and entry.target == held.target
-        detail = "" if same else f"worker says {held.target} (ino {held.ino}), kernel shows {entry.target} (ino {entry.ino})"
-        snap.rows.append(FdRow(fd, entry.target, held.kind, held.note, "ok" if same else "mismatch", detail))
+        detail = (
+            ""
+            if same
+            else f"worker says {held.target} (ino {held.ino}), kernel shows {entry.target} (ino {entry.ino})"
+        )
+        snap.rows.append(
+            FdRow(fd, entry.target, held.kind, held.note, "ok" if same else "mismatch", detail)
+        )
     for fd, held in sorted(declared.items()):
         if fd not in table.entries:
-            snap.rows.append(FdRow(fd, held.target, held.kind, held.note, "missing",
-                                   f"worker says it holds fd {fd} ({held.target}); /proc/{w.pid}/fd has no fd {fd}"))
+            snap.rows.append(
+                FdRow(
+                    fd,
+                    held.target,
+                    held.kind,
+                    held.note,
+                    "missing",
+                    f"worker says it holds fd {fd} ({held.target}); /proc/{w.pid}/fd has no fd {fd}",
+                )
+            )
     for fd in w.closed:
         entry = table.entries.get(fd)
         if entry is None:
             snap.closed.append(FdRow(fd, "", "closed", check="closed", detail="gone from /proc"))
         elif fd in declared:
-            snap.closed.append(FdRow(fd, entry.target, "closed", check="reused",
-                                     detail="the number was reused by a new fd the worker declared"))
+            snap.closed.append(
+                FdRow(
+                    fd,
+                    entry.target,
+                    "closed",
+                    check="reused",
+                    detail="the number was reused by a new fd the worker declared",
+                )
+            )
         else:
-            snap.closed.append(FdRow(fd, entry.target, "closed", check="reused",
-                                     detail=f"the number now refers to {entry.target} (opened since)"))
+            snap.closed.append(
+                FdRow(
+                    fd,
+                    entry.target,
+                    "closed",
+                    check="reused",
+                    detail=f"the number now refers to {entry.target} (opened since)",
+                )
+            )
     return snap
 
 
@@ -72,11 +106,14 @@ def kcmp_pair(producer: WorkerProcess | None, consumer: WorkerProcess | None) ->
     return KcmpVerdict(producer.pid, pfd, consumer.pid, cfd, r.same, r.detail, consumer.role)
 
 
-def read_all(workers: dict[str, WorkerProcess], roles: list[str],
-             consumers: list[str]) -> tuple[list[FdSnapshot], list[KcmpVerdict]]:
+def read_all(
+    workers: dict[str, WorkerProcess], roles: list[str], consumers: list[str]
+) -> tuple[list[FdSnapshot], list[KcmpVerdict]]:
     """Every worker's fd table and the kcmp verdict of each consumer's received fd."""
     snaps = [fd_snapshot(workers[r]) for r in roles if r in workers]
-    verdicts = [v for c in consumers if (v := kcmp_pair(workers.get(PRODUCER), workers.get(c))) is not None]
+    verdicts = [
+        v for c in consumers if (v := kcmp_pair(workers.get(PRODUCER), workers.get(c))) is not None
+    ]
     return snaps, verdicts
 
 
@@ -99,13 +136,18 @@ def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failu
     for fd, e in table.entries.items():
         if fd in leaks or fd in control:
             continue
-        if e.target.startswith(SHARED_TARGETS) or e.target.startswith("/dev/nvidia") and any(
-                kcmp_same_file(pid, xfd, w.pid, fd).same for pid, xfd in exporters):
+        if (
+            e.target.startswith(SHARED_TARGETS)
+            or e.target.startswith("/dev/nvidia")
+            and any(kcmp_same_file(pid, xfd, w.pid, fd).same for pid, xfd in exporters)
+        ):
             leaks[fd] = e.target
     if not leaks:
         return None
     shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
-    return failure("FD_LEAK", f"{w.role} cleanup", f"/proc/{w.pid}/fd still has {shown} after cleanup")
+    return failure(
+        "FD_LEAK", f"{w.role} cleanup", f"/proc/{w.pid}/fd still has {shown} after cleanup"
+    )
 
 
 def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
@@ -113,9 +155,13 @@ def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
     after = FdTable.read(w.pid)
     new = sorted(set(after.entries) - set(before.entries))
     if not new:
-        return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
-                      f"{len(after.entries)} after: no fd arrived"
-                      + (": the IPC handle is 64 plain bytes" if legacy else ""))
+        return Notice(
+            f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
+            f"{len(after.entries)} after: no fd arrived"
+            + (": the IPC handle is 64 plain bytes" if legacy else "")
+        )
     shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
-    return Notice(f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
-                  f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS")
+    return Notice(
+        f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
+        f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS"
+    )

@@ -68,23 +68,40 @@ class ConfigError(SessionError):
 class Session:
     """Drives every worker through the plan; every public method returns or yields events."""
 
-    def __init__(self, config: SessionConfig | None = None, choice: Choice | None = None,
-                 scenario: Scenario | None = None):
+    def __init__(
+        self,
+        config: SessionConfig | None = None,
+        choice: Choice | None = None,
+        scenario: Scenario | None = None,
+    ):
         config = config or SessionConfig()
         self.scenario = scenario or scenarios.get(config.scenario)
-        if self.scenario and config.mechanism == Mechanism.VMM and self.scenario.mechanism != Mechanism.VMM:
-            config = replace(config, mechanism=self.scenario.mechanism)  # a legacy scenario implies legacy
+        if (
+            self.scenario
+            and config.mechanism == Mechanism.VMM
+            and self.scenario.mechanism != Mechanism.VMM
+        ):
+            config = replace(
+                config, mechanism=self.scenario.mechanism
+            )  # a legacy scenario implies legacy
         self.config = config
         self.choice = choice
         self.consumers = consumer_names(config.consumers)
         self.roles = [PRODUCER, *self.consumers]
-        self.plan: list[tuple[str, str]] = (self.scenario.plan() if self.scenario
-                                            else build_plan(config.mechanism, config.consumers, config.direction))
-        self.devices = {PRODUCER: config.device} | {n: config.device_of(k) for k, n in enumerate(self.consumers)}
+        self.plan: list[tuple[str, str]] = (
+            self.scenario.plan()
+            if self.scenario
+            else build_plan(config.mechanism, config.consumers, config.direction)
+        )
+        self.devices = {PRODUCER: config.device} | {
+            n: config.device_of(k) for k, n in enumerate(self.consumers)
+        }
         self.workers: dict[str, WorkerProcess] = {}
         self._launching: list[WorkerProcess] = []
         self.stage: SessionStage | None = None
-        self.verdicts: dict[str, bool] = {}  # each verifier's verdict (consumers, or the producer when they write)
+        self.verdicts: dict[
+            str, bool
+        ] = {}  # each verifier's verdict (consumers, or the producer when they write)
         self.kcmp: dict[str, KcmpVerdict] = {}
         self.outcome: ScenarioOutcome | None = None
         self.failure: Failure | None = None
@@ -133,22 +150,44 @@ class Session:
                 self.choice = choose_backend(cfg.backend, cfg.device)
             if not self.choice.usable:
                 raise ConfigError(self.choice.reason)
-            problem = validate(cfg, self.choice.name, self.choice.devices, self.choice.capacity, self.scenario,
-                               self.choice.device_probe)
+            problem = validate(
+                cfg,
+                self.choice.name,
+                self.choice.devices,
+                self.choice.capacity,
+                self.scenario,
+                self.choice.device_probe,
+            )
             if problem:
                 raise ConfigError(problem)
-            self.verify_on, fallback = resolve_verify(cfg.verify, self.choice.name, self.choice.kernels_error)
+            self.verify_on, fallback = resolve_verify(
+                cfg.verify, self.choice.name, self.choice.kernels_error
+            )
             try:
                 parent, moved = choose_parent(cfg.tmpdir)
             except TmpdirError as exc:
                 raise ConfigError(str(exc)) from None
-            events: list[Event] = [Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)]
+            events: list[Event] = [
+                Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)
+            ]
             events += [Notice(line) for line in (moved, fallback) if line]
             self.dir = make_private_dir(parent)
             self.stage = SessionStage(self.workers, self.socket_path)
-            events.append(SessionStarted(self.choice.name, self.choice.reason, "", cfg.size, self.dir,
-                                         self.socket_path, list(self.plan), cfg.mechanism, list(self.consumers),
-                                         cfg.direction, dict(self.devices)))
+            events.append(
+                SessionStarted(
+                    self.choice.name,
+                    self.choice.reason,
+                    "",
+                    cfg.size,
+                    self.dir,
+                    self.socket_path,
+                    list(self.plan),
+                    cfg.mechanism,
+                    list(self.consumers),
+                    cfg.direction,
+                    dict(self.devices),
+                )
+            )
             if self.scenario:
                 events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
             try:
@@ -164,12 +203,25 @@ class Session:
 
     def worker_config(self, role: str) -> WorkerConfig:
         cfg, sc = self.config, self.scenario
-        crash = cfg.crash.split(":", 1)[1] if cfg.crash and cfg.crash.split(":")[0] == role else None
-        return WorkerConfig(role, self.choice.name, cfg.size, self.socket_path, self.devices[role],
-                            cfg.connect_timeout, cfg.accept_timeout,
-                            sc.ack_timeout if sc and sc.ack_timeout else cfg.ack_timeout,
-                            self.verify_on, cfg.mechanism, cfg.consumers, cfg.direction,
-                            sc.flags_for(role) if sc else [], crash)
+        crash = (
+            cfg.crash.split(":", 1)[1] if cfg.crash and cfg.crash.split(":")[0] == role else None
+        )
+        return WorkerConfig(
+            role,
+            self.choice.name,
+            cfg.size,
+            self.socket_path,
+            self.devices[role],
+            cfg.connect_timeout,
+            cfg.accept_timeout,
+            sc.ack_timeout if sc and sc.ack_timeout else cfg.ack_timeout,
+            self.verify_on,
+            cfg.mechanism,
+            cfg.consumers,
+            cfg.direction,
+            sc.flags_for(role) if sc else [],
+            crash,
+        )
 
     def _spawn(self, role: str) -> WorkerProcess:
         w = launch(self.worker_config(role), Path(self.dir) / f"{role}.log")
@@ -179,7 +231,9 @@ class Session:
     def _await_hello(self, role: str, w: WorkerProcess) -> None:
         problem = read_hello(w, self.config.start_timeout)
         if problem:
-            raise SessionError(f"{role} worker did not start: {problem}; log: {' | '.join(w.log_tail(3))}")
+            raise SessionError(
+                f"{role} worker did not start: {problem}; log: {' | '.join(w.log_tail(3))}"
+            )
         self._launching.remove(w)
         self.workers[role] = w
 
@@ -228,11 +282,17 @@ class Session:
                 return events + self._failed(w, name, problem)
             events += self._record(w, index, report, time.perf_counter_ns() - t0)
             if before is not None and not before.error and report.ok:
-                events.append(fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY))
+                events.append(
+                    fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY)
+                )
             if report.ok:
                 self.position += 1
                 events += self._hooks("after", role, name)
-            if role == PRODUCER and base(name) == "accept" and self.workers[peer].pending is not None:
+            if (
+                role == PRODUCER
+                and base(name) == "accept"
+                and self.workers[peer].pending is not None
+            ):
                 events += self._collect(self.workers[peer], self.config.connect_timeout + 5)
             return events + self._ending()
 
@@ -260,8 +320,12 @@ class Session:
         w.pending = (index, name, time.perf_counter_ns())
         self.position += 1
         time.sleep(0.5)  # long enough for a few real refusals to show before the peer is ready
-        return [Notice(f"{w.role} {name} runs in the background: it retries until its peer is ready "
-                       "(next steps)")]
+        return [
+            Notice(
+                f"{w.role} {name} runs in the background: it retries until its peer is ready "
+                "(next steps)"
+            )
+        ]
 
     def _collect(self, w: WorkerProcess, timeout: float) -> list[Event]:
         """The answer to a step sent earlier without waiting."""
@@ -285,15 +349,22 @@ class Session:
         verification = report.state.verification
         if report.step == "verify" and verification is not None:
             self.verdicts[report.role] = verification.passed
-            verifiers = [PRODUCER] if self.config.direction == Direction.CONSUMER_WRITES else self.consumers
+            verifiers = (
+                [PRODUCER] if self.config.direction == Direction.CONSUMER_WRITES else self.consumers
+            )
             self.verified = all(self.verdicts.get(n) for n in verifiers)
             self.integers = verification.checked
         return events
 
     def _exporters(self, w: WorkerProcess) -> list[tuple[int, int]]:
         """(pid, fd) of the exported fds still open in other workers: the leak check compares with kcmp."""
-        return [(o.pid, h.fd) for o in self.workers.values() if o is not w and o.alive
-                for h in o.held if h.kind == "exported"]
+        return [
+            (o.pid, h.fd)
+            for o in self.workers.values()
+            if o is not w and o.alive
+            for h in o.held
+            if h.kind == "exported"
+        ]
 
     def _stop_plan(self, role: str, step: str, problem: Failure) -> list[Event]:
         self.failure = problem
@@ -315,15 +386,31 @@ class Session:
         self._ended = True
         events: list[Event] = []
         if self.failure is None:
-            events.append(SessionFinished(self.verified, self.integers, self.fd_checks, self.fd_problems,
-                                          self.config.mechanism, list(self.kcmp.values())))
+            events.append(
+                SessionFinished(
+                    self.verified,
+                    self.integers,
+                    self.fd_checks,
+                    self.fd_problems,
+                    self.config.mechanism,
+                    list(self.kcmp.values()),
+                )
+            )
         if self.scenario:
-            outcome = VERIFIED if self.failure is None and self.verified else (
-                self.failure.code if self.failure else "not verified")
+            outcome = (
+                VERIFIED
+                if self.failure is None and self.verified
+                else (self.failure.code if self.failure else "not verified")
+            )
             at = self.failed_at if self.failure else None
-            self.outcome = ScenarioOutcome(self.scenario.name, outcome, " ".join(at) if at else "",
-                                           list(self.scenario.expect), self.scenario.as_expected(outcome, at),
-                                           self.scenario.explanation)
+            self.outcome = ScenarioOutcome(
+                self.scenario.name,
+                outcome,
+                " ".join(at) if at else "",
+                list(self.scenario.expect),
+                self.scenario.as_expected(outcome, at),
+                self.scenario.explanation,
+            )
             events.append(self.outcome)
         return events
 
@@ -367,7 +454,10 @@ class Session:
                 w.stop_frozen()
             if self.stage is not None:
                 self.stage.close()
-            for role in [*self.consumers, PRODUCER]:  # consumers first: legacy handles close before cuMemFree
+            for role in [
+                *self.consumers,
+                PRODUCER,
+            ]:  # consumers first: legacy handles close before cuMemFree
                 w = self.workers.get(role)
                 if w is not None and w.pending is not None and w.alive:
                     events += self._collect(w, self.config.connect_timeout + 5)
@@ -383,8 +473,11 @@ class Session:
                 if exited is not None:
                     events.append(exited)
             self.closed = True
-            leftovers = [f"{w.role} pid {w.pid} still running"
-                         for w in [*self.workers.values(), *self._launching] if w.proc.poll() is None]
+            leftovers = [
+                f"{w.role} pid {w.pid} still running"
+                for w in [*self.workers.values(), *self._launching]
+                if w.proc.poll() is None
+            ]
             if self.dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
                 if os.path.exists(self.dir):

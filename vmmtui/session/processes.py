@@ -90,7 +90,9 @@ class WorkerProcess:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return failure("WORKER_TIMEOUT", f"{self.role} worker", f"no answer within {timeout:g} s")
+                return failure(
+                    "WORKER_TIMEOUT", f"{self.role} worker", f"no answer within {timeout:g} s"
+                )
             try:
                 msg = self.control.receive(timeout=min(left, 0.25))
             except TimeoutError:
@@ -112,8 +114,15 @@ class WorkerProcess:
             rc = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             rc = None
-        how = f"killed by {signal_name(rc)}" if signal_name(rc) else (
-            "still running but closed its control channel" if rc is None else f"exited with code {rc}")
+        how = (
+            f"killed by {signal_name(rc)}"
+            if signal_name(rc)
+            else (
+                "still running but closed its control channel"
+                if rc is None
+                else f"exited with code {rc}"
+            )
+        )
         return failure("WORKER_DIED", f"{self.role} worker", f"pid {self.pid} {how}")
 
     def send_step(self, name: str, args: dict) -> Failure | None:
@@ -132,21 +141,28 @@ class WorkerProcess:
                 self.proc.kill()
             return None, msg
         if msg.get("type") != "report":
-            return None, failure("PROTOCOL", f"{self.role} worker", f"expected a report, got {str(msg)[:80]}")
+            return None, failure(
+                "PROTOCOL", f"{self.role} worker", f"expected a report, got {str(msg)[:80]}"
+            )
         try:
             report = decode(StepReport, msg.get("report"), "report")
         except DecodeError as exc:
             return None, failure("PROTOCOL", f"{self.role} worker", f"malformed step report: {exc}")
         if (report.role, report.step) != (self.role, name):
-            return None, failure("PROTOCOL", f"{self.role} worker",
-                                 f"expected the report of {self.role} {name}, got {report.role} {report.step}")
+            return None, failure(
+                "PROTOCOL",
+                f"{self.role} worker",
+                f"expected the report of {self.role} {name}, got {report.role} {report.step}",
+            )
         self.held, self.closed, self.state = report.held, report.closed, report.state
         self.shared.update({h.fd: h for h in report.held if h.kind in SHARED_KINDS})
         if report.ok:
             self.done.append(name)
         return report, None
 
-    def ask(self, name: str, args: dict, timeout: float) -> tuple[StepReport | None, Failure | None]:
+    def ask(
+        self, name: str, args: dict, timeout: float
+    ) -> tuple[StepReport | None, Failure | None]:
         problem = self.send_step(name, args)
         if problem is not None:
             return None, problem
@@ -160,11 +176,15 @@ class WorkerProcess:
         if "cleanup" in self.done and self.proc.returncode == 0:
             return None
         rc = self.proc.returncode
-        self.exited = WorkerExited(self.role, self.pid, rc, signal_name(rc), expected=False, log_tail=self.log_tail())
+        self.exited = WorkerExited(
+            self.role, self.pid, rc, signal_name(rc), expected=False, log_tail=self.log_tail()
+        )
         return self.exited
 
     def mark_killed(self, rc: int | None) -> WorkerExited:
-        self.exited = WorkerExited(self.role, self.pid, rc, signal_name(rc), expected=True, log_tail=self.log_tail())
+        self.exited = WorkerExited(
+            self.role, self.pid, rc, signal_name(rc), expected=True, log_tail=self.log_tail()
+        )
         return self.exited
 
     def stop_frozen(self) -> None:
@@ -199,7 +219,9 @@ class WorkerProcess:
         if self.exited is not None:
             return None
         rc = self.proc.returncode
-        self.exited = WorkerExited(self.role, self.pid, rc, signal_name(rc), expected and rc == 0, tail)
+        self.exited = WorkerExited(
+            self.role, self.pid, rc, signal_name(rc), expected and rc == 0, tail
+        )
         return self.exited
 
 
@@ -211,9 +233,16 @@ def launch(config: WorkerConfig, log_path: Path) -> WorkerProcess:
         os.unlink(log_path)
         config.control_fd = child.fileno()
         argv = [sys.executable, "-m", "vmmtui.worker", *config.to_argv()]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                pass_fds=(child.fileno(),), env=worker_env(), close_fds=True,
-                                process_group=0)  # a Ctrl-C at the terminal reaches only the session
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(child.fileno(),),
+            env=worker_env(),
+            close_fds=True,
+            process_group=0,
+        )  # a Ctrl-C at the terminal reaches only the session
     except BaseException:
         parent.close()
         log.close()

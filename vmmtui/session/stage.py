@@ -30,19 +30,31 @@ class SessionStage:
         w = self.workers[role]
         os.kill(w.pid, sig)
         rc = w.proc.wait(timeout=10)
-        return [Notice(f"scenario: {w.role} pid {w.pid} killed with {signal.Signals(sig).name} {when}"),
-                w.mark_killed(rc)]
+        return [
+            Notice(f"scenario: {w.role} pid {w.pid} killed with {signal.Signals(sig).name} {when}"),
+            w.mark_killed(rc),
+        ]
 
     def freeze(self, role: str) -> list[Event]:
         w = self.workers[role]
         os.kill(w.pid, signal.SIGSTOP)
         w.frozen = True
-        return [Notice(f"scenario: {w.role} pid {w.pid} stopped with SIGSTOP: its socket stays open, "
-                       "nothing will arrive")]
+        return [
+            Notice(
+                f"scenario: {w.role} pid {w.pid} stopped with SIGSTOP: its socket stays open, "
+                "nothing will arrive"
+            )
+        ]
 
     def start_helper(self, name: str, argv: list[str]) -> None:
-        self.helpers[name] = subprocess.Popen(argv, env=self.env(), text=True, stdin=subprocess.DEVNULL,
-                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.helpers[name] = subprocess.Popen(
+            argv,
+            env=self.env(),
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
 
     def helper_line(self, name: str, timeout: float) -> dict:
         proc = self.helpers.get(name)

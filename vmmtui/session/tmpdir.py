@@ -37,8 +37,10 @@ def unsafe(tmpdir: str) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return f"TMPDIR {tmpdir} is not a directory"
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        return (f"TMPDIR {tmpdir} is writable by every user without the sticky bit, so another user could "
-                f"replace the session directory: chmod +t {tmpdir}, or set TMPDIR to a private directory")
+        return (
+            f"TMPDIR {tmpdir} is writable by every user without the sticky bit, so another user could "
+            f"replace the session directory: chmod +t {tmpdir}, or set TMPDIR to a private directory"
+        )
     return None
 
 
@@ -52,10 +54,14 @@ def choose_parent(tmpdir: str | None) -> tuple[str, str | None]:
         return wanted, None
     for short in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp", "/dev/shm"):
         if short and fits(short) and not unsafe(short) and os.access(short, os.W_OK | os.X_OK):
-            return short, (f"TMPDIR {wanted} is too long for a socket path (AF_UNIX allows "
-                           f"{AF_UNIX_PATH_MAX} bytes): the session directory is in {short} instead")
-    raise TmpdirError(f"TMPDIR {wanted} is too long for a socket path (AF_UNIX allows {AF_UNIX_PATH_MAX} "
-                      "bytes) and no short private place was found: set TMPDIR to a shorter directory")
+            return short, (
+                f"TMPDIR {wanted} is too long for a socket path (AF_UNIX allows "
+                f"{AF_UNIX_PATH_MAX} bytes): the session directory is in {short} instead"
+            )
+    raise TmpdirError(
+        f"TMPDIR {wanted} is too long for a socket path (AF_UNIX allows {AF_UNIX_PATH_MAX} "
+        "bytes) and no short private place was found: set TMPDIR to a shorter directory"
+    )
 
 
 def make_private_dir(parent: str) -> str:
@@ -78,7 +84,7 @@ def sweep_stale_dirs(parent: str) -> list[str]:
     for name in names:
         if not name.startswith(DIR_PREFIX):
             continue
-        pid = name[len(DIR_PREFIX):].split("-", 1)[0]
+        pid = name[len(DIR_PREFIX) :].split("-", 1)[0]
         path = os.path.join(parent, name)
         if not pid.isdigit() or int(pid) == os.getpid():
             continue

@@ -60,9 +60,19 @@ class InspectorApp(Outputs, App[int]):
     COMMANDS = App.COMMANDS | {InspectorCommands}
     BINDINGS = KEYS
 
-    def __init__(self, config: SessionConfig, choice: Choice | None = None, *, autoplay: bool = False,
-                 pace: float = 1.0, screenshots: str | None = None, transcript: str | None = None,
-                 stable: bool = False, start_session: bool = True, probing: Future | None = None):
+    def __init__(
+        self,
+        config: SessionConfig,
+        choice: Choice | None = None,
+        *,
+        autoplay: bool = False,
+        pace: float = 1.0,
+        screenshots: str | None = None,
+        transcript: str | None = None,
+        stable: bool = False,
+        start_session: bool = True,
+        probing: Future | None = None,
+    ):
         """``start_session=False``: no workers; events arrive through ``show()`` (tests, recordings).
 
         ``probing``: the backend choice still being made (the capability probe runs while the first
@@ -126,7 +136,9 @@ class InspectorApp(Outputs, App[int]):
     def on_mount(self) -> None:
         self.query_one(StatusLine).scenario = self.config.scenario
         self._compact(self.size.width, self.size.height)
-        self.autoplay_timer = self.set_interval(self.pace, self._tick_autoplay, pause=not self.autoplay)
+        self.autoplay_timer = self.set_interval(
+            self.pace, self._tick_autoplay, pause=not self.autoplay
+        )
         if self.start_session:
             self.set_interval(REFRESH_S, self._tick_refresh)
             self._start_session(self.generation)
@@ -171,13 +183,19 @@ class InspectorApp(Outputs, App[int]):
             case SessionStarted():
                 self.sub_title = e.reason
                 if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
-                    self.sub_title += f" · {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
+                    self.sub_title += (
+                        f" · {e.mechanism} · {len(e.consumers)} consumer(s) · {e.direction}"
+                    )
                 if self.config.scenario:
                     self.sub_title += f" · scenario {self.config.scenario}"
             case SessionFailed():
                 self.autoplay_timer.pause()
             case ScenarioOutcome():
-                self.notify(say.outcome(e).plain, severity="information" if e.as_expected else "error", timeout=6)
+                self.notify(
+                    say.outcome(e).plain,
+                    severity="information" if e.as_expected else "error",
+                    timeout=6,
+                )
             case SessionClosed(clean=False):
                 self.notify(say.closed(e).plain, severity="error")
 
@@ -202,7 +220,9 @@ class InspectorApp(Outputs, App[int]):
             events = session.start()
         except ConfigError as exc:
             events = session.close()
-            if not self.ever_started:  # bad input on the command line: one line and exit 2, like run
+            if (
+                not self.ever_started
+            ):  # bad input on the command line: one line and exit 2, like run
                 self.refused = str(exc)
                 self.call_from_thread(self.exit, 2, 2)
                 return
@@ -239,7 +259,9 @@ class InspectorApp(Outputs, App[int]):
         try:
             session = self.session
             if session is not None and not session.closed and session.workers:
-                self.post_message(FdRefresh(session.snapshot(count=False) + session.poll_exits(), generation))
+                self.post_message(
+                    FdRefresh(session.snapshot(count=False) + session.poll_exits(), generation)
+                )
         finally:
             self.refreshing = False
 
@@ -251,7 +273,9 @@ class InspectorApp(Outputs, App[int]):
             # handled before exiting, so the transcript and log get the close events
             self.call_from_thread(self._finish, events)
             return
-        self.post_message(SessionEvents(events, generation, closing=True, restart=then == "restart"))
+        self.post_message(
+            SessionEvents(events, generation, closing=True, restart=then == "restart")
+        )
 
     def _tick_refresh(self) -> None:
         # stable mode (snapshots, recorded lectures) shows the tables read after each step only,
@@ -285,7 +309,9 @@ class InspectorApp(Outputs, App[int]):
             await self.rendered()  # the picture holds this step's events
             # named from the event, not from the session's position, which autoplay may have moved on
             step = done[-1]
-            self.call_after_refresh(self._auto_screenshot, f"{step.index + 1:02d}-{step.role}-{step.step}")
+            self.call_after_refresh(
+                self._auto_screenshot, f"{step.index + 1:02d}-{step.role}-{step.step}"
+            )
 
     def on_fd_refresh(self, message: FdRefresh) -> None:
         if message.generation == self.generation:
@@ -296,7 +322,9 @@ class InspectorApp(Outputs, App[int]):
         nxt = s.next_step if s else None
         for role in self.roles:
             self.panel(role).set_next(nxt[1] if nxt and nxt[0] == role else None)
-        if nxt and nxt[0] != PRODUCER and len(self.roles) > 2:  # bring the consumer that acts next to the front
+        if (
+            nxt and nxt[0] != PRODUCER and len(self.roles) > 2
+        ):  # bring the consumer that acts next to the front
             self.query_one("#consumers", TabbedContent).active = f"tab-{nxt[0]}"
         if s is not None and s.failure is None:
             self.query_one(TeachingPanel).show_step(nxt, finished=s.finished)
@@ -332,12 +360,16 @@ class InspectorApp(Outputs, App[int]):
             self.autoplay_timer.resume()
         else:
             self.autoplay_timer.pause()
-        self.notify(f"autoplay {'on' if self.autoplay else 'off'} (pace {self.pace:g} s)", timeout=2)
+        self.notify(
+            f"autoplay {'on' if self.autoplay else 'off'} (pace {self.pace:g} s)", timeout=2
+        )
 
     def _set_pace(self, pace: float) -> None:
         self.pace = pace
         self.autoplay_timer.stop()
-        self.autoplay_timer = self.set_interval(self.pace, self._tick_autoplay, pause=not self.autoplay)
+        self.autoplay_timer = self.set_interval(
+            self.pace, self._tick_autoplay, pause=not self.autoplay
+        )
         self.notify(f"pace {self.pace:g} s", timeout=2)
 
     def action_faster(self) -> None:
@@ -357,11 +389,17 @@ class InspectorApp(Outputs, App[int]):
 
     def action_scenario(self) -> None:
         if self.config.shape != SEED_SHAPE:
-            self.notify("Scenarios run with the VMM mechanism, one consumer and the producer writing: "
-                        "start vmmtui without --mechanism/--consumers/--direction to use them.", timeout=6)
+            self.notify(
+                "Scenarios run with the VMM mechanism, one consumer and the producer writing: "
+                "start vmmtui without --mechanism/--consumers/--direction to use them.",
+                timeout=6,
+            )
             return
-        backend = self.session.choice.name if self.session and self.session.choice else (
-            self.choice.name if self.choice else "memfd")
+        backend = (
+            self.session.choice.name
+            if self.session and self.session.choice
+            else (self.choice.name if self.choice else "memfd")
+        )
         # screens are imported when first opened: not on the first frame's path
         from vmmtui.tui.screens.scenarios import ScenarioScreen
 

@@ -24,9 +24,19 @@ CLEAR = "\x1b[H\x1b[2J"
 def screen_ansi(app: App) -> str:
     """The current screen as ANSI text, one line per row (what export_screenshot renders as SVG)."""
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
-                      record=True, legacy_windows=False, safe_box=False)
-    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        record=True,
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
     return console.export_text(styles=True).rstrip("\n").replace("\n", "\r\n")
 
 
@@ -39,8 +49,19 @@ class CastWriter:
         self.last = ""
         self.frames = 0
         width, height = app.size
-        self.file.write(json.dumps({"version": 2, "width": width, "height": height, "timestamp": int(time.time()),
-                                    "title": app.title, "env": {"TERM": "xterm-256color"}}) + "\n")
+        self.file.write(
+            json.dumps(
+                {
+                    "version": 2,
+                    "width": width,
+                    "height": height,
+                    "timestamp": int(time.time()),
+                    "title": app.title,
+                    "env": {"TERM": "xterm-256color"},
+                }
+            )
+            + "\n"
+        )
         self.timer = app.set_interval(TICK_S, self.capture)
 
     def capture(self) -> None:
@@ -54,8 +75,12 @@ class CastWriter:
             return
         self.last = text
         self.frames += 1
-        self.file.write(json.dumps([round(time.monotonic() - self.t0, 6), "o", CLEAR + text],
-                                   ensure_ascii=False) + "\n")
+        self.file.write(
+            json.dumps(
+                [round(time.monotonic() - self.t0, 6), "o", CLEAR + text], ensure_ascii=False
+            )
+            + "\n"
+        )
         self.file.flush()
 
     def close(self) -> None:

@@ -39,8 +39,9 @@ def commands(bindings: Iterable[BindingType]) -> list[Command]:
         keys = tuple(key_name(k.strip()) for k in binding.key.split(","))
         known = found.get(binding.action)
         if known is None:
-            found[binding.action] = Command(binding.action, keys, binding.description,
-                                            binding.tooltip or binding.description)
+            found[binding.action] = Command(
+                binding.action, keys, binding.description, binding.tooltip or binding.description
+            )
         else:
             found[binding.action] = Command(known.action, known.keys + keys, known.name, known.help)
     return list(found.values())
@@ -55,12 +56,18 @@ class InspectorCommands(Provider):
 
     async def discover(self) -> Hits:
         for c in self.entries:
-            yield DiscoveryHit(c.name, partial(self.app.run_action, c.action), help=f"{c.help} ({c.key_text})")
+            yield DiscoveryHit(
+                c.name, partial(self.app.run_action, c.action), help=f"{c.help} ({c.key_text})"
+            )
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for c in self.entries:
             score = matcher.match(f"{c.name} {c.help}")
             if score > 0:
-                yield Hit(score, matcher.highlight(c.name), partial(self.app.run_action, c.action),
-                          help=f"{c.help} ({c.key_text})")
+                yield Hit(
+                    score,
+                    matcher.highlight(c.name),
+                    partial(self.app.run_action, c.action),
+                    help=f"{c.help} ({c.key_text})",
+                )

@@ -28,11 +28,31 @@ PAST_ACTIONS = ("back", "forward", "live")
 class LiveInspector(InspectorApp):
     BINDINGS = [
         *InspectorApp.BINDINGS,
-        Binding("left", "back", "Back", tooltip="step back: the panels as they were after the previous step "
-                "(the session stays where it is)", priority=True),
-        Binding("right", "forward", "Forward", show=False, tooltip="looking back: one step forward", priority=True),
+        Binding(
+            "left",
+            "back",
+            "Back",
+            tooltip="step back: the panels as they were after the previous step "
+            "(the session stays where it is)",
+            priority=True,
+        ),
+        Binding(
+            "right",
+            "forward",
+            "Forward",
+            show=False,
+            tooltip="looking back: one step forward",
+            priority=True,
+        ),
         Binding("g", "goto", "Go to", tooltip="show the panels as they were after any past step"),
-        Binding("end,escape", "live", "Live", show=False, tooltip="back to live after looking back", priority=True),
+        Binding(
+            "end,escape",
+            "live",
+            "Live",
+            show=False,
+            tooltip="back to live after looking back",
+            priority=True,
+        ),
     ]
 
     def __init__(self, *args, record: str | None = None, cast: str | None = None, **kw):
@@ -46,7 +66,9 @@ class LiveInspector(InspectorApp):
         self.cast: CastWriter | None = None
         self._last_live: dict[tuple[str, str], Event] = {}
 
-    def on_mount(self) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
+    def on_mount(
+        self,
+    ) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
         if self.cast_path:
             self.cast = CastWriter(self, self.cast_path)
 
@@ -65,8 +87,11 @@ class LiveInspector(InspectorApp):
         """A live read worth keeping: an exit, or an fd table or kcmp verdict unlike the last kept."""
         if isinstance(e, WorkerExited):
             return True
-        key = ("fds", e.role) if isinstance(e, FdSnapshot) else (
-            ("kcmp", e.consumer) if isinstance(e, KcmpVerdict) else None)
+        key = (
+            ("fds", e.role)
+            if isinstance(e, FdSnapshot)
+            else (("kcmp", e.consumer) if isinstance(e, KcmpVerdict) else None)
+        )
         if key is None:
             return False
         last = next((x for x in reversed(self.timeline.events) if Recorder._key(x) == key), None)
@@ -76,9 +101,17 @@ class LiveInspector(InspectorApp):
         if not self.record_path or not events:
             return
         if self.recorder is None:
-            choice = self.session.choice if self.session is not None and self.session.choice else self.choice
-            self.recorder = start_recording(self.record_path, self.config, choice.name if choice else "",
-                                            choice.reason if choice else "")
+            choice = (
+                self.session.choice
+                if self.session is not None and self.session.choice
+                else self.choice
+            )
+            self.recorder = start_recording(
+                self.record_path,
+                self.config,
+                choice.name if choice else "",
+                choice.reason if choice else "",
+            )
         self.recorder.write_all(events)
 
     def _reset_widgets(self) -> None:
@@ -98,7 +131,10 @@ class LiveInspector(InspectorApp):
     # -- looking back ------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # the keys scroll the log (or move in a picker) when not looking back
-        return not (action in PAST_ACTIONS and (len(self.screen_stack) > 1 or (action != "back" and self.as_of is None)))
+        return not (
+            action in PAST_ACTIONS
+            and (len(self.screen_stack) > 1 or (action != "back" and self.as_of is None))
+        )
 
     def _live_frame(self) -> int:
         """The frame the session is at now."""
@@ -116,8 +152,10 @@ class LiveInspector(InspectorApp):
         self.as_of = index
         note = f"as of step {frame.steps}"
         rewind.mark_panels(self, note)
-        self.sub_title = (f"AS OF {frame.label.upper()} · the session is at step {self.timeline.frames[live].steps}"
-                          " · end: back to live")
+        self.sub_title = (
+            f"AS OF {frame.label.upper()} · the session is at step {self.timeline.frames[live].steps}"
+            " · end: back to live"
+        )
 
     @on(StepChosen)
     def _chosen(self, message: StepChosen) -> None:
@@ -133,8 +171,10 @@ class LiveInspector(InspectorApp):
 
     def action_goto(self) -> None:
         frames = self.timeline.frames
-        self.push_screen(StepPicker(frames, self.as_of if self.as_of is not None else len(frames) - 1),
-                         lambda i: None if i is None else self.look_back(i))
+        self.push_screen(
+            StepPicker(frames, self.as_of if self.as_of is not None else len(frames) - 1),
+            lambda i: None if i is None else self.look_back(i),
+        )
 
     def action_live(self) -> None:
         if self.as_of is None:

@@ -45,8 +45,10 @@ class Outputs:
         try:
             path = self.save_screenshot(path=where)
         except OSError as exc:
-            self.write_failed(f"screenshot not saved in {where}: {exc.strerror} (fix: start vmmtui in a "
-                              "writable directory, or pass --screenshots DIR)")
+            self.write_failed(
+                f"screenshot not saved in {where}: {exc.strerror} (fix: start vmmtui in a "
+                "writable directory, or pass --screenshots DIR)"
+            )
             return
         self.notify(f"saved {path}", timeout=3)
 
@@ -59,5 +61,7 @@ class Outputs:
             self.screenshots.mkdir(parents=True, exist_ok=True)
             self.save_screenshot(filename=f"{name}.svg", path=str(self.screenshots))
         except OSError as exc:
-            self.write_failed(f"--screenshots {self.screenshots}: {exc.strerror}; no more screenshots this run")
+            self.write_failed(
+                f"--screenshots {self.screenshots}: {exc.strerror}; no more screenshots this run"
+            )
             self.screenshots = None

@@ -28,8 +28,13 @@ def config_of(recording: Recording) -> SessionConfig:
     started = next((e for e in recording.events if isinstance(e, SessionStarted)), None)
     if started is None:
         return SessionConfig()
-    return SessionConfig(backend=started.backend, size=started.requested_size, mechanism=started.mechanism,
-                         consumers=len(started.consumers), direction=started.direction)
+    return SessionConfig(
+        backend=started.backend,
+        size=started.requested_size,
+        mechanism=started.mechanism,
+        consumers=len(started.consumers),
+        direction=started.direction,
+    )
 
 
 #: actions on priority keys (the event log would scroll with them otherwise)
@@ -39,28 +44,74 @@ FRAME_ACTIONS = ("step", "back", "first", "last")
 class ReplayApp(InspectorApp):
     TITLE = "vmmtui replay"
     BINDINGS = [
-        Binding("space,right", "step", "Next", tooltip="the next step of the recording", priority=True),
-        Binding("left", "back", "Back", tooltip="one step back: the panels as they were", priority=True),
+        Binding(
+            "space,right", "step", "Next", tooltip="the next step of the recording", priority=True
+        ),
+        Binding(
+            "left", "back", "Back", tooltip="one step back: the panels as they were", priority=True
+        ),
         Binding("home", "first", "First", tooltip="back to the start", priority=True),
         Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
         Binding("r", "last", "Last", show=False, priority=True),
         Binding("ctrl+r", "first", "First", show=False, priority=True),
-        Binding("c", "scenario", "Scenario", show=False, tooltip="a replay shows the scenario it recorded"),
-        Binding("g", "goto", "Go to", tooltip="go to any step: type its number or pick it from the list"),
-        Binding("a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"),
-        Binding("plus", "faster", "Faster", show=False, tooltip="autoplay: a shorter pause between steps"),
-        Binding("minus", "slower", "Slower", show=False, tooltip="autoplay: a longer pause between steps"),
+        Binding(
+            "c",
+            "scenario",
+            "Scenario",
+            show=False,
+            tooltip="a replay shows the scenario it recorded",
+        ),
+        Binding(
+            "g", "goto", "Go to", tooltip="go to any step: type its number or pick it from the list"
+        ),
+        Binding(
+            "a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"
+        ),
+        Binding(
+            "plus",
+            "faster",
+            "Faster",
+            show=False,
+            tooltip="autoplay: a shorter pause between steps",
+        ),
+        Binding(
+            "minus",
+            "slower",
+            "Slower",
+            show=False,
+            tooltip="autoplay: a longer pause between steps",
+        ),
         Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"),
-        Binding("f", "fold", "All fds", tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)"),
+        Binding(
+            "f",
+            "fold",
+            "All fds",
+            tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)",
+        ),
         Binding("question_mark", "help", "Help", tooltip="keys and what the panels show"),
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
 
-    def __init__(self, recording: Recording, *, autoplay: bool = False, pace: float = 1.0,
-                 screenshots: str | None = None, transcript: str | None = None, stable: bool = False,
-                 cast: str | None = None, start_at: int = 0):
-        super().__init__(config_of(recording), None, autoplay=autoplay, pace=pace, stable=stable,
-                         start_session=False)
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        autoplay: bool = False,
+        pace: float = 1.0,
+        screenshots: str | None = None,
+        transcript: str | None = None,
+        stable: bool = False,
+        cast: str | None = None,
+        start_at: int = 0,
+    ):
+        super().__init__(
+            config_of(recording),
+            None,
+            autoplay=autoplay,
+            pace=pace,
+            stable=stable,
+            start_session=False,
+        )
         self.recording = recording
         self.timeline = Timeline(recording.events)
         self.shown: int | None = None
@@ -73,7 +124,9 @@ class ReplayApp(InspectorApp):
         h = recording.header
         self.title = f"vmmtui REPLAY · {h.where} · {h.when}"
 
-    def on_mount(self) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
+    def on_mount(
+        self,
+    ) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
         if self.shot_dir:
             self.shot_dir.mkdir(parents=True, exist_ok=True)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
@@ -102,15 +155,24 @@ class ReplayApp(InspectorApp):
         self.shown = index
         self.query_one(StatusLine).scenario = self.config.scenario
         last = self.timeline.frames[-1].steps
-        self.sub_title = f"as of {frame.label} (of {last})" + ("" if index < len(self.timeline) - 1 else " · the end")
+        self.sub_title = f"as of {frame.label} (of {last})" + (
+            "" if index < len(self.timeline) - 1 else " · the end"
+        )
         if self.shot_dir and index not in self.shot_taken:
             self.shot_taken.add(index)
             self.call_after_refresh(self._frame_screenshot, index)
 
     def _frame_screenshot(self, index: int) -> None:
         f = self.timeline.frames[index]
-        name = "start" if f.steps == 0 else ("closed" if f.closing else f.label.split(": ", 1)[1]
-                                             .replace(" · ", "-").replace(" (failed)", "-failed"))
+        name = (
+            "start"
+            if f.steps == 0
+            else (
+                "closed"
+                if f.closing
+                else f.label.split(": ", 1)[1].replace(" · ", "-").replace(" (failed)", "-failed")
+            )
+        )
         self.save_screenshot(filename=f"{index:02d}-{name}.svg", path=str(self.shot_dir))
 
     def action_step(self) -> None:
@@ -150,8 +212,11 @@ class ReplayApp(InspectorApp):
         self.goto(self.frame + 1)
 
     def action_scenario(self) -> None:
-        self.notify("A replay shows what was recorded: record a scenario with `vmmtui run --scenario NAME "
-                    "--record FILE`.", timeout=5)
+        self.notify(
+            "A replay shows what was recorded: record a scenario with `vmmtui run --scenario NAME "
+            "--record FILE`.",
+            timeout=5,
+        )
 
     async def action_quit(self) -> None:
         if self.cast is not None:

@@ -43,7 +43,9 @@ class LogBook:
 _books: WeakKeyDictionary[EventLog, LogBook] = WeakKeyDictionary()
 
 
-def feed(app: InspectorApp, timeline: Timeline, start: int, end: int, skip: Widget | None = None) -> None:
+def feed(
+    app: InspectorApp, timeline: Timeline, start: int, end: int, skip: Widget | None = None
+) -> None:
     """Events ``start:end`` of the timeline to every widget that renders events, in order."""
     views = [v for v in app.views if v is not skip]
     log = next((v for v in views if isinstance(v, EventLog)), None)
@@ -89,7 +91,9 @@ def _draw(app: InspectorApp, timeline: Timeline, index: int, shown: int | None) 
         skip = log if cut else None
         reset(app, skip)
         feed(app, timeline, 0, before, skip)
-        for view in app.query(FdTableView):  # what was new or closed at an earlier step is not news now
+        for view in app.query(
+            FdTableView
+        ):  # what was new or closed at an earlier step is not news now
             view.first_seen.clear()
             view.gone.clear()
             view.render_table()
@@ -122,8 +126,15 @@ def _cut_log(log: EventLog | None, timeline: Timeline, end: int) -> bool:
     """Cut the log back to what it held after events[:end], when rewind drew it and nothing else wrote
     to it since; False when it must be written again."""
     book = _books.get(log) if log is not None else None
-    if (book is None or book.timeline is not timeline or end > book.shown_end or end not in book.marks
-            or len(log.lines) != book.shown_lines or log._start_line or log._deferred_renders):
+    if (
+        book is None
+        or book.timeline is not timeline
+        or end > book.shown_end
+        or end not in book.marks
+        or len(log.lines) != book.shown_lines
+        or log._start_line
+        or log._deferred_renders
+    ):
         return False
     lines, repeats, consumers = book.marks[end]
     del log.lines[lines:]
@@ -149,5 +160,9 @@ def mark_next(app: InspectorApp, frame: Frame) -> None:
 
 def mark_panels(app: InspectorApp, note: str) -> None:
     """``as of step N`` under every panel's border ("" clears it)."""
-    for widget in [*(app.panel(r) for r in app.roles), app.query_one("#wire"), app.query_one(TeachingPanel)]:
+    for widget in [
+        *(app.panel(r) for r in app.roles),
+        app.query_one("#wire"),
+        app.query_one(TeachingPanel),
+    ]:
         widget.border_subtitle = note

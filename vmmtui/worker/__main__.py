@@ -54,8 +54,14 @@ def serve(worker: Worker, control: LineChannel) -> int:
     from vmmtui.protocol import Hello, ProtocolError
 
     # before the backend is imported (numpy, cuda.bindings: about 0.3 s); the init step loads it
-    hello = Hello(worker.role, os.getpid(), worker.steps, worker.cfg.backend, worker.backend_label,
-                  worker.book.held())
+    hello = Hello(
+        worker.role,
+        os.getpid(),
+        worker.steps,
+        worker.cfg.backend,
+        worker.backend_label,
+        worker.book.held(),
+    )
     control.send({"type": "hello", **encode(hello)})
     while True:
         try:
@@ -67,7 +73,9 @@ def serve(worker: Worker, control: LineChannel) -> int:
             return 0
         cmd, args = msg.get("cmd"), msg.get("args") or {}
         if not isinstance(args, dict):
-            control.send({"type": "error", "message": f"args must be an object, got {str(args)[:80]}"})
+            control.send(
+                {"type": "error", "message": f"args must be an object, got {str(args)[:80]}"}
+            )
         elif cmd == "step":
             report = worker.run_step(str(msg.get("step")), args)
             control.send({"type": "report", "report": encode(report)})

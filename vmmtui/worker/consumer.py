@@ -29,19 +29,28 @@ def connect(w: Worker, expect_pid: int | None = None) -> None:
     path, timeout = w.cfg.socket_path, w.cfg.connect_timeout
     retries: list[str] = []
     sock, tries = w.backend.calls.timed(
-        "connect", {"path": path, "timeout_s": timeout},
-        lambda: channel.connect(path, timeout, retries.append), lambda r: f"fd {r[0].fileno()} after {r[1]} tries")
+        "connect",
+        {"path": path, "timeout_s": timeout},
+        lambda: channel.connect(path, timeout, retries.append),
+        lambda r: f"fd {r[0].fileno()} after {r[1]} tries",
+    )
     cred = channel.peer_cred(sock)
     if expect_pid is not None and cred.pid != expect_pid:
         sock.close()
-        raise StepError(failure("PEER_REFUSED", "connect", f"peer pid {cred.pid} is not the producer {expect_pid}"))
+        raise StepError(
+            failure(
+                "PEER_REFUSED", "connect", f"peer pid {cred.pid} is not the producer {expect_pid}"
+            )
+        )
     w.sock = sock
     w.book.hold(sock.fileno(), "connection", f"connection to producer pid {cred.pid}")
     w.state.peers[PRODUCER] = Peer(cred.pid, cred.uid, cred.gid, sock.fileno())
     w.state.connect_tries, w.state.connect_retries = tries, retries
     if retries:
         counts = ", ".join(f"{code} x{retries.count(code)}" for code in dict.fromkeys(retries))
-        w.say(f"connect() failed {len(retries)} times ({counts}): the producer was not listening yet; retried")
+        w.say(
+            f"connect() failed {len(retries)} times ({counts}): the producer was not listening yet; retried"
+        )
     w.say("Connected to producer")
 
 
@@ -49,22 +58,37 @@ def receive(w: Worker) -> None:
     sock = _sock(w, "recvmsg")
     sharing = w.sharing
     meta, fds = w.backend.calls.timed(
-        "recvmsg", {"fd": sock.fileno(), "want": sharing.wants},
-        lambda: channel.receive_message(sock, w.cfg.ack_timeout, AllocMessage, want_fds=sharing.want_fds),
-        lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes")
+        "recvmsg",
+        {"fd": sock.fileno(), "want": sharing.wants},
+        lambda: channel.receive_message(
+            sock, w.cfg.ack_timeout, AllocMessage, want_fds=sharing.want_fds
+        ),
+        lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
+    )
     for fd in fds:
         w.book.hold(fd, "received", "received via SCM_RIGHTS")
     try:
         if meta.backend != w.backend.name or meta.mechanism != w.cfg.mechanism:
-            raise StepError(failure("BAD_MESSAGE", "recvmsg", f"producer uses {meta.backend} {meta.mechanism}, "
-                                    f"we use {w.backend.name} {w.cfg.mechanism}"))
+            raise StepError(
+                failure(
+                    "BAD_MESSAGE",
+                    "recvmsg",
+                    f"producer uses {meta.backend} {meta.mechanism}, "
+                    f"we use {w.backend.name} {w.cfg.mechanism}",
+                )
+            )
         sharing.received(w, meta, fds)
     except StepError:
         for fd in fds:
             w.book.close_fd(fd)
         raise
     s = w.state
-    s.received, s.alloc_size, s.granularity, s.owner_device = meta, meta.alloc_size, meta.granularity, meta.device
+    s.received, s.alloc_size, s.granularity, s.owner_device = (
+        meta,
+        meta.alloc_size,
+        meta.granularity,
+        meta.device,
+    )
     s.requested_size = meta.requested_size
 
 
@@ -76,8 +100,13 @@ def _check_peer(w: Worker) -> None:
     ok = w.backend.can_access_peer(owner)
     w.state.peer_access = ok
     if not ok:
-        raise StepError(failure("PEER_UNREACHABLE", "cuDeviceCanAccessPeer",
-                                f"device {own} cannot access memory on device {owner}"))
+        raise StepError(
+            failure(
+                "PEER_UNREACHABLE",
+                "cuDeviceCanAccessPeer",
+                f"device {own} cannot access memory on device {owner}",
+            )
+        )
     w.say(f"Device {own} can access device {owner}'s memory (peer access)")
 
 
@@ -93,13 +122,20 @@ def _check_size(w: Worker) -> None:
     for the fd that arrived, before anything is mapped (a memfd shorter than the mapping is SIGBUS)."""
     s = w.state
     check = w.backend.check_size(s.received_fd, w.handle, s.alloc_size)
-    s.size_claimed, s.size_reported, s.size_source, s.seals = check.claimed, check.reported, check.source, check.seals
+    s.size_claimed, s.size_reported, s.size_source, s.seals = (
+        check.claimed,
+        check.reported,
+        check.source,
+        check.seals,
+    )
     if check.code:
         raise StepError(failure(check.code, "import", check.detail))
     what = "the kernel" if check.source.startswith("kernel") else "the driver"
     if check.reported is not None:
-        w.say(f"Size claimed {check.claimed} bytes; {what} reports {check.reported} ({check.source})"
-              + (f", sealed {check.seals}" if check.seals else ""))
+        w.say(
+            f"Size claimed {check.claimed} bytes; {what} reports {check.reported} ({check.source})"
+            + (f", sealed {check.seals}" if check.seals else "")
+        )
 
 
 def map_memory(w: Worker) -> None:
@@ -121,24 +157,45 @@ def slice_of(role: str, alloc_size: int, consumers: int) -> tuple[int, int]:
 
 def write(w: Worker) -> None:
     start, end = slice_of(w.role, w.state.alloc_size, w.cfg.consumers)
-    on = Verify.DEVICE.value if w.backend.has_device and w.cfg.verify != Verify.HOST else Verify.HOST.value
+    on = (
+        Verify.DEVICE.value
+        if w.backend.has_device and w.cfg.verify != Verify.HOST
+        else Verify.HOST.value
+    )
     w.backend.fill(w.va + start * 4, (end - start) * 4, on, first=start)
     w.state.slice, w.state.write_on = (start, end), on
     if on == Verify.DEVICE:
         w.gpu_ms("write")
-    w.say(f"Wrote integers [{start}, {end}) of the shared buffer"
-          + (" with the fill kernel on this process's stream; the stream has finished" if on == Verify.DEVICE else ""))
+    w.say(
+        f"Wrote integers [{start}, {end}) of the shared buffer"
+        + (
+            " with the fill kernel on this process's stream; the stream has finished"
+            if on == Verify.DEVICE
+            else ""
+        )
+    )
 
 
 def ack(w: Worker) -> None:
     sock = _sock(w, "send")
     s = w.state
     if w.cfg.direction == Direction.CONSUMER_WRITES:
-        message = Ack(s.slice is not None, "slice written" if s.slice is not None else "nothing written", slice=s.slice)
+        message = Ack(
+            s.slice is not None,
+            "slice written" if s.slice is not None else "nothing written",
+            slice=s.slice,
+        )
     else:
         passed = s.verification is not None and s.verification.passed
-        message = Ack(passed, "verified" if passed else "verification failed",
-                      checked=s.verification.checked if s.verification else 0)
-    w.backend.calls.timed("send", {"fd": sock.fileno(), "message": "ack"},
-                          lambda: channel.send_message(sock, message, timeout=w.cfg.connect_timeout), lambda n: f"{n} bytes")
+        message = Ack(
+            passed,
+            "verified" if passed else "verification failed",
+            checked=s.verification.checked if s.verification else 0,
+        )
+    w.backend.calls.timed(
+        "send",
+        {"fd": sock.fileno(), "message": "ack"},
+        lambda: channel.send_message(sock, message, timeout=w.cfg.connect_timeout),
+        lambda n: f"{n} bytes",
+    )
     w.say("Sent acknowledgment to producer")

@@ -29,8 +29,17 @@ from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
 StepBody = Callable[..., None]
 
 #: what a scenario may ask of a worker (``WorkerConfig.flags``); the step bodies read them
-FLAGS = frozenset({"fabric-handle", "unrounded-size", "oversize", "without-fd-handle-type", "free-with-wrong-call", "keep-received-fd",
-                   "open-second-context"})
+FLAGS = frozenset(
+    {
+        "fabric-handle",
+        "unrounded-size",
+        "oversize",
+        "without-fd-handle-type",
+        "free-with-wrong-call",
+        "keep-received-fd",
+        "open-second-context",
+    }
+)
 
 #: (role kind, step) -> its body; the producer's per-peer steps get ``peer=`` as well as the session's args
 STEPS: dict[tuple[str, str], StepBody] = {
@@ -72,19 +81,35 @@ class Worker:
         self.kind = kind(config.role)
         self.flags = frozenset(config.flags)
         if self.flags - FLAGS:
-            raise ValueError(f"unknown worker flag(s) {', '.join(sorted(self.flags - FLAGS))}: "
-                             f"known are {', '.join(sorted(FLAGS))}")
+            raise ValueError(
+                f"unknown worker flag(s) {', '.join(sorted(self.flags - FLAGS))}: "
+                f"known are {', '.join(sorted(FLAGS))}"
+            )
         if config.backend not in LABELS:
-            raise ValueError(f"unknown backend {config.backend!r}: choose one of {', '.join(sorted(LABELS))}")
+            raise ValueError(
+                f"unknown backend {config.backend!r}: choose one of {', '.join(sorted(LABELS))}"
+            )
         #: the calls made, kept from the start: the backend (numpy, cuda.bindings) is imported at init
         self.calls = CallLog()
         self._backend: Backend | None = None
-        self.sharing: Sharing = LegacySharing() if config.mechanism == Mechanism.LEGACY else VmmSharing()
-        self.steps = role_steps(self.role, build_plan(config.mechanism, config.consumers, config.direction))
+        self.sharing: Sharing = (
+            LegacySharing() if config.mechanism == Mechanism.LEGACY else VmmSharing()
+        )
+        self.steps = role_steps(
+            self.role, build_plan(config.mechanism, config.consumers, config.direction)
+        )
         self.done: list[str] = []
         self.book = FdBook(self.calls)
-        self.state = WorkerState(self.role, os.getpid(), config.backend, config.mechanism, config.direction,
-                                 config.size, config.socket_path, verify_on=config.verify)
+        self.state = WorkerState(
+            self.role,
+            os.getpid(),
+            config.backend,
+            config.mechanism,
+            config.direction,
+            config.size,
+            config.socket_path,
+            verify_on=config.verify,
+        )
         self.control_fd = control_fd
         #: what init found about the device
         self.info: DeviceInfo | None = None
@@ -99,7 +124,9 @@ class Worker:
         self.peers: dict[str, socket.socket] = {}
         self._log: list[str] = []
         if control_fd is not None:
-            self.book.hold(control_fd, "control", "control channel to the session (socketpair)", report=False)
+            self.book.hold(
+                control_fd, "control", "control channel to the session (socketpair)", report=False
+            )
 
     @property
     def backend(self) -> Backend:
@@ -134,7 +161,11 @@ class Worker:
         if name != "cleanup":
             expected = next(s for s in self.steps if s not in self.done)
             if name != expected:
-                raise StepError(failure("PROTOCOL", "control", f"step {name!r} out of order; next is {expected!r}"))
+                raise StepError(
+                    failure(
+                        "PROTOCOL", "control", f"step {name!r} out of order; next is {expected!r}"
+                    )
+                )
 
     def run_step(self, name: str, args: dict[str, Any] | None = None) -> StepReport:
         args = dict(args or {})
@@ -151,14 +182,32 @@ class Worker:
             self.done.append(name)
         except StepError as exc:
             fail = exc.failure
-        except Exception as exc:  # a bug or an unexpected library error: report, never crash silently
-            fail = Failure("PYTHON", name, f"{type(exc).__name__}: {exc}", "unexpected error in the worker",
-                           "see the worker log; report it")
+        except (
+            Exception
+        ) as exc:  # a bug or an unexpected library error: report, never crash silently
+            fail = Failure(
+                "PYTHON",
+                name,
+                f"{type(exc).__name__}: {exc}",
+                "unexpected error in the worker",
+                "see the worker log; report it",
+            )
         if fail is not None:
             self._log.append(f"ERROR {fail.one_line()}")
         opened, closed = self.book.take()
-        report = StepReport(self.role, name, fail is None, time.perf_counter_ns() - t0, copy.deepcopy(self.state),
-                            self.calls.take(), self._log, opened, closed, self.book.held(), fail)
+        report = StepReport(
+            self.role,
+            name,
+            fail is None,
+            time.perf_counter_ns() - t0,
+            copy.deepcopy(self.state),
+            self.calls.take(),
+            self._log,
+            opened,
+            closed,
+            self.book.held(),
+            fail,
+        )
         self._log = []
         return report
 

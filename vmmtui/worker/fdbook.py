@@ -30,8 +30,12 @@ class FdBook:
         if fd is None or fd not in self._held:
             return
         del self._held[fd]
-        self.calls.timed("close", {"fd": fd, **({"what": what} if what else {})}, lambda: os.close(fd),
-                         lambda _: "0")
+        self.calls.timed(
+            "close",
+            {"fd": fd, **({"what": what} if what else {})},
+            lambda: os.close(fd),
+            lambda _: "0",
+        )
         self._closed.append(fd)
 
     def close_socket(self, sock: socket.socket, what: str) -> None:

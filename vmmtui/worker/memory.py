@@ -16,6 +16,7 @@ from vmmtui.troubleshooting import StepError, failure
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker
 
+
 #: what a second signal must not cut short: the socket file's unlink, the last release
 def init(w: Worker) -> None:
     b = w.backend
@@ -109,15 +110,27 @@ def cleanup(w: Worker) -> None:
             listener, w.listener = w.listener, None
             w.book.close_socket(listener, "listener")
             with contextlib.suppress(FileNotFoundError):
-                w.calls.timed("unlink", {"path": w.cfg.socket_path},
-                          lambda: os.unlink(w.cfg.socket_path), lambda _: "0")
-    if w.backend_loaded:  # a worker that never ran init has no backend to shut down (and need not import it)
+                w.calls.timed(
+                    "unlink",
+                    {"path": w.cfg.socket_path},
+                    lambda: os.unlink(w.cfg.socket_path),
+                    lambda _: "0",
+                )
+    if (
+        w.backend_loaded
+    ):  # a worker that never ran init has no backend to shut down (and need not import it)
         attempt(w.backend.shutdown)
     w.state.mapping.handle, w.state.mapping.va, w.state.mapping.size = None, None, 0
     w.state.exported_fd = w.state.received_fd = None
     if errors:
         raise errors[0]
     if wrong is not None and wrong not in ("CUDA_SUCCESS", "returned"):
-        raise StepError(failure(wrong, "cuMemFree", "cuMemFree on imported VMM memory (the wrong release); "
-                                "the right cleanup ran after it"))
+        raise StepError(
+            failure(
+                wrong,
+                "cuMemFree",
+                "cuMemFree on imported VMM memory (the wrong release); "
+                "the right cleanup ran after it",
+            )
+        )
     w.say("Cleanup complete")

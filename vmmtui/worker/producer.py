@@ -26,7 +26,11 @@ def create(w: Worker) -> None:
 
 def map_memory(w: Worker) -> None:
     memory.map_range(w)
-    w.say("Mapped physical memory to virtual address" if w.backend.has_device else "Mapped the memfd at that address")
+    w.say(
+        "Mapped physical memory to virtual address"
+        if w.backend.has_device
+        else "Mapped the memfd at that address"
+    )
 
 
 def fill(w: Worker) -> None:
@@ -38,7 +42,11 @@ def fill(w: Worker) -> None:
         w.say(f"Wrote {count} test integers on the GPU (fill_pattern kernel)")
     else:
         w.say(f"Generated {count} test integers")
-        w.say("Copied test data to GPU" if w.backend.has_device else "Wrote test data into the shared pages")
+        w.say(
+            "Copied test data to GPU"
+            if w.backend.has_device
+            else "Wrote test data into the shared pages"
+        )
 
 
 def clear(w: Worker) -> None:
@@ -57,13 +65,21 @@ def export(w: Worker) -> None:
 
 def listen(w: Worker) -> None:
     path = w.cfg.socket_path
-    found = w.backend.calls.timed("stale socket check", {"path": path},
-                                  lambda: channel.remove_if_stale(path), lambda r: r or "no file")
+    found = w.backend.calls.timed(
+        "stale socket check",
+        {"path": path},
+        lambda: channel.remove_if_stale(path),
+        lambda r: r or "no file",
+    )
     if found:
         w.say(f"Removed a {found.split(':', 1)[0]}: {found.split(': ', 1)[1]}")
         w.state.stale_socket = found
-    w.listener = w.backend.calls.timed("socket+bind+listen", {"path": path, "type": "SOCK_SEQPACKET"},
-                                       lambda: channel.listen(path), lambda s: f"fd {s.fileno()}")
+    w.listener = w.backend.calls.timed(
+        "socket+bind+listen",
+        {"path": path, "type": "SOCK_SEQPACKET"},
+        lambda: channel.listen(path),
+        lambda s: f"fd {s.fileno()}",
+    )
     w.book.hold(w.listener.fileno(), "listener", f"listening socket {path}")
     w.say("Waiting for consumer connection...")
 
@@ -78,14 +94,20 @@ def accept(w: Worker, expect_pid: int | None = None, peer: str = CONSUMER) -> No
         s.refused_total += 1
         if len(s.refused) < channel.MAX_REFUSED_SHOWN:  # a flood is counted, not listed
             s.refused.append(Peer(cred.pid, cred.uid, cred.gid))
-            w.say(f"Refused connection from pid {cred.pid} uid {cred.uid}: not the consumer we launched")
+            w.say(
+                f"Refused connection from pid {cred.pid} uid {cred.uid}: not the consumer we launched"
+            )
 
     conn, cred = w.backend.calls.timed(
-        "accept", {"fd": listener.fileno(), "expect_pid": expect_pid},
+        "accept",
+        {"fd": listener.fileno(), "expect_pid": expect_pid},
         lambda: channel.accept(listener, expect_pid, w.cfg.accept_timeout, on_refused),
-        lambda r: f"fd {r[0].fileno()}, SO_PEERCRED pid={r[1].pid} uid={r[1].uid}")
+        lambda r: f"fd {r[0].fileno()}, SO_PEERCRED pid={r[1].pid} uid={r[1].uid}",
+    )
     if w.state.refused_total > len(w.state.refused):
-        w.say(f"Refused {w.state.refused_total} connections in all (only the first {len(w.state.refused)} listed)")
+        w.say(
+            f"Refused {w.state.refused_total} connections in all (only the first {len(w.state.refused)} listed)"
+        )
     w.peers[peer] = conn
     w.book.hold(conn.fileno(), "connection", f"connection to {peer} pid {cred.pid}")
     w.state.peers[peer] = Peer(cred.pid, cred.uid, cred.gid, conn.fileno())
@@ -106,12 +128,17 @@ def send(w: Worker, peer: str = CONSUMER) -> None:
 def wait_ack(w: Worker, peer: str = CONSUMER) -> None:
     sock = _connection(w, peer, "recv")
     timeout = w.cfg.ack_timeout
-    ack, _ = w.backend.calls.timed("recv", {"fd": sock.fileno(), "timeout_s": timeout},
-                                   lambda: channel.receive_message(sock, timeout, Ack),
-                                   lambda r: "ack " + ("verified" if r[0].verified else "FAILED"))
+    ack, _ = w.backend.calls.timed(
+        "recv",
+        {"fd": sock.fileno(), "timeout_s": timeout},
+        lambda: channel.receive_message(sock, timeout, Ack),
+        lambda r: "ack " + ("verified" if r[0].verified else "FAILED"),
+    )
     w.state.acks[peer] = ack
     if not ack.verified:
-        raise StepError(failure("VERIFY_MISMATCH", "ack", f"{peer} reports: {ack.detail or 'failed'}"))
+        raise StepError(
+            failure("VERIFY_MISMATCH", "ack", f"{peer} reports: {ack.detail or 'failed'}")
+        )
     if w.cfg.direction == Direction.CONSUMER_WRITES:
         start, end = ack.slice or ("?", "?")
         stream = " and its stream finished" if w.backend.has_device else ""

@@ -57,8 +57,16 @@ def start(socket_path: str, session_pid: int) -> int | None:
 
 
 def _watch(r: int, pidfd: int, socket_path: str, session_pid: int) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP,
-                signal.SIGTTIN, signal.SIGTTOU, signal.SIGPIPE):
+    for sig in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGTSTP,
+        signal.SIGTTIN,
+        signal.SIGTTOU,
+        signal.SIGPIPE,
+    ):
         signal.signal(sig, signal.SIG_IGN)
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(PR_SET_NAME, b"vmmtui-reaper", 0, 0, 0)
@@ -75,7 +83,9 @@ def _watch(r: int, pidfd: int, socket_path: str, session_pid: int) -> None:
     # the producer is gone: the kernel has released what it held; files are left to us
     _remove_stale_socket(socket_path)
     directory = os.path.dirname(os.path.abspath(socket_path))
-    if os.path.basename(directory).startswith(f"{DIR_PREFIX}{session_pid}-") and _session_gone(pidfd, session_pid):
+    if os.path.basename(directory).startswith(f"{DIR_PREFIX}{session_pid}-") and _session_gone(
+        pidfd, session_pid
+    ):
         with contextlib.suppress(OSError):
             st = os.lstat(directory)
             if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():

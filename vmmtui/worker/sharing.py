@@ -48,10 +48,22 @@ class Sharing(ABC):
         """Send the metadata and this mechanism's payload to ``peer``; returns what was sent."""
         s = w.state
         ipc_handle, fds, shown, line = self.payload(w, peer)
-        message = AllocMessage(w.cfg.size, s.alloc_size, s.granularity or 0, s.device or 0, s.device_name,
-                               w.backend.name, w.cfg.mechanism, ipc_handle)
-        w.backend.calls.timed("sendmsg", {"fd": sock.fileno(), **shown},
-                              lambda: channel.send_message(sock, message, fds, w.cfg.connect_timeout), lambda n: f"{n} bytes")
+        message = AllocMessage(
+            w.cfg.size,
+            s.alloc_size,
+            s.granularity or 0,
+            s.device or 0,
+            s.device_name,
+            w.backend.name,
+            w.cfg.mechanism,
+            ipc_handle,
+        )
+        w.backend.calls.timed(
+            "sendmsg",
+            {"fd": sock.fileno(), **shown},
+            lambda: channel.send_message(sock, message, fds, w.cfg.connect_timeout),
+            lambda n: f"{n} bytes",
+        )
         w.say(line)
         return message
 
@@ -87,7 +99,9 @@ class VmmSharing(Sharing):
         if w.backend.has_device:
             w.say(f"VMM support: {'yes' if info.vmm else 'no'}")
         else:
-            w.say(f"No VMM needed on {w.backend.name}: the allocation is a file, shareable as an fd from the start")
+            w.say(
+                f"No VMM needed on {w.backend.name}: the allocation is a file, shareable as an fd from the start"
+            )
         w.say(f"Memory granularity: {gran} bytes (recommended {info.granularity_rec})")
         if "unrounded-size" in w.flags:
             s.alloc_size = w.cfg.size if w.cfg.size % gran else w.cfg.size + 1
@@ -105,7 +119,9 @@ class VmmSharing(Sharing):
         if not shareable:
             w.say("SCENARIO: creating without requestedHandleTypes = POSIX_FILE_DESCRIPTOR")
         if "fabric-handle" in w.flags and w.backend.has_device:
-            w.say("SCENARIO: requesting CU_MEM_HANDLE_TYPE_FABRIC (a handle for other nodes, over IMEX)")
+            w.say(
+                "SCENARIO: requesting CU_MEM_HANDLE_TYPE_FABRIC (a handle for other nodes, over IMEX)"
+            )
             w.handle = w.backend.create_fabric(w.state.alloc_size)
         else:
             w.handle = w.backend.create(w.state.alloc_size, shareable=shareable)
@@ -113,8 +129,11 @@ class VmmSharing(Sharing):
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
             w.book.hold(fd, "allocation", "the allocation itself (memfd)")
-        w.say("Created physical memory allocation" if w.backend.has_device else
-              f"Created a memfd of {w.state.alloc_size} bytes (its pages are allocated when first touched)")
+        w.say(
+            "Created physical memory allocation"
+            if w.backend.has_device
+            else f"Created a memfd of {w.state.alloc_size} bytes (its pages are allocated when first touched)"
+        )
 
     def export(self, w: Worker) -> None:
         fd = w.backend.export_fd(w.handle)
@@ -126,7 +145,12 @@ class VmmSharing(Sharing):
         fd = w.state.exported_fd
         if fd is None:
             raise StepError(failure("PROTOCOL", "sendmsg", "nothing exported to send"))
-        return "", [fd], {"SCM_RIGHTS": [fd], "bytes": "metadata"}, f"Sent FD and size metadata to {peer}"
+        return (
+            "",
+            [fd],
+            {"SCM_RIGHTS": [fd], "bytes": "metadata"},
+            f"Sent FD and size metadata to {peer}",
+        )
 
     def received(self, w: Worker, message: AllocMessage, fds: list[int]) -> None:
         w.state.received_fd = fds[0]
@@ -169,8 +193,13 @@ class LegacySharing(Sharing):
         s.capabilities = {"unified_addressing": unified, **(w.info.extra if w.info else {})}
         s.granularity, s.alloc_size = 4, align_up(w.cfg.size, 4)
         if not unified:
-            raise StepError(failure("CUDA_ERROR_NOT_SUPPORTED", "cuDeviceGetAttribute",
-                                    "UNIFIED_ADDRESSING = 0: legacy IPC needs it"))
+            raise StepError(
+                failure(
+                    "CUDA_ERROR_NOT_SUPPORTED",
+                    "cuDeviceGetAttribute",
+                    "UNIFIED_ADDRESSING = 0: legacy IPC needs it",
+                )
+            )
         w.say("Legacy IPC: cuMemAlloc + cuIpcGetMemHandle (no VMM, no granularity, no fd)")
         w.say(f"Buffer size: {s.alloc_size} bytes")
 
@@ -187,8 +216,12 @@ class LegacySharing(Sharing):
         w.say(f"Got the IPC handle (64 bytes, no fd): {handle[:16].hex()}…")
 
     def payload(self, w: Worker, peer: str) -> tuple[str, list[int], dict[str, Any], str]:
-        return (w.state.mapping.ipc_handle, [], {"SCM_RIGHTS": "none", "bytes": "metadata + 64-byte handle"},
-                f"Sent the 64-byte IPC handle and size to {peer} (no fd)")
+        return (
+            w.state.mapping.ipc_handle,
+            [],
+            {"SCM_RIGHTS": "none", "bytes": "metadata + 64-byte handle"},
+            f"Sent the 64-byte IPC handle and size to {peer} (no fd)",
+        )
 
     def received(self, w: Worker, message: AllocMessage, fds: list[int]) -> None:
         try:
@@ -196,10 +229,18 @@ class LegacySharing(Sharing):
         except ValueError:
             valid = False
         if not valid:
-            raise StepError(failure("BAD_MESSAGE", "recvmsg", f"ipc_handle is not {IPC_HANDLE_BYTES} bytes in hex: "
-                                    f"{message.ipc_handle[:40]!r}"))
+            raise StepError(
+                failure(
+                    "BAD_MESSAGE",
+                    "recvmsg",
+                    f"ipc_handle is not {IPC_HANDLE_BYTES} bytes in hex: "
+                    f"{message.ipc_handle[:40]!r}",
+                )
+            )
         w.state.mapping.ipc_handle = message.ipc_handle
-        w.say(f"Received IPC handle {message.ipc_handle[:32]}… (64 bytes, no fd), size: {message.alloc_size} bytes")
+        w.say(
+            f"Received IPC handle {message.ipc_handle[:32]}… (64 bytes, no fd), size: {message.alloc_size} bytes"
+        )
 
     def import_(self, w: Worker) -> None:
         handle = bytes.fromhex(w.state.mapping.ipc_handle)
@@ -215,16 +256,25 @@ class LegacySharing(Sharing):
     def _second_context(w: Worker, handle: bytes) -> None:
         """Seed 003's rule, tried for real: again in this context (counted), then from a second context."""
         again = w.backend.ipc_open(handle)
-        w.say(f"SCENARIO: opened again in the same context: {'the same pointer' if again == w.va else 'a NEW pointer'} "
-              f"0x{again:x} (the driver counts the opens)")
+        w.say(
+            f"SCENARIO: opened again in the same context: {'the same pointer' if again == w.va else 'a NEW pointer'} "
+            f"0x{again:x} (the driver counts the opens)"
+        )
         w.backend.ipc_close(again)
         code = w.backend.ipc_open_in_second_context(handle)
         w.state.scenario_results["second_context"] = code
         if code == "CUDA_SUCCESS":
-            w.say("SCENARIO: a second context on the same device opened it too: this driver did not enforce the rule")
+            w.say(
+                "SCENARIO: a second context on the same device opened it too: this driver did not enforce the rule"
+            )
             return
-        raise StepError(failure(code, "cuIpcOpenMemHandle (second context)",
-                                f"a second context on device {w.state.device} in pid {os.getpid()}"))
+        raise StepError(
+            failure(
+                code,
+                "cuIpcOpenMemHandle (second context)",
+                f"a second context on device {w.state.device} in pid {os.getpid()}",
+            )
+        )
 
     def release(self, w: Worker, attempt: Attempt) -> None:
         if w.va is not None:

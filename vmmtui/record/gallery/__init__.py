@@ -87,5 +87,7 @@ def resolve(arg: str, folder: Path = HERE):
     found = find(arg, folder)
     if found is None:
         names = ", ".join(e.name for e in entries(folder)) or "none"
-        raise RecordingError(f"{arg}: no such file, and no gallery recording of that name (gallery: {names})")
+        raise RecordingError(
+            f"{arg}: no such file, and no gallery recording of that name (gallery: {names})"
+        )
     return read(found)

@@ -22,8 +22,10 @@ from vmmtui.events import Event, GpuMemory, Notice
 from vmmtui.narration import attach_lines, shared_file, socket_pair
 
 #: how a poll stays cheap, said on screen: what it carries over and how long a change can hide
-CARRIED = ("each poll re-reads only processes that ran since the last one (a process that did not run cannot "
-           "have changed its fds or mappings); every process is read in full every 5 s anyway")
+CARRIED = (
+    "each poll re-reads only processes that ran since the last one (a process that did not run cannot "
+    "have changed its fds or mappings); every process is read in full every 5 s anyway"
+)
 
 
 class AttachApp(App):
@@ -35,7 +37,11 @@ class AttachApp(App):
     #timeline { height: 40%; border: round $warning; }
     #unseen { height: 20%; border: round $error; overflow-y: auto; }
     """
-    BINDINGS = [("q", "quit", "Quit"), ("s", "screenshot", "SVG screenshot"), ("p", "pause", "Pause/resume")]
+    BINDINGS = [
+        ("q", "quit", "Quit"),
+        ("s", "screenshot", "SVG screenshot"),
+        ("p", "pause", "Pause/resume"),
+    ]
     TITLE = "vmmtui attach"
 
     def __init__(self, pids: list[int], hz: float = 4.0) -> None:
@@ -102,7 +108,9 @@ class AttachApp(App):
             if pid is None or pid == self.selected:
                 for line in attach_lines(e):
                     log.write(line)
-        notes = [Text("• " + u, "yellow") for u in self.follower.unseen] or [Text("nothing hidden so far", "dim")]
+        notes = [Text("• " + u, "yellow") for u in self.follower.unseen] or [
+            Text("nothing hidden so far", "dim")
+        ]
         notes.append(Text(CARRIED, "dim"))
         self.query_one("#unseen", Static).update(Text("\n").join(notes))
 
@@ -112,9 +120,22 @@ class AttachApp(App):
         for pid, p in sorted(self.follower.tracker.alive.items()):
             kinds = Counter(f.kind for f in p.fds.values())
             g = self.gpu.get(pid)
-            mem = "" if g is None else (g.error[:20] if g.error else f"{sum(g.used.values()) >> 20} MiB")
-            table.add_row(str(pid), p.name, str(kinds["gpu"]), str(kinds["memfd"]), str(kinds["shm"]),
-                          str(kinds["socket"]), str(len(p.maps)), mem, key=str(pid))
+            mem = (
+                ""
+                if g is None
+                else (g.error[:20] if g.error else f"{sum(g.used.values()) >> 20} MiB")
+            )
+            table.add_row(
+                str(pid),
+                p.name,
+                str(kinds["gpu"]),
+                str(kinds["memfd"]),
+                str(kinds["shm"]),
+                str(kinds["socket"]),
+                str(len(p.maps)),
+                mem,
+                key=str(pid),
+            )
 
     def _fds(self) -> None:
         table = self.query_one("#fds", DataTable)
@@ -127,20 +148,31 @@ class AttachApp(App):
         for fd, f in sorted(p.fds.items())[:500]:
             e = t.open_fds.get((p.pid, fd))
             how = Text(e.how, "bold green" if e and e.how == "arrived" else "") if e else Text("")
-            others = ", ".join(f"{q}:{qfd}" for q, qfd in (t.shares.same_as(p.pid, fd, 4) if t.shares else []))
+            others = ", ".join(
+                f"{q}:{qfd}" for q, qfd in (t.shares.same_as(p.pid, fd, 4) if t.shares else [])
+            )
             table.add_row(str(fd), f.kind, f.target[:50], how, others)
 
     def _shares(self) -> None:
         t = self.follower.tracker
         lines: list[Text] = []
         if t.shares:
-            lines += [shared_file(f) for f in t.shares.files] + [socket_pair(s) for s in t.shares.pairs]
+            lines += [shared_file(f) for f in t.shares.files] + [
+                socket_pair(s) for s in t.shares.pairs
+            ]
         now = {line.plain for line in lines}
-        earlier = [x for x in (shared_file(f) for f in self.follower.shared_history[-6:]) if x.plain not in now]
+        earlier = [
+            x
+            for x in (shared_file(f) for f in self.follower.shared_history[-6:])
+            if x.plain not in now
+        ]
         if earlier:
             lines += [Text("earlier:", "dim")] + [Text(x.plain, "dim") for x in earlier]
-        self.query_one("#shares", Static).update(Text("\n").join(lines) if lines else
-                                                  Text("no file shared by two of these processes", "dim"))
+        self.query_one("#shares", Static).update(
+            Text("\n").join(lines)
+            if lines
+            else Text("no file shared by two of these processes", "dim")
+        )
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         if message.data_table.id == "procs" and message.row_key.value:
@@ -159,7 +191,9 @@ class AttachApp(App):
         self.notify(f"saved {self.save_screenshot()}")
 
 
-def save_screenshot(pids: list[int], path: str, after: float = 2.0, size: tuple[int, int] = (160, 48)) -> None:
+def save_screenshot(
+    pids: list[int], path: str, after: float = 2.0, size: tuple[int, int] = (160, 48)
+) -> None:
     """Open the view headless, let it poll for ``after`` seconds, save an SVG to ``path``."""
     import os
 

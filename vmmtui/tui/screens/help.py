@@ -45,6 +45,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [("escape", "dismiss", "Close"), ("question_mark", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        text = "\n".join([INTRO, key_table(self.app.BINDINGS, self.app.COMMAND_PALETTE_BINDING), PANELS])
+        text = "\n".join(
+            [INTRO, key_table(self.app.BINDINGS, self.app.COMMAND_PALETTE_BINDING), PANELS]
+        )
         with VerticalScroll(id="help"):
             yield Markdown(text)

@@ -25,7 +25,9 @@ class ScenarioScreen(ModalScreen[str | None]):
         self.current = current
 
     def compose(self) -> ComposeResult:
-        options = [Option(Text.assemble(("normal run", "bold"), "  share, verify, clean up"), id=NORMAL)]
+        options = [
+            Option(Text.assemble(("normal run", "bold"), "  share, verify, clean up"), id=NORMAL)
+        ]
         for s in SCENARIOS.values():
             why_not = s.why_not(self.backend)
             label = Text.assemble((s.name, "bold"), f"  {s.summary}")
@@ -33,8 +35,13 @@ class ScenarioScreen(ModalScreen[str | None]):
                 label.append(f"\n  not on {self.backend}: {why_not}", style="dim italic")
             options.append(Option(label, id=s.name, disabled=bool(why_not)))
         with Vertical(id="scenarios"):
-            yield Static(Text(f"Pick a scenario (backend: {self.backend}); it restarts the session. "
-                              "escape: cancel", style="bold"))
+            yield Static(
+                Text(
+                    f"Pick a scenario (backend: {self.backend}); it restarts the session. "
+                    "escape: cancel",
+                    style="bold",
+                )
+            )
             yield OptionList(*options, id="scenario-list")
 
     def on_mount(self) -> None:

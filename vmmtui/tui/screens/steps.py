@@ -29,9 +29,13 @@ class StepPicker(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         last = max((f.steps for f in self.frames), default=0)
         with Vertical():
-            yield Static(f"Go to step 0–{last} (0: the start): type a number and enter, or pick one. escape: cancel")
+            yield Static(
+                f"Go to step 0–{last} (0: the start): type a number and enter, or pick one. escape: cancel"
+            )
             yield Input(placeholder="step number", type="integer", id="step-number")
-            yield OptionList(*[Option(f.label, id=str(i)) for i, f in enumerate(self.frames)], id="step-list")
+            yield OptionList(
+                *[Option(f.label, id=str(i)) for i, f in enumerate(self.frames)], id="step-list"
+            )
 
     def on_mount(self) -> None:
         self.query_one(OptionList).highlighted = self.current

@@ -29,6 +29,8 @@ MEMFD_SUFFIX = " (deleted)"
 
 def shown_target(target: str) -> str:
     return target.removesuffix(MEMFD_SUFFIX) if target.startswith("/memfd:") else target
+
+
 KIND_LABEL = {
     "exported": "exported allocation",
     "received": "received (SCM_RIGHTS)",
@@ -126,32 +128,58 @@ class FdTableView(EventView, Static):
         if folded:
             rows = [r for r in rows if r.check is not None]
         targets = [len(shown_target(d.text(r.target))) for r in rows]
-        wide = None if narrow else min(max(targets, default=6), TARGET_MAX)  # room for the whole target
-        t.add_column("target", overflow="ellipsis" if narrow else "fold", no_wrap=narrow, width=wide,
-                     ratio=4 if narrow else None)
+        wide = (
+            None if narrow else min(max(targets, default=6), TARGET_MAX)
+        )  # room for the whole target
+        t.add_column(
+            "target",
+            overflow="ellipsis" if narrow else "fold",
+            no_wrap=narrow,
+            width=wide,
+            ratio=4 if narrow else None,
+        )
         t.add_column("what", overflow="ellipsis" if narrow else "fold", no_wrap=narrow, ratio=5)
         t.add_column("", no_wrap=True, width=1)
         for r in rows:
             fresh = now - self.first_seen.get(r.fd, -1e9) < HIGHLIGHT_S
-            mark = {"ok": ("✓", "green"), "missing": ("✗", "bold red"), "mismatch": ("✗", "bold red")}.get(
-                r.check or "", ("", ""))
+            mark = {
+                "ok": ("✓", "green"),
+                "missing": ("✗", "bold red"),
+                "mismatch": ("✗", "bold red"),
+            }.get(r.check or "", ("", ""))
             note = self._pair_note(r.fd)
             label = KIND_LABEL.get(r.kind, r.kind)
             what = (note.strip() if narrow else label.split(" (")[0] + note) if note else label
-            style = "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")
-            t.add_row(str(r.fd), Text(shown_target(d.text(r.target)), style=style or ("dim" if r.check is None else "")),
-                      Text(what, style="bold cyan" if note else ""), Text(mark[0], style=mark[1]))
+            style = (
+                "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")
+            )
+            t.add_row(
+                str(r.fd),
+                Text(
+                    shown_target(d.text(r.target)),
+                    style=style or ("dim" if r.check is None else ""),
+                ),
+                Text(what, style="bold cyan" if note else ""),
+                Text(mark[0], style=mark[1]),
+            )
         for fd, (when, r) in sorted(self.gone.items()):
             if now - when < HIGHLIGHT_S:
-                t.add_row(Text(str(fd), style="strike red"), Text(d.text(r.target), style="strike red"),
-                          Text("closed", style="red"), "")
+                t.add_row(
+                    Text(str(fd), style="strike red"),
+                    Text(d.text(r.target), style="strike red"),
+                    Text("closed", style="red"),
+                    "",
+                )
         if folded:
             kinds: dict[str, int] = {}
             for r in folded:
                 kinds[r.kind] = kinds.get(r.kind, 0) + 1
             summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-            more = Text(f"+ {len(folded)} more not ours" + (" (f)" if narrow else f": {summary} (f: show all)"),
-                        style="dim italic")
+            more = Text(
+                f"+ {len(folded)} more not ours"
+                + (" (f)" if narrow else f": {summary} (f: show all)"),
+                style="dim italic",
+            )
             self.update(Group(t, Padding(more, (0, 0, 0, 6))))
             return
         self.update(t)

@@ -104,7 +104,9 @@ class ProcessPanel(EventView, Vertical):
         self.results[r.step] = (r.ok, r.duration_ns)
         self.indices[r.step] = e.index
         self.worker_state = r.state
-        self.state_text = ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
+        self.state_text = (
+            ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
+        )
         self.refresh_all()
 
     def set_next(self, step: str | None) -> None:
@@ -113,7 +115,11 @@ class ProcessPanel(EventView, Vertical):
 
     def start_failed(self) -> None:
         """The session did not start (the teaching panel says why): no more "starting" forever."""
-        self.state_text = "failed to start (see below)" if self.pid is None else "stopped: the session did not start"
+        self.state_text = (
+            "failed to start (see below)"
+            if self.pid is None
+            else "stopped: the session did not start"
+        )
         self.next_step = None
         self.refresh_all()
 
@@ -126,8 +132,14 @@ class ProcessPanel(EventView, Vertical):
         if not self.is_mounted:
             return
         d = self.fmt
-        head = Text.assemble(("pid ", "dim"), (d.pid(self.pid), "bold"), ("  ", ""),
-                             (self.backend or "…", "cyan"), ("  ", ""), (self.state_text, self._state_style()))
+        head = Text.assemble(
+            ("pid ", "dim"),
+            (d.pid(self.pid), "bold"),
+            ("  ", ""),
+            (self.backend or "…", "cyan"),
+            ("  ", ""),
+            (self.state_text, self._state_style()),
+        )
         steps = role_steps(self.role, self.plan)
         done = sum(1 for ok, _ in self.results.values() if ok)
         s = self.worker_state
@@ -136,8 +148,14 @@ class ProcessPanel(EventView, Vertical):
             if s.peer_access:
                 head.append(" (peer access to the producer's GPU)", "cyan")
         head.append(f"  {done}/{len(steps)} steps", "dim")
-        nxt = Text(f"▶ {step_info(self.role, self.next_step, self.mechanism).title}" if self.next_step else "",
-                   "bold yellow", no_wrap=True, overflow="ellipsis")
+        nxt = Text(
+            f"▶ {step_info(self.role, self.next_step, self.mechanism).title}"
+            if self.next_step
+            else "",
+            "bold yellow",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
         self.query_one(f"#{self.role}-head", Static).update(head)
         self.query_one(f"#{self.role}-next", Static).update(nxt)
         self.query_one(f"#{self.role}-steps", Static).update(self._steps())
@@ -145,8 +163,11 @@ class ProcessPanel(EventView, Vertical):
 
     def _state_style(self) -> str:
         s = self.state_text
-        return "red" if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1")) else (
-            "green" if s == "done" else "yellow")
+        return (
+            "red"
+            if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1"))
+            else ("green" if s == "done" else "yellow")
+        )
 
     def _steps(self) -> Table:
         """One row a step; the duration has its own column, so it never wraps away from its unit."""
@@ -164,7 +185,9 @@ class ProcessPanel(EventView, Vertical):
                 mark, style, dur = "▶", "bold yellow", ""
             else:
                 mark, style, dur = "·", "dim", ""
-            t.add_row(Text(mark, style), Text(step.title, "bold" if name == self.next_step else ""), dur)
+            t.add_row(
+                Text(mark, style), Text(step.title, "bold" if name == self.next_step else ""), dur
+            )
         return t
 
     def _card(self) -> Table:
@@ -176,19 +199,40 @@ class ProcessPanel(EventView, Vertical):
             s = WorkerState(self.role, 0, self.backend, self.mechanism, "", 0, "")
         m = s.mapping
         rows = [
-            ("handle", d.addr(m.handle) if m.handle is not None and self.backend == "cuda" else
-             (f"memfd fd {m.handle}" if m.handle is not None else "-")),
-            ("VA range", f"{d.addr(m.va)} – {d.addr(m.va + s.alloc_size)}" if m.va is not None and s.alloc_size else "-"),
-            ("mapped", (format_size(m.size) + (f" of {s.device_name}" if s.device_name and self.backend != "cuda"
-                                                else "")) if m.size else "-"),
+            (
+                "handle",
+                d.addr(m.handle)
+                if m.handle is not None and self.backend == "cuda"
+                else (f"memfd fd {m.handle}" if m.handle is not None else "-"),
+            ),
+            (
+                "VA range",
+                f"{d.addr(m.va)} – {d.addr(m.va + s.alloc_size)}"
+                if m.va is not None and s.alloc_size
+                else "-",
+            ),
+            (
+                "mapped",
+                (
+                    format_size(m.size)
+                    + (f" of {s.device_name}" if s.device_name and self.backend != "cuda" else "")
+                )
+                if m.size
+                else "-",
+            ),
             ("granularity", format_size(s.granularity) if s.granularity else "-"),
             ("access", (m.access or "-") if m.va is not None else "-"),
         ]
         if m.ipc_handle:
             rows[0] = ("IPC handle", f"{m.ipc_handle[:24]}… (64 bytes, no fd)")
         if s.device is not None and self.backend == "cuda":
-            rows.append(("device", f"{s.device} {s.device_name or ''}".rstrip()
-                         + (" (peer of the producer's)" if s.peer_access else "")))
+            rows.append(
+                (
+                    "device",
+                    f"{s.device} {s.device_name or ''}".rstrip()
+                    + (" (peer of the producer's)" if s.peer_access else ""),
+                )
+            )
         if s.slice:
             rows.append(("writes", f"integers [{s.slice[0]}, {s.slice[1]})"))
         for k, v in rows:

@@ -31,7 +31,11 @@ class StatusLine(EventView, Static):
         e = message.event
         if isinstance(e, SessionStarted) and self.scenario:
             self.parts["scenario"] = f"scenario {self.scenario}"
-        elif isinstance(e, StepDone) and base(e.step) == "verify" and e.report.state.verification is not None:
+        elif (
+            isinstance(e, StepDone)
+            and base(e.step) == "verify"
+            and e.report.state.verification is not None
+        ):
             self.parts["verify"] = say.verification_word(e.report.state.verification)
         elif isinstance(e, KcmpVerdict):
             self.parts["kcmp"] = say.kcmp_verdict(e).plain

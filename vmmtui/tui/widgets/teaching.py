@@ -29,7 +29,12 @@ class TeachingPanel(EventView, Static):
             self.mechanism = e.mechanism
         elif isinstance(e, SessionFailed):
             self.show_failure(e.role, e.step, e.failure)
-        elif isinstance(e, WorkerExited) and not e.expected and not message.closing and not self.failed:
+        elif (
+            isinstance(e, WorkerExited)
+            and not e.expected
+            and not message.closing
+            and not self.failed
+        ):
             self.update(Text(f"{say.exited(e).plain}: restart with ctrl+r", style="bold red"))
 
     def reset(self) -> None:
@@ -40,11 +45,21 @@ class TeachingPanel(EventView, Static):
             return
         if step is None:
             self.border_title = "done" if finished else "what this step does"
-            how = ("The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
-                   if self.mechanism == "legacy" else "The fd went producer → SCM_RIGHTS → consumer, ")
-            self.update(Text(how + "both mapped the same physical memory, and every resource was released in "
-                             "reverse order. ctrl+r runs it again." if finished else "",
-                             style="green" if finished else ""))
+            how = (
+                "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
+                if self.mechanism == "legacy"
+                else "The fd went producer → SCM_RIGHTS → consumer, "
+            )
+            self.update(
+                Text(
+                    how
+                    + "both mapped the same physical memory, and every resource was released in "
+                    "reverse order. ctrl+r runs it again."
+                    if finished
+                    else "",
+                    style="green" if finished else "",
+                )
+            )
             return
         s = step_info(step[0], step[1], self.mechanism)
         self.border_title = f"next: {step[0]} · {s.title}"
@@ -53,12 +68,25 @@ class TeachingPanel(EventView, Static):
     def show_start_failure(self, message: str) -> None:
         self.failed = True
         self.border_title = "COULD NOT START"
-        self.update(Text.assemble((message, "bold red"), "\n", ("ctrl+r tries again · c picks a scenario · q quits",
-                                                                   "dim")))
+        self.update(
+            Text.assemble(
+                (message, "bold red"),
+                "\n",
+                ("ctrl+r tries again · c picks a scenario · q quits", "dim"),
+            )
+        )
 
     def show_failure(self, role: str, step: str, f: Failure) -> None:
         self.failed = True
         self.border_title = f"FAILED: {role} · {step}"
-        self.update(Text.assemble((f"{f.call} → {f.code}", "bold red"), f" ({f.message})\n",
-                                  ("cause: ", "bold"), f"{f.cause}\n", ("fix: ", "bold"), f"{f.fix}  ",
-                                  ("(ctrl+r restarts)", "dim")))
+        self.update(
+            Text.assemble(
+                (f"{f.call} → {f.code}", "bold red"),
+                f" ({f.message})\n",
+                ("cause: ", "bold"),
+                f"{f.cause}\n",
+                ("fix: ", "bold"),
+                f"{f.fix}  ",
+                ("(ctrl+r restarts)", "dim"),
+            )
+        )

@@ -82,8 +82,10 @@ class WirePanel(EventView, Static):
             self.listening = True
         elif (role, step) == ("producer", "accept"):
             p = s.peers.get(peer)
-            self.peer = (f"{peer} pid {self.fmt.pid(p.pid if p else None)} "
-                         f"(SO_PEERCRED uid {p.uid if p else None})")
+            self.peer = (
+                f"{peer} pid {self.fmt.pid(p.pid if p else None)} "
+                f"(SO_PEERCRED uid {p.uid if p else None})"
+            )
             if s.refused:
                 self.peer += f"; refused {len(s.refused)} intruder(s)"
         elif (role, step) == ("producer", "send"):
@@ -95,13 +97,19 @@ class WirePanel(EventView, Static):
             else:
                 self.in_flight = f"producer fd {s.exported_fd} → SCM_RIGHTS → {peer} …"
         elif (role, step) == ("consumer", "receive"):
-            self.in_flight = ("handle bytes arrived; no new fd in " + r.role if s.mapping.ipc_handle
-                              else f"arrived as {r.role} fd {s.received_fd}")
+            self.in_flight = (
+                "handle bytes arrived; no new fd in " + r.role
+                if s.mapping.ipc_handle
+                else f"arrived as {r.role} fd {s.received_fd}"
+            )
         elif (role, step) == ("producer", "wait_ack"):
             ack = s.acks.get(peer)
             verified = bool(ack and ack.verified)
-            what = (f"slice {ack.slice[0]}–{ack.slice[1]} written" if ack and ack.slice
-                    else f"{ack.checked if ack else 0} integers")
+            what = (
+                f"slice {ack.slice[0]}–{ack.slice[1]} written"
+                if ack and ack.slice
+                else f"{ack.checked if ack else 0} integers"
+            )
             self.acks[peer] = f"{'ok' if verified else 'FAILED'} ({what})"
             if len(self.acks) == 1:
                 self.ack = f"{'verified' if verified else 'FAILED'} ({what})"
@@ -120,8 +128,9 @@ class WirePanel(EventView, Static):
     def kcmp_summary(self) -> Text | None:
         """narration's summary: of SessionFinished's verdicts once the session got there, else of those seen."""
         if self.finished is not None:
-            return say.kcmp_summary(self.finished.kcmp or self.kcmps.values(), self.finished.mechanism,
-                                    self.consumers)
+            return say.kcmp_summary(
+                self.finished.kcmp or self.kcmps.values(), self.finished.mechanism, self.consumers
+            )
         return say.kcmp_summary(self.kcmps.values(), self.mechanism) if self.kcmps else None
 
     def render_wire(self) -> None:
@@ -129,13 +138,18 @@ class WirePanel(EventView, Static):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
-        t.add_row("socket", Text(d.text(self.socket_path) + (" (listening)" if self.listening else ""),
-                                 overflow="fold"))
+        t.add_row(
+            "socket",
+            Text(
+                d.text(self.socket_path) + (" (listening)" if self.listening else ""),
+                overflow="fold",
+            ),
+        )
         t.add_row("peer", d.text(self.peer))
         t.add_row("metadata", json.dumps(self.metadata) if self.metadata else "-")
         if self.handle:
             # 12 bytes a line: the widest that fits the panel's value column, so no byte is cut
-            lines = [self.handle[i:i + 24] for i in range(0, len(self.handle), 24)]
+            lines = [self.handle[i : i + 24] for i in range(0, len(self.handle), 24)]
             t.add_row("handle", Text("\n".join(lines), style="bold"))
         t.add_row("fd", self.in_flight)
         if self.size_told is not None:
@@ -151,8 +165,10 @@ def size_line(claimed: int, reported: int | None, source: str, ok: bool) -> Text
     """``size claimed 64 MiB · size the kernel reports 4 KiB (fstat)``, red when the consumer refused."""
     who = "the kernel" if source.startswith("kernel") else "the driver"
     told = format_size(reported) if reported is not None else "nothing it can tell"
-    return Text(f"size claimed {format_size(claimed)} · size {who} reports {told} ({source.split(' ', 1)[-1]})",
-                style="" if ok else "bold red")
+    return Text(
+        f"size claimed {format_size(claimed)} · size {who} reports {told} ({source.split(' ', 1)[-1]})",
+        style="" if ok else "bold red",
+    )
 
 
 class VerificationPanel(EventView, Static):
@@ -167,7 +183,11 @@ class VerificationPanel(EventView, Static):
     @on(SessionEvent)
     def render_event(self, message: SessionEvent) -> None:
         e = message.event
-        if isinstance(e, StepDone) and base(e.step) == "verify" and e.report.state.verification is not None:
+        if (
+            isinstance(e, StepDone)
+            and base(e.step) == "verify"
+            and e.report.state.verification is not None
+        ):
             self.set_result(e.report.state.verification)
 
     def reset(self) -> None:

@@ -1,0 +1,68 @@
+"""The one sanitiser for names that come from outside: ``/proc`` (comm, cmdline, fd targets,
+memfd and ``/dev/shm`` names), the wire and recordings.
+
+Any process can name itself or a file with terminal escape sequences, newlines or bidi overrides;
+written raw they retitle or clear the user's terminal, forge report lines or reverse text. Every
+renderer (console, ``--json``, transcripts, Textual) shows such a name only through :func:`shown`,
+which keeps printable text and writes everything else as a visible escape (``\\x1b``, ``\\n``,
+``\\u202e``), so the name is still recognisable and can be searched for.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+__all__ = ["shown", "is_clean"]
+
+# Characters that change how the rest of a line is laid out: bidi embeddings, overrides and
+# isolates, and the invisible marks that spoof a name.
+_BIDI = frozenset(
+    "\u061c\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+    "\u2066\u2067\u2068\u2069\u2028\u2029\ufeff"
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def _escaped(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _unsafe(ch: str) -> bool:
+    if ch == "\\" or ch in _BIDI:
+        return True
+    # Cc: C0, DEL and C1 (U+0080–U+009F, CSI U+009B among them); Cf: format characters;
+    # Cs: lone surrogates left by surrogateescape decoding of undecodable bytes; Zl/Zp: separators.
+    return unicodedata.category(ch) in {"Cc", "Cf", "Cs", "Zl", "Zp"}
+
+
+def shown(name: str | bytes, limit: int = 256) -> str:
+    """``name`` made safe for any terminal and one line: printable text as it is, every control,
+    format or bidi character (and the backslash, so an escape cannot be forged) escaped, and cut to
+    ``limit`` characters with an ellipsis."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "surrogateescape")
+    if len(name) > limit:
+        name = name[:limit] + "…"
+    if not any(_unsafe(ch) for ch in name):
+        return name
+    out = []
+    for ch in name:
+        if "\udc80" <= ch <= "\udcff":  # an undecodable byte kept by surrogateescape
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif _unsafe(ch):
+            out.append(_escaped(ch))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def is_clean(name: str) -> bool:
+    """True when :func:`shown` would leave ``name`` as it is."""
+    return not any(_unsafe(ch) for ch in name)
