@@ -83,6 +83,8 @@ class SessionStarted(Event):
     direction: str = "producer-writes"
     #: the device each worker runs on, by worker name
     devices: dict[str, int] = field(default_factory=dict)
+    #: how the fd reaches each consumer: scm-rights or pidfd (pidfd_open + pidfd_getfd)
+    transport: str = "scm-rights"
 
 
 @dataclass

@@ -22,6 +22,7 @@ from vmmtui.config import (
     Direction,
     Mechanism,
     SessionConfig,
+    Transport,
     WorkerConfig,
     resolve_verify,
     validate,
@@ -84,6 +85,8 @@ class Session:
             config = replace(
                 config, mechanism=self.scenario.mechanism
             )  # a legacy scenario implies legacy
+        if self.scenario and self.scenario.transport != Transport.SCM_RIGHTS:
+            config = replace(config, transport=self.scenario.transport)  # a pidfd scenario, pidfd
         self.config = config
         self.choice = choice
         self.consumers = consumer_names(config.consumers)
@@ -186,6 +189,7 @@ class Session:
                     list(self.consumers),
                     cfg.direction,
                     dict(self.devices),
+                    transport=cfg.transport,
                 )
             )
             if self.scenario:
@@ -221,6 +225,7 @@ class Session:
             cfg.direction,
             sc.flags_for(role) if sc else [],
             crash,
+            transport=cfg.transport,
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
@@ -283,7 +288,12 @@ class Session:
             events += self._record(w, index, report, time.perf_counter_ns() - t0)
             if before is not None and not before.error and report.ok:
                 events.append(
-                    fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY)
+                    fdchecks.fd_delta(
+                        w,
+                        before,
+                        self.config.mechanism == Mechanism.LEGACY,
+                        taken=self.config.transport == Transport.PIDFD,
+                    )
                 )
             if report.ok:
                 self.position += 1
