@@ -133,7 +133,7 @@ def test_yama_scenario_runs_or_says_why_not(clean_state):
     why = SCENARIOS["pidfd-yama"].why_not("memfd")
     if why:
         assert "Yama" in why or "ptrace_scope" in why or "CAP_SYS_PTRACE" in why
-        with pytest.raises(SessionError, match="pidfd-yama cannot be shown"):
+        with pytest.raises(SessionError, match="pidfd-yama cannot be shown on this host"):
             Session(
                 SessionConfig(backend="memfd", tmpdir=str(clean_state), scenario="pidfd-yama")
             ).start()

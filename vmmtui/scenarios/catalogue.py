@@ -224,6 +224,22 @@ BUILT_IN: list[Scenario] = [
         flags={PRODUCER: ("fabric-handle",)},
     ),
     Scenario(
+        "pool-no-handle-type",
+        "a memory pool created without a shareable handle type cannot be exported",
+        "cuMemPoolCreate takes CUmemPoolProps.handleTypes; with CU_MEM_HANDLE_TYPE_NONE (the default of a "
+        "zeroed struct, and of cudaMallocAsync's default pool) the pool is not IPC capable, whatever its "
+        "allocations. The producer creates such a pool and allocates from it; cuMemPoolExportToShareableHandle "
+        "refuses, and nothing is left allocated.",
+        expect=("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_NOT_PERMITTED"),
+        at=(PRODUCER, "export"),
+        mechanism="pool",
+        cannot={
+            "memfd": "memory pools are a CUDA road (stream-ordered GPU allocations); memfd has no pool to "
+            "export"
+        },
+        flags={PRODUCER: ("pool-without-handle-type",)},
+    ),
+    Scenario(
         "pidfd-seccomp",
         "pidfd_getfd under Docker's default seccomp profile: EPERM",
         "The pidfd road (PyTorch's expandable segments, UCX cuda_ipc): the producer sends its pid and the "

@@ -126,7 +126,7 @@ def _check_peer(w: Worker) -> None:
 def import_memory(w: Worker) -> None:
     _check_peer(w)
     w.sharing.import_(w)
-    if w.sharing.want_fds:
+    if w.sharing.checks_size:
         _check_size(w)
 
 
