@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 from vmmtui import scenarios
 from vmmtui.backends import Choice
@@ -52,6 +51,7 @@ from vmmtui.session.tmpdir import (
     TmpdirError,
     choose_parent,
     make_private_dir,
+    private_dir_name,
     sweep_stale_dirs,
 )
 from vmmtui.state import StepReport
@@ -115,6 +115,8 @@ class Session:
         self.fd_problems = 0
         self.verify_on = "host"
         self.dir: str | None = None
+        self._parent_dir: str | None = None
+        self._dir_made = False
         self.started = False  # every worker said hello; steps are refused before that
         self.closed = False
         #: the SessionClosed that close() emitted (also when start() closed after a failure)
@@ -173,7 +175,8 @@ class Session:
                 Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)
             ]
             events += [Notice(line) for line in (moved, fallback) if line]
-            self.dir = make_private_dir(parent)
+            self.dir = private_dir_name(parent)  # made once the producer runs: see below
+            self._parent_dir = parent
             self.stage = SessionStage(self.workers, self.socket_path)
             events.append(
                 SessionStarted(
@@ -194,10 +197,20 @@ class Session:
             if self.scenario:
                 events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
             try:
-                launched = [(role, self._spawn(role)) for role in self.roles]  # start-ups overlap
+                launched = []
+                for role in self.roles:  # start-ups overlap
+                    launched.append((role, self._spawn(role)))
+                    if role == PRODUCER:
+                        # only now, with the producer running: whenever this process is killed
+                        # from here on, the producer's reaper removes the directory by its name
+                        make_private_dir(self.dir)
+                        self._dir_made = True
                 for role, w in launched:
                     self._await_hello(role, w)
                     events.append(WorkerStarted(role, w.pid, self.choice.name))
+            except TmpdirError as exc:
+                self.close()
+                raise ConfigError(str(exc)) from None
             except BaseException:
                 self.close()
                 raise
@@ -236,10 +249,11 @@ class Session:
             cfg.direction,
             sc.flags_for(role) if sc else [],
             crash,
+            session_pid=os.getpid(),
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
-        w = launch(self.worker_config(role), Path(self.dir) / f"{role}.log")
+        w = launch(self.worker_config(role), self._parent_dir)
         self._launching.append(w)  # so that close() stops it even if it never says hello
         return w
 
@@ -490,6 +504,11 @@ class Session:
                     events.append(StepDone(-1, report, 0, 0))
                 if problem is not None:
                     events.append(Notice(f"{role} cleanup: {problem.one_line()}"))
+            # the directory goes while the producer still runs: killed from here on, this process
+            # leaves nothing (the producer's reaper would remove the directory, but only once the
+            # producer ends, which a normal quit below does before this process could)
+            if self.dir and self._dir_made:
+                shutil.rmtree(self.dir, ignore_errors=True)
             for w in [*self.workers.values(), *self._launching]:
                 exited = w.stop(self.config.grace)
                 if exited is not None:
@@ -502,10 +521,8 @@ class Session:
                 for w in [*self.workers.values(), *self._launching]
                 if w.proc.poll() is None
             ]
-            if self.dir:
-                shutil.rmtree(self.dir, ignore_errors=True)
-                if os.path.exists(self.dir):
-                    leftovers.append(f"directory {self.dir} still exists")
+            if self.dir and self._dir_made and os.path.lexists(self.dir):
+                leftovers.append(f"directory {self.dir} still exists")
             self.closed_event = SessionClosed(not leftovers, leftovers)
             events.append(self.closed_event)
             return events
