@@ -85,6 +85,8 @@ class SessionStarted(Event):
     devices: dict[str, int] = field(default_factory=dict)
     #: the failure scenario this session shows (None: the normal sequence)
     scenario: ScenarioInfo | None = None
+    #: how the fd reaches each consumer: scm-rights or pidfd (pidfd_open + pidfd_getfd)
+    transport: str = "scm-rights"
 
 
 @dataclass

@@ -21,6 +21,7 @@ from vmmtui.config import (
     Direction,
     Mechanism,
     SessionConfig,
+    Transport,
     WorkerConfig,
     resolve_verify,
     validate,
@@ -86,6 +87,8 @@ class Session:
             config = replace(
                 config, mechanism=self.scenario.mechanism
             )  # a legacy scenario implies legacy
+        if self.scenario and self.scenario.transport != Transport.SCM_RIGHTS:
+            config = replace(config, transport=self.scenario.transport)  # a pidfd scenario, pidfd
         self.config = config
         self.choice = choice
         self.consumers = consumer_names(config.consumers)
@@ -192,6 +195,7 @@ class Session:
                     cfg.direction,
                     dict(self.devices),
                     self._scenario_info(),
+                    transport=cfg.transport,
                 )
             )
             if self.scenario:
@@ -250,6 +254,7 @@ class Session:
             sc.flags_for(role) if sc else [],
             crash,
             session_pid=os.getpid(),
+            transport=cfg.transport,
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
@@ -323,7 +328,12 @@ class Session:
             return
         yield from self._record(w, index, report, time.perf_counter_ns() - t0)
         if before is not None and not before.error and report.ok:
-            yield fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY)
+            yield fdchecks.fd_delta(
+                w,
+                before,
+                self.config.mechanism == Mechanism.LEGACY,
+                taken=self.config.transport == Transport.PIDFD,
+            )
         if report.ok:
             self.position += 1
             yield from self._hooks("after", role, name)

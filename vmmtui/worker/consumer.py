@@ -10,7 +10,7 @@ from vmmtui.config import Direction, Verify
 from vmmtui.state import Peer
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import StepError, failure
-from vmmtui.worker import memory
+from vmmtui.worker import memory, transport
 
 if TYPE_CHECKING:
     import socket
@@ -61,7 +61,10 @@ def receive(w: Worker) -> None:
         "recvmsg",
         {"fd": sock.fileno(), "want": sharing.wants},
         lambda: channel.receive_message(
-            sock, w.cfg.ack_timeout, AllocMessage, want_fds=sharing.want_fds
+            sock,
+            w.cfg.ack_timeout,
+            AllocMessage,
+            want_fds=0 if transport.takes_fd(w) else sharing.want_fds,
         ),
         lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
     )
@@ -77,6 +80,16 @@ def receive(w: Worker) -> None:
                     f"we use {w.backend.name} {w.cfg.mechanism}",
                 )
             )
+        if meta.transport != w.cfg.transport:
+            raise StepError(
+                failure(
+                    "BAD_MESSAGE",
+                    "recvmsg",
+                    f"producer uses {meta.transport}, we {w.cfg.transport}",
+                )
+            )
+        if transport.takes_fd(w):
+            fds = [transport.take(w, meta)]
         sharing.received(w, meta, fds)
     except StepError:
         for fd in fds:
