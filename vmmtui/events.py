@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.names import json_safe
 from vmmtui.state import StepReport
 from vmmtui.troubleshooting import Failure
 
@@ -36,7 +37,9 @@ class Event:
         return {"v": VERSION, "event": type(self).__name__, **encode(self)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        # names from /proc, the wire or recordings stay raw in the data; nothing in them that a
+        # terminal acts on is written raw (json_safe)
+        return json_safe(json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")))
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Event:
