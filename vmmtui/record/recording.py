@@ -34,6 +34,7 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
+from vmmtui.trace import events as _trace_events  # noqa: F401 - registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
