@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.codec import DecodeError, decode, encode, warm
 from vmmtui.troubleshooting import StepError, failure
 
 VERSION = 1
@@ -412,3 +412,6 @@ def _parse(
 def _type_name(expect: type) -> str:
     """The ``type`` a message class carries on the wire (its field's default: ``alloc``, ``ack``)."""
     return next(f.default for f in fields(expect) if f.name == "type")
+
+
+warm(AllocMessage, Ack)

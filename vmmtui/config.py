@@ -225,6 +225,9 @@ class WorkerConfig:
     crash: str | None = None
     #: the worker's end of the control socketpair, as numbered in the session (inherited with pass_fds)
     control_fd: int | None = None
+    #: the session's pid: a worker whose parent is not it was orphaned before it could ask for the
+    #: death signal, and exits at once; the producer's reaper removes ``vmmtui-<session pid>-*``
+    session_pid: int | None = None
     transport: str = Transport.SCM_RIGHTS
 
     def to_argv(self) -> list[str]:
@@ -267,6 +270,7 @@ class WorkerConfig:
         p.add_argument("--flags", default="")
         p.add_argument("--crash", help=argparse.SUPPRESS)
         p.add_argument("--control-fd", type=int)
+        p.add_argument("--session-pid", type=int)
         p.add_argument(
             "--transport", choices=choices(Transport), default=Transport.SCM_RIGHTS.value
         )
@@ -287,5 +291,6 @@ class WorkerConfig:
             [f for f in a.flags.split(",") if f],
             a.crash,
             a.control_fd,
+            a.session_pid,
             transport=a.transport,
         )

@@ -261,6 +261,17 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
         "a seccomp or AppArmor profile forbids them)",
         "run the scenario where `unshare --user --pid --fork true` works, or as root",
     ),
+    ("recvmsg", "SIZE_MISMATCH"): (
+        "the producer claimed an allocation of another size than this consumer was asked to share (its "
+        "--size rounded to the granularity); importing, mapping or reading it is refused",
+        "run producer and consumer with the same --size (both sides the same vmmtui version)",
+    ),
+    ("cuMemMap (imported)", "SIZE_MISMATCH"): (
+        "the driver refused to map the claimed size of the imported allocation at offset 0: the allocation "
+        "that arrived is smaller than the producer claimed (the code is the driver's: INVALID_VALUE, "
+        "NOT_SUPPORTED or OUT_OF_MEMORY, depending on the driver)",
+        "nothing was mapped; the producer must send the size it allocated (both sides the same vmmtui version)",
+    ),
     ("cuMemFree", "CUDA_ERROR_INVALID_VALUE"): (
         "cuMemFree only frees cuMemAlloc memory; an imported VMM mapping is not one",
         "cuMemUnmap, cuMemAddressFree, then cuMemRelease the imported handle",

@@ -157,6 +157,8 @@ def config_from(args: argparse.Namespace) -> SessionConfig:
         connect_timeout=args.timeout,
         accept_timeout=args.timeout,
         ack_timeout=args.timeout * 12,
+        # no step outlasts the ACK's wait (the producer gives up then); 5 s more lets the worker say so first
+        step_timeout=args.timeout * 12 + 5,
         scenario=args.scenario,
         verify=args.verify,
         mechanism=args.mechanism,
