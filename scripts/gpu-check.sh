@@ -65,7 +65,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda --mechanism pool --size 1GiB --consumers 2
     step python3 -m vmmtui run --backend cuda --mechanism pool --transport pidfd --verbose
     step python3 -m vmmtui run --backend cuda --mechanism pool --direction consumer-writes --consumers 2
-    for s in pool-no-handle-type pidfd-seccomp pidfd-yama pidfd-pidns; do
+    for s in pool-no-handle-type pidfd-seccomp pidfd-yama pidfd-pidns pidfd-producer-gone; do
       step python3 -m vmmtui run --backend cuda --scenario "$s" --verbose
     done
     step python3 -m vmmtui run --backend cuda --scenario importer-pins --size 1GiB --verbose

@@ -181,3 +181,11 @@ def test_the_teaching_text_follows_the_transport():
     assert "PR_SET_PTRACER" in step_info(PRODUCER, "send", "vmm", "pidfd").apis[0]
     assert step_info(CONSUMER, "receive", "legacy", "pidfd").title == "Receive the handle bytes"
     assert step_info(CONSUMER, "receive").title == "Receive the fd"
+
+
+def test_producer_gone_before_the_take_is_esrch(clean_state):
+    s, events = run_scenario(clean_state, "pidfd-producer-gone")
+    assert s.failure.code == "ESRCH" and s.failed_at == (CONSUMER, "receive")
+    assert s.failure.call == "pidfd_open" and "exited" in s.failure.cause
+    assert any(isinstance(e, WorkerExited) and e.role == PRODUCER for e in events)
+    assert s.outcome.as_expected and closed_clean(events)

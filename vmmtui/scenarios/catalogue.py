@@ -280,6 +280,26 @@ BUILT_IN: list[Scenario] = [
         flags={CONSUMER: ("take-from-new-pidns",)},
     ),
     Scenario(
+        "pidfd-producer-gone",
+        "the producer exits between sending its pid and the consumer's pidfd_getfd: ESRCH",
+        "On the pidfd road the fd stays in the producer until the consumer takes it. Here the producer is "
+        "SIGKILLed right after it sent its pid and fd number, before the consumer's receive: the pid names "
+        "nobody any more and pidfd_open fails with ESRCH. With SCM_RIGHTS the fd would already be in flight "
+        "(see producer-dies, which verifies).",
+        expect=("ESRCH",),
+        at=(CONSUMER, "receive"),
+        transport="pidfd",
+        edits=(Drop(((PRODUCER, "wait_ack"), (PRODUCER, "cleanup"), (CONSUMER, "ack"))),),
+        hooks=(
+            Hook(
+                "after",
+                PRODUCER,
+                "send",
+                Kill(PRODUCER, signal.SIGKILL, "right after sending its pid"),
+            ),
+        ),
+    ),
+    Scenario(
         "importer-pins",
         "the producer releases everything and exits while the consumer maps: the memory stays",
         "An allocation is freed when its last reference goes, not when its creator releases it. After the "
