@@ -60,7 +60,7 @@ def receive(w: Worker) -> None:
     sharing = w.sharing
     meta, fds = w.backend.calls.timed(
         "recvmsg",
-        {"fd": sock.fileno(), "want": sharing.wants},
+        {"fd": sock.fileno(), "want": transport.wants(w)},
         lambda: channel.receive_message(
             sock,
             w.cfg.ack_timeout,

@@ -162,7 +162,8 @@ class VmmSharing(Sharing):
 
     def received(self, w: Worker, message: AllocMessage, fds: list[int]) -> None:
         w.state.received_fd = fds[0]
-        w.say(f"Received FD: {fds[0]}, size: {message.alloc_size} bytes")
+        how = "Holding the taken FD" if transport.takes_fd(w) else "Received FD"
+        w.say(f"{how}: {fds[0]}, size: {message.alloc_size} bytes")
 
     def import_(self, w: Worker) -> None:
         w.handle = w.backend.import_fd(w.state.received_fd)

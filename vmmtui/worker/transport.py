@@ -32,6 +32,13 @@ def takes_fd(w: Worker) -> bool:
     return w.cfg.transport == Transport.PIDFD and w.sharing.want_fds > 0
 
 
+def wants(w: Worker) -> str:
+    """What the consumer's recvmsg waits for, as its call log shows it."""
+    if takes_fd(w):
+        return "metadata naming a pid and an fd number (no fd: it is taken after)"
+    return w.sharing.wants
+
+
 def prepare(w: Worker) -> None:
     """At init: a consumer asked to run like a container under Docker's default profile confines itself."""
     if SECCOMP_FLAG not in w.flags:
