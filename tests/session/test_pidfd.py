@@ -150,7 +150,6 @@ def test_yama_scenario_runs_or_says_why_not(clean_state):
     assert s.outcome.as_expected and closed_clean(events)
 
 
-@needs_road
 def test_importer_pins_the_memory_after_the_producer_exits(clean_state):
     s, events = run_scenario(clean_state, "importer-pins")
     assert s.verified and s.outcome.as_expected and closed_clean(events)
