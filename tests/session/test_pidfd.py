@@ -196,3 +196,18 @@ def test_producer_gone_before_the_take_is_esrch(clean_state):
     assert s.failure.call == "pidfd_open" and "exited" in s.failure.cause
     assert any(isinstance(e, WorkerExited) and e.role == PRODUCER for e in events)
     assert s.outcome.as_expected and closed_clean(events)
+
+
+@needs_road
+@pytest.mark.parametrize(
+    "role,step", [("producer", "send"), ("consumer", "receive"), ("consumer", "verify")]
+)
+def test_a_worker_killed_on_the_pidfd_road_leaves_nothing(clean_state, role, step):
+    s = Session(
+        SessionConfig(
+            backend="memfd", tmpdir=str(clean_state), transport="pidfd", crash=f"{role}:{step}:kill"
+        )
+    )
+    events = s.lifetime()
+    assert s.failure.code == "WORKER_DIED" and s.failed_at == (role, step)
+    assert closed_clean(events)
