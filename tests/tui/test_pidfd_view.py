@@ -40,3 +40,24 @@ async def test_the_wire_and_fd_table_show_the_fd_taken_not_sent():
             f"received ≡ producer {app.query_one('#producer-fds', FdTableView).kcmp.producer_fd}"
             in text_of(fds)
         )
+
+
+@pytest.mark.asyncio
+async def test_the_live_inspector_steps_the_pidfd_road_to_verified(tmp_path):
+    from driving import MEMFD, step_to, wait_for
+
+    from vmmtui.config import SessionConfig
+    from vmmtui.tui.app import InspectorApp
+
+    app = InspectorApp(
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path), transport="pidfd"), MEMFD
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        await step_to(pilot, app, PLAN.index(("consumer", "receive")) + 1)
+        wire = text_of(app.query_one(WirePanel))
+        assert "taken by consumer with pidfd_open + pidfd_getfd" in wire
+        assert app.session.kcmp["consumer"].same
+        await step_to(pilot, app, len(PLAN))
+        assert app.session.verified
+        await pilot.press("q")
