@@ -84,6 +84,7 @@ def test_the_pidfd_road_is_tried_for_real_on_a_child():
 
 def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
     """A real process that refuses itself pidfd_getfd, as a Docker container does, then asks doctor."""
+    import re
     import subprocess
     import sys
 
@@ -93,7 +94,8 @@ def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     ok, value = out.stdout.split("\n", 1)
-    assert ok == "False" and "EPERM" in value and "seccomp filter (1 filter(s))" in value
+    assert ok == "False" and "EPERM" in value
+    assert re.search(r"seccomp filter \(\d+ filter\(s\)\)", value), value
     assert "fix: --transport scm-rights" in value
 
 
