@@ -213,3 +213,20 @@ def test_a_worker_killed_on_the_pidfd_road_leaves_nothing(clean_state, role, ste
     events = s.lifetime()
     assert s.failure.code == "WORKER_DIED" and s.failed_at == (role, step)
     assert closed_clean(events)
+
+
+def test_dropping_the_effective_cap_refuses_nothing_by_itself():
+    """The pidfd-yama consumer's capset leaves the permitted set, so only Yama can refuse: a real process."""
+    import subprocess
+    import sys
+
+    code = (
+        "from vmmtui.backends import pidfd; d = pidfd.drop_effective_cap_sys_ptrace(); "
+        "print(d, pidfd.has_cap_sys_ptrace(), pidfd.check_on_child()[0], "
+        "int(pidfd._status()['CapPrm'], 16) >> 19 & 1)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    dropped, effective, works, permitted = out.stdout.split()
+    assert effective == "False" and works == str(ROAD_WORKS)
+    if dropped == "True":  # root, or CAP_SYS_PTRACE granted: the permitted set keeps it
+        assert permitted == "1"

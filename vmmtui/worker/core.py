@@ -41,6 +41,7 @@ FLAGS = frozenset(
         transport.SECCOMP_FLAG,
         transport.NO_PTRACER_FLAG,
         transport.PIDNS_FLAG,
+        transport.UNPRIVILEGED_FLAG,
         memory.MEMORY_FLAG,
         "pool-without-handle-type",
     }
