@@ -96,6 +96,13 @@ class ProcessScan:
     fresh: bool = True
     #: "gone" or "no permission: …"; fds then stay empty
     error: str | None = None
+    #: its place in the scan's reading order: processes are read one after another, so a process of
+    #: lower ``order`` was read (its fds seen) before one of higher order was begun
+    order: int = 0
+    #: when it started, in seconds since boot (/proc/PID/stat), to tell a process that did not exist yet
+    started: float = 0.0
+    #: when its reading ended, in seconds since boot (CLOCK_BOOTTIME, the clock of ``started``)
+    read_end: float = 0.0
 
     @property
     def gone(self) -> bool:
@@ -134,12 +141,17 @@ def _refusal(exc: OSError, what: str) -> str:
     )
 
 
-def _stat_line(pid: int) -> tuple[int, str, str, int]:
-    """(ppid, name, state, threads) from /proc/PID/stat; the name may hold spaces and parentheses."""
-    text = _read(f"/proc/{pid}/stat")
-    name = text[text.index("(") + 1 : text.rindex(")")]
-    rest = text[text.rindex(")") + 2 :].split()
-    return int(rest[1]), name, rest[0], int(rest[17])
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_line(pid: int) -> tuple[int, str, str, int, float]:
+    """(ppid, name, state, threads, start in s since boot) from /proc/PID/stat; the name may hold
+    spaces and parentheses."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read()
+    name = raw[raw.index(b"(") + 1 : raw.rindex(b")")].decode(errors="surrogateescape")
+    rest = raw[raw.rindex(b")") + 2 :].split()
+    return int(rest[1]), name, rest[0].decode(), int(rest[17]), int(rest[19]) / _TICK
 
 
 def _readb(path: str) -> bytes:
@@ -202,7 +214,7 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
     """
     p = ProcessScan(pid)
     try:
-        p.ppid, p.name, state, threads = _stat_line(pid)
+        p.ppid, p.name, state, threads, p.started = _stat_line(pid)
     except OSError as exc:
         p.error = _refusal(exc, f"/proc/{pid}/stat")
         return p
@@ -322,10 +334,12 @@ def scan(
     start = time.monotonic()
     before = prev.processes if prev else {}
     number = prev.number + 1 if prev else 0
-    procs = {
-        pid: scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0)
-        for pid in sorted(pids)
-    }
+    procs = {}
+    for order, pid in enumerate(sorted(pids)):
+        p = procs[pid] = scan_process(
+            pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0
+        )
+        p.order, p.read_end = order, time.clock_gettime(time.CLOCK_BOOTTIME)
     sockets = read_sockets()
     if sockets.sockets:
         for p in (

@@ -13,6 +13,8 @@ last scan's answer, which still holds since none of their holders ran.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -22,6 +24,8 @@ from vmmtui.events import FdHolder, SharedFile, SocketPair
 from vmmtui.fdtable import KcmpUnavailable
 
 Key = tuple[int, int]  # (dev, ino)
+#: kcmp's answers when an fd was closed (EBADF) or its process exited (ESRCH) after the scan read it
+VANISHED = (errno.EBADF, errno.ESRCH)
 
 
 @dataclass
@@ -87,6 +91,7 @@ class Shares:
     memory_holders: dict[tuple[int, int], set[int]] = field(default_factory=dict)
     kcmp_calls: int = 0
     unavailable: str | None = None  # kcmp's refusal, with the errno
+    vanished: int = 0  # kcmp calls that found an fd or a process gone since the scan (asked again)
     index: Index = field(default_factory=Index)
     inodes_redone: int = 0  # inodes worked out again in this scan (the rest carried over)
 
@@ -182,7 +187,16 @@ def _redo(
         except KcmpUnavailable as exc:
             ix.groups.pop(key, None)
             ix.retry.add(key)
-            shares.unavailable = f"unavailable: {exc.strerror}"
+            if (
+                exc.errno in VANISHED
+            ):  # an fd closed, or its process exited, since the scan read it:
+                shares.vanished += 1  # not a refusal; the next poll sees the table without it
+                ix.files[key] = [f for f in before.values()]
+                if not ix.files[key]:
+                    ix.files.pop(key)
+                return
+            code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            shares.unavailable = f"unavailable: {code} ({os.strerror(exc.errno or 0)})"
             files.append(
                 SharedFile(
                     kind,
@@ -191,7 +205,7 @@ def _redo(
                     [FdHolder(*h) for h in members],
                     sorted(mapped),
                     None,
-                    f"kcmp {shares.unavailable}",
+                    f"kcmp {shares.unavailable}: same inode only",
                     at,
                 )
             )
@@ -213,7 +227,7 @@ def _redo(
                         [FdHolder(*h) for h in run],
                         by,
                         True,
-                        "kcmp(KCMP_FILE): one open file description",
+                        "one open file description (kcmp)",
                         at,
                     )
                 )
