@@ -76,6 +76,9 @@ class Follower:
     all_leaks: list = field(default_factory=list)
     shared_history: list = field(default_factory=list)  # every SharedFile said, oldest first
     gpu_holders: dict[int, bool] = field(default_factory=dict)  # pid -> holds a /dev/nvidia* fd
+    #: pid -> the fd table (the scan's dict) last looked at: a scan hands the same dict back when
+    #: the table is unchanged, so only changed tables are gone through
+    tables: dict[int, dict] = field(default_factory=dict)
     #: the seconds between polls the caller aims at (what "shorter than a poll" means)
     interval: float = 0.25
     polls: int = 0
@@ -99,9 +102,9 @@ class Follower:
         self.last = s
         gpu = None
         alive = s.alive()
-        for pid, p in alive.items():
-            if p.fresh or pid not in self.gpu_holders:
-                self.gpu_holders[pid] = any(f.kind == "gpu" for f in p.fds.values())
+        changed = [p for pid, p in alive.items() if self.tables.get(pid) is not p.fds]
+        for p in changed:
+            self.gpu_holders[p.pid] = any(f.kind == "gpu" for f in p.fds.values())
         holders = [pid for pid in alive if self.gpu_holders.get(pid)]
         if holders and self.use_nvml:
             if self.nvml is None:
@@ -114,13 +117,14 @@ class Follower:
         events += self.leaks.during(self.tracker, gpu, s.at)
         self.all_leaks += [e for e in events if type(e).__name__ == "Leak"]
         self.shared_history += [e for e in events if type(e).__name__ == "SharedFile"]
-        for p in alive.values():
-            if not p.fresh:
-                continue  # carried over: its sockets were looked at when it was read
+        for p in changed:  # an fd table seen before: its sockets were looked at then
+            self.tables[p.pid] = p.fds
             for f in p.fds.values():
                 sock = s.sockets.sockets.get(f.ino) if f.kind == "socket" else None
                 if sock and sock.path and not sock.path.startswith("@"):
                     self.bound_paths.add(sock.path)
+        for pid in [pid for pid in self.tables if pid not in alive]:
+            del self.tables[pid]
         events += self._notes(s, holders)
         if self.tree:
             self.targets -= self.tracker.gone

@@ -43,9 +43,11 @@ class LeakFinder:
     def during(self, t: Tracker, gpu: dict[int, GpuMemory] | None, at: float) -> list[Leak]:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
+        live = _with_live_peer(t)
         for (pid, fd), e in list(t.received.items()):  # only fds that came from another process
             if (
-                e.kind not in MEMORY_KINDS
+                pid in live
+                or e.kind not in MEMORY_KINDS
                 or pid not in t.alive
                 or e.how not in ("arrived", "inherited")
             ):
@@ -106,8 +108,9 @@ class LeakFinder:
         """The same check for shared fds whose origin polling did not see (open before attach, or
         made and sent within one poll): said as possible leaks, since the holder may have made it."""
         out: list[Leak] = []
+        live = _with_live_peer(t)
         for (pid, fd), e in list(t.unsure.items()):
-            if e.kind not in MEMORY_KINDS or e.kind == "gpu" or pid not in t.alive:
+            if pid in live or e.kind not in MEMORY_KINDS or e.kind == "gpu" or pid not in t.alive:
                 continue
             peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
             if not peers or not peers <= t.gone:
@@ -167,6 +170,12 @@ class LeakFinder:
                     ),
                 )
         return out
+
+
+def _with_live_peer(t: Tracker) -> set[int]:
+    """Processes one of whose peers still runs: none of their fds is kept after every peer exited
+    (checked once a process, not once an fd)."""
+    return {pid for pid in t.alive if t.peers.get(pid, set()) - t.gone}
 
 
 def _owner_alive(pid: int) -> bool:

@@ -18,7 +18,14 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.attach.kcmpsort import Group, Holder, runs_of, sort_group, update_group
+from vmmtui.attach.kcmpsort import (
+    Group,
+    Holder,
+    runs_of,
+    sort_group,
+    still_holds,
+    update_group,
+)
 from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
 from vmmtui.events import FdHolder, SharedFile, SocketPair
 from vmmtui.fdtable import KcmpUnavailable
@@ -119,6 +126,17 @@ def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
         shares.memory_holders = dict(prev.memory_holders)  # prev's stays as it was: "held before"
     suspects = {pid for pid, p in scan.processes.items() if p.fresh}
     dirty = ix.sync(scan)
+    # groups whose holders did not change but one of whose processes ran: an fd of theirs may have
+    # been swapped for another open file of the same inode; kcmp re-proves each run by its neighbours
+    for key, g in ix.groups.items():
+        if key in dirty or not any(h[0] in suspects for h in g.order):
+            continue
+        try:
+            if still_holds(g, suspects, shares):
+                continue
+        except KcmpUnavailable:
+            pass  # worked out again below, where a refusal or a vanished fd is told apart
+        dirty.add(key)
     shares.inodes_redone = len(dirty)
     for key in dirty:
         old_runs = ix.runs.pop(key, [])
