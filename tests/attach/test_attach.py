@@ -208,9 +208,9 @@ def test_the_view_shows_the_pair_and_what_they_share():
             async with app.run_test(size=(160, 48)) as pilot:
                 for _ in range(40):
                     await pilot.pause(0.1)
-                    if any(
-                        "SHARED memfd" in str(f.target) or f.kind == "memfd"
-                        for f in app.follower.shared_history
+                    if app.board and any(
+                        getattr(f, "kind", "") == "memfd"
+                        for f in app.board.shares + app.board.earlier
                     ):
                         break
                 table = app.query_one("#procs")

@@ -96,8 +96,10 @@ class Tracker:
                 )
         for pid in [pid for pid in self.alive if pid not in scan.processes]:
             out.append(self._gone(pid, scan.at))
-        files_before, self.files_seen = self.files_seen, {id(f): f for f in shares.files}
-        for f in shares.files:
+        same_answer = self.shares is not None and shares.files is self.shares.files
+        if not same_answer:
+            files_before, self.files_seen = self.files_seen, {id(f): f for f in shares.files}
+        for f in () if same_answer else shares.files:
             if files_before.get(id(f)) is f:
                 continue  # the same answer as last scan (shares keeps it): said, and its peers noted
             key = (f.dev, f.ino, tuple((h.pid, h.fd) for h in f.holders), tuple(f.mapped_by))
@@ -109,7 +111,7 @@ class Tracker:
                 out.append(f)
                 for pid in pids:
                     self.timeline[pid].append(f)
-        for pair in shares.pairs:
+        for pair in () if same_answer else shares.pairs:
             key = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
             if key not in self.pairs_said:
                 self.pairs_said.add(key)

@@ -121,14 +121,11 @@ def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
     """
     ix = prev.index if prev is not None else Index()
     shares = Shares(index=ix)
-    if prev is not None:
-        shares.runs = dict(prev.runs)
-        shares.memory_holders = dict(prev.memory_holders)  # prev's stays as it was: "held before"
     suspects = {pid for pid, p in scan.processes.items() if p.fresh}
     dirty = ix.sync(scan)
     # groups whose holders did not change but one of whose processes ran: an fd of theirs may have
     # been swapped for another open file of the same inode; kcmp re-proves each run by its neighbours
-    for key, g in ix.groups.items():
+    for key, g in ix.groups.items() if suspects else ():
         if key in dirty or not any(h[0] in suspects for h in g.order):
             continue
         try:
@@ -138,6 +135,14 @@ def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
             pass  # worked out again below, where a refusal or a vanished fd is told apart
         dirty.add(key)
     shares.inodes_redone = len(dirty)
+    if prev is not None and not dirty and not ix.retry:
+        # nothing to work out again: last poll's answer, the very same lists (the tracker skips them)
+        shares.runs, shares.memory_holders = prev.runs, prev.memory_holders
+        shares.files, shares.pairs = prev.files, prev.pairs
+        return shares
+    if prev is not None:
+        shares.runs = dict(prev.runs)
+        shares.memory_holders = dict(prev.memory_holders)  # prev's stays as it was: "held before"
     for key in dirty:
         old_runs = ix.runs.pop(key, [])
         for run in old_runs:
