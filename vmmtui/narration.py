@@ -184,6 +184,14 @@ def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
                 "bold",
             )
         )
+    if e.transport == "pidfd":
+        lines.append(
+            Text(
+                "transport: pidfd — the producer sends its pid and the fd's number; the consumer "
+                "takes the fd with pidfd_open + pidfd_getfd (PyTorch's expandable segments' road)",
+                "bold",
+            )
+        )
     return lines
 
 
