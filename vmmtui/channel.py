@@ -58,6 +58,13 @@ class AllocMessage:
     #: legacy IPC: the 64-byte cuIpcMemHandle in hex; empty for VMM (the fd travels as SCM_RIGHTS)
     ipc_handle: str = ""
     type: str = "alloc"
+    #: how the fd travels: ``scm-rights`` (in this message) or ``pidfd`` (the consumer takes it)
+    transport: str = "scm-rights"
+    #: pidfd: the producer's pid and the number of the fd to take (untrusted: checked by the consumer)
+    pid: int = 0
+    fd: int = -1
+    #: pool: the 64-byte CUmemPoolPtrExportData of the allocation, in hex
+    export_data: str = ""
 
 
 @dataclass

@@ -11,7 +11,7 @@ from vmmtui.sizes import align_up
 from vmmtui.state import Peer
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import StepError, failure
-from vmmtui.worker import memory
+from vmmtui.worker import memory, transport
 
 if TYPE_CHECKING:
     import socket
@@ -62,7 +62,10 @@ def receive(w: Worker) -> None:
         "recvmsg",
         {"fd": sock.fileno(), "want": sharing.wants},
         lambda: channel.receive_message(
-            sock, w.cfg.ack_timeout, AllocMessage, want_fds=sharing.want_fds
+            sock,
+            w.cfg.ack_timeout,
+            AllocMessage,
+            want_fds=0 if transport.takes_fd(w) else sharing.want_fds,
         ),
         lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
     )
@@ -78,7 +81,17 @@ def receive(w: Worker) -> None:
                     f"we use {w.backend.name} {w.cfg.mechanism}",
                 )
             )
+        if meta.transport != w.cfg.transport:
+            raise StepError(
+                failure(
+                    "BAD_MESSAGE",
+                    "recvmsg",
+                    f"producer uses {meta.transport}, we {w.cfg.transport}",
+                )
+            )
         _check_claim(w, meta)
+        if transport.takes_fd(w):
+            fds = [transport.take(w, meta)]
         sharing.received(w, meta, fds)
     except StepError:
         for fd in fds:
