@@ -356,3 +356,12 @@ def test_200_mutated_recordings_read_or_say_why_in_one_line(recorded, tmp_path):
             Timeline(read(path).events).frames  # noqa: B018 - building the frames is the check
         except RecordingError as exc:
             assert "\n" not in str(exc) and str(path) in str(exc), (k, str(exc))
+
+
+def test_gallery_recordings_open_with_their_session_not_with_another_runs_leftovers():
+    from vmmtui.events import Notice, SessionStarted
+
+    for entry in gallery.entries():
+        events = read(entry.path).events
+        assert isinstance(events[0], SessionStarted), (entry.name, events[0])
+        assert not [e for e in events if isinstance(e, Notice) and "stale" in e.text], entry.name
