@@ -356,3 +356,31 @@ def test_200_mutated_recordings_read_or_say_why_in_one_line(recorded, tmp_path):
             Timeline(read(path).events).frames  # noqa: B018 - building the frames is the check
         except RecordingError as exc:
             assert "\n" not in str(exc) and str(path) in str(exc), (k, str(exc))
+
+
+def test_gallery_recordings_open_with_their_session_not_with_another_runs_leftovers():
+    from vmmtui.events import Notice, SessionStarted
+
+    for entry in gallery.entries():
+        events = read(entry.path).events
+        assert isinstance(events[0], SessionStarted), (entry.name, events[0])
+        assert not [e for e in events if isinstance(e, Notice) and "stale" in e.text], entry.name
+
+
+def test_a_gzip_recording_whose_recorder_died_replays_as_cut(tmp_path):
+    """A killed recorder leaves its .gz without the trailer, flushed at the last batch of events."""
+    events = [e for e in session_events() if not isinstance(e, SessionClosed)]
+    rec = Recorder(tmp_path / "live.jsonl.gz", make_header(SessionConfig(), "memfd", "test"))
+    rec.write_all(events[:10])
+    rec.write_all(events[10:20])
+    killed = tmp_path / "killed.jsonl.gz"
+    killed.write_bytes((tmp_path / "live.jsonl.gz").read_bytes())  # as the kill left it
+    written = rec.written  # repeated fd tables are left out
+    rec.close()
+    back = read(killed)
+    assert len(back.events) == written
+    assert back.cut.startswith(f"cut short: it ends at line {written + 1}, before the session's")
+    half = tmp_path / "half.jsonl.gz"
+    half.write_bytes((tmp_path / "live.jsonl.gz").read_bytes()[:20])
+    with pytest.raises(RecordingError, match="is not a readable recording"):
+        read(half)  # not even the header survived

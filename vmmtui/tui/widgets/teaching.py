@@ -22,12 +22,15 @@ class TeachingPanel(EventView, Static):
 
     mechanism = "vmm"
     transport = "scm-rights"
+    #: the session's plan (a scenario may leave a role's cleanup out of it)
+    plan: list[tuple[str, str]] = []  # replaced at each start, never mutated
 
     @on(SessionEvent)
     def render_event(self, message: SessionEvent) -> None:
         e = message.event
         if isinstance(e, SessionStarted):
             self.mechanism, self.transport = e.mechanism, e.transport
+            self.plan = list(e.plan)
         elif isinstance(e, SessionFailed):
             self.show_failure(e.role, e.step, e.failure)
         elif (
@@ -36,7 +39,8 @@ class TeachingPanel(EventView, Static):
             and not message.closing
             and not self.failed
         ):
-            self.update(Text(f"{say.exited(e).plain}: restart with ctrl+r", style="bold red"))
+            shown = say.exited(e, getattr(self.app, "display_mode", say.PLAIN)).plain
+            self.update(Text(f"{shown}: restart with ctrl+r", style="bold red"))
 
     def reset(self) -> None:
         self.failed = False
@@ -46,19 +50,10 @@ class TeachingPanel(EventView, Static):
             return
         if step is None:
             self.border_title = "done" if finished else "what this step does"
-            how = (
-                "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
-                if self.mechanism == "legacy"
-                else "The consumer took the producer's fd with pidfd_getfd (only a pid and a number "
-                "travelled), "
-                if self.transport == "pidfd"
-                else "The fd went producer → SCM_RIGHTS → consumer, "
-            )
             self.update(
                 Text(
-                    how
-                    + "both mapped the same physical memory, and every resource was released in "
-                    "reverse order. ctrl+r runs it again."
+                    say.closing(self.mechanism, self.plan, self.transport)
+                    + " ctrl+r runs it again."
                     if finished
                     else "",
                     style="green" if finished else "",
@@ -80,17 +75,22 @@ class TeachingPanel(EventView, Static):
             )
         )
 
+    def masked(self, text: str) -> str:
+        """``text`` as the app shows volatile values (``--stable`` masks pids and addresses)."""
+        display = getattr(self.app, "display_mode", None)
+        return display.text(text) if display is not None else text
+
     def show_failure(self, role: str, step: str, f: Failure) -> None:
         self.failed = True
         self.border_title = f"FAILED: {role} · {step}"
         self.update(
             Text.assemble(
                 (f"{f.call} → {f.code}", "bold red"),
-                f" ({f.message})\n",
+                self.masked(f" ({f.message})\n"),
                 ("cause: ", "bold"),
-                f"{f.cause}\n",
+                self.masked(f"{f.cause}\n"),
                 ("fix: ", "bold"),
-                f"{f.fix}  ",
+                self.masked(f"{f.fix}  "),
                 ("(ctrl+r restarts)", "dim"),
             )
         )
