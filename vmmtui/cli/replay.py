@@ -21,6 +21,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--list", action="store_true", help="list the gallery's recordings with machine and date"
     )
+    p.add_argument(
+        "--notes",
+        metavar="NOTES.md",
+        help="a teacher's notes: a '## N' or '## role · step' heading per step, the note under it "
+        "(shown in the teaching panel, kept in --transcript and --html)",
+    )
     add_view_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -76,6 +82,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE
+    notes = None
+    if args.notes:
+        from vmmtui.record import Timeline
+        from vmmtui.record.notes import NotesError, read
+
+        try:
+            notes = read(args.notes, Timeline(recording.events))
+        except NotesError as exc:
+            print(f"vmmtui: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     if recording.note:
         print(f"vmmtui: {recording.path}: {recording.note}", file=sys.stderr)
     from vmmtui.tui.replay import ReplayApp
@@ -89,6 +105,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         stable=args.stable,
         cast=args.cast,
         start_at=args.step,
+        notes=notes,
     )
     app.run()
     return app.return_code or 0
