@@ -136,3 +136,17 @@ def test_the_notes_module_never_imports_textual():
     code = "import sys, vmmtui.record.notes\nprint(sorted(m for m in sys.modules if m.startswith('textual')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_line_break_inside_a_paragraph_is_a_space_as_in_markdown(timeline):
+    text = "## 8\nThe fd is\na handle.\n\n- one\n- two\n\n    code\n    kept\n"
+    note = bind(*split(text), timeline).chapters()[0]
+    assert note.text.startswith("The fd is\na handle.")  # as written (the transcript keeps it)
+    assert note.shown == "The fd is a handle.\n\n- one\n- two\n\n    code\n    kept"
+
+
+def test_the_example_notes_in_docs_fit_the_h100_and_memfd_recordings():
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    for name in ("h100-vmm-1mib", "h100-vmm-1gib", "cpu-memfd-1mib"):
+        notes = read(root / "docs" / "lecture-notes.md", Timeline(gallery.resolve(name).events))
+        assert len(notes) == 8 and notes.title.startswith("One GPU allocation")

@@ -62,6 +62,31 @@ class Note:
     text: str
     line: int
 
+    @property
+    def shown(self) -> str:
+        """The text as Markdown reads it: a line break inside a paragraph is a space (lists, quotes,
+        indented and fenced lines keep theirs); for the teaching panel and the page."""
+        return reflowed(self.text)
+
+
+def reflowed(text: str) -> str:
+    out: list[str] = []
+    joinable = False
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append(line)
+            joinable = False
+            continue
+        own = fenced or not line.strip() or re.match(r"^(\s{4}|\s*([-*+>]|\d+[.)])\s|#)", line)
+        if joinable and not own:
+            out[-1] = f"{out[-1]} {line.strip()}"
+        else:
+            out.append(line)
+        joinable = bool(line.strip()) and not fenced and not re.match(r"^(\s{4}|#)", line)
+    return "\n".join(out)
+
 
 @dataclass
 class Notes:

@@ -45,7 +45,7 @@ def draw_frames(
                     f.steps,
                     role,
                     f.failed,
-                    None if note is None else (note.label, note.text),
+                    None if note is None else (note.label, note.shown),
                 )
             )
         app.exit(0)

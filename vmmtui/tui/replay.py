@@ -169,7 +169,7 @@ class ReplayApp(InspectorApp):
         frame = rewind.draw(self, self.timeline, index, self.shown)
         self.shown = index
         note = self.notes.at(index) if self.notes else None
-        self.query_one(TeachingPanel).set_note(None if note is None else (note.label, note.text))
+        self.query_one(TeachingPanel).set_note(None if note is None else (note.label, note.shown))
         self.query_one(StatusLine).scenario = self.config.scenario
         last = self.timeline.frames[-1].steps
         self.sub_title = f"as of {frame.label} (of {last})" + (
