@@ -25,6 +25,7 @@ from vmmtui.events import (
     ProcessUnreadable,
     SharedFile,
 )
+from vmmtui.names import shown
 
 Holder = tuple[int, int]
 
@@ -178,9 +179,7 @@ class Tracker:
         for pair in shares.pairs:
             ends = {(pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)}
             if {e[0] for e in ends} == {p.pid, src}:
-                return (
-                    f"a Unix {pair.type} socket joins them ({pair.path or 'unnamed'}): SCM_RIGHTS"
-                )
+                return f"a Unix {pair.type} socket joins them ({shown(pair.path) if pair.path else 'unnamed'}): SCM_RIGHTS"
         return "no pidfd or Unix socket between them was seen: how it travelled is not visible"
 
     def _closed(self, pid: int, f: OpenFd, at: float) -> FdClosed:

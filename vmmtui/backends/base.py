@@ -90,6 +90,10 @@ class SizeCheck:
     seals: str = ""
     code: str = ""
     detail: str = ""
+    #: the allocation's granularity as the kernel or driver reports it (None: not known)
+    granularity: int | None = None
+    #: the claim stands until the map step: its real mapping of the claimed size is the last check
+    by_map: bool = False
 
     def refuse(self, code: str, detail: str) -> None:
         self.code, self.detail = code, detail

@@ -476,7 +476,7 @@ class CudaBackend(Backend):
         return int(h)
 
     def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
-        """A cuMemMap probe of the claimed size (what the driver can and cannot tell: cuda_size's docstring)."""
+        """The driver's cheap checks; the map step's real mapping is the last (cuda_size's docstring)."""
         from vmmtui.backends.cuda_size import check_size
 
         return check_size(self, handle, claimed)

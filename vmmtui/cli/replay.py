@@ -102,8 +102,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except NotesError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)
             return EXIT_USAGE
-    if recording.note:
-        print(f"vmmtui: {recording.path}: {recording.note}", file=sys.stderr)
+    for sentence in (recording.note, recording.cut):
+        if sentence:
+            print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
     if args.html:
         return write_html(args.html, recording, notes)
     from vmmtui.tui.replay import ReplayApp

@@ -22,7 +22,7 @@ from vmmtui.config import Mechanism, WorkerConfig
 from vmmtui.state import StepReport, WorkerState
 from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, peer_of, role_steps
 from vmmtui.troubleshooting import Failure, StepError, failure
-from vmmtui.worker import consumer, crash, memory, producer
+from vmmtui.worker import consumer, crash, memory, producer, transport
 from vmmtui.worker.fdbook import FdBook
 from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
 
@@ -38,6 +38,10 @@ FLAGS = frozenset(
         "free-with-wrong-call",
         "keep-received-fd",
         "open-second-context",
+        transport.SECCOMP_FLAG,
+        transport.NO_PTRACER_FLAG,
+        transport.PIDNS_FLAG,
+        memory.MEMORY_FLAG,
     }
 )
 

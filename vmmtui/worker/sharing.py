@@ -17,6 +17,7 @@ from vmmtui.channel import AllocMessage
 from vmmtui.sizes import align_up
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
+from vmmtui.worker import transport
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker
@@ -58,6 +59,7 @@ class Sharing(ABC):
             w.cfg.mechanism,
             ipc_handle,
         )
+        fds, shown, line = transport.offer(w, message, fds, shown, line, peer)
         w.backend.calls.timed(
             "sendmsg",
             {"fd": sock.fileno(), **shown},

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from vmmtui.attach.follow import Follower
 from vmmtui.events import Event, GpuMemory, Notice
+from vmmtui.names import shown
 from vmmtui.narration import attach_lines, shared_file, socket_pair
 
 #: how a poll stays cheap, said on screen: what it carries over and how long a change can hide
@@ -127,7 +128,7 @@ class AttachApp(App):
             )
             table.add_row(
                 str(pid),
-                p.name,
+                Text(shown(p.name)),
                 str(kinds["gpu"]),
                 str(kinds["memfd"]),
                 str(kinds["shm"]),
@@ -151,7 +152,7 @@ class AttachApp(App):
             others = ", ".join(
                 f"{q}:{qfd}" for q, qfd in (t.shares.same_as(p.pid, fd, 4) if t.shares else [])
             )
-            table.add_row(str(fd), f.kind, f.target[:50], how, others)
+            table.add_row(str(fd), f.kind, Text(shown(f.target, 50)), how, others)
 
     def _shares(self) -> None:
         t = self.follower.tracker
