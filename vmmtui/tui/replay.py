@@ -130,7 +130,7 @@ class ReplayApp(InspectorApp):
         self.timeline = Timeline(recording.events)
         self.shown: int | None = None
         #: the teacher's notes (--notes), by frame
-        self.notes = notes
+        self.teacher_notes = notes
         self.start_at = start_at
         self.shot_dir = Path(screenshots) if screenshots else None
         self.shot_taken: set[int] = set()
@@ -147,7 +147,7 @@ class ReplayApp(InspectorApp):
             self.shot_dir.mkdir(parents=True, exist_ok=True)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
             transcript = Transcript(self.transcript_path)
-            write_with_notes(transcript, self.timeline, self.notes)
+            write_with_notes(transcript, self.timeline, self.teacher_notes)
             transcript.close()
         if self.recording.note:
             self.notify(f"older recording: {self.recording.note}", timeout=10)
@@ -170,7 +170,7 @@ class ReplayApp(InspectorApp):
         index = max(0, min(index, len(self.timeline) - 1))
         frame = rewind.draw(self, self.timeline, index, self.shown)
         self.shown = index
-        note = self.notes.at(index) if self.notes else None
+        note = self.teacher_notes.at(index) if self.teacher_notes else None
         self.query_one(TeachingPanel).set_note(None if note is None else (note.label, note.shown))
         self.query_one(StatusLine).scenario = self.config.scenario
         last = self.timeline.frames[-1].steps
