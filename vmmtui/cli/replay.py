@@ -21,6 +21,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--list", action="store_true", help="list the gallery's recordings with machine and date"
     )
+    p.add_argument(
+        "--perfetto",
+        metavar="FILE.json",
+        help="write the recording as a trace that ui.perfetto.dev opens (a track per process, "
+        "steps and calls as slices, flows from export to import), then exit",
+    )
     add_view_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -78,6 +84,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if recording.note:
         print(f"vmmtui: {recording.path}: {recording.note}", file=sys.stderr)
+    if args.perfetto:
+        return write_perfetto(args.perfetto, recording.events)
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
@@ -92,3 +100,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     app.run()
     return app.return_code or 0
+
+
+def write_perfetto(path: str, events: list) -> int:
+    """``--perfetto FILE``: the trace file, or one line and exit 2 when it cannot be written."""
+    from vmmtui import perfetto
+
+    try:
+        n = perfetto.write(path, events)
+    except OSError as exc:
+        print(f"vmmtui: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {path}: {n} trace events; open it at https://ui.perfetto.dev (Open trace file)")
+    return EXIT_OK
