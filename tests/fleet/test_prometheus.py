@@ -101,3 +101,29 @@ def test_a_busy_port_and_a_bad_address_are_one_line_each():
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert bad.returncode == 2 and "1..65535" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_grafana_dashboard_asks_prometheus_only_what_the_agent_exports(prometheus):
+    """Every panel's PromQL parses on a real Prometheus and names only metrics the collector
+    emits (so an import of docs/grafana/vmmtui-sharing.json shows data, not 'No data' forever)."""
+    import json
+    import re
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from vmmtui.fleet.facts import SharingFacts
+    from vmmtui.fleet.prometheus import LedgerCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(SharingFacts(), threading.Lock()))
+    exported = {s.name for fam in registry.collect() for s in fam.samples} | {
+        fam.name + ("_total" if fam.type == "counter" else "") for fam in registry.collect()
+    }
+    dash = json.loads((ROOT / "docs" / "grafana" / "vmmtui-sharing.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(exprs) >= 8
+    for expr in exprs:
+        for name in re.findall(r"\bvmmtui_[a-z_]+", expr):
+            assert name in exported, f"{name} (in {expr!r}) is not a metric the agent exports"
+        prometheus.query(expr)  # raises unless Prometheus parses and runs it
