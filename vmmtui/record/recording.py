@@ -34,6 +34,7 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
+from vmmtui.trace import events as _trace_events  # noqa: F401 - registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -183,6 +184,8 @@ def describe(config: SessionConfig) -> str:
         f"{n} consumer{'s' if n > 1 else ''}",
         str(config.direction),
     ]
+    if config.transport != "scm-rights":
+        parts.append("fd taken by pidfd_getfd")
     if config.devices:
         parts.append("GPUs " + ",".join(map(str, config.devices)))
     if config.scenario:

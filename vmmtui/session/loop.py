@@ -21,6 +21,7 @@ from vmmtui.config import (
     Direction,
     Mechanism,
     SessionConfig,
+    Transport,
     WorkerConfig,
     resolve_verify,
     validate,
@@ -28,7 +29,9 @@ from vmmtui.config import (
 from vmmtui.events import (
     Event,
     KcmpVerdict,
+    NextStep,
     Notice,
+    ScenarioInfo,
     ScenarioOutcome,
     SessionClosed,
     SessionFailed,
@@ -84,6 +87,8 @@ class Session:
             config = replace(
                 config, mechanism=self.scenario.mechanism
             )  # a legacy scenario implies legacy
+        if self.scenario and self.scenario.transport != Transport.SCM_RIGHTS:
+            config = replace(config, transport=self.scenario.transport)  # a pidfd scenario, pidfd
         self.config = config
         self.choice = choice
         self.consumers = consumer_names(config.consumers)
@@ -189,6 +194,8 @@ class Session:
                     list(self.consumers),
                     cfg.direction,
                     dict(self.devices),
+                    self._scenario_info(),
+                    transport=cfg.transport,
                 )
             )
             if self.scenario:
@@ -212,7 +219,19 @@ class Session:
                 self.close()
                 raise
             self.started = True
+            events.append(self.where())
             return events
+
+    def _scenario_info(self) -> ScenarioInfo | None:
+        sc = self.scenario
+        if sc is None:
+            return None
+        return ScenarioInfo(sc.name, sc.summary, sc.explanation, list(sc.expect), sc.at)
+
+    def where(self) -> NextStep:
+        """The plan's position as an event: what runs next, or nothing once stopped."""
+        nxt = self.next_step
+        return NextStep(self.position, *(nxt or ("", "")))
 
     def worker_config(self, role: str) -> WorkerConfig:
         cfg, sc = self.config, self.scenario
@@ -235,6 +254,7 @@ class Session:
             sc.flags_for(role) if sc else [],
             crash,
             session_pid=os.getpid(),
+            transport=cfg.transport,
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
@@ -265,50 +285,61 @@ class Session:
     def run(self) -> Iterator[Event]:
         """Step to the end of the plan (or the first failure)."""
         while not self.stopped:
-            yield from self.step()
+            yield from self.stepping()
 
     def step(self) -> list[Event]:
         """Run the next step of the plan; returns its events (empty once stopped)."""
+        return list(self.stepping())
+
+    def stepping(self) -> Iterator[Event]:
+        """Run the next step of the plan, yielding each event as it happens: ``StepStarted`` comes
+        before the worker is asked, so a view can show the step running; ``NextStep`` comes last.
+        Nothing once the plan has stopped. Consume it to the end (the session is locked meanwhile)."""
         with self._lock:
             nxt = self.next_step
             if nxt is None or not self.started:
-                return []
-            role, name = nxt
-            index = self.position
-            w = self.workers[role]
-            events: list[Event] = []
-            if w.pending is not None:  # its background step answers before it takes a new one
-                events += self._collect(w, self.config.step_timeout)
-                if self.stopped:
-                    return events + self._ending()
-            peer = peer_of(name) if role == PRODUCER else role
-            args = self._step_args(role, name, peer)
-            events += self._hooks("before", role, name)
-            events.append(StepStarted(index, role, name))
-            if self.scenario and (role, name) in self.scenario.background:
-                return events + self._in_background(w, index, name, args)
-            before = FdTable.read(w.pid) if name == "receive" else None
-            t0 = time.perf_counter_ns()
-            w.pending = (index, name, t0)
-            report, problem = w.ask(name, args, self.config.step_timeout)
-            w.pending = None
-            if problem is not None:
-                return events + self._failed(w, name, problem)
-            events += self._record(w, index, report, time.perf_counter_ns() - t0)
-            if before is not None and not before.error and report.ok:
-                events.append(
-                    fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY)
-                )
-            if report.ok:
-                self.position += 1
-                events += self._hooks("after", role, name)
-            if (
-                role == PRODUCER
-                and base(name) == "accept"
-                and self.workers[peer].pending is not None
-            ):
-                events += self._collect(self.workers[peer], self.config.connect_timeout + 5)
-            return events + self._ending()
+                return
+            yield from self._step(*nxt)
+            yield self.where()
+
+    def _step(self, role: str, name: str) -> Iterator[Event]:
+        index = self.position
+        w = self.workers[role]
+        if w.pending is not None:  # its background step answers before it takes a new one
+            collected = self._collect(w, self.config.step_timeout)
+            yield from collected
+            if self.stopped:
+                yield from self._ending()
+                return
+        peer = peer_of(name) if role == PRODUCER else role
+        args = self._step_args(role, name, peer)
+        yield from self._hooks("before", role, name)
+        yield StepStarted(index, role, name)
+        if self.scenario and (role, name) in self.scenario.background:
+            yield from self._in_background(w, index, name, args)
+            return
+        before = FdTable.read(w.pid) if name == "receive" else None
+        t0 = time.perf_counter_ns()
+        w.pending = (index, name, t0)
+        report, problem = w.ask(name, args, self.config.step_timeout)
+        w.pending = None
+        if problem is not None:
+            yield from self._failed(w, name, problem)
+            return
+        yield from self._record(w, index, report, time.perf_counter_ns() - t0)
+        if before is not None and not before.error and report.ok:
+            yield fdchecks.fd_delta(
+                w,
+                before,
+                self.config.mechanism == Mechanism.LEGACY,
+                taken=self.config.transport == Transport.PIDFD,
+            )
+        if report.ok:
+            self.position += 1
+            yield from self._hooks("after", role, name)
+        if role == PRODUCER and base(name) == "accept" and self.workers[peer].pending is not None:
+            yield from self._collect(self.workers[peer], self.config.connect_timeout + 5)
+        yield from self._ending()
 
     def _step_args(self, role: str, name: str, peer: str) -> dict:
         """What a step needs from the session: the pid the peer check must find."""
@@ -464,6 +495,7 @@ class Session:
             if self.closed:
                 return []
             events: list[Event] = []
+            was_going = self.started and not self.stopped
             for w in self.workers.values():
                 w.stop_frozen()
             if self.stage is not None:
@@ -492,6 +524,8 @@ class Session:
                 if exited is not None:
                     events.append(exited)
             self.closed = True
+            if was_going:  # the plan stops here: nothing runs next
+                events.append(self.where())
             leftovers = [
                 f"{w.role} pid {w.pid} still running"
                 for w in [*self.workers.values(), *self._launching]

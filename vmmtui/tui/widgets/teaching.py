@@ -21,6 +21,7 @@ class TeachingPanel(EventView, Static):
         self.failed = False
 
     mechanism = "vmm"
+    transport = "scm-rights"
     #: the session's plan (a scenario may leave a role's cleanup out of it)
     plan: list[tuple[str, str]] = []  # replaced at each start, never mutated
 
@@ -28,7 +29,7 @@ class TeachingPanel(EventView, Static):
     def render_event(self, message: SessionEvent) -> None:
         e = message.event
         if isinstance(e, SessionStarted):
-            self.mechanism = e.mechanism
+            self.mechanism, self.transport = e.mechanism, e.transport
             self.plan = list(e.plan)
         elif isinstance(e, SessionFailed):
             self.show_failure(e.role, e.step, e.failure)
@@ -51,14 +52,15 @@ class TeachingPanel(EventView, Static):
             self.border_title = "done" if finished else "what this step does"
             self.update(
                 Text(
-                    say.closing(self.mechanism, self.plan) + " ctrl+r runs it again."
+                    say.closing(self.mechanism, self.plan, self.transport)
+                    + " ctrl+r runs it again."
                     if finished
                     else "",
                     style="green" if finished else "",
                 )
             )
             return
-        s = step_info(step[0], step[1], self.mechanism)
+        s = step_info(step[0], step[1], self.mechanism, self.transport)
         self.border_title = f"next: {step[0]} · {s.title}"
         self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
 
