@@ -88,6 +88,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    nvml_soon = None
+    if not args.can and not args.screenshot and (args.once or args.json or args.duration):
+        from vmmtui.attach.nvml import Nvml
+
+        nvml_soon = Nvml.opening()  # overlaps the imports below and the scan
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
     from vmmtui.console import print_json
     from vmmtui.narration import attach_lines
@@ -115,10 +120,10 @@ def cmd_attach(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
     targets = _targets(args)
-    if targets is None:
-        return EXIT_USAGE
     if not targets:
-        return EXIT_FAILED
+        if nvml_soon is not None:
+            nvml_soon.result().close()
+        return EXIT_USAGE if targets is None else EXIT_FAILED
     if args.screenshot:
         from vmmtui.tui.attach import save_screenshot
 
@@ -130,7 +135,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
         AttachApp(targets).run()
         return EXIT_OK
-    return _headless(args, targets, print_json, attach_lines, time)
+    return _headless(args, targets, print_json, attach_lines, time, nvml_soon)
 
 
 #: how often ``attach --all --prometheus`` looks for new processes holding shared memory
@@ -180,7 +185,7 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
-def _headless(args, targets, print_json, attach_lines, time) -> int:
+def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> int:
     import sys
 
     from vmmtui.attach.follow import Follower
@@ -188,7 +193,7 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
     from vmmtui.events import ProcessUnreadable
 
-    follower = Follower(set(targets), interval=0.25)
+    follower = Follower(set(targets), interval=0.25, nvml_soon=nvml_soon)
     console = _console()
     out: list = []
     endpoint = _metrics(args)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 
 from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
@@ -118,6 +117,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    import shlex
+
     Server(
         shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()
     ).serve()
