@@ -72,6 +72,8 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend memfd --mechanism pool  # refused in one line, exit 2
     step python3 -m pytest -q -s -m gpu tests/test_gpu_roads.py -p no:cacheprovider
     step python3 -m vmmtui bench --backend cuda --sizes 2MiB,1GiB --repeat 3 --out "$out/bench-roads" --name "roads-$(date -u +%F)"
+    step python3 scripts/screenshots.py --backend cuda --mechanism pool --moments kcmp,verified --prefix cuda-pool --out "$out" --no-png
+    step python3 scripts/screenshots.py --backend cuda --transport pidfd --moments kcmp --prefix cuda-pidfd --out "$out" --no-png
     nvidia-smi --query-gpu=memory.used,memory.free --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi

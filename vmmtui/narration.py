@@ -288,9 +288,18 @@ def closing(mechanism: str, plan: Iterable[tuple[str, str]], transport: str = "s
         else "The consumer took the producer's fd with pidfd_getfd (only a pid and a number "
         "travelled), "
         if transport == "pidfd"
+        else "The pool's fd went producer → SCM_RIGHTS → consumer with the pointer's 64 bytes, "
+        if mechanism == Mechanism.POOL
         else "The fd went producer → SCM_RIGHTS → consumer, "
     )
     plan = list(plan)
+    order = [role for role, step in plan if step == "cleanup"]
+    if order and order[0] == PRODUCER and len(order) > 1:  # importer-pins: the exporter went first
+        return (
+            how
+            + "both mapped the same physical memory; the producer released everything first and "
+            "the memory lived on in the consumer until its own release."
+        )
     roles = list(dict.fromkeys(role for role, _ in plan))
     cleaned = {role for role, step in plan if step == "cleanup"}
     skipped = [role for role in roles if role not in cleaned]
