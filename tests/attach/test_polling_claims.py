@@ -50,10 +50,10 @@ def _leak_received(hold: str) -> tuple[subprocess.Popen, int, int]:
 def test_fds_open_before_attach_are_checked_for_leaks():
     """attach after the child received the fd: it is "present" there, and once its sender exited and
     the child keeps it unmapped until it exits, that is said (as possible: its origin was not seen)."""
-    proc, parent, child = _leak_received("1.0")
+    proc, parent, child = _leak_received("3.0")  # attach starts well within the hold
     try:
         res = subprocess.run(
-            [sys.executable, "-m", "vmmtui", "attach", "--json", "--duration", "15"]
+            [sys.executable, "-m", "vmmtui", "attach", "--json", "--duration", "30"]
             + [str(parent), str(child)],
             capture_output=True,
             text=True,
