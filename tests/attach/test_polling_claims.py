@@ -136,3 +136,44 @@ def test_watch_follows_the_tree_until_its_last_process_exits(monkeypatch):
     gone = {e.pid for e in of(events, ProcessGone)}
     assert set(child) <= gone, (child, gone)
     assert "held-until-exit" in {e.kind for e in of(events, Leak)}
+
+
+def test_a_second_interrupt_after_the_command_exited_stops_following_and_says_who_is_left():
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vmmtui",
+            "watch",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "sleep 20 >/dev/null 2>&1 & exit 5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        time.sleep(
+            3.0
+        )  # the command has exited; its child sleeps on, 20 s at most (ignoring SIGINT: sh's `&`)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)  # passed on to the processes left
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)  # stops following
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = re.search(r"stopped following on a second signal; still running: (\d+)", out)
+    assert left, out + err
+    os.kill(int(left.group(1)), 9)  # the sleep the test started, now re-parented
+    assert proc.returncode == 5 and "Traceback" not in err, err
