@@ -177,3 +177,55 @@ def test_a_second_interrupt_after_the_command_exited_stops_following_and_says_wh
     assert left, out + err
     os.kill(int(left.group(1)), 9)  # the sleep the test started, now re-parented
     assert proc.returncode == 5 and "Traceback" not in err, err
+
+
+#: a child that opens the parent's memfd by path (its own open file of the same inode, as every CUDA
+#: process holds /dev/nvidiactl), then receives the parent's fd itself over SCM_RIGHTS when told
+RECEIVER = textwrap.dedent("""
+    import array, os, socket, sys
+    parent, fd, sock = int(sys.argv[1]), int(sys.argv[2]), socket.socket(fileno=int(sys.argv[3]))
+    own = os.open(f"/proc/{parent}/fd/{fd}", os.O_RDWR)
+    print("ready", own, flush=True)
+    sys.stdin.readline()
+    fds = array.array("i")
+    _, anc, _, _ = sock.recvmsg(1, socket.CMSG_LEN(fds.itemsize))
+    fds.frombytes(anc[0][2][: fds.itemsize])
+    print("got", fds[0], flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_a_received_fd_arrives_though_the_receiver_held_another_open_file_of_its_inode():
+    import array
+    import socket
+    import time
+
+    mem = os.memfd_create("fixture-same-inode", 0)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    me = os.getpid()
+    p = subprocess.Popen(
+        [sys.executable, "-c", RECEIVER, str(me), str(mem), str(b.fileno())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        pass_fds=(b.fileno(),),
+    )
+    try:
+        assert p.stdout.readline().startswith("ready")
+        f = Follower({me, p.pid}, use_nvml=False)
+        f.poll()
+        time.sleep(0.1)
+        f.poll()  # the parent, read first, holds the memfd; the child holds its own open file of it
+        a.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [mem]))])
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        got = int(p.stdout.readline().split()[1])
+        events = f.poll()
+        arrived = [e for e in events if isinstance(e, FdOpened) and e.pid == p.pid and e.fd == got]
+        assert arrived and arrived[0].how == "arrived" and arrived[0].source.pid == me, arrived
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+        a.close()
+        b.close()
+        os.close(mem)
