@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|wire|gallery|roads|fast|all]
+# Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
+#        attach-poll attach-nccl driveronly startup wire gallery trace all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -144,6 +145,13 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q tests/attach -p no:cacheprovider
     step python3 scripts/attach-bench.py --out "$out/bench"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = attach-poll ]; then
+    # issue 24.4 on a quiet machine (no GPU needed; the lent box is the quiet one): 100 processes x
+    # 100 fds, 2,500 shared memfds, all running; the poll's CPU, the 4 Hz rate, the floor and the
+    # code before the work, in one run (about 3 minutes)
+    ulimit -n 65536 2>/dev/null
+    step python3 scripts/attach-bench.py --seconds 8 --out "$out/bench"
   fi
   if [ "$part" = attach-nccl ]; then
     step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \

@@ -169,7 +169,7 @@ class Repeats:
 def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
     lines = [
         Text(f"backend: {e.reason}", "bold"),
-        Text(f"socket: {m.text(e.socket_path)} (private directory, mode 0700)", "dim"),
+        Text(f"socket: {m.text(shown(e.socket_path))} (private directory, mode 0700)", "dim"),
     ]
     if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
         devices = (
@@ -218,7 +218,7 @@ def log_line(line: str, m: Masks = PLAIN) -> Text:
 
 
 def fd_problem(role: str, r: FdRow) -> Text:
-    return Text(f"fd check: {role} fd {r.fd} {r.check}: {r.detail}", "red")
+    return Text(f"fd check: {role} fd {r.fd} {r.check}: {shown(r.detail, 400)}", "red")
 
 
 def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
@@ -233,7 +233,7 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     return Text(
         head
         + f"{len(bad)} PROBLEM(S): "
-        + "; ".join(f"fd {r.fd} {r.check} {r.detail}" for r in bad),
+        + "; ".join(f"fd {r.fd} {r.check} {shown(r.detail, 400)}" for r in bad),
         "red",
     )
 

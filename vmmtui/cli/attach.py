@@ -54,6 +54,8 @@ def _targets(args: argparse.Namespace) -> list[int] | None:
     from vmmtui.attach.scan import holders_of_memory
 
     if args.all:
+        if sys.stderr.isatty():  # reading every process's fds can take seconds on a big machine
+            print("vmmtui attach: scanning /proc for holders of shared memory…", file=sys.stderr)
         found = holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
         if not found:
             who = "any process" if os.geteuid() == 0 else "any process of yours"
