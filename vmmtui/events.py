@@ -287,6 +287,7 @@ class FdOpened(AttachEvent):
     target: str
     kind: str  # gpu | memfd | shm | socket | pidfd
     #: present (there when first seen) | opened | arrived (kcmp: another process's open file) | inherited
+    #: | unknown (the same open file as another process's, both appeared in one poll: direction unseen)
     how: str
     at: float
     source: FdHolder | None = None  # the fd it is the same open file as, for arrived/inherited

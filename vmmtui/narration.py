@@ -352,7 +352,7 @@ def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
 
 
 def unreadable(e: ProcessUnreadable) -> Text:
-    return Text(f"pid {e.pid}: {e.reason}; going on with the others", "yellow")
+    return Text(f"pid {e.pid}: {e.reason}", "yellow")
 
 
 def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
@@ -368,6 +368,12 @@ def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
             line.append(m.text(f" — {e.via}"), "dim")
     elif e.how == "inherited" and e.source is not None:
         line.append(m.text(f"inherited from its parent {e.source.pid} fd {e.source.fd}"), "cyan")
+    elif e.source is not None:  # unknown, or present at attach: shared, origin not seen
+        src = f"pid {e.source.pid}" + (f" fd {e.source.fd}" if e.source.fd >= 0 else "")
+        said = "direction unknown" if e.how == "unknown" else "open before attach"
+        what = "open file" if e.source.fd >= 0 else "memory"
+        line.append(m.text(f"{e.how}: the same {what} as {src}"), "yellow")
+        line.append(m.text(f" — {e.via or said}"), "dim")
     else:
         line.append(e.how, "dim")
     return line
@@ -424,7 +430,13 @@ def preflight(e: PreflightCheck) -> list[Text]:
 
 
 def leak(e: Leak) -> list[Text]:
-    return [Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red"), Text(f"    fix: {e.fix}")]
+    if e.kind.startswith(
+        "possible-"
+    ):  # the fd's origin was not seen: a leak only if it was received
+        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {e.what}: {e.detail}", "yellow")
+    else:
+        head = Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red")
+    return [head, Text(f"    fix: {e.fix}")]
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:

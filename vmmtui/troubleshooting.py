@@ -198,6 +198,21 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
         "fabric handles need a Hopper or newer GPU with an R530+ driver on an NVLink-domain system; on one node "
         "share with POSIX fds, as vmmtui does by default",
     ),
+    ("cuMemPoolExportToShareableHandle", "*"): (
+        "the pool was created without a shareable handle type (CUmemPoolProps.handleTypes = "
+        "CU_MEM_HANDLE_TYPE_NONE, as in a zeroed struct or the device's default pool): it is not IPC capable",
+        "create the pool with handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (cuda.core: "
+        "DeviceMemoryResource(ipc_enabled=True)); the device's default pool can never be exported",
+    ),
+    ("cuMemPoolImportPointer", "*"): (
+        "the export data does not name a live allocation of the imported pool (freed by the exporter, or "
+        "from another pool)",
+        "import the pointer while the exporter keeps it (the ACK orders it), from the pool it was exported with",
+    ),
+    ("cuMemPoolCreate", "CUDA_ERROR_NOT_SUPPORTED"): (
+        "this GPU or driver has no stream-ordered memory pools, or none with POSIX-fd handles",
+        "check MEMORY_POOLS_SUPPORTED with `vmmtui doctor` (CUDA 11.2+), or use --mechanism vmm",
+    ),
     ("pidfd_getfd (seccomp)", "EPERM"): (
         "this process runs under a seccomp filter that refuses pidfd_getfd, as Docker's default profile "
         "does for a container without CAP_SYS_PTRACE (moby#45622): the bare 'Operation not permitted' of "

@@ -69,11 +69,19 @@ def _targets(args: argparse.Namespace) -> list[int] | None:
             file=sys.stderr,
         )
         return None
-    bad = [p for p in args.pids if p <= 0]
-    if bad:
-        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+    if _bad_pid(args.pids):
         return None
     return list(dict.fromkeys(args.pids))
+
+
+def _bad_pid(pids: list[int]) -> bool:
+    """Says (one line) the first number that cannot be a process id: the same words for PIDs and --can."""
+    import sys
+
+    bad = [p for p in pids if p <= 0]
+    if bad:
+        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+    return bool(bad)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -91,6 +99,15 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     if args.can:
         from vmmtui.attach.preflight import preflight
+
+        if _bad_pid(args.can):
+            return EXIT_USAGE
+        if args.can[0] == args.can[1]:
+            print(
+                f"vmmtui attach: --can A B needs two processes (both are {args.can[0]})",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
 
         checks = preflight(*args.can)
         for c in checks:
@@ -176,7 +193,7 @@ def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> 
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
     from vmmtui.events import ProcessUnreadable
 
-    follower = Follower(set(targets), nvml_soon=nvml_soon)
+    follower = Follower(set(targets), interval=0.25, nvml_soon=nvml_soon)
     console = _console()
     out: list = []
     endpoint = _metrics(args)
@@ -210,6 +227,8 @@ def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> 
                 break
             time.sleep(0.25)
         emit(follower.snapshots())
+        if not args.once:
+            emit(follower.missed())
         if args.leaks or args.once:
             live = (
                 {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
@@ -220,4 +239,12 @@ def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> 
         if endpoint:
             endpoint.close()
     unreadable = {e.pid for e in out if isinstance(e, ProcessUnreadable)}
-    return EXIT_FAILED if unreadable >= set(targets) else EXIT_OK
+    if unreadable >= set(targets):
+        print(
+            "vmmtui attach: "
+            + ("none of the given processes could" if len(targets) > 1 else "the process could not")
+            + " be read (see above); check the pids (ps -eo pid,cmd), run as their user or root",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK

@@ -184,6 +184,8 @@ def describe(config: SessionConfig) -> str:
         f"{n} consumer{'s' if n > 1 else ''}",
         str(config.direction),
     ]
+    if config.transport != "scm-rights":
+        parts.append("fd taken by pidfd_getfd")
     if config.devices:
         parts.append("GPUs " + ",".join(map(str, config.devices)))
     if config.scenario:
