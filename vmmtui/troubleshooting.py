@@ -106,6 +106,12 @@ TABLE: dict[str, tuple[str, str]] = {
         "its owner could shrink it under our mapping and every access past the new end would be SIGBUS",
         "the producer must create the memfd with MFD_ALLOW_SEALING and seal it before export (vmmtui's does)",
     ),
+    "NOT_MEMFD": (
+        "the fd that arrived is not a memfd (a file, pipe, socket or device instead): it is not the "
+        "producer's shared memory, and mapping it would show whatever it holds, or fault",
+        "nothing was mapped; the producer must send the memfd it allocated (vmmtui's does): check "
+        "what sent it (the peer's pid is in the wire panel, from SO_PEERCRED)",
+    ),
     "PEER_REFUSED": (
         "a process other than the launched peer connected to the socket",
         "only the consumer this session launched may receive the fd; the intruder was refused",

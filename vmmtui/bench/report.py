@@ -19,7 +19,7 @@ PATHS = {  # path -> (label, colour)
     "pool": ("memory pool, fd + 64 bytes", "#9467bd"),
     "pidfd": ("VMM, fd taken by pidfd_getfd", "#17becf"),
     "c_floor": ("C floor (vmm_pair.cu)", "#7f7f7f"),
-    "torch": ("torch.multiprocessing IPC", "#8c564b"),
+    "torch": ("torch.multiprocessing IPC", "#bcbd22"),
 }
 
 
