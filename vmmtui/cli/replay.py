@@ -78,6 +78,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if recording.note:
         print(f"vmmtui: {recording.path}: {recording.note}", file=sys.stderr)
+    if recording.header.backend == "trace":  # a `vmmtui trace --record` recording
+        from vmmtui.cli.trace import replay_trace
+
+        return replay_trace(recording)
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
