@@ -175,3 +175,38 @@ def test_the_exit_code_is_the_commands(tmp_path):
         timeout=60,
     )
     assert res.returncode == 7, res.stderr
+
+
+def test_the_trace_agrees_with_a_sessions_own_stream(tmp_path):
+    """scripts/trace-compare.py (the GPU check's judge) on a memfd session with two consumers."""
+    run, rec = tmp_path / "run.jsonl", tmp_path / "trace.jsonl"
+    inner = f"{sys.executable} -m vmmtui run --backend memfd --consumers 2 --json > {run}"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmmtui",
+            "trace",
+            "-q",
+            "--no-cuda",
+            "--record",
+            str(rec),
+            "--",
+            "sh",
+            "-c",
+            inner,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    script = Path(__file__).resolve().parents[2] / "scripts" / "trace-compare.py"
+    cmp = subprocess.run(
+        [sys.executable, str(script), str(run), str(rec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    assert "11/11 agree (memfd)" in cmp.stdout
