@@ -24,6 +24,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 #define BPF_ANY 0
@@ -37,6 +38,7 @@ struct pt_regs {
 
 struct inode {
 	unsigned long i_ino;
+	void *i_private;
 };
 struct file {
 	void *private_data;

@@ -110,6 +110,15 @@ struct {
 	__type(value, struct config);
 } config SEC(".maps");
 
+/* the open files worth following (memfds, fds that travelled or were taken, CUDA exports, and
+ * their dups): only their close/dup is recorded, not the hundreds a program start makes */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} watched SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -147,6 +156,18 @@ static __always_inline bool is_traced(__u32 tgid)
 	if (c && c->everything)
 		return true;
 	return bpf_map_lookup_elem(&traced, &tgid) != 0;
+}
+
+static __always_inline void watch_file(__u64 f)
+{
+	__u8 one = 1;
+	if (f)
+		bpf_map_update_elem(&watched, &f, &one, BPF_ANY);
+}
+
+static __always_inline bool is_watched(__u64 f)
+{
+	return f && bpf_map_lookup_elem(&watched, &f) != 0;
 }
 
 static __always_inline void emit(struct event *e)
@@ -264,6 +285,7 @@ static __always_inline void read_rights(struct event *e, __u64 msg)
 				bpf_probe_read_user(&fd, 4, (void *)(control + off + 16 + j * 4));
 				e->fds[i] = fd;
 				e->files[i] = fd_file(fd);
+				watch_file(e->files[i]);
 				e->nfds = i + 1;
 			}
 		}
@@ -353,14 +375,22 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		break;
 	case EV_CLOSE:
 		e->files[0] = fd_file((int)e->arg[0]);
+		if (!is_watched(e->files[0]))
+			return 0;
+		break;
+	case EV_DUP:
+		if (!is_watched(fd_file((int)e->arg[0])))
+			return 0;
 		break;
 	case EV_MEMFD:
 		bpf_probe_read_user_str(e->name, NAMELEN, (void *)e->arg[0]);
 		break;
 	case EV_PIDFD_GETFD: {
 		struct file *f = (struct file *)fd_file((int)e->arg[0]);
-		if (f) {
-			struct pid *p = BPF_CORE_READ(f, private_data);
+		if (f) { /* pidfs keeps the struct pid in the inode (6.9+), older kernels in the file */
+			struct pid *p = BPF_CORE_READ(f, f_inode, i_private);
+			if (!p)
+				p = BPF_CORE_READ(f, private_data);
 			e->arg[4] = BPF_CORE_READ(p, numbers[0].nr);
 		}
 		break;
@@ -391,9 +421,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		break;
 	case EV_DUP:
 	case EV_MEMFD:
+	case EV_PIDFD_OPEN:
 	case EV_PIDFD_GETFD:
-		if (ret >= 0)
+		if (ret >= 0) {
 			e->files[0] = fd_file((int)ret);
+			watch_file(e->files[0]);
+		}
 		break;
 	}
 	e->dur = bpf_ktime_get_ns() - e->ktime;
@@ -457,6 +490,7 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 #define CU_IPC_OPEN 8 /* index of cuIpcOpenMemHandle_v2 / cuIpcOpenMemHandle in FUNCS (trace/cuda.py) */
 #define CU_IPC_OPEN_OLD 9
 #define CU_MEM_CREATE 0
+#define CU_EXPORT 1
 #define CU_SET_ACCESS 5
 
 SEC("uprobe")
@@ -504,6 +538,11 @@ int cuda_exit(struct pt_regs *ctx)
 	/* outputs: through the first argument's pointer (handle, fd, device address, IPC bytes) */
 	if (a->arg[0])
 		bpf_probe_read_user(&e->files[0], 8, (void *)a->arg[0]);
+	if (k.func == CU_EXPORT && e->ret == 0 && a->arg[2] == 1 /* POSIX fd */ && a->arg[0]) {
+		__s32 fd = -1;
+		bpf_probe_read_user(&fd, 4, (void *)a->arg[0]);
+		watch_file(fd_file(fd));
+	}
 	if (a->arg[0] && k.func != CU_IPC_OPEN && k.func != CU_IPC_OPEN_OLD &&
 	    k.func != CU_MEM_CREATE && k.func != CU_SET_ACCESS)
 		bpf_probe_read_user(e->name + 64, 64, (void *)a->arg[0]);
