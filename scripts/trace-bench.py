@@ -85,8 +85,13 @@ def wall_of_load(shares: int, traced: bool) -> float:
     ]
     if traced:
         env_cmd = [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "-q", "--", *env_cmd]
-    out = subprocess.run(env_cmd, capture_output=True, text=True, cwd=ROOT, timeout=600).stdout
-    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("WALL")))
+    res = subprocess.run(env_cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    walls = [float(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("WALL")]
+    if not walls:
+        sys.exit(
+            f"the load did not run ({'traced' if traced else 'untraced'}): {res.stderr[-500:]}"
+        )
+    return walls[0]
 
 
 def latency_and_cpu(per_second: float, seconds: float) -> dict:

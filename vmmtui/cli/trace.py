@@ -87,6 +87,21 @@ def cmd_trace(args: argparse.Namespace) -> int:
         _discard(recorder, args.record)
         return _fallback(args, command, reason)
     assert tracer is not None
+    if (
+        args.pids
+        and sys.stdout.isatty()
+        and not (args.json or args.quiet or args.record or args.duration)
+    ):
+        from vmmtui.tui.attach import AttachApp
+
+        try:  # the attach view, with the trace live beside what /proc shows
+            AttachApp(args.pids, trace=tracer).run()
+        finally:
+            tracer.stopping = True
+            tracer.finished.wait(2.0)  # the view's thread closes the probe itself
+            if not tracer.finished.is_set():
+                tracer.close()
+        return EXIT_OK
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: tracer.forward(s))
     try:
@@ -151,16 +166,18 @@ def _run(tracer, args: argparse.Namespace, recorder) -> None:
         TraceStarted,
     )
     from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import lines
+    from vmmtui.trace.narration import lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     ledger = Ledger()
     comms: dict[int, str] = {}
     t0 = 0
 
-    def out(e) -> None:
+    def out(e, show: bool = True) -> None:
         if recorder is not None:
             recorder.write(e)
+        if not show:
+            return
         if args.json:
             print_json(e, sys.stdout)
             sys.stdout.flush()
@@ -185,24 +202,9 @@ def _run(tracer, args: argparse.Namespace, recorder) -> None:
             if not args.json:
                 _summary(console, ledger)
             continue
-        if args.json or recorder is not None or _worth_a_line(e, ledger):
-            out(e)
+        out(e, args.json or worth_a_line(e, ledger))
         for f in ledger.apply(e):
             out(f)
-
-
-def _worth_a_line(e, ledger) -> bool:
-    """Plain output leaves out closes and dups of fds that never held shared memory (a Python
-    start-up closes hundreds); --json and --record keep every call."""
-    from vmmtui.trace.events import FdCloseCall, FdDuplicated
-
-    if isinstance(e, FdCloseCall):
-        if e.call == "close_range":
-            return any(p == e.pid and e.fd <= fd <= e.last for p, fd in ledger.holdings)
-        return (e.pid, e.fd) in ledger.holdings
-    if isinstance(e, FdDuplicated):
-        return (e.pid, e.old) in ledger.holdings
-    return True
 
 
 def _summary(console, ledger) -> None:

@@ -183,3 +183,15 @@ def _failed(e: Event) -> bool:
         if isinstance(v, int) and v < 0 and not (name == "fd" and isinstance(e, FdCloseCall)):
             return True
     return False
+
+
+def worth_a_line(e: Event, ledger) -> bool:
+    """Plain output and the view leave out closes and dups of fds that never held shared memory;
+    --json and --record keep every call. ``ledger`` is the state before ``e``."""
+    if isinstance(e, FdCloseCall):
+        if e.call == "close_range":
+            return any(p == e.pid and e.fd <= fd <= e.last for p, fd in ledger.holdings)
+        return (e.pid, e.fd) in ledger.holdings
+    if isinstance(e, FdDuplicated):
+        return (e.pid, e.old) in ledger.holdings
+    return True

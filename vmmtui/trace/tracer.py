@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -123,6 +124,8 @@ class Tracer:
         self.count = 0
         self.lost = 0
         self.ktime0 = 0
+        #: set when events() has ended (and closed the probe): another thread may then go on
+        self.finished = threading.Event()
         self.pidfds: dict[tuple[int, int], int] = {}
 
     # -- start ---------------------------------------------------------------------------------
@@ -260,6 +263,7 @@ class Tracer:
             self._reap()
         finally:
             self.close()
+            self.finished.set()
         ex = self.exit or Exit(None, None)
         yield TraceFinished(
             self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)

@@ -367,6 +367,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	e->arg[3] = BPF_CORE_READ(regs, r10);
 	e->arg[5] = id;
 	switch (type) {
+	case EV_RECV:
+		return 0; /* read whole at exit: a receive already waiting when the trace began counts too */
 	case EV_SEND:
 		read_rights_all(e, id == NR_sendmmsg);
 		if (!e->nfds)
@@ -403,22 +405,32 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
 	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
-	if (!e)
+	if (!e) {
+		/* receives: the arguments are still in the saved user registers */
+		long id = BPF_CORE_READ(regs, orig_ax);
+		if ((id != NR_recvmsg && id != NR_recvmmsg) || ret < 0 || !is_traced(pid_tgid >> 32))
+			return 0;
+		e = fresh(EV_RECV);
+		if (!e)
+			return 0;
+		e->arg[0] = BPF_CORE_READ(regs, di);
+		e->arg[1] = BPF_CORE_READ(regs, si);
+		e->arg[2] = BPF_CORE_READ(regs, dx);
+		e->arg[5] = id;
+		e->ret = ret;
+		read_rights_all(e, id == NR_recvmmsg);
+		if (!e->nfds)
+			return 0;
+		read_socket(e, (int)e->arg[0]);
+		e->dur = 0; /* its start is not known */
+		emit(e);
 		return 0;
+	}
 	e->ret = ret;
 	switch (e->type) {
-	case EV_RECV:
-		if (ret >= 0) {
-			read_rights_all(e, e->arg[5] == NR_recvmmsg);
-			if (!e->nfds)
-				goto done;
-			read_socket(e, (int)e->arg[0]);
-		} else {
-			goto done;
-		}
-		break;
 	case EV_DUP:
 	case EV_MEMFD:
 	case EV_PIDFD_OPEN:
@@ -431,7 +443,6 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	e->dur = bpf_ktime_get_ns() - e->ktime;
 	emit(e);
-done:
 	bpf_map_delete_elem(&inflight, &tid);
 	return 0;
 }
