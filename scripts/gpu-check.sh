@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|trace|driveronly|startup|wire|gallery|all]
+# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|trace|driveronly|startup|wire|gallery|roads|all]
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -55,6 +55,25 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda --scenario legacy-second-context --verbose
     step python3 -m pytest -q -s -m gpu tests/test_gpu.py -k "legacy or scenario" -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
+  fi
+  if [ "$part" = roads ] || [ "$part" = all ]; then  # issue 20: pidfd transport, memory pools, their scenarios
+    nvidia-smi --query-gpu=memory.used,memory.free --format=csv
+    step python3 -m vmmtui doctor  # the "pidfd road" and "device 0 memory pools" lines
+    step python3 -m vmmtui run --backend cuda --transport pidfd --verbose
+    step python3 -m vmmtui run --backend cuda --transport pidfd --consumers 3 --size 1GiB
+    step python3 -m vmmtui run --backend cuda --mechanism pool --verbose
+    step python3 -m vmmtui run --backend cuda --mechanism pool --size 1GiB --consumers 2
+    step python3 -m vmmtui run --backend cuda --mechanism pool --transport pidfd --verbose
+    step python3 -m vmmtui run --backend cuda --mechanism pool --direction consumer-writes --consumers 2
+    for s in pool-no-handle-type pidfd-seccomp pidfd-yama pidfd-pidns pidfd-producer-gone; do
+      step python3 -m vmmtui run --backend cuda --scenario "$s" --verbose
+    done
+    step python3 -m vmmtui run --backend cuda --scenario importer-pins --size 1GiB --verbose
+    step python3 -m vmmtui run --backend memfd --mechanism pool  # refused in one line, exit 2
+    step python3 -m pytest -q -s -m gpu tests/test_gpu_roads.py -p no:cacheprovider
+    step python3 -m vmmtui bench --backend cuda --sizes 2MiB,1GiB --repeat 3 --out "$out/bench-roads" --name "roads-$(date -u +%F)"
+    nvidia-smi --query-gpu=memory.used,memory.free --format=csv
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = multi ]; then
     nvidia-smi topo -m

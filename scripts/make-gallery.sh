@@ -27,7 +27,9 @@ if [ "$which" = single ] || [ "$which" = all ]; then
   rec vmm-1gib --backend cuda --size 1GiB
   rec legacy-1mib --backend cuda --mechanism legacy --size 1MiB
   rec consumers4-writes --backend cuda --consumers 4 --direction consumer-writes --size 1GiB
-  for s in $(python3 -m vmmtui run --list-scenarios | grep -v 'memfd only' | awk '{print $1}'); do
+  rec pidfd-1mib --backend cuda --transport pidfd --size 1MiB
+  rec pool-1mib --backend cuda --mechanism pool --size 1MiB
+  for s in $(python3 -m vmmtui run --list-scenarios | grep -v 'memfd only' | grep -v 'not on this host' | awk '{print $1}'); do
     rec "scenario-$s" --backend cuda --scenario "$s"
   done
 fi

@@ -29,6 +29,7 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.names import shown
 from vmmtui.pattern import Verification
 from vmmtui.sizes import format_size
 from vmmtui.steps import CONSUMER, PRODUCER, kind
@@ -183,6 +184,14 @@ def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
                 "bold",
             )
         )
+    if e.transport == "pidfd":
+        lines.append(
+            Text(
+                "transport: pidfd — the producer sends its pid and the fd's number; the consumer "
+                "takes the fd with pidfd_open + pidfd_getfd (PyTorch's expandable segments' road)",
+                "bold",
+            )
+        )
     return lines
 
 
@@ -324,8 +333,8 @@ def _mib(n: int) -> str:
 def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
     return Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} {e.name} started or first seen (parent {e.ppid}): "
-            f"{e.cmdline[:120]}"
+            f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} started or first seen (parent {e.ppid}): "
+            f"{shown(e.cmdline, 120)}"
         ),
         "dim",
     )
@@ -339,17 +348,17 @@ def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
         if e.returncode is not None
         else "exited"
     )
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} {how}"), "dim")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} {how}"), "dim")
 
 
 def unreadable(e: ProcessUnreadable) -> Text:
-    return Text(f"pid {e.pid}: {e.reason}; going on with the others", "yellow")
+    return Text(f"pid {e.pid}: {e.reason}", "yellow")
 
 
 def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
     line = Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} ({KIND_LABELS.get(e.kind, e.kind)}) "
+            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {shown(e.target)} ({KIND_LABELS.get(e.kind, e.kind)}) "
         )
     )
     if e.how == "arrived" and e.source is not None:
@@ -359,13 +368,19 @@ def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
             line.append(m.text(f" — {e.via}"), "dim")
     elif e.how == "inherited" and e.source is not None:
         line.append(m.text(f"inherited from its parent {e.source.pid} fd {e.source.fd}"), "cyan")
+    elif e.source is not None:  # unknown, or present at attach: shared, origin not seen
+        src = f"pid {e.source.pid}" + (f" fd {e.source.fd}" if e.source.fd >= 0 else "")
+        said = "direction unknown" if e.how == "unknown" else "open before attach"
+        what = "open file" if e.source.fd >= 0 else "memory"
+        line.append(m.text(f"{e.how}: the same {what} as {src}"), "yellow")
+        line.append(m.text(f" — {e.via or said}"), "dim")
     else:
         line.append(e.how, "dim")
     return line
 
 
 def fd_closed(e: FdClosed, m: Masks = PLAIN) -> Text:
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} closed"), "dim")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {shown(e.target)} closed"), "dim")
 
 
 def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
@@ -380,7 +395,7 @@ def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
         )
     sign = {True: " ≡ ", False: " ~ ", None: " ? "}[e.same_description]
     who = sign.join(f"pid {h.pid} fd {h.fd}" for h in e.holders) or "no fd left"
-    line = Text(m.text(f"SHARED {label} {e.target}: {who}"), KCMP_STYLES[e.same_description])
+    line = Text(m.text(f"SHARED {label} {shown(e.target)}: {who}"), KCMP_STYLES[e.same_description])
     if e.mapped_by:
         line.append(m.text(f"; mapped by pid {', '.join(map(str, e.mapped_by))}"), "")
     line.append(f" ({e.proof})", "dim")
@@ -391,7 +406,7 @@ def socket_pair(e: SocketPair, m: Masks = PLAIN) -> Text:
     return Text(
         m.text(
             f"pid {e.a.pid} fd {e.a.fd} ⇄ pid {e.b.pid} fd {e.b.fd}: Unix {e.type} socket "
-            f"{e.path or '(unnamed pair)'}"
+            f"{shown(e.path) if e.path else '(unnamed pair)'}"
         ),
         "dim",
     )
@@ -415,14 +430,20 @@ def preflight(e: PreflightCheck) -> list[Text]:
 
 
 def leak(e: Leak) -> list[Text]:
-    return [Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red"), Text(f"    fix: {e.fix}")]
+    if e.kind.startswith(
+        "possible-"
+    ):  # the fd's origin was not seen: a leak only if it was received
+        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {e.what}: {e.detail}", "yellow")
+    else:
+        head = Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red")
+    return [head, Text(f"    fix: {e.fix}")]
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:
     how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
     lines = [
         Text(
-            f"{' '.join(e.command)[:100]}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
+            f"{shown(' '.join(e.command), 100)}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
             f"{e.shared} shared file(s) · {e.leaks} leak(s)",
             "bold red" if e.leaks else "bold",
         )
@@ -457,11 +478,17 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
         return [notice(e)]
     if isinstance(e, FdSnapshot):
         head = Text(
-            m.text(f"{e.role} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"),
+            m.text(
+                f"{shown(e.role)} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"
+            ),
             "bold",
         )
         return [head] + [
-            Text(m.text(f"    fd {r.fd:>4} {r.kind:<6} {r.target}  {r.note}  {r.detail}".rstrip()))
+            Text(
+                m.text(
+                    f"    fd {r.fd:>4} {r.kind:<6} {shown(r.target)}  {r.note}  {r.detail}".rstrip()
+                )
+            )
             for r in e.rows
         ]
     if isinstance(e, KcmpVerdict):

@@ -224,7 +224,7 @@ class MemfdBackend(Backend):
         size = self.calls.timed(
             "fstat", {"fd": fd}, lambda: os.fstat(fd).st_size, lambda n: f"st_size={n}"
         )
-        check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals))
+        check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals), granularity=self.page)
         missing = SEALS & ~seals
         if missing:
             check.refuse(

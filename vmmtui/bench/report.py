@@ -16,6 +16,8 @@ PATHS = {  # path -> (label, colour)
     "legacy": ("legacy IPC handle", "#ff7f0e"),
     "staged": ("host-staged copy (no IPC)", "#d62728"),
     "memfd": ("memfd (CPU, not GPU)", "#2ca02c"),
+    "pool": ("memory pool, fd + 64 bytes", "#9467bd"),
+    "pidfd": ("VMM, fd taken by pidfd_getfd", "#17becf"),
 }
 
 
@@ -45,6 +47,8 @@ TIME_TABLE = (
         ("legacy", "legacy"),
         ("staged", "staged"),
         ("memfd", "memfd"),
+        ("pool", "pool"),
+        ("pidfd", "pidfd"),
         ("staged/vmm", "staged/vmm"),
     ],
 )
@@ -64,6 +68,8 @@ SOURCE = {
     "legacy": "legacy",
     "staged": "staged",
     "memfd": "memfd",
+    "pool": "pool",
+    "pidfd": "pidfd",
     "fill": "vmm",
     "verify": "vmm",
     "copy": "ceiling",
@@ -88,6 +94,8 @@ def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
         "legacy": f(_m(paths["legacy"].get(k)), 3),
         "staged": f(staged, 1),
         "memfd": f(_m(paths["memfd"].get(k)), 2),
+        "pool": f(_m(paths.get("pool", {}).get(k)), 3),
+        "pidfd": f(_m(paths.get("pidfd", {}).get(k)), 3),
         "staged/vmm": f"{staged / e2e:.0f}x" if staged and e2e else None,
         "fill": f(_m(vmm, "fill_gbps"), 0),
         "verify": f(verify, 0),

@@ -32,7 +32,15 @@ from vmmtui.troubleshooting import StepError
 
 GiB, MiB = 1 << 30, 1 << 20
 DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
-SESSION_PATHS = ("vmm", "legacy", "memfd")
+SESSION_PATHS = ("vmm", "legacy", "memfd", "pool", "pidfd")
+#: path -> (backend, mechanism, transport) of its sessions
+ROADS = {
+    "vmm": ("cuda", "vmm", "scm-rights"),
+    "legacy": ("cuda", "legacy", "scm-rights"),
+    "memfd": ("memfd", "vmm", "scm-rights"),
+    "pool": ("cuda", "pool", "scm-rights"),
+    "pidfd": ("cuda", "vmm", "pidfd"),
+}
 #: the span "share and prove": from the producer's create to the ACK it receives (consumer init excluded)
 SPAN_FROM, SPAN_TO = ("producer", "create"), ("producer", "wait_ack")
 TARGETS = {"e2e_1gib_ms": 5.0, "verify_vs_copy": 0.80, "staged_speedup": 100.0, "overhead_ms": 2.0}
@@ -264,16 +272,18 @@ class Bench:
             if why:
                 self._skip(result, path, size, why)
                 continue
+            backend, mechanism, transport = ROADS[path]
             config = SessionConfig(
-                backend="memfd" if path == "memfd" else "cuda",
+                backend=backend,
                 size=size,
                 device=cfg.device,
-                mechanism="legacy" if path == "legacy" else "vmm",
+                mechanism=mechanism,
+                transport=transport,
                 tmpdir=cfg.tmpdir,
-                verify="host" if path == "memfd" or self.kernels_error else "device",
+                verify="host" if backend == "memfd" or self.kernels_error else "device",
                 ack_timeout=600,
             )
-            choice = Choice("memfd", "bench") if path == "memfd" else self.choice
+            choice = Choice("memfd", "bench") if backend == "memfd" else self.choice
             samples = [run_session(config, choice) for _ in range(cfg.repeat)]
             summary = summarise(samples)
             result["paths"][path][str(size)] = summary
@@ -321,7 +331,7 @@ class Bench:
 
     def _why_not(self, path: str, size: int, free: int | None) -> str | None:
         cfg = self.cfg
-        if path == "memfd":
+        if ROADS.get(path, ("cuda",))[0] == "memfd":
             if size > cfg.memfd_max:
                 return f"above --memfd-max {format_size(cfg.memfd_max)} (memfd fills and checks with numpy: about 5 s per GiB)"
             ram = ram_available()

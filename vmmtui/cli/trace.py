@@ -239,28 +239,22 @@ def _fallback(args: argparse.Namespace, command: list[str], reason: str) -> int:
         + ("; --record is not written in polling mode" if args.record else ""),
         file=sys.stderr,
     )
+    from vmmtui.cli import attach, watch
+    from vmmtui.cli.options import Parser
+
+    parser = Parser(prog="vmmtui")  # the options as watch/attach parse them, defaults included
+    sub = parser.add_subparsers(dest="command")
+    watch.add_parser(sub)
+    attach.add_parser(sub)
     if command:
-        from vmmtui.cli.watch import cmd_watch
-
-        return cmd_watch(
-            argparse.Namespace(
-                json=args.json, quiet=args.quiet, interval=0.1, no_nvml=False, cmd=command
-            )
-        )
-    from vmmtui.cli.attach import cmd_attach
-
-    return cmd_attach(
-        argparse.Namespace(
-            pids=args.pids,
-            all=args.all,
-            can=None,
-            once=False,
-            json=args.json,
-            leaks=False,
-            duration=args.duration,
-            screenshot=None,
-        )
-    )
+        argv = ["watch", *(["--json"] if args.json else []), *(["-q"] if args.quiet else []), "--"]
+        ns = parser.parse_args([*argv, *command])
+    else:
+        argv = ["attach", *map(str, args.pids), *(["--all"] if args.all else [])]
+        argv += ["--json"] if args.json else []
+        argv += ["--duration", str(args.duration)] if args.duration else []
+        ns = parser.parse_args(argv)
+    return ns.func(ns)
 
 
 def replay_trace(recording) -> int:
