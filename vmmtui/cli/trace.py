@@ -180,14 +180,13 @@ def _run(tracer, args: argparse.Namespace, recorder) -> None:
             return
         if args.json:
             print_json(e, sys.stdout)
-            sys.stdout.flush()
             return
         if args.quiet and not isinstance(e, LedgerFinding | TraceStarted | TraceFinished):
             return
         for line in lines(e, t0, _comm(getattr(e, "pid", 0), comms) if hasattr(e, "pid") else ""):
             console.print(line)
 
-    for e in tracer.events():
+    for e in tracer.events(on_batch=sys.stdout.flush):
         if isinstance(e, TraceStarted):
             t0 = e.ktime0
         if isinstance(e, ProcessForked):

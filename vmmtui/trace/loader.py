@@ -143,6 +143,7 @@ class Probe:
             ("bpf_map_lookup_elem", c.c_int, [c.c_int, vp, vp]),
             ("ring_buffer__new", vp, [c.c_int, _SAMPLE, vp, vp]),
             ("ring_buffer__poll", c.c_int, [vp, c.c_int]),
+            ("ring_buffer__consume", c.c_int, [vp]),
             ("ring_buffer__free", None, [vp]),
             ("libbpf_num_possible_cpus", c.c_int, []),
             ("libbpf_set_print", vp, [_PRINT]),
@@ -204,8 +205,10 @@ class Probe:
         self.lib.bpf_map_update_elem(self.maps["traced"], ctypes.byref(key), ctypes.byref(one), 0)
 
     def poll(self, timeout_ms: int) -> list[bytes]:
+        """Records after at most ``timeout_ms`` (sooner when the kernel wakes us for a backlog)."""
         if self.rb:
             self.lib.ring_buffer__poll(self.rb, timeout_ms)
+            self.lib.ring_buffer__consume(self.rb)  # what came without a wake-up
         out, self.records = self.records, []
         return out
 

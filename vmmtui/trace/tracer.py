@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from vmmtui.events import Event
@@ -36,6 +36,8 @@ from vmmtui.trace.records import FileNames, decode
 from vmmtui.trace.refusals import explain
 
 PR_SET_CHILD_SUBREAPER = 36
+#: how long records may wait in the ring buffer (the kernel wakes the reader early for a backlog)
+POLL_MS = 25
 #: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
 GATE = 'read _ <&9; exec 9<&-; exec "$@"'
 
@@ -123,6 +125,7 @@ class Tracer:
         self.unprobed: list[str] = []
         self.count = 0
         self.lost = 0
+        self.lost_checked = 0.0
         self.ktime0 = 0
         #: set when events() has ended (and closed the probe): another thread may then go on
         self.finished = threading.Event()
@@ -236,7 +239,8 @@ class Tracer:
         """A process whose exit record was lost (ring buffer full) is not waited for forever."""
         self.alive = {p for p in self.alive if os.path.exists(f"/proc/{p}")}
 
-    def events(self) -> Iterator[Event]:
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        """The trace's events; ``on_batch`` runs after each batch (the CLI flushes its output)."""
         assert self.probe is not None
         t0 = time.monotonic()
         yield TraceStarted(
@@ -253,7 +257,9 @@ class Tracer:
         try:
             while True:
                 self._reap()
-                yield from self._drain(100)
+                yield from self._drain(POLL_MS)
+                if on_batch is not None:
+                    on_batch()
                 if time.monotonic() - last_check > 1.0:
                     last_check = time.monotonic()
                     self._recheck_alive()
@@ -289,6 +295,10 @@ class Tracer:
                 yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
+        now = time.monotonic()
+        if now - self.lost_checked < 0.5:
+            return
+        self.lost_checked = now
         lost = self.probe.lost()
         if lost > self.lost:
             yield TraceLost(lost - self.lost)

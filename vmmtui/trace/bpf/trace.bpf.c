@@ -170,9 +170,21 @@ static __always_inline bool is_watched(__u64 f)
 	return f && bpf_map_lookup_elem(&watched, &f) != 0;
 }
 
+#define BPF_RB_NO_WAKEUP 1
+#define BPF_RB_FORCE_WAKEUP 2
+#define BPF_RB_AVAIL_DATA 0
+#define WAKEUP_BYTES (256 << 10)
+
+/* records wake the reader only when a backlog builds up; otherwise it collects them every 25 ms
+ * (one wake-up per batch instead of one per record: the tracer's CPU is mostly wake-ups) */
 static __always_inline void emit(struct event *e)
 {
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0) != 0) {
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
+										      : BPF_RB_NO_WAKEUP;
+	/* a refused pidfd call at once: its cause is read from /proc while both processes live */
+	if ((e->type == EV_PIDFD_GETFD || e->type == EV_PIDFD_OPEN) && e->ret < 0)
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&events, e, sizeof(*e), flags) != 0) {
 		__u32 zero = 0;
 		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
 		if (n)
