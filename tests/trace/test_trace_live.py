@@ -123,6 +123,15 @@ def test_scm_rights_with_both_ends_closed_within_a_millisecond(tmp_path):
     }
     assert [x.from_fd for x in ledger.transfers] == [t["fd"] for t in sends]
     assert not [f for f in ledger.findings if f.kind not in ("shared",)]
+    # the recording replays: the same ledger, folded again from the calls
+    replay = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "replay", str(tmp_path / "trace.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert replay.returncode == 0, replay.stderr
+    assert replay.stdout.count("✓ shared") == 50 and "50 fd transfers" in replay.stdout
 
 
 def test_pidfd_getfd_is_traced_to_the_fd_it_took(tmp_path):

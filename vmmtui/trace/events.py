@@ -23,12 +23,18 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in _names(type(value))}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+def _plain(value: Any) -> dict[str, Any]:
+    """A trace event (or a small dataclass in one) as JSON-ready values: fields are numbers, text,
+    lists of those, or small dataclasses (one level of recursion)."""
+    out = {}
+    for name in _names(type(value)):
+        v = getattr(value, name)
+        if isinstance(v, list):
+            v = [_plain(x) if hasattr(x, "__dataclass_fields__") else x for x in v]
+        elif hasattr(v, "__dataclass_fields__"):
+            v = _plain(v)
+        out[name] = v
+    return out
 
 
 @dataclass
