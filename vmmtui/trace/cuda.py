@@ -63,10 +63,13 @@ def _from_ldconfig() -> str | None:
 
 
 def find_libcuda(pids: list[int] = ()) -> str | None:
-    """The real path of libcuda.so.1: $VMMTUI_LIBCUDA, a target's mappings, ldconfig, the usual
+    """The real path of libcuda.so.1: $VMMTUI_LIBCUDA, a target's mappings, LD_LIBRARY_PATH, ldconfig, the usual
     directories (symlinks resolved: a uprobe sits on the file's inode)."""
     candidates = [os.environ.get("VMMTUI_LIBCUDA")]
     candidates += [_from_maps(p) for p in pids]
+    # the dynamic loader looks in LD_LIBRARY_PATH before its cache: so does this
+    ld_path = os.environ.get("LD_LIBRARY_PATH", "")
+    candidates += [str(Path(d) / "libcuda.so.1") for d in ld_path.split(":") if d]
     candidates.append(_from_ldconfig())
     candidates += [str(Path(d) / "libcuda.so.1") for d in PLACES]
     for c in candidates:
