@@ -153,6 +153,35 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     ulimit -n 65536 2>/dev/null
     step python3 scripts/attach-bench.py --seconds 8 --out "$out/bench"
   fi
+  if [ "$part" = trace ]; then
+    # issue 18: vmmtui trace (eBPF). libbpf.so.1 is carried (Debian libbpf1) under .gpu/lib when the
+    # machine has none; no tracefs is needed (raw tracepoints; uprobes through the uprobe PMU)
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # libbpf's libelf
+    echo "VMMTUI_LIBBPF=${VMMTUI_LIBBPF:-(the system one)}"
+    step python3 -c 'from vmmtui.trace.loader import why_not; from vmmtui.trace.cuda import find_libcuda; print("eBPF:", why_not() or "usable"); print("libcuda:", find_libcuda())'
+    # 1. a vmmtui session traced from outside, judged against its own --json stream (VMM), and legacy IPC
+    step python3 -m vmmtui trace --record "$out/trace-run.jsonl" -- sh -c "python3 -m vmmtui run --backend cuda --size 1MiB --json > $out/run.jsonl"
+    step python3 scripts/trace-compare.py "$out/run.jsonl" "$out/trace-run.jsonl"
+    step python3 -m vmmtui trace --record "$out/trace-run2.jsonl" -- sh -c "python3 -m vmmtui run --backend cuda --consumers 2 --size 64MiB --json > $out/run2.jsonl"
+    step python3 scripts/trace-compare.py "$out/run2.jsonl" "$out/trace-run2.jsonl"
+    step python3 -m vmmtui trace -- python3 -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    # 2. torch.multiprocessing, two importers: default (legacy IPC bytes) and expandable segments (pidfd_getfd)
+    step python3 -m vmmtui trace --record "$out/trace-torch.jsonl" -- python3 tests/fixtures/torch_trace.py
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m vmmtui trace --record "$out/trace-torch-es.jsonl" -- python3 tests/fixtures/torch_trace.py
+    # ... and kill -9 of the exporter while both importers hold the memory
+    step python3 -m vmmtui trace -q -- python3 tests/fixtures/torch_trace.py --kill-exporter
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m vmmtui trace -q -- python3 tests/fixtures/torch_trace.py --kill-exporter
+    # 3. the C++ pair
+    step nvcc -o /tmp/vmm_pair tests/fixtures/vmm_pair.cu -lcuda
+    step python3 -m vmmtui trace --record "$out/trace-vmm-pair.jsonl" -- /tmp/vmm_pair
+    step python3 -m vmmtui replay "$out/trace-vmm-pair.jsonl"
+    step python3 -m pytest -q tests/trace -p no:cacheprovider
+    step python3 scripts/trace-bench.py --out "$out/bench"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
   if [ "$part" = attach-nccl ]; then
     step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \
       python3 -m vmmtui watch -- python3 tests/fixtures/nccl_allreduce.py

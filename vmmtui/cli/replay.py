@@ -115,6 +115,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return write_html(args.html, recording, notes)
     if args.perfetto:
         return write_perfetto(args.perfetto, recording.events)
+    if recording.header.backend == "trace":  # a `vmmtui trace --record` recording
+        from vmmtui.cli.trace import replay_trace
+
+        return replay_trace(recording)
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
