@@ -38,6 +38,21 @@ def add_parser(sub) -> None:
     t.add_argument("--quiet", "-q", action="store_true", help="print only the ledger's findings")
     t.add_argument("--no-cuda", action="store_true", help="do not probe libcuda (syscalls only)")
     t.add_argument("--libcuda", metavar="PATH", help="the libcuda.so.1 to probe (default: found)")
+    t.add_argument(
+        "--prometheus",
+        metavar="HOST:PORT",
+        help="serve the ledger as Prometheus metrics at http://HOST:PORT/metrics (a node agent with "
+        "--all; needs vmmtui[fleet])",
+    )
+    t.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="send each share as an OpenTelemetry trace to an OTLP/HTTP endpoint "
+        "(http://collector:4318; needs vmmtui[fleet])",
+    )
+    t.add_argument(
+        "--perfetto", metavar="FILE.json", help="at the end, write the trace for ui.perfetto.dev"
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
@@ -60,6 +75,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
             return _usage(f"no process {pid}")
     if args.libcuda and not os.path.exists(args.libcuda):
         return _usage(f"--libcuda {args.libcuda}: no such file")
+    if args.perfetto and (problem := _unwritable(args.perfetto)):
+        return _usage(f"--perfetto {args.perfetto}: {problem}")
+    sinks = _sinks(args)
+    if isinstance(sinks, int):
+        return sinks
     recorder = None
     if args.record:
         from vmmtui.record.recording import RecordingError
@@ -85,6 +105,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             return exc.code
     if reason is not None:
         _discard(recorder, args.record)
+        _close_sinks(sinks, [])
         return _fallback(args, command, reason)
     assert tracer is not None
     if (
@@ -104,12 +125,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return EXIT_OK
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: tracer.forward(s))
+    seen: list = []
     try:
-        _run(tracer, args, recorder)
+        _run(tracer, args, recorder, sinks, seen)
     finally:
         tracer.close()
         if recorder is not None:
             recorder.close()
+        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
@@ -154,7 +177,63 @@ def _comm(pid: int, cache: dict[int, str]) -> str:
     return cache[pid]
 
 
-def _run(tracer, args: argparse.Namespace, recorder) -> None:
+def _unwritable(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"no directory {folder}"
+    if os.path.isdir(path):
+        return "is a directory; name a file"
+    return "" if os.access(folder, os.W_OK) else f"cannot write in {folder}"
+
+
+def _sinks(args: argparse.Namespace) -> list | int:
+    """The exporters the options ask for (``feed(e)``, ``close()``), or an exit code after one line."""
+    sinks: list = []
+    try:
+        if args.prometheus:
+            from vmmtui.fleet.prometheus import MetricsEndpoint
+
+            sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf"))
+            print(f"vmmtui trace: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
+        if args.otlp:
+            from vmmtui.fleet.otlp import OtlpExporter
+
+            sinks.append(OtlpExporter(args.otlp))
+    except ValueError as exc:
+        _close_sinks(sinks, [])
+        return _usage(str(exc))
+    except (ImportError, RuntimeError) as exc:  # MissingLibrary: the fleet extra is not installed
+        _close_sinks(sinks, [])
+        print(f"vmmtui trace: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        _close_sinks(sinks, [])
+        print(
+            f"vmmtui trace: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
+            "pick another port (--prometheus HOST:PORT)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return sinks
+
+
+def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None:
+    for sink in sinks:
+        sink.close()
+    if perfetto:
+        from vmmtui import perfetto as chrome_json
+
+        try:
+            n = chrome_json.write(perfetto, events)
+            print(
+                f"vmmtui trace: wrote {perfetto} ({n} trace events) for ui.perfetto.dev",
+                file=sys.stderr,
+            )
+        except OSError as exc:
+            print(f"vmmtui trace: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) -> None:
     from rich.console import Console
 
     from vmmtui.console import print_json
@@ -176,6 +255,10 @@ def _run(tracer, args: argparse.Namespace, recorder) -> None:
     def out(e, show: bool = True) -> None:
         if recorder is not None:
             recorder.write(e)
+        for sink in sinks:
+            sink.feed(e)
+        if args.perfetto:
+            seen.append(e)
         if not show:
             return
         if args.json:
@@ -250,6 +333,7 @@ def _fallback(args: argparse.Namespace, command: list[str], reason: str) -> int:
         ns = parser.parse_args([*argv, *command])
     else:
         argv = ["attach", *map(str, args.pids), *(["--all"] if args.all else [])]
+        argv += ["--prometheus", args.prometheus] if args.prometheus else []
         argv += ["--json"] if args.json else []
         argv += ["--duration", str(args.duration)] if args.duration else []
         ns = parser.parse_args(argv)
