@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
-#        attach-poll attach-nccl driveronly startup wire gallery trace all; each is an `if` below)
+#        attach-poll attach-nccl driveronly startup wire gallery trace fleet all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -181,6 +181,21 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q tests/trace -p no:cacheprovider
     step python3 scripts/trace-bench.py --out "$out/bench"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = fleet ]; then
+    # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    python3 -c 'import prometheus_client' 2>/dev/null || echo "prometheus-client missing (carry it in .whl)"
+    python3 -m vmmtui trace --all -q --prometheus 127.0.0.1:9464 --perfetto "$out/fleet-trace.json" > "$out/fleet-agent.log" 2>&1 &
+    agent=$!
+    for _ in $(seq 1 60); do curl -fsS http://127.0.0.1:9464/metrics >/dev/null 2>&1 && break; sleep 0.5; done
+    step python3 -m vmmtui run --backend cuda --size 64MiB
+    step python3 -m vmmtui run --backend cuda --transport pidfd --consumers 2
+    sleep 1
+    curl -fsS http://127.0.0.1:9464/metrics > "$out/fleet-metrics.txt"; echo "[curl exit $?]"
+    grep -E '^vmmtui_(exported|imported|fd_transfers|live_importers|refused|events)' "$out/fleet-metrics.txt"
+    kill -TERM $agent; wait $agent; echo "[agent exit $?]"; tail -5 "$out/fleet-agent.log"
   fi
   if [ "$part" = attach-nccl ]; then
     step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \
