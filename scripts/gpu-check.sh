@@ -154,7 +154,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/startup-time.py --runs 7
     step python3 scripts/startup-time.py --runs 5 --size 80x24 -- --backend cuda
     # where the time goes: the probe on its own, the backend import in a worker's init, Textual's imports
-    step python3 -c 'import time; t = time.perf_counter(); from vmmtui.backends.probe import probe; r = probe(); print(f"probe {time.perf_counter() - t:.3f} s", r.get("error") or [d["name"] for d in r["devices"]])'
+    step python3 -c 'import time; t = time.perf_counter(); from vmmtui.backends.probe import probe; r = probe(); print(f"probe {time.perf_counter() - t:.3f} s", r.error or [d.name for d in r.devices])'
     step python3 -c 'import time; t = time.perf_counter(); import cuda.bindings.driver, numpy; print(f"import cuda.bindings.driver, numpy {time.perf_counter() - t:.3f} s")'
     python3 -X importtime -c 'import vmmtui.cli, vmmtui.tui.app' 2>&1 | sort -t'|' -k2 -n | tail -12
   fi

@@ -207,3 +207,19 @@ def test_shapes_that_cannot_run_exit_2_with_one_line(args, says, capsys):
     assert main(["run", "--backend", "memfd", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
+
+
+def test_main_in_process_gives_the_callers_signal_handlers_back(tmp_path, monkeypatch, capsys):
+    """A test run (or any program) that calls main() keeps its own SIGINT, SIGTERM and SIGHUP:
+    once main returned (or exited), a Ctrl-C or a time limit works again."""
+    import signal as sig
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    mine = {s: sig.getsignal(s) for s in (sig.SIGINT, sig.SIGTERM, sig.SIGHUP)}
+    assert main(["run", "--list-scenarios"]) == 0
+    assert {s: sig.getsignal(s) for s in mine} == mine
+    with pytest.raises(SystemExit):
+        main(["run", "--size", "lots"])
+    assert {s: sig.getsignal(s) for s in mine} == mine
+    assert main(["run", "--backend", "memfd", "--size", "64KiB"]) == 0
+    assert {s: sig.getsignal(s) for s in mine} == mine

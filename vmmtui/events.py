@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from vmmtui.codec import DecodeError, decode, encode
-from vmmtui.state import StepReport
+from vmmtui.state import HeldKind, StepReport
 from vmmtui.troubleshooting import Failure
 
 #: the event format's version: recordings and --json carry it in every line
@@ -24,7 +25,7 @@ class EventFormatError(ValueError):
     """A line that is not an event of this format (unknown type, wrong version, wrong shape)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Event:
     types: ClassVar[dict[str, type[Event]]] = {}
 
@@ -64,12 +65,12 @@ class Event:
         return Event.from_dict(data)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Notice(Event):
     text: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionStarted(Event):
     backend: str
     reason: str
@@ -87,7 +88,7 @@ class SessionStarted(Event):
     scenario: ScenarioInfo | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScenarioInfo:
     """What a scenario is and what it promises, as the session announces it (see ``ScenarioOutcome``)."""
 
@@ -100,14 +101,14 @@ class ScenarioInfo:
     at: tuple[str, str] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerStarted(Event):
     role: str
     pid: int
     backend: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepStarted(Event):
     """Emitted before the worker is asked (``Session.stepping`` yields it while the step runs)."""
 
@@ -116,7 +117,7 @@ class StepStarted(Event):
     step: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class NextStep(Event):
     """Where the plan stands, after the start and after every step: ``done`` steps have run and
     ``role``'s ``step`` (index ``done``) runs next; both are "" once the plan has stopped (run to
@@ -131,7 +132,7 @@ class NextStep(Event):
         return not self.step
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepDone(Event):
     index: int
     report: StepReport
@@ -147,19 +148,51 @@ class StepDone(Event):
         return self.report.step
 
 
-@dataclass
+class FdCheck(StrEnum):
+    """What /proc says of an fd a worker declared (or closed), against the worker's word."""
+
+    OK = "ok"
+    MISSING = "missing"  # declared, not in /proc
+    MISMATCH = "mismatch"  # in /proc, but another file than the worker says
+    STILL_OPEN = "still-open"  # closed by the worker's word, open in /proc
+    CLOSED = "closed"  # closed, and gone from /proc
+    REUSED = "reused"  # closed, and the number now names a newer fd
+
+    @property
+    def problem(self) -> bool:
+        return self in FD_PROBLEMS
+
+
+#: the checks that are a problem: the worker's word and the kernel disagree
+FD_PROBLEMS = frozenset({FdCheck.MISSING, FdCheck.MISMATCH, FdCheck.STILL_OPEN})
+
+
+class FdClass(StrEnum):
+    """What an fd no worker declared is, from its /proc target (``fdchecks.classify``)."""
+
+    DRIVER = "driver"
+    SOCKET = "socket"
+    PIPE = "pipe"
+    ANON = "anon"
+    OTHER = "other"
+    CLOSED = "closed"  # a row of ``FdSnapshot.closed``
+
+
+@dataclass(frozen=True)
 class FdRow:
     """One fd as the kernel shows it, with what it is to us and whether the worker's word matches."""
 
     fd: int
     target: str
-    kind: str  # what the worker declared (exported, received, ...) or a class from the target
+    #: what the worker declared, or (no worker declared it) a class from the target
+    kind: HeldKind | FdClass
     note: str = ""
-    check: str | None = None  # ok | missing | mismatch | None (not one of the worker's own fds)
+    #: None: not one of the worker's own fds
+    check: FdCheck | None = None
     detail: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdSnapshot(Event):
     role: str
     pid: int
@@ -172,12 +205,10 @@ class FdSnapshot(Event):
 
     @property
     def problems(self) -> list[FdRow]:
-        return [
-            r for r in self.rows + self.closed if r.check in ("missing", "mismatch", "still-open")
-        ]
+        return [r for r in self.rows + self.closed if r.check in FD_PROBLEMS]
 
 
-@dataclass
+@dataclass(frozen=True)
 class KcmpVerdict(Event):
     producer_pid: int
     producer_fd: int
@@ -188,7 +219,7 @@ class KcmpVerdict(Event):
     consumer: str = "consumer"
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerExited(Event):
     role: str
     pid: int
@@ -198,14 +229,14 @@ class WorkerExited(Event):
     log_tail: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionFailed(Event):
     role: str
     step: str
     failure: Failure
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionFinished(Event):
     verified: bool
     integers: int
@@ -216,13 +247,13 @@ class SessionFinished(Event):
     kcmp: list[KcmpVerdict] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionClosed(Event):
     clean: bool
     leftovers: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScenarioOutcome(Event):
     """How a failure scenario ended, against what it promised to show."""
 
@@ -235,12 +266,12 @@ class ScenarioOutcome(Event):
 
 
 # -- attach and watch: programs vmmtui did not start ---------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class AttachEvent(Event):
     """Events only ``vmmtui attach``/``watch`` produce (a session never does); ``at`` is seconds since the start."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessSeen(AttachEvent):
     pid: int
     ppid: int
@@ -252,7 +283,7 @@ class ProcessSeen(AttachEvent):
     pid_ns: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessGone(AttachEvent):
     pid: int
     name: str
@@ -261,7 +292,7 @@ class ProcessGone(AttachEvent):
     signal: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessUnreadable(AttachEvent):
     """A target vmmtui may not read ("no permission") or that does not exist: said once, and we go on."""
 
@@ -269,20 +300,39 @@ class ProcessUnreadable(AttachEvent):
     reason: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdHolder:
     pid: int
     fd: int
 
 
-@dataclass
+class AttachKind(StrEnum):
+    """The fds attach follows, from their /proc target: memory (the first four) and the roads."""
+
+    GPU = "gpu"
+    MEMFD = "memfd"
+    SHM = "shm"
+    DMABUF = "dmabuf"
+    SOCKET = "socket"
+    PIDFD = "pidfd"
+
+
+class Arrival(StrEnum):
+    """How an fd came to be in a process, as attach can prove it."""
+
+    PRESENT = "present"  # there when first seen
+    OPENED = "opened"
+    ARRIVED = "arrived"  # kcmp: the same open file as another process's fd
+    INHERITED = "inherited"
+
+
+@dataclass(frozen=True)
 class FdOpened(AttachEvent):
     pid: int
     fd: int
     target: str
-    kind: str  # gpu | memfd | shm | socket | pidfd
-    #: present (there when first seen) | opened | arrived (kcmp: another process's open file) | inherited
-    how: str
+    kind: AttachKind
+    how: Arrival
     at: float
     source: FdHolder | None = None  # the fd it is the same open file as, for arrived/inherited
     via: str = (
@@ -290,20 +340,20 @@ class FdOpened(AttachEvent):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdClosed(AttachEvent):
     pid: int
     fd: int
     target: str
-    kind: str
+    kind: AttachKind
     at: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class SharedFile(AttachEvent):
     """An open file description (kcmp-proven), or one memory object, held by two or more processes."""
 
-    kind: str
+    kind: AttachKind
     target: str
     dev: int
     ino: int
@@ -315,7 +365,7 @@ class SharedFile(AttachEvent):
     at: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class GpuMemory(AttachEvent):
     """What NVML charges a process, per device (bytes); ``error`` when NVML cannot say."""
 
@@ -325,7 +375,7 @@ class GpuMemory(AttachEvent):
     at: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreflightCheck(AttachEvent):
     """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known."""
 
@@ -338,9 +388,17 @@ class PreflightCheck(AttachEvent):
     fix: str = ""
 
 
-@dataclass
+class LeakKind(StrEnum):
+    FD_AFTER_PEER = "fd-after-peer"
+    HELD_UNTIL_EXIT = "held-until-exit"
+    GPU_MEMORY_AFTER_PEER = "gpu-memory-after-peer"
+    SHM_FILE = "shm-file"
+    SOCKET_FILE = "socket-file"
+
+
+@dataclass(frozen=True)
 class Leak(AttachEvent):
-    kind: str  # fd-after-peer | held-until-exit | gpu-memory-after-peer | shm-file | socket-file
+    kind: LeakKind
     what: str
     pid: int | None
     detail: str
@@ -348,7 +406,7 @@ class Leak(AttachEvent):
     at: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class WatchFinished(AttachEvent):
     """The watched command's end: its exit, how many processes and shares were seen, what could not be seen."""
 
@@ -362,7 +420,7 @@ class WatchFinished(AttachEvent):
     unseen: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SocketPair(AttachEvent):
     """Two watched processes connected by a Unix socket (sock_diag's peer): the road an fd can travel."""
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
-from vmmtui.events import FdOpened, GpuMemory, Leak
+from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
 
 CLOSE_FIX = (
     "close every fd you receive once it is imported (also when the import fails), and before exit"
@@ -60,7 +60,7 @@ class LeakFinder:
             out += self._once(
                 ("fd", pid, fd, e.target),
                 Leak(
-                    "fd-after-peer",
+                    LeakKind.FD_AFTER_PEER,
                     f"{t.names.get(pid, '?')} ({pid}) fd {fd} → {e.target}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
@@ -82,7 +82,7 @@ class LeakFinder:
                 out += self._once(
                     ("gpu", pid),
                     Leak(
-                        "gpu-memory-after-peer",
+                        LeakKind.GPU_MEMORY_AFTER_PEER,
                         f"{t.names.get(pid, '?')} ({pid}) GPU memory {total >> 20} MiB",
                         pid,
                         "this process imported GPU memory from processes that have all exited, and NVML still charges "
@@ -104,7 +104,7 @@ class LeakFinder:
                 out += self._once(
                     ("exit", pid, e.fd, e.target),
                     Leak(
-                        "held-until-exit",
+                        LeakKind.HELD_UNTIL_EXIT,
                         f"{t.names.get(pid, '?')} ({pid}) fd {e.fd} → {e.target}",
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
@@ -143,7 +143,7 @@ def leftover_files(
         if m and not _owner_alive(int(m.group(1))):
             out.append(
                 Leak(
-                    "shm-file",
+                    LeakKind.SHM_FILE,
                     entry.path,
                     int(m.group(1)),
                     f"PyTorch's refcount file of process {m.group(1)}, which is dead",
@@ -159,7 +159,7 @@ def leftover_files(
         ):
             out.append(
                 Leak(
-                    "shm-file",
+                    LeakKind.SHM_FILE,
                     entry.path,
                     None,
                     "created while watched, left after every process exited "
@@ -185,7 +185,7 @@ def leftover_files(
         if is_sock and path not in live:
             out.append(
                 Leak(
-                    "socket-file",
+                    LeakKind.SOCKET_FILE,
                     path,
                     None,
                     "a socket file no live socket is bound to: its owner died "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.attach.shares import Shares, find_shares
 from vmmtui.events import (
+    Arrival,
     Event,
     FdClosed,
     FdHolder,
@@ -134,7 +135,9 @@ class Tracker:
     def _opened(
         self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool
     ) -> FdOpened:
-        how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
+        how = Arrival.PRESENT if first and self.prev is None else Arrival.OPENED
+        source: FdHolder | None = None
+        via = ""
         others = shares.same_as(p.pid, f.fd)
         prev = self.prev.processes if self.prev else {}
         older = [
@@ -146,25 +149,25 @@ class Tracker:
             o for o in others if o[0] == p.ppid and o[1] == f.fd
         ]  # fork and exec keep the number
         if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
-            how, source = "inherited", FdHolder(*parent_same[0])
+            how, source = Arrival.INHERITED, FdHolder(*parent_same[0])
         elif others and (older or not first):
-            how, source = "arrived", FdHolder(*(older or others)[0])
+            how, source = Arrival.ARRIVED, FdHolder(*(older or others)[0])
             if not older:
                 via = "both fds appeared between two scans: which one travelled is not known"
         elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:
             was = self.shares.memory_holders.get(f.key, set()) - {p.pid}
             if was:
                 q = min(was)
-                how, source = "arrived", FdHolder(q, -1)
+                how, source = Arrival.ARRIVED, FdHolder(q, -1)
                 via = (
                     f"the same memory was held by pid {q} before; its fd is closed now, so kcmp cannot "
                     "compare the open files"
                 )
-        if how == "arrived" and source is not None and not via:
+        if how == Arrival.ARRIVED and source is not None and not via:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
         self.open_fds[(p.pid, f.fd)] = e
-        if how in ("arrived", "inherited"):
+        if how in (Arrival.ARRIVED, Arrival.INHERITED):
             self.received[(p.pid, f.fd)] = e
         self.timeline[p.pid].append(e)
         return e

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from vmmtui.attach.kcmpsort import Group, Holder, runs_of, sort_group, update_group
 from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
-from vmmtui.events import FdHolder, SharedFile, SocketPair
+from vmmtui.events import AttachKind, FdHolder, SharedFile, SocketPair
 from vmmtui.fdtable import KcmpUnavailable
 
 Key = tuple[int, int]  # (dev, ino)
@@ -239,7 +239,7 @@ def _redo(
         path = ix.map_paths[key]
         files.append(
             SharedFile(
-                "memfd" if path.startswith("/memfd:") else "shm",
+                AttachKind.MEMFD if path.startswith("/memfd:") else AttachKind.SHM,
                 path,
                 *key,
                 [FdHolder(*h) for h in members],

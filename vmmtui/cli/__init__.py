@@ -1,7 +1,10 @@
 """Command line: ``vmmtui`` (the inspector), ``run`` (headless), ``soak``, ``bench``, ``doctor``.
 
-Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` installs the signal
-handling (one line and 128 + signal on SIGINT, SIGTERM, SIGHUP) and dispatches.
+Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` parses and
+dispatches. Signals (SIGINT, SIGTERM, SIGHUP; ``vmmtui.interrupts``): until a command runs, one
+line and exit 128 + signal at once; while it runs, ``Interrupted`` is raised so that its cleanup
+runs, and it says where; when ``main`` returns, the handlers it found are back (the tests call it
+in-process).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import signal
 import sys
 
 from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, watch
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Interrupted, Parser, interrupt
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser
+from vmmtui.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
 COMMANDS = (run, soak, bench, doctor, attach, watch, replay, serve)
 
@@ -30,15 +34,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, interrupt)
-    try:
+    with exit_at_once():
         args = parser().parse_args(argv)
-        return args.func(args)
-    except KeyboardInterrupt as exc:  # before or after a session: nothing of ours is running
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        print("vmmtui: interrupted; nothing was left running", file=sys.stderr)
-        return 128 + signum
+        try:
+            with interruptible():
+                return args.func(args)
+        except KeyboardInterrupt as exc:  # a command that had nothing to clean up, or it is done
+            signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+            print(NOTHING_LEFT, file=sys.stderr)
+            return 128 + signum
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

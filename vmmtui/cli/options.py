@@ -4,7 +4,6 @@ the SessionConfig they make, and the one refusal check (config.validate)."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from vmmtui.backends import NAMES, choose
@@ -130,6 +129,8 @@ def session_options(p: argparse.ArgumentParser) -> None:
         metavar="0,1",
         help="GPUs the consumers spread over, round-robin (default: the producer's --device)",
     )
+    # ROLE:STEP:HOW makes that worker misbehave (vmmtui/worker/crash.py): for the tests only
+    p.add_argument("--crash", help=argparse.SUPPRESS)
 
 
 def config_from(args: argparse.Namespace) -> SessionConfig:
@@ -146,6 +147,7 @@ def config_from(args: argparse.Namespace) -> SessionConfig:
         consumers=args.consumers,
         direction=args.direction,
         devices=args.devices,
+        crash=getattr(args, "crash", None),
     )
 
 
@@ -173,15 +175,3 @@ def choice_or_refuse(args: argparse.Namespace):
         print(f"vmmtui: {refused}", file=sys.stderr)
         return None
     return choice
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP: stop, clean up, say where, exit 128 + signal (130 for Ctrl-C)."""
-
-    def __init__(self, signum: int = signal.SIGINT):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def interrupt(signum, frame) -> None:
-    raise Interrupted(signum)

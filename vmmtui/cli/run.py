@@ -9,11 +9,11 @@ from vmmtui.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
-    Interrupted,
     choice_or_refuse,
     config_from,
     session_options,
 )
+from vmmtui.interrupts import Interrupted
 
 
 def add_parser(sub) -> None:

@@ -145,11 +145,8 @@ def cuda_identity(device: int) -> tuple[str, str]:
     from vmmtui.backends.probe import probe
 
     info = probe()
-    v = info.get("driver_version")
-    driver = f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else ""
-    devices = info.get("devices") or []
-    name = devices[device]["name"] if device < len(devices) else ""
-    return driver, name
+    name = info.devices[device].name if device < len(info.devices) else ""
+    return info.driver_api, name
 
 
 def describe(config: SessionConfig) -> str:

@@ -43,6 +43,7 @@ from vmmtui.events import (
 )
 from vmmtui.fdtable import FdTable
 from vmmtui.interrupts import signals_held
+from vmmtui.protocol import StepArgs
 from vmmtui.scenarios import VERIFIED, Scenario
 from vmmtui.session import fdchecks
 from vmmtui.session.processes import WorkerProcess, launch, read_hello
@@ -54,7 +55,7 @@ from vmmtui.session.tmpdir import (
     make_private_dir,
     sweep_stale_dirs,
 )
-from vmmtui.state import StepReport
+from vmmtui.state import HeldKind, StepReport
 from vmmtui.steps import CONSUMER, PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.troubleshooting import Failure
 
@@ -317,13 +318,13 @@ class Session:
             yield from self._collect(self.workers[peer], self.config.connect_timeout + 5)
         yield from self._ending()
 
-    def _step_args(self, role: str, name: str, peer: str) -> dict:
+    def _step_args(self, role: str, name: str, peer: str) -> StepArgs:
         """What a step needs from the session: the pid the peer check must find."""
         if role == PRODUCER and base(name) == "accept":
-            return {"expect_pid": self.workers[peer].pid}
+            return StepArgs(expect_pid=self.workers[peer].pid)
         if kind(role) == CONSUMER and name == "connect":
-            return {"expect_pid": self.workers[PRODUCER].pid}
-        return {}
+            return StepArgs(expect_pid=self.workers[PRODUCER].pid)
+        return StepArgs()
 
     def _hooks(self, when: str, role: str, name: str) -> list[Event]:
         if self.scenario is None:
@@ -333,7 +334,9 @@ class Session:
             events += hook.action.run(self.stage)
         return events
 
-    def _in_background(self, w: WorkerProcess, index: int, name: str, args: dict) -> list[Event]:
+    def _in_background(
+        self, w: WorkerProcess, index: int, name: str, args: StepArgs
+    ) -> list[Event]:
         """Send the step and move on; its answer is collected before the worker's next step."""
         problem = w.send_step(name, args)
         if problem is not None:
@@ -384,7 +387,7 @@ class Session:
             for o in self.workers.values()
             if o is not w and o.alive
             for h in o.held
-            if h.kind == "exported"
+            if h.kind == HeldKind.EXPORTED
         ]
 
     def _stop_plan(self, role: str, step: str, problem: Failure) -> list[Event]:
@@ -481,11 +484,19 @@ class Session:
                 PRODUCER,
             ]:  # consumers first: legacy handles close before cuMemFree
                 w = self.workers.get(role)
+                if w is not None and w.abandoned and w.alive:
+                    step = f"{role} {w.pending[1]}" if w.pending else f"{role}'s step"
+                    events.append(
+                        Notice(f"{step} was interrupted: the worker is stopped, which releases it")
+                    )
+                    continue
                 if w is not None and w.pending is not None and w.alive:
                     events += self._collect(w, self.config.connect_timeout + 5)
                 if w is None or not w.alive or "cleanup" in w.done:
                     continue
-                report, problem = w.ask("cleanup", {}, timeout=max(self.config.grace * 4, 10))
+                report, problem = w.ask(
+                    "cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10)
+                )
                 if report is not None:
                     events.append(StepDone(-1, report, 0, 0))
                 if problem is not None:

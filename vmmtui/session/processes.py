@@ -20,12 +20,19 @@ from typing import BinaryIO
 from vmmtui.codec import DecodeError, decode
 from vmmtui.config import WorkerConfig
 from vmmtui.events import WorkerExited
-from vmmtui.protocol import LineChannel, ProtocolError
-from vmmtui.state import HeldFd, StepReport, WorkerState
+from vmmtui.protocol import (
+    LineChannel,
+    ProtocolError,
+    Quit,
+    RunStep,
+    StepArgs,
+    command_message,
+)
+from vmmtui.state import HeldFd, HeldKind, StepReport, WorkerState
 from vmmtui.troubleshooting import Failure, failure
 
 #: fd kinds that refer to the shared memory; each must be gone from /proc after its worker's cleanup
-SHARED_KINDS = ("allocation", "exported", "received", "imported")
+SHARED_KINDS = (HeldKind.ALLOCATION, HeldKind.EXPORTED, HeldKind.RECEIVED, HeldKind.IMPORTED)
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -65,6 +72,9 @@ class WorkerProcess:
     #: a step sent but not yet answered: (plan index, step, perf_counter_ns at send)
     pending: tuple[int, str, int] | None = None
     frozen: bool = False
+    #: the session stopped waiting for an answer (an interrupt): the worker is busy with a step
+    #: and will read nothing until it ends, so ``stop`` ends it with SIGTERM at once
+    abandoned: bool = False
 
     @property
     def pid(self) -> int:
@@ -125,17 +135,21 @@ class WorkerProcess:
         )
         return failure("WORKER_DIED", f"{self.role} worker", f"pid {self.pid} {how}")
 
-    def send_step(self, name: str, args: dict) -> Failure | None:
+    def send_step(self, name: str, args: StepArgs) -> Failure | None:
         if not self.alive:
             return self.died()
         try:
-            self.control.send({"cmd": "step", "step": name, "args": args})
+            self.control.send(command_message(RunStep(name, args)))
         except OSError:
             return self.died()  # it died between our look and the send: name how
         return None
 
     def await_report(self, name: str, timeout: float) -> tuple[StepReport | None, Failure | None]:
-        msg = self.receive(timeout)
+        try:
+            msg = self.receive(timeout)
+        except BaseException:  # Interrupted: nobody waits for this step any more
+            self.abandoned = True
+            raise
         if isinstance(msg, Failure):
             if msg.code == "WORKER_TIMEOUT":
                 self.proc.kill()
@@ -161,7 +175,7 @@ class WorkerProcess:
         return report, None
 
     def ask(
-        self, name: str, args: dict, timeout: float
+        self, name: str, args: StepArgs, timeout: float
     ) -> tuple[StepReport | None, Failure | None]:
         problem = self.send_step(name, args)
         if problem is not None:
@@ -198,9 +212,17 @@ class WorkerProcess:
         """Ask it to quit, then SIGTERM, then SIGKILL; always reaped. None if already reported."""
         self.stop_frozen()
         expected = self.alive
-        if self.alive:
+        if self.alive and self.abandoned:  # mid-step: SIGTERM ends the step, the worker releases
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            expected = self.proc.returncode == 128 + signal.SIGTERM  # its own way out of SIGTERM
+        elif self.alive:
             with contextlib.suppress(OSError):
-                self.control.send({"cmd": "quit"})
+                self.control.send(command_message(Quit()))
             try:
                 self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
@@ -220,7 +242,7 @@ class WorkerProcess:
             return None
         rc = self.proc.returncode
         self.exited = WorkerExited(
-            self.role, self.pid, rc, signal_name(rc), expected and rc == 0, tail
+            self.role, self.pid, rc, signal_name(rc), expected and (rc == 0 or self.abandoned), tail
         )
         return self.exited
 

@@ -51,7 +51,7 @@ def settle_control_fd(fd: int) -> int:
 def serve(worker: Worker, control: LineChannel) -> int:
     """Say hello, then run what the session asks until it says quit or closes the channel."""
     from vmmtui.codec import encode
-    from vmmtui.protocol import Hello, ProtocolError
+    from vmmtui.protocol import Hello, ProtocolError, Quit, RunAll, RunStep, decode_command
 
     # before the backend is imported (numpy, cuda.bindings: about 0.3 s); the init step loads it
     hello = Hello(
@@ -66,28 +66,22 @@ def serve(worker: Worker, control: LineChannel) -> int:
     while True:
         try:
             msg = control.receive()
+            command = None if msg is None else decode_command(msg)
         except ProtocolError as exc:
             control.send({"type": "error", "message": str(exc)})
             continue
-        if msg is None or msg.get("cmd") == "quit":
-            return 0
-        cmd, args = msg.get("cmd"), msg.get("args") or {}
-        if not isinstance(args, dict):
-            control.send(
-                {"type": "error", "message": f"args must be an object, got {str(args)[:80]}"}
-            )
-        elif cmd == "step":
-            report = worker.run_step(str(msg.get("step")), args)
-            control.send({"type": "report", "report": encode(report)})
-        elif cmd == "run":
-            for name in [s for s in worker.steps if s not in worker.done]:
-                step_args = args.get(name) or {}
-                report = worker.run_step(name, step_args if isinstance(step_args, dict) else {})
+        match command:
+            case None | Quit():
+                return 0
+            case RunStep(step, args):
+                report = worker.run_step(step, args)
                 control.send({"type": "report", "report": encode(report)})
-                if not report.ok:
-                    break
-        else:
-            control.send({"type": "error", "message": f"unknown command {cmd!r}"})
+            case RunAll(args):
+                for name in [s for s in worker.steps if s not in worker.done]:
+                    report = worker.run_step(name, args.get(name))
+                    control.send({"type": "report", "report": encode(report)})
+                    if not report.ok:
+                        break
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from vmmtui import channel
 from vmmtui.channel import Ack, AllocMessage
 from vmmtui.config import Direction, Verify
-from vmmtui.state import Peer
+from vmmtui.state import HeldKind, Peer
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import StepError, failure
 from vmmtui.worker import memory
@@ -43,7 +43,7 @@ def connect(w: Worker, expect_pid: int | None = None) -> None:
             )
         )
     w.sock = sock
-    w.book.hold(sock.fileno(), "connection", f"connection to producer pid {cred.pid}")
+    w.book.hold(sock.fileno(), HeldKind.CONNECTION, f"connection to producer pid {cred.pid}")
     w.state.peers[PRODUCER] = Peer(cred.pid, cred.uid, cred.gid, sock.fileno())
     w.state.connect_tries, w.state.connect_retries = tries, retries
     if retries:
@@ -66,7 +66,7 @@ def receive(w: Worker) -> None:
         lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
     )
     for fd in fds:
-        w.book.hold(fd, "received", "received via SCM_RIGHTS")
+        w.book.hold(fd, HeldKind.RECEIVED, "received via SCM_RIGHTS")
     try:
         if meta.backend != w.backend.name or meta.mechanism != w.cfg.mechanism:
             raise StepError(

@@ -19,7 +19,8 @@ from typing import Any
 from vmmtui.backends import LABELS, Backend, CallLog, DeviceInfo
 from vmmtui.backends import create as create_backend
 from vmmtui.config import Mechanism, WorkerConfig
-from vmmtui.state import StepReport, WorkerState
+from vmmtui.protocol import StepArgs
+from vmmtui.state import HeldKind, StepReport, WorkerState
 from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, peer_of, role_steps
 from vmmtui.troubleshooting import Failure, StepError, failure
 from vmmtui.worker import consumer, crash, memory, producer
@@ -125,7 +126,10 @@ class Worker:
         self._log: list[str] = []
         if control_fd is not None:
             self.book.hold(
-                control_fd, "control", "control channel to the session (socketpair)", report=False
+                control_fd,
+                HeldKind.CONTROL,
+                "control channel to the session (socketpair)",
+                report=False,
             )
 
     @property
@@ -167,8 +171,10 @@ class Worker:
                     )
                 )
 
-    def run_step(self, name: str, args: dict[str, Any] | None = None) -> StepReport:
-        args = dict(args or {})
+    def run_step(self, name: str, args: StepArgs | None = None) -> StepReport:
+        kwargs: dict[str, Any] = {}
+        if args is not None and args.expect_pid is not None:
+            kwargs["expect_pid"] = args.expect_pid
         t0 = time.perf_counter_ns()
         fail: Failure | None = None
         try:
@@ -177,8 +183,8 @@ class Worker:
             if how:
                 crash.misbehave(how, self.control_fd)
             if self.kind == PRODUCER and base(name) in PER_PEER:
-                args["peer"] = peer_of(name)
-            STEPS[(self.kind, base(name))](self, **args)
+                kwargs["peer"] = peer_of(name)
+            STEPS[(self.kind, base(name))](self, **kwargs)
             self.done.append(name)
         except StepError as exc:
             fail = exc.failure

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from vmmtui.config import Verify
 from vmmtui.interrupts import signals_held
+from vmmtui.state import HeldKind
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
 
@@ -93,9 +94,9 @@ def cleanup(w: Worker) -> None:
         w.state.scenario_results["wrong_release"] = wrong
         w.say(f"The wrong call returned {wrong}; now cleaning up the right way")
     w.sharing.release(w, attempt)
-    for what in ("exported", "received"):
+    for what in (HeldKind.EXPORTED, HeldKind.RECEIVED):
         for fd in w.book.of_kind(what):
-            if "keep-received-fd" in w.flags and what == "received":
+            if "keep-received-fd" in w.flags and what == HeldKind.RECEIVED:
                 w.say(f"SCENARIO: not closing the received fd {fd}")
                 continue
             w.book.close_fd(fd, what)

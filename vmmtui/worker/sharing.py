@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vmmtui import channel
 from vmmtui.channel import AllocMessage
 from vmmtui.sizes import align_up
+from vmmtui.state import HeldKind
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
 
@@ -128,7 +129,7 @@ class VmmSharing(Sharing):
         w.state.mapping.handle = w.handle
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
-            w.book.hold(fd, "allocation", "the allocation itself (memfd)")
+            w.book.hold(fd, HeldKind.ALLOCATION, "the allocation itself (memfd)")
         w.say(
             "Created physical memory allocation"
             if w.backend.has_device
@@ -137,7 +138,7 @@ class VmmSharing(Sharing):
 
     def export(self, w: Worker) -> None:
         fd = w.backend.export_fd(w.handle)
-        w.book.hold(fd, "exported", f"exported allocation ({w.backend.export_note})")
+        w.book.hold(fd, HeldKind.EXPORTED, f"exported allocation ({w.backend.export_note})")
         w.state.exported_fd = fd
         w.say(f"Exported allocation as FD: {fd}")
 
@@ -161,7 +162,7 @@ class VmmSharing(Sharing):
         w.state.mapping.handle = w.handle
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
-            w.book.hold(fd, "imported", "imported handle (dup of the received memfd)")
+            w.book.hold(fd, HeldKind.IMPORTED, "imported handle (dup of the received memfd)")
         w.say("Imported allocation handle from FD")
 
     def release(self, w: Worker, attempt: Attempt) -> None:
