@@ -223,3 +223,14 @@ def test_main_in_process_gives_the_callers_signal_handlers_back(tmp_path, monkey
     assert {s: sig.getsignal(s) for s in mine} == mine
     assert main(["run", "--backend", "memfd", "--size", "64KiB"]) == 0
     assert {s: sig.getsignal(s) for s in mine} == mine
+
+
+def test_no_step_outwaits_the_timeout_the_user_gave():
+    """Issue 19.3: a step waited up to 600 s whatever --timeout said; now no longer than the ACK's wait
+    (12x --timeout) and a few seconds for the worker to say why."""
+    from vmmtui.cli import parser
+    from vmmtui.cli.options import config_from
+
+    for argv in (["run", "--timeout", "2"], ["--timeout", "2"]):
+        cfg = config_from(parser().parse_args(argv))
+        assert cfg.ack_timeout == 24 and cfg.ack_timeout < cfg.step_timeout <= 30

@@ -4,6 +4,8 @@ every scenario included, comes back from its JSON line as an equal event."""
 import dataclasses
 import enum
 import json
+import subprocess
+import sys
 import types
 import typing
 from dataclasses import fields
@@ -134,7 +136,7 @@ def empty(value: Any) -> bool:
     return value is None or value == 0 or (hasattr(value, "__len__") and not len(value))
 
 
-@pytest.mark.parametrize("name", sorted(Event.types))
+@pytest.mark.parametrize("name", sorted(Event.all_types()))
 def test_every_event_type_round_trips_with_every_field_filled(name):
     cls = Event.types[name]
     assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, (
@@ -171,3 +173,22 @@ def test_a_dict_key_that_is_not_an_integer_says_so(key):
     line = json.dumps({"v": VERSION, "event": "GpuMemory", "pid": 1, "used": {key: 1}})
     with pytest.raises(EventFormatError, match="is not an integer"):
         Event.from_json(line)
+
+
+def test_a_recordings_event_of_another_module_reads_back_without_importing_it():
+    """trace's events live in vmmtui/trace/events.py; a reader that never imported it still reads them."""
+    code = (
+        "import sys; from vmmtui.events import Event; "
+        "assert 'vmmtui.trace.events' not in sys.modules; "
+        "e = Event.from_json(sys.argv[1]); print(type(e).__module__)"
+    )
+    line = json.dumps({"v": VERSION, "event": "TraceStarted", "mode": "polling", "targets": [1]})
+    out = subprocess.run(
+        [sys.executable, "-c", code, line], capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.strip() == "vmmtui.trace.events", out.stderr
+
+
+def test_two_modules_cannot_register_one_event_name():
+    with pytest.raises(TypeError, match="already"):
+        type("Notice", (Event,), {"__module__": "somewhere.else"})

@@ -8,12 +8,14 @@ wording is ``vmmtui/narration.py``'s. No Textual here.
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.names import json_safe
 from vmmtui.state import HeldKind, StepReport
 from vmmtui.troubleshooting import Failure
 
@@ -25,19 +27,43 @@ class EventFormatError(ValueError):
     """A line that is not an event of this format (unknown type, wrong version, wrong shape)."""
 
 
+#: modules that add event types of their own (a subclass of Event registers itself by its name).
+#: A reader that meets a type it does not know imports these first, so that a recording of any
+#: kind reads back without its reader importing them; a new module of events adds its name here.
+EVENT_MODULES = ("vmmtui.trace.events",)
+
+
 @dataclass(frozen=True)
 class Event:
+    """One thing that happened. Subclasses are frozen dataclasses (``@dataclass(frozen=True)``;
+    a non-frozen one fails at import), registered by class name, which must be unique."""
+
     types: ClassVar[dict[str, type[Event]]] = {}
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        known = Event.types.get(cls.__name__)
+        if known is not None and known.__module__ != cls.__module__:
+            raise TypeError(
+                f"event type {cls.__name__} of {cls.__module__} is already "
+                f"{known.__module__}'s: a line names its type by class name only"
+            )
         Event.types[cls.__name__] = cls
+
+    @staticmethod
+    def all_types() -> dict[str, type[Event]]:
+        """Every event type, those of ``EVENT_MODULES`` included."""
+        for module in EVENT_MODULES:
+            importlib.import_module(module)
+        return Event.types
 
     def to_dict(self) -> dict[str, Any]:
         return {"v": VERSION, "event": type(self).__name__, **encode(self)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        # names from /proc, the wire or recordings stay raw in the data; nothing in them that a
+        # terminal acts on is written raw (json_safe)
+        return json_safe(json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")))
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Event:
@@ -47,7 +73,8 @@ class Event:
             raise EventFormatError(
                 f"event format version {data.get('v')!r}, this vmmtui reads {VERSION}"
             )
-        cls = Event.types.get(str(data.get("event")))
+        name = str(data.get("event"))
+        cls = Event.types.get(name) or Event.all_types().get(name)
         if cls is None:
             raise EventFormatError(f"unknown event type {data.get('event')!r}")
         body = {k: v for k, v in data.items() if k not in ("v", "event")}
@@ -86,6 +113,8 @@ class SessionStarted(Event):
     devices: dict[str, int] = field(default_factory=dict)
     #: the failure scenario this session shows (None: the normal sequence)
     scenario: ScenarioInfo | None = None
+    #: how the fd reaches each consumer: scm-rights or pidfd (pidfd_open + pidfd_getfd)
+    transport: str = "scm-rights"
 
 
 @dataclass(frozen=True)
@@ -185,7 +214,7 @@ class FdRow:
     fd: int
     target: str
     #: what the worker declared, or (no worker declared it) a class from the target
-    kind: HeldKind | FdClass
+    kind: HeldKind | FdClass | AttachKind
     note: str = ""
     #: None: not one of the worker's own fds
     check: FdCheck | None = None

@@ -9,8 +9,8 @@ change from run to run (pids, addresses, timings) pass through a ``Masks`` so th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from rich.text import Text
 
@@ -29,6 +29,7 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.names import shown
 from vmmtui.pattern import Verification
 from vmmtui.sizes import format_size
 from vmmtui.steps import CONSUMER, PRODUCER, kind
@@ -183,6 +184,14 @@ def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
                 "bold",
             )
         )
+    if e.transport == "pidfd":
+        lines.append(
+            Text(
+                "transport: pidfd — the producer sends its pid and the fd's number; the consumer "
+                "takes the fd with pidfd_open + pidfd_getfd (PyTorch's expandable segments' road)",
+                "bold",
+            )
+        )
     return lines
 
 
@@ -324,8 +333,8 @@ def _mib(n: int) -> str:
 def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
     return Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} {e.name} started or first seen (parent {e.ppid}): "
-            f"{e.cmdline[:120]}"
+            f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} started or first seen (parent {e.ppid}): "
+            f"{shown(e.cmdline, 120)}"
         ),
         "dim",
     )
@@ -339,7 +348,7 @@ def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
         if e.returncode is not None
         else "exited"
     )
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} {how}"), "dim")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} {how}"), "dim")
 
 
 def unreadable(e: ProcessUnreadable) -> Text:
@@ -349,7 +358,7 @@ def unreadable(e: ProcessUnreadable) -> Text:
 def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
     line = Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} ({KIND_LABELS.get(e.kind, e.kind)}) "
+            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {shown(e.target)} ({KIND_LABELS.get(e.kind, e.kind)}) "
         )
     )
     if e.how == "arrived" and e.source is not None:
@@ -365,7 +374,7 @@ def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
 
 
 def fd_closed(e: FdClosed, m: Masks = PLAIN) -> Text:
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} closed"), "dim")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {shown(e.target)} closed"), "dim")
 
 
 def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
@@ -380,7 +389,7 @@ def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
         )
     sign = {True: " ≡ ", False: " ~ ", None: " ? "}[e.same_description]
     who = sign.join(f"pid {h.pid} fd {h.fd}" for h in e.holders) or "no fd left"
-    line = Text(m.text(f"SHARED {label} {e.target}: {who}"), KCMP_STYLES[e.same_description])
+    line = Text(m.text(f"SHARED {label} {shown(e.target)}: {who}"), KCMP_STYLES[e.same_description])
     if e.mapped_by:
         line.append(m.text(f"; mapped by pid {', '.join(map(str, e.mapped_by))}"), "")
     line.append(f" ({e.proof})", "dim")
@@ -391,7 +400,7 @@ def socket_pair(e: SocketPair, m: Masks = PLAIN) -> Text:
     return Text(
         m.text(
             f"pid {e.a.pid} fd {e.a.fd} ⇄ pid {e.b.pid} fd {e.b.fd}: Unix {e.type} socket "
-            f"{e.path or '(unnamed pair)'}"
+            f"{shown(e.path) if e.path else '(unnamed pair)'}"
         ),
         "dim",
     )
@@ -422,7 +431,7 @@ def watch_finished(e: WatchFinished) -> list[Text]:
     how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
     lines = [
         Text(
-            f"{' '.join(e.command)[:100]}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
+            f"{shown(' '.join(e.command), 100)}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
             f"{e.shared} shared file(s) · {e.leaks} leak(s)",
             "bold red" if e.leaks else "bold",
         )
@@ -433,7 +442,7 @@ def watch_finished(e: WatchFinished) -> list[Text]:
 
 def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
     """Any event attach or watch emits, in words (one or more lines)."""
-    simple = {
+    simple: dict[type[Event], Callable[[Any, Masks], Text]] = {
         ProcessSeen: process_seen,
         ProcessGone: process_gone,
         FdOpened: fd_opened,
@@ -442,7 +451,7 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
         SocketPair: socket_pair,
         GpuMemory: gpu_memory,
     }
-    many = {
+    many: dict[type[Event], Callable[[Any, Masks], list[Text]]] = {
         PreflightCheck: lambda x, _m: preflight(x),
         Leak: lambda x, _m: leak(x),
         WatchFinished: lambda x, _m: watch_finished(x),
@@ -457,11 +466,17 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
         return [notice(e)]
     if isinstance(e, FdSnapshot):
         head = Text(
-            m.text(f"{e.role} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"),
+            m.text(
+                f"{shown(e.role)} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"
+            ),
             "bold",
         )
         return [head] + [
-            Text(m.text(f"    fd {r.fd:>4} {r.kind:<6} {r.target}  {r.note}  {r.detail}".rstrip()))
+            Text(
+                m.text(
+                    f"    fd {r.fd:>4} {r.kind:<6} {shown(r.target)}  {r.note}  {r.detail}".rstrip()
+                )
+            )
             for r in e.rows
         ]
     if isinstance(e, KcmpVerdict):

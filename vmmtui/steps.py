@@ -323,7 +323,32 @@ _WRITES = [
     ),
 ]
 
+_PIDFD = [
+    Step(
+        PRODUCER,
+        "send",
+        "Send our pid and the fd's number",
+        ("prctl(PR_SET_PTRACER)", "sendmsg"),
+        "PyTorch's expandable segments send no fd: the message holds the producer's pid and the exported fd's "
+        "number, plain integers. The fd stays in the producer's table for the consumer to take. Yama's "
+        "ptrace_scope 1 lets only an ancestor do that, so the producer first names the consumer with "
+        "prctl(PR_SET_PTRACER, its pid) (EINVAL where there is no Yama: nothing to allow).",
+    ),
+    Step(
+        CONSUMER,
+        "receive",
+        "Take the fd with pidfd_getfd",
+        ("recvmsg", "pidfd_open", "pidfd_getfd"),
+        "recvmsg brings the pid and fd number; the pid is checked against SO_PEERCRED (a number from the wire "
+        "names whichever process has it). pidfd_open(pid) makes a pidfd, and pidfd_getfd(pidfd, fd) copies "
+        "the producer's fd into this process: a new fd number, the same open file, and no message carried it. "
+        "The kernel allows it only with ptrace access: seccomp profiles, Yama and PID namespaces refuse it, "
+        "where SCM_RIGHTS would still work. kcmp proves both fds are one file.",
+    ),
+]
+
 STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _STEPS + _WRITES}
+PIDFD_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _PIDFD}
 LEGACY_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _LEGACY}
 _VMM_ONLY = ("reserve", "map", "set_access")
 
@@ -347,10 +372,14 @@ def consumer_names(count: int) -> list[str]:
     return [CONSUMER] if count == 1 else [f"{CONSUMER}-{k}" for k in range(1, count + 1)]
 
 
-def step_info(role: str, name: str, mechanism: str = "vmm") -> Step:
-    """The Step for ``role``'s step ``name`` in this mechanism, with the peer in the title if any."""
+def step_info(role: str, name: str, mechanism: str = "vmm", transport: str = "scm-rights") -> Step:
+    """The Step for ``role``'s step ``name`` in this mechanism and transport, with the peer in the title."""
     key = (kind(role), base(name))
-    step = (LEGACY_STEPS.get(key) if mechanism == "legacy" else None) or STEPS[key]
+    step = (
+        (PIDFD_STEPS.get(key) if transport == "pidfd" and mechanism != "legacy" else None)
+        or (LEGACY_STEPS.get(key) if mechanism == "legacy" else None)
+        or STEPS[key]
+    )
     if ":" in name:
         step = replace(step, title=f"{step.title} ({name.split(':', 1)[1]})")
     return step

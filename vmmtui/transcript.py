@@ -39,6 +39,7 @@ class Transcript:
         self.error: str | None = None
         self.repeats = say.Repeats()
         self.mechanism = "vmm"
+        self.transport = "scm-rights"
         self.consumers: int | None = None
         if not self.json:
             self.file.write("# vmmtui transcript\n\n")
@@ -58,6 +59,7 @@ class Transcript:
     def markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
             self.mechanism, self.consumers = e.mechanism, len(e.consumers)
+            self.transport = e.transport
             lines = [t.plain for t in say.started(e)]
             return (
                 "".join(f"- {line}\n" for line in lines)
@@ -95,7 +97,7 @@ class Transcript:
     def _step(self, e: StepDone) -> str:
         r = e.report
         try:
-            title = step_info(r.role, r.step, self.mechanism).title
+            title = step_info(r.role, r.step, self.mechanism, self.transport).title
         except KeyError:
             title = r.step
         head = f"\n## {r.role}: {title} ({'ok' if r.ok else 'FAILED'}, {r.duration_ns / 1e6:.3f} ms)\n\n"

@@ -214,3 +214,145 @@ def test_the_record_package_never_imports_textual():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def limited_replay(path, limit_bytes: int = 2 << 30):
+    """``vmmtui replay PATH`` in a process that cannot have more than ``limit_bytes`` of memory."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", "replay", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=cap,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("where", ["header", "event"])
+def test_a_value_nested_1000_deep_is_one_line_with_its_line_number(recorded, tmp_path, where):
+    lines = recorded[0].read_text().splitlines()
+    at = 0 if where == "header" else 5
+    lines[at] = lines[at][:-1] + f',"extra":{nested(1000)}}}'
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordingError, match=f"line {at + 1}: values nested more than 32 deep"):
+        read(deep)
+    res = vmmtui("replay", str(deep))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"line {at + 1}: values nested" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_brackets_inside_strings_are_not_nesting(recorded, tmp_path):
+    lines = recorded[0].read_text().splitlines()
+    lines[1] = json.dumps({"v": 1, "event": "Notice", "text": "[{" * 500 + ' \\" ' + "]}" * 500})
+    path = tmp_path / "brackets.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert read(path).events[0].text.startswith("[{[{")
+
+
+def test_a_gzip_bomb_is_refused_at_4_mib_without_filling_memory(recorded, tmp_path):
+    """5 MB on disk, 5 GiB of blank lines (1 MiB each) once decompressed, after a real recording's lines: the
+    reader stops at 4 MiB (one line naming where), in a process allowed 2 GiB of memory."""
+    head = gzip.compress(recorded[0].read_bytes())
+    member = gzip.compress(b" " * ((1 << 20) - 1) + b"\n", compresslevel=9)
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with open(bomb, "wb") as f:
+        f.write(head)
+        for _ in range(5 << 10):  # gzip members one after another: one stream of 5 GiB
+            f.write(member)
+    assert bomb.stat().st_size < 8 << 20
+    res = limited_replay(bomb)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr[-2000:]
+    assert "more than 4 MiB once decompressed" in res.stderr and "Traceback" not in res.stderr
+    # each member is one line of 1 MiB: the limit is crossed in the fourth after the recording's
+    line = recorded[0].read_text().count("\n") + 4
+    assert f"line {line}:" in res.stderr
+
+
+def test_a_plain_file_over_4_mib_is_refused_too(recorded, tmp_path):
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(recorded[0].read_bytes() + b" " * (4 << 20) + b"\n")
+    with pytest.raises(RecordingError, match=r"line \d+: more than 4 MiB \(vmmtui's"):
+        read(big)
+
+
+def test_a_recording_cut_at_a_line_boundary_says_so(recorded, tmp_path):
+    lines = recorded[0].read_text().splitlines(keepends=True)
+    assert read(recorded[0]).cut == ""
+    for keep in (3, len(lines) // 2, len(lines) - 1):
+        cut = tmp_path / f"cut{keep}.jsonl"
+        cut.write_text("".join(lines[:keep]))
+        rec = read(cut)
+        assert rec.cut.startswith(f"cut short: it ends at line {keep}, before the session's end")
+        assert Timeline(rec.events).frames  # replayable as far as it goes
+
+
+def test_the_recorder_stops_at_the_limit_with_a_note_the_reader_repeats(tmp_path, monkeypatch):
+    from vmmtui.record import recording
+
+    monkeypatch.setattr(recording, "MAX_BYTES", 64 << 10)
+    events = [e for e in session_events() if not isinstance(e, SessionClosed)]
+    rec = Recorder(tmp_path / "r.jsonl", make_header(SessionConfig(), "memfd", "test"))
+    for _ in range(50):
+        rec.write_all(events)
+    rec.close()
+    assert rec.full and (tmp_path / "r.jsonl").stat().st_size <= 64 << 10
+    back = read(tmp_path / "r.jsonl")
+    assert back.cut.startswith("the recording stops here: it reached its 64 KiB limit (line ")
+
+
+MUTATIONS = ("flip", "delete", "duplicate", "truncate", "nest", "swap-type", "huge-number")
+
+
+def mutate(text: str, rng) -> str:
+    lines = text.splitlines()
+    i = rng.randrange(len(lines))
+    how = rng.choice(MUTATIONS)
+    if how == "flip":
+        line = bytearray(lines[i].encode())
+        for _ in range(rng.randint(1, 4)):
+            line[rng.randrange(len(line))] = rng.randrange(256)
+        lines[i] = line.decode("utf-8", "replace")
+    elif how == "delete":
+        del lines[i]
+    elif how == "duplicate":
+        lines.insert(i, lines[rng.randrange(len(lines))])
+    elif how == "truncate":
+        lines[i] = lines[i][: rng.randrange(len(lines[i]))]
+    elif how == "nest":
+        lines[i] = re.sub(
+            r":(\d+|\"[^\"]*\")", ":" + nested(rng.choice([40, 1000, 5000])), lines[i], count=1
+        )
+    elif how == "swap-type":
+        lines[i] = (
+            re.sub(r":(\d+)", r':"\1"', lines[i], count=1)
+            if rng.random() < 0.5
+            else re.sub(r':"([^"]*)"', r":[\1]", lines[i], count=1)
+        )
+    else:
+        lines[i] = re.sub(r":(\d+)", ":" + "9" * 5000, lines[i], count=1)
+    return "\n".join(lines) + "\n"
+
+
+def test_200_mutated_recordings_read_or_say_why_in_one_line(recorded, tmp_path):
+    """Whatever the damage, reading gives a Recording (whose frames can be drawn) or RecordingError."""
+    import random
+
+    rng = random.Random(19)
+    text = recorded[0].read_text()
+    path = tmp_path / "mutant.jsonl"
+    for k in range(200):
+        path.write_text(mutate(text, rng))
+        try:
+            Timeline(read(path).events).frames  # noqa: B018 - building the frames is the check
+        except RecordingError as exc:
+            assert "\n" not in str(exc) and str(path) in str(exc), (k, str(exc))

@@ -1,11 +1,12 @@
 """A producer that lies, for tests/session/test_hostile.py: a real process that listens like the producer,
 accepts the consumer and sends it an fd whose real size is not the size it claims.
 
-    python liar.py BACKEND PATH REAL CLAIMED [unsealed] [shrink]
+    python liar.py BACKEND PATH REAL CLAIMED [unsealed] [shrink] [sparse] [granularity=N]
 
 memfd: a memfd of REAL bytes holding the pattern, sealed like vmmtui's producer seals it unless
 ``unsealed``; cuda: a cuMemCreate allocation of REAL bytes (rounded to the granularity), exported as
-an fd. ``shrink``: once a line arrives on stdin (the consumer has mapped), try ftruncate(fd, 0)
+an fd. ``sparse``: the memfd is left unwritten (a sealed hole of REAL bytes costs no memory);
+``granularity=N``: the granularity claimed beside the size. ``shrink``: once a line arrives on stdin (the consumer has mapped), try ftruncate(fd, 0)
 and report the errno. Prints one JSON line per event; cleans up everything it made.
 """
 
@@ -25,10 +26,11 @@ def say(**event) -> None:
     print(json.dumps(event), flush=True)
 
 
-def memfd(real: int, sealed: bool) -> tuple[int, int, str, None]:
+def memfd(real: int, sealed: bool, sparse: bool) -> tuple[int, int, str, None]:
     fd = os.memfd_create("vmmtui-alloc", os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if sealed else 0))
     os.ftruncate(fd, real)
-    os.pwrite(fd, pattern(0, real // 4).tobytes(), 0)
+    if not sparse:
+        os.pwrite(fd, pattern(0, real // 4).tobytes(), 0)
     if sealed:
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL)
@@ -47,7 +49,12 @@ def cuda(real: int) -> tuple[int, int, str, object]:
 
 
 def main(backend: str, path: str, real: int, claimed: int, opts: list[str]) -> int:
-    fd, gran, name, cu = memfd(real, "unsealed" not in opts) if backend == "memfd" else cuda(real)
+    fd, gran, name, cu = (
+        memfd(real, "unsealed" not in opts, "sparse" in opts) if backend == "memfd" else cuda(real)
+    )
+    for opt in opts:
+        if opt.startswith("granularity="):
+            gran = int(opt.split("=", 1)[1])
     listener = channel.listen(path)
     conn = None
     try:

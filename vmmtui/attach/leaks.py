@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
 from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.names import shown
 
 CLOSE_FIX = (
     "close every fd you receive once it is imported (also when the import fails), and before exit"
@@ -51,7 +52,7 @@ class LeakFinder:
             f = p.fds.get(fd)
             if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
                 continue  # still mapped: in use, not leaked
-            names = ", ".join(f"{t.names.get(q, '?')} ({q})" for q in sorted(peers))
+            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
             seen = (
                 "not mapped any more (/proc/PID/maps)"
                 if e.kind != "gpu"
@@ -61,7 +62,7 @@ class LeakFinder:
                 ("fd", pid, fd, e.target),
                 Leak(
                     LeakKind.FD_AFTER_PEER,
-                    f"{t.names.get(pid, '?')} ({pid}) fd {fd} → {e.target}",
+                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
                     CLOSE_FIX,
@@ -83,7 +84,7 @@ class LeakFinder:
                     ("gpu", pid),
                     Leak(
                         LeakKind.GPU_MEMORY_AFTER_PEER,
-                        f"{t.names.get(pid, '?')} ({pid}) GPU memory {total >> 20} MiB",
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) GPU memory {total >> 20} MiB",
                         pid,
                         "this process imported GPU memory from processes that have all exited, and NVML still charges "
                         "it memory; an import keeps the exporter's allocation alive after the exporter died, and "
@@ -100,12 +101,16 @@ class LeakFinder:
         out: list[Leak] = []
         for e in t.at_exit.get(pid, []):
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
-                src = f"from {t.names.get(e.source.pid, '?')} ({e.source.pid})" if e.source else ""
+                src = (
+                    f"from {shown(t.names.get(e.source.pid, '?'))} ({e.source.pid})"
+                    if e.source
+                    else ""
+                )
                 out += self._once(
                     ("exit", pid, e.fd, e.target),
                     Leak(
                         LeakKind.HELD_UNTIL_EXIT,
-                        f"{t.names.get(pid, '?')} ({pid}) fd {e.fd} → {e.target}",
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
                         "the process exited: only its exit closed it",
@@ -144,10 +149,10 @@ def leftover_files(
             out.append(
                 Leak(
                     LeakKind.SHM_FILE,
-                    entry.path,
+                    shown(entry.path),
                     int(m.group(1)),
                     f"PyTorch's refcount file of process {m.group(1)}, which is dead",
-                    f"rm {entry.path} (PyTorch's file_descriptor sharing strategy cleans it when "
+                    f"rm {shown(entry.path)} (PyTorch's file_descriptor sharing strategy cleans it when "
                     "its processes exit normally)",
                     at,
                 )
@@ -160,11 +165,11 @@ def leftover_files(
             out.append(
                 Leak(
                     LeakKind.SHM_FILE,
-                    entry.path,
+                    shown(entry.path),
                     None,
                     "created while watched, left after every process exited "
                     "and held or mapped by no process",
-                    f"shm_unlink the name when done (rm {entry.path})",
+                    f"shm_unlink the name when done (rm {shown(entry.path)})",
                     at,
                 )
             )
@@ -186,11 +191,11 @@ def leftover_files(
             out.append(
                 Leak(
                     LeakKind.SOCKET_FILE,
-                    path,
+                    shown(path),
                     None,
                     "a socket file no live socket is bound to: its owner died "
                     "or closed without unlinking it",
-                    f"unlink it (rm {path}); bind after unlinking stale "
+                    f"unlink it (rm {shown(path)}); bind after unlinking stale "
                     "paths, or use abstract names",
                     at,
                 )

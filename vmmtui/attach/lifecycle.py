@@ -26,6 +26,7 @@ from vmmtui.events import (
     ProcessUnreadable,
     SharedFile,
 )
+from vmmtui.names import shown
 
 Holder = tuple[int, int]
 
@@ -93,14 +94,14 @@ class Tracker:
                 for pid in pids:
                     self.timeline[pid].append(f)
         for pair in shares.pairs:
-            key = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
-            if key not in self.pairs_said:
-                self.pairs_said.add(key)
+            ends = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
+            if ends not in self.pairs_said:
+                self.pairs_said.add(ends)
                 out.append(pair)
         for pid, g in (gpu or {}).items():
-            sig = (tuple(sorted(g.used.items())), g.error)
-            if self.gpu_said.get(pid) != sig and (pid in self.alive):
-                self.gpu_said[pid] = sig
+            charged = (tuple(sorted(g.used.items())), g.error)
+            if self.gpu_said.get(pid) != charged and (pid in self.alive):
+                self.gpu_said[pid] = charged
                 out.append(g)
                 self.timeline[pid].append(g)
         self.prev, self.shares = scan, shares
@@ -181,9 +182,7 @@ class Tracker:
         for pair in shares.pairs:
             ends = {(pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)}
             if {e[0] for e in ends} == {p.pid, src}:
-                return (
-                    f"a Unix {pair.type} socket joins them ({pair.path or 'unnamed'}): SCM_RIGHTS"
-                )
+                return f"a Unix {pair.type} socket joins them ({shown(pair.path) if pair.path else 'unnamed'}): SCM_RIGHTS"
         return "no pidfd or Unix socket between them was seen: how it travelled is not visible"
 
     def _closed(self, pid: int, f: OpenFd, at: float) -> FdClosed:

@@ -163,15 +163,15 @@ def _redo(
         return
     pids = {pid for pid, _ in members}
     first = next(iter(members.values()), None)
-    kind, target = (first.kind, first.target) if first else ("", "")
-    memory = kind in MEMORY_KINDS and kind != "gpu"
+    kind, target = (first.kind, first.target) if first else (None, "")
+    memory = kind in MEMORY_KINDS and kind != AttachKind.GPU
     holders = (pids if memory else set()) | mapped
     if holders:
         shares.memory_holders[key] = holders
     else:
         shares.memory_holders.pop(key, None)
     files: list[SharedFile] = []
-    if len(pids) >= 2:
+    if len(pids) >= 2 and kind is not None:  # two pids: ``first`` is one of their fds
         try:
             cached = ix.groups.get(key)
             g = (

@@ -90,6 +90,10 @@ class SizeCheck:
     seals: str = ""
     code: str = ""
     detail: str = ""
+    #: the allocation's granularity as the kernel or driver reports it (None: not known)
+    granularity: int | None = None
+    #: the claim stands until the map step: its real mapping of the claimed size is the last check
+    by_map: bool = False
 
     def refuse(self, code: str, detail: str) -> None:
         self.code, self.detail = code, detail
@@ -122,6 +126,10 @@ class Backend(ABC):
 
     @abstractmethod
     def create(self, size: int, shareable: bool = True) -> int: ...
+
+    def create_fabric(self, size: int) -> int:
+        """An allocation with fabric handles (other nodes, over IMEX): a device backend's only."""
+        raise NotImplementedError(f"{type(self).__name__} has no fabric handles")
 
     @abstractmethod
     def reserve(self, size: int, alignment: int) -> int: ...

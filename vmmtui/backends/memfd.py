@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import mmap
 import os
 
@@ -197,7 +198,7 @@ class MemfdBackend(Backend):
                 self.calls.timed(
                     "fcntl",
                     {"fd": handle, "cmd": "F_ADD_SEALS", "seals": seal_names(seals)},
-                    lambda s=seals: fcntl.fcntl(handle, fcntl.F_ADD_SEALS, s),
+                    functools.partial(fcntl.fcntl, handle, fcntl.F_ADD_SEALS, seals),
                     lambda _: "0",
                 )
         except OSError as exc:
@@ -224,7 +225,7 @@ class MemfdBackend(Backend):
         size = self.calls.timed(
             "fstat", {"fd": fd}, lambda: os.fstat(fd).st_size, lambda n: f"st_size={n}"
         )
-        check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals))
+        check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals), granularity=self.page)
         missing = SEALS & ~seals
         if missing:
             check.refuse(

@@ -240,11 +240,13 @@ def first_json_line(argv: list[str], timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         line, out, ended = None, b"", False
         try:
             while line is None and not ended:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+                if left <= 0 or not select.select([stdout], [], [], left)[0]:
                     proc.kill()
                     proc.wait()
                     return {
@@ -252,13 +254,13 @@ def first_json_line(argv: list[str], timeout: float) -> dict[str, Any]:
                         "error": f"the CUDA probe did not finish within {timeout:.0f} s",
                         "devices": [],
                     }
-                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                chunk = os.read(stdout.fileno(), 1 << 16)
                 out += chunk
                 ended = not chunk
                 lines = out.split(b"\n") if ended else out.split(b"\n")[:-1]  # whole lines only
                 line = next((ln for ln in lines if ln.startswith(b"{")), None)
         finally:
-            proc.stdout.close()
+            stdout.close()
         if line is not None:
             threading.Thread(target=proc.wait, name="probe-reaper", daemon=True).start()
             return json.loads(line)

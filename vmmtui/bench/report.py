@@ -145,8 +145,8 @@ def gaps(result: dict[str, Any]) -> list[str]:
     lines = []
     for reason, columns in by_reason.items():
         groups: dict[tuple[int, ...], list[str]] = {}
-        for key, at in columns.items():
-            groups.setdefault(tuple(at), []).append(key)
+        for key, where_empty in columns.items():
+            groups.setdefault(tuple(where_empty), []).append(key)
         for at, keys in groups.items():
             where = (
                 "at every size"
@@ -206,7 +206,7 @@ def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
     pw, ph = width - left - right, height - top - bottom
     series = {}
     for path in PATHS:
-        pts = [(int(s), _m(e)) for s, e in result["paths"].get(path, {}).items() if _m(e)]
+        pts = [(int(s), v) for s, e in result["paths"].get(path, {}).items() if (v := _m(e))]
         if pts:
             series[path] = sorted(pts)
     xs = [s for pts in series.values() for s, _ in pts] or [1 << 20, 1 << 30]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmmtui.backends import Choice, ram_available
 from vmmtui.config import SessionConfig
@@ -29,6 +29,9 @@ from vmmtui.session import Session
 from vmmtui.sizes import format_size
 from vmmtui.state import WorkerState
 from vmmtui.troubleshooting import StepError
+
+if TYPE_CHECKING:
+    from vmmtui.backends.cuda import CudaBackend
 
 GiB, MiB = 1 << 30, 1 << 20
 DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
@@ -198,7 +201,7 @@ class Bench:
         self.choice = choice
         self.progress = progress
         self.cuda = choice.name == "cuda"
-        self.device = None
+        self.device: CudaBackend | None = None
         #: why the device kernels cannot load (the sessions then verify on the host), or None
         self.kernels_error: str | None = None
 
@@ -235,16 +238,16 @@ class Bench:
     def _open_device(self) -> dict[str, Any]:
         from vmmtui.backends.cuda import CudaBackend
 
-        self.device = CudaBackend()
-        info = self.device.init(self.cfg.device)
+        device = self.device = CudaBackend()
+        info = device.init(self.cfg.device)
         try:
-            self.device.load_kernels()
+            device.load_kernels()
         except (
             StepError
         ) as exc:  # sessions then check on the host (--verify auto), and the ceiling is skipped
             self.kernels_error = exc.failure.one_line()
             self.progress(f"the fill/verify kernels cannot load: {self.kernels_error}")
-        free, total = self.device.free_memory()
+        free, total = device.free_memory()
         return {
             "gpu": info.name,
             "driver": nvidia_driver(),
@@ -292,7 +295,7 @@ class Bench:
                 size,
                 "the device copy is timed on the kernels' stream, and they cannot load",
             )
-        elif size * 2 < (free or 0) * 0.9:
+        elif self.device is not None and size * 2 < (free or 0) * 0.9:
             gbps = self.device.copy_bandwidth(size, repeat=max(3, cfg.repeat))
             result["ceiling_gbps"][str(size)] = gbps
             self.progress(
@@ -389,10 +392,12 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
             "why": _why(result, "vmm", GiB) if e2e is None else _why(result, "staged", GiB),
         }
     )
-    pooled = [_median(entry, "overhead_ms") for entry in paths["vmm"].values()]
-    pooled = [p for p in pooled if p is not None] or [
-        _median(e, "overhead_ms") for e in paths["memfd"].values()
-    ]
+
+    def overheads(source: str) -> list[float]:
+        medians = (_median(entry, "overhead_ms") for entry in paths[source].values())
+        return [m for m in medians if m is not None]
+
+    pooled = overheads("vmm") or overheads("memfd")  # the vmm path's, else memfd's
     over = max(pooled) if pooled else None
     out.append(
         {

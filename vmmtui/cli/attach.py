@@ -34,6 +34,12 @@ def add_parser(sub) -> None:
         "--duration", type=float, default=None, help="headless: follow for this many seconds"
     )
     a.add_argument(
+        "--prometheus",
+        metavar="HOST:PORT",
+        help="serve the sharing ledger as Prometheus metrics at http://HOST:PORT/metrics and keep "
+        "following (a node agent: with --all, new processes are picked up; needs vmmtui[fleet])",
+    )
+    a.add_argument(
         "--screenshot",
         metavar="FILE",
         help="open the view headless, wait --duration (2 s), save an SVG",
@@ -102,12 +108,53 @@ def cmd_attach(args: argparse.Namespace) -> int:
         save_screenshot(targets, args.screenshot, args.duration or 2.0)
         print(f"saved {args.screenshot}")
         return EXIT_OK
-    if not (args.once or args.json or args.duration) and sys.stdout.isatty():
+    if not (args.once or args.json or args.duration or args.prometheus) and sys.stdout.isatty():
         from vmmtui.tui.attach import AttachApp
 
         AttachApp(targets).run()
         return EXIT_OK
     return _headless(args, targets, print_json, attach_lines, time)
+
+
+#: how often ``attach --all --prometheus`` looks for new processes holding shared memory
+RESCAN_S = 2.0
+
+
+def _holders() -> list[int]:
+    import os
+
+    from vmmtui.attach.scan import holders_of_memory
+
+    return holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
+
+
+def _metrics(args: argparse.Namespace):
+    """The /metrics endpoint of ``--prometheus``; None without it; an exit code after a one-line
+    error (2 for a bad HOST:PORT, 1 when the port is taken or the library is missing)."""
+    if not args.prometheus:
+        return None
+    import sys
+
+    from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
+    from vmmtui.fleet.prometheus import MetricsEndpoint, MissingLibrary
+
+    try:
+        endpoint = MetricsEndpoint.start(args.prometheus)
+    except ValueError as exc:
+        print(f"vmmtui attach: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MissingLibrary as exc:
+        print(f"vmmtui attach: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        print(
+            f"vmmtui attach: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
+            "pick another port (--prometheus HOST:PORT)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    print(f"vmmtui attach: Prometheus metrics at {endpoint.url}", file=sys.stderr)
+    return endpoint
 
 
 def _console():
@@ -127,10 +174,16 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     follower = Follower(set(targets))
     console = _console()
     out: list = []
+    endpoint = _metrics(args)
+    if isinstance(endpoint, int):
+        return endpoint
+    rescan = time.monotonic() + RESCAN_S
 
     def emit(events) -> None:
         for e in events:
             out.append(e)
+            if endpoint:
+                endpoint.feed(e)
             if args.json:
                 print_json(e, sys.stdout)
             else:
@@ -141,9 +194,12 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     try:
         while True:
             emit(follower.poll())
+            if args.all and endpoint and time.monotonic() >= rescan:  # an agent: new processes too
+                follower.targets.update(_holders())
+                rescan = time.monotonic() + RESCAN_S
             if (
                 args.once
-                or not follower.tracker.alive
+                or (not follower.tracker.alive and not (endpoint and args.all))
                 or (args.duration and time.monotonic() >= end)
             ):
                 break
@@ -156,5 +212,7 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
             emit(leftover_files(None, follower.bound_paths, live, time.monotonic() - follower.t0))
     finally:
         follower.close()
+        if endpoint:
+            endpoint.close()
     unreadable = {e.pid for e in out if isinstance(e, ProcessUnreadable)}
     return EXIT_FAILED if unreadable >= set(targets) else EXIT_OK

@@ -76,8 +76,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE
-    if recording.note:
-        print(f"vmmtui: {recording.path}: {recording.note}", file=sys.stderr)
+    for sentence in (recording.note, recording.cut):
+        if sentence:
+            print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(

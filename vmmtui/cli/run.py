@@ -109,7 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             + (
                 "workers stopped, everything cleaned up"
                 if clean
-                else "left behind: " + "; ".join(ending.leftovers)
+                else "left behind: "
+                + "; ".join(ending.leftovers if ending else ["the close did not end"])
             ),
             file=sys.stderr,
         )

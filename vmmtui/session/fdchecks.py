@@ -6,6 +6,8 @@ leak check after cleanup looks for any shared-memory fd still open, declared or 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from vmmtui.events import FdCheck, FdClass, FdRow, FdSnapshot, KcmpVerdict, Notice
 from vmmtui.fdtable import FdTable, kcmp_same_file, target_class
 from vmmtui.session.processes import WorkerProcess
@@ -67,8 +69,8 @@ def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
             )
     closed: list[FdRow] = []
     for fd in w.closed:
-        entry = table.entries.get(fd)
-        if entry is None:
+        now = table.entries.get(fd)
+        if now is None:
             closed.append(
                 FdRow(fd, "", FdClass.CLOSED, check=FdCheck.CLOSED, detail="gone from /proc")
             )
@@ -76,9 +78,9 @@ def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
         detail = (
             "the number was reused by a new fd the worker declared"
             if fd in declared
-            else f"the number now refers to {entry.target} (opened since)"
+            else f"the number now refers to {now.target} (opened since)"
         )
-        closed.append(FdRow(fd, entry.target, FdClass.CLOSED, check=FdCheck.REUSED, detail=detail))
+        closed.append(FdRow(fd, now.target, FdClass.CLOSED, check=FdCheck.REUSED, detail=detail))
     return FdSnapshot(w.role, w.pid, table.status, rows, closed)
 
 
@@ -107,7 +109,7 @@ def read_all(
     return snaps, verdicts
 
 
-def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failure | None:
+def leak_check(w: WorkerProcess, exporters: Sequence[tuple[int, int]] = ()) -> Failure | None:
     """After cleanup: any shared-memory fd still open in ``w``, whether it declared it or not.
 
     Found three ways: an fd it once declared (same number, device and inode); an fd whose target is
@@ -140,8 +142,9 @@ def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failu
     )
 
 
-def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
-    """What receiving did to the consumer's fd table, as /proc shows it: the lesson of legacy vs VMM."""
+def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool, taken: bool = False) -> Notice:
+    """What receiving did to the consumer's fd table, as /proc shows it: the lesson of legacy vs VMM,
+    and of pidfd_getfd (``taken``), where the fd appears although no message carried it."""
     after = FdTable.read(w.pid)
     new = sorted(set(after.entries) - set(before.entries))
     if not new:
@@ -153,5 +156,10 @@ def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
     shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
     return Notice(
         f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
-        f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS"
+        f"{len(after.entries)} after: {shown} "
+        + (
+            "appeared, taken with pidfd_getfd: no message carried it"
+            if taken
+            else "arrived with SCM_RIGHTS"
+        )
     )

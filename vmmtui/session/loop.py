@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 from vmmtui import scenarios
 from vmmtui.backends import Choice
@@ -22,6 +21,7 @@ from vmmtui.config import (
     Direction,
     Mechanism,
     SessionConfig,
+    Transport,
     WorkerConfig,
     resolve_verify,
     validate,
@@ -53,11 +53,12 @@ from vmmtui.session.tmpdir import (
     TmpdirError,
     choose_parent,
     make_private_dir,
+    private_dir_name,
     sweep_stale_dirs,
 )
 from vmmtui.state import HeldKind, StepReport
 from vmmtui.steps import CONSUMER, PRODUCER, base, build_plan, consumer_names, kind, peer_of
-from vmmtui.troubleshooting import Failure
+from vmmtui.troubleshooting import Failure, failure
 
 
 class SessionError(Exception):
@@ -87,6 +88,8 @@ class Session:
             config = replace(
                 config, mechanism=self.scenario.mechanism
             )  # a legacy scenario implies legacy
+        if self.scenario and self.scenario.transport != Transport.SCM_RIGHTS:
+            config = replace(config, transport=self.scenario.transport)  # a pidfd scenario, pidfd
         self.config = config
         self.choice = choice
         self.consumers = consumer_names(config.consumers)
@@ -116,6 +119,8 @@ class Session:
         self.fd_problems = 0
         self.verify_on = "host"
         self.dir: str | None = None
+        self._parent_dir: str | None = None
+        self._dir_made = False
         self.started = False  # every worker said hello; steps are refused before that
         self.closed = False
         #: the SessionClosed that close() emitted (also when start() closed after a failure)
@@ -174,7 +179,8 @@ class Session:
                 Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)
             ]
             events += [Notice(line) for line in (moved, fallback) if line]
-            self.dir = make_private_dir(parent)
+            self.dir = private_dir_name(parent)  # made once the producer runs: see below
+            self._parent_dir = parent
             self.stage = SessionStage(self.workers, self.socket_path)
             events.append(
                 SessionStarted(
@@ -190,15 +196,26 @@ class Session:
                     cfg.direction,
                     dict(self.devices),
                     self._scenario_info(),
+                    transport=cfg.transport,
                 )
             )
             if self.scenario:
                 events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
             try:
-                launched = [(role, self._spawn(role)) for role in self.roles]  # start-ups overlap
+                launched = []
+                for role in self.roles:  # start-ups overlap
+                    launched.append((role, self._spawn(role)))
+                    if role == PRODUCER:
+                        # only now, with the producer running: whenever this process is killed
+                        # from here on, the producer's reaper removes the directory by its name
+                        make_private_dir(self.dir)
+                        self._dir_made = True
                 for role, w in launched:
                     self._await_hello(role, w)
                     events.append(WorkerStarted(role, w.pid, self.choice.name))
+            except TmpdirError as exc:
+                self.close()
+                raise ConfigError(str(exc)) from None
             except BaseException:
                 self.close()
                 raise
@@ -218,13 +235,14 @@ class Session:
         return NextStep(self.position, *(nxt or ("", "")))
 
     def worker_config(self, role: str) -> WorkerConfig:
-        cfg, sc = self.config, self.scenario
+        cfg, sc, choice = self.config, self.scenario, self.choice
+        assert choice is not None, "start() chose the backend first"
         crash = (
             cfg.crash.split(":", 1)[1] if cfg.crash and cfg.crash.split(":")[0] == role else None
         )
         return WorkerConfig(
             role,
-            self.choice.name,
+            choice.name,
             cfg.size,
             self.socket_path,
             self.devices[role],
@@ -237,10 +255,13 @@ class Session:
             cfg.direction,
             sc.flags_for(role) if sc else [],
             crash,
+            session_pid=os.getpid(),
+            transport=cfg.transport,
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
-        w = launch(self.worker_config(role), Path(self.dir) / f"{role}.log")
+        assert self._parent_dir is not None, "start() chose the directory's parent first"
+        w = launch(self.worker_config(role), self._parent_dir)
         self._launching.append(w)  # so that close() stops it even if it never says hello
         return w
 
@@ -303,14 +324,19 @@ class Session:
         before = FdTable.read(w.pid) if name == "receive" else None
         t0 = time.perf_counter_ns()
         w.pending = (index, name, t0)
-        report, problem = w.ask(name, args, self.config.step_timeout)
+        report = w.ask(name, args, self.config.step_timeout)
         w.pending = None
-        if problem is not None:
-            yield from self._failed(w, name, problem)
+        if isinstance(report, Failure):
+            yield from self._failed(w, name, report)
             return
         yield from self._record(w, index, report, time.perf_counter_ns() - t0)
         if before is not None and not before.error and report.ok:
-            yield fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY)
+            yield fdchecks.fd_delta(
+                w,
+                before,
+                self.config.mechanism == Mechanism.LEGACY,
+                taken=self.config.transport == Transport.PIDFD,
+            )
         if report.ok:
             self.position += 1
             yield from self._hooks("after", role, name)
@@ -329,6 +355,7 @@ class Session:
     def _hooks(self, when: str, role: str, name: str) -> list[Event]:
         if self.scenario is None:
             return []
+        assert self.stage is not None, "start() made the stage: hooks run between steps"
         events: list[Event] = []
         for hook in self.scenario.hooks_at(when, role, name):
             events += hook.action.run(self.stage)
@@ -353,11 +380,12 @@ class Session:
 
     def _collect(self, w: WorkerProcess, timeout: float) -> list[Event]:
         """The answer to a step sent earlier without waiting."""
+        assert w.pending is not None, "collect follows a step sent without waiting"
         index, name, t0 = w.pending
-        report, problem = w.await_report(name, timeout)
+        report = w.await_report(name, timeout)
         w.pending = None
-        if problem is not None:
-            return self._failed(w, name, problem)
+        if isinstance(report, Failure):
+            return self._failed(w, name, report)
         return self._record(w, index, report, time.perf_counter_ns() - t0)
 
     def _record(self, w: WorkerProcess, index: int, report: StepReport, rtt: int) -> list[Event]:
@@ -365,7 +393,12 @@ class Session:
         events: list[Event] = [StepDone(index, report, rtt, max(0, rtt - report.duration_ns))]
         events += self.snapshot()
         if not report.ok:
-            return events + self._stop_plan(report.role, report.step, report.failure)
+            why = report.failure or failure(
+                "PROTOCOL",
+                f"{report.role} {report.step}",
+                "the worker failed the step without saying why",
+            )
+            return events + self._stop_plan(report.role, report.step, why)
         if report.step == "cleanup":
             leak = fdchecks.leak_check(w, self._exporters(w))
             if leak is not None:
@@ -475,8 +508,8 @@ class Session:
                 return []
             events: list[Event] = []
             was_going = self.started and not self.stopped
-            for w in self.workers.values():
-                w.stop_frozen()
+            for running in self.workers.values():
+                running.stop_frozen()
             if self.stage is not None:
                 self.stage.close()
             for role in [
@@ -494,13 +527,16 @@ class Session:
                     events += self._collect(w, self.config.connect_timeout + 5)
                 if w is None or not w.alive or "cleanup" in w.done:
                     continue
-                report, problem = w.ask(
-                    "cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10)
-                )
-                if report is not None:
+                report = w.ask("cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10))
+                if isinstance(report, Failure):
+                    events.append(Notice(f"{role} cleanup: {report.one_line()}"))
+                else:
                     events.append(StepDone(-1, report, 0, 0))
-                if problem is not None:
-                    events.append(Notice(f"{role} cleanup: {problem.one_line()}"))
+            # the directory goes while the producer still runs: killed from here on, this process
+            # leaves nothing (the producer's reaper would remove the directory, but only once the
+            # producer ends, which a normal quit below does before this process could)
+            if self.dir and self._dir_made:
+                shutil.rmtree(self.dir, ignore_errors=True)
             for w in [*self.workers.values(), *self._launching]:
                 exited = w.stop(self.config.grace)
                 if exited is not None:
@@ -513,10 +549,8 @@ class Session:
                 for w in [*self.workers.values(), *self._launching]
                 if w.proc.poll() is None
             ]
-            if self.dir:
-                shutil.rmtree(self.dir, ignore_errors=True)
-                if os.path.exists(self.dir):
-                    leftovers.append(f"directory {self.dir} still exists")
+            if self.dir and self._dir_made and os.path.lexists(self.dir):
+                leftovers.append(f"directory {self.dir} still exists")
             self.closed_event = SessionClosed(not leftovers, leftovers)
             events.append(self.closed_event)
             return events

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ class WorkerProcess:
     role: str
     proc: subprocess.Popen
     control: LineChannel
-    #: the worker's stdout and stderr: a file already unlinked, so a killed session leaves no log
+    #: the worker's stdout and stderr: a file with no name, so a killed session leaves no log
     #: behind (and the producer's reaper finds the directory empty); read with pread
     log: BinaryIO
     held: list[HeldFd] = field(default_factory=list)
@@ -144,7 +145,8 @@ class WorkerProcess:
             return self.died()  # it died between our look and the send: name how
         return None
 
-    def await_report(self, name: str, timeout: float) -> tuple[StepReport | None, Failure | None]:
+    def await_report(self, name: str, timeout: float) -> StepReport | Failure:
+        """The report of step ``name``, or the Failure that stands for it (died, stalled, nonsense)."""
         try:
             msg = self.receive(timeout)
         except BaseException:  # Interrupted: nobody waits for this step any more
@@ -153,17 +155,17 @@ class WorkerProcess:
         if isinstance(msg, Failure):
             if msg.code == "WORKER_TIMEOUT":
                 self.proc.kill()
-            return None, msg
+            return msg
         if msg.get("type") != "report":
-            return None, failure(
+            return failure(
                 "PROTOCOL", f"{self.role} worker", f"expected a report, got {str(msg)[:80]}"
             )
         try:
             report = decode(StepReport, msg.get("report"), "report")
         except DecodeError as exc:
-            return None, failure("PROTOCOL", f"{self.role} worker", f"malformed step report: {exc}")
+            return failure("PROTOCOL", f"{self.role} worker", f"malformed step report: {exc}")
         if (report.role, report.step) != (self.role, name):
-            return None, failure(
+            return failure(
                 "PROTOCOL",
                 f"{self.role} worker",
                 f"expected the report of {self.role} {name}, got {report.role} {report.step}",
@@ -172,14 +174,12 @@ class WorkerProcess:
         self.shared.update({h.fd: h for h in report.held if h.kind in SHARED_KINDS})
         if report.ok:
             self.done.append(name)
-        return report, None
+        return report
 
-    def ask(
-        self, name: str, args: StepArgs, timeout: float
-    ) -> tuple[StepReport | None, Failure | None]:
+    def ask(self, name: str, args: StepArgs, timeout: float) -> StepReport | Failure:
         problem = self.send_step(name, args)
         if problem is not None:
-            return None, problem
+            return problem
         return self.await_report(name, timeout)
 
     # -- ending ------------------------------------------------------------------------------------
@@ -247,12 +247,13 @@ class WorkerProcess:
         return self.exited
 
 
-def launch(config: WorkerConfig, log_path: Path) -> WorkerProcess:
-    """Start ``python -m vmmtui.worker`` with a control socketpair; its output goes to ``log_path``."""
+def launch(config: WorkerConfig, log_dir: str) -> WorkerProcess:
+    """Start ``python -m vmmtui.worker`` with a control socketpair; its output goes to a file
+    in ``log_dir`` that has no name (O_TMPFILE), so that a session killed at any moment leaves
+    no log behind and the producer's reaper finds the session directory empty."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    log = open(log_path, "w+b")  # noqa: SIM115 - held for the worker's life, closed by stop()
+    log = tempfile.TemporaryFile(dir=log_dir, prefix=f"vmmtui-{config.role}-log-")  # noqa: SIM115 - closed by stop()
     try:
-        os.unlink(log_path)
         config.control_fd = child.fileno()
         argv = [sys.executable, "-m", "vmmtui.worker", *config.to_argv()]
         proc = subprocess.Popen(

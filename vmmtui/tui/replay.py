@@ -136,6 +136,8 @@ class ReplayApp(InspectorApp):
             transcript.close()
         if self.recording.note:
             self.notify(f"older recording: {self.recording.note}", timeout=10)
+        if self.recording.cut:
+            self.notify(self.recording.cut, severity="warning", timeout=10)
         self.goto(self.timeline.frame_of_step(self.start_at) if self.start_at else 0)
         if self.cast_path:
             self.cast = CastWriter(self, self.cast_path)
@@ -156,7 +158,9 @@ class ReplayApp(InspectorApp):
         self.query_one(StatusLine).scenario = self.config.scenario
         last = self.timeline.frames[-1].steps
         self.sub_title = f"as of {frame.label} (of {last})" + (
-            "" if index < len(self.timeline) - 1 else " · the end"
+            ""
+            if index < len(self.timeline) - 1
+            else (" · cut short here" if self.recording.cut else " · the end")
         )
         if self.shot_dir and index not in self.shot_taken:
             self.shot_taken.add(index)

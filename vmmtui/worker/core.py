@@ -23,7 +23,7 @@ from vmmtui.protocol import StepArgs
 from vmmtui.state import HeldKind, StepReport, WorkerState
 from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, peer_of, role_steps
 from vmmtui.troubleshooting import Failure, StepError, failure
-from vmmtui.worker import consumer, crash, memory, producer
+from vmmtui.worker import consumer, crash, memory, producer, transport
 from vmmtui.worker.fdbook import FdBook
 from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
 
@@ -39,6 +39,10 @@ FLAGS = frozenset(
         "free-with-wrong-call",
         "keep-received-fd",
         "open-second-context",
+        transport.SECCOMP_FLAG,
+        transport.NO_PTRACER_FLAG,
+        transport.PIDNS_FLAG,
+        memory.MEMORY_FLAG,
     }
 )
 
@@ -147,6 +151,22 @@ class Worker:
     def backend_label(self) -> str:
         return LABELS[self.cfg.backend]
 
+    # -- what earlier steps made (a step that needs it before it exists is out of order)
+    @property
+    def allocation(self) -> int:
+        """The allocation handle that create or import made."""
+        return _made(self.handle, "allocation handle")
+
+    @property
+    def address(self) -> int:
+        """The virtual address that reserve (or the legacy allocation) made."""
+        return _made(self.va, "virtual address")
+
+    @property
+    def received_fd(self) -> int:
+        """The fd that receive took in."""
+        return _made(self.state.received_fd, "received fd")
+
     def say(self, line: str) -> None:
         """One line of the seed's log, as the original demo prints it."""
         self._log.append(line)
@@ -222,3 +242,11 @@ class Worker:
         if "cleanup" not in self.done and self.backend_loaded:  # no backend yet: nothing held
             with contextlib.suppress(Exception):
                 memory.cleanup(self)
+
+
+def _made(value: int | None, what: str) -> int:
+    if value is None:
+        raise StepError(
+            failure("PROTOCOL", what, f"no {what} yet: the step that makes it has not run")
+        )
+    return value

@@ -13,6 +13,7 @@ from vmmtui.interrupts import signals_held
 from vmmtui.state import HeldKind
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
+from vmmtui.worker import transport
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker
@@ -23,6 +24,7 @@ def init(w: Worker) -> None:
     b = w.backend
     banner = f"{b.title} {w.sharing.title}" if b.has_device else b.title
     w.say(f"=== {banner} {w.role.capitalize()} ===")
+    transport.prepare(w)
     info = b.init(w.cfg.device)
     w.info = info
     w.state.device, w.state.device_name, w.state.backend_label = info.index, info.name, info.label
@@ -44,13 +46,13 @@ def reserve(w: Worker) -> None:
 
 
 def map_range(w: Worker) -> None:
-    w.backend.map(w.va, w.state.alloc_size, w.handle)
+    w.backend.map(w.address, w.state.alloc_size, w.allocation)
     w.mapped = True
     w.state.mapping.size = w.state.alloc_size
 
 
 def set_access(w: Worker) -> None:
-    w.backend.set_access(w.va, w.state.alloc_size)
+    w.backend.set_access(w.address, w.state.alloc_size)
     w.state.mapping.access = "read/write"
     w.say("Set read/write access permissions")
 
@@ -58,7 +60,7 @@ def set_access(w: Worker) -> None:
 def verify(w: Worker, what: str = "") -> None:
     """Check the pattern over the whole mapping where ``--verify`` says; a mismatch fails the step."""
     on, size, b = w.cfg.verify, w.state.alloc_size, w.backend
-    result = dataclasses.replace(b.verify(w.va, size, on), on=on)
+    result = dataclasses.replace(b.verify(w.address, size, on), on=on)
     w.state.verification = result
     if on != Verify.HOST:
         w.gpu_ms("verify")
@@ -73,8 +75,28 @@ def verify(w: Worker, what: str = "") -> None:
     else:
         w.say(f"Read {size} bytes through the shared mapping")
     w.say(result.describe())
+    device_memory(w, "after verify")
     if not result.passed:
         raise StepError(failure("VERIFY_MISMATCH", "verify", result.describe()))
+
+
+#: the importer-pins scenario: say cuMemGetInfo around the steps where the memory could be freed
+MEMORY_FLAG = "report-device-memory"
+
+
+def device_memory(w: Worker, when: str) -> None:
+    """cuMemGetInfo now, kept under ``when`` and said (device backends; memfd has no device to ask)."""
+    if MEMORY_FLAG not in w.flags or not w.backend_loaded:
+        return
+    got = w.backend.free_memory()
+    if got is None:
+        return
+    free, total = got
+    w.state.device_memory = got
+    w.state.scenario_results[f"used {when}"] = str(total - free)
+    w.say(
+        f"cuMemGetInfo {when}: {(total - free) >> 20} MiB used of {total >> 20} MiB on the device"
+    )
 
 
 def cleanup(w: Worker) -> None:
@@ -93,7 +115,9 @@ def cleanup(w: Worker) -> None:
         wrong = w.backend.wrong_release(w.va)
         w.state.scenario_results["wrong_release"] = wrong
         w.say(f"The wrong call returned {wrong}; now cleaning up the right way")
+    device_memory(w, "before release")
     w.sharing.release(w, attempt)
+    device_memory(w, "after release")
     for what in (HeldKind.EXPORTED, HeldKind.RECEIVED):
         for fd in w.book.of_kind(what):
             if "keep-received-fd" in w.flags and what == HeldKind.RECEIVED:

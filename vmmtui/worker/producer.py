@@ -35,7 +35,7 @@ def map_memory(w: Worker) -> None:
 
 def fill(w: Worker) -> None:
     on = Verify.HOST.value if w.cfg.verify == Verify.HOST else Verify.DEVICE.value
-    count = w.backend.fill(w.va, w.state.alloc_size, on)
+    count = w.backend.fill(w.address, w.state.alloc_size, on)
     w.state.integers, w.state.fill_on = count, on
     if on == Verify.DEVICE:
         w.gpu_ms("fill")
@@ -50,7 +50,7 @@ def fill(w: Worker) -> None:
 
 
 def clear(w: Worker) -> None:
-    w.backend.clear(w.va, w.state.alloc_size)
+    w.backend.clear(w.address, w.state.alloc_size)
     w.state.integers = w.state.alloc_size // 4
     w.say(f"Cleared {w.state.alloc_size} bytes: the consumers will write the pattern")
 

@@ -18,6 +18,7 @@ from vmmtui.sizes import align_up
 from vmmtui.state import HeldKind
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
+from vmmtui.worker import transport
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker
@@ -59,6 +60,7 @@ class Sharing(ABC):
             w.cfg.mechanism,
             ipc_handle,
         )
+        fds, shown, line = transport.offer(w, message, fds, shown, line, peer)
         w.backend.calls.timed(
             "sendmsg",
             {"fd": sock.fileno(), **shown},
@@ -137,7 +139,7 @@ class VmmSharing(Sharing):
         )
 
     def export(self, w: Worker) -> None:
-        fd = w.backend.export_fd(w.handle)
+        fd = w.backend.export_fd(w.allocation)
         w.book.hold(fd, HeldKind.EXPORTED, f"exported allocation ({w.backend.export_note})")
         w.state.exported_fd = fd
         w.say(f"Exported allocation as FD: {fd}")
@@ -158,7 +160,7 @@ class VmmSharing(Sharing):
         w.say(f"Received FD: {fds[0]}, size: {message.alloc_size} bytes")
 
     def import_(self, w: Worker) -> None:
-        w.handle = w.backend.import_fd(w.state.received_fd)
+        w.handle = w.backend.import_fd(w.received_fd)
         w.state.mapping.handle = w.handle
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
@@ -212,7 +214,7 @@ class LegacySharing(Sharing):
         w.say(f"Allocated {size} bytes with cuMemAlloc at 0x{w.va:x}")
 
     def export(self, w: Worker) -> None:
-        handle = w.backend.ipc_export(w.va)
+        handle = w.backend.ipc_export(w.address)
         w.state.mapping.ipc_handle = handle.hex()
         w.say(f"Got the IPC handle (64 bytes, no fd): {handle[:16].hex()}…")
 

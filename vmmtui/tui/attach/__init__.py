@@ -18,7 +18,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from vmmtui.attach.follow import Follower
-from vmmtui.events import Event, GpuMemory, Notice
+from vmmtui.events import AttachKind, Event, GpuMemory, Notice
+from vmmtui.names import shown
 from vmmtui.narration import attach_lines, shared_file, socket_pair
 
 #: how a poll stays cheap, said on screen: what it carries over and how long a change can hide
@@ -127,11 +128,11 @@ class AttachApp(App):
             )
             table.add_row(
                 str(pid),
-                p.name,
-                str(kinds["gpu"]),
-                str(kinds["memfd"]),
-                str(kinds["shm"]),
-                str(kinds["socket"]),
+                Text(shown(p.name)),
+                str(kinds[AttachKind.GPU]),
+                str(kinds[AttachKind.MEMFD]),
+                str(kinds[AttachKind.SHM]),
+                str(kinds[AttachKind.SOCKET]),
                 str(len(p.maps)),
                 mem,
                 key=str(pid),
@@ -151,7 +152,7 @@ class AttachApp(App):
             others = ", ".join(
                 f"{q}:{qfd}" for q, qfd in (t.shares.same_as(p.pid, fd, 4) if t.shares else [])
             )
-            table.add_row(str(fd), f.kind, f.target[:50], how, others)
+            table.add_row(str(fd), f.kind, Text(shown(f.target, 50)), how, others)
 
     def _shares(self) -> None:
         t = self.follower.tracker

@@ -41,10 +41,13 @@ class ProcessPanel(EventView, Vertical):
         self.worker_state: WorkerState | None = None
         self.plan: list[tuple[str, str]] = build_plan()
         self.mechanism = "vmm"
+        self.transport = "scm-rights"
 
-    def configure(self, plan: list[tuple[str, str]], mechanism: str) -> None:
-        """The session's plan and mechanism decide this worker's step list and their titles."""
-        self.plan, self.mechanism = plan, mechanism
+    def configure(
+        self, plan: list[tuple[str, str]], mechanism: str, transport: str = "scm-rights"
+    ) -> None:
+        """The session's plan, mechanism and transport decide this worker's step list and titles."""
+        self.plan, self.mechanism, self.transport = plan, mechanism, transport
         self.refresh_all()
 
     def compose(self) -> ComposeResult:
@@ -71,7 +74,7 @@ class ProcessPanel(EventView, Vertical):
     def render_event(self, message: SessionEvent) -> None:
         e = message.event
         if isinstance(e, SessionStarted):
-            self.configure(e.plan, e.mechanism)
+            self.configure(e.plan, e.mechanism, e.transport)
         elif isinstance(e, WorkerStarted) and e.role == self.role:
             self.started(e.pid, e.backend)
         elif isinstance(e, StepDone) and e.role == self.role:
@@ -149,7 +152,7 @@ class ProcessPanel(EventView, Vertical):
                 head.append(" (peer access to the producer's GPU)", "cyan")
         head.append(f"  {done}/{len(steps)} steps", "dim")
         nxt = Text(
-            f"▶ {step_info(self.role, self.next_step, self.mechanism).title}"
+            f"▶ {step_info(self.role, self.next_step, self.mechanism, self.transport).title}"
             if self.next_step
             else "",
             "bold yellow",
@@ -176,7 +179,7 @@ class ProcessPanel(EventView, Vertical):
         t.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         t.add_column(justify="right", no_wrap=True, style="dim")
         for name in role_steps(self.role, self.plan):
-            step = step_info(self.role, name, self.mechanism)
+            step = step_info(self.role, name, self.mechanism, self.transport)
             if name in self.results:
                 ok, ns = self.results[name]
                 mark, style = ("✓", "green") if ok else ("✗", "bold red")

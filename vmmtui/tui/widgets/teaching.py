@@ -21,12 +21,13 @@ class TeachingPanel(EventView, Static):
         self.failed = False
 
     mechanism = "vmm"
+    transport = "scm-rights"
 
     @on(SessionEvent)
     def render_event(self, message: SessionEvent) -> None:
         e = message.event
         if isinstance(e, SessionStarted):
-            self.mechanism = e.mechanism
+            self.mechanism, self.transport = e.mechanism, e.transport
         elif isinstance(e, SessionFailed):
             self.show_failure(e.role, e.step, e.failure)
         elif (
@@ -48,6 +49,9 @@ class TeachingPanel(EventView, Static):
             how = (
                 "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
                 if self.mechanism == "legacy"
+                else "The consumer took the producer's fd with pidfd_getfd (only a pid and a number "
+                "travelled), "
+                if self.transport == "pidfd"
                 else "The fd went producer → SCM_RIGHTS → consumer, "
             )
             self.update(
@@ -61,7 +65,7 @@ class TeachingPanel(EventView, Static):
                 )
             )
             return
-        s = step_info(step[0], step[1], self.mechanism)
+        s = step_info(step[0], step[1], self.mechanism, self.transport)
         self.border_title = f"next: {step[0]} · {s.title}"
         self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
 

@@ -20,7 +20,9 @@ from vmmtui.tui.messages import EventView, SessionEvent
 from vmmtui.tui.widgets.display import Display
 
 #: metadata fields the wire does not print: the handle has its own row, the type is always "alloc"
-HIDDEN_METADATA = ("ipc_handle", "type", "v")
+HIDDEN_METADATA = ("ipc_handle", "export_data", "type", "v")
+#: fields shown only where they say something (the pidfd road's pid and fd number)
+UNSAID = {"transport": "scm-rights", "pid": 0, "fd": -1}
 
 
 class WirePanel(EventView, Static):
@@ -90,16 +92,30 @@ class WirePanel(EventView, Static):
                 self.peer += f"; refused {len(s.refused)} intruder(s)"
         elif (role, step) == ("producer", "send"):
             sent = encode(s.sent) if s.sent is not None else {}
-            self.metadata = {k: v for k, v in sent.items() if k not in HIDDEN_METADATA}
+            self.metadata = {
+                k: v
+                for k, v in sent.items()
+                if k not in HIDDEN_METADATA and (k not in UNSAID or v != UNSAID[k])
+            }
+            if s.sent is not None and s.sent.export_data:
+                self.handle = s.sent.export_data
             if s.mapping.ipc_handle:
                 self.handle = s.mapping.ipc_handle
                 self.in_flight = f"no fd: 64 handle bytes in the message → {peer}"
+            elif s.sent is not None and s.sent.transport == "pidfd":
+                self.in_flight = (
+                    f"no fd in the message: pid {self.fmt.pid(s.sent.pid)} and fd number "
+                    f"{s.sent.fd} → {peer}; it takes the fd with pidfd_getfd …"
+                )
             else:
                 self.in_flight = f"producer fd {s.exported_fd} → SCM_RIGHTS → {peer} …"
         elif (role, step) == ("consumer", "receive"):
+            taken = s.received is not None and s.received.transport == "pidfd"
             self.in_flight = (
                 "handle bytes arrived; no new fd in " + r.role
                 if s.mapping.ipc_handle
+                else f"taken by {r.role} with pidfd_open + pidfd_getfd: fd {s.received_fd} there"
+                if taken
                 else f"arrived as {r.role} fd {s.received_fd}"
             )
         elif (role, step) == ("producer", "wait_ack"):
