@@ -121,3 +121,31 @@ def test_commands_are_typed_both_ways():
     ]:
         with pytest.raises(ProtocolError, match=says):
             decode_command(bad)
+
+
+def test_replies_are_typed_both_ways():
+    """What a worker says is read back by the session as the same typed reply, never by key."""
+    from vmmtui.protocol import Bye, Report, WorkerError, decode_reply, reply_message
+
+    report = StepReport(
+        "producer",
+        "init",
+        True,
+        5,
+        WorkerState("producer", 1, "memfd", "vmm", "producer-writes", 64, "/s"),
+    )
+    for r in (
+        Hello("producer", 7, ["init"], "memfd", "memfd"),
+        Report(report),
+        WorkerError("cannot read that"),
+        Bye(),
+    ):
+        assert decode_reply(json.loads(json.dumps(reply_message(r)))) == r
+    for bad, says in [
+        ({"type": "gossip"}, "unexpected message"),
+        ({"type": "report", "report": {"role": "producer"}}, "malformed step report"),
+        ({"type": "hello", "role": "producer"}, "malformed hello"),
+        ({"type": "error"}, "malformed error"),
+    ]:
+        with pytest.raises(ProtocolError, match=says):
+            decode_reply(bad)

@@ -95,6 +95,56 @@ def decode_command(message: dict[str, Any]) -> Command:
         raise ProtocolError(f"malformed command: {exc}") from None
 
 
+@dataclass(frozen=True)
+class Report:
+    """One step's report."""
+
+    report: StepReport
+
+
+@dataclass(frozen=True)
+class WorkerError:
+    """A command the worker could not read."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Bye:
+    """The worker released everything and exits."""
+
+
+Reply = Hello | Report | WorkerError | Bye
+#: each reply's name on the wire (the ``type`` key)
+REPLIES: dict[str, type[Hello] | type[Report] | type[WorkerError] | type[Bye]] = {
+    "hello": Hello,
+    "report": Report,
+    "error": WorkerError,
+    "bye": Bye,
+}
+
+
+def reply_message(reply: Reply) -> dict[str, Any]:
+    """``reply`` as the control line's object."""
+    name = next(n for n, cls in REPLIES.items() if isinstance(reply, cls))
+    return {"type": name, **encode(reply)}
+
+
+def decode_reply(message: dict[str, Any]) -> Reply:
+    """A control line from a worker as a Reply; ProtocolError when it is not one."""
+    name = str(message.get("type"))
+    cls = REPLIES.get(name)
+    if cls is None:
+        raise ProtocolError(f"unexpected message {str(message)[:80]}")
+    body = {k: v for k, v in message.items() if k not in ("v", "type")}
+    try:
+        return decode(cls, body, name)
+    except (DecodeError, RecursionError) as exc:
+        raise ProtocolError(
+            f"malformed {'step report' if name == 'report' else name}: {exc}"
+        ) from None
+
+
 def decode_report(data: Any) -> StepReport:
     """A ``report`` message's payload as a StepReport; ProtocolError when its shape is wrong."""
     try:

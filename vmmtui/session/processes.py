@@ -18,16 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from vmmtui.codec import DecodeError, decode
 from vmmtui.config import WorkerConfig
 from vmmtui.events import WorkerExited
 from vmmtui.protocol import (
+    Bye,
+    Hello,
     LineChannel,
     ProtocolError,
     Quit,
+    Report,
     RunStep,
     StepArgs,
+    WorkerError,
     command_message,
+    decode_reply,
 )
 from vmmtui.state import HeldFd, HeldKind, StepReport, WorkerState
 from vmmtui.troubleshooting import Failure, failure
@@ -95,7 +99,7 @@ class WorkerProcess:
         return data.decode(errors="replace").splitlines()[-lines:]
 
     # -- talking -----------------------------------------------------------------------------------
-    def receive(self, timeout: float) -> dict | Failure:
+    def receive(self, timeout: float) -> Hello | Report | Failure:
         """The worker's next message, or a Failure when it dies, stalls or talks nonsense."""
         deadline = time.monotonic() + timeout
         while True:
@@ -105,7 +109,8 @@ class WorkerProcess:
                     "WORKER_TIMEOUT", f"{self.role} worker", f"no answer within {timeout:g} s"
                 )
             try:
-                msg = self.control.receive(timeout=min(left, 0.25))
+                line = self.control.receive(timeout=min(left, 0.25))
+                msg = None if line is None else decode_reply(line)
             except TimeoutError:
                 if self.proc.poll() is not None:
                     return self.died()
@@ -114,10 +119,10 @@ class WorkerProcess:
                 return failure("PROTOCOL", f"{self.role} worker", str(exc))
             except OSError as exc:
                 return failure("WORKER_DIED", f"{self.role} worker", str(exc))
-            if msg is None or msg.get("type") == "bye":
+            if msg is None or isinstance(msg, Bye):
                 return self.died()
-            if msg.get("type") == "error":
-                return failure("PROTOCOL", f"{self.role} worker", str(msg.get("message")))
+            if isinstance(msg, WorkerError):
+                return failure("PROTOCOL", f"{self.role} worker", msg.message)
             return msg
 
     def died(self) -> Failure:
@@ -156,14 +161,11 @@ class WorkerProcess:
             if msg.code == "WORKER_TIMEOUT":
                 self.proc.kill()
             return msg
-        if msg.get("type") != "report":
+        if not isinstance(msg, Report):
             return failure(
                 "PROTOCOL", f"{self.role} worker", f"expected a report, got {str(msg)[:80]}"
             )
-        try:
-            report = decode(StepReport, msg.get("report"), "report")
-        except DecodeError as exc:
-            return failure("PROTOCOL", f"{self.role} worker", f"malformed step report: {exc}")
+        report = msg.report
         if (report.role, report.step) != (self.role, name):
             return failure(
                 "PROTOCOL",
@@ -280,10 +282,7 @@ def read_hello(w: WorkerProcess, timeout: float) -> str | None:
     hello = w.receive(timeout)
     if isinstance(hello, Failure):
         return hello.one_line()
-    if hello.get("type") != "hello":
+    if not isinstance(hello, Hello):
         return f"unexpected first message {str(hello)[:80]}"
-    try:
-        w.held = decode(list[HeldFd], hello.get("held", []), "hello.held")
-    except DecodeError as exc:
-        return f"malformed hello: {exc}"
+    w.held = hello.held
     return None
