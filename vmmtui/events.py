@@ -353,6 +353,8 @@ class Arrival(StrEnum):
     OPENED = "opened"
     ARRIVED = "arrived"  # kcmp: the same open file as another process's fd
     INHERITED = "inherited"
+    #: the same open file as another process's, both appeared in one poll: the direction is unseen
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -423,6 +425,10 @@ class LeakKind(StrEnum):
     GPU_MEMORY_AFTER_PEER = "gpu-memory-after-peer"
     SHM_FILE = "shm-file"
     SOCKET_FILE = "socket-file"
+    #: the same findings where attach did not see which process made the fd (present at attach,
+    #: or both ends appeared within one poll)
+    POSSIBLE_FD_AFTER_PEER = "possible-fd-after-peer"
+    POSSIBLE_HELD_UNTIL_EXIT = "possible-held-until-exit"
 
 
 @dataclass(frozen=True)

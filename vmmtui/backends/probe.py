@@ -48,6 +48,9 @@ class DeviceRecord:
     kernels_error: str | None = None
     #: how they load (PTX JIT or NVRTC), when they do
     kernels: str = ""
+    #: stream-ordered allocation (cuMemPoolCreate) and the handle types its pools can export
+    memory_pools: bool = False
+    pool_handle_types: int = 0
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ def _collect(retained: list) -> ProbeRecord:
                 vmm and posix_fd,
                 kernels_error,
                 kernels,
+                bool(get("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED") or 0),
+                get("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES") or 0,
             )
         )
     return ProbeRecord(True, None, driver_version, devices)

@@ -69,23 +69,45 @@ def _targets(args: argparse.Namespace) -> list[int] | None:
             file=sys.stderr,
         )
         return None
-    bad = [p for p in args.pids if p <= 0]
-    if bad:
-        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+    if _bad_pid(args.pids):
         return None
     return list(dict.fromkeys(args.pids))
+
+
+def _bad_pid(pids: list[int]) -> bool:
+    """Says (one line) the first number that cannot be a process id: the same words for PIDs and --can."""
+    import sys
+
+    bad = [p for p in pids if p <= 0]
+    if bad:
+        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+    return bool(bad)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    nvml_soon = None
+    if not args.can and not args.screenshot and (args.once or args.json or args.duration):
+        from vmmtui.attach.nvml import Nvml
+
+        nvml_soon = Nvml.opening()  # overlaps the imports below and the scan
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
     from vmmtui.console import print_json
     from vmmtui.narration import attach_lines
 
     if args.can:
         from vmmtui.attach.preflight import preflight
+
+        if _bad_pid(args.can):
+            return EXIT_USAGE
+        if args.can[0] == args.can[1]:
+            print(
+                f"vmmtui attach: --can A B needs two processes (both are {args.can[0]})",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
 
         checks = preflight(*args.can)
         for c in checks:
@@ -98,10 +120,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
     targets = _targets(args)
-    if targets is None:
-        return EXIT_USAGE
-    if not targets:
-        return EXIT_FAILED
+    agent = bool(args.all and args.prometheus)  # a node agent waits for processes to come
+    if not targets and not (agent and targets is not None):
+        if nvml_soon is not None:
+            nvml_soon.result().close()
+        return EXIT_USAGE if targets is None else EXIT_FAILED
     if args.screenshot:
         from vmmtui.tui.attach import save_screenshot
 
@@ -113,11 +136,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
         AttachApp(targets).run()
         return EXIT_OK
-    return _headless(args, targets, print_json, attach_lines, time)
+    return _headless(args, targets, print_json, attach_lines, time, nvml_soon)
 
 
 #: how often ``attach --all --prometheus`` looks for new processes holding shared memory
-RESCAN_S = 2.0
+RESCAN_S = 1.0
 
 
 def _holders() -> list[int]:
@@ -139,7 +162,7 @@ def _metrics(args: argparse.Namespace):
     from vmmtui.fleet.prometheus import MetricsEndpoint, MissingLibrary
 
     try:
-        endpoint = MetricsEndpoint.start(args.prometheus)
+        endpoint = MetricsEndpoint.start(args.prometheus, mode="polling")
     except ValueError as exc:
         print(f"vmmtui attach: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -163,7 +186,7 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
-def _headless(args, targets, print_json, attach_lines, time) -> int:
+def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> int:
     import sys
 
     from vmmtui.attach.follow import Follower
@@ -171,7 +194,7 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
     from vmmtui.events import ProcessUnreadable
 
-    follower = Follower(set(targets))
+    follower = Follower(set(targets), interval=0.25, nvml_soon=nvml_soon)
     console = _console()
     out: list = []
     endpoint = _metrics(args)
@@ -205,6 +228,8 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
                 break
             time.sleep(0.25)
         emit(follower.snapshots())
+        if not args.once:
+            emit(follower.missed())
         if args.leaks or args.once:
             live = (
                 {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
@@ -215,4 +240,12 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
         if endpoint:
             endpoint.close()
     unreadable = {e.pid for e in out if isinstance(e, ProcessUnreadable)}
-    return EXIT_FAILED if unreadable >= set(targets) else EXIT_OK
+    if unreadable >= set(targets):
+        print(
+            "vmmtui attach: "
+            + ("none of the given processes could" if len(targets) > 1 else "the process could not")
+            + " be read (see above); check the pids (ps -eo pid,cmd), run as their user or root",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.backends import NAMES, choose
+from vmmtui.backends.labels import NAMES
 from vmmtui.config import (
     Direction,
     Mechanism,
@@ -16,6 +16,7 @@ from vmmtui.config import (
     choices,
     validate,
 )
+from vmmtui.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
 from vmmtui.sizes import SizeError, parse_size
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -189,6 +190,8 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
 def choice_or_refuse(args: argparse.Namespace):
     """The backend to use, or None after printing the one-line reason it cannot run."""
+    from vmmtui.backends import choose
+
     choice = choose(args.backend, args.device)
     refused = refusal(args, choice)
     if refused:

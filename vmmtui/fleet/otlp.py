@@ -20,7 +20,10 @@ from vmmtui.events import Event
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
 from vmmtui.names import shown
+from vmmtui.trace.events import CudaCall, FdCloseCall, ProcessExit
 from vmmtui.trace.ledger import Allocation, Holding, Transfer
+
+FINISHING = (FdCloseCall, CudaCall, ProcessExit)
 
 
 def _sdk() -> Any:
@@ -192,6 +195,8 @@ class OtlpExporter:
 
     def feed(self, e: Event) -> None:
         self.facts.feed(e)
+        if not isinstance(e, FINISHING):
+            return  # only a close, a release or an exit can finish a share
         for plan in plans(self.facts):
             if plan.done and plan.key not in self.sent:
                 self._send(plan, still_open=False)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 SECCOMP_FLAG = "seccomp-deny-pidfd-getfd"
 NO_PTRACER_FLAG = "no-ptracer"
 PIDNS_FLAG = "take-from-new-pidns"
+UNPRIVILEGED_FLAG = "no-effective-cap-sys-ptrace"
 
 
 def takes_fd(w: Worker) -> bool:
@@ -33,8 +34,28 @@ def takes_fd(w: Worker) -> bool:
     return w.cfg.transport == Transport.PIDFD and w.sharing.want_fds > 0
 
 
+def wants(w: Worker) -> str:
+    """What the consumer's recvmsg waits for, as its call log shows it."""
+    if takes_fd(w):
+        return "metadata naming a pid and an fd number (no fd: it is taken after)"
+    return w.sharing.wants
+
+
 def prepare(w: Worker) -> None:
-    """At init: a consumer asked to run like a container under Docker's default profile confines itself."""
+    """At init: a consumer asked to run like a container under Docker's default profile confines itself;
+    one asked to meet Yama as an unprivileged program drops an effective CAP_SYS_PTRACE."""
+    if UNPRIVILEGED_FLAG in w.flags:
+        dropped = w.calls.timed(
+            "capset",
+            {"effective": "- CAP_SYS_PTRACE", "permitted": "unchanged"},
+            pidfd.drop_effective_cap_sys_ptrace,
+            lambda d: "dropped" if d else "not held: nothing to drop",
+        )
+        if dropped:
+            w.say(
+                "SCENARIO: dropped CAP_SYS_PTRACE from the effective set, as an unprivileged "
+                "program runs (Yama lets that capability through)"
+            )
     if SECCOMP_FLAG not in w.flags:
         return
     length = w.calls.timed(
