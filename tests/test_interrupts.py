@@ -145,3 +145,16 @@ def test_an_interrupt_during_a_long_step_stops_it_at_once(tmp_path, signum):
         p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
     ]
     assert os.listdir(tmp_path) == []
+
+
+def test_a_reader_that_leaves_ends_the_run_quietly(tmp_path):
+    """`vmmtui run --json | head -1`: the pipe closes under the run; no BrokenPipeError traceback,
+    the exit of a SIGPIPE (141), the workers stopped and the directory gone."""
+    proc = start(tmp_path, "--size", "64KiB", "--json")
+    first = proc.stdout.readline()
+    assert '"SessionStarted"' in first
+    proc.stdout.close()  # the reader leaves after one line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE, err
+    assert "Traceback" not in err and err == ""
+    assert os.listdir(tmp_path) == []

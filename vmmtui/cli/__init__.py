@@ -10,6 +10,7 @@ in-process).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
             signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
             print(NOTHING_LEFT, file=sys.stderr)
             return 128 + signum
+        except BrokenPipeError:  # the reader of our output left (`| head`): end as SIGPIPE would,
+            # quietly, once the command's cleanup ran; stdout goes nowhere so that exit cannot fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

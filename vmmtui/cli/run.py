@@ -98,10 +98,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         interrupted, at = exc, session.next_step
     finally:
-        for e in session.close():
-            emit(e)
-        if recorder is not None:
-            recorder.close()
+        try:
+            for e in session.close():
+                emit(e)
+        finally:  # also when the output's reader left (BrokenPipeError): the recording is whole
+            if recorder is not None:
+                recorder.close()
     ending = session.closed_event
     clean = ending is not None and ending.clean
     if interrupted is not None:
