@@ -234,3 +234,32 @@ def test_no_step_outwaits_the_timeout_the_user_gave():
     for argv in (["run", "--timeout", "2"], ["--timeout", "2"]):
         cfg = config_from(parser().parse_args(argv))
         assert cfg.ack_timeout == 24 and cfg.ack_timeout < cfg.step_timeout <= 30
+
+
+def test_a_command_that_owns_its_signals_gets_no_raising_handler(monkeypatch):
+    """A Textual command sets own_signals: main leaves the stop signals to it (delivered_to) instead
+    of raising Interrupted inside its event loop."""
+    import signal as sig
+
+    from vmmtui import interrupts
+    from vmmtui.cli import run as run_command
+
+    seen = {}
+
+    def fake(args):
+        seen["during"] = sig.getsignal(sig.SIGTERM)
+        with interrupts.delivered_to(lambda s: None):
+            seen["own"] = sig.getsignal(sig.SIGTERM)
+        seen["after"] = sig.getsignal(sig.SIGTERM)
+        return 0
+
+    real = run_command.add_parser
+
+    def add_parser(sub):
+        real(sub)
+        sub.choices["run"].set_defaults(func=fake, own_signals=True)
+
+    monkeypatch.setattr(run_command, "add_parser", add_parser)
+    assert main(["run"]) == 0
+    assert seen["during"] is interrupts.exit_now and seen["after"] is interrupts.exit_now
+    assert seen["own"] not in (interrupts.exit_now, interrupts.interrupt)

@@ -12,7 +12,8 @@ there before, so that a caller running vmmtui in-process (the tests) gets its ow
   SIGKILL cannot be held; the producer's reaper covers it.
 
 An event loop that wants the signals as messages (the Textual apps) installs its own handlers
-inside ``interruptible()``, with ``delivered_to(callback)``, and gets these back when it ends.
+with ``delivered_to(callback)`` (its command sets ``own_signals=True`` so that ``cli.main`` does
+not install ``interruptible()`` around it), and what was there comes back when it ends.
 No Textual here.
 """
 

@@ -3,8 +3,9 @@
 Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` parses and
 dispatches. Signals (SIGINT, SIGTERM, SIGHUP; ``vmmtui.interrupts``): until a command runs, one
 line and exit 128 + signal at once; while it runs, ``Interrupted`` is raised so that its cleanup
-runs, and it says where; when ``main`` returns, the handlers it found are back (the tests call it
-in-process).
+runs, and it says where, unless the command sets ``own_signals=True`` (``set_defaults``): then it
+installs its own, as an event loop does with ``interrupts.delivered_to``. When ``main`` returns,
+the handlers it found are back (the tests call it in-process).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     with exit_at_once():
         args = parser().parse_args(argv)
         try:
+            if getattr(args, "own_signals", False):  # an event loop that installs its own
+                return args.func(args)  # (interrupts.delivered_to) within this exit_at_once
             with interruptible():
                 return args.func(args)
         except KeyboardInterrupt as exc:  # a command that had nothing to clean up, or it is done
