@@ -416,7 +416,10 @@ _TRUNCATED = _CTRUNC | int(socket.MSG_TRUNC)
 
 def _type_name(expect: type) -> str:
     """The ``type`` a message class carries on the wire (its field's default: ``alloc``, ``ack``)."""
-    return next(f.default for f in fields(expect) if f.name == "type")
+    default = next(f.default for f in fields(expect) if f.name == "type")
+    if not isinstance(default, str):
+        raise TypeError(f"{expect.__name__} has no default ``type``")
+    return default
 
 
 _TYPE_NAMES = {cls: _type_name(cls) for cls in (AllocMessage, Ack)}

@@ -218,10 +218,10 @@ class Follower:
                     note = f"pidfd of {f.pidfd_of}"
                 rows.append(FdRow(fd, f.target, f.kind, note, None, opened.how if opened else ""))
             out.append(FdSnapshot(p.name, pid, "alive", rows))
-        for f in shares.files if shares else []:
-            if f.same_description and len(f.holders) >= 2:
-                a = f.holders[0]
-                for b in f.holders[1:]:
+        for shared in shares.files if shares else []:
+            if shared.same_description and len(shared.holders) >= 2:
+                a = shared.holders[0]
+                for b in shared.holders[1:]:
                     if b.pid != a.pid:
                         out.append(
                             KcmpVerdict(

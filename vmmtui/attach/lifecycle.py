@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.attach.shares import Shares, find_shares
 from vmmtui.events import (
+    Arrival,
     Event,
     FdClosed,
     FdHolder,
@@ -112,14 +113,14 @@ class Tracker:
                 for pid in pids:
                     self.timeline[pid].append(f)
         for pair in () if same_answer else shares.pairs:
-            key = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
-            if key not in self.pairs_said:
-                self.pairs_said.add(key)
+            ends = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
+            if ends not in self.pairs_said:
+                self.pairs_said.add(ends)
                 out.append(pair)
         for pid, g in (gpu or {}).items():
-            sig = (tuple(sorted(g.used.items())), g.error)
-            if self.gpu_said.get(pid) != sig and (pid in self.alive):
-                self.gpu_said[pid] = sig
+            charged = (tuple(sorted(g.used.items())), g.error)
+            if self.gpu_said.get(pid) != charged and (pid in self.alive):
+                self.gpu_said[pid] = charged
                 out.append(g)
                 self.timeline[pid].append(g)
         self.prev, self.shares = scan, shares
@@ -154,7 +155,9 @@ class Tracker:
     def _opened(
         self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool
     ) -> FdOpened:
-        how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
+        how = Arrival.PRESENT if first and self.prev is None else Arrival.OPENED
+        source: FdHolder | None = None
+        via = ""
         others = shares.same_as(p.pid, f.fd)
         prev = self.prev.processes if self.prev else {}
         # another process held this open file while this one, read after it, did not: the only
@@ -178,11 +181,11 @@ class Tracker:
             o for o in others if o[0] == p.ppid and o[1] == f.fd
         ]  # fork and exec keep the number
         if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
-            how, source = "inherited", FdHolder(*parent_same[0])
+            how, source = Arrival.INHERITED, FdHolder(*parent_same[0])
         elif older:
-            how, source = "arrived", FdHolder(*older[0])
+            how, source = Arrival.ARRIVED, FdHolder(*older[0])
         elif others and self.prev is not None:
-            how, source = "unknown", FdHolder(*others[0])
+            how, source = Arrival.UNKNOWN, FdHolder(*others[0])
             via = UNSEEN_DIRECTION
         elif others:
             source = FdHolder(*others[0])  # present at attach: the same open file, origin unknown
@@ -190,19 +193,19 @@ class Tracker:
             had = self.shares.memory_holders.get(f.key, set()) - {p.pid}
             was = sorted(q for q in had if q in prev and self._lacked_after(p, prev[q], prev))
             if was:
-                how, source = "arrived", FdHolder(was[0], -1)
+                how, source = Arrival.ARRIVED, FdHolder(was[0], -1)
                 via = (
                     f"the same memory was held by pid {was[0]} before; its fd is closed now, so kcmp "
                     "cannot compare the open files"
                 )
             elif had:
-                how, source = "unknown", FdHolder(min(had), -1)
+                how, source = Arrival.UNKNOWN, FdHolder(min(had), -1)
                 via = UNSEEN_DIRECTION + "; the other's fd is closed now"
-        if how == "arrived" and source is not None and not via:
+        if how == Arrival.ARRIVED and source is not None and not via:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
         self.open_fds[(p.pid, f.fd)] = e
-        if how in ("arrived", "inherited"):
+        if how in (Arrival.ARRIVED, Arrival.INHERITED):
             self.received[(p.pid, f.fd)] = e
         elif source is not None:  # present at attach or direction unseen: shared, origin unknown
             self.unsure[(p.pid, f.fd)] = e

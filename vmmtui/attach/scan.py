@@ -36,28 +36,29 @@ import time
 from dataclasses import dataclass, field
 
 from vmmtui.attach.sockets import SocketTable, read_sockets
+from vmmtui.events import AttachKind
 from vmmtui.fdtable import target_class
 
 #: kinds of fd the attach view shows; everything else is counted only
-KINDS = ("gpu", "memfd", "shm", "dmabuf", "socket", "pidfd")
+KINDS = tuple(AttachKind)
 #: every process is read in full at least once per this many scans, whatever its runtime says
 REFRESH_POLLS = 20
 #: kinds whose files hold memory (what "sharing" means here); sockets are shared too but carry fds
-MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
+MEMORY_KINDS = (AttachKind.GPU, AttachKind.MEMFD, AttachKind.SHM, AttachKind.DMABUF)
 
 
 #: target class (vmmtui.fdtable.target_class) -> the kind attach shows; other classes are counted only
 SHOWN = {
-    "nvidia": "gpu",
-    "memfd": "memfd",
-    "shm": "shm",
-    "socket": "socket",
-    "pidfd": "pidfd",
-    "dmabuf": "dmabuf",
+    "nvidia": AttachKind.GPU,
+    "memfd": AttachKind.MEMFD,
+    "shm": AttachKind.SHM,
+    "socket": AttachKind.SOCKET,
+    "pidfd": AttachKind.PIDFD,
+    "dmabuf": AttachKind.DMABUF,
 }
 
 
-def kind_of(target: str) -> str | None:
+def kind_of(target: str) -> AttachKind | None:
     return SHOWN.get(target_class(target))
 
 
@@ -65,7 +66,7 @@ def kind_of(target: str) -> str | None:
 class OpenFd:
     fd: int
     target: str
-    kind: str
+    kind: AttachKind
     dev: int
     ino: int
     pidfd_of: int | None = None  # a pidfd's process (fdinfo "Pid:")
@@ -78,7 +79,7 @@ class OpenFd:
 @dataclass(frozen=True)
 class Mapping:
     path: str
-    kind: str  # memfd | shm
+    kind: AttachKind  # memfd or shm
     dev: int
     ino: int
     size: int
@@ -206,7 +207,7 @@ def _maps(pid: int) -> list[Mapping]:
         old = found.get(key)
         found[key] = Mapping(
             path,
-            "memfd" if path.startswith("/memfd:") else "shm",
+            AttachKind.MEMFD if path.startswith("/memfd:") else AttachKind.SHM,
             key[0],
             key[1],
             (old.size if old else 0) + hi - lo,

@@ -168,7 +168,7 @@ def write_html(path: str, recording, notes) -> int:
         )
         return 1
     if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
-        from vmmtui.cli.options import Interrupted
+        from vmmtui.interrupts import Interrupted
 
         raise Interrupted(stopped)
     print(

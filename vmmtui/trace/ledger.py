@@ -428,8 +428,8 @@ class Ledger:
                 self._hold(h)
                 a.exported.append((e.fd, ""))
         elif f == "cuMemImportFromShareableHandle":
-            h = self.holdings.get((e.pid, e.fd))
-            file = h.file if h else ""
+            held = self.holdings.get((e.pid, e.fd))
+            file = held.file if held else ""
             a = self.allocation_of_file(file) if file else None
             imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
             if a is not None:
@@ -457,9 +457,9 @@ class Ledger:
             if a is not None:
                 a.mappings.append(m)
         elif f == "cuMemUnmap":
-            m = self.mappings.pop((e.pid, e.ptr), None)
-            if m is not None:
-                m.unmapped_at = e.ktime
+            unmapped = self.mappings.pop((e.pid, e.ptr), None)
+            if unmapped is not None:
+                unmapped.unmapped_at = e.ktime
         elif f == "cuMemRelease":
             imported = self.imports.pop((e.pid, e.handle), None)
             if imported is not None:
