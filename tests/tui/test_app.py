@@ -189,7 +189,7 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
             panel = app.panel(name)
             assert panel.results and all(ok for ok, _ in panel.results.values()), name
             assert "writes" in text_of(panel.query_one(f"#{name}-card"))
-            assert app.query_one(f"#{name}-fds", FdTableView).kcmp.consumer == name
+            assert app.query_one(f"#{name}-fds", FdTableView).panel.kcmp.consumer == name
         wire = text_of(app.query_one(WirePanel))
         assert "4/4 consumers' fds are the producer's open file description" in " ".join(
             wire.split()

@@ -120,7 +120,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
         ThreadPoolExecutor(1, thread_name_prefix="identity").submit(cuda_identity, args.device)
     # imported while the probe runs: the app, with step back, --record and --cast
-    from vmmtui.tui.history import LiveInspector
+    from vmmtui.tui.app import InspectorApp
 
     choice = None
     if probing.done() or args.backend == "memfd":
@@ -129,7 +129,7 @@ def cmd_app(args: argparse.Namespace) -> int:
         if refused:
             return refuse(refused)
     try:
-        app = LiveInspector(
+        app = InspectorApp(
             config_from(args),
             choice,
             probing=probing,

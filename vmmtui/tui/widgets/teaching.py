@@ -1,92 +1,78 @@
-"""What the current step does, in two or three sentences naming the API; or the error, cause and fix."""
+"""What the next step does, in two or three sentences naming the API; or the error, cause and fix."""
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
 from textual.widgets import Static
 
 from vmmtui import narration as say
-from vmmtui.events import SessionFailed, SessionStarted, WorkerExited
 from vmmtui.steps import step_info
-from vmmtui.troubleshooting import Failure
-from vmmtui.tui.messages import EventView, SessionEvent
+from vmmtui.view import ScreenState
 
 
-class TeachingPanel(EventView, Static):
-    def __init__(self, **kw):
+class TeachingPanel(Static):
+    """From the state shown; ``replay``: a recording cannot be restarted, so no "ctrl+r" is offered."""
+
+    def __init__(self, replay: bool = False, **kw):
         super().__init__(**kw)
+        self.replay = replay
         self.border_title = "what this step does"
-        #: a failure or a crash is on show: the next step's text must not cover it
-        self.failed = False
+        self._key: tuple = ()
 
-    mechanism = "vmm"
-
-    @on(SessionEvent)
-    def render_event(self, message: SessionEvent) -> None:
-        e = message.event
-        if isinstance(e, SessionStarted):
-            self.mechanism = e.mechanism
-        elif isinstance(e, SessionFailed):
-            self.show_failure(e.role, e.step, e.failure)
-        elif (
-            isinstance(e, WorkerExited)
-            and not e.expected
-            and not message.closing
-            and not self.failed
-        ):
-            self.update(Text(f"{say.exited(e).plain}: restart with ctrl+r", style="bold red"))
-
-    def reset(self) -> None:
-        self.failed = False
-
-    def show_step(self, step: tuple[str, str] | None, finished: bool = False) -> None:
-        if self.failed:
-            return
-        if step is None:
-            self.border_title = "done" if finished else "what this step does"
-            how = (
-                "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
-                if self.mechanism == "legacy"
-                else "The fd went producer → SCM_RIGHTS → consumer, "
-            )
-            self.update(
-                Text(
-                    how
-                    + "both mapped the same physical memory, and every resource was released in "
-                    "reverse order. ctrl+r runs it again."
-                    if finished
-                    else "",
-                    style="green" if finished else "",
-                )
-            )
-            return
-        s = step_info(step[0], step[1], self.mechanism)
-        self.border_title = f"next: {step[0]} · {s.title}"
-        self.update(Text.assemble((", ".join(s.apis) + " — ", "bold cyan"), s.teaching))
-
-    def show_start_failure(self, message: str) -> None:
-        self.failed = True
-        self.border_title = "COULD NOT START"
-        self.update(
-            Text.assemble(
-                (message, "bold red"),
-                "\n",
-                ("ctrl+r tries again · c picks a scenario · q quits", "dim"),
-            )
+    def show(self, state: ScreenState) -> None:
+        key = (
+            state.start_error,
+            state.failure,
+            state.crash,
+            state.next_step,
+            state.done,
+            state.mechanism,
         )
+        if key == self._key:
+            return
+        self._key = key
+        title, text = self._text(state)
+        self.border_title = title
+        self.update(text)
 
-    def show_failure(self, role: str, step: str, f: Failure) -> None:
-        self.failed = True
-        self.border_title = f"FAILED: {role} · {step}"
-        self.update(
-            Text.assemble(
+    def _text(self, state: ScreenState) -> tuple[str, Text]:
+        again = "" if self.replay else "ctrl+r tries again · c picks a scenario · q quits"
+        if state.start_error is not None:
+            return "COULD NOT START", Text.assemble(
+                (state.start_error, "bold red"), "\n", (again, "dim")
+            )
+        if state.failure is not None:
+            role, step, f = state.failure
+            return f"FAILED: {role} · {step}", Text.assemble(
                 (f"{f.call} → {f.code}", "bold red"),
                 f" ({f.message})\n",
                 ("cause: ", "bold"),
                 f"{f.cause}\n",
                 ("fix: ", "bold"),
-                f"{f.fix}  ",
-                ("(ctrl+r restarts)", "dim"),
+                f"{f.fix}",
+                ("" if self.replay else "  (ctrl+r restarts)", "dim"),
             )
+        if state.crash is not None:
+            restart = "" if self.replay else ": restart with ctrl+r"
+            return "what this step does", Text(
+                f"{say.exited(state.crash).plain}{restart}", style="bold red"
+            )
+        nxt = state.next_step
+        if nxt is None:
+            if not state.done:
+                return "what this step does", Text("")
+            how = (
+                "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
+                if state.mechanism == "legacy"
+                else "The fd went producer → SCM_RIGHTS → consumer, "
+            )
+            again = "" if self.replay else " ctrl+r runs it again."
+            return "done", Text(
+                how + "both mapped the same physical memory, and every resource was released in "
+                "reverse order." + again,
+                style="green",
+            )
+        s = step_info(nxt[0], nxt[1], state.mechanism)
+        return f"next: {nxt[0]} · {s.title}", Text.assemble(
+            (", ".join(s.apis) + " — ", "bold cyan"), s.teaching
         )
