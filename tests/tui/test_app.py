@@ -204,3 +204,49 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
         for p in pids
         if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
     ]
+
+
+@pytest.mark.asyncio
+async def test_keys_pressed_during_a_step_are_queued_on_screen_and_none_is_lost(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        for _ in range(8):  # eight presses faster than a step: as a key held down does
+            app.action_step()
+        assert app.busy and app.queued == 7
+        assert "7 key(s) queued" in text_of(app.query_one("#status"))
+        await wait_for(pilot, lambda: app.session is not None and app.session.position == 8)
+        await wait_for(pilot, lambda: not app.busy and app.queued == 0)
+        await pilot.pause(0.3)
+        assert app.session.position == 8  # 8 presses, 8 steps
+        assert "queued" not in text_of(app.query_one("#status"))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+
+
+@pytest.mark.asyncio
+async def test_each_frame_keeps_the_fd_tables_read_between_its_step_and_the_next(tmp_path):
+    """A live read made while the next step ran belongs to no frame (it showed the consumer's
+    socket and memfds closed at the step before its cleanup)."""
+    from vmmtui.events import FdSnapshot, StepDone
+
+    app = make_app(tmp_path, autoplay=True, pace=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.finished, 90)
+        await wait_for(pilot, lambda: not app.busy)
+        timeline = app.timeline
+        for k, frame in enumerate(timeline.frames[1:], start=1):
+            events = timeline.events[timeline.frames[k - 1].end : frame.end]
+            done = next((i for i, e in enumerate(events) if isinstance(e, StepDone)), None)
+            if done is None:
+                continue
+            after: dict[str, set[int]] = {}
+            for e in events[done:]:
+                if isinstance(e, FdSnapshot):
+                    fds = {r.fd for r in e.rows}
+                    assert after.setdefault(e.role, fds) == fds, (frame.label, e.role)
+            state = app.frames.at(k)
+            for role, fds in after.items():
+                assert {r.fd for r in state.panel(role).fds.rows} == fds, (frame.label, role)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)

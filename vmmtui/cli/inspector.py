@@ -10,6 +10,8 @@ printed as one line (exit 2), as is one found after (the app exits 2 and the lin
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -146,4 +148,21 @@ def cmd_app(args: argparse.Namespace) -> int:
     app.run()
     if app.refused:
         return refuse(app.refused)
+    return ended(app)
+
+
+def ended(app) -> int:
+    """The app's exit status; after a signal, one line saying so (none when the terminal is gone)."""
+    if app.watchdog is not None:
+        app.watchdog.cancel()
+    if app.signalled is not None:
+        name = signal.Signals(app.signalled).name
+        with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): no one to tell
+            print(
+                f"vmmtui: interrupted by {name}; the workers were stopped and the session "
+                "directory removed",
+                file=sys.stderr,
+                flush=True,
+            )
+        return 128 + app.signalled
     return app.return_code or 0

@@ -91,4 +91,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
         start_at=args.step,
     )
     app.run()
-    return app.return_code or 0
+    from vmmtui.cli.inspector import ended
+
+    return ended(app)

@@ -270,10 +270,14 @@ class InspectorApp(Viewer):
             self.call_after_refresh(
                 self._auto_screenshot, f"{step.index + 1:02d}-{step.role}-{step.step}"
             )
+        session = self.session
         if message.generation == self.generation and self.queued and not self.busy:
             self.queued -= 1
             self.inspector.queued = self.queued
-            self.action_step()
+            if session is not None and session.started and not session.stopped:
+                self.action_step()
+            else:
+                self.queued = self.inspector.queued = 0
 
     def on_step_running(self, message: StepRunning) -> None:
         if message.generation == self.generation and self.busy:
@@ -404,11 +408,14 @@ class InspectorApp(Viewer):
     def action_step(self) -> None:
         if self.shown is not None:
             self.go(None)  # stepping is live: the panels come back to the present first
-        if self.busy:  # one step at a time; the press waits its turn, on screen
-            if self.session is not None and not self.session.stopped:
+        session = self.session
+        starting = self.start_session and (session is None or not session.started)
+        if (self.busy or starting) and not self.quitting and self.start_error is None:
+            if session is None or not session.stopped:
+                # one step at a time: the press waits its turn, counted on the status line
                 self.queued += 1
                 self.inspector.queued = self.queued
-            return
+                return
         if self._can_step():
             self._launch(1)
 
@@ -555,14 +562,17 @@ class InspectorApp(Viewer):
         if session.dir:
             shutil.rmtree(session.dir, ignore_errors=True)
 
-    def _finish_quit(self) -> None:
-        if not self.is_running or getattr(self, "_finished", False):
-            return
-        self._finished = True
+    def last_words(self) -> None:
+        super().last_words()
         if self.transcript:
             self.transcript.close()
         if self.recorder is not None:
             self.recorder.close()
+
+    def _finish_quit(self) -> None:
+        if not self.is_running or self.ending:
+            return
+        self.last_words()
         code = self.exit_code
         if code == 0 and self.start_error:
             code = 1

@@ -68,3 +68,10 @@ class StepChosen(Message):
 
     #: the N of "as of step N": how many steps of the plan had run
     steps: int
+
+
+@dataclass
+class Interrupted(Message):
+    """SIGINT, SIGTERM or SIGHUP arrived (signal handler → app)."""
+
+    signum: int

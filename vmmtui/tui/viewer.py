@@ -10,8 +10,12 @@ status 128 + signal.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
+import sys
+import termios
+import threading
 from pathlib import Path
 
 from rich.text import Text
@@ -20,7 +24,7 @@ from textual.app import App
 
 from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.commands import InspectorCommands
-from vmmtui.tui.messages import StepChosen
+from vmmtui.tui.messages import Interrupted, StepChosen
 from vmmtui.tui.screen import InspectorScreen
 from vmmtui.view import Display, FrameStates, ScreenState
 
@@ -28,6 +32,19 @@ PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 #: actions on priority keys (they would scroll the log or move in a list otherwise)
 FRAME_ACTIONS = ("step", "back", "forward", "first", "last", "live")
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: the longest Textual's own shutdown may take before the process ends anyway
+SHUTDOWN_S = 2.0
+
+
+def terminal_gone() -> bool:
+    """The controlling terminal hung up (closed window, dropped SSH): its reads and writes fail."""
+    try:
+        termios.tcgetattr(sys.__stdin__.fileno())
+    except termios.error as exc:
+        return exc.args[0] == errno.EIO
+    except (OSError, ValueError, AttributeError):
+        return False
+    return False
 
 
 class Viewer(App[int]):
@@ -59,6 +76,7 @@ class Viewer(App[int]):
         self.signalled: int | None = None
         #: exit() was called: nothing more is drawn
         self.ending = False
+        self.watchdog: threading.Timer | None = None
         self._last_painted: ScreenState | None = None
 
     # -- the screen --------------------------------------------------------------------------------
@@ -76,14 +94,15 @@ class Viewer(App[int]):
         )
         if self.cast_path:
             self.cast = CastWriter(self, self.cast_path)
-        loop = asyncio.get_running_loop()
-        for signum in SIGNALS:
-            loop.add_signal_handler(signum, self.stop, signum)
+        self._loop = asyncio.get_running_loop()
+        self._old_handlers = {signum: signal.signal(signum, self._on_signal) for signum in SIGNALS}
         self.paint()
 
     def on_unmount(self) -> None:
         if self.cast is not None:
             self.cast.close()
+        for signum, handler in getattr(self, "_old_handlers", {}).items():
+            signal.signal(signum, handler)  # the app's handlers end with it
 
     def state_shown(self) -> ScreenState:
         return self.frames.latest() if self.shown is None else self.frames.at(self.shown)
@@ -201,6 +220,27 @@ class Viewer(App[int]):
         return True
 
     # -- the end -----------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame) -> None:
+        """In the main thread, between any two bytecodes: hand the signal to the event loop. While
+        the app is being taken down, Textual may wait on a terminal that is gone: then end now."""
+        if self.ending:
+            if self.signalled is None:
+                self.signalled = signum
+            if terminal_gone():
+                self.last_words()
+                os._exit(128 + (self.signalled or signum))
+            return
+        # into the app's message queue, from the loop (not from inside whatever the signal cut)
+        self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
+
+    def on_interrupted(self, message: Interrupted) -> None:
+        self.stop(message.signum)
+
+    def last_words(self) -> None:
+        """Files complete before an exit that skips Textual's own shutdown (the terminal is gone)."""
+        if self.cast is not None:
+            self.cast.close()
+
     def stop(self, signum: int) -> None:
         """A signal: end now, cleanly (the live app closes its session first)."""
         if self.signalled is None:
@@ -212,6 +252,14 @@ class Viewer(App[int]):
         self.ending = True
         if self.cast is not None:
             self.cast.close()
+        if not self.is_headless:
+            if terminal_gone():  # no one to draw for, and Textual's shutdown would write to it
+                self.last_words()
+                os._exit(code)
+            # however the shutdown goes, the process ends: a stuck write cannot keep it alive
+            self.watchdog = threading.Timer(SHUTDOWN_S, os._exit, (code,))
+            self.watchdog.daemon = True
+            self.watchdog.start()
         self.exit(code, return_code=code)
 
     async def action_quit(self) -> None:
