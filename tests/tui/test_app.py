@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 
 import psutil
 import pytest
@@ -248,5 +249,37 @@ async def test_each_frame_keeps_the_fd_tables_read_between_its_step_and_the_next
             state = app.frames.at(k)
             for role, fds in after.items():
                 assert {r.fd for r in state.panel(role).fds.rows} == fds, (frame.label, role)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(120, 40), (100, 30), (80, 24), (200, 60)])
+async def test_every_size_shows_each_workers_own_fds_the_exported_and_received_first(
+    tmp_path, size
+):
+    """At 120x40 the mapping card once pushed the producer's fd table below its border: the
+    exported memfd (fd 6) was held in /proc and its number nowhere on screen."""
+    from vmmtui.tui.cast import plain, screen_ansi
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        await step_to(pilot, app, PLAN.index(("consumer", "receive")) + 1)
+        screen = plain(screen_ansi(app))
+        state = app.frames.latest()
+        for role in ("producer", "consumer"):
+            view = app.query_one(f"#{role}-fds", FdTableView)
+            panel = app.panel(role)
+            ours = [r for r in state.panel(role).fds.rows if r.check is not None]
+            assert ours
+            # the table is inside its panel, tall enough for its header and every declared fd
+            assert panel.content_region.contains_region(view.region), (role, view.region)
+            assert view.region.height >= len(ours) + 1, (role, view.region)
+        exported = state.panel("producer").worker_state.exported_fd
+        received = state.panel("consumer").worker_state.received_fd
+        # both numbers on screen, each in its table's row with the memfd it is
+        assert re.search(rf"│\s+{exported}\s+/memfd:", screen), screen
+        assert re.search(rf"│\s+{received}\s+/memfd:.*≡ producer", screen), screen
         await pilot.press("q")
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)

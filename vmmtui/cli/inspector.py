@@ -96,6 +96,12 @@ def record_problem(path: str) -> str | None:
     return problem.replace("--transcript", "--record", 1) if problem else None
 
 
+def cast_problem(path: str) -> str | None:
+    """Why FILE cannot take a cast (--cast), with the fix; None when it can."""
+    problem = transcript_problem(path)
+    return problem.replace("--transcript", "--cast", 1) if problem else None
+
+
 def refuse(line: str) -> int:
     print(f"vmmtui: {line}", file=sys.stderr)
     return EXIT_USAGE
@@ -106,6 +112,7 @@ def cmd_app(args: argparse.Namespace) -> int:
         (args.transcript, transcript_problem),
         (args.screenshots, screenshots_problem),
         (args.record, record_problem),
+        (args.cast, cast_problem),
     ):
         problem = value and check(value)
         if problem:

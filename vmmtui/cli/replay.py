@@ -73,6 +73,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from vmmtui.cli.inspector import cast_problem, refuse, screenshots_problem, transcript_problem
+
+    for value, check in (
+        (args.transcript, transcript_problem),
+        (args.screenshots, screenshots_problem),
+        (args.cast, cast_problem),
+    ):
+        problem = value and check(value)
+        if problem:
+            return refuse(problem)
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE

@@ -410,12 +410,12 @@ class InspectorApp(Viewer):
             self.go(None)  # stepping is live: the panels come back to the present first
         session = self.session
         starting = self.start_session and (session is None or not session.started)
-        if (self.busy or starting) and not self.quitting and self.start_error is None:
-            if session is None or not session.stopped:
-                # one step at a time: the press waits its turn, counted on the status line
-                self.queued += 1
-                self.inspector.queued = self.queued
-                return
+        waits = (self.busy or starting) and not self.quitting and self.start_error is None
+        if waits and (session is None or not session.stopped):
+            # one step at a time: the press waits its turn, counted on the status line
+            self.queued += 1
+            self.inspector.queued = self.queued
+            return
         if self._can_step():
             self._launch(1)
 

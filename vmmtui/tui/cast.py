@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -37,6 +38,14 @@ def screen_ansi(app: App) -> str:
         app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     )
     return console.export_text(styles=True).rstrip("\n").replace("\n", "\r\n")
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def plain(ansi: str) -> str:
+    """A frame's text without its colours."""
+    return ANSI.sub("", ansi)
 
 
 class CastWriter:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
@@ -40,6 +41,9 @@ class InspectorScreen(Screen):
     #: keys pressed during a step, waiting their turn (shown on the status line)
     queued: reactive[int] = reactive(0, init=False)
     show_all_fds: reactive[bool] = reactive(False, init=False)
+
+    class Ready(Message):
+        """The screen's widgets exist: the app can draw its part of a state."""
 
     def __init__(self, state: ScreenState, display: Display, replay: bool = False):
         super().__init__()
@@ -73,7 +77,7 @@ class InspectorScreen(Screen):
         self.ready = True  # the widgets exist from here on
         self._tiers(self.size.width, self.size.height)
         self.paint()
-        self.app.call_later(self.app.paint)  # the app's part: the title
+        self.post_message(self.Ready())  # the app's part: the title, the cast's first frame
 
     def on_resize(self, event) -> None:
         self._tiers(event.size.width, event.size.height)

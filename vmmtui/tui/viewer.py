@@ -104,6 +104,10 @@ class Viewer(App[int]):
         for signum, handler in getattr(self, "_old_handlers", {}).items():
             signal.signal(signum, handler)  # the app's handlers end with it
 
+    def on_inspector_screen_ready(self) -> None:
+        self._last_painted = None  # the first state the screen can show: the cast's first frame
+        self.paint()
+
     def state_shown(self) -> ScreenState:
         return self.frames.latest() if self.shown is None else self.frames.at(self.shown)
 

@@ -91,7 +91,11 @@ class FdTableView(Static):
         # nothing is cut where there is room (a long target or note takes a second line); in a
         # narrow panel (the compact layout) one line a fd, cut, so that the table still shows fds
         narrow = 0 < self.size.width < NARROW
-        ours = [r for r in snap.rows if r.check is not None]
+        # the exported and received fds first: what a small screen must show above all
+        ours = sorted(
+            (r for r in snap.rows if r.check is not None),
+            key=lambda r: (r.kind not in ("exported", "received"), r.fd),
+        )
         others = [r for r in snap.rows if r.check is None]
         # the worker's own fds first: unfolding the others must not push them out of sight
         rows = ours + others if self.show_all else ours
