@@ -253,6 +253,8 @@ class InspectorApp(Viewer):
                 self.notify(say.closed(e).plain, severity="error")
 
     def on_session_events(self, message: SessionEvents) -> None:
+        if message.started:
+            self.ever_started = True
         if message.generation == self.generation and message.last:
             self.busy = False
             self.running = None
@@ -312,23 +314,24 @@ class InspectorApp(Viewer):
             self.screenshots = None
 
     # -- session work in threads: they only post messages --------------------------------------------
-    @work(thread=True, group="session")
     def _start_session(self, generation: int) -> None:
-        from vmmtui.session import (  # only an app that drives workers needs it
-            ConfigError,
-            Session,
-            SessionError,
-        )
+        """A Session made here (the app holds it from the start: a quit meanwhile closes it), started
+        in a thread."""
+        from vmmtui.session import Session  # only an app that drives workers needs it
 
-        choice = self.choice
-        if choice is None and self.probing is not None:
+        self.session = Session(self.config, self.choice)
+        self._start(self.session, generation)
+
+    @work(thread=True, group="session", exit_on_error=False)
+    def _start(self, session: Session, generation: int) -> None:
+        from vmmtui.session import ConfigError, SessionError
+
+        if session.choice is None and self.probing is not None:
             try:
-                choice = self.probing.result()
+                session.choice = self.probing.result()
             except Exception as exc:  # noqa: BLE001 - the probe broke: shown like any start failure
                 _post(self, StartFailed(f"the capability probe failed: {exc}", generation))
                 return
-        session = Session(self.config, choice)
-        self.session = session
         failed: StartFailed | None = None
         try:
             events = session.start()
@@ -341,9 +344,7 @@ class InspectorApp(Viewer):
         except Exception as exc:  # noqa: BLE001 - any reason at all: shown, never a traceback
             events = session.close()
             failed = StartFailed(f"{type(exc).__name__}: {exc}", generation)
-        else:
-            self.ever_started = True
-        _post(self, SessionEvents(events, generation))
+        _post(self, SessionEvents(events, generation, started=failed is None))
         if failed is not None:
             _post(self, failed)
 

@@ -22,6 +22,8 @@ class SessionEvents(Message):
     then: str = ""
     #: False: more steps of the same run follow (``r``), the app stays busy
     last: bool = True
+    #: the events of a start that succeeded
+    started: bool = False
 
 
 @dataclass
