@@ -207,3 +207,14 @@ def test_shapes_that_cannot_run_exit_2_with_one_line(args, says, capsys):
     assert main(["run", "--backend", "memfd", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
+
+
+def test_no_step_outwaits_the_timeout_the_user_gave():
+    """Issue 19.3: a step waited up to 600 s whatever --timeout said; now no longer than the ACK's wait
+    (12x --timeout) and a few seconds for the worker to say why."""
+    from vmmtui.cli import parser
+    from vmmtui.cli.options import config_from
+
+    for argv in (["run", "--timeout", "2"], ["--timeout", "2"]):
+        cfg = config_from(parser().parse_args(argv))
+        assert cfg.ack_timeout == 24 and cfg.ack_timeout < cfg.step_timeout <= 30

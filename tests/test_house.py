@@ -33,6 +33,8 @@ CORE = [
     "vmmtui.view",
     "vmmtui.view.model",
     "vmmtui.view.frames",
+    "vmmtui.record.notes",
+    "vmmtui.page",
 ]
 #: package prefix -> packages it must never import (the layers above it)
 LAYERS = {

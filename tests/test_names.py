@@ -6,7 +6,12 @@ from vmmtui.names import is_clean, shown
 
 
 def test_printable_names_stay_as_they_are():
-    for name in ["python3", "memfd:vmmtui-buffer (deleted)", "/dev/shm/cuda.shm.0.1a2b.1", "données"]:
+    for name in [
+        "python3",
+        "memfd:vmmtui-buffer (deleted)",
+        "/dev/shm/cuda.shm.0.1a2b.1",
+        "données",
+    ]:
         assert shown(name) == name
         assert is_clean(name)
 

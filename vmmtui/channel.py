@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.codec import DecodeError, decode, encode, warm
 from vmmtui.troubleshooting import StepError, failure
 
 VERSION = 1
@@ -58,6 +58,13 @@ class AllocMessage:
     #: legacy IPC: the 64-byte cuIpcMemHandle in hex; empty for VMM (the fd travels as SCM_RIGHTS)
     ipc_handle: str = ""
     type: str = "alloc"
+    #: how the fd travels: ``scm-rights`` (in this message) or ``pidfd`` (the consumer takes it)
+    transport: str = "scm-rights"
+    #: pidfd: the producer's pid and the number of the fd to take (untrusted: checked by the consumer)
+    pid: int = 0
+    fd: int = -1
+    #: pool: the 64-byte CUmemPoolPtrExportData of the allocation, in hex
+    export_data: str = ""
 
 
 @dataclass
@@ -405,3 +412,6 @@ def _parse(
 def _type_name(expect: type) -> str:
     """The ``type`` a message class carries on the wire (its field's default: ``alloc``, ``ack``)."""
     return next(f.default for f in fields(expect) if f.name == "type")
+
+
+warm(AllocMessage, Ack)

@@ -19,10 +19,20 @@ class BackendName(StrEnum):
 
 
 class Mechanism(StrEnum):
-    """How the allocation is shared: VMM (cuMemCreate + an exported fd) or legacy IPC (seed 003)."""
+    """How the allocation is shared: VMM (cuMemCreate + an exported fd), legacy IPC (seed 003), or a
+    stream-ordered memory pool (an exported pool fd, then 64 bytes of export data per allocation)."""
 
     VMM = "vmm"
     LEGACY = "legacy"
+    POOL = "pool"
+
+
+class Transport(StrEnum):
+    """How the exported fd reaches the consumer: carried by the message (SCM_RIGHTS), or taken by the
+    consumer from the producer's fd table with pidfd_open + pidfd_getfd (PyTorch's expandable segments)."""
+
+    SCM_RIGHTS = "scm-rights"
+    PIDFD = "pidfd"
 
 
 class Verify(StrEnum):
@@ -71,6 +81,7 @@ class SessionConfig:
     devices: list[int] | None = None
     #: "ROLE:STEP:HOW" makes that worker misbehave at the start of STEP (crash tests)
     crash: str | None = None
+    transport: str = Transport.SCM_RIGHTS
 
     @property
     def shape(self) -> tuple[str, int, str]:
@@ -124,6 +135,13 @@ def validate(
         )
     if c.mechanism not in choices(Mechanism):
         return f"unknown mechanism {c.mechanism!r}: choose {' or '.join(choices(Mechanism))}"
+    if c.transport not in choices(Transport):
+        return f"unknown transport {c.transport!r}: choose {' or '.join(choices(Transport))}"
+    if c.transport == Transport.PIDFD and c.mechanism == Mechanism.LEGACY:
+        return (
+            "--transport pidfd takes an fd from the producer, and legacy IPC has none (its handle is 64 "
+            "plain bytes): use --mechanism vmm or pool, or the default --transport scm-rights"
+        )
     if c.direction not in choices(Direction):
         return f"unknown direction {c.direction!r}: choose {' or '.join(choices(Direction))}"
     if not 1 <= c.consumers <= MAX_CONSUMERS:
@@ -131,9 +149,11 @@ def validate(
     if c.device < 0 or (c.devices and min(c.devices) < 0):
         return f"device {min([c.device, *(c.devices or [])])} does not exist: device ordinals start at 0"
     if scenario is not None:
-        why_not = scenario.why_not(backend, device_probe)
+        host = None if backend in scenario.cannot else scenario.host_reason()
+        why_not = host or scenario.why_not(backend, device_probe)
         if why_not:
-            return f"scenario {scenario.name} cannot be shown on the {backend} backend: {why_not}"
+            where = "on this host" if host else f"on the {backend} backend"
+            return f"scenario {scenario.name} cannot be shown {where}: {why_not}"
         if (c.consumers, c.direction) != (
             1,
             Direction.PRODUCER_WRITES.value,
@@ -142,10 +162,24 @@ def validate(
                 f"scenario {scenario.name} runs with the {scenario.mechanism} mechanism, one consumer "
                 "and the producer writing"
             )
+        if c.transport not in (Transport.SCM_RIGHTS.value, scenario.transport):
+            return f"scenario {scenario.name} runs with --transport {scenario.transport}"
     if c.mechanism == Mechanism.LEGACY and backend != BackendName.CUDA:
         return (
             "memfd has no legacy mode: cuIpcGetMemHandle/cuIpcOpenMemHandle are CUDA driver calls with no "
             "CPU analogue; use --backend cuda, or --mechanism vmm on memfd"
+        )
+    if c.mechanism == Mechanism.POOL and backend != BackendName.CUDA:
+        return (
+            "memory pools are a CUDA road: cuMemPoolCreate, cuMemPoolExportPointer and "
+            "cuMemPoolImportPointer are driver calls about stream-ordered GPU allocations, and memfd has "
+            "no pool to export (nothing on the CPU would be more than a renamed memfd); use --backend "
+            "cuda, or --mechanism vmm on memfd"
+        )
+    if c.mechanism == Mechanism.POOL and c.devices and set(c.devices) != {c.device}:
+        return (
+            "--mechanism pool keeps every consumer on the producer's device here (an importer on another "
+            "GPU needs cuMemPoolSetAccess, which vmmtui does not show yet): drop --devices"
         )
     if c.devices and backend != BackendName.CUDA:
         return "--devices needs the cuda backend (memfd has no devices)"
@@ -191,6 +225,10 @@ class WorkerConfig:
     crash: str | None = None
     #: the worker's end of the control socketpair, as numbered in the session (inherited with pass_fds)
     control_fd: int | None = None
+    #: the session's pid: a worker whose parent is not it was orphaned before it could ask for the
+    #: death signal, and exits at once; the producer's reaper removes ``vmmtui-<session pid>-*``
+    session_pid: int | None = None
+    transport: str = Transport.SCM_RIGHTS
 
     def to_argv(self) -> list[str]:
         argv: list[str] = []
@@ -232,6 +270,10 @@ class WorkerConfig:
         p.add_argument("--flags", default="")
         p.add_argument("--crash", help=argparse.SUPPRESS)
         p.add_argument("--control-fd", type=int)
+        p.add_argument("--session-pid", type=int)
+        p.add_argument(
+            "--transport", choices=choices(Transport), default=Transport.SCM_RIGHTS.value
+        )
         a = p.parse_args(argv)
         return cls(
             a.role,
@@ -249,4 +291,6 @@ class WorkerConfig:
             [f for f in a.flags.split(",") if f],
             a.crash,
             a.control_fd,
+            a.session_pid,
+            transport=a.transport,
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.names import json_safe
 from vmmtui.state import StepReport
 from vmmtui.troubleshooting import Failure
 
@@ -36,7 +37,9 @@ class Event:
         return {"v": VERSION, "event": type(self).__name__, **encode(self)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        # names from /proc, the wire or recordings stay raw in the data; nothing in them that a
+        # terminal acts on is written raw (json_safe)
+        return json_safe(json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")))
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Event:
@@ -83,6 +86,23 @@ class SessionStarted(Event):
     direction: str = "producer-writes"
     #: the device each worker runs on, by worker name
     devices: dict[str, int] = field(default_factory=dict)
+    #: the failure scenario this session shows (None: the normal sequence)
+    scenario: ScenarioInfo | None = None
+    #: how the fd reaches each consumer: scm-rights or pidfd (pidfd_open + pidfd_getfd)
+    transport: str = "scm-rights"
+
+
+@dataclass
+class ScenarioInfo:
+    """What a scenario is and what it promises, as the session announces it (see ``ScenarioOutcome``)."""
+
+    name: str
+    summary: str
+    explanation: str
+    #: outcomes that count as "happened as described": "verified", an error code, "*" or "any error"
+    expect: list[str]
+    #: (role, step) where the failure is expected; None when the run verifies
+    at: tuple[str, str] | None = None
 
 
 @dataclass
@@ -94,9 +114,26 @@ class WorkerStarted(Event):
 
 @dataclass
 class StepStarted(Event):
+    """Emitted before the worker is asked (``Session.stepping`` yields it while the step runs)."""
+
     index: int
     role: str
     step: str
+
+
+@dataclass
+class NextStep(Event):
+    """Where the plan stands, after the start and after every step: ``done`` steps have run and
+    ``role``'s ``step`` (index ``done``) runs next; both are "" once the plan has stopped (run to
+    its end, failed, or the session closed)."""
+
+    done: int
+    role: str = ""
+    step: str = ""
+
+    @property
+    def stopped(self) -> bool:
+        return not self.step
 
 
 @dataclass
@@ -250,6 +287,7 @@ class FdOpened(AttachEvent):
     target: str
     kind: str  # gpu | memfd | shm | socket | pidfd
     #: present (there when first seen) | opened | arrived (kcmp: another process's open file) | inherited
+    #: | unknown (the same open file as another process's, both appeared in one poll: direction unseen)
     how: str
     at: float
     source: FdHolder | None = None  # the fd it is the same open file as, for arrived/inherited

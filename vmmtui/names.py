@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["shown", "is_clean"]
+__all__ = ["shown", "is_clean", "json_safe"]
 
 # Characters that change how the rest of a line is laid out: bidi embeddings, overrides and
 # isolates, and the invisible marks that spoof a name.
@@ -66,3 +66,24 @@ def shown(name: str | bytes, limit: int = 256) -> str:
 def is_clean(name: str) -> bool:
     """True when :func:`shown` would leave ``name`` as it is."""
     return not any(_unsafe(ch) for ch in name)
+
+
+def json_safe(text: str) -> str:
+    """A JSON text with every character :func:`shown` would escape (C1 such as CSI U+009B, DEL, bidi
+    overrides, line separators, lone surrogates) written as a JSON ``\\uXXXX`` escape: it reads back
+    as the same value, raw names intact for tools such as jq, and a terminal it is printed on acts on
+    none of it. (``json.dumps`` already escapes C0 controls, quotes and backslashes.)"""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    out = []
+    for ch in text:
+        if ch != "\\" and _unsafe(ch):
+            code = ord(ch)
+            if code > 0xFFFF:  # a format character beyond the BMP: a UTF-16 surrogate pair
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)

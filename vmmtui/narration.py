@@ -29,6 +29,7 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.names import shown
 from vmmtui.pattern import Verification
 from vmmtui.sizes import format_size
 from vmmtui.steps import CONSUMER, PRODUCER, kind
@@ -183,6 +184,14 @@ def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
                 "bold",
             )
         )
+    if e.transport == "pidfd":
+        lines.append(
+            Text(
+                "transport: pidfd — the producer sends its pid and the fd's number; the consumer "
+                "takes the fd with pidfd_open + pidfd_getfd (PyTorch's expandable segments' road)",
+                "bold",
+            )
+        )
     return lines
 
 
@@ -190,8 +199,8 @@ def worker_started(e: WorkerStarted, m: Masks = PLAIN) -> Text:
     return Text(f"worker started, pid {m.pid(e.pid)}", "dim")
 
 
-def notice(e: Notice) -> Text:
-    return Text(f"note: {e.text}", "yellow")
+def notice(e: Notice, m: Masks = PLAIN) -> Text:
+    return Text(m.text(f"note: {e.text}"), "yellow")
 
 
 def call(c: Call, m: Masks = PLAIN) -> Text:
@@ -229,16 +238,19 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     )
 
 
-def failed(e: SessionFailed) -> list[Text]:
+def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
     """The failed step, the real error, its cause and its fix."""
     f = e.failure
     lines = [
-        Text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})", "bold red")
+        Text(
+            m.text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})"),
+            "bold red",
+        )
     ]
     if f.cause:
-        lines.append(Text(f"  cause: {f.cause}"))
+        lines.append(Text(m.text(f"  cause: {f.cause}")))
     if f.fix:
-        lines.append(Text(f"  fix:   {f.fix}"))
+        lines.append(Text(m.text(f"  fix:   {f.fix}")))
     return lines
 
 
@@ -253,8 +265,8 @@ def exit_state(e: WorkerExited) -> str:
     return f"exited: {'killed by ' + e.signal if e.signal else f'code {e.returncode}'}"
 
 
-def log_tail(e: WorkerExited) -> list[Text]:
-    return [Text(f"log: {line}", "dim") for line in e.log_tail]
+def log_tail(e: WorkerExited, m: Masks = PLAIN) -> list[Text]:
+    return [Text(m.text(f"log: {line}"), "dim") for line in e.log_tail]
 
 
 def finished(e: SessionFinished, consumers: int | None = None) -> Text:
@@ -267,11 +279,45 @@ def finished(e: SessionFinished, consumers: int | None = None) -> Text:
     return line
 
 
-def closed(e: SessionClosed) -> Text:
+def closing(mechanism: str, plan: Iterable[tuple[str, str]], transport: str = "scm-rights") -> str:
+    """What a plan that ran to its end showed, true to that plan: a scenario that kills a worker
+    drops its cleanup, and then the kernel, not the worker, released what it held."""
+    how = (
+        "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
+        if mechanism == Mechanism.LEGACY
+        else "The consumer took the producer's fd with pidfd_getfd (only a pid and a number "
+        "travelled), "
+        if transport == "pidfd"
+        else "The fd went producer → SCM_RIGHTS → consumer, "
+    )
+    plan = list(plan)
+    roles = list(dict.fromkeys(role for role, _ in plan))
+    cleaned = {role for role, step in plan if step == "cleanup"}
+    skipped = [role for role in roles if role not in cleaned]
+    if not skipped:
+        return (
+            how
+            + "both mapped the same physical memory, and every resource was released in reverse order."
+        )
+    them = " and ".join(skipped)
+    rest = " and ".join(r for r in roles if r in cleaned)
+    return (
+        how
+        + f"both mapped the same physical memory. The {them} ran no cleanup: the kernel released "
+        f"what {'it' if len(skipped) == 1 else 'each'} held (fds, mappings) when it died"
+        + (
+            f"; the {rest} released {'its' if len(roles) - len(skipped) == 1 else 'their'} own in reverse order."
+            if rest
+            else "."
+        )
+    )
+
+
+def closed(e: SessionClosed, m: Masks = PLAIN) -> Text:
     return (
         Text(CLEAN, "dim")
         if e.clean
-        else Text("left behind: " + "; ".join(e.leftovers), "bold red")
+        else Text(m.text("left behind: " + "; ".join(e.leftovers)), "bold red")
     )
 
 
@@ -324,8 +370,8 @@ def _mib(n: int) -> str:
 def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
     return Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} {e.name} started or first seen (parent {e.ppid}): "
-            f"{e.cmdline[:120]}"
+            f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} started or first seen (parent {e.ppid}): "
+            f"{shown(e.cmdline, 120)}"
         ),
         "dim",
     )
@@ -339,17 +385,17 @@ def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
         if e.returncode is not None
         else "exited"
     )
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {e.name} {how}"), "dim")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} {how}"), "dim")
 
 
 def unreadable(e: ProcessUnreadable) -> Text:
-    return Text(f"pid {e.pid}: {e.reason}; going on with the others", "yellow")
+    return Text(f"pid {e.pid}: {e.reason}", "yellow")
 
 
 def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
     line = Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} ({KIND_LABELS.get(e.kind, e.kind)}) "
+            f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {shown(e.target)} ({KIND_LABELS.get(e.kind, e.kind)}) "
         )
     )
     if e.how == "arrived" and e.source is not None:
@@ -359,13 +405,19 @@ def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
             line.append(m.text(f" — {e.via}"), "dim")
     elif e.how == "inherited" and e.source is not None:
         line.append(m.text(f"inherited from its parent {e.source.pid} fd {e.source.fd}"), "cyan")
+    elif e.source is not None:  # unknown, or present at attach: shared, origin not seen
+        src = f"pid {e.source.pid}" + (f" fd {e.source.fd}" if e.source.fd >= 0 else "")
+        said = "direction unknown" if e.how == "unknown" else "open before attach"
+        what = "open file" if e.source.fd >= 0 else "memory"
+        line.append(m.text(f"{e.how}: the same {what} as {src}"), "yellow")
+        line.append(m.text(f" — {e.via or said}"), "dim")
     else:
         line.append(e.how, "dim")
     return line
 
 
 def fd_closed(e: FdClosed, m: Masks = PLAIN) -> Text:
-    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {e.target} closed"), "dim")
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} fd {e.fd} → {shown(e.target)} closed"), "dim")
 
 
 def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
@@ -380,7 +432,7 @@ def shared_file(e: SharedFile, m: Masks = PLAIN) -> Text:
         )
     sign = {True: " ≡ ", False: " ~ ", None: " ? "}[e.same_description]
     who = sign.join(f"pid {h.pid} fd {h.fd}" for h in e.holders) or "no fd left"
-    line = Text(m.text(f"SHARED {label} {e.target}: {who}"), KCMP_STYLES[e.same_description])
+    line = Text(m.text(f"SHARED {label} {shown(e.target)}: {who}"), KCMP_STYLES[e.same_description])
     if e.mapped_by:
         line.append(m.text(f"; mapped by pid {', '.join(map(str, e.mapped_by))}"), "")
     line.append(f" ({e.proof})", "dim")
@@ -391,7 +443,7 @@ def socket_pair(e: SocketPair, m: Masks = PLAIN) -> Text:
     return Text(
         m.text(
             f"pid {e.a.pid} fd {e.a.fd} ⇄ pid {e.b.pid} fd {e.b.fd}: Unix {e.type} socket "
-            f"{e.path or '(unnamed pair)'}"
+            f"{shown(e.path) if e.path else '(unnamed pair)'}"
         ),
         "dim",
     )
@@ -415,14 +467,20 @@ def preflight(e: PreflightCheck) -> list[Text]:
 
 
 def leak(e: Leak) -> list[Text]:
-    return [Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red"), Text(f"    fix: {e.fix}")]
+    if e.kind.startswith(
+        "possible-"
+    ):  # the fd's origin was not seen: a leak only if it was received
+        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {e.what}: {e.detail}", "yellow")
+    else:
+        head = Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red")
+    return [head, Text(f"    fix: {e.fix}")]
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:
     how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
     lines = [
         Text(
-            f"{' '.join(e.command)[:100]}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
+            f"{shown(' '.join(e.command), 100)}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
             f"{e.shared} shared file(s) · {e.leaks} leak(s)",
             "bold red" if e.leaks else "bold",
         )
@@ -457,11 +515,17 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
         return [notice(e)]
     if isinstance(e, FdSnapshot):
         head = Text(
-            m.text(f"{e.role} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"),
+            m.text(
+                f"{shown(e.role)} (pid {e.pid}): {len(e.rows)} fd(s) that can carry memory or fds"
+            ),
             "bold",
         )
         return [head] + [
-            Text(m.text(f"    fd {r.fd:>4} {r.kind:<6} {r.target}  {r.note}  {r.detail}".rstrip()))
+            Text(
+                m.text(
+                    f"    fd {r.fd:>4} {r.kind:<6} {shown(r.target)}  {r.note}  {r.detail}".rstrip()
+                )
+            )
             for r in e.rows
         ]
     if isinstance(e, KcmpVerdict):

@@ -111,6 +111,8 @@ class WorkerState:
     size_claimed: int = 0
     size_reported: int | None = None
     size_source: str = ""
+    #: cuda: the map step's cuMemMap of the claimed size is the last size check (its refusal: SIZE_MISMATCH)
+    size_by_map: bool = False
     #: memfd: the seals the kernel reports on the received memfd (F_GET_SEALS)
     seals: str = ""
     #: consumer on another GPU than the producer: whether cuDeviceCanAccessPeer allowed it

@@ -323,8 +323,113 @@ _WRITES = [
     ),
 ]
 
+_POOL = [
+    Step(
+        PRODUCER,
+        "query",
+        "Query memory pool support",
+        ("cuDeviceGetAttribute",),
+        "Stream-ordered memory pools need MEMORY_POOLS_SUPPORTED, and sharing one needs "
+        "MEMPOOL_SUPPORTED_HANDLE_TYPES to include POSIX_FILE_DESCRIPTOR. Allocations come from the pool in "
+        "any size: there is no granularity to respect. This is the road of cuda.core's "
+        "DeviceMemoryResource(ipc_enabled=True) and PyTorch's CUDA caching allocator with pools.",
+    ),
+    Step(
+        PRODUCER,
+        "create",
+        "Create the pool and allocate from it",
+        ("cuMemPoolCreate", "cuStreamCreate", "cuMemAllocFromPoolAsync", "cuStreamSynchronize"),
+        "cuMemPoolCreate with CUmemPoolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR makes a "
+        "pool that can be exported; without a handle type it never can. cuMemAllocFromPoolAsync takes an "
+        "allocation from it in stream order: the pointer comes back at once, the memory is usable once the "
+        "stream reaches the allocation (hence the synchronize).",
+    ),
+    Step(
+        PRODUCER,
+        "export",
+        "Export the pool, then the pointer",
+        ("cuMemPoolExportToShareableHandle", "cuMemPoolExportPointer"),
+        "Two exports: cuMemPoolExportToShareableHandle turns the whole pool into a POSIX fd (it travels like "
+        "VMM's fd), and cuMemPoolExportPointer turns one allocation into 64 bytes of CUmemPoolPtrExportData, "
+        "which is not a handle: plain bytes, useless without the pool.",
+    ),
+    Step(
+        PRODUCER,
+        "send",
+        "Send the pool's fd and the pointer's export data",
+        ("sendmsg(SCM_RIGHTS)",),
+        "The pool's fd travels as SCM_RIGHTS and the 64 export-data bytes in the message, beside the size. "
+        "One pool fd serves every later allocation: a program sends it once, then only 64 bytes per pointer.",
+    ),
+    Step(
+        CONSUMER,
+        "receive",
+        "Receive the pool's fd and the export data",
+        ("recvmsg(SCM_RIGHTS)",),
+        "recvmsg delivers the pool's fd and the 64 bytes. kcmp proves the fd is the producer's open file.",
+    ),
+    Step(
+        CONSUMER,
+        "import",
+        "Import the pool, then the pointer",
+        (
+            "cuMemPoolImportFromShareableHandle",
+            "cuMemPoolImportPointer",
+            "cuMemGetAddressRange",
+        ),
+        "cuMemPoolImportFromShareableHandle turns the fd into a pool in this process (it cannot allocate: "
+        "imported pools only import), and cuMemPoolImportPointer maps the producer's allocation from the "
+        "export data: a device pointer here, no reserve or map steps. cuMemGetAddressRange asks the driver "
+        "how large the allocation really is, against the size claimed.",
+    ),
+    Step(
+        CONSUMER,
+        "cleanup",
+        "Clean up (consumer)",
+        ("cuMemFreeAsync", "cuStreamSynchronize", "cuMemPoolDestroy", "close"),
+        "The importer frees its pointer first (cuMemFreeAsync, completed before the exporter frees: the "
+        "driver's rule for imported pool memory), destroys its imported pool and closes the fd.",
+    ),
+    Step(
+        PRODUCER,
+        "cleanup",
+        "Clean up (producer)",
+        ("cuMemFreeAsync", "cuStreamSynchronize", "cuMemPoolDestroy", "close", "unlink"),
+        "After every consumer's ACK and free, the producer frees the allocation into its pool, destroys the "
+        "pool (its memory goes back to the device) and closes the exported fd.",
+    ),
+]
+
+_PIDFD = [
+    Step(
+        PRODUCER,
+        "send",
+        "Send our pid and the fd's number",
+        ("prctl(PR_SET_PTRACER)", "sendmsg"),
+        "PyTorch's expandable segments send no fd: the message holds the producer's pid and the exported fd's "
+        "number, plain integers. The fd stays in the producer's table for the consumer to take. Yama's "
+        "ptrace_scope 1 lets only an ancestor do that, so the producer first names the consumer with "
+        "prctl(PR_SET_PTRACER, its pid) (EINVAL where there is no Yama: nothing to allow).",
+    ),
+    Step(
+        CONSUMER,
+        "receive",
+        "Take the fd with pidfd_getfd",
+        ("recvmsg", "pidfd_open", "pidfd_getfd"),
+        "recvmsg brings the pid and fd number; the pid is checked against SO_PEERCRED (a number from the wire "
+        "names whichever process has it). pidfd_open(pid) makes a pidfd, and pidfd_getfd(pidfd, fd) copies "
+        "the producer's fd into this process: a new fd number, the same open file, and no message carried it. "
+        "The kernel allows it only with ptrace access: seccomp profiles, Yama and PID namespaces refuse it, "
+        "where SCM_RIGHTS would still work. kcmp proves both fds are one file.",
+    ),
+]
+
 STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _STEPS + _WRITES}
+PIDFD_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _PIDFD}
+POOL_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _POOL}
 LEGACY_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _LEGACY}
+#: step tables by mechanism, over the VMM one
+BY_MECHANISM = {"legacy": LEGACY_STEPS, "pool": POOL_STEPS}
 _VMM_ONLY = ("reserve", "map", "set_access")
 
 
@@ -347,10 +452,15 @@ def consumer_names(count: int) -> list[str]:
     return [CONSUMER] if count == 1 else [f"{CONSUMER}-{k}" for k in range(1, count + 1)]
 
 
-def step_info(role: str, name: str, mechanism: str = "vmm") -> Step:
-    """The Step for ``role``'s step ``name`` in this mechanism, with the peer in the title if any."""
+def step_info(role: str, name: str, mechanism: str = "vmm", transport: str = "scm-rights") -> Step:
+    """The Step for ``role``'s step ``name`` in this mechanism and transport, with the peer in the title."""
     key = (kind(role), base(name))
-    step = (LEGACY_STEPS.get(key) if mechanism == "legacy" else None) or STEPS[key]
+    pidfd = transport == "pidfd" and mechanism != "legacy"
+    step = (
+        (PIDFD_STEPS.get(key) if pidfd else None)
+        or BY_MECHANISM.get(mechanism, {}).get(key)
+        or STEPS[key]
+    )
     if ":" in name:
         step = replace(step, title=f"{step.title} ({name.split(':', 1)[1]})")
     return step
@@ -367,7 +477,7 @@ def build_plan(
         return step if consumers == 1 else f"{step}:{name}"
 
     def keep(step: str) -> bool:
-        return not (mechanism == "legacy" and step in _VMM_ONLY)
+        return not (mechanism in ("legacy", "pool") and step in _VMM_ONLY)
 
     pre = [s for s in ("init", "query", "create", "reserve", "map", "set_access") if keep(s)]
     plan = [(PRODUCER, s) for s in pre]

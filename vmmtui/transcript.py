@@ -39,6 +39,7 @@ class Transcript:
         self.error: str | None = None
         self.repeats = say.Repeats()
         self.mechanism = "vmm"
+        self.transport = "scm-rights"
         self.consumers: int | None = None
         if not self.json:
             self.file.write("# vmmtui transcript\n\n")
@@ -55,9 +56,21 @@ class Transcript:
             self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here, the session goes on"
             self.close()
 
+    def note(self, on: str, text: str) -> None:
+        """A teacher's note (replay --notes) as a quote in the Markdown; JSON lines hold only events."""
+        if self.json or self.error:
+            return
+        quoted = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+        try:
+            self.file.write(f"\n> **teacher's note ({on})**\n>\n{quoted}\n\n")
+        except OSError as exc:
+            self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here"
+            self.close()
+
     def markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
             self.mechanism, self.consumers = e.mechanism, len(e.consumers)
+            self.transport = e.transport
             lines = [t.plain for t in say.started(e)]
             return (
                 "".join(f"- {line}\n" for line in lines)
@@ -95,7 +108,7 @@ class Transcript:
     def _step(self, e: StepDone) -> str:
         r = e.report
         try:
-            title = step_info(r.role, r.step, self.mechanism).title
+            title = step_info(r.role, r.step, self.mechanism, self.transport).title
         except KeyError:
             title = r.step
         head = f"\n## {r.role}: {title} ({'ok' if r.ok else 'FAILED'}, {r.duration_ns / 1e6:.3f} ms)\n\n"

@@ -106,6 +106,12 @@ TABLE: dict[str, tuple[str, str]] = {
         "its owner could shrink it under our mapping and every access past the new end would be SIGBUS",
         "the producer must create the memfd with MFD_ALLOW_SEALING and seal it before export (vmmtui's does)",
     ),
+    "NOT_MEMFD": (
+        "the fd that arrived is not a memfd (a file, pipe, socket or device instead): it is not the "
+        "producer's shared memory, and mapping it would show whatever it holds, or fault",
+        "nothing was mapped; the producer must send the memfd it allocated (vmmtui's does): check "
+        "what sent it (the peer's pid is in the wire panel, from SO_PEERCRED)",
+    ),
     "PEER_REFUSED": (
         "a process other than the launched peer connected to the socket",
         "only the consumer this session launched may receive the fd; the intruder was refused",
@@ -197,6 +203,80 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
         "this GPU or driver does not offer fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0)",
         "fabric handles need a Hopper or newer GPU with an R530+ driver on an NVLink-domain system; on one node "
         "share with POSIX fds, as vmmtui does by default",
+    ),
+    ("cuMemPoolExportToShareableHandle", "*"): (
+        "the pool was created without a shareable handle type (CUmemPoolProps.handleTypes = "
+        "CU_MEM_HANDLE_TYPE_NONE, as in a zeroed struct or the device's default pool): it is not IPC capable",
+        "create the pool with handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (cuda.core: "
+        "DeviceMemoryResource(ipc_enabled=True)); the device's default pool can never be exported",
+    ),
+    ("cuMemPoolImportPointer", "*"): (
+        "the export data does not name a live allocation of the imported pool (freed by the exporter, or "
+        "from another pool)",
+        "import the pointer while the exporter keeps it (the ACK orders it), from the pool it was exported with",
+    ),
+    ("cuMemPoolCreate", "CUDA_ERROR_NOT_SUPPORTED"): (
+        "this GPU or driver has no stream-ordered memory pools, or none with POSIX-fd handles",
+        "check MEMORY_POOLS_SUPPORTED with `vmmtui doctor` (CUDA 11.2+), or use --mechanism vmm",
+    ),
+    ("pidfd_getfd (seccomp)", "EPERM"): (
+        "this process runs under a seccomp filter that refuses pidfd_getfd, as Docker's default profile "
+        "does for a container without CAP_SYS_PTRACE (moby#45622): the bare 'Operation not permitted' of "
+        "PyTorch's expandable segments (pytorch#165685) and UCX cuda_ipc",
+        "run the container with --cap-add SYS_PTRACE, or a seccomp profile that allows pidfd_getfd, or "
+        "send the fd over a Unix socket with SCM_RIGHTS (--transport scm-rights), which seccomp allows",
+    ),
+    ("pidfd_getfd (Yama)", "EPERM"): (
+        "Yama's ptrace_scope lets only an ancestor (or a pid named with prctl(PR_SET_PTRACER)) take another "
+        "process's fds, and the producer is not this consumer's ancestor (flashinfer moved to SCM_RIGHTS "
+        "for this)",
+        "have the producer call prctl(PR_SET_PTRACER, consumer_pid) before it sends (vmmtui's producer "
+        "does), or set kernel.yama.ptrace_scope=0, or give CAP_SYS_PTRACE, or use SCM_RIGHTS",
+    ),
+    ("pidfd_getfd", "EPERM"): (
+        "pidfd_getfd needs ptrace access (PTRACE_MODE_ATTACH_REALCREDS) to the producer: another user, "
+        "a non-dumpable process, a seccomp filter or an LSM refused it",
+        "run both as the same user with CAP_SYS_PTRACE where needed, or send the fd with SCM_RIGHTS "
+        "(--transport scm-rights), which needs no ptrace access",
+    ),
+    ("pidfd_getfd", "EBADF"): (
+        "the producer has no fd of that number (it closed it, or the number on the wire is wrong)",
+        "keep the exported fd open until every consumer has taken it (the ACK orders it)",
+    ),
+    ("pidfd_getfd", "ESRCH"): (
+        "the producer exited before the consumer took its fd",
+        "keep the producer alive until the consumer has imported (wait for its ACK)",
+    ),
+    ("pidfd_open", "ESRCH"): (
+        "no process has that pid here: the producer exited, or the pid is from another PID namespace",
+        "keep the producer alive until the consumer has imported; across PID namespaces use SCM_RIGHTS",
+    ),
+    ("pidfd_open (other PID namespace)", "ESRCH"): (
+        "pids do not cross PID namespaces: the producer's pid names nobody in the consumer's namespace "
+        "(a container with its own PID namespace; ucx#11978, vllm PR #55906)",
+        "share the PID namespace (docker --pid=host or --pid=container:ID, Kubernetes "
+        "shareProcessNamespace: true), or send the fd with SCM_RIGHTS, which crosses PID namespaces",
+    ),
+    ("pidfd_open (other PID namespace)", "PIDFD_WRONG_PROCESS"): (
+        "pids do not cross PID namespaces: the producer's pid names another process in the consumer's "
+        "namespace, and pidfd_getfd would take that process's fd",
+        "share the PID namespace (docker --pid=host), or send the fd with SCM_RIGHTS",
+    ),
+    ("unshare(CLONE_NEWPID)", "UNAVAILABLE"): (
+        "this host does not let an unprivileged process make a PID namespace (user namespaces are off, or "
+        "a seccomp or AppArmor profile forbids them)",
+        "run the scenario where `unshare --user --pid --fork true` works, or as root",
+    ),
+    ("recvmsg", "SIZE_MISMATCH"): (
+        "the producer claimed an allocation of another size than this consumer was asked to share (its "
+        "--size rounded to the granularity); importing, mapping or reading it is refused",
+        "run producer and consumer with the same --size (both sides the same vmmtui version)",
+    ),
+    ("cuMemMap (imported)", "SIZE_MISMATCH"): (
+        "the driver refused to map the claimed size of the imported allocation at offset 0: the allocation "
+        "that arrived is smaller than the producer claimed (the code is the driver's: INVALID_VALUE, "
+        "NOT_SUPPORTED or OUT_OF_MEMORY, depending on the driver)",
+        "nothing was mapped; the producer must send the size it allocated (both sides the same vmmtui version)",
     ),
     ("cuMemFree", "CUDA_ERROR_INVALID_VALUE"): (
         "cuMemFree only frees cuMemAlloc memory; an imported VMM mapping is not one",

@@ -36,6 +36,40 @@ def test_bad_input_exits_2_in_one_line(args):
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
+def test_a_bad_pid_is_worded_once_and_alike_for_pids_and_can():
+    plain, can = vmmtui("attach", "0"), vmmtui("attach", "--can", "0", "0")
+    assert plain.returncode == can.returncode == 2
+    assert plain.stderr == can.stderr == "vmmtui attach: 0 is not a process id\n", (plain, can)
+    assert can.stdout == ""
+    gone = vmmtui("attach", "--can", "999999999", "999999999")
+    assert gone.returncode == 2 and gone.stdout.count("does not exist") <= 1, gone
+
+
+def test_the_only_pid_missing_does_not_speak_of_others():
+    res = vmmtui("attach", "--once", "999999999")
+    assert res.returncode == 1 and "others" not in res.stdout + res.stderr
+    assert res.stderr.startswith("vmmtui attach: the process could not be read")
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_kcmp_lines_name_kcmp_once():
+    fd = os.memfd_create("fixture-verdict-line", 0)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        pass_fds=(fd,),
+    )
+    try:
+        res = vmmtui("attach", "--once", str(os.getpid()), str(child.pid))
+    finally:
+        child.stdin.close()
+        child.wait()
+        os.close(fd)
+    lines = [x for x in res.stdout.splitlines() if "kcmp" in x]
+    assert any("≡" in x for x in lines), res.stdout
+    assert all(x.count("kcmp") == 1 for x in lines), lines
+
+
 def test_can_with_a_pid_that_does_not_exist_exits_2():
     res = vmmtui("attach", "--can", str(os.getpid()), "999999999")
     assert res.returncode == 2 and "does not exist" in res.stdout
@@ -75,7 +109,7 @@ def _as_nobody(target: int) -> str:
 def test_another_users_process_is_no_permission_and_kcmp_unavailable_with_errno():
     out = _as_nobody(os.getpid())
     assert "unavailable kcmp failed with EPERM" in out, out
-    assert f"pid {os.getpid()}: no permission" in out and "going on with the others" in out, out
+    assert f"pid {os.getpid()}: no permission" in out, out
 
 
 def test_kcmp_sorts_open_file_descriptions_in_n_log_n(tmp_path):
@@ -148,8 +182,12 @@ def test_every_attach_event_of_real_runs_round_trips():
         line = e.to_json()
         assert Event.from_json(line) == e and Event.from_json(line).to_json() == line
         seen.add(type(e).__name__)
+    from vmmtui.trace.events import TraceEvent  # trace's own: tests/trace round-trips them
+
     attach_types = {
-        n for n, c in Event.types.items() if issubclass(c, AttachEvent) and c is not AttachEvent
+        n
+        for n, c in Event.types.items()
+        if issubclass(c, AttachEvent) and c is not AttachEvent and not issubclass(c, TraceEvent)
     }
     assert attach_types <= seen, f"never produced: {attach_types - seen}"
 
@@ -174,9 +212,9 @@ def test_the_view_shows_the_pair_and_what_they_share():
             async with app.run_test(size=(160, 48)) as pilot:
                 for _ in range(40):
                     await pilot.pause(0.1)
-                    if any(
-                        "SHARED memfd" in str(f.target) or f.kind == "memfd"
-                        for f in app.follower.shared_history
+                    if app.board and any(
+                        getattr(f, "kind", "") == "memfd"
+                        for f in app.board.shares + app.board.earlier
                     ):
                         break
                 table = app.query_one("#procs")
@@ -188,3 +226,24 @@ def test_the_view_shows_the_pair_and_what_they_share():
         asyncio.run(go())
     finally:
         proc.wait(timeout=20)
+
+
+def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch):
+    """attach --once starts NVML in a thread on a GPU box (overlapping its imports and the scan); a
+    follower that never needed it still closes what was opened."""
+    from concurrent.futures import Future
+
+    from vmmtui.attach.follow import Follower
+
+    closed = []
+    soon: Future = Future()
+    nvml = Nvml(error="not opened in this test")
+    monkeypatch.setattr(nvml, "close", lambda: closed.append(True))
+    soon.set_result(nvml)
+    f = Follower({os.getpid()}, nvml_soon=soon)
+    f.poll()  # this process holds no /dev/nvidia* fd: NVML is not asked
+    assert f.nvml is None and f.nvml_soon is soon
+    f.close()
+    assert closed == [True] and f.nvml_soon is None
+    if not os.path.exists("/dev/nvidiactl"):
+        assert Nvml.opening() is None  # no driver: nothing started

@@ -1,6 +1,7 @@
 """``vmmtui watch -- python FIXTURE`` on real processes sharing real memfds: it finds each shared
 file, how the fd arrived, and the leak, in words and in --json."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,10 @@ def test_pair_in_different_pid_namespaces():
     ns = {e.pid: e.pid_ns for e in of(events, ProcessSeen)}
     assert len({ns[h.pid] for h in share.holders}) == 2
     assert any("PID namespaces" in n.text for n in of(events, Notice))
+    said = " ".join(n.text for n in of(events, Notice))
+    assert re.search(
+        r"pid \d+ is in another PID namespace than vmmtui \(it is pid \d+ there\)", said
+    )
 
 
 def test_text_report_says_arrived_shared_and_leak():

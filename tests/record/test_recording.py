@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -148,14 +149,47 @@ def test_a_missing_file_or_name_exits_2_listing_the_gallery():
     )
 
 
-def test_the_gallery_lists_machine_and_date_and_opens_by_prefix():
+def test_the_gallery_lists_machine_driver_and_date_and_opens_by_prefix():
     res = vmmtui("replay", "--list")
     assert res.returncode == 0
-    row = next(line for line in res.stdout.splitlines() if line.startswith("cpu-memfd-1mib"))
-    assert "CPU memory (memfd) on " in row and "20" in row  # machine and date
+    lines = res.stdout.splitlines()
+    # each group's line says where, with which driver and when (from the recordings' headers)
+    h100 = lines.index("NVIDIA H100 80GB HBM3 on vm · CUDA driver API 13.0 · 2026-11-23")
+    assert lines[h100 + 1].split()[:2] == ["h100-consumers4-writes", "16:20"]
+    memfd = next(i for i, line in enumerate(lines) if line.startswith("CPU memory (memfd) on "))
+    assert "no GPU driver (memfd) · 20" in lines[memfd] and "cpu-memfd-1mib" in lines[memfd + 1]
+    # the runs that verified come before the failure scenarios
+    names = [line.split()[0] for line in lines[h100 + 1 :] if line.startswith("  ")]
+    assert names.index("h100-vmm-1mib") < names.index("h100-scenario-intruder")
+    assert lines[-1].startswith(f"{len(gallery.entries())} recordings, ")
     assert gallery.find("cpu-memfd").name.startswith("cpu-memfd-1mib")
+    assert gallery.find("h100-vmm").name == "h100-vmm-1mib.jsonl.gz"  # the smallest size first
     rec = gallery.resolve("cpu-memfd")
     assert rec.header.backend == "memfd" and Timeline(rec.events).frames[-1].closing
+
+
+def test_a_name_from_a_recording_header_is_listed_through_the_sanitiser(tmp_path):
+    rec = (gallery.HERE / "cpu-memfd-1mib.jsonl.gz").read_bytes()
+    lines = gzip.decompress(rec).decode().split("\n")
+    header = json.loads(lines[0])
+    header["machine"]["hostname"] = "evil\x1b]0;pwned\x07"
+    (tmp_path / "x.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]))
+    listed = gallery.listing(tmp_path)
+    assert "\x1b" not in listed and "evil\\x1b]0;pwned\\x07" in listed
+
+
+def test_pyproject_ships_every_gallery_file():
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["vmmtui"]
+    for path in gallery.HERE.iterdir():
+        if path.name.endswith(gallery.SUFFIXES):
+            rel = path.relative_to(root / "vmmtui").as_posix()
+            assert any(fnmatch.fnmatch(rel, g) for g in globs), rel
 
 
 def test_the_gallery_stays_under_2_mib():
@@ -214,3 +248,173 @@ def test_the_record_package_never_imports_textual():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def limited_replay(path, limit_bytes: int = 2 << 30):
+    """``vmmtui replay PATH`` in a process that cannot have more than ``limit_bytes`` of memory."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", "replay", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=cap,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("where", ["header", "event"])
+def test_a_value_nested_1000_deep_is_one_line_with_its_line_number(recorded, tmp_path, where):
+    lines = recorded[0].read_text().splitlines()
+    at = 0 if where == "header" else 5
+    lines[at] = lines[at][:-1] + f',"extra":{nested(1000)}}}'
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordingError, match=f"line {at + 1}: values nested more than 32 deep"):
+        read(deep)
+    res = vmmtui("replay", str(deep))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"line {at + 1}: values nested" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_brackets_inside_strings_are_not_nesting(recorded, tmp_path):
+    lines = recorded[0].read_text().splitlines()
+    lines[1] = json.dumps({"v": 1, "event": "Notice", "text": "[{" * 500 + ' \\" ' + "]}" * 500})
+    path = tmp_path / "brackets.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert read(path).events[0].text.startswith("[{[{")
+
+
+def test_a_gzip_bomb_is_refused_at_4_mib_without_filling_memory(recorded, tmp_path):
+    """5 MB on disk, 5 GiB of blank lines (1 MiB each) once decompressed, after a real recording's lines: the
+    reader stops at 4 MiB (one line naming where), in a process allowed 2 GiB of memory."""
+    head = gzip.compress(recorded[0].read_bytes())
+    member = gzip.compress(b" " * ((1 << 20) - 1) + b"\n", compresslevel=9)
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with open(bomb, "wb") as f:
+        f.write(head)
+        for _ in range(5 << 10):  # gzip members one after another: one stream of 5 GiB
+            f.write(member)
+    assert bomb.stat().st_size < 8 << 20
+    res = limited_replay(bomb)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr[-2000:]
+    assert "more than 4 MiB once decompressed" in res.stderr and "Traceback" not in res.stderr
+    # each member is one line of 1 MiB: the limit is crossed in the fourth after the recording's
+    line = recorded[0].read_text().count("\n") + 4
+    assert f"line {line}:" in res.stderr
+
+
+def test_a_plain_file_over_4_mib_is_refused_too(recorded, tmp_path):
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(recorded[0].read_bytes() + b" " * (4 << 20) + b"\n")
+    with pytest.raises(RecordingError, match=r"line \d+: more than 4 MiB \(vmmtui's"):
+        read(big)
+
+
+def test_a_recording_cut_at_a_line_boundary_says_so(recorded, tmp_path):
+    lines = recorded[0].read_text().splitlines(keepends=True)
+    assert read(recorded[0]).cut == ""
+    for keep in (3, len(lines) // 2, len(lines) - 1):
+        cut = tmp_path / f"cut{keep}.jsonl"
+        cut.write_text("".join(lines[:keep]))
+        rec = read(cut)
+        assert rec.cut.startswith(f"cut short: it ends at line {keep}, before the session's end")
+        assert Timeline(rec.events).frames  # replayable as far as it goes
+
+
+def test_the_recorder_stops_at_the_limit_with_a_note_the_reader_repeats(tmp_path, monkeypatch):
+    from vmmtui.record import recording
+
+    monkeypatch.setattr(recording, "MAX_BYTES", 64 << 10)
+    events = [e for e in session_events() if not isinstance(e, SessionClosed)]
+    rec = Recorder(tmp_path / "r.jsonl", make_header(SessionConfig(), "memfd", "test"))
+    for _ in range(50):
+        rec.write_all(events)
+    rec.close()
+    assert rec.full and (tmp_path / "r.jsonl").stat().st_size <= 64 << 10
+    back = read(tmp_path / "r.jsonl")
+    assert back.cut.startswith("the recording stops here: it reached its 64 KiB limit (line ")
+
+
+MUTATIONS = ("flip", "delete", "duplicate", "truncate", "nest", "swap-type", "huge-number")
+
+
+def mutate(text: str, rng) -> str:
+    lines = text.splitlines()
+    i = rng.randrange(len(lines))
+    how = rng.choice(MUTATIONS)
+    if how == "flip":
+        line = bytearray(lines[i].encode())
+        for _ in range(rng.randint(1, 4)):
+            line[rng.randrange(len(line))] = rng.randrange(256)
+        lines[i] = line.decode("utf-8", "replace")
+    elif how == "delete":
+        del lines[i]
+    elif how == "duplicate":
+        lines.insert(i, lines[rng.randrange(len(lines))])
+    elif how == "truncate":
+        lines[i] = lines[i][: rng.randrange(len(lines[i]))]
+    elif how == "nest":
+        lines[i] = re.sub(
+            r":(\d+|\"[^\"]*\")", ":" + nested(rng.choice([40, 1000, 5000])), lines[i], count=1
+        )
+    elif how == "swap-type":
+        lines[i] = (
+            re.sub(r":(\d+)", r':"\1"', lines[i], count=1)
+            if rng.random() < 0.5
+            else re.sub(r':"([^"]*)"', r":[\1]", lines[i], count=1)
+        )
+    else:
+        lines[i] = re.sub(r":(\d+)", ":" + "9" * 5000, lines[i], count=1)
+    return "\n".join(lines) + "\n"
+
+
+def test_200_mutated_recordings_read_or_say_why_in_one_line(recorded, tmp_path):
+    """Whatever the damage, reading gives a Recording (whose frames can be drawn) or RecordingError."""
+    import random
+
+    rng = random.Random(19)
+    text = recorded[0].read_text()
+    path = tmp_path / "mutant.jsonl"
+    for k in range(200):
+        path.write_text(mutate(text, rng))
+        try:
+            Timeline(read(path).events).frames  # noqa: B018 - building the frames is the check
+        except RecordingError as exc:
+            assert "\n" not in str(exc) and str(path) in str(exc), (k, str(exc))
+
+
+def test_gallery_recordings_open_with_their_session_not_with_another_runs_leftovers():
+    from vmmtui.events import Notice, SessionStarted
+
+    for entry in gallery.entries():
+        events = read(entry.path).events
+        assert isinstance(events[0], SessionStarted), (entry.name, events[0])
+        assert not [e for e in events if isinstance(e, Notice) and "stale" in e.text], entry.name
+
+
+def test_a_gzip_recording_whose_recorder_died_replays_as_cut(tmp_path):
+    """A killed recorder leaves its .gz without the trailer, flushed at the last batch of events."""
+    events = [e for e in session_events() if not isinstance(e, SessionClosed)]
+    rec = Recorder(tmp_path / "live.jsonl.gz", make_header(SessionConfig(), "memfd", "test"))
+    rec.write_all(events[:10])
+    rec.write_all(events[10:20])
+    killed = tmp_path / "killed.jsonl.gz"
+    killed.write_bytes((tmp_path / "live.jsonl.gz").read_bytes())  # as the kill left it
+    written = rec.written  # repeated fd tables are left out
+    rec.close()
+    back = read(killed)
+    assert len(back.events) == written
+    assert back.cut.startswith(f"cut short: it ends at line {written + 1}, before the session's")
+    half = tmp_path / "half.jsonl.gz"
+    half.write_bytes((tmp_path / "live.jsonl.gz").read_bytes()[:20])
+    with pytest.raises(RecordingError, match="is not a readable recording"):
+        read(half)  # not even the header survived

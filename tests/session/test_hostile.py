@@ -237,10 +237,10 @@ def test_the_producer_seals_what_it_exports():
 class Consumer:
     """A real consumer worker, driven step by step the way the session drives it."""
 
-    def __init__(self, backend: str, path: str, log: Path):
+    def __init__(self, backend: str, path: str, log: Path, size: int = 4096):
         parent, child = socket.socketpair()
         cfg = WorkerConfig(
-            "consumer", backend, 4096, path, control_fd=child.fileno(), connect_timeout=10
+            "consumer", backend, size, path, control_fd=child.fileno(), connect_timeout=10
         )
         self.log = open(log, "w")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
@@ -291,21 +291,29 @@ def events(proc: subprocess.Popen) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-def refused_import(backend: str, tmp: str, real: int, claimed: int, *opts: str):
-    """Run the consumer against the liar up to import; returns its failed import report, having checked
-    that it then cleans up, holds no shared memory, and exits normally (no SIGBUS)."""
+STEPS_TO = ("init", "connect", "receive", "import", "reserve", "map")
+
+
+def refused(
+    backend: str,
+    tmp: str,
+    real: int,
+    claimed: int,
+    *opts: str,
+    size: int = 4096,
+    at: str = "import",
+):
+    """Run a consumer launched with ``--size size`` against the liar up to step ``at``, which must fail;
+    returns that report, having checked that the consumer then cleans up, holds no shared memory, and
+    exits normally (no SIGBUS)."""
     path = os.path.join(tmp, "s.sock")
     producer = liar(backend, path, real, claimed, *opts)
-    consumer = Consumer(backend, path, Path(tmp) / "consumer.log")
+    consumer = Consumer(backend, path, Path(tmp) / "consumer.log", size)
     try:
-        for name, args in (
-            ("init", {}),
-            ("connect", {"expect_pid": producer.pid}),
-            ("receive", {}),
-        ):
-            r = consumer.step(name, **args)
+        for name in STEPS_TO[: STEPS_TO.index(at)]:
+            r = consumer.step(name, **({"expect_pid": producer.pid} if name == "connect" else {}))
             assert r.ok, r.failure
-        report = consumer.step("import")
+        report = consumer.step(at)
         assert not report.ok
         cleanup = consumer.step("cleanup")
         assert cleanup.ok, cleanup.failure
@@ -322,7 +330,8 @@ def refused_import(backend: str, tmp: str, real: int, claimed: int, *opts: str):
 
 @pytest.mark.parametrize("claimed", [64 << 20, 1 << 40], ids=["64MiB", "1TiB"])
 def test_a_small_memfd_claimed_large_is_refused_before_mapping(short_tmp, claimed):
-    r = refused_import("memfd", short_tmp, 4096, claimed)
+    """The consumer was asked for the claimed size: the kernel's fstat refuses the short memfd."""
+    r = refused("memfd", short_tmp, 4096, claimed, size=claimed)
     assert r.failure.code == "SIZE_MISMATCH" and r.failure.call == "import"
     assert f"claimed {claimed} bytes, the kernel reports 4096" in r.failure.message
     s = r.state
@@ -331,8 +340,32 @@ def test_a_small_memfd_claimed_large_is_refused_before_mapping(short_tmp, claime
     assert "SIGBUS" in r.failure.cause
 
 
+def test_a_claim_beyond_the_consumers_own_size_is_refused_on_receipt(short_tmp):
+    """Issue 19.3: a sealed sparse 8 GiB memfd, honestly 8 GiB, claimed as such to a consumer launched
+    with --size 4096, was imported and verified page by page; it is refused as it arrives."""
+    claimed = 8 << 30
+    r = refused("memfd", short_tmp, claimed, claimed, "sparse", at="receive")
+    assert r.failure.code == "SIZE_MISMATCH" and r.failure.call == "recvmsg"
+    assert f"claimed {claimed} bytes; this consumer shares --size 4096" in r.failure.message
+    assert "--size" in r.failure.fix
+    assert r.state.mapping.va is None and r.state.received_fd is None
+    assert [h.kind for h in r.held] == ["control", "connection"]  # the fd that came is closed
+
+
+def test_a_lying_granularity_cannot_stretch_the_claim(short_tmp):
+    """Claimed granularity 8 GiB makes 8 GiB look like --size 4096 rounded up; the kernel's page size
+    (the memfd's granularity) gives it away at import, before anything is mapped."""
+    claimed = 8 << 30
+    r = refused("memfd", short_tmp, claimed, claimed, "sparse", f"granularity={claimed}")
+    assert r.failure.code == "SIZE_MISMATCH" and r.failure.call == "import"
+    assert f"granularity {claimed} claimed, {os.sysconf('SC_PAGESIZE')} per kernel fstat" in (
+        r.failure.message
+    )
+    assert r.state.mapping.va is None
+
+
 def test_an_unsealed_memfd_is_refused(short_tmp):
-    r = refused_import("memfd", short_tmp, 65536, 65536, "unsealed")
+    r = refused("memfd", short_tmp, 65536, 65536, "unsealed", size=65536)
     assert r.failure.code == "UNSEALED"
     assert "carries F_SEAL_SEAL, lacks F_SEAL_SHRINK|F_SEAL_GROW" in r.failure.message
     assert (
@@ -340,10 +373,21 @@ def test_an_unsealed_memfd_is_refused(short_tmp):
     )  # memfd_create's default
 
 
+@pytest.mark.parametrize(
+    "kind, says", [("pipe", "a pipe (pipe:["), ("regular", "a regular file (/")]
+)
+def test_an_fd_that_is_not_a_memfd_is_refused_saying_what_it_is(short_tmp, kind, says):
+    r = refused("memfd", short_tmp, 65536, 65536, kind, size=65536)
+    assert r.failure.code == "NOT_MEMFD", r.failure.one_line()
+    assert r.failure.message.startswith(f"the fd that arrived is {says}"), r.failure.message
+    assert "memfd carries" not in r.failure.one_line() and "not a memfd" in r.failure.cause
+    assert r.state.mapping.va is None  # nothing was reserved or mapped
+
+
 def test_a_producer_cannot_shrink_the_sealed_memfd_under_the_mapping(short_tmp):
     path = os.path.join(short_tmp, "s.sock")
     producer = liar("memfd", path, 65536, 65536, "shrink")
-    consumer = Consumer("memfd", path, Path(short_tmp) / "consumer.log")
+    consumer = Consumer("memfd", path, Path(short_tmp) / "consumer.log", 65536)
     try:
         for name, args in (
             ("init", {}),
@@ -375,19 +419,23 @@ def test_a_producer_cannot_shrink_the_sealed_memfd_under_the_mapping(short_tmp):
 @pytest.mark.gpu
 @pytest.mark.parametrize("claimed", [64 << 20, 1 << 40], ids=["64MiB", "1TiB"])
 def test_cuda_a_small_allocation_claimed_large_is_refused_by_the_driver_check(short_tmp, claimed):
-    """A 2 MiB cuMemCreate allocation sent with a claim of 64 MiB (cuMemMap probe) or 1 TiB (cuDeviceTotalMem)."""
-    r = refused_import("cuda", short_tmp, 4096, claimed)
+    """A 2 MiB cuMemCreate allocation claimed as the consumer's own --size: 64 MiB is refused by the
+    map step's real cuMemMap (whatever code this driver gives: NOT_SUPPORTED on the H100's 580, where
+    it was once misread as a missing capability), 1 TiB by cuDeviceTotalMem at import."""
+    at = "map" if claimed == 64 << 20 else "import"
+    r = refused("cuda", short_tmp, 4096, claimed, size=claimed, at=at)
     print(r.failure.one_line(), r.state.size_reported, r.state.size_source)
     for c in r.calls:
         print(" ", c.name, c.args, c.result)
     assert r.failure.code == "SIZE_MISMATCH" and r.state.size_claimed == claimed
-    assert r.state.mapping.va is None
+    assert r.state.mapping.size == 0  # nothing was mapped
+    assert "capab" not in r.failure.cause.lower() and "not supported by" not in r.failure.cause
     if claimed == 1 << 40:
         assert r.state.size_source == "driver cuDeviceTotalMem"
+        assert r.state.mapping.va is None
     else:
-        assert r.state.size_source == "driver cuMemMap probe"
-        assert "CUDA_ERROR_INVALID_VALUE" in r.failure.message
-        assert r.state.size_reported in (
-            None,
-            2 << 20,
-        )  # the largest mapping the driver accepted, where it tells
+        assert r.failure.call == "cuMemMap (imported)"
+        assert r.state.size_source == "driver cuMemMap (the map step)"
+        assert "CUDA_ERROR_" in r.failure.message
+        maps = [c for c in r.calls if c.name == "cuMemMap"]
+        assert len(maps) == 1 and not maps[0].ok  # one map of the claimed size, the real one

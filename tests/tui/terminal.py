@@ -3,6 +3,7 @@ closed under it (what an SSH drop or closing the window does: the kernel sends S
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -43,6 +44,7 @@ class Terminal:
         self.master: int | None = master
         self.output = bytearray()
         self._closing = False
+        self._seen: set[int] = set()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -77,9 +79,11 @@ class Terminal:
 
     def workers(self) -> list[int]:
         try:
-            return [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
+            found = [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
         except psutil.NoSuchProcess:
-            return []
+            found = []
+        self._seen.update(found)
+        return found
 
     def close_terminal(self) -> None:
         """The terminal goes away: the kernel hangs up the session (SIGHUP), reads and writes fail."""
@@ -100,9 +104,15 @@ class Terminal:
         return time.monotonic() - t0
 
     def close(self) -> None:
+        """Whatever the test found: nothing of this run is left (the app and any worker)."""
+        self.workers()
+        left = alive(sorted(self._seen))
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        for pid in left:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).kill()
         if self.master is not None:
             self.close_terminal()
 

@@ -186,3 +186,100 @@ def test_the_reaper_holds_nothing_and_leaves_a_live_sessions_directory(tmp_path)
         proc.kill()
         proc.wait()
         ch.close()
+
+
+def first_worker(cli: subprocess.Popen, timeout: float = 60) -> int:
+    """The pid of the first worker the CLI starts, as soon as it exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for child in psutil.Process(cli.pid).children():
+                if "vmmtui.worker" in " ".join(child.cmdline()):
+                    return child.pid
+        except psutil.Error:
+            pass
+        assert cli.poll() is None, "the CLI ended before it started a worker"
+        time.sleep(0.002)
+    raise AssertionError("no worker within 60 s")
+
+
+def kill_the_cli_after_its_first_worker(tmp_path, delay: float) -> None:
+    """``vmmtui run`` killed with SIGKILL ``delay`` s after its first worker appears: soon after
+    no worker, no reaper, no session directory and no log is left in its TMPDIR (within 2 s on an
+    idle machine; 5 s are allowed, for a worker whose start-up a loaded machine delays)."""
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "run", "--backend", "memfd"],
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        first_worker(cli)
+        time.sleep(delay)
+        cli.kill()
+        cli.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (ours(str(tmp_path)) or os.listdir(tmp_path)):
+            time.sleep(0.02)
+        assert not ours(str(tmp_path)), f"left running: {ours(str(tmp_path))}"
+        assert os.listdir(tmp_path) == [], f"left behind {delay:.3f} s in: {os.listdir(tmp_path)}"
+    finally:
+        cli.kill()
+        cli.wait()
+        for p in ours(str(tmp_path)):
+            p.kill()
+
+
+#: 0 to 0.3 s after the first worker appears, in even steps: the workers' start-up, hello and the
+#: first steps (before this round 23 of 23 such kills left the directory for good)
+DELAYS = [0.3 * i / 11 for i in range(12)]
+
+
+@pytest.mark.parametrize("delay", DELAYS, ids=[f"{d:.3f}s" for d in DELAYS])
+def test_a_cli_killed_right_after_it_spawned_its_workers_leaves_nothing(tmp_path, delay):
+    kill_the_cli_after_its_first_worker(tmp_path, delay)
+
+
+@pytest.mark.soak
+def test_a_cli_killed_right_after_spawn_100_times_leaves_nothing(tmp_path):
+    import random
+
+    rng = random.Random(19)
+    for i in range(100):
+        run_dir = tmp_path / str(i)
+        run_dir.mkdir()
+        kill_the_cli_after_its_first_worker(run_dir, rng.uniform(0, 0.3))
+
+
+KILLED_AT_MKDIR = r"""
+import os, signal, sys
+from vmmtui.config import SessionConfig
+from vmmtui.session import loop
+
+made = loop.make_private_dir
+
+def make_and_die(*args):
+    result = made(*args)
+    os.kill(os.getpid(), signal.SIGKILL)  # the session dies the moment its directory exists
+    return result
+
+loop.make_private_dir = make_and_die
+loop.Session(SessionConfig(backend="memfd", tmpdir=sys.argv[1])).start()
+"""
+
+
+def test_a_session_killed_the_moment_its_directory_exists_leaves_nothing(tmp_path):
+    """The CLI's own window: the directory is made only once the producer (and its reaper) runs."""
+    cli = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_MKDIR, str(tmp_path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert cli.returncode == -signal.SIGKILL, cli.stderr.decode()
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and (ours(str(tmp_path)) or os.listdir(tmp_path)):
+        time.sleep(0.02)
+    assert not ours(str(tmp_path)), f"left running: {ours(str(tmp_path))}"
+    assert os.listdir(tmp_path) == [], f"left behind: {os.listdir(tmp_path)}"

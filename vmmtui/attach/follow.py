@@ -6,7 +6,9 @@ shared (shares), what leaked (leaks), and, once each, what cannot be seen from o
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from vmmtui.attach.leaks import LeakFinder
@@ -29,6 +31,33 @@ UNSEEN = {
 }
 
 
+def _own_pid_ns() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+OWN_PID_NS = _own_pid_ns()
+
+
+def _other_namespace(pid: int) -> str:
+    """pid ``pid`` is in another PID namespace than vmmtui: said with the pid it has there."""
+    inner = ""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    inner = line.split()[-1]
+    except OSError:
+        pass
+    there = f" (it is pid {inner} there)" if inner and inner != str(pid) else ""
+    return (
+        f"pid {pid} is in another PID namespace than vmmtui{there}: pids it sends, prints or "
+        "passes to pidfd_open name other processes, or none, here"
+    )
+
+
 @dataclass
 class Follower:
     targets: set[int]
@@ -41,6 +70,8 @@ class Follower:
     tracker: Tracker = field(default_factory=Tracker)
     leaks: LeakFinder = field(default_factory=LeakFinder)
     nvml: Nvml | None = None
+    #: NVML being opened in a thread (``Nvml.opening()``), taken at the first poll that needs it
+    nvml_soon: Future[Nvml] | None = None
     said: set[str] = field(default_factory=set)
     unseen: list[str] = field(default_factory=list)
     last: Scan | None = None
@@ -48,8 +79,24 @@ class Follower:
     all_leaks: list = field(default_factory=list)
     shared_history: list = field(default_factory=list)  # every SharedFile said, oldest first
     gpu_holders: dict[int, bool] = field(default_factory=dict)  # pid -> holds a /dev/nvidia* fd
+    #: pid -> the fd table (the scan's dict) last looked at: a scan hands the same dict back when
+    #: the table is unchanged, so only changed tables are gone through
+    tables: dict[int, dict] = field(default_factory=dict)
+    #: the seconds between polls the caller aims at (what "shorter than a poll" means)
+    interval: float = 0.25
+    polls: int = 0
+    #: the longest time between the starts of two polls: what lived shorter may have been missed
+    longest_gap: float = 0.0
+    last_start: float | None = None
+    #: pids that exited before any poll saw them (watch knows them from waitpid), with how they ended
+    never_seen: dict[int, str] = field(default_factory=dict)
 
     def poll(self) -> list[Event]:
+        start = time.monotonic()
+        if self.last_start is not None:
+            self.longest_gap = max(self.longest_gap, start - self.last_start)
+        self.last_start = start
+        self.polls += 1
         if self.tree:
             for pid in list(self.targets):
                 if pid not in self.tracker.gone:
@@ -58,13 +105,14 @@ class Follower:
         self.last = s
         gpu = None
         alive = s.alive()
-        for pid, p in alive.items():
-            if p.fresh or pid not in self.gpu_holders:
-                self.gpu_holders[pid] = any(f.kind == "gpu" for f in p.fds.values())
+        changed = [p for pid, p in alive.items() if self.tables.get(pid) is not p.fds]
+        for p in changed:
+            self.gpu_holders[p.pid] = any(f.kind == "gpu" for f in p.fds.values())
         holders = [pid for pid in alive if self.gpu_holders.get(pid)]
         if holders and self.use_nvml:
             if self.nvml is None:
-                self.nvml = Nvml.open()
+                soon, self.nvml_soon = self.nvml_soon, None
+                self.nvml = soon.result() if soon is not None else Nvml.open()
             gpu = self.nvml.usage(holders, s.at)
         events = self.tracker.update(s, gpu)
         for e in list(events):
@@ -73,13 +121,14 @@ class Follower:
         events += self.leaks.during(self.tracker, gpu, s.at)
         self.all_leaks += [e for e in events if type(e).__name__ == "Leak"]
         self.shared_history += [e for e in events if type(e).__name__ == "SharedFile"]
-        for p in alive.values():
-            if not p.fresh:
-                continue  # carried over: its sockets were looked at when it was read
+        for p in changed:  # an fd table seen before: its sockets were looked at then
+            self.tables[p.pid] = p.fds
             for f in p.fds.values():
                 sock = s.sockets.sockets.get(f.ino) if f.kind == "socket" else None
                 if sock and sock.path and not sock.path.startswith("@"):
                     self.bound_paths.add(sock.path)
+        for pid in [pid for pid in self.tables if pid not in alive]:
+            del self.tables[pid]
         events += self._notes(s, holders)
         if self.tree:
             self.targets -= self.tracker.gone
@@ -92,8 +141,38 @@ class Follower:
         self.unseen.append(text)
         return [Notice(text)]
 
+    def missed(self) -> list[Event]:
+        """What polling may have missed, with the figures of this run: said at the end."""
+        out: list[Event] = []
+        if self.never_seen:
+            pids = sorted(self.never_seen)
+            listed = ", ".join(f"{p} ({self.never_seen[p]})" for p in pids[:10])
+            more = f" and {len(pids) - 10} more" if len(pids) > 10 else ""
+            out += self._say(
+                "never-seen",
+                f"{len(pids)} process(es) exited before any poll saw them: {listed}{more}; what they "
+                "held or shared is not known",
+            )
+        if self.polls > 1:
+            out += self._say(
+                "gaps",
+                f"{self.polls} polls, at most {self.longest_gap * 1e3:.0f} ms apart: an fd or a share "
+                "that lasted less than that may have been missed",
+            )
+        return out
+
     def _notes(self, s: Scan, gpu_holders: list[int]) -> list[Event]:
         out: list[Event] = []
+        out += (
+            []
+            if self.polls < 2
+            else self._say(
+                "polling",
+                f"polling /proc every {self.interval:g} s sees what is there at each poll: an fd opened "
+                "and closed, a share made and undone, or a process that came and went between two "
+                "polls leaves no trace here",
+            )
+        )
         if gpu_holders:
             out += self._say("gpu-fd", UNSEEN["gpu-fd"]) + self._say("legacy", UNSEEN["legacy"])
             if self.nvml is not None and self.nvml.error:
@@ -110,6 +189,9 @@ class Follower:
             )
         if len({p.pid_ns for p in s.alive().values() if p.pid_ns}) > 1:
             out += self._say("pidns", UNSEEN["pidns"])
+        for p in s.alive().values():
+            if p.pid_ns and p.pid_ns != OWN_PID_NS and f"ns-{p.pid}" not in self.said:
+                out += self._say(f"ns-{p.pid}", _other_namespace(p.pid))
         for p in s.alive().values():
             if p.maps_error:
                 out += self._say(
@@ -148,12 +230,14 @@ class Follower:
                                 b.pid,
                                 b.fd,
                                 True,
-                                f.proof,
+                                "one open file description",
                                 self.tracker.names.get(b.pid, "process"),
                             )
                         )
         return out
 
     def close(self) -> None:
+        if self.nvml_soon is not None:  # opened for nothing: no process held a GPU fd
+            self.nvml, self.nvml_soon = self.nvml or self.nvml_soon.result(), None
         if self.nvml is not None:
             self.nvml.close()

@@ -16,10 +16,16 @@ from dataclasses import dataclass, field
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
 from vmmtui.events import FdOpened, GpuMemory, Leak
+from vmmtui.names import shown
 
 CLOSE_FIX = (
     "close every fd you receive once it is imported (also when the import fails), and before exit"
 )
+#: why a shared fd's origin is not known, by FdOpened.how
+ORIGIN_UNSEEN = {
+    "present": "it was open before attach, so which process made it and which received it was not seen",
+    "unknown": "it appeared in both processes within one poll, so which made it was not seen",
+}
 TORCH_SHM = re.compile(r"^torch_(\d+)_")
 SOCKET_DIRS = ("/tmp",)
 
@@ -37,9 +43,11 @@ class LeakFinder:
     def during(self, t: Tracker, gpu: dict[int, GpuMemory] | None, at: float) -> list[Leak]:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
+        live = _with_live_peer(t)
         for (pid, fd), e in list(t.received.items()):  # only fds that came from another process
             if (
-                e.kind not in MEMORY_KINDS
+                pid in live
+                or e.kind not in MEMORY_KINDS
                 or pid not in t.alive
                 or e.how not in ("arrived", "inherited")
             ):
@@ -51,7 +59,7 @@ class LeakFinder:
             f = p.fds.get(fd)
             if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
                 continue  # still mapped: in use, not leaked
-            names = ", ".join(f"{t.names.get(q, '?')} ({q})" for q in sorted(peers))
+            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
             seen = (
                 "not mapped any more (/proc/PID/maps)"
                 if e.kind != "gpu"
@@ -61,13 +69,14 @@ class LeakFinder:
                 ("fd", pid, fd, e.target),
                 Leak(
                     "fd-after-peer",
-                    f"{t.names.get(pid, '?')} ({pid}) fd {fd} → {e.target}",
+                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
                     CLOSE_FIX,
                     at,
                 ),
             )
+        out += self._possible(t, at)
         for pid, g in (gpu or {}).items():
             peers = {
                 e.source.pid
@@ -83,7 +92,7 @@ class LeakFinder:
                     ("gpu", pid),
                     Leak(
                         "gpu-memory-after-peer",
-                        f"{t.names.get(pid, '?')} ({pid}) GPU memory {total >> 20} MiB",
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) GPU memory {total >> 20} MiB",
                         pid,
                         "this process imported GPU memory from processes that have all exited, and NVML still charges "
                         "it memory; an import keeps the exporter's allocation alive after the exporter died, and "
@@ -95,17 +104,64 @@ class LeakFinder:
                 )
         return out
 
+    def _possible(self, t: Tracker, at: float) -> list[Leak]:
+        """The same check for shared fds whose origin polling did not see (open before attach, or
+        made and sent within one poll): said as possible leaks, since the holder may have made it."""
+        out: list[Leak] = []
+        live = _with_live_peer(t)
+        for (pid, fd), e in list(t.unsure.items()):
+            if pid in live or e.kind not in MEMORY_KINDS or e.kind == "gpu" or pid not in t.alive:
+                continue
+            peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
+            if not peers or not peers <= t.gone:
+                continue
+            p = t.alive[pid]
+            f = p.fds.get(fd)
+            if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
+                continue
+            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
+            out += self._once(
+                ("possible", pid, fd, e.target),
+                Leak(
+                    "possible-fd-after-peer",
+                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
+                    pid,
+                    f"still open, not mapped any more (/proc/PID/maps), after every process it was "
+                    f"shared with exited ({names}); {ORIGIN_UNSEEN[e.how]}: a leak if it was received",
+                    CLOSE_FIX,
+                    at,
+                ),
+            )
+        return out
+
     def at_exit(self, t: Tracker, pid: int, at: float) -> list[Leak]:
         """Received fds a process never closed: the exit closed them."""
         out: list[Leak] = []
         for e in t.at_exit.get(pid, []):
+            if ("possible", pid, e.fd, e.target) in self.said:
+                out += self._once(
+                    ("possible-exit", pid, e.fd, e.target),
+                    Leak(
+                        "possible-held-until-exit",
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
+                        pid,
+                        "kept after every process it was shared with exited, and still open at the "
+                        f"last scan before this one exited; {ORIGIN_UNSEEN[e.how]}",
+                        CLOSE_FIX,
+                        at,
+                    ),
+                )
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
-                src = f"from {t.names.get(e.source.pid, '?')} ({e.source.pid})" if e.source else ""
+                src = (
+                    f"from {shown(t.names.get(e.source.pid, '?'))} ({e.source.pid})"
+                    if e.source
+                    else ""
+                )
                 out += self._once(
                     ("exit", pid, e.fd, e.target),
                     Leak(
                         "held-until-exit",
-                        f"{t.names.get(pid, '?')} ({pid}) fd {e.fd} → {e.target}",
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
                         "the process exited: only its exit closed it",
@@ -114,6 +170,12 @@ class LeakFinder:
                     ),
                 )
         return out
+
+
+def _with_live_peer(t: Tracker) -> set[int]:
+    """Processes one of whose peers still runs: none of their fds is kept after every peer exited
+    (checked once a process, not once an fd)."""
+    return {pid for pid in t.alive if t.peers.get(pid, set()) - t.gone}
 
 
 def _owner_alive(pid: int) -> bool:
@@ -144,10 +206,10 @@ def leftover_files(
             out.append(
                 Leak(
                     "shm-file",
-                    entry.path,
+                    shown(entry.path),
                     int(m.group(1)),
                     f"PyTorch's refcount file of process {m.group(1)}, which is dead",
-                    f"rm {entry.path} (PyTorch's file_descriptor sharing strategy cleans it when "
+                    f"rm {shown(entry.path)} (PyTorch's file_descriptor sharing strategy cleans it when "
                     "its processes exit normally)",
                     at,
                 )
@@ -160,11 +222,11 @@ def leftover_files(
             out.append(
                 Leak(
                     "shm-file",
-                    entry.path,
+                    shown(entry.path),
                     None,
                     "created while watched, left after every process exited "
                     "and held or mapped by no process",
-                    f"shm_unlink the name when done (rm {entry.path})",
+                    f"shm_unlink the name when done (rm {shown(entry.path)})",
                     at,
                 )
             )
@@ -186,11 +248,11 @@ def leftover_files(
             out.append(
                 Leak(
                     "socket-file",
-                    path,
+                    shown(path),
                     None,
                     "a socket file no live socket is bound to: its owner died "
                     "or closed without unlinking it",
-                    f"unlink it (rm {path}); bind after unlinking stale "
+                    f"unlink it (rm {shown(path)}); bind after unlinking stale "
                     "paths, or use abstract names",
                     at,
                 )

@@ -5,10 +5,17 @@ held before it appeared (or, for a memfd or /dev/shm file, when the same memory 
 process before: the sender may have closed its copy already, as NCCL does). How it travelled is told
 only from evidence: the receiver holding a pidfd of the sender (pidfd_getfd), or a Unix socket
 joining them (SCM_RIGHTS). Nothing else is guessed.
+
+Direction is claimed only where a poll saw it: the other process holding the file while this one,
+read after it in the same poll (or not started yet), did not. An fd made and sent between two polls
+shows up in both processes at once: it is *unknown* (the same open file as the other's, which one
+made it not seen), never "arrived" in either. Fds open before attach are *present*, with the other
+holder named where they are shared; both kinds are checked for leaks, worded as possible ones.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -25,8 +32,16 @@ from vmmtui.events import (
     ProcessUnreadable,
     SharedFile,
 )
+from vmmtui.names import shown
 
 Holder = tuple[int, int]
+
+#: the clock tick of /proc/PID/stat's start time (a start within one tick of a read tells nothing)
+TICK = 1 / os.sysconf("SC_CLK_TCK")
+#: why an fd shared with another process is "unknown": both ends appeared between two polls
+UNSEEN_DIRECTION = (
+    "both appeared between two polls: which process made it and which received it was not seen"
+)
 
 
 @dataclass
@@ -52,6 +67,9 @@ class Tracker:
     files_seen: dict[int, SharedFile] = field(default_factory=dict)
     #: (pid, fd) open now that came from another process (arrived or inherited): what leaks look at
     received: dict[Holder, FdOpened] = field(default_factory=dict)
+    #: (pid, fd) open now, shared with another process, whose origin polling did not see (open before
+    #: attach, or both ends appeared within one poll): checked for leaks, worded as possible ones
+    unsure: dict[Holder, FdOpened] = field(default_factory=dict)
     #: pid -> the fds it still held at its last scan before it was gone
     at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
 
@@ -78,8 +96,10 @@ class Tracker:
                 )
         for pid in [pid for pid in self.alive if pid not in scan.processes]:
             out.append(self._gone(pid, scan.at))
-        files_before, self.files_seen = self.files_seen, {id(f): f for f in shares.files}
-        for f in shares.files:
+        same_answer = self.shares is not None and shares.files is self.shares.files
+        if not same_answer:
+            files_before, self.files_seen = self.files_seen, {id(f): f for f in shares.files}
+        for f in () if same_answer else shares.files:
             if files_before.get(id(f)) is f:
                 continue  # the same answer as last scan (shares keeps it): said, and its peers noted
             key = (f.dev, f.ino, tuple((h.pid, h.fd) for h in f.holders), tuple(f.mapped_by))
@@ -91,7 +111,7 @@ class Tracker:
                 out.append(f)
                 for pid in pids:
                     self.timeline[pid].append(f)
-        for pair in shares.pairs:
+        for pair in () if same_answer else shares.pairs:
             key = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
             if key not in self.pairs_said:
                 self.pairs_said.add(key)
@@ -137,37 +157,64 @@ class Tracker:
         how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
         others = shares.same_as(p.pid, f.fd)
         prev = self.prev.processes if self.prev else {}
+        # another process held this open file while this one, read after it, did not: the only
+        # observation that proves which way it went (both read in one poll prove nothing)
+        mine = prev.get(p.pid)
+        dup = mine is not None and any(x.key == f.key for x in mine.fds.values())
         older = [
             o
             for o in others
-            if o[0] in prev and o[1] in prev[o[0]].fds and prev[o[0]].fds[o[1]].key == f.key
+            if not dup
+            and o[0] in prev
+            and o[1] in prev[o[0]].fds
+            and prev[o[0]].fds[o[1]].key == f.key
+            and self._lacked_after(p, prev[o[0]], prev)
         ]
         parent_same = [
             o for o in others if o[0] == p.ppid and o[1] == f.fd
         ]  # fork and exec keep the number
         if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
             how, source = "inherited", FdHolder(*parent_same[0])
-        elif others and (older or not first):
-            how, source = "arrived", FdHolder(*(older or others)[0])
-            if not older:
-                via = "both fds appeared between two scans: which one travelled is not known"
+        elif older:
+            how, source = "arrived", FdHolder(*older[0])
+        elif others and self.prev is not None:
+            how, source = "unknown", FdHolder(*others[0])
+            via = UNSEEN_DIRECTION
+        elif others:
+            source = FdHolder(*others[0])  # present at attach: the same open file, origin unknown
         elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:
-            was = self.shares.memory_holders.get(f.key, set()) - {p.pid}
+            had = self.shares.memory_holders.get(f.key, set()) - {p.pid}
+            was = sorted(q for q in had if q in prev and self._lacked_after(p, prev[q], prev))
             if was:
-                q = min(was)
-                how, source = "arrived", FdHolder(q, -1)
+                how, source = "arrived", FdHolder(was[0], -1)
                 via = (
-                    f"the same memory was held by pid {q} before; its fd is closed now, so kcmp cannot "
-                    "compare the open files"
+                    f"the same memory was held by pid {was[0]} before; its fd is closed now, so kcmp "
+                    "cannot compare the open files"
                 )
+            elif had:
+                how, source = "unknown", FdHolder(min(had), -1)
+                via = UNSEEN_DIRECTION + "; the other's fd is closed now"
         if how == "arrived" and source is not None and not via:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
         self.open_fds[(p.pid, f.fd)] = e
         if how in ("arrived", "inherited"):
             self.received[(p.pid, f.fd)] = e
+        elif source is not None:  # present at attach or direction unseen: shared, origin unknown
+            self.unsure[(p.pid, f.fd)] = e
         self.timeline[p.pid].append(e)
         return e
+
+    @staticmethod
+    def _lacked_after(p: ProcessScan, q: ProcessScan, prev: dict[int, ProcessScan]) -> bool:
+        """True when the last poll saw ``p`` without the file after it had seen ``q`` holding it:
+        ``p`` was read after ``q`` in that poll, or ``p`` did not exist yet when ``q`` was read."""
+        if q.error is not None:
+            return False
+        was = prev.get(p.pid)
+        if was is not None and was.error is None:
+            return was.order > q.order
+        return was is None and p.started > q.read_end + TICK  # started after q was seen holding it
 
     def _evidence(self, p: ProcessScan, src: int, shares: Shares) -> str:
         pidfds = [f for f in p.fds.values() if f.pidfd_of == src]
@@ -178,14 +225,13 @@ class Tracker:
         for pair in shares.pairs:
             ends = {(pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)}
             if {e[0] for e in ends} == {p.pid, src}:
-                return (
-                    f"a Unix {pair.type} socket joins them ({pair.path or 'unnamed'}): SCM_RIGHTS"
-                )
+                return f"a Unix {pair.type} socket joins them ({shown(pair.path) if pair.path else 'unnamed'}): SCM_RIGHTS"
         return "no pidfd or Unix socket between them was seen: how it travelled is not visible"
 
     def _closed(self, pid: int, f: OpenFd, at: float) -> FdClosed:
         self.open_fds.pop((pid, f.fd), None)
         self.received.pop((pid, f.fd), None)
+        self.unsure.pop((pid, f.fd), None)
         e = FdClosed(pid, f.fd, f.target, f.kind, at)
         self.timeline[pid].append(e)
         return e
@@ -200,6 +246,7 @@ class Tracker:
         held = [self.open_fds.pop((pid, fd)) for fd in list(p.fds) if (pid, fd) in self.open_fds]
         for fd in p.fds:
             self.received.pop((pid, fd), None)
+            self.unsure.pop((pid, fd), None)
         #: received fds neither mapped nor closed at the last scan: a mapped one was still in use
         self.at_exit[pid] = [e for e in held if p.fds[e.fd].key not in mapped]
         return e

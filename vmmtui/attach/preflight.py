@@ -116,7 +116,7 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
 
     out: list[PreflightCheck] = []
     procs = {}
-    for pid in (a, b):
+    for pid in dict.fromkeys((a, b)):  # one check, and one message, when A and B are one pid
         try:
             procs[pid] = _status(pid)
         except FileNotFoundError:

@@ -96,6 +96,17 @@ class ProcessScan:
     fresh: bool = True
     #: "gone" or "no permission: …"; fds then stay empty
     error: str | None = None
+    #: its place in the scan's reading order: processes are read one after another, so a process of
+    #: lower ``order`` was read (its fds seen) before one of higher order was begun
+    order: int = 0
+    #: when it started, in seconds since boot (/proc/PID/stat), to tell a process that did not exist yet
+    started: float = 0.0
+    #: when its reading ended, in seconds since boot (CLOCK_BOOTTIME, the clock of ``started``)
+    read_end: float = 0.0
+    #: its virtual memory size (/proc/PID/stat): unchanged, its mappings are taken as unchanged
+    vsize: int = 0
+    #: re-read and found to hold the very files of the last read (the scan then keeps the last table)
+    same_fds: bool = False
 
     @property
     def gone(self) -> bool:
@@ -134,12 +145,17 @@ def _refusal(exc: OSError, what: str) -> str:
     )
 
 
-def _stat_line(pid: int) -> tuple[int, str, str, int]:
-    """(ppid, name, state, threads) from /proc/PID/stat; the name may hold spaces and parentheses."""
-    text = _read(f"/proc/{pid}/stat")
-    name = text[text.index("(") + 1 : text.rindex(")")]
-    rest = text[text.rindex(")") + 2 :].split()
-    return int(rest[1]), name, rest[0], int(rest[17])
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_line(pid: int) -> tuple[int, str, str, int, float, int]:
+    """(ppid, name, state, threads, start in s since boot, virtual size) from /proc/PID/stat; the
+    name may hold spaces and parentheses."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read()
+    name = raw[raw.index(b"(") + 1 : raw.rindex(b")")].decode(errors="surrogateescape")
+    rest = raw[raw.rindex(b")") + 2 :].split()
+    return int(rest[1]), name, rest[0].decode(), int(rest[17]), int(rest[19]) / _TICK, int(rest[20])
 
 
 def _readb(path: str) -> bytes:
@@ -202,7 +218,7 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
     """
     p = ProcessScan(pid)
     try:
-        p.ppid, p.name, state, threads = _stat_line(pid)
+        p.ppid, p.name, state, threads, p.started, p.vsize = _stat_line(pid)
     except OSError as exc:
         p.error = _refusal(exc, f"/proc/{pid}/stat")
         return p
@@ -229,16 +245,21 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
             False,
         )
         return p
-    try:
-        p.uid = os.stat(f"/proc/{pid}").st_uid
-    except OSError as exc:
-        p.error = _refusal(exc, f"/proc/{pid}")
-        return p
-    try:
-        p.cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
-        p.pid_ns = os.stat(f"/proc/{pid}/ns/pid").st_ino
-    except OSError:
-        pass
+    if prev is not None and prev.error is None and not refresh and prev.name == p.name:
+        # the same program as at the last read (an exec renames it): owner, command line and PID
+        # namespace are read again only on a full read
+        p.uid, p.pid_ns, p.cmdline = prev.uid, prev.pid_ns, prev.cmdline
+    else:
+        try:
+            p.uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError as exc:
+            p.error = _refusal(exc, f"/proc/{pid}")
+            return p
+        try:
+            p.cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
+            p.pid_ns = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        except OSError:
+            pass
     base = f"/proc/{pid}/fd"
     try:
         dirfd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
@@ -252,6 +273,17 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
         return p
     finally:
         os.close(dirfd)
+    if (
+        prev is not None
+        and prev.error is None
+        and not refresh
+        and prev.maps_error is None
+        and prev.vsize == p.vsize
+    ):
+        # mapping or unmapping changes the virtual size; a swap of one mapping for another of the
+        # same size is seen at the next full read (every REFRESH_POLLS scans)
+        p.maps = prev.maps
+        return p
     try:
         p.maps = _maps(pid)
     except OSError as exc:
@@ -260,10 +292,29 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
 
 
 def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
-    """Every fd of ``p`` by readlink (relative to its /proc/PID/fd), stat()ing only the kinds shown."""
-    readlink, stat = os.readlink, os.stat
-    fds, other = p.fds, 0
+    """Every fd of ``p``, relative to its /proc/PID/fd.
+
+    An fd number that held a kind shown at the last read is stat()ed first: the same (dev, ino) is
+    the same file (a memfd's name is fixed, a socket's inode is its name), so the last reading is
+    kept without a readlink. Anything else (new numbers, other kinds, a changed file) is read with
+    readlink, and stat()ed only when of a kind shown: readlink does not touch the file, so a file
+    on a hung network mount cannot hang the scan unless its fd number held a memfd, socket or GPU
+    fd a poll ago."""
+    readlink, stat, fds, other, reused = os.readlink, os.stat, p.fds, 0, 0
     for name in os.listdir(dirfd):
+        fd = int(name)
+        old = before.get(fd)
+        if old is not None and old.kind != "pidfd":
+            try:
+                st = stat(name, dir_fd=dirfd)
+            except OSError:
+                continue  # closed while we looked
+            if st.st_ino == old.ino and (
+                st.st_dev == old.dev if old.kind != "socket" else st.st_mode & 0o170000 == 0o140000
+            ):
+                fds[fd] = old
+                reused += 1
+                continue
         try:
             target = readlink(name, dir_fd=dirfd)
         except OSError:
@@ -272,7 +323,6 @@ def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
         if kind is None:
             other += 1
             continue
-        fd = int(name)
         if kind == "socket":
             fds[fd] = OpenFd(fd, target, kind, 0, int(target[8:-1]))
             continue
@@ -282,20 +332,18 @@ def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
             continue
         pidfd_of = None
         if kind == "pidfd":
-            old = before.get(fd)
             if (
                 old is not None
                 and old.kind == "pidfd"
                 and old.key == (st.st_dev, st.st_ino)
                 and st.st_ino > 1
             ):
-                pidfd_of = (
-                    old.pidfd_of
-                )  # pidfs gives each process its own inode: the same one, the same process
+                pidfd_of = old.pidfd_of  # pidfs gives each process its own inode: the same process
             else:
                 pidfd_of = _pidfd_target(p.pid, fd)
         fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of)
     p.other_fds = other
+    p.same_fds = reused == len(fds) == len(before)
 
 
 def _pidfd_target(pid: int, fd: int) -> int | None:
@@ -322,10 +370,12 @@ def scan(
     start = time.monotonic()
     before = prev.processes if prev else {}
     number = prev.number + 1 if prev else 0
-    procs = {
-        pid: scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0)
-        for pid in sorted(pids)
-    }
+    procs = {}
+    for order, pid in enumerate(sorted(pids)):
+        p = procs[pid] = scan_process(
+            pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0
+        )
+        p.order, p.read_end = order, time.clock_gettime(time.CLOCK_BOOTTIME)
     sockets = read_sockets()
     if sockets.sockets:
         for p in (
@@ -339,9 +389,10 @@ def scan(
                 del p.fds[fd]
                 p.other_fds += 1
     for pid, p in procs.items():  # a refresh that found what was carried: carried, for what follows
-        old = before.get(pid) if refresh_polls > 1 else None
+        old = before.get(pid)
         if (
-            p.fresh
+            refresh_polls > 1
+            and p.fresh
             and p.error is None
             and old is not None
             and old.error is None
@@ -352,6 +403,20 @@ def scan(
             and p.other_fds == old.other_fds
         ):
             p.fds, p.maps, p.fresh = old.fds, old.maps, False
+        elif (
+            p.fresh
+            and p.error is None
+            and old is not None
+            and old.error is None
+            and p.same_fds
+            and old.fds.keys() == p.fds.keys()
+            and p.other_fds == old.other_fds
+        ):
+            # it ran, but its table holds the very files of the last read: keep the last table (the
+            # index and the lifecycle skip it by identity); still fresh, so kcmp re-proves its shares
+            p.fds = old.fds
+            if p.maps == old.maps:
+                p.maps = old.maps
     end = time.monotonic()
     return Scan(end - (t0 if t0 is not None else start), procs, sockets, end - start, number)
 

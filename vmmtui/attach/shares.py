@@ -13,15 +13,26 @@ last scan's answer, which still holds since none of their holders ran.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.attach.kcmpsort import Group, Holder, runs_of, sort_group, update_group
+from vmmtui.attach.kcmpsort import (
+    Group,
+    Holder,
+    runs_of,
+    sort_group,
+    still_holds,
+    update_group,
+)
 from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
 from vmmtui.events import FdHolder, SharedFile, SocketPair
 from vmmtui.fdtable import KcmpUnavailable
 
 Key = tuple[int, int]  # (dev, ino)
+#: kcmp's answers when an fd was closed (EBADF) or its process exited (ESRCH) after the scan read it
+VANISHED = (errno.EBADF, errno.ESRCH)
 
 
 @dataclass
@@ -87,6 +98,7 @@ class Shares:
     memory_holders: dict[tuple[int, int], set[int]] = field(default_factory=dict)
     kcmp_calls: int = 0
     unavailable: str | None = None  # kcmp's refusal, with the errno
+    vanished: int = 0  # kcmp calls that found an fd or a process gone since the scan (asked again)
     index: Index = field(default_factory=Index)
     inodes_redone: int = 0  # inodes worked out again in this scan (the rest carried over)
 
@@ -109,12 +121,28 @@ def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
     """
     ix = prev.index if prev is not None else Index()
     shares = Shares(index=ix)
+    suspects = {pid for pid, p in scan.processes.items() if p.fresh}
+    dirty = ix.sync(scan)
+    # groups whose holders did not change but one of whose processes ran: an fd of theirs may have
+    # been swapped for another open file of the same inode; kcmp re-proves each run by its neighbours
+    for key, g in ix.groups.items() if suspects else ():
+        if key in dirty or not any(h[0] in suspects for h in g.order):
+            continue
+        try:
+            if still_holds(g, suspects, shares):
+                continue
+        except KcmpUnavailable:
+            pass  # worked out again below, where a refusal or a vanished fd is told apart
+        dirty.add(key)
+    shares.inodes_redone = len(dirty)
+    if prev is not None and not dirty and not ix.retry:
+        # nothing to work out again: last poll's answer, the very same lists (the tracker skips them)
+        shares.runs, shares.memory_holders = prev.runs, prev.memory_holders
+        shares.files, shares.pairs = prev.files, prev.pairs
+        return shares
     if prev is not None:
         shares.runs = dict(prev.runs)
         shares.memory_holders = dict(prev.memory_holders)  # prev's stays as it was: "held before"
-    suspects = {pid for pid, p in scan.processes.items() if p.fresh}
-    dirty = ix.sync(scan)
-    shares.inodes_redone = len(dirty)
     for key in dirty:
         old_runs = ix.runs.pop(key, [])
         for run in old_runs:
@@ -182,7 +210,16 @@ def _redo(
         except KcmpUnavailable as exc:
             ix.groups.pop(key, None)
             ix.retry.add(key)
-            shares.unavailable = f"unavailable: {exc.strerror}"
+            if (
+                exc.errno in VANISHED
+            ):  # an fd closed, or its process exited, since the scan read it:
+                shares.vanished += 1  # not a refusal; the next poll sees the table without it
+                ix.files[key] = [f for f in before.values()]
+                if not ix.files[key]:
+                    ix.files.pop(key)
+                return
+            code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            shares.unavailable = f"unavailable: {code} ({os.strerror(exc.errno or 0)})"
             files.append(
                 SharedFile(
                     kind,
@@ -191,7 +228,7 @@ def _redo(
                     [FdHolder(*h) for h in members],
                     sorted(mapped),
                     None,
-                    f"kcmp {shares.unavailable}",
+                    f"kcmp {shares.unavailable}: same inode only",
                     at,
                 )
             )
@@ -213,7 +250,7 @@ def _redo(
                         [FdHolder(*h) for h in run],
                         by,
                         True,
-                        "kcmp(KCMP_FILE): one open file description",
+                        "one open file description (kcmp)",
                         at,
                     )
                 )

@@ -90,6 +90,10 @@ class SizeCheck:
     seals: str = ""
     code: str = ""
     detail: str = ""
+    #: the allocation's granularity as the kernel or driver reports it (None: not known)
+    granularity: int | None = None
+    #: the claim stands until the map step: its real mapping of the claimed size is the last check
+    by_map: bool = False
 
     def refuse(self, code: str, detail: str) -> None:
         self.code, self.detail = code, detail
@@ -198,6 +202,16 @@ class Backend(ABC):
     def shutdown(self) -> None:
         """Release the context or whatever ``init`` acquired (nothing by default)."""
         return None
+
+    def pools(self) -> Any:
+        """Stream-ordered memory pools (create, export, import, free): a CUDA driver road only."""
+        raise StepError(
+            failure(
+                "UNAVAILABLE",
+                "cuMemPoolCreate",
+                f"{self.name} has no memory pools: they are stream-ordered CUDA allocations",
+            )
+        )
 
     # -- legacy IPC (seed 003): cuMemAlloc + a 64-byte handle, no fd. Only a device driver has it. ----
     def _no_legacy(self, call: str) -> StepError:

@@ -1,4 +1,4 @@
-"""How large is an imported CUDA allocation? The consumer asks the driver before it maps the claimed size.
+"""How large is an imported CUDA allocation? What the consumer can learn before it maps the claimed size.
 
 What the driver can and cannot tell about an allocation imported from an fd:
 
@@ -8,27 +8,26 @@ What the driver can and cannot tell about an allocation imported from an fd:
 - ``cuMemGetAllocationGranularity`` on those properties gives the granularity that every mapping's
   size and offset must be a multiple of; ``cuDeviceTotalMem`` bounds any allocation on that device.
 - ``cuMemMap(ptr, size, offset=0, handle)`` requires ``offset + size`` to lie within the allocation
-  and refuses anything larger with ``CUDA_ERROR_INVALID_VALUE``. A probe mapping of the claimed size
-  (a multiple of the granularity, into a fresh reservation of that size, so every other argument is
-  valid) that succeeds proves the allocation holds at least the claimed bytes; one that fails with
-  INVALID_VALUE proves it holds fewer. On a refusal, probes of halving sizes find the largest
-  mapping the driver accepts, which is the allocation's size as far as the driver lets anyone see.
-- Nothing tells whether the allocation is *larger* than the claim: only the claimed bytes are mapped,
-  which is safe. On a GPU a too-large mapping is refused by the driver rather than faulting later
-  (unlike a short memfd, which is SIGBUS on first touch), so this check turns a confusing
-  INVALID_VALUE at the map step into a clear SIZE_MISMATCH before anything is reserved for real.
+  and refuses anything larger. The code it refuses with depends on the driver: INVALID_VALUE on some,
+  NOT_SUPPORTED on the H100's 580 driver, OUT_OF_MEMORY seen elsewhere.
+
+So this check is cheap (a few driver queries, no mapping): it refuses a claim that is not a positive
+multiple of the allocation's granularity or larger than its device, and reports the granularity so
+that the consumer can hold the producer's to it. The mapping itself is the last check: the consumer's
+map step maps the claimed size once, for real, and any refusal of that map is SIZE_MISMATCH with
+the driver's code (``SizeCheck.by_map``). An earlier version probed with a throw-away reservation
+and mapping of the claimed size, which cost 2 ms on every share and misread NOT_SUPPORTED as a
+missing capability.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol
 
-from vmmtui.backends.base import Call, CallLog, SizeCheck
-from vmmtui.backends.errors import cu, error_name, error_text
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.backends.base import CallLog, SizeCheck
+from vmmtui.backends.errors import cu
 
-PROBE = "driver cuMemMap probe"
+SOURCE = "driver cuMemMap (the map step)"
 
 
 class CudaBackend(Protocol):
@@ -38,9 +37,6 @@ class CudaBackend(Protocol):
     calls: CallLog
 
     def call(self, name: str, fn: Any, *args: Any, show: dict[str, Any] | None = None) -> Any: ...
-    def reserve(self, size: int, alignment: int) -> int: ...
-    def unmap(self, va: int, size: int) -> None: ...
-    def free_range(self, va: int, size: int) -> None: ...
 
 
 def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
@@ -61,8 +57,9 @@ def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
             show={"option": "MINIMUM", "of": "the imported allocation"},
         )
     )
-    check = SizeCheck(claimed, None, PROBE)
+    check = SizeCheck(claimed, None, SOURCE, granularity=gran, by_map=True)
     if claimed <= 0 or claimed % gran:
+        check.source = "driver cuMemGetAllocationGranularity"
         check.refuse(
             "SIZE_MISMATCH",
             f"claimed {claimed} bytes: not a positive multiple of the allocation's "
@@ -78,67 +75,4 @@ def check_size(b: CudaBackend, handle: int, claimed: int) -> SizeCheck:
             check.refuse(
                 "SIZE_MISMATCH", f"claimed {claimed} bytes: more than device {owner} has ({total})"
             )
-            return check
-    va = b.reserve(claimed, gran)
-    try:
-        if _maps(b, va, claimed, h, handle):
-            check.reported = claimed
-            return check
-        check.reported = _largest(b, va, claimed, gran, h, handle)
-        found = (
-            f"it accepts at most {check.reported}"
-            if check.reported
-            else "it accepts no smaller mapping either"
-        )
-        check.refuse(
-            "SIZE_MISMATCH",
-            f"claimed {claimed} bytes, but cuMemMap of that size at offset 0 is "
-            f"CUDA_ERROR_INVALID_VALUE: the allocation is smaller ({found})",
-        )
-        return check
-    finally:
-        b.free_range(va, claimed)
-
-
-def _maps(b: CudaBackend, va: int, size: int, h: Any, handle: int) -> bool:
-    """Whether the driver maps ``size`` bytes of the allocation at offset 0 (the probe is unmapped at once)."""
-    t0 = time.perf_counter_ns()
-    (err,) = cu.cuMemMap(cu.CUdeviceptr(va), size, 0, h, 0)
-    ok = err == cu.CUresult.CUDA_SUCCESS
-    code = error_name(err)
-    b.calls.add(
-        Call(
-            "cuMemMap",
-            {
-                "ptr": hex(va),
-                "size": size,
-                "offset": 0,
-                "handle": hex(handle),
-                "note": "size probe",
-            },
-            code,
-            time.perf_counter_ns() - t0,
-            ok=ok,
-        )
-    )
-    if ok:
-        b.unmap(va, size)
-        return True
-    if code != "CUDA_ERROR_INVALID_VALUE":
-        raise StepError(failure(code, "cuMemMap (size probe)", error_text(err)))
-    return False
-
-
-def _largest(b: CudaBackend, va: int, claimed: int, gran: int, h: Any, handle: int) -> int | None:
-    """The largest multiple of ``gran`` below ``claimed`` that the driver maps (bisection), or None."""
-    lo, hi = (
-        0,
-        claimed // gran - 1,
-    )  # in granules: lo is accepted (0: trivially), claimed was refused
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _maps(b, va, mid * gran, h, handle):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo * gran or None
+    return check

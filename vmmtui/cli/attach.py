@@ -34,6 +34,12 @@ def add_parser(sub) -> None:
         "--duration", type=float, default=None, help="headless: follow for this many seconds"
     )
     a.add_argument(
+        "--prometheus",
+        metavar="HOST:PORT",
+        help="serve the sharing ledger as Prometheus metrics at http://HOST:PORT/metrics and keep "
+        "following (a node agent: with --all, new processes are picked up; needs vmmtui[fleet])",
+    )
+    a.add_argument(
         "--screenshot",
         metavar="FILE",
         help="open the view headless, wait --duration (2 s), save an SVG",
@@ -63,23 +69,45 @@ def _targets(args: argparse.Namespace) -> list[int] | None:
             file=sys.stderr,
         )
         return None
-    bad = [p for p in args.pids if p <= 0]
-    if bad:
-        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+    if _bad_pid(args.pids):
         return None
     return list(dict.fromkeys(args.pids))
+
+
+def _bad_pid(pids: list[int]) -> bool:
+    """Says (one line) the first number that cannot be a process id: the same words for PIDs and --can."""
+    import sys
+
+    bad = [p for p in pids if p <= 0]
+    if bad:
+        print(f"vmmtui attach: {bad[0]} is not a process id", file=sys.stderr)
+    return bool(bad)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    nvml_soon = None
+    if not args.can and not args.screenshot and (args.once or args.json or args.duration):
+        from vmmtui.attach.nvml import Nvml
+
+        nvml_soon = Nvml.opening()  # overlaps the imports below and the scan
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
     from vmmtui.console import print_json
     from vmmtui.narration import attach_lines
 
     if args.can:
         from vmmtui.attach.preflight import preflight
+
+        if _bad_pid(args.can):
+            return EXIT_USAGE
+        if args.can[0] == args.can[1]:
+            print(
+                f"vmmtui attach: --can A B needs two processes (both are {args.can[0]})",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
 
         checks = preflight(*args.can)
         for c in checks:
@@ -92,22 +120,63 @@ def cmd_attach(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
     targets = _targets(args)
-    if targets is None:
-        return EXIT_USAGE
     if not targets:
-        return EXIT_FAILED
+        if nvml_soon is not None:
+            nvml_soon.result().close()
+        return EXIT_USAGE if targets is None else EXIT_FAILED
     if args.screenshot:
         from vmmtui.tui.attach import save_screenshot
 
         save_screenshot(targets, args.screenshot, args.duration or 2.0)
         print(f"saved {args.screenshot}")
         return EXIT_OK
-    if not (args.once or args.json or args.duration) and sys.stdout.isatty():
+    if not (args.once or args.json or args.duration or args.prometheus) and sys.stdout.isatty():
         from vmmtui.tui.attach import AttachApp
 
         AttachApp(targets).run()
         return EXIT_OK
-    return _headless(args, targets, print_json, attach_lines, time)
+    return _headless(args, targets, print_json, attach_lines, time, nvml_soon)
+
+
+#: how often ``attach --all --prometheus`` looks for new processes holding shared memory
+RESCAN_S = 2.0
+
+
+def _holders() -> list[int]:
+    import os
+
+    from vmmtui.attach.scan import holders_of_memory
+
+    return holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
+
+
+def _metrics(args: argparse.Namespace):
+    """The /metrics endpoint of ``--prometheus``; None without it; an exit code after a one-line
+    error (2 for a bad HOST:PORT, 1 when the port is taken or the library is missing)."""
+    if not args.prometheus:
+        return None
+    import sys
+
+    from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
+    from vmmtui.fleet.prometheus import MetricsEndpoint, MissingLibrary
+
+    try:
+        endpoint = MetricsEndpoint.start(args.prometheus)
+    except ValueError as exc:
+        print(f"vmmtui attach: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MissingLibrary as exc:
+        print(f"vmmtui attach: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        print(
+            f"vmmtui attach: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
+            "pick another port (--prometheus HOST:PORT)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    print(f"vmmtui attach: Prometheus metrics at {endpoint.url}", file=sys.stderr)
+    return endpoint
 
 
 def _console():
@@ -116,7 +185,7 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
-def _headless(args, targets, print_json, attach_lines, time) -> int:
+def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> int:
     import sys
 
     from vmmtui.attach.follow import Follower
@@ -124,13 +193,19 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
     from vmmtui.events import ProcessUnreadable
 
-    follower = Follower(set(targets))
+    follower = Follower(set(targets), interval=0.25, nvml_soon=nvml_soon)
     console = _console()
     out: list = []
+    endpoint = _metrics(args)
+    if isinstance(endpoint, int):
+        return endpoint
+    rescan = time.monotonic() + RESCAN_S
 
     def emit(events) -> None:
         for e in events:
             out.append(e)
+            if endpoint:
+                endpoint.feed(e)
             if args.json:
                 print_json(e, sys.stdout)
             else:
@@ -141,14 +216,19 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     try:
         while True:
             emit(follower.poll())
+            if args.all and endpoint and time.monotonic() >= rescan:  # an agent: new processes too
+                follower.targets.update(_holders())
+                rescan = time.monotonic() + RESCAN_S
             if (
                 args.once
-                or not follower.tracker.alive
+                or (not follower.tracker.alive and not (endpoint and args.all))
                 or (args.duration and time.monotonic() >= end)
             ):
                 break
             time.sleep(0.25)
         emit(follower.snapshots())
+        if not args.once:
+            emit(follower.missed())
         if args.leaks or args.once:
             live = (
                 {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
@@ -156,5 +236,15 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
             emit(leftover_files(None, follower.bound_paths, live, time.monotonic() - follower.t0))
     finally:
         follower.close()
+        if endpoint:
+            endpoint.close()
     unreadable = {e.pid for e in out if isinstance(e, ProcessUnreadable)}
-    return EXIT_FAILED if unreadable >= set(targets) else EXIT_OK
+    if unreadable >= set(targets):
+        print(
+            "vmmtui attach: "
+            + ("none of the given processes could" if len(targets) > 1 else "the process could not")
+            + " be read (see above); check the pids (ps -eo pid,cmd), run as their user or root",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK

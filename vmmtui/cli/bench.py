@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.backends import NAMES, choose
+from vmmtui.backends.labels import NAMES
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, size_arg, sizes_arg
 from vmmtui.sizes import parse_size
 
@@ -71,6 +71,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print("vmmtui: --repeat must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    from vmmtui.backends import choose
+
     choice = choose(args.backend, args.device)
     if not choice.usable:
         print(f"vmmtui: {choice.reason}", file=sys.stderr)

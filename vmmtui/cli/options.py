@@ -7,8 +7,16 @@ import argparse
 import signal
 import sys
 
-from vmmtui.backends import NAMES, choose
-from vmmtui.config import Direction, Mechanism, SessionConfig, Verify, choices, validate
+from vmmtui.backends.labels import NAMES
+from vmmtui.config import (
+    Direction,
+    Mechanism,
+    SessionConfig,
+    Transport,
+    Verify,
+    choices,
+    validate,
+)
 from vmmtui.sizes import SizeError, parse_size
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -108,7 +116,16 @@ def session_options(p: argparse.ArgumentParser) -> None:
         choices=choices(Mechanism),
         default=Mechanism.VMM.value,
         help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
-        "cuIpcGetMemHandle handle, no fd (seed 003; cuda only)",
+        "cuIpcGetMemHandle handle, no fd (seed 003; cuda only); pool: a stream-ordered memory pool "
+        "exported as an fd, then each allocation's 64-byte export data (cuda only)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=choices(Transport),
+        default=Transport.SCM_RIGHTS.value,
+        help="scm-rights: the fd travels in the message (default); pidfd: the producer sends its pid "
+        "and the fd's number and the consumer takes the fd with pidfd_open + pidfd_getfd (PyTorch's "
+        "expandable segments, UCX cuda_ipc)",
     )
     p.add_argument(
         "--consumers",
@@ -140,9 +157,12 @@ def config_from(args: argparse.Namespace) -> SessionConfig:
         connect_timeout=args.timeout,
         accept_timeout=args.timeout,
         ack_timeout=args.timeout * 12,
+        # no step outlasts the ACK's wait (the producer gives up then); 5 s more lets the worker say so first
+        step_timeout=args.timeout * 12 + 5,
         scenario=args.scenario,
         verify=args.verify,
         mechanism=args.mechanism,
+        transport=args.transport,
         consumers=args.consumers,
         direction=args.direction,
         devices=args.devices,
@@ -167,6 +187,8 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
 def choice_or_refuse(args: argparse.Namespace):
     """The backend to use, or None after printing the one-line reason it cannot run."""
+    from vmmtui.backends import choose
+
     choice = choose(args.backend, args.device)
     refused = refusal(args, choice)
     if refused:

@@ -15,6 +15,7 @@ import gzip
 import json
 import os
 import platform
+import re
 import socket
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,16 @@ from typing import IO, Any
 from vmmtui import __version__
 from vmmtui.codec import DecodeError, decode, encode
 from vmmtui.config import SessionConfig
-from vmmtui.events import VERSION, Event, EventFormatError, FdSnapshot, KcmpVerdict
+from vmmtui.events import (
+    VERSION,
+    Event,
+    EventFormatError,
+    FdSnapshot,
+    KcmpVerdict,
+    Notice,
+    SessionClosed,
+)
+from vmmtui.trace import events as _trace_events  # noqa: F401 - registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -36,6 +46,17 @@ LACKS = {
     "driver, date and options are unknown, and fd tables only as read after each step",
 }
 MAGIC = "vmmtui-recording"
+#: the most a recording may hold once decompressed: eight consumers record about 370 KiB, so this
+#: is ten times what vmmtui makes; a bigger file (a gzip bomb) is refused before it fills memory
+MAX_BYTES = 4 << 20
+#: the deepest nesting of arrays and objects a line may have; events nest 6 deep at most (a deeper
+#: value would exhaust the JSON parser's recursion)
+MAX_DEPTH = 32
+#: what the recorder writes, instead of the event that would take it over MAX_BYTES, before it stops
+FULL_NOTE = "the recording stops here: it reached its {limit} limit"
+#: a string in JSON (its brackets are not nesting)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class RecordingError(ValueError):
@@ -163,6 +184,8 @@ def describe(config: SessionConfig) -> str:
         f"{n} consumer{'s' if n > 1 else ''}",
         str(config.direction),
     ]
+    if config.transport != "scm-rights":
+        parts.append("fd taken by pidfd_getfd")
     if config.devices:
         parts.append("GPUs " + ",".join(map(str, config.devices)))
     if config.scenario:
@@ -198,10 +221,15 @@ class Recorder:
     def __init__(self, path: str | Path, header: Header):
         self.path = Path(path)
         self.file = _open(self.path, "w")
-        self.file.write(header.to_json() + "\n")
+        first = header.to_json() + "\n"
+        self.file.write(first)
         self.last: dict[tuple[str, str], Any] = {}
         self.written = 0
         self.skipped = 0
+        #: bytes written (before gzip); the reader refuses more than MAX_BYTES
+        self.size = len(first.encode())
+        #: the limit was reached: nothing more is written
+        self.full = False
 
     def write(self, event: Event) -> None:
         key = self._key(event)
@@ -211,7 +239,17 @@ class Recorder:
                 self.skipped += 1
                 return
             self.last[key] = body
-        self.file.write(event.to_json() + "\n")
+        if self.full:
+            self.skipped += 1
+            return
+        line = event.to_json() + "\n"
+        if self.size + len(line.encode()) > MAX_BYTES - 1024:  # room left for the note
+            from vmmtui.sizes import format_size
+
+            self.full = True
+            line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
+        self.file.write(line)
+        self.size += len(line.encode())
         self.written += 1
 
     def write_all(self, events: list[Event]) -> None:
@@ -241,6 +279,8 @@ class Recording:
     path: str = ""
     #: a sentence on what an older format lacks; "" for the current one
     note: str = ""
+    #: a sentence saying the recording ends before the session did (cut short); "" when whole
+    cut: str = ""
 
 
 def read(path: str | Path) -> Recording:
@@ -248,8 +288,17 @@ def read(path: str | Path) -> Recording:
     path = Path(path)
     name = str(path)
     try:
-        with _open(path, "r") as f:
-            lines = f.read().split("\n")
+        data = _read_bounded(path)
+        if len(data) > MAX_BYTES:
+            from vmmtui.sizes import format_size
+
+            line = data.count(b"\n", 0, MAX_BYTES) + 1
+            raise RecordingError(
+                f"{name} line {line}: more than {format_size(MAX_BYTES)} "
+                f"{'once decompressed ' if path.suffix == '.gz' else ''}(vmmtui's recordings are "
+                "under 1 MiB); not replayed: is it really a recording?"
+            )
+        lines = data.decode("utf-8").split("\n")
     except FileNotFoundError:
         raise RecordingError(
             f"{name}: no such file (`vmmtui replay --list` shows the gallery)"
@@ -271,6 +320,12 @@ def read(path: str | Path) -> Recording:
         lines.pop()
     if not lines:
         raise RecordingError(f"{name} is empty: not a recording")
+    for number, line in enumerate(lines, 1):
+        if _too_deep(line):
+            raise RecordingError(
+                f"{name} line {number}: values nested more than {MAX_DEPTH} deep (vmmtui's "
+                "events nest 6 deep); the recording cannot be replayed"
+            )
     first = _first_line(name, lines[0])
     if MAGIC in first:
         header = _header(name, first)
@@ -295,7 +350,57 @@ def read(path: str | Path) -> Recording:
         )
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
-    return Recording(header, events, name, note)
+    return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
+
+
+def _cut(events: list[Event], last_line: int) -> str:
+    """Why the recording ends before its session did, or "" when it ends with the session's end."""
+    if isinstance(events[-1], SessionClosed):
+        return ""
+    if isinstance(events[-1], Notice) and events[-1].text.startswith(FULL_NOTE[:25]):
+        return f"{events[-1].text} (line {last_line}): the session went on, unrecorded"
+    return (
+        f"cut short: it ends at line {last_line}, before the session's end (its recorder was "
+        "stopped or killed); the replay shows what it holds, and the rest is missing"
+    )
+
+
+def _too_deep(line: str) -> bool:
+    """Whether ``line`` nests arrays and objects more than MAX_DEPTH deep (strings ignored)."""
+    if line.count("[") + line.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for m in _BRACKET.finditer(_JSON_STRING.sub('""', line)):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def _read_bounded(path: Path) -> bytes:
+    """At most MAX_BYTES + 1 bytes of the file, decompressed. A gzip stream that ends early (its
+    recorder was killed before it wrote the trailer) gives what came before the cut: the lines
+    that follow say it was cut short."""
+    chunks: list[bytes] = []
+    total = 0
+    with _open_bytes(path) as f:
+        try:
+            while total <= MAX_BYTES:
+                chunk = f.read1(min(1 << 16, MAX_BYTES + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        except EOFError:
+            if not chunks:
+                raise
+    return b"".join(chunks)
+
+
+def _open_bytes(path: Path) -> IO[bytes]:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
 
 def _first_line(name: str, line: str) -> dict:

@@ -16,6 +16,7 @@ from vmmtui.events import (
     Event,
     FdSnapshot,
     KcmpVerdict,
+    NextStep,
     Notice,
     ScenarioOutcome,
     SessionClosed,
@@ -28,7 +29,7 @@ from vmmtui.events import (
 )
 
 #: what a step emits after its StepDone; anything else after the last step belongs to the close
-_STEP_TAIL = (FdSnapshot, KcmpVerdict)
+_STEP_TAIL = (FdSnapshot, KcmpVerdict, NextStep)
 _ENDING = (SessionFinished, SessionFailed, ScenarioOutcome)
 
 

@@ -83,3 +83,55 @@ class IntruderReport:
                 f"{line.get('result', line)}"
             )
         ]
+
+
+@dataclass(frozen=True)
+class Quit:
+    """A worker exits on its own, as a program that is done would (after its cleanup step)."""
+
+    role: str
+    when: str = ""
+
+    def run(self, stage: Stage) -> list[Event]:
+        return stage.quit(self.role, self.when)
+
+
+#: the memfd backend's allocation as /proc/PID/maps names it
+MEMFD_MAPPED = "/memfd:vmmtui-alloc"
+
+
+@dataclass(frozen=True)
+class ShowPinned:
+    """The kernel's view of who still maps the shared memory: ``role``'s /proc/PID/maps, read now.
+
+    Device memory does not appear in maps (the workers report cuMemGetInfo instead); memfd pages do."""
+
+    role: str
+
+    def run(self, stage: Stage) -> list[Event]:
+        pid = stage.pid(self.role)
+        if pid is None:
+            return [Notice(f"scenario: {self.role} is not running: no mapping to read")]
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                lines = [line.split() for line in f if MEMFD_MAPPED in line]
+        except OSError as exc:
+            return [Notice(f"scenario: /proc/{pid}/maps unreadable: {exc.strerror}")]
+        if not lines:
+            return [
+                Notice(
+                    f"kernel: /proc/{pid}/maps of the {self.role} holds no {MEMFD_MAPPED} mapping "
+                    "now (on cuda device memory never shows there: see cuMemGetInfo in the steps)"
+                )
+            ]
+        spans = []
+        for fields in lines:
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            spans.append(f"{fields[0]} ({(end - start) >> 10} KiB, inode {fields[4]})")
+        return [
+            Notice(
+                f"kernel: /proc/{pid}/maps of the {self.role} still maps {MEMFD_MAPPED}: "
+                + ", ".join(spans)
+                + ": its pages stay allocated while any mapping or fd refers to them"
+            )
+        ]

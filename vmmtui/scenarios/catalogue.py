@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import signal
 
+from vmmtui.backends import pidfd
 from vmmtui.scenarios.actions import (
     Freeze,
     IntruderConnects,
     IntruderReport,
     Kill,
     PlantStaleSocket,
+    Quit,
+    ShowPinned,
 )
 from vmmtui.scenarios.model import ANY, ANY_ERROR, Drop, Hook, RunEarly, Scenario, StopAfter
 from vmmtui.steps import CONSUMER, PRODUCER
@@ -30,6 +33,23 @@ def _fabric_cannot(device: dict) -> str | None:
         return (
             "fabric handles work here (cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC succeeded: an IMEX channel "
             "is open to this process), so there is no error to show"
+        )
+    return None
+
+
+def _yama_cannot() -> str | None:
+    """pidfd-yama needs Yama to refuse a sibling: ptrace_scope 1 or more, and no CAP_SYS_PTRACE here."""
+    scope = pidfd.ptrace_scope()
+    if scope is None:
+        return (
+            "this host has no Yama (/proc/sys/kernel/yama/ptrace_scope does not exist: the kernel was "
+            "built without it, or it is not among the active LSMs), so nothing refuses a sibling's "
+            "pidfd_getfd and there is no refusal to show"
+        )
+    if scope == 0:
+        return (
+            "Yama's ptrace_scope is 0 here (classic ptrace permissions: any process of the same user "
+            "may take another's fds), so there is no refusal to show; Ubuntu and Debian default to 1"
         )
     return None
 
@@ -197,5 +217,101 @@ BUILT_IN: list[Scenario] = [
         },
         device_cannot=_fabric_cannot,
         flags={PRODUCER: ("fabric-handle",)},
+    ),
+    Scenario(
+        "pool-no-handle-type",
+        "a memory pool created without a shareable handle type cannot be exported",
+        "cuMemPoolCreate takes CUmemPoolProps.handleTypes; with CU_MEM_HANDLE_TYPE_NONE (the default of a "
+        "zeroed struct, and of cudaMallocAsync's default pool) the pool is not IPC capable, whatever its "
+        "allocations. The producer creates such a pool and allocates from it; cuMemPoolExportToShareableHandle "
+        "refuses, and nothing is left allocated.",
+        expect=("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_NOT_PERMITTED"),
+        at=(PRODUCER, "export"),
+        mechanism="pool",
+        cannot={
+            "memfd": "memory pools are a CUDA road (stream-ordered GPU allocations); memfd has no pool to "
+            "export"
+        },
+        flags={PRODUCER: ("pool-without-handle-type",)},
+    ),
+    Scenario(
+        "pidfd-seccomp",
+        "pidfd_getfd under Docker's default seccomp profile: EPERM",
+        "The pidfd road (PyTorch's expandable segments, UCX cuda_ipc): the producer sends its pid and the "
+        "fd's number, the consumer takes the fd with pidfd_open + pidfd_getfd. Docker's default seccomp "
+        "profile refuses pidfd_getfd to a container without CAP_SYS_PTRACE. The consumer installs such a "
+        "filter on itself at init (prctl(PR_SET_NO_NEW_PRIVS) then prctl(PR_SET_SECCOMP) with a 7-instruction "
+        "BPF program, no root needed); pidfd_open still works, pidfd_getfd gets EPERM: the bare "
+        "'Operation not permitted' users report.",
+        expect=("EPERM",),
+        at=(CONSUMER, "receive"),
+        transport="pidfd",
+        flags={CONSUMER: ("seccomp-deny-pidfd-getfd",)},
+    ),
+    Scenario(
+        "pidfd-yama",
+        "pidfd_getfd between siblings under Yama ptrace_scope 1: EPERM",
+        "Yama's ptrace_scope 1 (Ubuntu's default) lets a process ptrace, and so take fds from, only its "
+        "descendants, unless the target names it with prctl(PR_SET_PTRACER). vmmtui's producer and consumer "
+        "are siblings; on the pidfd road the producer names the consumer before it sends. This run leaves "
+        "that out, as most programs do, and the consumer drops an effective CAP_SYS_PTRACE (which Yama "
+        "lets through) as an unprivileged program has none: pidfd_getfd gets EPERM.",
+        expect=("EPERM",),
+        at=(CONSUMER, "receive"),
+        transport="pidfd",
+        host_cannot=_yama_cannot,
+        flags={PRODUCER: ("no-ptracer",), CONSUMER: ("no-effective-cap-sys-ptrace",)},
+    ),
+    Scenario(
+        "pidfd-pidns",
+        "the consumer's PID namespace is not the producer's: the pid names nobody there",
+        "A pid is a number in one PID namespace. The producer sends its pid; the consumer opens it from a "
+        "process it forks into a new PID namespace (unshare(CLONE_NEWPID), with a user namespace when not "
+        "root), as a container with its own PID namespace would. There the pid names nobody (ESRCH) or "
+        "another process; pidfd_getfd cannot even be tried. SCM_RIGHTS crosses PID namespaces.",
+        expect=("ESRCH", "PIDFD_WRONG_PROCESS"),
+        at=(CONSUMER, "receive"),
+        transport="pidfd",
+        host_cannot=pidfd.new_pidns_allowed,
+        flags={CONSUMER: ("take-from-new-pidns",)},
+    ),
+    Scenario(
+        "pidfd-producer-gone",
+        "the producer exits between sending its pid and the consumer's pidfd_getfd: ESRCH",
+        "On the pidfd road the fd stays in the producer until the consumer takes it. Here the producer is "
+        "SIGKILLed right after it sent its pid and fd number, before the consumer's receive: the pid names "
+        "nobody any more and pidfd_open fails with ESRCH. With SCM_RIGHTS the fd would already be in flight "
+        "(see producer-dies, which verifies).",
+        expect=("ESRCH",),
+        at=(CONSUMER, "receive"),
+        transport="pidfd",
+        edits=(Drop(((PRODUCER, "wait_ack"), (PRODUCER, "cleanup"), (CONSUMER, "ack"))),),
+        hooks=(
+            Hook(
+                "after",
+                PRODUCER,
+                "send",
+                Kill(PRODUCER, signal.SIGKILL, "right after sending its pid"),
+            ),
+        ),
+    ),
+    Scenario(
+        "importer-pins",
+        "the producer releases everything and exits while the consumer maps: the memory stays",
+        "An allocation is freed when its last reference goes, not when its creator releases it. After the "
+        "consumer maps, the producer runs its whole cleanup (unmap, release, close the exported fd) and "
+        "exits; the consumer still verifies every integer. On memfd the kernel's view shows it: the "
+        "consumer's /proc/PID/maps still maps the memfd; on cuda cuMemGetInfo does: the memory stays used "
+        "after the producer's release and is freed by the consumer's (cuda-samples#155, pytorch#145703).",
+        edits=(
+            Drop(((PRODUCER, "wait_ack"), (CONSUMER, "ack"))),
+            RunEarly(((PRODUCER, "cleanup"),), before=(CONSUMER, "verify")),
+        ),
+        flags={PRODUCER: ("report-device-memory",), CONSUMER: ("report-device-memory",)},
+        hooks=(
+            Hook("after", PRODUCER, "cleanup", Quit(PRODUCER, "after releasing everything")),
+            Hook("after", PRODUCER, "cleanup", ShowPinned(CONSUMER)),
+            Hook("after", CONSUMER, "cleanup", ShowPinned(CONSUMER)),
+        ),
     ),
 ]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from vmmtui.config import Mechanism
+from vmmtui.config import Mechanism, Transport
 from vmmtui.steps import build_plan, kind
 
 if TYPE_CHECKING:
@@ -29,6 +29,11 @@ class Stage(Protocol):
     def kill(self, role: str, sig: int, when: str) -> list[Event]: ...
 
     def freeze(self, role: str) -> list[Event]: ...
+
+    def pid(self, role: str) -> int | None:
+        """A live worker's pid (None once it has exited)."""
+
+    def quit(self, role: str, when: str) -> list[Event]: ...
 
     def start_helper(self, name: str, argv: list[str]) -> None:
         """Start a process the session reaps at close; its stdout is read with ``helper_line``."""
@@ -113,6 +118,10 @@ class Scenario:
     ack_timeout: float | None = None
     #: why the scenario cannot be shown on a device, given the capability probe's record of it (or None)
     device_cannot: Callable[[dict], str | None] | None = None
+    #: how the fd travels (a pidfd scenario runs with --transport pidfd)
+    transport: str = Transport.SCM_RIGHTS.value
+    #: why the scenario cannot be shown on this host whatever the backend (Yama absent, no namespaces)
+    host_cannot: Callable[[], str | None] | None = None
 
     def plan(self) -> list[PlanStep]:
         """The step order this scenario runs."""
@@ -127,10 +136,16 @@ class Scenario:
     def hooks_at(self, when: str, role: str, step: str) -> list[Hook]:
         return [h for h in self.hooks if (h.when, h.role, h.step) == (when, role, step)]
 
+    def host_reason(self) -> str | None:
+        """Why this cannot be shown on this host whatever the backend (Yama absent, no namespaces)."""
+        return self.host_cannot() if self.host_cannot is not None else None
+
     def why_not(self, backend: str, device_probe: dict | None = None) -> str | None:
         """Why this cannot be shown on ``backend`` (and, where the probe's record is given, on that device)."""
         if backend in self.cannot:
             return self.cannot[backend]
+        if why := self.host_reason():
+            return why
         if self.device_cannot is not None and device_probe is not None:
             return self.device_cannot(device_probe)
         return None

@@ -150,8 +150,9 @@ def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failu
     )
 
 
-def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
-    """What receiving did to the consumer's fd table, as /proc shows it: the lesson of legacy vs VMM."""
+def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool, taken: bool = False) -> Notice:
+    """What receiving did to the consumer's fd table, as /proc shows it: the lesson of legacy vs VMM,
+    and of pidfd_getfd (``taken``), where the fd appears although no message carried it."""
     after = FdTable.read(w.pid)
     new = sorted(set(after.entries) - set(before.entries))
     if not new:
@@ -163,5 +164,10 @@ def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool) -> Notice:
     shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
     return Notice(
         f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
-        f"{len(after.entries)} after: {shown} arrived with SCM_RIGHTS"
+        f"{len(after.entries)} after: {shown} "
+        + (
+            "appeared, taken with pidfd_getfd: no message carried it"
+            if taken
+            else "arrived with SCM_RIGHTS"
+        )
     )

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 from vmmtui import scenarios
 from vmmtui.backends import Choice
@@ -22,6 +21,7 @@ from vmmtui.config import (
     Direction,
     Mechanism,
     SessionConfig,
+    Transport,
     WorkerConfig,
     resolve_verify,
     validate,
@@ -29,7 +29,9 @@ from vmmtui.config import (
 from vmmtui.events import (
     Event,
     KcmpVerdict,
+    NextStep,
     Notice,
+    ScenarioInfo,
     ScenarioOutcome,
     SessionClosed,
     SessionFailed,
@@ -50,6 +52,7 @@ from vmmtui.session.tmpdir import (
     TmpdirError,
     choose_parent,
     make_private_dir,
+    private_dir_name,
     sweep_stale_dirs,
 )
 from vmmtui.state import StepReport
@@ -84,6 +87,8 @@ class Session:
             config = replace(
                 config, mechanism=self.scenario.mechanism
             )  # a legacy scenario implies legacy
+        if self.scenario and self.scenario.transport != Transport.SCM_RIGHTS:
+            config = replace(config, transport=self.scenario.transport)  # a pidfd scenario, pidfd
         self.config = config
         self.choice = choice
         self.consumers = consumer_names(config.consumers)
@@ -113,6 +118,8 @@ class Session:
         self.fd_problems = 0
         self.verify_on = "host"
         self.dir: str | None = None
+        self._parent_dir: str | None = None
+        self._dir_made = False
         self.started = False  # every worker said hello; steps are refused before that
         self.closed = False
         #: the SessionClosed that close() emitted (also when start() closed after a failure)
@@ -171,7 +178,8 @@ class Session:
                 Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)
             ]
             events += [Notice(line) for line in (moved, fallback) if line]
-            self.dir = make_private_dir(parent)
+            self.dir = private_dir_name(parent)  # made once the producer runs: see below
+            self._parent_dir = parent
             self.stage = SessionStage(self.workers, self.socket_path)
             events.append(
                 SessionStarted(
@@ -186,20 +194,44 @@ class Session:
                     list(self.consumers),
                     cfg.direction,
                     dict(self.devices),
+                    self._scenario_info(),
+                    transport=cfg.transport,
                 )
             )
             if self.scenario:
                 events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
             try:
-                launched = [(role, self._spawn(role)) for role in self.roles]  # start-ups overlap
+                launched = []
+                for role in self.roles:  # start-ups overlap
+                    launched.append((role, self._spawn(role)))
+                    if role == PRODUCER:
+                        # only now, with the producer running: whenever this process is killed
+                        # from here on, the producer's reaper removes the directory by its name
+                        make_private_dir(self.dir)
+                        self._dir_made = True
                 for role, w in launched:
                     self._await_hello(role, w)
                     events.append(WorkerStarted(role, w.pid, self.choice.name))
+            except TmpdirError as exc:
+                self.close()
+                raise ConfigError(str(exc)) from None
             except BaseException:
                 self.close()
                 raise
             self.started = True
+            events.append(self.where())
             return events
+
+    def _scenario_info(self) -> ScenarioInfo | None:
+        sc = self.scenario
+        if sc is None:
+            return None
+        return ScenarioInfo(sc.name, sc.summary, sc.explanation, list(sc.expect), sc.at)
+
+    def where(self) -> NextStep:
+        """The plan's position as an event: what runs next, or nothing once stopped."""
+        nxt = self.next_step
+        return NextStep(self.position, *(nxt or ("", "")))
 
     def worker_config(self, role: str) -> WorkerConfig:
         cfg, sc = self.config, self.scenario
@@ -221,10 +253,12 @@ class Session:
             cfg.direction,
             sc.flags_for(role) if sc else [],
             crash,
+            session_pid=os.getpid(),
+            transport=cfg.transport,
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
-        w = launch(self.worker_config(role), Path(self.dir) / f"{role}.log")
+        w = launch(self.worker_config(role), self._parent_dir)
         self._launching.append(w)  # so that close() stops it even if it never says hello
         return w
 
@@ -251,50 +285,61 @@ class Session:
     def run(self) -> Iterator[Event]:
         """Step to the end of the plan (or the first failure)."""
         while not self.stopped:
-            yield from self.step()
+            yield from self.stepping()
 
     def step(self) -> list[Event]:
         """Run the next step of the plan; returns its events (empty once stopped)."""
+        return list(self.stepping())
+
+    def stepping(self) -> Iterator[Event]:
+        """Run the next step of the plan, yielding each event as it happens: ``StepStarted`` comes
+        before the worker is asked, so a view can show the step running; ``NextStep`` comes last.
+        Nothing once the plan has stopped. Consume it to the end (the session is locked meanwhile)."""
         with self._lock:
             nxt = self.next_step
             if nxt is None or not self.started:
-                return []
-            role, name = nxt
-            index = self.position
-            w = self.workers[role]
-            events: list[Event] = []
-            if w.pending is not None:  # its background step answers before it takes a new one
-                events += self._collect(w, self.config.step_timeout)
-                if self.stopped:
-                    return events + self._ending()
-            peer = peer_of(name) if role == PRODUCER else role
-            args = self._step_args(role, name, peer)
-            events += self._hooks("before", role, name)
-            events.append(StepStarted(index, role, name))
-            if self.scenario and (role, name) in self.scenario.background:
-                return events + self._in_background(w, index, name, args)
-            before = FdTable.read(w.pid) if name == "receive" else None
-            t0 = time.perf_counter_ns()
-            w.pending = (index, name, t0)
-            report, problem = w.ask(name, args, self.config.step_timeout)
-            w.pending = None
-            if problem is not None:
-                return events + self._failed(w, name, problem)
-            events += self._record(w, index, report, time.perf_counter_ns() - t0)
-            if before is not None and not before.error and report.ok:
-                events.append(
-                    fdchecks.fd_delta(w, before, self.config.mechanism == Mechanism.LEGACY)
-                )
-            if report.ok:
-                self.position += 1
-                events += self._hooks("after", role, name)
-            if (
-                role == PRODUCER
-                and base(name) == "accept"
-                and self.workers[peer].pending is not None
-            ):
-                events += self._collect(self.workers[peer], self.config.connect_timeout + 5)
-            return events + self._ending()
+                return
+            yield from self._step(*nxt)
+            yield self.where()
+
+    def _step(self, role: str, name: str) -> Iterator[Event]:
+        index = self.position
+        w = self.workers[role]
+        if w.pending is not None:  # its background step answers before it takes a new one
+            collected = self._collect(w, self.config.step_timeout)
+            yield from collected
+            if self.stopped:
+                yield from self._ending()
+                return
+        peer = peer_of(name) if role == PRODUCER else role
+        args = self._step_args(role, name, peer)
+        yield from self._hooks("before", role, name)
+        yield StepStarted(index, role, name)
+        if self.scenario and (role, name) in self.scenario.background:
+            yield from self._in_background(w, index, name, args)
+            return
+        before = FdTable.read(w.pid) if name == "receive" else None
+        t0 = time.perf_counter_ns()
+        w.pending = (index, name, t0)
+        report, problem = w.ask(name, args, self.config.step_timeout)
+        w.pending = None
+        if problem is not None:
+            yield from self._failed(w, name, problem)
+            return
+        yield from self._record(w, index, report, time.perf_counter_ns() - t0)
+        if before is not None and not before.error and report.ok:
+            yield fdchecks.fd_delta(
+                w,
+                before,
+                self.config.mechanism == Mechanism.LEGACY,
+                taken=self.config.transport == Transport.PIDFD,
+            )
+        if report.ok:
+            self.position += 1
+            yield from self._hooks("after", role, name)
+        if role == PRODUCER and base(name) == "accept" and self.workers[peer].pending is not None:
+            yield from self._collect(self.workers[peer], self.config.connect_timeout + 5)
+        yield from self._ending()
 
     def _step_args(self, role: str, name: str, peer: str) -> dict:
         """What a step needs from the session: the pid the peer check must find."""
@@ -450,6 +495,7 @@ class Session:
             if self.closed:
                 return []
             events: list[Event] = []
+            was_going = self.started and not self.stopped
             for w in self.workers.values():
                 w.stop_frozen()
             if self.stage is not None:
@@ -468,20 +514,25 @@ class Session:
                     events.append(StepDone(-1, report, 0, 0))
                 if problem is not None:
                     events.append(Notice(f"{role} cleanup: {problem.one_line()}"))
+            # the directory goes while the producer still runs: killed from here on, this process
+            # leaves nothing (the producer's reaper would remove the directory, but only once the
+            # producer ends, which a normal quit below does before this process could)
+            if self.dir and self._dir_made:
+                shutil.rmtree(self.dir, ignore_errors=True)
             for w in [*self.workers.values(), *self._launching]:
                 exited = w.stop(self.config.grace)
                 if exited is not None:
                     events.append(exited)
             self.closed = True
+            if was_going:  # the plan stops here: nothing runs next
+                events.append(self.where())
             leftovers = [
                 f"{w.role} pid {w.pid} still running"
                 for w in [*self.workers.values(), *self._launching]
                 if w.proc.poll() is None
             ]
-            if self.dir:
-                shutil.rmtree(self.dir, ignore_errors=True)
-                if os.path.exists(self.dir):
-                    leftovers.append(f"directory {self.dir} still exists")
+            if self.dir and self._dir_made and os.path.lexists(self.dir):
+                leftovers.append(f"directory {self.dir} still exists")
             self.closed_event = SessionClosed(not leftovers, leftovers)
             events.append(self.closed_event)
             return events

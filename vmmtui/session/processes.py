@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,7 @@ class WorkerProcess:
     role: str
     proc: subprocess.Popen
     control: LineChannel
-    #: the worker's stdout and stderr: a file already unlinked, so a killed session leaves no log
+    #: the worker's stdout and stderr: a file with no name, so a killed session leaves no log
     #: behind (and the producer's reaper finds the directory empty); read with pread
     log: BinaryIO
     held: list[HeldFd] = field(default_factory=list)
@@ -225,12 +226,13 @@ class WorkerProcess:
         return self.exited
 
 
-def launch(config: WorkerConfig, log_path: Path) -> WorkerProcess:
-    """Start ``python -m vmmtui.worker`` with a control socketpair; its output goes to ``log_path``."""
+def launch(config: WorkerConfig, log_dir: str) -> WorkerProcess:
+    """Start ``python -m vmmtui.worker`` with a control socketpair; its output goes to a file
+    in ``log_dir`` that has no name (O_TMPFILE), so that a session killed at any moment leaves
+    no log behind and the producer's reaper finds the session directory empty."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    log = open(log_path, "w+b")  # noqa: SIM115 - held for the worker's life, closed by stop()
+    log = tempfile.TemporaryFile(dir=log_dir, prefix=f"vmmtui-{config.role}-log-")  # noqa: SIM115 - closed by stop()
     try:
-        os.unlink(log_path)
         config.control_fd = child.fileno()
         argv = [sys.executable, "-m", "vmmtui.worker", *config.to_argv()]
         proc = subprocess.Popen(

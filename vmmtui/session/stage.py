@@ -35,6 +35,17 @@ class SessionStage:
             w.mark_killed(rc),
         ]
 
+    def pid(self, role: str) -> int | None:
+        w = self.workers.get(role)
+        return w.pid if w is not None and w.alive else None
+
+    def quit(self, role: str, when: str) -> list[Event]:
+        """Ask a worker to exit as a program that is done would (its control channel says quit)."""
+        w = self.workers[role]
+        exited = w.stop(grace=10)
+        events: list[Event] = [Notice(f"scenario: {w.role} pid {w.pid} exited {when}")]
+        return events + ([exited] if exited is not None else [])
+
     def freeze(self, role: str) -> list[Event]:
         w = self.workers[role]
         os.kill(w.pid, signal.SIGSTOP)

@@ -8,6 +8,7 @@ TMPDIR without the sticky bit is refused, since another user could replace our d
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -16,7 +17,7 @@ from vmmtui.channel import AF_UNIX_PATH_MAX
 
 DIR_PREFIX = "vmmtui-"
 SOCKET_NAME = "vmmtui.sock"
-#: the directory name mkdtemp makes for us, as long as it can be
+#: the directory name private_dir_name makes, as long as it can be
 _PROBE = f"{DIR_PREFIX}{'9' * 7}-xxxxxxxx"
 
 
@@ -64,11 +65,27 @@ def choose_parent(tmpdir: str | None) -> tuple[str, str | None]:
     )
 
 
-def make_private_dir(parent: str) -> str:
-    """A new 0700 directory in ``parent`` named after this process (the sweep reads the pid)."""
-    path = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent)
-    os.chmod(path, 0o700)
-    return path
+def private_dir_name(parent: str) -> str:
+    """A fresh name for this session's directory in ``parent``, not made yet.
+
+    ``vmmtui-<pid>-<random>``: the sweep and the producer's reaper read the pid from it. The
+    directory itself is made once the producer runs (make_private_dir): from then on the
+    producer's reaper removes it by this name should the session be killed at any moment."""
+    while True:
+        path = os.path.join(parent, f"{DIR_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+        if not os.path.lexists(path):
+            return path
+
+
+def make_private_dir(path: str) -> None:
+    """Make ``path`` 0700; an entry already there (another user's race) is refused, not reused."""
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as exc:
+        raise TmpdirError(
+            f"cannot make the session directory {path}: {exc.strerror}; check TMPDIR"
+        ) from None
+    os.chmod(path, 0o700)  # whatever the umask
 
 
 def sweep_stale_dirs(parent: str) -> list[str]:

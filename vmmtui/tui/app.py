@@ -33,7 +33,7 @@ from vmmtui.events import (
     StepDone,
     WorkerExited,
 )
-from vmmtui.record import Recorder, Timeline
+from vmmtui.record.timeline import Timeline
 from vmmtui.transcript import Transcript
 from vmmtui.tui.keys import LIVE, bindings
 from vmmtui.tui.messages import (
@@ -47,6 +47,7 @@ from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 
 if TYPE_CHECKING:
+    from vmmtui.record.recording import Recorder
     from vmmtui.session import Session
     from vmmtui.tui.widgets.process_panel import ProcessPanel
 
@@ -216,6 +217,8 @@ class InspectorApp(Viewer):
         )
         if key is None:
             return False
+        from vmmtui.record.recording import Recorder  # not before the first frame
+
         last = next((x for x in reversed(self.timeline.events) if Recorder._key(x) == key), None)
         return last != e
 
@@ -303,7 +306,7 @@ class InspectorApp(Viewer):
             self.refused = message.text
             self.call_after_refresh(self.finish, 2)  # after the header has taken its title
             return
-        self.start_error = message.text
+        self.start_error = self.display_mode.text(message.text)  # --stable: no pids or addresses
         self.notify(message.text, severity="error", timeout=10)
         self.paint()
 

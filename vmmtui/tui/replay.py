@@ -10,6 +10,7 @@ from rich.text import Text
 from vmmtui.config import SessionConfig
 from vmmtui.events import SessionStarted
 from vmmtui.record import Recording, Timeline
+from vmmtui.record.notes import Notes
 from vmmtui.transcript import Transcript
 from vmmtui.tui.keys import REPLAY, bindings
 from vmmtui.tui.viewer import Viewer
@@ -33,6 +34,17 @@ def config_of(recording: Recording) -> SessionConfig:
     )
 
 
+def write_with_notes(transcript: Transcript, timeline: Timeline, notes: Notes | None) -> None:
+    """The recording's events, each teacher's note after the events of the frame it is on."""
+    ends = {} if notes is None else {timeline.frames[n.frame].end: n for n in notes.chapters()}
+    if 0 in ends:
+        transcript.note(ends[0].label, ends[0].text)
+    for i, e in enumerate(timeline.events, 1):
+        transcript.write(e)
+        if i in ends:
+            transcript.note(ends[i].label, ends[i].text)
+
+
 class ReplayApp(Viewer):
     TITLE = "vmmtui replay"
     BINDINGS = bindings(REPLAY)
@@ -49,6 +61,7 @@ class ReplayApp(Viewer):
         stable: bool = False,
         cast: str | None = None,
         start_at: int = 0,
+        notes: Notes | None = None,
     ):
         config = config_of(recording)
         blank = ScreenState.blank(
@@ -63,6 +76,8 @@ class ReplayApp(Viewer):
         )
         self.config = config
         self.recording = recording
+        #: the teacher's notes (--notes), by frame
+        self.teacher_notes = notes
         self.shown = 0
         self.start_at = start_at
         self.shot_dir = Path(screenshots) if screenshots else None
@@ -90,11 +105,12 @@ class ReplayApp(Viewer):
     def on_mount(self) -> None:  # after Viewer.on_mount (handlers run for each class)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
             transcript = Transcript(self.transcript_path)
-            for e in self.recording.events:
-                transcript.write(e)
+            write_with_notes(transcript, self.timeline, self.teacher_notes)
             transcript.close()
         if self.recording.note:
             self.notify(f"older recording: {self.recording.note}", timeout=10)
+        if self.recording.cut:
+            self.notify(self.recording.cut, severity="warning", timeout=10)
         self.go(self.timeline.frame_of_step(self.start_at) if self.start_at else 0)
 
     def state_shown(self) -> ScreenState:
@@ -115,17 +131,23 @@ class ReplayApp(Viewer):
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]
         return f"as of {frame.label} (of {self.frames.frames[-1].steps})" + (
-            "" if self.frame < self.frames.last else " · the end"
+            ""
+            if self.frame < self.frames.last
+            else (" · cut short here" if self.recording.cut else " · the end")
         )
 
     # -- frames ------------------------------------------------------------------------------------
     def go(self, index: int | None) -> None:
         index = self.frames.last if index is None else max(0, min(index, self.frames.last))
         self.shown = index
+        note = self.teacher_notes.at(index) if self.teacher_notes else None
+        self.inspector.note = None if note is None else (note.label, note.shown)
         self.paint()
         if self.shot_dir and index not in self.shot_taken:
             self.shot_taken.add(index)
             self.call_after_refresh(self._frame_screenshot, index)
+
+    goto = go  # the flipbook (--html) draws every frame through it
 
     def _frame_screenshot(self, index: int) -> None:
         f = self.timeline.frames[index]

@@ -41,6 +41,8 @@ class InspectorScreen(Screen):
     #: keys pressed during a step, waiting their turn (shown on the status line)
     queued: reactive[int] = reactive(0, init=False)
     show_all_fds: reactive[bool] = reactive(False, init=False)
+    #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
+    note: reactive[tuple[str, str] | None] = reactive(None, init=False)
 
     class Ready(Message):
         """The screen's widgets exist: the app can draw its part of a state."""
@@ -69,7 +71,7 @@ class InspectorScreen(Screen):
                         with TabPane(name, id=f"tab-{name}"):
                             yield ProcessPanel(name, self.display_mode)
         yield StatusLine(id="status")
-        yield TeachingPanel(self.replay, id="teaching")
+        yield TeachingPanel(self.replay, self.display_mode, id="teaching")
         yield EventLog(id="log")
         yield Footer()
 
@@ -127,7 +129,7 @@ class InspectorScreen(Screen):
             self.query_one(WirePanel).show(state)
             self.query_one(VerificationPanel).show(state)
             self.query_one(StatusLine).show(state, self.where, self.queued)
-            self.query_one(TeachingPanel).show(state)
+            self.query_one(TeachingPanel).show(state, self.note)
             self.query_one(EventLog).show(state)
             if state.front is not None and len(state.roles) > 2:
                 tabs = self.query_one("#consumers", TabbedContent)

@@ -95,7 +95,8 @@ class Viewer(App[int]):
         if self.cast_path:
             self.cast = CastWriter(self, self.cast_path)
         self._loop = asyncio.get_running_loop()
-        self._old_handlers = {signum: signal.signal(signum, self._on_signal) for signum in SIGNALS}
+        if not self.is_headless:  # a terminal's app (a headless one is driven by its caller)
+            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in SIGNALS}
         self.paint()
 
     def on_unmount(self) -> None:

@@ -40,7 +40,9 @@ from vmmtui.troubleshooting import Failure
 from vmmtui.view.display import Display
 
 #: metadata fields the wire does not print: the handle has its own row, the type is always "alloc"
-HIDDEN_METADATA = ("ipc_handle", "type", "v")
+HIDDEN_METADATA = ("ipc_handle", "export_data", "type", "v")
+#: fields shown only where they say something (the pidfd road's pid and fd number)
+UNSAID = {"transport": "scm-rights", "pid": 0, "fd": -1}
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class ScreenState:
     panels: dict[str, PanelView] = field(default_factory=dict)
     plan: tuple[tuple[str, str], ...] = ()
     mechanism: str = "vmm"
+    #: how the fd travels: "scm-rights" or "pidfd" (the consumer takes it with pidfd_getfd)
+    transport: str = "scm-rights"
     backend: str = ""
     reason: str = ""
     direction: str = "producer-writes"
@@ -290,11 +294,11 @@ def fold_one(
             state = _panel(state, replace(p, state_text=say.exit_state(e), running=None))
             if not e.expected and not closing and state.crash is None:
                 state = replace(state, crash=e)
-            lines = [_tag(e.role, say.exited(e, d))] + [_tag(e.role, t) for t in say.log_tail(e)]
+            lines = [_tag(e.role, say.exited(e, d))] + [_tag(e.role, t) for t in say.log_tail(e, d)]
             return _log(state, lines)
         case SessionFailed():
             state = replace(state, failure=(e.role, e.step, e.failure))
-            return _log(state, say.failed(e))
+            return _log(state, say.failed(e, d))
         case SessionFinished():
             state = replace(
                 state,
@@ -304,15 +308,16 @@ def fold_one(
             )
             return _log(state, [say.finished(e, len(state.roles) - 1)])
         case SessionClosed():
-            return _log(replace(state, closed=e), [say.closed(e)])
+            return _log(replace(state, closed=e), [say.closed(e, d)])
         case Notice():
-            return _log(state, [say.notice(e)])
+            return _log(state, [say.notice(e, d)])
         case ScenarioOutcome():
+            status = {k: v for k, v in state.status.items() if k != "scenario"}
             state = replace(
                 state,
                 outcome=e,
                 scenario=state.scenario or e.name,
-                status={**state.status, "scenario": say.outcome(e).plain},
+                status={**status, "scenario": say.outcome(e).plain},  # the verdict reads last
             )
             return _log(state, [say.outcome(e)])
     return state
@@ -326,6 +331,7 @@ def _started(state: ScreenState, e: SessionStarted, d: Display) -> ScreenState:
         panels={r: state.panels.get(r) or PanelView(r) for r in roles},
         plan=tuple(tuple(s) for s in e.plan),
         mechanism=e.mechanism,
+        transport=e.transport,
         backend=e.backend,
         reason=e.reason,
         direction=e.direction,
@@ -388,20 +394,35 @@ def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
         return replace(w, peer=text, peer_pid=p.pid if p else None)
     if (role, step) == ("producer", "send"):
         sent = encode(s.sent) if s.sent is not None else {}
-        meta = {k: v for k, v in sent.items() if k not in HIDDEN_METADATA}
+        meta = {
+            k: v
+            for k, v in sent.items()
+            if k not in HIDDEN_METADATA and (k not in UNSAID or v != UNSAID[k])
+        }
         w = replace(w, metadata=json.dumps(meta) if meta else "")
+        if s.sent is not None and s.sent.export_data:
+            w = replace(w, handle=s.sent.export_data)
         if s.mapping.ipc_handle:
             return replace(
                 w,
                 handle=s.mapping.ipc_handle,
                 in_flight=f"no fd: 64 handle bytes in the message → {peer}",
             )
+        if s.sent is not None and s.sent.transport == "pidfd":
+            return replace(
+                w,
+                in_flight=f"no fd in the message: pid {d.pid(s.sent.pid)} and fd number "
+                f"{s.sent.fd} → {peer}; it takes the fd with pidfd_getfd …",
+            )
         return replace(w, in_flight=f"producer fd {s.exported_fd} → SCM_RIGHTS → {peer} …")
     if (role, step) == ("consumer", "receive"):
+        taken = s.received is not None and s.received.transport == "pidfd"
         return replace(
             w,
             in_flight="handle bytes arrived; no new fd in " + r.role
             if s.mapping.ipc_handle
+            else f"taken by {r.role} with pidfd_open + pidfd_getfd: fd {s.received_fd} there"
+            if taken
             else f"arrived as {r.role} fd {s.received_fd}",
         )
     if (role, step) == ("producer", "wait_ack"):

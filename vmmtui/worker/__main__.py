@@ -4,7 +4,8 @@ It answers each command with a StepReport. It dies with its parent, even when st
 parent-death signal is SIGKILL); an interrupt from the terminal is the session's to handle, so
 SIGINT is ignored here; SIGTERM ends it through the last-chance release, which no second signal
 can cut short. A producer forks its reaper first, so that its socket file and the session
-directory go even when it is killed.
+directory go even when it is killed, or when the session died before this process ran (then the
+worker exits at once and its reaper removes the directory by its known name).
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ if TYPE_CHECKING:
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> bool:
-    """Ask the kernel to SIGKILL us when the parent dies; False if the parent is already gone."""
-    parent = os.getppid()
+def die_with_parent(session_pid: int) -> bool:
+    """Ask the kernel to SIGKILL us when the session dies; False if it is already gone.
+
+    The session's pid comes from the command line, not from ``getppid()`` at start: a session
+    killed before this process ran has already handed it to another parent, and the death signal
+    only watches the parent we have when we ask for it."""
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    return os.getppid() == parent  # it died between the two getppid() calls: no signal will come
+    return os.getppid() == session_pid  # checked after asking: a later death sends the signal
 
 
 def settle_control_fd(fd: int) -> int:
@@ -103,13 +107,15 @@ def main(argv: list[str] | None = None) -> int:
         print("python -m vmmtui.worker: --control-fd is required", file=sys.stderr)
         return 2
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    session_pid = os.getppid()
-    if not die_with_parent():
-        return 1
+    session_pid = cfg.session_pid or os.getppid()
     if kind(cfg.role) == PRODUCER:
         from vmmtui.worker import reaper
 
-        reaper.start(cfg.socket_path, session_pid)  # before numpy or a driver starts any thread
+        # before numpy or a driver starts any thread, and before the parent check: from here on
+        # the session directory goes with the session, whenever the session dies
+        reaper.start(cfg.socket_path, session_pid)
+    if not die_with_parent(session_pid):
+        return 1
     signal.signal(signal.SIGTERM, _terminate)
     control_fd = settle_control_fd(cfg.control_fd)
 

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 from vmmtui import channel
 from vmmtui.channel import Ack, AllocMessage
 from vmmtui.config import Direction, Verify
+from vmmtui.sizes import align_up
 from vmmtui.state import Peer
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import StepError, failure
-from vmmtui.worker import memory
+from vmmtui.worker import memory, transport
 
 if TYPE_CHECKING:
     import socket
@@ -59,9 +60,12 @@ def receive(w: Worker) -> None:
     sharing = w.sharing
     meta, fds = w.backend.calls.timed(
         "recvmsg",
-        {"fd": sock.fileno(), "want": sharing.wants},
+        {"fd": sock.fileno(), "want": transport.wants(w)},
         lambda: channel.receive_message(
-            sock, w.cfg.ack_timeout, AllocMessage, want_fds=sharing.want_fds
+            sock,
+            w.cfg.ack_timeout,
+            AllocMessage,
+            want_fds=0 if transport.takes_fd(w) else sharing.want_fds,
         ),
         lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
     )
@@ -77,6 +81,17 @@ def receive(w: Worker) -> None:
                     f"we use {w.backend.name} {w.cfg.mechanism}",
                 )
             )
+        if meta.transport != w.cfg.transport:
+            raise StepError(
+                failure(
+                    "BAD_MESSAGE",
+                    "recvmsg",
+                    f"producer uses {meta.transport}, we {w.cfg.transport}",
+                )
+            )
+        _check_claim(w, meta)
+        if transport.takes_fd(w):
+            fds = [transport.take(w, meta)]
         sharing.received(w, meta, fds)
     except StepError:
         for fd in fds:
@@ -90,6 +105,29 @@ def receive(w: Worker) -> None:
         meta.device,
     )
     s.requested_size = meta.requested_size
+
+
+def _check_claim(w: Worker, meta: AllocMessage) -> None:
+    """The producer may claim only the size this consumer was asked to share (its own ``--size``,
+    rounded to the granularity): anything else is refused before the fd is imported, mapped or read.
+
+    The granularity is the producer's word here; the import step checks it against the kernel's or
+    the driver's (``SizeCheck.granularity``), so a lying granularity cannot stretch the claim."""
+    gran, claimed = meta.granularity, meta.alloc_size
+    if gran <= 0 or gran & (gran - 1):
+        raise StepError(
+            failure("SIZE_MISMATCH", "recvmsg", f"granularity {gran}: not a power of two")
+        )
+    expected = align_up(w.cfg.size, gran)
+    if claimed != expected:
+        raise StepError(
+            failure(
+                "SIZE_MISMATCH",
+                "recvmsg",
+                f"claimed {claimed} bytes; this consumer shares --size {w.cfg.size}, "
+                f"{expected} at granularity {gran}",
+            )
+        )
 
 
 def _check_peer(w: Worker) -> None:
@@ -113,7 +151,7 @@ def _check_peer(w: Worker) -> None:
 def import_memory(w: Worker) -> None:
     _check_peer(w)
     w.sharing.import_(w)
-    if w.sharing.want_fds:
+    if w.sharing.checks_size:
         _check_size(w)
 
 
@@ -122,24 +160,55 @@ def _check_size(w: Worker) -> None:
     for the fd that arrived, before anything is mapped (a memfd shorter than the mapping is SIGBUS)."""
     s = w.state
     check = w.backend.check_size(s.received_fd, w.handle, s.alloc_size)
-    s.size_claimed, s.size_reported, s.size_source, s.seals = (
+    s.size_claimed, s.size_reported, s.size_source, s.seals, s.size_by_map = (
         check.claimed,
         check.reported,
         check.source,
         check.seals,
+        check.by_map,
     )
     if check.code:
         raise StepError(failure(check.code, "import", check.detail))
+    told = w.state.granularity
+    if check.granularity is not None and told != check.granularity:
+        raise StepError(
+            failure(
+                "SIZE_MISMATCH",
+                "import",
+                f"granularity {told} claimed, {check.granularity} per {check.source}: "
+                f"the claim of {check.claimed} bytes rests on it",
+            )
+        )
     what = "the kernel" if check.source.startswith("kernel") else "the driver"
     if check.reported is not None:
         w.say(
             f"Size claimed {check.claimed} bytes; {what} reports {check.reported} ({check.source})"
             + (f", sealed {check.seals}" if check.seals else "")
         )
+    elif check.by_map:
+        w.say(
+            f"Size claimed {check.claimed} bytes: the driver cannot tell an allocation's size; "
+            "the map step maps exactly that, and a refusal is SIZE_MISMATCH"
+        )
 
 
 def map_memory(w: Worker) -> None:
-    memory.map_range(w)
+    """On cuda the real mapping is the last size check: a refusal of it is SIZE_MISMATCH with the
+    driver's code, whatever that code is (INVALID_VALUE, NOT_SUPPORTED, OUT_OF_MEMORY)."""
+    try:
+        memory.map_range(w)
+    except StepError as exc:
+        if not w.state.size_by_map:
+            raise
+        f = exc.failure
+        raise StepError(
+            failure(
+                "SIZE_MISMATCH",
+                "cuMemMap (imported)",
+                f"claimed {w.state.alloc_size} bytes, but cuMemMap of that size at offset 0 is "
+                f"{f.code}: the allocation that arrived is smaller, or cannot be mapped whole",
+            )
+        ) from None
     w.say("Mapped imported memory to virtual address")
 
 

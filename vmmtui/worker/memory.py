@@ -12,6 +12,7 @@ from vmmtui.config import Verify
 from vmmtui.interrupts import signals_held
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
+from vmmtui.worker import transport
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker
@@ -22,6 +23,7 @@ def init(w: Worker) -> None:
     b = w.backend
     banner = f"{b.title} {w.sharing.title}" if b.has_device else b.title
     w.say(f"=== {banner} {w.role.capitalize()} ===")
+    transport.prepare(w)
     info = b.init(w.cfg.device)
     w.info = info
     w.state.device, w.state.device_name, w.state.backend_label = info.index, info.name, info.label
@@ -72,8 +74,28 @@ def verify(w: Worker, what: str = "") -> None:
     else:
         w.say(f"Read {size} bytes through the shared mapping")
     w.say(result.describe())
+    device_memory(w, "after verify")
     if not result.passed:
         raise StepError(failure("VERIFY_MISMATCH", "verify", result.describe()))
+
+
+#: the importer-pins scenario: say cuMemGetInfo around the steps where the memory could be freed
+MEMORY_FLAG = "report-device-memory"
+
+
+def device_memory(w: Worker, when: str) -> None:
+    """cuMemGetInfo now, kept under ``when`` and said (device backends; memfd has no device to ask)."""
+    if MEMORY_FLAG not in w.flags or not w.backend_loaded:
+        return
+    got = w.backend.free_memory()
+    if got is None:
+        return
+    free, total = got
+    w.state.device_memory = got
+    w.state.scenario_results[f"used {when}"] = str(total - free)
+    w.say(
+        f"cuMemGetInfo {when}: {(total - free) >> 20} MiB used of {total >> 20} MiB on the device"
+    )
 
 
 def cleanup(w: Worker) -> None:
@@ -92,6 +114,7 @@ def cleanup(w: Worker) -> None:
         wrong = w.backend.wrong_release(w.va)
         w.state.scenario_results["wrong_release"] = wrong
         w.say(f"The wrong call returned {wrong}; now cleaning up the right way")
+    device_memory(w, "before release")
     w.sharing.release(w, attempt)
     for what in ("exported", "received"):
         for fd in w.book.of_kind(what):
@@ -99,6 +122,7 @@ def cleanup(w: Worker) -> None:
                 w.say(f"SCENARIO: not closing the received fd {fd}")
                 continue
             w.book.close_fd(fd, what)
+    device_memory(w, "after release")  # the shared fd holds the allocation too: after its close
     if w.sock is not None:
         sock, w.sock = w.sock, None
         w.book.close_socket(sock, "sock")

@@ -2,23 +2,31 @@
 
 Left: the processes (pid, name, fds by kind, GPU memory) and the selected one's fds; right: who
 shares what (processes joined by the files they share, with kind labels), the selected process's
-timeline, and what cannot be seen from outside. A thread worker scans at ``hz`` (≥ 4) and hands the
-events to the UI thread; tables are rebuilt only when something changed.
+timeline, and what cannot be seen from outside.
+
+A collector thread polls at ``hz`` (≥ 4) and owns the follower: it builds a ``Board`` (an immutable
+value) after each poll and only posts it as a message; the UI renders from the last board and never
+reads the follower. What the UI asks of the collector (another process selected, pause) goes to it
+through a queue. Tables are rebuilt only when a poll changed something.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import time
-from collections import Counter
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
+from vmmtui.attach.board import Board, board
 from vmmtui.attach.follow import Follower
-from vmmtui.events import Event, GpuMemory, Notice
+from vmmtui.events import GpuMemory, SharedFile
+from vmmtui.names import shown
 from vmmtui.narration import attach_lines, shared_file, socket_pair
 
 #: how a poll stays cheap, said on screen: what it carries over and how long a change can hide
@@ -28,15 +36,57 @@ CARRIED = (
 )
 
 
+@dataclass
+class Polled(Message):
+    """One poll done: ``board`` is what to show now, None when nothing changed."""
+
+    board: Board | None
+    polls: int
+
+
+@dataclass
+class Select:
+    pid: int
+
+
+class Collector:
+    """Owns the follower; polls on its own thread, hands out boards, takes requests by queue."""
+
+    def __init__(self, pids: list[int], interval: float) -> None:
+        self.follower = Follower(set(pids), interval=interval)
+        self.interval = interval
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.selected: int | None = None
+        self.paused = False
+        self.gpu: dict[int, GpuMemory] = {}
+
+    def run(self, post, cancelled) -> None:
+        try:
+            while not cancelled():
+                start = time.monotonic()
+                reselected = False
+                while not self.requests.empty():
+                    req = self.requests.get()
+                    if isinstance(req, Select):
+                        self.selected, reselected = req.pid, True
+                    elif req == "pause":
+                        self.paused = not self.paused
+                if not self.paused:
+                    events = self.follower.poll()
+                    self.gpu.update({e.pid: e for e in events if isinstance(e, GpuMemory)})
+                    changed = bool(events) or reselected or self.follower.polls == 1
+                    b = board(self.follower, self.selected, events, self.gpu, reselected)
+                    self.selected = b.selected
+                    post(Polled(b if changed else None, self.follower.polls))
+                elif reselected:
+                    post(Polled(board(self.follower, self.selected, [], self.gpu, True), -1))
+                time.sleep(max(0.0, self.interval - (time.monotonic() - start)))
+        finally:
+            self.follower.close()
+
+
 class AttachApp(App):
-    CSS = """
-    #left { width: 55%; }
-    #procs { height: 40%; border: round $accent; }
-    #fds { height: 60%; border: round $accent; }
-    #shares { height: 40%; border: round $success; overflow-y: auto; }
-    #timeline { height: 40%; border: round $warning; }
-    #unseen { height: 20%; border: round $error; overflow-y: auto; }
-    """
+    CSS_PATH = "attach.tcss"
     BINDINGS = [
         ("q", "quit", "Quit"),
         ("s", "screenshot", "SVG screenshot"),
@@ -46,12 +96,11 @@ class AttachApp(App):
 
     def __init__(self, pids: list[int], hz: float = 4.0) -> None:
         super().__init__()
-        self.follower = Follower(set(pids))
-        self.interval = 1.0 / max(hz, 4.0)
-        self.selected: int | None = None
-        self.paused = False
-        self.gpu: dict[int, GpuMemory] = {}
+        self.pids = list(pids)
+        self.collector = Collector(self.pids, 1.0 / max(hz, 4.0))
+        self.board: Board | None = None
         self.polls = 0
+        self.paused = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -68,104 +117,84 @@ class AttachApp(App):
     def on_mount(self) -> None:
         procs = self.query_one("#procs", DataTable)
         procs.add_columns("pid", "name", "gpu", "memfd", "shm", "sock", "mapped", "GPU mem")
-        self.query_one("#procs").border_title = "processes"
+        procs.border_title = "processes"
         fds = self.query_one("#fds", DataTable)
         fds.add_columns("fd", "kind", "target", "how", "same open file as")
         fds.border_title = "fds"
         self.query_one("#shares").border_title = "who shares what"
         self.query_one("#timeline").border_title = "timeline"
         self.query_one("#unseen").border_title = "not visible from outside"
-        self.run_worker(self._poll, thread=True, exclusive=True)
+        scanning = Text(f"scanning {len(self.pids)} process(es)…", "dim italic")
+        self.query_one("#shares", Static).update(scanning)
+        self.sub_title = f"scanning {len(self.pids)} process(es)…"
+        self.run_worker(self._collect, thread=True, exclusive=True)
 
-    def _poll(self) -> None:
+    def _collect(self) -> None:
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
-        while not worker.is_cancelled:
-            start = time.monotonic()
-            if not self.paused:
-                events = self.follower.poll()
-                self.call_from_thread(self._apply, events)
-            time.sleep(max(0.0, self.interval - (time.monotonic() - start)))
-        self.follower.close()
+        self.collector.run(self.post_message, lambda: worker.is_cancelled)
 
-    def _apply(self, events: list[Event]) -> None:
-        self.polls += 1
-        for e in events:
-            if isinstance(e, GpuMemory):
-                self.gpu[e.pid] = e
-        if not events and self.polls > 1:
+    def on_polled(self, message: Polled) -> None:
+        if message.polls >= 0:
+            self.polls = message.polls
+        b = message.board
+        if b is None:
             return
-        t = self.follower.tracker
-        if self.selected is None and t.alive:
-            self.selected = min(t.alive)
-        self._processes()
-        self._fds()
-        self._shares()
+        self.board = b
+        self.sub_title = (
+            "paused" if self.paused else f"{len(b.processes)} process(es) · poll {b.polls}"
+        )
+        self._processes(b)
+        self._fds(b)
+        self._shares(b)
         log = self.query_one("#timeline", RichLog)
-        for e in events:
-            pid = getattr(e, "pid", None)
-            if pid is None or pid == self.selected:
-                for line in attach_lines(e):
-                    log.write(line)
-        notes = [Text("• " + u, "yellow") for u in self.follower.unseen] or [
+        if b.timeline_restart:
+            log.clear()
+        for e in b.timeline:
+            for line in attach_lines(e):
+                log.write(line)
+        notes = [Text("• " + u, "yellow") for u in b.unseen] or [
             Text("nothing hidden so far", "dim")
         ]
         notes.append(Text(CARRIED, "dim"))
         self.query_one("#unseen", Static).update(Text("\n").join(notes))
 
-    def _processes(self) -> None:
+    def _processes(self, b: Board) -> None:
         table = self.query_one("#procs", DataTable)
         table.clear()
-        for pid, p in sorted(self.follower.tracker.alive.items()):
-            kinds = Counter(f.kind for f in p.fds.values())
-            g = self.gpu.get(pid)
+        for r in b.processes:
+            g = r.gpu_memory
             mem = (
                 ""
                 if g is None
                 else (g.error[:20] if g.error else f"{sum(g.used.values()) >> 20} MiB")
             )
             table.add_row(
-                str(pid),
-                p.name,
-                str(kinds["gpu"]),
-                str(kinds["memfd"]),
-                str(kinds["shm"]),
-                str(kinds["socket"]),
-                str(len(p.maps)),
-                mem,
-                key=str(pid),
+                str(r.pid),
+                Text(shown(r.name)),
+                str(r.gpu),
+                str(r.memfd),
+                str(r.shm),
+                str(r.sockets),
+                str(r.mapped),
+                Text(mem),
+                key=str(r.pid),
             )
 
-    def _fds(self) -> None:
+    def _fds(self, b: Board) -> None:
         table = self.query_one("#fds", DataTable)
         table.clear()
-        t = self.follower.tracker
-        p = t.alive.get(self.selected or -1)
-        table.border_title = f"fds of pid {self.selected}" if p else "fds"
-        if p is None:
-            return
-        for fd, f in sorted(p.fds.items())[:500]:
-            e = t.open_fds.get((p.pid, fd))
-            how = Text(e.how, "bold green" if e and e.how == "arrived" else "") if e else Text("")
-            others = ", ".join(
-                f"{q}:{qfd}" for q, qfd in (t.shares.same_as(p.pid, fd, 4) if t.shares else [])
-            )
-            table.add_row(str(fd), f.kind, f.target[:50], how, others)
+        table.border_title = f"fds of pid {b.selected}" if b.selected is not None else "fds"
+        for x in b.fds:
+            how = Text(x.how, "bold green" if x.how == "arrived" else "")
+            others = ", ".join(f"{q}:{qfd}" for q, qfd in x.same_as)
+            table.add_row(str(x.fd), x.kind, Text(shown(x.target, 50)), how, others)
 
-    def _shares(self) -> None:
-        t = self.follower.tracker
-        lines: list[Text] = []
-        if t.shares:
-            lines += [shared_file(f) for f in t.shares.files] + [
-                socket_pair(s) for s in t.shares.pairs
-            ]
+    def _shares(self, b: Board) -> None:
+        lines = [shared_file(s) if isinstance(s, SharedFile) else socket_pair(s) for s in b.shares]
         now = {line.plain for line in lines}
-        earlier = [
-            x
-            for x in (shared_file(f) for f in self.follower.shared_history[-6:])
-            if x.plain not in now
-        ]
+        earlier = [x for x in (shared_file(f) for f in b.earlier) if x.plain not in now]
         if earlier:
             lines += [Text("earlier:", "dim")] + [Text(x.plain, "dim") for x in earlier]
         self.query_one("#shares", Static).update(
@@ -176,16 +205,12 @@ class AttachApp(App):
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         if message.data_table.id == "procs" and message.row_key.value:
-            self.selected = int(message.row_key.value)
-            log = self.query_one("#timeline", RichLog)
-            log.clear()
-            for e in self.follower.tracker.timeline.get(self.selected, []):
-                for line in attach_lines(e):
-                    log.write(line)
-            self._fds()
+            self.collector.requests.put(Select(int(message.row_key.value)))
 
     def action_pause(self) -> None:
         self.paused = not self.paused
+        self.collector.requests.put("pause")
+        self.sub_title = "paused" if self.paused else "resumed"
 
     def action_screenshot(self) -> None:
         self.notify(f"saved {self.save_screenshot()}")
@@ -207,4 +232,4 @@ def save_screenshot(
     asyncio.run(go())
 
 
-__all__ = ["AttachApp", "Notice", "save_screenshot"]
+__all__ = ["AttachApp", "Collector", "Polled", "save_screenshot"]

@@ -29,6 +29,7 @@ def shown_target(target: str) -> str:
 KIND_LABEL = {
     "exported": "exported allocation",
     "received": "received (SCM_RIGHTS)",
+    "pidfd": "pidfd of the producer",
     "allocation": "allocation (memfd)",
     "imported": "imported handle",
     "listener": "listening socket",
@@ -119,6 +120,8 @@ class FdTableView(Static):
             }.get(r.check or "", ("", ""))
             note = self._pair_note(r.fd)
             label = KIND_LABEL.get(r.kind, r.kind)
+            if r.kind == "received" and r.note.startswith("taken with pidfd_getfd"):
+                label = "received (pidfd_getfd: no message carried it)"
             what = (note.strip() if narrow else label.split(" (")[0] + note) if note else label
             style = (
                 "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")

@@ -32,6 +32,7 @@ class ProcessPanel(Vertical):
         self.next_step: str | None = None
         self.plan: tuple[tuple[str, str], ...] = tuple(build_plan())
         self.mechanism = "vmm"
+        self.transport = "scm-rights"
         self._shown: dict[str, tuple] = {}
 
     # what the tests and the app read
@@ -59,13 +60,14 @@ class ProcessPanel(Vertical):
         view = state.panel(self.role)
         nxt = state.next_step
         self.view, self.plan, self.mechanism = view, state.plan, state.mechanism
+        self.transport = state.transport
         self.next_step = nxt[1] if nxt and nxt[0] == self.role else None
         self._part(
             "head",
             (view.pid, view.backend, view.state_text, view.worker_state, view.results, self.plan),
             self._head,
         )
-        self._part("next", (self.next_step, self.mechanism), self._next)
+        self._part("next", (self.next_step, self.mechanism, self.transport), self._next)
         self._part("steps", (view.results, self.next_step, self.plan, self.mechanism), self._steps)
         self._part("card", (view.worker_state, view.backend, self.mechanism), self._card)
         for table in self.query(FdTableView):
@@ -113,7 +115,7 @@ class ProcessPanel(Vertical):
 
     def _next(self) -> Text:
         return Text(
-            f"▶ {step_info(self.role, self.next_step, self.mechanism).title}"
+            f"▶ {step_info(self.role, self.next_step, self.mechanism, self.transport).title}"
             if self.next_step
             else "",
             "bold yellow",
@@ -136,7 +138,7 @@ class ProcessPanel(Vertical):
         t.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         t.add_column(justify="right", no_wrap=True, style="dim")
         for name in role_steps(self.role, list(self.plan)):
-            step = step_info(self.role, name, self.mechanism)
+            step = step_info(self.role, name, self.mechanism, self.transport)
             if name in self.view.results:
                 ok, ns = self.view.results[name]
                 mark, style = ("✓", "green") if ok else ("✗", "bold red")

@@ -7,19 +7,23 @@ from textual.widgets import Static
 
 from vmmtui import narration as say
 from vmmtui.steps import step_info
-from vmmtui.view import ScreenState
+from vmmtui.view import Display, ScreenState
 
 
 class TeachingPanel(Static):
     """From the state shown; ``replay``: a recording cannot be restarted, so no "ctrl+r" is offered."""
 
-    def __init__(self, replay: bool = False, **kw):
+    def __init__(self, replay: bool = False, display: Display | None = None, **kw):
         super().__init__(**kw)
         self.replay = replay
+        self.fmt = display or Display()
         self.border_title = "what this step does"
         self._key: tuple = ()
+        #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
+        self.note: tuple[str, str] | None = None
 
-    def show(self, state: ScreenState) -> None:
+    def show(self, state: ScreenState, note: tuple[str, str] | None = None) -> None:
+        self.note = note
         key = (
             state.start_error,
             state.failure,
@@ -27,12 +31,21 @@ class TeachingPanel(Static):
             state.next_step,
             state.done,
             state.mechanism,
+            state.transport,
+            state.plan,
+            self.note,
         )
         if key == self._key:
             return
         self._key = key
         title, text = self._text(state)
         self.border_title = title
+        self.set_class(self.note is not None, "-noted")
+        if self.note is not None:
+            sep = "\n" if text.plain else ""
+            text = Text.assemble(
+                text, sep, (f"teacher's note ({self.note[0]}): ", "bold magenta"), self.note[1]
+            )
         self.update(text)
 
     def _text(self, state: ScreenState) -> tuple[str, Text]:
@@ -43,36 +56,30 @@ class TeachingPanel(Static):
             )
         if state.failure is not None:
             role, step, f = state.failure
+            m = self.fmt.text  # --stable: no pids or addresses
             return f"FAILED: {role} · {step}", Text.assemble(
                 (f"{f.call} → {f.code}", "bold red"),
-                f" ({f.message})\n",
+                m(f" ({f.message})\n"),
                 ("cause: ", "bold"),
-                f"{f.cause}\n",
+                m(f"{f.cause}\n"),
                 ("fix: ", "bold"),
-                f"{f.fix}",
+                m(f"{f.fix}"),
                 ("" if self.replay else "  (ctrl+r restarts)", "dim"),
             )
         if state.crash is not None:
             restart = "" if self.replay else ": restart with ctrl+r"
             return "what this step does", Text(
-                f"{say.exited(state.crash).plain}{restart}", style="bold red"
+                f"{say.exited(state.crash, self.fmt).plain}{restart}", style="bold red"
             )
         nxt = state.next_step
         if nxt is None:
             if not state.done:
                 return "what this step does", Text("")
-            how = (
-                "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
-                if state.mechanism == "legacy"
-                else "The fd went producer → SCM_RIGHTS → consumer, "
-            )
             again = "" if self.replay else " ctrl+r runs it again."
             return "done", Text(
-                how + "both mapped the same physical memory, and every resource was released in "
-                "reverse order." + again,
-                style="green",
+                say.closing(state.mechanism, state.plan, state.transport) + again, style="green"
             )
-        s = step_info(nxt[0], nxt[1], state.mechanism)
+        s = step_info(nxt[0], nxt[1], state.mechanism, state.transport)
         return f"next: {nxt[0]} · {s.title}", Text.assemble(
             (", ".join(s.apis) + " — ", "bold cyan"), s.teaching
         )

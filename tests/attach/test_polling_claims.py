@@ -1,0 +1,138 @@
+"""Polling claims only what it saw (issue 18 part 4), on real processes: a direction it could not
+observe is "unknown", fds open before attach are checked for leaks, an fd closed between the scan
+and kcmp is no kcmp failure, what may have been missed is said, and watch follows the tree until its
+last process exits."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
+from vmmtui.attach.follow import Follower
+from vmmtui.attach.scan import scan
+from vmmtui.attach.shares import find_shares
+from vmmtui.events import Event, FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+
+
+def test_an_fd_made_and_sent_within_one_poll_is_unknown_never_arrived_at_its_creator():
+    res, events = watch_json("made_and_sent.py")
+    assert res.returncode == 0, res.stderr
+    opened = [e for e in of(events, FdOpened) if "fixture-made-sent" in e.target]
+    creator = min(e.pid for e in opened)  # the parent: lower pid, started first
+    mine = [e for e in opened if e.pid == creator]
+    assert mine and all(e.how != "arrived" for e in mine), mine
+    assert any(e.how == "unknown" and "not seen" in e.via for e in mine), mine
+    theirs = [e for e in opened if e.pid != creator]
+    assert all(e.source is None or e.source.pid == creator for e in theirs), theirs
+    said = [e for e in of(events, Leak) if e.pid == creator]
+    assert not [e for e in said if not e.kind.startswith("possible-")], said
+    assert not [e for e in said if "received from" in e.detail], said
+
+
+def _leak_received(hold: str) -> tuple[subprocess.Popen, int, int]:
+    proc = subprocess.Popen(
+        [sys.executable, str(FIXTURES / "leak_received.py")],
+        cwd=FIXTURES,
+        env={**os.environ, "FIXTURE_HOLD": hold},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = None
+    for line in proc.stdout:
+        if "stays open" in line:
+            child = int(line[1 : line.index("]")])
+            break
+    return proc, proc.pid, child
+
+
+def test_fds_open_before_attach_are_checked_for_leaks():
+    """attach after the child received the fd: it is "present" there, and once its sender exited and
+    the child keeps it unmapped until it exits, that is said (as possible: its origin was not seen)."""
+    proc, parent, child = _leak_received("1.0")
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "vmmtui", "attach", "--json", "--duration", "15"]
+            + [str(parent), str(child)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    finally:
+        proc.wait(timeout=20)
+    assert res.returncode == 0, res.stderr
+    events = [Event.from_json(x) for x in res.stdout.splitlines()]
+    present = [e for e in of(events, FdOpened) if e.pid == child and "fixture-leak" in e.target]
+    assert present and present[0].how == "present" and present[0].source.pid == parent, present
+    leaks = [e for e in of(events, Leak) if e.pid == child and "fixture-leak" in e.what]
+    assert {e.kind for e in leaks} == {"possible-fd-after-peer", "possible-held-until-exit"}, leaks
+    assert not [e for e in of(events, Leak) if e.pid == parent]
+
+
+#: a child holding the memfd it inherited on fd argv[1], which it closes when told
+CLOSER = textwrap.dedent("""
+    import os, sys
+    fd = int(sys.argv[1])
+    print("ready", flush=True)
+    for line in sys.stdin:
+        os.close(fd)
+        print("done", flush=True)
+""")
+
+
+def test_an_fd_closed_between_the_scan_and_kcmp_is_not_kcmp_unavailable():
+    shared = os.memfd_create("fixture-closed-mid-scan", 0)
+    p = subprocess.Popen(
+        [sys.executable, "-c", CLOSER, str(shared)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        pass_fds=(shared,),
+    )
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        me = os.getpid()
+        s = scan([me, p.pid])  # both hold the memfd: kcmp is asked when the shares are worked out
+        p.stdin.write("close\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "done"  # closed after the scan read it
+        shares = find_shares(s)
+        assert shares.unavailable is None and shares.vanished >= 1
+        f = Follower({me, p.pid}, use_nvml=False)
+        f.tracker.update(s)  # the same: through the follower, then a poll that sees the close
+        f.poll()
+        assert not [u for u in f.unseen if "kcmp" in u], f.unseen
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+        os.close(shared)
+
+
+def test_processes_shorter_than_a_poll_are_said_with_the_poll_gap():
+    res, events = watch_json("short_lived.py")
+    assert res.returncode == 0, res.stderr
+    kids = [int(x) for x in re.search(r"children ([\d ]+)", res.stdout).group(1).split()]
+    seen = {e.pid for e in of(events, ProcessSeen)}
+    notes = " ".join(n.text for n in of(events, Notice))
+    missed = re.search(r"exited before any poll saw them: ([^;]+);", notes)
+    assert missed, notes
+    for kid in kids:
+        assert kid in seen or f"{kid} (exit code 7)" in missed.group(1), (kid, notes)
+    assert re.search(r"\d+ polls, at most \d+ ms apart", notes), notes
+    assert any("at most" in u for u in of(events, WatchFinished)[-1].unseen)
+
+
+def test_watch_follows_the_tree_until_its_last_process_exits(monkeypatch):
+    """The command exits at once; its child holds the received fd 4.5 s longer, then exits with it
+    open: watch is still there to see the exit and the leak."""
+    monkeypatch.setenv("FIXTURE_HOLD", "1.5")
+    res, events = watch_json("leak_received.py")
+    assert res.returncode == 0, res.stderr
+    command = min(e.pid for e in of(events, ProcessSeen))
+    child = [e.pid for e in of(events, ProcessSeen) if e.pid != command]
+    assert child, of(events, ProcessSeen)
+    gone = {e.pid for e in of(events, ProcessGone)}
+    assert set(child) <= gone, (child, gone)
+    assert "held-until-exit" in {e.kind for e in of(events, Leak)}

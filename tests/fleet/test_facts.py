@@ -1,0 +1,120 @@
+"""The node agent's numbers, folded from trace events: each test is what an operator asks of a
+cluster (who exported what, who still holds memory of a dead exporter, why imports were refused)."""
+
+import os
+
+from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
+from vmmtui.trace.events import (
+    CallRefused,
+    CudaCall,
+    FdCloseCall,
+    FdsReceived,
+    FdsSent,
+    MemfdCreated,
+    ProcessExit,
+    RefusalCheck,
+    SocketEnd,
+    TraceStarted,
+)
+
+SOCK = SocketEnd(100, 101, "@vmm")
+EXP, IMP = 1000, 2000
+MiB = 1 << 20
+
+
+def share_a_gpu_allocation(exporter_exits: bool):
+    """An exporter creates 2 MiB, exports it as fd 7 and sends it; the importer imports and maps it."""
+    events = [
+        TraceStarted("ebpf", [EXP, IMP]),
+        CudaCall(EXP, EXP, 1, "cuMemCreate", 0, size=2 * MiB, device=0, handle_types=1, handle=0xA),
+        CudaCall(EXP, EXP, 2, "cuMemExportToShareableHandle", 0, handle=0xA, fd=7),
+        FdsSent(EXP, EXP, 3, "sendmsg", SOCK, [7], ["f7"], 1),
+        FdsReceived(IMP, IMP, 4, "recvmsg", SOCK, [9], ["f7"], 1),
+        CudaCall(IMP, IMP, 5, "cuMemImportFromShareableHandle", 0, handle=0xB, fd=9),
+        FdCloseCall(IMP, IMP, 6, 9, "f7", 0),
+        CudaCall(IMP, IMP, 7, "cuMemMap", 0, handle=0xB, ptr=0x7F0000, size=2 * MiB),
+    ]
+    if exporter_exits:
+        events.append(ProcessExit(EXP, EXP, 8, 9 << 8))
+    facts = SharingFacts()
+    for e in events:
+        facts.feed(e)
+    return facts
+
+
+def test_exports_imports_and_live_importers_are_counted_per_process():
+    f = share_a_gpu_allocation(exporter_exits=False)
+    assert f.exported() == {EXP: (1, 2 * MiB)}
+    assert f.imported() == {IMP: (1, 2 * MiB)}
+    assert f.live_importers() == {EXP: 1}
+    assert f.orphaned_bytes() == {}
+    assert f.transfers() == {"SCM_RIGHTS": 1}
+    assert f.mode == "ebpf"
+
+
+def test_an_importer_holding_memory_of_a_dead_exporter_is_counted_until_it_releases():
+    f = share_a_gpu_allocation(exporter_exits=True)
+    assert f.orphaned_bytes() == {IMP: 2 * MiB}
+    f.feed(CudaCall(IMP, IMP, 9, "cuMemUnmap", 0, ptr=0x7F0000))
+    f.feed(CudaCall(IMP, IMP, 10, "cuMemRelease", 0, handle=0xB))
+    assert f.orphaned_bytes() == {}
+    assert f.live_importers() == {}
+
+
+def test_refusals_are_counted_by_call_and_a_bounded_reason():
+    seccomp = CallRefused(
+        IMP,
+        "pidfd_getfd",
+        "EPERM",
+        EXP,
+        "seccomp filter",
+        "add CAP_SYS_PTRACE",
+        checks=[RefusalCheck("seccomp mode", False, "filter (2)"), RefusalCheck("yama", True, "0")],
+    )
+    pidns = CallRefused(
+        IMP,
+        "pidfd_getfd",
+        "EPERM",
+        EXP,
+        "other pid namespace",
+        "share the pid namespace",
+        checks=[RefusalCheck("pid namespace", False, "different")],
+    )
+    assert refusal_reason(seccomp) == "seccomp"
+    assert refusal_reason(pidns) == "pid-namespace"
+    f = SharingFacts()
+    for e in (
+        seccomp,
+        seccomp,
+        pidns,
+        CudaCall(IMP, IMP, 1, "cuMemImportFromShareableHandle", 1, fd=3),
+    ):
+        f.feed(e)
+    assert f.refused == {
+        ("pidfd_getfd", "seccomp"): 2,
+        ("pidfd_getfd", "pid-namespace"): 1,
+        ("cuMemImportFromShareableHandle", "cuda"): 1,
+    }
+
+
+def test_a_received_fd_never_closed_is_counted_at_the_holders_exit():
+    f = SharingFacts()
+    for e in (
+        MemfdCreated(EXP, EXP, 1, "buf", 5, "fm"),
+        FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
+        FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
+        ProcessExit(IMP, IMP, 4, 0),
+    ):
+        f.feed(e)
+    assert f.never_closed == {IMP: 1}
+
+
+def test_a_process_label_is_its_host_pid_command_and_container_with_names_sanitised():
+    f = SharingFacts()
+    f.feed(MemfdCreated(os.getpid(), os.getpid(), 1, "x", 5, "fx"))
+    f._label(os.getpid(), "\x1b]0;PWNED\x07")
+    label = f.label(os.getpid())
+    assert label.pid == os.getpid()
+    assert "\x1b" not in label.comm and "\\x1b" in label.comm
+    assert label.container == container_of(os.getpid())
+    assert label.container  # this process runs in some cgroup ("/" at least)

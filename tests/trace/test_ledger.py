@@ -1,0 +1,192 @@
+"""The ledger folds trace events into who holds what; each test is one story a CUDA engineer
+chases (a share, a leak, an exporter killed under its importers)."""
+
+from vmmtui.trace.events import (
+    CallRefused,
+    CudaCall,
+    FdCloseCall,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExit,
+    SocketEnd,
+)
+from vmmtui.trace.ledger import Ledger
+
+SOCK = SocketEnd(100, 101, "@vmm")
+A, B = 1000, 2000
+
+
+def fold(events):
+    ledger = Ledger()
+    found = [f for e in events for f in ledger.apply(e)]
+    return ledger, found
+
+
+def kinds(found):
+    return [(f.kind, f.pid) for f in found]
+
+
+def test_a_send_is_matched_to_its_receive_by_the_open_file():
+    ledger, found = fold(
+        [
+            MemfdCreated(A, A, 1, "x", 5, "f1"),
+            MemfdCreated(A, A, 2, "y", 6, "f2"),
+            FdsSent(A, A, 3, "sendmsg", SOCK, [6], ["f2"], 1),
+            FdsSent(A, A, 4, "sendmsg", SOCK, [5], ["f1"], 1),
+            FdsReceived(
+                B,
+                B,
+                5,
+                "recvmsg",
+                SOCK,
+                [
+                    9,
+                ],
+                ["f1"],
+                1,
+            ),
+            FdsReceived(B, B, 6, "recvmsg", SOCK, [8], ["f2"], 1),
+            FdCloseCall(B, B, 7, 9, "f1", 0),
+            FdCloseCall(B, B, 7, 8, "f2", 0),
+            FdCloseCall(A, A, 8, 5, "f1", 0),
+            ProcessExit(B, B, 9, 0),
+        ]
+    )
+    assert kinds(found) == [("shared", B), ("shared", B)]
+    t = {(x.from_fd, x.to_fd) for x in ledger.transfers}
+    assert t == {(5, 9), (6, 8)}  # by file, not by order
+    assert found[0].peer == A and "fd 9 = pid 1000's fd 5" in found[0].what
+    assert [h.fd for h in ledger.holders("f2")] == [6]  # A's own copy; B's went at exit
+    assert ledger.finish() == []
+
+
+def test_a_received_fd_never_closed_is_a_leak_at_exit():
+    _, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f1"], 1),
+            FdsReceived(B, B, 2, "recvmsg", SOCK, [7], ["f1"], 1),
+            ProcessExit(B, B, 3, 0),
+        ]
+    )
+    assert kinds(found) == [("shared", B), ("fd-never-closed", B)]
+    assert found[1].peer == A
+
+
+def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_in_flight():
+    _, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f1"], -32),
+            FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1),
+        ]
+    )
+    assert found == []
+    ledger, _ = fold([FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1)])
+    [f] = ledger.finish()
+    assert (f.kind, f.pid, f.file) == ("in-flight", A, "f2")
+
+
+def test_pidfd_getfd_is_a_share_and_its_refusal_carries_the_cause():
+    _, found = fold(
+        [
+            MemfdCreated(A, A, 1, "x", 5, "f1"),
+            PidfdOpened(B, B, 2, A, 3),
+            FdTaken(B, B, 3, 3, A, 5, 4, "f1"),
+            FdTaken(B, B, 4, 3, A, 6, -1),
+            CallRefused(B, "pidfd_getfd", "EPERM", A, "another PID namespace", "--pid=host", 4),
+            FdCloseCall(B, B, 5, 4, "f1", 0),
+            ProcessExit(B, B, 6, 0),
+        ]
+    )
+    assert kinds(found) == [("shared", B), ("refused", B)]
+    assert found[0].peer == A and found[1].fix == "--pid=host"
+
+
+def test_close_range_closes_every_fd_in_it():
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5, 6], ["f1", "f2"], 1),
+            FdsReceived(B, B, 2, "recvmsg", SOCK, [7, 8], ["f1", "f2"], 1),
+            FdCloseCall(B, B, 3, 3, "", 0, last=2**31 - 1, call="close_range"),
+            ProcessExit(B, B, 4, 0),
+        ]
+    )
+    assert [k for k, _ in kinds(found)] == ["shared", "shared"]
+    assert not ledger.holders("f1")
+
+
+def cuda(pid, t, func, **kw):
+    return CudaCall(pid, pid, t, func, kw.pop("result", 0), **kw)
+
+
+def vmm_story(exporter_exits_first: bool):
+    events = [
+        cuda(A, 1, "cuMemCreate", size=2 << 20, device=0, handle_types=1, handle=0xA1),
+        cuda(A, 2, "cuMemExportToShareableHandle", handle=0xA1, fd=37, handle_types=1),
+        FdsSent(A, A, 3, "sendmsg", SOCK, [37], ["g1"], 1),
+        FdsReceived(B, B, 4, "recvmsg", SOCK, [38], ["g1"], 1),
+        cuda(B, 5, "cuMemImportFromShareableHandle", handle=0xB1, fd=38),
+        FdCloseCall(B, B, 6, 38, "g1", 0),
+        cuda(B, 7, "cuMemMap", ptr=0x7000, size=2 << 20, handle=0xB1),
+    ]
+    if exporter_exits_first:
+        events.append(ProcessExit(A, A, 8, 9))
+    events.append(ProcessExit(B, B, 9, 0))
+    return fold(events)
+
+
+def test_an_import_is_traced_back_to_its_exporters_allocation():
+    ledger, found = vmm_story(False)
+    alloc = ledger.allocations[(A, 0xA1)]
+    assert alloc.exported == [(37, "g1")]  # the driver's fd, linked to its file by the send
+    assert [(i.pid, i.handle) for i in alloc.imports] == [(B, 0xB1)]
+    assert [m.ptr for m in alloc.mappings] == [0x7000]
+    imported = [f for f in found if f.kind == "imported"]
+    assert imported[0].peer == A and "2097152 bytes" in imported[0].detail
+    assert ("import-never-released", B) in kinds(found)
+
+
+def test_an_exporter_killed_under_its_importers_is_said():
+    ledger, found = vmm_story(True)
+    held = [f for f in found if f.kind == "held-after-exporter-died"]
+    assert [(f.pid, f.peer) for f in held] == [(B, A)]
+
+
+def test_pins_say_who_keeps_an_allocation_alive():
+    ledger = Ledger()
+    for e in [
+        cuda(A, 1, "cuMemCreate", size=4096, device=0, handle_types=1, handle=0xA1),
+        cuda(A, 2, "cuMemExportToShareableHandle", handle=0xA1, fd=37),
+        FdsSent(A, A, 3, "sendmsg", SOCK, [37], ["g1"], 1),
+        FdsReceived(B, B, 4, "recvmsg", SOCK, [38], ["g1"], 1),
+        cuda(B, 5, "cuMemImportFromShareableHandle", handle=0xB1, fd=38),
+        cuda(A, 6, "cuMemRelease", handle=0xA1),
+        FdCloseCall(A, A, 7, 37, "g1", 0),
+    ]:
+        ledger.apply(e)
+    pins = ledger.pins(ledger.allocations[(A, 0xA1)])
+    assert pins == ["pid 2000: fd 38 (received)", "pid 2000: imported handle 0xb1"]
+
+
+def test_legacy_ipc_is_matched_by_the_handle_bytes():
+    ipc = "5a" * 64
+    _, found = fold(
+        [
+            cuda(A, 1, "cuIpcGetMemHandle", ptr=0x9000, ipc=ipc),
+            cuda(B, 2, "cuIpcOpenMemHandle_v2", ptr=0x5000, ipc=ipc),
+            cuda(B, 3, "cuIpcOpenMemHandle_v2", ptr=0x6000, ipc="00" * 64),
+            ProcessExit(A, A, 4, 9),
+        ]
+    )
+    assert [(f.kind, f.pid, f.peer) for f in found] == [
+        ("imported", B, A),
+        ("imported", B, 0),
+        ("held-after-exporter-died", B, A),
+    ]
+
+
+def test_a_failed_driver_call_is_a_refusal_with_a_fix():
+    _, found = fold([cuda(A, 1, "cuMemExportToShareableHandle", result=801, handle=1)])
+    assert found[0].kind == "refused" and "requestedHandleTypes" in found[0].fix

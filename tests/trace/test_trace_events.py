@@ -1,0 +1,65 @@
+"""Every trace event round-trips through JSON with non-empty fields, and none shadows another
+event type of the stream (Event.types is keyed by class name)."""
+
+import dataclasses
+import inspect
+
+import pytest
+
+import vmmtui.trace.events as te
+from vmmtui.events import Event
+
+SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc")
+EXAMPLES = [
+    te.TraceStarted("ebpf", [10, 11], ["python3", "x.py"], True, "why", ["sendmsg"], ["cuda"], 7),
+    te.FdsSent(10, 12, 99, "sendmsg", SOCK, [5, 6], ["a1", "b2"], 1, ["memfd:x", "memfd:y"]),
+    te.FdsReceived(11, 13, 100, "recvmmsg", SOCK, [7, 8], ["a1", "b2"], 2, True),
+    te.PidfdOpened(11, 13, 101, 10, 9),
+    te.FdTaken(11, 13, 102, 9, 10, 5, 10, "a1"),
+    te.FdCloseCall(11, 13, 103, 3, "a1", 0, 20, "close_range"),
+    te.FdDuplicated(11, 13, 104, "dup3", 5, 6, "a1"),
+    te.MemfdCreated(10, 10, 105, "fixture", 5, "a1"),
+    te.ProcessForked(10, 10, 106, 11, "python3"),
+    te.ProcessExec(11, 11, 107, "/usr/bin/python3", "python3"),
+    te.ProcessExit(11, 11, 108, 256, "python3"),
+    te.CudaCall(10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500),
+    te.TraceLost(3, 110),
+    te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2),
+    te.CallRefused(
+        11,
+        "pidfd_getfd",
+        "EPERM",
+        10,
+        "other pid ns",
+        "share it",
+        111,
+        [te.RefusalCheck("pid namespace", False, "differs")],
+    ),
+    te.LedgerFinding("shared", 11, "fd 7", "detail", "fix", 112, 10, "a1"),
+]
+
+
+def test_every_trace_event_is_in_the_examples():
+    classes = {
+        n
+        for n, c in inspect.getmembers(te, inspect.isclass)
+        if issubclass(c, Event)
+        and c.__module__ == te.__name__
+        and c not in (te.TraceEvent, te.TraceCall)
+    }
+    assert classes == {type(e).__name__ for e in EXAMPLES}
+
+
+@pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: type(e).__name__)
+def test_round_trip_with_every_field_set(event):
+    for f in dataclasses.fields(event):
+        assert getattr(event, f.name) not in ("", [], None), (type(event).__name__, f.name)
+    back = Event.from_json(event.to_json())
+    assert back == event
+    assert back.to_json() == event.to_json()
+
+
+def test_no_trace_event_shadows_another():
+    for name, cls in inspect.getmembers(te, inspect.isclass):
+        if issubclass(cls, Event) and cls.__module__ == te.__name__:
+            assert Event.types[name] is cls, f"{name} is registered by another module too"

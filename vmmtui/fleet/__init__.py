@@ -1,0 +1,1 @@
+"""Node-agent exporters of the sharing ledger: Prometheus metrics, OpenTelemetry spans."""

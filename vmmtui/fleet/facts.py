@@ -1,0 +1,197 @@
+"""What a node agent reports, folded from the one event stream: ``facts = fold(events)``.
+
+Trace events go through the :class:`~vmmtui.trace.ledger.Ledger` (who exported, sent, took,
+imported and released what); attach's polling events add what only a scan of ``/proc`` and
+``/dev/shm`` can see (leaked shm and socket files, NVML's charge). The exporters (Prometheus,
+OpenTelemetry) read :class:`SharingFacts` and nothing else, so a recording replays into the same
+numbers as the live agent. No Textual and no prometheus-client here: the numbers are plain data.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vmmtui.events import Event, FdOpened, Leak, ProcessSeen
+from vmmtui.names import shown
+from vmmtui.trace.events import (
+    CallRefused,
+    LedgerFinding,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    TraceLost,
+    TraceStarted,
+)
+from vmmtui.trace.ledger import Allocation, Ledger
+
+#: the refusal reasons a label may take (a bounded set: anything else is "other")
+REASONS = ("seccomp", "yama", "pid-namespace", "capability", "uid", "bad-fd", "cuda", "other")
+
+
+@dataclass(frozen=True)
+class ProcessLabel:
+    """How a process is named in metrics: its host pid, its command name and the container (the
+    cgroup it runs in), each read once, sanitised (a process names itself)."""
+
+    pid: int
+    comm: str
+    container: str
+
+    def labels(self) -> tuple[str, str, str]:
+        return (str(self.pid), self.comm, self.container)
+
+
+def container_of(pid: int, proc: Path = Path("/proc")) -> str:
+    """The cgroup path of ``pid`` (cgroup v2's one line, or v1's memory/cpu controller), shortened
+    to its last two parts: ``docker/3f2a…`` or ``system.slice/x.service``; ``""`` when unreadable."""
+    try:
+        text = (proc / str(pid) / "cgroup").read_text()
+    except OSError:
+        return ""
+    path = ""
+    for line in text.splitlines():
+        _, controllers, p = (line.split(":", 2) + ["", ""])[:3]
+        if controllers in ("", "memory", "cpu,cpuacct", "name=systemd"):
+            path = p
+            if controllers == "":
+                break
+    parts = [x for x in path.split("/") if x]
+    return shown("/".join(parts[-2:]), limit=80) if parts else "/"
+
+
+def refusal_reason(e: CallRefused) -> str:
+    """One word of :data:`REASONS` for a refusal, from the first check that failed."""
+    for check in e.checks:
+        if check.ok is False:
+            name = check.name.lower()
+            for reason in ("seccomp", "yama", "capability", "uid"):
+                if reason in name:
+                    return reason
+            if "namespace" in name or "pidns" in name:
+                return "pid-namespace"
+    if e.errno in ("EBADF", "ESRCH"):
+        return "bad-fd"
+    return "other"
+
+
+@dataclass
+class SharingFacts:
+    """The node's sharing ledger as numbers. ``feed`` every event, read the fields."""
+
+    ledger: Ledger = field(default_factory=Ledger)
+    mode: str = ""  # ebpf | polling
+    events: int = 0
+    lost: int = 0
+    refused: Counter[tuple[str, str]] = field(default_factory=Counter)  # (call, reason)
+    never_closed: Counter[int] = field(default_factory=Counter)  # pid → received fds never closed
+    imports: Counter[int] = field(default_factory=Counter)  # importer pid → imports
+    imported_bytes: Counter[int] = field(default_factory=Counter)
+    leaked_files: Counter[str] = field(default_factory=Counter)  # shm-file | socket-file
+    #: attach: fds kcmp proved to be another process's open file (how it travelled is not seen)
+    polled_transfers: int = 0
+    procs: dict[int, ProcessLabel] = field(default_factory=dict)
+    proc_root: Path = Path("/proc")
+
+    def feed(self, e: Event) -> None:
+        self.events += 1
+        if isinstance(e, TraceStarted):
+            self.mode = e.mode
+        if isinstance(e, TraceLost):
+            self.lost += e.count
+        findings = self.ledger.apply(e)
+        for f in findings:
+            self._finding(f)
+        if isinstance(e, CallRefused):
+            self.refused[(shown(e.call, 40), refusal_reason(e))] += 1
+        elif isinstance(e, ProcessForked):
+            self._label(e.child, e.comm)
+        elif isinstance(e, ProcessExec | ProcessExit):
+            self._label(e.pid, e.comm, refresh=isinstance(e, ProcessExec))
+        elif isinstance(e, ProcessSeen):
+            self.mode = self.mode or "polling"
+            self._label(e.pid, e.name)
+        elif isinstance(e, Leak) and e.kind in ("shm-file", "socket-file"):
+            self.leaked_files[e.kind] += 1
+        elif isinstance(e, FdOpened) and e.how == "arrived":
+            self.polled_transfers += 1
+
+    def finish(self) -> None:
+        for f in self.ledger.finish():
+            self._finding(f)
+
+    def _finding(self, f: LedgerFinding) -> None:
+        if f.kind == "fd-never-closed":
+            self.never_closed[f.pid] += 1
+        elif f.kind == "imported":
+            self.imports[f.pid] += 1
+            a = self.ledger.allocation_of_file(f.file) if f.file else None
+            self.imported_bytes[f.pid] += a.size if a else 0
+        elif f.kind == "refused" and f.what.startswith("cu"):
+            call = f.what.split(" ", 1)[0]
+            self.refused[(shown(call, 40), "cuda")] += 1
+
+    def _label(self, pid: int, comm: str, refresh: bool = False) -> ProcessLabel:
+        known = self.procs.get(pid)
+        if known is None or refresh or (comm and not known.comm):
+            known = ProcessLabel(
+                pid,
+                shown(comm or (known.comm if known else ""), limit=32),
+                known.container if known else container_of(pid, self.proc_root),
+            )
+            self.procs[pid] = known
+        return known
+
+    def label(self, pid: int) -> ProcessLabel:
+        if pid in self.procs:
+            return self.procs[pid]
+        rec = self.ledger.procs.get(pid)
+        return self._label(pid, rec.comm if rec else "")
+
+    # -- the figures the exporters publish ------------------------------------------------------
+    def allocations(self) -> list[Allocation]:
+        return list(self.ledger.allocations.values())
+
+    def exported(self) -> dict[int, tuple[int, int]]:
+        """Exporter pid → (allocations exported, bytes), counted since the agent started."""
+        out: dict[int, tuple[int, int]] = {}
+        for a in self.allocations():
+            if a.exported:
+                n, b = out.get(a.pid, (0, 0))
+                out[a.pid] = (n + 1, b + a.size)
+        return out
+
+    def imported(self) -> dict[int, tuple[int, int]]:
+        """Importer pid → (imports, bytes of the allocations they imported), counted as they
+        happen (VMM imports and legacy IPC opens; bytes only where the exporter was traced)."""
+        return {pid: (n, self.imported_bytes[pid]) for pid, n in self.imports.items()}
+
+    def live_importers(self) -> dict[int, int]:
+        """Exporter pid → processes holding an unreleased import of its memory now."""
+        out: dict[int, set[int]] = {}
+        for a in self.allocations():
+            for imp in a.imports:
+                if imp.released_at is None:
+                    out.setdefault(a.pid, set()).add(imp.pid)
+        return {pid: len(s) for pid, s in out.items()}
+
+    def orphaned_bytes(self) -> dict[int, int]:
+        """Importer pid → bytes it holds of allocations whose exporter has exited."""
+        out: dict[int, int] = {}
+        for a in self.allocations():
+            exporter = self.ledger.procs.get(a.pid)
+            if exporter is None or exporter.alive:
+                continue
+            for imp in a.imports:
+                if imp.released_at is None:
+                    out[imp.pid] = out.get(imp.pid, 0) + a.size
+        return out
+
+    def transfers(self) -> Counter[str]:
+        """fds moved between processes, by how: SCM_RIGHTS, pidfd_getfd (traced), or "polled"
+        (an fd that polling found to be another process's open file, road unseen)."""
+        out = Counter(t.how for t in self.ledger.transfers)
+        if self.polled_transfers:
+            out["polled"] = self.polled_transfers
+        return out

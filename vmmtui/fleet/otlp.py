@@ -1,0 +1,237 @@
+"""``--otlp ENDPOINT``: the ledger's shares as OpenTelemetry traces, through the official SDK and
+its OTLP/HTTP exporter.
+
+One trace per shared thing: a GPU allocation (create → export → transfer → import → map →
+release, in every process) or a shared open file such as a memfd (create → each transfer → each
+holder's close). Each step is a span under the root, with the process as attributes (host pid,
+command, container), so a collector shows who passed what to whom and how long each held it. A
+trace is sent when its last holder lets go; at the end of the run the rest are sent marked
+``vmmtui.open = true`` (still held when the agent stopped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from vmmtui.events import Event
+from vmmtui.fleet.facts import SharingFacts
+from vmmtui.fleet.prometheus import MissingLibrary
+from vmmtui.names import shown
+from vmmtui.trace.ledger import Allocation, Holding, Transfer
+
+
+def _sdk() -> Any:
+    try:
+        from opentelemetry import trace  # noqa: PLC0415 (off the start-up path)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
+        from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
+        from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+    except ImportError:
+        raise MissingLibrary(
+            "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'vmmtui[fleet]'"
+        ) from None
+    return trace, OTLPSpanExporter, Resource, TracerProvider, BatchSpanProcessor
+
+
+def traces_url(endpoint: str) -> str:
+    """An OTLP/HTTP endpoint (``http://collector:4318``) → its traces URL (``…/v1/traces``)."""
+    if not endpoint.startswith(("http://", "https://")):
+        raise ValueError(f"--otlp {endpoint!r}: expected an http(s):// URL (OTLP over HTTP)")
+    return (
+        endpoint
+        if endpoint.rstrip("/").endswith("/v1/traces")
+        else endpoint.rstrip("/") + "/v1/traces"
+    )
+
+
+@dataclass
+class SpanPlan:
+    """One span to send: times in the kernel's monotonic ns, children by index of ``spans``."""
+
+    name: str
+    start: int
+    end: int | None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SharePlan:
+    """One trace: a root span and its steps (children of the root)."""
+
+    key: str
+    root: SpanPlan
+    steps: list[SpanPlan]
+    done: bool
+
+
+def _proc_attrs(facts: SharingFacts, pid: int, prefix: str = "process") -> dict[str, Any]:
+    label = facts.label(pid)
+    return {
+        f"{prefix}.pid": pid,
+        f"{prefix}.command": label.comm,
+        f"{prefix}.container": label.container,
+    }
+
+
+def _transfer_span(facts: SharingFacts, t: Transfer) -> SpanPlan:
+    attrs = {
+        "vmmtui.how": t.how,
+        "vmmtui.from_fd": t.from_fd,
+        "vmmtui.to_fd": t.to_fd,
+        "vmmtui.via": shown(t.via, 120),
+        **_proc_attrs(facts, t.from_pid, "vmmtui.from"),
+        **_proc_attrs(facts, t.to_pid, "vmmtui.to"),
+    }
+    return SpanPlan(f"transfer {t.how}", t.sent_at, t.received_at, attrs)
+
+
+def plan_allocation(facts: SharingFacts, a: Allocation) -> SharePlan:
+    files = {f for _, f in a.exported if f}
+    steps = [
+        SpanPlan(
+            "cuMemExportToShareableHandle",
+            a.created_at,
+            a.created_at,
+            {"vmmtui.fd": fd, **_proc_attrs(facts, a.pid)},
+        )
+        for fd, _ in a.exported
+    ]
+    steps += [_transfer_span(facts, t) for t in facts.ledger.transfers if t.file in files]
+    steps += [
+        SpanPlan("import", i.at, i.released_at, {"vmmtui.fd": i.fd, **_proc_attrs(facts, i.pid)})
+        for i in a.imports
+    ]
+    steps += [
+        SpanPlan(
+            "map", m.at, m.unmapped_at, {"vmmtui.size_bytes": m.size, **_proc_attrs(facts, m.pid)}
+        )
+        for m in a.mappings
+    ]
+    ends = [
+        a.released_at,
+        *(i.released_at for i in a.imports),
+        *(m.unmapped_at for m in a.mappings),
+    ]
+    done = all(x is not None for x in ends) and not any(facts.ledger.holders(f) for f in files)
+    root = SpanPlan(
+        "allocation",
+        a.created_at,
+        max((x for x in ends if x is not None), default=None) if done else None,
+        {
+            "vmmtui.size_bytes": a.size,
+            "vmmtui.device": a.device,
+            "vmmtui.handle_types": a.handle_types,
+            "vmmtui.importers": len({i.pid for i in a.imports}),
+            **_proc_attrs(facts, a.pid),
+        },
+    )
+    return SharePlan(f"alloc:{a.pid}:{a.handle:#x}:{a.created_at}", root, steps, done)
+
+
+def plan_file(facts: SharingFacts, file: str) -> SharePlan:
+    """A shared open file that is not a traced allocation (a memfd, a dma-buf…)."""
+    ledger = facts.ledger
+    held: list[Holding] = [h for h in ledger.history if h.file == file] + ledger.holders(file)
+    transfers = [t for t in ledger.transfers if t.file == file]
+    start = min([h.since for h in held] + [t.sent_at for t in transfers])
+    steps = [_transfer_span(facts, t) for t in transfers]
+    steps += [
+        SpanPlan(
+            f"held ({h.how})",
+            h.since,
+            h.closed_at,
+            {"vmmtui.fd": h.fd, **_proc_attrs(facts, h.pid)},
+        )
+        for h in held
+    ]
+    done = not ledger.holders(file)
+    end = max((h.closed_at or 0 for h in held), default=start) if done else None
+    name = ledger.name(file)
+    root = SpanPlan(
+        "shared file",
+        start,
+        end,
+        {
+            "vmmtui.name": shown(name, 120) if name else "",
+            "vmmtui.holders": len({h.pid for h in held}),
+        },
+    )
+    return SharePlan(f"file:{file}", root, steps, done)
+
+
+def plans(facts: SharingFacts) -> list[SharePlan]:
+    out = [plan_allocation(facts, a) for a in facts.allocations() if a.exported or a.imports]
+    alloc_files = {f for a in facts.allocations() for _, f in a.exported if f}
+    for file in dict.fromkeys(t.file for t in facts.ledger.transfers):
+        if file and file not in alloc_files:
+            out.append(plan_file(facts, file))
+    return out
+
+
+class OtlpExporter:
+    """Feeds the ledger and sends each finished share as one trace to an OTLP/HTTP endpoint."""
+
+    def __init__(self, endpoint: str, service: str = "vmmtui") -> None:
+        trace, OTLPSpanExporter, Resource, TracerProvider, BatchSpanProcessor = _sdk()
+        self._trace = trace
+        self.facts = SharingFacts()
+        resource = Resource.create({"service.name": service, "host.name": _hostname()})
+        self.provider = TracerProvider(resource=resource)
+        self.processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint)))
+        self.provider.add_span_processor(self.processor)
+        self.tracer = self.provider.get_tracer("vmmtui")
+        self.sent: set[str] = set()
+        #: kernel monotonic ns → Unix epoch ns
+        self.offset = time.time_ns() - time.monotonic_ns()
+
+    def feed(self, e: Event) -> None:
+        self.facts.feed(e)
+        for plan in plans(self.facts):
+            if plan.done and plan.key not in self.sent:
+                self._send(plan, still_open=False)
+
+    def close(self) -> None:
+        self.facts.finish()
+        now = time.monotonic_ns()
+        for plan in plans(self.facts):
+            if plan.key not in self.sent:
+                self._send(plan, still_open=not plan.done, now=now)
+        self.provider.force_flush(10_000)
+        self.provider.shutdown()
+
+    def _send(self, plan: SharePlan, still_open: bool, now: int | None = None) -> None:
+        self.sent.add(plan.key)
+        end_default = now if now is not None else time.monotonic_ns()
+
+        def wall(ns: int | None, floor: int) -> int:
+            return max(ns if ns is not None else end_default, floor) + self.offset
+
+        root = plan.root
+        attrs = {**root.attrs, "vmmtui.open": still_open, "vmmtui.key": _short(plan.key)}
+        span = self.tracer.start_span(root.name, start_time=wall(root.start, 0), attributes=attrs)
+        ctx = self._trace.set_span_in_context(span)
+        for step in sorted(plan.steps, key=lambda s: s.start):
+            child = self.tracer.start_span(
+                step.name,
+                context=ctx,
+                start_time=wall(step.start, 0),
+                attributes={**step.attrs, "vmmtui.open": step.end is None},
+            )
+            child.end(end_time=wall(step.end, step.start))
+        span.end(end_time=wall(root.end, root.start))
+
+
+def _short(key: str) -> str:
+    return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def _hostname() -> str:
+    import socket  # noqa: PLC0415
+
+    return shown(socket.gethostname(), 64)

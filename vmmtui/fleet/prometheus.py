@@ -1,0 +1,178 @@
+"""``--prometheus HOST:PORT``: the sharing ledger as a ``/metrics`` endpoint, through the official
+``prometheus-client`` (its custom-collector pattern: numbers are computed from
+:class:`~vmmtui.fleet.facts.SharingFacts` at scrape time, as dcgm-exporter reads DCGM on each
+scrape).
+
+Names follow Prometheus' conventions: the ``vmmtui_`` prefix, units in the name (``_bytes``),
+``_total`` for counters; labels are bounded (the process as host pid, command name and
+container; a refusal's call and reason from a fixed list), never fd numbers or addresses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from vmmtui.events import Event
+from vmmtui.fleet.facts import SharingFacts
+
+PROCESS = ["pid", "comm", "container"]
+
+
+class MissingLibrary(RuntimeError):
+    """prometheus-client (or the OpenTelemetry SDK) is not installed: one line with the fix."""
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client  # noqa: PLC0415 (off the start-up path)
+        from prometheus_client.core import (  # noqa: PLC0415
+            CounterMetricFamily,
+            GaugeMetricFamily,
+        )
+    except ImportError:
+        raise MissingLibrary(
+            "--prometheus needs prometheus-client: pip install 'vmmtui[fleet]'"
+        ) from None
+    return prometheus_client, CounterMetricFamily, GaugeMetricFamily
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``:PORT`` (all interfaces of localhost only by default: ``127.0.0.1``)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--prometheus {text!r}: expected HOST:PORT with a port in 1..65535")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+class LedgerCollector:
+    """A prometheus-client collector over :class:`SharingFacts` (read under its lock)."""
+
+    def __init__(self, facts: SharingFacts, lock: threading.Lock) -> None:
+        self.facts, self.lock = facts, lock
+
+    def describe(self) -> list:
+        return []  # computed at scrape time: no fixed description (an "unchecked" collector)
+
+    def collect(self) -> Iterator[Any]:
+        _, Counter, Gauge = _client()
+        with self.lock:
+            f = self.facts
+            per_process = [
+                (
+                    Counter,
+                    "vmmtui_exported_allocations",
+                    "GPU allocations exported as shareable handles, by exporter",
+                    {p: n for p, (n, _) in f.exported().items()},
+                ),
+                (
+                    Counter,
+                    "vmmtui_exported_bytes",
+                    "Bytes of GPU allocations exported, by exporter",
+                    {p: b for p, (_, b) in f.exported().items()},
+                ),
+                (
+                    Counter,
+                    "vmmtui_imported_allocations",
+                    "Allocations imported (VMM imports and legacy IPC opens), by importer",
+                    {p: n for p, (n, _) in f.imported().items()},
+                ),
+                (
+                    Counter,
+                    "vmmtui_imported_bytes",
+                    "Bytes of allocations imported, by importer (exporter traced)",
+                    {p: b for p, (_, b) in f.imported().items()},
+                ),
+                (
+                    Gauge,
+                    "vmmtui_live_importers",
+                    "Processes holding an unreleased import of this exporter's memory now",
+                    f.live_importers(),
+                ),
+                (
+                    Gauge,
+                    "vmmtui_orphaned_import_bytes",
+                    "Bytes an importer holds of allocations whose exporter has exited",
+                    f.orphaned_bytes(),
+                ),
+                (
+                    Counter,
+                    "vmmtui_received_fds_never_closed",
+                    "Received or taken fds a process held until it exited",
+                    dict(f.never_closed),
+                ),
+            ]
+            families = []
+            for kind, name, doc, values in per_process:
+                fam = kind(name, doc, labels=PROCESS)
+                for pid, value in sorted(values.items()):
+                    fam.add_metric(list(f.label(pid).labels()), value)
+                families.append(fam)
+            refused = Counter(
+                "vmmtui_refused_calls",
+                "Refused sharing calls (pidfd_getfd, CUDA imports and exports) by call and reason",
+                labels=["call", "reason"],
+            )
+            for (call, reason), n in sorted(f.refused.items()):
+                refused.add_metric([call, reason], n)
+            transfers = Counter(
+                "vmmtui_fd_transfers",
+                "File descriptors moved between processes, by how (SCM_RIGHTS, pidfd_getfd)",
+                labels=["how"],
+            )
+            for how, n in sorted(f.transfers().items()):
+                transfers.add_metric([how], n)
+            leaked = Gauge(
+                "vmmtui_leaked_files",
+                "Shared-memory and socket files left by processes that exited (polling mode)",
+                labels=["kind"],
+            )
+            for kind, n in sorted(f.leaked_files.items()):
+                leaked.add_metric([kind], n)
+            events = Counter("vmmtui_events", "Events the agent folded", labels=["mode"])
+            events.add_metric([f.mode or "none"], f.events)
+            lost = Counter("vmmtui_events_lost", "Kernel records lost (ring buffer full)")
+            lost.add_metric([], f.lost)
+        yield from families
+        yield from (refused, transfers, leaked, events, lost)
+
+
+@dataclass
+class MetricsEndpoint:
+    """The ``/metrics`` HTTP endpoint of one agent: ``feed`` events, ``close`` when done."""
+
+    facts: SharingFacts
+    host: str
+    port: int
+    lock: threading.Lock
+    server: Any = None
+    thread: Any = None
+
+    @classmethod
+    def start(cls, listen: str) -> MetricsEndpoint:
+        """Bind ``HOST:PORT`` (raises ValueError for bad input, OSError when the port is taken)."""
+        host, port = parse_listen(listen)
+        client, _, _ = _client()
+        registry = client.CollectorRegistry(auto_describe=False)
+        facts, lock = SharingFacts(), threading.Lock()
+        registry.register(LedgerCollector(facts, lock))
+        server, thread = client.start_http_server(port, addr=host, registry=registry)
+        return cls(facts, host, port, lock, server, thread)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.server.server_port if self.server else self.port}/metrics"
+
+    def feed(self, e: Event) -> None:
+        with self.lock:
+            self.facts.feed(e)
+
+    def close(self) -> None:
+        with self.lock:
+            self.facts.finish()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None

@@ -1,0 +1,240 @@
+"""The events ``vmmtui trace`` emits: each call the kernel (eBPF) saw, and the ledger's verdicts.
+
+They join the one event stream (``vmmtui.events.Event`` registers every subclass by name), so
+``--json``, ``--record`` and ``vmmtui replay`` carry them like a session's events. Every call event
+holds the process (``pid``: the tgid), the thread (``tid``) and the kernel's monotonic clock in
+nanoseconds (``ktime``). Open files are named by ``file``: a per-run keyed hash of the kernel's
+``struct file *`` (the pointer itself is never shown), so the fd a sender sent and the fd its
+receiver got are matched exactly, whatever their numbers. Names from the traced processes (comm,
+memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.names.shown``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vmmtui.events import AttachEvent
+
+
+@dataclass
+class TraceEvent(AttachEvent):
+    """Events only ``vmmtui trace`` produces (like attach's, about programs vmmtui did not start)."""
+
+
+@dataclass
+class TraceStarted(TraceEvent):
+    """How the trace runs: ``mode`` is ``ebpf`` or ``polling`` (the fallback, with ``reason``)."""
+
+    mode: str
+    targets: list[int]
+    command: list[str] = field(default_factory=list)
+    everything: bool = False
+    #: why polling (no root, no BTF, no libbpf, a refused load): one line with the fix
+    reason: str = ""
+    #: what is probed: syscall groups and the CUDA functions attached (``cuMemCreate@/path``)
+    probes: list[str] = field(default_factory=list)
+    #: what could not be probed and why (e.g. "CUDA calls: no libcuda.so.1 found")
+    unprobed: list[str] = field(default_factory=list)
+    #: the kernel's monotonic clock (ns) when the trace started: ``ktime`` values count from it
+    ktime0: int = 0
+
+
+@dataclass
+class TraceCall(TraceEvent):
+    """One call of one thread, as the kernel saw it."""
+
+    pid: int
+    tid: int
+    ktime: int
+
+
+@dataclass
+class SocketEnd:
+    """A Unix socket as the kernel knows it: its inode, its peer's inode and the bound name
+    (``@name`` for an abstract one, ``""`` when unnamed); ``family`` other than ``unix`` is said."""
+
+    ino: int
+    peer_ino: int = 0
+    name: str = ""
+    family: str = "unix"
+
+
+@dataclass
+class FdsSent(TraceCall):
+    """``sendmsg``/``sendmmsg`` carrying SCM_RIGHTS: the sender's fd numbers and their files.
+    ``result`` is the call's return (bytes or messages; ``-errno`` when refused: nothing left)."""
+
+    call: str
+    sock: SocketEnd
+    fds: list[int]
+    files: list[str]
+    result: int
+    #: the name of each file (``memfd:x``, ``/dev/nvidia-uvm``…), read when the fd was sent
+    kinds: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FdsReceived(TraceCall):
+    """``recvmsg``/``recvmmsg`` that got SCM_RIGHTS fds: the receiver's new fd numbers and files."""
+
+    call: str
+    sock: SocketEnd
+    fds: list[int]
+    files: list[str]
+    result: int
+    truncated: bool = False  # MSG_CTRUNC: the kernel closed fds that did not fit
+
+
+@dataclass
+class PidfdOpened(TraceCall):
+    """``pidfd_open(target)``: ``fd`` is the new pidfd, or ``-errno``."""
+
+    target: int
+    fd: int
+
+
+@dataclass
+class FdTaken(TraceCall):
+    """``pidfd_getfd(pidfd, target_fd)``: ``fd`` is the caller's copy (``-errno`` when refused).
+    ``target`` is the process the pidfd refers to (read in the kernel; 0 when the pidfd was bad)."""
+
+    pidfd: int
+    target: int
+    target_fd: int
+    fd: int
+    file: str = ""
+
+
+@dataclass
+class FdCloseCall(TraceCall):
+    """``close(fd)`` (``file`` is what it named before), or ``close_range(fd, last)``."""
+
+    fd: int
+    file: str
+    result: int
+    last: int = -1  # close_range's last fd; -1 for close
+    call: str = "close"
+
+
+@dataclass
+class FdDuplicated(TraceCall):
+    """``dup``/``dup2``/``dup3``/``fcntl(F_DUPFD*)``: ``fd`` is the new fd (``-errno``)."""
+
+    call: str
+    old: int
+    fd: int
+    file: str
+
+
+@dataclass
+class MemfdCreated(TraceCall):
+    name: str
+    fd: int
+    file: str
+
+
+@dataclass
+class ProcessForked(TraceCall):
+    """A traced process made ``child`` (followed from now on)."""
+
+    child: int
+    comm: str = ""
+
+
+@dataclass
+class ProcessExec(TraceCall):
+    filename: str
+    comm: str = ""
+
+
+@dataclass
+class ProcessExit(TraceCall):
+    """The last thread of ``pid`` exited; ``code`` is the exit status as wait() reports it."""
+
+    code: int
+    comm: str = ""
+
+
+@dataclass
+class CudaCall(TraceCall):
+    """One CUDA driver call (uprobe + uretprobe on libcuda), with its CUresult.
+
+    ``handle`` is the CUmemGenericAllocationHandle (create, export, import, map, release),
+    ``fd`` the POSIX fd exported or imported (-1 when none), ``ptr`` the device address (map,
+    unmap, access, alloc, free, IPC), ``ipc`` the 64 IPC handle bytes in hex (legacy IPC, or a
+    fabric handle)."""
+
+    func: str
+    result: int
+    size: int = 0
+    device: int = -1
+    handle_types: int = 0
+    handle: int = 0
+    fd: int = -1
+    ptr: int = 0
+    flags: int = 0
+    ipc: str = ""
+    duration_ns: int = 0
+
+
+@dataclass
+class TraceLost(TraceEvent):
+    """Records the kernel could not hand over (ring buffer full): said, never hidden."""
+
+    count: int
+    ktime: int = 0
+
+
+@dataclass
+class TraceFinished(TraceEvent):
+    """The end of a trace: how the command ended, what was counted and found."""
+
+    command: list[str]
+    returncode: int | None
+    signal: str | None
+    events: int
+    lost: int
+    seconds: float
+    findings: int = 0
+
+
+@dataclass
+class RefusalCheck:
+    """One fact read from /proc at the moment of a refusal (``ok`` False: this is a cause)."""
+
+    name: str
+    ok: bool | None
+    finding: str
+
+
+@dataclass
+class CallRefused(TraceEvent):
+    """A refused call with its cause and fix, read from /proc of both processes when it happened
+    (seccomp mode, Yama ptrace_scope, CapEff, PID namespaces, uids)."""
+
+    pid: int
+    call: str
+    errno: str
+    target: int
+    cause: str
+    fix: str
+    ktime: int = 0
+    checks: list[RefusalCheck] = field(default_factory=list)
+
+
+@dataclass
+class LedgerFinding(TraceEvent):
+    """What the ledger concluded: ``kind`` is ``shared`` (a send matched to its receive, or a
+    pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received),
+    ``fd-never-closed``, ``import-never-released``, ``held-after-exporter-died``,
+    ``ipc-never-closed``, ``exporter-died``; ``pid`` the process it is about."""
+
+    kind: str
+    pid: int
+    what: str
+    detail: str
+    fix: str = ""
+    ktime: int = 0
+    #: the other process of a share (sender, exporter); 0 when none
+    peer: int = 0
+    file: str = ""

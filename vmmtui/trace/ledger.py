@@ -1,0 +1,636 @@
+"""The ledger: ``state = fold(trace events)``, who made, sent, took, imported, mapped and released
+what, and who pins it now. No Textual, no /proc: everything comes from the events, so a recording
+folds into the same ledger as the live trace.
+
+An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): the fd a
+sender sent and the fd its receiver got carry the same ``file``, so a send is matched to its
+receive exactly. GPU allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle
+bytes. ``apply`` returns the findings an event brings (a matched share, a refused call); ``finish``
+those that only the end can tell (an fd still in flight, nothing else: leaks are found at each
+process's exit, where they happen).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from vmmtui.events import Event
+from vmmtui.trace.events import (
+    CallRefused,
+    CudaCall,
+    FdCloseCall,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    LedgerFinding,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    SocketEnd,
+    TraceStarted,
+)
+
+CUDA_SUCCESS = 0
+#: CU_MEM_HANDLE_TYPE_* bits
+HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}
+
+
+def handle_type_names(bits: int) -> list[str]:
+    return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
+
+
+@dataclass
+class Holding:
+    """One fd of one process naming an open file: how it got there, and until when."""
+
+    pid: int
+    fd: int
+    file: str
+    #: created (memfd_create) | exported (cuMemExportToShareableHandle) | received (SCM_RIGHTS)
+    #: | taken (pidfd_getfd) | dup
+    how: str
+    since: int
+    source_pid: int = 0
+    source_fd: int = -1
+    via: str = ""
+    closed_at: int | None = None
+
+
+@dataclass
+class Transfer:
+    """One fd that went from one process to another, matched by its open file."""
+
+    file: str
+    how: str  # SCM_RIGHTS | pidfd_getfd
+    from_pid: int
+    from_fd: int
+    to_pid: int
+    to_fd: int
+    sent_at: int
+    received_at: int
+    via: str = ""
+
+
+@dataclass
+class Mapping:
+    pid: int
+    handle: int
+    ptr: int
+    size: int
+    at: int
+    unmapped_at: int | None = None
+
+
+@dataclass
+class Import:
+    """An importer's handle of someone's allocation (from an fd it holds)."""
+
+    pid: int
+    handle: int
+    fd: int
+    file: str
+    at: int
+    released_at: int | None = None
+
+
+@dataclass
+class Allocation:
+    """A cuMemCreate'd allocation and everything that happened to it, in every process."""
+
+    pid: int
+    handle: int
+    size: int
+    device: int
+    handle_types: int
+    created_at: int
+    released_at: int | None = None
+    #: the (fd, file) pairs it was exported as; file "" until the fd is seen in a syscall
+    exported: list[tuple[int, str]] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    mappings: list[Mapping] = field(default_factory=list)
+
+
+@dataclass
+class IpcOpen:
+    pid: int
+    ptr: int
+    at: int
+    result: int
+    closed_at: int | None = None
+
+
+@dataclass
+class IpcExport:
+    """A legacy IPC handle (64 bytes): its exporter and every process that opened it."""
+
+    ipc: str
+    pid: int
+    ptr: int
+    at: int
+    opens: list[IpcOpen] = field(default_factory=list)
+
+
+@dataclass
+class ProcRecord:
+    pid: int
+    ppid: int = 0
+    comm: str = ""
+    exe: str = ""
+    alive: bool = True
+    code: int | None = None
+    exited_at: int | None = None
+
+
+@dataclass
+class Pending:
+    pid: int
+    fd: int
+    at: int
+    via: str
+
+
+def socket_words(s: SocketEnd) -> str:
+    if s.family != "unix":
+        return f"a {s.family} socket"
+    name = f" {s.name}" if s.name else ""
+    return f"unix socket{name} (inode {s.ino}{f', peer {s.peer_ino}' if s.peer_ino else ''})"
+
+
+class Ledger:
+    """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
+
+    def __init__(self) -> None:
+        self.procs: dict[int, ProcRecord] = {}
+        self.holdings: dict[tuple[int, int], Holding] = {}
+        self.history: list[Holding] = []  # closed holdings, oldest first
+        self.in_flight: dict[str, deque[Pending]] = {}
+        self.transfers: list[Transfer] = []
+        self.pidfds: dict[tuple[int, int], int] = {}
+        self.allocations: dict[tuple[int, int], Allocation] = {}
+        self.imports: dict[tuple[int, int], tuple[Allocation | None, Import]] = {}
+        self.mappings: dict[tuple[int, int], Mapping] = {}
+        self.ipc: dict[str, IpcExport] = {}
+        self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
+        self.refusals: list[CallRefused] = []
+        self.findings: list[LedgerFinding] = []
+        self.memfd_names: dict[str, str] = {}
+
+    # -- queries -------------------------------------------------------------------------------
+    def holders(self, file: str) -> list[Holding]:
+        """Who pins this open file now (open fds naming it)."""
+        return [h for h in self.holdings.values() if h.file == file]
+
+    def allocation_of_file(self, file: str) -> Allocation | None:
+        for a in self.allocations.values():
+            if any(f == file for _, f in a.exported):
+                return a
+        return None
+
+    def pins(self, a: Allocation) -> list[str]:
+        """Everything that keeps ``a``'s memory alive now, one phrase each."""
+        out = []
+        if a.released_at is None:
+            out.append(f"pid {a.pid}: its handle {a.handle:#x} (not released)")
+        for fd, file in a.exported:
+            for h in self.holders(file) if file else []:
+                out.append(f"pid {h.pid}: fd {h.fd} ({h.how})")
+            if not file and (a.pid, fd) in self.holdings:
+                out.append(f"pid {a.pid}: exported fd {fd}")
+        for imp in a.imports:
+            if imp.released_at is None:
+                out.append(f"pid {imp.pid}: imported handle {imp.handle:#x}")
+        for m in a.mappings:
+            if m.unmapped_at is None:
+                out.append(f"pid {m.pid}: mapping at {m.ptr:#x}")
+        return out
+
+    def name(self, file: str) -> str:
+        return self.memfd_names.get(file, "")
+
+    # -- the fold ------------------------------------------------------------------------------
+    def apply(self, e: Event) -> list[LedgerFinding]:
+        out: list[LedgerFinding] = []
+        handler = getattr(self, f"_on_{type(e).__name__}", None)
+        if handler is not None:
+            handler(e, out)
+        self.findings.extend(out)
+        return out
+
+    def finish(self, at: int = 0) -> list[LedgerFinding]:
+        """Findings only the end of the trace can give: fds sent and never received."""
+        out = []
+        for file, queue in self.in_flight.items():
+            for p in queue:
+                out.append(
+                    LedgerFinding(
+                        "in-flight",
+                        p.pid,
+                        f"fd {p.fd} sent, never received",
+                        f"pid {p.pid} sent fd {p.fd} over {p.via}; no traced process received it "
+                        "(it sat in the socket's queue until the socket closed, or went to a process "
+                        "not traced)",
+                        "receive it (recvmsg with room for SCM_RIGHTS) or trace the receiver too",
+                        at,
+                        file=file,
+                    )
+                )
+        self.in_flight.clear()
+        self.findings.extend(out)
+        return out
+
+    def _proc(self, pid: int) -> ProcRecord:
+        if pid not in self.procs:
+            self.procs[pid] = ProcRecord(pid)
+        return self.procs[pid]
+
+    def _hold(self, h: Holding) -> None:
+        old = self.holdings.pop((h.pid, h.fd), None)
+        if old is not None:  # dup2 onto an open fd, or an fd we missed the close of
+            old.closed_at = h.since
+            self.history.append(old)
+        self.holdings[(h.pid, h.fd)] = h
+        self._proc(h.pid)
+
+    def _close(self, pid: int, fd: int, at: int) -> Holding | None:
+        h = self.holdings.pop((pid, fd), None)
+        if h is not None:
+            h.closed_at = at
+            self.history.append(h)
+        return h
+
+    def _on_TraceStarted(self, e: TraceStarted, out: list) -> None:
+        for pid in e.targets:
+            self._proc(pid)
+
+    def _on_ProcessForked(self, e: ProcessForked, out: list) -> None:
+        self._proc(e.child).ppid = e.pid
+        self._proc(e.child).comm = e.comm
+        # the child inherits every fd: its copies name the same files
+        for (pid, fd), h in list(self.holdings.items()):
+            if pid == e.pid:
+                self._hold(Holding(e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork"))
+
+    def _on_ProcessExec(self, e: ProcessExec, out: list) -> None:
+        p = self._proc(e.pid)
+        p.exe, p.comm = e.filename, e.comm or p.comm
+
+    def _on_MemfdCreated(self, e: MemfdCreated, out: list) -> None:
+        if e.fd >= 0:
+            self.memfd_names[e.file] = e.name
+            self._hold(Holding(e.pid, e.fd, e.file, "created", e.ktime))
+
+    def _on_PidfdOpened(self, e: PidfdOpened, out: list) -> None:
+        if e.fd >= 0:
+            self.pidfds[(e.pid, e.fd)] = e.target
+
+    def _on_FdDuplicated(self, e: FdDuplicated, out: list) -> None:
+        if e.fd < 0:
+            return
+        old = self.holdings.get((e.pid, e.old))
+        file = e.file or (old.file if old else "")
+        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call))
+
+    def _on_FdCloseCall(self, e: FdCloseCall, out: list) -> None:
+        if e.result < 0:
+            return
+        if e.last < 0:
+            self._close(e.pid, e.fd, e.ktime)
+            self.pidfds.pop((e.pid, e.fd), None)
+            return
+        for pid, fd in [k for k in self.holdings if k[0] == e.pid and e.fd <= k[1] <= e.last]:
+            self._close(pid, fd, e.ktime)
+
+    def _on_FdsSent(self, e: FdsSent, out: list) -> None:
+        if e.result < 0:
+            return
+        via = socket_words(e.sock)
+        for fd, file in zip(e.fds, e.files, strict=False):
+            if (e.pid, fd) in self.holdings and not self.holdings[(e.pid, fd)].file:
+                self._learn_file(e.pid, fd, file)
+            self.in_flight.setdefault(file, deque()).append(Pending(e.pid, fd, e.ktime, via))
+
+    def _learn_file(self, pid: int, fd: int, file: str) -> None:
+        """An fd the driver made (export) is first seen by its file in a syscall: link them."""
+        self.holdings[(pid, fd)].file = file
+        for a in self.allocations.values():
+            a.exported = [
+                (f, file if (a.pid == pid and f == fd and not x) else x) for f, x in a.exported
+            ]
+
+    def _on_FdsReceived(self, e: FdsReceived, out: list) -> None:
+        via = socket_words(e.sock)
+        for fd, file in zip(e.fds, e.files, strict=False):
+            queue = self.in_flight.get(file)
+            sent = queue.popleft() if queue else None
+            if queue is not None and not queue:
+                del self.in_flight[file]
+            if sent is None:
+                self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, via))
+                out.append(
+                    LedgerFinding(
+                        "shared",
+                        e.pid,
+                        f"fd {fd} received",
+                        f"over {via} from a process not traced",
+                        ktime=e.ktime,
+                        file=file,
+                    )
+                )
+                continue
+            self._hold(Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, via))
+            self.transfers.append(
+                Transfer(file, "SCM_RIGHTS", sent.pid, sent.fd, e.pid, fd, sent.at, e.ktime, via)
+            )
+            out.append(
+                LedgerFinding(
+                    "shared",
+                    e.pid,
+                    f"fd {fd} = pid {sent.pid}'s fd {sent.fd}",
+                    f"SCM_RIGHTS over {via}, same open file, {(e.ktime - sent.at) / 1e3:.0f} µs "
+                    "after the send",
+                    ktime=e.ktime,
+                    peer=sent.pid,
+                    file=file,
+                )
+            )
+
+    def _on_FdTaken(self, e: FdTaken, out: list) -> None:
+        target = e.target or self.pidfds.get((e.pid, e.pidfd), 0)
+        if e.fd < 0:
+            return  # the tracer's CallRefused says why
+        src = self.holdings.get((target, e.target_fd))
+        file = e.file or (src.file if src else "")
+        if src is not None and not src.file and file:
+            self._learn_file(target, e.target_fd, file)
+        via = f"pidfd_getfd through pidfd {e.pidfd}"
+        self._hold(Holding(e.pid, e.fd, file, "taken", e.ktime, target, e.target_fd, via))
+        self.transfers.append(
+            Transfer(file, "pidfd_getfd", target, e.target_fd, e.pid, e.fd, e.ktime, e.ktime, via)
+        )
+        out.append(
+            LedgerFinding(
+                "shared",
+                e.pid,
+                f"fd {e.fd} = pid {target}'s fd {e.target_fd}",
+                f"taken with pidfd_getfd (pidfd {e.pidfd}), same open file",
+                ktime=e.ktime,
+                peer=target,
+                file=file,
+            )
+        )
+
+    def _on_CallRefused(self, e: CallRefused, out: list) -> None:
+        self.refusals.append(e)
+        out.append(
+            LedgerFinding(
+                "refused",
+                e.pid,
+                f"{e.call} refused ({e.errno})",
+                e.cause,
+                e.fix,
+                e.ktime,
+                peer=e.target,
+            )
+        )
+
+    # -- CUDA ----------------------------------------------------------------------------------
+    def _on_CudaCall(self, e: CudaCall, out: list) -> None:
+        if e.result != CUDA_SUCCESS:
+            out.append(
+                LedgerFinding(
+                    "refused",
+                    e.pid,
+                    f"{e.func} failed (CUresult {e.result})",
+                    _cuda_cause(e),
+                    _cuda_fix(e),
+                    e.ktime,
+                )
+            )
+            return
+        f = e.func.removesuffix("_v2")
+        if f == "cuMemCreate":
+            self.allocations[(e.pid, e.handle)] = Allocation(
+                e.pid, e.handle, e.size, e.device, e.handle_types, e.ktime
+            )
+        elif f == "cuMemExportToShareableHandle":
+            a = self.allocations.get((e.pid, e.handle))
+            if a is None:  # created before the trace started
+                a = Allocation(e.pid, e.handle, 0, -1, 0, e.ktime)
+                self.allocations[(e.pid, e.handle)] = a
+            if e.fd >= 0:
+                h = Holding(
+                    e.pid, e.fd, "", "exported", e.ktime, via="cuMemExportToShareableHandle"
+                )
+                self._hold(h)
+                a.exported.append((e.fd, ""))
+        elif f == "cuMemImportFromShareableHandle":
+            h = self.holdings.get((e.pid, e.fd))
+            file = h.file if h else ""
+            a = self.allocation_of_file(file) if file else None
+            imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
+            if a is not None:
+                a.imports.append(imp)
+            self.imports[(e.pid, e.handle)] = (a, imp)
+            src = f"pid {a.pid}'s allocation {a.handle:#x}" if a else "an allocation not traced"
+            out.append(
+                LedgerFinding(
+                    "imported",
+                    e.pid,
+                    f"fd {e.fd} imported as handle {e.handle:#x}",
+                    f"the memory of {src}" + (f" ({a.size} bytes)" if a and a.size else ""),
+                    ktime=e.ktime,
+                    peer=a.pid if a else 0,
+                    file=file,
+                )
+            )
+        elif f == "cuMemMap":
+            m = Mapping(e.pid, e.handle, e.ptr, e.size, e.ktime)
+            self.mappings[(e.pid, e.ptr)] = m
+            a = self.allocations.get((e.pid, e.handle))
+            imported = self.imports.get((e.pid, e.handle))
+            if a is None and imported is not None:
+                a = imported[0]
+            if a is not None:
+                a.mappings.append(m)
+        elif f == "cuMemUnmap":
+            m = self.mappings.pop((e.pid, e.ptr), None)
+            if m is not None:
+                m.unmapped_at = e.ktime
+        elif f == "cuMemRelease":
+            imported = self.imports.pop((e.pid, e.handle), None)
+            if imported is not None:
+                imported[1].released_at = e.ktime
+            a = self.allocations.get((e.pid, e.handle))
+            if a is not None:
+                a.released_at = e.ktime
+        elif f == "cuIpcGetMemHandle":
+            self.ipc[e.ipc] = IpcExport(e.ipc, e.pid, e.ptr, e.ktime)
+        elif f == "cuIpcOpenMemHandle":
+            x = self.ipc.get(e.ipc)
+            o = IpcOpen(e.pid, e.ptr, e.ktime, e.result)
+            if x is not None:
+                x.opens.append(o)
+            self.ipc_opens[(e.pid, e.ptr)] = (x, o)
+            who = (
+                f"pid {x.pid}'s memory at {x.ptr:#x}"
+                if x
+                else "a handle made by a process not traced"
+            )
+            out.append(
+                LedgerFinding(
+                    "imported",
+                    e.pid,
+                    f"IPC handle opened at {e.ptr:#x}",
+                    f"{who} (matched by the 64 handle bytes)",
+                    ktime=e.ktime,
+                    peer=x.pid if x else 0,
+                )
+            )
+        elif f == "cuIpcCloseMemHandle":
+            got = self.ipc_opens.pop((e.pid, e.ptr), None)
+            if got is not None:
+                got[1].closed_at = e.ktime
+
+    # -- exits: where leaks are decided ----------------------------------------------------------
+    def _on_ProcessExit(self, e: ProcessExit, out: list) -> None:
+        p = self._proc(e.pid)
+        p.alive, p.code, p.exited_at = False, e.code, e.ktime
+        p.comm = e.comm or p.comm
+        for (pid, fd), h in list(self.holdings.items()):
+            if pid != e.pid:
+                continue
+            if h.how in ("received", "taken"):
+                out.append(
+                    LedgerFinding(
+                        "fd-never-closed",
+                        e.pid,
+                        f"fd {fd} held until exit",
+                        f"pid {e.pid} {h.how} it"
+                        + (f" from pid {h.source_pid} (fd {h.source_fd})" if h.source_pid else "")
+                        + f" via {h.via} and never closed it; the exit closed it",
+                        "close the fd once it is imported (cuMemImportFromShareableHandle keeps its "
+                        "own reference) or mapped",
+                        e.ktime,
+                        peer=h.source_pid,
+                        file=h.file,
+                    )
+                )
+            self._close(pid, fd, e.ktime)
+        for (pid, handle), (a, imp) in list(self.imports.items()):
+            if pid != e.pid:
+                continue
+            del self.imports[(pid, handle)]
+            imp.released_at = e.ktime
+            out.append(
+                LedgerFinding(
+                    "import-never-released",
+                    e.pid,
+                    f"imported handle {handle:#x} never released",
+                    "the process exited holding it"
+                    + (f" (pid {a.pid}'s allocation {a.handle:#x})" if a else ""),
+                    "cuMemUnmap and cuMemRelease every imported handle before exit",
+                    e.ktime,
+                    peer=a.pid if a else 0,
+                )
+            )
+        for (pid, ptr), (x, o) in list(self.ipc_opens.items()):
+            if pid != e.pid:
+                continue
+            del self.ipc_opens[(pid, ptr)]
+            o.closed_at = e.ktime
+            out.append(
+                LedgerFinding(
+                    "ipc-never-closed",
+                    e.pid,
+                    f"IPC mapping at {ptr:#x} never closed",
+                    "the process exited with cuIpcOpenMemHandle's mapping open"
+                    + (f" (pid {x.pid}'s memory)" if x else ""),
+                    "cuIpcCloseMemHandle (cudaIpcCloseMemHandle) before exit",
+                    e.ktime,
+                    peer=x.pid if x else 0,
+                )
+            )
+        self._exporter_died(e, out)
+        for key in [k for k in self.pidfds if k[0] == e.pid]:
+            del self.pidfds[key]
+
+    def _exporter_died(self, e: ProcessExit, out: list) -> None:
+        for a in self.allocations.values():
+            if a.pid != e.pid:
+                continue
+            if a.released_at is None:
+                a.released_at = e.ktime
+            for imp in a.imports:
+                if imp.released_at is None and self._proc(imp.pid).alive:
+                    out.append(
+                        LedgerFinding(
+                            "held-after-exporter-died",
+                            imp.pid,
+                            f"still holds pid {e.pid}'s memory",
+                            f"pid {e.pid} (the exporter) exited with code {e.code}; pid {imp.pid}'s "
+                            f"imported handle {imp.handle:#x} keeps the {a.size or '?'}-byte "
+                            "allocation alive (the driver frees it only when every handle is released)",
+                            "release the import when the exporter goes (watch its pidfd or socket)",
+                            e.ktime,
+                            peer=e.pid,
+                        )
+                    )
+        for x in self.ipc.values():
+            if x.pid != e.pid:
+                continue
+            for o in x.opens:
+                if o.closed_at is None and self._proc(o.pid).alive:
+                    out.append(
+                        LedgerFinding(
+                            "held-after-exporter-died",
+                            o.pid,
+                            f"still maps pid {e.pid}'s memory (legacy IPC)",
+                            f"pid {e.pid} exited with code {e.code}; pid {o.pid}'s IPC mapping at "
+                            f"{o.ptr:#x} keeps the memory alive",
+                            "cuIpcCloseMemHandle when the exporter goes",
+                            e.ktime,
+                            peer=e.pid,
+                        )
+                    )
+
+
+CUDA_ERRORS = {
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    201: "CUDA_ERROR_INVALID_CONTEXT",
+    208: "CUDA_ERROR_ALREADY_MAPPED",
+    400: "CUDA_ERROR_INVALID_HANDLE",
+    801: "CUDA_ERROR_NOT_SUPPORTED",
+    999: "CUDA_ERROR_UNKNOWN",
+}
+
+
+def _cuda_cause(e: CudaCall) -> str:
+    name = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
+    f = e.func.removesuffix("_v2")
+    if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
+        return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
+    if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
+        return (
+            f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
+        )
+    if f == "cuIpcOpenMemHandle" and e.result in (1, 400):
+        return f"{name}: the handle's process is gone, in another IPC namespace, or the handle was opened twice in one process"
+    return name
+
+
+def _cuda_fix(e: CudaCall) -> str:
+    f = e.func.removesuffix("_v2")
+    if f == "cuMemExportToShareableHandle":
+        return "create it with prop.requestedHandleTypes including that type"
+    if f == "cuMemImportFromShareableHandle":
+        return "import the fd the exporter sent, before closing it"
+    if f == "cuIpcOpenMemHandle":
+        return "share the IPC namespace (docker --ipc=host) and open each handle once per process"
+    return ""
