@@ -227,3 +227,43 @@ def test_readme_key_list_names_every_binding():
         for key in b.key.split(","):
             assert f"`{key_name(key)}`" in keys, key
     assert f"`{InspectorApp.COMMAND_PALETTE_BINDING}`" in keys
+
+
+@pytest.mark.asyncio
+async def test_f_shows_the_others_below_the_workers_own_fds():
+    """Unfolding once pushed the role's own fds below the panel (the others sort first by number)."""
+    app = offline_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, upto(session_batches(), "receive", "consumer"))
+        view = app.query_one("#consumer-fds", FdTableView)
+        ours = [r for r in view.panel.fds.rows if r.check is not None]
+        others = [r for r in view.panel.fds.rows if r.check is None]
+        assert ours and others
+        await pilot.press("f")
+        assert view.show_all
+        lines = [ln.split() for ln in text_of(view).splitlines() if ln.strip()]
+        numbers = [int(ln[0]) for ln in lines[1:] if ln and ln[0].isdigit()]
+        assert numbers[: len(ours)][0] == next(r.fd for r in ours if r.kind == "received")
+        assert set(numbers[: len(ours)]) == {r.fd for r in ours}
+        assert set(numbers[len(ours) :]) == {r.fd for r in others}
+
+
+@pytest.mark.asyncio
+async def test_consumer_tabs_follow_the_frame_shown_the_same_way_forward_and_back():
+    """With 3 consumers a replay's tabs moved in different directions stepping forward and back."""
+    from textual.widgets import TabbedContent
+
+    app = offline_app(consumers=3)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, [e for b in session_batches(consumers=3) for e in b])
+        tabs = app.query_one("#consumers", TabbedContent)
+        forward = []
+        for k in range(len(app.frames)):
+            app.go(k)
+            await pilot.pause()
+            forward.append(tabs.active)
+        assert len(set(forward)) == 3  # each consumer's steps bring its tab to the front
+        for k in reversed(range(len(app.frames) - 1)):
+            app.go(k)
+            await pilot.pause()
+            assert tabs.active == forward[k], k

@@ -131,7 +131,8 @@ class InspectorScreen(Screen):
             self.query_one(StatusLine).show(state, self.where, self.queued)
             self.query_one(TeachingPanel).show(state, self.note)
             self.query_one(EventLog).show(state)
-            if state.front is not None and len(state.roles) > 2:
+            if len(state.roles) > 2:  # the consumer of this state in front (the first before any)
                 tabs = self.query_one("#consumers", TabbedContent)
-                if tabs.active != f"tab-{state.front}":
-                    tabs.active = f"tab-{state.front}"
+                front = f"tab-{state.front or state.roles[1]}"
+                if tabs.active != front:
+                    tabs.active = front
