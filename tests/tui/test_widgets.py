@@ -267,3 +267,23 @@ async def test_consumer_tabs_follow_the_frame_shown_the_same_way_forward_and_bac
             app.go(k)
             await pilot.pause()
             assert tabs.active == forward[k], k
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("replay", [False, True])
+async def test_at_80x24_the_footer_shows_help_and_help_lists_every_key(replay):
+    """The footer cuts what does not fit at 80 columns: ``?`` stays on it and names every key."""
+    from vmmtui.record import gallery
+    from vmmtui.tui.cast import plain, screen_ansi
+    from vmmtui.tui.replay import ReplayApp
+
+    app = ReplayApp(gallery.resolve("cpu-memfd-1mib")) if replay else offline_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        footer = plain(screen_ansi(app)).splitlines()[-1]
+        assert "? Help" in footer and "q Quit" in footer and "Next" in footer, footer
+        await pilot.press("question_mark")
+        await pilot.pause()
+        source = app.screen.query_one(Markdown).source
+        for c in commands(type(app).BINDINGS):
+            assert f"| {c.key_text} | {c.help} |" in source
