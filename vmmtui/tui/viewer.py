@@ -261,10 +261,12 @@ class Viewer(App[int]):
             if terminal_gone():  # no one to draw for, and Textual's shutdown would write to it
                 self.last_words()
                 os._exit(code)
-            # however the shutdown goes, the process ends: a stuck write cannot keep it alive
-            self.watchdog = threading.Timer(SHUTDOWN_S, os._exit, (code,))
-            self.watchdog.daemon = True
-            self.watchdog.start()
+            if self.signalled is not None:
+                # after a signal the process ends however the shutdown goes: a write stuck on a
+                # terminal that is going away cannot keep it alive
+                self.watchdog = threading.Timer(SHUTDOWN_S, os._exit, (code,))
+                self.watchdog.daemon = True
+                self.watchdog.start()
         self.exit(code, return_code=code)
 
     async def action_quit(self) -> None:
