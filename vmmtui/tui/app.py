@@ -185,7 +185,9 @@ class InspectorApp(Viewer):
     def on_mount(self) -> None:  # after Viewer.on_mount (handlers run for each class)
         if self.start_session:
             self.set_interval(REFRESH_S, self._tick_refresh)
-            self._start_session(self.generation)
+            # after the first frame: the session's imports (psutil...) in a thread would hold the
+            # interpreter's lock while Textual lays the screen out
+            self.call_after_refresh(self._start_session, self.generation)
 
     # -- events in ---------------------------------------------------------------------------------
     def show(self, events: list[Event], *, live: bool = False, closing: bool = False) -> None:
