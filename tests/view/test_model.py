@@ -1,8 +1,7 @@
-"""The view model on its own: ``fold(events)`` and the per-frame states, no Textual, no app."""
+"""The view model on its own: ``fold(events)`` and the per-frame states, no app (test_house keeps
+vmmtui.view free of Textual)."""
 
 from __future__ import annotations
-
-import sys
 
 from events_fixture import SAME, session_batches
 
@@ -21,15 +20,6 @@ def events_upto(batches, role: str, step: str):
         if any(getattr(e, "step", None) == step and e.role == role for e in batch):
             return out
     raise AssertionError(f"no {role} {step}")
-
-
-def test_view_model_imports_no_textual():
-    assert "textual" not in sys.modules or all(
-        not m.startswith("textual") for m in sys.modules if m.startswith("vmmtui.view")
-    )
-    import vmmtui.view.model as model
-
-    assert "textual" not in model.__dict__
 
 
 def test_fold_of_a_whole_session_has_every_part():
