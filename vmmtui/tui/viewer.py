@@ -10,6 +10,7 @@ status 128 + signal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import signal
@@ -236,7 +237,8 @@ class Viewer(App[int]):
                 os._exit(128 + (self.signalled or signum))
             return
         # into the app's message queue, from the loop (not from inside whatever the signal cut)
-        self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
+        with contextlib.suppress(RuntimeError):  # the loop is closing: the app ends anyway
+            self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
 
     def on_interrupted(self, message: Interrupted) -> None:
         self.stop(message.signum)
