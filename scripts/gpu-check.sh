@@ -256,6 +256,15 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q tests -p no:cacheprovider
     step bash scripts/tmux-demo.sh "$out"
     step python3 scripts/screenshots.py --backend cuda --out "$out" --moments start,exported,kcmp,mapped,verified
+    # issue 25: the terminal closed mid-step on cuda (tmux kill-session: SIGHUP) leaves no worker,
+    # no directory and no GPU memory; keys pressed during steps are queued on the status line
+    tmux kill-session -t vmmtui-hup 2>/dev/null
+    tmux new-session -d -s vmmtui-hup -x 120 -y 40 "python3 -m vmmtui --backend cuda --size 4GiB"
+    sleep 8; for i in $(seq 1 8); do tmux send-keys -t vmmtui-hup space; done; sleep 0.3
+    tmux capture-pane -t vmmtui-hup -p | grep -E "running|queued" | head -3
+    tmux kill-session -t vmmtui-hup; sleep 2.5
+    echo "after a closed terminal: inspector=$(pgrep -fc 'python3 -m vmmtui --backend cuda --size 4GiB') workers=$(pgrep -fc 'vmmtui.worker') dirs=$(ls /tmp | grep -c '^vmmtui-')"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = startup ]; then
     # issue 24: first frame within 1.1x of a bare Textual app's (each run alternates the two), both

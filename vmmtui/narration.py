@@ -38,7 +38,7 @@ VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
 #: who speaks when the line is the kernel's (kcmp), not a worker's
 KERNEL = "kernel"
-ROLE_STYLES = {PRODUCER: "cyan", CONSUMER: "magenta", KERNEL: "yellow"}
+ROLE_STYLES = {PRODUCER: "cyan", CONSUMER: "medium_purple1", KERNEL: "yellow"}
 SIGNS = {True: "≡", False: "≢", None: "?"}
 KCMP_STYLES = {True: "bold green", False: "bold red", None: "yellow"}
 CLEAN = "Closed cleanly: no workers, no socket directory left"

@@ -133,12 +133,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         notes=notes,
     )
     app.run()
-    return app.return_code or 0
+    from vmmtui.cli.inspector import ended
+
+    return ended(app)
 
 
 def outputs_problem(args: argparse.Namespace) -> str | None:
-    """Why --html, --transcript or --screenshots cannot be written (one line with the fix)."""
-    from vmmtui.cli.inspector import screenshots_problem, transcript_problem
+    """Why --html, --transcript, --cast or --screenshots cannot be written (one line, the fix)."""
+    from vmmtui.cli.inspector import cast_problem, screenshots_problem, transcript_problem
 
     if args.html:
         if not args.html.lower().endswith((".html", ".htm")):
@@ -146,8 +148,8 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
         problem = transcript_problem(args.html)
         if problem:
             return problem.replace("--transcript", "--html", 1)
-    if args.transcript:
-        problem = transcript_problem(args.transcript)
+    for value, check in ((args.transcript, transcript_problem), (args.cast, cast_problem)):
+        problem = value and check(value)
         if problem:
             return problem
     return args.screenshots and screenshots_problem(args.screenshots)
