@@ -401,15 +401,21 @@ def scan(
     number = prev.number + 1 if prev else 0
     procs = {}
     cpu0 = time.thread_time()
-    # those put off last time come first, then by pid (a parent before the children it starts)
-    first = sorted(q for q in pids if q in before and before[q].deferred)
+    # those put off last time come first, the longest unread first; then by pid (a parent before
+    # the children it starts)
+    first = sorted(
+        (q for q in pids if q in before and before[q].deferred),
+        key=lambda q: (before[q].read_end, q),
+    )
+    read_one = False  # at least one process is read, however small the budget: each gets its turn
     for order, pid in enumerate(first + sorted(set(pids).difference(first))):
-        over = budget is not None and time.thread_time() - cpu0 > budget
+        over = budget is not None and read_one and time.thread_time() - cpu0 > budget
         begun = time.clock_gettime(time.CLOCK_BOOTTIME)
         p = scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0, over)
         p.order = order
         if not p.deferred:
             p.read_start, p.read_end = begun, time.clock_gettime(time.CLOCK_BOOTTIME)
+            read_one = read_one or (p.fresh and p.error is None)
         procs[pid] = p
     procs = dict(sorted(procs.items()))
     sockets = read_sockets()
