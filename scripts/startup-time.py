@@ -1,6 +1,12 @@
-"""How long the inspector takes to show its first frame, and both workers' pids, after launch.
+"""How long the inspector takes to show its first frame, and both workers' pids, after launch, against
+a bare Textual app's first frame measured in the same run.
 
-    python scripts/startup-time.py [--runs 5] [--size 160x48] [-- vmmtui options, e.g. --backend cuda]
+    python scripts/startup-time.py [--runs 5] [--size 160x48] [--json FILE] [-- vmmtui options]
+
+Runs alternate: the bare app (``BARE``: one screen, a header and one panel titled "producer", the
+floor any Textual app pays: Python, Textual's imports, its first layout), then the inspector, and
+again, so that both see the same machine; the last line gives the inspector's first frame as a
+multiple of the bare app's (issue 24's goal: within 1.1x).
 
 Starts ``python -m vmmtui`` in a pseudo-terminal of the given size, reads everything it writes, and
 notes the time (from just before the launch) when the screen first shows a panel title (the
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import re
 import select
@@ -31,6 +38,25 @@ ESCAPES = re.compile(
 )
 FIRST_FRAME = b"producer"
 DEADLINE_S = 30.0
+#: the floor: a Textual app with one screen, a header and a panel (the panel's title is FIRST_FRAME)
+BARE = """
+from textual.app import App
+from textual.widgets import Header, Static
+
+
+class Bare(App):
+    BINDINGS = [("q", "quit", "Quit")]
+    CSS = "Static { border: round $accent; height: 1fr; }"
+
+    def compose(self):
+        yield Header()
+        panel = Static("a bare Textual app: one screen, a header and a panel")
+        panel.border_title = "producer"
+        yield panel
+
+
+Bare().run()
+"""
 
 
 def workers_of(pid: int) -> list[int]:
@@ -52,11 +78,12 @@ def workers_of(pid: int) -> list[int]:
 
 
 def one_run(argv: list[str], cols: int, rows: int, expect_workers: int) -> dict:
+    """One launch of ``python ARGV`` in a pseudo-terminal: when the first frame, then the pids, showed."""
     start = time.perf_counter()
     pid, fd = os.forkpty()
-    if pid == 0:  # the child: the inspector
+    if pid == 0:  # the child: the inspector or the bare app
         os.environ["TERM"] = os.environ.get("TERM", "xterm-256color")
-        os.execvp(sys.executable, [sys.executable, "-m", "vmmtui", *argv])
+        os.execvp(sys.executable, [sys.executable, *argv])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     screen = b""
     first = pids_at = None
@@ -97,6 +124,10 @@ def one_run(argv: list[str], cols: int, rows: int, expect_workers: int) -> dict:
     return {"first_frame_s": first, "pids_s": pids_at, "pids": pids}
 
 
+def fmt(v: float | None) -> str:
+    return "never" if v is None else f"{v:.3f} s"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,33 +135,53 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--size", default="160x48", help="terminal COLSxROWS (default 160x48)")
     p.add_argument("--workers", type=int, default=2, help="worker pids to wait for (default 2)")
+    p.add_argument("--json", metavar="FILE", help="also write the runs and medians to FILE")
     p.add_argument("vmmtui_args", nargs=argparse.REMAINDER, help="after --: options for vmmtui")
     a = p.parse_args()
     cols, rows = (int(v) for v in a.size.split("x"))
     argv = [x for x in a.vmmtui_args if x != "--"]
-    firsts, pidss = [], []
+    firsts, pidss, bares, runs = [], [], [], []
     for n in range(1, a.runs + 1):
-        r = one_run(argv, cols, rows, a.workers)
-        fmt = lambda v: "never" if v is None else f"{v:.3f} s"  # noqa: E731
+        bare = one_run(["-c", BARE], cols, rows, 0)
+        r = one_run(["-m", "vmmtui", *argv], cols, rows, a.workers)
         print(
-            f"run {n}: first frame {fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} {r['pids']}",
+            f"run {n}: bare Textual first frame {fmt(bare['first_frame_s'])}; vmmtui first frame "
+            f"{fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} {r['pids']}",
             flush=True,
         )
+        runs.append({"bare_first_frame_s": bare["first_frame_s"], **r})
+        if bare["first_frame_s"] is not None:
+            bares.append(bare["first_frame_s"])
         if r["first_frame_s"] is not None:
             firsts.append(r["first_frame_s"])
         if r["pids_s"] is not None:
             pidss.append(r["pids_s"])
-    if not firsts or not pidss:
+    if not firsts or not pidss or not bares:
         print(
-            "startup-time: the inspector did not show its first frame and both pids",
+            "startup-time: the inspector (or the bare app) did not show its first frame and both pids",
             file=sys.stderr,
         )
         return 1
+    first, bare, pids = (statistics.median(v) for v in (firsts, bares, pidss))
     print(
         f"vmmtui {' '.join(argv) or '(defaults)'} at {cols}x{rows}, {a.runs} runs on {os.uname().nodename}: "
-        f"first frame median {statistics.median(firsts):.3f} s (max {max(firsts):.3f}), "
-        f"both pids median {statistics.median(pidss):.3f} s (max {max(pidss):.3f})"
+        f"first frame median {first:.3f} s (max {max(firsts):.3f}), "
+        f"both pids median {pids:.3f} s (max {max(pidss):.3f}); "
+        f"bare Textual first frame median {bare:.3f} s (max {max(bares):.3f}): "
+        f"vmmtui/bare {first / bare:.2f}x (goal <= 1.10x)"
     )
+    if a.json:
+        summary = {
+            "host": os.uname().nodename,
+            "argv": argv,
+            "size": a.size,
+            "runs": runs,
+            "first_frame_median_s": first,
+            "pids_median_s": pids,
+            "bare_first_frame_median_s": bare,
+            "ratio": first / bare,
+        }
+        Path(a.json).write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 
 

@@ -73,3 +73,37 @@ def test_doctor_prints_the_h100_as_it_is(monkeypatch, capsys):
     assert "fabric handles" in out and "not usable here: no IMEX channel" in out
     assert "fabric handles │ ✓ yes" not in out and "load (PTX 9.0 sm_75" in out
     assert "cuda backend" in out and "can run" in out
+
+
+def test_the_pidfd_road_is_tried_for_real_on_a_child():
+    f = doctor.pidfd_finding()
+    assert f.value.startswith("pidfd_getfd on a child: ")
+    assert "seccomp" in f.value and "CAP_SYS_PTRACE" in f.value and "Yama" in f.value
+    assert f.ok is ("works (took fd" in f.value)
+
+
+def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
+    """A real process that refuses itself pidfd_getfd, as a Docker container does, then asks doctor."""
+    import re
+    import subprocess
+    import sys
+
+    code = (
+        "from vmmtui.backends import pidfd; from vmmtui import doctor; pidfd.deny_pidfd_getfd(); "
+        "f = doctor.pidfd_finding(); print(f.ok); print(f.value)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    ok, value = out.stdout.split("\n", 1)
+    assert ok == "False" and "EPERM" in value
+    assert re.search(r"seccomp filter \(\d+ filter\(s\)\)", value), value
+    assert "fix: --transport scm-rights" in value
+
+
+def test_pools_say_whether_the_pool_road_can_run():
+    assert doctor.pool_finding("device 0", {"vmm": True}) is None
+    yes = doctor.pool_finding("device 0", {**H100, "memory_pools": True, "pool_handle_types": 9})
+    assert yes.ok and "--mechanism pool can run" in yes.value
+    no_fd = doctor.pool_finding("device 0", {**H100, "memory_pools": True, "pool_handle_types": 8})
+    assert no_fd.ok is False and "no POSIX fd" in no_fd.value
+    none = doctor.pool_finding("device 0", {**H100, "memory_pools": False})
+    assert none.ok is False and "cannot run" in none.value

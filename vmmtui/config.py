@@ -149,9 +149,11 @@ def validate(
     if c.device < 0 or (c.devices and min(c.devices) < 0):
         return f"device {min([c.device, *(c.devices or [])])} does not exist: device ordinals start at 0"
     if scenario is not None:
-        why_not = scenario.why_not(backend, device_probe)
+        host = None if backend in scenario.cannot else scenario.host_reason()
+        why_not = host or scenario.why_not(backend, device_probe)
         if why_not:
-            return f"scenario {scenario.name} cannot be shown on the {backend} backend: {why_not}"
+            where = "on this host" if host else f"on the {backend} backend"
+            return f"scenario {scenario.name} cannot be shown {where}: {why_not}"
         if (c.consumers, c.direction) != (
             1,
             Direction.PRODUCER_WRITES.value,
@@ -173,6 +175,11 @@ def validate(
             "cuMemPoolImportPointer are driver calls about stream-ordered GPU allocations, and memfd has "
             "no pool to export (nothing on the CPU would be more than a renamed memfd); use --backend "
             "cuda, or --mechanism vmm on memfd"
+        )
+    if c.mechanism == Mechanism.POOL and c.devices and set(c.devices) != {c.device}:
+        return (
+            "--mechanism pool keeps every consumer on the producer's device here (an importer on another "
+            "GPU needs cuMemPoolSetAccess, which vmmtui does not show yet): drop --devices"
         )
     if c.devices and backend != BackendName.CUDA:
         return "--devices needs the cuda backend (memfd has no devices)"

@@ -123,6 +123,50 @@ def kernels_finding(prefix: str, d: dict) -> Finding | None:
     return Finding(f"{prefix} fill/verify kernels", f"load ({d['kernels']})", True)
 
 
+def pool_finding(prefix: str, d: dict) -> Finding | None:
+    """Whether --mechanism pool can run on this device: pools, and the POSIX-fd bit among their handle types."""
+    if "memory_pools" not in d:
+        return None
+    types = d.get("pool_handle_types") or 0
+    fd = bool(types & 1)  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    if not d["memory_pools"]:
+        return Finding(
+            f"{prefix} memory pools", "not supported (--mechanism pool cannot run)", False
+        )
+    return Finding(
+        f"{prefix} memory pools",
+        f"yes; pool handle types {types:#x}"
+        + (
+            ", POSIX fd among them: --mechanism pool can run" if fd else ": no POSIX fd, no sharing"
+        ),
+        fd,
+    )
+
+
+def pidfd_finding() -> Finding:
+    """The pidfd road (PyTorch's expandable segments, UCX cuda_ipc) as this host allows it: the real call
+    on a child of ours, then what would refuse it between siblings or in a container."""
+    from vmmtui.backends import pidfd
+
+    works, detail = pidfd.check_on_child()
+    mode, filters = pidfd.seccomp_mode()
+    scope = pidfd.ptrace_scope()
+    cap = pidfd.has_cap_sys_ptrace()
+    yama = pidfd.yama_blocks_siblings()
+    parts = [
+        f"pidfd_getfd on a child: {detail}",
+        f"seccomp {('off', 'strict', 'filter')[mode] if mode < 3 else mode}"
+        + (f" ({filters} filter(s))" if filters else ""),
+        "Yama absent" if scope is None else f"Yama ptrace_scope {scope}",
+        f"CAP_SYS_PTRACE {'yes' if cap else 'no'}",
+    ]
+    if yama:
+        parts.append(f"between siblings: {yama} (vmmtui's producer names its consumer)")
+    if not works:
+        parts.append("fix: --transport scm-rights (SCM_RIGHTS needs no ptrace access)")
+    return Finding("pidfd road", "; ".join(parts), works)
+
+
 def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
@@ -167,6 +211,8 @@ def diagnose(device: int = 0) -> Report:
             )
             if (kernels := kernels_finding(p, d)) is not None:
                 add(kernels)
+            if (pools := pool_finding(p, d)) is not None:
+                add(pools)
     why = cuda_unusable(info, device)
     rep.cuda_ok = why is None
     add(Finding("cuda backend", "can run" if rep.cuda_ok else f"cannot run: {why}", rep.cuda_ok))
@@ -181,4 +227,5 @@ def diagnose(device: int = 0) -> Report:
         )
     )
     add(Finding("ptrace_scope", ptrace_scope(), None))
+    add(pidfd_finding())
     return rep

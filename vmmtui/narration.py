@@ -199,8 +199,8 @@ def worker_started(e: WorkerStarted, m: Masks = PLAIN) -> Text:
     return Text(f"worker started, pid {m.pid(e.pid)}", "dim")
 
 
-def notice(e: Notice) -> Text:
-    return Text(f"note: {e.text}", "yellow")
+def notice(e: Notice, m: Masks = PLAIN) -> Text:
+    return Text(m.text(f"note: {e.text}"), "yellow")
 
 
 def call(c: Call, m: Masks = PLAIN) -> Text:
@@ -238,16 +238,19 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     )
 
 
-def failed(e: SessionFailed) -> list[Text]:
+def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
     """The failed step, the real error, its cause and its fix."""
     f = e.failure
     lines = [
-        Text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})", "bold red")
+        Text(
+            m.text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})"),
+            "bold red",
+        )
     ]
     if f.cause:
-        lines.append(Text(f"  cause: {f.cause}"))
+        lines.append(Text(m.text(f"  cause: {f.cause}")))
     if f.fix:
-        lines.append(Text(f"  fix:   {f.fix}"))
+        lines.append(Text(m.text(f"  fix:   {f.fix}")))
     return lines
 
 
@@ -262,8 +265,8 @@ def exit_state(e: WorkerExited) -> str:
     return f"exited: {'killed by ' + e.signal if e.signal else f'code {e.returncode}'}"
 
 
-def log_tail(e: WorkerExited) -> list[Text]:
-    return [Text(f"log: {line}", "dim") for line in e.log_tail]
+def log_tail(e: WorkerExited, m: Masks = PLAIN) -> list[Text]:
+    return [Text(m.text(f"log: {line}"), "dim") for line in e.log_tail]
 
 
 def finished(e: SessionFinished, consumers: int | None = None) -> Text:
@@ -276,11 +279,54 @@ def finished(e: SessionFinished, consumers: int | None = None) -> Text:
     return line
 
 
-def closed(e: SessionClosed) -> Text:
+def closing(mechanism: str, plan: Iterable[tuple[str, str]], transport: str = "scm-rights") -> str:
+    """What a plan that ran to its end showed, true to that plan: a scenario that kills a worker
+    drops its cleanup, and then the kernel, not the worker, released what it held."""
+    how = (
+        "The 64-byte IPC handle went producer → socket → consumer as plain bytes (no fd), "
+        if mechanism == Mechanism.LEGACY
+        else "The consumer took the producer's fd with pidfd_getfd (only a pid and a number "
+        "travelled), "
+        if transport == "pidfd"
+        else "The pool's fd went producer → SCM_RIGHTS → consumer with the pointer's 64 bytes, "
+        if mechanism == Mechanism.POOL
+        else "The fd went producer → SCM_RIGHTS → consumer, "
+    )
+    plan = list(plan)
+    order = [role for role, step in plan if step == "cleanup"]
+    if order and order[0] == PRODUCER and len(order) > 1:  # importer-pins: the exporter went first
+        return (
+            how
+            + "both mapped the same physical memory; the producer released everything first and "
+            "the memory lived on in the consumer until its own release."
+        )
+    roles = list(dict.fromkeys(role for role, _ in plan))
+    cleaned = {role for role, step in plan if step == "cleanup"}
+    skipped = [role for role in roles if role not in cleaned]
+    if not skipped:
+        return (
+            how
+            + "both mapped the same physical memory, and every resource was released in reverse order."
+        )
+    them = " and ".join(skipped)
+    rest = " and ".join(r for r in roles if r in cleaned)
+    return (
+        how
+        + f"both mapped the same physical memory. The {them} ran no cleanup: the kernel released "
+        f"what {'it' if len(skipped) == 1 else 'each'} held (fds, mappings) when it died"
+        + (
+            f"; the {rest} released {'its' if len(roles) - len(skipped) == 1 else 'their'} own in reverse order."
+            if rest
+            else "."
+        )
+    )
+
+
+def closed(e: SessionClosed, m: Masks = PLAIN) -> Text:
     return (
         Text(CLEAN, "dim")
         if e.clean
-        else Text("left behind: " + "; ".join(e.leftovers), "bold red")
+        else Text(m.text("left behind: " + "; ".join(e.leftovers)), "bold red")
     )
 
 

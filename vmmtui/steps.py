@@ -323,6 +323,83 @@ _WRITES = [
     ),
 ]
 
+_POOL = [
+    Step(
+        PRODUCER,
+        "query",
+        "Query memory pool support",
+        ("cuDeviceGetAttribute",),
+        "Stream-ordered memory pools need MEMORY_POOLS_SUPPORTED, and sharing one needs "
+        "MEMPOOL_SUPPORTED_HANDLE_TYPES to include POSIX_FILE_DESCRIPTOR. Allocations come from the pool in "
+        "any size: there is no granularity to respect. This is the road of cuda.core's "
+        "DeviceMemoryResource(ipc_enabled=True) and PyTorch's CUDA caching allocator with pools.",
+    ),
+    Step(
+        PRODUCER,
+        "create",
+        "Create the pool and allocate from it",
+        ("cuMemPoolCreate", "cuStreamCreate", "cuMemAllocFromPoolAsync", "cuStreamSynchronize"),
+        "cuMemPoolCreate with CUmemPoolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR makes a "
+        "pool that can be exported; without a handle type it never can. cuMemAllocFromPoolAsync takes an "
+        "allocation from it in stream order: the pointer comes back at once, the memory is usable once the "
+        "stream reaches the allocation (hence the synchronize).",
+    ),
+    Step(
+        PRODUCER,
+        "export",
+        "Export the pool, then the pointer",
+        ("cuMemPoolExportToShareableHandle", "cuMemPoolExportPointer"),
+        "Two exports: cuMemPoolExportToShareableHandle turns the whole pool into a POSIX fd (it travels like "
+        "VMM's fd), and cuMemPoolExportPointer turns one allocation into 64 bytes of CUmemPoolPtrExportData, "
+        "which is not a handle: plain bytes, useless without the pool.",
+    ),
+    Step(
+        PRODUCER,
+        "send",
+        "Send the pool's fd and the pointer's export data",
+        ("sendmsg(SCM_RIGHTS)",),
+        "The pool's fd travels as SCM_RIGHTS and the 64 export-data bytes in the message, beside the size. "
+        "One pool fd serves every later allocation: a program sends it once, then only 64 bytes per pointer.",
+    ),
+    Step(
+        CONSUMER,
+        "receive",
+        "Receive the pool's fd and the export data",
+        ("recvmsg(SCM_RIGHTS)",),
+        "recvmsg delivers the pool's fd and the 64 bytes. kcmp proves the fd is the producer's open file.",
+    ),
+    Step(
+        CONSUMER,
+        "import",
+        "Import the pool, then the pointer",
+        (
+            "cuMemPoolImportFromShareableHandle",
+            "cuMemPoolImportPointer",
+            "cuMemGetAddressRange",
+        ),
+        "cuMemPoolImportFromShareableHandle turns the fd into a pool in this process (it cannot allocate: "
+        "imported pools only import), and cuMemPoolImportPointer maps the producer's allocation from the "
+        "export data: a device pointer here, no reserve or map steps. cuMemGetAddressRange asks the driver "
+        "how large the allocation really is, against the size claimed.",
+    ),
+    Step(
+        CONSUMER,
+        "cleanup",
+        "Clean up (consumer)",
+        ("cuMemFreeAsync", "cuStreamSynchronize", "cuMemPoolDestroy", "close"),
+        "The importer frees its pointer first (cuMemFreeAsync, completed before the exporter frees: the "
+        "driver's rule for imported pool memory), destroys its imported pool and closes the fd.",
+    ),
+    Step(
+        PRODUCER,
+        "cleanup",
+        "Clean up (producer)",
+        ("cuMemFreeAsync", "cuStreamSynchronize", "cuMemPoolDestroy", "close", "unlink"),
+        "After every consumer's ACK and free, the producer frees the allocation into its pool, destroys the "
+        "pool (its memory goes back to the device) and closes the exported fd.",
+    ),
+]
+
 _PIDFD = [
     Step(
         PRODUCER,
@@ -349,7 +426,10 @@ _PIDFD = [
 
 STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _STEPS + _WRITES}
 PIDFD_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _PIDFD}
+POOL_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _POOL}
 LEGACY_STEPS: dict[tuple[str, str], Step] = {(s.role, s.name): s for s in _LEGACY}
+#: step tables by mechanism, over the VMM one
+BY_MECHANISM = {"legacy": LEGACY_STEPS, "pool": POOL_STEPS}
 _VMM_ONLY = ("reserve", "map", "set_access")
 
 
@@ -375,9 +455,10 @@ def consumer_names(count: int) -> list[str]:
 def step_info(role: str, name: str, mechanism: str = "vmm", transport: str = "scm-rights") -> Step:
     """The Step for ``role``'s step ``name`` in this mechanism and transport, with the peer in the title."""
     key = (kind(role), base(name))
+    pidfd = transport == "pidfd" and mechanism != "legacy"
     step = (
-        (PIDFD_STEPS.get(key) if transport == "pidfd" and mechanism != "legacy" else None)
-        or (LEGACY_STEPS.get(key) if mechanism == "legacy" else None)
+        (PIDFD_STEPS.get(key) if pidfd else None)
+        or BY_MECHANISM.get(mechanism, {}).get(key)
         or STEPS[key]
     )
     if ":" in name:
@@ -396,7 +477,7 @@ def build_plan(
         return step if consumers == 1 else f"{step}:{name}"
 
     def keep(step: str) -> bool:
-        return not (mechanism == "legacy" and step in _VMM_ONLY)
+        return not (mechanism in ("legacy", "pool") and step in _VMM_ONLY)
 
     pre = [s for s in ("init", "query", "create", "reserve", "map", "set_access") if keep(s)]
     plan = [(PRODUCER, s) for s in pre]

@@ -57,6 +57,17 @@ class Transcript:
             self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here, the session goes on"
             self.close()
 
+    def note(self, on: str, text: str) -> None:
+        """A teacher's note (replay --notes) as a quote in the Markdown; JSON lines hold only events."""
+        if self.json or self.error:
+            return
+        quoted = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+        try:
+            self.file.write(f"\n> **teacher's note ({on})**\n>\n{quoted}\n\n")
+        except OSError as exc:
+            self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here"
+            self.close()
+
     def markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
             self.mechanism, self.consumers = e.mechanism, len(e.consumers)

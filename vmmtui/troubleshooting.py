@@ -106,6 +106,12 @@ TABLE: dict[str, tuple[str, str]] = {
         "its owner could shrink it under our mapping and every access past the new end would be SIGBUS",
         "the producer must create the memfd with MFD_ALLOW_SEALING and seal it before export (vmmtui's does)",
     ),
+    "NOT_MEMFD": (
+        "the fd that arrived is not a memfd (a file, pipe, socket or device instead): it is not the "
+        "producer's shared memory, and mapping it would show whatever it holds, or fault",
+        "nothing was mapped; the producer must send the memfd it allocated (vmmtui's does): check "
+        "what sent it (the peer's pid is in the wire panel, from SO_PEERCRED)",
+    ),
     "PEER_REFUSED": (
         "a process other than the launched peer connected to the socket",
         "only the consumer this session launched may receive the fd; the intruder was refused",
@@ -197,6 +203,21 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
         "this GPU or driver does not offer fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0)",
         "fabric handles need a Hopper or newer GPU with an R530+ driver on an NVLink-domain system; on one node "
         "share with POSIX fds, as vmmtui does by default",
+    ),
+    ("cuMemPoolExportToShareableHandle", "*"): (
+        "the pool was created without a shareable handle type (CUmemPoolProps.handleTypes = "
+        "CU_MEM_HANDLE_TYPE_NONE, as in a zeroed struct or the device's default pool): it is not IPC capable",
+        "create the pool with handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (cuda.core: "
+        "DeviceMemoryResource(ipc_enabled=True)); the device's default pool can never be exported",
+    ),
+    ("cuMemPoolImportPointer", "*"): (
+        "the export data does not name a live allocation of the imported pool (freed by the exporter, or "
+        "from another pool)",
+        "import the pointer while the exporter keeps it (the ACK orders it), from the pool it was exported with",
+    ),
+    ("cuMemPoolCreate", "CUDA_ERROR_NOT_SUPPORTED"): (
+        "this GPU or driver has no stream-ordered memory pools, or none with POSIX-fd handles",
+        "check MEMORY_POOLS_SUPPORTED with `vmmtui doctor` (CUDA 11.2+), or use --mechanism vmm",
     ),
     ("pidfd_getfd (seccomp)", "EPERM"): (
         "this process runs under a seccomp filter that refuses pidfd_getfd, as Docker's default profile "

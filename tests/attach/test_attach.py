@@ -226,3 +226,24 @@ def test_the_view_shows_the_pair_and_what_they_share():
         asyncio.run(go())
     finally:
         proc.wait(timeout=20)
+
+
+def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch):
+    """attach --once starts NVML in a thread on a GPU box (overlapping its imports and the scan); a
+    follower that never needed it still closes what was opened."""
+    from concurrent.futures import Future
+
+    from vmmtui.attach.follow import Follower
+
+    closed = []
+    soon: Future = Future()
+    nvml = Nvml(error="not opened in this test")
+    monkeypatch.setattr(nvml, "close", lambda: closed.append(True))
+    soon.set_result(nvml)
+    f = Follower({os.getpid()}, nvml_soon=soon)
+    f.poll()  # this process holds no /dev/nvidia* fd: NVML is not asked
+    assert f.nvml is None and f.nvml_soon is soon
+    f.close()
+    assert closed == [True] and f.nvml_soon is None
+    if not os.path.exists("/dev/nvidiactl"):
+        assert Nvml.opening() is None  # no driver: nothing started

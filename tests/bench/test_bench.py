@@ -54,7 +54,7 @@ def test_memfd_bench_measures_each_step_and_skips_gpu_paths_with_a_reason(memfd_
         assert (
             entry["overhead_ms"]["n"] == 2 * len(PLAN) and entry["rtt_overhead_ms"]["median"] >= 0
         )
-        for path in ("vmm", "legacy", "staged"):
+        for path in ("vmm", "legacy", "staged", "c_floor", "torch"):
             assert "needs the cuda backend" in result["skipped"][path][size]
     assert result["paths"]["vmm"] == {} and result["ceiling_gbps"] == {}
     assert result["machine"]["hostname"] and result["config"]["repeat"] == 2
@@ -77,7 +77,12 @@ def test_written_json_and_svg(memfd_result, tmp_path):
     assert len(lines[0].get("points").split()) == 2
 
 
-def synthetic(e2e_1g: float, verify: float, copy: float, staged: float) -> dict:
+def synthetic(
+    e2e_1g: float, verify: float, copy: float, staged: float, floor: float | None = None
+) -> dict:
+    """Figures at 2 MiB, 64 MiB, 1 GiB; ``floor``: vmm's time as a multiple of the C floor's (and
+    torch taking twice the floor)."""
+
     def entry(ms, verify_gbps=None):
         d = {"e2e_ms": stats([ms]), "overhead_ms": stats([0.5]), "verified": "1/1"}
         if verify_gbps:
@@ -94,17 +99,21 @@ def synthetic(e2e_1g: float, verify: float, copy: float, staged: float) -> dict:
             "legacy": {str(s): entry(e2e_1g * 2 * s / GiB) for s in sizes},
             "staged": {str(GiB): entry(staged)},
             "memfd": {},
+            "c_floor": {str(s): entry(e2e_1g * s / GiB / floor) for s in sizes} if floor else {},
+            "torch": {str(s): entry(2 * e2e_1g * s / GiB / floor) for s in sizes} if floor else {},
         },
     }
 
 
 def test_targets_compare_against_the_issue_figures():
-    good = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
-    assert [t["met"] for t in targets(good)] == [True, True, True, True]
-    bad = synthetic(e2e_1g=6.0, verify=2000.0, copy=3000.0, staged=300.0)
+    good = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0, floor=1.25)
+    assert [t["met"] for t in targets(good)] == [True] * 6
+    bad = synthetic(e2e_1g=6.0, verify=2000.0, copy=3000.0, staged=300.0, floor=2.0)
     met = [t["met"] for t in targets(bad)]
-    assert met == [False, False, False, True]
-    assert targets(bad)[2]["measured"].startswith("50x")
+    assert met == [True, False, False, False, False, True]
+    assert targets(bad)[3]["measured"].startswith("50x")
+    assert targets(bad)[4]["measured"].startswith("2.00x at worst")
+    assert targets(synthetic(4.0, 2600.0, 3000.0, 500.0))[4]["met"] is None  # no C floor ran
 
 
 def test_svg_has_one_line_per_path_and_log_axes():
@@ -164,10 +173,11 @@ def _render(result: dict, width: int = 80) -> str:
 
 
 def test_every_column_fits_80_columns_uncut():
-    result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
+    result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0, floor=1.25)
     for k in result["paths"]["vmm"]:
         result["paths"]["vmm"][k]["fill_gbps"] = stats([2786.0])
     text = _render(result)
+    assert "1.25x" in text and "0.62x" in text  # vmm/C and vmm/torch
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
     for header in (
         "vmm",
@@ -179,6 +189,10 @@ def test_every_column_fits_80_columns_uncut():
         "copy",
         "verify/copy",
         "overhead",
+        "C floor",
+        "vmm/C",
+        "torch",
+        "vmm/torch",
     ):
         assert header in text, header
     assert "2786" in text and "82%" not in text and "87%" in text  # 2600 / 3000
@@ -220,9 +234,17 @@ def test_bench_output_in_a_pipe_is_readable_and_says_why_cells_are_empty(tmp_pat
     out = capsys.readouterr().out
     assert rc == 0 and "…" not in out and max(map(len, out.splitlines())) <= 80
     assert "memfd at 4 GiB: above --memfd-max 2 GiB" in out and "about 5 s per GiB" in out
-    assert "vmm, legacy, staged, fill, verify, copy at every size: needs the cuda backend" in out
+    assert (
+        "vmm, legacy, staged, pool, pidfd, fill, verify, copy, c_floor, torch at every size: needs the cuda"
+        in " ".join(out.split())
+    )
     assert "issue 5" not in out and "performance targets on a GPU" in out
     assert "not measured: 1 GiB was not among --sizes" in " ".join(out.split())
+    # each reason and target a bullet whose wrapped lines hang under it, no trailing blanks
+    lines = out.splitlines()
+    block = lines[lines.index("empty cells:") + 1 : lines.index("") if "" in lines else None]
+    assert block and all(line.startswith(("- ", "  ")) for line in block), block
+    assert all(line == line.rstrip() for line in block)
 
 
 def test_bench_that_measures_nothing_exits_1_with_the_reason(tmp_path, capsys):
@@ -233,3 +255,23 @@ def test_bench_that_measures_nothing_exits_1_with_the_reason(tmp_path, capsys):
     assert rc == 1
     assert captured.err.startswith("vmmtui: nothing could be measured: above --memfd-max 2 GiB")
     assert "about 5 s per GiB" in captured.err
+
+
+def test_the_c_floor_and_torch_rows_say_why_they_cannot_run(monkeypatch):
+    from vmmtui.bench import peers
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    binary, why = peers.build_c_floor()
+    assert binary is None and why.startswith("nvcc is not on the PATH")
+    monkeypatch.setattr(peers.importlib.util, "find_spec", lambda name: None)
+    assert peers.torch_missing() == "torch is not installed for this Python"
+
+
+def test_the_c_floor_source_has_the_timed_bench_mode_and_the_same_kernels():
+    from vmmtui.bench import peers
+
+    text = peers.SOURCE.read_text()
+    assert '"--bench"' in text and '#include "../../vmmtui/backends/pattern_kernels.cu"' in text
+    assert (peers.SOURCE.parent / "../../vmmtui/backends/pattern_kernels.cu").resolve() == (
+        peers.KERNELS
+    )

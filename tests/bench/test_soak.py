@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from vmmtui.backends import Choice
 from vmmtui.bench.soak import soak
 from vmmtui.config import SessionConfig
@@ -9,17 +11,48 @@ from vmmtui.config import SessionConfig
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 
-def test_200_sessions_leave_fds_children_tmp_and_memory_as_they_were(tmp_path):
+def sessions_leave_everything_as_it_was(tmp_path, count: int) -> None:
     result = soak(
-        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), 200, choice=MEMFD
+        SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path)), count, choice=MEMFD
     )
     assert result.ok, result.problems
-    assert result.verified == 200
-    assert (result.end.fds, result.end.children, result.end.tmp_entries) == (
+    assert result.verified == count
+    assert (result.end.fds, result.end.children, result.end.session_dirs) == (
         result.start.fds,
         result.start.children,
-        result.start.tmp_entries,
+        result.start.session_dirs,
     )
+
+
+def test_20_sessions_leave_fds_children_dirs_and_memory_as_they_were(tmp_path):
+    sessions_leave_everything_as_it_was(tmp_path, 20)
+
+
+@pytest.mark.soak
+def test_200_sessions_leave_fds_children_dirs_and_memory_as_they_were(tmp_path):
+    sessions_leave_everything_as_it_was(tmp_path, 200)
+
+
+def test_other_programs_files_in_tmpdir_are_not_counted_but_our_directories_are(tmp_path):
+    """Another program makes and removes files in TMPDIR meanwhile: not ours, not a problem;
+    a session directory of ours left behind is one."""
+    (tmp_path / "someone-elses.lock").touch()
+
+    def others(i, session):
+        if i == 1:
+            (tmp_path / "someone-elses.lock").unlink()  # the count goes down
+            (tmp_path / "another.tmp").touch()
+            (tmp_path / "and-another.tmp").touch()  # and up again, beyond where it was
+
+    config = SessionConfig(backend="memfd", size=4096, tmpdir=str(tmp_path))
+    result = soak(config, 3, others, choice=MEMFD)
+    assert result.ok, result.problems
+
+    def leak(i, session):
+        (tmp_path / f"vmmtui-{os.getpid()}-left{i}").mkdir()
+
+    result = soak(config, 3, leak, choice=MEMFD)
+    assert not result.ok and "session_dirs: 0 at the start, 3 at the end" in result.problems
 
 
 def test_soak_notices_a_leak(tmp_path):

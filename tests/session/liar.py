@@ -1,13 +1,14 @@
 """A producer that lies, for tests/session/test_hostile.py: a real process that listens like the producer,
 accepts the consumer and sends it an fd whose real size is not the size it claims.
 
-    python liar.py BACKEND PATH REAL CLAIMED [unsealed] [shrink] [sparse] [granularity=N]
+    python liar.py BACKEND PATH REAL CLAIMED [unsealed] [shrink] [sparse] [granularity=N] [pipe|regular]
 
 memfd: a memfd of REAL bytes holding the pattern, sealed like vmmtui's producer seals it unless
 ``unsealed``; cuda: a cuMemCreate allocation of REAL bytes (rounded to the granularity), exported as
 an fd. ``sparse``: the memfd is left unwritten (a sealed hole of REAL bytes costs no memory);
-``granularity=N``: the granularity claimed beside the size. ``shrink``: once a line arrives on stdin (the consumer has mapped), try ftruncate(fd, 0)
-and report the errno. Prints one JSON line per event; cleans up everything it made.
+``granularity=N``: the granularity claimed beside the size. ``shrink``: once a line arrives on stdin
+(the consumer has mapped), try ftruncate(fd, 0) and report the errno. ``pipe``, ``regular``: send a
+pipe or a regular file instead. Prints one JSON line per event; cleans up everything it made.
 """
 
 import errno
@@ -37,6 +38,18 @@ def memfd(real: int, sealed: bool, sparse: bool) -> tuple[int, int, str, None]:
     return fd, os.sysconf("SC_PAGESIZE"), "CPU memory (memfd)", None
 
 
+def not_memfd(kind: str, real: int) -> tuple[int, int, str, None]:
+    """A pipe's read end, or a regular file of REAL bytes (no name), sent as if it were the memfd."""
+    if kind == "pipe":
+        r, w = os.pipe()
+        os.close(w)
+        fd = r
+    else:
+        fd = os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
+        os.ftruncate(fd, real)
+    return fd, os.sysconf("SC_PAGESIZE"), "CPU memory (memfd)", None
+
+
 def cuda(real: int) -> tuple[int, int, str, object]:
     from vmmtui.backends.cuda import CudaBackend
     from vmmtui.sizes import align_up
@@ -49,9 +62,13 @@ def cuda(real: int) -> tuple[int, int, str, object]:
 
 
 def main(backend: str, path: str, real: int, claimed: int, opts: list[str]) -> int:
-    fd, gran, name, cu = (
-        memfd(real, "unsealed" not in opts, "sparse" in opts) if backend == "memfd" else cuda(real)
-    )
+    other = next((o for o in opts if o in ("pipe", "regular")), None)
+    if other:
+        fd, gran, name, cu = not_memfd(other, real)
+    elif backend == "memfd":
+        fd, gran, name, cu = memfd(real, "unsealed" not in opts, "sparse" in opts)
+    else:
+        fd, gran, name, cu = cuda(real)
     for opt in opts:
         if opt.startswith("granularity="):
             gran = int(opt.split("=", 1)[1])

@@ -373,6 +373,17 @@ def test_an_unsealed_memfd_is_refused(short_tmp):
     )  # memfd_create's default
 
 
+@pytest.mark.parametrize(
+    "kind, says", [("pipe", "a pipe (pipe:["), ("regular", "a regular file (/")]
+)
+def test_an_fd_that_is_not_a_memfd_is_refused_saying_what_it_is(short_tmp, kind, says):
+    r = refused("memfd", short_tmp, 65536, 65536, kind, size=65536)
+    assert r.failure.code == "NOT_MEMFD", r.failure.one_line()
+    assert r.failure.message.startswith(f"the fd that arrived is {says}"), r.failure.message
+    assert "memfd carries" not in r.failure.one_line() and "not a memfd" in r.failure.cause
+    assert r.state.mapping.va is None  # nothing was reserved or mapped
+
+
 def test_a_producer_cannot_shrink_the_sealed_memfd_under_the_mapping(short_tmp):
     path = os.path.join(short_tmp, "s.sock")
     producer = liar("memfd", path, 65536, 65536, "shrink")

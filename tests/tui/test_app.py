@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 
 import psutil
 import pytest
@@ -204,3 +205,58 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
         for p in pids
         if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
     ]
+
+
+@pytest.mark.asyncio
+async def test_after_producer_dies_the_closing_text_says_the_kernel_released_its_resources(
+    tmp_path,
+):
+    """The producer is SIGKILLed after send (a real kill): it released nothing in reverse order."""
+    from vmmtui.tui.widgets.teaching import TeachingPanel
+
+    app = InspectorApp(
+        SessionConfig(
+            backend="memfd", size=1 << 20, tmpdir=str(tmp_path), scenario="producer-dies"
+        ),
+        MEMFD,
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.finished and not app.busy)
+        await pilot.pause(0.3)
+        teaching = " ".join(text_of(app.query_one(TeachingPanel)).split())
+        assert "every resource was released in reverse order" not in teaching
+        assert "The producer ran no cleanup: the kernel released what it held" in teaching
+        assert "the consumer released its own in reverse order" in teaching
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+
+
+@pytest.mark.asyncio
+async def test_stable_mode_masks_pids_and_addresses_in_failure_text(tmp_path):
+    """A worker really killed (SIGKILL at its fill step): the failure box and the log name no pid."""
+    from vmmtui.tui.widgets.event_log import EventLog
+    from vmmtui.tui.widgets.teaching import TeachingPanel
+
+    app = InspectorApp(
+        SessionConfig(
+            backend="memfd", size=1 << 20, tmpdir=str(tmp_path), crash="producer:fill:kill"
+        ),
+        MEMFD,
+        stable=True,
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        pids = [str(w.pid) for w in app.session.workers.values()]
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.failure is not None and not app.busy)
+        await pilot.pause(0.3)
+        teaching = text_of(app.query_one(TeachingPanel))
+        log = "\n".join(s.text for s in app.query_one(EventLog).lines)
+        assert "WORKER_DIED" in teaching and "pid …" in teaching, teaching
+        for text in (teaching, log):
+            assert not [p for p in pids if re.search(rf"\b{p}\b", text)], text
+            assert not re.search(r"0x[0-9a-f]{5,}", text), text
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from vmmtui.attach.leaks import LeakFinder
@@ -69,6 +70,8 @@ class Follower:
     tracker: Tracker = field(default_factory=Tracker)
     leaks: LeakFinder = field(default_factory=LeakFinder)
     nvml: Nvml | None = None
+    #: NVML being opened in a thread (``Nvml.opening()``), taken at the first poll that needs it
+    nvml_soon: Future[Nvml] | None = None
     said: set[str] = field(default_factory=set)
     unseen: list[str] = field(default_factory=list)
     last: Scan | None = None
@@ -118,7 +121,8 @@ class Follower:
         holders = [pid for pid in alive if self.gpu_holders.get(pid)]
         if holders and self.use_nvml:
             if self.nvml is None:
-                self.nvml = Nvml.open()
+                soon, self.nvml_soon = self.nvml_soon, None
+                self.nvml = soon.result() if soon is not None else Nvml.open()
             gpu = self.nvml.usage(holders, s.at)
         events = self.tracker.update(s, gpu)
         for e in list(events):
@@ -252,5 +256,7 @@ class Follower:
         return out
 
     def close(self) -> None:
+        if self.nvml_soon is not None:  # opened for nothing: no process held a GPU fd
+            self.nvml, self.nvml_soon = self.nvml or self.nvml_soon.result(), None
         if self.nvml is not None:
             self.nvml.close()

@@ -8,6 +8,8 @@ are those of the host's PID namespace. Where NVML is missing every answer says w
 from __future__ import annotations
 
 import contextlib
+import os
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from vmmtui.events import GpuMemory
@@ -33,6 +35,20 @@ class Nvml:
         except Exception as exc:  # NVMLError subclasses, or the library not found
             return cls(error=f"NVML unavailable: {_short(exc)}")
         return cls(None, list(range(count)), handles, nvml)
+
+    @classmethod
+    def opening(cls) -> Future[Nvml] | None:
+        """On a machine with an NVIDIA driver (``/dev/nvidiactl``), NVML opened in a thread, started now:
+        importing the bindings and ``nvmlInit`` take a few hundred ms, which then overlap the caller's
+        own imports and its /proc scan (``attach --once`` as a whole command). None elsewhere."""
+        if not os.path.exists("/dev/nvidiactl"):
+            return None
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="nvml")
+        future = pool.submit(cls.open)
+        pool.shutdown(wait=False)
+        return future
 
     def usage(self, pids: set[int] | list[int], at: float = 0.0) -> dict[int, GpuMemory]:
         """What NVML charges each of ``pids`` on each device (compute processes)."""

@@ -6,11 +6,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from vmmtui.backends.base import Backend, Call, CallLog, DeviceInfo
-from vmmtui.backends.labels import LABELS
+from vmmtui.backends.labels import LABELS, NAMES
 
-NAMES = ("auto", "cuda", "memfd")
+if TYPE_CHECKING:
+    from vmmtui.backends.base import Backend, Call, CallLog, DeviceInfo
+
+#: re-exported from base on first use: the command line reads NAMES without loading the backends' classes
+_FROM_BASE = ("Backend", "Call", "CallLog", "DeviceInfo")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from vmmtui.backends import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass

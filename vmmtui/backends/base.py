@@ -203,6 +203,16 @@ class Backend(ABC):
         """Release the context or whatever ``init`` acquired (nothing by default)."""
         return None
 
+    def pools(self) -> Any:
+        """Stream-ordered memory pools (create, export, import, free): a CUDA driver road only."""
+        raise StepError(
+            failure(
+                "UNAVAILABLE",
+                "cuMemPoolCreate",
+                f"{self.name} has no memory pools: they are stream-ordered CUDA allocations",
+            )
+        )
+
     # -- legacy IPC (seed 003): cuMemAlloc + a 64-byte handle, no fd. Only a device driver has it. ----
     def _no_legacy(self, call: str) -> StepError:
         return StepError(

@@ -32,6 +32,7 @@ class CudaBackend(Backend):
         self._handles: dict[int, Any] = {}
         self.ctx = None
         self.kernels = None
+        self._pools = None
 
     # -- the one place that checks every CUresult ---------------------------------------------
     def call(self, name: str, fn, *args: Any, show: dict[str, Any] | None = None) -> Any:
@@ -552,7 +553,18 @@ class CudaBackend(Backend):
             "cuMemRelease", cu.cuMemRelease, self._handles.pop(handle), show={"handle": hex(handle)}
         )
 
+    def pools(self):
+        """The memory-pool calls (``cuda_pool.CudaPools``), made on first use."""
+        if self._pools is None:
+            from vmmtui.backends.cuda_pool import CudaPools
+
+            self._pools = CudaPools(self)
+        return self._pools
+
     def shutdown(self) -> None:
+        if self._pools is not None:
+            pools, self._pools = self._pools, None
+            pools.close()
         if self.kernels is not None:
             kernels, self.kernels = self.kernels, None
             kernels.close()

@@ -13,11 +13,13 @@ import errno
 import fcntl
 import mmap
 import os
+import stat
 
 import numpy as np
 
 from vmmtui.backends.base import Backend, DeviceInfo, SizeCheck
 from vmmtui.backends.labels import LABELS
+from vmmtui.names import shown
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
 
@@ -51,6 +53,31 @@ SEAL_NAMES = {
     fcntl.F_SEAL_WRITE: "F_SEAL_WRITE",
     getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x10): "F_SEAL_FUTURE_WRITE",
 }
+
+
+#: what an fd that is not a memfd is, by its file type (fstat)
+FILE_KINDS = (
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISFIFO, "a pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISREG, "a regular file"),
+)
+
+
+def not_memfd(fd: int) -> str | None:
+    """What the fd is when it is not a memfd (``a pipe (pipe:[123])``), as the kernel says; None
+    for a memfd. Its name is the sender's to choose: shown through the one sanitiser."""
+    try:
+        mode = os.fstat(fd).st_mode
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError as exc:
+        return f"an fd the kernel does not describe ({exc.strerror})"
+    if stat.S_ISREG(mode) and target.startswith("/memfd:"):
+        return None
+    kind = next((name for test, name in FILE_KINDS if test(mode)), "a special file")
+    return f"{kind} ({shown(target, 80)})"
 
 
 def seal_names(seals: int) -> str:
@@ -226,7 +253,12 @@ class MemfdBackend(Backend):
         )
         check = SizeCheck(claimed, size, "kernel fstat", seal_names(seals), granularity=self.page)
         missing = SEALS & ~seals
-        if missing:
+        other = not_memfd(fd)
+        if other:
+            check.refuse(
+                "NOT_MEMFD", f"the fd that arrived is {other}, not a memfd: not shared memory"
+            )
+        elif missing:
             check.refuse(
                 "UNSEALED",
                 f"the memfd carries {seal_names(seals)}, lacks {seal_names(missing)}: its owner "

@@ -116,6 +116,37 @@ def deny_pidfd_getfd() -> int:
     return prog.len
 
 
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_effective_cap_sys_ptrace() -> bool:
+    """Clear CAP_SYS_PTRACE from this process's effective set (capset), keeping the permitted set.
+
+    Yama lets a process with an effective CAP_SYS_PTRACE take any fd; the kernel's own ptrace check
+    compares permitted sets, which stay as they were. So a root worker meets Yama as an unprivileged
+    program does, and nothing else changes. Returns whether the capability was there to drop."""
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capget(ctypes.byref(header), data), "capget")
+    if not data[0].effective >> CAP_SYS_PTRACE & 1:
+        return False
+    data[0].effective &= ~(1 << CAP_SYS_PTRACE)
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    return True
+
+
 # -- what this host allows ------------------------------------------------------------------------------
 def ptrace_scope() -> int | None:
     """Yama's /proc/sys/kernel/yama/ptrace_scope (None: no Yama here)."""
@@ -154,7 +185,7 @@ def yama_blocks_siblings() -> str | None:
         return f"ptrace_scope is {scope}: no process may ptrace another, whatever it holds"
     if scope == 2 and not has_cap_sys_ptrace():
         return "ptrace_scope is 2: only CAP_SYS_PTRACE may ptrace"
-    if scope == 1:
+    if scope == 1 and not has_cap_sys_ptrace():
         return "ptrace_scope is 1: only an ancestor, or a pid named with PR_SET_PTRACER, may ptrace"
     return None
 

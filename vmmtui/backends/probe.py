@@ -126,6 +126,8 @@ def _collect(retained: list) -> dict[str, Any]:
             ),
             "fabric": bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED") or 0),
             "ipc_event": bool(get("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED") or 0),
+            "memory_pools": bool(get("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED") or 0),
+            "pool_handle_types": get("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES") or 0,
         }
         if d["vmm"]:
             prop = cu.CUmemAllocationProp()

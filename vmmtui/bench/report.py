@@ -16,6 +16,10 @@ PATHS = {  # path -> (label, colour)
     "legacy": ("legacy IPC handle", "#ff7f0e"),
     "staged": ("host-staged copy (no IPC)", "#d62728"),
     "memfd": ("memfd (CPU, not GPU)", "#2ca02c"),
+    "pool": ("memory pool, fd + 64 bytes", "#9467bd"),
+    "pidfd": ("VMM, fd taken by pidfd_getfd", "#17becf"),
+    "c_floor": ("C floor (vmm_pair.cu)", "#7f7f7f"),
+    "torch": ("torch.multiprocessing IPC", "#bcbd22"),
 }
 
 
@@ -45,6 +49,8 @@ TIME_TABLE = (
         ("legacy", "legacy"),
         ("staged", "staged"),
         ("memfd", "memfd"),
+        ("pool", "pool"),
+        ("pidfd", "pidfd"),
         ("staged/vmm", "staged/vmm"),
     ],
 )
@@ -58,18 +64,32 @@ SPEED_TABLE = (
         ("overhead", "overhead"),
     ],
 )
+PEER_TABLE = (
+    "the floor and the peer, create → ACK median ms; vmm as a ratio of each",
+    [
+        ("vmm", "vmm"),
+        ("C floor", "c_floor"),
+        ("vmm/C", "vmm/C"),
+        ("torch", "torch"),
+        ("vmm/torch", "vmm/torch"),
+    ],
+)
 #: columns whose figure comes from another path's runs (empty for that path's reason)
 SOURCE = {
     "vmm": "vmm",
     "legacy": "legacy",
     "staged": "staged",
     "memfd": "memfd",
+    "pool": "pool",
+    "pidfd": "pidfd",
     "fill": "vmm",
     "verify": "vmm",
     "copy": "ceiling",
     "overhead": "vmm",
+    "c_floor": "c_floor",
+    "torch": "torch",
 }
-RATIOS = ("staged/vmm", "verify/copy")
+RATIOS = ("staged/vmm", "verify/copy", "vmm/C", "vmm/torch")
 
 
 def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
@@ -79,6 +99,7 @@ def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
     verify, copy = _m(vmm, "verify_gbps"), result["ceiling_gbps"].get(k)
     staged, e2e = _m(paths["staged"].get(k)), _m(vmm)
     over = _m(vmm, "overhead_ms") or _m(paths["memfd"].get(k), "overhead_ms")
+    floor, torch = _m(paths.get("c_floor", {}).get(k)), _m(paths.get("torch", {}).get(k))
 
     def f(v: float | None, digits: int) -> str | None:
         return None if v is None else f"{v:.{digits}f}"
@@ -88,12 +109,18 @@ def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
         "legacy": f(_m(paths["legacy"].get(k)), 3),
         "staged": f(staged, 1),
         "memfd": f(_m(paths["memfd"].get(k)), 2),
+        "pool": f(_m(paths.get("pool", {}).get(k)), 3),
+        "pidfd": f(_m(paths.get("pidfd", {}).get(k)), 3),
         "staged/vmm": f"{staged / e2e:.0f}x" if staged and e2e else None,
         "fill": f(_m(vmm, "fill_gbps"), 0),
         "verify": f(verify, 0),
         "copy": f(copy, 0),
         "verify/copy": f"{verify / copy:.0%}" if verify and copy else None,
         "overhead": f(over, 3),
+        "c_floor": f(floor, 3),
+        "torch": f(torch, 3),
+        "vmm/C": f"{e2e / floor:.2f}x" if e2e and floor else None,
+        "vmm/torch": f"{e2e / torch:.2f}x" if e2e and torch else None,
     }
 
 
@@ -103,10 +130,10 @@ def tables(result: dict[str, Any]) -> list[tuple[str, Table]]:
     sizes = sizes_of(result)
     rows = {size: cells(result, size) for size in sizes}
     out = []
-    for title, columns in (TIME_TABLE, SPEED_TABLE):
+    for title, columns in (TIME_TABLE, SPEED_TABLE, PEER_TABLE):
         shown = [(h, key) for h, key in columns if any(rows[s][key] is not None for s in sizes)]
-        if not shown:
-            continue
+        if not shown or (columns is PEER_TABLE[1] and len(shown) < 2):
+            continue  # the peer table says nothing with the vmm column alone
         t = Table()
         for header in ["size", *(h for h, _ in shown)]:
             t.add_column(header, justify="right", min_width=len(header), overflow="fold")
@@ -156,7 +183,9 @@ def gaps(result: dict[str, Any]) -> list[str]:
             lines.append(f"- {', '.join(keys)} {where}: {reason}")
     rows = [cells(result, size) for size in sizes]
     if any(any(r[k] for r in rows) and not all(r[k] for r in rows) for k in RATIOS):
-        lines.append("- a ratio (staged/vmm, verify/copy) is empty where either of its figures is")
+        lines.append(
+            "- a ratio (staged/vmm, verify/copy, vmm/C, vmm/torch) is empty where either of its figures is"
+        )
     return lines
 
 

@@ -1,7 +1,9 @@
 """Many sessions in a row from one process: whatever a session leaks shows up here.
 
 After each session the process's fd count, child processes and session directories must be back
-where they started, and its resident memory must stop growing once warmed up.
+where they started, and its resident memory must stop growing once warmed up. Only this
+process's own session directories (``vmmtui-<our pid>-*``) are counted: other programs come and
+go in TMPDIR.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import psutil
 from vmmtui.backends import Choice
 from vmmtui.config import SessionConfig
 from vmmtui.session import Session
+from vmmtui.session.tmpdir import DIR_PREFIX, TmpdirError, choose_parent
 
 WARMUP = 10  # sessions before the memory baseline: imports and caches settle first
 RSS_SLACK = 8 << 20  # growth allowed after warm-up (allocator noise), far below a per-session leak
@@ -26,7 +29,8 @@ RSS_SLACK = 8 << 20  # growth allowed after warm-up (allocator noise), far below
 class Reading:
     fds: int
     children: int
-    tmp_entries: int  # everything in the session's TMPDIR, ours or not
+    #: this process's session directories (``vmmtui-<pid>-*``) in the sessions' parent directory
+    session_dirs: int
     rss: int
 
 
@@ -49,12 +53,21 @@ class SoakResult:
         return asdict(self) | {"ok": self.ok}
 
 
-def read(tmpdir: str) -> Reading:
+def session_dirs(parent: str) -> int:
+    """How many of this process's session directories are in ``parent``."""
+    mine = f"{DIR_PREFIX}{os.getpid()}-"
+    try:
+        return sum(name.startswith(mine) for name in os.listdir(parent))
+    except OSError:
+        return 0
+
+
+def read(parent: str) -> Reading:
     me = psutil.Process()
     return Reading(
         len(os.listdir("/proc/self/fd")),
         len(me.children(recursive=True)),
-        len(os.listdir(tmpdir)),
+        session_dirs(parent),
         me.memory_info().rss,
     )
 
@@ -65,7 +78,10 @@ def soak(
     progress: Callable[[int, Session], None] | None = None,
     choice: Choice | None = None,
 ) -> SoakResult:
-    tmpdir = config.tmpdir or tempfile.gettempdir()
+    try:  # where the sessions make their directories (TMPDIR, or a short one when it is too long)
+        tmpdir = choose_parent(config.tmpdir)[0]
+    except TmpdirError:
+        tmpdir = config.tmpdir or tempfile.gettempdir()  # the first session says why
     start = warm = read(tmpdir)
     verified = 0
     backend = choice.name if choice else config.backend
@@ -81,7 +97,7 @@ def soak(
             warm = read(tmpdir)
     end = read(tmpdir)
     result = SoakResult(backend, count, verified, time.monotonic() - t0, start, warm, end)
-    for name in ("fds", "children", "tmp_entries"):
+    for name in ("fds", "children", "session_dirs"):
         if getattr(end, name) != getattr(start, name):
             result.problems.append(
                 f"{name}: {getattr(start, name)} at the start, {getattr(end, name)} at the end"

@@ -90,6 +90,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    nvml_soon = None
+    if not args.can and not args.screenshot and (args.once or args.json or args.duration):
+        from vmmtui.attach.nvml import Nvml
+
+        nvml_soon = Nvml.opening()  # overlaps the imports below and the scan
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
     from vmmtui.console import print_json
     from vmmtui.narration import attach_lines
@@ -117,10 +122,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
     targets = _targets(args)
-    if targets is None:
-        return EXIT_USAGE
-    if not targets:
-        return EXIT_FAILED
+    agent = bool(args.all and args.prometheus)  # a node agent waits for processes to come
+    if not targets and not (agent and targets is not None):
+        if nvml_soon is not None:
+            nvml_soon.result().close()
+        return EXIT_USAGE if targets is None else EXIT_FAILED
     if args.screenshot:
         from vmmtui.tui.attach import save_screenshot
 
@@ -132,11 +138,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
         AttachApp(targets).run()
         return EXIT_OK
-    return _headless(args, targets, print_json, attach_lines, time)
+    return _headless(args, targets, print_json, attach_lines, time, nvml_soon)
 
 
 #: how often ``attach --all --prometheus`` looks for new processes holding shared memory
-RESCAN_S = 2.0
+RESCAN_S = 1.0
 
 
 def _holders() -> list[int]:
@@ -158,7 +164,7 @@ def _metrics(args: argparse.Namespace):
     from vmmtui.fleet.prometheus import MetricsEndpoint, MissingLibrary
 
     try:
-        endpoint = MetricsEndpoint.start(args.prometheus)
+        endpoint = MetricsEndpoint.start(args.prometheus, mode="polling")
     except ValueError as exc:
         print(f"vmmtui attach: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -182,7 +188,7 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
-def _headless(args, targets, print_json, attach_lines, time) -> int:
+def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> int:
     import sys
 
     from vmmtui.attach.follow import Follower
@@ -190,7 +196,7 @@ def _headless(args, targets, print_json, attach_lines, time) -> int:
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
     from vmmtui.events import ProcessUnreadable
 
-    follower = Follower(set(targets), interval=0.25)
+    follower = Follower(set(targets), interval=0.25, nvml_soon=nvml_soon)
     console = _console()
     out: list = []
     endpoint = _metrics(args)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from vmmtui.cli.options import (
@@ -79,6 +77,8 @@ def screenshots_problem(path: str) -> str | None:
     fix = "name a writable directory (it is made if missing)"
     if p.exists() and not p.is_dir():
         return f"--screenshots {path}: is not a directory; {fix}"
+    import tempfile
+
     try:
         p.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=p):
@@ -108,6 +108,8 @@ def cmd_app(args: argparse.Namespace) -> int:
         problem = value and check(value)
         if problem:
             return refuse(problem)
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from vmmtui.backends import choose
 
     probing: Future = ThreadPoolExecutor(1, thread_name_prefix="probe").submit(

@@ -7,7 +7,7 @@ import argparse
 import signal
 import sys
 
-from vmmtui.backends import NAMES, choose
+from vmmtui.backends.labels import NAMES
 from vmmtui.config import (
     Direction,
     Mechanism,
@@ -187,6 +187,8 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
 def choice_or_refuse(args: argparse.Namespace):
     """The backend to use, or None after printing the one-line reason it cannot run."""
+    from vmmtui.backends import choose
+
     choice = choose(args.backend, args.device)
     refused = refusal(args, choice)
     if refused:

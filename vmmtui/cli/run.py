@@ -44,10 +44,12 @@ def list_scenarios() -> str:
     width = max(map(len, SCENARIOS))
     lines = []
     for s in SCENARIOS.values():
-        only = [b for b in ("cuda", "memfd") if not s.why_not(b)]
+        only = [b for b in ("cuda", "memfd") if b not in s.cannot]
+        host = s.host_reason()
         lines.append(
             f"{s.name:<{width}}  {s.summary}"
             + ("" if len(only) == 2 else f" [{'/'.join(only)} only]")
+            + (" [not on this host: see --scenario NAME]" if host else "")
         )
     return "\n".join(lines)
 

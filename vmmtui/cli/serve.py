@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--host", default="localhost", help="address to listen on (default localhost; 0.0.0.0: all)"
     )
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=port_arg, default=8000, help="port, 1 to 65535 (default 8000)")
     p.add_argument(
         "args",
         nargs=argparse.REMAINDER,
@@ -33,6 +33,49 @@ def add_parser(sub) -> None:
 
     inspector.add_options(p)  # the inspector's own options, passed on to each viewer's vmmtui
     p.set_defaults(func=cmd_serve)
+
+
+def port_arg(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid port {text!r}: a number from 1 to 65535"
+        ) from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} does not exist: choose 1 to 65535")
+    return port
+
+
+#: serve's own options; also taken from after ``replay NAME`` (``serve replay NAME --port P``)
+OWN_OPTIONS = ("--host", "--port")
+
+
+def take_own_options(args: argparse.Namespace) -> str | None:
+    """Move ``--host``/``--port`` given after ``replay NAME`` to serve's own; why not, or None.
+
+    Neither is an option of the inspector or of replay, so wherever they stand they are serve's."""
+    rest: list[str] = []
+    words = list(args.args)
+    while words:
+        word = words.pop(0)
+        name, eq, value = word.partition("=")
+        if name not in OWN_OPTIONS:
+            rest.append(word)
+            continue
+        if not eq:
+            if not words:
+                return f"{name} needs a value"
+            value = words.pop(0)
+        if name == "--port":
+            try:
+                args.port = port_arg(value)
+            except argparse.ArgumentTypeError as exc:
+                return f"argument --port: {exc}"
+        else:
+            args.host = value
+    args.args = rest
+    return None
 
 
 def inspector_argv(args: argparse.Namespace) -> list[str]:
@@ -98,6 +141,10 @@ def command_line(args: list[str]) -> list[str] | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    problem = take_own_options(args)
+    if problem:
+        print(f"vmmtui serve: {problem} (see vmmtui serve --help)", file=sys.stderr)
+        return EXIT_USAGE
     live = inspector_argv(args)
     if live and args.args:
         print(
@@ -108,17 +155,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if command is None:
         return EXIT_USAGE
     try:
-        from textual_serve.server import Server
+        from vmmtui.cli.webserver import ListenError, ViewerServer, listen
     except ImportError:
         print("vmmtui: serve needs textual-serve: pip install textual-serve", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        sockets = listen(args.host, args.port)
+    except ListenError as exc:
+        print(f"vmmtui serve: {exc}", file=sys.stderr)
+        return exc.exit_code
     what = " ".join(args.args) or " ".join(["the inspector", *live])
     print(
         f"vmmtui: serving {what} at http://{args.host}:{args.port} (Ctrl-C stops)",
         file=sys.stderr,
         flush=True,
     )
-    Server(
+    server = ViewerServer(
         shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()
-    ).serve()
+    )
+    server.serve_on(sockets)
+    told = server.told
+    pages = f"; {told} open page{'s' if told != 1 else ''} told so" if told else ""
+    print(f"vmmtui: stopped serving{pages}", file=sys.stderr)
     return EXIT_OK

@@ -18,7 +18,7 @@ from vmmtui.cli.options import (
 def add_parser(sub) -> None:
     sk = sub.add_parser(
         "soak",
-        help="many sessions in a row: fds, children, TMPDIR entries and memory must not grow",
+        help="many sessions in a row: fds, children, session directories and memory must not grow",
     )
     session_options(sk)
     sk.add_argument("--count", type=int, default=200, help="sessions to run (default 200)")
@@ -56,7 +56,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
-        for name, unit in (("fds", ""), ("children", ""), ("tmp_entries", ""), ("rss", " bytes")):
+        for name, unit in (("fds", ""), ("children", ""), ("session_dirs", ""), ("rss", " bytes")):
             a, w, b = (getattr(r, name) for r in (result.start, result.warm, result.end))
             print(f"{name:<12} start {a}{unit}  after warm-up {w}{unit}  end {b}{unit}")
         print(

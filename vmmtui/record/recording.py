@@ -184,6 +184,8 @@ def describe(config: SessionConfig) -> str:
         f"{n} consumer{'s' if n > 1 else ''}",
         str(config.direction),
     ]
+    if config.transport != "scm-rights":
+        parts.append("fd taken by pidfd_getfd")
     if config.devices:
         parts.append("GPUs " + ",".join(map(str, config.devices)))
     if config.scenario:
@@ -286,8 +288,7 @@ def read(path: str | Path) -> Recording:
     path = Path(path)
     name = str(path)
     try:
-        with _open_bytes(path) as f:
-            data = f.read(MAX_BYTES + 1)
+        data = _read_bounded(path)
         if len(data) > MAX_BYTES:
             from vmmtui.sizes import format_size
 
@@ -374,6 +375,26 @@ def _too_deep(line: str) -> bool:
         if depth > MAX_DEPTH:
             return True
     return False
+
+
+def _read_bounded(path: Path) -> bytes:
+    """At most MAX_BYTES + 1 bytes of the file, decompressed. A gzip stream that ends early (its
+    recorder was killed before it wrote the trailer) gives what came before the cut: the lines
+    that follow say it was cut short."""
+    chunks: list[bytes] = []
+    total = 0
+    with _open_bytes(path) as f:
+        try:
+            while total <= MAX_BYTES:
+                chunk = f.read1(min(1 << 16, MAX_BYTES + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        except EOFError:
+            if not chunks:
+                raise
+    return b"".join(chunks)
 
 
 def _open_bytes(path: Path) -> IO[bytes]:

@@ -51,11 +51,6 @@ def _yama_cannot() -> str | None:
             "Yama's ptrace_scope is 0 here (classic ptrace permissions: any process of the same user "
             "may take another's fds), so there is no refusal to show; Ubuntu and Debian default to 1"
         )
-    if pidfd.yama_blocks_siblings() is None:
-        return (
-            f"Yama's ptrace_scope is {scope}, but this process has CAP_SYS_PTRACE (root?), which Yama "
-            "lets through: run as an unprivileged user to see the refusal"
-        )
     return None
 
 
@@ -224,6 +219,22 @@ BUILT_IN: list[Scenario] = [
         flags={PRODUCER: ("fabric-handle",)},
     ),
     Scenario(
+        "pool-no-handle-type",
+        "a memory pool created without a shareable handle type cannot be exported",
+        "cuMemPoolCreate takes CUmemPoolProps.handleTypes; with CU_MEM_HANDLE_TYPE_NONE (the default of a "
+        "zeroed struct, and of cudaMallocAsync's default pool) the pool is not IPC capable, whatever its "
+        "allocations. The producer creates such a pool and allocates from it; cuMemPoolExportToShareableHandle "
+        "refuses, and nothing is left allocated.",
+        expect=("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_NOT_PERMITTED"),
+        at=(PRODUCER, "export"),
+        mechanism="pool",
+        cannot={
+            "memfd": "memory pools are a CUDA road (stream-ordered GPU allocations); memfd has no pool to "
+            "export"
+        },
+        flags={PRODUCER: ("pool-without-handle-type",)},
+    ),
+    Scenario(
         "pidfd-seccomp",
         "pidfd_getfd under Docker's default seccomp profile: EPERM",
         "The pidfd road (PyTorch's expandable segments, UCX cuda_ipc): the producer sends its pid and the "
@@ -243,12 +254,13 @@ BUILT_IN: list[Scenario] = [
         "Yama's ptrace_scope 1 (Ubuntu's default) lets a process ptrace, and so take fds from, only its "
         "descendants, unless the target names it with prctl(PR_SET_PTRACER). vmmtui's producer and consumer "
         "are siblings; on the pidfd road the producer names the consumer before it sends. This run leaves "
-        "that out, as most programs do: pidfd_getfd gets EPERM.",
+        "that out, as most programs do, and the consumer drops an effective CAP_SYS_PTRACE (which Yama "
+        "lets through) as an unprivileged program has none: pidfd_getfd gets EPERM.",
         expect=("EPERM",),
         at=(CONSUMER, "receive"),
         transport="pidfd",
         host_cannot=_yama_cannot,
-        flags={PRODUCER: ("no-ptracer",)},
+        flags={PRODUCER: ("no-ptracer",), CONSUMER: ("no-effective-cap-sys-ptrace",)},
     ),
     Scenario(
         "pidfd-pidns",
@@ -262,6 +274,26 @@ BUILT_IN: list[Scenario] = [
         transport="pidfd",
         host_cannot=pidfd.new_pidns_allowed,
         flags={CONSUMER: ("take-from-new-pidns",)},
+    ),
+    Scenario(
+        "pidfd-producer-gone",
+        "the producer exits between sending its pid and the consumer's pidfd_getfd: ESRCH",
+        "On the pidfd road the fd stays in the producer until the consumer takes it. Here the producer is "
+        "SIGKILLed right after it sent its pid and fd number, before the consumer's receive: the pid names "
+        "nobody any more and pidfd_open fails with ESRCH. With SCM_RIGHTS the fd would already be in flight "
+        "(see producer-dies, which verifies).",
+        expect=("ESRCH",),
+        at=(CONSUMER, "receive"),
+        transport="pidfd",
+        edits=(Drop(((PRODUCER, "wait_ack"), (PRODUCER, "cleanup"), (CONSUMER, "ack"))),),
+        hooks=(
+            Hook(
+                "after",
+                PRODUCER,
+                "send",
+                Kill(PRODUCER, signal.SIGKILL, "right after sending its pid"),
+            ),
+        ),
     ),
     Scenario(
         "importer-pins",

@@ -136,11 +136,15 @@ class Scenario:
     def hooks_at(self, when: str, role: str, step: str) -> list[Hook]:
         return [h for h in self.hooks if (h.when, h.role, h.step) == (when, role, step)]
 
+    def host_reason(self) -> str | None:
+        """Why this cannot be shown on this host whatever the backend (Yama absent, no namespaces)."""
+        return self.host_cannot() if self.host_cannot is not None else None
+
     def why_not(self, backend: str, device_probe: dict | None = None) -> str | None:
         """Why this cannot be shown on ``backend`` (and, where the probe's record is given, on that device)."""
         if backend in self.cannot:
             return self.cannot[backend]
-        if self.host_cannot is not None and (why := self.host_cannot()):
+        if why := self.host_reason():
             return why
         if self.device_cannot is not None and device_probe is not None:
             return self.device_cannot(device_probe)

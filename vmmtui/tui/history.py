@@ -10,17 +10,21 @@ everything again: back to live.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import on
 from textual.binding import Binding
 
 from vmmtui.events import Event, FdSnapshot, KcmpVerdict, WorkerExited
-from vmmtui.record import Recorder, Timeline
-from vmmtui.record.recording import start_recording
+from vmmtui.record.timeline import Timeline
 from vmmtui.tui import rewind
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.screens.steps import StepPicker
+
+if TYPE_CHECKING:
+    from vmmtui.record.recording import Recorder
 
 PAST_ACTIONS = ("back", "forward", "live")
 
@@ -94,6 +98,8 @@ class LiveInspector(InspectorApp):
         )
         if key is None:
             return False
+        from vmmtui.record.recording import Recorder  # not before the first frame
+
         last = next((x for x in reversed(self.timeline.events) if Recorder._key(x) == key), None)
         return last != e
 
@@ -101,6 +107,8 @@ class LiveInspector(InspectorApp):
         if not self.record_path or not events:
             return
         if self.recorder is None:
+            from vmmtui.record.recording import start_recording
+
             choice = (
                 self.session.choice
                 if self.session is not None and self.session.choice

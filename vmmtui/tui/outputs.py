@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from vmmtui.tui.widgets.display import Display
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.teaching import TeachingPanel
@@ -23,10 +24,12 @@ class Outputs:
 
     screenshots: Path | None
     start_error: str | None
+    display_mode: Display
 
     def _start_failed(self, message: str) -> None:
         """The session did not start: the panels, the status line, the log and a toast say why."""
         self.start_error = message
+        message = self.display_mode.text(message)  # --stable: no pids or addresses
         self.sub_title = "could not start"
         for role in self.roles:
             self.panel(role).start_failed()

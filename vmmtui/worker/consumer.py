@@ -60,7 +60,7 @@ def receive(w: Worker) -> None:
     sharing = w.sharing
     meta, fds = w.backend.calls.timed(
         "recvmsg",
-        {"fd": sock.fileno(), "want": sharing.wants},
+        {"fd": sock.fileno(), "want": transport.wants(w)},
         lambda: channel.receive_message(
             sock,
             w.cfg.ack_timeout,
@@ -151,7 +151,7 @@ def _check_peer(w: Worker) -> None:
 def import_memory(w: Worker) -> None:
     _check_peer(w)
     w.sharing.import_(w)
-    if w.sharing.want_fds:
+    if w.sharing.checks_size:
         _check_size(w)
 
 

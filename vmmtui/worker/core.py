@@ -24,7 +24,7 @@ from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, p
 from vmmtui.troubleshooting import Failure, StepError, failure
 from vmmtui.worker import consumer, crash, memory, producer, transport
 from vmmtui.worker.fdbook import FdBook
-from vmmtui.worker.sharing import LegacySharing, Sharing, VmmSharing
+from vmmtui.worker.sharing import LegacySharing, PoolSharing, Sharing, VmmSharing
 
 StepBody = Callable[..., None]
 
@@ -41,7 +41,9 @@ FLAGS = frozenset(
         transport.SECCOMP_FLAG,
         transport.NO_PTRACER_FLAG,
         transport.PIDNS_FLAG,
+        transport.UNPRIVILEGED_FLAG,
         memory.MEMORY_FLAG,
+        "pool-without-handle-type",
     }
 )
 
@@ -96,9 +98,10 @@ class Worker:
         #: the calls made, kept from the start: the backend (numpy, cuda.bindings) is imported at init
         self.calls = CallLog()
         self._backend: Backend | None = None
-        self.sharing: Sharing = (
-            LegacySharing() if config.mechanism == Mechanism.LEGACY else VmmSharing()
-        )
+        self.sharing: Sharing = {
+            Mechanism.LEGACY.value: LegacySharing,
+            Mechanism.POOL.value: PoolSharing,
+        }.get(config.mechanism, VmmSharing)()
         self.steps = role_steps(
             self.role, build_plan(config.mechanism, config.consumers, config.direction)
         )

@@ -116,13 +116,13 @@ def cleanup(w: Worker) -> None:
         w.say(f"The wrong call returned {wrong}; now cleaning up the right way")
     device_memory(w, "before release")
     w.sharing.release(w, attempt)
-    device_memory(w, "after release")
     for what in ("exported", "received"):
         for fd in w.book.of_kind(what):
             if "keep-received-fd" in w.flags and what == "received":
                 w.say(f"SCENARIO: not closing the received fd {fd}")
                 continue
             w.book.close_fd(fd, what)
+    device_memory(w, "after release")  # the shared fd holds the allocation too: after its close
     if w.sock is not None:
         sock, w.sock = w.sock, None
         w.book.close_socket(sock, "sock")

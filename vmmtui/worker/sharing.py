@@ -33,6 +33,10 @@ class Sharing(ABC):
     want_fds: int = 0
     #: what the consumer's recvmsg waits for, as the call log shows it
     wants: str = ""
+    #: whether the consumer's import step checks the fd's size with the backend (VMM); pools ask the driver
+    checks_size: bool = False
+    #: pool: the allocation's 64 bytes of export data, sent beside the fd (hex)
+    export_data: str = ""
 
     @abstractmethod
     def query(self, w: Worker) -> None:
@@ -59,6 +63,7 @@ class Sharing(ABC):
             w.cfg.mechanism,
             ipc_handle,
         )
+        message.export_data = self.export_data
         fds, shown, line = transport.offer(w, message, fds, shown, line, peer)
         w.backend.calls.timed(
             "sendmsg",
@@ -90,6 +95,7 @@ class VmmSharing(Sharing):
     title = "VMM"
     want_fds = 1
     wants = "1 fd (SCM_RIGHTS) + metadata"
+    checks_size = True
 
     def query(self, w: Worker) -> None:
         info = w.backend.query()
@@ -156,7 +162,8 @@ class VmmSharing(Sharing):
 
     def received(self, w: Worker, message: AllocMessage, fds: list[int]) -> None:
         w.state.received_fd = fds[0]
-        w.say(f"Received FD: {fds[0]}, size: {message.alloc_size} bytes")
+        how = "Holding the taken FD" if transport.takes_fd(w) else "Received FD"
+        w.say(f"{how}: {fds[0]}, size: {message.alloc_size} bytes")
 
     def import_(self, w: Worker) -> None:
         w.handle = w.backend.import_fd(w.state.received_fd)
@@ -283,3 +290,113 @@ class LegacySharing(Sharing):
             attempt(w.backend.ipc_close if w.kind == CONSUMER else w.backend.free, w.va)
             w.va = None
         w.handle = None
+
+
+class PoolSharing(Sharing):
+    """A stream-ordered memory pool exported as an fd, and one allocation from it as 64 bytes of export data.
+
+    The producer's pool lives in ``w.handle`` and the allocation at ``w.va``; the consumer's imported
+    pool and pointer likewise. Release frees the pointer (completed), then destroys the pool."""
+
+    title = "memory pool"
+    want_fds = 1
+    wants = "1 fd (SCM_RIGHTS) + metadata + 64 bytes of pointer export data"
+
+    def query(self, w: Worker) -> None:
+        found = w.backend.pools().query()
+        s = w.state
+        s.capabilities = {**found, **(w.info.extra if w.info else {})}
+        s.granularity, s.alloc_size = 4, align_up(w.cfg.size, 4)
+        w.say(
+            f"Memory pools: yes; pool handle types {found['pool_handle_types']:#x} "
+            "(POSIX_FILE_DESCRIPTOR among them)"
+        )
+        w.say(f"Buffer size: {s.alloc_size} bytes (pool allocations take any size)")
+
+    def create(self, w: Worker) -> None:
+        pools = w.backend.pools()
+        shareable = "pool-without-handle-type" not in w.flags
+        if not shareable:
+            w.say("SCENARIO: creating the pool with handleTypes = CU_MEM_HANDLE_TYPE_NONE")
+        w.handle = pools.create(shareable)
+        size = w.state.alloc_size
+        w.va = pools.alloc(w.handle, size)
+        m = w.state.mapping
+        m.handle, m.va, m.size, m.access = w.handle, w.va, size, "read/write"
+        w.say(f"Created a pool 0x{w.handle:x} and allocated {size} bytes from it at 0x{w.va:x}")
+
+    def export(self, w: Worker) -> None:
+        pools = w.backend.pools()
+        fd = pools.export_fd(w.handle)
+        w.book.hold(fd, "exported", "exported pool (cuMemPoolExportToShareableHandle)")
+        w.state.exported_fd = fd
+        self.export_data = pools.export_pointer(w.va).hex()
+        w.say(f"Exported the pool as FD: {fd}")
+        w.say(f"Exported the pointer: 64 bytes of export data {self.export_data[:32]}…")
+
+    def payload(self, w: Worker, peer: str) -> tuple[str, list[int], dict[str, Any], str]:
+        fd = w.state.exported_fd
+        if fd is None:
+            raise StepError(failure("PROTOCOL", "sendmsg", "nothing exported to send"))
+        return (
+            "",
+            [fd],
+            {"SCM_RIGHTS": [fd], "bytes": "metadata + 64 bytes of pointer export data"},
+            f"Sent the pool's FD and the pointer's export data to {peer}",
+        )
+
+    def received(self, w: Worker, message: AllocMessage, fds: list[int]) -> None:
+        try:
+            valid = len(bytes.fromhex(message.export_data)) == IPC_HANDLE_BYTES
+        except ValueError:
+            valid = False
+        if not valid:
+            raise StepError(
+                failure(
+                    "BAD_MESSAGE",
+                    "recvmsg",
+                    f"export_data is not {IPC_HANDLE_BYTES} bytes in hex: {message.export_data[:40]!r}",
+                )
+            )
+        self.export_data = message.export_data
+        w.state.received_fd = fds[0]
+        w.say(
+            f"Received the pool's FD: {fds[0]} and 64 bytes of export data, size: {message.alloc_size}"
+        )
+
+    def import_(self, w: Worker) -> None:
+        pools = w.backend.pools()
+        w.handle = pools.import_fd(w.state.received_fd)
+        w.va = pools.import_pointer(w.handle, bytes.fromhex(self.export_data))
+        s = w.state
+        reported = pools.allocation_size(w.va)
+        s.size_claimed, s.size_reported, s.size_source = (
+            s.alloc_size,
+            reported,
+            "driver cuMemGetAddressRange",
+        )
+        if reported < s.alloc_size:
+            raise StepError(
+                failure(
+                    "SIZE_MISMATCH",
+                    "import",
+                    f"the producer claimed {s.alloc_size} bytes; the driver reports {reported}",
+                )
+            )
+        m = s.mapping
+        m.handle, m.va, m.size, m.access = w.handle, w.va, s.alloc_size, "read/write"
+        w.say(f"Imported the pool 0x{w.handle:x} and the pointer: 0x{w.va:x} in this process")
+        w.say(
+            f"Size claimed {s.alloc_size} bytes; the driver reports {reported} (cuMemGetAddressRange)"
+        )
+
+    def release(self, w: Worker, attempt: Attempt) -> None:
+        if not w.backend_loaded:
+            return
+        pools = w.backend.pools()
+        if w.va is not None:
+            attempt(pools.free, w.va)
+            w.va = None
+        if w.handle is not None:
+            attempt(pools.destroy, w.handle)
+            w.handle = None

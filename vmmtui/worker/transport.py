@@ -10,6 +10,7 @@ PID namespace) are made here, by the worker itself, with the real calls.
 from __future__ import annotations
 
 import os
+import select
 from typing import TYPE_CHECKING, Any
 
 from vmmtui.backends import pidfd
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 SECCOMP_FLAG = "seccomp-deny-pidfd-getfd"
 NO_PTRACER_FLAG = "no-ptracer"
 PIDNS_FLAG = "take-from-new-pidns"
+UNPRIVILEGED_FLAG = "no-effective-cap-sys-ptrace"
 
 
 def takes_fd(w: Worker) -> bool:
@@ -32,8 +34,28 @@ def takes_fd(w: Worker) -> bool:
     return w.cfg.transport == Transport.PIDFD and w.sharing.want_fds > 0
 
 
+def wants(w: Worker) -> str:
+    """What the consumer's recvmsg waits for, as its call log shows it."""
+    if takes_fd(w):
+        return "metadata naming a pid and an fd number (no fd: it is taken after)"
+    return w.sharing.wants
+
+
 def prepare(w: Worker) -> None:
-    """At init: a consumer asked to run like a container under Docker's default profile confines itself."""
+    """At init: a consumer asked to run like a container under Docker's default profile confines itself;
+    one asked to meet Yama as an unprivileged program drops an effective CAP_SYS_PTRACE."""
+    if UNPRIVILEGED_FLAG in w.flags:
+        dropped = w.calls.timed(
+            "capset",
+            {"effective": "- CAP_SYS_PTRACE", "permitted": "unchanged"},
+            pidfd.drop_effective_cap_sys_ptrace,
+            lambda d: "dropped" if d else "not held: nothing to drop",
+        )
+        if dropped:
+            w.say(
+                "SCENARIO: dropped CAP_SYS_PTRACE from the effective set, as an unprivileged "
+                "program runs (Yama lets that capability through)"
+            )
     if SECCOMP_FLAG not in w.flags:
         return
     length = w.calls.timed(
@@ -86,13 +108,13 @@ def take(w: Worker, meta: AllocMessage) -> int:
         raise StepError(
             failure("BAD_MESSAGE", "recvmsg", f"pid {meta.pid} / fd {meta.fd} cannot name an fd")
         )
-    if producer is not None and meta.pid != producer.pid:
+    if producer is None or meta.pid != producer.pid:
         raise StepError(
             failure(
                 "PEER_REFUSED",
                 "pidfd_open",
                 f"the message names pid {meta.pid}, but SO_PEERCRED says the producer is pid "
-                f"{producer.pid}: no fd is taken from another process",
+                f"{producer.pid if producer else '(none)'}: no fd is taken from another process",
             )
         )
     if PIDNS_FLAG in w.flags:
@@ -102,6 +124,16 @@ def take(w: Worker, meta: AllocMessage) -> int:
     )
     w.book.hold(handle, "pidfd", f"pidfd of producer pid {meta.pid}")
     try:
+        if w.sock is not None and _hung_up(w.sock.fileno()):
+            # the producer is gone, so its pid may name another process by now: take nothing
+            raise StepError(
+                failure(
+                    "PEER_CLOSED",
+                    "pidfd_open",
+                    f"the producer closed its socket (it exited): pid {meta.pid} may name another "
+                    "process now; nothing taken",
+                )
+            )
         got = w.calls.timed(
             "pidfd_getfd",
             {"pidfd": handle, "targetfd": meta.fd, "flags": 0},
@@ -113,6 +145,14 @@ def take(w: Worker, meta: AllocMessage) -> int:
     w.book.hold(got, "received", f"taken with pidfd_getfd: producer pid {meta.pid} fd {meta.fd}")
     w.say(f"Took fd {meta.fd} of pid {meta.pid} with pidfd_getfd: it is fd {got} here")
     return got
+
+
+def _hung_up(fd: int) -> bool:
+    """Whether the socket's peer has closed its end, without reading (POLLRDHUP/POLLHUP)."""
+    rdhup = getattr(select, "POLLRDHUP", 0x2000)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | rdhup)
+    return any(ev & (rdhup | select.POLLHUP) for _, ev in poller.poll(0))
 
 
 def _fd_result(fd: int) -> str:

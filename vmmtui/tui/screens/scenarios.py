@@ -32,7 +32,8 @@ class ScenarioScreen(ModalScreen[str | None]):
             why_not = s.why_not(self.backend)
             label = Text.assemble((s.name, "bold"), f"  {s.summary}")
             if why_not:
-                label.append(f"\n  not on {self.backend}: {why_not}", style="dim italic")
+                where = self.backend if self.backend in s.cannot else "this host"
+                label.append(f"\n  not on {where}: {why_not}", style="dim italic")
             options.append(Option(label, id=s.name, disabled=bool(why_not)))
         with Vertical(id="scenarios"):
             yield Static(

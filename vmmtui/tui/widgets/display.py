@@ -12,6 +12,8 @@ _VOLATILE = [
     (re.compile(r"\buid[ =]\d+"), "uid …"),
     (re.compile(r"0x[0-9a-fA-F]{5,}"), "0x…"),
     (re.compile(r"\bpid[ =]\d+"), "pid …"),
+    (re.compile(r"/proc/\d+/"), "/proc/…/"),
+    (re.compile(r"\b(producer|consumer) \d+\b"), r"\1 …"),
     (re.compile(r"\b\d+\.\d+ ms\b"), "… ms"),
 ]
 

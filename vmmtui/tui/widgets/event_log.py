@@ -108,18 +108,18 @@ class EventLog(EventView, RichLog):
                 if self.repeats.new(e):
                     self.say(say.KERNEL, say.kcmp_line(e))
             case SessionFailed():
-                for text in say.failed(e):
+                for text in say.failed(e, d):
                     self.write(text)
             case WorkerExited():
                 self.say(e.role, say.exited(e, d))
-                for text in say.log_tail(e):
+                for text in say.log_tail(e, d):
                     self.say(e.role, text)
             case SessionFinished():
                 self.write(say.finished(e, self.consumers))
             case SessionClosed():
-                self.write(say.closed(e))
+                self.write(say.closed(e, d))
             case Notice():
-                self.write(say.notice(e))
+                self.write(say.notice(e, d))
             case ScenarioOutcome():
                 self.write(say.outcome(e))
             case FdSnapshot():

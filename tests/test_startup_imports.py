@@ -1,0 +1,74 @@
+"""The inspector's first frame imports only what it needs (issue 24): counted as modules in a fresh
+interpreter against a bare Textual app's (one screen, a header and a panel), never timed.
+
+Start-up time itself is measured by scripts/startup-time.py (the inspector's first frame as a
+multiple of the bare app's), not here: a test never asserts speed.
+"""
+
+import json
+import subprocess
+import sys
+
+BARE = "from textual.app import App\nfrom textual.widgets import Header, Static\n"
+#: what ``python -m vmmtui`` imports before its first frame: the command line, the inspector's
+#: command, the backends' chooser (the probe itself runs in a thread) and the app
+INSPECTOR = (
+    "import vmmtui.__main__, vmmtui.cli, vmmtui.cli.inspector, vmmtui.backends\n"
+    "from vmmtui.tui.history import LiveInspector\n"
+)
+#: vmmtui, textual and rich modules beyond the bare app's: 59 on 2026-11-23 (main had 59 too, with the
+#: recording's reader and writer and gzip among them, and has grown since: keep this near the floor)
+BUDGET = 62
+#: never on the first frame's path: the bench, attach, recordings, the workers' side, the drivers
+FORBIDDEN = (
+    "numpy",
+    "cuda",
+    "torch",
+    "vmmtui.bench",
+    "vmmtui.attach",
+    "vmmtui.trace",
+    "vmmtui.record.recording",
+    "vmmtui.record.gallery",
+    "vmmtui.session",
+    "vmmtui.worker",
+    "vmmtui.backends.cuda",
+    "vmmtui.backends.memfd",
+    "vmmtui.backends.probe",
+    "vmmtui.tui.replay",
+    "vmmtui.tui.attach",
+    "gzip",
+)
+OURS = ("vmmtui", "textual", "rich")
+
+
+def modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_the_first_frame_imports_stay_within_the_budget():
+    bare = modules_after(BARE)
+    inspector = modules_after(BARE + INSPECTOR)
+    extra = sorted(inspector - bare)
+    forbidden = [m for m in extra if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+    assert forbidden == [], f"imported before the first frame: {forbidden}"
+    ours = [m for m in extra if m.split(".")[0] in OURS]
+    assert len(ours) <= BUDGET, f"{len(ours)} modules beyond a bare Textual app's: {ours}"
+
+
+def test_the_command_line_alone_loads_no_backend_and_no_textual():
+    """``vmmtui attach --once``, ``run``, ``bench``: the parser needs no backend class, no Textual."""
+    mods = modules_after("import vmmtui.cli\n")
+    heavy = [
+        m
+        for m in mods
+        if m.split(".")[0] in ("textual", "rich", "numpy", "cuda")
+        or m in ("vmmtui.backends.base", "vmmtui.events", "concurrent.futures", "tempfile")
+    ]
+    assert heavy == []
