@@ -71,6 +71,8 @@ class Tracker:
     #: (pid, fd) open now, shared with another process, whose origin polling did not see (open before
     #: attach, or both ends appeared within one poll): checked for leaks, worded as possible ones
     unsure: dict[Holder, FdOpened] = field(default_factory=dict)
+    #: (pid, fd) open now -> when it was first seen held (the end of that reading, s since boot)
+    held_since: dict[Holder, float] = field(default_factory=dict)
     #: pid -> the fds it still held at its last scan before it was gone
     at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
 
@@ -175,7 +177,7 @@ class Tracker:
             and o[0] in prev
             and o[1] in prev[o[0]].fds
             and prev[o[0]].fds[o[1]].key == f.key
-            and self._lacked_after(p, prev[o[0]], prev)
+            and self._lacked_since(p, self.held_since.get(o), prev)
         ]
         parent_same = [
             o for o in others if o[0] == p.ppid and o[1] == f.fd
@@ -191,7 +193,13 @@ class Tracker:
             source = FdHolder(*others[0])  # present at attach: the same open file, origin unknown
         elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:
             had = self.shares.memory_holders.get(f.key, set()) - {p.pid}
-            was = sorted(q for q in had if q in prev and self._lacked_after(p, prev[q], prev))
+            was = sorted(
+                q
+                for q in had
+                if q in prev
+                and prev[q].error is None
+                and self._lacked_since(p, prev[q].read_end, prev)
+            )
             if was:
                 how, source = Arrival.ARRIVED, FdHolder(was[0], -1)
                 via = (
@@ -205,6 +213,7 @@ class Tracker:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
         self.open_fds[(p.pid, f.fd)] = e
+        self.held_since[(p.pid, f.fd)] = p.read_end
         if how in (Arrival.ARRIVED, Arrival.INHERITED):
             self.received[(p.pid, f.fd)] = e
         elif source is not None:  # present at attach or direction unseen: shared, origin unknown
@@ -213,15 +222,17 @@ class Tracker:
         return e
 
     @staticmethod
-    def _lacked_after(p: ProcessScan, q: ProcessScan, prev: dict[int, ProcessScan]) -> bool:
-        """True when the last poll saw ``p`` without the file after it had seen ``q`` holding it:
-        ``p`` was read after ``q`` in that poll, or ``p`` did not exist yet when ``q`` was read."""
-        if q.error is not None:
+    def _lacked_since(p: ProcessScan, held: float | None, prev: dict[int, ProcessScan]) -> bool:
+        """True when ``p`` was seen without the file after another process was seen holding it (at
+        ``held``, seconds since boot, and since): ``p``'s last reading began later, or ``p`` did not
+        exist yet then. Anything else (both seen with it first in one poll, or ``p`` read before the
+        other) leaves the direction unseen."""
+        if held is None:
             return False
         was = prev.get(p.pid)
         if was is not None and was.error is None:
-            return was.order > q.order
-        return was is None and p.started > q.read_end + TICK  # started after q was seen holding it
+            return was.read_start > held  # seen without it after the other was seen with it
+        return was is None and p.started > held + TICK  # started after the other held it
 
     def _evidence(self, p: ProcessScan, src: int, shares: Shares) -> str:
         pidfds = [f for f in p.fds.values() if f.pidfd_of == src]
@@ -239,6 +250,7 @@ class Tracker:
         self.open_fds.pop((pid, f.fd), None)
         self.received.pop((pid, f.fd), None)
         self.unsure.pop((pid, f.fd), None)
+        self.held_since.pop((pid, f.fd), None)
         e = FdClosed(pid, f.fd, f.target, f.kind, at)
         self.timeline[pid].append(e)
         return e
@@ -254,6 +266,7 @@ class Tracker:
         for fd in p.fds:
             self.received.pop((pid, fd), None)
             self.unsure.pop((pid, fd), None)
+            self.held_since.pop((pid, fd), None)
         #: received fds neither mapped nor closed at the last scan: a mapped one was still in use
         self.at_exit[pid] = [e for e in held if p.fds[e.fd].key not in mapped]
         return e
