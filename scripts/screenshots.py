@@ -166,6 +166,7 @@ def main() -> None:
     p.add_argument("--mechanism", default="vmm")
     p.add_argument("--consumers", type=int, default=1)
     p.add_argument("--direction", default="producer-writes")
+    p.add_argument("--transport", default="scm-rights", help="scm-rights or pidfd")
     p.add_argument("--devices", help="0,1")
     p.add_argument(
         "--moments",
@@ -192,7 +193,12 @@ def main() -> None:
                 )
         print(f"drew {len(a.png)} PNGs")
         return
-    config = {"mechanism": a.mechanism, "consumers": a.consumers, "direction": a.direction}
+    config = {
+        "mechanism": a.mechanism,
+        "consumers": a.consumers,
+        "direction": a.direction,
+        "transport": a.transport,
+    }
     if a.devices:
         config["devices"] = [int(d) for d in a.devices.split(",")]
     only = (

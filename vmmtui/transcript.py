@@ -23,6 +23,7 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.names import shown
 from vmmtui.steps import step_info
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -121,7 +122,7 @@ class Transcript:
         if r.opened:
             body += (
                 "\nopened: "
-                + ", ".join(f"fd {h.fd} ({h.kind}, {h.target})" for h in r.opened)
+                + ", ".join(f"fd {h.fd} ({h.kind}, {shown(h.target)})" for h in r.opened)
                 + "\n"
             )
         if r.closed:

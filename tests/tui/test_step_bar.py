@@ -4,6 +4,7 @@ is; a click or a drag asks for a frame (Pilot)."""
 import pytest
 from textual.app import App, ComposeResult
 
+from vmmtui import narration as say
 from vmmtui.record import Timeline, gallery
 from vmmtui.tui.widgets.step_bar import StepBar, bar_frames
 
@@ -51,9 +52,9 @@ async def test_the_bar_shows_replay_where_one_is_and_every_frame_by_role():
         here = [x for x, frames in enumerate(columns) if 14 in frames]
         assert {cells[x] for x in here} == {"█"}
         assert set(cells[: here[0]]) == {"▆"} and set(cells[here[-1] + 1 :]) == {"▁"}
-        # the colours: the producer's steps cyan, the consumer's magenta (narration's role styles)
+        # the colours: each role's own (narration's role styles, as in the event log)
         styles = {str(s.style) for s in bar.render().spans}
-        assert any("cyan" in s for s in styles) and any("magenta" in s for s in styles)
+        assert {say.role_style("producer"), say.role_style("consumer-1")} <= styles
         app.go(len(timeline) - 1)
         await pilot.pause()
         assert bar_text(app).split("▕")[0].endswith(" step 23/23 · the end ")

@@ -33,6 +33,12 @@ def add_parser(sub) -> None:
         help="write one self-contained page (every frame, the notes, keys to step) that opens "
         "from disk in any browser, and exit",
     )
+    p.add_argument(
+        "--perfetto",
+        metavar="FILE.json",
+        help="write the recording as a trace that ui.perfetto.dev opens (a track per process, "
+        "steps and calls as slices, flows from export to import), then exit",
+    )
     add_view_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -107,6 +113,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
     if args.html:
         return write_html(args.html, recording, notes)
+    if args.perfetto:
+        return write_perfetto(args.perfetto, recording.events)
+    if recording.header.backend == "trace":  # a `vmmtui trace --record` recording
+        from vmmtui.cli.trace import replay_trace
+
+        return replay_trace(recording)
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
@@ -163,4 +175,17 @@ def write_html(path: str, recording, notes) -> int:
         f"wrote {path}: {frames} frames, {size / 1024:.0f} KiB; open it in a browser "
         f"(file://{Path(path).resolve()}): ←/→ step, Home/End"
     )
+    return EXIT_OK
+
+
+def write_perfetto(path: str, events: list) -> int:
+    """``--perfetto FILE``: the trace file, or one line and exit 2 when it cannot be written."""
+    from vmmtui import perfetto
+
+    try:
+        n = perfetto.write(path, events)
+    except OSError as exc:
+        print(f"vmmtui: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {path}: {n} trace events; open it at https://ui.perfetto.dev (Open trace file)")
     return EXIT_OK
