@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vmmtui.backends.base import Backend, Call, DeviceInfo, SizeCheck
+from vmmtui.backends.cuda_size import (
+    check_size,
+)  # imported with the backend: not inside the import step
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.backends.labels import LABELS
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
@@ -483,8 +486,6 @@ class CudaBackend(Backend):
 
     def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
         """The driver's cheap checks; the map step's real mapping is the last (cuda_size's docstring)."""
-        from vmmtui.backends.cuda_size import check_size
-
         return check_size(self, handle, claimed)
 
     def verify(self, va: int, size: int, on: str = "host") -> Verification:
