@@ -4,6 +4,11 @@ terminal shows TEXT (read from what the page's websocket received), save a PNG s
 
     python scripts/browser-screenshot.py --out screenshots/browser-replay.png -- replay cpu-memfd-1mib
 
+With ``--page FILE.html`` (a page from ``vmmtui replay NAME --html``) no server runs: the file opens
+from ``file://``, the ``--keys`` are pressed one by one (the frame shown after each is reported),
+then it waits until the frame shows TEXT and saves the PNG. It prints one JSON line: the frames
+after each key, the position line, the note and every address the page asked for beyond the file.
+
 Chromium is driven through its DevTools protocol (aiohttp, which textual-serve already needs).
 Exit 0 when the page showed TEXT and the PNG was written; 1 otherwise; 2 when Chromium is missing.
 """
@@ -132,18 +137,172 @@ async def shoot(
             return seen
 
 
+#: what the page shows now: its frame, the position line, the note and the frame's text
+READ_PAGE = """(() => ({
+  frame: document.body.dataset.frame === undefined ? -1 : +document.body.dataset.frame,
+  position: document.getElementById('position').textContent,
+  note: document.getElementById('note').textContent,
+  text: document.getElementById('frame').textContent,
+}))()"""
+
+
+async def drive_page(
+    devtools: int, url: str, out: Path, text: str, keys: list[str], timeout: float, size
+) -> dict:
+    """Open the page, press ``keys``, wait for ``text`` in the frame; what was seen on the way."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        for _ in range(100):
+            try:
+                async with http.get(f"http://127.0.0.1:{devtools}/json/list") as r:
+                    pages = [p for p in await r.json() if p.get("type") == "page"]
+                if pages:
+                    break
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+        async with http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+            ids = iter(range(1, 1 << 30))
+            asked: list[str] = []  # every address the page asked for
+            errors: list[str] = []
+
+            async def call(method: str, **params):
+                n = next(ids)
+                await ws.send_str(json.dumps({"id": n, "method": method, "params": params}))
+                async for msg in ws:
+                    data = json.loads(msg.data)
+                    if data.get("method") == "Network.requestWillBeSent":
+                        asked.append(data["params"]["request"]["url"])
+                    elif data.get("method") == "Runtime.exceptionThrown":
+                        errors.append(data["params"]["exceptionDetails"].get("text", "?"))
+                    if data.get("id") == n:
+                        return data.get("result", {})
+                raise RuntimeError("DevTools closed the connection")
+
+            async def state() -> dict:
+                res = await call("Runtime.evaluate", expression=READ_PAGE, returnByValue=True)
+                return res.get("result", {}).get("value") or {}
+
+            async def settle(was: int) -> dict:
+                deadline = time.monotonic() + timeout
+                seen = await state()
+                while time.monotonic() < deadline and seen.get("frame", -1) == was:
+                    await asyncio.sleep(0.05)
+                    seen = await state()
+                return seen
+
+            await call(
+                "Emulation.setDeviceMetricsOverride",
+                width=size[0],
+                height=size[1],
+                deviceScaleFactor=1,
+                mobile=False,
+            )
+            await call("Network.enable")
+            await call("Runtime.enable")
+            await call("Page.navigate", url=url)
+            seen = await settle(-1)
+            frames = [seen.get("frame", -1)]
+            codes = {"ArrowRight": 39, "ArrowLeft": 37, "Home": 36, "End": 35}
+            for key in keys:
+                was = seen.get("frame", -1)
+                for kind in ("keyDown", "keyUp"):
+                    await call(
+                        "Input.dispatchKeyEvent",
+                        type=kind,
+                        key=key,
+                        code=key,
+                        windowsVirtualKeyCode=codes.get(key, 0),
+                    )
+                seen = await settle(was)
+                frames.append(seen.get("frame", -1))
+            deadline = time.monotonic() + timeout
+            while text not in seen.get("text", "") and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                seen = await state()
+            await asyncio.sleep(0.3)
+            shot = await call("Page.captureScreenshot", format="png")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(base64.b64decode(shot["data"]))
+            beyond = [a for a in asked if not a.startswith(("file:", "data:", "blob:"))]
+            return {
+                "frames": frames,
+                "position": seen.get("position", ""),
+                "note": seen.get("note", ""),
+                "text_seen": text in seen.get("text", ""),
+                "network": beyond,
+                "errors": errors,
+            }
+
+
+def open_page(browser: str, page: Path, a) -> int:
+    """--page: the file from disk, no server."""
+    devtools = free_port()
+    size = tuple(int(v) for v in a.size.split("x"))
+    profile = tempfile.mkdtemp(prefix="vmmtui-chromium-")
+    chrome = subprocess.Popen(
+        [
+            browser,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--remote-debugging-port={devtools}",
+            f"--window-size={size[0]},{size[1]}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        if not wait_port(devtools, 30):
+            print("chromium did not open its DevTools port", file=sys.stderr)
+            return 1
+        keys = [k for k in a.keys.split(",") if k]
+        seen = asyncio.run(
+            drive_page(devtools, page.resolve().as_uri(), a.out, a.text, keys, a.timeout, size)
+        )
+        print(json.dumps(seen))
+        ok = seen["text_seen"] and not seen["network"] and not seen["errors"]
+        print(
+            f"{'ok' if ok else 'NOT SEEN'}: {a.text!r} in the frame after {keys}; "
+            f"network {seen['network'] or 'none'}; screenshot {a.out}",
+            file=sys.stderr,
+        )
+        return 0 if ok else 1
+    finally:
+        if chrome.poll() is None:
+            os.killpg(chrome.pid, signal.SIGTERM)
+            try:
+                chrome.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(chrome.pid, signal.SIGKILL)
+                chrome.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("screenshots/browser-replay.png"))
     p.add_argument("--text", default="REPLAY", help="wait until the terminal shows this")
     p.add_argument("--timeout", type=float, default=40.0)
     p.add_argument("--size", default="1600x1000", help="the page's size in CSS pixels")
+    p.add_argument("--page", type=Path, help="a page from `vmmtui replay --html`: opened from disk")
+    p.add_argument("--keys", default="", help="--page: keys to press, e.g. ArrowRight,End")
     p.add_argument("args", nargs=argparse.REMAINDER, help="vmmtui serve's arguments (after --)")
     a = p.parse_args()
     browser = chromium()
     if browser is None:
         print("chromium not found: apt-get install -y chromium", file=sys.stderr)
         return 2
+    if a.page is not None:
+        if not a.page.is_file():
+            print(
+                f"{a.page}: no such page (make one with vmmtui replay NAME --html FILE)",
+                file=sys.stderr,
+            )
+            return 2
+        return open_page(browser, a.page, a)
     args = [x for x in a.args if x != "--"] or ["replay", "cpu-memfd-1mib"]
     port, devtools = free_port(), free_port()
     size = tuple(int(v) for v in a.size.split("x"))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
-# Usage: bash scripts/gpu-check.sh [core|app|failures|speed|bench|seeds|multi|attach|attach-nccl|driveronly|startup|wire|gallery|roads|fast|all]
+# Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
+#        attach-poll attach-nccl driveronly startup wire gallery trace fleet all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -72,6 +73,8 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend memfd --mechanism pool  # refused in one line, exit 2
     step python3 -m pytest -q -s -m gpu tests/test_gpu_roads.py -p no:cacheprovider
     step python3 -m vmmtui bench --backend cuda --sizes 2MiB,1GiB --repeat 3 --out "$out/bench-roads" --name "roads-$(date -u +%F)"
+    step python3 scripts/screenshots.py --backend cuda --mechanism pool --moments kcmp,verified --prefix cuda-pool --out "$out" --no-png
+    step python3 scripts/screenshots.py --backend cuda --transport pidfd --moments kcmp --prefix cuda-pidfd --out "$out" --no-png
     nvidia-smi --query-gpu=memory.used,memory.free --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
@@ -142,6 +145,57 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q tests/attach -p no:cacheprovider
     step python3 scripts/attach-bench.py --out "$out/bench"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = attach-poll ]; then
+    # issue 24.4 on a quiet machine (no GPU needed; the lent box is the quiet one): 100 processes x
+    # 100 fds, 2,500 shared memfds, all running; the poll's CPU, the 4 Hz rate, the floor and the
+    # code before the work, in one run (about 3 minutes)
+    ulimit -n 65536 2>/dev/null
+    step python3 scripts/attach-bench.py --seconds 8 --out "$out/bench"
+  fi
+  if [ "$part" = trace ]; then
+    # issue 18: vmmtui trace (eBPF). libbpf.so.1 is carried (Debian libbpf1) under .gpu/lib when the
+    # machine has none; no tracefs is needed (raw tracepoints; uprobes through the uprobe PMU)
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # libbpf's libelf
+    echo "VMMTUI_LIBBPF=${VMMTUI_LIBBPF:-(the system one)}"
+    step python3 -c 'from vmmtui.trace.loader import why_not; from vmmtui.trace.cuda import find_libcuda; print("eBPF:", why_not() or "usable"); print("libcuda:", find_libcuda())'
+    # 1. a vmmtui session traced from outside, judged against its own --json stream (VMM), and legacy IPC
+    step python3 -m vmmtui trace --record "$out/trace-run.jsonl" -- sh -c "python3 -m vmmtui run --backend cuda --size 1MiB --json > $out/run.jsonl"
+    step python3 scripts/trace-compare.py "$out/run.jsonl" "$out/trace-run.jsonl"
+    step python3 -m vmmtui trace --record "$out/trace-run2.jsonl" -- sh -c "python3 -m vmmtui run --backend cuda --consumers 2 --size 64MiB --json > $out/run2.jsonl"
+    step python3 scripts/trace-compare.py "$out/run2.jsonl" "$out/trace-run2.jsonl"
+    step python3 -m vmmtui trace -- python3 -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    # 2. torch.multiprocessing, two importers: default (legacy IPC bytes) and expandable segments (pidfd_getfd)
+    step python3 -m vmmtui trace --record "$out/trace-torch.jsonl" -- python3 tests/fixtures/torch_trace.py
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m vmmtui trace --record "$out/trace-torch-es.jsonl" -- python3 tests/fixtures/torch_trace.py
+    # ... and kill -9 of the exporter while both importers hold the memory
+    step python3 -m vmmtui trace -q -- python3 tests/fixtures/torch_trace.py --kill-exporter
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m vmmtui trace -q -- python3 tests/fixtures/torch_trace.py --kill-exporter
+    # 3. the C++ pair
+    step nvcc -o /tmp/vmm_pair tests/fixtures/vmm_pair.cu -lcuda
+    step python3 -m vmmtui trace --record "$out/trace-vmm-pair.jsonl" -- /tmp/vmm_pair
+    step python3 -m vmmtui replay "$out/trace-vmm-pair.jsonl"
+    step python3 -m pytest -q tests/trace -p no:cacheprovider
+    step python3 scripts/trace-bench.py --out "$out/bench"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = fleet ]; then
+    # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    python3 -c 'import prometheus_client' 2>/dev/null || echo "prometheus-client missing (carry it in .whl)"
+    python3 -m vmmtui trace --all -q --prometheus 127.0.0.1:9464 --perfetto "$out/fleet-trace.json" > "$out/fleet-agent.log" 2>&1 &
+    agent=$!
+    for _ in $(seq 1 60); do curl -fsS http://127.0.0.1:9464/metrics >/dev/null 2>&1 && break; sleep 0.5; done
+    step python3 -m vmmtui run --backend cuda --size 64MiB
+    step python3 -m vmmtui run --backend cuda --transport pidfd --consumers 2
+    sleep 1
+    curl -fsS http://127.0.0.1:9464/metrics > "$out/fleet-metrics.txt"; echo "[curl exit $?]"
+    grep -E '^vmmtui_(exported|imported|fd_transfers|live_importers|refused|events)' "$out/fleet-metrics.txt"
+    kill -TERM $agent; wait $agent; echo "[agent exit $?]"; tail -5 "$out/fleet-agent.log"
   fi
   if [ "$part" = attach-nccl ]; then
     step env NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \

@@ -4,9 +4,12 @@ mappings made (the mapping cards), verified.
     python scripts/screenshots.py [--backend memfd|cuda|auto] [--out DIR] [--size 1MiB]
         [--mechanism legacy] [--consumers 4] [--direction consumer-writes] [--devices 0,1]
         [--moments received,mapped,verified] [--prefix NAME] [--no-png]
+    python scripts/screenshots.py --replay h100-vmm-1mib --steps 14,19 [--notes NOTES.md]
 
 Drives the real app with Pilot (real worker processes), so the pictures show a real run on this
-machine. Files: DIR/<backend>-<n>-<moment>.svg and .png. The PNG is the SVG drawn by headless
+machine. Files: DIR/<backend>-<n>-<moment>.svg and .png. With ``--replay NAME`` it drives the
+replay app instead, on a recording (a file or a gallery name) at each of ``--steps``: files
+DIR/replay-<name>-step<N>.svg and .png. The PNG is the SVG drawn by headless
 Chromium (``chromium-headless-shell`` or ``chromium``; Debian: ``apt install chromium-headless-shell
 fonts-dejavu-core``), which honours the SVG's font list (Fira Code, else the system's monospace) and
 its per-span positions: a proportional font (cairosvg's fallback) makes text overlap. Without a
@@ -127,6 +130,32 @@ async def shoot(
     return saved
 
 
+async def shoot_replay(
+    name: str, steps: list[int], out: Path, width: int, height: int, notes: str | None
+) -> list[Path]:
+    """The replay app on a recording, at each of ``steps`` (as ``g N`` would show it)."""
+    from vmmtui.record import Timeline
+    from vmmtui.record.gallery import resolve
+    from vmmtui.record.notes import read as read_notes
+    from vmmtui.tui.replay import ReplayApp
+
+    rec = resolve(name)
+    stem = Path(name).name.split(".")[0]
+    bound = read_notes(notes, Timeline(rec.events)) if notes else None
+    app = ReplayApp(rec, notes=bound)
+    saved = []
+    async with app.run_test(size=(width, height)) as pilot:
+        await pilot.pause()
+        for n in steps:
+            app.goto(app.timeline.frame_of_step(n))
+            await pilot.pause(0.6)
+            fname = f"replay-{stem}-step{n}.svg"
+            app.save_screenshot(filename=fname, path=str(out))
+            saved.append(out / fname)
+        await pilot.press("q")
+    return saved
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--backend", default="memfd")
@@ -137,6 +166,7 @@ def main() -> None:
     p.add_argument("--mechanism", default="vmm")
     p.add_argument("--consumers", type=int, default=1)
     p.add_argument("--direction", default="producer-writes")
+    p.add_argument("--transport", default="scm-rights", help="scm-rights or pidfd")
     p.add_argument("--devices", help="0,1")
     p.add_argument(
         "--moments",
@@ -151,6 +181,9 @@ def main() -> None:
         help="only draw these SVGs as PNGs (e.g. ones made on a GPU box)",
     )
     p.add_argument("--prefix", help="file name prefix (default: the backend)")
+    p.add_argument("--replay", metavar="FILE|NAME", help="a recording: the replay app, not a run")
+    p.add_argument("--steps", default="0", help="--replay: the steps to picture, e.g. 14,19")
+    p.add_argument("--notes", help="--replay: a teacher's notes file")
     a = p.parse_args()
     if a.png:
         for svg in map(Path, a.png):
@@ -160,7 +193,12 @@ def main() -> None:
                 )
         print(f"drew {len(a.png)} PNGs")
         return
-    config = {"mechanism": a.mechanism, "consumers": a.consumers, "direction": a.direction}
+    config = {
+        "mechanism": a.mechanism,
+        "consumers": a.consumers,
+        "direction": a.direction,
+        "transport": a.transport,
+    }
     if a.devices:
         config["devices"] = [int(d) for d in a.devices.split(",")]
     only = (
@@ -170,9 +208,13 @@ def main() -> None:
     )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    saved = asyncio.run(
-        shoot(a.backend, out, parse_size(a.size), a.width, a.height, config, only, a.prefix)
-    )
+    if a.replay:
+        steps = [int(n) for n in a.steps.split(",")]
+        saved = asyncio.run(shoot_replay(a.replay, steps, out, a.width, a.height, a.notes))
+    else:
+        saved = asyncio.run(
+            shoot(a.backend, out, parse_size(a.size), a.width, a.height, config, only, a.prefix)
+        )
     if not a.no_png:
         pngs = [to_png(svg) for svg in saved]
         if None in pngs:

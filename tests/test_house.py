@@ -30,6 +30,8 @@ CORE = [
     "vmmtui.attach.watch",
     "vmmtui.record",
     "vmmtui.record.timeline",
+    "vmmtui.record.notes",
+    "vmmtui.page",
 ]
 #: package prefix -> packages it must never import (the layers above it)
 LAYERS = {

@@ -99,3 +99,13 @@ def test_the_closing_text_is_true_to_the_plan():
     assert "reverse order." in dies and "every resource" not in dies
     assert "The producer ran no cleanup: the kernel released what it held" in dies
     assert narration.closing("legacy", build_plan()).startswith("The 64-byte IPC handle")
+
+
+def test_closing_says_when_the_exporter_released_first_and_names_the_pool_road():
+    from vmmtui import narration, scenarios
+    from vmmtui.steps import build_plan
+
+    pins = narration.closing("vmm", scenarios.get("importer-pins").plan())
+    assert "the producer released everything first" in pins and "reverse order" not in pins
+    assert narration.closing("pool", build_plan("pool")).startswith("The pool's fd went")
+    assert narration.closing("vmm", build_plan(), "pidfd").startswith("The consumer took")

@@ -169,7 +169,7 @@ class Repeats:
 def started(e: SessionStarted, m: Masks = PLAIN) -> list[Text]:
     lines = [
         Text(f"backend: {e.reason}", "bold"),
-        Text(f"socket: {m.text(e.socket_path)} (private directory, mode 0700)", "dim"),
+        Text(f"socket: {m.text(shown(e.socket_path))} (private directory, mode 0700)", "dim"),
     ]
     if (e.mechanism, len(e.consumers), e.direction) != SEED_SHAPE:
         devices = (
@@ -218,7 +218,7 @@ def log_line(line: str, m: Masks = PLAIN) -> Text:
 
 
 def fd_problem(role: str, r: FdRow) -> Text:
-    return Text(f"fd check: {role} fd {r.fd} {r.check}: {r.detail}", "red")
+    return Text(f"fd check: {role} fd {r.fd} {r.check}: {shown(r.detail, 400)}", "red")
 
 
 def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
@@ -233,7 +233,7 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     return Text(
         head
         + f"{len(bad)} PROBLEM(S): "
-        + "; ".join(f"fd {r.fd} {r.check} {r.detail}" for r in bad),
+        + "; ".join(f"fd {r.fd} {r.check} {shown(r.detail, 400)}" for r in bad),
         "red",
     )
 
@@ -288,9 +288,18 @@ def closing(mechanism: str, plan: Iterable[tuple[str, str]], transport: str = "s
         else "The consumer took the producer's fd with pidfd_getfd (only a pid and a number "
         "travelled), "
         if transport == "pidfd"
+        else "The pool's fd went producer → SCM_RIGHTS → consumer with the pointer's 64 bytes, "
+        if mechanism == Mechanism.POOL
         else "The fd went producer → SCM_RIGHTS → consumer, "
     )
     plan = list(plan)
+    order = [role for role, step in plan if step == "cleanup"]
+    if order and order[0] == PRODUCER and len(order) > 1:  # importer-pins: the exporter went first
+        return (
+            how
+            + "both mapped the same physical memory; the producer released everything first and "
+            "the memory lived on in the consumer until its own release."
+        )
     roles = list(dict.fromkeys(role for role, _ in plan))
     cleaned = {role for role, step in plan if step == "cleanup"}
     skipped = [role for role in roles if role not in cleaned]

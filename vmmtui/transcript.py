@@ -23,6 +23,7 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.names import shown
 from vmmtui.steps import step_info
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -54,6 +55,17 @@ class Transcript:
             self.file.flush()
         except OSError as exc:
             self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here, the session goes on"
+            self.close()
+
+    def note(self, on: str, text: str) -> None:
+        """A teacher's note (replay --notes) as a quote in the Markdown; JSON lines hold only events."""
+        if self.json or self.error:
+            return
+        quoted = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+        try:
+            self.file.write(f"\n> **teacher's note ({on})**\n>\n{quoted}\n\n")
+        except OSError as exc:
+            self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here"
             self.close()
 
     def markdown(self, e: Event) -> str:
@@ -110,7 +122,7 @@ class Transcript:
         if r.opened:
             body += (
                 "\nopened: "
-                + ", ".join(f"fd {h.fd} ({h.kind}, {h.target})" for h in r.opened)
+                + ", ".join(f"fd {h.fd} ({h.kind}, {shown(h.target)})" for h in r.opened)
                 + "\n"
             )
         if r.closed:

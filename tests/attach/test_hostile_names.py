@@ -112,3 +112,20 @@ def test_the_attach_view_shows_hostile_names_escaped_and_does_not_parse_them(hos
             await pilot.press("q")
 
     asyncio.run(go())
+
+
+def test_the_session_console_prints_a_hostile_fd_target_escaped():
+    """The run console (and a replay of a hostile recording through it) shows fd check details,
+    which name /proc targets, through the sanitiser too."""
+    import io
+
+    from vmmtui.console import LogPrinter
+    from vmmtui.events import FdRow, FdSnapshot
+
+    out = io.StringIO()
+    row = FdRow(
+        5, "/memfd:\x1b]0;PWNED\x07", "received", "", "mismatch", "now /memfd:\x1b[2J\nFAKE LINE"
+    )
+    LogPrinter(out)(FdSnapshot("consumer", 1, "alive", [row]))
+    assert_safe(out.getvalue().encode())
+    assert "\\x1b[2J\\nFAKE LINE" in out.getvalue()

@@ -13,7 +13,7 @@ from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
 from vmmtui.attach.follow import Follower
 from vmmtui.attach.scan import scan
 from vmmtui.attach.shares import find_shares
-from vmmtui.events import Event, FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+from vmmtui.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
 
 
 def test_an_fd_made_and_sent_within_one_poll_is_unknown_never_arrived_at_its_creator():
@@ -50,20 +50,20 @@ def _leak_received(hold: str) -> tuple[subprocess.Popen, int, int]:
 def test_fds_open_before_attach_are_checked_for_leaks():
     """attach after the child received the fd: it is "present" there, and once its sender exited and
     the child keeps it unmapped until it exits, that is said (as possible: its origin was not seen)."""
+    import time
+
     proc, parent, child = _leak_received("1.0")
+    events = []
     try:
-        res = subprocess.run(
-            [sys.executable, "-m", "vmmtui", "attach", "--json", "--duration", "15"]
-            + [str(parent), str(child)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        f = Follower({parent, child}, use_nvml=False, interval=0.1)  # attach's engine, at once
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            events += f.poll()
+            if f.polls > 1 and not f.tracker.alive:
+                break
+            time.sleep(0.1)
     finally:
         proc.wait(timeout=20)
-    assert res.returncode == 0, res.stderr
-    events = [Event.from_json(x) for x in res.stdout.splitlines()]
     present = [e for e in of(events, FdOpened) if e.pid == child and "fixture-leak" in e.target]
     assert present and present[0].how == "present" and present[0].source.pid == parent, present
     leaks = [e for e in of(events, Leak) if e.pid == child and "fixture-leak" in e.what]
@@ -136,3 +136,96 @@ def test_watch_follows_the_tree_until_its_last_process_exits(monkeypatch):
     gone = {e.pid for e in of(events, ProcessGone)}
     assert set(child) <= gone, (child, gone)
     assert "held-until-exit" in {e.kind for e in of(events, Leak)}
+
+
+def test_a_second_interrupt_after_the_command_exited_stops_following_and_says_who_is_left():
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vmmtui",
+            "watch",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "sleep 20 >/dev/null 2>&1 & exit 5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        time.sleep(
+            3.0
+        )  # the command has exited; its child sleeps on, 20 s at most (ignoring SIGINT: sh's `&`)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)  # passed on to the processes left
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)  # stops following
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = re.search(r"stopped following on a second signal; still running: (\d+)", out)
+    assert left, out + err
+    os.kill(int(left.group(1)), 9)  # the sleep the test started, now re-parented
+    assert proc.returncode == 5 and "Traceback" not in err, err
+
+
+#: a child that opens the parent's memfd by path (its own open file of the same inode, as every CUDA
+#: process holds /dev/nvidiactl), then receives the parent's fd itself over SCM_RIGHTS when told
+RECEIVER = textwrap.dedent("""
+    import array, os, socket, sys
+    parent, fd, sock = int(sys.argv[1]), int(sys.argv[2]), socket.socket(fileno=int(sys.argv[3]))
+    own = os.open(f"/proc/{parent}/fd/{fd}", os.O_RDWR)
+    print("ready", own, flush=True)
+    sys.stdin.readline()
+    fds = array.array("i")
+    _, anc, _, _ = sock.recvmsg(1, socket.CMSG_LEN(fds.itemsize))
+    fds.frombytes(anc[0][2][: fds.itemsize])
+    print("got", fds[0], flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_a_received_fd_arrives_though_the_receiver_held_another_open_file_of_its_inode():
+    import array
+    import socket
+    import time
+
+    mem = os.memfd_create("fixture-same-inode", 0)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    me = os.getpid()
+    p = subprocess.Popen(
+        [sys.executable, "-c", RECEIVER, str(me), str(mem), str(b.fileno())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        pass_fds=(b.fileno(),),
+    )
+    try:
+        assert p.stdout.readline().startswith("ready")
+        f = Follower({me, p.pid}, use_nvml=False)
+        f.poll()
+        time.sleep(0.1)
+        f.poll()  # the parent, read first, holds the memfd; the child holds its own open file of it
+        a.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [mem]))])
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        got = int(p.stdout.readline().split()[1])
+        events = f.poll()
+        arrived = [e for e in events if isinstance(e, FdOpened) and e.pid == p.pid and e.fd == got]
+        assert arrived and arrived[0].how == "arrived" and arrived[0].source.pid == me, arrived
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+        a.close()
+        b.close()
+        os.close(mem)

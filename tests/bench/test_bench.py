@@ -240,6 +240,11 @@ def test_bench_output_in_a_pipe_is_readable_and_says_why_cells_are_empty(tmp_pat
     )
     assert "issue 5" not in out and "performance targets on a GPU" in out
     assert "not measured: 1 GiB was not among --sizes" in " ".join(out.split())
+    # each reason and target a bullet whose wrapped lines hang under it, no trailing blanks
+    lines = out.splitlines()
+    block = lines[lines.index("empty cells:") + 1 : lines.index("") if "" in lines else None]
+    assert block and all(line.startswith(("- ", "  ")) for line in block), block
+    assert all(line == line.rstrip() for line in block)
 
 
 def test_bench_that_measures_nothing_exits_1_with_the_reason(tmp_path, capsys):

@@ -22,7 +22,7 @@ EXP, IMP = 1000, 2000
 MiB = 1 << 20
 
 
-def share_a_gpu_allocation(exporter_exits: bool):
+def gpu_share_events(exporter_exits: bool) -> list:
     """An exporter creates 2 MiB, exports it as fd 7 and sends it; the importer imports and maps it."""
     events = [
         TraceStarted("ebpf", [EXP, IMP]),
@@ -36,8 +36,12 @@ def share_a_gpu_allocation(exporter_exits: bool):
     ]
     if exporter_exits:
         events.append(ProcessExit(EXP, EXP, 8, 9 << 8))
+    return events
+
+
+def share_a_gpu_allocation(exporter_exits: bool) -> SharingFacts:
     facts = SharingFacts()
-    for e in events:
+    for e in gpu_share_events(exporter_exits):
         facts.feed(e)
     return facts
 

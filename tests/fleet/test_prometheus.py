@@ -38,25 +38,27 @@ def stop(p: subprocess.Popen) -> str:
 
 
 def test_prometheus_scrapes_a_share_that_polling_saw(prometheus):
-    """``attach --all --prometheus``: a fixture pair shares a memfd by SCM_RIGHTS; Prometheus'
-    HTTP API then answers with the agent's transfer counter and its process-labelled series."""
-    pair = subprocess.Popen(
-        [sys.executable, str(FIXTURES / "scm_pair.py")],
-        cwd=FIXTURES,
-        env={**os.environ, "FIXTURE_HOLD": "2"},
-        stdout=subprocess.DEVNULL,
-    )
+    """``attach --all --prometheus``: the agent is up, then a fixture pair shares a memfd by
+    SCM_RIGHTS; Prometheus' HTTP API answers with the share the agent proved (kcmp) and with its
+    own scrape of the agent."""
     a = agent("attach", "--all", "--prometheus", f"127.0.0.1:{prometheus.target_port}")
+    pair = None
     try:
-        got = prometheus.wait_for('vmmtui_fd_transfers_total{how="polled"} > 0', timeout=40)
+        prometheus.wait_for('vmmtui_events_total{mode="polling"}', timeout=60)
+        pair = subprocess.Popen(
+            [sys.executable, str(FIXTURES / "scm_pair.py")],
+            cwd=FIXTURES,
+            env={**os.environ, "FIXTURE_HOLD": "3"},
+            stdout=subprocess.DEVNULL,
+        )
+        got = prometheus.wait_for('vmmtui_polled_shares_total{kind="memfd"} > 0', timeout=60)
         assert float(got[0]["value"][1]) >= 1
-        events = prometheus.wait_for('vmmtui_events_total{mode="polling"}')
-        assert float(events[0]["value"][1]) > 0
         up = prometheus.query('up{job="vmmtui"}')
         assert up and up[0]["value"][1] == "1"
     finally:
-        pair.kill()
-        pair.wait()
+        if pair is not None:
+            pair.kill()
+            pair.wait()
         err = stop(a)
     assert "Traceback" not in err, err
 
@@ -101,3 +103,29 @@ def test_a_busy_port_and_a_bad_address_are_one_line_each():
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert bad.returncode == 2 and "1..65535" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_grafana_dashboard_asks_prometheus_only_what_the_agent_exports(prometheus):
+    """Every panel's PromQL parses on a real Prometheus and names only metrics the collector
+    emits (so an import of docs/grafana/vmmtui-sharing.json shows data, not 'No data' forever)."""
+    import json
+    import re
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from vmmtui.fleet.facts import SharingFacts
+    from vmmtui.fleet.prometheus import LedgerCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(SharingFacts(), threading.Lock()))
+    exported = {s.name for fam in registry.collect() for s in fam.samples} | {
+        fam.name + ("_total" if fam.type == "counter" else "") for fam in registry.collect()
+    }
+    dash = json.loads((ROOT / "docs" / "grafana" / "vmmtui-sharing.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(exprs) >= 8
+    for expr in exprs:
+        for name in re.findall(r"\bvmmtui_[a-z_]+", expr):
+            assert name in exported, f"{name} (in {expr!r}) is not a metric the agent exports"
+        prometheus.query(expr)  # raises unless Prometheus parses and runs it

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -148,14 +149,47 @@ def test_a_missing_file_or_name_exits_2_listing_the_gallery():
     )
 
 
-def test_the_gallery_lists_machine_and_date_and_opens_by_prefix():
+def test_the_gallery_lists_machine_driver_and_date_and_opens_by_prefix():
     res = vmmtui("replay", "--list")
     assert res.returncode == 0
-    row = next(line for line in res.stdout.splitlines() if line.startswith("cpu-memfd-1mib"))
-    assert "CPU memory (memfd) on " in row and "20" in row  # machine and date
+    lines = res.stdout.splitlines()
+    # each group's line says where, with which driver and when (from the recordings' headers)
+    h100 = lines.index("NVIDIA H100 80GB HBM3 on vm · CUDA driver API 13.0 · 2026-11-23")
+    assert lines[h100 + 1].split()[:2] == ["h100-consumers4-writes", "16:20"]
+    memfd = next(i for i, line in enumerate(lines) if line.startswith("CPU memory (memfd) on "))
+    assert "no GPU driver (memfd) · 20" in lines[memfd] and "cpu-memfd-1mib" in lines[memfd + 1]
+    # the runs that verified come before the failure scenarios
+    names = [line.split()[0] for line in lines[h100 + 1 :] if line.startswith("  ")]
+    assert names.index("h100-vmm-1mib") < names.index("h100-scenario-intruder")
+    assert lines[-1].startswith(f"{len(gallery.entries())} recordings, ")
     assert gallery.find("cpu-memfd").name.startswith("cpu-memfd-1mib")
+    assert gallery.find("h100-vmm").name == "h100-vmm-1mib.jsonl.gz"  # the smallest size first
     rec = gallery.resolve("cpu-memfd")
     assert rec.header.backend == "memfd" and Timeline(rec.events).frames[-1].closing
+
+
+def test_a_name_from_a_recording_header_is_listed_through_the_sanitiser(tmp_path):
+    rec = (gallery.HERE / "cpu-memfd-1mib.jsonl.gz").read_bytes()
+    lines = gzip.decompress(rec).decode().split("\n")
+    header = json.loads(lines[0])
+    header["machine"]["hostname"] = "evil\x1b]0;pwned\x07"
+    (tmp_path / "x.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]))
+    listed = gallery.listing(tmp_path)
+    assert "\x1b" not in listed and "evil\\x1b]0;pwned\\x07" in listed
+
+
+def test_pyproject_ships_every_gallery_file():
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["vmmtui"]
+    for path in gallery.HERE.iterdir():
+        if path.name.endswith(gallery.SUFFIXES):
+            rel = path.relative_to(root / "vmmtui").as_posix()
+            assert any(fnmatch.fnmatch(rel, g) for g in globs), rel
 
 
 def test_the_gallery_stays_under_2_mib():

@@ -6,9 +6,9 @@ accepts the consumer and sends it an fd whose real size is not the size it claim
 memfd: a memfd of REAL bytes holding the pattern, sealed like vmmtui's producer seals it unless
 ``unsealed``; cuda: a cuMemCreate allocation of REAL bytes (rounded to the granularity), exported as
 an fd. ``sparse``: the memfd is left unwritten (a sealed hole of REAL bytes costs no memory);
-``granularity=N``: the granularity claimed beside the size. ``shrink``: once a line arrives on stdin (the consumer has mapped), try ftruncate(fd, 0)
-and report the errno. ``pipe``, ``regular``: send a pipe or a regular file instead. Prints one
-JSON line per event; cleans up everything it made.
+``granularity=N``: the granularity claimed beside the size. ``shrink``: once a line arrives on stdin
+(the consumer has mapped), try ftruncate(fd, 0) and report the errno. ``pipe``, ``regular``: send a
+pipe or a regular file instead. Prints one JSON line per event; cleans up everything it made.
 """
 
 import errno

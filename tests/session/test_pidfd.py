@@ -230,3 +230,32 @@ def test_dropping_the_effective_cap_refuses_nothing_by_itself():
     assert effective == "False" and works == str(ROAD_WORKS)
     if dropped == "True":  # root, or CAP_SYS_PTRACE granted: the permitted set keeps it
         assert permitted == "1"
+
+
+def test_a_producer_whose_socket_hung_up_is_not_taken_from(tmp_path):
+    """Its pid may name another process by now: a live process holds that pid here, the socket's peer
+    end is closed, and nothing is taken (no fd arrives, the pidfd is closed)."""
+    import socket
+    import subprocess
+    import sys
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        b.close()
+        w = Worker(WorkerConfig(CONSUMER, "memfd", 4096, str(tmp_path / "s"), transport="pidfd"))
+        w.sock = a
+        w.state.peers[PRODUCER] = Peer(other.pid, os.getuid(), os.getgid())
+        meta = AllocMessage(4096, 4096, 4096, 0, "", "memfd", "vmm", transport="pidfd")
+        meta.pid, meta.fd = other.pid, 0
+        fds = set(os.listdir("/proc/self/fd"))
+        with pytest.raises(StepError) as got:
+            transport.take(w, meta)
+        assert (
+            got.value.failure.code == "PEER_CLOSED" and "nothing taken" in got.value.failure.message
+        )
+        assert set(os.listdir("/proc/self/fd")) == fds
+    finally:
+        a.close()
+        other.kill()
+        other.wait()

@@ -93,8 +93,8 @@ class Follower:
 
     def poll(self) -> list[Event]:
         start = time.monotonic()
-        if self.last_start is not None:
-            self.longest_gap = max(self.longest_gap, start - self.last_start)
+        # from the start (a watched command runs from then) or the last poll to this one
+        self.longest_gap = max(self.longest_gap, start - (self.last_start or self.t0))
         self.last_start = start
         self.polls += 1
         if self.tree:

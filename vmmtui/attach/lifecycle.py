@@ -159,8 +159,12 @@ class Tracker:
         prev = self.prev.processes if self.prev else {}
         # another process held this open file while this one, read after it, did not: the only
         # observation that proves which way it went (both read in one poll prove nothing)
+        # a dup of an open file this process already held is no arrival: kcmp's run holds both fds
         mine = prev.get(p.pid)
-        dup = mine is not None and any(x.key == f.key for x in mine.fds.values())
+        dup = mine is not None and any(
+            q == p.pid and qfd != f.fd and qfd in mine.fds
+            for q, qfd in shares.runs.get((p.pid, f.fd), ())
+        )
         older = [
             o
             for o in others

@@ -20,6 +20,12 @@ that goes unseen until the process runs. A re-read fd is never trusted by its na
 exported VMM allocation) read alike, so each fd of a kind attach shows is stat()ed for its inode.
 Only those are stat()ed: a stat follows the link to the file, and a file on a hung network mount
 would hang the scan (readlink does not touch the file).
+
+A process that ran costs one syscall an fd: an fd number that held a shown kind is stat()ed first
+and, with the same inode, keeps its last reading (no readlink); when every fd is kept the scan hands
+on the last table itself, so what comes after skips it by identity (kcmp still re-proves its shared
+files: the process ran). Its mappings are read again when its virtual size changed, and on the full
+read: a mapping swapped for another of the same size waits for that.
 """
 
 from __future__ import annotations

@@ -12,22 +12,29 @@ before the exporter frees. cuda.core's ``DeviceMemoryResource(ipc_enabled=True)`
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from vmmtui.backends.errors import cu
 from vmmtui.troubleshooting import StepError, failure
-
-if TYPE_CHECKING:
-    from vmmtui.backends.cuda import CudaBackend
 
 EXPORT_DATA_BYTES = 64
 POSIX_FD = "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR"
 
 
+class Driver(Protocol):
+    """What the pools use of vmmtui.backends.cuda.CudaBackend (not imported: cuda imports this module)."""
+
+    index: int
+
+    def call(self, name: str, fn, *args: Any, show: dict[str, Any] | None = None) -> Any: ...
+
+    def attribute(self, attr_name: str) -> int | None: ...
+
+
 class CudaPools:
     """The pools and pool pointers of one process, and the stream their allocations are ordered on."""
 
-    def __init__(self, backend: CudaBackend):
+    def __init__(self, backend: Driver):
         self.b = backend
         self._pools: dict[int, Any] = {}
         self._stream = None

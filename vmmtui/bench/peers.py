@@ -2,7 +2,8 @@
 
 - ``c_floor``: ``tests/fixtures/vmm_pair.cu`` built with nvcc and run as ``vmm_pair --bench SIZE N``:
   the same driver calls and kernels as vmmtui's VMM path, in C, with warm contexts, timed inside the
-  program (create → ACK). Nothing can share this way faster; vmmtui's path is shown as a ratio of it.
+  program (create → ACK), each run with its own listen/connect/accept as each vmmtui session has.
+  Nothing can share this way faster; vmmtui's path is shown as a ratio of it.
 - ``torch``: torch.multiprocessing CUDA IPC, warm (``vmmtui.bench.torch_ipc`` in a subprocess, so
   that torch is never imported here): fill, share, verify on the GPU, ACK. What users would
   otherwise reach for.

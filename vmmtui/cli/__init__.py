@@ -10,10 +10,10 @@ import argparse
 import signal
 import sys
 
-from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, watch
+from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, trace, watch
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Interrupted, Parser, interrupt
 
-COMMANDS = (run, soak, bench, doctor, attach, watch, replay, serve)
+COMMANDS = (run, soak, bench, doctor, attach, watch, trace, replay, serve)
 
 
 def parser() -> argparse.ArgumentParser:

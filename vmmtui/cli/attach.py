@@ -54,6 +54,8 @@ def _targets(args: argparse.Namespace) -> list[int] | None:
     from vmmtui.attach.scan import holders_of_memory
 
     if args.all:
+        if sys.stderr.isatty():  # reading every process's fds can take seconds on a big machine
+            print("vmmtui attach: scanning /proc for holders of shared memory…", file=sys.stderr)
         found = holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
         if not found:
             who = "any process" if os.geteuid() == 0 else "any process of yours"
@@ -120,7 +122,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
     targets = _targets(args)
-    if not targets:
+    agent = bool(args.all and args.prometheus)  # a node agent waits for processes to come
+    if not targets and not (agent and targets is not None):
         if nvml_soon is not None:
             nvml_soon.result().close()
         return EXIT_USAGE if targets is None else EXIT_FAILED
@@ -139,7 +142,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 #: how often ``attach --all --prometheus`` looks for new processes holding shared memory
-RESCAN_S = 2.0
+RESCAN_S = 1.0
 
 
 def _holders() -> list[int]:
@@ -161,7 +164,7 @@ def _metrics(args: argparse.Namespace):
     from vmmtui.fleet.prometheus import MetricsEndpoint, MissingLibrary
 
     try:
-        endpoint = MetricsEndpoint.start(args.prometheus)
+        endpoint = MetricsEndpoint.start(args.prometheus, mode="polling")
     except ValueError as exc:
         print(f"vmmtui attach: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -52,11 +52,21 @@ def add_parser(sub) -> None:
     bn.set_defaults(func=cmd_bench)
 
 
+def _bullet(console, text) -> None:
+    """``- text`` wrapped with a hanging indent, so that a long reason stays readable at 80 columns."""
+    from rich.text import Text
+
+    for i, line in enumerate(text.wrap(console, max(20, console.width - 2))):
+        line.rstrip()
+        console.print(Text("- " if i == 0 else "  ") + line, soft_wrap=True)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
     from rich.console import Console
+    from rich.text import Text
 
     from vmmtui.bench.report import (
         TARGETS_HEADING,
@@ -100,11 +110,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
             TARGETS_HEADING,
         ]
         for line in say:
-            console.print(line, highlight=False, markup=False) if isinstance(
-                line, str
-            ) else console.print(line)
+            if isinstance(line, str) and line.startswith("- "):
+                _bullet(console, Text(line[2:]))
+            elif isinstance(line, str):
+                console.print(line, highlight=False, markup=False)
+            else:
+                console.print(line)
         for line in target_lines(result):
-            console.print(line, highlight=False)
+            _bullet(console, Text.from_markup(line[2:]))
     console.print(f"wrote {js} and {plot}", highlight=False, markup=False)
     if not measured:
         reasons = sorted({why for sizes in result["skipped"].values() for why in sizes.values()})

@@ -21,6 +21,24 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--list", action="store_true", help="list the gallery's recordings with machine and date"
     )
+    p.add_argument(
+        "--notes",
+        metavar="NOTES.md",
+        help="a teacher's notes: a '## N' or '## role · step' heading per step, the note under it "
+        "(shown in the teaching panel, kept in --transcript and --html)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write one self-contained page (every frame, the notes, keys to step) that opens "
+        "from disk in any browser, and exit",
+    )
+    p.add_argument(
+        "--perfetto",
+        metavar="FILE.json",
+        help="write the recording as a trace that ui.perfetto.dev opens (a track per process, "
+        "steps and calls as slices, flows from export to import), then exit",
+    )
     add_view_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -67,6 +85,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
         print(listing())
         return EXIT_OK
+    problem = outputs_problem(args)  # before any work: nothing is read or drawn for a bad path
+    if problem:
+        print(f"vmmtui: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if not args.recording:
         print(
             "vmmtui replay: give a recording FILE or a gallery NAME (see vmmtui replay --list)",
@@ -76,9 +98,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE
+    notes = None
+    if args.notes:
+        from vmmtui.record import Timeline
+        from vmmtui.record.notes import NotesError, read
+
+        try:
+            notes = read(args.notes, Timeline(recording.events))
+        except NotesError as exc:
+            print(f"vmmtui: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     for sentence in (recording.note, recording.cut):
         if sentence:
             print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
+    if args.html:
+        return write_html(args.html, recording, notes)
+    if args.perfetto:
+        return write_perfetto(args.perfetto, recording.events)
+    if recording.header.backend == "trace":  # a `vmmtui trace --record` recording
+        from vmmtui.cli.trace import replay_trace
+
+        return replay_trace(recording)
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
@@ -90,6 +130,62 @@ def cmd_replay(args: argparse.Namespace) -> int:
         stable=args.stable,
         cast=args.cast,
         start_at=args.step,
+        notes=notes,
     )
     app.run()
     return app.return_code or 0
+
+
+def outputs_problem(args: argparse.Namespace) -> str | None:
+    """Why --html, --transcript or --screenshots cannot be written (one line with the fix)."""
+    from vmmtui.cli.inspector import screenshots_problem, transcript_problem
+
+    if args.html:
+        if not args.html.lower().endswith((".html", ".htm")):
+            return f"--html {args.html}: name a .html file (such as lecture.html)"
+        problem = transcript_problem(args.html)
+        if problem:
+            return problem.replace("--transcript", "--html", 1)
+    if args.transcript:
+        problem = transcript_problem(args.transcript)
+        if problem:
+            return problem
+    return args.screenshots and screenshots_problem(args.screenshots)
+
+
+def write_html(path: str, recording, notes) -> int:
+    from pathlib import Path
+
+    from vmmtui.tui.flipbook import write_page
+
+    try:
+        frames, size, stopped = write_page(path, recording, notes)
+    except OSError as exc:  # the disk filled or the directory went away while drawing
+        Path(path).unlink(missing_ok=True)
+        print(
+            f"vmmtui: --html {path}: cannot write ({exc.strerror}); try another place",
+            file=sys.stderr,
+        )
+        return 1
+    if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
+        from vmmtui.cli.options import Interrupted
+
+        raise Interrupted(stopped)
+    print(
+        f"wrote {path}: {frames} frames, {size / 1024:.0f} KiB; open it in a browser "
+        f"(file://{Path(path).resolve()}): ←/→ step, Home/End"
+    )
+    return EXIT_OK
+
+
+def write_perfetto(path: str, events: list) -> int:
+    """``--perfetto FILE``: the trace file, or one line and exit 2 when it cannot be written."""
+    from vmmtui import perfetto
+
+    try:
+        n = perfetto.write(path, events)
+    except OSError as exc:
+        print(f"vmmtui: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {path}: {n} trace events; open it at https://ui.perfetto.dev (Open trace file)")
+    return EXIT_OK

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
@@ -169,8 +170,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    import shlex
-
     server = ViewerServer(
         shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()
     )

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmmtui.events import Event, FdOpened, Leak, ProcessSeen
+from vmmtui.events import Event, FdOpened, Leak, ProcessSeen, SharedFile
 from vmmtui.names import shown
 from vmmtui.trace.events import (
     CallRefused,
@@ -91,6 +91,8 @@ class SharingFacts:
     leaked_files: Counter[str] = field(default_factory=Counter)  # shm-file | socket-file
     #: attach: fds kcmp proved to be another process's open file (how it travelled is not seen)
     polled_transfers: int = 0
+    #: attach: open files polling proved shared by two or more processes (kcmp), by kind
+    polled_shares: Counter[str] = field(default_factory=Counter)
     procs: dict[int, ProcessLabel] = field(default_factory=dict)
     proc_root: Path = Path("/proc")
 
@@ -116,6 +118,8 @@ class SharingFacts:
             self.leaked_files[e.kind] += 1
         elif isinstance(e, FdOpened) and e.how == "arrived":
             self.polled_transfers += 1
+        elif isinstance(e, SharedFile) and len({h.pid for h in e.holders}) >= 2:
+            self.polled_shares[shown(e.kind, 16)] += 1
 
     def finish(self) -> None:
         for f in self.ledger.finish():

@@ -20,7 +20,10 @@ from vmmtui.events import Event
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
 from vmmtui.names import shown
+from vmmtui.trace.events import CudaCall, FdCloseCall, ProcessExit
 from vmmtui.trace.ledger import Allocation, Holding, Transfer
+
+FINISHING = (FdCloseCall, CudaCall, ProcessExit)
 
 
 def _sdk() -> Any:
@@ -134,11 +137,17 @@ def plan_allocation(facts: SharingFacts, a: Allocation) -> SharePlan:
     return SharePlan(f"alloc:{a.pid}:{a.handle:#x}:{a.created_at}", root, steps, done)
 
 
-def plan_file(facts: SharingFacts, file: str) -> SharePlan:
-    """A shared open file that is not a traced allocation (a memfd, a dma-buf…)."""
+def plan_file(facts: SharingFacts, file: str, after: int = -1) -> SharePlan | None:
+    """A shared open file that is not a traced allocation (a memfd, a dma-buf…), in its lifetime
+    after ``after`` (the kernel reuses a freed ``struct file``, so one key names many files in
+    turn: each lifetime, from its first holder to its last close, is its own trace)."""
     ledger = facts.ledger
-    held: list[Holding] = [h for h in ledger.history if h.file == file] + ledger.holders(file)
-    transfers = [t for t in ledger.transfers if t.file == file]
+    held: list[Holding] = [
+        h for h in [*ledger.history, *ledger.holders(file)] if h.file == file and h.since > after
+    ]
+    transfers = [t for t in ledger.transfers if t.file == file and t.sent_at > after]
+    if not transfers:
+        return None
     start = min([h.since for h in held] + [t.sent_at for t in transfers])
     steps = [_transfer_span(facts, t) for t in transfers]
     steps += [
@@ -162,15 +171,19 @@ def plan_file(facts: SharingFacts, file: str) -> SharePlan:
             "vmmtui.holders": len({h.pid for h in held}),
         },
     )
-    return SharePlan(f"file:{file}", root, steps, done)
+    return SharePlan(f"file:{file}:{start}", root, steps, done)
 
 
-def plans(facts: SharingFacts) -> list[SharePlan]:
+def plans(facts: SharingFacts, after: dict[str, int] | None = None) -> list[SharePlan]:
+    """Every share the ledger knows; ``after`` skips the lifetimes of a file already sent."""
+    after = after or {}
     out = [plan_allocation(facts, a) for a in facts.allocations() if a.exported or a.imports]
     alloc_files = {f for a in facts.allocations() for _, f in a.exported if f}
     for file in dict.fromkeys(t.file for t in facts.ledger.transfers):
         if file and file not in alloc_files:
-            out.append(plan_file(facts, file))
+            plan = plan_file(facts, file, after.get(file, -1))
+            if plan is not None:
+                out.append(plan)
     return out
 
 
@@ -187,19 +200,23 @@ class OtlpExporter:
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("vmmtui")
         self.sent: set[str] = set()
+        #: a shared file's key → the end of its last lifetime sent (the kernel reuses the key)
+        self.file_sent: dict[str, int] = {}
         #: kernel monotonic ns → Unix epoch ns
         self.offset = time.time_ns() - time.monotonic_ns()
 
     def feed(self, e: Event) -> None:
         self.facts.feed(e)
-        for plan in plans(self.facts):
+        if not isinstance(e, FINISHING):
+            return  # only a close, a release or an exit can finish a share
+        for plan in plans(self.facts, self.file_sent):
             if plan.done and plan.key not in self.sent:
                 self._send(plan, still_open=False)
 
     def close(self) -> None:
         self.facts.finish()
         now = time.monotonic_ns()
-        for plan in plans(self.facts):
+        for plan in plans(self.facts, self.file_sent):
             if plan.key not in self.sent:
                 self._send(plan, still_open=not plan.done, now=now)
         self.provider.force_flush(10_000)
@@ -207,6 +224,8 @@ class OtlpExporter:
 
     def _send(self, plan: SharePlan, still_open: bool, now: int | None = None) -> None:
         self.sent.add(plan.key)
+        if plan.key.startswith("file:") and plan.root.end is not None:
+            self.file_sent[plan.key.split(":")[1]] = plan.root.end
         end_default = now if now is not None else time.monotonic_ns()
 
         def wall(ns: int | None, floor: int) -> int:

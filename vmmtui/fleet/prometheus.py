@@ -124,6 +124,13 @@ class LedgerCollector:
             )
             for how, n in sorted(f.transfers().items()):
                 transfers.add_metric([how], n)
+            shares = Counter(
+                "vmmtui_polled_shares",
+                "Open files that polling proved held by two or more processes (kcmp), by kind",
+                labels=["kind"],
+            )
+            for kind, n in sorted(f.polled_shares.items()):
+                shares.add_metric([kind], n)
             leaked = Gauge(
                 "vmmtui_leaked_files",
                 "Shared-memory and socket files left by processes that exited (polling mode)",
@@ -136,7 +143,7 @@ class LedgerCollector:
             lost = Counter("vmmtui_events_lost", "Kernel records lost (ring buffer full)")
             lost.add_metric([], f.lost)
         yield from families
-        yield from (refused, transfers, leaked, events, lost)
+        yield from (refused, transfers, shares, leaked, events, lost)
 
 
 @dataclass
@@ -151,12 +158,13 @@ class MetricsEndpoint:
     thread: Any = None
 
     @classmethod
-    def start(cls, listen: str) -> MetricsEndpoint:
-        """Bind ``HOST:PORT`` (raises ValueError for bad input, OSError when the port is taken)."""
+    def start(cls, listen: str, mode: str = "") -> MetricsEndpoint:
+        """Bind ``HOST:PORT`` (raises ValueError for bad input, OSError when the port is taken);
+        ``mode`` (polling, ebpf) labels the event counter from the first scrape."""
         host, port = parse_listen(listen)
         client, _, _ = _client()
         registry = client.CollectorRegistry(auto_describe=False)
-        facts, lock = SharingFacts(), threading.Lock()
+        facts, lock = SharingFacts(mode=mode), threading.Lock()
         registry.register(LedgerCollector(facts, lock))
         server, thread = client.start_http_server(port, addr=host, registry=registry)
         return cls(facts, host, port, lock, server, thread)

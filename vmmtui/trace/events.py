@@ -11,14 +11,42 @@ memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any
 
-from vmmtui.events import AttachEvent
+from vmmtui.events import VERSION, AttachEvent
+
+
+@cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    """A trace event (or a small dataclass in one) as JSON-ready values: fields are numbers, text,
+    lists of those, or small dataclasses (one level of recursion)."""
+    out = {}
+    for name in _names(type(value)):
+        v = getattr(value, name)
+        if isinstance(v, list):
+            v = [_plain(x) if hasattr(x, "__dataclass_fields__") else x for x in v]
+        elif hasattr(v, "__dataclass_fields__"):
+            v = _plain(v)
+        out[name] = v
+    return out
 
 
 @dataclass
 class TraceEvent(AttachEvent):
-    """Events only ``vmmtui trace`` produces (like attach's, about programs vmmtui did not start)."""
+    """Events only ``vmmtui trace`` produces (like attach's, about programs vmmtui did not start).
+
+    Their fields are plain (numbers, text, lists, small dataclasses): ``to_dict`` walks them
+    directly, the same dict ``codec.encode`` makes at a tenth of its cost (a trace writes
+    thousands a second)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": VERSION, "event": type(self).__name__, **_plain(self)}
 
 
 @dataclass

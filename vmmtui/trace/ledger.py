@@ -350,7 +350,7 @@ class Ledger:
                     "shared",
                     e.pid,
                     f"fd {fd} = pid {sent.pid}'s fd {sent.fd}",
-                    f"SCM_RIGHTS over {via}, same open file, {(e.ktime - sent.at) / 1e3:.0f} µs "
+                    f"SCM_RIGHTS over {via}, same open file, {(e.ktime - sent.at) / 1e6:.3f} ms "
                     "after the send",
                     ktime=e.ktime,
                     peer=sent.pid,

@@ -141,7 +141,9 @@ class InspectorApp(Outputs, App[int]):
         )
         if self.start_session:
             self.set_interval(REFRESH_S, self._tick_refresh)
-            self._start_session(self.generation)
+            # after the first frame: the session's imports (psutil...) in a thread would hold the
+            # interpreter's lock while Textual lays the screen out
+            self.call_after_refresh(self._start_session, self.generation)
 
     def on_resize(self, event) -> None:
         self._compact(event.size.width, event.size.height)

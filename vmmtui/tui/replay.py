@@ -11,6 +11,7 @@ from textual.binding import Binding
 from vmmtui.config import SessionConfig
 from vmmtui.events import SessionStarted
 from vmmtui.record import Recording, Timeline
+from vmmtui.record.notes import Notes
 from vmmtui.transcript import Transcript
 from vmmtui.tui import rewind
 from vmmtui.tui.app import InspectorApp
@@ -18,6 +19,7 @@ from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.screens.steps import StepPicker
 from vmmtui.tui.widgets.status import StatusLine
+from vmmtui.tui.widgets.teaching import TeachingPanel
 
 
 def config_of(recording: Recording) -> SessionConfig:
@@ -35,6 +37,17 @@ def config_of(recording: Recording) -> SessionConfig:
         consumers=len(started.consumers),
         direction=started.direction,
     )
+
+
+def write_with_notes(transcript: Transcript, timeline: Timeline, notes: Notes | None) -> None:
+    """The recording's events, each teacher's note after the events of the frame it is on."""
+    ends = {} if notes is None else {timeline.frames[n.frame].end: n for n in notes.chapters()}
+    if 0 in ends:
+        transcript.note(ends[0].label, ends[0].text)
+    for i, e in enumerate(timeline.events, 1):
+        transcript.write(e)
+        if i in ends:
+            transcript.note(ends[i].label, ends[i].text)
 
 
 #: actions on priority keys (the event log would scroll with them otherwise)
@@ -103,6 +116,7 @@ class ReplayApp(InspectorApp):
         stable: bool = False,
         cast: str | None = None,
         start_at: int = 0,
+        notes: Notes | None = None,
     ):
         super().__init__(
             config_of(recording),
@@ -115,6 +129,8 @@ class ReplayApp(InspectorApp):
         self.recording = recording
         self.timeline = Timeline(recording.events)
         self.shown: int | None = None
+        #: the teacher's notes (--notes), by frame
+        self.teacher_notes = notes
         self.start_at = start_at
         self.shot_dir = Path(screenshots) if screenshots else None
         self.shot_taken: set[int] = set()
@@ -131,8 +147,7 @@ class ReplayApp(InspectorApp):
             self.shot_dir.mkdir(parents=True, exist_ok=True)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
             transcript = Transcript(self.transcript_path)
-            for e in self.recording.events:
-                transcript.write(e)
+            write_with_notes(transcript, self.timeline, self.teacher_notes)
             transcript.close()
         if self.recording.note:
             self.notify(f"older recording: {self.recording.note}", timeout=10)
@@ -155,6 +170,8 @@ class ReplayApp(InspectorApp):
         index = max(0, min(index, len(self.timeline) - 1))
         frame = rewind.draw(self, self.timeline, index, self.shown)
         self.shown = index
+        note = self.teacher_notes.at(index) if self.teacher_notes else None
+        self.query_one(TeachingPanel).set_note(None if note is None else (note.label, note.shown))
         self.query_one(StatusLine).scenario = self.config.scenario
         last = self.timeline.frames[-1].steps
         self.sub_title = f"as of {frame.label} (of {last})" + (

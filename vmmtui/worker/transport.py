@@ -10,6 +10,7 @@ PID namespace) are made here, by the worker itself, with the real calls.
 from __future__ import annotations
 
 import os
+import select
 from typing import TYPE_CHECKING, Any
 
 from vmmtui.backends import pidfd
@@ -107,13 +108,13 @@ def take(w: Worker, meta: AllocMessage) -> int:
         raise StepError(
             failure("BAD_MESSAGE", "recvmsg", f"pid {meta.pid} / fd {meta.fd} cannot name an fd")
         )
-    if producer is not None and meta.pid != producer.pid:
+    if producer is None or meta.pid != producer.pid:
         raise StepError(
             failure(
                 "PEER_REFUSED",
                 "pidfd_open",
                 f"the message names pid {meta.pid}, but SO_PEERCRED says the producer is pid "
-                f"{producer.pid}: no fd is taken from another process",
+                f"{producer.pid if producer else '(none)'}: no fd is taken from another process",
             )
         )
     if PIDNS_FLAG in w.flags:
@@ -123,6 +124,16 @@ def take(w: Worker, meta: AllocMessage) -> int:
     )
     w.book.hold(handle, "pidfd", f"pidfd of producer pid {meta.pid}")
     try:
+        if w.sock is not None and _hung_up(w.sock.fileno()):
+            # the producer is gone, so its pid may name another process by now: take nothing
+            raise StepError(
+                failure(
+                    "PEER_CLOSED",
+                    "pidfd_open",
+                    f"the producer closed its socket (it exited): pid {meta.pid} may name another "
+                    "process now; nothing taken",
+                )
+            )
         got = w.calls.timed(
             "pidfd_getfd",
             {"pidfd": handle, "targetfd": meta.fd, "flags": 0},
@@ -134,6 +145,14 @@ def take(w: Worker, meta: AllocMessage) -> int:
     w.book.hold(got, "received", f"taken with pidfd_getfd: producer pid {meta.pid} fd {meta.fd}")
     w.say(f"Took fd {meta.fd} of pid {meta.pid} with pidfd_getfd: it is fd {got} here")
     return got
+
+
+def _hung_up(fd: int) -> bool:
+    """Whether the socket's peer has closed its end, without reading (POLLRDHUP/POLLHUP)."""
+    rdhup = getattr(select, "POLLRDHUP", 0x2000)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | rdhup)
+    return any(ev & (rdhup | select.POLLHUP) for _, ev in poller.poll(0))
 
 
 def _fd_result(fd: int) -> str:

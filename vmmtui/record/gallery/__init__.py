@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from vmmtui.names import shown
 from vmmtui.record.recording import MAGIC, Header, RecordingError, read
 
 HERE = Path(__file__).resolve().parent
@@ -58,14 +59,32 @@ def entries(folder: Path = HERE) -> list[Entry]:
 
 
 def listing(folder: Path = HERE) -> str:
+    """The gallery grouped by where it was recorded: a line naming the device, machine, driver and
+    date (read from each recording's header), then each recording's name, time and what it shows:
+    the runs that verified first, then the failure scenarios."""
     rows = entries(folder)
     if not rows:
         return "the gallery is empty"
     width = max(len(e.name) for e in rows)
-    lines = []
+    groups: dict[str, list[Entry]] = {}
     for e in rows:
         h = e.header
-        lines.append(f"{e.name:<{width}}  {h.title or h.backend}  ·  {h.where}  ·  {h.when}")
+        driver = h.driver or ("no GPU driver (memfd)" if h.backend == "memfd" else "driver unknown")
+        day = h.when.split(" ")[0]
+        groups.setdefault(shown(f"{h.where} · {driver} · {day}"), []).append(e)
+    lines = []
+    for where, group in groups.items():
+        lines.append(where)
+        for e in sorted(group, key=lambda e: (bool(e.header.options.get("scenario")), e.name)):
+            time = e.header.when.split(" ")[-1]
+            lines.append(
+                f"  {e.name:<{width}}  {time}  {shown(e.header.title or e.header.backend)}"
+            )
+    total = sum(e.path.stat().st_size for e in rows)
+    lines.append(
+        f"{len(rows)} recordings, {total / 1024:.0f} KiB; open one with `vmmtui replay NAME` "
+        "(a prefix will do: h100-vmm)"
+    )
     return "\n".join(lines)
 
 

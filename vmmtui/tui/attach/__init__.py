@@ -94,8 +94,10 @@ class AttachApp(App):
     ]
     TITLE = "vmmtui attach"
 
-    def __init__(self, pids: list[int], hz: float = 4.0) -> None:
+    def __init__(self, pids: list[int], hz: float = 4.0, trace=None) -> None:
         super().__init__()
+        #: a started ``vmmtui.trace.tracer.Tracer``: its calls and the ledger's findings, live
+        self.trace = trace
         self.pids = list(pids)
         self.collector = Collector(self.pids, 1.0 / max(hz, 4.0))
         self.board: Board | None = None
@@ -111,6 +113,8 @@ class AttachApp(App):
             with Vertical():
                 yield Static(id="shares")
                 yield RichLog(id="timeline", wrap=True, markup=False)
+                if self.trace is not None:
+                    yield RichLog(id="trace", wrap=True, markup=False)
                 yield Static(id="unseen")
         yield Footer()
 
@@ -128,6 +132,44 @@ class AttachApp(App):
         self.query_one("#shares", Static).update(scanning)
         self.sub_title = f"scanning {len(self.pids)} process(es)…"
         self.run_worker(self._collect, thread=True, exclusive=True)
+        if self.trace is not None:
+            traced = self.query_one("#trace", RichLog)
+            traced.border_title = "eBPF trace: every call as it happens, with the ledger's findings"
+            for name, height in (
+                ("shares", "25%"),
+                ("timeline", "25%"),
+                ("trace", "35%"),
+                ("unseen", "15%"),
+            ):
+                self.query_one(f"#{name}").styles.height = height
+            self.run_worker(self._trace, thread=True, group="trace")
+
+    def _trace(self) -> None:
+        """The tracer's events, folded into a ledger here, handed to the UI thread as lines."""
+        from vmmtui.trace.events import TraceStarted
+        from vmmtui.trace.ledger import Ledger
+        from vmmtui.trace.narration import lines, worth_a_line
+
+        ledger, t0 = Ledger(), 0
+        for e in self.trace.events():
+            if isinstance(e, TraceStarted):
+                t0 = e.ktime0
+            shown = [e] if worth_a_line(e, ledger) else []
+            texts = [t for x in shown + ledger.apply(e) for t in lines(x, t0)]
+            if texts:
+                try:
+                    self.call_from_thread(self._trace_lines, texts)
+                except RuntimeError:  # the app is gone
+                    return
+
+    def _trace_lines(self, texts: list[Text]) -> None:
+        log = self.query_one("#trace", RichLog)
+        for t in texts:
+            log.write(t)
+
+    def on_unmount(self) -> None:
+        if self.trace is not None:
+            self.trace.stopping = True  # its events() ends within a poll and closes the probe
 
     def _collect(self) -> None:
         from textual.worker import get_current_worker

@@ -14,7 +14,10 @@ INTRO = """\
 
 Two real processes share memory: the **producer** allocates it, exports it as a file descriptor and
 sends the fd over a Unix socket (`SCM_RIGHTS`); the **consumer** imports the fd, maps the same
-physical memory and verifies the pattern.
+physical memory and verifies the pattern. Other roads: `--transport pidfd` (the producer sends only
+its pid and the fd's number; the consumer takes the fd with `pidfd_open` + `pidfd_getfd`, as
+PyTorch's expandable segments do), `--mechanism legacy` (a 64-byte IPC handle, no fd) and
+`--mechanism pool` (a memory pool's fd and 64 bytes of export data per allocation).
 """
 
 PANELS = """\

@@ -19,6 +19,9 @@ class TeachingPanel(EventView, Static):
         self.border_title = "what this step does"
         #: a failure or a crash is on show: the next step's text must not cover it
         self.failed = False
+        #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
+        self.note: tuple[str, str] | None = None
+        self._body: Text | str = ""
 
     mechanism = "vmm"
     transport = "scm-rights"
@@ -44,6 +47,26 @@ class TeachingPanel(EventView, Static):
 
     def reset(self) -> None:
         self.failed = False
+
+    def update(self, content: Text | str = "", *, layout: bool = True) -> None:
+        """The step's text (or the failure), with the teacher's note under it when there is one."""
+        self._body = content
+        super().update(self._noted(content), layout=layout)
+
+    def set_note(self, note: tuple[str, str] | None) -> None:
+        if note != self.note:
+            self.note = note
+            self.set_class(note is not None, "-noted")
+            super().update(self._noted(self._body))
+
+    def _noted(self, content: Text | str) -> Text | str:
+        if self.note is None:
+            return content
+        body = content if isinstance(content, Text) else Text(str(content))
+        sep = "\n" if body.plain else ""
+        return Text.assemble(
+            body, sep, (f"teacher's note ({self.note[0]}): ", "bold magenta"), self.note[1]
+        )
 
     def show_step(self, step: tuple[str, str] | None, finished: bool = False) -> None:
         if self.failed:

@@ -1,0 +1,119 @@
+"""replay --html: one self-contained page, checked in a real headless Chromium from file:// (skipped
+without Chromium), and every bad output path refused before any work."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vmmtui.page import PageFrame, build, offline_svg
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+NOTES = "# Lecture 4\n\n## start\nWatch the fd tables.\n\n## 8\nThe fd is a handle.\n\n## end\nAll released.\n"
+
+
+def vmmtui(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_page_fetches_nothing_and_nothing_from_the_recording_can_end_its_script():
+    svg = '<svg><style>src: local("FiraCode-Regular"),\n  url("https://cdn.example/f.woff2") format("woff2");</style></svg>'
+    assert "https:" not in offline_svg(svg) and 'local("FiraCode-Regular")' in offline_svg(svg)
+    frame = PageFrame(svg, "step 1: producer · init", 1, "producer", note=("x", "</script><b>"))
+    page = build([frame], title="<host>", subtitle="t", steps=1)
+    assert page.count("</script>") == 2 and "<b>" not in page and "&lt;host&gt;" in page
+    assert "default-src 'none'" in page and "https://" not in page
+    data = page.split('<script id="data" type="application/json">')[1].split("</script>")[0]
+    assert json.loads(data)["frames"][0]["note"]["text"] == "</script><b>"
+
+
+@pytest.mark.parametrize(
+    "target, says",
+    [
+        ("nodir/out.html", "directory nodir does not exist"),
+        (".", "name a .html file"),
+        ("sub.html", "is a directory"),
+        ("out.txt", "name a .html file"),
+        ("ro/out.html", "cannot write"),
+    ],
+)
+def test_a_bad_html_path_is_one_line_and_exit_2_before_any_work(tmp_path, target, says):
+    (tmp_path / "sub.html").mkdir()
+    (tmp_path / "ro").mkdir(mode=0o500)
+    if os.geteuid() == 0 and target.startswith("ro/"):
+        pytest.skip("root writes anywhere")
+    # the recording does not exist either: the path is checked first
+    res = vmmtui("replay", "no-such-recording", "--html", target, cwd=tmp_path)
+    assert res.returncode == 2 and says in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["ro", "sub.html"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install -y chromium)")
+def test_the_page_opens_from_disk_steps_with_the_keys_and_ends_passed(tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text(NOTES)
+    page = tmp_path / "lecture.html"
+    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page))
+    assert res.returncode == 0 and f"wrote {page}: 25 frames" in res.stdout, res.stderr
+    assert page.stat().st_size < 1 << 20
+    shot = tmp_path / "page.png"
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "browser-screenshot.py"),
+            "--page",
+            str(page),
+            "--keys",
+            "ArrowRight,ArrowRight,ArrowLeft,End,Home,End",
+            "--text",
+            "PASSED",
+            "--out",
+            str(shot),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    seen = json.loads(res.stdout.splitlines()[-1])
+    assert seen["frames"] == [0, 1, 2, 1, 24, 0, 24]
+    assert seen["text_seen"]
+    assert seen["position"] == "step 23 of 23 · closed · the end"
+    assert seen["note"] == "All released." and seen["network"] == [] and seen["errors"] == []
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_drawing_leaves_no_page_and_one_line(tmp_path, sig, code):
+    page = tmp_path / "lecture.html"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "replay", "h100-consumers4-writes", "--html", str(page)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdin=subprocess.DEVNULL,
+    )
+    time.sleep(6)  # drawing its 65 frames takes longer than this
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code and err == "vmmtui: interrupted; nothing was left running\n", err
+    assert not page.exists() and os.listdir(tmp_path) == []

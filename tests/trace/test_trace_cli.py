@@ -1,0 +1,101 @@
+"""``vmmtui trace`` as a newcomer meets it: bad input gets one line and exit 2; without eBPF one
+line says which part is missing and how to get it, and the polling of watch/attach takes over."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def vmmtui(*args, env=None, timeout=60):
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        ([], "give a command after --"),
+        (["-p", "1", "--", "true"], "one of them"),
+        (["-p", "999999999"], "no process 999999999"),
+        (["--duration", "-1", "--all"], "--duration"),
+        (["--record", "/nonexistent/dir/x.jsonl", "--", "true"], "cannot write the recording"),
+        (["--libcuda", "/nonexistent.so", "--", "true"], "--libcuda /nonexistent.so"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, says):
+    res = vmmtui(*args)
+    assert res.returncode == 2, res.stderr
+    assert says in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_command_is_127():
+    from vmmtui.trace.loader import why_not
+
+    res = vmmtui("--", "no-such-command-here")
+    assert res.returncode == 127
+    assert "command not found: no-such-command-here" in res.stderr
+    assert "Traceback" not in res.stderr
+    if why_not() is None:
+        assert "eBPF unavailable" not in res.stderr
+
+
+def test_without_libbpf_it_says_so_and_polls(tmp_path):
+    res = vmmtui(
+        "--",
+        sys.executable,
+        str(FIXTURES / "scm_pair.py"),
+        env={"VMMTUI_LIBBPF": "/nonexistent/libbpf.so.1", "FIXTURE_HOLD": "0.3"},
+        timeout=90,
+    )
+    assert res.returncode == 0, res.stderr
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("vmmtui trace: eBPF unavailable: libbpf.so.1 is not installed")
+    assert "apt-get install libbpf1" in first and "VMMTUI_LIBBPF" in first
+    assert "falling back to polling /proc (as `vmmtui watch` does)" in res.stderr
+    assert "vmmtui watch: report" in res.stdout  # the polling ran and reported
+
+
+def test_without_root_it_says_so(tmp_path):
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run as another user")
+    res = subprocess.run(
+        [
+            setpriv,
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            sys.executable,
+            "-m",
+            "vmmtui",
+            "trace",
+            "-p",
+            str(os.getpid()),
+            "--duration",
+            "0.3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
+    assert "eBPF unavailable: eBPF needs root (or CAP_BPF and CAP_PERFMON)" in res.stderr, (
+        res.stderr
+    )
+    assert "falling back to polling /proc (as `vmmtui attach` does)" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -1,0 +1,229 @@
+"""One self-contained HTML page of a replay (``vmmtui replay NAME --html OUT.html``): every frame as
+the inspector drew it (its SVG screenshot), the teacher's notes, a bar of every step and keys to
+step back and forth.
+
+A student opens it from disk in a browser: nothing to install, no server, no network. The page's
+Content-Security-Policy allows nothing to be fetched (``default-src 'none'``); Textual's SVGs name
+a web font, whose remote addresses are cut here so that the page never tries (the browser's
+monospace font stands in). Each frame's SVG is gzipped and base64-encoded (a 160×48 frame is about
+180 KB of SVG, 12 KB gzipped) and unpacked in the browser with ``DecompressionStream`` when shown.
+Everything from the recording reaches the page as JSON read by the script and shown through
+``textContent`` or as the SVG Rich escaped. No Textual here.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import html
+import json
+import re
+from dataclasses import dataclass
+
+#: Textual's SVGs load Fira Code from a CDN: keep ``local()``, drop the remote addresses
+_REMOTE_FONT = re.compile(r',\s*url\("https?://[^"]*"\)\s*format\("[^"]*"\)')
+
+
+@dataclass
+class PageFrame:
+    """One frame: the SVG and what the page says about it."""
+
+    svg: str
+    #: "start", "step 8: producer · export", "closed"
+    label: str
+    steps: int
+    #: the role that acted in this frame ("" for the start and the close): the bar's colour
+    role: str = ""
+    failed: bool = False
+    #: the teacher's note on this frame: (what it is on, text)
+    note: tuple[str, str] | None = None
+
+
+def offline_svg(svg: str) -> str:
+    """The SVG with no address the browser would fetch."""
+    return _REMOTE_FONT.sub("", svg)
+
+
+def _packed(svg: str) -> str:
+    return base64.b64encode(gzip.compress(offline_svg(svg).encode(), 9, mtime=0)).decode("ascii")
+
+
+def _json_for_script(data: object) -> str:
+    """JSON that cannot end the <script> element it sits in."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def build(frames: list[PageFrame], title: str, subtitle: str, steps: int) -> str:
+    """The page: ``title`` (the recording's device and date), ``subtitle`` (the notes' title or what
+    the recording shows), ``steps`` (the plan's length, for "step N of M")."""
+    data = {
+        "steps": steps,
+        "frames": [
+            {
+                "label": f.label,
+                "steps": f.steps,
+                "role": f.role,
+                "failed": f.failed,
+                "note": None if f.note is None else {"on": f.note[0], "text": f.note[1]},
+                "svg": _packed(f.svg),
+            }
+            for f in frames
+        ],
+    }
+    return (
+        _TEMPLATE.replace("@TITLE@", html.escape(title))
+        .replace("@SUBTITLE@", html.escape(subtitle))
+        .replace("@DATA@", _json_for_script(data))
+    )
+
+
+_TEMPLATE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy"
+  content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>vmmtui REPLAY · @TITLE@</title>
+<style>
+  :root { color-scheme: dark; --bg: #1e1e1e; --fg: #e0e0e0; --dim: #9a9a9a; }
+  body { margin: 0; background: var(--bg); color: var(--fg);
+         font: 15px/1.4 system-ui, sans-serif; }
+  header { display: flex; gap: 1em; align-items: baseline; flex-wrap: wrap;
+           padding: .5em 1em; background: #2b2b2b; }
+  header .replay { font-weight: bold; color: #111; background: #f0c674; padding: 0 .4em; }
+  header .where { color: var(--dim); }
+  #position { font-weight: bold; margin-left: auto; font-variant-numeric: tabular-nums; }
+  #bar { display: flex; height: 22px; margin: .4em 1em; cursor: pointer; user-select: none; }
+  #bar div { flex: 1; margin-right: 1px; background: #555; position: relative; }
+  #bar div.producer { background: #2a7fbf; }
+  #bar div.consumer { background: #a05fb5; }
+  #bar div.failed { background: #d0312d; }
+  #bar div.noted::after { content: ""; position: absolute; left: 35%; top: -5px; width: 30%;
+                          height: 4px; background: #f0c674; }
+  #bar div.here { outline: 2px solid #fff; z-index: 1; }
+  main { display: flex; gap: 1em; padding: 0 1em 1em; align-items: flex-start; }
+  #frame { flex: 1 1 auto; min-width: 0; }
+  #frame svg { width: 100%; height: auto; display: block; }
+  aside { flex: 0 0 22em; }
+  #note { white-space: pre-wrap; background: #2b2433; border-left: 4px solid #f0c674;
+          padding: .6em .8em; min-height: 3em; }
+  #note:empty::before { content: "no note on this step"; color: var(--dim); }
+  #note-on { font-weight: bold; color: #f0c674; margin: 0 0 .3em; }
+  nav button { font: inherit; margin: 0 .2em .4em 0; }
+  #chapters { list-style: none; padding: 0; margin: .8em 0 0; }
+  #chapters a { color: #8ab4f8; cursor: pointer; text-decoration: none; }
+  #chapters li.here a { font-weight: bold; color: #f0c674; }
+  .keys { color: var(--dim); font-size: 90%; }
+  @media (max-width: 900px) { main { flex-direction: column; } aside { flex: none; width: 100%; } }
+</style>
+</head>
+<body>
+<header>
+  <span class="replay">REPLAY</span>
+  <span class="where">@TITLE@</span>
+  <span class="what">@SUBTITLE@</span>
+  <span id="position" aria-live="polite"></span>
+</header>
+<div id="bar" role="slider" tabindex="0" aria-label="steps"></div>
+<main>
+  <div id="frame"></div>
+  <aside>
+    <nav>
+      <button id="first" title="Home">&#xAB; first</button><button id="back" title="&#x2190;">&#x2039; back</button><button id="next" title="&#x2192;">next &#x203A;</button><button id="last" title="End">last &#xBB;</button>
+    </nav>
+    <div class="keys">keys: &#x2190; / &#x2192; step, Home / End, click or drag the bar</div>
+    <p id="note-on"></p>
+    <div id="note"></div>
+    <ul id="chapters"></ul>
+  </aside>
+</main>
+<script id="data" type="application/json">@DATA@</script>
+<script>
+"use strict";
+const data = JSON.parse(document.getElementById("data").textContent);
+const frames = data.frames;
+const cache = new Map();
+let shown = -1, wanted = 0;
+
+async function svgOf(k) {
+  if (!cache.has(k)) {
+    const bytes = Uint8Array.from(atob(frames[k].svg), c => c.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    cache.set(k, new Response(stream).text());
+  }
+  return cache.get(k);
+}
+
+const bar = document.getElementById("bar");
+frames.forEach((f, k) => {
+  const cell = document.createElement("div");
+  const role = f.role.startsWith("consumer") ? "consumer" : f.role;
+  if (role) cell.classList.add(role);
+  if (f.failed && f.label.endsWith("(failed)")) cell.classList.add("failed");
+  if (f.note) cell.classList.add("noted");
+  cell.title = f.label;
+  bar.appendChild(cell);
+});
+const chapters = document.getElementById("chapters");
+frames.forEach((f, k) => {
+  if (!f.note) return;
+  const li = document.createElement("li");
+  const a = document.createElement("a");
+  a.textContent = f.note.on;
+  a.addEventListener("click", () => go(k));
+  li.appendChild(a);
+  li.dataset.frame = k;
+  chapters.appendChild(li);
+});
+
+async function go(k) {
+  k = Math.max(0, Math.min(frames.length - 1, k));
+  wanted = k;
+  const svg = await svgOf(k);
+  if (wanted !== k) return;  // a later key press won
+  const f = frames[k];
+  document.getElementById("frame").innerHTML = svg;
+  document.getElementById("position").textContent =
+    `step ${f.steps} of ${data.steps} · ${f.label}` + (k === frames.length - 1 ? " · the end" : "");
+  document.getElementById("note-on").textContent = f.note ? `teacher's note (${f.note.on})` : "";
+  document.getElementById("note").textContent = f.note ? f.note.text : "";
+  [...bar.children].forEach((c, i) => c.classList.toggle("here", i === k));
+  [...chapters.children].forEach(li => li.classList.toggle("here", +li.dataset.frame === k));
+  bar.setAttribute("aria-valuenow", k);
+  shown = k;
+  document.body.dataset.frame = k;
+}
+
+document.addEventListener("keydown", e => {
+  const to = {ArrowRight: wanted + 1, ArrowLeft: wanted - 1, Home: 0, End: frames.length - 1,
+              " ": wanted + 1, PageDown: wanted + 1, PageUp: wanted - 1}[e.key];
+  if (to === undefined || e.altKey || e.ctrlKey || e.metaKey) return;
+  e.preventDefault();
+  go(to);
+});
+document.getElementById("first").onclick = () => go(0);
+document.getElementById("back").onclick = () => go(wanted - 1);
+document.getElementById("next").onclick = () => go(wanted + 1);
+document.getElementById("last").onclick = () => go(frames.length - 1);
+let dragging = false;
+const fromX = e => {
+  const r = bar.getBoundingClientRect();
+  return Math.floor((e.clientX - r.left) / r.width * frames.length);
+};
+bar.addEventListener("pointerdown", e => { dragging = true; bar.setPointerCapture(e.pointerId); go(fromX(e)); });
+bar.addEventListener("pointermove", e => { if (dragging && fromX(e) !== wanted) go(fromX(e)); });
+bar.addEventListener("pointerup", () => { dragging = false; });
+if (typeof DecompressionStream === "undefined") {
+  document.getElementById("frame").textContent =
+    "This browser cannot unpack the frames (no DecompressionStream): open the page in a current " +
+    "Firefox, Chrome, Edge or Safari (16.4 or newer).";
+} else {
+  const start = parseInt(location.hash.slice(1), 10);
+  go(Number.isNaN(start) ? 0 : start);
+}
+</script>
+</body>
+</html>
+"""

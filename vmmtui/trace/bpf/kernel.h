@@ -1,0 +1,106 @@
+/* The few kernel types trace.bpf.c reads, by name only: libbpf relocates every field access
+ * against the running kernel's BTF (CO-RE), so offsets here are never used as they are. This keeps
+ * the repository free of a generated vmlinux.h (megabytes). x86_64 only (pt_regs, syscall numbers). */
+#ifndef VMMTUI_KERNEL_H
+#define VMMTUI_KERNEL_H
+/* bpf_tracing.h names the x86 registers as the kernel does (di, si, ...) when it sees this */
+#define __VMLINUX_H__
+
+typedef unsigned char __u8;
+typedef short int __s16;
+typedef unsigned short __u16;
+typedef int __s32;
+typedef unsigned int __u32;
+typedef long long __s64;
+typedef unsigned long long __u64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+#define BPF_ANY 0
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip,
+		cs, flags, sp, ss;
+};
+
+struct inode {
+	unsigned long i_ino;
+	void *i_private;
+};
+struct file {
+	void *private_data;
+	struct inode *f_inode;
+};
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+};
+struct files_struct {
+	struct fdtable *fdt;
+};
+typedef struct {
+	int counter;
+} atomic_t;
+struct signal_struct {
+	atomic_t live;
+};
+struct task_struct {
+	int exit_code;
+	int pid;
+	int tgid;
+	struct files_struct *files;
+	struct signal_struct *signal;
+	char comm[16];
+};
+struct linux_binprm {
+	const char *filename;
+};
+struct upid {
+	int nr;
+};
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+};
+struct sock_common {
+	unsigned short skc_family;
+};
+struct socket;
+struct sock {
+	struct sock_common __sk_common;
+	struct socket *sk_socket;
+};
+struct socket {
+	struct file *file;
+	struct sock *sk;
+};
+struct sockaddr_un {
+	unsigned short sun_family;
+	char sun_path[108];
+};
+struct unix_address {
+	int len;
+	struct sockaddr_un name[0];
+};
+struct unix_sock {
+	struct sock sk;
+	struct unix_address *addr;
+	struct sock *peer;
+};
+
+#pragma clang attribute pop
+
+#endif

@@ -1,0 +1,231 @@
+"""The eBPF side of ``vmmtui trace``: the shipped CO-RE object loaded through the system libbpf
+(``libbpf.so.1``, Debian's ``libbpf1``) with ctypes. libbpf is the kernel's own, well-kept loader
+(CO-RE relocation against /sys/kernel/btf/vmlinux, ring buffers, uprobes by symbol name): no
+compiler or kernel headers at run time, unlike bcc. ``VMMTUI_LIBBPF=/path/libbpf.so.1`` picks a
+carried copy (the GPU machine has none installed).
+
+``why_not()`` says in one line why eBPF cannot be used here (and how to get it); ``Probe`` raises
+``ProbeUnavailable`` with such a line when the kernel refuses what the checks could not foresee.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+from pathlib import Path
+
+OBJECT = Path(__file__).with_name("bpf") / "trace.bpf.o"
+BTF = Path("/sys/kernel/btf/vmlinux")
+CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
+SYSCALL_PROGRAMS = ("sys_enter", "sys_exit", "proc_fork", "proc_exec", "proc_exit")
+
+
+class ProbeUnavailable(RuntimeError):
+    """eBPF cannot be used; the message is one line: what is missing and how to get it."""
+
+
+class _UprobeOpts(ctypes.Structure):
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("ref_ctr_offset", ctypes.c_size_t),
+        ("bpf_cookie", ctypes.c_uint64),
+        ("retprobe", ctypes.c_bool),
+        ("func_name", ctypes.c_char_p),
+    ]
+
+
+_SAMPLE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_PRINT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+def _cap_eff() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def libbpf_path() -> str | None:
+    """Where libbpf.so.1 is: $VMMTUI_LIBBPF, else the system's."""
+    env = os.environ.get("VMMTUI_LIBBPF")
+    if env:
+        return env
+    for p in ("/lib/x86_64-linux-gnu/libbpf.so.1", "/usr/lib/x86_64-linux-gnu/libbpf.so.1"):
+        if os.path.exists(p):
+            return p
+    found = ctypes.util.find_library("bpf")
+    return found
+
+
+def why_not() -> str | None:
+    """One line on what this machine lacks for eBPF tracing (None: nothing we can tell)."""
+    if os.uname().machine != "x86_64":
+        return f"eBPF tracing is built for x86_64 only (this is {os.uname().machine})"
+    caps = _cap_eff()
+    if not (caps >> CAP_SYS_ADMIN & 1 or (caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1)):
+        return (
+            "eBPF needs root (or CAP_BPF and CAP_PERFMON): run it with sudo, or "
+            "`sudo setcap cap_bpf,cap_perfmon+ep $(readlink -f $(which python3))`"
+        )
+    if not BTF.exists():
+        return (
+            "the kernel has no BTF (/sys/kernel/btf/vmlinux): eBPF CO-RE needs a kernel built "
+            "with CONFIG_DEBUG_INFO_BTF=y (most distribution kernels since 5.4)"
+        )
+    path = libbpf_path()
+    if path is None or not os.path.exists(path):
+        where = f" ({path} does not exist)" if path else ""
+        return (
+            f"libbpf.so.1 is not installed{where}: `apt-get install libbpf1` (Debian/Ubuntu), "
+            "`dnf install libbpf` (Fedora), or set VMMTUI_LIBBPF=/path/to/libbpf.so.1"
+        )
+    if not OBJECT.exists():
+        return f"the BPF object {OBJECT} is missing: rebuild it with scripts/build-bpf.sh"
+    return None
+
+
+class Probe:
+    """The loaded BPF object: attach, add pids, poll records (bytes), close."""
+
+    def __init__(self, path: Path = OBJECT, lib: str | None = None) -> None:
+        lib = lib or libbpf_path()
+        try:
+            self.lib = ctypes.CDLL(lib, use_errno=True)
+        except OSError as exc:
+            raise ProbeUnavailable(f"cannot load libbpf ({lib}): {exc}") from None
+        self._declare()
+        self.messages: list[str] = []
+        self._libc = ctypes.CDLL(None)
+        self._print = _PRINT(self._on_print)
+        self.lib.libbpf_set_print(self._print)
+        self.links: list[int] = []
+        self.records: list[bytes] = []
+        self._sample = _SAMPLE(self._on_sample)
+        self.rb = None
+        self.obj = self.lib.bpf_object__open_file(str(path).encode(), None)
+        if not self.obj:
+            err = ctypes.get_errno()
+            raise ProbeUnavailable(f"libbpf cannot open {path}: {os.strerror(err)}{self._last()}")
+        rc = self.lib.bpf_object__load(self.obj)
+        if rc != 0:
+            self.close()
+            raise ProbeUnavailable(
+                f"the kernel refused the BPF programs ({os.strerror(-rc)}){self._last()}; "
+                "a kernel without tp_btf/ring buffers (< 5.8), a lockdown mode, or a seccomp "
+                "profile denying bpf(2) does this: run on the host as root"
+            )
+        self.maps = {
+            name: self.lib.bpf_map__fd(
+                self.lib.bpf_object__find_map_by_name(self.obj, name.encode())
+            )
+            for name in ("events", "traced", "config", "lost")
+        }
+        self.ncpu = self.lib.libbpf_num_possible_cpus()
+
+    def _declare(self) -> None:
+        L, vp, c = self.lib, ctypes.c_void_p, ctypes
+        for name, res, args in [
+            ("bpf_object__open_file", vp, [c.c_char_p, vp]),
+            ("bpf_object__load", c.c_int, [vp]),
+            ("bpf_object__close", None, [vp]),
+            ("bpf_object__find_program_by_name", vp, [vp, c.c_char_p]),
+            ("bpf_object__find_map_by_name", vp, [vp, c.c_char_p]),
+            ("bpf_map__fd", c.c_int, [vp]),
+            ("bpf_program__attach", vp, [vp]),
+            ("bpf_program__attach_uprobe_opts", vp, [vp, c.c_int, c.c_char_p, c.c_size_t, vp]),
+            ("bpf_link__destroy", c.c_int, [vp]),
+            ("bpf_map_update_elem", c.c_int, [c.c_int, vp, vp, c.c_uint64]),
+            ("bpf_map_lookup_elem", c.c_int, [c.c_int, vp, vp]),
+            ("ring_buffer__new", vp, [c.c_int, _SAMPLE, vp, vp]),
+            ("ring_buffer__poll", c.c_int, [vp, c.c_int]),
+            ("ring_buffer__consume", c.c_int, [vp]),
+            ("ring_buffer__free", None, [vp]),
+            ("libbpf_num_possible_cpus", c.c_int, []),
+            ("libbpf_set_print", vp, [_PRINT]),
+        ]:
+            fn = getattr(L, name)
+            fn.restype, fn.argtypes = res, args
+
+    def _on_print(self, level: int, fmt: bytes, args: int) -> int:
+        buf = ctypes.create_string_buffer(512)
+        self._libc.vsnprintf(buf, ctypes.c_size_t(512), fmt, ctypes.c_void_p(args))
+        text = buf.value.decode(errors="replace").strip()
+        if text:
+            self.messages = [*self.messages[-40:], text]
+        return 0
+
+    def _last(self) -> str:
+        useful = [m for m in self.messages if m.startswith("libbpf:") and "failed" in m]
+        return f" ({useful[-1]})" if useful else ""
+
+    def _on_sample(self, ctx: int, data: int, size: int) -> int:
+        self.records.append(ctypes.string_at(data, size))
+        return 0
+
+    def attach_syscalls(self) -> None:
+        for name in SYSCALL_PROGRAMS:
+            prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
+            link = self.lib.bpf_program__attach(prog)
+            if not link:
+                err = ctypes.get_errno()
+                raise ProbeUnavailable(
+                    f"cannot attach {name} ({os.strerror(err) or errno.errorcode.get(err)})"
+                    f"{self._last()}"
+                )
+            self.links.append(link)
+        self.rb = self.lib.ring_buffer__new(self.maps["events"], self._sample, None, None)
+        if not self.rb:
+            raise ProbeUnavailable(f"cannot open the ring buffer{self._last()}")
+
+    def attach_uprobe(self, library: str, func: str, cookie: int) -> str | None:
+        """Entry and return probes on ``func`` of ``library``; None, or why not."""
+        for prog_name, ret in (("cuda_enter", False), ("cuda_exit", True)):
+            prog = self.lib.bpf_object__find_program_by_name(self.obj, prog_name.encode())
+            opts = _UprobeOpts(ctypes.sizeof(_UprobeOpts), 0, cookie, ret, func.encode())
+            link = self.lib.bpf_program__attach_uprobe_opts(
+                prog, -1, library.encode(), 0, ctypes.byref(opts)
+            )
+            if not link:
+                return os.strerror(ctypes.get_errno()) or "refused"
+            self.links.append(link)
+        return None
+
+    def configure(self, everything: bool, self_pid: int) -> None:
+        key = ctypes.c_uint32(0)
+        value = (ctypes.c_uint32 * 2)(int(everything), self_pid)
+        self.lib.bpf_map_update_elem(self.maps["config"], ctypes.byref(key), value, 0)
+
+    def follow(self, pid: int) -> None:
+        key, one = ctypes.c_uint32(pid), ctypes.c_uint8(1)
+        self.lib.bpf_map_update_elem(self.maps["traced"], ctypes.byref(key), ctypes.byref(one), 0)
+
+    def poll(self, timeout_ms: int) -> list[bytes]:
+        """Records after at most ``timeout_ms`` (sooner when the kernel wakes us for a backlog)."""
+        if self.rb:
+            self.lib.ring_buffer__poll(self.rb, timeout_ms)
+            self.lib.ring_buffer__consume(self.rb)  # what came without a wake-up
+        out, self.records = self.records, []
+        return out
+
+    def lost(self) -> int:
+        key = ctypes.c_uint32(0)
+        values = (ctypes.c_uint64 * max(self.ncpu, 1))()
+        if self.lib.bpf_map_lookup_elem(self.maps["lost"], ctypes.byref(key), values) != 0:
+            return 0
+        return sum(values)
+
+    def close(self) -> None:
+        for link in self.links:
+            self.lib.bpf_link__destroy(link)
+        self.links = []
+        if self.rb:
+            self.lib.ring_buffer__free(self.rb)
+            self.rb = None
+        if self.obj:
+            self.lib.bpf_object__close(self.obj)
+            self.obj = None

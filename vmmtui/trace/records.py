@@ -1,0 +1,218 @@
+"""The ring buffer's records (``struct event`` of trace.bpf.c) as typed trace events.
+
+Kernel pointers never leave this module: a ``struct file *`` becomes a keyed hash (``FileNames``:
+a fresh random key per trace), enough to match a send to its receive and useless to anyone
+reading a recording. Bytes from the traced processes (comm, memfd and socket names) are decoded
+as text here and shown only through ``vmmtui.names.shown`` by the renderers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import struct
+
+from vmmtui.trace.cuda import FUNCS
+from vmmtui.trace.events import (
+    CudaCall,
+    FdCloseCall,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    SocketEnd,
+    TraceCall,
+)
+
+MAXFDS = 16
+SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
+FORK, EXEC, EXIT, CUDA = range(9, 13)
+DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
+FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
+
+
+class Record(ctypes.Structure):
+    """struct event of trace.bpf.c (for tests that make records; ``LAYOUT`` decodes them)."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("tgid", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+        ("nfds", ctypes.c_uint32),
+        ("ktime", ctypes.c_uint64),
+        ("ret", ctypes.c_int64),
+        ("arg", ctypes.c_uint64 * 6),
+        ("fds", ctypes.c_int32 * MAXFDS),
+        ("files", ctypes.c_uint64 * MAXFDS),
+        ("sock_ino", ctypes.c_uint64),
+        ("peer_ino", ctypes.c_uint64),
+        ("family", ctypes.c_uint32),
+        ("namelen", ctypes.c_uint32),
+        ("dur", ctypes.c_uint64),
+        ("comm", ctypes.c_char * 16),
+        ("name", ctypes.c_uint8 * 128),
+    ]
+
+
+#: struct event, unpacked in one call (ctypes field by field costs five times more per record)
+LAYOUT = struct.Struct("<IIIIQq6Q16i16QQQIIQ16s128s")
+
+
+class Raw:
+    """One record's fields, as ``Record`` names them."""
+
+    __slots__ = (
+        "type",
+        "tgid",
+        "tid",
+        "nfds",
+        "ktime",
+        "ret",
+        "arg",
+        "fds",
+        "files",
+        "sock_ino",
+        "peer_ino",
+        "family",
+        "namelen",
+        "dur",
+        "comm",
+        "name",
+    )
+
+    def __init__(self, raw: bytes) -> None:
+        v = LAYOUT.unpack_from(raw)
+        self.type, self.tgid, self.tid, self.nfds, self.ktime, self.ret = v[:6]
+        self.arg, self.fds, self.files = v[6:12], v[12:28], v[28:44]
+        self.sock_ino, self.peer_ino, self.family, self.namelen, self.dur = v[44:49]
+        self.comm, self.name = v[49], v[50]
+
+
+class FileNames:
+    """A kernel file pointer → a short keyed hash, stable for one trace."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self.key = key or os.urandom(16)
+
+    def __call__(self, ptr: int) -> str:
+        if not ptr:
+            return ""
+        return hashlib.blake2b(ptr.to_bytes(8, "little"), key=self.key, digest_size=6).hexdigest()
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _s32(v: int) -> int:
+    return struct.unpack("i", struct.pack("I", v & 0xFFFFFFFF))[0]
+
+
+def _socket(r: Raw) -> SocketEnd:
+    family = FAMILIES.get(r.family, f"family {r.family}")
+    name = ""
+    if r.family == 1 and r.namelen > 2:
+        path = r.name[2 : min(r.namelen, 110)]
+        if path[:1] == b"\0":
+            name = "@" + path[1:].decode("utf-8", "surrogateescape")
+        else:
+            name = _text(path)
+    return SocketEnd(r.sock_ino, r.peer_ino, name, family)
+
+
+def decode(raw: bytes, files: FileNames) -> TraceCall | None:
+    """One record as its event (None for a record of a kind this vmmtui does not know)."""
+    if len(raw) < LAYOUT.size:
+        return None
+    r = Raw(raw)
+    pid, tid, t = r.tgid, r.tid, r.ktime
+    comm = _text(r.comm)
+    n = min(r.nfds, MAXFDS)
+    if r.type in (SEND, RECV):
+        fds = [r.fds[i] for i in range(n)]
+        names = [files(r.files[i]) for i in range(n)]
+        many = r.arg[5] in (299, 307)
+        call = (
+            ("sendmmsg" if many else "sendmsg")
+            if r.type == SEND
+            else ("recvmmsg" if many else "recvmsg")
+        )
+        if r.type == SEND:
+            return FdsSent(pid, tid, t, call, _socket(r), fds, names, r.ret)
+        return FdsReceived(pid, tid, t, call, _socket(r), fds, names, r.ret)
+    if r.type == PIDFD_OPEN:
+        return PidfdOpened(pid, tid, t, _s32(r.arg[0]), r.ret)
+    if r.type == PIDFD_GETFD:
+        target = int(r.arg[4]) if r.ret != -9 else 0  # EBADF: the pidfd was no pidfd
+        return FdTaken(
+            pid, tid, t, _s32(r.arg[0]), target, _s32(r.arg[1]), r.ret, files(r.files[0])
+        )
+    if r.type == CLOSE:
+        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.files[0]), r.ret)
+    if r.type == CLOSE_RANGE:
+        return FdCloseCall(
+            pid, tid, t, _s32(r.arg[0]), "", r.ret, min(r.arg[1], 2**31 - 1), "close_range"
+        )
+    if r.type == DUP:
+        call = DUP_CALLS.get(r.arg[5], "dup")
+        return FdDuplicated(pid, tid, t, call, _s32(r.arg[0]), r.ret, files(r.files[0]))
+    if r.type == MEMFD:
+        return MemfdCreated(pid, tid, t, _text(r.name), r.ret, files(r.files[0]))
+    if r.type == FORK:
+        return ProcessForked(pid, tid, t, int(r.arg[0]), comm)
+    if r.type == EXEC:
+        return ProcessExec(pid, tid, t, _text(r.name), comm)
+    if r.type == EXIT:
+        return ProcessExit(pid, tid, t, r.ret, comm)
+    if r.type == CUDA:
+        return _cuda(r, pid, tid, t)
+    return None
+
+
+def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
+    if r.nfds >= len(FUNCS):
+        return None
+    func = FUNCS[r.nfds]
+    f = func.removesuffix("_v2")
+    a, res = r.arg, _s32(r.ret)
+    out = r.files[0] if res == 0 else 0
+    entry, after = r.name[:64], r.name[64:128]
+    c = CudaCall(pid, tid, t, func, res, duration_ns=r.dur)
+    if f == "cuMemCreate":
+        _, types, _, dev = struct.unpack_from("IIii", entry)
+        c.handle, c.size, c.handle_types, c.device, c.flags = out, a[1], types, dev, a[3]
+    elif f == "cuMemExportToShareableHandle":
+        c.handle, c.handle_types, c.flags = a[1], a[2], a[3]
+        if res == 0 and a[2] == 1:
+            c.fd = struct.unpack_from("i", after)[0]
+        elif res == 0 and a[2] == 8:
+            c.ipc = after.hex()
+    elif f == "cuMemImportFromShareableHandle":
+        c.handle, c.handle_types = out, a[2]
+        if a[2] == 1:
+            c.fd = _s32(a[1])
+    elif f == "cuMemMap":
+        c.ptr, c.size, c.handle, c.flags = a[0], a[1], a[3], a[4]
+    elif f == "cuMemUnmap":
+        c.ptr, c.size = a[0], a[1]
+    elif f == "cuMemSetAccess":
+        _, dev, flags = struct.unpack_from("iiI", entry)
+        c.ptr, c.size, c.device, c.flags = a[0], a[1], dev, flags
+    elif f == "cuMemRelease":
+        c.handle = a[0]
+    elif f == "cuIpcGetMemHandle":
+        c.ptr = a[1]
+        c.ipc = after.hex() if res == 0 else ""
+    elif f == "cuIpcOpenMemHandle":
+        c.ptr, c.ipc, c.flags = out, entry.hex(), a[1]
+    elif f in ("cuIpcCloseMemHandle", "cuMemFree"):
+        c.ptr = a[0]
+    elif f == "cuMemAlloc":
+        c.ptr, c.size = out, a[1]
+    return c

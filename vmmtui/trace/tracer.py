@@ -1,0 +1,323 @@
+"""A running trace: the eBPF probe loaded, the targets followed, the ring buffer read into events.
+
+``Tracer`` starts a command (held at a gate until its pid is in the kernel's traced set, so its
+first syscall is seen), or follows running pids (and their descendants), or everything; children
+are added in the kernel at fork. ``events()`` yields ``TraceStarted``, each call as it happens
+(a refused pidfd_open/pidfd_getfd followed by its ``CallRefused`` with the cause read from /proc
+at that moment), ``TraceLost`` when the ring buffer overflowed, and ``TraceFinished``. No Textual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from vmmtui.events import Event
+from vmmtui.trace.cuda import FUNCS, find_libcuda
+from vmmtui.trace.events import (
+    FdTaken,
+    PidfdOpened,
+    ProcessExit,
+    ProcessForked,
+    TraceFinished,
+    TraceLost,
+    TraceStarted,
+)
+from vmmtui.trace.loader import Probe
+from vmmtui.trace.records import FileNames, decode
+from vmmtui.trace.refusals import explain
+
+PR_SET_CHILD_SUBREAPER = 36
+#: how long records may wait in the ring buffer (the kernel wakes the reader early for a backlog)
+POLL_MS = 25
+#: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
+GATE = 'read _ <&9; exec 9<&-; exec "$@"'
+
+
+SYSCALLS = [
+    "sendmsg",
+    "sendmmsg",
+    "recvmsg",
+    "recvmmsg",
+    "(SCM_RIGHTS)",
+    "pidfd_open",
+    "pidfd_getfd",
+    "close",
+    "close_range",
+    "dup",
+    "dup2",
+    "dup3",
+    "fcntl(F_DUPFD)",
+    "memfd_create",
+    "fork",
+    "exec",
+    "exit",
+]
+
+
+class CommandNotFound(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Exit:
+    code: int | None
+    signal: str | None
+
+    @property
+    def status(self) -> int:
+        if self.signal:
+            return 128 + int(signal.Signals[self.signal])
+        return self.code or 0
+
+
+def descendants(pids: set[int]) -> set[int]:
+    """``pids`` and every live process below them (read from /proc/*/stat)."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            parent[int(entry)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError):
+            continue
+    out, frontier = set(pids), set(pids)
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier and p not in out}
+        out |= frontier
+    return out
+
+
+class Tracer:
+    def __init__(
+        self,
+        command: list[str] | None = None,
+        pids: list[int] | None = None,
+        everything: bool = False,
+        duration: float | None = None,
+        cuda: bool = True,
+        libcuda: str | None = None,
+    ) -> None:
+        self.command = command or []
+        self.pids = list(pids or [])
+        self.everything = everything
+        self.duration = duration
+        self.want_cuda, self.libcuda = cuda, libcuda
+        self.probe: Probe | None = None
+        self.proc: subprocess.Popen | None = None
+        self.exit: Exit | None = None
+        self.alive: set[int] = set()
+        self.stopping = False
+        self.files = FileNames()
+        self.probes: list[str] = []
+        self.unprobed: list[str] = []
+        self.count = 0
+        self.lost = 0
+        self.lost_checked = 0.0
+        self.ktime0 = 0
+        #: set when events() has ended (and closed the probe): another thread may then go on
+        self.finished = threading.Event()
+        self.pidfds: dict[tuple[int, int], int] = {}
+
+    # -- start ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load and attach (ProbeUnavailable: one line), then start or follow the targets."""
+        self.ktime0 = time.monotonic_ns()
+        self.probe = Probe()
+        try:
+            self.probe.attach_syscalls()
+            self.probe.configure(self.everything, os.getpid())
+            self.probes = [f"syscalls: {', '.join(SYSCALLS)}"]
+            targets = descendants(set(self.pids)) if self.pids else set()
+            for pid in targets:
+                self.probe.follow(pid)
+            self.alive = set(targets)
+            self._attach_cuda(sorted(targets))
+            if self.command:
+                self._spawn()
+        except BaseException:
+            self.close()
+            raise
+
+    def _attach_cuda(self, pids: list[int]) -> None:
+        if not self.want_cuda:
+            self.unprobed.append("CUDA calls: not asked for (--no-cuda)")
+            return
+        lib = self.libcuda or find_libcuda(pids)
+        if lib is None:
+            self.unprobed.append(
+                "CUDA calls: no libcuda.so.1 found (no NVIDIA driver here; --libcuda PATH names one)"
+            )
+            return
+        assert self.probe is not None
+        done, missing = [], []
+        for cookie, func in enumerate(FUNCS):
+            why = self.probe.attach_uprobe(lib, func, cookie)
+            (missing if why else done).append(func if not why else f"{func} ({why})")
+        if done:
+            self.probes.append(f"CUDA: {', '.join(done)} in {lib}")
+        if missing:
+            self.unprobed.append(f"CUDA: {', '.join(missing)} not probed in {lib}")
+
+    def _spawn(self) -> None:
+        """Start the command behind a gate (a small Python that waits for one byte, then execs
+        it in place: same pid), so that the kernel follows it from its first instruction."""
+        assert self.probe is not None
+        exe = self.command[0]
+        found = shutil.which(exe) if "/" not in exe else (exe if os.path.exists(exe) else None)
+        if found is None:
+            raise CommandNotFound(f"command not found: {exe}", 127)
+        if not os.access(found, os.X_OK) or os.path.isdir(found):
+            raise CommandNotFound(f"permission denied: {exe} is not executable", 126)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        r, w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                ["/bin/sh", "-c", GATE, "vmmtui-trace", *self.command],
+                pass_fds=(9,),
+                preexec_fn=lambda: os.dup2(r, 9),  # dash reads only fds 0-9
+            )
+        except OSError as exc:
+            raise CommandNotFound(f"cannot run {exe}: {exc.strerror}", 126) from None
+        finally:
+            os.close(r)
+        self.probe.follow(self.proc.pid)
+        self.alive.add(self.proc.pid)
+        os.write(w, b"go\n")
+        os.close(w)
+
+    # -- run -----------------------------------------------------------------------------------
+    def forward(self, signum: int) -> None:
+        """A signal for the traced command (``trace -- CMD``); otherwise it ends the trace."""
+        if self.proc is not None and self.exit is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signum)
+        else:
+            self.stopping = True
+
+    def _reap(self) -> None:
+        if self.proc is None:
+            return
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.proc.pid:
+                if os.WIFSIGNALED(status):
+                    self.exit = Exit(None, signal.Signals(os.WTERMSIG(status)).name)
+                else:
+                    self.exit = Exit(os.WEXITSTATUS(status), None)
+                self.proc.returncode = self.exit.status
+
+    def _done(self, t0: float) -> bool:
+        if self.stopping:
+            return True
+        if self.duration is not None and time.monotonic() - t0 >= self.duration:
+            return True
+        if self.everything:
+            return False
+        if self.command:
+            return self.exit is not None and not self.alive
+        return not self.alive
+
+    def _recheck_alive(self) -> None:
+        """A process whose exit record was lost (ring buffer full) is not waited for forever."""
+        self.alive = {p for p in self.alive if os.path.exists(f"/proc/{p}")}
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        """The trace's events; ``on_batch`` runs after each batch (the CLI flushes its output)."""
+        assert self.probe is not None
+        t0 = time.monotonic()
+        yield TraceStarted(
+            "ebpf",
+            sorted(self.alive),
+            self.command,
+            self.everything,
+            "",
+            self.probes,
+            self.unprobed,
+            self.ktime0,
+        )
+        last_check = t0
+        try:
+            while True:
+                self._reap()
+                yield from self._drain(POLL_MS)
+                if on_batch is not None:
+                    on_batch()
+                if time.monotonic() - last_check > 1.0:
+                    last_check = time.monotonic()
+                    self._recheck_alive()
+                if self._done(t0):
+                    break
+            yield from self._drain(0)
+            self._reap()
+        finally:
+            self.close()
+            self.finished.set()
+        ex = self.exit or Exit(None, None)
+        yield TraceFinished(
+            self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
+        )
+
+    def _drain(self, timeout_ms: int) -> Iterator[Event]:
+        assert self.probe is not None
+        for raw in self.probe.poll(timeout_ms):
+            e = decode(raw, self.files)
+            if e is None:
+                continue
+            self.count += 1
+            if isinstance(e, PidfdOpened) and e.fd >= 0:
+                self.pidfds[(e.pid, e.fd)] = e.target
+            elif isinstance(e, FdTaken) and not e.target:
+                e.target = self._pidfd_target(e.pid, e.pidfd)
+            if isinstance(e, ProcessForked):
+                self.alive.add(e.child)
+            elif isinstance(e, ProcessExit):
+                self.alive.discard(e.pid)
+            yield e
+            if isinstance(e, FdTaken) and e.fd < 0:
+                yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
+            elif isinstance(e, PidfdOpened) and e.fd < 0:
+                yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
+        now = time.monotonic()
+        if now - self.lost_checked < 0.5:
+            return
+        self.lost_checked = now
+        lost = self.probe.lost()
+        if lost > self.lost:
+            yield TraceLost(lost - self.lost)
+            self.lost = lost
+
+    def _pidfd_target(self, pid: int, pidfd: int) -> int:
+        """The process a pidfd names: from its pidfd_open, else the kernel's fdinfo (``Pid:``)."""
+        if (pid, pidfd) in self.pidfds:
+            return self.pidfds[(pid, pidfd)]
+        try:
+            with open(f"/proc/{pid}/fdinfo/{pidfd}") as f:
+                for line in f:
+                    if line.startswith("Pid:"):
+                        return max(int(line.split()[1]), 0)
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0
+
+    def close(self) -> None:
+        if self.probe is not None:
+            self.probe.close()
+            self.probe = None

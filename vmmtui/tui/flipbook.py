@@ -1,0 +1,78 @@
+"""Every frame of a replay drawn by the inspector itself, headless, as SVG: for ``--html``.
+
+The replay app runs with Textual's headless driver at a fixed size; each frame is drawn as the
+``→`` key draws it (``ReplayApp.goto``), then exported as the SVG screenshot ``s`` would save.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from vmmtui.names import shown
+from vmmtui.page import PageFrame, build
+from vmmtui.record import Recording, Timeline
+from vmmtui.record.notes import Notes
+from vmmtui.tui.replay import ReplayApp
+
+#: the page's terminal: the size the project's screenshots are made at
+SIZE = (160, 48)
+
+
+def draw_frames(
+    recording: Recording, notes: Notes | None = None, size: tuple[int, int] = SIZE
+) -> tuple[list[PageFrame], int | None]:
+    """The frames, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did:
+    the app is left between two frames, so that it closes as it should."""
+    app = ReplayApp(recording, notes=notes)
+    frames: list[PageFrame] = []
+    stopped: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.signal(s, lambda signum, _: stopped.append(signum)) for s in signals}
+
+    async def every_frame(pilot) -> None:
+        await pilot.pause()
+        for k, f in enumerate(app.timeline.frames):
+            if stopped:
+                break
+            app.goto(k)
+            await pilot.pause()
+            role = app.timeline.plan[f.steps - 1][0] if f.steps and not f.closing else ""
+            note = notes.at(k) if notes else None
+            frames.append(
+                PageFrame(
+                    app.export_screenshot(),
+                    f.label,
+                    f.steps,
+                    role,
+                    f.failed,
+                    None if note is None else (note.label, note.shown),
+                )
+            )
+        app.exit(0)
+
+    try:
+        app.run(headless=True, size=size, auto_pilot=every_frame)
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    return frames, (stopped[0] if stopped else None)
+
+
+def write_page(
+    path: str, recording: Recording, notes: Notes | None = None
+) -> tuple[int, int, int | None]:
+    """Write the page: (frames, bytes, None); or, stopped by a signal, nothing: (0, 0, signal)."""
+    frames, stopped = draw_frames(recording, notes)
+    if stopped is not None:
+        return 0, 0, stopped
+    h = recording.header
+    page = build(
+        frames,
+        title=shown(f"{h.where} · {h.driver or h.backend} · {h.when}"),
+        subtitle=shown(notes.title if notes and notes.title else h.title),
+        steps=len(Timeline(recording.events).plan),
+    )
+    data = page.encode("utf-8")
+    with open(path, "wb") as f:
+        f.write(data)
+    return len(frames), len(data), None
