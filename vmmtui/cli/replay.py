@@ -167,6 +167,13 @@ def write_html(path: str, recording, notes) -> int:
             file=sys.stderr,
         )
         return 1
+    if stopped == 0:
+        print(
+            f"vmmtui: --html {path}: the replay ended before its last frame was drawn; "
+            "nothing written",
+            file=sys.stderr,
+        )
+        return 1
     if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
         from vmmtui.cli.options import Interrupted
 

@@ -21,8 +21,9 @@ SIZE = (160, 48)
 def draw_frames(
     recording: Recording, notes: Notes | None = None, size: tuple[int, int] = SIZE
 ) -> tuple[list[PageFrame], int | None]:
-    """The frames, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did:
-    the app is left between two frames, so that it closes as it should."""
+    """The frames, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did
+    (0: the app ended before its last frame with no signal); the app is left between two frames,
+    so that it closes as it should."""
     app = ReplayApp(recording, notes=notes)
     frames: list[PageFrame] = []
     stopped: list[int] = []
@@ -55,7 +56,11 @@ def draw_frames(
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
-    return frames, (stopped[0] if stopped else None)
+    # the app may take the signals itself (Viewer.stop): then it says which one ended it
+    signalled = stopped[0] if stopped else getattr(app, "signalled", None)
+    if signalled is None and len(frames) < len(app.timeline.frames):
+        signalled = 0  # ended before its last frame with no signal: the page would miss frames
+    return frames, signalled
 
 
 def write_page(
