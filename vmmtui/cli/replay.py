@@ -158,10 +158,13 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
 def write_html(path: str, recording, notes) -> int:
     from pathlib import Path
 
-    from vmmtui.tui.flipbook import write_page
+    from vmmtui.tui.flipbook import DrawingError, write_page
 
     try:
         frames, size, stopped = write_page(path, recording, notes)
+    except DrawingError as exc:
+        print(f"vmmtui: --html {path}: {exc}; nothing written", file=sys.stderr)
+        return 1
     except OSError as exc:  # the disk filled or the directory went away while drawing
         Path(path).unlink(missing_ok=True)
         print(
