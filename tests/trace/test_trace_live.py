@@ -8,6 +8,7 @@ and libbpf (CI runs as root): skipped with the reason elsewhere.
 """
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -132,6 +133,7 @@ def test_scm_rights_with_both_ends_closed_within_a_millisecond(tmp_path):
     )
     assert replay.returncode == 0, replay.stderr
     assert "cut short" not in replay.stderr  # it ends with the trace's end: whole
+    assert re.search(r"python[\d.]*\[\d+\] close\(", replay.stdout)  # named, as the live trace did
     assert replay.stdout.count("✓ shared") == 50 and "50 fd transfers" in replay.stdout
 
 

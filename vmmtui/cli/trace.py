@@ -344,7 +344,13 @@ def replay_trace(recording) -> int:
     """A trace recording, printed as the live trace printed it (the ledger folded again)."""
     from rich.console import Console
 
-    from vmmtui.trace.events import LedgerFinding, TraceFinished, TraceStarted
+    from vmmtui.trace.events import (
+        LedgerFinding,
+        ProcessExec,
+        ProcessForked,
+        TraceFinished,
+        TraceStarted,
+    )
     from vmmtui.trace.ledger import Ledger
     from vmmtui.trace.narration import lines
 
@@ -354,12 +360,17 @@ def replay_trace(recording) -> int:
         style="bold",
     )
     ledger, t0 = Ledger(), 0
+    comms: dict[int, str] = {}  # the names the live trace showed, from the recorded forks and execs
     for e in recording.events:
         if isinstance(e, TraceStarted):
             t0 = e.ktime0
+        if isinstance(e, ProcessForked):
+            comms[e.child] = e.comm
+        if isinstance(e, ProcessExec):
+            comms[e.pid] = e.comm
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
-        for line in lines(e, t0):
+        for line in lines(e, t0, comms.get(getattr(e, "pid", 0), "")):
             console.print(line)
         if isinstance(e, TraceFinished):
             continue
