@@ -220,6 +220,8 @@ def _sinks(args: argparse.Namespace) -> list | int:
 def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None:
     for sink in sinks:
         sink.close()
+        if problem := getattr(sink, "problem", ""):
+            print(f"vmmtui trace: --otlp: {problem}", file=sys.stderr)
     if perfetto:
         from vmmtui import perfetto as chrome_json
 
