@@ -30,7 +30,11 @@ def add_parser(sub) -> None:
         help="trace running processes (and their children) without restarting them",
     )
     t.add_argument("--all", action="store_true", help="trace every process of the machine")
-    t.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    t.add_argument(
+        "--json",
+        action="store_true",
+        help="print the event stream as JSON lines (the command's stdout goes to stderr)",
+    )
     t.add_argument(
         "--record", metavar="FILE", help="write a recording (`vmmtui replay FILE` shows it)"
     )
@@ -94,7 +98,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     reason = why_not()
     tracer = None
     if reason is None:
-        tracer = Tracer(command, args.pids, args.all, args.duration, not args.no_cuda, args.libcuda)
+        tracer = Tracer(
+            command,
+            args.pids,
+            args.all,
+            args.duration,
+            not args.no_cuda,
+            args.libcuda,
+            stdout=2 if args.json else None,  # the stream alone on stdout: the command's goes to 2
+        )
         try:
             tracer.start()
         except ProbeUnavailable as exc:
