@@ -15,7 +15,11 @@ def add_parser(sub) -> None:
         help="run a command and follow the GPU memory, memfds, shm and fds its processes "
         "share; report at exit (exit code: the command's)",
     )
-    w.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    w.add_argument(
+        "--json",
+        action="store_true",
+        help="print the event stream as JSON lines (the command's stdout goes to stderr)",
+    )
     w.add_argument("--quiet", "-q", action="store_true", help="print only the report at the end")
     w.add_argument(
         "--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)"
@@ -52,7 +56,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("vmmtui watch: --interval must be greater than 0", file=sys.stderr)
         return EXIT_USAGE
-    watch = Watch(command, interval=args.interval, nvml=not args.no_nvml)
+    # under --json the stream alone is on stdout: the command's own output goes to stderr
+    watch = Watch(command, args.interval, not args.no_nvml, stdout=2 if args.json else None)
     try:
         watch.start()
     except CommandNotFound as exc:

@@ -35,7 +35,7 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
-from vmmtui.trace import events as _trace_events  # noqa: F401 - registers the trace events
+from vmmtui.trace import events as _trace_events  # registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -353,7 +353,7 @@ def read(path: str | Path) -> Recording:
 
 def _cut(events: list[Event], last_line: int) -> str:
     """Why the recording ends before its session did, or "" when it ends with the session's end."""
-    if isinstance(events[-1], SessionClosed):
+    if isinstance(events[-1], SessionClosed | _trace_events.TraceFinished):
         return ""
     if isinstance(events[-1], Notice) and events[-1].text.startswith(FULL_NOTE[:25]):
         return f"{events[-1].text} (line {last_line}): the session went on, unrecorded"

@@ -110,8 +110,10 @@ class Tracer:
         duration: float | None = None,
         cuda: bool = True,
         libcuda: str | None = None,
+        stdout: int | None = None,
     ) -> None:
         self.command = command or []
+        self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
         self.pids = list(pids or [])
         self.everything = everything
         self.duration = duration
@@ -189,6 +191,7 @@ class Tracer:
             self.proc = subprocess.Popen(
                 ["/bin/sh", "-c", GATE, "vmmtui-trace", *self.command],
                 pass_fds=(9,),
+                stdout=self.stdout,
                 preexec_fn=lambda: os.dup2(r, 9),  # dash reads only fds 0-9
             )
         except OSError as exc:
