@@ -221,7 +221,7 @@ def test_the_trace_agrees_with_a_sessions_own_stream(tmp_path):
         timeout=60,
     )
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr
-    assert "11/11 agree (memfd)" in cmp.stdout
+    assert "12/12 agree (memfd, vmm, scm-rights)" in cmp.stdout
 
 
 def test_json_is_the_stream_alone_on_stdout_the_commands_output_goes_to_stderr():

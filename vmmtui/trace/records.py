@@ -97,13 +97,25 @@ class Raw:
 class FileNames:
     """A kernel file pointer → a short keyed hash, stable for one trace."""
 
+    #: names kept (an open file is named by each of its records: create, send, receive, closes)
+    KEEP = 65536
+
     def __init__(self, key: bytes | None = None) -> None:
         self.key = key or os.urandom(16)
+        self._known: dict[int, str] = {}
 
     def __call__(self, ptr: int) -> str:
         if not ptr:
             return ""
-        return hashlib.blake2b(ptr.to_bytes(8, "little"), key=self.key, digest_size=6).hexdigest()
+        name = self._known.get(ptr)
+        if name is None:
+            if len(self._known) >= self.KEEP:
+                self._known.clear()
+            name = hashlib.blake2b(
+                ptr.to_bytes(8, "little"), key=self.key, digest_size=6
+            ).hexdigest()
+            self._known[ptr] = name
+        return name
 
 
 def _text(raw: bytes) -> str:
