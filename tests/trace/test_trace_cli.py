@@ -99,3 +99,14 @@ def test_without_root_it_says_so(tmp_path):
     )
     assert "falling back to polling /proc (as `vmmtui attach` does)" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_trace_in_process_gives_the_callers_signal_handlers_back(capsys):
+    """The traced command decides when to end (its signals are forwarded), only while it runs."""
+    import signal
+
+    from vmmtui.cli import main
+
+    mine = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    assert main(["trace", "--", sys.executable, "-c", "pass"]) == 0
+    assert {s: signal.getsignal(s) for s in mine} == mine

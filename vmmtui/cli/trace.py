@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import sys
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.interrupts import delivered_to
 
 
 def add_parser(sub) -> None:
@@ -136,16 +136,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if not tracer.finished.is_set():
                 tracer.close()
         return EXIT_OK
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: tracer.forward(s))
     seen: list = []
-    try:
-        _run(tracer, args, recorder, sinks, seen)
-    finally:
-        tracer.close()
-        if recorder is not None:
-            recorder.close()
-        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+    with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
+        try:
+            _run(tracer, args, recorder, sinks, seen)
+        finally:
+            tracer.close()
+            if recorder is not None:
+                recorder.close()
+            _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
