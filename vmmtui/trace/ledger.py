@@ -606,6 +606,7 @@ CUDA_ERRORS = {
     201: "CUDA_ERROR_INVALID_CONTEXT",
     208: "CUDA_ERROR_ALREADY_MAPPED",
     400: "CUDA_ERROR_INVALID_HANDLE",
+    800: "CUDA_ERROR_NOT_PERMITTED",
     801: "CUDA_ERROR_NOT_SUPPORTED",
     999: "CUDA_ERROR_UNKNOWN",
 }
@@ -616,6 +617,12 @@ def _cuda_cause(e: CudaCall) -> str:
     f = e.func.removesuffix("_v2")
     if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
         return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
+    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
+        return (
+            f"{name}: a fabric-handle allocation needs an IMEX channel "
+            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
+            "PyTorch's) tries one to learn whether fabric handles work here"
+        )
     if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
         return (
             f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
@@ -627,6 +634,11 @@ def _cuda_cause(e: CudaCall) -> str:
 
 def _cuda_fix(e: CudaCall) -> str:
     f = e.func.removesuffix("_v2")
+    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
+        return (
+            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
+            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
+        )
     if f == "cuMemExportToShareableHandle":
         return "create it with prop.requestedHandleTypes including that type"
     if f == "cuMemImportFromShareableHandle":
