@@ -9,7 +9,16 @@ import sys
 import pytest
 
 from tests.attach.helpers import FIXTURES, of, vmmtui, watch_json
-from vmmtui.events import FdOpened, Leak, Notice, ProcessSeen, SharedFile, SocketPair, WatchFinished
+from vmmtui.events import (
+    Event,
+    FdOpened,
+    Leak,
+    Notice,
+    ProcessSeen,
+    SharedFile,
+    SocketPair,
+    WatchFinished,
+)
 
 
 def shared_memfd(events, name):
@@ -87,6 +96,13 @@ def test_text_report_says_arrived_shared_and_leak():
     assert res.returncode == 0
     assert "ARRIVED from pid" in res.stdout and "SHARED memfd" in res.stdout
     assert "LEAK (held-until-exit)" in res.stdout and "Traceback" not in res.stdout + res.stderr
+
+
+def test_json_is_the_stream_alone_on_stdout_the_commands_output_goes_to_stderr():
+    res = vmmtui("watch", "--json", "--", sys.executable, str(FIXTURES / "scm_pair.py"))
+    assert res.returncode == 0, res.stderr
+    events = [Event.from_json(line) for line in res.stdout.splitlines()]  # every line: an event
+    assert events and "sent fd" in res.stderr  # the fixture's own lines
 
 
 def test_a_command_that_does_not_exist_is_one_line_and_127():

@@ -54,8 +54,15 @@ def _decode(status: int) -> Exit:
 class Watch:
     """One watched command; iterate ``events()``; ``exit`` holds how the command ended."""
 
-    def __init__(self, command: list[str], interval: float = 0.1, nvml: bool = True) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        interval: float = 0.1,
+        nvml: bool = True,
+        stdout: int | None = None,
+    ) -> None:
         self.command, self.interval = command, min(interval, 0.25)
+        self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
         self.use_nvml = nvml
         self.exit: Exit | None = None
         self.proc: subprocess.Popen | None = None
@@ -70,7 +77,7 @@ class Watch:
     def start(self) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         try:
-            self.proc = subprocess.Popen(self.command)
+            self.proc = subprocess.Popen(self.command, stdout=self.stdout)
         except FileNotFoundError:
             raise CommandNotFound(f"command not found: {self.command[0]}", 127) from None
         except PermissionError:

@@ -158,10 +158,13 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
 def write_html(path: str, recording, notes) -> int:
     from pathlib import Path
 
-    from vmmtui.tui.flipbook import write_page
+    from vmmtui.tui.flipbook import DrawingError, write_page
 
     try:
         frames, size, stopped = write_page(path, recording, notes)
+    except DrawingError as exc:
+        print(f"vmmtui: --html {path}: {exc}; nothing written", file=sys.stderr)
+        return 1
     except OSError as exc:  # the disk filled or the directory went away while drawing
         Path(path).unlink(missing_ok=True)
         print(
@@ -170,7 +173,7 @@ def write_html(path: str, recording, notes) -> int:
         )
         return 1
     if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
-        from vmmtui.cli.options import Interrupted
+        from vmmtui.interrupts import Interrupted
 
         raise Interrupted(stopped)
     print(

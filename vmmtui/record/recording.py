@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import functools
 import gzip
+import io
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
-from vmmtui.trace import events as _trace_events  # noqa: F401 - registers the trace events
+from vmmtui.trace import events as _trace_events  # registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -166,11 +167,8 @@ def cuda_identity(device: int) -> tuple[str, str]:
     from vmmtui.backends.probe import probe
 
     info = probe()
-    v = info.get("driver_version")
-    driver = f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else ""
-    devices = info.get("devices") or []
-    name = devices[device]["name"] if device < len(devices) else ""
-    return driver, name
+    name = info.devices[device].name if device < len(info.devices) else ""
+    return info.driver_api, name
 
 
 def describe(config: SessionConfig) -> str:
@@ -208,10 +206,10 @@ def start_recording(path: str | Path, config: SessionConfig, backend: str, reaso
         ) from None
 
 
-def _open(path: Path, mode: str) -> IO[str]:
+def _create(path: Path) -> IO[str]:
     if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+        return gzip.open(path, "wt", encoding="utf-8")
+    return open(path, "w", encoding="utf-8")  # noqa: SIM115 - the caller closes it
 
 
 class Recorder:
@@ -220,7 +218,7 @@ class Recorder:
 
     def __init__(self, path: str | Path, header: Header):
         self.path = Path(path)
-        self.file = _open(self.path, "w")
+        self.file = _create(self.path)
         first = header.to_json() + "\n"
         self.file.write(first)
         self.last: dict[tuple[str, str], Any] = {}
@@ -292,9 +290,9 @@ def read(path: str | Path) -> Recording:
         if len(data) > MAX_BYTES:
             from vmmtui.sizes import format_size
 
-            line = data.count(b"\n", 0, MAX_BYTES) + 1
+            at_line = data.count(b"\n", 0, MAX_BYTES) + 1
             raise RecordingError(
-                f"{name} line {line}: more than {format_size(MAX_BYTES)} "
+                f"{name} line {at_line}: more than {format_size(MAX_BYTES)} "
                 f"{'once decompressed ' if path.suffix == '.gz' else ''}(vmmtui's recordings are "
                 "under 1 MiB); not replayed: is it really a recording?"
             )
@@ -355,7 +353,7 @@ def read(path: str | Path) -> Recording:
 
 def _cut(events: list[Event], last_line: int) -> str:
     """Why the recording ends before its session did, or "" when it ends with the session's end."""
-    if isinstance(events[-1], SessionClosed):
+    if isinstance(events[-1], SessionClosed | _trace_events.TraceFinished):
         return ""
     if isinstance(events[-1], Notice) and events[-1].text.startswith(FULL_NOTE[:25]):
         return f"{events[-1].text} (line {last_line}): the session went on, unrecorded"
@@ -397,7 +395,7 @@ def _read_bounded(path: Path) -> bytes:
     return b"".join(chunks)
 
 
-def _open_bytes(path: Path) -> IO[bytes]:
+def _open_bytes(path: Path) -> gzip.GzipFile | io.BufferedReader:
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     return open(path, "rb")  # noqa: SIM115 - the caller closes it
