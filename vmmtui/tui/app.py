@@ -521,6 +521,7 @@ class InspectorApp(Viewer):
             self.go(self.shown + 1)
 
     def action_live(self) -> None:
+        self.search = None  # n is the next step again
         self.go(None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
