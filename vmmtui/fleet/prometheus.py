@@ -171,7 +171,8 @@ class MetricsEndpoint:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.server.server_port if self.server else self.port}/metrics"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address, bracketed
+        return f"http://{host}:{self.server.server_port if self.server else self.port}/metrics"
 
     def feed(self, e: Event) -> None:
         with self.lock:
