@@ -147,3 +147,17 @@ def test_an_ipv6_endpoint_says_a_url_that_answers():
         assert b"vmmtui" in urllib.request.urlopen(endpoint.url, timeout=5).read()
     finally:
         endpoint.close()
+
+
+@pytest.mark.parametrize("host", ["no-such-host.invalid", "192.0.2.1"])
+def test_an_address_not_of_this_machine_is_bad_input_in_one_line(host):
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "attach", "--all", "--prometheus", f"{host}:9464"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{host} is not an address of this machine" in res.stderr
+    assert "pick another port" not in res.stderr
