@@ -254,6 +254,7 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -290,6 +291,8 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             comms[e.child] = e.comm
         if isinstance(e, ProcessExec):
             comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
+            comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
         if isinstance(e, TraceFinished):
             for f in ledger.finish():
                 out(f)
@@ -361,6 +364,7 @@ def replay_trace(recording) -> int:
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -381,6 +385,8 @@ def replay_trace(recording) -> int:
         if isinstance(e, ProcessForked):
             comms[e.child] = e.comm
         if isinstance(e, ProcessExec):
+            comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
             comms[e.pid] = e.comm
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
