@@ -144,6 +144,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         tracer.close()
         if recorder is not None:
             recorder.close()
+            if recorder.failed:
+                print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
         _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
