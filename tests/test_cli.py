@@ -218,3 +218,20 @@ def test_no_step_outwaits_the_timeout_the_user_gave():
     for argv in (["run", "--timeout", "2"], ["--timeout", "2"]):
         cfg = config_from(parser().parse_args(argv))
         assert cfg.ack_timeout == 24 and cfg.ack_timeout < cfg.step_timeout <= 30
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a disk always full)")
+@pytest.mark.parametrize(
+    "args", [["replay", "--list"], ["run", "--backend", "memfd", "--size", "64KiB", "--json"]]
+)
+def test_output_to_a_full_disk_is_one_line_and_exit_1(args):
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [sys.executable, "-m", "vmmtui", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.stderr == "vmmtui: cannot write the output: No space left on device\n"

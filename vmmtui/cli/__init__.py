@@ -7,6 +7,8 @@ handling (one line and 128 + signal on SIGINT, SIGTERM, SIGHUP) and dispatches.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import signal
 import sys
 
@@ -39,6 +41,14 @@ def main(argv: list[str] | None = None) -> int:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         print("vmmtui: interrupted; nothing was left running", file=sys.stderr)
         return 128 + signum
+    except OSError as exc:  # the output cannot be written: a full disk (> /dev/full), a closed pipe
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EPIPE):
+            raise
+        # what is still buffered for stdout is dropped, or the exit would fail on it again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if exc.errno != errno.EPIPE:  # a reader that went away (| head) needs no word
+            print(f"vmmtui: cannot write the output: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]
