@@ -30,6 +30,9 @@ CORE = [
     "vmmtui.attach.watch",
     "vmmtui.record",
     "vmmtui.record.timeline",
+    "vmmtui.view",
+    "vmmtui.view.model",
+    "vmmtui.view.frames",
     "vmmtui.record.notes",
     "vmmtui.page",
 ]
@@ -84,6 +87,14 @@ LAYERS = {
         "vmmtui.tui",
         "vmmtui.console",
         "vmmtui.transcript",
+        "vmmtui.cli",
+    ),
+    "vmmtui.view": (
+        "vmmtui.session",
+        "vmmtui.worker",
+        "vmmtui.tui",
+        "vmmtui.backends.cuda",
+        "vmmtui.backends.memfd",
         "vmmtui.cli",
     ),
     "vmmtui.record": (

@@ -133,3 +133,14 @@ def test_ctrl_c_with_a_page_open_stops_soon_and_the_page_says_so():
     while time.monotonic() < deadline and any(v.is_running() for v in viewers):
         time.sleep(0.05)
     assert not [v for v in viewers if v.is_running() and v.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_host_that_is_not_this_machines_is_bad_input():
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "serve", "--host", "192.0.2.1", "--port", "8123"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--host 192.0.2.1 is not an address of this machine" in res.stderr

@@ -410,9 +410,8 @@ def test_gallery_recordings_open_with_their_session_not_with_another_runs_leftov
     for entry in gallery.entries():
         events = read(entry.path).events
         assert isinstance(events[0], SessionStarted), (entry.name, events[0])
-        assert not [e for e in events if isinstance(e, Notice) and "stale session dir" in e.text], (
-            entry.name
-        )
+        swept = [e for e in events if isinstance(e, Notice) and "stale session dir" in e.text]
+        assert not swept, entry.name
 
 
 def test_a_gzip_recording_whose_recorder_died_replays_as_cut(tmp_path):

@@ -233,7 +233,7 @@ def kill_the_cli_after_its_first_worker(tmp_path, delay: float) -> None:
 
 #: 0 to 0.3 s after the first worker appears, in even steps: the workers' start-up, hello and the
 #: first steps (before this round 23 of 23 such kills left the directory for good)
-DELAYS = [0.3 * i / 11 for i in range(12)]
+DELAYS = [0.3 * i / 7 for i in range(8)]
 
 
 @pytest.mark.parametrize("delay", DELAYS, ids=[f"{d:.3f}s" for d in DELAYS])

@@ -141,7 +141,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         notes=notes,
     )
     app.run()
-    return app.return_code or 0
+    from vmmtui.cli.inspector import ended
+
+    return ended(app)
 
 
 def _inspector_only(args: argparse.Namespace) -> list[str]:
@@ -161,8 +163,8 @@ def _inspector_only(args: argparse.Namespace) -> list[str]:
 
 
 def outputs_problem(args: argparse.Namespace) -> str | None:
-    """Why --html, --transcript or --screenshots cannot be written (one line with the fix)."""
-    from vmmtui.cli.inspector import screenshots_problem, transcript_problem
+    """Why --html, --transcript, --cast or --screenshots cannot be written (one line, the fix)."""
+    from vmmtui.cli.inspector import cast_problem, screenshots_problem, transcript_problem
 
     if args.html:
         if not args.html.lower().endswith((".html", ".htm")):
@@ -170,8 +172,8 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
         problem = transcript_problem(args.html)
         if problem:
             return problem.replace("--transcript", "--html", 1)
-    if args.transcript:
-        problem = transcript_problem(args.transcript)
+    for value, check in ((args.transcript, transcript_problem), (args.cast, cast_problem)):
+        problem = value and check(value)
         if problem:
             return problem
     return args.screenshots and screenshots_problem(args.screenshots)
@@ -180,10 +182,13 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
 def write_html(path: str, recording, notes) -> int:
     from pathlib import Path
 
-    from vmmtui.tui.flipbook import write_page
+    from vmmtui.tui.flipbook import DrawingError, write_page
 
     try:
         frames, size, stopped = write_page(path, recording, notes)
+    except DrawingError as exc:
+        print(f"vmmtui: --html {path}: {exc}; nothing written", file=sys.stderr)
+        return 1
     except OSError as exc:  # the disk filled or the directory went away while drawing
         Path(path).unlink(missing_ok=True)
         print(
@@ -192,7 +197,7 @@ def write_html(path: str, recording, notes) -> int:
         )
         return 1
     if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
-        from vmmtui.cli.options import Interrupted
+        from vmmtui.interrupts import Interrupted
 
         raise Interrupted(stopped)
     print(

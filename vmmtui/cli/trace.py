@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -176,7 +177,7 @@ def _recorder(args: argparse.Namespace, command: list[str]):
 
 
 def _discard(recorder, path: str | None) -> None:
-    if recorder is not None:
+    if recorder is not None and path is not None:
         recorder.close()
         os.unlink(path)
 
@@ -298,7 +299,9 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
         if isinstance(e, TraceFinished):
             for f in ledger.finish():
                 out(f)
-            e.findings = sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
+            e = dataclasses.replace(
+                e, findings=sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
+            )
             out(e)
             if not args.json:
                 _summary(console, ledger)

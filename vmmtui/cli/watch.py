@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from vmmtui.cli.options import EXIT_USAGE
+from vmmtui.interrupts import delivered_to
 
 
 def add_parser(sub) -> None:
@@ -65,22 +65,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return exc.code
     from rich.console import Console
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the command decides when to end
-        signal.signal(signum, lambda s, _f: watch.forward(s))
     console = Console(highlight=False, soft_wrap=True)
     report: list = []
     routine = (ProcessSeen, ProcessGone, FdOpened, FdClosed)
-    for e in watch.events():
-        if args.json:
-            print_json(e, sys.stdout)
-            continue
-        if isinstance(e, (FdSnapshot | KcmpVerdict, Leak | WatchFinished)):
-            report.append(e)
-            continue
-        if args.quiet and isinstance(e, routine):
-            continue
-        for line in attach_lines(e):
-            console.print(line)
+    with delivered_to(watch.forward):  # the command decides when to end
+        for e in watch.events():
+            if args.json:
+                print_json(e, sys.stdout)
+                continue
+            if isinstance(e, (FdSnapshot | KcmpVerdict, Leak | WatchFinished)):
+                report.append(e)
+                continue
+            if args.quiet and isinstance(e, routine):
+                continue
+            for line in attach_lines(e):
+                console.print(line)
     if not args.json:
         console.rule("vmmtui watch: report")
         for e in report:

@@ -59,20 +59,27 @@ def listen(host: str, port: int) -> list[socket.socket]:
             EXIT_USAGE,
         ) from None
     sockets: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
+    missing: OSError | None = None
+    for family, kind, proto, _, address in dict.fromkeys(infos):
+        sock = socket.socket(family, kind, proto)
+        try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
             sock.listen(128)
             sock.setblocking(False)
-    except OSError as exc:
-        for sock in sockets:
+            sockets.append(sock)
+        except OSError as exc:
             sock.close()
-        raise _why(exc, host, port) from None
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                missing = exc  # localhost's ::1 where IPv6 is off: the other address serves
+                continue
+            for other in sockets:
+                other.close()
+            raise _why(exc, host, port) from None
+    if not sockets:
+        raise _why(missing or OSError(errno.EADDRNOTAVAIL, "no address"), host, port)
     return sockets
 
 

@@ -13,6 +13,7 @@ import contextlib
 import datetime
 import functools
 import gzip
+import io
 import json
 import os
 import platform
@@ -167,11 +168,8 @@ def cuda_identity(device: int) -> tuple[str, str]:
     from vmmtui.backends.probe import probe
 
     info = probe()
-    v = info.get("driver_version")
-    driver = f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else ""
-    devices = info.get("devices") or []
-    name = devices[device]["name"] if device < len(devices) else ""
-    return driver, name
+    name = info.devices[device].name if device < len(info.devices) else ""
+    return info.driver_api, name
 
 
 def describe(config: SessionConfig) -> str:
@@ -209,10 +207,10 @@ def start_recording(path: str | Path, config: SessionConfig, backend: str, reaso
         ) from None
 
 
-def _open(path: Path, mode: str) -> IO[str]:
+def _create(path: Path) -> IO[str]:
     if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+        return gzip.open(path, "wt", encoding="utf-8")
+    return open(path, "w", encoding="utf-8")  # noqa: SIM115 - the caller closes it
 
 
 class Recorder:
@@ -221,7 +219,7 @@ class Recorder:
 
     def __init__(self, path: str | Path, header: Header):
         self.path = Path(path)
-        self.file = _open(self.path, "w")
+        self.file = _create(self.path)
         first = header.to_json() + "\n"
         self.file.write(first)
         self.last: dict[tuple[str, str], Any] = {}
@@ -318,9 +316,9 @@ def read(path: str | Path) -> Recording:
         if len(data) > MAX_BYTES:
             from vmmtui.sizes import format_size
 
-            line = data.count(b"\n", 0, MAX_BYTES) + 1
+            at_line = data.count(b"\n", 0, MAX_BYTES) + 1
             raise RecordingError(
-                f"{name} line {line}: more than {format_size(MAX_BYTES)} "
+                f"{name} line {at_line}: more than {format_size(MAX_BYTES)} "
                 f"{'once decompressed ' if path.suffix == '.gz' else ''}(vmmtui's recordings are "
                 "under 1 MiB); not replayed: is it really a recording?"
             )
@@ -423,7 +421,7 @@ def _read_bounded(path: Path) -> bytes:
     return b"".join(chunks)
 
 
-def _open_bytes(path: Path) -> IO[bytes]:
+def _open_bytes(path: Path) -> gzip.GzipFile | io.BufferedReader:
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     return open(path, "rb")  # noqa: SIM115 - the caller closes it

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 FUNCS = (
@@ -62,7 +63,7 @@ def _from_ldconfig() -> str | None:
     return None
 
 
-def find_libcuda(pids: list[int] = ()) -> str | None:
+def find_libcuda(pids: Sequence[int] = ()) -> str | None:
     """The real path of libcuda.so.1: $VMMTUI_LIBCUDA, a target's mappings, LD_LIBRARY_PATH, ldconfig, the usual
     directories (symlinks resolved: a uprobe sits on the file's inode)."""
     candidates = [os.environ.get("VMMTUI_LIBCUDA")]

@@ -428,8 +428,8 @@ class Ledger:
                 self._hold(h)
                 a.exported.append((e.fd, ""))
         elif f == "cuMemImportFromShareableHandle":
-            h = self.holdings.get((e.pid, e.fd))
-            file = h.file if h else ""
+            held = self.holdings.get((e.pid, e.fd))
+            file = held.file if held else ""
             a = self.allocation_of_file(file) if file else None
             imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
             if a is not None:
@@ -457,9 +457,9 @@ class Ledger:
             if a is not None:
                 a.mappings.append(m)
         elif f == "cuMemUnmap":
-            m = self.mappings.pop((e.pid, e.ptr), None)
-            if m is not None:
-                m.unmapped_at = e.ktime
+            unmapped = self.mappings.pop((e.pid, e.ptr), None)
+            if unmapped is not None:
+                unmapped.unmapped_at = e.ktime
         elif f == "cuMemRelease":
             imported = self.imports.pop((e.pid, e.handle), None)
             if imported is not None:
@@ -606,6 +606,7 @@ CUDA_ERRORS = {
     201: "CUDA_ERROR_INVALID_CONTEXT",
     208: "CUDA_ERROR_ALREADY_MAPPED",
     400: "CUDA_ERROR_INVALID_HANDLE",
+    800: "CUDA_ERROR_NOT_PERMITTED",
     801: "CUDA_ERROR_NOT_SUPPORTED",
     999: "CUDA_ERROR_UNKNOWN",
 }
@@ -616,6 +617,12 @@ def _cuda_cause(e: CudaCall) -> str:
     f = e.func.removesuffix("_v2")
     if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
         return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
+    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
+        return (
+            f"{name}: a fabric-handle allocation needs an IMEX channel "
+            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
+            "PyTorch's) tries one to learn whether fabric handles work here"
+        )
     if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
         return (
             f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
@@ -627,6 +634,11 @@ def _cuda_cause(e: CudaCall) -> str:
 
 def _cuda_fix(e: CudaCall) -> str:
     f = e.func.removesuffix("_v2")
+    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
+        return (
+            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
+            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
+        )
     if f == "cuMemExportToShareableHandle":
         return "create it with prop.requestedHandleTypes including that type"
     if f == "cuMemImportFromShareableHandle":

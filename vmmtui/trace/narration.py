@@ -23,6 +23,7 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
@@ -168,7 +169,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         ]
     words = call_words(e)
-    if words is None:
+    if words is None or not isinstance(e, TraceCall):
         return []
     t = (e.ktime - t0) / 1e9 if t0 and e.ktime >= t0 else 0.0
     style = "red" if _failed(e) else ""

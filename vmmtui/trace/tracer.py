@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import shutil
 import signal
@@ -164,7 +165,8 @@ class Tracer:
             )
             return
         assert self.probe is not None
-        done, missing = [], []
+        done: list[str] = []
+        missing: list[str] = []
         for cookie, func in enumerate(FUNCS):
             why = self.probe.attach_uprobe(lib, func, cookie)
             (missing if why else done).append(func if not why else f"{func} ({why})")
@@ -288,7 +290,7 @@ class Tracer:
             if isinstance(e, PidfdOpened) and e.fd >= 0:
                 self.pidfds[(e.pid, e.fd)] = e.target
             elif isinstance(e, FdTaken) and not e.target:
-                e.target = self._pidfd_target(e.pid, e.pidfd)
+                e = dataclasses.replace(e, target=self._pidfd_target(e.pid, e.pidfd))
             if isinstance(e, ProcessForked):
                 self.alive.add(e.child)
             elif isinstance(e, ProcessExit):
