@@ -144,6 +144,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             tracer.close()
             if recorder is not None:
                 recorder.close()
+                if recorder.failed:
+                    print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
             _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
@@ -254,6 +256,7 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -290,6 +293,8 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             comms[e.child] = e.comm
         if isinstance(e, ProcessExec):
             comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
+            comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
         if isinstance(e, TraceFinished):
             for f in ledger.finish():
                 out(f)
@@ -363,6 +368,7 @@ def replay_trace(recording) -> int:
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -383,6 +389,8 @@ def replay_trace(recording) -> int:
         if isinstance(e, ProcessForked):
             comms[e.child] = e.comm
         if isinstance(e, ProcessExec):
+            comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
             comms[e.pid] = e.comm
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
