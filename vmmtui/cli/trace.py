@@ -321,7 +321,7 @@ def _summary(console, ledger) -> None:
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
         + f"; {len(ledger.transfers)} fd transfers, {len(ledger.allocations)} allocations, "
-        f"{len(ledger.ipc)} IPC handles"
+        f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
     )
     for a in ledger.allocations.values():
         pins = ledger.pins(a)
