@@ -182,7 +182,7 @@ class InspectorApp(Viewer):
         self.paint()
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def on_mount(self) -> None:  # after Viewer.on_mount (handlers run for each class)
+    def begin(self) -> None:  # Viewer.on_mount, once the signals are the app's
         if self.start_session:
             self.set_interval(REFRESH_S, self._tick_refresh)
             # after the first frame: the session's imports (psutil...) in a thread would hold the

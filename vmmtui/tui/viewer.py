@@ -24,6 +24,7 @@ from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
 
+from vmmtui.interrupts import handled_by
 from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
@@ -82,6 +83,7 @@ class Viewer(App[int]):
         #: exit() was called: nothing more is drawn
         self.ending = False
         self.watchdog: threading.Timer | None = None
+        self._signals = contextlib.ExitStack()
         self._last_painted: ScreenState | None = None
         #: the event log's search (/): the query, and the line of its last match
         self.search: LogSearch | None = None
@@ -104,14 +106,17 @@ class Viewer(App[int]):
             self.cast = CastWriter(self, self.cast_path)
         self._loop = asyncio.get_running_loop()
         if not self.is_headless:  # a terminal's app (a headless one is driven by its caller)
-            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in SIGNALS}
+            self._signals.enter_context(handled_by(self._on_signal))
         self.paint()
+        self.begin()
+
+    def begin(self) -> None:
+        """What the app starts once the signals are its own (the live app: its session)."""
 
     def on_unmount(self) -> None:
         if self.cast is not None:
             self.cast.close()
-        for signum, handler in getattr(self, "_old_handlers", {}).items():
-            signal.signal(signum, handler)  # the app's handlers end with it
+        self._signals.close()  # the handlers that were there come back
 
     def on_inspector_screen_ready(self) -> None:
         self._last_painted = None  # the first state the screen can show: the cast's first frame
