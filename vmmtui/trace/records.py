@@ -13,7 +13,7 @@ import hashlib
 import os
 import struct
 
-from vmmtui.trace.cuda import FUNCS
+from vmmtui.trace.cuda import FUNCS, base_name
 from vmmtui.trace.events import (
     CudaCall,
     FdCloseCall,
@@ -179,7 +179,7 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
     if r.nfds >= len(FUNCS):
         return None
     func = FUNCS[r.nfds]
-    f = func.removesuffix("_v2")
+    f = base_name(func)
     a, res = r.arg, _s32(r.ret)
     out = r.files[0] if res == 0 else 0
     entry, after = r.name[:64], r.name[64:128]
@@ -215,4 +215,27 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
         c["ptr"] = a[0]
     elif f == "cuMemAlloc":
         c.update(ptr=out, size=a[1])
+    # pools: ``handle`` is the CUmemoryPool, ``ipc`` the 64 bytes of CUmemPoolPtrExportData
+    elif f == "cuMemPoolCreate":
+        _, types, _, dev = struct.unpack_from("IIii", entry)
+        c.update(handle=out, handle_types=types, device=dev)
+    elif f == "cuMemAllocFromPoolAsync":
+        c.update(ptr=out, size=a[1], handle=a[2])
+    elif f == "cuMemPoolExportToShareableHandle":
+        c.update(handle=a[1], handle_types=a[2], flags=a[3])
+        if res == 0 and a[2] == 1:
+            c["fd"] = struct.unpack_from("i", after)[0]
+    elif f == "cuMemPoolImportFromShareableHandle":
+        c.update(handle=out, handle_types=a[2], flags=a[3])
+        if a[2] == 1:
+            c["fd"] = _s32(a[1])
+    elif f == "cuMemPoolExportPointer":
+        c["ptr"] = a[1]
+        c["ipc"] = after.hex() if res == 0 else ""
+    elif f == "cuMemPoolImportPointer":
+        c.update(ptr=out, handle=a[1], ipc=entry.hex())
+    elif f == "cuMemFreeAsync":
+        c["ptr"] = a[0]
+    elif f == "cuMemPoolDestroy":
+        c["handle"] = a[0]
     return CudaCall(pid, tid, t, func, res, duration_ns=r.dur, **c)  # type: ignore[arg-type]
