@@ -239,10 +239,32 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q tests/session/test_hostile.py tests/test_channel.py -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
+  if [ "$part" = interrupts ]; then
+    # issue 19.9 on cuda: a signal during a long step (host verify of 8 GiB) stops it at once:
+    # exit 128+signal, one line "interrupted during ROLE STEP; workers stopped, everything cleaned up",
+    # no WORKER_TIMEOUT, no compute process left, device memory back to where it was
+    nvidia-smi --query-gpu=memory.used --format=csv
+    TIMEFORMAT='took %R s (the signal came at 6 s)'
+    for sig in TERM INT HUP; do
+      time step timeout -s $sig 6 python3 -m vmmtui run --backend cuda --size 8GiB --verify host
+    done
+    sleep 1
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+    nvidia-smi --query-gpu=memory.used --format=csv
+  fi
   if [ "$part" = app ] || [ "$part" = all ]; then
     step python3 -m pytest -q tests -p no:cacheprovider
     step bash scripts/tmux-demo.sh "$out"
     step python3 scripts/screenshots.py --backend cuda --out "$out" --moments start,exported,kcmp,mapped,verified
+    # issue 25: the terminal closed mid-step on cuda (tmux kill-session: SIGHUP) leaves no worker,
+    # no directory and no GPU memory; keys pressed during steps are queued on the status line
+    tmux kill-session -t vmmtui-hup 2>/dev/null
+    tmux new-session -d -s vmmtui-hup -x 120 -y 40 "python3 -m vmmtui --backend cuda --size 4GiB"
+    sleep 8; for i in $(seq 1 8); do tmux send-keys -t vmmtui-hup space; done; sleep 0.3
+    tmux capture-pane -t vmmtui-hup -p | grep -E "running|queued" | head -3
+    tmux kill-session -t vmmtui-hup; sleep 2.5
+    echo "after a closed terminal: inspector=$(pgrep -fc 'python3 -m vmmtui --backend cuda --size 4GiB') workers=$(pgrep -fc 'vmmtui.worker') dirs=$(ls /tmp | grep -c '^vmmtui-')"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = startup ]; then
     # issue 24: first frame within 1.1x of a bare Textual app's (each run alternates the two), both
@@ -252,7 +274,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/startup-time.py --runs 5 --size 80x24 -- --backend cuda
     step python3 scripts/attach-once-time.py --backend cuda --runs 7
     # where the time goes: the probe on its own, the backend import in a worker's init, Textual's imports
-    step python3 -c 'import time; t = time.perf_counter(); from vmmtui.backends.probe import probe; r = probe(); print(f"probe {time.perf_counter() - t:.3f} s", r.get("error") or [d["name"] for d in r["devices"]])'
+    step python3 -c 'import time; t = time.perf_counter(); from vmmtui.backends.probe import probe; r = probe(); print(f"probe {time.perf_counter() - t:.3f} s", r.error or [d.name for d in r.devices])'
     step python3 -c 'import time; t = time.perf_counter(); import cuda.bindings.driver, numpy; print(f"import cuda.bindings.driver, numpy {time.perf_counter() - t:.3f} s")'
     python3 -X importtime -c 'import vmmtui.cli, vmmtui.tui.history' 2>&1 | sort -t'|' -k2 -n | tail -12
   fi

@@ -77,21 +77,27 @@ def run_load(shares: int, per_second: float = 0, traced: bool = False, json_out:
 
 
 def wall_of_load(shares: int, traced: bool) -> float:
-    """Seconds the load itself took (its own clock: the tracer's start-up is not the program's)."""
-    env_cmd = [
-        sys.executable,
-        "-c",
-        f"import time,runpy,sys; sys.argv=['x','--load','{shares}','0']; t=time.perf_counter(); runpy.run_path({str(Path(__file__))!r}, run_name='__main__'); print('WALL', time.perf_counter()-t)",
-    ]
-    if traced:
-        env_cmd = [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "-q", "--", *env_cmd]
-    res = subprocess.run(env_cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
-    walls = [float(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("WALL")]
-    if not walls:
-        sys.exit(
-            f"the load did not run ({'traced' if traced else 'untraced'}): {res.stderr[-500:]}"
-        )
-    return walls[0]
+    """Seconds the load itself took (its own clock: the tracer's start-up is not the program's).
+    Written to a file of its own: the tracer's lines share the terminal's stdout with the load."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        wall_file = Path(tmp) / "wall"
+        env_cmd = [
+            sys.executable,
+            "-c",
+            f"import time,runpy,sys; sys.argv=['x','--load','{shares}','0']; t=time.perf_counter(); "
+            f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__'); "
+            f"open({str(wall_file)!r}, 'w').write(str(time.perf_counter()-t))",
+        ]
+        if traced:
+            env_cmd = [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "-q", "--", *env_cmd]
+        res = subprocess.run(env_cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+        if not wall_file.exists():
+            sys.exit(
+                f"the load did not run ({'traced' if traced else 'untraced'}): {res.stderr[-500:]}"
+            )
+        return float(wall_file.read_text())
 
 
 def latency_and_cpu(per_second: float, seconds: float) -> dict:

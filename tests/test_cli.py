@@ -209,6 +209,22 @@ def test_shapes_that_cannot_run_exit_2_with_one_line(args, says, capsys):
     assert len(err) == 1 and says in err[0]
 
 
+def test_main_in_process_gives_the_callers_signal_handlers_back(tmp_path, monkeypatch, capsys):
+    """A test run (or any program) that calls main() keeps its own SIGINT, SIGTERM and SIGHUP:
+    once main returned (or exited), a Ctrl-C or a time limit works again."""
+    import signal as sig
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    mine = {s: sig.getsignal(s) for s in (sig.SIGINT, sig.SIGTERM, sig.SIGHUP)}
+    assert main(["run", "--list-scenarios"]) == 0
+    assert {s: sig.getsignal(s) for s in mine} == mine
+    with pytest.raises(SystemExit):
+        main(["run", "--size", "lots"])
+    assert {s: sig.getsignal(s) for s in mine} == mine
+    assert main(["run", "--backend", "memfd", "--size", "64KiB"]) == 0
+    assert {s: sig.getsignal(s) for s in mine} == mine
+
+
 def test_no_step_outwaits_the_timeout_the_user_gave():
     """Issue 19.3: a step waited up to 600 s whatever --timeout said; now no longer than the ACK's wait
     (12x --timeout) and a few seconds for the worker to say why."""
@@ -218,3 +234,49 @@ def test_no_step_outwaits_the_timeout_the_user_gave():
     for argv in (["run", "--timeout", "2"], ["--timeout", "2"]):
         cfg = config_from(parser().parse_args(argv))
         assert cfg.ack_timeout == 24 and cfg.ack_timeout < cfg.step_timeout <= 30
+
+
+def test_a_command_that_owns_its_signals_gets_no_raising_handler(monkeypatch):
+    """A Textual command sets own_signals: main leaves the stop signals to it (delivered_to) instead
+    of raising Interrupted inside its event loop."""
+    import signal as sig
+
+    from vmmtui import interrupts
+    from vmmtui.cli import run as run_command
+
+    seen = {}
+
+    def fake(args):
+        seen["during"] = sig.getsignal(sig.SIGTERM)
+        with interrupts.delivered_to(lambda s: None):
+            seen["own"] = sig.getsignal(sig.SIGTERM)
+        seen["after"] = sig.getsignal(sig.SIGTERM)
+        return 0
+
+    real = run_command.add_parser
+
+    def add_parser(sub):
+        real(sub)
+        sub.choices["run"].set_defaults(func=fake, own_signals=True)
+
+    monkeypatch.setattr(run_command, "add_parser", add_parser)
+    assert main(["run"]) == 0
+    assert seen["during"] is interrupts.exit_now and seen["after"] is interrupts.exit_now
+    assert seen["own"] not in (interrupts.exit_now, interrupts.interrupt)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a disk always full)")
+@pytest.mark.parametrize(
+    "args", [["replay", "--list"], ["run", "--backend", "memfd", "--size", "64KiB", "--json"]]
+)
+def test_output_to_a_full_disk_is_one_line_and_exit_1(args):
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [sys.executable, "-m", "vmmtui", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.stderr == "vmmtui: cannot write the output: No space left on device\n"

@@ -1,24 +1,28 @@
 """doctor says what is true of fabric handles and of the fill/verify kernels, from what the probe really tried."""
 
+from dataclasses import replace
+
 from vmmtui import doctor
+from vmmtui.backends.probe import DeviceRecord, ProbeRecord
 from vmmtui.doctor import fabric_finding, kernels_finding
 
-H100 = {
-    "index": 0,
-    "name": "NVIDIA H100 80GB HBM3",
-    "compute_capability": "9.0",
-    "vmm": True,
-    "posix_fd": True,
-    "fabric": True,
-    "ipc_event": True,
-    "granularity_min": 2 << 20,
-    "granularity_rec": 2 << 20,
-    "mem_free": 80 << 30,
-    "mem_total": 81 << 30,
-    "fabric_create": "CUDA_ERROR_NOT_PERMITTED",
-    "kernels_error": None,
-    "kernels": "PTX 9.0 sm_75, JIT-compiled by the driver",
-}
+H100 = DeviceRecord(
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    compute_capability="9.0",
+    vmm=True,
+    posix_fd=True,
+    fabric=True,
+    ipc_event=True,
+    granularity_min=2 << 20,
+    granularity_rec=2 << 20,
+    mem_free=80 << 30,
+    mem_total=81 << 30,
+    fabric_create="CUDA_ERROR_NOT_PERMITTED",
+    kernels_tried=True,
+    kernels_error=None,
+    kernels="PTX 9.0 sm_75, JIT-compiled by the driver",
+)
 NO_CHANNEL = "no /dev/nvidia-caps-imex-channels"
 
 
@@ -32,16 +36,14 @@ def test_the_attribute_alone_is_not_a_yes():
 def test_fabric_that_works_or_is_not_there_is_said_so():
     works = fabric_finding(
         "device 0",
-        {**H100, "fabric_create": "CUDA_SUCCESS"},
+        replace(H100, fabric_create="CUDA_SUCCESS"),
         "/dev/nvidia-caps-imex-channels: channel0",
     )
     assert works.ok and works.value.startswith("usable") and "channel0" in works.value
-    absent = fabric_finding(
-        "device 0", {**H100, "fabric": False, "fabric_create": None}, NO_CHANNEL
-    )
+    absent = fabric_finding("device 0", replace(H100, fabric=False, fabric_create=None), NO_CHANNEL)
     assert absent.value.startswith("not supported by the device")
     other = fabric_finding(
-        "device 0", {**H100, "fabric_create": "CUDA_ERROR_NOT_SUPPORTED"}, NO_CHANNEL
+        "device 0", replace(H100, fabric_create="CUDA_ERROR_NOT_SUPPORTED"), NO_CHANNEL
     )
     assert "not usable here" in other.value and "CUDA_ERROR_NOT_SUPPORTED" in other.value
 
@@ -52,10 +54,10 @@ def test_kernels_that_cannot_load_say_that_auto_checks_on_the_host():
         and "JIT-compiled by the driver" in kernels_finding("device 0", H100).value
     )
     bad = kernels_finding(
-        "device 0", {**H100, "kernels_error": "the driver cannot JIT the shipped PTX"}
+        "device 0", replace(H100, kernels_error="the driver cannot JIT the shipped PTX")
     )
     assert bad.ok is False and "--verify auto checks on the host" in bad.value
-    assert kernels_finding("device 0", {"vmm": False}) is None
+    assert kernels_finding("device 0", DeviceRecord(0, "no VMM")) is None
 
 
 def test_doctor_prints_the_h100_as_it_is(monkeypatch, capsys):
@@ -64,7 +66,7 @@ def test_doctor_prints_the_h100_as_it_is(monkeypatch, capsys):
     from vmmtui.cli.doctor import cmd_doctor
 
     monkeypatch.setattr(
-        doctor, "probe", lambda: {"driver": True, "driver_version": 13000, "devices": [H100]}
+        doctor, "probe", lambda: ProbeRecord(True, driver_version=13000, devices=[H100])
     )
     monkeypatch.setattr(doctor, "imex_channels", lambda: NO_CHANNEL)
     monkeypatch.setenv("COLUMNS", "200")
@@ -100,10 +102,9 @@ def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
 
 
 def test_pools_say_whether_the_pool_road_can_run():
-    assert doctor.pool_finding("device 0", {"vmm": True}) is None
-    yes = doctor.pool_finding("device 0", {**H100, "memory_pools": True, "pool_handle_types": 9})
+    yes = doctor.pool_finding("device 0", replace(H100, memory_pools=True, pool_handle_types=9))
     assert yes.ok and "--mechanism pool can run" in yes.value
-    no_fd = doctor.pool_finding("device 0", {**H100, "memory_pools": True, "pool_handle_types": 8})
+    no_fd = doctor.pool_finding("device 0", replace(H100, memory_pools=True, pool_handle_types=8))
     assert no_fd.ok is False and "no POSIX fd" in no_fd.value
-    none = doctor.pool_finding("device 0", {**H100, "memory_pools": False})
+    none = doctor.pool_finding("device 0", replace(H100, memory_pools=False))
     assert none.ok is False and "cannot run" in none.value

@@ -220,21 +220,21 @@ def test_bench_on_the_gpu_measures_every_path(tmp_path):
         progress=print,
     ).run()
     for path in ("vmm", "legacy", "staged", "memfd"):
-        for size in ("2097152", "67108864"):
-            entry = result["paths"][path][size]
-            assert entry["verified"] == "2/2", (path, size, entry)
-    vmm = result["paths"]["vmm"]["67108864"]
-    assert vmm["verify_gbps"].get("median", 0) > 0 and vmm["fill_gbps"].get("median", 0) > 0, vmm
-    assert result["ceiling_gbps"]["67108864"] > 0
+        for size in (2 << 20, 64 << 20):
+            entry = result.paths[path][size]
+            assert entry.verified == "2/2", (path, size, entry)
+    vmm = result.paths["vmm"][64 << 20]
+    assert (vmm.verify_gbps.median or 0) > 0 and (vmm.fill_gbps.median or 0) > 0, vmm
+    assert result.ceiling_gbps[64 << 20] > 0
     # the floor and the peer, in the same run: each verified, or skipped with its reason
     import shutil
 
     from vmmtui.bench.peers import torch_missing
 
     for path, missing in (("c_floor", shutil.which("nvcc") is None), ("torch", torch_missing())):
-        for size in ("2097152", "67108864"):
+        for size in (2 << 20, 64 << 20):
             if missing:
-                assert result["skipped"][path][size], (path, size)
+                assert result.skipped[path][size], (path, size)
             else:
-                entry = result["paths"][path][size]
-                assert entry["verified"] == "2/2" and entry["e2e_ms"]["median"] > 0, (path, entry)
+                entry = result.paths[path][size]
+                assert entry.verified == "2/2" and (entry.e2e_ms.median or 0) > 0, (path, entry)

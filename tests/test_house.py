@@ -30,6 +30,10 @@ CORE = [
     "vmmtui.attach.watch",
     "vmmtui.record",
     "vmmtui.record.timeline",
+    "vmmtui.view",
+    "vmmtui.view.model",
+    "vmmtui.view.frames",
+    "vmmtui.view.search",
     "vmmtui.record.notes",
     "vmmtui.page",
 ]
@@ -84,6 +88,14 @@ LAYERS = {
         "vmmtui.tui",
         "vmmtui.console",
         "vmmtui.transcript",
+        "vmmtui.cli",
+    ),
+    "vmmtui.view": (
+        "vmmtui.session",
+        "vmmtui.worker",
+        "vmmtui.tui",
+        "vmmtui.backends.cuda",
+        "vmmtui.backends.memfd",
         "vmmtui.cli",
     ),
     "vmmtui.record": (

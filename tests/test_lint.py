@@ -23,3 +23,16 @@ def test_ruff_format_is_applied():
         pytest.skip("ruff not installed (pip install -e '.[dev]')")
     res = subprocess.run([ruff, "format", "--check", str(ROOT)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_mypy_is_clean():
+    """``mypy`` with the configuration in pyproject.toml (``--check-untyped-defs`` over vmmtui/)."""
+    pytest.importorskip("mypy", reason="mypy not installed (pip install -e '.[dev]')")
+    res = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr

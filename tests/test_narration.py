@@ -67,7 +67,9 @@ def test_exits_and_role_colours():
         narration.exited(WorkerExited("producer", 7, 1, None, False)).plain
         == "producer (pid 7) exit code 1"
     )
-    assert narration.role_style("consumer-2") == narration.role_style("consumer") == "magenta"
+    assert (
+        narration.role_style("consumer-2") == narration.role_style("consumer") == "medium_purple1"
+    )
     assert narration.role_style("producer") == "cyan"
 
 

@@ -1,3 +1,4 @@
+import json
 import socket
 
 import pytest
@@ -86,3 +87,65 @@ def test_malformed_report_is_rejected():
         decode_report({"role": "producer"})
     with pytest.raises(ProtocolError):
         decode_report("not an object")
+
+
+def test_commands_are_typed_both_ways():
+    """What the session sends is read back by the worker as the same typed command."""
+    from vmmtui.protocol import (
+        Quit,
+        RunAll,
+        RunStep,
+        StepArgs,
+        command_message,
+        decode_command,
+    )
+
+    for c in (
+        RunStep("accept", StepArgs(expect_pid=42)),
+        RunStep("init"),
+        RunAll({"connect": StepArgs(7)}),
+        Quit(),
+    ):
+        line = json.loads(json.dumps(command_message(c)))
+        assert decode_command(line) == c
+    assert command_message(RunStep("init")) == {
+        "cmd": "step",
+        "step": "init",
+        "args": {"expect_pid": None},
+    }
+    for bad, says in [
+        ({"cmd": "dance"}, "unknown command"),
+        ({"cmd": "step"}, "lacks 'step'"),
+        ({"cmd": "step", "step": "x", "args": "not an object"}, "expected an object"),
+        ({"cmd": "step", "step": "x", "args": {"expect_pid": "1"}}, "expected int"),
+    ]:
+        with pytest.raises(ProtocolError, match=says):
+            decode_command(bad)
+
+
+def test_replies_are_typed_both_ways():
+    """What a worker says is read back by the session as the same typed reply, never by key."""
+    from vmmtui.protocol import Bye, Report, WorkerError, decode_reply, reply_message
+
+    report = StepReport(
+        "producer",
+        "init",
+        True,
+        5,
+        WorkerState("producer", 1, "memfd", "vmm", "producer-writes", 64, "/s"),
+    )
+    for r in (
+        Hello("producer", 7, ["init"], "memfd", "memfd"),
+        Report(report),
+        WorkerError("cannot read that"),
+        Bye(),
+    ):
+        assert decode_reply(json.loads(json.dumps(reply_message(r)))) == r
+    for bad, says in [
+        ({"type": "gossip"}, "unexpected message"),
+        ({"type": "report", "report": {"role": "producer"}}, "malformed step report"),
+        ({"type": "hello", "role": "producer"}, "malformed hello"),
+        ({"type": "error"}, "malformed error"),
+    ]:
+        with pytest.raises(ProtocolError, match=says):
+            decode_reply(bad)

@@ -14,7 +14,7 @@ BARE = "from textual.app import App\nfrom textual.widgets import Header, Static\
 #: command, the backends' chooser (the probe itself runs in a thread) and the app
 INSPECTOR = (
     "import vmmtui.__main__, vmmtui.cli, vmmtui.cli.inspector, vmmtui.backends\n"
-    "from vmmtui.tui.history import LiveInspector\n"
+    "from vmmtui.tui.app import InspectorApp\n"
 )
 #: vmmtui, textual and rich modules beyond the bare app's: 59 on 2026-11-23 (main had 59 too, with the
 #: recording's reader and writer and gzip among them, and has grown since: keep this near the floor)

@@ -1,3 +1,43 @@
-"""vmmtui: watch CUDA VMM inter-process memory sharing happen, one step at a time."""
+"""vmmtui: watch CUDA VMM inter-process memory sharing happen, one step at a time.
+
+When this process is the ``vmmtui`` command (not a worker, the probe, or a test that imports the
+package), the package takes the stop signals as soon as it is imported, before ``__main__`` and
+anything heavy: see ``take_signals``.
+"""
+
+import os as _os
+import signal as _signal
+import sys as _sys
 
 __version__ = "0.1.0"
+
+#: = vmmtui.interrupts.NOTHING_LEFT (that module is not imported this early)
+_NOTHING_LEFT = b"vmmtui: interrupted; nothing was left running\n"
+
+
+def _exit_now(signum, frame) -> None:
+    _os.write(2, _NOTHING_LEFT)
+    _os._exit(128 + signum)
+
+
+def take_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP write one line and exit 128 + signal, from any point of any
+    import: nothing of ours exists yet. ``cli.main`` replaces this while a command runs."""
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(signum, _exit_now)
+
+
+def _is_the_command() -> bool:
+    """Whether this process is ``vmmtui`` or ``python -m vmmtui``, from the interpreter's own
+    command line (``sys.orig_argv``; ``sys.argv[0]`` is ``-m`` while the package is imported)."""
+    argv = _sys.orig_argv
+    for i, arg in enumerate(argv[1:], 1):
+        if arg == "-mvmmtui" or (arg == "-m" and argv[i + 1 : i + 2] == ["vmmtui"]):
+            return True
+        if arg in ("-m", "-c") or not arg.startswith("-"):
+            break  # the first of these ends the interpreter's options
+    return _os.path.basename(_sys.argv[0]) == "vmmtui"
+
+
+if _is_the_command():
+    take_signals()

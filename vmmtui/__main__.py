@@ -1,22 +1,18 @@
 """``python -m vmmtui`` and the ``vmmtui`` command.
 
-Signals are taken over before anything heavy is imported: a Ctrl-C during start-up, before any
-worker exists, exits at once with one line instead of a traceback from an import.
+The stop signals are taken over first thing, before anything heavy is imported (by the package,
+``vmmtui/__init__.py``, as soon as the command imports it): a Ctrl-C, SIGTERM or SIGHUP during
+start-up, before any worker exists, exits at once with one line and 128 + signal instead of a
+traceback from an import. ``cli.main`` installs what a running command needs, and puts this back.
 """
 
-import os
-import signal
 import sys
 
-
-def _early(signum, frame) -> None:
-    os.write(2, b"vmmtui: interrupted; nothing was left running\n")
-    os._exit(128 + signum)
+from vmmtui import take_signals
 
 
 def run() -> int:
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _early)
+    take_signals()
     from vmmtui.cli import main
 
     return main()

@@ -9,6 +9,7 @@ peer pid it was told to expect (SO_PEERCRED), dropping anyone else at once.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import json
@@ -283,19 +284,27 @@ def send_message(
 
     A peer that stops reading fills its receive queue and then sendmsg waits: ``timeout`` bounds it."""
     data = json.dumps({"v": VERSION, **encode(message)}).encode()
-    sock.settimeout(timeout)
+
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+
+    def send(flags: int = 0) -> int:  # sendmsg itself: socket.send_fds ignores flags before 3.12
+        return sock.sendmsg([data], rights, flags)
+
     try:
-        if fds:
-            return socket.send_fds(sock, [data], fds)
-        return sock.send(data)
+        try:  # the common case, room in the peer's queue: no timeout to set and unset, no poll
+            return send(_DONTWAIT)
+        except BlockingIOError:
+            sock.settimeout(timeout)
+            try:
+                return send()
+            finally:
+                sock.settimeout(None)
     except TimeoutError as exc:
         raise StepError(
             failure("ETIMEDOUT", "sendmsg", f"the peer took no message within {timeout:g} s")
         ) from exc
     except OSError as exc:
         raise _err(exc, "sendmsg") from exc
-    finally:
-        sock.settimeout(None)
 
 
 def too_deep(data: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -346,17 +355,22 @@ def receive_message(
     is in fact gone.
     """
     name = _TYPE_NAMES[expect]
-    sock.settimeout(timeout)
+    room = max(want_fds, 1) + 4
     try:
-        data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, max(want_fds, 1) + 4)
+        try:  # the common case, the record already here: no timeout to set and unset, no poll
+            data, fds, flags = _recv_fds(sock, room, _DONTWAIT)
+        except BlockingIOError:
+            sock.settimeout(timeout)
+            try:
+                data, fds, flags = _recv_fds(sock, room)
+            finally:
+                sock.settimeout(None)
     except TimeoutError as exc:
         raise StepError(
             failure("ETIMEDOUT", "recvmsg", f"no {name} message within {timeout:g} s")
         ) from exc
     except OSError as exc:
         raise _err(exc, "recvmsg") from exc
-    finally:
-        sock.settimeout(None)
     try:
         return _parse(sock, data, fds, flags, expect, name, want_fds), fds
     except BaseException:
@@ -364,6 +378,19 @@ def receive_message(
             with contextlib.suppress(OSError):
                 os.close(fd)
         raise
+
+
+def _recv_fds(sock: socket.socket, room: int, flags: int = 0) -> tuple[bytes, list[int], int]:
+    """One record and the fds that came with it (socket.recv_fds, whose ``flags`` are ignored before
+    Python 3.12): (data, fds, the message's flags)."""
+    fds = array.array("i")
+    data, ancdata, msg_flags, _ = sock.recvmsg(
+        MAX_MESSAGE, socket.CMSG_LEN(room * fds.itemsize), flags
+    )
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return data, list(fds), msg_flags
 
 
 def _parse(
@@ -411,12 +438,16 @@ def _parse(
 
 #: plain ints: an IntFlag ``|`` costs tens of microseconds the first time, inside the timed step
 _CTRUNC = int(socket.MSG_CTRUNC)
+_DONTWAIT = int(socket.MSG_DONTWAIT)
 _TRUNCATED = _CTRUNC | int(socket.MSG_TRUNC)
 
 
 def _type_name(expect: type) -> str:
     """The ``type`` a message class carries on the wire (its field's default: ``alloc``, ``ack``)."""
-    return next(f.default for f in fields(expect) if f.name == "type")
+    default = next(f.default for f in fields(expect) if f.name == "type")
+    if not isinstance(default, str):
+        raise TypeError(f"{expect.__name__} has no default ``type``")
+    return default
 
 
 _TYPE_NAMES = {cls: _type_name(cls) for cls in (AllocMessage, Ack)}

@@ -86,10 +86,7 @@ def decode(tp: Any, data: Any, path: str = "$") -> Any:
         if not isinstance(data, dict):
             raise DecodeError(f"{path}: expected an object, got {type(data).__name__}")
         kt, vt = typing.get_args(tp) or (str, Any)
-        return {
-            decode(kt, k, path) if kt is not str else str(k): decode(vt, v, f"{path}.{k}")
-            for k, v in data.items()
-        }
+        return {_key(kt, k, path): decode(vt, v, f"{path}.{k}") for k, v in data.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise DecodeError(
@@ -121,6 +118,25 @@ def decode(tp: Any, data: Any, path: str = "$") -> Any:
             raise DecodeError(f"{path}: expected null")
         return None
     raise DecodeError(f"{path}: cannot decode into {tp!r}")
+
+
+def _key(tp: Any, key: Any, path: str) -> Any:
+    """A JSON object's key (always a string) as the dict's key type: JSON has no int keys, so
+    ``encode`` wrote ``str(k)`` and this reads back the integer (decimal digits only)."""
+    if tp is int:
+        text = key if isinstance(key, str) else ""
+        digits = text[1:] if text.startswith("-") else text
+        if not (digits.isascii() and digits.isdigit()):
+            raise DecodeError(f"{path}: key {key!r:.40} is not an integer")
+        try:
+            return int(text)
+        except ValueError:  # more digits than int() takes from a string
+            raise DecodeError(f"{path}: key {key!r:.40} is not an integer") from None
+    if tp is str or tp is Any:
+        if not isinstance(key, str):
+            raise DecodeError(f"{path}: key {key!r:.40} is not a string")
+        return key
+    return decode(tp, key, f"{path} key")
 
 
 def roundtrip(value: T) -> T:

@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vmmtui.backends.probe import DeviceRecord
 
 
 class BackendName(StrEnum):
@@ -116,7 +120,7 @@ def validate(
     device_count: int | None = None,
     capacity: int | None = None,
     scenario=None,
-    device_probe: dict | None = None,
+    device_probe: DeviceRecord | None = None,
 ) -> str | None:
     """Why this configuration cannot run on ``backend``, as one line with the fix; None when it can.
 

@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from vmmtui.backends import cuda_unusable
-from vmmtui.backends.probe import imex_channels, probe
+from vmmtui.backends.probe import DeviceRecord, imex_channels, probe
 from vmmtui.fdtable import kcmp_same_file
 from vmmtui.sizes import format_size
 
@@ -83,12 +83,12 @@ IMEX_FIX = (
 )
 
 
-def fabric_finding(prefix: str, d: dict, channels: str) -> Finding:
+def fabric_finding(prefix: str, d: DeviceRecord, channels: str) -> Finding:
     """Fabric handles as they are: the device attribute, then what cuMemCreate answered in the probe."""
     name = f"{prefix} fabric handles"
-    if not d.get("fabric"):
+    if not d.fabric:
         return Finding(name, "not supported by the device (HANDLE_TYPE_FABRIC_SUPPORTED = 0)", None)
-    tried = d.get("fabric_create")
+    tried = d.fabric_create
     if tried == "CUDA_SUCCESS":
         return Finding(
             name, f"usable: cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC works ({channels})", True
@@ -110,26 +110,24 @@ def fabric_finding(prefix: str, d: dict, channels: str) -> Finding:
     )
 
 
-def kernels_finding(prefix: str, d: dict) -> Finding | None:
+def kernels_finding(prefix: str, d: DeviceRecord) -> Finding | None:
     """Whether the fill/verify kernels load (the probe tried): else --verify auto checks on the host."""
-    if "kernels_error" not in d:
+    if not d.kernels_tried:
         return None
-    if d["kernels_error"]:
+    if d.kernels_error:
         return Finding(
             f"{prefix} fill/verify kernels",
-            f"cannot load: {d['kernels_error']}; --verify auto checks on the host instead",
+            f"cannot load: {d.kernels_error}; --verify auto checks on the host instead",
             False,
         )
-    return Finding(f"{prefix} fill/verify kernels", f"load ({d['kernels']})", True)
+    return Finding(f"{prefix} fill/verify kernels", f"load ({d.kernels})", True)
 
 
-def pool_finding(prefix: str, d: dict) -> Finding | None:
+def pool_finding(prefix: str, d: DeviceRecord) -> Finding:
     """Whether --mechanism pool can run on this device: pools, and the POSIX-fd bit among their handle types."""
-    if "memory_pools" not in d:
-        return None
-    types = d.get("pool_handle_types") or 0
+    types = d.pool_handle_types
     fd = bool(types & 1)  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-    if not d["memory_pools"]:
+    if not d.memory_pools:
         return Finding(
             f"{prefix} memory pools", "not supported (--mechanism pool cannot run)", False
         )
@@ -171,48 +169,42 @@ def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
     info = probe()
-    if not info.get("driver"):
-        add(Finding("NVIDIA driver", info.get("error", "not found"), False))
+    if not info.driver:
+        add(Finding("NVIDIA driver", info.error or "not found", False))
     else:
-        v = info.get("driver_version")
         add(
             Finding(
                 "NVIDIA driver",
-                f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else info.get("error", "?"),
-                not info.get("error"),
+                info.driver_api or info.error or "?",
+                not info.error,
             )
         )
         channels = imex_channels()
-        for d in info.get("devices", []):
-            p = f"device {d['index']}"
-            add(
-                Finding(
-                    f"{p} name", f"{d['name']} (compute capability {d['compute_capability']})", None
-                )
-            )
-            add(Finding(f"{p} VMM", "yes" if d["vmm"] else "no", d["vmm"]))
-            add(Finding(f"{p} POSIX fd handles", "yes" if d["posix_fd"] else "no", d["posix_fd"]))
+        for d in info.devices:
+            p = f"device {d.index}"
+            add(Finding(f"{p} name", f"{d.name} (compute capability {d.compute_capability})", None))
+            add(Finding(f"{p} VMM", "yes" if d.vmm else "no", d.vmm))
+            add(Finding(f"{p} POSIX fd handles", "yes" if d.posix_fd else "no", d.posix_fd))
             add(fabric_finding(p, d, channels))
-            if "granularity_min" in d:
+            if d.granularity_min is not None and d.granularity_rec is not None:
                 add(
                     Finding(
                         f"{p} granularity",
-                        f"minimum {format_size(d['granularity_min'])}, "
-                        f"recommended {format_size(d['granularity_rec'])}",
+                        f"minimum {format_size(d.granularity_min)}, "
+                        f"recommended {format_size(d.granularity_rec)}",
                         None,
                     )
                 )
             add(
                 Finding(
                     f"{p} memory",
-                    f"{format_size(d['mem_free'])} free of {format_size(d['mem_total'])}",
+                    f"{format_size(d.mem_free)} free of {format_size(d.mem_total)}",
                     None,
                 )
             )
             if (kernels := kernels_finding(p, d)) is not None:
                 add(kernels)
-            if (pools := pool_finding(p, d)) is not None:
-                add(pools)
+            add(pool_finding(p, d))
     why = cuda_unusable(info, device)
     rep.cuda_ok = why is None
     add(Finding("cuda backend", "can run" if rep.cuda_ok else f"cannot run: {why}", rep.cuda_ok))

@@ -8,13 +8,15 @@ wording is ``vmmtui/narration.py``'s. No Textual here.
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from vmmtui.codec import DecodeError, decode, encode
 from vmmtui.names import json_safe
-from vmmtui.state import StepReport
+from vmmtui.state import HeldKind, StepReport
 from vmmtui.troubleshooting import Failure
 
 #: the event format's version: recordings and --json carry it in every line
@@ -25,13 +27,35 @@ class EventFormatError(ValueError):
     """A line that is not an event of this format (unknown type, wrong version, wrong shape)."""
 
 
-@dataclass
+#: modules that add event types of their own (a subclass of Event registers itself by its name).
+#: A reader that meets a type it does not know imports these first, so that a recording of any
+#: kind reads back without its reader importing them; a new module of events adds its name here.
+EVENT_MODULES = ("vmmtui.trace.events",)
+
+
+@dataclass(frozen=True)
 class Event:
+    """One thing that happened. Subclasses are frozen dataclasses (``@dataclass(frozen=True)``;
+    a non-frozen one fails at import), registered by class name, which must be unique."""
+
     types: ClassVar[dict[str, type[Event]]] = {}
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        known = Event.types.get(cls.__name__)
+        if known is not None and known.__module__ != cls.__module__:
+            raise TypeError(
+                f"event type {cls.__name__} of {cls.__module__} is already "
+                f"{known.__module__}'s: a line names its type by class name only"
+            )
         Event.types[cls.__name__] = cls
+
+    @staticmethod
+    def all_types() -> dict[str, type[Event]]:
+        """Every event type, those of ``EVENT_MODULES`` included."""
+        for module in EVENT_MODULES:
+            importlib.import_module(module)
+        return Event.types
 
     def to_dict(self) -> dict[str, Any]:
         return {"v": VERSION, "event": type(self).__name__, **encode(self)}
@@ -49,7 +73,8 @@ class Event:
             raise EventFormatError(
                 f"event format version {data.get('v')!r}, this vmmtui reads {VERSION}"
             )
-        cls = Event.types.get(str(data.get("event")))
+        name = str(data.get("event"))
+        cls = Event.types.get(name) or Event.all_types().get(name)
         if cls is None:
             raise EventFormatError(f"unknown event type {data.get('event')!r}")
         body = {k: v for k, v in data.items() if k not in ("v", "event")}
@@ -67,12 +92,12 @@ class Event:
         return Event.from_dict(data)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Notice(Event):
     text: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionStarted(Event):
     backend: str
     reason: str
@@ -92,7 +117,7 @@ class SessionStarted(Event):
     transport: str = "scm-rights"
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScenarioInfo:
     """What a scenario is and what it promises, as the session announces it (see ``ScenarioOutcome``)."""
 
@@ -105,14 +130,14 @@ class ScenarioInfo:
     at: tuple[str, str] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerStarted(Event):
     role: str
     pid: int
     backend: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepStarted(Event):
     """Emitted before the worker is asked (``Session.stepping`` yields it while the step runs)."""
 
@@ -121,7 +146,7 @@ class StepStarted(Event):
     step: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class NextStep(Event):
     """Where the plan stands, after the start and after every step: ``done`` steps have run and
     ``role``'s ``step`` (index ``done``) runs next; both are "" once the plan has stopped (run to
@@ -136,7 +161,7 @@ class NextStep(Event):
         return not self.step
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepDone(Event):
     index: int
     report: StepReport
@@ -152,19 +177,51 @@ class StepDone(Event):
         return self.report.step
 
 
-@dataclass
+class FdCheck(StrEnum):
+    """What /proc says of an fd a worker declared (or closed), against the worker's word."""
+
+    OK = "ok"
+    MISSING = "missing"  # declared, not in /proc
+    MISMATCH = "mismatch"  # in /proc, but another file than the worker says
+    STILL_OPEN = "still-open"  # closed by the worker's word, open in /proc
+    CLOSED = "closed"  # closed, and gone from /proc
+    REUSED = "reused"  # closed, and the number now names a newer fd
+
+    @property
+    def problem(self) -> bool:
+        return self in FD_PROBLEMS
+
+
+#: the checks that are a problem: the worker's word and the kernel disagree
+FD_PROBLEMS = frozenset({FdCheck.MISSING, FdCheck.MISMATCH, FdCheck.STILL_OPEN})
+
+
+class FdClass(StrEnum):
+    """What an fd no worker declared is, from its /proc target (``fdchecks.classify``)."""
+
+    DRIVER = "driver"
+    SOCKET = "socket"
+    PIPE = "pipe"
+    ANON = "anon"
+    OTHER = "other"
+    CLOSED = "closed"  # a row of ``FdSnapshot.closed``
+
+
+@dataclass(frozen=True)
 class FdRow:
     """One fd as the kernel shows it, with what it is to us and whether the worker's word matches."""
 
     fd: int
     target: str
-    kind: str  # what the worker declared (exported, received, ...) or a class from the target
+    #: what the worker declared, or (no worker declared it) a class from the target
+    kind: HeldKind | FdClass | AttachKind
     note: str = ""
-    check: str | None = None  # ok | missing | mismatch | None (not one of the worker's own fds)
+    #: None: not one of the worker's own fds
+    check: FdCheck | None = None
     detail: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdSnapshot(Event):
     role: str
     pid: int
@@ -177,12 +234,10 @@ class FdSnapshot(Event):
 
     @property
     def problems(self) -> list[FdRow]:
-        return [
-            r for r in self.rows + self.closed if r.check in ("missing", "mismatch", "still-open")
-        ]
+        return [r for r in self.rows + self.closed if r.check in FD_PROBLEMS]
 
 
-@dataclass
+@dataclass(frozen=True)
 class KcmpVerdict(Event):
     producer_pid: int
     producer_fd: int
@@ -193,7 +248,7 @@ class KcmpVerdict(Event):
     consumer: str = "consumer"
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerExited(Event):
     role: str
     pid: int
@@ -203,14 +258,14 @@ class WorkerExited(Event):
     log_tail: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionFailed(Event):
     role: str
     step: str
     failure: Failure
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionFinished(Event):
     verified: bool
     integers: int
@@ -221,13 +276,13 @@ class SessionFinished(Event):
     kcmp: list[KcmpVerdict] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionClosed(Event):
     clean: bool
     leftovers: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScenarioOutcome(Event):
     """How a failure scenario ended, against what it promised to show."""
 
@@ -240,12 +295,12 @@ class ScenarioOutcome(Event):
 
 
 # -- attach and watch: programs vmmtui did not start ---------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class AttachEvent(Event):
     """Events only ``vmmtui attach``/``watch`` produce (a session never does); ``at`` is seconds since the start."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessSeen(AttachEvent):
     pid: int
     ppid: int
@@ -257,7 +312,7 @@ class ProcessSeen(AttachEvent):
     pid_ns: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessGone(AttachEvent):
     pid: int
     name: str
@@ -266,7 +321,7 @@ class ProcessGone(AttachEvent):
     signal: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessUnreadable(AttachEvent):
     """A target vmmtui may not read ("no permission") or that does not exist: said once, and we go on."""
 
@@ -274,21 +329,41 @@ class ProcessUnreadable(AttachEvent):
     reason: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdHolder:
     pid: int
     fd: int
 
 
-@dataclass
+class AttachKind(StrEnum):
+    """The fds attach follows, from their /proc target: memory (the first four) and the roads."""
+
+    GPU = "gpu"
+    MEMFD = "memfd"
+    SHM = "shm"
+    DMABUF = "dmabuf"
+    SOCKET = "socket"
+    PIDFD = "pidfd"
+
+
+class Arrival(StrEnum):
+    """How an fd came to be in a process, as attach can prove it."""
+
+    PRESENT = "present"  # there when first seen
+    OPENED = "opened"
+    ARRIVED = "arrived"  # kcmp: the same open file as another process's fd
+    INHERITED = "inherited"
+    #: the same open file as another process's, both appeared in one poll: the direction is unseen
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
 class FdOpened(AttachEvent):
     pid: int
     fd: int
     target: str
-    kind: str  # gpu | memfd | shm | socket | pidfd
-    #: present (there when first seen) | opened | arrived (kcmp: another process's open file) | inherited
-    #: | unknown (the same open file as another process's, both appeared in one poll: direction unseen)
-    how: str
+    kind: AttachKind
+    how: Arrival
     at: float
     source: FdHolder | None = None  # the fd it is the same open file as, for arrived/inherited
     via: str = (
@@ -296,20 +371,20 @@ class FdOpened(AttachEvent):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdClosed(AttachEvent):
     pid: int
     fd: int
     target: str
-    kind: str
+    kind: AttachKind
     at: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class SharedFile(AttachEvent):
     """An open file description (kcmp-proven), or one memory object, held by two or more processes."""
 
-    kind: str
+    kind: AttachKind
     target: str
     dev: int
     ino: int
@@ -321,7 +396,7 @@ class SharedFile(AttachEvent):
     at: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class GpuMemory(AttachEvent):
     """What NVML charges a process, per device (bytes); ``error`` when NVML cannot say."""
 
@@ -331,7 +406,7 @@ class GpuMemory(AttachEvent):
     at: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreflightCheck(AttachEvent):
     """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known."""
 
@@ -344,9 +419,21 @@ class PreflightCheck(AttachEvent):
     fix: str = ""
 
 
-@dataclass
+class LeakKind(StrEnum):
+    FD_AFTER_PEER = "fd-after-peer"
+    HELD_UNTIL_EXIT = "held-until-exit"
+    GPU_MEMORY_AFTER_PEER = "gpu-memory-after-peer"
+    SHM_FILE = "shm-file"
+    SOCKET_FILE = "socket-file"
+    #: the same findings where attach did not see which process made the fd (present at attach,
+    #: or both ends appeared within one poll)
+    POSSIBLE_FD_AFTER_PEER = "possible-fd-after-peer"
+    POSSIBLE_HELD_UNTIL_EXIT = "possible-held-until-exit"
+
+
+@dataclass(frozen=True)
 class Leak(AttachEvent):
-    kind: str  # fd-after-peer | held-until-exit | gpu-memory-after-peer | shm-file | socket-file
+    kind: LeakKind
     what: str
     pid: int | None
     detail: str
@@ -354,7 +441,7 @@ class Leak(AttachEvent):
     at: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class WatchFinished(AttachEvent):
     """The watched command's end: its exit, how many processes and shares were seen, what could not be seen."""
 
@@ -368,7 +455,7 @@ class WatchFinished(AttachEvent):
     unseen: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SocketPair(AttachEvent):
     """Two watched processes connected by a Unix socket (sock_diag's peer): the road an fd can travel."""
 

@@ -58,11 +58,13 @@ class FdTable:
                 target = os.readlink(f"{base}/{name}")
             except OSError:
                 continue  # closed while we looked
+            dev: int | None = None
+            ino: int | None = None
             try:
                 st = os.stat(f"{base}/{name}")
                 dev, ino = st.st_dev, st.st_ino
             except OSError:
-                dev = ino = None
+                pass
             table.entries[fd] = FdEntry(fd, target, dev, ino)
         return table
 

@@ -1,17 +1,89 @@
-"""Cleanups that a signal cannot cut in half.
+"""Signals from a user or a dying terminal (SIGINT, SIGTERM, SIGHUP), in one place.
 
-Closing fds, unlinking the socket and stopping workers must finish once started: the signals a
-user or a dying terminal sends (SIGINT, SIGTERM, SIGHUP, SIGQUIT) are held back meanwhile in this
-thread and delivered when the block ends. SIGKILL cannot be held; the producer's reaper covers it.
+Three ways to meet them, each installed only around what needs it and each restoring what was
+there before, so that a caller running vmmtui in-process (the tests) gets its own handlers back:
+
+- ``exit_at_once()``: while nothing of ours exists yet (start-up, argument parsing), a signal
+  writes one line and exits 128 + signal, from any point of any import.
+- ``interruptible()``: while a session runs, a signal raises ``Interrupted`` in the main thread, so
+  that the code's ``finally`` blocks stop the workers and remove the directory.
+- ``signals_held()``: cleanups that must not be cut in half (closing fds, unlinking the socket,
+  stopping workers) hold the signals back in this thread and get them when the block ends.
+  SIGKILL cannot be held; the producer's reaper covers it.
+
+An event loop that wants the signals as messages (the Textual apps) installs its own handlers
+with ``delivered_to(callback)`` (its command sets ``own_signals=True`` so that ``cli.main`` does
+not install ``interruptible()`` around it), and what was there comes back when it ends.
+No Textual here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
 
+#: the signals a user or a terminal sends to say "stop"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 HELD = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+#: what ``exit_now`` writes: nothing of ours was running when the signal came
+NOTHING_LEFT = "vmmtui: interrupted; nothing was left running"
+
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP: stop, clean up, say where, exit 128 + signal (130 for Ctrl-C)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def exit_now(signum: int, frame: FrameType | None = None) -> None:
+    """One line and 128 + signal, at once: for when nothing of ours needs cleaning up."""
+    os.write(2, NOTHING_LEFT.encode() + b"\n")
+    os._exit(128 + signum)
+
+
+def interrupt(signum: int, frame: FrameType | None = None) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handled_by(handler: Callable[[int, FrameType | None], object]) -> Iterator[None]:
+    """``handler`` for every stop signal within the block; the previous handlers come back after.
+
+    Only the main thread may install handlers: elsewhere this does nothing (the caller's thread
+    is not the one the signals are delivered to anyway)."""
+    try:
+        old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def exit_at_once() -> contextlib.AbstractContextManager[None]:
+    """Within: a stop signal writes ``NOTHING_LEFT`` and exits 128 + signal."""
+    return handled_by(exit_now)
+
+
+def interruptible() -> contextlib.AbstractContextManager[None]:
+    """Within: a stop signal raises ``Interrupted`` in the main thread."""
+    return handled_by(interrupt)
+
+
+def delivered_to(callback: Callable[[int], object]) -> contextlib.AbstractContextManager[None]:
+    """Within: a stop signal calls ``callback(signum)`` (in the main thread, between bytecodes;
+    an event loop posts itself a message from it) instead of raising."""
+    return handled_by(lambda signum, frame: callback(signum))
 
 
 @contextlib.contextmanager

@@ -9,8 +9,8 @@ change from run to run (pids, addresses, timings) pass through a ``Masks`` so th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from rich.text import Text
 
@@ -38,7 +38,7 @@ VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
 #: who speaks when the line is the kernel's (kcmp), not a worker's
 KERNEL = "kernel"
-ROLE_STYLES = {PRODUCER: "cyan", CONSUMER: "magenta", KERNEL: "yellow"}
+ROLE_STYLES = {PRODUCER: "cyan", CONSUMER: "medium_purple1", KERNEL: "yellow"}
 SIGNS = {True: "≡", False: "≢", None: "?"}
 KCMP_STYLES = {True: "bold green", False: "bold red", None: "yellow"}
 CLEAN = "Closed cleanly: no workers, no socket directory left"
@@ -500,7 +500,7 @@ def watch_finished(e: WatchFinished) -> list[Text]:
 
 def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
     """Any event attach or watch emits, in words (one or more lines)."""
-    simple = {
+    simple: dict[type[Event], Callable[[Any, Masks], Text]] = {
         ProcessSeen: process_seen,
         ProcessGone: process_gone,
         FdOpened: fd_opened,
@@ -509,7 +509,7 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
         SocketPair: socket_pair,
         GpuMemory: gpu_memory,
     }
-    many = {
+    many: dict[type[Event], Callable[[Any, Masks], list[Text]]] = {
         PreflightCheck: lambda x, _m: preflight(x),
         Leak: lambda x, _m: leak(x),
         WatchFinished: lambda x, _m: watch_finished(x),

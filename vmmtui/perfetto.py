@@ -81,12 +81,12 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
         if isinstance(e, CudaCall):
             dur = e.duration_ns / 1e3
             start = ts - dur
-            args = {
+            call = {
                 k: v
                 for k, v in (("result", e.result), ("size", e.size), ("fd", e.fd))
                 if v not in (0, -1) or k == "result"
             }
-            out.append(_slice(e.func, e.pid, e.tid, start, dur, args))
+            out.append(_slice(e.func, e.pid, e.tid, start, dur, call))
             f = e.func.removesuffix("_v2")
             if f == "cuMemExportToShareableHandle" and e.fd >= 0:
                 where[("exported", e.pid, e.fd)] = (e.pid, e.tid, start)

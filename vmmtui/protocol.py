@@ -1,8 +1,9 @@
 """The control channel between the session and a worker: JSON lines over a socketpair.
 
 The worker's stdout and stderr are not used for control, so whatever the driver or Python prints
-cannot corrupt it. Session -> worker: ``{"cmd": "step", "step": NAME, "args": {...}}``,
-``{"cmd": "run", "args": {STEP: {...}}}``, ``{"cmd": "quit"}``. Worker -> session:
+cannot corrupt it. Session -> worker: a ``Command`` (``RunStep``, ``RunAll``, ``Quit``), written
+``{"cmd": "step", "step": NAME, "args": {...}}``, ``{"cmd": "run", "args": {STEP: {...}}}``,
+``{"cmd": "quit"}`` by ``command_message`` and read back typed by ``decode_command``. Worker -> session:
 ``{"type": "hello", **Hello}``, one ``{"type": "report", "report": StepReport}`` per step,
 ``{"type": "error", "message": ...}`` for a command it cannot read, ``{"type": "bye"}`` at exit.
 Every line carries ``"v": VERSION``; reports and hellos are decoded with the codec.
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.codec import DecodeError, decode
+from vmmtui.codec import DecodeError, decode, encode
 from vmmtui.state import HeldFd, StepReport
 
 VERSION = 1
@@ -38,6 +39,110 @@ class Hello:
     backend: str
     label: str
     held: list[HeldFd] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StepArgs:
+    """What a step needs from the session: the pid the peer check must find (accept, connect)."""
+
+    expect_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """Run one step of the worker's plan."""
+
+    step: str
+    args: StepArgs = field(default_factory=StepArgs)
+
+
+@dataclass(frozen=True)
+class RunAll:
+    """Run every step not yet done, in order, up to the first failure (the worker tests, the bench)."""
+
+    args: dict[str, StepArgs] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Quit:
+    """Release everything and exit."""
+
+
+Command = RunStep | RunAll | Quit
+#: each command's name on the wire (the ``cmd`` key)
+COMMANDS: dict[str, type[RunStep] | type[RunAll] | type[Quit]] = {
+    "step": RunStep,
+    "run": RunAll,
+    "quit": Quit,
+}
+
+
+def command_message(command: Command) -> dict[str, Any]:
+    """``command`` as the control line's object."""
+    name = next(n for n, cls in COMMANDS.items() if isinstance(command, cls))
+    return {"cmd": name, **encode(command)}
+
+
+def decode_command(message: dict[str, Any]) -> Command:
+    """A control line from the session as a Command; ProtocolError when it is not one."""
+    cls = COMMANDS.get(str(message.get("cmd")))
+    if cls is None:
+        raise ProtocolError(f"unknown command {str(message.get('cmd'))[:40]!r}")
+    body = {k: v for k, v in message.items() if k not in ("v", "cmd")}
+    try:
+        return decode(cls, body, message["cmd"])
+    except DecodeError as exc:
+        raise ProtocolError(f"malformed command: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Report:
+    """One step's report."""
+
+    report: StepReport
+
+
+@dataclass(frozen=True)
+class WorkerError:
+    """A command the worker could not read."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Bye:
+    """The worker released everything and exits."""
+
+
+Reply = Hello | Report | WorkerError | Bye
+#: each reply's name on the wire (the ``type`` key)
+REPLIES: dict[str, type[Hello] | type[Report] | type[WorkerError] | type[Bye]] = {
+    "hello": Hello,
+    "report": Report,
+    "error": WorkerError,
+    "bye": Bye,
+}
+
+
+def reply_message(reply: Reply) -> dict[str, Any]:
+    """``reply`` as the control line's object."""
+    name = next(n for n, cls in REPLIES.items() if isinstance(reply, cls))
+    return {"type": name, **encode(reply)}
+
+
+def decode_reply(message: dict[str, Any]) -> Reply:
+    """A control line from a worker as a Reply; ProtocolError when it is not one."""
+    name = str(message.get("type"))
+    cls = REPLIES.get(name)
+    if cls is None:
+        raise ProtocolError(f"unexpected message {str(message)[:80]}")
+    body = {k: v for k, v in message.items() if k not in ("v", "type")}
+    try:
+        return decode(cls, body, name)
+    except (DecodeError, RecursionError) as exc:
+        raise ProtocolError(
+            f"malformed {'step report' if name == 'report' else name}: {exc}"
+        ) from None
 
 
 def decode_report(data: Any) -> StepReport:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from vmmtui.backends.base import Call
@@ -17,21 +18,36 @@ from vmmtui.pattern import Verification
 from vmmtui.troubleshooting import Failure
 
 
+class HeldKind(StrEnum):
+    """What an fd a worker declares is for."""
+
+    CONTROL = "control"  # the worker's control socket to the session
+    LISTENER = "listener"
+    CONNECTION = "connection"
+    ALLOCATION = "allocation"  # the memory itself (memfd)
+    EXPORTED = "exported"
+    RECEIVED = "received"
+    IMPORTED = "imported"
+    PIDFD = "pidfd"  # a pidfd of the producer, held while pidfd_getfd takes the fd
+
+
 @dataclass
 class HeldFd:
     """An fd a worker says it holds, with the identity the inspector checks against /proc."""
 
     fd: int
-    kind: str  # control | listener | connection | allocation | exported | received | imported
+    kind: HeldKind
     dev: int
     ino: int
     target: str  # what the worker itself reads in /proc/self/fd
     note: str = ""
 
     @classmethod
-    def of(cls, fd: int, kind: str, note: str = "") -> HeldFd:
+    def of(cls, fd: int, kind: HeldKind, note: str = "") -> HeldFd:
         st = os.fstat(fd)
-        return cls(fd, kind, st.st_dev, st.st_ino, os.readlink(f"/proc/self/fd/{fd}"), note)
+        return cls(
+            fd, HeldKind(kind), st.st_dev, st.st_ino, os.readlink(f"/proc/self/fd/{fd}"), note
+        )
 
 
 @dataclass

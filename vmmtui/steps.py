@@ -10,9 +10,19 @@ carry the peer's name (``accept:consumer-2``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
-PRODUCER = "producer"
-CONSUMER = "consumer"
+
+class RoleKind(StrEnum):
+    """The two kinds of worker. A worker's name is its kind, and ``-K`` for the K-th consumer of
+    several (``consumer-2``): ``kind()`` takes the number off."""
+
+    PRODUCER = "producer"
+    CONSUMER = "consumer"
+
+
+PRODUCER = RoleKind.PRODUCER
+CONSUMER = RoleKind.CONSUMER
 #: producer steps done once per consumer, named ``step:consumer-K`` when there are several
 PER_PEER = ("accept", "send", "wait_ack")
 
@@ -434,7 +444,8 @@ _VMM_ONLY = ("reserve", "map", "set_access")
 
 
 def kind(role: str) -> str:
-    """``producer`` or ``consumer``: a worker name without its number (``consumer-2`` → ``consumer``)."""
+    """A worker name without its number (``consumer-2`` → ``consumer``): a RoleKind's value for
+    every worker vmmtui starts (anything else is a name from elsewhere, kept as it is)."""
     return role.split("-", 1)[0]
 
 
@@ -480,7 +491,7 @@ def build_plan(
         return not (mechanism in ("legacy", "pool") and step in _VMM_ONLY)
 
     pre = [s for s in ("init", "query", "create", "reserve", "map", "set_access") if keep(s)]
-    plan = [(PRODUCER, s) for s in pre]
+    plan: list[tuple[str, str]] = [(PRODUCER, s) for s in pre]
     plan += [(PRODUCER, "clear" if writes else "fill"), (PRODUCER, "export"), (PRODUCER, "listen")]
     plan += [(n, "init") for n in names]
     for n in names:

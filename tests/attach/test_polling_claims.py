@@ -229,3 +229,33 @@ def test_a_received_fd_arrives_though_the_receiver_held_another_open_file_of_its
         a.close()
         b.close()
         os.close(mem)
+
+
+def test_a_poll_over_its_cpu_budget_puts_readings_off_and_says_so():
+    """Processes that keep running, a budget too small for all: each poll reads those put off last
+    time first, the rest keep their last reading (with its times), and the report says how far apart
+    a running process was read."""
+    import time
+
+    spin = "import os, time\nfds = [os.memfd_create('fixture-budget', 0) for _ in range(50)]\n"
+    spin += "while True: time.sleep(0.01)"
+    kids = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(4)]
+    try:
+        time.sleep(1.0)
+        f = Follower({k.pid for k in kids}, use_nvml=False, budget=1e-9)
+        f.poll()  # a first reading of every process, whatever the budget
+        read: dict[int, int] = {}
+        for _ in range(8):
+            time.sleep(0.05)
+            f.poll()
+            for pid, p in f.last.processes.items():
+                read[pid] = read.get(pid, 0) + p.fresh
+                if p.deferred:
+                    assert p.fds and p.read_end < f.last.processes[pid].read_end + 1  # kept
+        assert f.deferred > 0 and all(read.get(k.pid) for k in kids), read
+        said = " ".join(n.text for n in f.missed())
+        assert "readings put off" in said and "read at most" in said, said
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()

@@ -3,6 +3,7 @@
 import pytest
 
 from vmmtui.backends import Choice
+from vmmtui.backends.probe import DeviceRecord
 from vmmtui.config import resolve_verify
 from vmmtui.troubleshooting import explain
 
@@ -22,9 +23,16 @@ def test_auto_falls_back_to_the_host_with_one_line_only_where_the_kernels_cannot
 
 
 def test_the_choice_carries_the_probe_answer():
-    assert Choice("cuda", "", device_probe={"kernels_error": WHY}).kernels_error == WHY
     assert (
-        Choice("cuda", "", device_probe={"kernels_error": None, "kernels": "PTX"}).kernels_error
+        Choice(
+            "cuda", "", device_probe=DeviceRecord(0, "gpu", kernels_tried=True, kernels_error=WHY)
+        ).kernels_error
+        == WHY
+    )
+    assert (
+        Choice(
+            "cuda", "", device_probe=DeviceRecord(0, "gpu", kernels_tried=True, kernels="PTX")
+        ).kernels_error
         is None
     )
     assert Choice("memfd", "").kernels_error is None

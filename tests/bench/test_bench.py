@@ -2,11 +2,13 @@
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from vmmtui.backends import Choice
 from vmmtui.bench.report import gaps, svg, tables
+from vmmtui.bench.result import BenchResult, Machine, PathSummary, Stats
 from vmmtui.bench.run import Bench, BenchConfig, GiB, MiB, stats, targets, write
 from vmmtui.cli import main
 from vmmtui.steps import build_plan
@@ -17,10 +19,10 @@ MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 
 def test_stats_median_spread_and_percentile():
-    assert stats([]) == {"n": 0}
+    assert stats([]) == Stats(0)
     s = stats([5.0, 1.0, 3.0, 2.0, 4.0])
-    assert (s["median"], s["min"], s["max"], s["n"]) == (3.0, 1.0, 5.0, 5)
-    assert stats(list(map(float, range(11))))["p90"] == 9.0
+    assert (s.median, s.min, s.max, s.n) == (3.0, 1.0, 5.0, 5)
+    assert stats(list(map(float, range(11)))).p90 == 9.0
 
 
 @pytest.fixture(scope="module")
@@ -34,43 +36,40 @@ def memfd_result(tmp_path_factory):
 def test_memfd_bench_measures_each_step_and_skips_gpu_paths_with_a_reason(memfd_result):
     result, lines = memfd_result
     assert len(lines) == 2 and all("memfd" in line for line in lines)
-    for size in ("65536", "1048576"):
-        entry = result["paths"]["memfd"][size]
-        assert entry["verified"] == "2/2" and entry["failures"] == []
+    for size in (65536, 1048576):
+        entry = result.paths["memfd"][size]
+        assert entry.verified == "2/2" and entry.failures == []
         assert {"producer create", "producer fill", "consumer verify", "producer wait_ack"} <= set(
-            entry["steps_ms"]
+            entry.steps_ms
         )
-        assert "producer init" not in entry["steps_ms"] and set(entry["init_ms"]) == {
+        assert "producer init" not in entry.steps_ms and set(entry.init_ms) == {
             "producer",
             "consumer",
         }
-        assert entry["e2e_ms"]["n"] == 2 and entry["e2e_ms"]["min"] > 0
+        assert entry.e2e_ms.n == 2 and entry.e2e_ms.min > 0
         # the span is a sum of steps: at least the fill and the verify in it
         assert (
-            entry["e2e_ms"]["max"]
-            >= entry["steps_ms"]["producer fill"]["min"]
-            + entry["steps_ms"]["consumer verify"]["min"]
+            entry.e2e_ms.max
+            >= entry.steps_ms["producer fill"].min + entry.steps_ms["consumer verify"].min
         )
-        assert (
-            entry["overhead_ms"]["n"] == 2 * len(PLAN) and entry["rtt_overhead_ms"]["median"] >= 0
-        )
+        assert entry.overhead_ms.n == 2 * len(PLAN) and entry.rtt_overhead_ms.median >= 0
         for path in ("vmm", "legacy", "staged", "c_floor", "torch"):
-            assert "needs the cuda backend" in result["skipped"][path][size]
-    assert result["paths"]["vmm"] == {} and result["ceiling_gbps"] == {}
-    assert result["machine"]["hostname"] and result["config"]["repeat"] == 2
+            assert "needs the cuda backend" in result.skipped[path][size]
+    assert result.paths["vmm"] == {} and result.ceiling_gbps == {}
+    assert result.machine.hostname and result.config.repeat == 2
 
 
 def test_targets_say_not_measured_where_no_gpu_ran(memfd_result):
     result, _ = memfd_result
-    by_name = {t["name"].split(" ")[0]: t for t in result["targets"]}
-    assert by_name["share"]["met"] is None and by_name["zero-copy"]["met"] is None
-    assert by_name["inspector"]["measured"].endswith("(worst size's median)")
+    by_name = {t.name.split(" ")[0]: t for t in result.targets}
+    assert by_name["share"].met is None and by_name["zero-copy"].met is None
+    assert by_name["inspector"].measured.endswith("(worst size's median)")
 
 
 def test_written_json_and_svg(memfd_result, tmp_path):
     result, _ = memfd_result
     js, plot = write(result, tmp_path, "t")
-    assert json.loads(js.read_text()) == json.loads(json.dumps(result))
+    assert BenchResult.from_json(json.loads(js.read_text())) == result  # read back typed, equal
     root = ET.fromstring(plot.read_text())
     lines = [e for e in root.iter() if e.tag.endswith("polyline")]
     assert [e.get("data-path") for e in lines] == ["memfd"]
@@ -79,41 +78,43 @@ def test_written_json_and_svg(memfd_result, tmp_path):
 
 def synthetic(
     e2e_1g: float, verify: float, copy: float, staged: float, floor: float | None = None
-) -> dict:
+) -> BenchResult:
     """Figures at 2 MiB, 64 MiB, 1 GiB; ``floor``: vmm's time as a multiple of the C floor's (and
     torch taking twice the floor)."""
 
     def entry(ms, verify_gbps=None):
-        d = {"e2e_ms": stats([ms]), "overhead_ms": stats([0.5]), "verified": "1/1"}
-        if verify_gbps:
-            d["verify_gbps"] = stats([verify_gbps])
-        return d
+        return PathSummary(
+            "1/1",
+            stats([ms]),
+            overhead_ms=stats([0.5]),
+            verify_gbps=stats([verify_gbps]) if verify_gbps else Stats(),
+        )
 
     sizes = [2 * MiB, 64 * MiB, GiB]
-    return {
-        "date": "2026-11-22",
-        "machine": {"gpu": "test"},
-        "ceiling_gbps": {str(s): copy for s in sizes},
-        "paths": {
-            "vmm": {str(s): entry(e2e_1g * s / GiB, verify) for s in sizes},
-            "legacy": {str(s): entry(e2e_1g * 2 * s / GiB) for s in sizes},
-            "staged": {str(GiB): entry(staged)},
+    return BenchResult(
+        "2026-11-22",
+        machine=Machine(gpu="test"),
+        ceiling_gbps={s: copy for s in sizes},
+        paths={
+            "vmm": {s: entry(e2e_1g * s / GiB, verify) for s in sizes},
+            "legacy": {s: entry(e2e_1g * 2 * s / GiB) for s in sizes},
+            "staged": {GiB: entry(staged)},
             "memfd": {},
-            "c_floor": {str(s): entry(e2e_1g * s / GiB / floor) for s in sizes} if floor else {},
-            "torch": {str(s): entry(2 * e2e_1g * s / GiB / floor) for s in sizes} if floor else {},
+            "c_floor": {s: entry(e2e_1g * s / GiB / floor) for s in sizes} if floor else {},
+            "torch": {s: entry(2 * e2e_1g * s / GiB / floor) for s in sizes} if floor else {},
         },
-    }
+    )
 
 
 def test_targets_compare_against_the_issue_figures():
     good = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0, floor=1.25)
-    assert [t["met"] for t in targets(good)] == [True] * 6
+    assert [t.met for t in targets(good)] == [True] * 6
     bad = synthetic(e2e_1g=6.0, verify=2000.0, copy=3000.0, staged=300.0, floor=2.0)
-    met = [t["met"] for t in targets(bad)]
+    met = [t.met for t in targets(bad)]
     assert met == [True, False, False, False, False, True]
-    assert targets(bad)[3]["measured"].startswith("50x")
-    assert targets(bad)[4]["measured"].startswith("2.00x at worst")
-    assert targets(synthetic(4.0, 2600.0, 3000.0, 500.0))[4]["met"] is None  # no C floor ran
+    assert targets(bad)[3].measured.startswith("50x")
+    assert targets(bad)[4].measured.startswith("2.00x at worst")
+    assert targets(synthetic(4.0, 2600.0, 3000.0, 500.0))[4].met is None  # no C floor ran
 
 
 def test_svg_has_one_line_per_path_and_log_axes():
@@ -159,7 +160,7 @@ def test_bench_command_rejects_bad_input():
     assert main(["bench", "--backend", "memfd", "--repeat", "0"]) == 2
 
 
-def _render(result: dict, width: int = 80) -> str:
+def _render(result: BenchResult, width: int = 80) -> str:
     import io
 
     from rich.console import Console
@@ -174,8 +175,8 @@ def _render(result: dict, width: int = 80) -> str:
 
 def test_every_column_fits_80_columns_uncut():
     result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0, floor=1.25)
-    for k in result["paths"]["vmm"]:
-        result["paths"]["vmm"][k]["fill_gbps"] = stats([2786.0])
+    for entry in result.paths["vmm"].values():
+        entry.fill_gbps = stats([2786.0])
     text = _render(result)
     assert "1.25x" in text and "0.62x" in text  # vmm/C and vmm/torch
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
@@ -200,13 +201,13 @@ def test_every_column_fits_80_columns_uncut():
 
 def test_every_empty_cell_is_explained_under_the_table():
     result = synthetic(e2e_1g=4.0, verify=2600.0, copy=3000.0, staged=500.0)
-    result["skipped"] = {
+    result.skipped = {
         "staged": {
-            str(2 * MiB): "above --staged-max 1 MiB",
-            str(64 * MiB): "above --staged-max 1 MiB",
+            2 * MiB: "above --staged-max 1 MiB",
+            64 * MiB: "above --staged-max 1 MiB",
         },
         "memfd": {
-            str(s): "above --memfd-max 1 MiB (memfd fills and checks with numpy: about 5 s per GiB)"
+            s: "above --memfd-max 1 MiB (memfd fills and checks with numpy: about 5 s per GiB)"
             for s in (2 * MiB, 64 * MiB, GiB)
         },
     }
@@ -275,3 +276,14 @@ def test_the_c_floor_source_has_the_timed_bench_mode_and_the_same_kernels():
     assert (peers.SOURCE.parent / "../../vmmtui/backends/pattern_kernels.cu").resolve() == (
         peers.KERNELS
     )
+
+
+@pytest.mark.parametrize("name", ["h100-2026-11-22.json", "h100-2026-11-22-earlier.json"])
+def test_the_committed_results_read_back_typed(name):
+    """Results written before the result was typed read into the BenchResult the bench makes."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "results" / name
+    result = BenchResult.from_json(json.loads(path.read_text()))
+    assert result.machine.gpu.startswith("NVIDIA H100")
+    vmm = result.paths["vmm"][GiB]
+    assert vmm.all_verified and vmm.e2e_ms.median > 0 and GiB in result.config.sizes
+    assert len(result.targets) == 4 and tables(result)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -68,7 +69,7 @@ def test_a_finished_allocation_is_one_trace_export_transfer_import_map(collector
     exporter.feed(FdCloseCall(EXP, EXP, 12, 7, "f7", 0))
     assert len(exporter.sent) == 1  # sent as soon as the last holder let go
     exporter.close()
-    assert collector.paths == ["/v1/traces"]
+    assert collector.paths == ["/v1/traces"] and exporter.problem == ""
     names = sorted(s.name for s in collector.spans)
     assert names == sorted(
         ["allocation", "cuMemExportToShareableHandle", "transfer SCM_RIGHTS", "import", "map"]
@@ -96,3 +97,16 @@ def test_an_endpoint_that_is_not_a_url_is_refused():
     with pytest.raises(ValueError, match="http"):
         traces_url("collector:4318")
     assert traces_url("http://c:4318") == "http://c:4318/v1/traces"
+
+
+def test_nothing_listening_is_one_sentence_at_the_end_and_no_sdk_chatter(capfd):
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exporter = OtlpExporter(f"http://127.0.0.1:{port}")
+    for e in gpu_share_events(exporter_exits=False):
+        exporter.feed(e)
+    exporter.close()
+    assert exporter.problem.startswith(f"5 of 5 spans not delivered to http://127.0.0.1:{port}/")
+    assert "(Connection refused)" in exporter.problem
+    assert capfd.readouterr().err == ""  # the SDK's retries and failures are not printed

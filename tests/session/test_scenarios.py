@@ -1,9 +1,11 @@
 """Every failure scenario on memfd with real processes: the real error, then a clean state."""
 
 import os
+from dataclasses import replace
 
 import pytest
 
+from vmmtui.backends.probe import DeviceRecord
 from vmmtui.config import SessionConfig
 from vmmtui.events import (
     Notice,
@@ -139,13 +141,14 @@ def test_outcome_not_as_expected_is_reported(clean_state):
 
 
 # -- fabric-without-imex: what the probe found decides whether it can be shown ------------------------
-H100_PROBE = {
-    "name": "NVIDIA H100 80GB HBM3",
-    "vmm": True,
-    "posix_fd": True,
-    "fabric": True,
-    "fabric_create": "CUDA_ERROR_NOT_PERMITTED",
-}
+H100_PROBE = DeviceRecord(
+    0,
+    "NVIDIA H100 80GB HBM3",
+    vmm=True,
+    posix_fd=True,
+    fabric=True,
+    fabric_create="CUDA_ERROR_NOT_PERMITTED",
+)
 
 
 def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
@@ -155,9 +158,9 @@ def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
     assert s.flags_for(PRODUCER) == ["fabric-handle"] and s.at == (PRODUCER, "create")
     assert "CUDA_ERROR_NOT_PERMITTED" in s.expect
     assert s.why_not("cuda", H100_PROBE) is None
-    assert "does not support fabric handles" in s.why_not("cuda", {**H100_PROBE, "fabric": False})
+    assert "does not support fabric handles" in s.why_not("cuda", replace(H100_PROBE, fabric=False))
     assert "fabric handles work here" in s.why_not(
-        "cuda", {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"}
+        "cuda", replace(H100_PROBE, fabric_create="CUDA_SUCCESS")
     )
     assert "memfd has no analogue" in s.why_not("memfd", H100_PROBE)
     problem = validate(
@@ -166,7 +169,7 @@ def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
         1,
         80 << 30,
         s,
-        {**H100_PROBE, "fabric_create": "CUDA_SUCCESS"},
+        replace(H100_PROBE, fabric_create="CUDA_SUCCESS"),
     )
     assert problem.startswith(
         "scenario fabric-without-imex cannot be shown on the cuda backend: fabric handles work"
@@ -211,6 +214,6 @@ def test_cuda_fabric_without_imex_is_refused_by_the_driver(clean_state):
     assert session.outcome.as_expected and session.failed_at == (PRODUCER, "create")
     assert (
         session.failure.call == "cuMemCreate (fabric)"
-        and session.failure.code == probe["fabric_create"]
+        and session.failure.code == probe.fabric_create
     )
     assert "IMEX" in session.failure.cause and closed_clean(events)

@@ -190,3 +190,12 @@ def test_legacy_ipc_is_matched_by_the_handle_bytes():
 def test_a_failed_driver_call_is_a_refusal_with_a_fix():
     _, found = fold([cuda(A, 1, "cuMemExportToShareableHandle", result=801, handle=1)])
     assert found[0].kind == "refused" and "requestedHandleTypes" in found[0].fix
+
+
+def test_a_refused_fabric_allocation_names_the_imex_channel():
+    """A capability probe's fabric cuMemCreate (vmmtui's, PyTorch's) is refused with
+    CUDA_ERROR_NOT_PERMITTED where there is no IMEX channel (seen on the H100): said by name."""
+    _, found = fold([CudaCall(A, A, 1, "cuMemCreate", 800, size=2 << 20, handle_types=8)])
+    assert kinds(found) == [("refused", A)]
+    assert "CUDA_ERROR_NOT_PERMITTED" in found[0].detail and "IMEX" in found[0].detail
+    assert "nvidia-imex" in found[0].fix

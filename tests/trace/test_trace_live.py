@@ -8,6 +8,7 @@ and libbpf (CI runs as root): skipped with the reason elsewhere.
 """
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -131,6 +132,8 @@ def test_scm_rights_with_both_ends_closed_within_a_millisecond(tmp_path):
         timeout=60,
     )
     assert replay.returncode == 0, replay.stderr
+    assert "cut short" not in replay.stderr  # it ends with the trace's end: whole
+    assert re.search(r"python[\d.]*\[\d+\] close\(", replay.stdout)  # named, as the live trace did
     assert replay.stdout.count("✓ shared") == 50 and "50 fd transfers" in replay.stdout
 
 
@@ -219,3 +222,37 @@ def test_the_trace_agrees_with_a_sessions_own_stream(tmp_path):
     )
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr
     assert "11/11 agree (memfd)" in cmp.stdout
+
+
+def test_json_is_the_stream_alone_on_stdout_the_commands_output_goes_to_stderr():
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--json", "--no-cuda", "--"]
+        + [sys.executable, "-c", "print('the command speaks')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert [json.loads(line) for line in res.stdout.splitlines()]  # every line: an event
+    assert "the command speaks" in res.stderr
+
+
+def test_trace_p_names_a_process_at_its_exit_though_proc_no_longer_has_it():
+    target = subprocess.Popen(["sleep", "60"])
+    trace = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "-p", str(target.pid)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert trace.stdout.readline().startswith("vmmtui trace: eBPF")  # the probe is attached
+        target.kill()
+        target.wait()  # reaped at once: /proc no longer has its name when trace prints the exit
+        out, err = trace.communicate(timeout=60)
+    finally:
+        target.kill()
+        trace.kill()
+        target.wait()
+    assert trace.returncode == 0, err
+    assert f"sleep[{target.pid}] exit" in out, out

@@ -190,7 +190,7 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
             panel = app.panel(name)
             assert panel.results and all(ok for ok, _ in panel.results.values()), name
             assert "writes" in text_of(panel.query_one(f"#{name}-card"))
-            assert app.query_one(f"#{name}-fds", FdTableView).kcmp.consumer == name
+            assert app.query_one(f"#{name}-fds", FdTableView).panel.kcmp.consumer == name
         wire = text_of(app.query_one(WirePanel))
         assert "4/4 consumers' fds are the producer's open file description" in " ".join(
             wire.split()
@@ -205,6 +205,84 @@ async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tm
         for p in pids
         if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
     ]
+
+
+@pytest.mark.asyncio
+async def test_keys_pressed_during_a_step_are_queued_on_screen_and_none_is_lost(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        for _ in range(8):  # eight presses faster than a step: as a key held down does
+            app.action_step()
+        assert app.busy and app.queued == 7
+        assert "7 key(s) queued" in text_of(app.query_one("#status"))
+        await wait_for(pilot, lambda: app.session is not None and app.session.position == 8)
+        await wait_for(pilot, lambda: not app.busy and app.queued == 0)
+        await pilot.pause(0.3)
+        assert app.session.position == 8  # 8 presses, 8 steps
+        assert "queued" not in text_of(app.query_one("#status"))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+
+
+@pytest.mark.asyncio
+async def test_each_frame_keeps_the_fd_tables_read_between_its_step_and_the_next(tmp_path):
+    """A live read made while the next step ran belongs to no frame (it showed the consumer's
+    socket and memfds closed at the step before its cleanup)."""
+    from vmmtui.events import FdSnapshot, StepDone
+
+    app = make_app(tmp_path, autoplay=True, pace=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.finished, 90)
+        await wait_for(pilot, lambda: not app.busy)
+        timeline = app.timeline
+        for k, frame in enumerate(timeline.frames[1:], start=1):
+            events = timeline.events[timeline.frames[k - 1].end : frame.end]
+            done = next((i for i, e in enumerate(events) if isinstance(e, StepDone)), None)
+            if done is None:
+                continue
+            after: dict[str, set[int]] = {}
+            for e in events[done:]:
+                if isinstance(e, FdSnapshot):
+                    fds = {r.fd for r in e.rows}
+                    assert after.setdefault(e.role, fds) == fds, (frame.label, e.role)
+            state = app.frames.at(k)
+            for role, fds in after.items():
+                assert {r.fd for r in state.panel(role).fds.rows} == fds, (frame.label, role)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(120, 40), (100, 30), (80, 24), (200, 60)])
+async def test_every_size_shows_each_workers_own_fds_the_exported_and_received_first(
+    tmp_path, size
+):
+    """At 120x40 the mapping card once pushed the producer's fd table below its border: the
+    exported memfd (fd 6) was held in /proc and its number nowhere on screen."""
+    from vmmtui.tui.cast import plain, screen_ansi
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        await step_to(pilot, app, PLAN.index(("consumer", "receive")) + 1)
+        screen = plain(screen_ansi(app))
+        state = app.frames.latest()
+        for role in ("producer", "consumer"):
+            view = app.query_one(f"#{role}-fds", FdTableView)
+            panel = app.panel(role)
+            ours = [r for r in state.panel(role).fds.rows if r.check is not None]
+            assert ours
+            # the table is inside its panel, tall enough for its header and every declared fd
+            assert panel.content_region.contains_region(view.region), (role, view.region)
+            assert view.region.height >= len(ours) + 1, (role, view.region)
+        exported = state.panel("producer").worker_state.exported_fd
+        received = state.panel("consumer").worker_state.received_fd
+        # both numbers on screen, each in its table's row with the memfd it is
+        assert re.search(rf"│\s+{exported}\s+/memfd:", screen), screen
+        assert re.search(rf"│\s+{received}\s+/memfd:.*≡ producer", screen), screen
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
 
 
 @pytest.mark.asyncio

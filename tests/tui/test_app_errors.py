@@ -207,3 +207,15 @@ def test_screenshots_on_a_read_only_file_system_is_one_line(tmp_path):
     r = inspector("--screenshots", "/proc/self/vmmtui-shots", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--screenshots" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["replay", "cpu-memfd-1mib"]])
+@pytest.mark.parametrize("case", ["missing-dir", "directory"])
+def test_cast_paths_are_checked_before_the_app_draws(tmp_path, command, case):
+    target = {"missing-dir": tmp_path / "missing" / "x.cast", "directory": tmp_path}[case]
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    r = inspector(*command, "--cast", str(target), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"vmmtui: --cast {target}"), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout and "\x1b[" not in r.stderr + r.stdout
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before

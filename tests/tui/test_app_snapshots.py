@@ -74,3 +74,19 @@ def test_scenario_picker_80x24(snap_compare):
         await pilot.pause(0.5)
 
     assert snap_compare(stable_app(), terminal_size=(80, 24), run_before=open_picker)
+
+
+def test_medium_120x40_after_the_fd_arrived_shows_both_fd_tables(snap_compare):
+    assert snap_compare(
+        stable_app(),
+        terminal_size=(120, 40),
+        run_before=stepper(PLAN.index(("consumer", "receive")) + 1),
+    )
+
+
+def test_compact_100x30_after_the_fd_arrived_shows_both_fd_tables(snap_compare):
+    assert snap_compare(
+        stable_app(),
+        terminal_size=(100, 30),
+        run_before=stepper(PLAN.index(("consumer", "receive")) + 1),
+    )

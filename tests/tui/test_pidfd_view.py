@@ -37,7 +37,7 @@ async def test_the_wire_and_fd_table_show_the_fd_taken_not_sent():
         taken = [r for r in fds.snapshot.rows if r.kind == "received"]
         assert taken and taken[0].note.startswith("taken with pidfd_getfd")
         assert (
-            f"received ≡ producer {app.query_one('#producer-fds', FdTableView).kcmp.producer_fd}"
+            f"received ≡ producer {app.query_one('#producer-fds', FdTableView).panel.kcmp.producer_fd}"
             in text_of(fds)
         )
 

@@ -10,7 +10,7 @@ from driving import MEMFD, wait_for
 from vmmtui.config import SessionConfig
 from vmmtui.record import Timeline, gallery, read
 from vmmtui.steps import build_plan
-from vmmtui.tui.history import LiveInspector
+from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
@@ -167,3 +167,54 @@ async def test_live_step_back_shows_the_past_while_the_session_stays(tmp_path):
     rec = read(record)
     assert rec.header.backend == "memfd" and rec.note == ""
     assert Timeline(rec.events).frames[-1].closing and len(Timeline(rec.events)) == len(PLAN) + 2
+
+
+@pytest.mark.asyncio
+async def test_the_cast_has_a_frame_for_every_state_shown_forward_and_back(tmp_path):
+    """A 0.2 s sample lost steps 3, 11 and 15 and recorded 16 twice at pace 0.5."""
+    from vmmtui.tui.cast import plain
+
+    cast = tmp_path / "replay.cast"
+    app = ReplayApp(recording(), cast=str(cast), stable=True)
+    shown = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        shown.append(app.frame)
+        for key in ["right"] * 9 + ["left"] * 4 + ["right"] * 2:  # faster than any sampling
+            await pilot.press(key)
+            shown.append(app.frame)
+        await pilot.pause(0.3)
+        await pilot.press("q")
+    frames = [json.loads(line) for line in cast.read_text().splitlines()[1:]]
+    last = app.timeline.frames[-1].steps
+    steps = [int(re.search(rf"REPLAY · step (\d+)/{last}", plain(f[2])).group(1)) for f in frames]
+    want = [app.timeline.frames[i].steps for i in shown]
+    assert steps[: len(want)] == want, (steps, want)
+
+
+@pytest.mark.asyncio
+async def test_a_replay_at_80x24_says_replay_and_the_step(tmp_path):
+    app = ReplayApp(recording())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        last = app.timeline.frames[-1].steps
+        assert f"REPLAY · step 0/{last}" in text_of(app.query_one("#status"))
+        await pilot.press("right", "right")
+        assert f"REPLAY · step 2/{last}" in text_of(app.query_one("#status"))
+        assert app.query_one("#status").region.height == 1  # on screen, not cut away
+
+
+@pytest.mark.asyncio
+async def test_a_replays_failure_box_offers_no_restart():
+    rec = gallery.resolve("cpu-memfd-1mib")
+    from vmmtui.events import SessionFailed
+    from vmmtui.record.recording import Recording
+    from vmmtui.troubleshooting import Failure
+
+    failed = SessionFailed("consumer", "import", Failure("EBADF", "import", "bad fd", "c", "f"))
+    events = [*rec.events[:40], failed]
+    app = ReplayApp(Recording(rec.header, events, rec.path, rec.note))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("end")
+        teaching = text_of(app.query_one("#teaching"))
+        assert "EBADF" in teaching and "ctrl+r" not in teaching

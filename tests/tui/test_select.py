@@ -7,7 +7,7 @@ from driving import MEMFD, wait_for
 from vmmtui.config import SessionConfig
 from vmmtui.record import gallery
 from vmmtui.steps import build_plan, role_steps
-from vmmtui.tui.history import LiveInspector
+from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 

@@ -66,7 +66,7 @@ async def test_kcmp_pair_note_appears_in_numbered_consumer_tabs():
         await feed(app, pilot, upto(batches, "verify", "consumer-2"))
         for name in ("consumer-1", "consumer-2"):
             view = app.query_one(f"#{name}-fds", FdTableView)
-            assert view.kcmp is not None and view.kcmp.consumer == name
+            assert view.panel.kcmp is not None and view.panel.kcmp.consumer == name
             assert "received ≡ producer 5" in text_of(view), name
         assert "≡ consumer-2 5" in text_of(app.query_one("#producer-fds", FdTableView))
 
@@ -152,12 +152,13 @@ async def test_restart_reset_lands_after_the_old_sessions_events():
     app = offline_app()
     async with app.run_test(size=(160, 48)) as pilot:
         events = [e for b in session_batches() for e in b]
-        app.post_message(SessionEvents(events, 0, closing=True, restart=True))
+        app.post_message(SessionEvents(events, 0, closing=True, then="restart"))
         await pilot.pause()
         await app.rendered()
         assert app.query_one(VerificationPanel).result is None
         assert app.query_one("#consumer-fds", FdTableView).snapshot is None
         assert app.panel("producer").results == {}
+        assert app.frames.latest().era == 1  # the next session's lines are told apart
         assert "Closed cleanly" in "".join(s.text for s in app.query_one(EventLog).lines[-1])
 
 
@@ -199,14 +200,14 @@ async def test_palette_runs_the_bound_actions_by_name():
     app = offline_app()
     async with app.run_test(size=(120, 40)) as pilot:
         view = app.query_one("#producer-fds", FdTableView)
-        assert view.fold_driver
+        assert not view.show_all
         await pilot.press("ctrl+p")
         await pilot.pause(0.3)
         await pilot.press(*"All fds")
         await pilot.pause(0.5)
         await pilot.press("enter")
         await pilot.pause(0.3)
-        assert not view.fold_driver
+        assert view.show_all
 
 
 def test_palette_has_one_entry_per_action_with_its_tooltip():
@@ -221,5 +222,68 @@ def test_readme_key_list_names_every_binding():
     readme = (ROOT / "README.md").read_text()
     keys = re.search(r"^Keys: (.*?)\n\n", readme, re.S | re.M).group(1)
     for b in InspectorApp.BINDINGS:
-        assert f"`{key_name(b.key)}`" in keys, b.key
+        if b.key == "ctrl+c":  # quits, as everywhere: not worth a word
+            continue
+        for key in b.key.split(","):
+            assert f"`{key_name(key)}`" in keys, key
     assert f"`{InspectorApp.COMMAND_PALETTE_BINDING}`" in keys
+
+
+@pytest.mark.asyncio
+async def test_f_shows_the_others_below_the_workers_own_fds():
+    """Unfolding once pushed the role's own fds below the panel (the others sort first by number)."""
+    app = offline_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, upto(session_batches(), "receive", "consumer"))
+        view = app.query_one("#consumer-fds", FdTableView)
+        ours = [r for r in view.panel.fds.rows if r.check is not None]
+        others = [r for r in view.panel.fds.rows if r.check is None]
+        assert ours and others
+        await pilot.press("f")
+        assert view.show_all
+        lines = [ln.split() for ln in text_of(view).splitlines() if ln.strip()]
+        numbers = [int(ln[0]) for ln in lines[1:] if ln and ln[0].isdigit()]
+        assert numbers[: len(ours)][0] == next(r.fd for r in ours if r.kind == "received")
+        assert set(numbers[: len(ours)]) == {r.fd for r in ours}
+        assert set(numbers[len(ours) :]) == {r.fd for r in others}
+
+
+@pytest.mark.asyncio
+async def test_consumer_tabs_follow_the_frame_shown_the_same_way_forward_and_back():
+    """With 3 consumers a replay's tabs moved in different directions stepping forward and back."""
+    from textual.widgets import TabbedContent
+
+    app = offline_app(consumers=3)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await feed(app, pilot, [e for b in session_batches(consumers=3) for e in b])
+        tabs = app.query_one("#consumers", TabbedContent)
+        forward = []
+        for k in range(len(app.frames)):
+            app.go(k)
+            await pilot.pause()
+            forward.append(tabs.active)
+        assert len(set(forward)) == 3  # each consumer's steps bring its tab to the front
+        for k in reversed(range(len(app.frames) - 1)):
+            app.go(k)
+            await pilot.pause()
+            assert tabs.active == forward[k], k
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("replay", [False, True])
+async def test_at_80x24_the_footer_shows_help_and_help_lists_every_key(replay):
+    """The footer cuts what does not fit at 80 columns: ``?`` stays on it and names every key."""
+    from vmmtui.record import gallery
+    from vmmtui.tui.cast import plain, screen_ansi
+    from vmmtui.tui.replay import ReplayApp
+
+    app = ReplayApp(gallery.resolve("cpu-memfd-1mib")) if replay else offline_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        footer = plain(screen_ansi(app)).splitlines()[-1]
+        assert "? Help" in footer and "q Quit" in footer and "Next" in footer, footer
+        await pilot.press("question_mark")
+        await pilot.pause()
+        source = app.screen.query_one(Markdown).source
+        for c in commands(type(app).BINDINGS):
+            assert f"| {c.key_text} | {c.help} |" in source

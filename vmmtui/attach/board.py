@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from vmmtui.attach.follow import Follower
-from vmmtui.events import Event, GpuMemory, SharedFile, SocketPair
+from vmmtui.events import AttachKind, Event, GpuMemory, SharedFile, SocketPair
 
 #: how many fds of the selected process a board carries (the view's table shows these)
 FD_ROWS = 500
@@ -72,20 +72,20 @@ def board(
             ProcessRow(
                 pid,
                 p.name,
-                kinds["gpu"],
-                kinds["memfd"],
-                kinds["shm"],
-                kinds["socket"],
+                kinds[AttachKind.GPU],
+                kinds[AttachKind.MEMFD],
+                kinds[AttachKind.SHM],
+                kinds[AttachKind.SOCKET],
                 len(p.maps),
                 gpu.get(pid),
             )
         )
     fds: list[FdLine] = []
-    p = t.alive.get(selected) if selected is not None else None
-    if p is not None:
-        for fd, x in sorted(p.fds.items())[:FD_ROWS]:
-            e = t.open_fds.get((p.pid, fd))
-            same = tuple(t.shares.same_as(p.pid, fd, 4)) if t.shares else ()
+    chosen = t.alive.get(selected) if selected is not None else None
+    if chosen is not None:
+        for fd, x in sorted(chosen.fds.items())[:FD_ROWS]:
+            e = t.open_fds.get((chosen.pid, fd))
+            same = tuple(t.shares.same_as(chosen.pid, fd, 4)) if t.shares else ()
             fds.append(FdLine(fd, x.kind, x.target, e.how if e else "", same))
     shares: list[SharedFile | SocketPair] = []
     if t.shares:

@@ -88,6 +88,11 @@ class Follower:
     #: the longest time between the starts of two polls: what lived shorter may have been missed
     longest_gap: float = 0.0
     last_start: float | None = None
+    #: CPU seconds (this thread's) a poll may spend reading processes; the rest wait for the next
+    #: poll, stalest first, so that the rate holds (None: read every process that ran, every poll)
+    budget: float | None = 0.040
+    deferred: int = 0  # process readings put off to a later poll, in all
+    stalest: float = 0.0  # the oldest reading a poll kept for a process that had run (s)
     #: pids that exited before any poll saw them (watch knows them from waitpid), with how they ended
     never_seen: dict[int, str] = field(default_factory=dict)
 
@@ -101,8 +106,13 @@ class Follower:
             for pid in list(self.targets):
                 if pid not in self.tracker.gone:
                     self.targets.update(children(pid))
-        s = scan(self.targets, self.t0, self.last, self.refresh_polls)
+        s = scan(self.targets, self.t0, self.last, self.refresh_polls, self.budget)
         self.last = s
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        for p in s.processes.values():
+            if p.deferred:
+                self.deferred += 1
+                self.stalest = max(self.stalest, now - p.read_end)
         gpu = None
         alive = s.alive()
         changed = [p for pid, p in alive.items() if self.tables.get(pid) is not p.fds]
@@ -152,6 +162,15 @@ class Follower:
                 "never-seen",
                 f"{len(pids)} process(es) exited before any poll saw them: {listed}{more}; what they "
                 "held or shared is not known",
+            )
+        if self.deferred and self.budget is not None:  # only a budget puts readings off
+            out += self._say(
+                "deferred",
+                f"a poll reads the processes that ran within {self.budget * 1e3:.0f} ms of CPU, "
+                f"stalest first, and keeps the last reading of the rest ({self.deferred} readings "
+                f"put off): under this load a process that ran was read at most "
+                f"{self.stalest * 1e3:.0f} ms apart, so what it did for less than that may have "
+                "been missed",
             )
         if self.polls > 1:
             out += self._say(
@@ -218,10 +237,10 @@ class Follower:
                     note = f"pidfd of {f.pidfd_of}"
                 rows.append(FdRow(fd, f.target, f.kind, note, None, opened.how if opened else ""))
             out.append(FdSnapshot(p.name, pid, "alive", rows))
-        for f in shares.files if shares else []:
-            if f.same_description and len(f.holders) >= 2:
-                a = f.holders[0]
-                for b in f.holders[1:]:
+        for shared in shares.files if shares else []:
+            if shared.same_description and len(shared.holders) >= 2:
+                a = shared.holders[0]
+                for b in shared.holders[1:]:
                     if b.pid != a.pid:
                         out.append(
                             KcmpVerdict(

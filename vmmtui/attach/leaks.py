@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
-from vmmtui.events import FdOpened, GpuMemory, Leak
+from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
 from vmmtui.names import shown
 
 CLOSE_FIX = (
@@ -68,7 +68,7 @@ class LeakFinder:
             out += self._once(
                 ("fd", pid, fd, e.target),
                 Leak(
-                    "fd-after-peer",
+                    LeakKind.FD_AFTER_PEER,
                     f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
@@ -91,7 +91,7 @@ class LeakFinder:
                 out += self._once(
                     ("gpu", pid),
                     Leak(
-                        "gpu-memory-after-peer",
+                        LeakKind.GPU_MEMORY_AFTER_PEER,
                         f"{shown(t.names.get(pid, '?'))} ({pid}) GPU memory {total >> 20} MiB",
                         pid,
                         "this process imported GPU memory from processes that have all exited, and NVML still charges "
@@ -123,7 +123,7 @@ class LeakFinder:
             out += self._once(
                 ("possible", pid, fd, e.target),
                 Leak(
-                    "possible-fd-after-peer",
+                    LeakKind.POSSIBLE_FD_AFTER_PEER,
                     f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open, not mapped any more (/proc/PID/maps), after every process it was "
@@ -142,7 +142,7 @@ class LeakFinder:
                 out += self._once(
                     ("possible-exit", pid, e.fd, e.target),
                     Leak(
-                        "possible-held-until-exit",
+                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
                         f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
                         pid,
                         "kept after every process it was shared with exited, and still open at the "
@@ -160,7 +160,7 @@ class LeakFinder:
                 out += self._once(
                     ("exit", pid, e.fd, e.target),
                     Leak(
-                        "held-until-exit",
+                        LeakKind.HELD_UNTIL_EXIT,
                         f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
@@ -205,7 +205,7 @@ def leftover_files(
         if m and not _owner_alive(int(m.group(1))):
             out.append(
                 Leak(
-                    "shm-file",
+                    LeakKind.SHM_FILE,
                     shown(entry.path),
                     int(m.group(1)),
                     f"PyTorch's refcount file of process {m.group(1)}, which is dead",
@@ -221,7 +221,7 @@ def leftover_files(
         ):
             out.append(
                 Leak(
-                    "shm-file",
+                    LeakKind.SHM_FILE,
                     shown(entry.path),
                     None,
                     "created while watched, left after every process exited "
@@ -247,7 +247,7 @@ def leftover_files(
         if is_sock and path not in live:
             out.append(
                 Leak(
-                    "socket-file",
+                    LeakKind.SOCKET_FILE,
                     shown(path),
                     None,
                     "a socket file no live socket is bound to: its owner died "

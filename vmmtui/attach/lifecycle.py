@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.attach.shares import Shares, find_shares
 from vmmtui.events import (
+    Arrival,
     Event,
     FdClosed,
     FdHolder,
@@ -70,6 +71,8 @@ class Tracker:
     #: (pid, fd) open now, shared with another process, whose origin polling did not see (open before
     #: attach, or both ends appeared within one poll): checked for leaks, worded as possible ones
     unsure: dict[Holder, FdOpened] = field(default_factory=dict)
+    #: (pid, fd) open now -> when it was first seen held (the end of that reading, s since boot)
+    held_since: dict[Holder, float] = field(default_factory=dict)
     #: pid -> the fds it still held at its last scan before it was gone
     at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
 
@@ -112,14 +115,14 @@ class Tracker:
                 for pid in pids:
                     self.timeline[pid].append(f)
         for pair in () if same_answer else shares.pairs:
-            key = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
-            if key not in self.pairs_said:
-                self.pairs_said.add(key)
+            ends = frozenset(((pair.a.pid, pair.a.fd), (pair.b.pid, pair.b.fd)))
+            if ends not in self.pairs_said:
+                self.pairs_said.add(ends)
                 out.append(pair)
         for pid, g in (gpu or {}).items():
-            sig = (tuple(sorted(g.used.items())), g.error)
-            if self.gpu_said.get(pid) != sig and (pid in self.alive):
-                self.gpu_said[pid] = sig
+            charged = (tuple(sorted(g.used.items())), g.error)
+            if self.gpu_said.get(pid) != charged and (pid in self.alive):
+                self.gpu_said[pid] = charged
                 out.append(g)
                 self.timeline[pid].append(g)
         self.prev, self.shares = scan, shares
@@ -154,7 +157,9 @@ class Tracker:
     def _opened(
         self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool
     ) -> FdOpened:
-        how, source, via = ("present" if first and self.prev is None else "opened"), None, ""
+        how = Arrival.PRESENT if first and self.prev is None else Arrival.OPENED
+        source: FdHolder | None = None
+        via = ""
         others = shares.same_as(p.pid, f.fd)
         prev = self.prev.processes if self.prev else {}
         # another process held this open file while this one, read after it, did not: the only
@@ -172,37 +177,44 @@ class Tracker:
             and o[0] in prev
             and o[1] in prev[o[0]].fds
             and prev[o[0]].fds[o[1]].key == f.key
-            and self._lacked_after(p, prev[o[0]], prev)
+            and self._lacked_since(p, self.held_since.get(o), prev)
         ]
         parent_same = [
             o for o in others if o[0] == p.ppid and o[1] == f.fd
         ]  # fork and exec keep the number
         if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
-            how, source = "inherited", FdHolder(*parent_same[0])
+            how, source = Arrival.INHERITED, FdHolder(*parent_same[0])
         elif older:
-            how, source = "arrived", FdHolder(*older[0])
+            how, source = Arrival.ARRIVED, FdHolder(*older[0])
         elif others and self.prev is not None:
-            how, source = "unknown", FdHolder(*others[0])
+            how, source = Arrival.UNKNOWN, FdHolder(*others[0])
             via = UNSEEN_DIRECTION
         elif others:
             source = FdHolder(*others[0])  # present at attach: the same open file, origin unknown
         elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:
             had = self.shares.memory_holders.get(f.key, set()) - {p.pid}
-            was = sorted(q for q in had if q in prev and self._lacked_after(p, prev[q], prev))
+            was = sorted(
+                q
+                for q in had
+                if q in prev
+                and prev[q].error is None
+                and self._lacked_since(p, prev[q].read_end, prev)
+            )
             if was:
-                how, source = "arrived", FdHolder(was[0], -1)
+                how, source = Arrival.ARRIVED, FdHolder(was[0], -1)
                 via = (
                     f"the same memory was held by pid {was[0]} before; its fd is closed now, so kcmp "
                     "cannot compare the open files"
                 )
             elif had:
-                how, source = "unknown", FdHolder(min(had), -1)
+                how, source = Arrival.UNKNOWN, FdHolder(min(had), -1)
                 via = UNSEEN_DIRECTION + "; the other's fd is closed now"
-        if how == "arrived" and source is not None and not via:
+        if how == Arrival.ARRIVED and source is not None and not via:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
         self.open_fds[(p.pid, f.fd)] = e
-        if how in ("arrived", "inherited"):
+        self.held_since[(p.pid, f.fd)] = p.read_end
+        if how in (Arrival.ARRIVED, Arrival.INHERITED):
             self.received[(p.pid, f.fd)] = e
         elif source is not None:  # present at attach or direction unseen: shared, origin unknown
             self.unsure[(p.pid, f.fd)] = e
@@ -210,15 +222,17 @@ class Tracker:
         return e
 
     @staticmethod
-    def _lacked_after(p: ProcessScan, q: ProcessScan, prev: dict[int, ProcessScan]) -> bool:
-        """True when the last poll saw ``p`` without the file after it had seen ``q`` holding it:
-        ``p`` was read after ``q`` in that poll, or ``p`` did not exist yet when ``q`` was read."""
-        if q.error is not None:
+    def _lacked_since(p: ProcessScan, held: float | None, prev: dict[int, ProcessScan]) -> bool:
+        """True when ``p`` was seen without the file after another process was seen holding it (at
+        ``held``, seconds since boot, and since): ``p``'s last reading began later, or ``p`` did not
+        exist yet then. Anything else (both seen with it first in one poll, or ``p`` read before the
+        other) leaves the direction unseen."""
+        if held is None:
             return False
         was = prev.get(p.pid)
         if was is not None and was.error is None:
-            return was.order > q.order
-        return was is None and p.started > q.read_end + TICK  # started after q was seen holding it
+            return was.read_start > held  # seen without it after the other was seen with it
+        return was is None and p.started > held + TICK  # started after the other held it
 
     def _evidence(self, p: ProcessScan, src: int, shares: Shares) -> str:
         pidfds = [f for f in p.fds.values() if f.pidfd_of == src]
@@ -236,6 +250,7 @@ class Tracker:
         self.open_fds.pop((pid, f.fd), None)
         self.received.pop((pid, f.fd), None)
         self.unsure.pop((pid, f.fd), None)
+        self.held_since.pop((pid, f.fd), None)
         e = FdClosed(pid, f.fd, f.target, f.kind, at)
         self.timeline[pid].append(e)
         return e
@@ -251,6 +266,7 @@ class Tracker:
         for fd in p.fds:
             self.received.pop((pid, fd), None)
             self.unsure.pop((pid, fd), None)
+            self.held_since.pop((pid, fd), None)
         #: received fds neither mapped nor closed at the last scan: a mapped one was still in use
         self.at_exit[pid] = [e for e in held if p.fds[e.fd].key not in mapped]
         return e

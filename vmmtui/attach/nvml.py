@@ -11,6 +11,7 @@ import contextlib
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from vmmtui.events import GpuMemory
 
@@ -20,7 +21,8 @@ class Nvml:
     error: str | None = None
     devices: list[int] = field(default_factory=list)
     _handles: list = field(default_factory=list)
-    _lib: object = None
+    #: the cuda.bindings.nvml module (a compiled extension without type information)
+    _lib: Any = None
 
     @classmethod
     def open(cls) -> Nvml:

@@ -315,20 +315,18 @@ def _device_checks(a: int, b: int) -> list[PreflightCheck]:
 
     out: list[PreflightCheck] = []
     info = probe()
-    if not info.get("driver") or info.get("error"):
+    if not info.driver or info.error:
         out.append(
-            PreflightCheck(
-                a, b, "device", None, f"no device checks: {info.get('error', 'no driver')}"
-            )
+            PreflightCheck(a, b, "device", None, f"no device checks: {info.error or 'no driver'}")
         )
         return out
-    for d in info.get("devices", []):
-        vmm, fd, fabric = d.get("vmm"), d.get("posix_fd"), d.get("fabric")
+    for d in info.devices:
+        vmm, fd, fabric = d.vmm, d.posix_fd, d.fabric
         out.append(
             PreflightCheck(
                 a,
                 b,
-                f"GPU {d['index']} ({d['name']})",
+                f"GPU {d.index} ({d.name})",
                 bool(vmm and fd),
                 f"VMM {'yes' if vmm else 'no'}, POSIX-fd handles {'yes' if fd else 'no'}, "
                 f"fabric handles {'yes' if fabric else 'no'}",

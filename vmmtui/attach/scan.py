@@ -36,28 +36,29 @@ import time
 from dataclasses import dataclass, field
 
 from vmmtui.attach.sockets import SocketTable, read_sockets
+from vmmtui.events import AttachKind
 from vmmtui.fdtable import target_class
 
 #: kinds of fd the attach view shows; everything else is counted only
-KINDS = ("gpu", "memfd", "shm", "dmabuf", "socket", "pidfd")
+KINDS = tuple(AttachKind)
 #: every process is read in full at least once per this many scans, whatever its runtime says
 REFRESH_POLLS = 20
 #: kinds whose files hold memory (what "sharing" means here); sockets are shared too but carry fds
-MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
+MEMORY_KINDS = (AttachKind.GPU, AttachKind.MEMFD, AttachKind.SHM, AttachKind.DMABUF)
 
 
 #: target class (vmmtui.fdtable.target_class) -> the kind attach shows; other classes are counted only
 SHOWN = {
-    "nvidia": "gpu",
-    "memfd": "memfd",
-    "shm": "shm",
-    "socket": "socket",
-    "pidfd": "pidfd",
-    "dmabuf": "dmabuf",
+    "nvidia": AttachKind.GPU,
+    "memfd": AttachKind.MEMFD,
+    "shm": AttachKind.SHM,
+    "socket": AttachKind.SOCKET,
+    "pidfd": AttachKind.PIDFD,
+    "dmabuf": AttachKind.DMABUF,
 }
 
 
-def kind_of(target: str) -> str | None:
+def kind_of(target: str) -> AttachKind | None:
     return SHOWN.get(target_class(target))
 
 
@@ -65,7 +66,7 @@ def kind_of(target: str) -> str | None:
 class OpenFd:
     fd: int
     target: str
-    kind: str
+    kind: AttachKind
     dev: int
     ino: int
     pidfd_of: int | None = None  # a pidfd's process (fdinfo "Pid:")
@@ -78,7 +79,7 @@ class OpenFd:
 @dataclass(frozen=True)
 class Mapping:
     path: str
-    kind: str  # memfd | shm
+    kind: AttachKind  # memfd or shm
     dev: int
     ino: int
     size: int
@@ -107,8 +108,13 @@ class ProcessScan:
     order: int = 0
     #: when it started, in seconds since boot (/proc/PID/stat), to tell a process that did not exist yet
     started: float = 0.0
-    #: when its reading ended, in seconds since boot (CLOCK_BOOTTIME, the clock of ``started``)
+    #: when its reading began and ended, in seconds since boot (CLOCK_BOOTTIME, the clock of
+    #: ``started``); what it held was seen between the two (a process carried because it did not run:
+    #: confirmed then; one deferred: the times of the read it keeps)
+    read_start: float = 0.0
     read_end: float = 0.0
+    #: not read in this scan, which had spent its CPU budget: its last reading stands
+    deferred: bool = False
     #: its virtual memory size (/proc/PID/stat): unchanged, its mappings are taken as unchanged
     vsize: int = 0
     #: re-read and found to hold the very files of the last read (the scan then keeps the last table)
@@ -206,7 +212,7 @@ def _maps(pid: int) -> list[Mapping]:
         old = found.get(key)
         found[key] = Mapping(
             path,
-            "memfd" if path.startswith("/memfd:") else "shm",
+            AttachKind.MEMFD if path.startswith("/memfd:") else AttachKind.SHM,
             key[0],
             key[1],
             (old.size if old else 0) + hi - lo,
@@ -214,7 +220,9 @@ def _maps(pid: int) -> list[Mapping]:
     return list(found.values())
 
 
-def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True) -> ProcessScan:
+def scan_process(
+    pid: int, prev: ProcessScan | None = None, refresh: bool = True, defer: bool = False
+) -> ProcessScan:
     """One process's fds and mappings; ``error`` when it is gone or not ours to read.
 
     With ``prev`` (the last scan of this process) and ``refresh`` False, a process whose threads have
@@ -235,6 +243,18 @@ def scan_process(pid: int, prev: ProcessScan | None = None, refresh: bool = True
         p.error = "gone"
         return p
     p.ran = _runtime(pid, state, threads)
+    if defer and prev is not None and prev.error is None:
+        # over this poll's budget: what was read last time stands, as of when it was read (its read
+        # times are kept), and the process is read first at the next poll (its runtime is kept too)
+        p.uid, p.pid_ns, p.cmdline, p.ran = prev.uid, prev.pid_ns, prev.cmdline, prev.ran
+        p.fds, p.other_fds, p.maps, p.maps_error = (
+            prev.fds,
+            prev.other_fds,
+            prev.maps,
+            prev.maps_error,
+        )
+        p.read_start, p.read_end, p.fresh, p.deferred = prev.read_start, prev.read_end, False, True
+        return p
     if (
         prev is not None
         and not refresh
@@ -367,21 +387,38 @@ def scan(
     t0: float | None = None,
     prev: Scan | None = None,
     refresh_polls: int = REFRESH_POLLS,
+    budget: float | None = None,
 ) -> Scan:
     """One scan of ``pids`` and of this network namespace's Unix sockets; ``at`` counts from ``t0``.
 
     With ``prev``, processes that did not run since are carried over (see the module's docstring);
     each is read in full once per ``refresh_polls`` scans, staggered by pid (1: every scan, no carrying).
+    With ``budget`` (seconds of this thread's CPU time), processes are taken stalest first and, once
+    the budget is spent, those seen before are *deferred*: their last reading stands, marked as such,
+    and they come first in the next scan. Every process is still looked at (gone, running or not).
     """
     start = time.monotonic()
     before = prev.processes if prev else {}
     number = prev.number + 1 if prev else 0
     procs = {}
-    for order, pid in enumerate(sorted(pids)):
-        p = procs[pid] = scan_process(
-            pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0
-        )
-        p.order, p.read_end = order, time.clock_gettime(time.CLOCK_BOOTTIME)
+    cpu0 = time.thread_time()
+    # those put off last time come first, the longest unread first; then by pid (a parent before
+    # the children it starts)
+    first = sorted(
+        (q for q in pids if q in before and before[q].deferred),
+        key=lambda q: (before[q].read_end, q),
+    )
+    read_one = False  # at least one process is read, however small the budget: each gets its turn
+    for order, pid in enumerate(first + sorted(set(pids).difference(first))):
+        over = budget is not None and read_one and time.thread_time() - cpu0 > budget
+        begun = time.clock_gettime(time.CLOCK_BOOTTIME)
+        p = scan_process(pid, before.get(pid), (number + pid) % max(refresh_polls, 1) == 0, over)
+        p.order = order
+        if not p.deferred:
+            p.read_start, p.read_end = begun, time.clock_gettime(time.CLOCK_BOOTTIME)
+            read_one = read_one or (p.fresh and p.error is None)
+        procs[pid] = p
+    procs = dict(sorted(procs.items()))
     sockets = read_sockets()
     if sockets.sockets:
         for p in (

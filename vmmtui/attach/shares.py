@@ -27,7 +27,7 @@ from vmmtui.attach.kcmpsort import (
     update_group,
 )
 from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
-from vmmtui.events import FdHolder, SharedFile, SocketPair
+from vmmtui.events import AttachKind, FdHolder, SharedFile, SocketPair
 from vmmtui.fdtable import KcmpUnavailable
 
 Key = tuple[int, int]  # (dev, ino)
@@ -191,15 +191,15 @@ def _redo(
         return
     pids = {pid for pid, _ in members}
     first = next(iter(members.values()), None)
-    kind, target = (first.kind, first.target) if first else ("", "")
-    memory = kind in MEMORY_KINDS and kind != "gpu"
+    kind, target = (first.kind, first.target) if first else (None, "")
+    memory = kind in MEMORY_KINDS and kind != AttachKind.GPU
     holders = (pids if memory else set()) | mapped
     if holders:
         shares.memory_holders[key] = holders
     else:
         shares.memory_holders.pop(key, None)
     files: list[SharedFile] = []
-    if len(pids) >= 2:
+    if len(pids) >= 2 and kind is not None:  # two pids: ``first`` is one of their fds
         try:
             cached = ix.groups.get(key)
             g = (
@@ -276,7 +276,7 @@ def _redo(
         path = ix.map_paths[key]
         files.append(
             SharedFile(
-                "memfd" if path.startswith("/memfd:") else "shm",
+                AttachKind.MEMFD if path.startswith("/memfd:") else AttachKind.SHM,
                 path,
                 *key,
                 [FdHolder(*h) for h in members],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -54,8 +55,15 @@ def _decode(status: int) -> Exit:
 class Watch:
     """One watched command; iterate ``events()``; ``exit`` holds how the command ended."""
 
-    def __init__(self, command: list[str], interval: float = 0.1, nvml: bool = True) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        interval: float = 0.1,
+        nvml: bool = True,
+        stdout: int | None = None,
+    ) -> None:
         self.command, self.interval = command, min(interval, 0.25)
+        self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
         self.use_nvml = nvml
         self.exit: Exit | None = None
         self.proc: subprocess.Popen | None = None
@@ -70,13 +78,14 @@ class Watch:
     def start(self) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         try:
-            self.proc = subprocess.Popen(self.command)
+            self.proc = subprocess.Popen(self.command, stdout=self.stdout)
         except FileNotFoundError:
             raise CommandNotFound(f"command not found: {self.command[0]}", 127) from None
         except PermissionError:
-            raise CommandNotFound(
-                f"permission denied: {self.command[0]} is not executable", 126
-            ) from None
+            exe = self.command[0]  # EACCES also comes from a PATH folder this user cannot search
+            if "/" not in exe and shutil.which(exe) is None:
+                raise CommandNotFound(f"command not found: {exe}", 127) from None
+            raise CommandNotFound(f"permission denied: {exe} is not executable", 126) from None
         except OSError as exc:
             raise CommandNotFound(f"cannot run {self.command[0]}: {exc.strerror}", 126) from None
         self.follower = Follower(

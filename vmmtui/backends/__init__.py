@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from vmmtui.backends.labels import LABELS, NAMES
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the probe module is for the session's side: workers start without it
     from vmmtui.backends.base import Backend, Call, CallLog, DeviceInfo
+    from vmmtui.backends.probe import DeviceRecord, ProbeRecord
 
 #: re-exported from base on first use: the command line reads NAMES without loading the backends' classes
 _FROM_BASE = ("Backend", "Call", "CallLog", "DeviceInfo")
@@ -35,12 +36,12 @@ class Choice:
     #: how many CUDA devices the driver sees (None for memfd)
     devices: int | None = None
     #: what the capability probe found about the chosen device (fabric_create, kernels_error ...); None for memfd
-    device_probe: dict | None = None
+    device_probe: DeviceRecord | None = None
 
     @property
     def kernels_error(self) -> str | None:
         """Why the fill/verify kernels cannot load on the device (the probe tried), or None."""
-        return (self.device_probe or {}).get("kernels_error")
+        return self.device_probe.kernels_error if self.device_probe else None
 
 
 def create(name: str, calls: CallLog | None = None) -> Backend:
@@ -56,7 +57,7 @@ def create(name: str, calls: CallLog | None = None) -> Backend:
     raise ValueError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)}")
 
 
-def choose(requested: str, device: int = 0, probe_result: dict | None = None) -> Choice:
+def choose(requested: str, device: int = 0, probe_result: ProbeRecord | None = None) -> Choice:
     """Resolve ``requested`` into a backend this machine can run, and say why."""
     if requested not in NAMES:
         return Choice(
@@ -81,21 +82,23 @@ def choose(requested: str, device: int = 0, probe_result: dict | None = None) ->
                 f"--backend cuda cannot run here: {why_not}; try --backend memfd",
                 usable=False,
             )
+        d = info.devices[device]
         return Choice(
             "cuda",
-            f"cuda backend on device {device} ({info['devices'][device]['name']})",
-            capacity=info["devices"][device].get("mem_total"),
-            devices=len(info["devices"]),
-            device_probe=info["devices"][device],
+            f"cuda backend on device {device} ({d.name})",
+            capacity=d.mem_total,
+            devices=len(info.devices),
+            device_probe=d,
         )
     if why_not:
         return Choice("memfd", f"{why_not}: using the memfd backend", capacity=ram_available())
+    d = info.devices[device]
     return Choice(
         "cuda",
-        f"{info['devices'][device]['name']} supports VMM and POSIX-fd handles: using the cuda backend",
-        capacity=info["devices"][device].get("mem_total"),
-        devices=len(info["devices"]),
-        device_probe=info["devices"][device],
+        f"{d.name} supports VMM and POSIX-fd handles: using the cuda backend",
+        capacity=d.mem_total,
+        devices=len(info.devices),
+        device_probe=d,
     )
 
 
@@ -111,22 +114,22 @@ def ram_available() -> int | None:
     return None
 
 
-def cuda_unusable(info: dict, device: int) -> str | None:
+def cuda_unusable(info: ProbeRecord, device: int) -> str | None:
     """Why the cuda backend cannot run on ``device``, or None when it can."""
-    if not info.get("driver"):
-        return info.get("error", "no NVIDIA driver")
-    if info.get("error"):
-        return info["error"]
-    devices = info.get("devices", [])
+    if not info.driver:
+        return info.error or "no NVIDIA driver"
+    if info.error:
+        return info.error
+    devices = info.devices
     if not devices:
         return "the NVIDIA driver sees no CUDA device"
     if device >= len(devices):
         return f"device {device} does not exist (the driver sees {len(devices)})"
     d = devices[device]
-    if not d.get("vmm"):
-        return f"{d['name']} does not support virtual memory management"
-    if not d.get("posix_fd"):
-        return f"{d['name']} does not support POSIX file descriptor handles"
+    if not d.vmm:
+        return f"{d.name} does not support virtual memory management"
+    if not d.posix_fd:
+        return f"{d.name} does not support POSIX file descriptor handles"
     return None
 
 

@@ -127,6 +127,10 @@ class Backend(ABC):
     @abstractmethod
     def create(self, size: int, shareable: bool = True) -> int: ...
 
+    def create_fabric(self, size: int) -> int:
+        """An allocation with fabric handles (other nodes, over IMEX): a device backend's only."""
+        raise NotImplementedError(f"{type(self).__name__} has no fabric handles")
+
     @abstractmethod
     def reserve(self, size: int, alignment: int) -> int: ...
 

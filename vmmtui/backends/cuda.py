@@ -7,15 +7,21 @@ the call and a hint from the troubleshooting table.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vmmtui.backends.base import Backend, Call, DeviceInfo, SizeCheck
+from vmmtui.backends.cuda_size import (
+    check_size,
+)  # imported with the backend: not inside the import step
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.backends.labels import LABELS
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
+
+if TYPE_CHECKING:
+    from vmmtui.backends.kernels import PatternKernels
 
 LABEL = LABELS["cuda"]
 
@@ -31,7 +37,7 @@ class CudaBackend(Backend):
         super().__init__(calls)
         self._handles: dict[int, Any] = {}
         self.ctx = None
-        self.kernels = None
+        self.kernels: PatternKernels | None = None
         self._pools = None
 
     # -- the one place that checks every CUresult ---------------------------------------------
@@ -195,7 +201,7 @@ class CudaBackend(Backend):
         self._handles[int(h)] = h
         return int(h)
 
-    def free_memory(self) -> tuple[int, int] | None:
+    def free_memory(self) -> tuple[int, int]:
         free, total = self.call("cuMemGetInfo", cu.cuMemGetInfo)
         return int(free), int(total)
 
@@ -277,11 +283,15 @@ class CudaBackend(Backend):
         )
 
     def load_kernels(self) -> str:
+        return self.loaded_kernels().how
+
+    def loaded_kernels(self) -> PatternKernels:
+        """The fill/verify kernels, loaded into the context the first time (StepError if they cannot)."""
         from vmmtui.backends.kernels import PatternKernels
 
         if self.kernels is None:
             self.kernels = PatternKernels(self)
-        return self.kernels.how
+        return self.kernels
 
     def last_kernel_ms(self) -> float | None:
         return None if self.kernels is None else self.kernels.last_ms
@@ -289,8 +299,7 @@ class CudaBackend(Backend):
     def fill(self, va: int, size: int, on: str = "host", first: int = 0) -> int:
         count = size // 4
         if on != "host":
-            self.load_kernels()
-            return self.kernels.fill(va, count, first)
+            return self.loaded_kernels().fill(va, count, first)
 
         def put(start: int, n: int) -> None:
             host = pattern(first + start, n)
@@ -331,8 +340,7 @@ class CudaBackend(Backend):
         """The device's own copy speed (cuMemcpyDtoDAsync between two buffers), in GB/s counting bytes
         read and written: the ceiling for the fill and verify kernels. Each copy is timed alone with CUDA
         events, as each kernel is, and the median is kept, so that both pay the same launch cost."""
-        self.load_kernels()
-        k = self.kernels
+        k = self.loaded_kernels()
         a, b = self.alloc(size), self.alloc(size)
         try:
             self.call("cuMemsetD32", cu.cuMemsetD32, cu.CUdeviceptr(a), 7, size // 4)
@@ -478,15 +486,12 @@ class CudaBackend(Backend):
 
     def check_size(self, fd: int, handle: int, claimed: int) -> SizeCheck:
         """The driver's cheap checks; the map step's real mapping is the last (cuda_size's docstring)."""
-        from vmmtui.backends.cuda_size import check_size
-
         return check_size(self, handle, claimed)
 
     def verify(self, va: int, size: int, on: str = "host") -> Verification:
         if on == "host":
             return self.verify_host(va, size)
-        self.load_kernels()
-        device = self.kernels.verify(va, size // 4)
+        device = self.loaded_kernels().verify(va, size // 4)
         if on == "both":
             host = self.verify_host(va, size)
             if (host.mismatches, host.first_index) != (device.mismatches, device.first_index):

@@ -43,6 +43,12 @@ def short(v: Any) -> str:
         return bytes(v.reserved)[:8].hex() + "… (64 bytes)"
     if isinstance(v, bytes):
         return v.split(b"\0", 1)[0].decode(errors="replace")
+    if hasattr(v, "requestedHandleTypes"):  # CUmemAllocationProp: its str() is 12 lines and costly
+        loc = v.location
+        return (
+            f"{v.type.name.removeprefix('CU_MEM_ALLOCATION_TYPE_')} on "
+            f"{loc.type.name.removeprefix('CU_MEM_LOCATION_TYPE_').lower()} {int(loc.id)}"
+        )
     try:
         return hex(int(v)) if not isinstance(v, (bool, str)) and int(v) > 4096 else str(int(v))
     except Exception:

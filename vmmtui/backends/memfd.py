@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import mmap
 import os
 import stat
@@ -224,7 +225,7 @@ class MemfdBackend(Backend):
                 self.calls.timed(
                     "fcntl",
                     {"fd": handle, "cmd": "F_ADD_SEALS", "seals": seal_names(seals)},
-                    lambda s=seals: fcntl.fcntl(handle, fcntl.F_ADD_SEALS, s),
+                    functools.partial(fcntl.fcntl, handle, fcntl.F_ADD_SEALS, seals),
                     lambda _: "0",
                 )
         except OSError as exc:

@@ -1,6 +1,7 @@
 """What this machine can run, asked in a throw-away process so the caller never opens driver fds.
 
-``python -m vmmtui.backends.probe`` prints one JSON object; ``probe()`` runs it and parses it.
+``python -m vmmtui.backends.probe`` prints one JSON object, a ``ProbeRecord``; ``probe()`` runs it
+and reads it back typed (the codec checks its shape), so no caller reads the driver's answer by key.
 """
 
 from __future__ import annotations
@@ -15,9 +16,66 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from vmmtui.codec import DecodeError, decode, encode
+
 RTLD_LAZY = 1
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """What the driver says of one device, and what the probe tried on it."""
+
+    index: int
+    name: str
+    compute_capability: str = ""
+    vmm: bool = False
+    posix_fd: bool = False
+    fabric: bool = False
+    ipc_event: bool = False
+    #: allocation granularity for POSIX-fd handles (None: no VMM, not asked)
+    granularity_min: int | None = None
+    granularity_rec: int | None = None
+    mem_free: int = 0
+    mem_total: int = 0
+    #: the CUresult name of a one-granule cuMemCreate with fabric handles (None: not tried)
+    fabric_create: str | None = None
+    #: whether the fill/verify kernels were loaded (only with VMM and POSIX fds)
+    kernels_tried: bool = False
+    #: why they cannot load (None: they load, or were not tried)
+    kernels_error: str | None = None
+    #: how they load (PTX JIT or NVRTC), when they do
+    kernels: str = ""
+    #: stream-ordered allocation (cuMemPoolCreate) and the handle types its pools can export
+    memory_pools: bool = False
+    pool_handle_types: int = 0
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """The probe's answer: ``driver`` False when libcuda does not load; ``error`` when it stopped."""
+
+    driver: bool
+    error: str | None = None
+    #: cuDriverGetVersion (13000 is CUDA 13.0)
+    driver_version: int | None = None
+    devices: list[DeviceRecord] = field(default_factory=list)
+
+    @property
+    def driver_api(self) -> str:
+        """``CUDA driver API 13.0``, or "" when the version is not known."""
+        v = self.driver_version
+        return f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else ""
+
+
+def record(data: Any) -> ProbeRecord:
+    """The probe's JSON object as a ProbeRecord; one with ``error`` set when its shape is wrong."""
+    try:
+        return decode(ProbeRecord, data, "probe")
+    except DecodeError as exc:
+        return ProbeRecord(True, f"the CUDA probe's answer is not understood: {exc}")
 
 
 def driver_library() -> str | None:
@@ -90,7 +148,7 @@ def _try_fabric(cu, ok, index: int) -> str:
     return cu.CUresult(err).name
 
 
-def _collect(retained: list) -> dict[str, Any]:
+def _collect(retained: list) -> ProbeRecord:
     """What the driver says of every device; each retained context's release goes into ``retained``."""
     from cuda.bindings import driver as cu
 
@@ -100,12 +158,11 @@ def _collect(retained: list) -> dict[str, Any]:
             raise RuntimeError(cu.CUresult(err).name)
         return res[1] if len(res) == 2 else res[1:]
 
-    out: dict[str, Any] = {"driver": True}
     try:
         ok(cu.cuInit(0))
     except RuntimeError as exc:
-        return {"driver": True, "error": f"cuInit failed: {exc}", "devices": []}
-    out["driver_version"] = int(ok(cu.cuDriverGetVersion()))
+        return ProbeRecord(True, f"cuInit failed: {exc}")
+    driver_version = int(ok(cu.cuDriverGetVersion()))
     count = int(ok(cu.cuDeviceGetCount()))
     devices = []
     attr = cu.CUdevice_attribute
@@ -116,20 +173,15 @@ def _collect(retained: list) -> dict[str, Any]:
             a = getattr(attr, name, None)
             return None if a is None else int(ok(cu.cuDeviceGetAttribute(a, dev)))
 
-        d: dict[str, Any] = {
-            "index": i,
-            "name": ok(cu.cuDeviceGetName(256, dev)).split(b"\0", 1)[0].decode(),
-            "compute_capability": f"{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR')}.{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR')}",
-            "vmm": bool(get("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED")),
-            "posix_fd": bool(
-                get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED")
-            ),
-            "fabric": bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED") or 0),
-            "ipc_event": bool(get("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED") or 0),
-            "memory_pools": bool(get("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED") or 0),
-            "pool_handle_types": get("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES") or 0,
-        }
-        if d["vmm"]:
+        cc = (
+            f"{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR')}."
+            f"{get('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR')}"
+        )
+        vmm = bool(get("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"))
+        posix_fd = bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"))
+        fabric = bool(get("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED") or 0)
+        gran_min = gran_rec = None
+        if vmm:
             prop = cu.CUmemAllocationProp()
             prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
             prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
@@ -138,51 +190,68 @@ def _collect(retained: list) -> dict[str, Any]:
                 cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
             )
             g = cu.CUmemAllocationGranularity_flags
-            d["granularity_min"] = int(
+            gran_min = int(
                 ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
             )
-            d["granularity_rec"] = int(
+            gran_rec = int(
                 ok(cu.cuMemGetAllocationGranularity(prop, g.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
             )
         ctx = ok(cu.cuDevicePrimaryCtxRetain(dev))
         retained.append(lambda dev=dev: cu.cuDevicePrimaryCtxRelease(dev))
         ok(cu.cuCtxSetCurrent(ctx))
         free, total = ok(cu.cuMemGetInfo())
-        d["mem_free"], d["mem_total"] = int(free), int(total)
-        if d["vmm"] and d["fabric"]:
-            d["fabric_create"] = _try_fabric(cu, ok, i)
-        if (
-            d["vmm"] and d["posix_fd"]
-        ):  # the fill/verify kernels: do they load here (PTX JIT, else NVRTC)?
+        fabric_create = _try_fabric(cu, ok, i) if vmm and fabric else None
+        kernels_error, kernels = None, ""
+        if vmm and posix_fd:  # the fill/verify kernels: do they load here (PTX JIT, else NVRTC)?
             from vmmtui.backends.kernel_image import try_load
 
-            d["kernels_error"], d["kernels"] = try_load(
-                "sm_" + d["compute_capability"].replace(".", "")
+            kernels_error, kernels = try_load("sm_" + cc.replace(".", ""))
+        devices.append(
+            DeviceRecord(
+                i,
+                ok(cu.cuDeviceGetName(256, dev)).split(b"\0", 1)[0].decode(),
+                cc,
+                vmm,
+                posix_fd,
+                fabric,
+                bool(get("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED") or 0),
+                gran_min,
+                gran_rec,
+                int(free),
+                int(total),
+                fabric_create,
+                vmm and posix_fd,
+                kernels_error,
+                kernels,
+                bool(get("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED") or 0),
+                get("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES") or 0,
             )
-        devices.append(d)
-    out["devices"] = devices
-    return out
+        )
+    return ProbeRecord(True, None, driver_version, devices)
 
 
-def probe(timeout: float = 60.0) -> dict[str, Any]:
-    """The CUDA capabilities of this machine; ``{"driver": False, "error": ...}`` when there is no driver."""
+def probe(timeout: float = 60.0) -> ProbeRecord:
+    """The CUDA capabilities of this machine; ``driver`` False, with ``error``, when there is no driver."""
     missing = driver_library()
     if missing:
-        return {"driver": False, "error": f"no NVIDIA driver ({missing})", "devices": []}
-    return first_json_line([sys.executable, "-m", "vmmtui.backends.probe"], timeout)
+        return ProbeRecord(False, f"no NVIDIA driver ({missing})")
+    return record(first_json_line([sys.executable, "-m", "vmmtui.backends.probe"], timeout))
 
 
 def first_json_line(argv: list[str], timeout: float) -> dict[str, Any]:
-    """Run the probe and return its JSON line as soon as it is printed; the process is reaped in the
-    background (a daemon thread), so its driver teardown is not on the start-up path."""
+    """Run the probe and return its JSON line's object as soon as it is printed (or an object with
+    ``error`` saying why there is none); the process is reaped in the background (a daemon thread),
+    so its driver teardown is not on the start-up path. ``record()`` reads the object."""
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         line, out, ended = None, b"", False
         try:
             while line is None and not ended:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+                if left <= 0 or not select.select([stdout], [], [], left)[0]:
                     proc.kill()
                     proc.wait()
                     return {
@@ -190,13 +259,13 @@ def first_json_line(argv: list[str], timeout: float) -> dict[str, Any]:
                         "error": f"the CUDA probe did not finish within {timeout:.0f} s",
                         "devices": [],
                     }
-                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                chunk = os.read(stdout.fileno(), 1 << 16)
                 out += chunk
                 ended = not chunk
                 lines = out.split(b"\n") if ended else out.split(b"\n")[:-1]  # whole lines only
                 line = next((ln for ln in lines if ln.startswith(b"{")), None)
         finally:
-            proc.stdout.close()
+            stdout.close()
         if line is not None:
             threading.Thread(target=proc.wait, name="probe-reaper", daemon=True).start()
             return json.loads(line)
@@ -213,8 +282,8 @@ def _main() -> None:
     try:
         result = _collect(retained)
     except Exception as exc:  # report, never traceback: the caller parses one line
-        result = {"driver": True, "error": f"{type(exc).__name__}: {exc}", "devices": []}
-    print(json.dumps(result), flush=True)
+        result = ProbeRecord(True, f"{type(exc).__name__}: {exc}")
+    print(json.dumps(encode(result)), flush=True)
     for release in retained:
         with contextlib.suppress(Exception):
             release()

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vmmtui.bench.result import PathSummary, stats
+
 PEER_PATHS = ("c_floor", "torch")
 SOURCE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "vmm_pair.cu"
 KERNELS = Path(__file__).resolve().parents[1] / "backends" / "pattern_kernels.cu"
@@ -108,14 +110,13 @@ def measure(
     sizes: list[int],
     repeat: int,
     device: int,
-    stats: Callable[[list[float]], dict[str, float]],
     skip: Callable[[str, int, str], None],
     progress: Callable[[str], None],
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[int, PathSummary]]:
     """Both rows at every size in ``sizes`` (already those that fit): {path: {size: summary}}."""
     from vmmtui.sizes import format_size
 
-    out: dict[str, dict[str, Any]] = {p: {} for p in PEER_PATHS}
+    out: dict[str, dict[int, PathSummary]] = {p: {} for p in PEER_PATHS}
     binary, why = build_c_floor()
     for size in sizes:
         if binary is None:
@@ -125,8 +126,8 @@ def measure(
         if not ms:
             skip("c_floor", size, f"vmm_pair --bench failed: {why_not}")
             continue
-        out["c_floor"][str(size)] = {"e2e_ms": stats(ms), "verified": f"{ok}/{len(ms)}"}
-        progress(f"C floor {format_size(size):>9}: create→ACK median {stats(ms)['median']:.3f} ms")
+        floor = out["c_floor"][size] = PathSummary(f"{ok}/{len(ms)}", stats(ms))
+        progress(f"C floor {format_size(size):>9}: create→ACK median {floor.e2e_ms.median:.3f} ms")
     missing = torch_missing()
     found, why = ({}, missing) if missing else torch_ipc(sizes, repeat, device)
     for size in sizes:
@@ -134,11 +135,8 @@ def measure(
         if not row or not row.get("ms"):
             skip("torch", size, why or "torch_ipc gave no figure")
             continue
-        out["torch"][str(size)] = {
-            "e2e_ms": stats(row["ms"]),
-            "verified": f"{row['verified']}/{len(row['ms'])}",
-        }
-        progress(
-            f"torch   {format_size(size):>9}: share→ACK median {stats(row['ms'])['median']:.3f} ms"
+        peer = out["torch"][size] = PathSummary(
+            f"{row['verified']}/{len(row['ms'])}", stats(row["ms"])
         )
+        progress(f"torch   {format_size(size):>9}: share→ACK median {peer.e2e_ms.median:.3f} ms")
     return out

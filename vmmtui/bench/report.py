@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from html import escape
-from typing import Any
 
 from rich.markup import escape as escape_markup
 from rich.table import Table
 
+from vmmtui.bench.result import BenchResult, median
 from vmmtui.sizes import format_size
 
 PATHS = {  # path -> (label, colour)
@@ -23,21 +23,17 @@ PATHS = {  # path -> (label, colour)
 }
 
 
-def _m(entry: dict | None, key: str = "e2e_ms") -> float | None:
-    return (entry or {}).get(key, {}).get("median")
-
-
 def _fmt(v: float | None, unit: str = "", digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}{unit}"
 
 
-def sizes_of(result: dict[str, Any]) -> list[int]:
+def sizes_of(result: BenchResult) -> list[int]:
     """Every size asked for or measured (a size where everything was skipped keeps its row of dashes)."""
     return sorted(
-        {int(s) for p in result["paths"].values() for s in p}
-        | {int(s) for s in result["ceiling_gbps"]}
-        | {int(s) for p in result.get("skipped", {}).values() for s in p}
-        | {int(s) for s in result.get("config", {}).get("sizes", [])}
+        {s for p in result.paths.values() for s in p}
+        | set(result.ceiling_gbps)
+        | {s for p in result.skipped.values() for s in p}
+        | set(result.config.sizes)
     )
 
 
@@ -92,27 +88,32 @@ SOURCE = {
 RATIOS = ("staged/vmm", "verify/copy", "vmm/C", "vmm/torch")
 
 
-def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
+def cells(result: BenchResult, size: int) -> dict[str, str | None]:
     """Every column's text at ``size``; None where nothing was measured."""
-    paths, k = result["paths"], str(size)
-    vmm = paths["vmm"].get(k)
-    verify, copy = _m(vmm, "verify_gbps"), result["ceiling_gbps"].get(k)
-    staged, e2e = _m(paths["staged"].get(k)), _m(vmm)
-    over = _m(vmm, "overhead_ms") or _m(paths["memfd"].get(k), "overhead_ms")
-    floor, torch = _m(paths.get("c_floor", {}).get(k)), _m(paths.get("torch", {}).get(k))
+
+    def at(path: str) -> float | None:
+        return median(result.path(path).get(size))
+
+    vmm = result.path("vmm").get(size)
+    verify, copy = median(vmm, lambda p: p.verify_gbps), result.ceiling_gbps.get(size)
+    staged, e2e = at("staged"), median(vmm)
+    over = median(vmm, lambda p: p.overhead_ms) or median(
+        result.path("memfd").get(size), lambda p: p.overhead_ms
+    )
+    floor, torch = at("c_floor"), at("torch")
 
     def f(v: float | None, digits: int) -> str | None:
         return None if v is None else f"{v:.{digits}f}"
 
     return {
         "vmm": f(e2e, 3),
-        "legacy": f(_m(paths["legacy"].get(k)), 3),
+        "legacy": f(at("legacy"), 3),
         "staged": f(staged, 1),
-        "memfd": f(_m(paths["memfd"].get(k)), 2),
-        "pool": f(_m(paths.get("pool", {}).get(k)), 3),
-        "pidfd": f(_m(paths.get("pidfd", {}).get(k)), 3),
+        "memfd": f(at("memfd"), 2),
+        "pool": f(at("pool"), 3),
+        "pidfd": f(at("pidfd"), 3),
         "staged/vmm": f"{staged / e2e:.0f}x" if staged and e2e else None,
-        "fill": f(_m(vmm, "fill_gbps"), 0),
+        "fill": f(median(vmm, lambda p: p.fill_gbps), 0),
         "verify": f(verify, 0),
         "copy": f(copy, 0),
         "verify/copy": f"{verify / copy:.0%}" if verify and copy else None,
@@ -124,7 +125,7 @@ def cells(result: dict[str, Any], size: int) -> dict[str, str | None]:
     }
 
 
-def tables(result: dict[str, Any]) -> list[tuple[str, Table]]:
+def tables(result: BenchResult) -> list[tuple[str, Table]]:
     """The figures in two narrow tables, each with its heading (readable at 80 columns and in a pipe); a
     column with no figure at any size is left out, and ``gaps()`` says why."""
     sizes = sizes_of(result)
@@ -143,22 +144,22 @@ def tables(result: dict[str, Any]) -> list[tuple[str, Table]]:
     return out
 
 
-def _why_empty(result: dict[str, Any], key: str, size: int) -> str:
+def _why_empty(result: BenchResult, key: str, size: int) -> str:
     if key == "overhead":
         return "no session ran at this size"
     source = SOURCE.get(key, "vmm")
-    why = result.get("skipped", {}).get(source, {}).get(str(size))
+    why = result.skipped.get(source, {}).get(size)
     if why:
         return why
-    entry = result["paths"].get(source, {}).get(str(size))
-    if entry and entry.get("failures"):
-        return f"no run verified: {entry['failures'][0]}"
+    entry = result.path(source).get(size)
+    if entry and entry.failures:
+        return f"no run verified: {entry.failures[0]}"
     if key in ("fill", "verify"):
         return "the kernels did not run (checked on the host)"
     return "not measured"
 
 
-def gaps(result: dict[str, Any]) -> list[str]:
+def gaps(result: BenchResult) -> list[str]:
     """One line per reason, naming the columns and sizes it left empty (the JSON's ``skipped``, in words)."""
     sizes = sizes_of(result)
     by_reason: dict[str, dict[str, list[int]]] = {}
@@ -172,8 +173,8 @@ def gaps(result: dict[str, Any]) -> list[str]:
     lines = []
     for reason, columns in by_reason.items():
         groups: dict[tuple[int, ...], list[str]] = {}
-        for key, at in columns.items():
-            groups.setdefault(tuple(at), []).append(key)
+        for key, where_empty in columns.items():
+            groups.setdefault(tuple(where_empty), []).append(key)
         for at, keys in groups.items():
             where = (
                 "at every size"
@@ -189,22 +190,21 @@ def gaps(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def measured_anything(result: dict[str, Any]) -> bool:
-    return bool(result["ceiling_gbps"]) or any(
-        _m(e) is not None for p in result["paths"].values() for e in p.values()
+def measured_anything(result: BenchResult) -> bool:
+    return bool(result.ceiling_gbps) or any(
+        median(e) is not None for p in result.paths.values() for e in p.values()
     )
 
 
-def init_line(result: dict[str, Any]) -> str:
+def init_line(result: BenchResult) -> str:
     """Driver init (cuInit, context, kernel load), reported apart from the span: median over all sizes."""
     parts = []
     for path in ("vmm", "legacy", "memfd"):
         for role in ("producer", "consumer"):
-            values = [
-                e["init_ms"][role]["median"]
-                for e in result["paths"][path].values()
-                if e.get("init_ms", {}).get(role, {}).get("median") is not None
-            ]
+            medians = (
+                e.init_ms[role].median for e in result.path(path).values() if role in e.init_ms
+            )
+            values = [m for m in medians if m is not None]
             if values:
                 parts.append(f"{path} {role} {sorted(values)[len(values) // 2]:.1f} ms")
     return "driver init, reported apart (median): " + (", ".join(parts) if parts else "-")
@@ -213,29 +213,27 @@ def init_line(result: dict[str, Any]) -> str:
 TARGETS_HEADING = "performance targets on a GPU (README, Performance):"
 
 
-def target_lines(result: dict[str, Any]) -> list[str]:
+def target_lines(result: BenchResult) -> list[str]:
     """One line a target (rich markup, the texts escaped): wanted, measured, met or missed, or why not measured."""
     lines = []
-    for row in result["targets"]:
-        if row["met"] is None:
-            verdict = f"[yellow]not measured[/]: {escape_markup(row.get('why') or '')}".rstrip(": ")
+    for row in result.targets:
+        if row.met is None:
+            verdict = f"[yellow]not measured[/]: {escape_markup(row.why)}".rstrip(": ")
         else:
-            verdict = f"{escape_markup(row['measured'])}: " + (
-                "[green]met[/]" if row["met"] else "[red]missed[/]"
+            verdict = f"{escape_markup(row.measured or '')}: " + (
+                "[green]met[/]" if row.met else "[red]missed[/]"
             )
-        lines.append(
-            f"- {escape_markup(row['name'])}: wanted {escape_markup(row['target'])}; {verdict}"
-        )
+        lines.append(f"- {escape_markup(row.name)}: wanted {escape_markup(row.target)}; {verdict}")
     return lines
 
 
-def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
+def svg(result: BenchResult, width: int = 760, height: int = 460) -> str:
     """Time against size, log-log, one line a path; plain SVG so that it needs no plotting library."""
     left, right, top, bottom = 92, 200, 40, 50  # room for "10000 ms" and the rotated axis title
     pw, ph = width - left - right, height - top - bottom
     series = {}
     for path in PATHS:
-        pts = [(int(s), _m(e)) for s, e in result["paths"].get(path, {}).items() if _m(e)]
+        pts = [(s, v) for s, e in result.path(path).items() if (v := median(e))]
         if pts:
             series[path] = sorted(pts)
     xs = [s for pts in series.values() for s, _ in pts] or [1 << 20, 1 << 30]
@@ -251,8 +249,7 @@ def svg(result: dict[str, Any], width: int = 760, height: int = 460) -> str:
     def py(ms: float) -> float:
         return top + ph - (math.log10(ms) - y0) / (y1 - y0) * ph
 
-    m = result.get("machine", {})
-    title = f"vmmtui bench · {m.get('gpu', 'CPU only')} · {result.get('date', '')[:10]}"
+    title = f"vmmtui bench · {result.machine.gpu or 'CPU only'} · {result.date[:10]}"
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif" font-size="12">',

@@ -17,19 +17,31 @@ import socket
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from vmmtui.backends import Choice, ram_available
 from vmmtui.bench.peers import PEER_PATHS
+from vmmtui.bench.result import (
+    BenchResult,
+    Machine,
+    PathSummary,
+    Settings,
+    Target,
+    median,
+    stats,
+)
 from vmmtui.config import SessionConfig
 from vmmtui.events import StepDone
 from vmmtui.session import Session
 from vmmtui.sizes import format_size
 from vmmtui.state import WorkerState
 from vmmtui.troubleshooting import StepError
+
+if TYPE_CHECKING:
+    from vmmtui.backends.cuda import CudaBackend
 
 GiB, MiB = 1 << 30, 1 << 20
 DEFAULT_SIZES = [2 * MiB, 8 * MiB, 32 * MiB, 64 * MiB, 256 * MiB, GiB, 4 * GiB, 16 * GiB]
@@ -52,21 +64,6 @@ TARGETS = {
     "overhead_ms": 2.0,
     "vs_c_floor": 1.5,
 }
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    """Median, min, max, 90th percentile and count of ``values`` (empty: count 0 only)."""
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-    return {
-        "median": statistics.median(ordered),
-        "min": ordered[0],
-        "max": ordered[-1],
-        "p90": p90,
-        "n": len(ordered),
-    }
 
 
 @dataclass
@@ -150,37 +147,38 @@ def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
     )
 
 
-def summarise(samples: list[SessionSample]) -> dict[str, Any]:
+def summarise(samples: list[SessionSample]) -> PathSummary:
     names = list(dict.fromkeys(n for smp in samples for n in smp.steps))
     roles = list(dict.fromkeys(r for smp in samples for r in smp.init))
-    return {
-        "verified": f"{sum(smp.verified for smp in samples)}/{len(samples)}",
-        "failures": sorted({smp.failure for smp in samples if smp.failure}),
-        "e2e_ms": stats([smp.span_ms for smp in samples]),
-        "steps_ms": {n: stats([smp.steps[n] for smp in samples if n in smp.steps]) for n in names},
-        "init_ms": {r: stats([smp.init[r] for smp in samples if r in smp.init]) for r in roles},
-        "overhead_ms": stats([o for smp in samples for o in smp.overhead]),
-        "rtt_overhead_ms": stats([o for smp in samples for o in smp.rtt_overhead]),
-        "fill_gbps": stats([smp.fill_gbps for smp in samples if smp.fill_gbps]),
-        "verify_gbps": stats([smp.verify_gbps for smp in samples if smp.verify_gbps]),
-    }
+    return PathSummary(
+        verified=f"{sum(smp.verified for smp in samples)}/{len(samples)}",
+        failures=sorted({smp.failure for smp in samples if smp.failure}),
+        e2e_ms=stats([smp.span_ms for smp in samples]),
+        steps_ms={n: stats([smp.steps[n] for smp in samples if n in smp.steps]) for n in names},
+        init_ms={r: stats([smp.init[r] for smp in samples if r in smp.init]) for r in roles},
+        overhead_ms=stats([o for smp in samples for o in smp.overhead]),
+        rtt_overhead_ms=stats([o for smp in samples for o in smp.rtt_overhead]),
+        fill_gbps=stats([smp.fill_gbps for smp in samples if smp.fill_gbps]),
+        verify_gbps=stats([smp.verify_gbps for smp in samples if smp.verify_gbps]),
+    )
 
 
-def machine(cuda_info: dict[str, Any] | None) -> dict[str, Any]:
-    info = {
-        "hostname": socket.gethostname(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "cpu": _cpu_name(),
-        "cpus": os.cpu_count(),
-    }
+def machine(device: Machine | None = None) -> Machine:
+    """This machine, with what the device said of itself (cuda) filled in."""
+    info = replace(
+        device or Machine(),
+        hostname=socket.gethostname(),
+        kernel=platform.release(),
+        python=platform.python_version(),
+        cpu=_cpu_name(),
+        cpus=os.cpu_count(),
+    )
     try:
         import cuda.bindings
 
-        info["cuda_bindings"] = cuda.bindings.__version__
+        return replace(info, cuda_bindings=cuda.bindings.__version__)
     except Exception:
-        pass
-    return info | (cuda_info or {})
+        return info
 
 
 def nvidia_driver() -> str | None:
@@ -214,63 +212,53 @@ class Bench:
         self.choice = choice
         self.progress = progress
         self.cuda = choice.name == "cuda"
-        self.device = None
+        self.device: CudaBackend | None = None
         #: why the device kernels cannot load (the sessions then verify on the host), or None
         self.kernels_error: str | None = None
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> BenchResult:
         cfg = self.cfg
-        result: dict[str, Any] = {
-            "tool": "vmmtui bench",
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "config": {
-                "backend": self.choice.name,
-                "sizes": cfg.sizes,
-                "repeat": cfg.repeat,
-                "device": cfg.device,
-                "memfd_max": cfg.memfd_max,
-                "staged_max": cfg.staged_max,
-            },
-            "ceiling_gbps": {},
-            "paths": {p: {} for p in (*SESSION_PATHS, "staged", *PEER_PATHS)},
-            "skipped": {},
-        }
-        cuda_info = None
+        result = BenchResult(
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            Settings(
+                self.choice.name, cfg.sizes, cfg.repeat, cfg.device, cfg.memfd_max, cfg.staged_max
+            ),
+            paths={p: {} for p in (*SESSION_PATHS, "staged", *PEER_PATHS)},
+        )
         try:
-            if self.cuda:
-                cuda_info = self._open_device()
-            result["machine"] = machine(cuda_info)
+            result.machine = machine(self._open_device() if self.cuda else None)
             for size in cfg.sizes:
                 self._size(size, result)
             self._peers(result)
         finally:
             if self.device is not None:
                 self.device.shutdown()
-        result["targets"] = targets(result)
+        result.targets = targets(result)
         return result
 
-    def _open_device(self) -> dict[str, Any]:
+    def _open_device(self) -> Machine:
         from vmmtui.backends.cuda import CudaBackend
 
-        self.device = CudaBackend()
-        info = self.device.init(self.cfg.device)
+        device = self.device = CudaBackend()
+        info = device.init(self.cfg.device)
         try:
-            self.device.load_kernels()
+            device.load_kernels()
         except (
             StepError
         ) as exc:  # sessions then check on the host (--verify auto), and the ceiling is skipped
             self.kernels_error = exc.failure.one_line()
             self.progress(f"the fill/verify kernels cannot load: {self.kernels_error}")
-        free, total = self.device.free_memory()
-        return {
-            "gpu": info.name,
-            "driver": nvidia_driver(),
-            "cuda_driver_api": info.extra.get("driver_version"),
-            "gpu_memory": total,
-            "gpu_free_at_start": free,
-        }
+        free, total = device.free_memory()
+        api = info.extra.get("driver_version")
+        return Machine(
+            gpu=info.name,
+            driver=nvidia_driver(),
+            cuda_driver_api=int(api) if api is not None else None,
+            gpu_memory=total,
+            gpu_free_at_start=free,
+        )
 
-    def _peers(self, result: dict) -> None:
+    def _peers(self, result: BenchResult) -> None:
         """The C floor and torch's IPC at every size vmm could run (vmmtui.bench.peers)."""
         from vmmtui.bench.peers import measure
 
@@ -280,7 +268,7 @@ class Bench:
             why = self._why_not("vmm", size, free)
             if why:
                 for path in PEER_PATHS:
-                    self._skip(result, path, size, why)
+                    result.skip(path, size, why)
             else:
                 sizes.append(size)
         if sizes:
@@ -288,23 +276,19 @@ class Bench:
                 sizes,
                 self.cfg.repeat,
                 self.cfg.device,
-                stats,
-                lambda path, size, why: self._skip(result, path, size, why),
+                result.skip,
                 self.progress,
             )
             for path, entries in found.items():
-                result["paths"][path].update(entries)
+                result.paths[path].update(entries)
 
-    def _skip(self, result: dict, path: str, size: int, why: str) -> None:
-        result["skipped"].setdefault(path, {})[str(size)] = why
-
-    def _size(self, size: int, result: dict) -> None:
+    def _size(self, size: int, result: BenchResult) -> None:
         cfg = self.cfg
         free = self.device.free_memory()[0] if self.device else None
         for path in SESSION_PATHS:
             why = self._why_not(path, size, free)
             if why:
-                self._skip(result, path, size, why)
+                result.skip(path, size, why)
                 continue
             backend, mechanism, transport = ROADS[path]
             config = SessionConfig(
@@ -320,44 +304,43 @@ class Bench:
             choice = Choice("memfd", "bench") if backend == "memfd" else self.choice
             samples = [run_session(config, choice) for _ in range(cfg.repeat)]
             summary = summarise(samples)
-            result["paths"][path][str(size)] = summary
+            result.paths[path][size] = summary
             self.progress(
-                f"{path:<7} {format_size(size):>9}: create→ACK median {summary['e2e_ms'].get('median', 0):.3f} ms, "
-                f"verified {summary['verified']}"
+                f"{path:<7} {format_size(size):>9}: create→ACK median {summary.e2e_ms.median or 0:.3f} ms, "
+                f"verified {summary.verified}"
             )
         if not self.cuda:
             for path in ("staged", "ceiling"):
-                self._skip(result, path, size, "needs the cuda backend: " + self.choice.reason)
+                result.skip(path, size, "needs the cuda backend: " + self.choice.reason)
             return
         if self.kernels_error:
-            self._skip(
-                result,
+            result.skip(
                 "ceiling",
                 size,
                 "the device copy is timed on the kernels' stream, and they cannot load",
             )
-        elif size * 2 < (free or 0) * 0.9:
+        elif self.device is not None and size * 2 < (free or 0) * 0.9:
             gbps = self.device.copy_bandwidth(size, repeat=max(3, cfg.repeat))
-            result["ceiling_gbps"][str(size)] = gbps
+            result.ceiling_gbps[size] = gbps
             self.progress(
                 f"ceiling {format_size(size):>9}: device copy {gbps:.0f} GB/s (read + write)"
             )
         else:
-            self._skip(
-                result, "ceiling", size, "two buffers of this size do not fit in free device memory"
+            result.skip(
+                "ceiling", size, "two buffers of this size do not fit in free device memory"
             )
         why = self._why_not("staged", size, free)
         if why:
-            self._skip(result, "staged", size, why)
+            result.skip("staged", size, why)
             return
         from vmmtui.bench.staged import measure
 
         r = measure(size, cfg.device, repeat=max(2, min(cfg.repeat, 3)))
-        result["paths"]["staged"][str(size)] = {
-            "e2e_ms": stats([t * 1e3 for t in r.seconds]),
-            "verified": f"{len(r.seconds) if r.verified else 0}/{len(r.seconds)}",
-            "detail": r.detail,
-        }
+        result.paths["staged"][size] = PathSummary(
+            verified=f"{len(r.seconds) if r.verified else 0}/{len(r.seconds)}",
+            e2e_ms=stats([t * 1e3 for t in r.seconds]),
+            detail=r.detail,
+        )
         self.progress(
             f"staged  {format_size(size):>9}: median {statistics.median(r.seconds) * 1e3:.1f} ms, "
             f"verified {r.verified}"
@@ -383,115 +366,107 @@ class Bench:
         return None
 
 
-def _median(entry: dict | None, key: str) -> float | None:
-    if not entry:
-        return None
-    return entry.get(key, {}).get("median")
-
-
-def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+def targets(result: BenchResult) -> list[Target]:
     """The targets of issues 5 and 24, each with the figure measured and whether it was met."""
-    paths, ceiling = result["paths"], result["ceiling_gbps"]
-    out: list[dict[str, Any]] = []
-    small = _median(paths["vmm"].get(str(2 * MiB)), "e2e_ms")
+    vmm, ceiling = result.path("vmm"), result.ceiling_gbps
+    out: list[Target] = []
+    small = median(vmm.get(2 * MiB))
     out.append(
-        {
-            "name": "share and verify 2 MiB (create → verified ACK, no driver init)",
-            "target": f"<= {TARGETS['e2e_2mib_ms']:g} ms",
-            "measured": None if small is None else f"{small:.3f} ms",
-            "met": None if small is None else small <= TARGETS["e2e_2mib_ms"],
-            "why": _why(result, "vmm", 2 * MiB),
-        }
+        Target(
+            "share and verify 2 MiB (create → verified ACK, no driver init)",
+            f"<= {TARGETS['e2e_2mib_ms']:g} ms",
+            None if small is None else f"{small:.3f} ms",
+            None if small is None else small <= TARGETS["e2e_2mib_ms"],
+            _why(result, "vmm", 2 * MiB),
+        )
     )
-    e2e = _median(paths["vmm"].get(str(GiB)), "e2e_ms")
+    e2e = median(vmm.get(GiB))
     out.append(
-        {
-            "name": "share and verify 1 GiB (create → verified ACK, no driver init)",
-            "target": f"<= {TARGETS['e2e_1gib_ms']:g} ms",
-            "measured": None if e2e is None else f"{e2e:.3f} ms",
-            "met": None if e2e is None else e2e <= TARGETS["e2e_1gib_ms"],
-            "why": _why(result, "vmm", GiB),
-        }
+        Target(
+            "share and verify 1 GiB (create → verified ACK, no driver init)",
+            f"<= {TARGETS['e2e_1gib_ms']:g} ms",
+            None if e2e is None else f"{e2e:.3f} ms",
+            None if e2e is None else e2e <= TARGETS["e2e_1gib_ms"],
+            _why(result, "vmm", GiB),
+        )
     )
     ratios = []
-    for size, entry in paths["vmm"].items():
-        v = _median(entry, "verify_gbps")
-        if int(size) >= 64 * MiB and v and ceiling.get(size):
-            ratios.append((v / ceiling[size], int(size)))
+    for size, entry in vmm.items():
+        v = median(entry, lambda p: p.verify_gbps)
+        if size >= 64 * MiB and v and ceiling.get(size):
+            ratios.append((v / ceiling[size], size))
     worst = min(ratios) if ratios else None
     out.append(
-        {
-            "name": "device verification vs the device's copy bandwidth, from 64 MiB up",
-            "target": f">= {TARGETS['verify_vs_copy']:.0%}",
-            "measured": None
-            if worst is None
-            else f"{worst[0]:.0%} at worst ({format_size(worst[1])})",
-            "met": None if worst is None else worst[0] >= TARGETS["verify_vs_copy"],
-            "why": "needs the vmm path verified on the device and the device copy, at 64 MiB or more",
-        }
+        Target(
+            "device verification vs the device's copy bandwidth, from 64 MiB up",
+            f">= {TARGETS['verify_vs_copy']:.0%}",
+            None if worst is None else f"{worst[0]:.0%} at worst ({format_size(worst[1])})",
+            None if worst is None else worst[0] >= TARGETS["verify_vs_copy"],
+            "needs the vmm path verified on the device and the device copy, at 64 MiB or more",
+        )
     )
-    staged = _median(paths["staged"].get(str(GiB)), "e2e_ms")
+    staged = median(result.path("staged").get(GiB))
     speedup = staged / e2e if staged and e2e else None
     out.append(
-        {
-            "name": "zero-copy vs host-staged copy at 1 GiB",
-            "target": f">= {TARGETS['staged_speedup']:g}x",
-            "measured": None
-            if speedup is None
-            else f"{speedup:.0f}x ({staged:.1f} ms vs {e2e:.3f} ms)",
-            "met": None if speedup is None else speedup >= TARGETS["staged_speedup"],
-            "why": _why(result, "vmm", GiB) if e2e is None else _why(result, "staged", GiB),
-        }
+        Target(
+            "zero-copy vs host-staged copy at 1 GiB",
+            f">= {TARGETS['staged_speedup']:g}x",
+            None if speedup is None else f"{speedup:.0f}x ({staged:.1f} ms vs {e2e:.3f} ms)",
+            None if speedup is None else speedup >= TARGETS["staged_speedup"],
+            _why(result, "vmm", GiB) if e2e is None else _why(result, "staged", GiB),
+        )
     )
     floors = []
-    for size, entry in paths["vmm"].items():
-        v, c = _median(entry, "e2e_ms"), _median(paths.get("c_floor", {}).get(size), "e2e_ms")
-        if int(size) >= 64 * MiB and v and c:
-            floors.append((v / c, int(size)))
+    for size, entry in vmm.items():
+        v, c = median(entry), median(result.path("c_floor").get(size))
+        if size >= 64 * MiB and v and c:
+            floors.append((v / c, size))
     worst_floor = max(floors) if floors else None
     out.append(
-        {
-            "name": "vmmtui's VMM path vs the C floor (vmm_pair.cu), from 64 MiB up",
-            "target": f"<= {TARGETS['vs_c_floor']:g}x",
-            "measured": None
+        Target(
+            "vmmtui's VMM path vs the C floor (vmm_pair.cu), from 64 MiB up",
+            f"<= {TARGETS['vs_c_floor']:g}x",
+            None
             if worst_floor is None
             else f"{worst_floor[0]:.2f}x at worst ({format_size(worst_floor[1])})",
-            "met": None if worst_floor is None else worst_floor[0] <= TARGETS["vs_c_floor"],
-            "why": "needs the vmm path and the C floor (nvcc) at 64 MiB or more",
-        }
+            None if worst_floor is None else worst_floor[0] <= TARGETS["vs_c_floor"],
+            "needs the vmm path and the C floor (nvcc) at 64 MiB or more",
+        )
     )
-    pooled = [_median(entry, "overhead_ms") for entry in paths["vmm"].values()]
-    pooled = [p for p in pooled if p is not None] or [
-        _median(e, "overhead_ms") for e in paths["memfd"].values()
-    ]
+
+    def overheads(source: str) -> list[float]:
+        medians = (median(e, lambda p: p.overhead_ms) for e in result.path(source).values())
+        return [m for m in medians if m is not None]
+
+    pooled = overheads("vmm") or overheads("memfd")  # the vmm path's, else memfd's
     over = max(pooled) if pooled else None
     out.append(
-        {
-            "name": "inspector overhead per step (step() wall time minus the worker's step time)",
-            "target": f"median < {TARGETS['overhead_ms']:g} ms",
-            "measured": None if over is None else f"{over:.3f} ms (worst size's median)",
-            "met": None if over is None else over < TARGETS["overhead_ms"],
-            "why": "no session ran (every path was skipped)",
-        }
+        Target(
+            "inspector overhead per step (step() wall time minus the worker's step time)",
+            f"median < {TARGETS['overhead_ms']:g} ms",
+            None if over is None else f"{over:.3f} ms (worst size's median)",
+            None if over is None else over < TARGETS["overhead_ms"],
+            "no session ran (every path was skipped)",
+        )
     )
     return out
 
 
-def _why(result: dict[str, Any], path: str, size: int) -> str:
+def _why(result: BenchResult, path: str, size: int) -> str:
     """Why ``path`` has no figure at ``size``, for a target that needs it."""
-    if size not in result.get("config", {}).get("sizes", [size]):
+    if result.config.sizes and size not in result.config.sizes:
         return f"{format_size(size)} was not among --sizes"
-    why = result.get("skipped", {}).get(path, {}).get(str(size))
+    why = result.skipped.get(path, {}).get(size)
     return f"{path} at {format_size(size)}: {why or 'no verified run'}"
 
 
-def write(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
+def write(result: BenchResult, out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
     """The JSON and the SVG plot, side by side; returns both paths."""
     from vmmtui.bench.report import svg
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = stem or f"bench-{result['machine']['hostname']}-{result['date'][:10]}"
+    stem = stem or f"bench-{result.machine.hostname}-{result.date[:10]}"
     js, plot = out_dir / f"{stem}.json", out_dir / f"{stem}.svg"
-    js.write_text(json.dumps(result, indent=1) + "\n")
+    js.write_text(json.dumps(result.to_json(), indent=1) + "\n")
     plot.write_text(svg(result))
     return js, plot

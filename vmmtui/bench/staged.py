@@ -76,7 +76,7 @@ def _receiver(sock: socket.socket, size: int, device: int, repeat: int) -> None:
                 n = min(CHUNK_BYTES, size - off)
                 _recv_exactly(sock, pinned.view, n)
                 _copy(cu.cuMemcpyHtoD, cu.CUdeviceptr(dst + off), pinned.ptr, n)
-            v = b.kernels.verify(dst, size // 4)
+            v = b.loaded_kernels().verify(dst, size // 4)
             sock.sendall(json.dumps({"passed": v.passed, "detail": v.describe()}).encode() + b"\n")
             b.clear(dst, size)  # the next round must prove itself again
     finally:

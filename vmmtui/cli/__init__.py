@@ -1,17 +1,24 @@
 """Command line: ``vmmtui`` (the inspector), ``run`` (headless), ``soak``, ``bench``, ``doctor``.
 
-Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` installs the signal
-handling (one line and 128 + signal on SIGINT, SIGTERM, SIGHUP) and dispatches.
+Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` parses and
+dispatches. Signals (SIGINT, SIGTERM, SIGHUP; ``vmmtui.interrupts``): until a command runs, one
+line and exit 128 + signal at once; while it runs, ``Interrupted`` is raised so that its cleanup
+runs, and it says where, unless the command sets ``own_signals=True`` (``set_defaults``): then it
+installs its own, as an event loop does with ``interrupts.delivered_to``. When ``main`` returns,
+the handlers it found are back (the tests call it in-process).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import signal
 import sys
 
 from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, trace, watch
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Interrupted, Parser, interrupt
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser
+from vmmtui.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
 COMMANDS = (run, soak, bench, doctor, attach, watch, trace, replay, serve)
 
@@ -30,15 +37,27 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, interrupt)
-    try:
+    with exit_at_once():
         args = parser().parse_args(argv)
-        return args.func(args)
-    except KeyboardInterrupt as exc:  # before or after a session: nothing of ours is running
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        print("vmmtui: interrupted; nothing was left running", file=sys.stderr)
-        return 128 + signum
+        try:
+            if getattr(args, "own_signals", False):  # an event loop that installs its own
+                return args.func(args)  # (interrupts.delivered_to) within this exit_at_once
+            with interruptible():
+                return args.func(args)
+        except KeyboardInterrupt as exc:  # a command that had nothing to clean up, or it is done
+            signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+            print(NOTHING_LEFT, file=sys.stderr)
+            return 128 + signum
+        except BrokenPipeError:  # the reader of our output left (`| head`): end as SIGPIPE would,
+            # quietly, once the command's cleanup ran; stdout goes nowhere so that exit cannot fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
+        except OSError as exc:  # the output cannot be written: a full disk (> /dev/full), a quota
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the rest is dropped
+            print(f"vmmtui: cannot write the output: {exc.strerror}", file=sys.stderr)
+            return EXIT_FAILED
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

@@ -100,7 +100,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     js, plot = write(result, Path(args.out), args.name)
     measured = measured_anything(result)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result.to_json()))
     elif measured:
         say = [part for heading, t in tables(result) for part in (heading, t)]
         say += [
@@ -120,18 +120,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             _bullet(console, Text.from_markup(line[2:]))
     console.print(f"wrote {js} and {plot}", highlight=False, markup=False)
     if not measured:
-        reasons = sorted({why for sizes in result["skipped"].values() for why in sizes.values()})
+        reasons = sorted({why for sizes in result.skipped.values() for why in sizes.values()})
         print(
             f"vmmtui: nothing could be measured: {'; '.join(reasons) or 'every path was skipped'}",
             file=sys.stderr,
         )
         return EXIT_FAILED
-    bad = [
-        p
-        for p, sizes in result["paths"].items()
-        for e in sizes.values()
-        if len(set(e.get("verified", "0/1").split("/"))) != 1
-    ]  # "5/5" verified all, "4/5" did not
+    bad = [p for p, sizes in result.paths.items() for e in sizes.values() if not e.all_verified]
     if bad:
         console.print(f"[red]some runs did not verify: {', '.join(sorted(set(bad)))}[/]")
     return EXIT_FAILED if bad else EXIT_OK

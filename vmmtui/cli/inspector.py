@@ -10,6 +10,8 @@ printed as one line (exit 2), as is one found after (the app exits 2 and the lin
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from pathlib import Path
 
@@ -94,6 +96,12 @@ def record_problem(path: str) -> str | None:
     return problem.replace("--transcript", "--record", 1) if problem else None
 
 
+def cast_problem(path: str) -> str | None:
+    """Why FILE cannot take a cast (--cast), with the fix; None when it can."""
+    problem = transcript_problem(path)
+    return problem.replace("--transcript", "--cast", 1) if problem else None
+
+
 def refuse(line: str) -> int:
     print(f"vmmtui: {line}", file=sys.stderr)
     return EXIT_USAGE
@@ -104,6 +112,7 @@ def cmd_app(args: argparse.Namespace) -> int:
         (args.transcript, transcript_problem),
         (args.screenshots, screenshots_problem),
         (args.record, record_problem),
+        (args.cast, cast_problem),
     ):
         problem = value and check(value)
         if problem:
@@ -122,7 +131,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
         ThreadPoolExecutor(1, thread_name_prefix="identity").submit(cuda_identity, args.device)
     # imported while the probe runs: the app, with step back, --record and --cast
-    from vmmtui.tui.history import LiveInspector
+    from vmmtui.tui.app import InspectorApp
 
     choice = None
     if probing.done() or args.backend == "memfd":
@@ -131,7 +140,7 @@ def cmd_app(args: argparse.Namespace) -> int:
         if refused:
             return refuse(refused)
     try:
-        app = LiveInspector(
+        app = InspectorApp(
             config_from(args),
             choice,
             probing=probing,
@@ -148,4 +157,21 @@ def cmd_app(args: argparse.Namespace) -> int:
     app.run()
     if app.refused:
         return refuse(app.refused)
+    return ended(app)
+
+
+def ended(app) -> int:
+    """The app's exit status; after a signal, one line saying so (none when the terminal is gone)."""
+    if app.watchdog is not None:
+        app.watchdog.cancel()
+    if app.signalled is not None:
+        name = signal.Signals(app.signalled).name
+        with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): no one to tell
+            print(
+                f"vmmtui: interrupted by {name}; the workers were stopped and the session "
+                "directory removed",
+                file=sys.stderr,
+                flush=True,
+            )
+        return 128 + app.signalled
     return app.return_code or 0

@@ -4,7 +4,6 @@ the SessionConfig they make, and the one refusal check (config.validate)."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from vmmtui.backends.labels import NAMES
@@ -17,6 +16,7 @@ from vmmtui.config import (
     choices,
     validate,
 )
+from vmmtui.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
 from vmmtui.sizes import SizeError, parse_size
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -147,6 +147,8 @@ def session_options(p: argparse.ArgumentParser) -> None:
         metavar="0,1",
         help="GPUs the consumers spread over, round-robin (default: the producer's --device)",
     )
+    # ROLE:STEP:HOW makes that worker misbehave (vmmtui/worker/crash.py): for the tests only
+    p.add_argument("--crash", help=argparse.SUPPRESS)
 
 
 def config_from(args: argparse.Namespace) -> SessionConfig:
@@ -166,6 +168,7 @@ def config_from(args: argparse.Namespace) -> SessionConfig:
         consumers=args.consumers,
         direction=args.direction,
         devices=args.devices,
+        crash=getattr(args, "crash", None),
     )
 
 
@@ -195,15 +198,3 @@ def choice_or_refuse(args: argparse.Namespace):
         print(f"vmmtui: {refused}", file=sys.stderr)
         return None
     return choice
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP: stop, clean up, say where, exit 128 + signal (130 for Ctrl-C)."""
-
-    def __init__(self, signum: int = signal.SIGINT):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def interrupt(signum, frame) -> None:
-    raise Interrupted(signum)

@@ -98,6 +98,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE
+    if recording.header.backend == "trace" and (unused := _inspector_only(args)):
+        print(
+            f"vmmtui replay: {recording.path} is a trace recording (vmmtui trace --record), "
+            f"printed as the trace printed it: {', '.join(unused)} apply only to a session's "
+            "recording; --perfetto works on both",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     notes = None
     if args.notes:
         from vmmtui.record import Timeline
@@ -133,12 +141,30 @@ def cmd_replay(args: argparse.Namespace) -> int:
         notes=notes,
     )
     app.run()
-    return app.return_code or 0
+    from vmmtui.cli.inspector import ended
+
+    return ended(app)
+
+
+def _inspector_only(args: argparse.Namespace) -> list[str]:
+    """The options given that only the replay inspector (not a trace's printout) carries out."""
+    given = {
+        "--notes": args.notes,
+        "--html": args.html,
+        "--autoplay": args.autoplay,
+        "--pace": args.pace != 1.0,
+        "--step": args.step,
+        "--screenshots": args.screenshots,
+        "--transcript": args.transcript,
+        "--cast": args.cast,
+        "--stable": args.stable,
+    }
+    return [name for name, value in given.items() if value]
 
 
 def outputs_problem(args: argparse.Namespace) -> str | None:
-    """Why --html, --transcript or --screenshots cannot be written (one line with the fix)."""
-    from vmmtui.cli.inspector import screenshots_problem, transcript_problem
+    """Why --html, --transcript, --cast or --screenshots cannot be written (one line, the fix)."""
+    from vmmtui.cli.inspector import cast_problem, screenshots_problem, transcript_problem
 
     if args.html:
         if not args.html.lower().endswith((".html", ".htm")):
@@ -146,8 +172,8 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
         problem = transcript_problem(args.html)
         if problem:
             return problem.replace("--transcript", "--html", 1)
-    if args.transcript:
-        problem = transcript_problem(args.transcript)
+    for value, check in ((args.transcript, transcript_problem), (args.cast, cast_problem)):
+        problem = value and check(value)
         if problem:
             return problem
     return args.screenshots and screenshots_problem(args.screenshots)
@@ -156,10 +182,13 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
 def write_html(path: str, recording, notes) -> int:
     from pathlib import Path
 
-    from vmmtui.tui.flipbook import write_page
+    from vmmtui.tui.flipbook import DrawingError, write_page
 
     try:
         frames, size, stopped = write_page(path, recording, notes)
+    except DrawingError as exc:
+        print(f"vmmtui: --html {path}: {exc}; nothing written", file=sys.stderr)
+        return 1
     except OSError as exc:  # the disk filled or the directory went away while drawing
         Path(path).unlink(missing_ok=True)
         print(
@@ -168,7 +197,7 @@ def write_html(path: str, recording, notes) -> int:
         )
         return 1
     if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
-        from vmmtui.cli.options import Interrupted
+        from vmmtui.interrupts import Interrupted
 
         raise Interrupted(stopped)
     print(

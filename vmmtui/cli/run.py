@@ -9,11 +9,11 @@ from vmmtui.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
-    Interrupted,
     choice_or_refuse,
     config_from,
     session_options,
 )
+from vmmtui.interrupts import Interrupted
 
 
 def add_parser(sub) -> None:
@@ -98,10 +98,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         interrupted, at = exc, session.next_step
     finally:
-        for e in session.close():
-            emit(e)
-        if recorder is not None:
-            recorder.close()
+        try:
+            for e in session.close():
+                emit(e)
+        finally:  # also when the output's reader left (BrokenPipeError): the recording is whole
+            if recorder is not None:
+                recorder.close()
+                if recorder.failed:
+                    print(f"vmmtui: {recorder.failed}", file=sys.stderr)
     ending = session.closed_event
     clean = ending is not None and ending.clean
     if interrupted is not None:
@@ -111,7 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             + (
                 "workers stopped, everything cleaned up"
                 if clean
-                else "left behind: " + "; ".join(ending.leftovers)
+                else "left behind: "
+                + "; ".join(ending.leftovers if ending else ["the close did not end"])
             ),
             file=sys.stderr,
         )
@@ -126,4 +131,5 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):  # a scenario succeeds when it failed the way it promised, and cleaned up
         return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
     ok = session.verified and session.failure is None and session.fd_problems == 0
-    return EXIT_OK if ok and clean else EXIT_FAILED
+    recorded = recorder is None or not recorder.failed
+    return EXIT_OK if ok and clean and recorded else EXIT_FAILED

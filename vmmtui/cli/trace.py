@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-import signal
 import sys
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.interrupts import delivered_to
 
 
 def add_parser(sub) -> None:
@@ -30,7 +31,11 @@ def add_parser(sub) -> None:
         help="trace running processes (and their children) without restarting them",
     )
     t.add_argument("--all", action="store_true", help="trace every process of the machine")
-    t.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    t.add_argument(
+        "--json",
+        action="store_true",
+        help="print the event stream as JSON lines (the command's stdout goes to stderr)",
+    )
     t.add_argument(
         "--record", metavar="FILE", help="write a recording (`vmmtui replay FILE` shows it)"
     )
@@ -94,7 +99,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     reason = why_not()
     tracer = None
     if reason is None:
-        tracer = Tracer(command, args.pids, args.all, args.duration, not args.no_cuda, args.libcuda)
+        tracer = Tracer(
+            command,
+            args.pids,
+            args.all,
+            args.duration,
+            not args.no_cuda,
+            args.libcuda,
+            stdout=2 if args.json else None,  # the stream alone on stdout: the command's goes to 2
+        )
         try:
             tracer.start()
         except ProbeUnavailable as exc:
@@ -123,16 +136,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if not tracer.finished.is_set():
                 tracer.close()
         return EXIT_OK
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: tracer.forward(s))
     seen: list = []
-    try:
-        _run(tracer, args, recorder, sinks, seen)
-    finally:
-        tracer.close()
-        if recorder is not None:
-            recorder.close()
-        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+    with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
+        try:
+            _run(tracer, args, recorder, sinks, seen)
+        finally:
+            tracer.close()
+            if recorder is not None:
+                recorder.close()
+                if recorder.failed:
+                    print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
+            _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
@@ -162,7 +176,7 @@ def _recorder(args: argparse.Namespace, command: list[str]):
 
 
 def _discard(recorder, path: str | None) -> None:
-    if recorder is not None:
+    if recorder is not None and path is not None:
         recorder.close()
         os.unlink(path)
 
@@ -220,6 +234,8 @@ def _sinks(args: argparse.Namespace) -> list | int:
 def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None:
     for sink in sinks:
         sink.close()
+        if problem := getattr(sink, "problem", ""):
+            print(f"vmmtui trace: --otlp: {problem}", file=sys.stderr)
     if perfetto:
         from vmmtui import perfetto as chrome_json
 
@@ -240,6 +256,7 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -276,10 +293,14 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             comms[e.child] = e.comm
         if isinstance(e, ProcessExec):
             comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
+            comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
         if isinstance(e, TraceFinished):
             for f in ledger.finish():
                 out(f)
-            e.findings = sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
+            e = dataclasses.replace(
+                e, findings=sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
+            )
             out(e)
             if not args.json:
                 _summary(console, ledger)
@@ -300,7 +321,7 @@ def _summary(console, ledger) -> None:
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
         + f"; {len(ledger.transfers)} fd transfers, {len(ledger.allocations)} allocations, "
-        f"{len(ledger.ipc)} IPC handles"
+        f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
     )
     for a in ledger.allocations.values():
         pins = ledger.pins(a)
@@ -344,7 +365,14 @@ def replay_trace(recording) -> int:
     """A trace recording, printed as the live trace printed it (the ledger folded again)."""
     from rich.console import Console
 
-    from vmmtui.trace.events import LedgerFinding, TraceFinished, TraceStarted
+    from vmmtui.trace.events import (
+        LedgerFinding,
+        ProcessExec,
+        ProcessExit,
+        ProcessForked,
+        TraceFinished,
+        TraceStarted,
+    )
     from vmmtui.trace.ledger import Ledger
     from vmmtui.trace.narration import lines
 
@@ -354,12 +382,19 @@ def replay_trace(recording) -> int:
         style="bold",
     )
     ledger, t0 = Ledger(), 0
+    comms: dict[int, str] = {}  # the names the live trace showed, from the recorded forks and execs
     for e in recording.events:
         if isinstance(e, TraceStarted):
             t0 = e.ktime0
+        if isinstance(e, ProcessForked):
+            comms[e.child] = e.comm
+        if isinstance(e, ProcessExec):
+            comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
+            comms[e.pid] = e.comm
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
-        for line in lines(e, t0):
+        for line in lines(e, t0, comms.get(getattr(e, "pid", 0), "")):
             console.print(line)
         if isinstance(e, TraceFinished):
             continue

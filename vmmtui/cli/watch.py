@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from vmmtui.cli.options import EXIT_USAGE
+from vmmtui.interrupts import delivered_to
 
 
 def add_parser(sub) -> None:
@@ -15,7 +15,11 @@ def add_parser(sub) -> None:
         help="run a command and follow the GPU memory, memfds, shm and fds its processes "
         "share; report at exit (exit code: the command's)",
     )
-    w.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    w.add_argument(
+        "--json",
+        action="store_true",
+        help="print the event stream as JSON lines (the command's stdout goes to stderr)",
+    )
     w.add_argument("--quiet", "-q", action="store_true", help="print only the report at the end")
     w.add_argument(
         "--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)"
@@ -52,7 +56,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("vmmtui watch: --interval must be greater than 0", file=sys.stderr)
         return EXIT_USAGE
-    watch = Watch(command, interval=args.interval, nvml=not args.no_nvml)
+    # under --json the stream alone is on stdout: the command's own output goes to stderr
+    watch = Watch(command, args.interval, not args.no_nvml, stdout=2 if args.json else None)
     try:
         watch.start()
     except CommandNotFound as exc:
@@ -60,22 +65,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return exc.code
     from rich.console import Console
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the command decides when to end
-        signal.signal(signum, lambda s, _f: watch.forward(s))
     console = Console(highlight=False, soft_wrap=True)
     report: list = []
     routine = (ProcessSeen, ProcessGone, FdOpened, FdClosed)
-    for e in watch.events():
-        if args.json:
-            print_json(e, sys.stdout)
-            continue
-        if isinstance(e, (FdSnapshot | KcmpVerdict, Leak | WatchFinished)):
-            report.append(e)
-            continue
-        if args.quiet and isinstance(e, routine):
-            continue
-        for line in attach_lines(e):
-            console.print(line)
+    with delivered_to(watch.forward):  # the command decides when to end
+        for e in watch.events():
+            if args.json:
+                print_json(e, sys.stdout)
+                continue
+            if isinstance(e, (FdSnapshot | KcmpVerdict, Leak | WatchFinished)):
+                report.append(e)
+                continue
+            if args.quiet and isinstance(e, routine):
+                continue
+            for line in attach_lines(e):
+                console.print(line)
     if not args.json:
         console.rule("vmmtui watch: report")
         for e in report:

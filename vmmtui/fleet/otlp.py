@@ -12,6 +12,9 @@ trace is sent when its last holder lets go; at the end of the run the rest are s
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +190,63 @@ def plans(facts: SharingFacts, after: dict[str, int] | None = None) -> list[Shar
     return out
 
 
+#: seconds the exporter waits at the end for the last spans to leave (a collector that is down
+#: must not hold the exit: the SDK retries for 10 s per batch)
+CLOSE_WAIT = 3.0
+
+
+class _SdkLog(logging.Handler):
+    """The SDK's log lines (one per failed try, a retry every second): kept, never printed; the
+    last one gives the reason of the exporter's one line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+
+_SDK_LOG = _SdkLog()
+
+
+def _quiet_sdk() -> None:
+    logger = logging.getLogger("opentelemetry")
+    if _SDK_LOG not in logger.handlers:
+        logger.addHandler(_SDK_LOG)
+        logger.propagate = False
+    _SDK_LOG.last = ""
+
+
+def _reason(message: str) -> str:
+    """A failed export's cause in a few words, from the SDK's log line."""
+    if m := re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", message):
+        return m.group(1).strip()
+    if m := re.search(r"code: (\d+), reason: (.+)", message):
+        return f"HTTP {m.group(1)} {m.group(2)}"
+    return shown(message, 160) or "no answer"
+
+
+class _Counted:
+    """The SDK's span exporter, counting the spans it delivered (the SDK only logs a failure)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.delivered = 0
+
+    def export(self, spans: Any) -> Any:
+        result = self.inner.export(spans)
+        if result.name == "SUCCESS":
+            self.delivered += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 class OtlpExporter:
     """Feeds the ledger and sends each finished share as one trace to an OTLP/HTTP endpoint."""
 
@@ -195,8 +255,14 @@ class OtlpExporter:
         self._trace = trace
         self.facts = SharingFacts()
         resource = Resource.create({"service.name": service, "host.name": _hostname()})
-        self.provider = TracerProvider(resource=resource)
-        self.processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint)))
+        self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.url = traces_url(endpoint)
+        _quiet_sdk()
+        self.exporter = _Counted(OTLPSpanExporter(endpoint=self.url))
+        self.spans = 0
+        #: after close: one sentence on the spans that did not reach the endpoint, or ""
+        self.problem = ""
+        self.processor = BatchSpanProcessor(self.exporter)
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("vmmtui")
         self.sent: set[str] = set()
@@ -219,8 +285,18 @@ class OtlpExporter:
         for plan in plans(self.facts, self.file_sent):
             if plan.key not in self.sent:
                 self._send(plan, still_open=not plan.done, now=now)
-        self.provider.force_flush(10_000)
-        self.provider.shutdown()
+        # the provider's shutdown sends what is queued; it is given CLOSE_WAIT, then the SDK's
+        # retries are stopped (its threads are daemons: an export in flight does not hold the exit)
+        ending = threading.Thread(target=self.provider.shutdown, daemon=True)
+        ending.start()
+        ending.join(CLOSE_WAIT)
+        if ending.is_alive():
+            self.exporter.inner.shutdown()
+        if lost := self.spans - self.exporter.delivered:
+            self.problem = (
+                f"{lost} of {self.spans} spans not delivered to {self.url} "
+                f"({_reason(_SDK_LOG.last)}); is an OTLP/HTTP collector listening there?"
+            )
 
     def _send(self, plan: SharePlan, still_open: bool, now: int | None = None) -> None:
         self.sent.add(plan.key)
@@ -232,6 +308,7 @@ class OtlpExporter:
             return max(ns if ns is not None else end_default, floor) + self.offset
 
         root = plan.root
+        self.spans += 1 + len(plan.steps)
         attrs = {**root.attrs, "vmmtui.open": still_open, "vmmtui.key": _short(plan.key)}
         span = self.tracer.start_span(root.name, start_time=wall(root.start, 0), attributes=attrs)
         ctx = self._trace.set_span_in_context(span)

@@ -9,9 +9,11 @@ through gzip. No Textual here.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import gzip
+import io
 import json
 import os
 import platform
@@ -34,7 +36,7 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
-from vmmtui.trace import events as _trace_events  # noqa: F401 - registers the trace events
+from vmmtui.trace import events as _trace_events  # registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -166,11 +168,8 @@ def cuda_identity(device: int) -> tuple[str, str]:
     from vmmtui.backends.probe import probe
 
     info = probe()
-    v = info.get("driver_version")
-    driver = f"CUDA driver API {v // 1000}.{v % 1000 // 10}" if v else ""
-    devices = info.get("devices") or []
-    name = devices[device]["name"] if device < len(devices) else ""
-    return driver, name
+    name = info.devices[device].name if device < len(info.devices) else ""
+    return info.driver_api, name
 
 
 def describe(config: SessionConfig) -> str:
@@ -208,10 +207,10 @@ def start_recording(path: str | Path, config: SessionConfig, backend: str, reaso
         ) from None
 
 
-def _open(path: Path, mode: str) -> IO[str]:
+def _create(path: Path) -> IO[str]:
     if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+        return gzip.open(path, "wt", encoding="utf-8")
+    return open(path, "w", encoding="utf-8")  # noqa: SIM115 - the caller closes it
 
 
 class Recorder:
@@ -220,7 +219,7 @@ class Recorder:
 
     def __init__(self, path: str | Path, header: Header):
         self.path = Path(path)
-        self.file = _open(self.path, "w")
+        self.file = _create(self.path)
         first = header.to_json() + "\n"
         self.file.write(first)
         self.last: dict[tuple[str, str], Any] = {}
@@ -230,8 +229,13 @@ class Recorder:
         self.size = len(first.encode())
         #: the limit was reached: nothing more is written
         self.full = False
+        #: why writing stopped (a full disk, a removed device): one sentence; "" while it writes
+        self.failed = ""
 
     def write(self, event: Event) -> None:
+        if self.failed:
+            self.skipped += 1
+            return
         key = self._key(event)
         if key is not None:
             body = encode(event)
@@ -248,14 +252,31 @@ class Recorder:
 
             self.full = True
             line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
-        self.file.write(line)
+        try:
+            self.file.write(line)
+        except OSError as exc:
+            self._fail(exc)
+            return
         self.size += len(line.encode())
         self.written += 1
 
     def write_all(self, events: list[Event]) -> None:
         for e in events:
             self.write(e)
-        self.file.flush()
+        if not self.failed:
+            try:
+                self.file.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """Writing failed: stop, keep what was written, say so once (no traceback, no retry)."""
+        self.failed = (
+            f"cannot write the recording {self.path}: {exc.strerror or exc}; it is incomplete "
+            "(a replay shows what reached the file, or says where it is cut)"
+        )
+        with contextlib.suppress(OSError):
+            self.file.close()  # the buffer that failed is dropped; the file is closed all the same
 
     @staticmethod
     def _key(event: Event) -> tuple[str, str] | None:
@@ -267,7 +288,10 @@ class Recorder:
 
     def close(self) -> None:
         if not self.file.closed:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError as exc:  # the last buffer could not be written (a full disk)
+                self._fail(exc)
 
 
 @dataclass
@@ -292,9 +316,9 @@ def read(path: str | Path) -> Recording:
         if len(data) > MAX_BYTES:
             from vmmtui.sizes import format_size
 
-            line = data.count(b"\n", 0, MAX_BYTES) + 1
+            at_line = data.count(b"\n", 0, MAX_BYTES) + 1
             raise RecordingError(
-                f"{name} line {line}: more than {format_size(MAX_BYTES)} "
+                f"{name} line {at_line}: more than {format_size(MAX_BYTES)} "
                 f"{'once decompressed ' if path.suffix == '.gz' else ''}(vmmtui's recordings are "
                 "under 1 MiB); not replayed: is it really a recording?"
             )
@@ -355,7 +379,7 @@ def read(path: str | Path) -> Recording:
 
 def _cut(events: list[Event], last_line: int) -> str:
     """Why the recording ends before its session did, or "" when it ends with the session's end."""
-    if isinstance(events[-1], SessionClosed):
+    if isinstance(events[-1], SessionClosed | _trace_events.TraceFinished):
         return ""
     if isinstance(events[-1], Notice) and events[-1].text.startswith(FULL_NOTE[:25]):
         return f"{events[-1].text} (line {last_line}): the session went on, unrecorded"
@@ -397,7 +421,7 @@ def _read_bounded(path: Path) -> bytes:
     return b"".join(chunks)
 
 
-def _open_bytes(path: Path) -> IO[bytes]:
+def _open_bytes(path: Path) -> gzip.GzipFile | io.BufferedReader:
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     return open(path, "rb")  # noqa: SIM115 - the caller closes it

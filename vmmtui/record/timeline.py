@@ -66,10 +66,9 @@ class Timeline:
 
     def _cut(self) -> None:
         ev = self.events
-        starts, seen = (
-            [],
-            set(),
-        )  # each step begins at its StepStarted (or, lacking one, its StepDone)
+        # each step begins at its StepStarted (or, lacking one, its StepDone)
+        starts: list[int] = []
+        seen: set[int] = set()
         for i, e in enumerate(ev):
             if isinstance(e, StepStarted | StepDone) and e.index >= 0 and e.index not in seen:
                 seen.add(e.index)
@@ -97,7 +96,7 @@ class Timeline:
         bounds = [*starts, closing if closing is not None else len(ev)]
         frames = [self._frame(0, bounds[0], 0)]
         for k, start in enumerate(starts):
-            frames.append(self._frame(start, bounds[k + 1], ev[start].index + 1))
+            frames.append(self._frame(start, bounds[k + 1], self._step_at(start).index + 1))
         if closing is not None:
             last = frames[-1]
             frames.append(
@@ -111,11 +110,17 @@ class Timeline:
         nxt = None if failed or steps >= len(self.plan) else self.plan[steps]
         if steps == 0:
             return Frame(end, 0, "start", nxt)
-        first = self.events[start]
+        first = self._step_at(start)
         label = f"step {steps}: {first.role} · {first.step}"
         if any(isinstance(e, SessionFailed) for e in self.events[start:end]):
             label += " (failed)"
         return Frame(end, steps, label, nxt, finished, failed)
+
+    def _step_at(self, i: int) -> StepStarted | StepDone:
+        """The event a step's frame begins with (``_cut`` found one there)."""
+        e = self.events[i]
+        assert isinstance(e, StepStarted | StepDone)
+        return e
 
     # -- lookups -----------------------------------------------------------------------------------
     def __len__(self) -> int:

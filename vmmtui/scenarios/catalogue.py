@@ -7,6 +7,7 @@ a behaviour (``unrounded-size``, ``keep-received-fd``, ``free-with-wrong-call`` 
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
 from vmmtui.backends import pidfd
 from vmmtui.scenarios.actions import (
@@ -21,15 +22,18 @@ from vmmtui.scenarios.actions import (
 from vmmtui.scenarios.model import ANY, ANY_ERROR, Drop, Hook, RunEarly, Scenario, StopAfter
 from vmmtui.steps import CONSUMER, PRODUCER
 
+if TYPE_CHECKING:
+    from vmmtui.backends.probe import DeviceRecord
 
-def _fabric_cannot(device: dict) -> str | None:
+
+def _fabric_cannot(device: DeviceRecord) -> str | None:
     """fabric-without-imex needs a device that supports fabric handles but where the probe's try was refused."""
-    if not device.get("fabric"):
+    if not device.fabric:
         return (
-            f"{device.get('name', 'this device')} does not support fabric handles "
+            f"{device.name or 'this device'} does not support fabric handles "
             "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 0), so there is no IMEX refusal to show"
         )
-    if device.get("fabric_create") == "CUDA_SUCCESS":
+    if device.fabric_create == "CUDA_SUCCESS":
         return (
             "fabric handles work here (cuMemCreate with CU_MEM_HANDLE_TYPE_FABRIC succeeded: an IMEX channel "
             "is open to this process), so there is no error to show"

@@ -10,6 +10,7 @@ from vmmtui.config import Mechanism, Transport
 from vmmtui.steps import build_plan, kind
 
 if TYPE_CHECKING:
+    from vmmtui.backends.probe import DeviceRecord
     from vmmtui.events import Event
 
 ANY = "*"  # any failure (or none) is an honest outcome: the point is to show what really happens
@@ -117,7 +118,7 @@ class Scenario:
     #: the producer's ACK deadline in seconds, where the scenario needs a short one
     ack_timeout: float | None = None
     #: why the scenario cannot be shown on a device, given the capability probe's record of it (or None)
-    device_cannot: Callable[[dict], str | None] | None = None
+    device_cannot: Callable[[DeviceRecord], str | None] | None = None
     #: how the fd travels (a pidfd scenario runs with --transport pidfd)
     transport: str = Transport.SCM_RIGHTS.value
     #: why the scenario cannot be shown on this host whatever the backend (Yama absent, no namespaces)
@@ -140,7 +141,7 @@ class Scenario:
         """Why this cannot be shown on this host whatever the backend (Yama absent, no namespaces)."""
         return self.host_cannot() if self.host_cannot is not None else None
 
-    def why_not(self, backend: str, device_probe: dict | None = None) -> str | None:
+    def why_not(self, backend: str, device_probe: DeviceRecord | None = None) -> str | None:
         """Why this cannot be shown on ``backend`` (and, where the probe's record is given, on that device)."""
         if backend in self.cannot:
             return self.cannot[backend]

@@ -6,9 +6,12 @@ leak check after cleanup looks for any shared-memory fd still open, declared or 
 
 from __future__ import annotations
 
-from vmmtui.events import FdRow, FdSnapshot, KcmpVerdict, Notice
+from collections.abc import Sequence
+
+from vmmtui.events import FdCheck, FdClass, FdRow, FdSnapshot, KcmpVerdict, Notice
 from vmmtui.fdtable import FdTable, kcmp_same_file, target_class
 from vmmtui.session.processes import WorkerProcess
+from vmmtui.state import HeldKind
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import Failure, failure
 
@@ -18,31 +21,31 @@ SHARED_TARGETS = ("/memfd:vmmtui-alloc",)
 
 #: how the inspector's fd table names the fds no worker declared, by target class
 UNDECLARED = {
-    "nvidia": "driver",
-    "socket": "socket",
-    "pipe": "pipe",
-    "pidfd": "anon",
-    "dmabuf": "anon",
-    "anon": "anon",
+    "nvidia": FdClass.DRIVER,
+    "socket": FdClass.SOCKET,
+    "pipe": FdClass.PIPE,
+    "pidfd": FdClass.ANON,
+    "dmabuf": FdClass.ANON,
+    "anon": FdClass.ANON,
 }
 
 
-def classify(target: str) -> str:
+def classify(target: str) -> FdClass:
     """What an fd that no worker declared is, from its /proc target."""
-    return UNDECLARED.get(target_class(target), "other")
+    return UNDECLARED.get(target_class(target), FdClass.OTHER)
 
 
 def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
     """``w``'s fd table from /proc, each fd it declared marked ok, mismatch or missing."""
     table = FdTable.read(w.pid)
-    snap = FdSnapshot(w.role, w.pid, table.status, error=table.error)
     if table.error:
-        return snap
+        return FdSnapshot(w.role, w.pid, table.status, error=table.error)
+    rows: list[FdRow] = []
     declared = {h.fd: h for h in w.held}
     for fd, entry in sorted(table.entries.items()):
         held = declared.get(fd)
         if held is None:
-            snap.rows.append(FdRow(fd, entry.target, classify(entry.target)))
+            rows.append(FdRow(fd, entry.target, classify(entry.target)))
             continue
         same = entry.dev == held.dev and entry.ino == held.ino and entry.target == held.target
         detail = (
@@ -50,54 +53,43 @@ def fd_snapshot(w: WorkerProcess) -> FdSnapshot:
             if same
             else f"worker says {held.target} (ino {held.ino}), kernel shows {entry.target} (ino {entry.ino})"
         )
-        snap.rows.append(
-            FdRow(fd, entry.target, held.kind, held.note, "ok" if same else "mismatch", detail)
-        )
+        check = FdCheck.OK if same else FdCheck.MISMATCH
+        rows.append(FdRow(fd, entry.target, held.kind, held.note, check, detail))
     for fd, held in sorted(declared.items()):
         if fd not in table.entries:
-            snap.rows.append(
+            rows.append(
                 FdRow(
                     fd,
                     held.target,
                     held.kind,
                     held.note,
-                    "missing",
+                    FdCheck.MISSING,
                     f"worker says it holds fd {fd} ({held.target}); /proc/{w.pid}/fd has no fd {fd}",
                 )
             )
+    closed: list[FdRow] = []
     for fd in w.closed:
-        entry = table.entries.get(fd)
-        if entry is None:
-            snap.closed.append(FdRow(fd, "", "closed", check="closed", detail="gone from /proc"))
-        elif fd in declared:
-            snap.closed.append(
-                FdRow(
-                    fd,
-                    entry.target,
-                    "closed",
-                    check="reused",
-                    detail="the number was reused by a new fd the worker declared",
-                )
+        now = table.entries.get(fd)
+        if now is None:
+            closed.append(
+                FdRow(fd, "", FdClass.CLOSED, check=FdCheck.CLOSED, detail="gone from /proc")
             )
-        else:
-            snap.closed.append(
-                FdRow(
-                    fd,
-                    entry.target,
-                    "closed",
-                    check="reused",
-                    detail=f"the number now refers to {entry.target} (opened since)",
-                )
-            )
-    return snap
+            continue
+        detail = (
+            "the number was reused by a new fd the worker declared"
+            if fd in declared
+            else f"the number now refers to {now.target} (opened since)"
+        )
+        closed.append(FdRow(fd, now.target, FdClass.CLOSED, check=FdCheck.REUSED, detail=detail))
+    return FdSnapshot(w.role, w.pid, table.status, rows, closed)
 
 
 def kcmp_pair(producer: WorkerProcess | None, consumer: WorkerProcess | None) -> KcmpVerdict | None:
     """The kernel's verdict on the producer's exported fd and this consumer's received fd, if both exist."""
     if not producer or not consumer or not producer.alive or not consumer.alive:
         return None
-    pfd = next((h.fd for h in producer.held if h.kind == "exported"), None)
-    cfd = next((h.fd for h in consumer.held if h.kind == "received"), None)
+    pfd = next((h.fd for h in producer.held if h.kind == HeldKind.EXPORTED), None)
+    cfd = next((h.fd for h in consumer.held if h.kind == HeldKind.RECEIVED), None)
     if pfd is None or cfd is None:
         return None
     r = kcmp_same_file(producer.pid, pfd, consumer.pid, cfd)
@@ -117,7 +109,7 @@ def read_all(
     return snaps, verdicts
 
 
-def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failure | None:
+def leak_check(w: WorkerProcess, exporters: Sequence[tuple[int, int]] = ()) -> Failure | None:
     """After cleanup: any shared-memory fd still open in ``w``, whether it declared it or not.
 
     Found three ways: an fd it once declared (same number, device and inode); an fd whose target is
@@ -132,7 +124,7 @@ def leak_check(w: WorkerProcess, exporters: list[tuple[int, int]] = ()) -> Failu
         e = table.entries.get(fd)
         if e is not None and (e.dev, e.ino) == (h.dev, h.ino):
             leaks[fd] = e.target
-    control = {h.fd for h in w.held if h.kind == "control"}
+    control = {h.fd for h in w.held if h.kind == HeldKind.CONTROL}
     for fd, e in table.entries.items():
         if fd in leaks or fd in control:
             continue

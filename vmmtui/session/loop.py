@@ -43,6 +43,7 @@ from vmmtui.events import (
 )
 from vmmtui.fdtable import FdTable
 from vmmtui.interrupts import signals_held
+from vmmtui.protocol import StepArgs
 from vmmtui.scenarios import VERIFIED, Scenario
 from vmmtui.session import fdchecks
 from vmmtui.session.processes import WorkerProcess, launch, read_hello
@@ -55,9 +56,9 @@ from vmmtui.session.tmpdir import (
     private_dir_name,
     sweep_stale_dirs,
 )
-from vmmtui.state import StepReport
+from vmmtui.state import HeldKind, StepReport
 from vmmtui.steps import CONSUMER, PRODUCER, base, build_plan, consumer_names, kind, peer_of
-from vmmtui.troubleshooting import Failure
+from vmmtui.troubleshooting import Failure, failure
 
 
 class SessionError(Exception):
@@ -234,13 +235,14 @@ class Session:
         return NextStep(self.position, *(nxt or ("", "")))
 
     def worker_config(self, role: str) -> WorkerConfig:
-        cfg, sc = self.config, self.scenario
+        cfg, sc, choice = self.config, self.scenario, self.choice
+        assert choice is not None, "start() chose the backend first"
         crash = (
             cfg.crash.split(":", 1)[1] if cfg.crash and cfg.crash.split(":")[0] == role else None
         )
         return WorkerConfig(
             role,
-            self.choice.name,
+            choice.name,
             cfg.size,
             self.socket_path,
             self.devices[role],
@@ -258,6 +260,7 @@ class Session:
         )
 
     def _spawn(self, role: str) -> WorkerProcess:
+        assert self._parent_dir is not None, "start() chose the directory's parent first"
         w = launch(self.worker_config(role), self._parent_dir)
         self._launching.append(w)  # so that close() stops it even if it never says hello
         return w
@@ -321,10 +324,10 @@ class Session:
         before = FdTable.read(w.pid) if name == "receive" else None
         t0 = time.perf_counter_ns()
         w.pending = (index, name, t0)
-        report, problem = w.ask(name, args, self.config.step_timeout)
+        report = w.ask(name, args, self.config.step_timeout)
         w.pending = None
-        if problem is not None:
-            yield from self._failed(w, name, problem)
+        if isinstance(report, Failure):
+            yield from self._failed(w, name, report)
             return
         yield from self._record(w, index, report, time.perf_counter_ns() - t0)
         if before is not None and not before.error and report.ok:
@@ -341,23 +344,26 @@ class Session:
             yield from self._collect(self.workers[peer], self.config.connect_timeout + 5)
         yield from self._ending()
 
-    def _step_args(self, role: str, name: str, peer: str) -> dict:
+    def _step_args(self, role: str, name: str, peer: str) -> StepArgs:
         """What a step needs from the session: the pid the peer check must find."""
         if role == PRODUCER and base(name) == "accept":
-            return {"expect_pid": self.workers[peer].pid}
+            return StepArgs(expect_pid=self.workers[peer].pid)
         if kind(role) == CONSUMER and name == "connect":
-            return {"expect_pid": self.workers[PRODUCER].pid}
-        return {}
+            return StepArgs(expect_pid=self.workers[PRODUCER].pid)
+        return StepArgs()
 
     def _hooks(self, when: str, role: str, name: str) -> list[Event]:
         if self.scenario is None:
             return []
+        assert self.stage is not None, "start() made the stage: hooks run between steps"
         events: list[Event] = []
         for hook in self.scenario.hooks_at(when, role, name):
             events += hook.action.run(self.stage)
         return events
 
-    def _in_background(self, w: WorkerProcess, index: int, name: str, args: dict) -> list[Event]:
+    def _in_background(
+        self, w: WorkerProcess, index: int, name: str, args: StepArgs
+    ) -> list[Event]:
         """Send the step and move on; its answer is collected before the worker's next step."""
         problem = w.send_step(name, args)
         if problem is not None:
@@ -374,11 +380,12 @@ class Session:
 
     def _collect(self, w: WorkerProcess, timeout: float) -> list[Event]:
         """The answer to a step sent earlier without waiting."""
+        assert w.pending is not None, "collect follows a step sent without waiting"
         index, name, t0 = w.pending
-        report, problem = w.await_report(name, timeout)
+        report = w.await_report(name, timeout)
         w.pending = None
-        if problem is not None:
-            return self._failed(w, name, problem)
+        if isinstance(report, Failure):
+            return self._failed(w, name, report)
         return self._record(w, index, report, time.perf_counter_ns() - t0)
 
     def _record(self, w: WorkerProcess, index: int, report: StepReport, rtt: int) -> list[Event]:
@@ -386,7 +393,12 @@ class Session:
         events: list[Event] = [StepDone(index, report, rtt, max(0, rtt - report.duration_ns))]
         events += self.snapshot()
         if not report.ok:
-            return events + self._stop_plan(report.role, report.step, report.failure)
+            why = report.failure or failure(
+                "PROTOCOL",
+                f"{report.role} {report.step}",
+                "the worker failed the step without saying why",
+            )
+            return events + self._stop_plan(report.role, report.step, why)
         if report.step == "cleanup":
             leak = fdchecks.leak_check(w, self._exporters(w))
             if leak is not None:
@@ -408,7 +420,7 @@ class Session:
             for o in self.workers.values()
             if o is not w and o.alive
             for h in o.held
-            if h.kind == "exported"
+            if h.kind == HeldKind.EXPORTED
         ]
 
     def _stop_plan(self, role: str, step: str, problem: Failure) -> list[Event]:
@@ -496,8 +508,8 @@ class Session:
                 return []
             events: list[Event] = []
             was_going = self.started and not self.stopped
-            for w in self.workers.values():
-                w.stop_frozen()
+            for running in self.workers.values():
+                running.stop_frozen()
             if self.stage is not None:
                 self.stage.close()
             for role in [
@@ -505,15 +517,21 @@ class Session:
                 PRODUCER,
             ]:  # consumers first: legacy handles close before cuMemFree
                 w = self.workers.get(role)
+                if w is not None and w.abandoned and w.alive:
+                    step = f"{role} {w.pending[1]}" if w.pending else f"{role}'s step"
+                    events.append(
+                        Notice(f"{step} was interrupted: the worker is stopped, which releases it")
+                    )
+                    continue
                 if w is not None and w.pending is not None and w.alive:
                     events += self._collect(w, self.config.connect_timeout + 5)
                 if w is None or not w.alive or "cleanup" in w.done:
                     continue
-                report, problem = w.ask("cleanup", {}, timeout=max(self.config.grace * 4, 10))
-                if report is not None:
+                report = w.ask("cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10))
+                if isinstance(report, Failure):
+                    events.append(Notice(f"{role} cleanup: {report.one_line()}"))
+                else:
                     events.append(StepDone(-1, report, 0, 0))
-                if problem is not None:
-                    events.append(Notice(f"{role} cleanup: {problem.one_line()}"))
             # the directory goes while the producer still runs: killed from here on, this process
             # leaves nothing (the producer's reaper would remove the directory, but only once the
             # producer ends, which a normal quit below does before this process could)

@@ -18,15 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from vmmtui.codec import DecodeError, decode
 from vmmtui.config import WorkerConfig
 from vmmtui.events import WorkerExited
-from vmmtui.protocol import LineChannel, ProtocolError
-from vmmtui.state import HeldFd, StepReport, WorkerState
+from vmmtui.protocol import (
+    Bye,
+    Hello,
+    LineChannel,
+    ProtocolError,
+    Quit,
+    Report,
+    RunStep,
+    StepArgs,
+    WorkerError,
+    command_message,
+    decode_reply,
+)
+from vmmtui.state import HeldFd, HeldKind, StepReport, WorkerState
 from vmmtui.troubleshooting import Failure, failure
 
 #: fd kinds that refer to the shared memory; each must be gone from /proc after its worker's cleanup
-SHARED_KINDS = ("allocation", "exported", "received", "imported")
+SHARED_KINDS = (HeldKind.ALLOCATION, HeldKind.EXPORTED, HeldKind.RECEIVED, HeldKind.IMPORTED)
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -66,6 +77,9 @@ class WorkerProcess:
     #: a step sent but not yet answered: (plan index, step, perf_counter_ns at send)
     pending: tuple[int, str, int] | None = None
     frozen: bool = False
+    #: the session stopped waiting for an answer (an interrupt): the worker is busy with a step
+    #: and will read nothing until it ends, so ``stop`` ends it with SIGTERM at once
+    abandoned: bool = False
 
     @property
     def pid(self) -> int:
@@ -85,7 +99,7 @@ class WorkerProcess:
         return data.decode(errors="replace").splitlines()[-lines:]
 
     # -- talking -----------------------------------------------------------------------------------
-    def receive(self, timeout: float) -> dict | Failure:
+    def receive(self, timeout: float) -> Hello | Report | Failure:
         """The worker's next message, or a Failure when it dies, stalls or talks nonsense."""
         deadline = time.monotonic() + timeout
         while True:
@@ -95,7 +109,8 @@ class WorkerProcess:
                     "WORKER_TIMEOUT", f"{self.role} worker", f"no answer within {timeout:g} s"
                 )
             try:
-                msg = self.control.receive(timeout=min(left, 0.25))
+                line = self.control.receive(timeout=min(left, 0.25))
+                msg = None if line is None else decode_reply(line)
             except TimeoutError:
                 if self.proc.poll() is not None:
                     return self.died()
@@ -104,10 +119,10 @@ class WorkerProcess:
                 return failure("PROTOCOL", f"{self.role} worker", str(exc))
             except OSError as exc:
                 return failure("WORKER_DIED", f"{self.role} worker", str(exc))
-            if msg is None or msg.get("type") == "bye":
+            if msg is None or isinstance(msg, Bye):
                 return self.died()
-            if msg.get("type") == "error":
-                return failure("PROTOCOL", f"{self.role} worker", str(msg.get("message")))
+            if isinstance(msg, WorkerError):
+                return failure("PROTOCOL", f"{self.role} worker", msg.message)
             return msg
 
     def died(self) -> Failure:
@@ -126,31 +141,33 @@ class WorkerProcess:
         )
         return failure("WORKER_DIED", f"{self.role} worker", f"pid {self.pid} {how}")
 
-    def send_step(self, name: str, args: dict) -> Failure | None:
+    def send_step(self, name: str, args: StepArgs) -> Failure | None:
         if not self.alive:
             return self.died()
         try:
-            self.control.send({"cmd": "step", "step": name, "args": args})
+            self.control.send(command_message(RunStep(name, args)))
         except OSError:
             return self.died()  # it died between our look and the send: name how
         return None
 
-    def await_report(self, name: str, timeout: float) -> tuple[StepReport | None, Failure | None]:
-        msg = self.receive(timeout)
+    def await_report(self, name: str, timeout: float) -> StepReport | Failure:
+        """The report of step ``name``, or the Failure that stands for it (died, stalled, nonsense)."""
+        try:
+            msg = self.receive(timeout)
+        except BaseException:  # Interrupted: nobody waits for this step any more
+            self.abandoned = True
+            raise
         if isinstance(msg, Failure):
             if msg.code == "WORKER_TIMEOUT":
                 self.proc.kill()
-            return None, msg
-        if msg.get("type") != "report":
-            return None, failure(
+            return msg
+        if not isinstance(msg, Report):
+            return failure(
                 "PROTOCOL", f"{self.role} worker", f"expected a report, got {str(msg)[:80]}"
             )
-        try:
-            report = decode(StepReport, msg.get("report"), "report")
-        except DecodeError as exc:
-            return None, failure("PROTOCOL", f"{self.role} worker", f"malformed step report: {exc}")
+        report = msg.report
         if (report.role, report.step) != (self.role, name):
-            return None, failure(
+            return failure(
                 "PROTOCOL",
                 f"{self.role} worker",
                 f"expected the report of {self.role} {name}, got {report.role} {report.step}",
@@ -159,14 +176,12 @@ class WorkerProcess:
         self.shared.update({h.fd: h for h in report.held if h.kind in SHARED_KINDS})
         if report.ok:
             self.done.append(name)
-        return report, None
+        return report
 
-    def ask(
-        self, name: str, args: dict, timeout: float
-    ) -> tuple[StepReport | None, Failure | None]:
+    def ask(self, name: str, args: StepArgs, timeout: float) -> StepReport | Failure:
         problem = self.send_step(name, args)
         if problem is not None:
-            return None, problem
+            return problem
         return self.await_report(name, timeout)
 
     # -- ending ------------------------------------------------------------------------------------
@@ -199,9 +214,17 @@ class WorkerProcess:
         """Ask it to quit, then SIGTERM, then SIGKILL; always reaped. None if already reported."""
         self.stop_frozen()
         expected = self.alive
-        if self.alive:
+        if self.alive and self.abandoned:  # mid-step: SIGTERM ends the step, the worker releases
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            expected = self.proc.returncode == 128 + signal.SIGTERM  # its own way out of SIGTERM
+        elif self.alive:
             with contextlib.suppress(OSError):
-                self.control.send({"cmd": "quit"})
+                self.control.send(command_message(Quit()))
             try:
                 self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
@@ -221,7 +244,7 @@ class WorkerProcess:
             return None
         rc = self.proc.returncode
         self.exited = WorkerExited(
-            self.role, self.pid, rc, signal_name(rc), expected and rc == 0, tail
+            self.role, self.pid, rc, signal_name(rc), expected and (rc == 0 or self.abandoned), tail
         )
         return self.exited
 
@@ -259,10 +282,7 @@ def read_hello(w: WorkerProcess, timeout: float) -> str | None:
     hello = w.receive(timeout)
     if isinstance(hello, Failure):
         return hello.one_line()
-    if hello.get("type") != "hello":
+    if not isinstance(hello, Hello):
         return f"unexpected first message {str(hello)[:80]}"
-    try:
-        w.held = decode(list[HeldFd], hello.get("held", []), "hello.held")
-    except DecodeError as exc:
-        return f"malformed hello: {exc}"
+    w.held = hello.held
     return None

@@ -21,7 +21,8 @@ class SessionStage:
     def __init__(self, workers: dict[str, WorkerProcess], socket_path: str):
         self.workers = workers
         self.socket_path = socket_path
-        self.helpers: dict[str, subprocess.Popen] = {}
+        #: started with stdout=PIPE (text): each has a stdout to read
+        self.helpers: dict[str, subprocess.Popen[str]] = {}
 
     def env(self) -> dict[str, str]:
         return worker_env()
@@ -69,7 +70,7 @@ class SessionStage:
 
     def helper_line(self, name: str, timeout: float) -> dict:
         proc = self.helpers.get(name)
-        if proc is None:
+        if proc is None or proc.stdout is None:
             return {"event": "no such helper"}
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline() if ready else ""
@@ -86,7 +87,8 @@ class SessionStage:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         proc.wait()
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     def close(self) -> None:
         for name in list(self.helpers):

@@ -14,6 +14,7 @@ import stat
 import tempfile
 
 from vmmtui.channel import AF_UNIX_PATH_MAX
+from vmmtui.interrupts import signals_held
 
 DIR_PREFIX = "vmmtui-"
 SOCKET_NAME = "vmmtui.sock"
@@ -47,7 +48,10 @@ def unsafe(tmpdir: str) -> str | None:
 
 def choose_parent(tmpdir: str | None) -> tuple[str, str | None]:
     """The directory to make the session directory in, and a note when it is not TMPDIR itself."""
-    wanted = tmpdir or tempfile.gettempdir()
+    if not tmpdir:
+        with signals_held():  # the first call writes and unlinks a test file: not to be cut between
+            tmpdir = tempfile.gettempdir()
+    wanted = tmpdir
     problem = unsafe(wanted)
     if problem:
         raise TmpdirError(problem)
@@ -93,7 +97,7 @@ def sweep_stale_dirs(parent: str) -> list[str]:
 
     A symlink or another user's entry with our prefix is left alone (and not reported as removed).
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(parent)
     except OSError:

@@ -12,15 +12,18 @@ memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.n
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Any
 
 from vmmtui.events import VERSION, AttachEvent
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
-@cache
+
 def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    """A dataclass's field names, read once per class (the fast path of serialising)."""
+    if cls not in _FIELDS:
+        _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return _FIELDS[cls]
 
 
 def _plain(value: Any) -> dict[str, Any]:
@@ -37,7 +40,7 @@ def _plain(value: Any) -> dict[str, Any]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceEvent(AttachEvent):
     """Events only ``vmmtui trace`` produces (like attach's, about programs vmmtui did not start).
 
@@ -49,7 +52,7 @@ class TraceEvent(AttachEvent):
         return {"v": VERSION, "event": type(self).__name__, **_plain(self)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceStarted(TraceEvent):
     """How the trace runs: ``mode`` is ``ebpf`` or ``polling`` (the fallback, with ``reason``)."""
 
@@ -67,7 +70,7 @@ class TraceStarted(TraceEvent):
     ktime0: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceCall(TraceEvent):
     """One call of one thread, as the kernel saw it."""
 
@@ -76,7 +79,7 @@ class TraceCall(TraceEvent):
     ktime: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class SocketEnd:
     """A Unix socket as the kernel knows it: its inode, its peer's inode and the bound name
     (``@name`` for an abstract one, ``""`` when unnamed); ``family`` other than ``unix`` is said."""
@@ -87,7 +90,7 @@ class SocketEnd:
     family: str = "unix"
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdsSent(TraceCall):
     """``sendmsg``/``sendmmsg`` carrying SCM_RIGHTS: the sender's fd numbers and their files.
     ``result`` is the call's return (bytes or messages; ``-errno`` when refused: nothing left)."""
@@ -101,7 +104,7 @@ class FdsSent(TraceCall):
     kinds: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdsReceived(TraceCall):
     """``recvmsg``/``recvmmsg`` that got SCM_RIGHTS fds: the receiver's new fd numbers and files."""
 
@@ -113,7 +116,7 @@ class FdsReceived(TraceCall):
     truncated: bool = False  # MSG_CTRUNC: the kernel closed fds that did not fit
 
 
-@dataclass
+@dataclass(frozen=True)
 class PidfdOpened(TraceCall):
     """``pidfd_open(target)``: ``fd`` is the new pidfd, or ``-errno``."""
 
@@ -121,7 +124,7 @@ class PidfdOpened(TraceCall):
     fd: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdTaken(TraceCall):
     """``pidfd_getfd(pidfd, target_fd)``: ``fd`` is the caller's copy (``-errno`` when refused).
     ``target`` is the process the pidfd refers to (read in the kernel; 0 when the pidfd was bad)."""
@@ -133,7 +136,7 @@ class FdTaken(TraceCall):
     file: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdCloseCall(TraceCall):
     """``close(fd)`` (``file`` is what it named before), or ``close_range(fd, last)``."""
 
@@ -144,7 +147,7 @@ class FdCloseCall(TraceCall):
     call: str = "close"
 
 
-@dataclass
+@dataclass(frozen=True)
 class FdDuplicated(TraceCall):
     """``dup``/``dup2``/``dup3``/``fcntl(F_DUPFD*)``: ``fd`` is the new fd (``-errno``)."""
 
@@ -154,14 +157,14 @@ class FdDuplicated(TraceCall):
     file: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class MemfdCreated(TraceCall):
     name: str
     fd: int
     file: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessForked(TraceCall):
     """A traced process made ``child`` (followed from now on)."""
 
@@ -169,13 +172,13 @@ class ProcessForked(TraceCall):
     comm: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessExec(TraceCall):
     filename: str
     comm: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessExit(TraceCall):
     """The last thread of ``pid`` exited; ``code`` is the exit status as wait() reports it."""
 
@@ -183,7 +186,7 @@ class ProcessExit(TraceCall):
     comm: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CudaCall(TraceCall):
     """One CUDA driver call (uprobe + uretprobe on libcuda), with its CUresult.
 
@@ -205,7 +208,7 @@ class CudaCall(TraceCall):
     duration_ns: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceLost(TraceEvent):
     """Records the kernel could not hand over (ring buffer full): said, never hidden."""
 
@@ -213,7 +216,7 @@ class TraceLost(TraceEvent):
     ktime: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceFinished(TraceEvent):
     """The end of a trace: how the command ended, what was counted and found."""
 
@@ -226,7 +229,7 @@ class TraceFinished(TraceEvent):
     findings: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class RefusalCheck:
     """One fact read from /proc at the moment of a refusal (``ok`` False: this is a cause)."""
 
@@ -235,7 +238,7 @@ class RefusalCheck:
     finding: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class CallRefused(TraceEvent):
     """A refused call with its cause and fix, read from /proc of both processes when it happened
     (seccomp mode, Yama ptrace_scope, CapEff, PID namespaces, uids)."""
@@ -250,7 +253,7 @@ class CallRefused(TraceEvent):
     checks: list[RefusalCheck] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LedgerFinding(TraceEvent):
     """What the ledger concluded: ``kind`` is ``shared`` (a send matched to its receive, or a
     pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received),

@@ -9,6 +9,7 @@ from rich.text import Text
 from vmmtui.events import Event
 from vmmtui.names import shown
 from vmmtui.sizes import format_size
+from vmmtui.trace.cuda import base_name
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -23,6 +24,7 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
@@ -89,7 +91,7 @@ def call_words(e: Event) -> str | None:
 
 
 def cuda_words(e: CudaCall) -> str:
-    f = e.func.removesuffix("_v2")
+    f = base_name(e.func)
     res = "CUDA_SUCCESS" if e.result == 0 else CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
     args = ""
     if f == "cuMemCreate":
@@ -115,6 +117,25 @@ def cuda_words(e: CudaCall) -> str:
         args = f"{e.ptr:#x}"
     elif f == "cuMemAlloc":
         args = f"{format_size(e.size)} → {e.ptr:#x}"
+    elif f == "cuMemPoolCreate":
+        args = (
+            f"device {e.device}, {'+'.join(handle_type_names(e.handle_types))} → pool {e.handle:#x}"
+        )
+    elif f == "cuMemAllocFromPoolAsync":
+        args = f"{format_size(e.size)}, pool {e.handle:#x} → {e.ptr:#x}"
+    elif f == "cuMemPoolExportToShareableHandle":
+        out = f"fd {e.fd}" if e.fd >= 0 else "-"
+        args = f"pool {e.handle:#x}, {'+'.join(handle_type_names(e.handle_types))} → {out}"
+    elif f == "cuMemPoolImportFromShareableHandle":
+        args = f"fd {e.fd} → pool {e.handle:#x}"
+    elif f == "cuMemPoolExportPointer":
+        args = f"{e.ptr:#x} → export data {e.ipc[:16]}…"
+    elif f == "cuMemPoolImportPointer":
+        args = f"pool {e.handle:#x}, export data {e.ipc[:16]}… → {e.ptr:#x}"
+    elif f == "cuMemFreeAsync":
+        args = f"{e.ptr:#x}"
+    elif f == "cuMemPoolDestroy":
+        args = f"pool {e.handle:#x}"
     return f"{e.func}({args}) → {res} ({e.duration_ns / 1e3:.0f} µs)"
 
 
@@ -168,7 +189,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         ]
     words = call_words(e)
-    if words is None:
+    if words is None or not isinstance(e, TraceCall):
         return []
     t = (e.ktime - t0) / 1e9 if t0 and e.ktime >= t0 else 0.0
     style = "red" if _failed(e) else ""

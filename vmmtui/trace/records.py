@@ -13,7 +13,7 @@ import hashlib
 import os
 import struct
 
-from vmmtui.trace.cuda import FUNCS
+from vmmtui.trace.cuda import FUNCS, base_name
 from vmmtui.trace.events import (
     CudaCall,
     FdCloseCall,
@@ -179,40 +179,63 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
     if r.nfds >= len(FUNCS):
         return None
     func = FUNCS[r.nfds]
-    f = func.removesuffix("_v2")
+    f = base_name(func)
     a, res = r.arg, _s32(r.ret)
     out = r.files[0] if res == 0 else 0
     entry, after = r.name[:64], r.name[64:128]
-    c = CudaCall(pid, tid, t, func, res, duration_ns=r.dur)
+    c: dict[str, int | str] = {}  # the fields this call fills; the event is built once (frozen)
     if f == "cuMemCreate":
         _, types, _, dev = struct.unpack_from("IIii", entry)
-        c.handle, c.size, c.handle_types, c.device, c.flags = out, a[1], types, dev, a[3]
+        c.update(handle=out, size=a[1], handle_types=types, device=dev, flags=a[3])
     elif f == "cuMemExportToShareableHandle":
-        c.handle, c.handle_types, c.flags = a[1], a[2], a[3]
+        c.update(handle=a[1], handle_types=a[2], flags=a[3])
         if res == 0 and a[2] == 1:
-            c.fd = struct.unpack_from("i", after)[0]
+            c["fd"] = struct.unpack_from("i", after)[0]
         elif res == 0 and a[2] == 8:
-            c.ipc = after.hex()
+            c["ipc"] = after.hex()
     elif f == "cuMemImportFromShareableHandle":
-        c.handle, c.handle_types = out, a[2]
+        c.update(handle=out, handle_types=a[2])
         if a[2] == 1:
-            c.fd = _s32(a[1])
+            c["fd"] = _s32(a[1])
     elif f == "cuMemMap":
-        c.ptr, c.size, c.handle, c.flags = a[0], a[1], a[3], a[4]
+        c.update(ptr=a[0], size=a[1], handle=a[3], flags=a[4])
     elif f == "cuMemUnmap":
-        c.ptr, c.size = a[0], a[1]
+        c.update(ptr=a[0], size=a[1])
     elif f == "cuMemSetAccess":
         _, dev, flags = struct.unpack_from("iiI", entry)
-        c.ptr, c.size, c.device, c.flags = a[0], a[1], dev, flags
+        c.update(ptr=a[0], size=a[1], device=dev, flags=flags)
     elif f == "cuMemRelease":
-        c.handle = a[0]
+        c["handle"] = a[0]
     elif f == "cuIpcGetMemHandle":
-        c.ptr = a[1]
-        c.ipc = after.hex() if res == 0 else ""
+        c["ptr"] = a[1]
+        c["ipc"] = after.hex() if res == 0 else ""
     elif f == "cuIpcOpenMemHandle":
-        c.ptr, c.ipc, c.flags = out, entry.hex(), a[1]
+        c.update(ptr=out, ipc=entry.hex(), flags=a[1])
     elif f in ("cuIpcCloseMemHandle", "cuMemFree"):
-        c.ptr = a[0]
+        c["ptr"] = a[0]
     elif f == "cuMemAlloc":
-        c.ptr, c.size = out, a[1]
-    return c
+        c.update(ptr=out, size=a[1])
+    # pools: ``handle`` is the CUmemoryPool, ``ipc`` the 64 bytes of CUmemPoolPtrExportData
+    elif f == "cuMemPoolCreate":
+        _, types, _, dev = struct.unpack_from("IIii", entry)
+        c.update(handle=out, handle_types=types, device=dev)
+    elif f == "cuMemAllocFromPoolAsync":
+        c.update(ptr=out, size=a[1], handle=a[2])
+    elif f == "cuMemPoolExportToShareableHandle":
+        c.update(handle=a[1], handle_types=a[2], flags=a[3])
+        if res == 0 and a[2] == 1:
+            c["fd"] = struct.unpack_from("i", after)[0]
+    elif f == "cuMemPoolImportFromShareableHandle":
+        c.update(handle=out, handle_types=a[2], flags=a[3])
+        if a[2] == 1:
+            c["fd"] = _s32(a[1])
+    elif f == "cuMemPoolExportPointer":
+        c["ptr"] = a[1]
+        c["ipc"] = after.hex() if res == 0 else ""
+    elif f == "cuMemPoolImportPointer":
+        c.update(ptr=out, handle=a[1], ipc=entry.hex())
+    elif f == "cuMemFreeAsync":
+        c["ptr"] = a[0]
+    elif f == "cuMemPoolDestroy":
+        c["handle"] = a[0]
+    return CudaCall(pid, tid, t, func, res, duration_ns=r.dur, **c)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import shutil
 import signal
@@ -109,8 +110,10 @@ class Tracer:
         duration: float | None = None,
         cuda: bool = True,
         libcuda: str | None = None,
+        stdout: int | None = None,
     ) -> None:
         self.command = command or []
+        self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
         self.pids = list(pids or [])
         self.everything = everything
         self.duration = duration
@@ -162,7 +165,8 @@ class Tracer:
             )
             return
         assert self.probe is not None
-        done, missing = [], []
+        done: list[str] = []
+        missing: list[str] = []
         for cookie, func in enumerate(FUNCS):
             why = self.probe.attach_uprobe(lib, func, cookie)
             (missing if why else done).append(func if not why else f"{func} ({why})")
@@ -187,6 +191,7 @@ class Tracer:
             self.proc = subprocess.Popen(
                 ["/bin/sh", "-c", GATE, "vmmtui-trace", *self.command],
                 pass_fds=(9,),
+                stdout=self.stdout,
                 preexec_fn=lambda: os.dup2(r, 9),  # dash reads only fds 0-9
             )
         except OSError as exc:
@@ -285,7 +290,7 @@ class Tracer:
             if isinstance(e, PidfdOpened) and e.fd >= 0:
                 self.pidfds[(e.pid, e.fd)] = e.target
             elif isinstance(e, FdTaken) and not e.target:
-                e.target = self._pidfd_target(e.pid, e.pidfd)
+                e = dataclasses.replace(e, target=self._pidfd_target(e.pid, e.pidfd))
             if isinstance(e, ProcessForked):
                 self.alive.add(e.child)
             elif isinstance(e, ProcessExit):

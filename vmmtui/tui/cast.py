@@ -1,7 +1,8 @@
 """``--cast FILE.cast``: the screen as an asciinema v2 recording (``asciinema play FILE.cast``).
 
 Line 1 is the header (version 2, width, height, timestamp); each next line is ``[seconds, "o",
-text]``, the text being the whole screen in ANSI, written when it changed since the last frame
+text]``, the text being the whole screen in ANSI: one frame for every state the app shows (each
+step, each step back, each live read that changed something), taken after that state was painted
 (times from the monotonic clock, so they only grow).
 """
 
@@ -9,14 +10,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from pathlib import Path
 
 from rich.console import Console
 from textual.app import App
 
-#: how often the screen is looked at (a frame is written only when it changed)
-TICK_S = 0.2
 #: clear and home before each frame: each event draws the whole screen
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -38,6 +38,14 @@ def screen_ansi(app: App) -> str:
         app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     )
     return console.export_text(styles=True).rstrip("\n").replace("\n", "\r\n")
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def plain(ansi: str) -> str:
+    """A frame's text without its colours."""
+    return ANSI.sub("", ansi)
 
 
 class CastWriter:
@@ -62,16 +70,16 @@ class CastWriter:
             )
             + "\n"
         )
-        self.timer = app.set_interval(TICK_S, self.capture)
 
-    def capture(self) -> None:
+    def capture(self, only_changed: bool = False) -> None:
+        """A frame of the screen as it is now (the app calls it after painting a state)."""
         if self.file.closed or not self.app.is_running:
             return
         try:
             text = screen_ansi(self.app)
         except Exception:  # noqa: BLE001 - a screen in the middle of a change: the next tick gets it
             return
-        if text == self.last:
+        if only_changed and text == self.last:
             return
         self.last = text
         self.frames += 1
@@ -87,6 +95,5 @@ class CastWriter:
         """The last frame, then the file is complete."""
         if self.file.closed:
             return
-        self.capture()
-        self.timer.stop()
+        self.capture(only_changed=True)
         self.file.close()

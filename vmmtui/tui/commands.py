@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 #: how keys are written for people (Textual's names otherwise)
-KEY_NAMES = {"question_mark": "?", "plus": "+", "minus": "-"}
+KEY_NAMES = {"question_mark": "?", "plus": "+", "minus": "-", "left": "←", "right": "→"}
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,20 @@ from vmmtui.tui.replay import ReplayApp
 SIZE = (160, 48)
 
 
+class DrawingError(RuntimeError):
+    """The frames could not all be drawn; one line saying which and why."""
+
+
 def draw_frames(
     recording: Recording, notes: Notes | None = None, size: tuple[int, int] = SIZE
 ) -> tuple[list[PageFrame], int | None]:
-    """The frames, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did:
-    the app is left between two frames, so that it closes as it should."""
+    """The frames, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did
+    (the app is left between two frames, so that it closes as it should); DrawingError when a
+    frame could not be drawn or the app ended before its last frame."""
     app = ReplayApp(recording, notes=notes)
     frames: list[PageFrame] = []
     stopped: list[int] = []
+    failed: list[str] = []
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = {s: signal.signal(s, lambda signum, _: stopped.append(signum)) for s in signals}
 
@@ -34,20 +40,24 @@ def draw_frames(
         for k, f in enumerate(app.timeline.frames):
             if stopped:
                 break
-            app.goto(k)
-            await pilot.pause()
-            role = app.timeline.plan[f.steps - 1][0] if f.steps and not f.closing else ""
-            note = notes.at(k) if notes else None
-            frames.append(
-                PageFrame(
-                    app.export_screenshot(),
-                    f.label,
-                    f.steps,
-                    role,
-                    f.failed,
-                    None if note is None else (note.label, note.shown),
+            try:
+                app.goto(k)
+                await pilot.pause()
+                role = app.timeline.plan[f.steps - 1][0] if f.steps and not f.closing else ""
+                note = notes.at(k) if notes else None
+                frames.append(
+                    PageFrame(
+                        app.export_screenshot(),
+                        f.label,
+                        f.steps,
+                        role,
+                        f.failed,
+                        None if note is None else (note.label, note.shown),
+                    )
                 )
-            )
+            except Exception as exc:  # noqa: BLE001 - said in one line, never a traceback
+                failed.append(f"frame {k} ({f.label}): {type(exc).__name__}: {exc}")
+                break
         app.exit(0)
 
     try:
@@ -55,7 +65,13 @@ def draw_frames(
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
-    return frames, (stopped[0] if stopped else None)
+    # the app may take the signals itself (Viewer.stop): then it says which one ended it
+    signalled = stopped[0] if stopped else getattr(app, "signalled", None)
+    if failed:
+        raise DrawingError(f"could not draw {failed[0]}")
+    if signalled is None and len(frames) < len(app.timeline.frames):
+        raise DrawingError(f"the replay ended after {len(frames)} of {len(app.timeline)} frames")
+    return frames, signalled
 
 
 def write_page(

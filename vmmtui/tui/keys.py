@@ -1,44 +1,178 @@
-"""Every key of the inspector, once: the footer, the help screen's table and the command palette
-are made from these.
+"""Every key of the inspector, once, with the modes it works in: the live app's and the replay's
+BINDINGS, the footer, the help screen's table and the command palette are all made from this table.
 
 Ordered for the footer, which cuts what does not fit: at 80 columns it must still show next, quit
-and help, so those come first and the labels are short.
+and help, so those come first and the labels are short; ``?`` lists every key.
 """
 
 from __future__ import annotations
 
 from textual.binding import Binding
 
-KEYS = [
-    Binding("space", "step", "Next", tooltip="run the next step of the plan"),
-    Binding("n", "step", "Next step", show=False),
-    Binding("q", "quit", "Quit", tooltip="quit (cleans up first)"),
-    Binding("question_mark", "help", "Help", tooltip="keys and what the panels show"),
-    Binding("r", "run_all", "Run all", tooltip="run every remaining step to the end"),
-    Binding("a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"),
-    Binding(
-        "plus", "faster", "Faster", show=False, tooltip="autoplay: a shorter pause between steps"
+LIVE, REPLAY = "live", "replay"
+BOTH = frozenset({LIVE, REPLAY})
+
+#: (binding, the modes it belongs to)
+TABLE: list[tuple[Binding, frozenset[str]]] = [
+    (Binding("space", "step", "Next", tooltip="run the next step of the plan"), frozenset({LIVE})),
+    (
+        Binding(
+            "space,right", "step", "Next", tooltip="the next step of the recording", priority=True
+        ),
+        frozenset({REPLAY}),
     ),
-    Binding(
-        "minus", "slower", "Slower", show=False, tooltip="autoplay: a longer pause between steps"
+    (
+        Binding(
+            "n",
+            "search_next",
+            "Next match",
+            show=False,
+            tooltip="the next match of the search (/); live, with no search: the next step",
+        ),
+        BOTH,
     ),
-    Binding(
-        "ctrl+r",
-        "restart",
-        "Restart",
-        tooltip="restart (workers stopped, everything cleaned, fresh session)",
+    (
+        Binding("N", "search_previous", "Previous match", show=False, tooltip="the previous match"),
+        BOTH,
     ),
-    Binding(
-        "c",
-        "scenario",
-        "Scenario",
-        tooltip="pick a scenario: a normal run, or one failure made real (restarts the session)",
+    (Binding("q", "quit", "Quit", tooltip="quit (cleans up first)"), BOTH),
+    (Binding("ctrl+c", "quit", "Quit", show=False, priority=True), BOTH),
+    (Binding("question_mark", "help", "Help", tooltip="every key and what the panels show"), BOTH),
+    (
+        Binding(
+            "left",
+            "back",
+            "Back",
+            tooltip="step back: the panels as they were after the previous step "
+            "(a live session stays where it is)",
+            priority=True,
+        ),
+        BOTH,
     ),
-    Binding(
-        "f",
-        "fold",
-        "All fds",
-        tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)",
+    (
+        Binding(
+            "right",
+            "forward",
+            "Forward",
+            show=False,
+            tooltip="looking back: one step forward",
+            priority=True,
+        ),
+        frozenset({LIVE}),
     ),
-    Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"),
+    (
+        Binding("r", "run_all", "Run all", tooltip="run every remaining step to the end"),
+        frozenset({LIVE}),
+    ),
+    (
+        Binding("home", "first", "First", tooltip="back to the start", priority=True),
+        frozenset({REPLAY}),
+    ),
+    (
+        Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
+        frozenset({REPLAY}),
+    ),
+    (Binding("r", "last", "Last", show=False, priority=True), frozenset({REPLAY})),
+    (Binding("ctrl+r", "first", "First", show=False, priority=True), frozenset({REPLAY})),
+    (
+        Binding(
+            "end,escape",
+            "live",
+            "Live",
+            show=False,
+            tooltip="back to live after looking back",
+            priority=True,
+        ),
+        frozenset({LIVE}),
+    ),
+    (Binding("g", "goto", "Go to", tooltip="go to any step: type its number or pick it"), BOTH),
+    (
+        Binding(
+            "right_square_bracket",
+            "chapter(1)",
+            "Next note",
+            show=False,
+            tooltip="--notes: the next step with a teacher's note",
+        ),
+        frozenset({REPLAY}),
+    ),
+    (
+        Binding(
+            "left_square_bracket",
+            "chapter(-1)",
+            "Previous note",
+            show=False,
+            tooltip="--notes: the previous step with a teacher's note",
+        ),
+        frozenset({REPLAY}),
+    ),
+    (
+        Binding(
+            "slash", "search", "Search", tooltip="search the event log; n / N: next / previous"
+        ),
+        BOTH,
+    ),
+    (
+        Binding(
+            "a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"
+        ),
+        BOTH,
+    ),
+    (
+        Binding(
+            "plus",
+            "faster",
+            "Faster",
+            show=False,
+            tooltip="autoplay: a shorter pause between steps",
+        ),
+        BOTH,
+    ),
+    (
+        Binding(
+            "minus",
+            "slower",
+            "Slower",
+            show=False,
+            tooltip="autoplay: a longer pause between steps",
+        ),
+        BOTH,
+    ),
+    (
+        Binding(
+            "ctrl+r",
+            "restart",
+            "Restart",
+            tooltip="restart (workers stopped, everything cleaned, fresh session)",
+        ),
+        frozenset({LIVE}),
+    ),
+    (
+        Binding(
+            "c",
+            "scenario",
+            "Scenario",
+            tooltip="pick a scenario: a normal run, or one failure made real (restarts the session)",
+        ),
+        frozenset({LIVE}),
+    ),
+    (
+        Binding(
+            "f",
+            "fold",
+            "All fds",
+            tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)",
+        ),
+        BOTH,
+    ),
+    (Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"), BOTH),
 ]
+
+
+def bindings(mode: str) -> list[Binding]:
+    """The BINDINGS of one mode, in the table's order."""
+    return [b for b, modes in TABLE if mode in modes]
+
+
+#: the live inspector's keys (the README lists these)
+KEYS = bindings(LIVE)

@@ -1,25 +1,20 @@
-"""``vmmtui replay``: the inspector on a recording. No workers, no driver: the same panels, drawn
-from the recorded events, frame by frame, forward and back."""
+"""``vmmtui replay``: the inspector on a recording. No workers, no driver: the same screen, showing
+the state of each frame of the recorded events, forward and back."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from textual import on
-from textual.binding import Binding
+from rich.text import Text
 
 from vmmtui.config import SessionConfig
 from vmmtui.events import SessionStarted
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.notes import Notes
 from vmmtui.transcript import Transcript
-from vmmtui.tui import rewind
-from vmmtui.tui.app import InspectorApp
-from vmmtui.tui.cast import CastWriter
-from vmmtui.tui.messages import StepChosen
-from vmmtui.tui.screens.steps import StepPicker
-from vmmtui.tui.widgets.status import StatusLine
-from vmmtui.tui.widgets.teaching import TeachingPanel
+from vmmtui.tui.keys import REPLAY, bindings
+from vmmtui.tui.viewer import Viewer
+from vmmtui.view import FrameStates, ScreenState
 
 
 def config_of(recording: Recording) -> SessionConfig:
@@ -50,60 +45,10 @@ def write_with_notes(transcript: Transcript, timeline: Timeline, notes: Notes | 
             transcript.note(ends[i].label, ends[i].text)
 
 
-#: actions on priority keys (the event log would scroll with them otherwise)
-FRAME_ACTIONS = ("step", "back", "first", "last")
-
-
-class ReplayApp(InspectorApp):
+class ReplayApp(Viewer):
     TITLE = "vmmtui replay"
-    BINDINGS = [
-        Binding(
-            "space,right", "step", "Next", tooltip="the next step of the recording", priority=True
-        ),
-        Binding(
-            "left", "back", "Back", tooltip="one step back: the panels as they were", priority=True
-        ),
-        Binding("home", "first", "First", tooltip="back to the start", priority=True),
-        Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
-        Binding("r", "last", "Last", show=False, priority=True),
-        Binding("ctrl+r", "first", "First", show=False, priority=True),
-        Binding(
-            "c",
-            "scenario",
-            "Scenario",
-            show=False,
-            tooltip="a replay shows the scenario it recorded",
-        ),
-        Binding(
-            "g", "goto", "Go to", tooltip="go to any step: type its number or pick it from the list"
-        ),
-        Binding(
-            "a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"
-        ),
-        Binding(
-            "plus",
-            "faster",
-            "Faster",
-            show=False,
-            tooltip="autoplay: a shorter pause between steps",
-        ),
-        Binding(
-            "minus",
-            "slower",
-            "Slower",
-            show=False,
-            tooltip="autoplay: a longer pause between steps",
-        ),
-        Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"),
-        Binding(
-            "f",
-            "fold",
-            "All fds",
-            tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)",
-        ),
-        Binding("question_mark", "help", "Help", tooltip="keys and what the panels show"),
-        Binding("q", "quit", "Quit", tooltip="quit"),
-    ]
+    BINDINGS = bindings(REPLAY)
+    MODE = REPLAY
 
     def __init__(
         self,
@@ -118,33 +63,46 @@ class ReplayApp(InspectorApp):
         start_at: int = 0,
         notes: Notes | None = None,
     ):
+        config = config_of(recording)
+        blank = ScreenState.blank(
+            config.consumers, config.scenario, config.mechanism, config.direction
+        )
         super().__init__(
-            config_of(recording),
-            None,
+            FrameStates(Timeline(recording.events), blank),
             autoplay=autoplay,
             pace=pace,
             stable=stable,
-            start_session=False,
+            cast=cast,
         )
+        self.config = config
         self.recording = recording
-        self.timeline = Timeline(recording.events)
-        self.shown: int | None = None
         #: the teacher's notes (--notes), by frame
         self.teacher_notes = notes
+        self.shown = 0
         self.start_at = start_at
         self.shot_dir = Path(screenshots) if screenshots else None
         self.shot_taken: set[int] = set()
         self.transcript_path = transcript
-        self.cast_path = cast
-        self.cast: CastWriter | None = None
+        self.notes: list[Text] = []
         h = recording.header
         self.title = f"vmmtui REPLAY · {h.where} · {h.when}"
 
-    def on_mount(
-        self,
-    ) -> None:  # Textual calls InspectorApp.on_mount too (handlers run for each class)
-        if self.shot_dir:
-            self.shot_dir.mkdir(parents=True, exist_ok=True)
+    @property
+    def timeline(self) -> Timeline:
+        return self.frames.timeline
+
+    @property
+    def frame(self) -> int:
+        return self.shown or 0
+
+    @property
+    def roles(self) -> list[str]:
+        return list(self.frames.at(0).roles)
+
+    def panel(self, role: str):
+        return self.inspector.panel(role)
+
+    def on_mount(self) -> None:  # after Viewer.on_mount (handlers run for each class)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
             transcript = Transcript(self.transcript_path)
             write_with_notes(transcript, self.timeline, self.teacher_notes)
@@ -153,35 +111,43 @@ class ReplayApp(InspectorApp):
             self.notify(f"older recording: {self.recording.note}", timeout=10)
         if self.recording.cut:
             self.notify(self.recording.cut, severity="warning", timeout=10)
-        self.goto(self.timeline.frame_of_step(self.start_at) if self.start_at else 0)
-        if self.cast_path:
-            self.cast = CastWriter(self, self.cast_path)
+        self.go(self.timeline.frame_of_step(self.start_at) if self.start_at else 0)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The frame keys belong to a picker or the help while one is open (they are priority bindings)."""
-        return not (action in FRAME_ACTIONS and len(self.screen_stack) > 1)
+    def state_shown(self) -> ScreenState:
+        state = super().state_shown()
+        for text in self.notes:
+            state = state.noted(text)
+        return state
 
-    # -- frames ------------------------------------------------------------------------------------
-    @property
-    def frame(self) -> int:
-        return self.shown or 0
+    def note(self, text: Text) -> None:
+        self.notes.append(text)
+        self.paint()
 
-    def goto(self, index: int) -> None:
-        index = max(0, min(index, len(self.timeline) - 1))
-        frame = rewind.draw(self, self.timeline, index, self.shown)
-        self.shown = index
-        note = self.teacher_notes.at(index) if self.teacher_notes else None
-        self.query_one(TeachingPanel).set_note(None if note is None else (note.label, note.shown))
-        self.query_one(StatusLine).scenario = self.config.scenario
-        last = self.timeline.frames[-1].steps
-        self.sub_title = f"as of {frame.label} (of {last})" + (
+    def where(self) -> str:
+        return (
+            f"REPLAY · step {self.frames.frames[self.frame].steps}/{self.frames.frames[-1].steps}"
+        )
+
+    def subtitle(self, state: ScreenState) -> str:
+        frame = self.frames.frames[self.frame]
+        return f"as of {frame.label} (of {self.frames.frames[-1].steps})" + (
             ""
-            if index < len(self.timeline) - 1
+            if self.frame < self.frames.last
             else (" · cut short here" if self.recording.cut else " · the end")
         )
+
+    # -- frames ------------------------------------------------------------------------------------
+    def go(self, index: int | None) -> None:
+        index = self.frames.last if index is None else max(0, min(index, self.frames.last))
+        self.shown = index
+        note = self.teacher_notes.at(index) if self.teacher_notes else None
+        self.inspector.note = None if note is None else (note.label, note.shown)
+        self.paint()
         if self.shot_dir and index not in self.shot_taken:
             self.shot_taken.add(index)
             self.call_after_refresh(self._frame_screenshot, index)
+
+    goto = go  # the flipbook (--html) draws every frame through it
 
     def _frame_screenshot(self, index: int) -> None:
         f = self.timeline.frames[index]
@@ -194,52 +160,37 @@ class ReplayApp(InspectorApp):
                 else f.label.split(": ", 1)[1].replace(" · ", "-").replace(" (failed)", "-failed")
             )
         )
-        self.save_screenshot(filename=f"{index:02d}-{name}.svg", path=str(self.shot_dir))
+        if self.shot_dir is not None and not self.save_frame(self.shot_dir, f"{index:02d}-{name}"):
+            self.shot_dir = None
 
     def action_step(self) -> None:
-        if self.frame >= len(self.timeline) - 1:
+        if self.frame >= self.frames.last:
             self.notify("The recording ends here: home goes back to the start.", timeout=3)
             return
-        self.goto(self.frame + 1)
+        self.go(self.frame + 1)
 
     def action_back(self) -> None:
-        self.goto(self.frame - 1)
+        self.go(self.frame - 1)
+
+    def action_chapter(self, direction: int) -> None:
+        """``]``/``[``: the next/previous frame with a teacher's note."""
+        marks = sorted(self.teacher_notes.by_frame) if self.teacher_notes else []
+        ahead = [k for k in marks if (k - self.frame) * direction > 0]
+        if not ahead:
+            self.notify(
+                "no further note that way" if marks else "no notes: --notes NOTES.md", timeout=3
+            )
+            return
+        self.go(min(ahead) if direction > 0 else max(ahead))
 
     def action_first(self) -> None:
-        self.goto(0)
+        self.go(0)
 
     def action_last(self) -> None:
-        self.goto(len(self.timeline) - 1)
+        self.go(self.frames.last)
 
-    action_run_all = action_last
-    action_restart = action_first
-
-    def action_goto(self) -> None:
-        self.push_screen(StepPicker(self.timeline.frames, self.frame), self._picked)
-
-    @on(StepChosen)
-    def _chosen(self, message: StepChosen) -> None:
-        """A click on a done step or an event-log line: the recording as of that step."""
-        self.goto(self.timeline.frame_of_step(message.steps))
-
-    def _picked(self, index: int | None) -> None:
-        if index is not None:
-            self.goto(index)
-
-    def _tick_autoplay(self) -> None:
-        if self.frame >= len(self.timeline) - 1:
+    def tick_autoplay(self) -> None:
+        if self.frame >= self.frames.last:
             self.autoplay_timer.pause()
             return
-        self.goto(self.frame + 1)
-
-    def action_scenario(self) -> None:
-        self.notify(
-            "A replay shows what was recorded: record a scenario with `vmmtui run --scenario NAME "
-            "--record FILE`.",
-            timeout=5,
-        )
-
-    async def action_quit(self) -> None:
-        if self.cast is not None:
-            self.cast.close()
-        self.exit(0)
+        self.go(self.frame + 1)

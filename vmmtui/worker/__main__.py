@@ -54,8 +54,17 @@ def settle_control_fd(fd: int) -> int:
 
 def serve(worker: Worker, control: LineChannel) -> int:
     """Say hello, then run what the session asks until it says quit or closes the channel."""
-    from vmmtui.codec import encode
-    from vmmtui.protocol import Hello, ProtocolError
+    from vmmtui.protocol import (
+        Hello,
+        ProtocolError,
+        Quit,
+        Report,
+        RunAll,
+        RunStep,
+        WorkerError,
+        decode_command,
+        reply_message,
+    )
 
     # before the backend is imported (numpy, cuda.bindings: about 0.3 s); the init step loads it
     hello = Hello(
@@ -66,32 +75,27 @@ def serve(worker: Worker, control: LineChannel) -> int:
         worker.backend_label,
         worker.book.held(),
     )
-    control.send({"type": "hello", **encode(hello)})
+    control.send(reply_message(hello))
     while True:
         try:
             msg = control.receive()
+            command = None if msg is None else decode_command(msg)
         except ProtocolError as exc:
-            control.send({"type": "error", "message": str(exc)})
+            control.send(reply_message(WorkerError(str(exc))))
             continue
-        if msg is None or msg.get("cmd") == "quit":
-            return 0
-        cmd, args = msg.get("cmd"), msg.get("args") or {}
-        if not isinstance(args, dict):
-            control.send(
-                {"type": "error", "message": f"args must be an object, got {str(args)[:80]}"}
-            )
-        elif cmd == "step":
-            report = worker.run_step(str(msg.get("step")), args)
-            control.send({"type": "report", "report": encode(report)})
-        elif cmd == "run":
-            for name in [s for s in worker.steps if s not in worker.done]:
-                step_args = args.get(name) or {}
-                report = worker.run_step(name, step_args if isinstance(step_args, dict) else {})
-                control.send({"type": "report", "report": encode(report)})
-                if not report.ok:
-                    break
-        else:
-            control.send({"type": "error", "message": f"unknown command {cmd!r}"})
+        match command:
+            case None | Quit():
+                return 0
+            case RunStep(step, args):
+                # encoded at once, before the next step changes the state: no snapshot needed
+                report = worker.run_step(step, args, snapshot=False)
+                control.send(reply_message(Report(report)))
+            case RunAll(args):
+                for name in [s for s in worker.steps if s not in worker.done]:
+                    report = worker.run_step(name, args.get(name), snapshot=False)
+                    control.send(reply_message(Report(report)))
+                    if not report.ok:
+                        break
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -120,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     control_fd = settle_control_fd(cfg.control_fd)
 
     from vmmtui.interrupts import signals_held
-    from vmmtui.protocol import LineChannel
+    from vmmtui.protocol import Bye, LineChannel, reply_message
     from vmmtui.worker.core import Worker
 
     control = LineChannel(socket.socket(fileno=control_fd))
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         with signals_held():
             worker.release_all()
             with contextlib.suppress(OSError):
-                control.send({"type": "bye"})
+                control.send(reply_message(Bye()))
 
 
 if __name__ == "__main__":

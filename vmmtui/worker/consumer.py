@@ -8,7 +8,7 @@ from vmmtui import channel
 from vmmtui.channel import Ack, AllocMessage
 from vmmtui.config import Direction, Verify
 from vmmtui.sizes import align_up
-from vmmtui.state import Peer
+from vmmtui.state import HeldKind, Peer
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import StepError, failure
 from vmmtui.worker import memory, transport
@@ -44,7 +44,7 @@ def connect(w: Worker, expect_pid: int | None = None) -> None:
             )
         )
     w.sock = sock
-    w.book.hold(sock.fileno(), "connection", f"connection to producer pid {cred.pid}")
+    w.book.hold(sock.fileno(), HeldKind.CONNECTION, f"connection to producer pid {cred.pid}")
     w.state.peers[PRODUCER] = Peer(cred.pid, cred.uid, cred.gid, sock.fileno())
     w.state.connect_tries, w.state.connect_retries = tries, retries
     if retries:
@@ -70,7 +70,7 @@ def receive(w: Worker) -> None:
         lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
     )
     for fd in fds:
-        w.book.hold(fd, "received", "received via SCM_RIGHTS")
+        w.book.hold(fd, HeldKind.RECEIVED, "received via SCM_RIGHTS")
     try:
         if meta.backend != w.backend.name or meta.mechanism != w.cfg.mechanism:
             raise StepError(
@@ -159,7 +159,7 @@ def _check_size(w: Worker) -> None:
     """Nothing the producer says is trusted: the size it claims must be what the kernel or driver reports
     for the fd that arrived, before anything is mapped (a memfd shorter than the mapping is SIGBUS)."""
     s = w.state
-    check = w.backend.check_size(s.received_fd, w.handle, s.alloc_size)
+    check = w.backend.check_size(w.received_fd, w.allocation, s.alloc_size)
     s.size_claimed, s.size_reported, s.size_source, s.seals, s.size_by_map = (
         check.claimed,
         check.reported,
@@ -231,7 +231,7 @@ def write(w: Worker) -> None:
         if w.backend.has_device and w.cfg.verify != Verify.HOST
         else Verify.HOST.value
     )
-    w.backend.fill(w.va + start * 4, (end - start) * 4, on, first=start)
+    w.backend.fill(w.address + start * 4, (end - start) * 4, on, first=start)
     w.state.slice, w.state.write_on = (start, end), on
     if on == Verify.DEVICE:
         w.gpu_ms("write")

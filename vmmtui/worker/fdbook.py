@@ -6,7 +6,7 @@ import os
 import socket
 
 from vmmtui.backends.base import CallLog
-from vmmtui.state import HeldFd
+from vmmtui.state import HeldFd, HeldKind
 
 
 class FdBook:
@@ -18,7 +18,7 @@ class FdBook:
         self._opened: list[HeldFd] = []
         self._closed: list[int] = []
 
-    def hold(self, fd: int, kind: str, note: str = "", report: bool = True) -> None:
+    def hold(self, fd: int, kind: HeldKind, note: str = "", report: bool = True) -> None:
         """Declare ``fd`` (its identity read now from /proc/self/fd); ``report``: list it as opened."""
         held = HeldFd.of(fd, kind, note)
         self._held[fd] = held
@@ -53,7 +53,7 @@ class FdBook:
     def __contains__(self, fd: int) -> bool:
         return fd in self._held
 
-    def of_kind(self, kind: str) -> list[int]:
+    def of_kind(self, kind: HeldKind) -> list[int]:
         return [h.fd for h in self._held.values() if h.kind == kind]
 
     def held(self) -> list[HeldFd]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from vmmtui.config import Verify
 from vmmtui.interrupts import signals_held
+from vmmtui.state import HeldKind
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
 from vmmtui.worker import transport
@@ -45,13 +46,13 @@ def reserve(w: Worker) -> None:
 
 
 def map_range(w: Worker) -> None:
-    w.backend.map(w.va, w.state.alloc_size, w.handle)
+    w.backend.map(w.address, w.state.alloc_size, w.allocation)
     w.mapped = True
     w.state.mapping.size = w.state.alloc_size
 
 
 def set_access(w: Worker) -> None:
-    w.backend.set_access(w.va, w.state.alloc_size)
+    w.backend.set_access(w.address, w.state.alloc_size)
     w.state.mapping.access = "read/write"
     w.say("Set read/write access permissions")
 
@@ -59,7 +60,7 @@ def set_access(w: Worker) -> None:
 def verify(w: Worker, what: str = "") -> None:
     """Check the pattern over the whole mapping where ``--verify`` says; a mismatch fails the step."""
     on, size, b = w.cfg.verify, w.state.alloc_size, w.backend
-    result = dataclasses.replace(b.verify(w.va, size, on), on=on)
+    result = dataclasses.replace(b.verify(w.address, size, on), on=on)
     w.state.verification = result
     if on != Verify.HOST:
         w.gpu_ms("verify")
@@ -116,9 +117,9 @@ def cleanup(w: Worker) -> None:
         w.say(f"The wrong call returned {wrong}; now cleaning up the right way")
     device_memory(w, "before release")
     w.sharing.release(w, attempt)
-    for what in ("exported", "received"):
+    for what in (HeldKind.EXPORTED, HeldKind.RECEIVED):
         for fd in w.book.of_kind(what):
-            if "keep-received-fd" in w.flags and what == "received":
+            if "keep-received-fd" in w.flags and what == HeldKind.RECEIVED:
                 w.say(f"SCENARIO: not closing the received fd {fd}")
                 continue
             w.book.close_fd(fd, what)

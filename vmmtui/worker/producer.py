@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from vmmtui import channel
 from vmmtui.channel import Ack
 from vmmtui.config import Direction, Verify
-from vmmtui.state import Peer
+from vmmtui.state import HeldKind, Peer
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
 from vmmtui.worker import memory
@@ -35,7 +35,7 @@ def map_memory(w: Worker) -> None:
 
 def fill(w: Worker) -> None:
     on = Verify.HOST.value if w.cfg.verify == Verify.HOST else Verify.DEVICE.value
-    count = w.backend.fill(w.va, w.state.alloc_size, on)
+    count = w.backend.fill(w.address, w.state.alloc_size, on)
     w.state.integers, w.state.fill_on = count, on
     if on == Verify.DEVICE:
         w.gpu_ms("fill")
@@ -50,7 +50,7 @@ def fill(w: Worker) -> None:
 
 
 def clear(w: Worker) -> None:
-    w.backend.clear(w.va, w.state.alloc_size)
+    w.backend.clear(w.address, w.state.alloc_size)
     w.state.integers = w.state.alloc_size // 4
     w.say(f"Cleared {w.state.alloc_size} bytes: the consumers will write the pattern")
 
@@ -80,7 +80,7 @@ def listen(w: Worker) -> None:
         lambda: channel.listen(path),
         lambda s: f"fd {s.fileno()}",
     )
-    w.book.hold(w.listener.fileno(), "listener", f"listening socket {path}")
+    w.book.hold(w.listener.fileno(), HeldKind.LISTENER, f"listening socket {path}")
     w.say("Waiting for consumer connection...")
 
 
@@ -109,7 +109,7 @@ def accept(w: Worker, expect_pid: int | None = None, peer: str = CONSUMER) -> No
             f"Refused {w.state.refused_total} connections in all (only the first {len(w.state.refused)} listed)"
         )
     w.peers[peer] = conn
-    w.book.hold(conn.fileno(), "connection", f"connection to {peer} pid {cred.pid}")
+    w.book.hold(conn.fileno(), HeldKind.CONNECTION, f"connection to {peer} pid {cred.pid}")
     w.state.peers[peer] = Peer(cred.pid, cred.uid, cred.gid, conn.fileno())
     w.say(f"{peer.capitalize()} connected (pid {cred.pid}, checked with SO_PEERCRED)")
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vmmtui import channel
 from vmmtui.channel import AllocMessage
 from vmmtui.sizes import align_up
+from vmmtui.state import HeldKind
 from vmmtui.steps import CONSUMER
 from vmmtui.troubleshooting import StepError, failure
 from vmmtui.worker import transport
@@ -136,7 +137,7 @@ class VmmSharing(Sharing):
         w.state.mapping.handle = w.handle
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
-            w.book.hold(fd, "allocation", "the allocation itself (memfd)")
+            w.book.hold(fd, HeldKind.ALLOCATION, "the allocation itself (memfd)")
         w.say(
             "Created physical memory allocation"
             if w.backend.has_device
@@ -144,8 +145,8 @@ class VmmSharing(Sharing):
         )
 
     def export(self, w: Worker) -> None:
-        fd = w.backend.export_fd(w.handle)
-        w.book.hold(fd, "exported", f"exported allocation ({w.backend.export_note})")
+        fd = w.backend.export_fd(w.allocation)
+        w.book.hold(fd, HeldKind.EXPORTED, f"exported allocation ({w.backend.export_note})")
         w.state.exported_fd = fd
         w.say(f"Exported allocation as FD: {fd}")
 
@@ -166,11 +167,11 @@ class VmmSharing(Sharing):
         w.say(f"{how}: {fds[0]}, size: {message.alloc_size} bytes")
 
     def import_(self, w: Worker) -> None:
-        w.handle = w.backend.import_fd(w.state.received_fd)
+        w.handle = w.backend.import_fd(w.received_fd)
         w.state.mapping.handle = w.handle
         fd = w.backend.handle_fd(w.handle)
         if fd is not None:
-            w.book.hold(fd, "imported", "imported handle (dup of the received memfd)")
+            w.book.hold(fd, HeldKind.IMPORTED, "imported handle (dup of the received memfd)")
         w.say("Imported allocation handle from FD")
 
     def release(self, w: Worker, attempt: Attempt) -> None:
@@ -220,7 +221,7 @@ class LegacySharing(Sharing):
         w.say(f"Allocated {size} bytes with cuMemAlloc at 0x{w.va:x}")
 
     def export(self, w: Worker) -> None:
-        handle = w.backend.ipc_export(w.va)
+        handle = w.backend.ipc_export(w.address)
         w.state.mapping.ipc_handle = handle.hex()
         w.say(f"Got the IPC handle (64 bytes, no fd): {handle[:16].hex()}…")
 
@@ -328,7 +329,7 @@ class PoolSharing(Sharing):
     def export(self, w: Worker) -> None:
         pools = w.backend.pools()
         fd = pools.export_fd(w.handle)
-        w.book.hold(fd, "exported", "exported pool (cuMemPoolExportToShareableHandle)")
+        w.book.hold(fd, HeldKind.EXPORTED, "exported pool (cuMemPoolExportToShareableHandle)")
         w.state.exported_fd = fd
         self.export_data = pools.export_pointer(w.va).hex()
         w.say(f"Exported the pool as FD: {fd}")

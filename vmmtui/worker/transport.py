@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from vmmtui.backends import pidfd
 from vmmtui.channel import AllocMessage
 from vmmtui.config import Transport
+from vmmtui.state import HeldKind
 from vmmtui.steps import PRODUCER
 from vmmtui.troubleshooting import StepError, failure
 
@@ -122,7 +123,7 @@ def take(w: Worker, meta: AllocMessage) -> int:
     handle = w.calls.timed(
         "pidfd_open", {"pid": meta.pid}, lambda: _call(pidfd.pidfd_open, meta.pid), _fd_result
     )
-    w.book.hold(handle, "pidfd", f"pidfd of producer pid {meta.pid}")
+    w.book.hold(handle, HeldKind.PIDFD, f"pidfd of producer pid {meta.pid}")
     try:
         if w.sock is not None and _hung_up(w.sock.fileno()):
             # the producer is gone, so its pid may name another process by now: take nothing
@@ -142,7 +143,9 @@ def take(w: Worker, meta: AllocMessage) -> int:
         )
     finally:
         w.book.close_fd(handle, "pidfd")
-    w.book.hold(got, "received", f"taken with pidfd_getfd: producer pid {meta.pid} fd {meta.fd}")
+    w.book.hold(
+        got, HeldKind.RECEIVED, f"taken with pidfd_getfd: producer pid {meta.pid} fd {meta.fd}"
+    )
     w.say(f"Took fd {meta.fd} of pid {meta.pid} with pidfd_getfd: it is fd {got} here")
     return got
 

@@ -204,6 +204,9 @@ class AttachApp(App):
 
     def _processes(self, b: Board) -> None:
         table = self.query_one("#procs", DataTable)
+        at = None  # the row under the cursor stays under it when the rows are made again
+        if table.row_count:
+            at = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         table.clear()
         for r in b.processes:
             g = r.gpu_memory
@@ -223,6 +226,8 @@ class AttachApp(App):
                 Text(mem),
                 key=str(r.pid),
             )
+        if at is not None and any(str(r.pid) == at for r in b.processes):
+            table.move_cursor(row=table.get_row_index(at), animate=False)
 
     def _fds(self, b: Board) -> None:
         table = self.query_one("#fds", DataTable)

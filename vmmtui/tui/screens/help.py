@@ -21,9 +21,11 @@ PyTorch's expandable segments do), `--mechanism legacy` (a 64-byte IPC handle, n
 """
 
 PANELS = """\
-**fd tables** are read from `/proc/PID/fd` 4 times a second. ✓: the fd the worker says it holds is
+**fd tables** are read from `/proc/PID/fd` after every step and 4 times a second between steps (a read
+that overlaps a step is dropped: each step keeps the table read after it). The worker's own fds come
+first, the exported and received fd at the top. ✓: the fd the worker says it holds is
 what the kernel shows (number, target, device and inode); ✗: missing or different. New fds are
-green for a moment; closed ones are struck through. `≡` marks the exported/received pair that
+green at the step they appeared; those closed since the table before are struck through. `≡` marks the exported/received pair that
 `kcmp(KCMP_FILE)` proved to be the same open file description.
 
 The **memfd** backend shares CPU memory, not GPU memory: it is the CPU analogue of the CUDA path

@@ -1,74 +1,162 @@
-"""Every call with its arguments, result and duration, and every notable event, as it happens."""
+"""Every call with its arguments, result and duration, and every notable event, as it happens.
+
+The log draws the lines of the state it is shown (``show(state)``): the state's log book up to its
+length. Each line is wrapped once per width and kept; stepping back shows fewer lines of the same
+book, so nothing is written again and no line is re-wrapped (a Line API widget: only the rows on
+screen are drawn).
+"""
 
 from __future__ import annotations
 
-from rich.text import Text
-from textual import events, on
-from textual.widgets import RichLog
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
-from vmmtui import narration as say
-from vmmtui.events import (
-    FdSnapshot,
-    KcmpVerdict,
-    Notice,
-    ScenarioOutcome,
-    SessionClosed,
-    SessionFailed,
-    SessionFinished,
-    SessionStarted,
-    StepDone,
-    StepStarted,
-    WorkerExited,
-    WorkerStarted,
-)
-from vmmtui.tui.messages import EventView, SessionEvent, StepChosen
-from vmmtui.tui.widgets.display import Display
+from vmmtui.tui.messages import StepChosen
+from vmmtui.view import LogLine, ScreenState
 
-#: the style meta each line carries: (the log's era, how many plan steps had run when it was written)
-STEP_META = "vmmtui-step"
+#: a search's match in the log
+FOUND = Style(reverse=True, bold=True)
 
 
-class EventLog(EventView, RichLog):
-    """The log; each line remembers the step it belongs to, so a click on it shows the panels as of that step.
+class EventLog(ScrollView, can_focus=True):
+    """The state's event log; a click on a line shows the panels as of the step it belongs to."""
 
-    The map from line to step lives in the lines themselves (a style meta on every segment): it
-    survives wrapping, the trim at ``max_lines``, writes deferred until the log has a size, and
-    rewind cutting the log back. ``era`` counts resets: a line of an earlier session is no step of
-    this one's timeline.
+    DEFAULT_CSS = """
+    EventLog { background: $surface; }
     """
 
-    def __init__(self, display: Display, **kw):
-        super().__init__(wrap=True, markup=False, highlight=False, max_lines=5000, **kw)
-        self.fmt = display
+    def __init__(self, **kw):
+        super().__init__(**kw)
         self.border_title = "event log"
-        self.repeats = say.Repeats()  # the 4 Hz refresh repeats kcmp: told once per change
-        self.consumers: int | None = None
+        self.entries: list[LogLine] = []
         self.era = 0
-        #: the step the lines now written belong to (None: before any session)
-        self.steps_done: int | None = None
+        #: wrapped rows of entries[:n]: row -> entry index, rows of each entry
+        self._rows: list[Strip] = []
+        self._row_entry: list[int] = []
+        self._wrapped: list[int] = []  # how many rows each wrapped entry has
+        self._width = 0
+        self._book: object = None
+        self._followed_to = 0
+        #: the entry a search found (drawn reversed until the log changes), or None
+        self.found: int | None = None
 
-    def write(self, content, width=None, expand=True, shrink=True, scroll_end=None, animate=False):
-        """Lines wrap at the log's own width (``expand``), not at the console's measure, which
-        is 80 columns where no terminal is attached (tests, screenshots)."""
-        if isinstance(content, Text) and self.steps_done is not None:
-            content = content.copy()
-            content.apply_meta({STEP_META: (self.era, self.steps_done)})
-        return super().write(content, width, expand, shrink, scroll_end, animate)
+    # -- from the state ----------------------------------------------------------------------------
+    def show(self, state: ScreenState) -> None:
+        if state.log is self._book and state.log_len == len(self.entries):
+            return
+        lines = state.log_lines()
+        if self.found is not None:  # the log moved on: the reader follows it again
+            self.found = None
+            self._followed_to = 0
+        keep = min(len(lines), len(self.entries))
+        if state.log is not self._book:  # another book (ctrl+r, a branch): keep what both share
+            keep = next((k for k in range(keep) if lines[k] is not self.entries[k]), keep)
+        shrunk = keep < len(self.entries)
+        if shrunk:
+            self._cut(keep)
+        self._book, self.era = state.log, state.era
+        self.entries = lines
+        self._wrap_new()
+        if shrunk or self.following:
+            self.follow()
 
-    def reset(self) -> None:
-        self.repeats.clear()  # the log itself stays: it is the history across restarts
-        self.era += 1
-        self.steps_done = None
+    @property
+    def line_count(self) -> int:
+        """Rows the log holds (wrapped)."""
+        return len(self._rows)
 
-    def step_at(self, y: int) -> int | None:
-        """The step that line ``y`` of the log belongs to; None for a line of no step or an earlier session."""
-        if not 0 <= y < len(self.lines):
+    @property
+    def lines(self) -> list[Strip]:
+        """The wrapped rows, as drawn."""
+        return self._rows
+
+    def plain_lines(self) -> list[str]:
+        return ["".join(s.text for s in strip) for strip in self._rows]
+
+    def step_at(self, row: int) -> int | None:
+        """The step that row ``row`` belongs to; None for a row of no step or an earlier session."""
+        if not 0 <= row < len(self._row_entry):
             return None
-        for segment in self.lines[y]:
-            tag = segment.style.meta.get(STEP_META) if segment.style is not None else None
-            if tag is not None:
-                return tag[1] if tag[0] == self.era else None
-        return None
+        line = self.entries[self._row_entry[row]]
+        return line.steps if line.era == self.era else None
+
+    # -- wrapping ----------------------------------------------------------------------------------
+    def _cut(self, entries: int) -> None:
+        rows = sum(self._wrapped[:entries])
+        del self._rows[rows:], self._row_entry[rows:], self._wrapped[entries:]
+        self.entries = self.entries[:entries]
+
+    def _wrap_new(self) -> None:
+        width = self.scrollable_content_region.width
+        if width <= 0:  # not laid out yet: wrapped on the first resize
+            return
+        if width != self._width:
+            self._width = width
+            self._rows, self._row_entry, self._wrapped = [], [], []
+        console: Console = self.app.console
+        options = console.options.update_width(width)
+        for k in range(len(self._wrapped), len(self.entries)):
+            lines = list(
+                Segment.split_lines(
+                    console.render(self.entries[k].text, options.update(no_wrap=False))
+                )
+            )
+            strips = [Strip(line).adjust_cell_length(width) for line in lines] or [
+                Strip.blank(width)
+            ]
+            self._rows.extend(strips)
+            self._row_entry.extend([k] * len(strips))
+            self._wrapped.append(len(strips))
+        self.virtual_size = Size(width, len(self._rows))
+        self.refresh()
+
+    @property
+    def following(self) -> bool:
+        """The log shows its end (the reader has not scrolled up since it was last moved there)."""
+        return self.scroll_offset.y >= self._followed_to
+
+    def follow(self) -> None:
+        """Scroll to the last row now (a screenshot taken after this refresh shows it)."""
+        self.scroll_to(
+            y=max(0, len(self._rows) - self.scrollable_content_region.height),
+            animate=False,
+            immediate=True,
+        )
+        self._followed_to = self.scroll_offset.y  # where it got (the layout may lag a refresh)
+
+    def on_resize(self, event: events.Resize) -> None:
+        following = self.following
+        self._wrap_new()
+        if following:
+            self.follow()
+
+    def show_found(self, entry: int) -> None:
+        """Mark entry ``entry`` (a search's match) and scroll it to the middle of the log."""
+        self.found = entry
+        if entry < len(self._wrapped):
+            row = sum(self._wrapped[:entry])
+            self.scroll_to(
+                y=max(0, row - self.scrollable_content_region.height // 2),
+                animate=False,
+                immediate=True,
+            )
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        row = scroll_y + y
+        width = self.scrollable_content_region.width
+        if row >= len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        strip = self._rows[row]
+        if self.found is not None and self._row_entry[row] == self.found:
+            strip = strip.apply_style(FOUND)
+        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
@@ -76,51 +164,3 @@ class EventLog(EventView, RichLog):
         if steps is not None:
             event.stop()
             self.post_message(StepChosen(steps))
-
-    def tag(self, role: str) -> Text:
-        return Text(f"{role[:4]} ", style=say.role_style(role))
-
-    def say(self, role: str, text: Text) -> None:
-        self.write(self.tag(role) + text)
-
-    @on(SessionEvent)
-    def render_event(self, message: SessionEvent) -> None:
-        e, d = message.event, self.fmt
-        if message.live and not isinstance(e, (WorkerExited, KcmpVerdict)):
-            return
-        if isinstance(e, SessionStarted):
-            self.steps_done = 0
-        elif isinstance(e, StepStarted | StepDone) and e.index >= 0:
-            self.steps_done = e.index + 1
-        match e:
-            case SessionStarted():
-                self.consumers = len(e.consumers)
-                for text in say.started(e, d):
-                    self.write(text)
-            case WorkerStarted():
-                self.say(e.role, say.worker_started(e, d))
-            case StepDone():
-                for c in e.report.calls:
-                    self.say(e.role, say.call(c, d))
-                for line in e.report.log:
-                    self.say(e.role, say.log_line(line, d))
-            case KcmpVerdict():
-                if self.repeats.new(e):
-                    self.say(say.KERNEL, say.kcmp_line(e))
-            case SessionFailed():
-                for text in say.failed(e, d):
-                    self.write(text)
-            case WorkerExited():
-                self.say(e.role, say.exited(e, d))
-                for text in say.log_tail(e, d):
-                    self.say(e.role, text)
-            case SessionFinished():
-                self.write(say.finished(e, self.consumers))
-            case SessionClosed():
-                self.write(say.closed(e, d))
-            case Notice():
-                self.write(say.notice(e, d))
-            case ScenarioOutcome():
-                self.write(say.outcome(e))
-            case FdSnapshot():
-                pass  # the fd tables show these

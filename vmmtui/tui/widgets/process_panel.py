@@ -4,26 +4,23 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual import events, on
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from vmmtui import narration as say
-from vmmtui.events import SessionStarted, StepDone, WorkerExited, WorkerStarted
 from vmmtui.sizes import format_size
 from vmmtui.state import WorkerState
 from vmmtui.steps import build_plan, role_steps, step_info
-from vmmtui.tui.messages import EventView, SessionEvent, StepChosen
-from vmmtui.tui.widgets.display import Display
+from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.widgets.fd_table import FdTableView
+from vmmtui.view import Display, PanelView, ScreenState
 
 
-class ProcessPanel(EventView, Vertical):
-    """Producer or consumer: header, step list, mapping card and live fd table.
+class ProcessPanel(Vertical):
+    """Producer or consumer: header, step list, mapping card and fd table, from the state shown.
 
-    Renders the session's plan, its worker's start, steps and exit; the app tells it which step
-    runs now and which comes next (``step_running``, ``set_next``), which no event says.
+    ``show(state)`` repaints each part only when what it shows changed.
     """
 
     def __init__(self, role: str, display: Display, **kw):
@@ -31,127 +28,93 @@ class ProcessPanel(EventView, Vertical):
         self.role = role
         self.fmt = display
         self.border_title = role
-        self.pid: int | None = None
-        self.backend = ""
-        self.state_text = "starting"
-        self.results: dict[str, tuple[bool, int]] = {}
-        #: each done step's place in the plan (a click on it shows the panels as of it)
-        self.indices: dict[str, int] = {}
+        self.view = PanelView(role)
         self.next_step: str | None = None
-        self.worker_state: WorkerState | None = None
-        self.plan: list[tuple[str, str]] = build_plan()
+        self.plan: tuple[tuple[str, str], ...] = tuple(build_plan())
         self.mechanism = "vmm"
         self.transport = "scm-rights"
+        self._shown: dict[str, tuple] = {}
 
-    def configure(
-        self, plan: list[tuple[str, str]], mechanism: str, transport: str = "scm-rights"
-    ) -> None:
-        """The session's plan, mechanism and transport decide this worker's step list and titles."""
-        self.plan, self.mechanism, self.transport = plan, mechanism, transport
-        self.refresh_all()
+    # what the tests and the app read
+    @property
+    def results(self) -> dict[str, tuple[bool, int]]:
+        return self.view.results
+
+    @property
+    def worker_state(self) -> WorkerState | None:
+        return self.view.worker_state
+
+    @property
+    def state_text(self) -> str:
+        return self.view.state_text
 
     def compose(self) -> ComposeResult:
         yield Static(id=f"{self.role}-head", classes="head")
         # the compact layout hides the step list, and shows the next step here instead
         yield Static(id=f"{self.role}-next", classes="next")
         yield Static(id=f"{self.role}-steps", classes="steps")
-        yield Static(id=f"{self.role}-card", classes="card")
         yield FdTableView(self.role, self.fmt, id=f"{self.role}-fds")
+        yield Static(id=f"{self.role}-card", classes="card")
 
-    def on_mount(self) -> None:
-        self.refresh_all()
+    def show(self, state: ScreenState, show_all: bool = False) -> None:
+        view = state.panel(self.role)
+        nxt = state.next_step
+        self.view, self.plan, self.mechanism = view, state.plan, state.mechanism
+        self.transport = state.transport
+        self.next_step = nxt[1] if nxt and nxt[0] == self.role else None
+        self._part(
+            "head",
+            (view.pid, view.backend, view.state_text, view.worker_state, view.results, self.plan),
+            self._head,
+        )
+        self._part("next", (self.next_step, self.mechanism, self.transport), self._next)
+        self._part("steps", (view.results, self.next_step, self.plan, self.mechanism), self._steps)
+        self._part("card", (view.worker_state, view.backend, self.mechanism), self._card)
+        for table in self.query(FdTableView):
+            table.show(view, show_all)
 
-    def reset(self) -> None:
-        self.pid, self.backend, self.state_text = None, "", "starting"
-        self.results.clear()
-        self.indices.clear()
-        self.next_step = None
-        self.worker_state = None
-        self.refresh_all()
-
-    # -- events ------------------------------------------------------------------------------------
-    @on(SessionEvent)
-    def render_event(self, message: SessionEvent) -> None:
-        e = message.event
-        if isinstance(e, SessionStarted):
-            self.configure(e.plan, e.mechanism, e.transport)
-        elif isinstance(e, WorkerStarted) and e.role == self.role:
-            self.started(e.pid, e.backend)
-        elif isinstance(e, StepDone) and e.role == self.role:
-            self.step_done(e)
-        elif isinstance(e, WorkerExited) and e.role == self.role:
-            self.exited(e)
+    def _part(self, name: str, key: tuple, render) -> None:
+        if self._shown.get(name) == key:
+            return
+        for widget in self.query(f"#{self.role}-{name}").results(Static):  # none while unmounting
+            self._shown[name] = key
+            widget.update(render())
 
     def on_click(self, event: events.Click) -> None:
         """A click on a done step of the list: the app shows the panels as of it."""
         steps = self.query_one(f"#{self.role}-steps", Static)
         offset = event.get_content_offset(steps) if event.widget is steps else None
-        names = role_steps(self.role, self.plan)
+        names = role_steps(self.role, list(self.plan))
         if offset is None or not 0 <= offset.y < len(names):
             return
-        index = self.indices.get(names[offset.y])
+        index = self.view.indices.get(names[offset.y])
         if index is not None and index >= 0:
             event.stop()
             self.post_message(StepChosen(index + 1))
 
-    def started(self, pid: int, backend: str) -> None:
-        self.pid, self.backend, self.state_text = pid, backend, "waiting"
-        self.refresh_all()
-
-    def step_running(self, step: str) -> None:
-        self.state_text = f"running {step}"
-        self.refresh_all()
-
-    def step_done(self, e: StepDone) -> None:
-        r = e.report
-        self.results[r.step] = (r.ok, r.duration_ns)
-        self.indices[r.step] = e.index
-        self.worker_state = r.state
-        self.state_text = (
-            ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
-        )
-        self.refresh_all()
-
-    def set_next(self, step: str | None) -> None:
-        self.next_step = step
-        self.refresh_all()
-
-    def start_failed(self) -> None:
-        """The session did not start (the teaching panel says why): no more "starting" forever."""
-        self.state_text = (
-            "failed to start (see below)"
-            if self.pid is None
-            else "stopped: the session did not start"
-        )
-        self.next_step = None
-        self.refresh_all()
-
-    def exited(self, e: WorkerExited) -> None:
-        self.state_text = say.exit_state(e)
-        self.refresh_all()
-
     # -- rendering ---------------------------------------------------------------------------------
-    def refresh_all(self) -> None:
-        if not self.is_mounted:
-            return
-        d = self.fmt
+    def _head(self) -> Text:
+        d, v = self.fmt, self.view
         head = Text.assemble(
             ("pid ", "dim"),
-            (d.pid(self.pid), "bold"),
+            (d.pid(v.pid), "bold"),
             ("  ", ""),
-            (self.backend or "…", "cyan"),
+            (v.backend or "…", "cyan"),
             ("  ", ""),
-            (self.state_text, self._state_style()),
+            (v.state_text, self._state_style()),
         )
-        steps = role_steps(self.role, self.plan)
-        done = sum(1 for ok, _ in self.results.values() if ok)
-        s = self.worker_state
-        if self.backend == "cuda" and s is not None and s.device is not None:
+        steps = role_steps(self.role, list(self.plan))
+        done = sum(1 for ok, _ in v.results.values() if ok)
+        s = v.worker_state
+        if v.backend == "cuda" and s is not None and s.device is not None:
             head.append(f"  GPU {s.device}", "bold cyan")
             if s.peer_access:
                 head.append(" (peer access to the producer's GPU)", "cyan")
         head.append(f"  {done}/{len(steps)} steps", "dim")
-        nxt = Text(
+        return head
+
+    def _next(self) -> Text:
+        return Text(
             f"▶ {step_info(self.role, self.next_step, self.mechanism, self.transport).title}"
             if self.next_step
             else "",
@@ -159,13 +122,9 @@ class ProcessPanel(EventView, Vertical):
             no_wrap=True,
             overflow="ellipsis",
         )
-        self.query_one(f"#{self.role}-head", Static).update(head)
-        self.query_one(f"#{self.role}-next", Static).update(nxt)
-        self.query_one(f"#{self.role}-steps", Static).update(self._steps())
-        self.query_one(f"#{self.role}-card", Static).update(self._card())
 
     def _state_style(self) -> str:
-        s = self.state_text
+        s = self.view.state_text
         return (
             "red"
             if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1"))
@@ -178,10 +137,10 @@ class ProcessPanel(EventView, Vertical):
         t.add_column(no_wrap=True, width=1)
         t.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         t.add_column(justify="right", no_wrap=True, style="dim")
-        for name in role_steps(self.role, self.plan):
+        for name in role_steps(self.role, list(self.plan)):
             step = step_info(self.role, name, self.mechanism, self.transport)
-            if name in self.results:
-                ok, ns = self.results[name]
+            if name in self.view.results:
+                ok, ns = self.view.results[name]
                 mark, style = ("✓", "green") if ok else ("✗", "bold red")
                 dur = self.fmt.ms(ns)
             elif name == self.next_step:
@@ -194,18 +153,18 @@ class ProcessPanel(EventView, Vertical):
         return t
 
     def _card(self) -> Table:
-        s, d = self.worker_state, self.fmt
+        s, d, backend = self.view.worker_state, self.fmt, self.view.backend
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
         if s is None:
-            s = WorkerState(self.role, 0, self.backend, self.mechanism, "", 0, "")
+            s = WorkerState(self.role, 0, backend, self.mechanism, "", 0, "")
         m = s.mapping
         rows = [
             (
                 "handle",
                 d.addr(m.handle)
-                if m.handle is not None and self.backend == "cuda"
+                if m.handle is not None and backend == "cuda"
                 else (f"memfd fd {m.handle}" if m.handle is not None else "-"),
             ),
             (
@@ -218,7 +177,7 @@ class ProcessPanel(EventView, Vertical):
                 "mapped",
                 (
                     format_size(m.size)
-                    + (f" of {s.device_name}" if s.device_name and self.backend != "cuda" else "")
+                    + (f" of {s.device_name}" if s.device_name and backend != "cuda" else "")
                 )
                 if m.size
                 else "-",
@@ -228,7 +187,7 @@ class ProcessPanel(EventView, Vertical):
         ]
         if m.ipc_handle:
             rows[0] = ("IPC handle", f"{m.ipc_handle[:24]}… (64 bytes, no fd)")
-        if s.device is not None and self.backend == "cuda":
+        if s.device is not None and backend == "cuda":
             rows.append(
                 (
                     "device",

@@ -1,0 +1,114 @@
+"""The view model on its own: ``fold(events)`` and the per-frame states, no app (test_house keeps
+vmmtui.view free of Textual)."""
+
+from __future__ import annotations
+
+from events_fixture import SAME, session_batches
+
+from vmmtui.events import FdRow, FdSnapshot, StepStarted, WorkerExited
+from vmmtui.record import Timeline, gallery
+from vmmtui.steps import build_plan
+from vmmtui.view import FrameStates, ScreenState, fold, fold_one
+
+PLAN = build_plan()
+
+
+def events_upto(batches, role: str, step: str):
+    out = []
+    for batch in batches:
+        out += batch
+        if any(getattr(e, "step", None) == step and e.role == role for e in batch):
+            return out
+    raise AssertionError(f"no {role} {step}")
+
+
+def test_fold_of_a_whole_session_has_every_part():
+    batches = session_batches()
+    state = fold([e for b in batches for e in b])
+    assert state.started and state.backend == "memfd" and state.roles == ("producer", "consumer")
+    assert state.verification is not None and state.verification.passed
+    assert state.finished is not None and state.finished.verified
+    assert state.closed is not None and state.closed.clean
+    assert state.next_step is None and state.done
+    assert state.steps == len(PLAN)
+    producer = state.panel("producer")
+    assert producer.results["cleanup"][0] and producer.state_text == "exited: code 0"
+    assert "verified" in state.wire.ack and SAME in state.status["kcmp"]
+    assert state.log_len == len(state.log_lines()) > len(PLAN)
+    assert state.log_lines()[-1].text.plain.startswith("Closed cleanly")
+
+
+def test_next_step_running_step_and_the_fd_table_of_each_step():
+    batches = session_batches()
+    export = events_upto(batches, "producer", "export")
+    state = fold(export)
+    assert state.next_step == PLAN[PLAN.index(("producer", "export")) + 1]
+    exported = state.panel("producer").worker_state.exported_fd
+    fds = state.panel("producer").fds
+    assert exported in {r.fd for r in fds.rows}
+    assert exported in state.panel("producer").fresh  # new at this step: highlighted
+    nxt = state.next_step
+    running = fold_one(state, StepStarted(state.steps, *nxt))
+    assert running.panel(nxt[0]).state_text == f"running {nxt[1]}"
+    assert state.panel(nxt[0]).running is None  # the state before is untouched
+
+
+def test_a_fold_shares_the_parts_an_event_did_not_touch():
+    batches = session_batches()
+    state = fold(events_upto(batches, "consumer", "receive"))
+    snap = state.panel("consumer").fds
+    later = fold_one(state, FdSnapshot("producer", 1, "S", list(state.panel("producer").fds.rows)))
+    assert later.panel("consumer") is state.panel("consumer") and later.wire is state.wire
+    assert later.panel("consumer").fds is snap
+
+
+def test_closed_fds_and_a_crash():
+    state = fold(events_upto(session_batches(), "consumer", "receive"))
+    rows = state.panel("consumer").fds.rows
+    fewer = FdSnapshot("consumer", 1, "S", [r for r in rows if r.kind != "received"])
+    after = fold_one(state, fewer)
+    assert [r.kind for r in after.panel("consumer").closed] == ["received"]
+    crashed = fold_one(after, WorkerExited("consumer", 1, None, "SIGKILL", False))
+    assert crashed.crash is not None and crashed.next_step is not None
+    closing = fold_one(after, WorkerExited("consumer", 1, 0, None, False), closing=True)
+    assert closing.crash is None
+
+
+def test_blank_after_keeps_the_log_in_a_new_era():
+    state = fold([e for b in session_batches() for e in b])
+    fresh = ScreenState.blank(after=state)
+    assert fresh.era == state.era + 1 and fresh.log_len == state.log_len
+    assert fresh.panel("producer").results == {} and fresh.verification is None
+
+
+def test_states_per_frame_equal_a_fold_of_each_prefix_in_any_order():
+    recording = gallery.resolve("cpu-memfd-1mib")
+    timeline = Timeline(recording.events)
+    frames = FrameStates(Timeline(recording.events))
+    order = [*range(len(timeline) - 1, -1, -1), *range(len(timeline))]
+    for k in order:
+        want = fold(timeline.events[: timeline.frames[k].end], closing_from=timeline.closing_from)
+        got = frames.at(k)
+        assert got == want, k
+        assert [ln.text.plain for ln in got.log_lines()] == [
+            ln.text.plain for ln in want.log_lines()
+        ]
+    assert frames.at(3) is frames.at(3)  # cached
+
+
+def test_step_back_state_holds_the_fd_table_read_after_that_step():
+    recording = gallery.resolve("cpu-memfd-1mib")
+    frames = FrameStates(Timeline(recording.events))
+    for k, frame in enumerate(frames.frames[1:], start=1):
+        state = frames.at(k)
+        tail = recording.events[frames.frames[k - 1].end : frame.end]
+        snaps = [e for e in tail if isinstance(e, FdSnapshot)]
+        for snap in snaps:  # the last table of each role inside the frame is the one shown
+            last = [s for s in snaps if s.role == snap.role][-1]
+            assert state.panel(snap.role).fds == last
+
+
+def test_fd_rows_of_the_fold_are_the_events_rows():
+    row = FdRow(7, "socket:[1]", "listener", check="ok")
+    state = fold([FdSnapshot("producer", 1, "S", [row])])
+    assert state.panel("producer").fds.rows == [row]

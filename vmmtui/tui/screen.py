@@ -1,0 +1,140 @@
+"""The one inspector screen: the live app, a replay and the browser view (serve) all show it.
+
+It renders a ``ScreenState`` (``vmmtui.view``) and holds nothing of a session: the app sets
+``state`` (and ``where``, ``mark``, ``queued``, ``show_all_fds``) and every widget repaints the
+parts of it that changed. The layout tiers (``-compact``, ``-medium``, ``-tiny``) keep each
+worker's own fds on screen from 80×24 up.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from vmmtui.steps import PRODUCER
+from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.process_panel import ProcessPanel
+from vmmtui.tui.widgets.status import StatusLine
+from vmmtui.tui.widgets.step_bar import StepBar
+from vmmtui.tui.widgets.teaching import TeachingPanel
+from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.view import Display, ScreenState
+
+#: below these sizes the layout gives up parts to keep the fd tables on screen
+COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
+MEDIUM_HEIGHT = 46
+TINY_HEIGHT = 30
+
+
+class InspectorScreen(Screen):
+    """Panels for every worker, the wire, verification, status, teaching text and the event log."""
+
+    state: reactive[ScreenState] = reactive(ScreenState.blank, always_update=True, init=False)
+    #: where the screen is, first on the status line: "REPLAY · step 3/27", "AS OF STEP 4"
+    where: reactive[str] = reactive("", init=False)
+    #: "as of step N" under each panel's border while a past step is shown
+    mark: reactive[str] = reactive("", init=False)
+    #: keys pressed during a step, waiting their turn (shown on the status line)
+    queued: reactive[int] = reactive(0, init=False)
+    show_all_fds: reactive[bool] = reactive(False, init=False)
+    #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
+    note: reactive[tuple[str, str] | None] = reactive(None, init=False)
+
+    class Ready(Message):
+        """The screen's widgets exist: the app can draw its part of a state."""
+
+    def __init__(self, state: ScreenState, display: Display, replay: bool = False):
+        super().__init__()
+        self.display_mode = display
+        self.replay = replay
+        self.set_reactive(InspectorScreen.state, state)
+        self.ready = False
+
+    def compose(self) -> ComposeResult:
+        state = self.state
+        yield Header(show_clock=False, icon="◆")
+        with Horizontal(id="main"):
+            yield ProcessPanel(PRODUCER, self.display_mode)
+            with Vertical(id="middle"):
+                yield WirePanel(self.display_mode, id="wire")
+                yield VerificationPanel(id="verification")
+            consumers = state.roles[1:]
+            if len(consumers) == 1:
+                yield ProcessPanel(consumers[0], self.display_mode)
+            else:  # one tab per consumer: readable up to 8, each with its own fd table
+                with TabbedContent(id="consumers"):
+                    for name in consumers:
+                        with TabPane(name, id=f"tab-{name}"):
+                            yield ProcessPanel(name, self.display_mode)
+        yield StatusLine(id="status")
+        yield TeachingPanel(self.replay, self.display_mode, id="teaching")
+        yield EventLog(id="log")
+        yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.ready = True  # the widgets exist from here on
+        self._tiers(self.size.width, self.size.height)
+        self.paint()
+        self.post_message(self.Ready())  # the app's part: the title, the cast's first frame
+
+    def on_resize(self, event) -> None:
+        self._tiers(event.size.width, event.size.height)
+
+    def _tiers(self, width: int, height: int) -> None:
+        self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
+        self.set_class(height < MEDIUM_HEIGHT, "-medium")
+        self.set_class(height < TINY_HEIGHT, "-tiny")
+
+    # -- the one way in --------------------------------------------------------------------------
+    def watch_state(self) -> None:
+        self.paint()
+
+    def watch_where(self) -> None:
+        self.paint()
+
+    def watch_queued(self) -> None:
+        self.paint()
+
+    def watch_show_all_fds(self) -> None:
+        self.paint()
+
+    def watch_mark(self, mark: str) -> None:
+        for widget in [
+            *self.query(ProcessPanel),
+            self.query_one("#wire"),
+            self.query_one("#teaching"),
+        ]:
+            widget.border_subtitle = mark
+
+    def panel(self, role: str) -> ProcessPanel:
+        return self.query_one(f"#{role}", ProcessPanel)
+
+    def paint(self) -> None:
+        """Every widget shows ``state``; each repaints only what changed in its part."""
+        if not self.ready:
+            return
+        try:
+            self._paint(self.state)
+        except NoMatches:  # the app is ending and its widgets are being removed: nothing to show
+            return
+
+    def _paint(self, state: ScreenState) -> None:
+        with self.app.batch_update():
+            for panel in self.query(ProcessPanel):
+                panel.show(state, self.show_all_fds)
+            self.query_one(WirePanel).show(state)
+            self.query_one(VerificationPanel).show(state)
+            self.query_one(StatusLine).show(state, self.where, self.queued)
+            self.query_one(TeachingPanel).show(state, self.note)
+            self.query_one(EventLog).show(state)
+            if len(state.roles) > 2:  # the consumer of this state in front (the first before any)
+                tabs = self.query_one("#consumers", TabbedContent)
+                front = f"tab-{state.front or state.roles[1]}"
+                if tabs.active != front:
+                    tabs.active = front

@@ -1,0 +1,354 @@
+"""What the live inspector and the replay share: frames of states, one InspectorScreen showing one
+of them, going back and forth, autoplay, the cast, screenshots, help, and the signals.
+
+The app is a ``FrameStates`` (the state at every frame, cached) and the frame on show; ``show(i)``
+puts that state on the screen. A cast gets one frame per state shown. SIGINT, SIGTERM and SIGHUP
+end the app cleanly at any moment: ``stop(signum)`` (the live app closes its session first), exit
+status 128 + signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import signal
+import sys
+import termios
+import threading
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import App
+from textual.css.query import NoMatches
+
+from vmmtui.tui.cast import CastWriter
+from vmmtui.tui.commands import InspectorCommands
+from vmmtui.tui.messages import Interrupted, StepChosen
+from vmmtui.tui.screen import InspectorScreen
+from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.step_bar import StepBar, bar_frames
+from vmmtui.view import Display, FrameStates, ScreenState
+from vmmtui.view.search import LogSearch
+
+PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
+#: actions on priority keys (they would scroll the log or move in a list otherwise)
+FRAME_ACTIONS = ("step", "back", "forward", "first", "last", "live")
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: the longest Textual's own shutdown may take before the process ends anyway
+SHUTDOWN_S = 2.0
+
+
+def terminal_gone() -> bool:
+    """The controlling terminal hung up (closed window, dropped SSH): its reads and writes fail."""
+    try:
+        termios.tcgetattr(sys.__stdin__.fileno())
+    except termios.error as exc:
+        return exc.args[0] == errno.EIO
+    except (OSError, ValueError, AttributeError):
+        return False
+    return False
+
+
+class Viewer(App[int]):
+    CSS_PATH = "vmmtui.tcss"
+    TITLE = "vmmtui"
+    COMMANDS = App.COMMANDS | {InspectorCommands}
+    #: "live" or "replay" (the keys of vmmtui.tui.keys.TABLE)
+    MODE = "live"
+
+    def __init__(
+        self,
+        frames: FrameStates,
+        *,
+        autoplay: bool = False,
+        pace: float = 1.0,
+        stable: bool = False,
+        cast: str | None = None,
+    ):
+        super().__init__()
+        self.display_mode = frames.display = Display(stable)
+        self.frames = frames
+        #: the frame on show; None: the latest (live)
+        self.shown: int | None = None
+        self.autoplay = autoplay
+        self.pace = pace
+        self.cast_path = cast
+        self.cast: CastWriter | None = None
+        #: the signal that ended the app (its exit status is 128 + it)
+        self.signalled: int | None = None
+        #: exit() was called: nothing more is drawn
+        self.ending = False
+        self.watchdog: threading.Timer | None = None
+        self._last_painted: ScreenState | None = None
+        #: the event log's search (/): the query, and the line of its last match
+        self.search: LogSearch | None = None
+        self.search_at: int | None = None
+
+    # -- the screen --------------------------------------------------------------------------------
+    def get_default_screen(self) -> InspectorScreen:
+        """The app's one screen (pickers and help are modals above it)."""
+        return InspectorScreen(self.state_shown(), self.display_mode, replay=self.MODE == "replay")
+
+    @property
+    def inspector(self) -> InspectorScreen:
+        return self.screen_stack[0]  # type: ignore[return-value]
+
+    def on_mount(self) -> None:
+        self.autoplay_timer = self.set_interval(
+            self.pace, self.tick_autoplay, pause=not self.autoplay
+        )
+        if self.cast_path:
+            self.cast = CastWriter(self, self.cast_path)
+        self._loop = asyncio.get_running_loop()
+        if not self.is_headless:  # a terminal's app (a headless one is driven by its caller)
+            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in SIGNALS}
+        self.paint()
+
+    def on_unmount(self) -> None:
+        if self.cast is not None:
+            self.cast.close()
+        for signum, handler in getattr(self, "_old_handlers", {}).items():
+            signal.signal(signum, handler)  # the app's handlers end with it
+
+    def on_inspector_screen_ready(self) -> None:
+        self._last_painted = None  # the first state the screen can show: the cast's first frame
+        self.paint()
+
+    def state_shown(self) -> ScreenState:
+        return self.frames.latest() if self.shown is None else self.frames.at(self.shown)
+
+    def paint(self, state: ScreenState | None = None) -> None:
+        """Put the state of the frame on show on the screen; the cast gets a frame of it."""
+        state = state or self.state_shown()
+        screen = self.inspector
+        screen.state = state
+        screen.where = self.where()
+        if screen.ready and not self.ending:  # the header exists (and is not being taken down)
+            self.sub_title = self.subtitle(state)
+            self._paint_timeline(screen)
+        if self.cast is not None and state is not self._last_painted:
+            self.call_after_refresh(self.cast.capture)
+        self._last_painted = state
+
+    def _paint_timeline(self, screen: InspectorScreen) -> None:
+        """The bar of every step: where the frame on show is, and the mode."""
+        timeline = self.frames.timeline
+        index = self.frames.last if self.shown is None else self.shown
+        frame = timeline.frames[index]
+        mode = "REPLAY" if self.MODE == "replay" else ("LIVE" if self.shown is None else "AS OF")
+        try:
+            bar = screen.query_one(StepBar)
+        except NoMatches:  # the app is ending and its widgets are being removed
+            return
+        frames = bar_frames(timeline, ahead=self.MODE != "replay")
+        bar.show(frames, index, frame.steps, len(timeline.plan), mode)
+
+    @on(StepBar.Jump)
+    def _jumped(self, message: StepBar.Jump) -> None:
+        """A click or a drag on the timeline: that frame (live: the latest frame, or a step not run
+        yet, is live)."""
+        self.go(
+            None if message.frame >= self.frames.last and self.MODE != "replay" else message.frame
+        )
+
+    # -- search in the event log -------------------------------------------------------------------
+    def action_search(self) -> None:
+        from vmmtui.tui.screens.search import SearchPrompt
+
+        last = self.search.query if self.search else ""
+        self.push_screen(SearchPrompt(last), self._searched)
+
+    def _searched(self, query: str | None) -> None:
+        if query:
+            self.search, self.search_at = LogSearch(query), None
+            self.find()
+
+    def action_search_next(self) -> None:
+        if self.search is None and self.MODE != "replay":  # live: n is the next step, as before
+            self.action_step()
+            return
+        self.find()
+
+    def action_search_previous(self) -> None:
+        self.find(backward=True)
+
+    def find(self, backward: bool = False) -> None:
+        """The next match of the search (wrapping around), the panels at the step of its line."""
+        if self.search is None:
+            self.notify("search the event log with / first", timeout=3)
+            return
+        latest = self.frames.latest()
+        lines = [line for line in latest.log_lines() if line.era == latest.era]
+        first = len(latest.log_lines()) - len(
+            lines
+        )  # lines of earlier sessions (ctrl+r) are skipped
+        texts = [line.text.plain for line in lines]
+        # a new search starts at the top of the whole log (N: at its end); n and N go on from the match
+        start = self.search_at if self.search_at is not None else (len(texts) if backward else -1)
+        found = self.search.next(texts, start, backward)
+        if found is None:
+            self.search_at = None
+            self.notify(f"“{self.search.query}” is nowhere in the event log", timeout=4)
+            return
+        self.search_at = found
+        steps = lines[found].steps
+        if steps is not None:
+            frame = self.frames.timeline.frame_of_step(steps)
+            self.go(None if self.MODE != "replay" and frame >= self.frames.last else frame)
+        matches = self.search.matches(texts)
+        where = "" if steps is None else f", step {steps}"
+        rank, total = matches.index(found) + 1, len(matches)
+        self.inspector.query_one(EventLog).show_found(first + found)
+        self.notify(f"/{self.search.query}: match {rank} of {total}{where}", timeout=3)
+
+    def where(self) -> str:
+        """What the status line says first (REPLAY · step N/M, as of a past step)."""
+        return ""
+
+    def subtitle(self, state: ScreenState) -> str:
+        return state.subtitle
+
+    # -- frames ------------------------------------------------------------------------------------
+    @on(StepChosen)
+    def _chosen(self, message: StepChosen) -> None:
+        """A click on a done step or an event-log line: the panels as of that step."""
+        self.go(self.frames.timeline.frame_of_step(message.steps))
+
+    def go(self, index: int | None) -> None:
+        """Show frame ``index`` (None: the latest)."""
+        raise NotImplementedError
+
+    def action_goto(self) -> None:
+        from vmmtui.tui.screens.steps import StepPicker
+
+        current = self.shown if self.shown is not None else self.frames.last
+        self.push_screen(
+            StepPicker(self.frames.frames, current), lambda i: None if i is None else self.go(i)
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The frame keys (priority bindings) belong to a picker or the help while one is open."""
+        return not (action in FRAME_ACTIONS and self.screen.is_modal)
+
+    # -- autoplay ----------------------------------------------------------------------------------
+    def tick_autoplay(self) -> None:
+        raise NotImplementedError
+
+    def action_autoplay(self) -> None:
+        self.autoplay = not self.autoplay
+        if self.autoplay:
+            self.autoplay_timer.resume()
+        else:
+            self.autoplay_timer.pause()
+        self.notify(
+            f"autoplay {'on' if self.autoplay else 'off'} (pace {self.pace:g} s)", timeout=2
+        )
+
+    def _set_pace(self, pace: float) -> None:
+        self.pace = pace
+        self.autoplay_timer.stop()
+        self.autoplay_timer = self.set_interval(
+            self.pace, self.tick_autoplay, pause=not self.autoplay
+        )
+        self.notify(f"pace {self.pace:g} s", timeout=2)
+
+    def action_faster(self) -> None:
+        self._set_pace(max([p for p in PACES if p < self.pace] or [PACES[0]]))
+
+    def action_slower(self) -> None:
+        self._set_pace(min([p for p in PACES if p > self.pace] or [PACES[-1]]))
+
+    # -- the rest of the keys ----------------------------------------------------------------------
+    def action_fold(self) -> None:
+        self.inspector.show_all_fds = not self.inspector.show_all_fds
+
+    def action_help(self) -> None:
+        # Markdown and its parser load only when help is asked for
+        from vmmtui.tui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def write_failed(self, message: str) -> None:
+        """A file could not be written (screenshot, transcript): a toast and a line in the log."""
+        self.note(Text(message, style="bold red"))
+        self.notify(message, severity="error", timeout=8)
+
+    def note(self, text: Text) -> None:
+        """A line in the log that no event carries."""
+        raise NotImplementedError
+
+    def action_screenshot(self) -> None:
+        where = str(getattr(self, "screenshots", None) or os.getcwd())
+        try:
+            path = self.save_screenshot(path=where)
+        except OSError as exc:
+            self.write_failed(
+                f"screenshot not saved in {where}: {exc.strerror} (fix: start vmmtui in a "
+                "writable directory, or pass --screenshots DIR)"
+            )
+            return
+        self.notify(f"saved {path}", timeout=3)
+
+    def save_frame(self, directory: Path, name: str) -> bool:
+        """``name``.svg in ``directory``; False (and said once) when it cannot be written."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self.save_screenshot(filename=f"{name}.svg", path=str(directory))
+        except OSError as exc:
+            self.write_failed(
+                f"--screenshots {directory}: {exc.strerror}; no more screenshots this run"
+            )
+            return False
+        return True
+
+    # -- the end -----------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame) -> None:
+        """In the main thread, between any two bytecodes: hand the signal to the event loop. While
+        the app is being taken down, Textual may wait on a terminal that is gone: then end now."""
+        if self.ending:
+            if self.signalled is None:
+                self.signalled = signum
+            if terminal_gone():
+                self.last_words()
+                os._exit(128 + (self.signalled or signum))
+            return
+        # into the app's message queue, from the loop (not from inside whatever the signal cut)
+        with contextlib.suppress(RuntimeError):  # the loop is closing: the app ends anyway
+            self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
+
+    def on_interrupted(self, message: Interrupted) -> None:
+        self.stop(message.signum)
+
+    def last_words(self) -> None:
+        """Files complete before an exit that skips Textual's own shutdown (the terminal is gone)."""
+        if self.cast is not None:
+            self.cast.close()
+
+    def stop(self, signum: int) -> None:
+        """A signal: end now, cleanly (the live app closes its session first)."""
+        if self.signalled is None:
+            self.signalled = signum
+        self.finish(128 + signum)
+
+    def finish(self, code: int) -> None:
+        """Exit with ``code``, the cast complete."""
+        self.ending = True
+        if self.cast is not None:
+            self.cast.close()
+        if not self.is_headless:
+            if terminal_gone():  # no one to draw for, and Textual's shutdown would write to it
+                self.last_words()
+                os._exit(code)
+            if self.signalled is not None:
+                # after a signal the process ends however the shutdown goes: a write stuck on a
+                # terminal that is going away cannot keep it alive
+                self.watchdog = threading.Timer(SHUTDOWN_S, os._exit, (code,))
+                self.watchdog.daemon = True
+                self.watchdog.start()
+        self.exit(code, return_code=code)
+
+    async def action_quit(self) -> None:
+        self.finish(0)

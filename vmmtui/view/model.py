@@ -1,0 +1,500 @@
+"""``fold(events) -> ScreenState``: what the inspector shows, as data, from the event stream alone.
+
+A state is immutable: ``fold_one(state, event)`` returns a new one that shares every part the
+event did not touch (a renderer repaints only the parts that are not the same object). The event
+log is the one growing part: every state of one fold shares one append-only ``LogBook`` and holds
+how many of its lines it shows, so a state per frame costs no copy of the log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from rich.text import Text
+
+from vmmtui import narration as say
+from vmmtui.codec import encode
+from vmmtui.config import SEED_SHAPE
+from vmmtui.events import (
+    Event,
+    FdRow,
+    FdSnapshot,
+    KcmpVerdict,
+    Notice,
+    ScenarioOutcome,
+    SessionClosed,
+    SessionFailed,
+    SessionFinished,
+    SessionStarted,
+    StepDone,
+    StepStarted,
+    WorkerExited,
+    WorkerStarted,
+)
+from vmmtui.pattern import Verification
+from vmmtui.state import WorkerState
+from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
+from vmmtui.troubleshooting import Failure
+from vmmtui.view.display import Display
+
+#: metadata fields the wire does not print: the handle has its own row, the type is always "alloc"
+HIDDEN_METADATA = ("ipc_handle", "export_data", "type", "v")
+#: fields shown only where they say something (the pidfd road's pid and fd number)
+UNSAID = {"transport": "scm-rights", "pid": 0, "fd": -1}
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of the event log and the step it belongs to (a click on it shows that step)."""
+
+    text: Text
+    #: how many plan steps had run when it was written (None: before any session)
+    steps: int | None
+    #: which session of the app wrote it (ctrl+r starts the next): older lines are no step of this one
+    era: int = 0
+
+
+class LogBook:
+    """The event log's lines, append-only, shared by every state of one fold."""
+
+    def __init__(self, lines: Iterable[LogLine] = ()):
+        self.lines: list[LogLine] = list(lines)
+
+
+@dataclass(frozen=True)
+class PanelView:
+    """One worker's panel: who it is, its steps, its mapping card and its fd table."""
+
+    role: str
+    pid: int | None = None
+    backend: str = ""
+    state_text: str = "starting"
+    #: step name -> (ok, duration ns)
+    results: dict[str, tuple[bool, int]] = field(default_factory=dict)
+    #: step name -> its index in the plan
+    indices: dict[str, int] = field(default_factory=dict)
+    worker_state: WorkerState | None = None
+    #: the step it runs now (between StepStarted and StepDone)
+    running: str | None = None
+    #: the fd table read after the last step (or the latest live read between steps)
+    fds: FdSnapshot | None = None
+    #: fds that the table before this one did not have (highlighted)
+    fresh: frozenset[int] = frozenset()
+    #: rows the table before this one had and this one does not (struck through)
+    closed: tuple[FdRow, ...] = ()
+    #: the kcmp verdict on this worker's fd of an exported/received pair
+    kcmp: KcmpVerdict | None = None
+
+
+@dataclass(frozen=True)
+class SizeTold:
+    """What the producer claimed and what the kernel or driver reports for what arrived."""
+
+    claimed: int
+    reported: int | None
+    source: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class WireView:
+    """The wire between the processes: socket, peer, metadata, the fd in flight, the ACK, kcmp."""
+
+    socket_path: str = ""
+    listening: bool = False
+    peer: str = "-"
+    peer_pid: int | None = None
+    metadata: str = ""
+    in_flight: str = "-"
+    ack: str = "-"
+    handle: str = ""
+    acks: dict[str, str] = field(default_factory=dict)
+    kcmps: dict[str, KcmpVerdict] = field(default_factory=dict)
+    size_told: SizeTold | None = None
+    finished: SessionFinished | None = None
+
+
+@dataclass(frozen=True)
+class ScreenState:
+    """Everything one screen of the inspector shows."""
+
+    roles: tuple[str, ...] = (PRODUCER, "consumer")
+    panels: dict[str, PanelView] = field(default_factory=dict)
+    plan: tuple[tuple[str, str], ...] = ()
+    mechanism: str = "vmm"
+    #: how the fd travels: "scm-rights" or "pidfd" (the consumer takes it with pidfd_getfd)
+    transport: str = "scm-rights"
+    backend: str = ""
+    reason: str = ""
+    direction: str = "producer-writes"
+    scenario: str | None = None
+    started: bool = False
+    wire: WireView = field(default_factory=WireView)
+    verification: Verification | None = None
+    #: the status line's parts, in the order they first appeared
+    status: dict[str, str] = field(default_factory=dict)
+    #: how many steps of the plan have run (started or done)
+    steps: int = 0
+    failure: tuple[str, str, Failure] | None = None
+    #: a worker that died on its own (not at the close)
+    crash: WorkerExited | None = None
+    finished: SessionFinished | None = None
+    outcome: ScenarioOutcome | None = None
+    closed: SessionClosed | None = None
+    #: why the session could not start (no event says it: the app notes it)
+    start_error: str | None = None
+    #: the consumer whose tab is in front (several consumers)
+    front: str | None = None
+    #: kcmp wording last logged per consumer (the 4 Hz refresh repeats it: told once per change)
+    kcmp_told: dict[str, str] = field(default_factory=dict)
+    era: int = 0
+    log: LogBook = field(default_factory=LogBook, compare=False, repr=False)
+    log_len: int = 0
+
+    # -- made from the options, before any event ---------------------------------------------------
+    @classmethod
+    def blank(
+        cls,
+        consumers: int = 1,
+        scenario: str | None = None,
+        mechanism: str = "vmm",
+        direction: str = "producer-writes",
+        after: ScreenState | None = None,
+    ) -> ScreenState:
+        """The state before any event; ``after``: the last session's, whose log it keeps (ctrl+r)."""
+        names = consumer_names(consumers)
+        roles = (PRODUCER, *names)
+        plan = tuple(build_plan(mechanism, consumers, direction))
+        state = cls(
+            roles=roles,
+            panels={r: PanelView(r) for r in roles},
+            plan=plan,
+            mechanism=mechanism,
+            direction=direction,
+            scenario=scenario,
+            status={"scenario": f"scenario {scenario}"} if scenario else {},
+        )
+        if after is not None:
+            state = replace(
+                state, era=after.era + 1, log=LogBook(after.log_lines()), log_len=after.log_len
+            )
+        return state
+
+    # -- derived -----------------------------------------------------------------------------------
+    @property
+    def next_step(self) -> tuple[str, str] | None:
+        """(role, step) that runs next; None once the plan has stopped."""
+        if (
+            self.failure is not None
+            or self.closed is not None
+            or self.start_error is not None
+            or self.steps >= len(self.plan)
+        ):
+            return None
+        return self.plan[self.steps]
+
+    @property
+    def done(self) -> bool:
+        """The plan ran to its end."""
+        return bool(self.plan) and self.steps >= len(self.plan) and self.failure is None
+
+    @property
+    def subtitle(self) -> str:
+        if self.start_error is not None:
+            return "could not start"
+        text = self.reason
+        if (self.mechanism, len(self.roles) - 1, self.direction) != SEED_SHAPE:
+            text += f" · {self.mechanism} · {len(self.roles) - 1} consumer(s) · {self.direction}"
+        if self.scenario:
+            text += f" · scenario {self.scenario}"
+        return text
+
+    def log_lines(self) -> list[LogLine]:
+        return self.log.lines[: self.log_len]
+
+    def panel(self, role: str) -> PanelView:
+        return self.panels.get(role) or PanelView(role)
+
+    # -- what the app adds that no event says ------------------------------------------------------
+    def noted(self, text: Text) -> ScreenState:
+        """One more line in the log (a file that could not be written, say)."""
+        return _log(self, [text])
+
+    def running(self, role: str, step: str) -> ScreenState:
+        """``role`` runs ``step`` now (before its StepStarted arrives)."""
+        p = self.panel(role)
+        return _panel(self, replace(p, running=step, state_text=f"running {step}"))
+
+    def could_not_start(self, message: str) -> ScreenState:
+        panels = {
+            r: replace(
+                p,
+                state_text="failed to start (see below)"
+                if p.pid is None
+                else "stopped: the session did not start",
+                running=None,
+            )
+            for r, p in self.panels.items()
+        }
+        state = replace(
+            self,
+            start_error=message,
+            panels=panels,
+            status={**self.status, "error": f"could not start: {message}"},
+        )
+        return _log(state, [Text(f"could not start: {message}", style="bold red")])
+
+
+def fold(
+    events: Iterable[Event],
+    state: ScreenState | None = None,
+    display: Display | None = None,
+    closing_from: int | None = None,
+) -> ScreenState:
+    """The state after ``events``, from ``state`` (a blank one by default).
+
+    ``closing_from``: the index (in ``events``) where the session's close begins: exits from there
+    on are the close's, not crashes.
+    """
+    state = state or ScreenState.blank()
+    d = display or Display()
+    for i, e in enumerate(events):
+        state = fold_one(state, e, d, closing=closing_from is not None and i >= closing_from)
+    return state
+
+
+# -- the fold ---------------------------------------------------------------------------------------
+def fold_one(
+    state: ScreenState, e: Event, d: Display | None = None, closing: bool = False
+) -> ScreenState:
+    """The state after one more event."""
+    d = d or Display()
+    match e:
+        case SessionStarted():
+            return _started(state, e, d)
+        case WorkerStarted():
+            p = state.panel(e.role)
+            state = _panel(state, replace(p, pid=e.pid, backend=e.backend, state_text="waiting"))
+            return _log(state, [_tag(e.role, say.worker_started(e, d))])
+        case StepStarted():
+            if e.index >= 0:
+                state = replace(state, steps=max(state.steps, e.index + 1))
+            p = state.panel(e.role)
+            return _panel(state, replace(p, running=e.step, state_text=f"running {e.step}"))
+        case StepDone():
+            return _step_done(state, e, d)
+        case FdSnapshot():
+            return _fds(state, e)
+        case KcmpVerdict():
+            return _kcmp(state, e)
+        case WorkerExited():
+            p = state.panel(e.role)
+            state = _panel(state, replace(p, state_text=say.exit_state(e), running=None))
+            if not e.expected and not closing and state.crash is None:
+                state = replace(state, crash=e)
+            lines = [_tag(e.role, say.exited(e, d))] + [_tag(e.role, t) for t in say.log_tail(e, d)]
+            return _log(state, lines)
+        case SessionFailed():
+            state = replace(state, failure=(e.role, e.step, e.failure))
+            return _log(state, say.failed(e, d))
+        case SessionFinished():
+            state = replace(
+                state,
+                finished=e,
+                wire=replace(state.wire, finished=e),
+                status={**state.status, "done": say.verdict(e.verified).plain},
+            )
+            return _log(state, [say.finished(e, len(state.roles) - 1)])
+        case SessionClosed():
+            return _log(replace(state, closed=e), [say.closed(e, d)])
+        case Notice():
+            return _log(state, [say.notice(e, d)])
+        case ScenarioOutcome():
+            status = {k: v for k, v in state.status.items() if k != "scenario"}
+            state = replace(
+                state,
+                outcome=e,
+                scenario=state.scenario or e.name,
+                status={**status, "scenario": say.outcome(e).plain},  # the verdict reads last
+            )
+            return _log(state, [say.outcome(e)])
+    return state
+
+
+def _started(state: ScreenState, e: SessionStarted, d: Display) -> ScreenState:
+    roles = (PRODUCER, *e.consumers)
+    state = replace(
+        state,
+        roles=roles,
+        panels={r: state.panels.get(r) or PanelView(r) for r in roles},
+        plan=tuple((role, step) for role, step in e.plan),
+        mechanism=e.mechanism,
+        transport=e.transport,
+        backend=e.backend,
+        reason=e.reason,
+        direction=e.direction,
+        started=True,
+        steps=0,
+        wire=replace(state.wire, socket_path=e.socket_path),
+    )
+    return _log(state, say.started(e, d), steps=0)
+
+
+def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
+    r, s = e.report, e.report.state
+    if e.index >= 0:
+        state = replace(state, steps=max(state.steps, e.index + 1))
+    p = state.panel(r.role)
+    state = _panel(
+        state,
+        replace(
+            p,
+            results={**p.results, r.step: (r.ok, r.duration_ns)},
+            indices={**p.indices, r.step: e.index},
+            worker_state=s,
+            running=None,
+            state_text=(
+                ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
+            ),
+        ),
+    )
+    state = replace(state, wire=_wire(state.wire, e, d))
+    if base(r.step) == "verify" and s.verification is not None:
+        state = replace(
+            state,
+            verification=s.verification,
+            status={**state.status, "verify": say.verification_word(s.verification)},
+        )
+    if kind(r.role) != PRODUCER and r.role in state.roles and len(state.roles) > 2:
+        state = replace(state, front=r.role)
+    nxt = state.next_step
+    if nxt is not None and kind(nxt[0]) != PRODUCER and len(state.roles) > 2:
+        state = replace(state, front=nxt[0])
+    lines = [_tag(r.role, say.call(c, d)) for c in r.calls]
+    lines += [_tag(r.role, say.log_line(line, d)) for line in r.log]
+    return _log(state, lines)
+
+
+def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
+    r, s = e.report, e.report.state
+    if kind(r.role) == "consumer" and base(r.step) == "import" and s.size_source:
+        w = replace(w, size_told=SizeTold(s.size_claimed, s.size_reported, s.size_source, r.ok))
+    if not r.ok:
+        return w
+    role, step, peer = kind(r.role), base(r.step), peer_of(r.step)
+    if (role, step) == ("producer", "listen"):
+        return replace(w, listening=True)
+    if (role, step) == ("producer", "accept"):
+        p = s.peers.get(peer)
+        text = f"{peer} pid {d.pid(p.pid if p else None)} (SO_PEERCRED uid {p.uid if p else None})"
+        if s.refused:
+            text += f"; refused {len(s.refused)} intruder(s)"
+        return replace(w, peer=text, peer_pid=p.pid if p else None)
+    if (role, step) == ("producer", "send"):
+        sent = encode(s.sent) if s.sent is not None else {}
+        meta = {
+            k: v
+            for k, v in sent.items()
+            if k not in HIDDEN_METADATA and (k not in UNSAID or v != UNSAID[k])
+        }
+        w = replace(w, metadata=json.dumps(meta) if meta else "")
+        if s.sent is not None and s.sent.export_data:
+            w = replace(w, handle=s.sent.export_data)
+        if s.mapping.ipc_handle:
+            return replace(
+                w,
+                handle=s.mapping.ipc_handle,
+                in_flight=f"no fd: 64 handle bytes in the message → {peer}",
+            )
+        if s.sent is not None and s.sent.transport == "pidfd":
+            return replace(
+                w,
+                in_flight=f"no fd in the message: pid {d.pid(s.sent.pid)} and fd number "
+                f"{s.sent.fd} → {peer}; it takes the fd with pidfd_getfd …",
+            )
+        return replace(w, in_flight=f"producer fd {s.exported_fd} → SCM_RIGHTS → {peer} …")
+    if (role, step) == ("consumer", "receive"):
+        taken = s.received is not None and s.received.transport == "pidfd"
+        return replace(
+            w,
+            in_flight="handle bytes arrived; no new fd in " + r.role
+            if s.mapping.ipc_handle
+            else f"taken by {r.role} with pidfd_open + pidfd_getfd: fd {s.received_fd} there"
+            if taken
+            else f"arrived as {r.role} fd {s.received_fd}",
+        )
+    if (role, step) == ("producer", "wait_ack"):
+        ack = s.acks.get(peer)
+        verified = bool(ack and ack.verified)
+        what = (
+            f"slice {ack.slice[0]}–{ack.slice[1]} written"
+            if ack and ack.slice
+            else f"{ack.checked if ack else 0} integers"
+        )
+        acks = {**w.acks, peer: f"{'ok' if verified else 'FAILED'} ({what})"}
+        if len(acks) == 1:
+            text = f"{'verified' if verified else 'FAILED'} ({what})"
+        else:
+            good = sum(1 for a in acks.values() if a.startswith("ok"))
+            text = f"{good}/{len(acks)} consumers acknowledged; last: {peer} {acks[peer]}"
+        return replace(w, acks=acks, ack=text)
+    if (role, step) == ("producer", "cleanup"):
+        return replace(w, listening=False)
+    return w
+
+
+def _fds(state: ScreenState, e: FdSnapshot) -> ScreenState:
+    p = state.panel(e.role)
+    now = {r.fd for r in e.rows}
+    fresh: frozenset[int]
+    closed: tuple[FdRow, ...]
+    if p.fds is None or p.fds.error or e.error:
+        fresh, closed = frozenset(), ()
+    elif now == {
+        r.fd for r in p.fds.rows
+    }:  # a read with nothing new keeps what the last one marked
+        fresh, closed = p.fresh, p.closed
+    else:
+        before = {r.fd for r in p.fds.rows}
+        fresh = frozenset(now - before)
+        closed = tuple(r for r in p.fds.rows if r.fd not in now)
+    return _panel(state, replace(p, fds=e, fresh=fresh, closed=closed))
+
+
+def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
+    for role in (PRODUCER, e.consumer):
+        if role in state.panels:
+            state = _panel(state, replace(state.panel(role), kcmp=e))
+    state = replace(
+        state,
+        wire=replace(state.wire, kcmps={**state.wire.kcmps, e.consumer: e}),
+        status={**state.status, "kcmp": say.kcmp_verdict(e).plain},
+    )
+    told = say.kcmp_verdict(e).plain
+    if state.kcmp_told.get(e.consumer) == told:
+        return state
+    state = replace(state, kcmp_told={**state.kcmp_told, e.consumer: told})
+    return _log(state, [_tag(say.KERNEL, say.kcmp_line(e))])
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+def _panel(state: ScreenState, p: PanelView) -> ScreenState:
+    return replace(state, panels={**state.panels, p.role: p})
+
+
+def _tag(role: str, text: Text) -> Text:
+    return Text(f"{role[:4]} ", style=say.role_style(role)) + text
+
+
+def _log(state: ScreenState, texts: list[Text], steps: int | None = None) -> ScreenState:
+    """The state with ``texts`` appended to its log (a state off the book's tip gets its own copy)."""
+    if not texts:
+        return state
+    book = state.log
+    if state.log_len != len(book.lines):
+        book = LogBook(book.lines[: state.log_len])
+    tag = steps if steps is not None else (state.steps if state.started else None)
+    book.lines.extend(LogLine(t, tag, state.era) for t in texts)
+    return replace(state, log=book, log_len=len(book.lines))
