@@ -251,6 +251,7 @@ def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None
 
 def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) -> None:
     from rich.console import Console
+    from rich.text import Text
 
     from vmmtui.console import print_json
     from vmmtui.trace.events import (
@@ -268,6 +269,15 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     ledger = Ledger()
     comms: dict[int, str] = {}
     t0 = 0
+    #: the lines of one batch, printed at once (one console.print per line cost more than the
+    #: decode of the record behind it)
+    pending: list = []
+
+    def flush() -> None:
+        if pending:
+            console.print(Text("\n").join(pending))
+            pending.clear()
+        sys.stdout.flush()
 
     def out(e, show: bool = True) -> None:
         if recorder is not None:
@@ -283,31 +293,39 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             return
         if args.quiet and not isinstance(e, LedgerFinding | TraceStarted | TraceFinished):
             return
-        for line in lines(e, t0, _comm(getattr(e, "pid", 0), comms) if hasattr(e, "pid") else ""):
-            console.print(line)
+        pending.extend(
+            lines(e, t0, _comm(getattr(e, "pid", 0), comms) if hasattr(e, "pid") else "")
+        )
 
-    for e in tracer.events(on_batch=sys.stdout.flush):
-        if isinstance(e, TraceStarted):
-            t0 = e.ktime0
-        if isinstance(e, ProcessForked):
-            comms[e.child] = e.comm
-        if isinstance(e, ProcessExec):
-            comms[e.pid] = e.comm
-        if isinstance(e, ProcessExit) and not comms.get(e.pid):
-            comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
-        if isinstance(e, TraceFinished):
-            for f in ledger.finish():
+    try:
+        for e in tracer.events(on_batch=flush):
+            if isinstance(e, TraceStarted):
+                t0 = e.ktime0
+            if isinstance(e, ProcessForked):
+                comms[e.child] = e.comm
+            if isinstance(e, ProcessExec):
+                comms[e.pid] = e.comm
+            if isinstance(e, ProcessExit) and not comms.get(e.pid):
+                comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
+            if isinstance(e, TraceFinished):
+                for f in ledger.finish():
+                    out(f)
+                e = dataclasses.replace(
+                    e,
+                    findings=sum(
+                        1 for f in ledger.findings if f.kind not in ("shared", "imported")
+                    ),
+                )
+                out(e)
+                flush()
+                if not args.json:
+                    _summary(console, ledger)
+                continue
+            out(e, args.json or worth_a_line(e, ledger))
+            for f in ledger.apply(e):
                 out(f)
-            e = dataclasses.replace(
-                e, findings=sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
-            )
-            out(e)
-            if not args.json:
-                _summary(console, ledger)
-            continue
-        out(e, args.json or worth_a_line(e, ledger))
-        for f in ledger.apply(e):
-            out(f)
+    finally:
+        flush()
 
 
 def _summary(console, ledger) -> None:

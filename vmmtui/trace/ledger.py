@@ -13,7 +13,9 @@ process's exit, where they happen).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from vmmtui.events import Event
 from vmmtui.trace.cuda import base_name
@@ -225,6 +227,7 @@ class Ledger:
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
         self.memfd_names: dict[str, str] = {}
+        self._handlers: dict[type, Callable[[Any, list], None] | None] = {}
         #: pools by (pid, CUmemoryPool), created or imported (an import maps to its PoolImport)
         self.pools: dict[tuple[int, int], Pool] = {}
         self.pool_imports: dict[tuple[int, int], tuple[Pool | None, PoolImport]] = {}
@@ -274,7 +277,10 @@ class Ledger:
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding]:
         out: list[LedgerFinding] = []
-        handler = getattr(self, f"_on_{type(e).__name__}", None)
+        kind = type(e)
+        if kind not in self._handlers:  # looked up once per event type
+            self._handlers[kind] = getattr(self, f"_on_{kind.__name__}", None)
+        handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
         self.findings.extend(out)

@@ -419,10 +419,29 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
+	long id = BPF_CORE_READ(regs, orig_ax);
+	/* every syscall of the machine passes here: the ones never stashed leave before any map */
+	switch (id) {
+	case NR_sendmsg:
+	case NR_sendmmsg:
+	case NR_recvmsg:
+	case NR_recvmmsg:
+	case NR_close:
+	case NR_close_range:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+	case NR_memfd_create:
+	case NR_pidfd_open:
+	case NR_pidfd_getfd:
+		break;
+	default:
+		return 0;
+	}
 	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
 	if (!e) {
 		/* receives: the arguments are still in the saved user registers */
-		long id = BPF_CORE_READ(regs, orig_ax);
 		if ((id != NR_recvmsg && id != NR_recvmmsg) || ret < 0 || !is_traced(pid_tgid >> 32))
 			return 0;
 		e = fresh(EV_RECV);
