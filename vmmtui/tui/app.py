@@ -513,7 +513,7 @@ class InspectorApp(Viewer):
             self.inspector.mark = f"as of step {self.frames.frames[self.shown].steps}"
         self.paint()
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
         self.go((self.shown if self.shown is not None else self.frames.last) - 1)
 
     def action_forward(self) -> None:

@@ -7,7 +7,7 @@ and help, so those come first and the labels are short; ``?`` lists every key.
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 LIVE, REPLAY = "live", "replay"
 BOTH = frozenset({LIVE, REPLAY})
@@ -169,7 +169,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
 ]
 
 
-def bindings(mode: str) -> list[Binding]:
+def bindings(mode: str) -> list[BindingType]:
     """The BINDINGS of one mode, in the table's order."""
     return [b for b, modes in TABLE if mode in modes]
 

@@ -169,7 +169,7 @@ class ReplayApp(Viewer):
             return
         self.go(self.frame + 1)
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
         self.go(self.frame - 1)
 
     def action_chapter(self, direction: int) -> None:
