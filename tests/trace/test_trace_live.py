@@ -237,6 +237,27 @@ def test_json_is_the_stream_alone_on_stdout_the_commands_output_goes_to_stderr()
     assert "the command speaks" in res.stderr
 
 
+def test_trace_p_names_a_process_at_its_exit_though_proc_no_longer_has_it():
+    target = subprocess.Popen(["sleep", "60"])
+    trace = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "-p", str(target.pid)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert trace.stdout.readline().startswith("vmmtui trace: eBPF")  # the probe is attached
+        target.kill()
+        target.wait()  # reaped at once: /proc no longer has its name when trace prints the exit
+        out, err = trace.communicate(timeout=60)
+    finally:
+        target.kill()
+        trace.kill()
+        target.wait()
+    assert trace.returncode == 0, err
+    assert f"sleep[{target.pid}] exit" in out, out
+
+
 def test_the_pidfd_road_of_a_vmmtui_session_is_matched_to_the_producers_memfd(tmp_path):
     """``trace -- vmmtui run --backend memfd --transport pidfd``: no fd is sent; the consumer's
     pidfd_getfd names the producer's exported fd, and its file is the producer's memfd."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import sys
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.interrupts import delivered_to
 
 
 def add_parser(sub) -> None:
@@ -136,16 +136,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if not tracer.finished.is_set():
                 tracer.close()
         return EXIT_OK
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: tracer.forward(s))
     seen: list = []
-    try:
-        _run(tracer, args, recorder, sinks, seen)
-    finally:
-        tracer.close()
-        if recorder is not None:
-            recorder.close()
-        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+    with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
+        try:
+            _run(tracer, args, recorder, sinks, seen)
+        finally:
+            tracer.close()
+            if recorder is not None:
+                recorder.close()
+                if recorder.failed:
+                    print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
+            _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
@@ -256,6 +257,7 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -303,6 +305,8 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
                 comms[e.child] = e.comm
             if isinstance(e, ProcessExec):
                 comms[e.pid] = e.comm
+            if isinstance(e, ProcessExit) and not comms.get(e.pid):
+                comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
             if isinstance(e, TraceFinished):
                 for f in ledger.finish():
                     out(f)
@@ -382,6 +386,7 @@ def replay_trace(recording) -> int:
     from vmmtui.trace.events import (
         LedgerFinding,
         ProcessExec,
+        ProcessExit,
         ProcessForked,
         TraceFinished,
         TraceStarted,
@@ -402,6 +407,8 @@ def replay_trace(recording) -> int:
         if isinstance(e, ProcessForked):
             comms[e.child] = e.comm
         if isinstance(e, ProcessExec):
+            comms[e.pid] = e.comm
+        if isinstance(e, ProcessExit) and not comms.get(e.pid):
             comms[e.pid] = e.comm
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
