@@ -387,7 +387,8 @@ class Ledger:
         self._link_export(pid, fd, file)
 
     def _link_export(self, pid: int, fd: int, file: str) -> None:
-        for a in [*self.allocations.values(), *self.pools.values()]:
+        exporters: list[Allocation | Pool] = [*self.allocations.values(), *self.pools.values()]
+        for a in exporters:
             a.exported = [
                 (f, file if (a.pid == pid and f == fd and not x) else x) for f, x in a.exported
             ]
@@ -607,14 +608,14 @@ class Ledger:
         elif f == "cuMemPoolExportPointer":
             self.pool_ptrs[e.ipc] = PoolPtrExport(e.ipc, e.pid, e.ptr, e.ktime)
         elif f == "cuMemPoolImportPointer":
-            x = self.pool_ptrs.get(e.ipc)
-            imp = PoolPtrImport(e.pid, e.ptr, e.handle, e.ktime)
-            if x is not None:
-                x.imports.append(imp)
-            self.pool_ptr_imports[(e.pid, e.ptr)] = (x, imp)
+            px = self.pool_ptrs.get(e.ipc)
+            pimp = PoolPtrImport(e.pid, e.ptr, e.handle, e.ktime)
+            if px is not None:
+                px.imports.append(pimp)
+            self.pool_ptr_imports[(e.pid, e.ptr)] = (px, pimp)
             who = (
-                f"pid {x.pid}'s allocation at {x.ptr:#x}"
-                if x
+                f"pid {px.pid}'s allocation at {px.ptr:#x}"
+                if px
                 else "a pointer exported by a process not traced"
             )
             out.append(
@@ -624,20 +625,20 @@ class Ledger:
                     f"pool pointer imported at {e.ptr:#x}",
                     f"{who} (matched by the 64 export bytes)",
                     ktime=e.ktime,
-                    peer=x.pid if x else 0,
+                    peer=px.pid if px else 0,
                 )
             )
         elif f == "cuMemFreeAsync":
-            got = self.pool_ptr_imports.pop((e.pid, e.ptr), None)
-            if got is not None:
-                got[1].freed_at = e.ktime
+            freed = self.pool_ptr_imports.pop((e.pid, e.ptr), None)
+            if freed is not None:
+                freed[1].freed_at = e.ktime
         elif f == "cuMemPoolDestroy":
-            p = self.pools.pop((e.pid, e.handle), None)
-            if p is not None:
-                p.destroyed_at = e.ktime
-            got = self.pool_imports.pop((e.pid, e.handle), None)
-            if got is not None:
-                got[1].destroyed_at = e.ktime
+            gone = self.pools.pop((e.pid, e.handle), None)
+            if gone is not None:
+                gone.destroyed_at = e.ktime
+            ended = self.pool_imports.pop((e.pid, e.handle), None)
+            if ended is not None:
+                ended[1].destroyed_at = e.ktime
 
     # -- exits: where leaks are decided ----------------------------------------------------------
     def _on_ProcessExit(self, e: ProcessExit, out: list) -> None:
@@ -729,11 +730,11 @@ class Ledger:
             del self.pools[key]
             p.destroyed_at = p.destroyed_at or e.ktime
             out.append(self._pool_leak(e, p.pool, "created", 0))
-        for (pid, pool), (src, imp) in list(self.pool_imports.items()):
+        for (pid, pool), (src, pool_imp) in list(self.pool_imports.items()):
             if pid != e.pid:
                 continue
             del self.pool_imports[(pid, pool)]
-            imp.destroyed_at = e.ktime
+            pool_imp.destroyed_at = e.ktime
             out.append(self._pool_leak(e, pool, "imported", src.pid if src else 0))
 
     @staticmethod
@@ -787,18 +788,18 @@ class Ledger:
                             peer=e.pid,
                         )
                     )
-        for x in self.pool_ptrs.values():
-            if x.pid != e.pid:
+        for px in self.pool_ptrs.values():
+            if px.pid != e.pid:
                 continue
-            for imp in x.imports:
-                if imp.freed_at is None and self._proc(imp.pid).alive:
+            for held in px.imports:
+                if held.freed_at is None and self._proc(held.pid).alive:
                     out.append(
                         LedgerFinding(
                             "held-after-exporter-died",
-                            imp.pid,
+                            held.pid,
                             f"still holds pid {e.pid}'s pool memory",
-                            f"pid {e.pid} (the exporter) exited with code {e.code}; pid {imp.pid}'s "
-                            f"imported pool pointer {imp.ptr:#x} keeps the allocation alive",
+                            f"pid {e.pid} (the exporter) exited with code {e.code}; pid {held.pid}'s "
+                            f"imported pool pointer {held.ptr:#x} keeps the allocation alive",
                             "cuMemFreeAsync the imported pointer when the exporter goes",
                             e.ktime,
                             peer=e.pid,
