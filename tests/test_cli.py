@@ -263,3 +263,20 @@ def test_a_command_that_owns_its_signals_gets_no_raising_handler(monkeypatch):
     assert main(["run"]) == 0
     assert seen["during"] is interrupts.exit_now and seen["after"] is interrupts.exit_now
     assert seen["own"] not in (interrupts.exit_now, interrupts.interrupt)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a disk always full)")
+@pytest.mark.parametrize(
+    "args", [["replay", "--list"], ["run", "--backend", "memfd", "--size", "64KiB", "--json"]]
+)
+def test_output_to_a_full_disk_is_one_line_and_exit_1(args):
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [sys.executable, "-m", "vmmtui", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.stderr == "vmmtui: cannot write the output: No space left on device\n"

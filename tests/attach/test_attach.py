@@ -247,3 +247,11 @@ def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch)
     assert closed == [True] and f.nvml_soon is None
     if not os.path.exists("/dev/nvidiactl"):
         assert Nvml.opening() is None  # no driver: nothing started
+
+
+@pytest.mark.parametrize("where", ["/nonexistent-dir/view.svg", "/tmp"])
+def test_a_screenshot_that_cannot_be_written_is_one_line_before_any_scan(where):
+    res = vmmtui("attach", "--screenshot", where, "--duration", "0.5", str(os.getpid()))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.stderr.startswith(f"vmmtui attach: --screenshot {where}: ")
+    assert res.stderr.count("\n") == 1 and not res.stdout

@@ -1,6 +1,7 @@
 """``vmmtui watch -- python FIXTURE`` on real processes sharing real memfds: it finds each shared
 file, how the fd arrived, and the leak, in words and in --json."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -119,3 +120,24 @@ def test_the_exit_code_is_the_commands(script, code):
 def test_watch_without_a_command_is_bad_input():
     res = vmmtui("watch")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_command_is_127_though_a_path_folder_is_not_searchable(tmp_path):
+    """execvp says EACCES, not ENOENT, when a PATH folder refused the search: still not found."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run as another user")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)  # root's: nobody cannot search it
+    os.chmod(tmp_path, 0o755)
+    res = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+        + ["-m", "vmmtui", "watch", "--", "no-such-command-here"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{locked}:/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert res.returncode == 127, res.stderr
+    assert res.stderr == "vmmtui watch: command not found: no-such-command-here\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -129,3 +130,34 @@ def test_the_grafana_dashboard_asks_prometheus_only_what_the_agent_exports(prome
         for name in re.findall(r"\bvmmtui_[a-z_]+", expr):
             assert name in exported, f"{name} (in {expr!r}) is not a metric the agent exports"
         prometheus.query(expr)  # raises unless Prometheus parses and runs it
+
+
+def test_an_ipv6_endpoint_says_a_url_that_answers():
+    from vmmtui.fleet.prometheus import MetricsEndpoint
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+            port = s.getsockname()[1]
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    endpoint = MetricsEndpoint.start(f"[::1]:{port}")
+    try:
+        assert endpoint.url == f"http://[::1]:{port}/metrics"
+        assert b"vmmtui" in urllib.request.urlopen(endpoint.url, timeout=5).read()
+    finally:
+        endpoint.close()
+
+
+@pytest.mark.parametrize("host", ["no-such-host.invalid", "192.0.2.1"])
+def test_an_address_not_of_this_machine_is_bad_input_in_one_line(host):
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "attach", "--all", "--prometheus", f"{host}:9464"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{host} is not an address of this machine" in res.stderr
+    assert "pick another port" not in res.stderr

@@ -319,6 +319,18 @@ def test_a_plain_file_over_4_mib_is_refused_too(recorded, tmp_path):
         read(big)
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a disk always full)")
+@pytest.mark.parametrize("name", ["/dev/full", "/dev/full.gz"])
+def test_a_full_disk_while_recording_is_one_line_and_exit_1_not_a_traceback(name, tmp_path):
+    if name.endswith(".gz"):  # gzip buffers: the error comes at close, from a link to /dev/full
+        os.symlink("/dev/full", tmp_path / "full.jsonl.gz")
+        name = str(tmp_path / "full.jsonl.gz")
+    res = vmmtui("run", "--backend", "memfd", "--size", "64KiB", "--record", name, tmp=tmp_path)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert res.stderr.count(f"cannot write the recording {name}: No space left on device") == 1
+    assert "VERIFIED" in res.stdout  # the session itself ran to the end
+
+
 def test_a_recording_cut_at_a_line_boundary_says_so(recorded, tmp_path):
     lines = recorded[0].read_text().splitlines(keepends=True)
     assert read(recorded[0]).cut == ""

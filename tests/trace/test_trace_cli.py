@@ -99,3 +99,48 @@ def test_without_root_it_says_so(tmp_path):
     )
     assert "falling back to polling /proc (as `vmmtui attach` does)" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_trace_in_process_gives_the_callers_signal_handlers_back(capsys):
+    """The traced command decides when to end (its signals are forwarded), only while it runs."""
+    import signal
+
+    from vmmtui.cli import main
+
+    mine = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    assert main(["trace", "--", sys.executable, "-c", "pass"]) == 0
+    assert {s: signal.getsignal(s) for s in mine} == mine
+
+
+def trace_recording(path: Path) -> Path:
+    """A trace recording as `trace --record` writes one (made here: no eBPF needed)."""
+    from vmmtui.record.recording import Header, Recorder
+    from vmmtui.trace.events import ProcessExec, TraceFinished, TraceStarted
+
+    rec = Recorder(path, Header(backend="trace", title="trace of true"))
+    rec.write(TraceStarted("ebpf", [7], ["true"], ktime0=1_000))
+    rec.write(ProcessExec(7, 7, 2_000, "/usr/bin/true", "true"))
+    rec.write(TraceFinished(["true"], 0, None, events=1, lost=0, seconds=0.1))
+    rec.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    "extra", [["--transcript", "t.md"], ["--step", "3"], ["--html", "t.html"], ["--autoplay"]]
+)
+def test_replay_options_a_trace_recording_cannot_carry_out_are_refused(tmp_path, extra):
+    rec = trace_recording(tmp_path / "trace.jsonl")
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "replay", str(rec), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{extra[0]} apply only to a session's recording" in res.stderr
+    assert not (tmp_path / "t.md").exists() and not (tmp_path / "t.html").exists()
+    plain = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "replay", str(rec)], capture_output=True, text=True
+    )
+    assert plain.returncode == 0 and "true[7] exec /usr/bin/true" in plain.stdout, plain.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -81,9 +82,10 @@ class Watch:
         except FileNotFoundError:
             raise CommandNotFound(f"command not found: {self.command[0]}", 127) from None
         except PermissionError:
-            raise CommandNotFound(
-                f"permission denied: {self.command[0]} is not executable", 126
-            ) from None
+            exe = self.command[0]  # EACCES also comes from a PATH folder this user cannot search
+            if "/" not in exe and shutil.which(exe) is None:
+                raise CommandNotFound(f"command not found: {exe}", 127) from None
+            raise CommandNotFound(f"permission denied: {exe} is not executable", 126) from None
         except OSError as exc:
             raise CommandNotFound(f"cannot run {self.command[0]}: {exc.strerror}", 126) from None
         self.follower = Follower(

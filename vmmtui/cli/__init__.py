@@ -11,6 +11,7 @@ the handlers it found are back (the tests call it in-process).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -51,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
             # quietly, once the command's cleanup ran; stdout goes nowhere so that exit cannot fail
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 128 + signal.SIGPIPE
+        except OSError as exc:  # the output cannot be written: a full disk (> /dev/full), a quota
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the rest is dropped
+            print(f"vmmtui: cannot write the output: {exc.strerror}", file=sys.stderr)
+            return EXIT_FAILED
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

@@ -90,6 +90,16 @@ def cmd_attach(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    if args.screenshot:  # checked before any scan: one line, nothing created
+        from vmmtui.cli.inspector import transcript_problem
+        from vmmtui.cli.options import EXIT_USAGE
+
+        if problem := transcript_problem(args.screenshot):
+            print(
+                f"vmmtui attach: {problem.replace('--transcript', '--screenshot', 1)}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     nvml_soon = None
     if not args.can and not args.screenshot and (args.once or args.json or args.duration):
         from vmmtui.attach.nvml import Nvml

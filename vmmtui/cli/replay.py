@@ -98,6 +98,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE
+    if recording.header.backend == "trace" and (unused := _inspector_only(args)):
+        print(
+            f"vmmtui replay: {recording.path} is a trace recording (vmmtui trace --record), "
+            f"printed as the trace printed it: {', '.join(unused)} apply only to a session's "
+            "recording; --perfetto works on both",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     notes = None
     if args.notes:
         from vmmtui.record import Timeline
@@ -136,6 +144,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.cli.inspector import ended
 
     return ended(app)
+
+
+def _inspector_only(args: argparse.Namespace) -> list[str]:
+    """The options given that only the replay inspector (not a trace's printout) carries out."""
+    given = {
+        "--notes": args.notes,
+        "--html": args.html,
+        "--autoplay": args.autoplay,
+        "--pace": args.pace != 1.0,
+        "--step": args.step,
+        "--screenshots": args.screenshots,
+        "--transcript": args.transcript,
+        "--cast": args.cast,
+        "--stable": args.stable,
+    }
+    return [name for name, value in given.items() if value]
 
 
 def outputs_problem(args: argparse.Namespace) -> str | None:

@@ -104,6 +104,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         finally:  # also when the output's reader left (BrokenPipeError): the recording is whole
             if recorder is not None:
                 recorder.close()
+                if recorder.failed:
+                    print(f"vmmtui: {recorder.failed}", file=sys.stderr)
     ending = session.closed_event
     clean = ending is not None and ending.clean
     if interrupted is not None:
@@ -129,4 +131,5 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):  # a scenario succeeds when it failed the way it promised, and cleaned up
         return EXIT_OK if session.outcome.as_expected and clean else EXIT_FAILED
     ok = session.verified and session.failure is None and session.fd_problems == 0
-    return EXIT_OK if ok and clean else EXIT_FAILED
+    recorded = recorder is None or not recorder.failed
+    return EXIT_OK if ok and clean and recorded else EXIT_FAILED

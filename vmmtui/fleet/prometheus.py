@@ -10,6 +10,8 @@ container; a refusal's call and reason from a fixed list), never fd numbers or a
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -166,12 +168,21 @@ class MetricsEndpoint:
         registry = client.CollectorRegistry(auto_describe=False)
         facts, lock = SharingFacts(mode=mode), threading.Lock()
         registry.register(LedgerCollector(facts, lock))
-        server, thread = client.start_http_server(port, addr=host, registry=registry)
+        try:
+            server, thread = client.start_http_server(port, addr=host, registry=registry)
+        except OSError as exc:  # a name that does not resolve, an address of another machine
+            if not isinstance(exc, socket.gaierror) and exc.errno != errno.EADDRNOTAVAIL:
+                raise  # the port is taken, or privileged: the caller says pick another
+            raise ValueError(
+                f"--prometheus {listen!r}: {host} is not an address of this machine "
+                f"({exc.strerror or exc}); use 127.0.0.1, 0.0.0.0 (every address) or one of its own"
+            ) from None
         return cls(facts, host, port, lock, server, thread)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.server.server_port if self.server else self.port}/metrics"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address, bracketed
+        return f"http://{host}:{self.server.server_port if self.server else self.port}/metrics"
 
     def feed(self, e: Event) -> None:
         with self.lock:

@@ -9,6 +9,7 @@ through gzip. No Textual here.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import gzip
@@ -228,8 +229,13 @@ class Recorder:
         self.size = len(first.encode())
         #: the limit was reached: nothing more is written
         self.full = False
+        #: why writing stopped (a full disk, a removed device): one sentence; "" while it writes
+        self.failed = ""
 
     def write(self, event: Event) -> None:
+        if self.failed:
+            self.skipped += 1
+            return
         key = self._key(event)
         if key is not None:
             body = encode(event)
@@ -246,14 +252,31 @@ class Recorder:
 
             self.full = True
             line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
-        self.file.write(line)
+        try:
+            self.file.write(line)
+        except OSError as exc:
+            self._fail(exc)
+            return
         self.size += len(line.encode())
         self.written += 1
 
     def write_all(self, events: list[Event]) -> None:
         for e in events:
             self.write(e)
-        self.file.flush()
+        if not self.failed:
+            try:
+                self.file.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """Writing failed: stop, keep what was written, say so once (no traceback, no retry)."""
+        self.failed = (
+            f"cannot write the recording {self.path}: {exc.strerror or exc}; it is incomplete "
+            "(a replay shows what reached the file, or says where it is cut)"
+        )
+        with contextlib.suppress(OSError):
+            self.file.close()  # the buffer that failed is dropped; the file is closed all the same
 
     @staticmethod
     def _key(event: Event) -> tuple[str, str] | None:
@@ -265,7 +288,10 @@ class Recorder:
 
     def close(self) -> None:
         if not self.file.closed:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError as exc:  # the last buffer could not be written (a full disk)
+                self._fail(exc)
 
 
 @dataclass
