@@ -166,6 +166,16 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui trace --record "$out/trace-run2.jsonl" -- sh -c "python3 -m vmmtui run --backend cuda --consumers 2 --size 64MiB --json > $out/run2.jsonl"
     step python3 scripts/trace-compare.py "$out/run2.jsonl" "$out/trace-run2.jsonl"
     step python3 -m vmmtui trace -- python3 -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    # 1b. issue 20.4, the new roads, each judged against the session's own stream: the memory pool
+    # (pool fd matched by its open file, the pointer by its 64 export bytes, frees and destroys on both
+    # sides; "N/N agree (cuda, pool, ...)"), the pool and VMM over pidfd_getfd, memfd over pidfd_getfd
+    for road in "--mechanism pool" "--mechanism pool --consumers 2" "--mechanism pool --transport pidfd" "--transport pidfd"; do
+      tag=$(echo "$road" | tr -d ' -')
+      step python3 -m vmmtui trace -q --record "$out/trace-$tag.jsonl" -- sh -c "python3 -m vmmtui run --backend cuda $road --size 1MiB --json > $out/run-$tag.jsonl"
+      step python3 scripts/trace-compare.py "$out/run-$tag.jsonl" "$out/trace-$tag.jsonl"
+    done
+    step python3 -m vmmtui trace -q --record "$out/trace-memfd-pidfd.jsonl" -- sh -c "python3 -m vmmtui run --backend memfd --transport pidfd --json > $out/run-memfd-pidfd.jsonl"
+    step python3 scripts/trace-compare.py "$out/run-memfd-pidfd.jsonl" "$out/trace-memfd-pidfd.jsonl"
     # 2. torch.multiprocessing, two importers: default (legacy IPC bytes) and expandable segments (pidfd_getfd)
     step python3 -m vmmtui trace --record "$out/trace-torch.jsonl" -- python3 tests/fixtures/torch_trace.py
     step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \

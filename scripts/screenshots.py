@@ -133,7 +133,7 @@ async def shoot(
 async def shoot_replay(
     name: str, steps: list[int], out: Path, width: int, height: int, notes: str | None
 ) -> list[Path]:
-    """The replay app on a recording, at each of ``steps`` (as ``g N`` would show it)."""
+    """The replay app on a recording, at each of ``steps`` (stepped to with →)."""
     from vmmtui.record import Timeline
     from vmmtui.record.gallery import resolve
     from vmmtui.record.notes import read as read_notes
@@ -146,8 +146,10 @@ async def shoot_replay(
     saved = []
     async with app.run_test(size=(width, height)) as pilot:
         await pilot.pause()
-        for n in steps:
-            app.goto(app.timeline.frame_of_step(n))
+        for n in steps:  # stepped to, frame by frame, as → does in a lecture
+            for k in range(app.frame + 1, app.timeline.frame_of_step(n) + 1):
+                app.goto(k)
+                await pilot.pause()
             await pilot.pause(0.6)
             fname = f"replay-{stem}-step{n}.svg"
             app.save_screenshot(filename=fname, path=str(out))

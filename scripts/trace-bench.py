@@ -1,7 +1,9 @@
 """How much ``vmmtui trace`` costs and how fast it speaks (issue 18's targets):
 
 1. overhead: a program sharing and closing fds in a loop (memfd → SCM_RIGHTS → receive → close),
-   untraced and traced, alternated in the same run: the ratio of medians (target: within 5 %);
+   untraced, with the BPF programs alone (records drained raw, nothing decoded: the kernel side)
+   and traced by ``vmmtui trace``, alternated in the same run: the ratios of medians (target:
+   within 5 %);
 2. latency: each call's kernel time (CLOCK_MONOTONIC, in the record) to the moment its JSON line
    reaches a reader of ``vmmtui trace --json`` (target: under 100 ms);
 3. the tracer's CPU (user + system, the vmmtui process alone) while the load makes about 1,000
@@ -100,6 +102,39 @@ def wall_of_load(shares: int, traced: bool) -> float:
         return float(wall_file.read_text())
 
 
+def wall_of_load_kernel_only(shares: int) -> tuple[float, int]:
+    """The load with the BPF programs loaded and its records drained raw (libbpf's ring buffer read,
+    nothing decoded): the kernel side of the cost, apart from vmmtui's userspace decode and fold.
+    Returns the load's own wall time and the records the kernel produced."""
+    import tempfile
+
+    from vmmtui.trace.loader import Probe
+
+    probe = Probe()
+    try:
+        probe.attach_syscalls()
+        probe.configure(False, os.getpid())
+        with tempfile.TemporaryDirectory() as tmp:
+            wall_file = Path(tmp) / "wall"
+            code = (
+                f"import time,runpy,sys; sys.stdin.read(1); sys.argv=['x','--load','{shares}','0']; "
+                f"t=time.perf_counter(); runpy.run_path({str(Path(__file__))!r}, run_name='__main__'); "
+                f"open({str(wall_file)!r}, 'w').write(str(time.perf_counter()-t))"
+            )
+            proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, cwd=ROOT)
+            probe.follow(proc.pid)
+            assert proc.stdin is not None
+            proc.stdin.write(b"g")
+            proc.stdin.close()
+            records = 0
+            while proc.poll() is None:
+                records += len(probe.poll(25))
+            records += len(probe.poll(0))
+            return float(wall_file.read_text()), records
+    finally:
+        probe.close()
+
+
 def latency_and_cpu(per_second: float, seconds: float) -> dict:
     import psutil
 
@@ -161,11 +196,15 @@ def main() -> None:
     args = p.parse_args()
     from vmmtui.record.recording import Machine
 
-    untraced, traced = [], []
-    for _ in range(args.rounds):  # alternated: the machine's load drifts alike for both
+    untraced, kernel, traced = [], [], []
+    records = 0
+    for _ in range(args.rounds):  # alternated: the machine's load drifts alike for all three
         untraced.append(wall_of_load(args.shares, False))
+        wall, records = wall_of_load_kernel_only(args.shares)
+        kernel.append(wall)
         traced.append(wall_of_load(args.shares, True))
     u, t = statistics.median(untraced), statistics.median(traced)
+    k = statistics.median(kernel)
     result = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": Machine.here().__dict__,
@@ -179,6 +218,10 @@ def main() -> None:
             "untraced_median_s": round(u, 4),
             "traced_median_s": round(t, 4),
             "ratio": round(t / u, 4),
+            "kernel_only_s": [round(x, 4) for x in kernel],
+            "kernel_only_median_s": round(k, 4),
+            "kernel_only_ratio": round(k / u, 4),
+            "records_per_round": records,
             "per_share_us_untraced": round(u / args.shares * 1e6, 2),
             "per_share_us_traced": round(t / args.shares * 1e6, 2),
         },

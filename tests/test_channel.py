@@ -243,3 +243,19 @@ def test_send_to_a_peer_that_never_reads_gives_up_at_its_deadline(seqpacket_pair
         for _ in range(1000):  # the peer's queue fills after a few; then sendmsg would wait forever
             channel.send_message(a, Ack(True, "x" * 60000), timeout=0.2)
     assert err.value.failure.code == "ETIMEDOUT" and "0.2 s" in err.value.failure.message
+
+
+def test_rehearse_runs_the_real_round_trip_and_leaves_no_fd(tmp_path):
+    """The worker's init rehearses the wire on a socketpair: the fd that went through SCM_RIGHTS and
+    both sockets are closed after, and the init step's call log says it was done."""
+    from vmmtui.config import WorkerConfig
+    from vmmtui.worker.core import Worker
+
+    before = set(os.listdir("/proc/self/fd"))
+    said = channel.rehearse()
+    assert "1 fd" in said and f"peer pid {os.getpid()}" in said
+    assert set(os.listdir("/proc/self/fd")) == before
+    w = Worker(WorkerConfig("consumer", "memfd", 4096, str(tmp_path / "s")))
+    report = w.run_step("init")
+    assert report.ok
+    assert any("rehearsal" in c.name and "round trip" in c.result for c in report.calls)

@@ -33,6 +33,7 @@ CORE = [
     "vmmtui.view",
     "vmmtui.view.model",
     "vmmtui.view.frames",
+    "vmmtui.view.search",
     "vmmtui.record.notes",
     "vmmtui.page",
 ]

@@ -42,6 +42,11 @@ def _unsafe(ch: str) -> bool:
     return unicodedata.category(ch) in {"Cc", "Cf", "Cs", "Zl", "Zp"}
 
 
+def _plain(name: str) -> bool:
+    """Printable ASCII without a backslash: nothing to escape (the common case, checked in C)."""
+    return name.isascii() and name.isprintable() and "\\" not in name
+
+
 def shown(name: str | bytes, limit: int = 256) -> str:
     """``name`` made safe for any terminal and one line: printable text as it is, every control,
     format or bidi character (and the backslash, so an escape cannot be forged) escaped, and cut to
@@ -50,6 +55,8 @@ def shown(name: str | bytes, limit: int = 256) -> str:
         name = name.decode("utf-8", "surrogateescape")
     if len(name) > limit:
         name = name[:limit] + "…"
+    if _plain(name):
+        return name
     if not any(_unsafe(ch) for ch in name):
         return name
     out = []
@@ -65,7 +72,7 @@ def shown(name: str | bytes, limit: int = 256) -> str:
 
 def is_clean(name: str) -> bool:
     """True when :func:`shown` would leave ``name`` as it is."""
-    return not any(_unsafe(ch) for ch in name)
+    return _plain(name) or not any(_unsafe(ch) for ch in name)
 
 
 def json_safe(text: str) -> str:

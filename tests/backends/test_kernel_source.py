@@ -140,3 +140,22 @@ def test_the_import_steps_size_check_costs_no_module_import_and_no_long_repr():
         check=True,
     ).stdout.strip()
     assert loaded == "True"
+
+
+def test_the_pool_calls_come_with_the_cuda_backend_not_inside_a_timed_step():
+    """``pools()`` imported cuda_pool on first use: the pool road's query (producer) and import
+    (consumer) steps paid that import, 2-3 ms each on the H100 (a fresh checkout compiles it)."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, vmmtui.backends.cuda; print('vmmtui.backends.cuda_pool' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == "True"

@@ -131,3 +131,83 @@ def test_a_failed_call_is_a_refusal_with_its_cause(traced):
     [refused] = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "refused"]
     assert "requestedHandleTypes" in refused.fix
     assert "CUDA_ERROR_NOT_SUPPORTED" in out
+
+
+@pytest.fixture(scope="module")
+def pool_traced(tmp_path_factory):
+    from vmmtui.trace.loader import why_not
+
+    if reason := why_not():
+        pytest.skip(f"eBPF unavailable: {reason}")
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda")
+    tmp = tmp_path_factory.mktemp("pool")
+    lib = tmp / "libcuda.so.1"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(FIXTURES / "fake_libcuda.c")],
+        check=True,
+    )
+    rec = tmp / "trace.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--libcuda", str(lib), "--record", str(rec)]
+        + ["--", sys.executable, str(FIXTURES / "fake_pool_calls.py"), str(lib)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = {x.split()[0]: x.split()[1:] for x in res.stdout.splitlines() if x[:1].isupper()}
+    exporter = [int(v) for v in said["EXPORTER"]]
+    importer = [int(v) for v in said["IMPORTER"]]
+    return exporter, importer, said["DATA"], read(rec).events
+
+
+def findings(events, kind):
+    return [f for f in events if isinstance(f, LedgerFinding) and f.kind == kind]
+
+
+def test_pool_calls_come_back_with_their_arguments_and_outputs(pool_traced):
+    (epid, efd, pool, p0, p1), (ipid, ifd, ipool, i0, i1), data, events = pool_traced
+    create = one(events, "cuMemPoolCreate")
+    assert (create.pid, create.handle, create.handle_types, create.device) == (epid, pool, 1, 2)
+    allocs = [e for e in events if isinstance(e, CudaCall) and e.func == "cuMemAllocFromPoolAsync"]
+    assert [(a.ptr, a.size, a.handle) for a in allocs] == [(p0, 1 << 20, pool), (p1, 1 << 20, pool)]
+    export = one(events, "cuMemPoolExportToShareableHandle")
+    assert (export.handle, export.fd, export.handle_types) == (pool, efd, 1)
+    imp = one(events, "cuMemPoolImportFromShareableHandle")
+    assert (imp.pid, imp.fd, imp.handle) == (ipid, ifd, ipool)
+    exported = [e for e in events if isinstance(e, CudaCall) and e.func == "cuMemPoolExportPointer"]
+    assert [(x.ptr, x.ipc) for x in exported] == [(p0, data[0]), (p1, data[1])]
+    imported = [e for e in events if isinstance(e, CudaCall) and e.func == "cuMemPoolImportPointer"]
+    assert [(x.pid, x.handle, x.ipc, x.ptr) for x in imported] == [
+        (ipid, ipool, data[0], i0),
+        (ipid, ipool, data[1], i1),
+    ]
+    assert one(events, "cuMemPoolDestroy").handle == pool
+    frees = {
+        (e.pid, e.ptr) for e in events if isinstance(e, CudaCall) and e.func == "cuMemFreeAsync"
+    }
+    assert frees == {(ipid, i0), (epid, p0), (epid, p1)}
+
+
+def test_pool_fd_and_pointers_are_matched_to_their_exporter(pool_traced):
+    (epid, efd, pool, *_), (ipid, ifd, ipool, i0, i1), _, events = pool_traced
+    matched = findings(events, "imported")
+    by_fd = [f for f in matched if f"imported as pool {ipool:#x}" in f.what]
+    assert len(by_fd) == 1 and by_fd[0].peer == epid and f"pool {pool:#x}" in by_fd[0].detail
+    by_bytes = [f for f in matched if "64 export bytes" in f.detail]
+    assert sorted(f.what for f in by_bytes) == sorted(
+        f"pool pointer imported at {p:#x}" for p in (i0, i1)
+    )
+    assert all(f.pid == ipid and f.peer == epid for f in by_bytes)
+
+
+def test_pool_leaks_and_an_importer_outliving_its_exporter(pool_traced):
+    (epid, _, pool, *_), (ipid, _, ipool, i0, i1), _, events = pool_traced
+    [never_freed] = findings(events, "pool-pointer-never-freed")
+    assert (never_freed.pid, never_freed.peer) == (ipid, epid) and f"{i1:#x}" in never_freed.what
+    [never_destroyed] = findings(events, "pool-never-destroyed")  # the exporter destroyed its own
+    assert never_destroyed.pid == ipid and f"{ipool:#x}" in never_destroyed.what
+    [held] = findings(events, "held-after-exporter-died")
+    assert (held.pid, held.peer) == (ipid, epid) and f"{i1:#x}" in held.detail

@@ -101,6 +101,17 @@ def test_without_root_it_says_so(tmp_path):
     assert "Traceback" not in res.stderr
 
 
+def test_trace_in_process_gives_the_callers_signal_handlers_back(capsys):
+    """The traced command decides when to end (its signals are forwarded), only while it runs."""
+    import signal
+
+    from vmmtui.cli import main
+
+    mine = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    assert main(["trace", "--", sys.executable, "-c", "pass"]) == 0
+    assert {s: signal.getsignal(s) for s in mine} == mine
+
+
 def trace_recording(path: Path) -> Path:
     """A trace recording as `trace --record` writes one (made here: no eBPF needed)."""
     from vmmtui.record.recording import Header, Recorder

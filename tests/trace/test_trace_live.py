@@ -221,7 +221,7 @@ def test_the_trace_agrees_with_a_sessions_own_stream(tmp_path):
         timeout=60,
     )
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr
-    assert "11/11 agree (memfd)" in cmp.stdout
+    assert "12/12 agree (memfd, vmm, scm-rights)" in cmp.stdout
 
 
 def test_json_is_the_stream_alone_on_stdout_the_commands_output_goes_to_stderr():
@@ -256,3 +256,53 @@ def test_trace_p_names_a_process_at_its_exit_though_proc_no_longer_has_it():
         target.wait()
     assert trace.returncode == 0, err
     assert f"sleep[{target.pid}] exit" in out, out
+
+
+def test_the_pidfd_road_of_a_vmmtui_session_is_matched_to_the_producers_memfd(tmp_path):
+    """``trace -- vmmtui run --backend memfd --transport pidfd``: no fd is sent; the consumer's
+    pidfd_getfd names the producer's exported fd, and its file is the producer's memfd."""
+    rec, run = tmp_path / "trace.jsonl", tmp_path / "run.jsonl"
+    inner = [sys.executable, "-m", "vmmtui", "run", "--backend", "memfd", "--transport", "pidfd"]
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "-q", "--no-cuda", "--record", str(rec), "--"]
+        + ["sh", "-c", " ".join([*inner, "--size", "1MiB", "--json", ">", str(run)])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = [json.loads(line) for line in run.read_text().splitlines()]
+    pids = {d["role"]: d["pid"] for d in said if d["event"] == "WorkerStarted"}
+    state = {
+        (d["report"]["role"], d["report"]["step"]): d["report"]["state"]
+        for d in said
+        if d["event"] == "StepDone"
+    }
+    exported = state[("producer", "export")]["exported_fd"]
+    got = state[("consumer", "receive")]["received_fd"]
+    events = read(rec).events
+    producer, consumer = pids["producer"], pids["consumer"]
+    [take] = [e for e in events if isinstance(e, FdTaken) and e.pid == consumer and e.fd >= 0]
+    assert (take.target, take.target_fd, take.fd) == (producer, exported, got)
+    memfds = [e for e in events if isinstance(e, MemfdCreated) and e.pid == producer and e.fd >= 0]
+    assert take.file and take.file in {m.file for m in memfds}
+    assert not [e for e in events if isinstance(e, FdsSent) and exported in e.fds]
+    ledger = Ledger()
+    for e in events:
+        ledger.apply(e)
+    [t] = ledger.transfers
+    assert (t.how, t.from_pid, t.from_fd, t.to_pid, t.to_fd) == (
+        "pidfd_getfd",
+        producer,
+        exported,
+        consumer,
+        got,
+    )
+    shared = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "shared"]
+    assert [(f.pid, f.peer) for f in shared] == [(consumer, producer)]
+    compare = Path(__file__).resolve().parents[2] / "scripts" / "trace-compare.py"
+    judged = subprocess.run(
+        [sys.executable, str(compare), str(run), str(rec)], capture_output=True, text=True
+    )
+    assert judged.returncode == 0, judged.stdout
+    assert "consumer took the memfd" in judged.stdout and "(memfd, vmm, pidfd)" in judged.stdout

@@ -33,6 +33,12 @@ async def test_the_note_of_the_frame_shown_is_in_the_teaching_panel(tmp_path):
         assert "teacher's note" not in text_of(panel)
         await pilot.press("end")
         assert "teacher's note (end): Nothing left." in text_of(panel)
+        await pilot.press("left_square_bracket")  # the previous note: step 8
+        assert app.frame == app.timeline.frame_of_step(8)
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert app.frame == 0  # the start's note, and no further back
+        await pilot.press("right_square_bracket")
+        assert app.frame == app.timeline.frame_of_step(8)
     md = transcript.read_text()
     export = md.index("teacher's note (step 8: producer · export)")
     assert (

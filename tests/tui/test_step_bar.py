@@ -51,7 +51,7 @@ async def test_the_bar_shows_replay_where_one_is_and_every_frame_by_role():
         columns = bar.column_frames(bar.bar_width())
         here = [x for x, frames in enumerate(columns) if 14 in frames]
         assert {cells[x] for x in here} == {"█"}
-        assert set(cells[: here[0]]) == {"▆"} and set(cells[here[-1] + 1 :]) == {"▁"}
+        assert set(cells[: here[0]]) == {"▆"} and set(cells[here[-1] + 1 :]) == {"▂"}
         # the colours: each role's own (narration's role styles, as in the event log)
         styles = {str(s.style) for s in bar.render().spans}
         assert {say.role_style("producer"), say.role_style("consumer-1")} <= styles

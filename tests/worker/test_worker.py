@@ -319,3 +319,27 @@ def test_hello_comes_before_the_backend_is_imported_and_quit_does_not_import_it(
     finally:
         qch.send({"cmd": "quit"})
         assert q.wait(timeout=10) == 0
+
+
+def test_the_step_clock_stops_before_the_reports_snapshot_and_serve_needs_none(
+    tmp_path, monkeypatch
+):
+    """The state's snapshot is the inspector's cost (its overhead), not the step's: a slow snapshot
+    stays out of ``duration_ns``; the serve loop, which encodes each report at once, takes none."""
+    import copy
+
+    from vmmtui.worker import core
+
+    w = core.Worker(WorkerConfig("producer", "memfd", 4096, str(tmp_path / "s")))
+    real = copy.deepcopy
+
+    def slow_copy(value, memo=None):
+        time.sleep(2.0)
+        return real(value, memo)
+
+    monkeypatch.setattr(core.copy, "deepcopy", slow_copy)
+    report = w.run_step("init")
+    assert report.ok and report.state is not w.state and report.state == w.state
+    assert report.duration_ns < 2_000_000_000  # the 2 s copy was made, outside the clock
+    live = w.run_step("query", snapshot=False)
+    assert live.ok and live.state is w.state

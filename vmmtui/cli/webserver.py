@@ -19,6 +19,7 @@ from aiohttp import WSCloseCode, web
 from textual_serve.server import Server
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
+from vmmtui.interrupts import signals_held
 
 #: how long a stop waits for the viewers' processes to quit before it ends anyway
 SHUTDOWN_S = 1.5
@@ -140,10 +141,13 @@ class ViewerServer(Server):
     def serve_on(self, sockets: list[socket.socket]) -> None:
         """Serve on the sockets ``listen`` made until SIGINT, SIGTERM or SIGHUP."""
         self.initialize_logging()
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(signum, self.request_exit)
+        # held while the loop is built: an interrupt there would leave a half-made loop (whose
+        # __del__ prints a traceback); held, it reaches the loop's handler and stops it cleanly
+        with signals_held():
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(signum, self.request_exit)
         try:
             web.run_app(
                 self._make_app(),

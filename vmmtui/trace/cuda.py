@@ -1,7 +1,7 @@
 """The CUDA driver functions ``vmmtui trace`` probes in libcuda.so.1, and where that library is.
 
-The index of a function in ``FUNCS`` is its BPF cookie (trace.bpf.c reads 0, 5, 8 and 9 by
-number: keep them). Uprobes sit on libcuda's exported entry points, so they see calls made
+The index of a function in ``FUNCS`` is its BPF cookie (trace.bpf.c reads 0, 5, 8, 9, 15, 17
+and 20 by number: keep them). Uprobes sit on libcuda's exported entry points, so they see calls made
 through the runtime (cudaMalloc → cuGetProcAddress → cuMemAlloc_v2) as well as direct ones; the
 versioned ``_v2`` symbols are the ones current runtimes reach, the plain names are kept for old
 binaries. ``cuGetProcAddress`` is never probed (hundreds of calls at every start).
@@ -31,7 +31,25 @@ FUNCS = (
     "cuMemAlloc",
     "cuMemFree_v2",
     "cuMemFree",
+    # stream-ordered pools (15..22: trace.bpf.c reads 15, 17 and 20 by number)
+    "cuMemPoolCreate",
+    "cuMemAllocFromPoolAsync",
+    "cuMemPoolExportToShareableHandle",
+    "cuMemPoolImportFromShareableHandle",
+    "cuMemPoolExportPointer",
+    "cuMemPoolImportPointer",
+    "cuMemFreeAsync",
+    "cuMemPoolDestroy",
+    "cuMemAllocFromPoolAsync_ptsz",
+    "cuMemFreeAsync_ptsz",
 )
+
+
+def base_name(func: str) -> str:
+    """The function without its version or per-thread-stream suffix (cuMemFreeAsync_ptsz → cuMemFreeAsync)."""
+    return func.removesuffix("_ptsz").removesuffix("_v2")
+
+
 PLACES = (
     "/usr/local/nvidia/lib64",
     "/usr/lib/x86_64-linux-gnu",

@@ -13,9 +13,12 @@ process's exit, where they happen).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from vmmtui.events import Event
+from vmmtui.trace.cuda import base_name
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -135,6 +138,52 @@ class IpcExport:
 
 
 @dataclass
+class PoolImport:
+    """An importer's pool made from a pool's fd (cuMemPoolImportFromShareableHandle)."""
+
+    pid: int
+    pool: int
+    fd: int
+    file: str
+    at: int
+    destroyed_at: int | None = None
+
+
+@dataclass
+class Pool:
+    """A cuMemPoolCreate'd pool: the fds it was exported as and the pools imported from them."""
+
+    pid: int
+    pool: int
+    device: int
+    handle_types: int
+    created_at: int
+    destroyed_at: int | None = None
+    exported: list[tuple[int, str]] = field(default_factory=list)
+    imports: list[PoolImport] = field(default_factory=list)
+
+
+@dataclass
+class PoolPtrImport:
+    pid: int
+    ptr: int
+    pool: int
+    at: int
+    freed_at: int | None = None
+
+
+@dataclass
+class PoolPtrExport:
+    """One pool allocation exported as 64 bytes of CUmemPoolPtrExportData, and its importers."""
+
+    data: str
+    pid: int
+    ptr: int
+    at: int
+    imports: list[PoolPtrImport] = field(default_factory=list)
+
+
+@dataclass
 class ProcRecord:
     pid: int
     ppid: int = 0
@@ -178,6 +227,14 @@ class Ledger:
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
         self.memfd_names: dict[str, str] = {}
+        self._handlers: dict[type, Callable[[Any, list], None] | None] = {}
+        #: pools by (pid, CUmemoryPool), created or imported (an import maps to its PoolImport)
+        self.pools: dict[tuple[int, int], Pool] = {}
+        self.pool_imports: dict[tuple[int, int], tuple[Pool | None, PoolImport]] = {}
+        self.pool_ptrs: dict[str, PoolPtrExport] = {}
+        self.pool_ptr_imports: dict[
+            tuple[int, int], tuple[PoolPtrExport | None, PoolPtrImport]
+        ] = {}
 
     # -- queries -------------------------------------------------------------------------------
     def holders(self, file: str) -> list[Holding]:
@@ -188,6 +245,12 @@ class Ledger:
         for a in self.allocations.values():
             if any(f == file for _, f in a.exported):
                 return a
+        return None
+
+    def pool_of_file(self, file: str) -> Pool | None:
+        for p in self.pools.values():
+            if any(f == file for _, f in p.exported):
+                return p
         return None
 
     def pins(self, a: Allocation) -> list[str]:
@@ -214,7 +277,10 @@ class Ledger:
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding]:
         out: list[LedgerFinding] = []
-        handler = getattr(self, f"_on_{type(e).__name__}", None)
+        kind = type(e)
+        if kind not in self._handlers:  # looked up once per event type
+            self._handlers[kind] = getattr(self, f"_on_{kind.__name__}", None)
+        handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
         self.findings.extend(out)
@@ -254,6 +320,8 @@ class Ledger:
             self.history.append(old)
         self.holdings[(h.pid, h.fd)] = h
         self._proc(h.pid)
+        if h.file:  # a driver export whose fd the kernel named first (memfd inside the call)
+            self._link_export(h.pid, h.fd, h.file)
 
     def _close(self, pid: int, fd: int, at: int) -> Holding | None:
         h = self.holdings.pop((pid, fd), None)
@@ -316,7 +384,10 @@ class Ledger:
     def _learn_file(self, pid: int, fd: int, file: str) -> None:
         """An fd the driver made (export) is first seen by its file in a syscall: link them."""
         self.holdings[(pid, fd)].file = file
-        for a in self.allocations.values():
+        self._link_export(pid, fd, file)
+
+    def _link_export(self, pid: int, fd: int, file: str) -> None:
+        for a in [*self.allocations.values(), *self.pools.values()]:
             a.exported = [
                 (f, file if (a.pid == pid and f == fd and not x) else x) for f, x in a.exported
             ]
@@ -411,7 +482,7 @@ class Ledger:
                 )
             )
             return
-        f = e.func.removesuffix("_v2")
+        f = base_name(e.func)
         if f == "cuMemCreate":
             self.allocations[(e.pid, e.handle)] = Allocation(
                 e.pid, e.handle, e.size, e.device, e.handle_types, e.ktime
@@ -494,6 +565,79 @@ class Ledger:
             got = self.ipc_opens.pop((e.pid, e.ptr), None)
             if got is not None:
                 got[1].closed_at = e.ktime
+        else:
+            self._on_pool_call(f, e, out)
+
+    def _on_pool_call(self, f: str, e: CudaCall, out: list) -> None:
+        """Stream-ordered pools: the pool goes as an fd (matched by its open file, as a VMM
+        export), each allocation as 64 export bytes (matched by the bytes, as legacy IPC)."""
+        if f == "cuMemPoolCreate":
+            self.pools[(e.pid, e.handle)] = Pool(e.pid, e.handle, e.device, e.handle_types, e.ktime)
+        elif f == "cuMemPoolExportToShareableHandle":
+            p = self.pools.get((e.pid, e.handle))
+            if p is None:  # created before the trace started
+                p = self.pools[(e.pid, e.handle)] = Pool(e.pid, e.handle, -1, 0, e.ktime)
+            if e.fd >= 0:
+                via = "cuMemPoolExportToShareableHandle"
+                known = self.holdings.get((e.pid, e.fd))
+                p.exported.append((e.fd, ""))
+                self._hold(
+                    Holding(e.pid, e.fd, known.file if known else "", "exported", e.ktime, via=via)
+                )
+        elif f == "cuMemPoolImportFromShareableHandle":
+            held = self.holdings.get((e.pid, e.fd))
+            file = held.file if held else ""
+            p = self.pool_of_file(file) if file else None
+            imp = PoolImport(e.pid, e.handle, e.fd, file, e.ktime)
+            if p is not None:
+                p.imports.append(imp)
+            self.pool_imports[(e.pid, e.handle)] = (p, imp)
+            src = f"pid {p.pid}'s pool {p.pool:#x}" if p else "a pool not traced"
+            out.append(
+                LedgerFinding(
+                    "imported",
+                    e.pid,
+                    f"fd {e.fd} imported as pool {e.handle:#x}",
+                    f"{src} (matched by the fd's open file)",
+                    ktime=e.ktime,
+                    peer=p.pid if p else 0,
+                    file=file,
+                )
+            )
+        elif f == "cuMemPoolExportPointer":
+            self.pool_ptrs[e.ipc] = PoolPtrExport(e.ipc, e.pid, e.ptr, e.ktime)
+        elif f == "cuMemPoolImportPointer":
+            x = self.pool_ptrs.get(e.ipc)
+            imp = PoolPtrImport(e.pid, e.ptr, e.handle, e.ktime)
+            if x is not None:
+                x.imports.append(imp)
+            self.pool_ptr_imports[(e.pid, e.ptr)] = (x, imp)
+            who = (
+                f"pid {x.pid}'s allocation at {x.ptr:#x}"
+                if x
+                else "a pointer exported by a process not traced"
+            )
+            out.append(
+                LedgerFinding(
+                    "imported",
+                    e.pid,
+                    f"pool pointer imported at {e.ptr:#x}",
+                    f"{who} (matched by the 64 export bytes)",
+                    ktime=e.ktime,
+                    peer=x.pid if x else 0,
+                )
+            )
+        elif f == "cuMemFreeAsync":
+            got = self.pool_ptr_imports.pop((e.pid, e.ptr), None)
+            if got is not None:
+                got[1].freed_at = e.ktime
+        elif f == "cuMemPoolDestroy":
+            p = self.pools.pop((e.pid, e.handle), None)
+            if p is not None:
+                p.destroyed_at = e.ktime
+            got = self.pool_imports.pop((e.pid, e.handle), None)
+            if got is not None:
+                got[1].destroyed_at = e.ktime
 
     # -- exits: where leaks are decided ----------------------------------------------------------
     def _on_ProcessExit(self, e: ProcessExit, out: list) -> None:
@@ -554,9 +698,56 @@ class Ledger:
                     peer=x.pid if x else 0,
                 )
             )
+        self._pools_at_exit(e, out)
         self._exporter_died(e, out)
         for key in [k for k in self.pidfds if k[0] == e.pid]:
             del self.pidfds[key]
+
+    def _pools_at_exit(self, e: ProcessExit, out: list) -> None:
+        """Pool pointers imported and never freed, pools never destroyed: found at the exit."""
+        for (pid, ptr), (x, imp) in list(self.pool_ptr_imports.items()):
+            if pid != e.pid:
+                continue
+            del self.pool_ptr_imports[(pid, ptr)]
+            imp.freed_at = e.ktime
+            out.append(
+                LedgerFinding(
+                    "pool-pointer-never-freed",
+                    e.pid,
+                    f"imported pool pointer {ptr:#x} never freed",
+                    "the process exited holding it"
+                    + (f" (pid {x.pid}'s allocation at {x.ptr:#x})" if x else ""),
+                    "cuMemFreeAsync every imported pointer (and synchronize) before the exporter "
+                    "frees it and before exit",
+                    e.ktime,
+                    peer=x.pid if x else 0,
+                )
+            )
+        for key, p in list(self.pools.items()):
+            if p.pid != e.pid:
+                continue
+            del self.pools[key]
+            p.destroyed_at = p.destroyed_at or e.ktime
+            out.append(self._pool_leak(e, p.pool, "created", 0))
+        for (pid, pool), (src, imp) in list(self.pool_imports.items()):
+            if pid != e.pid:
+                continue
+            del self.pool_imports[(pid, pool)]
+            imp.destroyed_at = e.ktime
+            out.append(self._pool_leak(e, pool, "imported", src.pid if src else 0))
+
+    @staticmethod
+    def _pool_leak(e: ProcessExit, pool: int, how: str, peer: int) -> LedgerFinding:
+        return LedgerFinding(
+            "pool-never-destroyed",
+            e.pid,
+            f"{how} pool {pool:#x} never destroyed",
+            "the process exited with the pool alive"
+            + (f" (imported from pid {peer}'s pool)" if peer else ""),
+            "cuMemPoolDestroy every pool (created or imported) before exit",
+            e.ktime,
+            peer=peer,
+        )
 
     def _exporter_died(self, e: ProcessExit, out: list) -> None:
         for a in self.allocations.values():
@@ -596,6 +787,23 @@ class Ledger:
                             peer=e.pid,
                         )
                     )
+        for x in self.pool_ptrs.values():
+            if x.pid != e.pid:
+                continue
+            for imp in x.imports:
+                if imp.freed_at is None and self._proc(imp.pid).alive:
+                    out.append(
+                        LedgerFinding(
+                            "held-after-exporter-died",
+                            imp.pid,
+                            f"still holds pid {e.pid}'s pool memory",
+                            f"pid {e.pid} (the exporter) exited with code {e.code}; pid {imp.pid}'s "
+                            f"imported pool pointer {imp.ptr:#x} keeps the allocation alive",
+                            "cuMemFreeAsync the imported pointer when the exporter goes",
+                            e.ktime,
+                            peer=e.pid,
+                        )
+                    )
 
 
 CUDA_ERRORS = {
@@ -614,7 +822,7 @@ CUDA_ERRORS = {
 
 def _cuda_cause(e: CudaCall) -> str:
     name = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
-    f = e.func.removesuffix("_v2")
+    f = base_name(e.func)
     if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
         return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
     if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
@@ -633,7 +841,7 @@ def _cuda_cause(e: CudaCall) -> str:
 
 
 def _cuda_fix(e: CudaCall) -> str:
-    f = e.func.removesuffix("_v2")
+    f = base_name(e.func)
     if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
         return (
             "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "

@@ -9,6 +9,7 @@ from rich.text import Text
 from vmmtui.events import Event
 from vmmtui.names import shown
 from vmmtui.sizes import format_size
+from vmmtui.trace.cuda import base_name
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -90,7 +91,7 @@ def call_words(e: Event) -> str | None:
 
 
 def cuda_words(e: CudaCall) -> str:
-    f = e.func.removesuffix("_v2")
+    f = base_name(e.func)
     res = "CUDA_SUCCESS" if e.result == 0 else CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
     args = ""
     if f == "cuMemCreate":
@@ -116,6 +117,25 @@ def cuda_words(e: CudaCall) -> str:
         args = f"{e.ptr:#x}"
     elif f == "cuMemAlloc":
         args = f"{format_size(e.size)} → {e.ptr:#x}"
+    elif f == "cuMemPoolCreate":
+        args = (
+            f"device {e.device}, {'+'.join(handle_type_names(e.handle_types))} → pool {e.handle:#x}"
+        )
+    elif f == "cuMemAllocFromPoolAsync":
+        args = f"{format_size(e.size)}, pool {e.handle:#x} → {e.ptr:#x}"
+    elif f == "cuMemPoolExportToShareableHandle":
+        out = f"fd {e.fd}" if e.fd >= 0 else "-"
+        args = f"pool {e.handle:#x}, {'+'.join(handle_type_names(e.handle_types))} → {out}"
+    elif f == "cuMemPoolImportFromShareableHandle":
+        args = f"fd {e.fd} → pool {e.handle:#x}"
+    elif f == "cuMemPoolExportPointer":
+        args = f"{e.ptr:#x} → export data {e.ipc[:16]}…"
+    elif f == "cuMemPoolImportPointer":
+        args = f"pool {e.handle:#x}, export data {e.ipc[:16]}… → {e.ptr:#x}"
+    elif f == "cuMemFreeAsync":
+        args = f"{e.ptr:#x}"
+    elif f == "cuMemPoolDestroy":
+        args = f"pool {e.handle:#x}"
     return f"{e.func}({args}) → {res} ({e.duration_ns / 1e3:.0f} µs)"
 
 

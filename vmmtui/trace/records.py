@@ -13,7 +13,7 @@ import hashlib
 import os
 import struct
 
-from vmmtui.trace.cuda import FUNCS
+from vmmtui.trace.cuda import FUNCS, base_name
 from vmmtui.trace.events import (
     CudaCall,
     FdCloseCall,
@@ -64,114 +64,154 @@ class Record(ctypes.Structure):
 LAYOUT = struct.Struct("<IIIIQq6Q16i16QQQIIQ16s128s")
 
 
-class Raw:
-    """One record's fields, as ``Record`` names them."""
+HEAD = struct.Struct("<IIIIQq6Q")  # type … arg[6]: every record needs these
+FDS = struct.Struct(f"<{MAXFDS}i")
+FILES = struct.Struct(f"<{MAXFDS}Q")
+SOCK = struct.Struct("<QQII")  # sock_ino, peer_ino, family, namelen
+DUR = struct.Struct("<Q")
+_OFF = {"fds": 80, "files": 144, "sock": 272, "dur": 296, "comm": 304, "name": 320}
 
-    __slots__ = (
-        "type",
-        "tgid",
-        "tid",
-        "nfds",
-        "ktime",
-        "ret",
-        "arg",
-        "fds",
-        "files",
-        "sock_ino",
-        "peer_ino",
-        "family",
-        "namelen",
-        "dur",
-        "comm",
-        "name",
-    )
+
+class Raw:
+    """One record's fields, as ``Record`` names them: the head unpacked at once, the rest (fds,
+    files, socket, comm, name) only when a kind of record reads them (most read two or three)."""
+
+    __slots__ = ("raw", "type", "tgid", "tid", "nfds", "ktime", "ret", "arg")
 
     def __init__(self, raw: bytes) -> None:
-        v = LAYOUT.unpack_from(raw)
+        self.raw = raw
+        v = HEAD.unpack_from(raw)
         self.type, self.tgid, self.tid, self.nfds, self.ktime, self.ret = v[:6]
-        self.arg, self.fds, self.files = v[6:12], v[12:28], v[28:44]
-        self.sock_ino, self.peer_ino, self.family, self.namelen, self.dur = v[44:49]
-        self.comm, self.name = v[49], v[50]
+        self.arg = v[6:12]
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return FDS.unpack_from(self.raw, _OFF["fds"])
+
+    @property
+    def files(self) -> tuple[int, ...]:
+        return FILES.unpack_from(self.raw, _OFF["files"])
+
+    @property
+    def file0(self) -> int:
+        return DUR.unpack_from(self.raw, _OFF["files"])[0]
+
+    @property
+    def sock_ino(self) -> int:
+        return SOCK.unpack_from(self.raw, _OFF["sock"])[0]
+
+    @property
+    def peer_ino(self) -> int:
+        return SOCK.unpack_from(self.raw, _OFF["sock"])[1]
+
+    @property
+    def family(self) -> int:
+        return SOCK.unpack_from(self.raw, _OFF["sock"])[2]
+
+    @property
+    def namelen(self) -> int:
+        return SOCK.unpack_from(self.raw, _OFF["sock"])[3]
+
+    @property
+    def dur(self) -> int:
+        return DUR.unpack_from(self.raw, _OFF["dur"])[0]
+
+    @property
+    def comm(self) -> bytes:
+        return self.raw[_OFF["comm"] : _OFF["comm"] + 16]
+
+    @property
+    def name(self) -> bytes:
+        return self.raw[_OFF["name"] : _OFF["name"] + 128]
 
 
 class FileNames:
     """A kernel file pointer → a short keyed hash, stable for one trace."""
 
+    #: names kept (an open file is named by each of its records: create, send, receive, closes)
+    KEEP = 65536
+
     def __init__(self, key: bytes | None = None) -> None:
         self.key = key or os.urandom(16)
+        self._known: dict[int, str] = {}
 
     def __call__(self, ptr: int) -> str:
         if not ptr:
             return ""
-        return hashlib.blake2b(ptr.to_bytes(8, "little"), key=self.key, digest_size=6).hexdigest()
+        name = self._known.get(ptr)
+        if name is None:
+            if len(self._known) >= self.KEEP:
+                self._known.clear()
+            name = hashlib.blake2b(
+                ptr.to_bytes(8, "little"), key=self.key, digest_size=6
+            ).hexdigest()
+            self._known[ptr] = name
+        return name
 
 
 def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _s32(v: int) -> int:
-    return struct.unpack("i", struct.pack("I", v & 0xFFFFFFFF))[0]
-
-
 def _socket(r: Raw) -> SocketEnd:
-    family = FAMILIES.get(r.family, f"family {r.family}")
+    ino, peer, fam, namelen = SOCK.unpack_from(r.raw, _OFF["sock"])
+    family = FAMILIES.get(fam, f"family {fam}")
     name = ""
-    if r.family == 1 and r.namelen > 2:
-        path = r.name[2 : min(r.namelen, 110)]
+    if fam == 1 and namelen > 2:
+        path = r.name[2 : min(namelen, 110)]
         if path[:1] == b"\0":
             name = "@" + path[1:].decode("utf-8", "surrogateescape")
         else:
             name = _text(path)
-    return SocketEnd(r.sock_ino, r.peer_ino, name, family)
+    return SocketEnd(ino, peer, name, family)
+
+
+def _s32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
 
 
 def decode(raw: bytes, files: FileNames) -> TraceCall | None:
-    """One record as its event (None for a record of a kind this vmmtui does not know)."""
+    """One record as its event (None for a record of a kind this vmmtui does not know). The
+    common kinds first, each reading only its own fields: this runs once per record."""
     if len(raw) < LAYOUT.size:
         return None
     r = Raw(raw)
-    pid, tid, t = r.tgid, r.tid, r.ktime
-    comm = _text(r.comm)
-    n = min(r.nfds, MAXFDS)
-    if r.type in (SEND, RECV):
-        fds = [r.fds[i] for i in range(n)]
-        names = [files(r.files[i]) for i in range(n)]
+    kind, pid, tid, t = r.type, r.tgid, r.tid, r.ktime
+    if kind == CLOSE:
+        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file0), r.ret)
+    if kind in (SEND, RECV):
+        n = min(r.nfds, MAXFDS)
+        fds = list(r.fds[:n])
+        names = [files(f) for f in r.files[:n]]
         many = r.arg[5] in (299, 307)
-        call = (
-            ("sendmmsg" if many else "sendmsg")
-            if r.type == SEND
-            else ("recvmmsg" if many else "recvmsg")
-        )
-        if r.type == SEND:
+        if kind == SEND:
+            call = "sendmmsg" if many else "sendmsg"
             return FdsSent(pid, tid, t, call, _socket(r), fds, names, r.ret)
+        call = "recvmmsg" if many else "recvmsg"
         return FdsReceived(pid, tid, t, call, _socket(r), fds, names, r.ret)
-    if r.type == PIDFD_OPEN:
+    if kind == MEMFD:
+        return MemfdCreated(pid, tid, t, _text(r.name), r.ret, files(r.file0))
+    if kind == DUP:
+        call = DUP_CALLS.get(r.arg[5], "dup")
+        return FdDuplicated(pid, tid, t, call, _s32(r.arg[0]), r.ret, files(r.file0))
+    if kind == CUDA:
+        return _cuda(r, pid, tid, t)
+    if kind == PIDFD_OPEN:
         return PidfdOpened(pid, tid, t, _s32(r.arg[0]), r.ret)
-    if r.type == PIDFD_GETFD:
+    if kind == PIDFD_GETFD:
         target = int(r.arg[4]) if r.ret != -9 else 0  # EBADF: the pidfd was no pidfd
-        return FdTaken(
-            pid, tid, t, _s32(r.arg[0]), target, _s32(r.arg[1]), r.ret, files(r.files[0])
-        )
-    if r.type == CLOSE:
-        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.files[0]), r.ret)
-    if r.type == CLOSE_RANGE:
+        return FdTaken(pid, tid, t, _s32(r.arg[0]), target, _s32(r.arg[1]), r.ret, files(r.file0))
+    if kind == CLOSE_RANGE:
         return FdCloseCall(
             pid, tid, t, _s32(r.arg[0]), "", r.ret, min(r.arg[1], 2**31 - 1), "close_range"
         )
-    if r.type == DUP:
-        call = DUP_CALLS.get(r.arg[5], "dup")
-        return FdDuplicated(pid, tid, t, call, _s32(r.arg[0]), r.ret, files(r.files[0]))
-    if r.type == MEMFD:
-        return MemfdCreated(pid, tid, t, _text(r.name), r.ret, files(r.files[0]))
-    if r.type == FORK:
-        return ProcessForked(pid, tid, t, int(r.arg[0]), comm)
-    if r.type == EXEC:
-        return ProcessExec(pid, tid, t, _text(r.name), comm)
-    if r.type == EXIT:
-        return ProcessExit(pid, tid, t, r.ret, comm)
-    if r.type == CUDA:
-        return _cuda(r, pid, tid, t)
+    if kind == FORK:
+        return ProcessForked(pid, tid, t, int(r.arg[0]), _text(r.comm))
+    if kind == EXEC:
+        return ProcessExec(pid, tid, t, _text(r.name), _text(r.comm))
+    if kind == EXIT:
+        return ProcessExit(pid, tid, t, r.ret, _text(r.comm))
     return None
 
 
@@ -179,7 +219,7 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
     if r.nfds >= len(FUNCS):
         return None
     func = FUNCS[r.nfds]
-    f = func.removesuffix("_v2")
+    f = base_name(func)
     a, res = r.arg, _s32(r.ret)
     out = r.files[0] if res == 0 else 0
     entry, after = r.name[:64], r.name[64:128]
@@ -215,4 +255,27 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
         c["ptr"] = a[0]
     elif f == "cuMemAlloc":
         c.update(ptr=out, size=a[1])
+    # pools: ``handle`` is the CUmemoryPool, ``ipc`` the 64 bytes of CUmemPoolPtrExportData
+    elif f == "cuMemPoolCreate":
+        _, types, _, dev = struct.unpack_from("IIii", entry)
+        c.update(handle=out, handle_types=types, device=dev)
+    elif f == "cuMemAllocFromPoolAsync":
+        c.update(ptr=out, size=a[1], handle=a[2])
+    elif f == "cuMemPoolExportToShareableHandle":
+        c.update(handle=a[1], handle_types=a[2], flags=a[3])
+        if res == 0 and a[2] == 1:
+            c["fd"] = struct.unpack_from("i", after)[0]
+    elif f == "cuMemPoolImportFromShareableHandle":
+        c.update(handle=out, handle_types=a[2], flags=a[3])
+        if a[2] == 1:
+            c["fd"] = _s32(a[1])
+    elif f == "cuMemPoolExportPointer":
+        c["ptr"] = a[1]
+        c["ipc"] = after.hex() if res == 0 else ""
+    elif f == "cuMemPoolImportPointer":
+        c.update(ptr=out, handle=a[1], ipc=entry.hex())
+    elif f == "cuMemFreeAsync":
+        c["ptr"] = a[0]
+    elif f == "cuMemPoolDestroy":
+        c["handle"] = a[0]
     return CudaCall(pid, tid, t, func, res, duration_ns=r.dur, **c)  # type: ignore[arg-type]

@@ -182,7 +182,7 @@ class InspectorApp(Viewer):
         self.paint()
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def on_mount(self) -> None:  # after Viewer.on_mount (handlers run for each class)
+    def begin(self) -> None:  # Viewer.on_mount, once the signals are the app's
         if self.start_session:
             self.set_interval(REFRESH_S, self._tick_refresh)
             # after the first frame: the session's imports (psutil...) in a thread would hold the
@@ -513,7 +513,7 @@ class InspectorApp(Viewer):
             self.inspector.mark = f"as of step {self.frames.frames[self.shown].steps}"
         self.paint()
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
         self.go((self.shown if self.shown is not None else self.frames.last) - 1)
 
     def action_forward(self) -> None:
@@ -521,6 +521,7 @@ class InspectorApp(Viewer):
             self.go(self.shown + 1)
 
     def action_live(self) -> None:
+        self.search = None  # n is the next step again
         self.go(None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -10,7 +10,16 @@ from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 #: how keys are written for people (Textual's names otherwise)
-KEY_NAMES = {"question_mark": "?", "plus": "+", "minus": "-", "left": "←", "right": "→"}
+KEY_NAMES = {
+    "question_mark": "?",
+    "plus": "+",
+    "minus": "-",
+    "left": "←",
+    "right": "→",
+    "slash": "/",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
+}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ and help, so those come first and the labels are short; ``?`` lists every key.
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 LIVE, REPLAY = "live", "replay"
 BOTH = frozenset({LIVE, REPLAY})
@@ -21,7 +21,20 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         ),
         frozenset({REPLAY}),
     ),
-    (Binding("n", "step", "Next step", show=False), frozenset({LIVE})),
+    (
+        Binding(
+            "n",
+            "search_next",
+            "Next match",
+            show=False,
+            tooltip="the next match of the search (/); live, with no search: the next step",
+        ),
+        BOTH,
+    ),
+    (
+        Binding("N", "search_previous", "Previous match", show=False, tooltip="the previous match"),
+        BOTH,
+    ),
     (Binding("q", "quit", "Quit", tooltip="quit (cleans up first)"), BOTH),
     (Binding("ctrl+c", "quit", "Quit", show=False, priority=True), BOTH),
     (Binding("question_mark", "help", "Help", tooltip="every key and what the panels show"), BOTH),
@@ -73,6 +86,32 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         frozenset({LIVE}),
     ),
     (Binding("g", "goto", "Go to", tooltip="go to any step: type its number or pick it"), BOTH),
+    (
+        Binding(
+            "right_square_bracket",
+            "chapter(1)",
+            "Next note",
+            show=False,
+            tooltip="--notes: the next step with a teacher's note",
+        ),
+        frozenset({REPLAY}),
+    ),
+    (
+        Binding(
+            "left_square_bracket",
+            "chapter(-1)",
+            "Previous note",
+            show=False,
+            tooltip="--notes: the previous step with a teacher's note",
+        ),
+        frozenset({REPLAY}),
+    ),
+    (
+        Binding(
+            "slash", "search", "Search", tooltip="search the event log; n / N: next / previous"
+        ),
+        BOTH,
+    ),
     (
         Binding(
             "a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"
@@ -130,7 +169,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
 ]
 
 
-def bindings(mode: str) -> list[Binding]:
+def bindings(mode: str) -> list[BindingType]:
     """The BINDINGS of one mode, in the table's order."""
     return [b for b, modes in TABLE if mode in modes]
 

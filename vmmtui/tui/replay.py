@@ -169,8 +169,19 @@ class ReplayApp(Viewer):
             return
         self.go(self.frame + 1)
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
         self.go(self.frame - 1)
+
+    def action_chapter(self, direction: int) -> None:
+        """``]``/``[``: the next/previous frame with a teacher's note."""
+        marks = sorted(self.teacher_notes.by_frame) if self.teacher_notes else []
+        ahead = [k for k in marks if (k - self.frame) * direction > 0]
+        if not ahead:
+            self.notify(
+                "no further note that way" if marks else "no notes: --notes NOTES.md", timeout=3
+            )
+            return
+        self.go(min(ahead) if direction > 0 else max(ahead))
 
     def action_first(self) -> None:
         self.go(0)

@@ -20,6 +20,7 @@ from vmmtui.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.process_panel import ProcessPanel
 from vmmtui.tui.widgets.status import StatusLine
+from vmmtui.tui.widgets.step_bar import StepBar
 from vmmtui.tui.widgets.teaching import TeachingPanel
 from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 from vmmtui.view import Display, ScreenState
@@ -73,6 +74,7 @@ class InspectorScreen(Screen):
         yield StatusLine(id="status")
         yield TeachingPanel(self.replay, self.display_mode, id="teaching")
         yield EventLog(id="log")
+        yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -22,12 +22,17 @@ from pathlib import Path
 from rich.text import Text
 from textual import on
 from textual.app import App
+from textual.css.query import NoMatches
 
+from vmmtui.interrupts import handled_by
 from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
 from vmmtui.tui.screen import InspectorScreen
+from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.step_bar import StepBar, bar_frames
 from vmmtui.view import Display, FrameStates, ScreenState
+from vmmtui.view.search import LogSearch
 
 PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 #: actions on priority keys (they would scroll the log or move in a list otherwise)
@@ -40,7 +45,7 @@ SHUTDOWN_S = 2.0
 def terminal_gone() -> bool:
     """The controlling terminal hung up (closed window, dropped SSH): its reads and writes fail."""
     try:
-        termios.tcgetattr(sys.__stdin__.fileno())
+        termios.tcgetattr(0 if sys.__stdin__ is None else sys.__stdin__.fileno())
     except termios.error as exc:
         return exc.args[0] == errno.EIO
     except (OSError, ValueError, AttributeError):
@@ -78,7 +83,11 @@ class Viewer(App[int]):
         #: exit() was called: nothing more is drawn
         self.ending = False
         self.watchdog: threading.Timer | None = None
+        self._signals = contextlib.ExitStack()
         self._last_painted: ScreenState | None = None
+        #: the event log's search (/): the query, and the line of its last match
+        self.search: LogSearch | None = None
+        self.search_at: int | None = None
 
     # -- the screen --------------------------------------------------------------------------------
     def get_default_screen(self) -> InspectorScreen:
@@ -97,14 +106,17 @@ class Viewer(App[int]):
             self.cast = CastWriter(self, self.cast_path)
         self._loop = asyncio.get_running_loop()
         if not self.is_headless:  # a terminal's app (a headless one is driven by its caller)
-            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in SIGNALS}
+            self._signals.enter_context(handled_by(self._on_signal))
         self.paint()
+        self.begin()
+
+    def begin(self) -> None:
+        """What the app starts once the signals are its own (the live app: its session)."""
 
     def on_unmount(self) -> None:
         if self.cast is not None:
             self.cast.close()
-        for signum, handler in getattr(self, "_old_handlers", {}).items():
-            signal.signal(signum, handler)  # the app's handlers end with it
+        self._signals.close()  # the handlers that were there come back
 
     def on_inspector_screen_ready(self) -> None:
         self._last_painted = None  # the first state the screen can show: the cast's first frame
@@ -121,9 +133,81 @@ class Viewer(App[int]):
         screen.where = self.where()
         if screen.ready and not self.ending:  # the header exists (and is not being taken down)
             self.sub_title = self.subtitle(state)
+            self._paint_timeline(screen)
         if self.cast is not None and state is not self._last_painted:
             self.call_after_refresh(self.cast.capture)
         self._last_painted = state
+
+    def _paint_timeline(self, screen: InspectorScreen) -> None:
+        """The bar of every step: where the frame on show is, and the mode."""
+        timeline = self.frames.timeline
+        index = self.frames.last if self.shown is None else self.shown
+        frame = timeline.frames[index]
+        mode = "REPLAY" if self.MODE == "replay" else ("LIVE" if self.shown is None else "AS OF")
+        try:
+            bar = screen.query_one(StepBar)
+        except NoMatches:  # the app is ending and its widgets are being removed
+            return
+        frames = bar_frames(timeline, ahead=self.MODE != "replay")
+        bar.show(frames, index, frame.steps, len(timeline.plan), mode)
+
+    @on(StepBar.Jump)
+    def _jumped(self, message: StepBar.Jump) -> None:
+        """A click or a drag on the timeline: that frame (live: the latest frame, or a step not run
+        yet, is live)."""
+        self.go(
+            None if message.frame >= self.frames.last and self.MODE != "replay" else message.frame
+        )
+
+    # -- search in the event log -------------------------------------------------------------------
+    def action_search(self) -> None:
+        from vmmtui.tui.screens.search import SearchPrompt
+
+        last = self.search.query if self.search else ""
+        self.push_screen(SearchPrompt(last), self._searched)
+
+    def _searched(self, query: str | None) -> None:
+        if query:
+            self.search, self.search_at = LogSearch(query), None
+            self.find()
+
+    def action_search_next(self) -> None:
+        if self.search is None and self.MODE != "replay":  # live: n is the next step, as before
+            getattr(self, "action_step")()  # noqa: B009 - the live app's; a replay has no live step
+            return
+        self.find()
+
+    def action_search_previous(self) -> None:
+        self.find(backward=True)
+
+    def find(self, backward: bool = False) -> None:
+        """The next match of the search (wrapping around), the panels at the step of its line."""
+        if self.search is None:
+            self.notify("search the event log with / first", timeout=3)
+            return
+        latest = self.frames.latest()
+        lines = [line for line in latest.log_lines() if line.era == latest.era]
+        first = len(latest.log_lines()) - len(
+            lines
+        )  # lines of earlier sessions (ctrl+r) are skipped
+        texts = [line.text.plain for line in lines]
+        # a new search starts at the top of the whole log (N: at its end); n and N go on from the match
+        start = self.search_at if self.search_at is not None else (len(texts) if backward else -1)
+        found = self.search.next(texts, start, backward)
+        if found is None:
+            self.search_at = None
+            self.notify(f"“{self.search.query}” is nowhere in the event log", timeout=4)
+            return
+        self.search_at = found
+        steps = lines[found].steps
+        if steps is not None:
+            frame = self.frames.timeline.frame_of_step(steps)
+            self.go(None if self.MODE != "replay" and frame >= self.frames.last else frame)
+        matches = self.search.matches(texts)
+        where = "" if steps is None else f", step {steps}"
+        rank, total = matches.index(found) + 1, len(matches)
+        self.inspector.query_one(EventLog).show_found(first + found)
+        self.notify(f"/{self.search.query}: match {rank} of {total}{where}", timeout=3)
 
     def where(self) -> str:
         """What the status line says first (REPLAY · step N/M, as of a past step)."""
@@ -201,7 +285,7 @@ class Viewer(App[int]):
         """A line in the log that no event carries."""
         raise NotImplementedError
 
-    def action_screenshot(self) -> None:
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         where = str(getattr(self, "screenshots", None) or os.getcwd())
         try:
             path = self.save_screenshot(path=where)
@@ -238,7 +322,8 @@ class Viewer(App[int]):
             return
         # into the app's message queue, from the loop (not from inside whatever the signal cut)
         with contextlib.suppress(RuntimeError):  # the loop is closing: the app ends anyway
-            self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
 
     def on_interrupted(self, message: Interrupted) -> None:
         self.stop(message.signum)

@@ -329,7 +329,7 @@ def _started(state: ScreenState, e: SessionStarted, d: Display) -> ScreenState:
         state,
         roles=roles,
         panels={r: state.panels.get(r) or PanelView(r) for r in roles},
-        plan=tuple(tuple(s) for s in e.plan),
+        plan=tuple((role, step) for role, step in e.plan),
         mechanism=e.mechanism,
         transport=e.transport,
         backend=e.backend,
@@ -448,6 +448,8 @@ def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
 def _fds(state: ScreenState, e: FdSnapshot) -> ScreenState:
     p = state.panel(e.role)
     now = {r.fd for r in e.rows}
+    fresh: frozenset[int]
+    closed: tuple[FdRow, ...]
     if p.fds is None or p.fds.error or e.error:
         fresh, closed = frozenset(), ()
     elif now == {

@@ -87,11 +87,12 @@ def serve(worker: Worker, control: LineChannel) -> int:
             case None | Quit():
                 return 0
             case RunStep(step, args):
-                report = worker.run_step(step, args)
+                # encoded at once, before the next step changes the state: no snapshot needed
+                report = worker.run_step(step, args, snapshot=False)
                 control.send(reply_message(Report(report)))
             case RunAll(args):
                 for name in [s for s in worker.steps if s not in worker.done]:
-                    report = worker.run_step(name, args.get(name))
+                    report = worker.run_step(name, args.get(name), snapshot=False)
                     control.send(reply_message(Report(report)))
                     if not report.ok:
                         break

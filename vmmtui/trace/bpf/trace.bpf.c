@@ -419,10 +419,29 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
+	long id = BPF_CORE_READ(regs, orig_ax);
+	/* every syscall of the machine passes here: the ones never stashed leave before any map */
+	switch (id) {
+	case NR_sendmsg:
+	case NR_sendmmsg:
+	case NR_recvmsg:
+	case NR_recvmmsg:
+	case NR_close:
+	case NR_close_range:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+	case NR_memfd_create:
+	case NR_pidfd_open:
+	case NR_pidfd_getfd:
+		break;
+	default:
+		return 0;
+	}
 	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
 	if (!e) {
 		/* receives: the arguments are still in the saved user registers */
-		long id = BPF_CORE_READ(regs, orig_ax);
 		if ((id != NR_recvmsg && id != NR_recvmmsg) || ret < 0 || !is_traced(pid_tgid >> 32))
 			return 0;
 		e = fresh(EV_RECV);
@@ -515,6 +534,9 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 #define CU_MEM_CREATE 0
 #define CU_EXPORT 1
 #define CU_SET_ACCESS 5
+#define CU_POOL_CREATE 15 /* CUmemPoolProps *: allocType, handleTypes, location {type, id} */
+#define CU_POOL_EXPORT 17 /* cuMemPoolExportToShareableHandle: fd out through arg 0 */
+#define CU_POOL_IMPORT_PTR 20 /* CUmemPoolPtrExportData * (64 bytes) in arg 2 */
 
 SEC("uprobe")
 int cuda_enter(struct pt_regs *ctx)
@@ -536,6 +558,10 @@ int cuda_enter(struct pt_regs *ctx)
 		bpf_probe_read_user(a.ipc, 16, (void *)a.arg[2]);
 	if (k.func == CU_SET_ACCESS) /* desc[0]: location {type, id}, flags */
 		bpf_probe_read_user(a.ipc, 12, (void *)a.arg[2]);
+	if (k.func == CU_POOL_CREATE)
+		bpf_probe_read_user(a.ipc, 16, (void *)a.arg[1]);
+	if (k.func == CU_POOL_IMPORT_PTR)
+		bpf_probe_read_user(a.ipc, 64, (void *)a.arg[2]);
 	bpf_map_update_elem(&cuda_inflight, &k, &a, BPF_ANY);
 	return 0;
 }
@@ -561,13 +587,15 @@ int cuda_exit(struct pt_regs *ctx)
 	/* outputs: through the first argument's pointer (handle, fd, device address, IPC bytes) */
 	if (a->arg[0])
 		bpf_probe_read_user(&e->files[0], 8, (void *)a->arg[0]);
-	if (k.func == CU_EXPORT && e->ret == 0 && a->arg[2] == 1 /* POSIX fd */ && a->arg[0]) {
+	if ((k.func == CU_EXPORT || k.func == CU_POOL_EXPORT) && e->ret == 0 &&
+	    a->arg[2] == 1 /* POSIX fd */ && a->arg[0]) {
 		__s32 fd = -1;
 		bpf_probe_read_user(&fd, 4, (void *)a->arg[0]);
 		watch_file(fd_file(fd));
 	}
 	if (a->arg[0] && k.func != CU_IPC_OPEN && k.func != CU_IPC_OPEN_OLD &&
-	    k.func != CU_MEM_CREATE && k.func != CU_SET_ACCESS)
+	    k.func != CU_MEM_CREATE && k.func != CU_SET_ACCESS && k.func != CU_POOL_CREATE &&
+	    k.func != CU_POOL_IMPORT_PTR)
 		bpf_probe_read_user(e->name + 64, 64, (void *)a->arg[0]);
 	emit(e);
 done:

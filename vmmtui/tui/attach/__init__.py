@@ -259,8 +259,8 @@ class AttachApp(App):
         self.collector.requests.put("pause")
         self.sub_title = "paused" if self.paused else "resumed"
 
-    def action_screenshot(self) -> None:
-        self.notify(f"saved {self.save_screenshot()}")
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        self.notify(f"saved {self.save_screenshot(filename, path)}")
 
 
 def save_screenshot(

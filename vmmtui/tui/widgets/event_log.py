@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -17,6 +18,9 @@ from textual.strip import Strip
 
 from vmmtui.tui.messages import StepChosen
 from vmmtui.view import LogLine, ScreenState
+
+#: a search's match in the log
+FOUND = Style(reverse=True, bold=True)
 
 
 class EventLog(ScrollView, can_focus=True):
@@ -38,12 +42,17 @@ class EventLog(ScrollView, can_focus=True):
         self._width = 0
         self._book: object = None
         self._followed_to = 0
+        #: the entry a search found (drawn reversed until the log changes), or None
+        self.found: int | None = None
 
     # -- from the state ----------------------------------------------------------------------------
     def show(self, state: ScreenState) -> None:
         if state.log is self._book and state.log_len == len(self.entries):
             return
         lines = state.log_lines()
+        if self.found is not None:  # the log moved on: the reader follows it again
+            self.found = None
+            self._followed_to = 0
         keep = min(len(lines), len(self.entries))
         if state.log is not self._book:  # another book (ctrl+r, a branch): keep what both share
             keep = next((k for k in range(keep) if lines[k] is not self.entries[k]), keep)
@@ -126,13 +135,28 @@ class EventLog(ScrollView, can_focus=True):
         if following:
             self.follow()
 
+    def show_found(self, entry: int) -> None:
+        """Mark entry ``entry`` (a search's match) and scroll it to the middle of the log."""
+        self.found = entry
+        if entry < len(self._wrapped):
+            row = sum(self._wrapped[:entry])
+            self.scroll_to(
+                y=max(0, row - self.scrollable_content_region.height // 2),
+                animate=False,
+                immediate=True,
+            )
+        self.refresh()
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         row = scroll_y + y
         width = self.scrollable_content_region.width
         if row >= len(self._rows):
             return Strip.blank(width, self.rich_style)
-        return self._rows[row].crop_extend(scroll_x, scroll_x + width, self.rich_style)
+        strip = self._rows[row]
+        if self.found is not None and self._row_entry[row] == self.found:
+            strip = strip.apply_style(FOUND)
+        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)

@@ -20,7 +20,7 @@ from vmmtui import narration as say
 from vmmtui.record.timeline import Frame, Timeline
 
 #: what a frame looks like in the bar: done (at or before the one on show) and still to come
-DONE, AHEAD, HERE = "▆", "▁", "█"
+DONE, AHEAD, HERE = "▆", "▂", "█"
 NEUTRAL = "grey50"
 
 
@@ -34,12 +34,18 @@ class BarFrame:
     failed: bool = False
 
 
-def bar_frames(timeline: Timeline) -> list[BarFrame]:
-    """The bar's frames of a timeline: each step's role from the plan, its failure from the frame."""
+def bar_frames(timeline: Timeline, ahead: bool = False) -> list[BarFrame]:
+    """The bar's frames of a timeline: each step's role from the plan, its failure from the frame.
+    ``ahead`` (a live session): the plan's steps not run yet follow, so the bar is the whole plan."""
     out = []
     for f in timeline.frames:
         role = timeline.plan[f.steps - 1][0] if f.steps and not f.closing else ""
         out.append(BarFrame(f.label, role, _failed_here(f)))
+    last = timeline.frames[-1] if timeline.frames else None
+    if ahead and last is not None and not (last.failed or last.closing):
+        for k in range(last.steps, len(timeline.plan)):
+            role, step = timeline.plan[k]
+            out.append(BarFrame(f"step {k + 1}: {role} · {step}", role))
     return out
 
 
@@ -48,7 +54,7 @@ def _failed_here(f: Frame) -> bool:
 
 
 class StepBar(Widget):
-    """``[REPLAY] step 14/23 ▕█████▼▁▁▁▁▏``: ``show()`` feeds it; ``Jump`` asks for a frame."""
+    """``REPLAY step 14/23 ▕▆▆▆▆█▂▂▂▂▏``: ``show()`` feeds it; ``Jump`` asks for a frame."""
 
     DEFAULT_CSS = """
     StepBar { height: 1; width: 1fr; }
@@ -91,7 +97,8 @@ class StepBar(Widget):
 
     # -- drawing -----------------------------------------------------------------------------------
     def label(self) -> Text:
-        end = " · the end" if self.frames and self.index == len(self.frames) - 1 else ""
+        last = self.frames and self.index == len(self.frames) - 1
+        end = " · the end" if last and self.mode == "REPLAY" else ""
         return Text.assemble(
             (f" {self.mode} ", "bold black on yellow"),
             (f" step {self.done}/{self.steps}{end} ", "bold"),
