@@ -193,6 +193,9 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--shares", type=int, default=3000)
+    p.add_argument(
+        "--note", default="", help="what else ran on the machine (saved with the result)"
+    )
     args = p.parse_args()
     from vmmtui.record.recording import Machine
 
@@ -210,6 +213,7 @@ def main() -> None:
         "machine": Machine.here().__dict__,
         "cpus": os.cpu_count(),
         "loadavg_before": os.getloadavg(),
+        "note": args.note,
         "overhead": {
             "shares": args.shares,
             "calls_per_share": 4,

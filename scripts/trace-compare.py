@@ -92,11 +92,18 @@ def main(run_path: str, trace_path: str) -> int:
     memfd_files = {e.file for e in of(MemfdCreated, producer) if e.fd >= 0}
     consumers = sorted(r for r in pids if r.startswith("consumer"))
     if not pidfd:
-        sent = [e for e in of(FdsSent, producer) if exported in e.fds and e.result >= 0]
+        # over the session's socket (a worker's own start-up checks send fds to themselves too)
+        path = started.get("socket_path", "")
+        sent = [
+            e
+            for e in of(FdsSent, producer)
+            if exported in e.fds and e.result >= 0 and (not path or e.sock.name == path)
+        ]
         check(
             "send",
             len(sent) == len(consumers),
-            f"pid {producer} sent fd {exported} {len(sent)}× for {len(consumers)} consumer(s)",
+            f"pid {producer} sent fd {exported} {len(sent)}× over {path or 'its socket'} for "
+            f"{len(consumers)} consumer(s)",
         )
     p_ptr = states[("producer", "create")]["mapping"]["va"]
     data = ""

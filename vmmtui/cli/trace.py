@@ -96,6 +96,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from vmmtui.trace.loader import ProbeUnavailable, why_not
     from vmmtui.trace.tracer import CommandNotFound, Tracer
 
+    _import_the_fold()
     reason = why_not()
     tracer = None
     if reason is None:
@@ -150,6 +151,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
+
+
+def _import_the_fold() -> None:
+    """What reads the events is imported before the command starts: a first import (rich, the
+    dataclasses of the stream, the ledger) costs more CPU than a short traced program runs, and
+    would compete with it on a busy machine."""
+    import rich.console  # noqa: F401
+
+    import vmmtui.console  # noqa: F401
+    import vmmtui.trace.ledger  # noqa: F401
+    import vmmtui.trace.narration  # noqa: F401
 
 
 def _recorder(args: argparse.Namespace, command: list[str]):
