@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Record the gallery's real GPU sessions (vmmtui run --record) into $OUT/gallery (or ./gallery).
-# Usage: bash scripts/make-gallery.sh [single|multi|all|cpu]  (multi needs 2 GPUs: the 2-GPU kind;
+# Usage: bash scripts/make-gallery.sh [single|roads|multi|all|cpu]  (multi needs 2 GPUs: the 2-GPU kind;
 #        cpu: the memfd recording, cpu-memfd-1mib, on any machine)
 # Then copy the .jsonl.gz files into vmmtui/record/gallery/ (the whole gallery stays under 2 MiB).
 # Names: <gpu>-<what>.jsonl.gz, e.g. h100-vmm-1mib.jsonl.gz, h100-scenario-leaked-fd.jsonl.gz.
@@ -39,6 +39,13 @@ if [ "$which" = single ] || [ "$which" = all ]; then
   rec pidfd-1mib --backend cuda --transport pidfd --size 1MiB
   rec pool-1mib --backend cuda --mechanism pool --size 1MiB
   for s in $(python3 -m vmmtui run --list-scenarios | grep -v 'memfd only' | grep -v 'not on this host' | awk '{print $1}'); do
+    rec "scenario-$s" --backend cuda --scenario "$s"
+  done
+fi
+if [ "$which" = roads ]; then  # issue 20's roads alone: pidfd_getfd, the memory pool, their scenarios
+  rec pidfd-1mib --backend cuda --transport pidfd --size 1MiB
+  rec pool-1mib --backend cuda --mechanism pool --size 1MiB
+  for s in pidfd-seccomp pidfd-pidns importer-pins pool-no-handle-type; do
     rec "scenario-$s" --backend cuda --scenario "$s"
   done
 fi

@@ -28,6 +28,7 @@ import select
 import signal
 import statistics
 import struct
+import subprocess
 import sys
 import termios
 import time
@@ -77,9 +78,22 @@ def workers_of(pid: int) -> list[int]:
     return sorted(set(found))
 
 
-def one_run(argv: list[str], cols: int, rows: int, expect_workers: int) -> dict:
-    """One launch of ``python ARGV`` in a pseudo-terminal: when the first frame, then the pids, showed."""
+def one_run(
+    argv: list[str], cols: int, rows: int, expect_workers: int, alongside: list[str] | None = None
+) -> dict:
+    """One launch of ``python ARGV`` in a pseudo-terminal: when the first frame, then the pids, showed.
+
+    ``alongside``: ``python ALONGSIDE`` started at the same instant (its output dropped, reaped after),
+    to see what a process running beside the app (the capability probe) costs its first frame."""
     start = time.perf_counter()
+    beside = None
+    if alongside:
+        beside = subprocess.Popen(
+            [sys.executable, *alongside],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     pid, fd = os.forkpty()
     if pid == 0:  # the child: the inspector or the bare app
         os.environ["TERM"] = os.environ.get("TERM", "xterm-256color")
@@ -121,6 +135,12 @@ def one_run(argv: list[str], cols: int, rows: int, expect_workers: int) -> dict:
             os.kill(pid, signal.SIGTERM)
             os.waitpid(pid, 0)
         os.close(fd)
+        if beside is not None:
+            try:
+                beside.wait(30)
+            except subprocess.TimeoutExpired:
+                beside.kill()
+                beside.wait()
     return {"first_frame_s": first, "pids_s": pids_at, "pids": pids}
 
 
@@ -136,20 +156,39 @@ def main() -> int:
     p.add_argument("--size", default="160x48", help="terminal COLSxROWS (default 160x48)")
     p.add_argument("--workers", type=int, default=2, help="worker pids to wait for (default 2)")
     p.add_argument("--json", metavar="FILE", help="also write the runs and medians to FILE")
+    p.add_argument(
+        "--bare-with-probe",
+        action="store_true",
+        help="also launch the bare app with the capability probe (python -m vmmtui.backends.probe) "
+        "started beside it, each round: does the probe slow a first frame by running beside it?",
+    )
     p.add_argument("vmmtui_args", nargs=argparse.REMAINDER, help="after --: options for vmmtui")
     a = p.parse_args()
     cols, rows = (int(v) for v in a.size.split("x"))
     argv = [x for x in a.vmmtui_args if x != "--"]
-    firsts, pidss, bares, runs = [], [], [], []
+    firsts, pidss, bares, probed, runs = [], [], [], [], []
     for n in range(1, a.runs + 1):
         bare = one_run(["-c", BARE], cols, rows, 0)
+        beside = None
+        if a.bare_with_probe:
+            beside = one_run(["-c", BARE], cols, rows, 0, ["-m", "vmmtui.backends.probe"])
+            if beside["first_frame_s"] is not None:
+                probed.append(beside["first_frame_s"])
         r = one_run(["-m", "vmmtui", *argv], cols, rows, a.workers)
         print(
-            f"run {n}: bare Textual first frame {fmt(bare['first_frame_s'])}; vmmtui first frame "
-            f"{fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} {r['pids']}",
+            f"run {n}: bare Textual first frame {fmt(bare['first_frame_s'])}; "
+            + (f"bare with the probe beside it {fmt(beside['first_frame_s'])}; " if beside else "")
+            + f"vmmtui first frame {fmt(r['first_frame_s'])}, both pids {fmt(r['pids_s'])} "
+            f"{r['pids']}",
             flush=True,
         )
-        runs.append({"bare_first_frame_s": bare["first_frame_s"], **r})
+        runs.append(
+            {
+                "bare_first_frame_s": bare["first_frame_s"],
+                **({"bare_with_probe_first_frame_s": beside["first_frame_s"]} if beside else {}),
+                **r,
+            }
+        )
         if bare["first_frame_s"] is not None:
             bares.append(bare["first_frame_s"])
         if r["first_frame_s"] is not None:
@@ -170,6 +209,13 @@ def main() -> int:
         f"bare Textual first frame median {bare:.3f} s (max {max(bares):.3f}): "
         f"vmmtui/bare {first / bare:.2f}x (goal <= 1.10x)"
     )
+    if probed:
+        beside = statistics.median(probed)
+        print(
+            f"bare Textual with the capability probe started beside it: first frame median "
+            f"{beside:.3f} s = {beside / bare:.2f}x the bare app alone (vmmtui {first / beside:.2f}x "
+            "of it): near vmmtui's ratio means the probe running beside the app explains the gap"
+        )
     if a.json:
         summary = {
             "host": os.uname().nodename,
@@ -180,6 +226,11 @@ def main() -> int:
             "pids_median_s": pids,
             "bare_first_frame_median_s": bare,
             "ratio": first / bare,
+            **(
+                {"bare_with_probe_first_frame_median_s": statistics.median(probed)}
+                if probed
+                else {}
+            ),
         }
         Path(a.json).write_text(json.dumps(summary, indent=1) + "\n")
     return 0

@@ -259,3 +259,21 @@ def test_rehearse_runs_the_real_round_trip_and_leaves_no_fd(tmp_path):
     report = w.run_step("init")
     assert report.ok
     assert any("rehearsal" in c.name and "round trip" in c.result for c in report.calls)
+
+
+def test_accept_takes_a_queued_connection_at_once_and_keeps_its_deadline(tmp_path):
+    """A consumer already queued is taken with no wait at all (a non-blocking accept first, no poll
+    and no timeout set on the listener); with nobody queued the deadline still holds."""
+    path = str(tmp_path / "s")
+    listener = channel.listen(path)
+    try:
+        client, _ = channel.connect(path, 5.0)
+        conn, cred = channel.accept(listener, os.getpid(), 0.0)
+        assert cred.pid == os.getpid() and conn.gettimeout() is None  # blocking, as before
+        conn.close()
+        client.close()
+        with pytest.raises(StepError) as err:
+            channel.accept(listener, os.getpid(), 0.2)
+        assert err.value.failure.code == "ETIMEDOUT"
+    finally:
+        listener.close()

@@ -13,6 +13,7 @@ import array
 import contextlib
 import errno
 import json
+import math
 import os
 import select
 import socket
@@ -183,25 +184,28 @@ def accept(
     Refused connections are closed as soon as they are accepted, one after the other with no pause,
     so that a flood of them drains from the backlog as fast as it comes in."""
     deadline = time.monotonic() + timeout
+    if listener.gettimeout() != 0.0:  # non-blocking from here on: the deadline is ours, with poll
+        listener.setblocking(False)
+    poller: select.poll | None = None
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise StepError(
-                failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")
-            )
-        listener.settimeout(left)
-        try:
+        try:  # the common case, the consumer already connected: no poll, no timeout to set
             conn, _ = listener.accept()
-        except TimeoutError as exc:
-            raise StepError(
-                failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")
-            ) from exc
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if poller is None:
+                poller = select.poll()
+                poller.register(listener, select.POLLIN)
+            if left <= 0 or not poller.poll(max(1, math.ceil(left * 1000))):
+                if time.monotonic() < deadline:
+                    continue  # woken early (a signal): the deadline has not passed
+                raise StepError(
+                    failure("ETIMEDOUT", "accept", f"no consumer connected within {timeout:g} s")
+                ) from None
+            continue
         except OSError as exc:
             if exc.errno in (errno.ECONNABORTED, errno.EINTR):
                 continue
             raise _err(exc, "accept") from exc
-        finally:
-            listener.settimeout(None)
         try:
             cred = peer_cred(conn)
         except OSError:

@@ -113,7 +113,10 @@ def test_an_fd_closed_between_the_scan_and_kcmp_is_not_kcmp_unavailable():
 def test_processes_shorter_than_a_poll_are_said_with_the_poll_gap():
     res, events = watch_json("short_lived.py")
     assert res.returncode == 0, res.stderr
-    kids = [int(x) for x in re.search(r"children ([\d ]+)", res.stdout).group(1).split()]
+    # watch --json keeps stdout for the stream: the command's own lines go to stderr
+    said = re.search(r"children ([\d ]+)", res.stderr)
+    assert said, res.stderr
+    kids = [int(x) for x in said.group(1).split()]
     seen = {e.pid for e in of(events, ProcessSeen)}
     notes = " ".join(n.text for n in of(events, Notice))
     missed = re.search(r"exited before any poll saw them: ([^;]+);", notes)

@@ -160,6 +160,17 @@ def test_bench_command_rejects_bad_input():
     assert main(["bench", "--backend", "memfd", "--repeat", "0"]) == 2
 
 
+def test_an_out_that_is_a_file_is_refused_before_measuring(tmp_path, capsys):
+    (tmp_path / "f").write_text("")
+    argv = ["bench", "--backend", "memfd", "--sizes", "64KiB", "--repeat", "1"]
+    assert main([*argv, "--out", str(tmp_path / "f")]) == 2  # was a FileExistsError after the run
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"vmmtui: --out {tmp_path / 'f'}: is not a directory; name a writable directory (it is made if missing)\n"
+    )
+
+
 def _render(result: BenchResult, width: int = 80) -> str:
     import io
 

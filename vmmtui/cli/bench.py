@@ -81,6 +81,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print("vmmtui: --repeat must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    from vmmtui.cli.inspector import screenshots_problem  # a directory, made if missing
+
+    if problem := screenshots_problem(args.out):  # before minutes of measuring, not after
+        print(f"vmmtui: {problem.replace('--screenshots', '--out', 1)}", file=sys.stderr)
+        return EXIT_USAGE
     from vmmtui.backends import choose
 
     choice = choose(args.backend, args.device)
