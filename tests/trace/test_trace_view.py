@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.driving import wait_for
+pytest.importorskip("textual", reason="the view needs textual (not on the GPU image)")
+
+from tests.tui.driving import wait_for  # noqa: E402
 
 
 def text_of(log) -> str:
