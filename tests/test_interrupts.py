@@ -10,6 +10,9 @@ import time
 import psutil
 import pytest
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 
 def start(tmp_path, *args):
     env = dict(os.environ, TMPDIR=str(tmp_path))

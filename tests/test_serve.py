@@ -14,6 +14,9 @@ import pytest
 
 from vmmtui.cli.webserver import STOPPED
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -41,8 +41,9 @@ def _leak_received(hold: str) -> tuple[subprocess.Popen, int, int]:
     )
     child = None
     for line in proc.stdout:
-        if "stays open" in line:
-            child = int(line[1 : line.index("]")])
+        said = re.search(r"\[(\d+)\][^\[]*stays open", line)  # two processes share the pipe
+        if said:
+            child = int(said.group(1))
             break
     return proc, proc.pid, child
 

@@ -21,6 +21,9 @@ from vmmtui.events import (
     WatchFinished,
 )
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 
 def shared_memfd(events, name):
     found = [

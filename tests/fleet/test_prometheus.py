@@ -14,6 +14,9 @@ import pytest
 from tests.attach.helpers import FIXTURES, ROOT
 from tests.fleet.conftest import free_port
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("prometheus_client", reason="prometheus-client not installed (vmmtui[fleet])")
 
 

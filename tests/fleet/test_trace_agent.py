@@ -15,6 +15,9 @@ from tests.attach.helpers import ROOT
 from tests.fleet.test_otlp import Collector
 from tests.fleet.test_prometheus import stop
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 FIXTURE = ROOT / "tests" / "fixtures" / "trace_share.py"
 
 

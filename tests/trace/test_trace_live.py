@@ -30,6 +30,9 @@ from vmmtui.trace.events import (
 )
 from vmmtui.trace.ledger import Ledger
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_share.py"
 
 

@@ -136,7 +136,6 @@ async def test_transcript_and_screenshots_are_written(tmp_path):
     assert len(list(shots.glob("*.svg"))) >= len(PLAN)
 
 
-@pytest.mark.asyncio
 def running_children() -> list[psutil.Process]:
     """This process's children still running: one that exited and awaits its reaping (an
     earlier test's) holds nothing."""
@@ -150,6 +149,7 @@ def running_children() -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.asyncio
 async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
     from textual.widgets import OptionList
 

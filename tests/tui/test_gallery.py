@@ -10,6 +10,9 @@ from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.wire import VerificationPanel
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 ENTRIES = gallery.entries()
 
 

@@ -11,6 +11,9 @@ from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.wire import WirePanel
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 PLAN = build_plan()
 
 

@@ -16,6 +16,9 @@ from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 PLAN = build_plan()
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

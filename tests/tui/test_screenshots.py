@@ -10,6 +10,9 @@ from vmmtui.config import SessionConfig
 from vmmtui.steps import build_plan
 from vmmtui.tui.app import InspectorApp
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 PLAN = build_plan()
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 

@@ -11,6 +11,9 @@ import time
 import pytest
 from terminal import Terminal, alive
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 #: the first frame is drawn; the steps list says the next one
 READY = "space Next"
 #: the producer's fill of 512 MiB takes seconds: a step that is running when the signal comes

@@ -8,6 +8,9 @@ from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.step_bar import StepBar
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 
 def bar_text(app) -> str:
     return app.inspector.query_one(StepBar).render().plain

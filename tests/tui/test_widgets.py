@@ -249,6 +249,7 @@ async def test_f_shows_the_others_below_the_workers_own_fds():
         assert set(numbers[len(ours) :]) == {r.fd for r in others}
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_consumer_tabs_follow_the_frame_shown_the_same_way_forward_and_back():
     """With 3 consumers a replay's tabs moved in different directions stepping forward and back."""
