@@ -9,11 +9,16 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
 from vmmtui.attach.follow import Follower
 from vmmtui.attach.scan import scan
 from vmmtui.attach.shares import find_shares
 from vmmtui.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
 
 
 def test_an_fd_made_and_sent_within_one_poll_is_unknown_never_arrived_at_its_creator():

@@ -7,6 +7,9 @@ from vmmtui.events import SessionClosed, SessionFailed, WorkerExited
 from vmmtui.session import Session
 from vmmtui.steps import build_plan
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 PLAN = build_plan()
 
 SIGNALS = {"kill": "SIGKILL", "segv": "SIGSEGV"}

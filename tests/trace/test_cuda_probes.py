@@ -13,6 +13,9 @@ import pytest
 from vmmtui.record.recording import read
 from vmmtui.trace.events import CudaCall, LedgerFinding
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 

@@ -3,6 +3,7 @@
 import asyncio
 import os
 import re
+import time
 
 import psutil
 import pytest
@@ -179,6 +180,10 @@ async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
         await pilot.press("q")
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     assert [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")] == []
+    # the producer's reaper ends once it has seen the producer go: give it a moment
+    deadline = time.monotonic() + 5
+    while running_children() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     assert not running_children()
 
 

@@ -11,6 +11,9 @@ from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 PLAN = build_plan()
 
 

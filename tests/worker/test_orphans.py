@@ -17,14 +17,14 @@ import pytest
 
 from vmmtui.steps import build_plan
 
+#: the slow tier: left out of the default run (README), run by .ci/run after it
+pytestmark = pytest.mark.slow
+
 PARENT = r"""
 import json, os, socket, subprocess, sys, tempfile, time
 from vmmtui.config import WorkerConfig
 from vmmtui.protocol import LineChannel, decode_report
 from vmmtui.steps import build_plan
-
-#: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
 
 base, upto = sys.argv[1], int(sys.argv[2])
 directory = tempfile.mkdtemp(prefix=f"vmmtui-{os.getpid()}-", dir=base)
