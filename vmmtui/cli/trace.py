@@ -268,19 +268,15 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
     from vmmtui.console import print_json
     from vmmtui.trace.events import (
         LedgerFinding,
-        ProcessExec,
-        ProcessExit,
-        ProcessForked,
         TraceFinished,
         TraceStarted,
     )
     from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import lines, worth_a_line
+    from vmmtui.trace.narration import ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     ledger = Ledger()
-    comms: dict[int, str] = {}
-    t0 = 0
+    names = ProcessNames()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
     pending: list = []
@@ -306,19 +302,14 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
         if args.quiet and not isinstance(e, LedgerFinding | TraceStarted | TraceFinished):
             return
         pending.extend(
-            lines(e, t0, _comm(getattr(e, "pid", 0), comms) if hasattr(e, "pid") else "")
+            lines(
+                e, names.t0, _comm(getattr(e, "pid", 0), names.comms) if hasattr(e, "pid") else ""
+            )
         )
 
     try:
         for e in tracer.events(on_batch=flush):
-            if isinstance(e, TraceStarted):
-                t0 = e.ktime0
-            if isinstance(e, ProcessForked):
-                comms[e.child] = e.comm
-            if isinstance(e, ProcessExec):
-                comms[e.pid] = e.comm
-            if isinstance(e, ProcessExit) and not comms.get(e.pid):
-                comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
+            names.see(e)
             if isinstance(e, TraceFinished):
                 for f in ledger.finish():
                     out(f)
@@ -397,42 +388,30 @@ def replay_trace(recording) -> int:
 
     from vmmtui.trace.events import (
         LedgerFinding,
-        ProcessExec,
-        ProcessExit,
-        ProcessForked,
         TraceFinished,
-        TraceStarted,
     )
     from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import lines
+    from vmmtui.trace.narration import ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"replay of {recording.header.title or recording.path} ({recording.header.when}, {recording.header.where})",
         style="bold",
     )
-    ledger, t0 = Ledger(), 0
-    comms: dict[int, str] = {}  # the names the live trace showed, from the recorded forks and execs
+    ledger, names = Ledger(), ProcessNames()
     for e in recording.events:
-        if isinstance(e, TraceStarted):
-            t0 = e.ktime0
-        if isinstance(e, ProcessForked):
-            comms[e.child] = e.comm
-        if isinstance(e, ProcessExec):
-            comms[e.pid] = e.comm
-        if isinstance(e, ProcessExit) and not comms.get(e.pid):
-            comms[e.pid] = e.comm
+        names.see(e)
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
-        for line in lines(e, t0, comms.get(getattr(e, "pid", 0), "")):
+        for line in lines(e, names.t0, names.comms.get(getattr(e, "pid", 0), "")):
             console.print(line)
         if isinstance(e, TraceFinished):
             continue
         for f in ledger.apply(e):
-            for line in lines(f, t0):
+            for line in lines(f, names.t0):
                 console.print(line)
     for f in ledger.finish():
-        for line in lines(f, t0):
+        for line in lines(f, names.t0):
             console.print(line)
     _summary(console, ledger)
     return EXIT_OK

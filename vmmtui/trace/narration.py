@@ -4,6 +4,8 @@ readers' transcripts, the attach view's log). Names from the traced processes go
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from rich.text import Text
 
 from vmmtui.events import Event
@@ -216,3 +218,22 @@ def worth_a_line(e: Event, ledger) -> bool:
     if isinstance(e, FdDuplicated):
         return (e.pid, e.old) in ledger.holdings
     return True
+
+
+@dataclass
+class ProcessNames:
+    """The trace's clock origin and the name it knows for each process, from the forks, execs and
+    exits it saw: the live trace and the replay of its recording name processes alike."""
+
+    t0: int = 0
+    comms: dict[int, str] = field(default_factory=dict)
+
+    def see(self, e: Event) -> None:
+        if isinstance(e, TraceStarted):
+            self.t0 = e.ktime0
+        elif isinstance(e, ProcessForked):
+            self.comms[e.child] = e.comm
+        elif isinstance(e, ProcessExec):
+            self.comms[e.pid] = e.comm
+        elif isinstance(e, ProcessExit) and not self.comms.get(e.pid):
+            self.comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
