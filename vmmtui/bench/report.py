@@ -210,7 +210,7 @@ def init_line(result: BenchResult) -> str:
     return "driver init, reported apart (median): " + (", ".join(parts) if parts else "-")
 
 
-TARGETS_HEADING = "performance targets on a GPU (README, Performance):"
+TARGETS_HEADING = "performance targets on a GPU (docs/performance.md):"
 
 
 def target_lines(result: BenchResult) -> list[str]:

@@ -846,7 +846,7 @@ def _cuda_fix(e: CudaCall) -> str:
     if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
         return (
             "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
-            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
+            "a channel (docs/attach.md, fabric handles); on one node, share with POSIX fds"
         )
     if f == "cuMemExportToShareableHandle":
         return "create it with prop.requestedHandleTypes including that type"
