@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui import cli
+from vmmtui.cli import serve
 from vmmtui.record import gallery
 from vmmtui.scenarios import SCENARIOS
 
@@ -85,25 +86,12 @@ def parse(argv: list[str]) -> str | None:
             args = cli.parser().parse_args(argv)
     except SystemExit as exc:
         return err.getvalue().strip() or f"exit {exc.code}"
-    rest = list(getattr(args, "args", None) or [])
-    if args.command == "serve" and rest[:1] == ["replay"]:  # serve replay NAME [options]
-        return parse(without_serve_options(rest))
+    if args.command == "serve":  # serve's own options may follow `replay NAME`: serve takes them
+        if why := serve.take_own_options(args):
+            return why
+        if args.args[:1] == ["replay"]:  # serve replay NAME [options]: replay's options
+            return parse(args.args)
     return None
-
-
-def without_serve_options(words: list[str]) -> list[str]:
-    """``--host``/``--port`` and their values, which serve takes wherever they stand."""
-    kept, skip = [], False
-    for word in words:
-        if skip:
-            skip = False
-            continue
-        name, eq, _ = word.partition("=")
-        if name in {"--host", "--port"}:
-            skip = not eq
-            continue
-        kept.append(word)
-    return kept
 
 
 def test_readme_fits_on_two_screens():
@@ -153,7 +141,9 @@ def test_the_command_reader_catches_a_command_that_does_not_exist():
     assert parse(["frobnicate"])
     assert parse(["run", "--scenario", "no-such-scenario"])
     assert parse(["serve", "replay", "h100-vmm", "--no-such-option"])
+    assert parse(["serve", "replay", "h100-vmm", "--port", "0"])
     assert parse(["serve", "--port", "8001", "replay", "h100-vmm", "--step", "3"]) is None
+    assert parse(["serve", "replay", "h100-vmm", "--max-pages", "30", "--host", "0.0.0.0"]) is None
 
 
 def test_gallery_names_shown_exist():

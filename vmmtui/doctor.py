@@ -165,6 +165,24 @@ def pidfd_finding() -> Finding:
     return Finding("pidfd road", "; ".join(parts), works)
 
 
+def serve_finding(port: int = 8000) -> Finding:
+    """Whether ``vmmtui serve`` can run: textual-serve importable, and its default port free."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import textual_serve  # noqa: F401
+
+        have = f"textual-serve {version('textual-serve')}"
+    except (ImportError, PackageNotFoundError) as exc:
+        return Finding("serve", f"cannot run: {exc} (fix: pip install textual-serve)", False)
+    try:
+        with socket.create_server(("127.0.0.1", port)):
+            free = f"port {port} on localhost free"
+    except OSError as exc:
+        free = f"port {port} on localhost taken ({exc.strerror}): use --port N"
+    return Finding("serve", f"can run ({have}; {free})", True)
+
+
 def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
@@ -220,4 +238,5 @@ def diagnose(device: int = 0) -> Report:
     )
     add(Finding("ptrace_scope", ptrace_scope(), None))
     add(pidfd_finding())
+    add(serve_finding())
     return rep

@@ -2,6 +2,7 @@
 line says which part is missing and how to get it, and the polling of watch/attach takes over."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,9 +95,15 @@ def test_without_root_it_says_so(tmp_path):
         env={**os.environ, "HOME": str(tmp_path)},
         cwd=tmp_path,
     )
-    assert "eBPF unavailable: eBPF needs root (or CAP_BPF and CAP_PERFMON)" in res.stderr, (
-        res.stderr
-    )
+    assert (
+        "eBPF unavailable: eBPF needs root, or CAP_BPF and CAP_PERFMON (uid 65534, not root;"
+        in (res.stderr)
+    ), res.stderr
+    # advice that widens nobody's rights: sudo, or setcap on a private copy, never a shared python
+    assert "`sudo vmmtui trace ...`" in res.stderr
+    targets = re.findall(r"setcap \S+ (\S+?)`", res.stderr)
+    assert targets == ["~/.vmmtui-bpf/bin/python3"], res.stderr
+    assert "which python3" not in res.stderr and "/usr/bin/python" not in res.stderr
     assert "falling back to polling /proc (as `vmmtui attach` does)" in res.stderr
     assert "Traceback" not in res.stderr
 

@@ -65,16 +65,58 @@ def libbpf_path() -> str | None:
     return found
 
 
+UNPRIVILEGED_BPF = Path("/proc/sys/kernel/unprivileged_bpf_disabled")
+#: a private copy of python that may hold the capabilities: its own venv, closed to others
+PRIVATE_PYTHON = "~/.vmmtui-bpf"
+
+
+def privileges_missing(caps: int) -> str:
+    """What this process lacks for eBPF, read from the system, and the ways to get it that widen
+    nobody else's rights: sudo for this one command, or the capabilities on a private copy of
+    python in its own venv (setcap on a shared or system python would give them to every
+    program of every user that runs it)."""
+    has = [
+        name
+        for bit, name in ((CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON"))
+        if caps >> bit & 1
+    ]
+    lacks = [name for name in ("CAP_BPF", "CAP_PERFMON") if name not in has]
+    who = (
+        "root without the capabilities (a container or a dropped bounding set)"
+        if os.geteuid() == 0
+        else f"uid {os.geteuid()}, not root"
+    )
+    facts = [who, f"missing {' and '.join(lacks)}" + (f" (has {has[0]})" if has else "")]
+    facts.append("kernel BTF present" if BTF.exists() else f"no kernel BTF ({BTF})")
+    try:
+        level = UNPRIVILEGED_BPF.read_text().strip()
+        meaning = {
+            "0": "bpf() open to every user",
+            "1": "bpf() only for the privileged, until reboot",
+            "2": "bpf() only for the privileged",
+        }
+        facts.append(
+            f"kernel.unprivileged_bpf_disabled = {level} ({meaning.get(level, 'unknown')})"
+        )
+    except OSError:
+        pass
+    venv = PRIVATE_PYTHON
+    return (
+        f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)}): run "
+        "`sudo vmmtui trace ...`; to trace without sudo, give the capabilities to a private "
+        f"python of your own, never to a shared one: `python3 -m venv --copies {venv} && chmod "
+        f"700 {venv} && {venv}/bin/pip install vmmtui && sudo setcap cap_bpf,cap_perfmon+ep "
+        f"{venv}/bin/python3`, then `{venv}/bin/python3 -m vmmtui trace ...`"
+    )
+
+
 def why_not() -> str | None:
     """One line on what this machine lacks for eBPF tracing (None: nothing we can tell)."""
     if os.uname().machine != "x86_64":
         return f"eBPF tracing is built for x86_64 only (this is {os.uname().machine})"
     caps = _cap_eff()
     if not (caps >> CAP_SYS_ADMIN & 1 or (caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1)):
-        return (
-            "eBPF needs root (or CAP_BPF and CAP_PERFMON): run it with sudo, or "
-            "`sudo setcap cap_bpf,cap_perfmon+ep $(readlink -f $(which python3))`"
-        )
+        return privileges_missing(caps)
     if not BTF.exists():
         return (
             "the kernel has no BTF (/sys/kernel/btf/vmlinux): eBPF CO-RE needs a kernel built "
