@@ -99,6 +99,15 @@ def test_readme_fits_on_two_screens():
     assert len(lines) <= 200, f"README.md has {len(lines)} lines: the rest belongs in docs/"
 
 
+def test_every_link_and_picture_of_the_readme_exists():
+    """The site's build checks the pages' links; the README's are checked here."""
+    for target in re.findall(r"\]\(([^)\s]+)\)", README.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue  # an address on the web
+        path = target.split("#")[0]
+        assert (ROOT / path).exists(), f"README.md links {target}, which does not exist"
+
+
 def test_the_pages_are_the_sites_nav():
     """Every page is in mkdocs.yml's nav, and every page of the nav exists."""
     config = (ROOT / "mkdocs.yml").read_text()
