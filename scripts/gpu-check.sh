@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
-#        attach-poll attach-nccl driveronly startup wire gallery trace fleet app-lite interrupts all; each is an `if` below)
+#        attach-poll attach-nccl driveronly startup wire gallery trace fleet app-lite interrupts serve all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -283,6 +283,14 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     tmux capture-pane -t vmmtui-hup -p | grep -E "running|queued" | head -3
     tmux kill-session -t vmmtui-hup; sleep 2.5
     echo "after a closed terminal: inspector=$(pgrep -fc 'python3 -m vmmtui --backend cuda --size 4GiB') workers=$(pgrep -fc 'vmmtui.worker') dirs=$(ls /tmp | grep -c '^vmmtui-')"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = serve ]; then
+    # kill -9 of `vmmtui serve` with a page open on the cuda inspector (8 steps run: memory made
+    # and exported): 2 s later no inspector, no worker, no session directory, no GPU process
+    nvidia-smi --query-gpu=memory.used --format=csv
+    step python3 scripts/serve-kill9.py -- --backend cuda --size 1GiB
+    sleep 1; nvidia-smi --query-gpu=memory.used --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = startup ]; then
