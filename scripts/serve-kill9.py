@@ -136,6 +136,7 @@ def main() -> int:
         if server.poll() is None:
             server.send_signal(signal.SIGKILL)
             server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)  # what it found there is reported below
     print(json.dumps(seen))
     gpu_left = [a for a in seen["gpu_apps_after"] or [] if a.split(",")[0].strip().isdigit()]
     ok = not seen["left"] and not seen["dirs_left"] and not gpu_left
@@ -145,7 +146,6 @@ def main() -> int:
         f"directories {seen['dirs_left'] or 'none'}, GPU apps {seen['gpu_apps_after']}",
         file=sys.stderr,
     )
-    shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1
 
 
