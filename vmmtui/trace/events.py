@@ -102,6 +102,8 @@ class FdsSent(TraceCall):
     result: int
     #: the name of each file (``memfd:x``, ``/dev/nvidia-uvm``…), read when the fd was sent
     kinds: list[str] = field(default_factory=list)
+    #: fds of that message the record did not hold (the ledger claims nothing about them)
+    fds_not_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ class FdsReceived(TraceCall):
     files: list[str]
     result: int
     truncated: bool = False  # MSG_CTRUNC: the kernel closed fds that did not fit
+    #: fds of that message the record did not hold (the ledger claims nothing about them)
+    fds_not_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -209,11 +213,28 @@ class CudaCall(TraceCall):
 
 
 @dataclass(frozen=True)
+class QueuedAtRelease(TraceCall):
+    """The kernel's statement that fds were sent and never received: a Unix socket was released
+    with ``count`` SCM_RIGHTS fds still in its queue. ``socket_file`` is the socket's open file,
+    ``files`` the queued ones (as many as the record holds), in the keyed hashes of ``FdsSent``'s
+    ``files`` given as integers (``f"{x:012x}"`` is their text form)."""
+
+    socket_file: int
+    files: tuple[int, ...]
+    count: int
+
+
+@dataclass(frozen=True)
 class TraceLost(TraceEvent):
-    """Records the kernel could not hand over (ring buffer full): said, never hidden."""
+    """Records the kernel could not hand over (ring buffer full): said, never hidden. ``count``
+    records were lost on ``cpu`` (-1: not known which) between ``t_first_ns`` and ``t_last_ns``
+    (the kernel's clock, as the records' ``ktime``; 0, 0: the window is not known)."""
 
     count: int
     ktime: int = 0
+    cpu: int = -1
+    t_first_ns: int = 0
+    t_last_ns: int = 0
 
 
 @dataclass(frozen=True)
