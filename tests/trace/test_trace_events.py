@@ -36,7 +36,7 @@ EXAMPLES = [
         111,
         [te.RefusalCheck("pid namespace", False, "differs")],
     ),
-    te.LedgerFinding("shared", 11, "fd 7", "detail", "fix", 112, 10, "a1"),
+    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110),
 ]
 
 

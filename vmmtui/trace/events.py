@@ -277,9 +277,11 @@ class CallRefused(TraceEvent):
 @dataclass(frozen=True)
 class LedgerFinding(TraceEvent):
     """What the ledger concluded: ``kind`` is ``shared`` (a send matched to its receive, or a
-    pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received),
-    ``fd-never-closed``, ``import-never-released``, ``held-after-exporter-died``,
-    ``ipc-never-closed``, ``exporter-died``; ``pid`` the process it is about."""
+    pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received: the kernel said
+    so), ``fd-never-closed``, ``import-never-released``, ``held-after-exporter-died``,
+    ``ipc-never-closed``, ``exporter-died``, or ``unknown`` (a conclusion records lost could
+    overturn: ``lost`` of them between ``lost_first_ns`` and ``lost_last_ns``, the kernel's clock;
+    0, 0 when the window is not known); ``pid`` the process it is about."""
 
     kind: str
     pid: int
@@ -290,3 +292,6 @@ class LedgerFinding(TraceEvent):
     #: the other process of a share (sender, exporter); 0 when none
     peer: int = 0
     file: str = ""
+    lost: int = 0
+    lost_first_ns: int = 0
+    lost_last_ns: int = 0
