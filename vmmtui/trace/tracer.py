@@ -124,6 +124,8 @@ class Tracer:
         self.exit: Exit | None = None
         self.alive: set[int] = set()
         self.stopping = False
+        #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
+        self.stopped_by: int | None = None
         self.files = FileNames()
         self.probes: list[str] = []
         self.unprobed: list[str] = []
@@ -216,6 +218,7 @@ class Tracer:
                 os.kill(self.proc.pid, signum)
         else:
             self.stopping = True
+            self.stopped_by = self.stopped_by or signum
 
     def _reap(self) -> None:
         if self.proc is None:
