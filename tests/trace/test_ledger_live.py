@@ -118,3 +118,28 @@ def test_a_real_fd_left_in_a_sockets_queue_is_in_flight():
     [sent] = [e for e in events if e["event"] == "FdsSent"]
     [flight] = [f for f in findings if f["kind"] == "in-flight"]
     assert flight["file"] == sent["files"][0] and flight["pid"] == sent["pid"]
+
+
+@pytest.mark.parametrize("n", [64, 253])  # 253: SCM_RIGHTS' own maximum (SCM_MAX_FD)
+def test_a_message_of_more_fds_than_a_record_holds_claims_nothing_about_the_rest(n):
+    events, err = traced("wide", str(n), timeout=60)
+    assert f"received={n}" in err
+    [sent] = [e for e in events if e["event"] == "FdsSent"]
+    [got] = [e for e in events if e["event"] == "FdsReceived"]
+    if len(sent["fds"]) + sent["fds_not_read"] != n:
+        pytest.skip("kernel side does not count the fds a record did not hold (fds_not_read)")
+    kinds, findings, _, end = said(events)
+    assert not FALSE & set(kinds) and "unknown" not in kinds, findings
+    assert kinds["shared"] == len(got["fds"])  # a share said for each fd seen, none for the rest
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "--"]
+        + [sys.executable, str(FIXTURE), "wide", str(n)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if sent["fds_not_read"]:
+        assert f"+{sent['fds_not_read']} more fds not read" in res.stdout, res.stdout
+        assert f"{sent['fds_not_read']} more fds not read (sent)" in res.stdout, res.stdout
+    if got["fds_not_read"]:
+        assert f"{got['fds_not_read']} more fds not read (received)" in res.stdout, res.stdout

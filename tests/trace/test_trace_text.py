@@ -122,7 +122,7 @@ def test_fds_a_record_did_not_hold_are_said_and_counted():
     ledger.apply(
         FdsSent(10, 10, T0 + 1, "sendmsg", SOCK, [5] * 16, ["f1"] * 16, 1, fds_not_read=48)
     )
-    assert ledger.fds_not_read == 48
+    assert ledger.fds_not_read == {"sent": 48}
 
 
 def test_the_count_at_the_end_counts_the_finding_just_printed():
@@ -208,3 +208,28 @@ def test_trace_all_stopped_by_a_signal_exits_128_plus_it(ebpf, sig):
 @pytest.mark.slow
 def test_trace_of_a_command_stopped_by_ctrl_c_exits_130(ebpf):
     assert stop_with(["--", "sleep", "30"], signal.SIGINT) == 130
+
+
+def test_the_summary_says_losses_per_cpu_the_fds_not_read_and_the_sends_not_seen_received():
+    from vmmtui.cli.trace import _summary
+
+    ledger = Ledger()
+    for e in [
+        FdsSent(10, 10, T0 + 1, "sendmsg", SOCK, [5] * 16, ["f1"] * 16, 1, fds_not_read=48),
+        FdsReceived(11, 11, T0 + 2, "recvmsg", SOCK, [6] * 16, ["f1"] * 16, 1, fds_not_read=48),
+        FdsSent(10, 10, T0 + 3, "sendmsg", SOCK, [7], ["f2"], 1),
+        TraceLost(5, T0 + 9_000_000, 0, T0 + 4_000_000, T0 + 9_000_000),
+        TraceLost(2, T0 + 9_000_000, 1, T0 + 4_000_000, T0 + 9_000_000),
+    ]:
+        ledger.apply(e)
+    ledger.finish()
+    console = Console(width=400, record=True, file=io.StringIO())
+    _summary(console, ledger, T0)
+    out = console.export_text()
+    assert (
+        "lost: 7 records (5 on CPU 0, 2 on CPU 1): 7 records lost between 0.0040 s and 0.0090 s"
+        in out
+    )
+    assert "1 conclusion they could overturn said as unknown, none as a leak" in out
+    assert "48 more fds not read (sent) and 48 more fds not read (received)" in out
+    assert "16 shared" in out and "1 unknown" in out

@@ -345,7 +345,8 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         more = f"; {len(losses.windows) - 4} more windows" if len(losses.windows) > 4 else ""
         console.print(
             f"lost: {losses.total} records ({cpus}): {windows or lost_words(losses.total, 0, 0)}"
-            f"{more}; {by.get('unknown', 0)} conclusions they could overturn are said as unknown"
+            f"{more}; {by.get('unknown', 0)} conclusion{'' if by.get('unknown', 0) == 1 else 's'} "
+            "they could overturn said as unknown, none as a leak"
         )
     said = []
     if ledger.unreceived:
@@ -354,8 +355,12 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
             "received by a traced process (the kernel did not report them left queued: a "
             "receiver not traced?)"
         )
-    if ledger.fds_not_read:
-        said.append(f"{not_read(ledger.fds_not_read)} (nothing is claimed about them)")
+    unread = ledger.fds_not_read
+    if sum(unread.values()):
+        said.append(
+            " and ".join(f"{not_read(n)} ({how})" for how, n in unread.items() if n)
+            + ": nothing is claimed about them"
+        )
     if not ledger.findings:
         console.print(
             "no fd travelled between traced processes, no CUDA sharing call was seen"

@@ -303,8 +303,9 @@ class Ledger:
         self.early: dict[str, deque[Early]] = {}
         self._early_order: deque[Early] = deque()
         self.losses = Losses()
-        #: fds of messages that the records did not hold (nothing is claimed about them)
-        self.fds_not_read = 0
+        #: fds that records did not hold, by record (sent, received, queued): nothing is claimed
+        #: about them
+        self.fds_not_read: Counter[str] = Counter()
         #: sends that no traced process was seen receiving and the kernel never said were left
         #: queued (went to a process not traced): counted at the end, not a finding
         self.unreceived = 0
@@ -532,7 +533,8 @@ class Ledger:
     def _on_FdsSent(self, e: FdsSent, out: list) -> None:
         if e.result < 0:
             return
-        self.fds_not_read += e.fds_not_read
+        if e.fds_not_read:
+            self.fds_not_read["sent"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
             if (e.pid, fd) in self.holdings and not self.holdings[(e.pid, fd)].file:
@@ -552,7 +554,8 @@ class Ledger:
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
-        self.fds_not_read += max(e.count - len(e.files), 0)
+        if e.count > len(e.files):
+            self.fds_not_read["queued"] += e.count - len(e.files)
         for raw in e.files:
             file = file_key(raw)
             queue = self.in_flight.get(file)
@@ -590,7 +593,8 @@ class Ledger:
             ]
 
     def _on_FdsReceived(self, e: FdsReceived, out: list) -> None:
-        self.fds_not_read += e.fds_not_read
+        if e.fds_not_read:
+            self.fds_not_read["received"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
             queue = self.in_flight.get(file)
