@@ -247,6 +247,7 @@ class TraceFinished(TraceEvent):
     events: int
     lost: int
     seconds: float
+    #: every finding the ledger said (shares included): the lines the text printed
     findings: int = 0
 
 
