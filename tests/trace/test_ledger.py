@@ -92,12 +92,12 @@ def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_no_finding_by_itse
 def test_in_flight_is_the_kernels_word_that_the_fd_was_left_queued():
     ledger, found = fold(
         [
-            FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["0000000000f2"], 1),
-            QueuedAtRelease(B, B, 3, 0x77, (0xF2,), 3),
+            FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1),
+            QueuedAtRelease(B, B, 3, 0x77, ("f2",), 3),
         ]
     )
     [f] = found
-    assert (f.kind, f.pid, f.file) == ("in-flight", A, "0000000000f2")
+    assert (f.kind, f.pid, f.file) == ("in-flight", A, "f2")
     assert "fd 6 sent, never received" in f.what and "still queued" in f.detail
     assert ledger.fds_not_read == {
         "queued": 2

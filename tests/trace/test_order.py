@@ -151,9 +151,9 @@ def test_an_unreceived_send_with_a_loss_after_it_is_unknown_not_in_flight():
 def test_the_kernels_queued_at_release_is_in_flight_even_across_losses():
     _, found = fold(
         [
-            FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["0000000000f1"], 1),
+            FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
             TraceLost(40, 30 * MS, 0, 12 * MS, 30 * MS),
-            QueuedAtRelease(A, A, 40 * MS, 0x99, (0xF1,), 1),
+            QueuedAtRelease(A, A, 40 * MS, 0x99, ("f1",), 1),
         ]
     )
     assert [(f.kind, f.pid) for f in found] == [("in-flight", A)]

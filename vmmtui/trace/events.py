@@ -102,7 +102,8 @@ class FdsSent(TraceCall):
     result: int
     #: the name of each file (``memfd:x``, ``/dev/nvidia-uvm``…), read when the fd was sent
     kinds: list[str] = field(default_factory=list)
-    #: fds of that message the record did not hold (the ledger claims nothing about them)
+    #: fds the message carried that no record held (unreadable, or a record lost): nothing is
+    #: known of them, and nothing is claimed
     fds_not_read: int = 0
 
 
@@ -116,7 +117,7 @@ class FdsReceived(TraceCall):
     files: list[str]
     result: int
     truncated: bool = False  # MSG_CTRUNC: the kernel closed fds that did not fit
-    #: fds of that message the record did not hold (the ledger claims nothing about them)
+    #: fds the message carried that no record held (see ``FdsSent.fds_not_read``)
     fds_not_read: int = 0
 
 
@@ -214,21 +215,22 @@ class CudaCall(TraceCall):
 
 @dataclass(frozen=True)
 class QueuedAtRelease(TraceCall):
-    """The kernel's statement that fds were sent and never received: a Unix socket was released
-    with ``count`` SCM_RIGHTS fds still in its queue. ``socket_file`` is the socket's open file,
-    ``files`` the queued ones (as many as the record holds), in the keyed hashes of ``FdsSent``'s
-    ``files`` given as integers (``f"{x:012x}"`` is their text form)."""
+    """SCM_RIGHTS fds freed by the kernel still queued on a Unix socket: the socket holding the
+    message was released (closed, its process exited) or collected with it unreceived. The
+    kernel's own statement that these files were sent and never received. ``socket_file`` is the
+    sending socket's inode (``SocketEnd.ino`` of the send; 0 when it is already gone), ``files``
+    the files as the send named them, ``count`` the fds the message carried."""
 
     socket_file: int
-    files: tuple[int, ...]
+    files: tuple[str, ...]
     count: int
 
 
 @dataclass(frozen=True)
 class TraceLost(TraceEvent):
-    """Records the kernel could not hand over (ring buffer full): said, never hidden. ``count``
-    records were lost on ``cpu`` (-1: not known which) between ``t_first_ns`` and ``t_last_ns``
-    (the kernel's clock, as the records' ``ktime``; 0, 0: the window is not known)."""
+    """Records the kernel could not hand over (ring buffer full): said, never hidden. One per CPU
+    and window: ``count`` records lost on ``cpu`` between ``t_first_ns`` and ``t_last_ns`` (the
+    kernel's clock, as ``ktime``; ``cpu`` -1 and times 0 when not known)."""
 
     count: int
     ktime: int = 0

@@ -281,12 +281,6 @@ def socket_words(s: SocketEnd) -> str:
     return f"unix socket{name} (inode {s.ino}{f', peer {s.peer_ino}' if s.peer_ino else ''})"
 
 
-def file_key(f: int | str) -> str:
-    """A file's name as the ledger keys it: the text of the keyed hash (``QueuedAtRelease`` gives
-    it as an integer)."""
-    return f if isinstance(f, str) else f"{f:012x}"
-
-
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
@@ -556,8 +550,7 @@ class Ledger:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
         if e.count > len(e.files):
             self.fds_not_read["queued"] += e.count - len(e.files)
-        for raw in e.files:
-            file = file_key(raw)
+        for file in e.files:
             queue = self.in_flight.get(file)
             sent = queue.popleft() if queue else None
             if queue is not None and not queue:

@@ -93,7 +93,7 @@ def call_words(e: Event) -> str | None:
             f"{_more(e.fds_not_read)}"
         )
     if isinstance(e, QueuedAtRelease):
-        files = ", ".join(f"{f:012x}" for f in e.files)
+        files = ", ".join(e.files)
         return (
             f"socket released with {e.count} SCM_RIGHTS fd{'s' if e.count != 1 else ''} still "
             f"queued (never received): file {files}{_more(e.count - len(e.files))}"
