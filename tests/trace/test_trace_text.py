@@ -99,8 +99,8 @@ def test_a_loss_and_an_unknown_say_how_many_records_and_between_when():
             LedgerFinding(
                 "unknown",
                 20,
-                "fd 7 held until exit?",
-                "not said as fd-never-closed: …",
+                "fd 7 held until exit",
+                "would be fd-never-closed (…), but a lost record may say otherwise",
                 ktime=T0 + 40_000_000,
                 lost=812,
                 lost_first_ns=T0 + 5_000_000,

@@ -198,8 +198,8 @@ class Ledger:
                     "unknown",
                     pid,
                     f"{len(sends)} fd{'s' if len(sends) != 1 else ''} sent (fd {fds}), receive not seen",
-                    "whether they were received: the receive, or the kernel's word that they were "
-                    "left queued, may be among the records lost",
+                    "their receive, or the kernel's word that they were left queued, may be among "
+                    "the records lost",
                     "trace again with fewer calls per second, or a larger ring buffer",
                     at or self.clock,
                     lost=n,
@@ -224,8 +224,8 @@ class Ledger:
         return LedgerFinding(
             "unknown",
             f.pid,
-            f"{f.what}?",
-            f"not said as {f.kind}: {f.detail}",
+            f.what,
+            f"would be {f.kind} ({f.detail}), but a lost record may say otherwise",
             "",
             f.ktime,
             f.peer,

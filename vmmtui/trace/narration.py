@@ -197,7 +197,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         if e.kind == "unknown":
             text = Text(
                 f"    ? unknown: {lost_words(e.lost, e.lost_first_ns, e.lost_last_ns, t0)}: "
-                f"pid {e.pid} {e.what} {shown(e.detail, 400)}",
+                f"pid {e.pid} {e.what}: {shown(e.detail, 400)}",
                 "yellow",
             )
         else:
