@@ -11,6 +11,7 @@ from vmmtui.trace.events import (
     MemfdCreated,
     PidfdOpened,
     ProcessExit,
+    QueuedAtRelease,
     SocketEnd,
 )
 from vmmtui.trace.ledger import Ledger
@@ -75,7 +76,7 @@ def test_a_received_fd_never_closed_is_a_leak_at_exit():
     assert found[1].peer == A
 
 
-def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_in_flight():
+def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_no_finding_by_itself():
     _, found = fold(
         [
             FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f1"], -32),
@@ -84,8 +85,24 @@ def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_in_flight():
     )
     assert found == []
     ledger, _ = fold([FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1)])
-    [f] = ledger.finish()
+    assert ledger.finish() == []  # a receive not seen is no evidence: a process not traced?
+    assert ledger.unreceived == 1
+
+
+def test_in_flight_is_the_kernels_word_that_the_fd_was_left_queued():
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1),
+            QueuedAtRelease(B, B, 3, 0x77, ("f2",), 3),
+        ]
+    )
+    [f] = found
     assert (f.kind, f.pid, f.file) == ("in-flight", A, "f2")
+    assert "fd 6 sent, never received" in f.what and "still queued" in f.detail
+    assert ledger.fds_not_read == {
+        "queued": 2
+    }  # the kernel counted 3, the record held 1: nothing claimed
+    assert ledger.finish() == [] and ledger.unreceived == 0
 
 
 def test_pidfd_getfd_is_a_share_and_its_refusal_carries_the_cause():

@@ -150,6 +150,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
+    if tracer.stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
+        return 128 + tracer.stopped_by
     return EXIT_OK
 
 
@@ -272,11 +274,12 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
         TraceStarted,
     )
     from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import ProcessNames, lines, worth_a_line
+    from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     ledger = Ledger()
     names = ProcessNames()
+    bystanders = Bystanders()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
     pending: list = []
@@ -301,11 +304,9 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             return
         if args.quiet and not isinstance(e, LedgerFinding | TraceStarted | TraceFinished):
             return
-        pending.extend(
-            lines(
-                e, names.t0, _comm(getattr(e, "pid", 0), names.comms) if hasattr(e, "pid") else ""
-            )
-        )
+        for x in bystanders.see(e):
+            pid = getattr(x, "pid", 0)
+            pending.extend(lines(x, names.t0, _comm(pid, names.comms) if pid else ""))
 
     try:
         for e in tracer.events(on_batch=flush):
@@ -313,16 +314,11 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             if isinstance(e, TraceFinished):
                 for f in ledger.finish():
                     out(f)
-                e = dataclasses.replace(
-                    e,
-                    findings=sum(
-                        1 for f in ledger.findings if f.kind not in ("shared", "imported")
-                    ),
-                )
+                e = dataclasses.replace(e, findings=len(ledger.findings))
                 out(e)
                 flush()
                 if not args.json:
-                    _summary(console, ledger)
+                    _summary(console, ledger, names.t0, bystanders.words())
                 continue
             out(e, args.json or worth_a_line(e, ledger))
             for f in ledger.apply(e):
@@ -331,18 +327,53 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
         flush()
 
 
-def _summary(console, ledger) -> None:
+def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
+    from vmmtui.trace.narration import lost_words, not_read
+
     by = Counter(f.kind for f in ledger.findings)
+    if bystanders:
+        console.print(bystanders)
+    losses = ledger.losses
+    if losses.total:
+        cpus = ", ".join(
+            f"{n} on CPU {c}" if c >= 0 else f"{n} on a CPU not known"
+            for c, n in sorted(losses.by_cpu.items())
+        )
+        windows = "; ".join(lost_words(n, a, b, t0) for a, b, n in losses.windows[:4])
+        more = f"; {len(losses.windows) - 4} more windows" if len(losses.windows) > 4 else ""
+        console.print(
+            f"lost: {losses.total} records ({cpus}): {windows or lost_words(losses.total, 0, 0)}"
+            f"{more}; {by.get('unknown', 0)} conclusion{'' if by.get('unknown', 0) == 1 else 's'} "
+            "they could overturn said as unknown, none as a leak"
+        )
+    said = []
+    if ledger.unreceived:
+        said.append(
+            f"{ledger.unreceived} fd{'s' if ledger.unreceived != 1 else ''} sent and not seen "
+            "received by a traced process (the kernel did not report them left queued: a "
+            "receiver not traced?)"
+        )
+    unread = ledger.fds_not_read
+    if sum(unread.values()):
+        said.append(
+            " and ".join(f"{not_read(n)} ({how})" for how, n in unread.items() if n)
+            + ": nothing is claimed about them"
+        )
     if not ledger.findings:
-        console.print("no fd travelled between traced processes, no CUDA sharing call was seen")
+        console.print(
+            "no fd travelled between traced processes, no CUDA sharing call was seen"
+            if not said
+            else "; ".join(said)
+        )
         return
     console.print(
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
         + f"; {len(ledger.transfers)} fd transfers, {len(ledger.allocations)} allocations, "
         f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
+        + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():
         pins = ledger.pins(a)
@@ -391,20 +422,21 @@ def replay_trace(recording) -> int:
         TraceFinished,
     )
     from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import ProcessNames, lines
+    from vmmtui.trace.narration import Bystanders, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"replay of {recording.header.title or recording.path} ({recording.header.when}, {recording.header.where})",
         style="bold",
     )
-    ledger, names = Ledger(), ProcessNames()
+    ledger, names, bystanders = Ledger(), ProcessNames(), Bystanders()
     for e in recording.events:
         names.see(e)
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
-        for line in lines(e, names.t0, names.comms.get(getattr(e, "pid", 0), "")):
-            console.print(line)
+        for x in bystanders.see(e):
+            for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
+                console.print(line)
         if isinstance(e, TraceFinished):
             continue
         for f in ledger.apply(e):
@@ -413,5 +445,5 @@ def replay_trace(recording) -> int:
     for f in ledger.finish():
         for line in lines(f, names.t0):
             console.print(line)
-    _summary(console, ledger)
+    _summary(console, ledger, names.t0, bystanders.words())
     return EXIT_OK
