@@ -227,6 +227,8 @@ class TraceFinished(TraceEvent):
     lost: int
     seconds: float
     findings: int = 0
+    #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
+    mode: str = "ebpf"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.events import Event
+from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.trace.cuda import base_name
 from vmmtui.trace.events import (
     CallRefused,
@@ -202,6 +202,23 @@ class Pending:
     via: str
 
 
+def shown_kind(target: str) -> str:
+    """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
+    return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
+
+
+def exit_words(status: int) -> str:
+    """How a process ended, from its wait status (``ProcessExit.code``)."""
+    import signal
+
+    if status & 0x7F:
+        try:
+            return f"was killed by {signal.Signals(status & 0x7F).name}"
+        except ValueError:
+            return f"was killed by signal {status & 0x7F}"
+    return f"exited with code {status >> 8 & 0xFF}"
+
+
 def socket_words(s: SocketEnd) -> str:
     if s.family != "unix":
         return f"a {s.family} socket"
@@ -227,6 +244,9 @@ class Ledger:
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
         self.memfd_names: dict[str, str] = {}
+        #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
+        #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
+        self.shared_before: dict[str, SharedFile] = {}
         self._handlers: dict[type, Callable[[Any, list], None] | None] = {}
         #: pools by (pid, CUmemoryPool), created or imported (an import maps to its PoolImport)
         self.pools: dict[tuple[int, int], Pool] = {}
@@ -334,6 +354,40 @@ class Ledger:
         for pid in e.targets:
             self._proc(pid)
 
+    # -- what was true at the start (frame 0 of ``trace -p``; polling's first poll) ----------------
+    def _on_ProcessSeen(self, e: ProcessSeen, out: list) -> None:
+        p = self._proc(e.pid)
+        p.ppid, p.comm = p.ppid or e.ppid, p.comm or e.name
+
+    def _on_FdOpened(self, e: FdOpened, out: list) -> None:
+        """An fd already open when first read (``present``): held since before the trace. Later
+        polled opens are polling's to judge (its leaks), not the ledger's."""
+        memory = e.kind in ("memfd", "shm", "gpu", "dmabuf")
+        if e.how == Arrival.PRESENT and memory and (e.pid, e.fd) not in self.holdings:
+            self._hold(Holding(e.pid, e.fd, "", "present", 0))
+
+    def _on_FdClosed(self, e: FdClosed, out: list) -> None:
+        h = self.holdings.get((e.pid, e.fd))
+        if h is not None and h.how == "present":
+            self._close(e.pid, e.fd, 0)
+
+    def _on_SharedFile(self, e: SharedFile, out: list) -> None:
+        """One open file description held by several processes (kcmp): their ``present`` fds get
+        one name, so an exit can tell who still holds what the dead one shared."""
+        if e.same_description is not True or len({h.pid for h in e.holders}) < 2:
+            return
+        held = [self.holdings.get((h.pid, h.fd)) for h in e.holders]
+        present = [h for h in held if h is not None and h.how == "present"]
+        if not present:
+            return
+        name = next((h.file for h in present if h.file), "")
+        if not name:
+            first = e.holders[0]
+            name = f"kcmp:{e.dev}:{e.ino}:{first.pid}:{first.fd}"
+        for h in present:
+            h.file = name
+        self.shared_before[name] = e
+
     def _on_ProcessForked(self, e: ProcessForked, out: list) -> None:
         self._proc(e.child).ppid = e.pid
         self._proc(e.child).comm = e.comm
@@ -377,9 +431,20 @@ class Ledger:
             return
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
-            if (e.pid, fd) in self.holdings and not self.holdings[(e.pid, fd)].file:
+            held = self.holdings.get((e.pid, fd))
+            if held is not None and held.file.startswith("kcmp:"):
+                self._rename(held.file, file)  # a file shared before the trace, now named
+            elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
             self.in_flight.setdefault(file, deque()).append(Pending(e.pid, fd, e.ktime, via))
+
+    def _rename(self, old: str, file: str) -> None:
+        """Every fd kcmp proved to be one open file takes the kernel's name for it."""
+        for h in self.holdings.values():
+            if h.file == old:
+                h.file = file
+        if old in self.shared_before:
+            self.shared_before[file] = self.shared_before.pop(old)
 
     def _learn_file(self, pid: int, fd: int, file: str) -> None:
         """An fd the driver made (export) is first seen by its file in a syscall: link them."""
@@ -645,6 +710,7 @@ class Ledger:
         p = self._proc(e.pid)
         p.alive, p.code, p.exited_at = False, e.code, e.ktime
         p.comm = e.comm or p.comm
+        self._files_held_after_exit(e, out)
         for (pid, fd), h in list(self.holdings.items()):
             if pid != e.pid:
                 continue
@@ -748,6 +814,61 @@ class Ledger:
             "cuMemPoolDestroy every pool (created or imported) before exit",
             e.ktime,
             peer=peer,
+        )
+
+    def _files_held_after_exit(self, e: ProcessExit, out: list) -> None:
+        """Open files (memfds, shm, dma-bufs) the dead process made or shared that live processes
+        still hold: ``held-after-exporter-died`` when the trace saw it make the file and the others
+        receive or take it; ``possible-held-after-exporter-died`` when they shared it before the
+        trace began (kcmp proves the sharing, not who made it). Files of CUDA allocations and pools
+        are judged by their imports (``_exporter_died``)."""
+        said: set[tuple[int, str]] = set()
+        for h in [h for (pid, _), h in self.holdings.items() if pid == e.pid]:
+            if not h.file or h.how not in ("created", "present"):
+                continue
+            if self.allocation_of_file(h.file) or self.pool_of_file(h.file):
+                continue
+            known = h.how == "created"
+            for o in self.holders(h.file):
+                if o.pid == e.pid or (o.pid, h.file) in said or not self._proc(o.pid).alive:
+                    continue
+                if known and o.how not in ("received", "taken"):
+                    continue  # inherited or dup'ed within a process tree: no share to speak of
+                if not known and o.how != "present":
+                    continue
+                said.add((o.pid, h.file))
+                out.append(self._held_after_exit(e, h, o, known))
+
+    def _held_after_exit(
+        self, e: ProcessExit, h: Holding, o: Holding, known: bool
+    ) -> LedgerFinding:
+        before = self.shared_before.get(h.file)
+        name = self.name(h.file) or (before.target if before else "") or "an open file"
+        how = exit_words(e.code)
+        if known:
+            return LedgerFinding(
+                "held-after-exporter-died",
+                o.pid,
+                f"still holds pid {e.pid}'s memory",
+                f"pid {e.pid} made the {shown_kind(name)} and {how}; pid {o.pid}'s fd {o.fd} "
+                f"({o.how} via {o.via}) "
+                "keeps the memory alive: the kernel frees it only when the last fd and mapping go",
+                "close the fd (and munmap) when the exporter goes (watch its pidfd or socket)",
+                e.ktime,
+                peer=e.pid,
+                file=h.file,
+            )
+        return LedgerFinding(
+            "possible-held-after-exporter-died",
+            o.pid,
+            f"still holds memory it shared with pid {e.pid}",
+            f"pid {e.pid} {how}; pid {o.pid}'s fd {o.fd} ({shown_kind(name)}) is the same open file as pid "
+            f"{e.pid}'s fd {h.fd} (kcmp, when the trace began) and keeps the memory alive; which of "
+            "them made it was not seen (they shared it before the trace began)",
+            f"if pid {e.pid} exported it, close the fd (and munmap) in pid {o.pid} when it goes",
+            e.ktime,
+            peer=e.pid,
+            file=h.file,
         )
 
     def _exporter_died(self, e: ProcessExit, out: list) -> None:

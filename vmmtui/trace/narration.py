@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from vmmtui.events import Event
+from vmmtui.events import AttachEvent, Event, Notice
 from vmmtui.names import shown
 from vmmtui.sizes import format_size
 from vmmtui.trace.cuda import base_name
@@ -27,6 +27,7 @@ from vmmtui.trace.events import (
     ProcessExit,
     ProcessForked,
     TraceCall,
+    TraceEvent,
     TraceFinished,
     TraceLost,
     TraceStarted,
@@ -148,9 +149,10 @@ def who(pid: int, comm: str = "") -> str:
 def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
     """The lines for one event (a call, a finding, the start or the end)."""
     if isinstance(e, TraceStarted):
+        how = "eBPF" if e.mode == "ebpf" else "polling /proc"
         out = [
             Text(
-                f"vmmtui trace: eBPF, {'every process' if e.everything else 'pids ' + ', '.join(map(str, e.targets)) if e.targets else shown(' '.join(e.command))}",
+                f"vmmtui trace: {how}, {'every process' if e.everything else 'pids ' + ', '.join(map(str, e.targets)) if e.targets else shown(' '.join(e.command))}",
                 "bold",
             )
         ]
@@ -183,13 +185,22 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             if e.signal
             else (f"exit {e.returncode}" if e.returncode is not None else "")
         )
+        counted = (
+            f"{e.events} calls in {e.seconds:.1f} s, {e.lost} lost"
+            if e.mode == "ebpf"
+            else f"{e.events} events from polling in {e.seconds:.1f} s"
+        )
         return [
             Text(
-                f"vmmtui trace: {e.events} calls in {e.seconds:.1f} s, {e.lost} lost, "
-                f"{e.findings} findings" + (f"; the command ended with {how}" if how else ""),
+                f"vmmtui trace: {counted}, {e.findings} findings"
+                + (f"; the command ended with {how}" if how else ""),
                 "bold",
             )
         ]
+    if isinstance(e, AttachEvent | Notice) and not isinstance(e, TraceEvent):
+        from vmmtui.narration import attach_lines  # what polling (and the trace's frame 0) saw
+
+        return attach_lines(e)
     words = call_words(e)
     if words is None or not isinstance(e, TraceCall):
         return []
