@@ -843,7 +843,8 @@ class Ledger:
         self, e: ProcessExit, h: Holding, o: Holding, known: bool
     ) -> LedgerFinding:
         before = self.shared_before.get(h.file)
-        name = self.name(h.file) or (before.target if before else "") or "an open file"
+        made = self.name(h.file)
+        name = f"memfd:{made}" if made else (before.target if before else "") or "open file"
         how = exit_words(e.code)
         if known:
             return LedgerFinding(
