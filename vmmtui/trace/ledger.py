@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
-from vmmtui.trace.cuda import base_name
+from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -36,6 +36,7 @@ from vmmtui.trace.events import (
     SocketEnd,
     TraceStarted,
 )
+from vmmtui.trace.held import files_held_after_exit
 
 CUDA_SUCCESS = 0
 #: CU_MEM_HANDLE_TYPE_* bits
@@ -202,23 +203,6 @@ class Pending:
     via: str
 
 
-def shown_kind(target: str) -> str:
-    """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
-    return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
-
-
-def exit_words(status: int) -> str:
-    """How a process ended, from its wait status (``ProcessExit.code``)."""
-    import signal
-
-    if status & 0x7F:
-        try:
-            return f"was killed by {signal.Signals(status & 0x7F).name}"
-        except ValueError:
-            return f"was killed by signal {status & 0x7F}"
-    return f"exited with code {status >> 8 & 0xFF}"
-
-
 def socket_words(s: SocketEnd) -> str:
     if s.family != "unix":
         return f"a {s.family} socket"
@@ -290,6 +274,10 @@ class Ledger:
             if m.unmapped_at is None:
                 out.append(f"pid {m.pid}: mapping at {m.ptr:#x}")
         return out
+
+    def alive(self, pid: int) -> bool:
+        """Not seen to exit (a process the trace never met counts as alive)."""
+        return self.procs[pid].alive if pid in self.procs else True
 
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
@@ -542,8 +530,8 @@ class Ledger:
                     "refused",
                     e.pid,
                     f"{e.func} failed (CUresult {e.result})",
-                    _cuda_cause(e),
-                    _cuda_fix(e),
+                    cuda_cause(e),
+                    cuda_fix(e),
                     e.ktime,
                 )
             )
@@ -710,7 +698,7 @@ class Ledger:
         p = self._proc(e.pid)
         p.alive, p.code, p.exited_at = False, e.code, e.ktime
         p.comm = e.comm or p.comm
-        self._files_held_after_exit(e, out)
+        out += files_held_after_exit(self, e)
         for (pid, fd), h in list(self.holdings.items()):
             if pid != e.pid:
                 continue
@@ -816,62 +804,6 @@ class Ledger:
             peer=peer,
         )
 
-    def _files_held_after_exit(self, e: ProcessExit, out: list) -> None:
-        """Open files (memfds, shm, dma-bufs) the dead process made or shared that live processes
-        still hold: ``held-after-exporter-died`` when the trace saw it make the file and the others
-        receive or take it; ``possible-held-after-exporter-died`` when they shared it before the
-        trace began (kcmp proves the sharing, not who made it). Files of CUDA allocations and pools
-        are judged by their imports (``_exporter_died``)."""
-        said: set[tuple[int, str]] = set()
-        for h in [h for (pid, _), h in self.holdings.items() if pid == e.pid]:
-            if not h.file or h.how not in ("created", "present"):
-                continue
-            if self.allocation_of_file(h.file) or self.pool_of_file(h.file):
-                continue
-            known = h.how == "created"
-            for o in self.holders(h.file):
-                if o.pid == e.pid or (o.pid, h.file) in said or not self._proc(o.pid).alive:
-                    continue
-                if known and o.how not in ("received", "taken"):
-                    continue  # inherited or dup'ed within a process tree: no share to speak of
-                if not known and o.how != "present":
-                    continue
-                said.add((o.pid, h.file))
-                out.append(self._held_after_exit(e, h, o, known))
-
-    def _held_after_exit(
-        self, e: ProcessExit, h: Holding, o: Holding, known: bool
-    ) -> LedgerFinding:
-        before = self.shared_before.get(h.file)
-        made = self.name(h.file)
-        name = f"memfd:{made}" if made else (before.target if before else "") or "open file"
-        how = exit_words(e.code)
-        if known:
-            return LedgerFinding(
-                "held-after-exporter-died",
-                o.pid,
-                f"still holds pid {e.pid}'s memory",
-                f"pid {e.pid} made the {shown_kind(name)} and {how}; pid {o.pid}'s fd {o.fd} "
-                f"({o.how} via {o.via}) "
-                "keeps the memory alive: the kernel frees it only when the last fd and mapping go",
-                "close the fd (and munmap) when the exporter goes (watch its pidfd or socket)",
-                e.ktime,
-                peer=e.pid,
-                file=h.file,
-            )
-        return LedgerFinding(
-            "possible-held-after-exporter-died",
-            o.pid,
-            f"still holds memory it shared with pid {e.pid}",
-            f"pid {e.pid} {how}; pid {o.pid}'s fd {o.fd} ({shown_kind(name)}) is the same open file as pid "
-            f"{e.pid}'s fd {h.fd} (kcmp, when the trace began) and keeps the memory alive; which of "
-            "them made it was not seen (they shared it before the trace began)",
-            f"if pid {e.pid} exported it, close the fd (and munmap) in pid {o.pid} when it goes",
-            e.ktime,
-            peer=e.pid,
-            file=h.file,
-        )
-
     def _exporter_died(self, e: ProcessExit, out: list) -> None:
         for a in self.allocations.values():
             if a.pid != e.pid:
@@ -927,53 +859,3 @@ class Ledger:
                             peer=e.pid,
                         )
                     )
-
-
-CUDA_ERRORS = {
-    1: "CUDA_ERROR_INVALID_VALUE",
-    2: "CUDA_ERROR_OUT_OF_MEMORY",
-    3: "CUDA_ERROR_NOT_INITIALIZED",
-    101: "CUDA_ERROR_INVALID_DEVICE",
-    201: "CUDA_ERROR_INVALID_CONTEXT",
-    208: "CUDA_ERROR_ALREADY_MAPPED",
-    400: "CUDA_ERROR_INVALID_HANDLE",
-    800: "CUDA_ERROR_NOT_PERMITTED",
-    801: "CUDA_ERROR_NOT_SUPPORTED",
-    999: "CUDA_ERROR_UNKNOWN",
-}
-
-
-def _cuda_cause(e: CudaCall) -> str:
-    name = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
-    f = base_name(e.func)
-    if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
-        return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
-    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
-        return (
-            f"{name}: a fabric-handle allocation needs an IMEX channel "
-            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
-            "PyTorch's) tries one to learn whether fabric handles work here"
-        )
-    if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
-        return (
-            f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
-        )
-    if f == "cuIpcOpenMemHandle" and e.result in (1, 400):
-        return f"{name}: the handle's process is gone, in another IPC namespace, or the handle was opened twice in one process"
-    return name
-
-
-def _cuda_fix(e: CudaCall) -> str:
-    f = base_name(e.func)
-    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
-        return (
-            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
-            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
-        )
-    if f == "cuMemExportToShareableHandle":
-        return "create it with prop.requestedHandleTypes including that type"
-    if f == "cuMemImportFromShareableHandle":
-        return "import the fd the exporter sent, before closing it"
-    if f == "cuIpcOpenMemHandle":
-        return "share the IPC namespace (docker --ipc=host) and open each handle once per process"
-    return ""

@@ -11,7 +11,7 @@ from rich.text import Text
 from vmmtui.events import AttachEvent, Event, Notice
 from vmmtui.names import shown
 from vmmtui.sizes import format_size
-from vmmtui.trace.cuda import base_name
+from vmmtui.trace.cuda import CUDA_ERRORS, base_name
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -32,7 +32,7 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import CUDA_ERRORS, handle_type_names, socket_words
+from vmmtui.trace.ledger import handle_type_names, socket_words
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
