@@ -160,7 +160,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 recorder.close()
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, stream.seen, args.perfetto)
+            _close_sinks(sinks, stream.seen, args.perfetto, said)
     if command:
         return source.exit.status if source.exit else EXIT_FAILED
     targets = set(args.pids)
@@ -355,27 +355,28 @@ def _unwritable(path: str) -> str:
 def _sinks(args: argparse.Namespace) -> list | int:
     """The exporters the options ask for (``feed(e)``, ``close()``), or an exit code after one line."""
     sinks: list = []
+    said = getattr(args, "said_as", "trace")
     try:
         if args.prometheus:
             from vmmtui.fleet.prometheus import MetricsEndpoint
 
             sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf"))
-            print(f"vmmtui trace: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
+            print(f"vmmtui {said}: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
         if args.otlp:
             from vmmtui.fleet.otlp import OtlpExporter
 
             sinks.append(OtlpExporter(args.otlp))
     except ValueError as exc:
         _close_sinks(sinks, [])
-        return _usage(str(exc))
+        return _usage(str(exc), said)
     except (ImportError, RuntimeError) as exc:  # MissingLibrary: the fleet extra is not installed
         _close_sinks(sinks, [])
-        print(f"vmmtui trace: {exc}", file=sys.stderr)
+        print(f"vmmtui {said}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as exc:
         _close_sinks(sinks, [])
         print(
-            f"vmmtui trace: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
+            f"vmmtui {said}: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
             "pick another port (--prometheus HOST:PORT)",
             file=sys.stderr,
         )
@@ -383,22 +384,24 @@ def _sinks(args: argparse.Namespace) -> list | int:
     return sinks
 
 
-def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None:
+def _close_sinks(
+    sinks: list, events: list, perfetto: str | None = None, said: str = "trace"
+) -> None:
     for sink in sinks:
         sink.close()
         if problem := getattr(sink, "problem", ""):
-            print(f"vmmtui trace: --otlp: {problem}", file=sys.stderr)
+            print(f"vmmtui {said}: --otlp: {problem}", file=sys.stderr)
     if perfetto:
         from vmmtui import perfetto as chrome_json
 
         try:
             n = chrome_json.write(perfetto, events)
             print(
-                f"vmmtui trace: wrote {perfetto} ({n} trace events) for ui.perfetto.dev",
+                f"vmmtui {said}: wrote {perfetto} ({n} trace events) for ui.perfetto.dev",
                 file=sys.stderr,
             )
         except OSError as exc:
-            print(f"vmmtui trace: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
 
 
 def _print(stream: Stream, args: argparse.Namespace) -> None:
