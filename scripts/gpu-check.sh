@@ -137,7 +137,12 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui attach --all --once
     wait $runpid; echo "[vmmtui run exit $?]"; cat "$out/attach-run.log"
     python3 -m vmmtui run --backend cuda --scenario consumer-hangs > /dev/null 2>&1 & runpid=$!
-    sleep 2; step python3 -m vmmtui attach --screenshot "$out/attach-cuda.svg" --duration 1 $(pgrep -P $runpid | tr '\n' ' ')
+    # trace -p starts from what is already true: frame 0 holds the workers' GPU fds, the kcmp-proven
+    # shared one (SharedFile kind gpu) and NVML's charge (GpuMemory), before any call; eBPF where it
+    # loads, else the polling fallback and its one line; attach PID is the same stream (alias)
+    sleep 2; workers=$(pgrep -P $runpid | tr '\n' ' ')
+    step python3 -m vmmtui trace -p $workers --json --duration 1
+    step python3 -m vmmtui attach --text --duration 1 $workers
     wait $runpid
     step python3 -m vmmtui watch -- python3 -m vmmtui run --backend cuda --scenario leaked-fd
     step nvcc -o /tmp/vmm_pair tests/fixtures/vmm_pair.cu -lcuda

@@ -251,6 +251,8 @@ class TraceFinished(TraceEvent):
     seconds: float
     #: every finding the ledger said (shares included): the lines the text printed
     findings: int = 0
+    #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
+    mode: str = "ebpf"
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.events import Event
-from vmmtui.trace.cuda import base_name
+from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
 from vmmtui.trace.entries import (
     Allocation,
     Early,
@@ -61,6 +61,7 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.held import files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
 
 CUDA_SUCCESS = 0
@@ -111,6 +112,9 @@ class Ledger:
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
         self.memfd_names: dict[str, str] = {}
+        #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
+        #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
+        self.shared_before: dict[str, SharedFile] = {}
         self._handlers: dict[type, Callable[[Any, list], None] | None] = {}
         #: pools by (pid, CUmemoryPool), created or imported (an import maps to its PoolImport)
         self.pools: dict[tuple[int, int], Pool] = {}
@@ -154,6 +158,10 @@ class Ledger:
             if m.unmapped_at is None:
                 out.append(f"pid {m.pid}: mapping at {m.ptr:#x}")
         return out
+
+    def alive(self, pid: int) -> bool:
+        """Not seen to exit (a process the trace never met counts as alive)."""
+        return self.procs[pid].alive if pid in self.procs else True
 
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
@@ -284,6 +292,40 @@ class Ledger:
         for pid in e.targets:
             self._proc(pid)
 
+    # -- what was true at the start (frame 0 of ``trace -p``; polling's first poll) ----------------
+    def _on_ProcessSeen(self, e: ProcessSeen, out: list) -> None:
+        p = self._proc(e.pid)
+        p.ppid, p.comm = p.ppid or e.ppid, p.comm or e.name
+
+    def _on_FdOpened(self, e: FdOpened, out: list) -> None:
+        """An fd already open when first read (``present``): held since before the trace. Later
+        polled opens are polling's to judge (its leaks), not the ledger's."""
+        memory = e.kind in ("memfd", "shm", "gpu", "dmabuf")
+        if e.how == Arrival.PRESENT and memory and (e.pid, e.fd) not in self.holdings:
+            self._hold(Holding(e.pid, e.fd, "", "present", 0))
+
+    def _on_FdClosed(self, e: FdClosed, out: list) -> None:
+        h = self.holdings.get((e.pid, e.fd))
+        if h is not None and h.how == "present":
+            self._close(e.pid, e.fd, 0)
+
+    def _on_SharedFile(self, e: SharedFile, out: list) -> None:
+        """One open file description held by several processes (kcmp): their ``present`` fds get
+        one name, so an exit can tell who still holds what the dead one shared."""
+        if e.same_description is not True or len({h.pid for h in e.holders}) < 2:
+            return
+        held = [self.holdings.get((h.pid, h.fd)) for h in e.holders]
+        present = [h for h in held if h is not None and h.how == "present"]
+        if not present:
+            return
+        name = next((h.file for h in present if h.file), "")
+        if not name:
+            first = e.holders[0]
+            name = f"kcmp:{e.dev}:{e.ino}:{first.pid}:{first.fd}"
+        for h in present:
+            h.file = name
+        self.shared_before[name] = e
+
     def _on_ProcessForked(self, e: ProcessForked, out: list) -> None:
         self._proc(e.child).ppid = e.pid
         self._proc(e.child).comm = e.comm
@@ -329,7 +371,10 @@ class Ledger:
             self.fds_not_read["sent"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
-            if (e.pid, fd) in self.holdings and not self.holdings[(e.pid, fd)].file:
+            held = self.holdings.get((e.pid, fd))
+            if held is not None and held.file.startswith("kcmp:"):
+                self._rename(held.file, file)  # a file shared before the trace, now named
+            elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
             waiting = self.early.get(file)
             if waiting:  # its receive was folded first (it ended on another CPU)
@@ -370,6 +415,14 @@ class Ledger:
                     file=file,
                 )
             )
+
+    def _rename(self, old: str, file: str) -> None:
+        """Every fd kcmp proved to be one open file takes the kernel's name for it."""
+        for h in self.holdings.values():
+            if h.file == old:
+                h.file = file
+        if old in self.shared_before:
+            self.shared_before[file] = self.shared_before.pop(old)
 
     def _learn_file(self, pid: int, fd: int, file: str) -> None:
         """An fd the driver made (export) is first seen by its file in a syscall: link them."""
@@ -468,8 +521,8 @@ class Ledger:
                     "refused",
                     e.pid,
                     f"{e.func} failed (CUresult {e.result})",
-                    _cuda_cause(e),
-                    _cuda_fix(e),
+                    cuda_cause(e),
+                    cuda_fix(e),
                     e.ktime,
                 )
             )
@@ -641,6 +694,7 @@ class Ledger:
         p = self._proc(e.pid)
         p.alive, p.code, p.exited_at = False, e.code, e.ktime
         p.comm = e.comm or p.comm
+        out += files_held_after_exit(self, e)
         for (pid, fd), h in list(self.holdings.items()):
             if pid != e.pid:
                 continue
@@ -817,53 +871,3 @@ class Ledger:
                             peer=e.pid,
                         ),
                     )
-
-
-CUDA_ERRORS = {
-    1: "CUDA_ERROR_INVALID_VALUE",
-    2: "CUDA_ERROR_OUT_OF_MEMORY",
-    3: "CUDA_ERROR_NOT_INITIALIZED",
-    101: "CUDA_ERROR_INVALID_DEVICE",
-    201: "CUDA_ERROR_INVALID_CONTEXT",
-    208: "CUDA_ERROR_ALREADY_MAPPED",
-    400: "CUDA_ERROR_INVALID_HANDLE",
-    800: "CUDA_ERROR_NOT_PERMITTED",
-    801: "CUDA_ERROR_NOT_SUPPORTED",
-    999: "CUDA_ERROR_UNKNOWN",
-}
-
-
-def _cuda_cause(e: CudaCall) -> str:
-    name = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
-    f = base_name(e.func)
-    if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
-        return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
-    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
-        return (
-            f"{name}: a fabric-handle allocation needs an IMEX channel "
-            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
-            "PyTorch's) tries one to learn whether fabric handles work here"
-        )
-    if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
-        return (
-            f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
-        )
-    if f == "cuIpcOpenMemHandle" and e.result in (1, 400):
-        return f"{name}: the handle's process is gone, in another IPC namespace, or the handle was opened twice in one process"
-    return name
-
-
-def _cuda_fix(e: CudaCall) -> str:
-    f = base_name(e.func)
-    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
-        return (
-            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
-            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
-        )
-    if f == "cuMemExportToShareableHandle":
-        return "create it with prop.requestedHandleTypes including that type"
-    if f == "cuMemImportFromShareableHandle":
-        return "import the fd the exporter sent, before closing it"
-    if f == "cuIpcOpenMemHandle":
-        return "share the IPC namespace (docker --ipc=host) and open each handle once per process"
-    return ""

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from vmmtui.events import Event
+from vmmtui.events import AttachEvent, Event, Notice
 from vmmtui.names import shown
 from vmmtui.sizes import format_size
-from vmmtui.trace.cuda import base_name
+from vmmtui.trace.cuda import CUDA_ERRORS, base_name
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -28,11 +28,12 @@ from vmmtui.trace.events import (
     ProcessForked,
     QueuedAtRelease,
     TraceCall,
+    TraceEvent,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import CUDA_ERRORS, handle_type_names, socket_words
+from vmmtui.trace.ledger import handle_type_names, socket_words
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -183,9 +184,10 @@ def who(pid: int, comm: str = "") -> str:
 def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
     """The lines for one event (a call, a finding, the start or the end)."""
     if isinstance(e, TraceStarted):
+        how = "eBPF" if e.mode == "ebpf" else "polling /proc"
         out = [
             Text(
-                f"vmmtui trace: eBPF, {'every process' if e.everything else 'pids ' + ', '.join(map(str, e.targets)) if e.targets else shown(' '.join(e.command))}",
+                f"vmmtui trace: {how}, {'every process' if e.everything else 'pids ' + ', '.join(map(str, e.targets)) if e.targets else shown(' '.join(e.command))}",
                 "bold",
             )
         ]
@@ -227,14 +229,23 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             if e.signal
             else (f"exit {e.returncode}" if e.returncode is not None else "")
         )
+        counted = (
+            f"{e.events} calls in {e.seconds:.1f} s, {e.lost} lost"
+            if e.mode == "ebpf"
+            else f"{e.events} events from polling in {e.seconds:.1f} s"
+        )
         return [
             Text(
-                f"vmmtui trace: {e.events} calls in {e.seconds:.1f} s, {e.lost} lost, "
+                f"vmmtui trace: {counted}, "
                 f"{e.findings} finding{'s' if e.findings != 1 else ''}"
                 + (f"; the command ended with {how}" if how else ""),
                 "bold",
             )
         ]
+    if isinstance(e, AttachEvent | Notice) and not isinstance(e, TraceEvent):
+        from vmmtui.narration import attach_lines  # what polling (and the trace's frame 0) saw
+
+        return attach_lines(e)
     words = call_words(e)
     if words is None or not isinstance(e, TraceCall):
         return []

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from vmmtui.events import Event
+from vmmtui.events import Event, Notice
 from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.events import (
     FdTaken,
@@ -38,6 +38,11 @@ from vmmtui.trace.records import FileNames, decode
 from vmmtui.trace.refusals import explain
 
 PR_SET_CHILD_SUBREAPER = 36
+#: said before what ``trace -p`` reads from /proc at its start (frame 0)
+ALREADY_TRUE = (
+    "what the processes held and shared when the trace began, read from /proc as attach reads it "
+    "(fds, kcmp, memory maps, NVML): how it came to be shared, and which of them made it, was not seen"
+)
 #: how long records may wait in the ring buffer (the kernel wakes the reader early for a backlog)
 POLL_MS = 25
 #: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
@@ -112,8 +117,10 @@ class Tracer:
         cuda: bool = True,
         libcuda: str | None = None,
         stdout: int | None = None,
+        nvml: bool = True,
     ) -> None:
         self.command = command or []
+        self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
         self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
         self.pids = list(pids or [])
         self.everything = everything
@@ -266,6 +273,8 @@ class Tracer:
             self.unprobed,
             self.ktime0,
         )
+        if self.pids:
+            yield from self._already_true()
         last_check = t0
         self.lost_checked_ns = self.ktime0
         try:
@@ -292,6 +301,19 @@ class Tracer:
         yield TraceFinished(
             self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
         )
+
+    def _already_true(self) -> Iterator[Event]:
+        """What running pids already hold and share when the trace starts (frame 0), read as
+        attach reads it: fds, kcmp shares, mapped memfds and /dev/shm, NVML. The probe is attached
+        first, so a call made meanwhile waits in the ring buffer and follows these events."""
+        from vmmtui.attach.follow import Follower
+
+        yield Notice(ALREADY_TRUE)
+        f = Follower(set(self.alive), use_nvml=self.use_nvml)
+        try:
+            yield from f.poll()
+        finally:
+            f.close()
 
     def _drain(self, timeout_ms: int) -> Iterator[Event]:
         assert self.probe is not None
