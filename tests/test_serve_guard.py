@@ -177,3 +177,17 @@ def test_doctor_says_whether_serve_can_run(monkeypatch):
     monkeypatch.setitem(sys.modules, "textual_serve", None)  # as where it is not installed
     f = serve_finding(free)
     assert f.ok is False and "cannot run" in f.value and "pip install textual-serve" in f.value
+
+
+def test_serves_own_options_are_taken_from_after_replay_name_and_checked():
+    from vmmtui.cli import parser
+    from vmmtui.cli.serve import take_own_options
+
+    args = parser().parse_args(
+        ["serve", "replay", "cpu-memfd-1mib", "--max-pages=3", "--shots", "d", "--step", "2"]
+    )
+    assert take_own_options(args) is None
+    assert (args.max_pages, args.shots) == (3, "d")
+    assert args.args == ["replay", "cpu-memfd-1mib", "--step", "2"]
+    args = parser().parse_args(["serve", "replay", "cpu-memfd-1mib", "--max-pages", "0"])
+    assert take_own_options(args) == "argument --max-pages: 0 pages: choose 1 to 64"

@@ -330,11 +330,15 @@ class Probe:
         return out
 
     def lost(self) -> int:
+        return sum(self.lost_per_cpu())
+
+    def lost_per_cpu(self) -> list[int]:
+        """Records each CPU could not hand over so far (the ring buffer was full)."""
         key = ctypes.c_uint32(0)
         values = (ctypes.c_uint64 * max(self.ncpu, 1))()
         if self.lib.bpf_map_lookup_elem(self.maps["lost"], ctypes.byref(key), values) != 0:
-            return 0
-        return sum(values)
+            return []
+        return list(values)
 
     def close(self) -> None:
         if self.ring is not None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from vmmtui.events import Event
+from vmmtui.events import Event, Notice
 from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.events import (
     FdTaken,
@@ -33,10 +33,16 @@ from vmmtui.trace.events import (
     TraceStarted,
 )
 from vmmtui.trace.loader import Probe
+from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.records import FileNames, decode
 from vmmtui.trace.refusals import explain
 
 PR_SET_CHILD_SUBREAPER = 36
+#: said before what ``trace -p`` reads from /proc at its start (frame 0)
+ALREADY_TRUE = (
+    "what the processes held and shared when the trace began, read from /proc as attach reads it "
+    "(fds, kcmp, memory maps, NVML): how it came to be shared, and which of them made it, was not seen"
+)
 #: how long records may wait in the ring buffer (the kernel wakes the reader early for a backlog)
 POLL_MS = 25
 #: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
@@ -111,8 +117,10 @@ class Tracer:
         cuda: bool = True,
         libcuda: str | None = None,
         stdout: int | None = None,
+        nvml: bool = True,
     ) -> None:
         self.command = command or []
+        self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
         self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
         self.pids = list(pids or [])
         self.everything = everything
@@ -123,12 +131,18 @@ class Tracer:
         self.exit: Exit | None = None
         self.alive: set[int] = set()
         self.stopping = False
+        #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
+        self.stopped_by: int | None = None
         self.files = FileNames()
         self.probes: list[str] = []
         self.unprobed: list[str] = []
         self.count = 0
         self.lost = 0
-        self.lost_checked = 0.0
+        #: records lost so far on each CPU, and when (kernel clock) the counters were last read
+        self.lost_cpus: list[int] = []
+        self.lost_checked_ns = 0
+        #: the kernel's order: records wait here until those stamped before them have arrived
+        self.order = KernelOrder()
         self.ktime0 = 0
         #: set when events() has ended (and closed the probe): another thread may then go on
         self.finished = threading.Event()
@@ -211,6 +225,7 @@ class Tracer:
                 os.kill(self.proc.pid, signum)
         else:
             self.stopping = True
+            self.stopped_by = self.stopped_by or signum
 
     def _reap(self) -> None:
         if self.proc is None:
@@ -258,11 +273,16 @@ class Tracer:
             self.unprobed,
             self.ktime0,
         )
+        if self.pids:
+            yield from self._already_true()
         last_check = t0
+        self.lost_checked_ns = self.ktime0
         try:
             while True:
                 self._reap()
-                yield from self._drain(POLL_MS)
+                for e in self._drain(POLL_MS):
+                    yield from self.order.push(e)
+                yield from self.order.release(time.monotonic_ns())
                 if on_batch is not None:
                     on_batch()
                 if time.monotonic() - last_check > 1.0:
@@ -270,7 +290,9 @@ class Tracer:
                     self._recheck_alive()
                 if self._done(t0):
                     break
-            yield from self._drain(0)
+            for e in self._drain(0):
+                yield from self.order.push(e)
+            yield from self.order.flush()
             self._reap()
         finally:
             self.close()
@@ -279,6 +301,19 @@ class Tracer:
         yield TraceFinished(
             self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
         )
+
+    def _already_true(self) -> Iterator[Event]:
+        """What running pids already hold and share when the trace starts (frame 0), read as
+        attach reads it: fds, kcmp shares, mapped memfds and /dev/shm, NVML. The probe is attached
+        first, so a call made meanwhile waits in the ring buffer and follows these events."""
+        from vmmtui.attach.follow import Follower
+
+        yield Notice(ALREADY_TRUE)
+        f = Follower(set(self.alive), use_nvml=self.use_nvml)
+        try:
+            yield from f.poll()
+        finally:
+            f.close()
 
     def _drain(self, timeout_ms: int) -> Iterator[Event]:
         assert self.probe is not None
@@ -300,14 +335,22 @@ class Tracer:
                 yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
-        now = time.monotonic()
-        if now - self.lost_checked < 0.5:
-            return
-        self.lost_checked = now
-        lost = self.probe.lost()
-        if lost > self.lost:
-            yield TraceLost(lost - self.lost)
-            self.lost = lost
+        yield from self._losses()
+
+    def _losses(self) -> Iterator[TraceLost]:
+        """Records lost since the last reading, one window per CPU that lost any: between the
+        previous reading of the counters and this one (read at every drain, so that a loss is
+        known before the records around it leave the reorder window)."""
+        assert self.probe is not None
+        now = time.monotonic_ns()
+        cpus = self.probe.lost_per_cpu()
+        before, self.lost_cpus = self.lost_cpus, cpus
+        since, self.lost_checked_ns = self.lost_checked_ns, now
+        for cpu, n in enumerate(cpus):
+            new = n - (before[cpu] if cpu < len(before) else 0)
+            if new > 0:
+                self.lost += new
+                yield TraceLost(new, now, cpu, since, now)
 
     def _pidfd_target(self, pid: int, pidfd: int) -> int:
         """The process a pidfd names: from its pidfd_open, else the kernel's fdinfo (``Pid:``)."""
