@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -32,8 +33,8 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.loader import Probe
-from vmmtui.trace.records import FileNames, decode
+from vmmtui.trace.loader import RING_BYTES, Probe
+from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -111,6 +112,7 @@ class Tracer:
         cuda: bool = True,
         libcuda: str | None = None,
         stdout: int | None = None,
+        ring_bytes: int = RING_BYTES,
     ) -> None:
         self.command = command or []
         self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
@@ -133,16 +135,28 @@ class Tracer:
         #: set when events() has ended (and closed the probe): another thread may then go on
         self.finished = threading.Event()
         self.pidfds: dict[tuple[int, int], int] = {}
+        self.ring_bytes = ring_bytes
+        self.decoder = Decoder(self.files)
+        #: raw records, moved out of the ring buffer by a thread that does nothing else
+        self.raw: queue.SimpleQueue[list[bytes]] = queue.SimpleQueue()
+        self._reading = threading.Event()
+        self._reader: threading.Thread | None = None
 
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Load and attach (ProbeUnavailable: one line), then start or follow the targets."""
         self.ktime0 = time.monotonic_ns()
-        self.probe = Probe()
+        self.probe = Probe(ring_bytes=self.ring_bytes)
         try:
             self.probe.attach_syscalls()
             self.probe.configure(self.everything, os.getpid())
-            self.probes = [f"syscalls: {', '.join(SYSCALLS)}"]
+            self.probes = [f"syscalls ({self.probe.flavour}): {', '.join(SYSCALLS)}"]
+            if self.probe.release_missing:
+                self.unprobed.append(
+                    f"fds freed unreceived in a socket's queue: {self.probe.release_missing}"
+                )
+            else:
+                self.probes.append("fds freed unreceived in a socket's queue (kfree_skb)")
             targets = descendants(set(self.pids)) if self.pids else set()
             for pid in targets:
                 self.probe.follow(pid)
@@ -259,6 +273,7 @@ class Tracer:
             self.ktime0,
         )
         last_check = t0
+        self._start_reader()
         try:
             while True:
                 self._reap()
@@ -270,9 +285,13 @@ class Tracer:
                     self._recheck_alive()
                 if self._done(t0):
                     break
+            self._stop_reader()
             yield from self._drain(0)
             self._reap()
+            yield from self._calls(self.decoder.flush())
+            yield from self._losses(force=True)
         finally:
+            self._stop_reader()
             self.close()
             self.finished.set()
         ex = self.exit or Exit(None, None)
@@ -280,12 +299,52 @@ class Tracer:
             self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
         )
 
+    def _start_reader(self) -> None:
+        self._reading.set()
+        self._reader = threading.Thread(target=self._read, name="vmmtui-trace-ring", daemon=True)
+        self._reader.start()
+
+    def _stop_reader(self) -> None:
+        self._reading.clear()
+        if self._reader is not None:
+            self._reader.join()
+            self._reader = None
+
+    def _read(self) -> None:
+        """The ring buffer's reader: it only moves raw records into ``self.raw`` (decoding is the
+        consumer's), so that the kernel's buffer empties at the rate the kernel fills it."""
+        probe = self.probe
+        assert probe is not None
+        while self._reading.is_set():
+            records = probe.poll(POLL_MS)
+            if records:
+                self.raw.put(records)
+        records = probe.poll(0)
+        if records:
+            self.raw.put(records)
+
     def _drain(self, timeout_ms: int) -> Iterator[Event]:
         assert self.probe is not None
-        for raw in self.probe.poll(timeout_ms):
-            e = decode(raw, self.files)
-            if e is None:
-                continue
+        if self._reader is None:  # the reader has stopped: what it left, and the ring's rest
+            self.raw.put(self.probe.poll(0))
+        try:
+            batch = self.raw.get(timeout=timeout_ms / 1000) if timeout_ms else self.raw.get_nowait()
+        except queue.Empty:
+            batch = []
+        batches = [batch]
+        while True:
+            try:
+                batches.append(self.raw.get_nowait())
+            except queue.Empty:
+                break
+        decoder = self.decoder
+        for batch in batches:
+            for raw in batch:
+                yield from self._calls(decoder(raw))
+        yield from self._losses()
+
+    def _calls(self, calls: list) -> Iterator[Event]:
+        for e in calls:
             self.count += 1
             if isinstance(e, PidfdOpened) and e.fd >= 0:
                 self.pidfds[(e.pid, e.fd)] = e.target
@@ -300,14 +359,17 @@ class Tracer:
                 yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
+
+    def _losses(self, force: bool = False) -> Iterator[Event]:
+        """Each CPU's lost records since the last look, with the window they were lost in."""
+        assert self.probe is not None
         now = time.monotonic()
-        if now - self.lost_checked < 0.5:
+        if not force and now - self.lost_checked < 0.5:
             return
         self.lost_checked = now
-        lost = self.probe.lost()
-        if lost > self.lost:
-            yield TraceLost(lost - self.lost)
-            self.lost = lost
+        for w in self.probe.loss_windows():
+            self.lost += w.count
+            yield TraceLost(w.count, w.t_last_ns, w.cpu, w.t_first_ns, w.t_last_ns)
 
     def _pidfd_target(self, pid: int, pidfd: int) -> int:
         """The process a pidfd names: from its pidfd_open, else the kernel's fdinfo (``Pid:``)."""
