@@ -276,6 +276,7 @@ class Probe:
             ("bpf_object__find_program_by_name", vp, [vp, c.c_char_p]),
             ("bpf_object__find_map_by_name", vp, [vp, c.c_char_p]),
             ("bpf_map__fd", c.c_int, [vp]),
+            ("bpf_program__fd", c.c_int, [vp]),
             ("bpf_map__max_entries", c.c_uint32, [vp]),
             ("bpf_map__set_max_entries", c.c_int, [vp, c.c_uint32]),
             ("bpf_program__set_autoload", c.c_int, [vp, c.c_bool]),

@@ -27,10 +27,13 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
 #define BPF_ANY 0
 #define BPF_NOEXIST 1
 #define BPF_F_MMAPABLE 1024
+#define BPF_F_NO_PREALLOC 1
+#define BPF_LOCAL_STORAGE_GET_F_CREATE 1
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 

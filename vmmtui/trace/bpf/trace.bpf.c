@@ -177,7 +177,15 @@ struct {
 	__type(value, __u8);
 } watched SEC(".maps");
 
-/* a close of a watched file between enter (the file the fd named) and exit (the result) */
+/* a close of a watched file between enter (the file the fd named) and exit (the result): in the
+ * task's own storage (tp_btf), else in a hash by thread id */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} closing_task SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -264,8 +272,6 @@ static __always_inline bool is_watched(__u64 f)
 
 #define BPF_RB_NO_WAKEUP 1
 #define BPF_RB_FORCE_WAKEUP 2
-#define BPF_RB_AVAIL_DATA 0
-#define WAKEUP_BYTES (256 << 10)
 
 static __always_inline void dropped(void)
 {
@@ -299,14 +305,12 @@ static __always_inline void *reserve(__u64 size, __u32 type, __u64 pid_tgid)
 	return r;
 }
 
-/* records wake the reader only when a backlog builds up; otherwise it collects them every 25 ms
- * (one wake-up per batch instead of one per record: the tracer's CPU is mostly wake-ups) */
+/* records never wake the reader, which collects them every 25 ms (a wake-up per record would be
+ * most of the tracer's CPU; the buffer holds seconds of records), except a refused pidfd call:
+ * its cause is read from /proc at once, while both processes live */
 static __always_inline void submit(void *r, bool now)
 {
-	__u64 flags = now || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES
-			      ? BPF_RB_FORCE_WAKEUP
-			      : BPF_RB_NO_WAKEUP;
-	bpf_ringbuf_submit(r, flags);
+	bpf_ringbuf_submit(r, now ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* i & (MAXFDS - 1), in a form the compiler cannot fold away (the verifier needs to see it) */
@@ -517,6 +521,13 @@ static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 	__u64 f = fd_file(fd, btf);
 	if (!is_watched(f))
 		return 0;
+	if (btf) {
+		__u64 *slot = bpf_task_storage_get(&closing_task, bpf_get_current_task_btf(), 0,
+						   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (slot)
+			*slot = f;
+		return 0;
+	}
 	__u32 tid = (__u32)pid_tgid;
 	bpf_map_update_elem(&closing, &tid, &f, BPF_ANY);
 	return 0;
@@ -546,8 +557,9 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	switch (id) {
 	case NR_close: {
 		__u32 tid = (__u32)pid_tgid;
-		__u64 *f = bpf_map_lookup_elem(&closing, &tid);
-		if (!f)
+		__u64 *f = btf ? bpf_task_storage_get(&closing_task, bpf_get_current_task_btf(), 0, 0)
+			       : bpf_map_lookup_elem(&closing, &tid);
+		if (!f || !*f)
 			return 0;
 		struct rec *r = reserve(sizeof(*r), EV_CLOSE, pid_tgid);
 		if (r) {
@@ -556,7 +568,10 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 			r->file = *f;
 			submit(r, false);
 		}
-		bpf_map_delete_elem(&closing, &tid);
+		if (btf)
+			*f = 0;
+		else
+			bpf_map_delete_elem(&closing, &tid);
 		count(tgid, EV_CLOSE);
 		return 0;
 	}
