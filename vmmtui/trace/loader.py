@@ -429,3 +429,87 @@ class Probe:
         if self.obj:
             self.lib.bpf_object__close(self.obj)
             self.obj = None
+
+
+def unprivileged_bpf() -> str:
+    """kernel.unprivileged_bpf_disabled, in words."""
+    try:
+        v = Path("/proc/sys/kernel/unprivileged_bpf_disabled").read_text().strip()
+    except OSError:
+        return "unknown (no /proc/sys/kernel/unprivileged_bpf_disabled)"
+    meaning = {
+        "0": "users without privileges may load some programs (trace still needs privileges)",
+        "1": "only privileged users load programs, until reboot",
+        "2": "only privileged users load programs",
+    }
+    return f"{v}: {meaning.get(v, 'unknown value')}"
+
+
+def readiness() -> list[tuple[str, str, bool | None]]:
+    """What ``vmmtui trace`` needs here, each as (check, finding, ok), the hooks checked with a
+    real load of the shipped object (not attached: nothing is traced). For ``vmmtui doctor``."""
+    caps = _cap_eff()
+    root = bool(caps >> CAP_SYS_ADMIN & 1)
+    bpf_perfmon = bool(caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1)
+    path = libbpf_path()
+    found = path is not None and os.path.exists(path)
+    version = ""
+    if found and path is not None:
+        try:
+            lib = ctypes.CDLL(path)
+            version = f" {lib.libbpf_major_version()}.{lib.libbpf_minor_version()}"
+        except (OSError, AttributeError):
+            version = ""
+    out: list[tuple[str, str, bool | None]] = [
+        (
+            "libbpf",
+            f"{path}{version}"
+            if found
+            else "not found: `apt-get install libbpf1` (Debian/Ubuntu), `dnf install libbpf` "
+            "(Fedora), or VMMTUI_LIBBPF=/path/to/libbpf.so.1",
+            found,
+        ),
+        (
+            "BTF",
+            str(BTF) if BTF.exists() else "absent: the kernel needs CONFIG_DEBUG_INFO_BTF=y",
+            BTF.exists(),
+        ),
+        (
+            "capabilities",
+            "root (CAP_SYS_ADMIN)"
+            if root
+            else "CAP_BPF + CAP_PERFMON"
+            if bpf_perfmon
+            else "missing: run trace as root (sudo), or give CAP_BPF + CAP_PERFMON to a "
+            "dedicated interpreter",
+            root or bpf_perfmon,
+        ),
+        ("unprivileged_bpf_disabled", unprivileged_bpf(), None),
+    ]
+    why = why_not()
+    if why is not None:
+        out.append(("hooks", f"not tried: {why}", False))
+        return out
+    try:
+        probe = Probe(ring_bytes=mmap.PAGESIZE)
+    except (ProbeUnavailable, OSError) as exc:
+        out.append(("hooks", f"refused: {exc}", False))
+        return out
+    try:
+        tried = "; ".join(f"{k} refused ({v})" for k, v in probe.refused.items())
+        hooks = f"{probe.flavour} on sys_enter/sys_exit and sched fork/exec/exit load"
+        if tried:
+            hooks += f" ({tried})"
+        out.append(("hooks", hooks, True))
+        out.append(
+            (
+                "queued fds hook",
+                "kfree_skb loads: fds freed unreceived are said"
+                if not probe.release_missing
+                else f"{probe.release_missing}: fds freed unreceived cannot be said",
+                None if probe.release_missing else True,
+            )
+        )
+    finally:
+        probe.close()
+    return out
