@@ -26,6 +26,7 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    QueuedAtRelease,
     TraceCall,
     TraceFinished,
     TraceLost,
@@ -55,14 +56,32 @@ def _file(f: str) -> str:
     return f" [file {f}]" if f else ""
 
 
+def _not_read(n: int) -> str:
+    """The fds of a message that no record held: counted, never guessed."""
+    return f" (+ {n} more fd{'s' if n != 1 else ''} not read)" if n > 0 else ""
+
+
 def call_words(e: Event) -> str | None:
     """What the call did, in one phrase (None: not a call)."""
     if isinstance(e, FdsSent):
         fds = ", ".join(f"{fd}{_file(f)}" for fd, f in zip(e.fds, e.files, strict=False))
-        return f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS fd {fds} → {_result(e.result)}"
+        return (
+            f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS fd {fds}"
+            f"{_not_read(e.fds_not_read)} → {_result(e.result)}"
+        )
     if isinstance(e, FdsReceived):
         fds = ", ".join(f"{fd}{_file(f)}" for fd, f in zip(e.fds, e.files, strict=False))
-        return f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS → new fd {fds}"
+        return (
+            f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS → new fd {fds}"
+            f"{_not_read(e.fds_not_read)}"
+        )
+    if isinstance(e, QueuedAtRelease):
+        files = ", ".join(f"file {f}" for f in e.files)
+        return (
+            f"{e.count} fd{'s' if e.count != 1 else ''} freed unreceived, still queued on the "
+            f"socket (sender's inode {e.socket_file}) when it was released: {files}"
+            f"{_not_read(e.count - len(e.files))}"
+        )
     if isinstance(e, PidfdOpened):
         return f"pidfd_open({e.target}) → {'pidfd ' + str(e.fd) if e.fd >= 0 else _errno(e.fd)}"
     if isinstance(e, FdTaken):
@@ -171,9 +190,16 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         ]
     if isinstance(e, TraceLost):
+        where = ""
+        if e.cpu >= 0 and t0 and e.t_first_ns >= t0:
+            where = (
+                f" on CPU {e.cpu} between {(e.t_first_ns - t0) / 1e9:.4f} and "
+                f"{(e.t_last_ns - t0) / 1e9:.4f} s"
+            )
         return [
             Text(
-                f"⚠ {e.count} records lost (the ring buffer was full): the ledger may miss calls",
+                f"⚠ {e.count} records lost{where} (the ring buffer was full): the ledger may "
+                "miss calls",
                 "bold yellow",
             )
         ]
