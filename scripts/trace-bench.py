@@ -521,6 +521,49 @@ def bpf_time(shares: int, calls: int, before: str | None) -> dict:
     return out
 
 
+def lossless(per_second: int, seconds: float, ring_mb: int) -> dict:
+    """``vmmtui trace --json`` of memfds shared at ``per_second`` for ``seconds`` (a receiver
+    takes every one): the fds the stream shows sent and received, and the records lost."""
+    fixture = ROOT / "tests" / "fixtures" / "trace_share.py"
+    n = int(per_second * seconds)
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmmtui",
+        "trace",
+        "--no-cuda",
+        "--json",
+        "--ring-mb",
+        str(ring_mb),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, "--", sys.executable, str(fixture), "memfds", str(n), str(per_second)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out = {"asked_per_s": per_second, "shares": n, "sent": 0, "received": 0, "loss_windows": 0}
+    for line in proc.stdout:
+        e = json.loads(line)
+        if e["event"] == "FdsSent" and e["result"] >= 0:
+            out["sent"] += len(e["fds"])
+        elif e["event"] == "FdsReceived":
+            out["received"] += len(e["fds"])
+        elif e["event"] == "TraceLost":
+            out["loss_windows"] += 1
+        elif e["event"] == "TraceFinished":
+            out["lost"] = e["lost"]
+    for line in proc.stderr.read().splitlines():
+        if line.startswith("TRUTH "):
+            t = json.loads(line[6:])
+            if t["op"] == "sent":
+                out["load_seconds"] = t["seconds"]
+    out["returncode"] = proc.wait()
+    return out
+
+
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "--load":
         load(int(sys.argv[2]), float(sys.argv[3]))
@@ -539,7 +582,21 @@ def main() -> None:
         help="also measure the BPF object of this git revision (e.g. main) in the same run",
     )
     p.add_argument("--bpf-only", action="store_true", help="only the bpf_stats part")
+    p.add_argument(
+        "--lossless",
+        type=int,
+        metavar="RATE",
+        help="only: share RATE memfds a second for --seconds under trace --json; exit 1 if any "
+        "record was lost or any share is missing",
+    )
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--ring-mb", type=int, default=64)
     args = p.parse_args()
+    if args.lossless:
+        res = lossless(args.lossless, args.seconds, args.ring_mb)
+        print(json.dumps(res, indent=2))
+        ok = res.get("lost") == 0 and res["sent"] == res["received"] == res["shares"]
+        sys.exit(0 if ok and res["returncode"] == 0 else 1)
     from vmmtui.record.recording import Machine
 
     bpf = bpf_time(args.shares, args.calls, args.before or None)
