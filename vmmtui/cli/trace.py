@@ -61,9 +61,9 @@ def add_parser(sub) -> None:
     t.add_argument(
         "--ring-mb",
         type=ring_mb_arg,
-        default=16,
+        default=32,
         metavar="MB",
-        help="the kernel's ring buffer in MiB, a power of two (default 16: about 3 s of records "
+        help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
         "at 5,000 shares a second; more for faster programs or a busy machine)",
     )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")

@@ -162,10 +162,11 @@ FLAVOURS = {
 #: the program of each flavour that sees a Unix socket's message freed with its SCM_RIGHTS still
 #: attached (its socket released or collected with it queued: fds sent, never received)
 RELEASE_PROGRAMS = {"tp_btf": "skb_freed", "raw_tp": "raw_skb_freed"}
-#: the ring buffer's default size: about 3 s of records at 5,000 shares a second
-RING_BYTES = 16 << 20
-#: struct drops of trace.bpf.c, one per CPU (count, seen, first, last)
-_DROPS = struct.Struct("<QQQQ")
+#: the ring buffer's default size: about 6 s of records at 5,000 shares a second (the reader may
+#: stall that long on a loaded machine without a record lost)
+RING_BYTES = 32 << 20
+#: struct drops of trace.bpf.c, one per CPU (count, seen, first, last, unread)
+_DROPS = struct.Struct("<QQQQQ")
 MAXCPUS = 1024
 
 
@@ -177,6 +178,8 @@ class LossWindow:
     count: int
     t_first_ns: int
     t_last_ns: int
+    #: bytes the reader had not taken at the last drop (near the ring's size: it was full)
+    unread: int = 0
 
 
 class Probe:
@@ -394,9 +397,9 @@ class Probe:
         starts a new window at that CPU's next drop)."""
         m, out = self._drop_map(), []
         for cpu in range(min(self.ncpu, MAXCPUS)):
-            count, seen, first, last = _DROPS.unpack_from(m, cpu * _DROPS.size)
+            count, seen, first, last, unread = _DROPS.unpack_from(m, cpu * _DROPS.size)
             if count > seen:
-                out.append(LossWindow(cpu, count - seen, first, last))
+                out.append(LossWindow(cpu, count - seen, first, last, unread))
                 _U64.pack_into(m, cpu * _DROPS.size + 8, count)
         return out
 

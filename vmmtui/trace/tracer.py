@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import gc
 import os
 import queue
 import shutil
@@ -274,6 +275,12 @@ class Tracer:
         )
         last_check = t0
         self._start_reader()
+        # a full collection of the ledger's many objects holds the GIL for long enough to stall
+        # the ring buffer's reader: objects made so far are left alone, full collections are rare
+        gc.collect()
+        gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], 10_000), 50, 1_000)
         try:
             while True:
                 self._reap()
@@ -291,6 +298,8 @@ class Tracer:
             yield from self._calls(self.decoder.flush())
             yield from self._losses(force=True)
         finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
             self._stop_reader()
             self.close()
             self.finished.set()

@@ -134,6 +134,7 @@ struct drops {
 	__u64 seen;
 	__u64 first;
 	__u64 last;
+	__u64 unread; /* bytes not yet read in the ring at the last drop: a full ring, or not */
 };
 
 struct cuda_args {
@@ -272,6 +273,7 @@ static __always_inline bool is_watched(__u64 f)
 
 #define BPF_RB_NO_WAKEUP 1
 #define BPF_RB_FORCE_WAKEUP 2
+#define BPF_RB_AVAIL_DATA 0
 
 static __always_inline void dropped(void)
 {
@@ -283,6 +285,7 @@ static __always_inline void dropped(void)
 	if (d->count == d->seen)
 		d->first = now;
 	d->last = now;
+	d->unread = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	__sync_fetch_and_add(&d->count, 1);
 }
 
@@ -290,6 +293,10 @@ static __always_inline void dropped(void)
 static __always_inline void *reserve(__u64 size, __u32 type, __u64 pid_tgid)
 {
 	struct rec *r = bpf_ringbuf_reserve(&events, size, 0);
+	/* a reserve can fail with room left: the ring's lock given up (6.15+ rqspinlock, its holder's
+	 * vCPU descheduled, say); one more try before the record is counted as lost */
+	if (!r)
+		r = bpf_ringbuf_reserve(&events, size, 0);
 	if (!r) {
 		dropped();
 		return 0;
