@@ -198,7 +198,11 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui trace --record "$out/trace-vmm-pair.jsonl" -- /tmp/vmm_pair
     step python3 -m vmmtui replay "$out/trace-vmm-pair.jsonl"
     step python3 -m pytest -q tests/trace -p no:cacheprovider
-    step python3 scripts/trace-bench.py --out "$out/bench"
+    step python3 scripts/trace-bench.py --out "$out/bench" --note "gpu-check trace part"
+    # the kernel side's cost (bpf_stats: floor, vmmtui) and no record lost at 20,000 shares a second
+    step python3 scripts/trace-bench.py --bpf-only
+    step python3 scripts/trace-bench.py --lossless 20000 --seconds 20 --ring-mb 64
+    step python3 -m vmmtui doctor
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = fleet ]; then

@@ -238,5 +238,24 @@ def diagnose(device: int = 0) -> Report:
     )
     add(Finding("ptrace_scope", ptrace_scope(), None))
     add(pidfd_finding())
+    trace_findings(add)
     add(serve_finding())
     return rep
+
+
+def trace_findings(add) -> None:
+    """Whether ``vmmtui trace`` can use eBPF here (libbpf, BTF, privileges, the hooks that load,
+    by a real load of the shipped object), before a user learns it at the first trace."""
+    from vmmtui.trace.loader import readiness
+
+    checks = readiness()
+    ok = all(c[2] is not False for c in checks)
+    add(
+        Finding(
+            "eBPF trace",
+            "can run" if ok else "cannot run: `vmmtui trace` falls back to polling /proc",
+            ok,
+        )
+    )
+    for name, value, good in checks:
+        add(Finding(f"  {name}", value, good))
