@@ -323,9 +323,9 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     for rate in 2000 20000 0; do
       echo; echo "\$ vmmtui trace --json --no-cuda -- python3 tests/fixtures/memfd_flood.py 40000 $rate"
-      python3 -m vmmtui trace --json --no-cuda -- python3 tests/fixtures/memfd_flood.py 40000 $rate > "$out/flood-$rate.jsonl"
+      python3 -m vmmtui trace --json --no-cuda -- python3 tests/fixtures/memfd_flood.py 40000 $rate > "/tmp/flood-$rate.jsonl"
       echo "[exit $?]"
-      python3 - "$out/flood-$rate.jsonl" $rate <<'PY'
+      python3 - "/tmp/flood-$rate.jsonl" $rate <<'PY'
 import collections, json, sys
 ev = [json.loads(line) for line in open(sys.argv[1])]
 kinds = collections.Counter(e["kind"] for e in ev if e["event"] == "LedgerFinding")
