@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # the reader of our output left (`| head`): end as SIGPIPE would,
             # quietly, once the command's cleanup ran; stdout goes nowhere so that exit cannot fail
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 128 + signal.SIGPIPE
+            return 128 + getattr(signal, "SIGPIPE", 13)  # 13 where it has none (Windows)
         except OSError as exc:  # the output cannot be written: a full disk (> /dev/full), a quota
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise

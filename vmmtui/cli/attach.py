@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from vmmtui.cli.options import positive_arg
+
 
 def add_parser(sub) -> None:
     a = sub.add_parser(
@@ -31,7 +33,7 @@ def add_parser(sub) -> None:
         help="also look for /dev/shm and socket files of dead owners",
     )
     a.add_argument(
-        "--duration", type=float, default=None, help="headless: follow for this many seconds"
+        "--duration", type=positive_arg, default=None, help="headless: follow for this many seconds"
     )
     a.add_argument(
         "--prometheus",

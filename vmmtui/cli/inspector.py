@@ -18,7 +18,7 @@ from pathlib import Path
 from vmmtui.cli.options import (
     EXIT_USAGE,
     config_from,
-    positive_arg,
+    pace_arg,
     refusal,
     session_options,
 )
@@ -30,7 +30,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--autoplay", action="store_true", help="play the whole sequence by itself")
     p.add_argument(
         "--pace",
-        type=positive_arg,
+        type=pace_arg,
         default=1.0,
         help="seconds between autoplay steps (default 1.0)",
     )

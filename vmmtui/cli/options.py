@@ -4,7 +4,9 @@ the SessionConfig they make, and the one refusal check (config.validate)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 
 from vmmtui.backends.labels import NAMES
 from vmmtui.config import (
@@ -36,14 +38,55 @@ def size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def positive_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
+#: the longest wait any option may ask for (30 days): beyond it timers overflow, and no one means it
+MAX_SECONDS = 30 * 24 * 3600.0
+
+
+def number_arg(
+    low: float, high: float, *, integer: bool = False, above: bool = False, unit: str = ""
+) -> Callable[[str], float]:
+    """The one check of a number on the command line (an argparse ``type``): a finite number from
+    ``low`` (excluded when ``above``) to ``high``; else one line that says the range, exit 2."""
+
+    def show(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    kind = "a whole number" if integer else "a number"
+    span = (
+        f"{kind} {'above' if above else 'from'} {show(low)} {'and ' if above else ''}"
+        f"up to {show(high)}{unit}"
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}: give {span}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number: give {span}")
+        if value < low or (above and value == low) or value > high:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give {span}")
+        return value
+
+    parse.__name__ = "number"  # argparse names the type in some messages
+    return parse
+
+
+#: seconds, more than 0 (a --duration, a wait)
+positive_arg = number_arg(0, MAX_SECONDS, above=True, unit=" s")
+#: seconds to wait for connect/accept (the ACK waits 12x this)
+timeout_arg = number_arg(0, 3600, above=True, unit=" s")
+#: seconds between autoplay steps: below 10 ms no one could follow, and Textual's timer would spin
+pace_arg = number_arg(0.01, 3600, unit=" s")
+
+
+def count_arg(high: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``high`` (sessions, repetitions)."""
+    return number_arg(1, high, integer=True)  # type: ignore[return-value]
+
+
+#: a step of a recording (0: the start); the recording's own length is checked when it is read
+step_arg: Callable[[str], int] = number_arg(0, 1_000_000, integer=True)  # type: ignore[assignment]
 
 
 def sizes_arg(text: str) -> list[int]:
@@ -94,7 +137,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument(
         "--timeout",
-        type=positive_arg,
+        type=timeout_arg,
         default=10.0,
         help="seconds to wait for connect/accept (default 10); the ACK waits 12x this",
     )

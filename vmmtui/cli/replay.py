@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg
 
 
 def add_parser(sub) -> None:
@@ -48,12 +48,12 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--autoplay", action="store_true", help="play the recording by itself")
     p.add_argument(
         "--pace",
-        type=positive_arg,
+        type=pace_arg,
         default=1.0,
         help="seconds between autoplay steps (default 1.0)",
     )
     p.add_argument(
-        "--step", type=int, default=0, metavar="N", help="open at step N (default: the start)"
+        "--step", type=step_arg, default=0, metavar="N", help="open at step N (default: the start)"
     )
     p.add_argument(
         "--screenshots", metavar="DIR", help="save an SVG screenshot of every step shown into DIR"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_USAGE
+from vmmtui.cli.options import EXIT_USAGE, number_arg
 from vmmtui.interrupts import delivered_to
 
 
@@ -22,7 +22,10 @@ def add_parser(sub) -> None:
     )
     w.add_argument("--quiet", "-q", action="store_true", help="print only the report at the end")
     w.add_argument(
-        "--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)"
+        "--interval",
+        type=number_arg(0, 0.25, above=True, unit=" s"),
+        default=0.1,
+        help="seconds between scans (at most 0.25: ≥ 4 Hz)",
     )
     w.add_argument(
         "--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process"
@@ -52,9 +55,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
             "vmmtui watch: give a command after --, e.g. vmmtui watch -- python3 app.py",
             file=sys.stderr,
         )
-        return EXIT_USAGE
-    if args.interval <= 0:
-        print("vmmtui watch: --interval must be greater than 0", file=sys.stderr)
         return EXIT_USAGE
     # under --json the stream alone is on stdout: the command's own output goes to stderr
     watch = Watch(command, args.interval, not args.no_nvml, stdout=2 if args.json else None)

@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import errno
 import os
-import signal
 import sys
-import termios
 import threading
 from pathlib import Path
 
@@ -37,13 +35,16 @@ from vmmtui.view.search import LogSearch
 PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 #: actions on priority keys (they would scroll the log or move in a list otherwise)
 FRAME_ACTIONS = ("step", "back", "forward", "first", "last", "live")
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: the longest Textual's own shutdown may take before the process ends anyway
 SHUTDOWN_S = 2.0
 
 
 def terminal_gone() -> bool:
     """The controlling terminal hung up (closed window, dropped SSH): its reads and writes fail."""
+    try:
+        import termios  # POSIX only (a Windows console does not hang up this way)
+    except ImportError:
+        return False
     try:
         termios.tcgetattr(0 if sys.__stdin__ is None else sys.__stdin__.fileno())
     except termios.error as exc:
