@@ -145,7 +145,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
         save_screenshot(targets, args.screenshot, args.duration or 2.0)
         print(f"saved {args.screenshot}")
         return EXIT_OK
-    if not (args.once or args.json or args.duration or args.prometheus) and sys.stdout.isatty():
+    from vmmtui.cli.options import not_a_terminal
+
+    if not (args.once or args.json or args.duration or args.prometheus) and not not_a_terminal():
         from vmmtui.tui.attach import AttachApp
 
         AttachApp(targets).run()

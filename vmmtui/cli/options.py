@@ -231,6 +231,34 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
     )
 
 
+def not_a_terminal() -> str | None:
+    """ "stdout" or "stdin" when that one is not a terminal (a pipe, a file, /dev/null), else None.
+    None too when a web page draws the app (``vmmtui serve``: textual-serve names its driver in
+    TEXTUAL_DRIVER and talks to the app over pipes)."""
+    import os
+
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return None
+    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (ValueError, OSError):  # closed
+            tty = False
+        if not tty:
+            return name
+    return None
+
+
+def terminal_missing(what: str, instead: str) -> str | None:
+    """Why the full-screen ``what`` cannot be drawn here, as one line with ``instead`` (what to
+    run without a terminal); None when it can. Drawn into a pipe, an app writes escape codes into
+    it; reading keys from /dev/null or a pipe, it spins at full CPU and never ends."""
+    name = not_a_terminal()
+    if name is None:
+        return None
+    return f"{what} is full-screen and needs a terminal, but {name} is not one; {instead}"
+
+
 def choice_or_refuse(args: argparse.Namespace):
     """The backend to use, or None after printing the one-line reason it cannot run."""
     from vmmtui.backends import choose

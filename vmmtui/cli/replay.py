@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg
+from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg, terminal_missing
 
 
 def add_parser(sub) -> None:
@@ -127,6 +127,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from vmmtui.cli.trace import replay_trace
 
         return replay_trace(recording)
+    if no_terminal := terminal_missing(
+        "the replay",
+        "--html OUT.html writes the replay as one page, --transcript FILE as text, without one",
+    ):
+        if args.transcript and not (args.screenshots or args.cast):
+            return write_transcript(args.transcript, recording, notes)
+        print(f"vmmtui: {no_terminal}", file=sys.stderr)
+        return EXIT_USAGE
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
@@ -144,6 +152,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.cli.inspector import ended
 
     return ended(app)
+
+
+def write_transcript(path: str, recording, notes) -> int:
+    """``--transcript FILE`` where no terminal is: the recording's events (and notes), no screen."""
+    from vmmtui.record import Timeline
+    from vmmtui.transcript import Transcript
+    from vmmtui.tui.replay import write_with_notes
+
+    try:
+        transcript = Transcript(path)
+        write_with_notes(transcript, Timeline(recording.events), notes)
+        transcript.close()
+    except OSError as exc:
+        print(f"vmmtui: --transcript {path}: cannot write ({exc.strerror})", file=sys.stderr)
+        return 1
+    print(f"wrote {path}: {len(recording.events)} events (no terminal: the inspector did not open)")
+    return EXIT_OK
 
 
 def _inspector_only(args: argparse.Namespace) -> list[str]:

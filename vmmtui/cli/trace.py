@@ -8,7 +8,7 @@ import dataclasses
 import os
 import sys
 
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, not_a_terminal, positive_arg
 from vmmtui.interrupts import delivered_to
 
 
@@ -124,7 +124,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     assert tracer is not None
     if (
         args.pids
-        and sys.stdout.isatty()
+        and not not_a_terminal()
         and not (args.json or args.quiet or args.record or args.duration)
     ):
         from vmmtui.tui.attach import AttachApp

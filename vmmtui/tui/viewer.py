@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -37,6 +38,9 @@ PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 FRAME_ACTIONS = ("step", "back", "forward", "first", "last", "live")
 #: the longest Textual's own shutdown may take before the process ends anyway
 SHUTDOWN_S = 2.0
+#: the shortest autoplay interval: below about a microsecond Textual's timer never yields (it
+#: skips missed ticks in a loop that cannot catch up) and the app stops answering anything
+MIN_PACE_S = 0.01
 
 
 def terminal_gone() -> bool:
@@ -76,13 +80,15 @@ class Viewer(App[int]):
         #: the frame on show; None: the latest (live)
         self.shown: int | None = None
         self.autoplay = autoplay
-        self.pace = pace
+        self.pace = max(pace, MIN_PACE_S)
         self.cast_path = cast
         self.cast: CastWriter | None = None
         #: the signal that ended the app (its exit status is 128 + it)
         self.signalled: int | None = None
         #: exit() was called: nothing more is drawn
         self.ending = False
+        #: the event loop took the last signal's message (if it does not, the loop is stuck)
+        self.signal_heard = False
         self.watchdog: threading.Timer | None = None
         self._signals = contextlib.ExitStack()
         self._last_painted: ScreenState | None = None
@@ -325,8 +331,34 @@ class Viewer(App[int]):
         with contextlib.suppress(RuntimeError):  # the loop is closing: the app ends anyway
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
+        # a loop that does not take the message in time is stuck: the signal still ends the process
+        self.signal_heard = False
+        unheard = threading.Timer(SHUTDOWN_S, self._unheard, (signum,))
+        unheard.daemon = True
+        unheard.start()
+
+    def _unheard(self, signum: int) -> None:
+        """(A timer's thread) The loop never took the signal's message: end the process now."""
+        if self.signal_heard or self.ending:
+            return
+        self.last_words()
+        with contextlib.suppress(Exception):  # give the terminal back (keys, screen) if it is there
+            if self._driver is not None:
+                self._driver.stop_application_mode()
+        with contextlib.suppress(OSError):
+            name = signal.Signals(signum).name
+            os.write(
+                2,
+                f"vmmtui: interrupted by {name}; the screen did not answer, so it ended at once; {self.stopped()}\n".encode(),
+            )
+        os._exit(128 + signum)
+
+    def stopped(self) -> str:
+        """What an interruption stopped, for its one line (the live app: its workers and directory)."""
+        return "nothing else was running"
 
     def on_interrupted(self, message: Interrupted) -> None:
+        self.signal_heard = True
         self.stop(message.signum)
 
     def last_words(self) -> None:
