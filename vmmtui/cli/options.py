@@ -232,14 +232,14 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
 
 
 def not_a_terminal() -> str | None:
-    """ "stdout" or "stdin" when that one is not a terminal (a pipe, a file, /dev/null), else None.
-    None too when a web page draws the app (``vmmtui serve``: textual-serve names its driver in
-    TEXTUAL_DRIVER and talks to the app over pipes)."""
+    """Which of stdout, stdin and stderr is not a terminal (a pipe, a file, /dev/null), else None:
+    the app reads keys from stdin and Textual draws on stderr. None too when a web page draws the
+    app (``vmmtui serve``: textual-serve names its driver in TEXTUAL_DRIVER, talks over pipes)."""
     import os
 
     if os.environ.get("TEXTUAL_DRIVER"):
         return None
-    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)):
+    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin), ("stderr", sys.stderr)):
         try:
             tty = stream is not None and stream.isatty()
         except (ValueError, OSError):  # closed
