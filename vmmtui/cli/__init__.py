@@ -21,18 +21,33 @@ from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser
 from vmmtui.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
 COMMANDS = (run, soak, bench, doctor, attach, watch, trace, replay, serve)
+#: what ``vmmtui --help`` opens with
+ABOUT = """\
+Watch GPU memory (CUDA VMM) or a memfd being shared between processes, step by step: each
+driver call, each fd in each process's fd table, the fd crossing the Unix socket. With no
+command, opens the inspector on a live session (Linux); `vmmtui replay NAME` shows a recorded
+one anywhere.
+
+examples:
+  vmmtui
+  vmmtui --backend memfd --consumers 2
+  vmmtui replay h100-vmm
+"""
 
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="vmmtui",
-        description="Watch CUDA VMM memory sharing between two processes, "
-        "step by step. With no command, opens the inspector.",
+        description=ABOUT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inspector.add_options(p)
     sub = p.add_subparsers(dest="command")
     for command in COMMANDS:
         command.add_parser(sub)
+    for name, command_parser in sub.choices.items():  # each --help opens with what it is for
+        command_parser.description = sys.modules[f"vmmtui.cli.{name}"].ABOUT
+        command_parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
 
 

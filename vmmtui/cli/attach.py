@@ -6,6 +6,18 @@ import argparse
 
 from vmmtui.cli.options import positive_arg
 
+#: what ``vmmtui attach --help`` opens with: what it is for, and an example
+ABOUT = """\
+Show the GPU memory, memfds, shared memory and fds that running processes share, programs
+vmmtui did not start, read from /proc (and NVML): a full-screen view, or a report with --once or
+--json. --can A B says whether process A could hand process B an allocation, and how.
+
+examples:
+  vmmtui attach 4242 4243
+  vmmtui attach --all --once
+  vmmtui attach --can 4242 4243
+"""
+
 
 def add_parser(sub) -> None:
     a = sub.add_parser(

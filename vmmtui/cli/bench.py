@@ -16,6 +16,15 @@ from vmmtui.cli.options import (
 )
 from vmmtui.sizes import parse_size
 
+#: what ``vmmtui bench --help`` opens with: what it is for, and an example
+ABOUT = """\
+Measure every way of sharing (VMM, legacy IPC, a host-staged copy, memfd) against the device's
+own copy bandwidth, and write the results as JSON and an SVG plot.
+
+example:
+  vmmtui bench --backend memfd --sizes 2MiB,64MiB --repeat 3
+"""
+
 
 def add_parser(sub) -> None:
     bn = sub.add_parser(

@@ -6,6 +6,15 @@ import argparse
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
 
+#: what ``vmmtui doctor --help`` opens with: what it is for, and an example
+ABOUT = """\
+Say what this machine can run: the NVIDIA driver, each device's VMM and fd-handle support,
+the memfd backend, kcmp and the pidfd road, each with the reason when it cannot.
+
+example:
+  vmmtui doctor
+"""
+
 
 def add_parser(sub) -> None:
     doc = sub.add_parser(

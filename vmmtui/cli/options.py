@@ -145,7 +145,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
         "--scenario",
         metavar="NAME",
         type=scenario_arg,
-        help="make one failure really happen (see --list-scenarios)",
+        help="make one failure really happen (`vmmtui run --list-scenarios` lists them)",
     )
     p.add_argument(
         "--verify",

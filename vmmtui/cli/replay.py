@@ -7,6 +7,17 @@ import sys
 
 from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg, terminal_missing
 
+#: what ``vmmtui replay --help`` opens with: what it is for, and an example
+ABOUT = """\
+Open the inspector on a recording (a file made with `vmmtui run --record`, or a gallery name:
+--list): the same screen as a live session, step by step, forward and back, with no GPU and no
+workers. --html writes the whole replay as one page a browser opens from disk.
+
+examples:
+  vmmtui replay h100-vmm
+  vmmtui replay h100-vmm --notes lecture.md --html lecture.html
+"""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -16,7 +27,7 @@ def add_parser(sub) -> None:
         "recording",
         nargs="?",
         metavar="FILE|NAME",
-        help="a recording (.jsonl or .jsonl.gz, from --record) or a gallery name such as h100-vmm",
+        help="a recording (.jsonl or .jsonl.gz, from `vmmtui run --record`) or a gallery name such as h100-vmm",
     )
     p.add_argument(
         "--list", action="store_true", help="list the gallery's recordings with machine and date"

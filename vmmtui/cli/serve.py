@@ -14,6 +14,15 @@ import sys
 
 from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
 
+#: what ``vmmtui serve --help`` opens with: what it is for, and an example
+ABOUT = """\
+Serve the inspector, or a replay, as a web page: every browser that opens it gets its own
+vmmtui, drawn in the page. For a class on laptops.
+
+example:
+  vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm
+"""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(

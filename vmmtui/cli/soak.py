@@ -15,6 +15,15 @@ from vmmtui.cli.options import (
     session_options,
 )
 
+#: what ``vmmtui soak --help`` opens with: what it is for, and an example
+ABOUT = """\
+Run many sessions in a row in one process and check that fds, child processes, session
+directories and memory do not grow.
+
+example:
+  vmmtui soak --backend memfd --count 50
+"""
+
 
 def add_parser(sub) -> None:
     sk = sub.add_parser(

@@ -11,6 +11,18 @@ import sys
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, not_a_terminal, positive_arg
 from vmmtui.interrupts import delivered_to
 
+#: what ``vmmtui trace --help`` opens with: what it is for, and an example
+ABOUT = """\
+Trace, as it happens, every fd passed between processes (SCM_RIGHTS, pidfd_getfd), every
+memfd and close, and every CUDA VMM/IPC call, with eBPF: of a command, of running processes, or of
+the whole machine; a ledger says who holds what. Without eBPF (it needs root) it says why and
+follows by polling /proc instead. Exits with the command's exit code.
+
+examples:
+  vmmtui trace -- python3 app.py
+  vmmtui trace -p 4242 --record share.jsonl
+"""
+
 
 def add_parser(sub) -> None:
     t = sub.add_parser(

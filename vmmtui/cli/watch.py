@@ -8,6 +8,15 @@ import sys
 from vmmtui.cli.options import EXIT_USAGE, number_arg
 from vmmtui.interrupts import delivered_to
 
+#: what ``vmmtui watch --help`` opens with: what it is for, and an example
+ABOUT = """\
+Run a command and follow its process tree while it runs (polling /proc), then report the GPU
+memory, memfds and fds its processes shared. Exits with the command's exit code.
+
+example:
+  vmmtui watch -- python3 app.py
+"""
+
 
 def add_parser(sub) -> None:
     w = sub.add_parser(
