@@ -16,11 +16,15 @@ import os
 import signal
 import sys
 
+from vmmtui import host
 from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, trace, watch
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser
 from vmmtui.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
 COMMANDS = (run, soak, bench, doctor, attach, watch, trace, replay, serve)
+#: the commands that look at live processes through Linux alone (the sessions' commands ask the
+#: backends, which say the same: ``backends.choose``)
+LINUX_ONLY = {"trace": "eBPF and /proc", "attach": "/proc", "watch": "/proc"}
 #: what ``vmmtui --help`` opens with
 ABOUT = """\
 Watch GPU memory (CUDA VMM) or a memfd being shared between processes, step by step: each
@@ -54,6 +58,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     with exit_at_once():
         args = parser().parse_args(argv)
+        if args.command in LINUX_ONLY and (
+            elsewhere := host.needs_linux(f"vmmtui {args.command}", LINUX_ONLY[args.command])
+        ):
+            print(f"vmmtui: {elsewhere}", file=sys.stderr)
+            return EXIT_USAGE
         try:
             if getattr(args, "own_signals", False):  # an event loop that installs its own
                 return args.func(args)  # (interrupts.delivered_to) within this exit_at_once

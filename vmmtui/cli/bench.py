@@ -11,6 +11,7 @@ from vmmtui.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
     count_arg,
+    device_arg,
     size_arg,
     sizes_arg,
 )
@@ -38,7 +39,7 @@ def add_parser(sub) -> None:
         default="auto",
         help="cuda for all paths, memfd for the CPU path only",
     )
-    bn.add_argument("--device", type=int, default=0)
+    bn.add_argument("--device", type=device_arg, default=0, help="CUDA device ordinal (default 0)")
     bn.add_argument(
         "--sizes",
         type=sizes_arg,

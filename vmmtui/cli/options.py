@@ -85,6 +85,8 @@ def count_arg(high: int) -> Callable[[str], int]:
     return number_arg(1, high, integer=True)  # type: ignore[return-value]
 
 
+#: a CUDA device ordinal (whether it exists, the driver says: config.validate)
+device_arg: Callable[[str], int] = number_arg(0, 1023, integer=True)  # type: ignore[assignment]
 #: a step of a recording (0: the start); the recording's own length is checked when it is read
 step_arg: Callable[[str], int] = number_arg(0, 1_000_000, integer=True)  # type: ignore[assignment]
 
@@ -134,7 +136,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
         default=parse_size("1MiB"),
         help="bytes to share: 1048576, 1MiB, 64MB, 2GiB (rounded up to the granularity; default 1MiB)",
     )
-    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--device", type=device_arg, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument(
         "--timeout",
         type=timeout_arg,
