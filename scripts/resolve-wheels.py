@@ -82,15 +82,18 @@ def resolve(tag: str) -> str | None:
 
 
 def main(tags: list[str]) -> int:
-    failed = 0
-    for tag in tags or ["macosx_11_0_arm64", "win_amd64"]:
-        if tag not in PLATFORMS:
-            print(f"resolve-wheels: unknown platform {tag}: one of {', '.join(PLATFORMS)}")
-            return 2
-        why = resolve(tag)
-        print(f"{tag}: " + ("resolves: " + ", ".join(requirements(tag)) if why is None else f"FAILS\n{why}"))
-        failed += why is not None
-    return 1 if failed else 0
+    from concurrent.futures import ThreadPoolExecutor
+
+    tags = tags or ["macosx_11_0_arm64", "win_amd64"]
+    if unknown := [t for t in tags if t not in PLATFORMS]:
+        print(f"resolve-wheels: unknown platform {unknown[0]}: one of {', '.join(PLATFORMS)}")
+        return 2
+    with ThreadPoolExecutor(len(tags)) as pool:  # pip waits on the network: side by side
+        answers = list(pool.map(resolve, tags))
+    for tag, why in zip(tags, answers, strict=True):
+        said = "resolves: " + ", ".join(requirements(tag)) if why is None else f"FAILS\n{why}"
+        print(f"{tag}: {said}")
+    return 1 if any(why is not None for why in answers) else 0
 
 
 if __name__ == "__main__":
