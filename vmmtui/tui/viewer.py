@@ -294,8 +294,12 @@ class Viewer(App[int]):
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         where = str(getattr(self, "screenshots", None) or os.getcwd())
+        from vmmtui.names import screenshot_name
+
         try:
-            path = self.save_screenshot(path=where)
+            path = self.save_screenshot(
+                filename=filename or screenshot_name(self.title), path=where
+            )
         except OSError as exc:
             self.write_failed(
                 f"screenshot not saved in {where}: {exc.strerror} (fix: start vmmtui in a "
@@ -308,7 +312,9 @@ class Viewer(App[int]):
         """``name``.svg in ``directory``; False (and said once) when it cannot be written."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            self.save_screenshot(filename=f"{name}.svg", path=str(directory))
+            from vmmtui.names import file_name
+
+            self.save_screenshot(filename=f"{file_name(name)}.svg", path=str(directory))
         except OSError as exc:
             self.write_failed(
                 f"--screenshots {directory}: {exc.strerror}; no more screenshots this run"

@@ -260,7 +260,10 @@ class AttachApp(App):
         self.sub_title = "paused" if self.paused else "resumed"
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        self.notify(f"saved {self.save_screenshot(filename, path)}")
+        from vmmtui.names import screenshot_name
+
+        name = filename or screenshot_name(self.title)
+        self.notify(f"saved {self.save_screenshot(name, path)}")
 
 
 def save_screenshot(
