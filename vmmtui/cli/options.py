@@ -16,6 +16,7 @@ from vmmtui.config import (
     Transport,
     Verify,
     choices,
+    size_note,
     validate,
 )
 from vmmtui.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
@@ -270,4 +271,6 @@ def choice_or_refuse(args: argparse.Namespace):
     if refused:
         print(f"vmmtui: {refused}", file=sys.stderr)
         return None
+    if note := size_note(config_from(args), choice.name):
+        print(f"vmmtui: {note}", file=sys.stderr)
     return choice
