@@ -200,7 +200,6 @@ def test_the_replay_tests_pass_without_cuda_python():
         "-m",
         "not soak",
         str(ROOT / "tests/tui/test_replay.py"),
-        str(ROOT / "tests/tui/test_gallery.py"),
         without="cuda",
         cwd=ROOT,
         timeout=900,
