@@ -94,3 +94,17 @@ def test_a_large_memfd_size_is_said_to_take_a_while_before_it_starts(capsys):
         pytest.skip("this machine has less than 2 GiB of RAM available")
     err = capsys.readouterr().err
     assert "note: --size 1 GiB on memfd" in err and "seconds per GiB" in err
+
+
+@pytest.mark.parametrize("size", ["1.5", "0.1KiB"])
+def test_a_size_that_is_not_a_whole_number_of_bytes_is_refused(size, capsys):
+    with pytest.raises(SystemExit):
+        parser().parse_args(["run", "--size", size])
+    assert "is not a whole number of bytes" in capsys.readouterr().err
+
+
+def test_a_step_past_the_recordings_end_is_refused(tmp_path, capsys):
+    assert main(["replay", "h100-vmm", "--step", "9999", "--html", str(tmp_path / "p.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--step 9999: h100-vmm has 23 steps" in err[0], err
+    assert not (tmp_path / "p.html").exists()

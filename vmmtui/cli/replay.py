@@ -127,6 +127,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except NotesError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    if args.step:
+        from vmmtui.record import Timeline
+
+        last = Timeline(recording.events).frames[-1].steps
+        if args.step > last:
+            print(
+                f"vmmtui replay: --step {args.step}: {args.recording} has {last} steps "
+                f"(give 0 to {last})",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     for sentence in (recording.note, recording.cut):
         if sentence:
             print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
