@@ -159,6 +159,8 @@ def probe_driver() -> str | None:
     "argv, says",
     [
         (["run"], "the memfd backend needs Linux"),
+        ([], "the memfd backend needs Linux"),
+        (["serve"], "the memfd backend needs Linux"),
         (["run", "--backend", "memfd"], "the memfd backend needs Linux"),
         (["run", "--backend", "cuda"], host.CUDA_NEEDS),
         (["soak", "--count", "1"], "the memfd backend needs Linux"),
