@@ -68,14 +68,13 @@ def choose(requested: str, device: int = 0, probe_result: ProbeRecord | None = N
     from vmmtui import host
 
     if not host.is_linux():  # the backends' calls are Linux's (and replays run anywhere)
-        if requested == "cuda":
-            why = f"--backend cuda cannot run here: {host.CUDA_NEEDS} for live runs; this is "
-            why += f"{host.platform_name()}, where vmmtui replays: {host.REPLAY_INSTEAD}"
-        else:
-            why = host.needs_linux(
-                "the memfd backend", "memfd_create, fds passed between processes"
-            )
-        return Choice(requested, why or "", usable=False)
+        why: str | None = (
+            f"--backend cuda cannot run here: {host.CUDA_NEEDS} for live runs; this is "
+            f"{host.platform_name()}, where vmmtui replays: {host.REPLAY_INSTEAD}"
+            if requested == "cuda"
+            else host.needs_linux("the memfd backend", "memfd_create, fds passed between processes")
+        )
+        return Choice(requested, why or "live runs need Linux", usable=False)
     if requested == "memfd":
         return Choice(
             "memfd",
