@@ -132,7 +132,8 @@ def test_backend_cuda_without_cuda_python_is_one_line(monkeypatch, capsys):
     """A GPU machine (the driver loads) whose vmmtui was installed without cuda-python."""
     from vmmtui.backends import probe
 
-    monkeypatch.setitem(sys.modules, "cuda", None)  # import cuda...: ModuleNotFoundError
+    for name in ["cuda", "cuda.bindings", *(m for m in sys.modules if m.startswith("cuda."))]:
+        monkeypatch.setitem(sys.modules, name, None)  # import cuda...: ModuleNotFoundError
     monkeypatch.setattr(probe, "driver_library", lambda: None)
     assert main(["run", "--backend", "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
