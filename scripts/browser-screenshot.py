@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Serve vmmtui with `vmmtui serve`, open the page in a real headless Chromium, wait until the
 terminal shows TEXT (read from what the page's websocket received), save a PNG screenshot.
+The page opens at the URL serve prints (its token in it). With ``--offline`` Chromium resolves no
+name but localhost, as in a lecture hall whose outbound traffic is dropped; either way every
+address the page asks for beyond the server is reported, and any makes the run fail.
 
     python scripts/browser-screenshot.py --out screenshots/browser-replay.png -- replay cpu-memfd-1mib
 
@@ -78,7 +81,8 @@ def wait_port(port: int, timeout: float) -> bool:
 
 async def shoot(
     devtools: int, url: str, out: Path, text: str, timeout: float, size: tuple[int, int]
-) -> str:
+) -> tuple[str, list[str]]:
+    """(the terminal's text, every address the page asked for beyond the server)."""
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
@@ -97,12 +101,17 @@ async def shoot(
             received: list[
                 str
             ] = []  # what the page's websocket got from vmmtui: the terminal's output
+            asked: list[str] = []  # every address the page asked for
 
             async def call(method: str, **params):
                 n = next(ids)
                 await ws.send_str(json.dumps({"id": n, "method": method, "params": params}))
                 async for msg in ws:
                     data = json.loads(msg.data)
+                    if data.get("method") == "Network.requestWillBeSent":
+                        asked.append(data["params"]["request"]["url"])
+                    elif data.get("method") == "Network.webSocketCreated":
+                        asked.append(data["params"]["url"])
                     if data.get("method") == "Network.webSocketFrameReceived":
                         frame = data["params"]["response"]
                         payload = frame.get("payloadData", "")
@@ -134,7 +143,34 @@ async def shoot(
             shot = await call("Page.captureScreenshot", format="png")
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(base64.b64decode(shot["data"]))
-            return seen
+            server = url.split("/?", 1)[0]
+            ws_server = "ws" + server[len("http") :]
+            beyond = [
+                a
+                for a in asked
+                if not a.startswith((server + "/", ws_server + "/", "data:", "blob:"))
+            ]
+            return seen, beyond
+
+
+def serving_url(serve: subprocess.Popen, timeout: float) -> str | None:
+    """The URL in serve's "serving ... at URL" line (its token in it), or None."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    line = b""
+    while time.monotonic() < deadline and not line.endswith(b"\n"):
+        ready, _, _ = select.select([serve.stderr], [], [], 0.2)
+        if ready:
+            chunk = os.read(serve.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            line += chunk
+    for word in line.decode(errors="replace").split():
+        if word.startswith("http://") and "token=" in word:
+            return word
+    sys.stderr.write(line.decode(errors="replace"))
+    return None
 
 
 #: what the page shows now: its frame, the position line, the note and the frame's text
@@ -289,6 +325,7 @@ def main() -> int:
     p.add_argument("--size", default="1600x1000", help="the page's size in CSS pixels")
     p.add_argument("--page", type=Path, help="a page from `vmmtui replay --html`: opened from disk")
     p.add_argument("--keys", default="", help="--page: keys to press, e.g. ArrowRight,End")
+    p.add_argument("--offline", action="store_true", help="Chromium resolves no name but localhost")
     p.add_argument("args", nargs=argparse.REMAINDER, help="vmmtui serve's arguments (after --)")
     a = p.parse_args()
     browser = chromium()
@@ -314,17 +351,17 @@ def main() -> int:
     )
     profile = tempfile.mkdtemp(prefix="vmmtui-chromium-")
     chrome = None
+    offline = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost"] if a.offline else []
     try:
-        if not wait_port(port, 20):
-            print(
-                f"vmmtui serve did not listen: {serve.stderr.read().decode() if serve.poll() is not None else ''}",
-                file=sys.stderr,
-            )
+        url = serving_url(serve, 30)
+        if url is None:
+            print("vmmtui serve did not print where it serves", file=sys.stderr)
             return 1
         chrome = subprocess.Popen(
             [
                 browser,
                 *FLAGS,
+                *offline,
                 f"--user-data-dir={profile}",
                 f"--remote-debugging-port={devtools}",
                 f"--window-size={size[0]},{size[1]}",
@@ -337,13 +374,12 @@ def main() -> int:
         if not wait_port(devtools, 30):
             print("chromium did not open its DevTools port", file=sys.stderr)
             return 1
-        seen = asyncio.run(
-            shoot(devtools, f"http://localhost:{port}", a.out, a.text, a.timeout, size)
-        )
+        seen, beyond = asyncio.run(shoot(devtools, url, a.out, a.text, a.timeout, size))
         print(f"{len(seen)} characters of terminal output read from the page", file=sys.stderr)
-        ok = a.text in seen and a.out.stat().st_size > 0
+        ok = a.text in seen and a.out.stat().st_size > 0 and not beyond
         print(
-            f"{'ok' if ok else 'NOT SEEN'}: {a.text!r} in the page; screenshot {a.out}",
+            f"{'ok' if ok else 'NOT SEEN'}: {a.text!r} in the page; asked beyond the server: "
+            f"{beyond or 'nothing'}; screenshot {a.out}",
             file=sys.stderr,
         )
         return 0 if ok else 1

@@ -27,6 +27,7 @@ OPTIONS = [
     ["bench", "--repeat"],
     ["soak", "--count"],
     ["watch", "--interval"],
+    ["trace", "--interval"],
     ["trace", "--duration"],
     ["attach", "--duration"],
 ]

@@ -35,7 +35,6 @@ FORBIDDEN = (
     "vmmtui.backends.memfd",
     "vmmtui.backends.probe",
     "vmmtui.tui.replay",
-    "vmmtui.tui.attach",
     "gzip",
 )
 OURS = ("vmmtui", "textual", "rich")

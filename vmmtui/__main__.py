@@ -4,6 +4,7 @@ The stop signals are taken over first thing, before anything heavy is imported (
 ``vmmtui/__init__.py``, as soon as the command imports it): a Ctrl-C, SIGTERM or SIGHUP during
 start-up, before any worker exists, exits at once with one line and 128 + signal instead of a
 traceback from an import. ``cli.main`` installs what a running command needs, and puts this back.
+A page's vmmtui under ``vmmtui serve`` asks, as early, to die with the server (``lifeline``).
 """
 
 import sys
@@ -13,6 +14,9 @@ from vmmtui import take_signals
 
 def run() -> int:
     take_signals()
+    from vmmtui.lifeline import die_with_server
+
+    die_with_server()  # a page's vmmtui under `vmmtui serve`: the server's kill -9 ends it too
     from vmmtui.cli import main
 
     return main()

@@ -166,6 +166,24 @@ def pidfd_finding() -> Finding:
     return Finding("pidfd road", "; ".join(parts), works)
 
 
+def serve_finding(port: int = 8000) -> Finding:
+    """Whether ``vmmtui serve`` can run: textual-serve importable, and its default port free."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import textual_serve  # noqa: F401
+
+        have = f"textual-serve {version('textual-serve')}"
+    except (ImportError, PackageNotFoundError) as exc:
+        return Finding("serve", f"cannot run: {exc} (fix: pip install textual-serve)", False)
+    try:
+        with socket.create_server(("127.0.0.1", port)):
+            free = f"port {port} on localhost free"
+    except OSError as exc:
+        free = f"port {port} on localhost taken ({exc.strerror}): use --port N"
+    return Finding("serve", f"can run ({have}; {free})", True)
+
+
 def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
@@ -232,4 +250,24 @@ def diagnose(device: int = 0) -> Report:
     )
     add(Finding("ptrace_scope", ptrace_scope(), None))
     add(pidfd_finding())
+    trace_findings(add)
+    add(serve_finding())
     return rep
+
+
+def trace_findings(add) -> None:
+    """Whether ``vmmtui trace`` can use eBPF here (libbpf, BTF, privileges, the hooks that load,
+    by a real load of the shipped object), before a user learns it at the first trace."""
+    from vmmtui.trace.loader import readiness
+
+    checks = readiness()
+    ok = all(c[2] is not False for c in checks)
+    add(
+        Finding(
+            "eBPF trace",
+            "can run" if ok else "cannot run: `vmmtui trace` falls back to polling /proc",
+            ok,
+        )
+    )
+    for name, value, good in checks:
+        add(Finding(f"  {name}", value, good))

@@ -487,9 +487,10 @@ def leak(e: Leak) -> list[Text]:
 
 def watch_finished(e: WatchFinished) -> list[Text]:
     how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    what = f"{shown(' '.join(e.command), 100)}: {how}" if e.command else "polling ended"
     lines = [
         Text(
-            f"{shown(' '.join(e.command), 100)}: {how} after {e.seconds:.2f} s · {e.processes} process(es) · "
+            f"{what} after {e.seconds:.2f} s · {e.processes} process(es) · "
             f"{e.shared} shared file(s) · {e.leaks} leak(s)",
             "bold red" if e.leaks else "bold",
         )

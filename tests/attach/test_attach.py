@@ -1,5 +1,5 @@
-"""attach on real processes: bad input, other users, kcmp as a sorting comparator, the JSON round
-trip of every attach event, and the view driven by Pilot."""
+"""attach on real processes: bad input, other users, kcmp as a sorting comparator and the JSON round
+trip of every attach event (attach as an alias of trace: tests/attach/test_aliases.py)."""
 
 import os
 import socket
@@ -9,25 +9,19 @@ import time
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, of, vmmtui, watch_json
+from tests.attach.helpers import FIXTURES, vmmtui, watch_json
 from vmmtui.attach.nvml import Nvml
-from vmmtui.attach.scan import children, scan
+from vmmtui.attach.scan import scan
 from vmmtui.attach.shares import find_shares
-from vmmtui.events import AttachEvent, Event, ProcessUnreadable
+from vmmtui.events import AttachEvent, Event
 from vmmtui.fdtable import KcmpUnavailable, kcmp_order
 
 
-def test_a_pid_that_does_not_exist_is_said_and_exits_1():
-    res = vmmtui("attach", "--once", "999999999")
-    assert res.returncode == 1
-    assert "pid 999999999: no such process" in res.stdout and "Traceback" not in res.stderr
-
-
-def test_a_missing_pid_among_good_ones_is_said_and_the_rest_shown():
-    res = vmmtui("attach", "--once", "--json", str(os.getpid()), "999999999")
-    assert res.returncode == 0
-    events = [Event.from_json(x) for x in res.stdout.splitlines()]
-    assert [e.pid for e in of(events, ProcessUnreadable)] == [999999999]
+def test_a_pid_that_does_not_exist_is_bad_input_in_one_line_as_for_trace():
+    for args in (["--once", "999999999"], [str(os.getpid()), "999999999"]):
+        res = vmmtui("attach", *args)
+        assert res.returncode == 2 and res.stderr == "vmmtui attach: no process 999999999\n", res
+        assert not res.stdout
 
 
 @pytest.mark.parametrize("args", [[], ["0"], ["--can", "1"]])
@@ -43,13 +37,6 @@ def test_a_bad_pid_is_worded_once_and_alike_for_pids_and_can():
     assert can.stdout == ""
     gone = vmmtui("attach", "--can", "999999999", "999999999")
     assert gone.returncode == 2 and gone.stdout.count("does not exist") <= 1, gone
-
-
-def test_the_only_pid_missing_does_not_speak_of_others():
-    res = vmmtui("attach", "--once", "999999999")
-    assert res.returncode == 1 and "others" not in res.stdout + res.stderr
-    assert res.stderr.startswith("vmmtui attach: the process could not be read")
-    assert len(res.stderr.strip().splitlines()) == 1
 
 
 def test_the_kcmp_lines_name_kcmp_once():
@@ -172,10 +159,9 @@ def test_every_attach_event_of_real_runs_round_trips():
         events += watch_json(fixture)[1]
     res = vmmtui("attach", "--json", "--can", str(os.getpid()), str(os.getppid()))
     events += [Event.from_json(x) for x in res.stdout.splitlines()]
-    events += [
-        Event.from_json(x)
-        for x in vmmtui("attach", "--once", "--json", "999999999").stdout.splitlines()
-    ]
+    from vmmtui.attach.follow import Follower
+
+    events += Follower({999999999}, use_nvml=False).poll()  # ProcessUnreadable
     events += list(Nvml.open().usage([os.getpid()]).values())  # NVML's answer, or why it has none
     seen = set()
     for e in events:
@@ -190,42 +176,6 @@ def test_every_attach_event_of_real_runs_round_trips():
         if issubclass(c, AttachEvent) and c is not AttachEvent and not issubclass(c, TraceEvent)
     }
     assert attach_types <= seen, f"never produced: {attach_types - seen}"
-
-
-def test_the_view_shows_the_pair_and_what_they_share():
-    import asyncio
-
-    from vmmtui.tui.attach import AttachApp
-
-    proc = subprocess.Popen(
-        [sys.executable, str(FIXTURES / "scm_pair.py")],
-        cwd=FIXTURES,
-        env={**os.environ, "FIXTURE_HOLD": "1.0"},
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        time.sleep(0.5)
-        kids = children(proc.pid)
-
-        async def go():
-            app = AttachApp([proc.pid, *kids])
-            async with app.run_test(size=(160, 48)) as pilot:
-                for _ in range(40):
-                    await pilot.pause(0.1)
-                    if app.board and any(
-                        getattr(f, "kind", "") == "memfd"
-                        for f in app.board.shares + app.board.earlier
-                    ):
-                        break
-                table = app.query_one("#procs")
-                assert table.row_count == 2
-                shares = str(app.query_one("#shares").render())
-                assert "fixture-scm" in shares, shares
-                await pilot.press("q")
-
-        asyncio.run(go())
-    finally:
-        proc.wait(timeout=20)
 
 
 def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch):
@@ -249,9 +199,8 @@ def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch)
         assert Nvml.opening() is None  # no driver: nothing started
 
 
-@pytest.mark.parametrize("where", ["/nonexistent-dir/view.svg", "/tmp"])
-def test_a_screenshot_that_cannot_be_written_is_one_line_before_any_scan(where):
-    res = vmmtui("attach", "--screenshot", where, "--duration", "0.5", str(os.getpid()))
-    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
-    assert res.stderr.startswith(f"vmmtui attach: --screenshot {where}: ")
-    assert res.stderr.count("\n") == 1 and not res.stdout
+def test_the_screenshot_of_the_attach_view_that_went_is_refused_in_one_line():
+    res = vmmtui("attach", "--screenshot", "view.svg", "--duration", "0.5", str(os.getpid()))
+    assert res.returncode == 2 and not res.stdout and res.stderr.count("\n") == 1, res
+    assert res.stderr.startswith("vmmtui attach: --screenshot: ") and "--record" in res.stderr
+    assert not (FIXTURES / "view.svg").exists()

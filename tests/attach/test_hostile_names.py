@@ -1,8 +1,7 @@
 """Names from /proc are attacker-controlled: a real process names itself, its memfds, a /dev/shm file
 and a socket with terminal escapes, C1 CSI, a bidi override and a newline. ``attach --once``,
-``--json``, ``watch`` and the attach view must write none of them raw: the bytes are checked."""
+``--json``, ``watch`` and ``trace -p`` must write none of them raw: the bytes are checked."""
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -80,38 +79,14 @@ def test_watch_writes_every_hostile_name_escaped(json):
     assert b"PWNED" in res.stdout and b"FAKE LINE" in res.stdout
 
 
-def test_the_attach_view_shows_hostile_names_escaped_and_does_not_parse_them(hostile):
-    """Textual parses markup in plain strings: a process named ``[/]`` must neither crash the view
-    nor style it, and no cell or panel holds a raw escape."""
-    from textual.widgets import DataTable
-
-    from vmmtui.tui.attach import AttachApp
-
-    async def go():
-        app = AttachApp(list(hostile))
-        async with app.run_test(size=(160, 48)) as pilot:
-            for _ in range(100):
-                await pilot.pause(0.1)
-                if "PWNED" in str(app.query_one("#shares").render()):
-                    break
-            procs = app.query_one("#procs", DataTable)
-            await pilot.click("#procs", offset=(2, 1))
-            await pilot.pause(0.3)
-            cells = [
-                str(c) if not hasattr(c, "plain") else c.plain
-                for t in app.query(DataTable)
-                for r in range(t.row_count)
-                for c in t.get_row_at(r)
-            ]
-            panels = [str(w.render()) for w in app.query("#shares, #unseen")]
-            text = "\n".join(cells + panels)
-            assert "\\x1b[31m[/]EVIL" in text and "PWNED" in text, text
-            assert_safe(text.encode())
-            assert_safe(app.export_screenshot().encode())
-            assert procs.row_count == 2
-            await pilot.press("q")
-
-    asyncio.run(go())
+def test_trace_p_writes_what_is_already_true_with_every_hostile_name_escaped(hostile):
+    """``trace -p`` (eBPF or polling) starts from the processes' fds and shares, read from /proc:
+    the names in those lines, and in the ledger's findings, go through the sanitiser."""
+    res = run("trace", "-p", *map(str, hostile), "--text", "--duration", "1")
+    assert res.returncode == 0, res.stderr
+    assert_safe(res.stdout + res.stderr)
+    out = res.stdout.decode()
+    assert "\\x1b]0;PWNED\\x07" in out and "\\x1b[31m[/]EVIL" in out and "SHARED memfd" in out
 
 
 def test_the_session_console_prints_a_hostile_fd_target_escaped():

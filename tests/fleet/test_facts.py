@@ -2,6 +2,7 @@
 cluster (who exported what, who still holds memory of a dead exporter, why imports were refused)."""
 
 import os
+import threading
 
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
 from vmmtui.trace.events import (
@@ -122,3 +123,30 @@ def test_a_process_label_is_its_host_pid_command_and_container_with_names_saniti
     assert "\x1b" not in label.comm and "\\x1b" in label.comm
     assert label.container == container_of(os.getpid())
     assert label.container  # this process runs in some cgroup ("/" at least)
+
+
+def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown():
+    """A close lost in a full ring buffer must not become a leak on a dashboard: the agent counts
+    the loss per CPU and the conclusion as unknown, and exports both."""
+    from vmmtui.fleet.prometheus import LedgerCollector
+    from vmmtui.trace.events import TraceLost
+
+    f = SharingFacts()
+    for e in (
+        FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
+        FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
+        TraceLost(7, 9, 1, 4, 9),
+        TraceLost(2, 9, 0, 4, 9),
+        ProcessExit(IMP, IMP, 10, 0),
+    ):
+        f.feed(e)
+    assert (f.never_closed, f.unknown, f.lost_by_cpu()) == ({}, 1, {1: 7, 0: 2})
+    scraped = {
+        (s.name, tuple(s.labels.items())): s.value
+        for fam in LedgerCollector(f, threading.Lock()).collect()
+        for s in fam.samples
+    }
+    assert scraped[("vmmtui_unknown_findings_total", ())] == 1
+    assert scraped[("vmmtui_records_lost_total", (("cpu", "1"),))] == 7
+    assert scraped[("vmmtui_records_lost_total", (("cpu", "0"),))] == 2
+    assert scraped[("vmmtui_fds_in_flight_total", ())] == 0

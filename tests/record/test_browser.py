@@ -16,6 +16,7 @@ CHROMIUM = next(
 )
 
 
+@pytest.mark.slow  # a real server and a real browser
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install -y chromium)")
 def test_a_replay_served_to_a_real_browser_shows_the_inspector(tmp_path):
     out = tmp_path / "page.png"

@@ -11,6 +11,8 @@ from vmmtui.trace.events import (
     MemfdCreated,
     PidfdOpened,
     ProcessExit,
+    ProcessForked,
+    QueuedAtRelease,
     SocketEnd,
 )
 from vmmtui.trace.ledger import Ledger
@@ -75,7 +77,7 @@ def test_a_received_fd_never_closed_is_a_leak_at_exit():
     assert found[1].peer == A
 
 
-def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_in_flight():
+def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_no_finding_by_itself():
     _, found = fold(
         [
             FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f1"], -32),
@@ -84,8 +86,24 @@ def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_in_flight():
     )
     assert found == []
     ledger, _ = fold([FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1)])
-    [f] = ledger.finish()
+    assert ledger.finish() == []  # a receive not seen is no evidence: a process not traced?
+    assert ledger.unreceived == 1
+
+
+def test_in_flight_is_the_kernels_word_that_the_fd_was_left_queued():
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1),
+            QueuedAtRelease(B, B, 3, 0x77, ("f2",), 3),
+        ]
+    )
+    [f] = found
     assert (f.kind, f.pid, f.file) == ("in-flight", A, "f2")
+    assert "fd 6 sent, never received" in f.what and "still queued" in f.detail
+    assert ledger.fds_not_read == {
+        "queued": 2
+    }  # the kernel counted 3, the record held 1: nothing claimed
+    assert ledger.finish() == [] and ledger.unreceived == 0
 
 
 def test_pidfd_getfd_is_a_share_and_its_refusal_carries_the_cause():
@@ -199,3 +217,68 @@ def test_a_refused_fabric_allocation_names_the_imex_channel():
     assert kinds(found) == [("refused", A)]
     assert "CUDA_ERROR_NOT_PERMITTED" in found[0].detail and "IMEX" in found[0].detail
     assert "nvidia-imex" in found[0].fix
+
+
+def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
+    """Seen from the first call: A made the memfd and sent it, B received it and holds it."""
+    _, found = fold(
+        [
+            MemfdCreated(A, A, 1, "pool", 5, "f1"),
+            FdsSent(A, A, 2, "sendmsg", SOCK, [5], ["f1"], 1),
+            FdsReceived(B, B, 3, "recvmsg", SOCK, [7], ["f1"], 1),
+            ProcessExit(A, A, 4, 9),  # kill -9
+            FdCloseCall(B, B, 5, 7, "f1", 0),
+            ProcessExit(B, B, 6, 0),
+        ]
+    )
+    assert kinds(found) == [("shared", B), ("held-after-exporter-died", B)]
+    held = found[1]
+    assert held.peer == A and held.file == "f1" and "SIGKILL" in held.detail
+    assert "memfd pool" in held.detail and "fd 7" in held.detail
+
+
+def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_direction():
+    """``trace -p``'s frame 0 (what /proc and kcmp showed at the start): A and B hold one open
+    file. When A dies, B still holding it is said as possible: who made it was not seen. The
+    kernel's name for the file, learnt later from a send, joins the two."""
+    from vmmtui.events import FdHolder, FdOpened, ProcessSeen, SharedFile
+
+    target = "/memfd:held (deleted)"
+    start = [
+        ProcessSeen(A, 1, "exporter", "", 0, 0.0),
+        FdOpened(A, 4, target, "memfd", "present", 0.0, FdHolder(B, 3)),
+        ProcessSeen(B, A, "importer", "", 0, 0.0),
+        FdOpened(B, 3, target, "memfd", "present", 0.0, FdHolder(A, 4)),
+        FdOpened(B, 5, target, "memfd", "present", 0.0, FdHolder(A, 4)),
+        SharedFile("memfd", target, 1, 15, [FdHolder(A, 4), FdHolder(B, 3), FdHolder(B, 5)]),
+    ]
+    ledger, found = fold([*start, ProcessExit(A, A, 10, 9)])
+    assert kinds(found) == [("possible-held-after-exporter-died", B)]  # once for B's two fds
+    assert "which of them made it was not seen" in found[0].detail and found[0].peer == A
+    ledger, found = fold(
+        [*start, FdsSent(B, B, 2, "sendmsg", SOCK, [3], ["f9"], 1), ProcessExit(A, A, 10, 0)]
+    )
+    assert {h.file for h in ledger.holdings.values()} == {"f9"}  # the kernel's name, for all
+    assert found[-1].kind == "possible-held-after-exporter-died" and found[-1].file == "f9"
+    _, found = fold([*start, ProcessExit(B, B, 9, 0)])  # either may have made it: said alike
+    assert kinds(found) == [("possible-held-after-exporter-died", A)]
+    ledger, found = fold(
+        [
+            *start,
+            FdCloseCall(B, B, 5, 3, "", 0),
+            FdCloseCall(B, B, 6, 5, "", 0),
+            ProcessExit(A, A, 10, 9),
+        ]
+    )
+    assert found == []  # B let go before A died: nothing held
+
+
+def test_fds_inherited_in_a_process_tree_are_no_share_at_an_exit():
+    _, found = fold(
+        [
+            MemfdCreated(A, A, 1, "x", 5, "f1"),
+            ProcessForked(A, A, 2, B),
+            ProcessExit(A, A, 3, 0),
+        ]
+    )
+    assert found == []

@@ -2,6 +2,7 @@
 line says which part is missing and how to get it, and the polling of watch/attach takes over."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,8 +52,9 @@ def test_a_missing_command_is_127():
         assert "eBPF unavailable" not in res.stderr
 
 
-def test_without_libbpf_it_says_so_and_polls(tmp_path):
+def test_without_libbpf_it_says_so_in_one_line_and_polls(tmp_path):
     res = vmmtui(
+        "--text",
         "--",
         sys.executable,
         str(FIXTURES / "scm_pair.py"),
@@ -60,45 +62,64 @@ def test_without_libbpf_it_says_so_and_polls(tmp_path):
         timeout=90,
     )
     assert res.returncode == 0, res.stderr
-    first = res.stderr.splitlines()[0]
-    assert first.startswith("vmmtui trace: eBPF unavailable: libbpf.so.1 is not installed")
-    assert "apt-get install libbpf1" in first and "VMMTUI_LIBBPF" in first
-    assert "falling back to polling /proc (as `vmmtui watch` does)" in res.stderr
-    assert "vmmtui watch: report" in res.stdout  # the polling ran and reported
+    said = res.stderr.splitlines()
+    assert len(said) == 1, said  # the fixture's own lines go to stdout
+    assert said[0].startswith("vmmtui trace: eBPF unavailable: libbpf.so.1 is not installed")
+    assert "apt-get install libbpf1" in said[0] and "VMMTUI_LIBBPF" in said[0]
+    assert "polling /proc instead" in said[0]
+    assert "vmmtui trace: polling /proc" in res.stdout  # the stream's first line
+    assert "SHARED memfd" in res.stdout  # the polling ran, on the trace's output path
 
 
-def test_without_root_it_says_so(tmp_path):
+def as_nobody(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """``vmmtui trace ARGS`` as user nobody (no capabilities): the kernel refuses eBPF."""
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv to run as another user")
-    res = subprocess.run(
-        [
-            setpriv,
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            sys.executable,
-            "-m",
-            "vmmtui",
-            "trace",
-            "-p",
-            str(os.getpid()),
-            "--duration",
-            "0.3",
-            "--json",
-        ],
+    os.chmod(tmp_path, 0o777)
+    python = "/usr/bin/python3"  # the fixture's: nobody may not run this venv's (under /root)
+    if not os.path.exists(python):
+        pytest.skip(f"no {python} for the fixture run as nobody")
+    args = tuple(python if a == "PYTHON" else a for a in args)
+    return subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+        + [sys.executable, "-m", "vmmtui", "trace", *args],
         capture_output=True,
         text=True,
-        timeout=60,
-        env={**os.environ, "HOME": str(tmp_path)},
+        timeout=90,
+        env={**os.environ, "HOME": str(tmp_path), "FIXTURE_HOLD": "0.3"},
         cwd=tmp_path,
     )
-    assert "eBPF unavailable: eBPF needs root (or CAP_BPF and CAP_PERFMON)" in res.stderr, (
-        res.stderr
+
+
+@pytest.mark.slow
+def test_without_root_it_falls_back_to_polling_and_says_so_in_the_stream(tmp_path):
+    from vmmtui.events import Event, Notice, SharedFile
+    from vmmtui.trace.events import TraceFinished, TraceStarted
+
+    res = as_nobody(tmp_path, "--json", "--", "PYTHON", str(FIXTURES / "scm_pair.py"))
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    events = [Event.from_json(x) for x in res.stdout.splitlines()]
+    start, notice = events[0], events[1]
+    assert isinstance(start, TraceStarted) and start.mode == "polling", start
+    assert start.reason.startswith("eBPF needs root, or CAP_BPF and CAP_PERFMON"), start
+    assert isinstance(notice, Notice) and notice.text.startswith(
+        "eBPF unavailable: eBPF needs root"
     )
-    assert "falling back to polling /proc (as `vmmtui attach` does)" in res.stderr
-    assert "Traceback" not in res.stderr
+    assert "polling /proc instead" in notice.text
+    assert any(isinstance(e, SharedFile) and "fixture-scm" in e.target for e in events)
+    assert isinstance(events[-1], TraceFinished) and events[-1].mode == "polling"
+    assert "eBPF unavailable" not in res.stderr  # --json: said in the stream only
+    text = as_nobody(tmp_path, "--text", "--", "PYTHON", str(FIXTURES / "scm_pair.py"))
+    said = [x for x in text.stderr.splitlines() if "eBPF" in x]
+    assert text.returncode == 0 and len(said) == 1, text.stderr
+    assert said[0].startswith("vmmtui trace: eBPF unavailable: eBPF needs root")
+    # advice that widens nobody's rights: sudo, or setcap on a private copy, never a shared python
+    assert "`sudo vmmtui trace ...`" in text.stderr
+    targets = re.findall(r"setcap \S+ (\S+?)`", text.stderr)
+    assert targets == ["~/.vmmtui-bpf/bin/python3"], text.stderr
+    assert "which python3" not in text.stderr and "/usr/bin/python" not in text.stderr
+    assert "Traceback" not in text.stderr
 
 
 def test_trace_in_process_gives_the_callers_signal_handlers_back(capsys):

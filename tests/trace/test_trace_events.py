@@ -12,8 +12,8 @@ from vmmtui.events import Event
 SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc")
 EXAMPLES = [
     te.TraceStarted("ebpf", [10, 11], ["python3", "x.py"], True, "why", ["sendmsg"], ["cuda"], 7),
-    te.FdsSent(10, 12, 99, "sendmsg", SOCK, [5, 6], ["a1", "b2"], 1, ["memfd:x", "memfd:y"]),
-    te.FdsReceived(11, 13, 100, "recvmmsg", SOCK, [7, 8], ["a1", "b2"], 2, True),
+    te.FdsSent(10, 12, 99, "sendmsg", SOCK, [5, 6], ["a1", "b2"], 1, ["memfd:x", "memfd:y"], 3),
+    te.FdsReceived(11, 13, 100, "recvmmsg", SOCK, [7, 8], ["a1", "b2"], 2, True, 4),
     te.PidfdOpened(11, 13, 101, 10, 9),
     te.FdTaken(11, 13, 102, 9, 10, 5, 10, "a1"),
     te.FdCloseCall(11, 13, 103, 3, "a1", 0, 20, "close_range"),
@@ -23,7 +23,8 @@ EXAMPLES = [
     te.ProcessExec(11, 11, 107, "/usr/bin/python3", "python3"),
     te.ProcessExit(11, 11, 108, 256, "python3"),
     te.CudaCall(10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500),
-    te.TraceLost(3, 110),
+    te.TraceLost(3, 110, 1, 105, 110),
+    te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2),
     te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2),
     te.CallRefused(
         11,
@@ -35,7 +36,7 @@ EXAMPLES = [
         111,
         [te.RefusalCheck("pid namespace", False, "differs")],
     ),
-    te.LedgerFinding("shared", 11, "fd 7", "detail", "fix", 112, 10, "a1"),
+    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110),
 ]
 
 

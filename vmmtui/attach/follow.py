@@ -260,3 +260,4 @@ class Follower:
             self.nvml, self.nvml_soon = self.nvml or self.nvml_soon.result(), None
         if self.nvml is not None:
             self.nvml.close()
+            self.nvml = None  # closed once, whoever closes it first (the stream's end, the CLI)

@@ -1,4 +1,5 @@
-"""``vmmtui attach PID…|--all|--can A B``: the sharing of programs vmmtui did not start."""
+"""``vmmtui attach PID…|--all|--can A B``: the sharing of programs vmmtui did not start; a short
+alias of ``vmmtui trace -p`` (``trace.run_as``: one code path), and the preflight ``--can``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from vmmtui.cli.options import positive_arg
 
 #: what ``vmmtui attach --help`` opens with: what it is for, and an example
 ABOUT = """\
-Show the GPU memory, memfds, shared memory and fds that running processes share, programs
-vmmtui did not start, read from /proc (and NVML): a full-screen view, or a report with --once or
---json. --can A B says whether process A could hand process B an allocation, and how.
+Follow the GPU memory, memfds, shared memory and fds that running processes share (programs
+vmmtui did not start), from what is already true in /proc and NVML, then as it changes: the same
+as `vmmtui trace -p PID`, and with --all the polling node agent. --once: one scan and a report;
+--can A B: whether process A could hand process B an allocation, and how.
 
 examples:
   vmmtui attach 4242 4243
@@ -22,22 +24,25 @@ examples:
 def add_parser(sub) -> None:
     a = sub.add_parser(
         "attach",
-        help="show the GPU memory, memfds, shm and fds that running processes share "
-        "(Textual view; --once/--json headless; --can A B preflight)",
+        help="follow the GPU memory, memfds, shm and fds that running processes share, from what "
+        "is already true (= vmmtui trace -p PID…; --all: the polling node agent; --once: one "
+        "scan; --can A B: preflight)",
     )
     a.add_argument("pids", nargs="*", type=int, metavar="PID")
     a.add_argument(
         "--all",
         action="store_true",
         help="every process of this user (all as root) holding "
-        "/dev/nvidia* fds, memfds or shared-memory mappings",
+        "/dev/nvidia* fds, memfds or shared-memory mappings, by polling (= trace --all --poll)",
     )
     a.add_argument(
         "--can", nargs=2, type=int, metavar=("A", "B"), help="can A hand B an allocation, and how?"
     )
     a.add_argument("--once", action="store_true", help="one scan, a report, and exit")
+    a.add_argument("--json", action="store_true", help="the event stream as JSON lines")
+    a.add_argument("--quiet", "-q", action="store_true", help="print only the findings")
     a.add_argument(
-        "--json", action="store_true", help="the event stream as JSON lines (with --once: one scan)"
+        "--poll", action="store_true", help="poll /proc instead of eBPF (= trace -p PID --poll)"
     )
     a.add_argument(
         "--leaks",
@@ -45,7 +50,7 @@ def add_parser(sub) -> None:
         help="also look for /dev/shm and socket files of dead owners",
     )
     a.add_argument(
-        "--duration", type=positive_arg, default=None, help="headless: follow for this many seconds"
+        "--duration", type=positive_arg, default=None, help="follow for this many seconds"
     )
     a.add_argument(
         "--prometheus",
@@ -54,40 +59,16 @@ def add_parser(sub) -> None:
         "following (a node agent: with --all, new processes are picked up; needs vmmtui[fleet])",
     )
     a.add_argument(
-        "--screenshot",
-        metavar="FILE",
-        help="open the view headless, wait --duration (2 s), save an SVG",
+        "--record", metavar="FILE", help="write a recording (`vmmtui replay FILE` shows it)"
     )
+    a.add_argument(
+        "--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process"
+    )
+    a.add_argument(
+        "--text", action="store_true", help="print the stream as text lines, even on a terminal"
+    )
+    a.add_argument("--screenshot", metavar="FILE", help=argparse.SUPPRESS)  # refused: one line
     a.set_defaults(func=cmd_attach)
-
-
-def _targets(args: argparse.Namespace) -> list[int] | None:
-    import os
-    import sys
-
-    from vmmtui.attach.scan import holders_of_memory
-
-    if args.all:
-        if sys.stderr.isatty():  # reading every process's fds can take seconds on a big machine
-            print("vmmtui attach: scanning /proc for holders of shared memory…", file=sys.stderr)
-        found = holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
-        if not found:
-            who = "any process" if os.geteuid() == 0 else "any process of yours"
-            print(
-                f"vmmtui attach: no {'' if os.geteuid() == 0 else 'readable '}process holds /dev/nvidia* fds, "
-                f"memfds or shared-memory mappings ({who} checked)",
-                file=sys.stderr,
-            )
-        return found
-    if not args.pids:
-        print(
-            "vmmtui attach: give PIDs, --all or --can A B (see vmmtui attach --help)",
-            file=sys.stderr,
-        )
-        return None
-    if _bad_pid(args.pids):
-        return None
-    return list(dict.fromkeys(args.pids))
 
 
 def _bad_pid(pids: list[int]) -> bool:
@@ -100,31 +81,35 @@ def _bad_pid(pids: list[int]) -> bool:
     return bool(bad)
 
 
+#: attach's switches, as trace spells them
+FLAGS = {
+    "--json": "json",
+    "-q": "quiet",
+    "--poll": "poll",
+    "--no-nvml": "no_nvml",
+    "--text": "text",
+}
+
+
 def cmd_attach(args: argparse.Namespace) -> int:
+    """``attach PID…`` is ``trace -p PID…`` and ``attach --all`` is ``trace --all --poll`` (the
+    polling node agent: any user, every process holding shared memory); ``--once`` is one poll.
+    Only ``--can`` (a question about two processes, not a stream) is attach's own."""
     import sys
-    import time
 
-    if args.screenshot:  # checked before any scan: one line, nothing created
-        from vmmtui.cli.inspector import transcript_problem
-        from vmmtui.cli.options import EXIT_USAGE
-
-        if problem := transcript_problem(args.screenshot):
-            print(
-                f"vmmtui attach: {problem.replace('--transcript', '--screenshot', 1)}",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-    nvml_soon = None
-    if not args.can and not args.screenshot and (args.once or args.json or args.duration):
-        from vmmtui.attach.nvml import Nvml
-
-        nvml_soon = Nvml.opening()  # overlaps the imports below and the scan
     from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-    from vmmtui.console import print_json
-    from vmmtui.narration import attach_lines
 
+    if args.screenshot:
+        print(
+            "vmmtui attach: --screenshot: attach now shows the trace's screen; record the "
+            "stream (--record FILE) and replay it (vmmtui replay FILE) instead",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if args.can:
         from vmmtui.attach.preflight import preflight
+        from vmmtui.console import print_json
+        from vmmtui.narration import attach_lines
 
         if _bad_pid(args.can):
             return EXIT_USAGE
@@ -145,135 +130,25 @@ def cmd_attach(args: argparse.Namespace) -> int:
         if any(c.name == "processes" and c.ok is False for c in checks):
             return EXIT_USAGE
         return EXIT_OK if not any(c.ok is False for c in checks) else EXIT_FAILED
-    targets = _targets(args)
-    agent = bool(args.all and args.prometheus)  # a node agent waits for processes to come
-    if not targets and not (agent and targets is not None):
-        if nvml_soon is not None:
-            nvml_soon.result().close()
-        return EXIT_USAGE if targets is None else EXIT_FAILED
-    if args.screenshot:
-        from vmmtui.tui.attach import save_screenshot
-
-        save_screenshot(targets, args.screenshot, args.duration or 2.0)
-        print(f"saved {args.screenshot}")
-        return EXIT_OK
-    from vmmtui.cli.options import not_a_terminal
-
-    if not (args.once or args.json or args.duration or args.prometheus) and not not_a_terminal():
-        from vmmtui.tui.attach import AttachApp
-
-        AttachApp(targets).run()
-        return EXIT_OK
-    return _headless(args, targets, print_json, attach_lines, time, nvml_soon)
-
-
-#: how often ``attach --all --prometheus`` looks for new processes holding shared memory
-RESCAN_S = 1.0
-
-
-def _holders() -> list[int]:
-    import os
-
-    from vmmtui.attach.scan import holders_of_memory
-
-    return holders_of_memory(None if os.geteuid() == 0 else os.geteuid())
-
-
-def _metrics(args: argparse.Namespace):
-    """The /metrics endpoint of ``--prometheus``; None without it; an exit code after a one-line
-    error (2 for a bad HOST:PORT, 1 when the port is taken or the library is missing)."""
-    if not args.prometheus:
-        return None
-    import sys
-
-    from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
-    from vmmtui.fleet.prometheus import MetricsEndpoint, MissingLibrary
-
-    try:
-        endpoint = MetricsEndpoint.start(args.prometheus, mode="polling")
-    except ValueError as exc:
-        print(f"vmmtui attach: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except MissingLibrary as exc:
-        print(f"vmmtui attach: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as exc:
+    if not args.pids and not args.all:
         print(
-            f"vmmtui attach: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
-            "pick another port (--prometheus HOST:PORT)",
+            "vmmtui attach: give PIDs, --all or --can A B (see vmmtui attach --help)",
             file=sys.stderr,
         )
-        return EXIT_FAILED
-    print(f"vmmtui attach: Prometheus metrics at {endpoint.url}", file=sys.stderr)
-    return endpoint
+        return EXIT_USAGE
+    if _bad_pid(args.pids):
+        return EXIT_USAGE
+    from vmmtui.cli import trace
+
+    argv = ["--all", "--poll"] if args.all else ["-p", *map(str, dict.fromkeys(args.pids))]
+    argv += [flag for flag, on in FLAGS.items() if getattr(args, on)]
+    for option in ("duration", "prometheus", "record"):
+        if getattr(args, option) is not None:
+            argv += [f"--{option}", str(getattr(args, option))]
+    return trace.run_as(argv, "attach", once=args.once, leaks=args.leaks or args.once)
 
 
 def _console():
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=True)
-
-
-def _headless(args, targets, print_json, attach_lines, time, nvml_soon=None) -> int:
-    import sys
-
-    from vmmtui.attach.follow import Follower
-    from vmmtui.attach.leaks import leftover_files
-    from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
-    from vmmtui.events import ProcessUnreadable
-
-    follower = Follower(set(targets), interval=0.25, nvml_soon=nvml_soon)
-    console = _console()
-    out: list = []
-    endpoint = _metrics(args)
-    if isinstance(endpoint, int):
-        return endpoint
-    rescan = time.monotonic() + RESCAN_S
-
-    def emit(events) -> None:
-        for e in events:
-            out.append(e)
-            if endpoint:
-                endpoint.feed(e)
-            if args.json:
-                print_json(e, sys.stdout)
-            else:
-                for line in attach_lines(e):
-                    console.print(line)
-
-    end = time.monotonic() + (args.duration or 0.0)
-    try:
-        while True:
-            emit(follower.poll())
-            if args.all and endpoint and time.monotonic() >= rescan:  # an agent: new processes too
-                follower.targets.update(_holders())
-                rescan = time.monotonic() + RESCAN_S
-            if (
-                args.once
-                or (not follower.tracker.alive and not (endpoint and args.all))
-                or (args.duration and time.monotonic() >= end)
-            ):
-                break
-            time.sleep(0.25)
-        emit(follower.snapshots())
-        if not args.once:
-            emit(follower.missed())
-        if args.leaks or args.once:
-            live = (
-                {s.path for s in follower.last.sockets.sockets.values()} if follower.last else set()
-            )
-            emit(leftover_files(None, follower.bound_paths, live, time.monotonic() - follower.t0))
-    finally:
-        follower.close()
-        if endpoint:
-            endpoint.close()
-    unreadable = {e.pid for e in out if isinstance(e, ProcessUnreadable)}
-    if unreadable >= set(targets):
-        print(
-            "vmmtui attach: "
-            + ("none of the given processes could" if len(targets) > 1 else "the process could not")
-            + " be read (see above); check the pids (ps -eo pid,cmd), run as their user or root",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
-    return EXIT_OK

@@ -3,6 +3,8 @@
 Through textual-serve (Textualize's package for serving Textual apps): every browser that opens the
 page gets its own vmmtui process, started with the same options, drawn in the page's terminal. A
 live session therefore runs one pair of workers per viewer; a replay needs nothing but the file.
+Each page's vmmtui runs as the user who serves: the token printed at start is what keeps other
+users (every local one on localhost, the network with --host 0.0.0.0) from starting them.
 """
 
 from __future__ import annotations
@@ -11,13 +13,25 @@ import argparse
 import os
 import shlex
 import sys
+import textwrap
+from collections.abc import Callable
 
 from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
 
-#: what ``vmmtui serve --help`` opens with: what it is for, and an example
-ABOUT = """\
+#: who can reach the port, and what stops them (--help and docs/serve.md say the same)
+WHO = (
+    "Each page runs vmmtui as you. On localhost every local user can reach the port; with "
+    "--host 0.0.0.0 the network can. What stops them is the token: a new one at each start, in "
+    "the URL printed then (http://HOST:PORT/?token=...); without it every request gets 403 and "
+    "nothing starts. Give the URL only to those who may drive the inspector as you."
+)
+
+#: what ``vmmtui serve --help`` opens with: what it is for, who can reach it, and an example
+ABOUT = f"""\
 Serve the inspector, or a replay, as a web page: every browser that opens it gets its own
 vmmtui, drawn in the page. For a class on laptops.
+
+{textwrap.fill(WHO, 100)}
 
 example:
   vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm
@@ -26,12 +40,29 @@ example:
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "serve", help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops"
+        "serve",
+        help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops",
     )
     p.add_argument(
-        "--host", default="localhost", help="address to listen on (default localhost; 0.0.0.0: all)"
+        "--host",
+        default="localhost",
+        help="address to listen on (default localhost: every local user can reach it; 0.0.0.0: "
+        "the network can too); the token guards both",
     )
     p.add_argument("--port", type=port_arg, default=8000, help="port, 1 to 65535 (default 8000)")
+    p.add_argument(
+        "--max-pages",
+        type=pages_arg,
+        default=4,
+        metavar="N",
+        help=f"pages served at once, 1 to {MAX_PAGES} (default 4; one more is told the server is full)",
+    )
+    p.add_argument(
+        "--shots",
+        metavar="DIR",
+        help="where `s` saves a screenshot in a page (made if missing; default: screenshots are "
+        "off in pages, and nothing is written where the server runs)",
+    )
     p.add_argument(
         "args",
         nargs=argparse.REMAINDER,
@@ -56,14 +87,35 @@ def port_arg(text: str) -> int:
     return port
 
 
+#: the most pages --max-pages allows: each live page runs an inspector and its workers
+MAX_PAGES = 64
+
+
+def pages_arg(text: str) -> int:
+    try:
+        pages = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid page count {text!r}: a whole number from 1 to {MAX_PAGES}"
+        ) from None
+    if not 1 <= pages <= MAX_PAGES:
+        raise argparse.ArgumentTypeError(f"{pages} pages: choose 1 to {MAX_PAGES}")
+    return pages
+
+
 #: serve's own options; also taken from after ``replay NAME`` (``serve replay NAME --port P``)
-OWN_OPTIONS = ("--host", "--port")
+OWN_OPTIONS: dict[str, Callable[[str], object]] = {
+    "--host": str,
+    "--port": port_arg,
+    "--max-pages": pages_arg,
+    "--shots": str,
+}
 
 
 def take_own_options(args: argparse.Namespace) -> str | None:
-    """Move ``--host``/``--port`` given after ``replay NAME`` to serve's own; why not, or None.
+    """Move serve's own options given after ``replay NAME`` to serve's; why not, or None.
 
-    Neither is an option of the inspector or of replay, so wherever they stand they are serve's."""
+    None is an option of the inspector or of replay, so wherever they stand they are serve's."""
     rest: list[str] = []
     words = list(args.args)
     while words:
@@ -76,13 +128,10 @@ def take_own_options(args: argparse.Namespace) -> str | None:
             if not words:
                 return f"{name} needs a value"
             value = words.pop(0)
-        if name == "--port":
-            try:
-                args.port = port_arg(value)
-            except argparse.ArgumentTypeError as exc:
-                return f"argument --port: {exc}"
-        else:
-            args.host = value
+        try:
+            setattr(args, name[2:].replace("-", "_"), OWN_OPTIONS[name](value))
+        except argparse.ArgumentTypeError as exc:
+            return f"argument {name}: {exc}"
     args.args = rest
     return None
 
@@ -149,6 +198,17 @@ def command_line(args: list[str]) -> list[str] | None:
     return [sys.executable, "-m", "vmmtui", *args]
 
 
+def page_url(host: str, port: int, token: str) -> str:
+    """The URL to give the class: this machine's name where the server listens everywhere."""
+    if host in ("0.0.0.0", "::", ""):
+        import socket
+
+        host = socket.gethostname()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/?token={token}"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     problem = take_own_options(args)
     if problem:
@@ -163,8 +223,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     command = command_line(args.args or live)
     if command is None:
         return EXIT_USAGE
+    shots = None
+    if args.shots:
+        from vmmtui.cli.inspector import screenshots_problem
+
+        if problem := screenshots_problem(args.shots):
+            print(
+                f"vmmtui serve: {problem.replace('--screenshots', '--shots', 1)}", file=sys.stderr
+            )
+            return EXIT_USAGE
+        shots = os.path.abspath(args.shots)
     try:
-        from vmmtui.cli.webserver import ListenError, ViewerServer, listen
+        from vmmtui.cli.webserver import ListenError, ViewerServer, listen, new_token
     except ImportError:
         print("vmmtui: serve needs textual-serve: pip install textual-serve", file=sys.stderr)
         return EXIT_USAGE
@@ -174,13 +244,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"vmmtui serve: {exc}", file=sys.stderr)
         return exc.exit_code
     what = " ".join(args.args) or " ".join(["the inspector", *live])
+    token = new_token()
+    where = f"screenshots (s) go to {shots}" if shots else "screenshots (s) are off in pages"
     print(
-        f"vmmtui: serving {what} at http://{args.host}:{args.port} (Ctrl-C stops)",
+        f"vmmtui: serving {what} at {page_url(args.host, args.port, token)} "
+        f"(the token is the key: anyone with this URL drives it as you; at most "
+        f"{args.max_pages} pages; {where}; Ctrl-C stops)",
         file=sys.stderr,
         flush=True,
     )
     server = ViewerServer(
-        shlex.join(command), host=args.host, port=args.port, title=f"vmmtui {what}".strip()
+        shlex.join(command),
+        host=args.host,
+        port=args.port,
+        title=f"vmmtui {what}".strip(),
+        token=token,
+        max_pages=args.max_pages,
+        shots=shots,
     )
     server.serve_on(sockets)
     told = server.told

@@ -1,5 +1,8 @@
 """``vmmtui trace -- CMD | -p PID… | --all``: every share of memory as it happens, from the kernel
-(eBPF), folded into the ledger; without eBPF, one line why and the polling of ``watch``/``attach``."""
+(eBPF), folded into the ledger; with ``--poll``, or where eBPF is refused (said in one line, in the
+stream and on stderr), the same stream made by polling /proc (``vmmtui.trace.polling``).
+``trace -p`` starts from what is already true (frame 0). ``attach`` and ``watch`` are aliases
+(``run_as``). A terminal gets ``show``; ``--text``, ``--json``, ``-q`` and a pipe get the stream."""
 
 from __future__ import annotations
 
@@ -8,7 +11,14 @@ import dataclasses
 import os
 import sys
 
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, not_a_terminal, positive_arg
+from vmmtui.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    not_a_terminal,
+    number_arg,
+    positive_arg,
+)
 from vmmtui.interrupts import delivered_to
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
@@ -44,6 +54,25 @@ def add_parser(sub) -> None:
     )
     t.add_argument("--all", action="store_true", help="trace every process of the machine")
     t.add_argument(
+        "--poll",
+        action="store_true",
+        help="observe by polling /proc (fds, kcmp, maps, NVML) instead of eBPF: no root needed, "
+        "but what happens between two polls is missed (taken anyway where eBPF is refused)",
+    )
+    t.add_argument(
+        "--interval",
+        type=number_arg(0, 0.25, above=True, unit=" s"),
+        default=None,
+        metavar="S",
+        help="polling: seconds between polls (default 0.1 for a command, 0.25 for pids; at most 0.25)",
+    )
+    t.add_argument(
+        "--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process"
+    )
+    t.add_argument(
+        "--text", action="store_true", help="print the stream as text lines, even on a terminal"
+    )
+    t.add_argument(
         "--json",
         action="store_true",
         help="print the event stream as JSON lines (the command's stdout goes to stderr)",
@@ -70,30 +99,65 @@ def add_parser(sub) -> None:
     t.add_argument(
         "--perfetto", metavar="FILE.json", help="at the end, write the trace for ui.perfetto.dev"
     )
+    t.add_argument(
+        "--ring-mb",
+        type=ring_mb_arg,
+        default=32,
+        metavar="MB",
+        help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
+        "at 5,000 shares a second; more for faster programs or a busy machine)",
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
 
-def _usage(message: str) -> int:
-    print(f"vmmtui trace: {message}", file=sys.stderr)
+def ring_mb_arg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of MiB: {text!r}") from None
+    if n < 1 or n > 1024 or n & (n - 1):
+        raise argparse.ArgumentTypeError(f"a power of two from 1 to 1024 MiB, not {n}")
+    return n
+
+
+def _usage(message: str, said: str = "trace") -> int:
+    print(f"vmmtui {said}: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
+def run_as(argv: list[str], said: str, **extra) -> int:
+    """``vmmtui trace ARGV`` for an alias (``attach``, ``watch``): parsed by trace's own parser and
+    run by ``cmd_trace``, one code path; its messages say ``vmmtui SAID:``. ``extra`` sets what only
+    an alias asks (``once``: one poll; ``leaks``: look for leftover files at the end)."""
+    from vmmtui.cli.options import Parser
+
+    parser = Parser(prog="vmmtui")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["trace", *argv])
+    args.said_as = said
+    for name, value in extra.items():
+        setattr(args, name, value)
+    return args.func(args)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
+    said = getattr(args, "said_as", "trace")
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     modes = sum((bool(command), bool(args.pids), bool(args.all)))
     if modes != 1:
         return _usage(
             "give a command after --, -p PID… or --all (one of them), e.g. "
-            "vmmtui trace -- python3 app.py"
+            "vmmtui trace -- python3 app.py",
+            said,
         )
     for pid in args.pids:
         if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
-            return _usage(f"no process {pid}")
+            return _usage(f"no process {pid}", said)
     if args.libcuda and not os.path.exists(args.libcuda):
-        return _usage(f"--libcuda {args.libcuda}: no such file")
+        return _usage(f"--libcuda {args.libcuda}: no such file", said)
     if args.perfetto and (problem := _unwritable(args.perfetto)):
-        return _usage(f"--perfetto {args.perfetto}: {problem}")
+        return _usage(f"--perfetto {args.perfetto}: {problem}", said)
     sinks = _sinks(args)
     if isinstance(sinks, int):
         return sinks
@@ -104,65 +168,168 @@ def cmd_trace(args: argparse.Namespace) -> int:
         try:
             recorder = _recorder(args, command)
         except RecordingError as exc:
-            return _usage(str(exc))
-    from vmmtui.trace.loader import ProbeUnavailable, why_not
-    from vmmtui.trace.tracer import CommandNotFound, Tracer
-
+            _close_sinks(sinks, [])
+            return _usage(str(exc), said)
     _import_the_fold()
-    reason = why_not()
-    tracer = None
-    if reason is None:
-        tracer = Tracer(
-            command,
-            args.pids,
-            args.all,
-            args.duration,
-            not args.no_cuda,
-            args.libcuda,
-            stdout=2 if args.json else None,  # the stream alone on stdout: the command's goes to 2
-        )
-        try:
-            tracer.start()
-        except ProbeUnavailable as exc:
-            reason = str(exc)
-        except CommandNotFound as exc:
-            print(f"vmmtui trace: {exc}", file=sys.stderr)
-            _discard(recorder, args.record)
-            return exc.code
-    if reason is not None:
+    started = _start(args, command)
+    if isinstance(started, int):  # the command could not be started: said in one line
         _discard(recorder, args.record)
         _close_sinks(sinks, [])
-        return _fallback(args, command, reason)
-    assert tracer is not None
-    if (
-        args.pids
-        and not not_a_terminal()
-        and not (args.json or args.quiet or args.record or args.duration)
-    ):
-        from vmmtui.tui.attach import AttachApp
+        return started
+    source, reason = started
+    if reason and not args.json:
+        from vmmtui.trace.polling import fallback_words
 
-        try:  # the attach view, with the trace live beside what /proc shows
-            AttachApp(args.pids, trace=tracer).run()
-        finally:
-            tracer.stopping = True
-            tracer.finished.wait(2.0)  # the view's thread closes the probe itself
-            if not tracer.finished.is_set():
-                tracer.close()
-        return EXIT_OK
-    seen: list = []
-    with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
+        print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
+    stream = Stream(source, args, recorder, sinks)
+    with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
-            _run(tracer, args, recorder, sinks, seen)
+            if _wants_screen(args):
+                show(stream, args)
+            else:
+                _print(stream, args)
         finally:
-            tracer.close()
+            stream.stop()
+            source.close()
             if recorder is not None:
                 recorder.close()
                 if recorder.failed:
-                    print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+                    print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
+            _close_sinks(sinks, stream.seen, args.perfetto, said)
     if command:
-        return tracer.exit.status if tracer.exit else EXIT_FAILED
+        return source.exit.status if source.exit else EXIT_FAILED
+    stopped_by = getattr(source, "stopped_by", None)
+    if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
+        return 128 + stopped_by
+    targets = set(args.pids)
+    if targets and stream.unreadable >= targets:
+        print(
+            f"vmmtui {said}: "
+            + ("none of the given processes could" if len(targets) > 1 else "the process could not")
+            + " be read (see above); check the pids (ps -eo pid,cmd), run as their user or root",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def _start(args: argparse.Namespace, command: list[str]):
+    """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
+    alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
+    code when the command cannot be started (one line said)."""
+    from vmmtui.attach.watch import CommandNotFound as NotStarted
+    from vmmtui.trace.polling import PollingTrace
+
+    said = getattr(args, "said_as", "trace")
+    once = getattr(args, "once", False)
+    stdout = 2 if args.json else None  # the stream alone on stdout: the command's goes to 2
+    reason = ""
+    if not (args.poll or once):
+        from vmmtui.trace.loader import ProbeUnavailable, why_not
+        from vmmtui.trace.tracer import CommandNotFound, Tracer
+
+        reason = why_not() or ""
+        if not reason:
+            tracer = Tracer(
+                command,
+                args.pids,
+                args.all,
+                args.duration,
+                not args.no_cuda,
+                args.libcuda,
+                stdout=stdout,
+                nvml=not args.no_nvml,
+                ring_bytes=args.ring_mb << 20,
+            )
+            try:
+                tracer.start()
+                return tracer, ""
+            except ProbeUnavailable as exc:
+                reason = str(exc)
+            except CommandNotFound as exc:
+                print(f"vmmtui {said}: {exc}", file=sys.stderr)
+                return exc.code
+    polling = PollingTrace(
+        command,
+        args.pids,
+        args.all,
+        args.duration,
+        args.interval or (0.1 if command else 0.25),
+        not args.no_nvml,
+        stdout=stdout,
+        reason=reason,
+        once=once,
+        leaks=getattr(args, "leaks", False),
+    )
+    try:
+        polling.start()
+    except NotStarted as exc:
+        print(f"vmmtui {said}: {exc}", file=sys.stderr)
+        return exc.code
+    return polling, reason
+
+
+def _wants_screen(args: argparse.Namespace) -> bool:
+    """A terminal gets the screen, as htop does; --text, --json, -q and a pipe keep the stream."""
+    return not not_a_terminal() and not (args.json or args.quiet or args.text)
+
+
+def show(stream: Stream, args: argparse.Namespace) -> None:
+    """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
+    rendered to a terminal. Today: the text stream. ``stream.events()`` yields every event
+    (already recorded and exported); ``stream.stop()`` ends the trace (``q``, a closed terminal)."""
+    _print(stream, args)
+
+
+class Stream:
+    """One running trace as the renderers take it: ``events()`` is the whole stream (the source's
+    events, then the ledger's findings each brings), each written to the recording and the
+    exporters as it passes; ``stop()`` ends it. The ledger is folded alongside (``ledger``), so a
+    renderer asking ``worth_a_line`` of an event sees the state before it."""
+
+    def __init__(self, source, args: argparse.Namespace, recorder, sinks: list) -> None:
+        from vmmtui.trace.ledger import Ledger
+        from vmmtui.trace.narration import ProcessNames
+
+        self.source, self.recorder, self.sinks = source, recorder, sinks
+        self.perfetto = bool(args.perfetto)
+        self.ledger = Ledger()
+        self.names = ProcessNames()
+        self.seen: list = []  # every event, for --perfetto at the end
+        self.unreadable: set[int] = set()
+        self.leaks = 0
+
+    def _tee(self, e):
+        if self.recorder is not None:
+            self.recorder.write(e)
+        for sink in self.sinks:
+            sink.feed(e)
+        if self.perfetto:
+            self.seen.append(e)
+        return e
+
+    def events(self, on_batch=None):
+        from vmmtui.events import ProcessUnreadable, WatchFinished
+        from vmmtui.trace.events import TraceFinished
+
+        for e in self.source.events(on_batch=on_batch):
+            self.names.see(e)
+            if isinstance(e, TraceFinished):
+                for f in self.ledger.finish():
+                    yield self._tee(f)
+                found = len(self.ledger.findings) + self.leaks
+                yield self._tee(dataclasses.replace(e, findings=found))
+                continue
+            if isinstance(e, ProcessUnreadable):
+                self.unreadable.add(e.pid)
+            elif isinstance(e, WatchFinished):
+                self.leaks = e.leaks
+            yield self._tee(e)
+            for f in self.ledger.apply(e):
+                yield self._tee(f)
+
+    def stop(self) -> None:
+        self.source.stopping = True
 
 
 def _import_the_fold() -> None:
@@ -186,7 +353,7 @@ def _recorder(args: argparse.Namespace, command: list[str]):
         date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         machine=Machine.here(),
         backend="trace",
-        reason="vmmtui trace (eBPF)",
+        reason="vmmtui trace",
         options={"command": command, "pids": args.pids, "all": args.all},
         title=f"trace of {what}"[:120],
     )
@@ -227,27 +394,28 @@ def _unwritable(path: str) -> str:
 def _sinks(args: argparse.Namespace) -> list | int:
     """The exporters the options ask for (``feed(e)``, ``close()``), or an exit code after one line."""
     sinks: list = []
+    said = getattr(args, "said_as", "trace")
     try:
         if args.prometheus:
             from vmmtui.fleet.prometheus import MetricsEndpoint
 
             sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf"))
-            print(f"vmmtui trace: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
+            print(f"vmmtui {said}: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
         if args.otlp:
             from vmmtui.fleet.otlp import OtlpExporter
 
             sinks.append(OtlpExporter(args.otlp))
     except ValueError as exc:
         _close_sinks(sinks, [])
-        return _usage(str(exc))
+        return _usage(str(exc), said)
     except (ImportError, RuntimeError) as exc:  # MissingLibrary: the fleet extra is not installed
         _close_sinks(sinks, [])
-        print(f"vmmtui trace: {exc}", file=sys.stderr)
+        print(f"vmmtui {said}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as exc:
         _close_sinks(sinks, [])
         print(
-            f"vmmtui trace: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
+            f"vmmtui {said}: cannot listen on {args.prometheus}: {exc.strerror or exc}; "
             "pick another port (--prometheus HOST:PORT)",
             file=sys.stderr,
         )
@@ -255,40 +423,41 @@ def _sinks(args: argparse.Namespace) -> list | int:
     return sinks
 
 
-def _close_sinks(sinks: list, events: list, perfetto: str | None = None) -> None:
+def _close_sinks(
+    sinks: list, events: list, perfetto: str | None = None, said: str = "trace"
+) -> None:
     for sink in sinks:
         sink.close()
         if problem := getattr(sink, "problem", ""):
-            print(f"vmmtui trace: --otlp: {problem}", file=sys.stderr)
+            print(f"vmmtui {said}: --otlp: {problem}", file=sys.stderr)
     if perfetto:
         from vmmtui import perfetto as chrome_json
 
         try:
             n = chrome_json.write(perfetto, events)
             print(
-                f"vmmtui trace: wrote {perfetto} ({n} trace events) for ui.perfetto.dev",
+                f"vmmtui {said}: wrote {perfetto} ({n} trace events) for ui.perfetto.dev",
                 file=sys.stderr,
             )
         except OSError as exc:
-            print(f"vmmtui trace: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
 
 
-def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) -> None:
+def _print(stream: Stream, args: argparse.Namespace) -> None:
+    """The stream as text lines (``--text``, a pipe) or JSON lines (``--json``); ``-q``: only
+    the start, the findings and the end."""
     from rich.console import Console
     from rich.text import Text
 
     from vmmtui.console import print_json
-    from vmmtui.trace.events import (
-        LedgerFinding,
-        TraceFinished,
-        TraceStarted,
-    )
-    from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import ProcessNames, lines, worth_a_line
+    from vmmtui.events import Leak, WatchFinished
+    from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
+    from vmmtui.trace.narration import Bystanders, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
-    ledger = Ledger()
-    names = ProcessNames()
+    quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
+    names = stream.names
+    bystanders = Bystanders()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
     pending: list = []
@@ -299,62 +468,76 @@ def _run(tracer, args: argparse.Namespace, recorder, sinks: list, seen: list) ->
             pending.clear()
         sys.stdout.flush()
 
-    def out(e, show: bool = True) -> None:
-        if recorder is not None:
-            recorder.write(e)
-        for sink in sinks:
-            sink.feed(e)
-        if args.perfetto:
-            seen.append(e)
-        if not show:
-            return
-        if args.json:
-            print_json(e, sys.stdout)
-            return
-        if args.quiet and not isinstance(e, LedgerFinding | TraceStarted | TraceFinished):
-            return
-        pending.extend(
-            lines(
-                e, names.t0, _comm(getattr(e, "pid", 0), names.comms) if hasattr(e, "pid") else ""
-            )
-        )
-
+    polling = False
     try:
-        for e in tracer.events(on_batch=flush):
-            names.see(e)
-            if isinstance(e, TraceFinished):
-                for f in ledger.finish():
-                    out(f)
-                e = dataclasses.replace(
-                    e,
-                    findings=sum(
-                        1 for f in ledger.findings if f.kind not in ("shared", "imported")
-                    ),
-                )
-                out(e)
-                flush()
-                if not args.json:
-                    _summary(console, ledger)
+        for e in stream.events(on_batch=flush):
+            if args.json:
+                print_json(e, sys.stdout)
                 continue
-            out(e, args.json or worth_a_line(e, ledger))
-            for f in ledger.apply(e):
-                out(f)
+            if isinstance(e, TraceStarted):
+                polling = e.mode == "polling"
+            if args.quiet and not isinstance(e, quiet):
+                continue
+            if not worth_a_line(e, stream.ledger):
+                continue
+            for x in bystanders.see(e):
+                comm = _comm(x.pid, names.comms) if isinstance(x, TraceCall) else ""
+                pending.extend(lines(x, names.t0, comm))
+            if isinstance(e, TraceFinished):
+                flush()
+                if not polling:
+                    _summary(console, stream.ledger, names.t0, bystanders.words())
     finally:
         flush()
 
 
-def _summary(console, ledger) -> None:
+def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
+    from vmmtui.trace.narration import lost_words, not_read
+
     by = Counter(f.kind for f in ledger.findings)
+    if bystanders:
+        console.print(bystanders)
+    losses = ledger.losses
+    if losses.total:
+        cpus = ", ".join(
+            f"{n} on CPU {c}" if c >= 0 else f"{n} on a CPU not known"
+            for c, n in sorted(losses.by_cpu.items())
+        )
+        windows = "; ".join(lost_words(n, a, b, t0) for a, b, n in losses.windows[:4])
+        more = f"; {len(losses.windows) - 4} more windows" if len(losses.windows) > 4 else ""
+        console.print(
+            f"lost: {losses.total} records ({cpus}): {windows or lost_words(losses.total, 0, 0)}"
+            f"{more}; {by.get('unknown', 0)} conclusion{'' if by.get('unknown', 0) == 1 else 's'} "
+            "they could overturn said as unknown, none as a leak"
+        )
+    said = []
+    if ledger.unreceived:
+        said.append(
+            f"{ledger.unreceived} fd{'s' if ledger.unreceived != 1 else ''} sent and not seen "
+            "received by a traced process (the kernel did not report them left queued: a "
+            "receiver not traced?)"
+        )
+    unread = ledger.fds_not_read
+    if sum(unread.values()):
+        said.append(
+            " and ".join(f"{not_read(n)} ({how})" for how, n in unread.items() if n)
+            + ": nothing is claimed about them"
+        )
     if not ledger.findings:
-        console.print("no fd travelled between traced processes, no CUDA sharing call was seen")
+        console.print(
+            "no fd travelled between traced processes, no CUDA sharing call was seen"
+            if not said
+            else "; ".join(said)
+        )
         return
     console.print(
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
         + f"; {len(ledger.transfers)} fd transfers, {len(ledger.allocations)} allocations, "
         f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
+        + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():
         pins = ledger.pins(a)
@@ -363,35 +546,6 @@ def _summary(console, ledger) -> None:
             f"{[fd for fd, _ in a.exported]}, imported by {[i.pid for i in a.imports]}; "
             + (f"pinned by {', '.join(pins)}" if pins else "nothing pins it now")
         )
-
-
-def _fallback(args: argparse.Namespace, command: list[str], reason: str) -> int:
-    print(f"vmmtui trace: eBPF unavailable: {reason}", file=sys.stderr)
-    print(
-        "vmmtui trace: falling back to polling /proc (as `vmmtui "
-        + ("watch" if command else "attach")
-        + "` does): fds shared and closed between two polls can be missed, a direction not seen "
-        "is unknown, and CUDA calls are not seen"
-        + ("; --record is not written in polling mode" if args.record else ""),
-        file=sys.stderr,
-    )
-    from vmmtui.cli import attach, watch
-    from vmmtui.cli.options import Parser
-
-    parser = Parser(prog="vmmtui")  # the options as watch/attach parse them, defaults included
-    sub = parser.add_subparsers(dest="command")
-    watch.add_parser(sub)
-    attach.add_parser(sub)
-    if command:
-        argv = ["watch", *(["--json"] if args.json else []), *(["-q"] if args.quiet else []), "--"]
-        ns = parser.parse_args([*argv, *command])
-    else:
-        argv = ["attach", *map(str, args.pids), *(["--all"] if args.all else [])]
-        argv += ["--prometheus", args.prometheus] if args.prometheus else []
-        argv += ["--json"] if args.json else []
-        argv += ["--duration", str(args.duration)] if args.duration else []
-        ns = parser.parse_args(argv)
-    return ns.func(ns)
 
 
 def replay_trace(recording) -> int:
@@ -403,20 +557,21 @@ def replay_trace(recording) -> int:
         TraceFinished,
     )
     from vmmtui.trace.ledger import Ledger
-    from vmmtui.trace.narration import ProcessNames, lines
+    from vmmtui.trace.narration import Bystanders, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"replay of {recording.header.title or recording.path} ({recording.header.when}, {recording.header.where})",
         style="bold",
     )
-    ledger, names = Ledger(), ProcessNames()
+    ledger, names, bystanders = Ledger(), ProcessNames(), Bystanders()
     for e in recording.events:
         names.see(e)
         if isinstance(e, LedgerFinding):
             continue  # folded again below, from the calls
-        for line in lines(e, names.t0, names.comms.get(getattr(e, "pid", 0), "")):
-            console.print(line)
+        for x in bystanders.see(e):
+            for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
+                console.print(line)
         if isinstance(e, TraceFinished):
             continue
         for f in ledger.apply(e):
@@ -425,5 +580,5 @@ def replay_trace(recording) -> int:
     for f in ledger.finish():
         for line in lines(f, names.t0):
             console.print(line)
-    _summary(console, ledger)
+    _summary(console, ledger, names.t0, bystanders.words())
     return EXIT_OK

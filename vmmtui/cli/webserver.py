@@ -1,4 +1,14 @@
-"""The web server behind ``vmmtui serve``: textual-serve's, on sockets we bound, stopping at once.
+"""The web server behind ``vmmtui serve``: textual-serve's, guarded, on sockets we bound, stopping at once.
+
+Guarded as Jupyter guards its server: every local user can reach a port on localhost (and with
+``--host 0.0.0.0`` the network can), and each page runs vmmtui as the user who serves it. So every
+request needs the token made at start (``?token=`` on the printed URL, or the cookie the page
+with it set), compared in constant time; a browser's websocket must also come from the page's own
+origin. Without them: 403, and nothing starts. At most ``max_pages`` pages run at once; one more
+is told so in its terminal, and nothing starts for it. Each page's vmmtui dies with the server
+(``vmmtui.lifeline``): kill -9 of the server ends them, their workers and their directories.
+The page is ours (``page/app_index.html``): it loads nothing from the internet (the font is
+textual-serve's own copy, from this server), and requests are not logged.
 
 Binding the listening sockets here (not inside aiohttp) turns a busy port, a privileged port or a
 host that is not ours into one line before anything is served. On Ctrl-C (SIGINT, SIGTERM, a
@@ -12,14 +22,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import hmac
+import os
+import secrets
 import signal
 import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from urllib.parse import urlsplit
 
+import aiohttp_jinja2
 from aiohttp import WSCloseCode, web
+from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
 from vmmtui.interrupts import signals_held
+from vmmtui.lifeline import SERVED_SHOTS, SERVER_PID
 
 #: how long a stop waits for the viewers' processes to quit before it ends anyway
 SHUTDOWN_S = 1.5
@@ -28,6 +47,18 @@ STOPPED = (
     b"\r\n\x1b[1;33m vmmtui serve stopped (Ctrl-C on the server): this page no longer updates."
     b"\x1b[0m\r\n Start the server again, then press Restart.\r\n"
 )
+#: what a page beyond --max-pages shows in its terminal (nothing is started for it)
+FULL = (
+    "\r\n\x1b[1;33m vmmtui serve is full: {n} page{s} open, the most it serves at once "
+    "(--max-pages {n}).\x1b[0m\r\n Close another page, then reload this one.\r\n"
+)
+#: the answer to a request without the token: nothing more (no page, no process)
+FORBIDDEN = (
+    "403: this vmmtui serve needs its token: open the URL it printed when it started "
+    "(http://HOST:PORT/?token=...)\n"
+)
+#: the page (ours: textual-serve's loads a font from the internet)
+PAGE = Path(__file__).parent / "page"
 
 
 class ListenError(Exception):
@@ -108,14 +139,155 @@ def _why(exc: OSError, host: str, port: int) -> ListenError:
     return ListenError(f"cannot listen on {host} port {port}: {exc.strerror or exc}", EXIT_FAILED)
 
 
-class ViewerServer(Server):
-    """textual-serve's Server that knows its open pages, tells them when it stops, and stops soon."""
+def new_token() -> str:
+    """A fresh token for one run of the server, as Jupyter makes its own."""
+    return secrets.token_urlsafe(32)
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+
+class PageService(AppService):
+    """One page's vmmtui: exec'd by the shell (so that its parent is the server, whose death it
+    asks the kernel to be told of), with the server's pid and where screenshots go."""
+
+    def __init__(self, command: str, *, environment: dict[str, str], **kw) -> None:
+        super().__init__(f"exec {command}", **kw)
+        self.environment = environment
+
+    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
+        return {**super()._build_environment(width, height), **self.environment}
+
+
+class ViewerServer(Server):
+    """textual-serve's Server behind a token and a page cap, that knows its open pages, tells
+    them when it stops, and stops soon."""
+
+    def __init__(
+        self,
+        command: str,
+        *,
+        host: str,
+        port: int,
+        title: str,
+        token: str,
+        max_pages: int = 4,
+        shots: str | None = None,
+    ):
+        super().__init__(command, host=host, port=port, title=title, templates_path=PAGE)
+        self.token = token
+        self.max_pages = max_pages
+        #: where ``s`` saves a screenshot in a page; None: off
+        self.shots = shots
         self.pages: set[web.WebSocketResponse] = set()
+        #: the pages running now (a page counts from its websocket's arrival: no race between two)
+        self.running = 0
         #: the pages told that the server stopped
         self.told = 0
+        #: the pages refused because the server was full
+        self.refused = 0
+
+    @property
+    def cookie(self) -> str:
+        """The cookie's name: one per port, as two servers on one host share a browser's cookies."""
+        return f"vmmtui-serve-{self.port}"
+
+    def admits(self, request: web.Request) -> bool:
+        """The token, in the query or the cookie, compared in constant time; and a browser's
+        request from another origin (another site's page, another local server) is refused."""
+        origin = request.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc != request.host:
+            return False
+        for given in (request.query.get("token"), request.cookies.get(self.cookie)):
+            if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+                return True
+        return False
+
+    @web.middleware
+    async def guard(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        if not self.admits(request):
+            return web.Response(status=403, text=FORBIDDEN)
+        return await handler(request)
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.middlewares.append(self.guard)
+        return app
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        try:
+            font_size = max(6, min(int(request.query.get("fontsize", "16")), 64))
+        except ValueError:
+            font_size = 16
+        response = aiohttp_jinja2.render_template(
+            "app_index.html", request, {"title": self.title, "font_size": font_size}
+        )
+        # the page's websocket carries no query of ours (textual.js adds its own): the cookie
+        # takes the token there; HttpOnly (no script reads it), never sent by another site
+        response.set_cookie(self.cookie, self.token, httponly=True, samesite="Strict", path="/")
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if self.running >= self.max_pages:
+            return await self.refuse_full(request)
+        self.running += 1
+        try:
+            return await self.run_page(request)
+        finally:
+            self.running -= 1
+
+    async def refuse_full(self, request: web.Request) -> web.WebSocketResponse:
+        """Tell the page in its terminal that the server is full; start nothing. The socket
+        stays open (the message stays on screen) until the page goes or the server stops."""
+        self.refused += 1
+        websocket = web.WebSocketResponse(heartbeat=15)
+        await websocket.prepare(request)
+        n = self.max_pages
+        with contextlib.suppress(Exception):
+            await websocket.send_bytes(FULL.format(n=n, s="s" if n != 1 else "").encode())
+            self.pages.add(websocket)
+            async for _ in websocket:
+                pass
+        self.pages.discard(websocket)
+        return websocket
+
+    async def run_page(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's handle_websocket, with our AppService and no traceback printed."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+
+        def size(name: str, default: int) -> int:
+            try:
+                return max(10, min(int(request.query.get(name, default)), 1000))
+            except ValueError:
+                return default
+
+        environment = {SERVER_PID: str(os.getpid()), SERVED_SHOTS: self.shots or ""}
+        service: PageService | None = None
+        try:
+            await websocket.prepare(request)
+            service = PageService(
+                self.command,
+                environment=environment,
+                write_bytes=websocket.send_bytes,
+                write_str=websocket.send_str,
+                close=websocket.close,
+                download_manager=self.download_manager,
+                debug=False,
+            )
+            await service.start(size("width", 80), size("height", 24))
+            await self._process_messages(websocket, service)
+        except asyncio.CancelledError:
+            await websocket.close()
+        except Exception as exc:  # a page that went mid-way: that page ends, the server goes on
+            with contextlib.suppress(Exception):
+                await websocket.close(message=str(exc)[:100].encode())
+        finally:
+            if service is not None:
+                with contextlib.suppress(Exception):
+                    await service.stop()
+        return websocket
 
     async def _process_messages(self, websocket, app_service) -> None:
         self.pages.add(websocket)
@@ -139,8 +311,8 @@ class ViewerServer(Server):
                 )
 
     def serve_on(self, sockets: list[socket.socket]) -> None:
-        """Serve on the sockets ``listen`` made until SIGINT, SIGTERM or SIGHUP."""
-        self.initialize_logging()
+        """Serve on the sockets ``listen`` made until SIGINT, SIGTERM or SIGHUP; requests are
+        not logged (the teacher's terminal shows the serving line, not every click)."""
         # held while the loop is built: an interrupt there would leave a half-made loop (whose
         # __del__ prints a traceback); held, it reaches the loop's handler and stops it cleanly
         with signals_held():
@@ -153,6 +325,7 @@ class ViewerServer(Server):
                 self._make_app(),
                 sock=sockets,
                 shutdown_timeout=SHUTDOWN_S,
+                access_log=None,
                 handle_signals=False,
                 loop=loop,
                 print=lambda *args: None,

@@ -86,6 +86,10 @@ class SharingFacts:
     lost: int = 0
     refused: Counter[tuple[str, str]] = field(default_factory=Counter)  # (call, reason)
     never_closed: Counter[int] = field(default_factory=Counter)  # pid → received fds never closed
+    #: conclusions records lost could overturn, said as unknown (by the kind they would have been)
+    unknown: int = 0
+    #: fds sent and left queued when their socket was released (the kernel's word)
+    in_flight: int = 0
     imports: Counter[int] = field(default_factory=Counter)  # importer pid → imports
     imported_bytes: Counter[int] = field(default_factory=Counter)
     leaked_files: Counter[str] = field(default_factory=Counter)  # shm-file | socket-file
@@ -125,8 +129,16 @@ class SharingFacts:
         for f in self.ledger.finish():
             self._finding(f)
 
+    def lost_by_cpu(self) -> dict[int, int]:
+        """Records lost on each CPU (-1: a loss whose CPU is not known)."""
+        return dict(self.ledger.losses.by_cpu)
+
     def _finding(self, f: LedgerFinding) -> None:
-        if f.kind == "fd-never-closed":
+        if f.kind == "unknown":
+            self.unknown += 1
+        elif f.kind == "in-flight":
+            self.in_flight += 1
+        elif f.kind == "fd-never-closed":
             self.never_closed[f.pid] += 1
         elif f.kind == "imported":
             self.imports[f.pid] += 1

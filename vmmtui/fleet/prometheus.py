@@ -144,8 +144,26 @@ class LedgerCollector:
             events.add_metric([f.mode or "none"], f.events)
             lost = Counter("vmmtui_events_lost", "Kernel records lost (ring buffer full)")
             lost.add_metric([], f.lost)
+            lost_cpu = Counter(
+                "vmmtui_records_lost",
+                "Kernel records lost (ring buffer full), by the CPU that lost them (-1: not known)",
+                labels=["cpu"],
+            )
+            for cpu, n in sorted(f.lost_by_cpu().items()):
+                lost_cpu.add_metric([str(cpu)], n)
+            unknown = Counter(
+                "vmmtui_unknown_findings",
+                "Conclusions lost records could overturn (a leak whose close, a sender whose send "
+                "may be among them), said as unknown instead",
+            )
+            unknown.add_metric([], f.unknown)
+            in_flight = Counter(
+                "vmmtui_fds_in_flight",
+                "Fds the kernel found still queued when their socket was released (never received)",
+            )
+            in_flight.add_metric([], f.in_flight)
         yield from families
-        yield from (refused, transfers, shares, leaked, events, lost)
+        yield from (refused, transfers, shares, leaked, events, lost, lost_cpu, unknown, in_flight)
 
 
 @dataclass

@@ -14,6 +14,10 @@ import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vmmtui.trace.events import CudaCall
 
 FUNCS = (
     "cuMemCreate",
@@ -95,3 +99,56 @@ def find_libcuda(pids: Sequence[int] = ()) -> str | None:
         if c and os.path.exists(c):
             return os.path.realpath(c)
     return None
+
+
+#: the CUresults a sharing call returns, by name
+CUDA_ERRORS = {
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    201: "CUDA_ERROR_INVALID_CONTEXT",
+    208: "CUDA_ERROR_ALREADY_MAPPED",
+    400: "CUDA_ERROR_INVALID_HANDLE",
+    800: "CUDA_ERROR_NOT_PERMITTED",
+    801: "CUDA_ERROR_NOT_SUPPORTED",
+    999: "CUDA_ERROR_UNKNOWN",
+}
+
+
+def cuda_cause(e: CudaCall) -> str:
+    """Why a CUDA sharing call failed, in one line (the ledger's ``refused`` finding)."""
+    name = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
+    f = base_name(e.func)
+    if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
+        return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
+    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
+        return (
+            f"{name}: a fabric-handle allocation needs an IMEX channel "
+            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
+            "PyTorch's) tries one to learn whether fabric handles work here"
+        )
+    if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
+        return (
+            f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
+        )
+    if f == "cuIpcOpenMemHandle" and e.result in (1, 400):
+        return f"{name}: the handle's process is gone, in another IPC namespace, or the handle was opened twice in one process"
+    return name
+
+
+def cuda_fix(e: CudaCall) -> str:
+    """What to do about it ("" when nothing general can be said)."""
+    f = base_name(e.func)
+    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
+        return (
+            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
+            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
+        )
+    if f == "cuMemExportToShareableHandle":
+        return "create it with prop.requestedHandleTypes including that type"
+    if f == "cuMemImportFromShareableHandle":
+        return "import the fd the exporter sent, before closing it"
+    if f == "cuIpcOpenMemHandle":
+        return "share the IPC namespace (docker --ipc=host) and open each handle once per process"
+    return ""

@@ -102,6 +102,9 @@ class FdsSent(TraceCall):
     result: int
     #: the name of each file (``memfd:x``, ``/dev/nvidia-uvm``…), read when the fd was sent
     kinds: list[str] = field(default_factory=list)
+    #: fds the message carried that no record held (unreadable, or a record lost): nothing is
+    #: known of them, and nothing is claimed
+    fds_not_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ class FdsReceived(TraceCall):
     files: list[str]
     result: int
     truncated: bool = False  # MSG_CTRUNC: the kernel closed fds that did not fit
+    #: fds the message carried that no record held (see ``FdsSent.fds_not_read``)
+    fds_not_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -209,11 +214,29 @@ class CudaCall(TraceCall):
 
 
 @dataclass(frozen=True)
+class QueuedAtRelease(TraceCall):
+    """SCM_RIGHTS fds freed by the kernel still queued on a Unix socket: the socket holding the
+    message was released (closed, its process exited) or collected with it unreceived. The
+    kernel's own statement that these files were sent and never received. ``socket_file`` is the
+    sending socket's inode (``SocketEnd.ino`` of the send; 0 when it is already gone), ``files``
+    the files as the send named them, ``count`` the fds the message carried."""
+
+    socket_file: int
+    files: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True)
 class TraceLost(TraceEvent):
-    """Records the kernel could not hand over (ring buffer full): said, never hidden."""
+    """Records the kernel could not hand over (ring buffer full): said, never hidden. One per CPU
+    and window: ``count`` records lost on ``cpu`` between ``t_first_ns`` and ``t_last_ns`` (the
+    kernel's clock, as ``ktime``; ``cpu`` -1 and times 0 when not known)."""
 
     count: int
     ktime: int = 0
+    cpu: int = -1
+    t_first_ns: int = 0
+    t_last_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -226,7 +249,10 @@ class TraceFinished(TraceEvent):
     events: int
     lost: int
     seconds: float
+    #: every finding the ledger said (shares included): the lines the text printed
     findings: int = 0
+    #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
+    mode: str = "ebpf"
 
 
 @dataclass(frozen=True)
@@ -256,9 +282,11 @@ class CallRefused(TraceEvent):
 @dataclass(frozen=True)
 class LedgerFinding(TraceEvent):
     """What the ledger concluded: ``kind`` is ``shared`` (a send matched to its receive, or a
-    pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received),
-    ``fd-never-closed``, ``import-never-released``, ``held-after-exporter-died``,
-    ``ipc-never-closed``, ``exporter-died``; ``pid`` the process it is about."""
+    pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received: the kernel said
+    so), ``fd-never-closed``, ``import-never-released``, ``held-after-exporter-died``,
+    ``ipc-never-closed``, ``exporter-died``, or ``unknown`` (a conclusion records lost could
+    overturn: ``lost`` of them between ``lost_first_ns`` and ``lost_last_ns``, the kernel's clock;
+    0, 0 when the window is not known); ``pid`` the process it is about."""
 
     kind: str
     pid: int
@@ -269,3 +297,6 @@ class LedgerFinding(TraceEvent):
     #: the other process of a share (sender, exporter); 0 when none
     peer: int = 0
     file: str = ""
+    lost: int = 0
+    lost_first_ns: int = 0
+    lost_last_ns: int = 0

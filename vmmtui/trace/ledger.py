@@ -5,20 +5,43 @@ folds into the same ledger as the live trace.
 An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): the fd a
 sender sent and the fd its receiver got carry the same ``file``, so a send is matched to its
 receive exactly. GPU allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle
-bytes. ``apply`` returns the findings an event brings (a matched share, a refused call); ``finish``
-those that only the end can tell (an fd still in flight, nothing else: leaks are found at each
-process's exit, where they happen).
+bytes. ``apply`` returns the findings an event brings (a matched share, a refused call, a leak at
+an exit); ``finish`` those the end brings (receives whose send never came).
+
+What the ledger claims, the kernel said. "In-flight" (sent, never received) is said only where
+the kernel reported the fd still queued when its socket was released (``QueuedAtRelease``): a
+send whose receive was merely not seen went to a process not traced, or its record was lost, and
+the ledger cannot tell which. Records are folded in the kernel's order (``order.KernelOrder``), and
+a receive folded before its send waits ``window_ns`` for it. Where records were lost (``TraceLost``
+windows), every conclusion that a lost record could overturn (a leak whose close, a sender whose
+send, may be among them) is said as ``unknown`` with the loss, never as a leak.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.events import Event
-from vmmtui.trace.cuda import base_name
+from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
+from vmmtui.trace.entries import (
+    Allocation,
+    Early,
+    Holding,
+    Import,
+    IpcExport,
+    IpcOpen,
+    Losses,
+    Mapping,
+    Pending,
+    Pool,
+    PoolImport,
+    PoolPtrExport,
+    PoolPtrImport,
+    ProcRecord,
+    Transfer,
+)
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -33,9 +56,13 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    QueuedAtRelease,
     SocketEnd,
+    TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.held import files_held_after_exit
+from vmmtui.trace.order import WINDOW_NS
 
 CUDA_SUCCESS = 0
 #: CU_MEM_HANDLE_TYPE_* bits
@@ -44,162 +71,6 @@ HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}
 
 def handle_type_names(bits: int) -> list[str]:
     return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
-
-
-@dataclass
-class Holding:
-    """One fd of one process naming an open file: how it got there, and until when."""
-
-    pid: int
-    fd: int
-    file: str
-    #: created (memfd_create) | exported (cuMemExportToShareableHandle) | received (SCM_RIGHTS)
-    #: | taken (pidfd_getfd) | dup
-    how: str
-    since: int
-    source_pid: int = 0
-    source_fd: int = -1
-    via: str = ""
-    closed_at: int | None = None
-
-
-@dataclass
-class Transfer:
-    """One fd that went from one process to another, matched by its open file."""
-
-    file: str
-    how: str  # SCM_RIGHTS | pidfd_getfd
-    from_pid: int
-    from_fd: int
-    to_pid: int
-    to_fd: int
-    sent_at: int
-    received_at: int
-    via: str = ""
-
-
-@dataclass
-class Mapping:
-    pid: int
-    handle: int
-    ptr: int
-    size: int
-    at: int
-    unmapped_at: int | None = None
-
-
-@dataclass
-class Import:
-    """An importer's handle of someone's allocation (from an fd it holds)."""
-
-    pid: int
-    handle: int
-    fd: int
-    file: str
-    at: int
-    released_at: int | None = None
-
-
-@dataclass
-class Allocation:
-    """A cuMemCreate'd allocation and everything that happened to it, in every process."""
-
-    pid: int
-    handle: int
-    size: int
-    device: int
-    handle_types: int
-    created_at: int
-    released_at: int | None = None
-    #: the (fd, file) pairs it was exported as; file "" until the fd is seen in a syscall
-    exported: list[tuple[int, str]] = field(default_factory=list)
-    imports: list[Import] = field(default_factory=list)
-    mappings: list[Mapping] = field(default_factory=list)
-
-
-@dataclass
-class IpcOpen:
-    pid: int
-    ptr: int
-    at: int
-    result: int
-    closed_at: int | None = None
-
-
-@dataclass
-class IpcExport:
-    """A legacy IPC handle (64 bytes): its exporter and every process that opened it."""
-
-    ipc: str
-    pid: int
-    ptr: int
-    at: int
-    opens: list[IpcOpen] = field(default_factory=list)
-
-
-@dataclass
-class PoolImport:
-    """An importer's pool made from a pool's fd (cuMemPoolImportFromShareableHandle)."""
-
-    pid: int
-    pool: int
-    fd: int
-    file: str
-    at: int
-    destroyed_at: int | None = None
-
-
-@dataclass
-class Pool:
-    """A cuMemPoolCreate'd pool: the fds it was exported as and the pools imported from them."""
-
-    pid: int
-    pool: int
-    device: int
-    handle_types: int
-    created_at: int
-    destroyed_at: int | None = None
-    exported: list[tuple[int, str]] = field(default_factory=list)
-    imports: list[PoolImport] = field(default_factory=list)
-
-
-@dataclass
-class PoolPtrImport:
-    pid: int
-    ptr: int
-    pool: int
-    at: int
-    freed_at: int | None = None
-
-
-@dataclass
-class PoolPtrExport:
-    """One pool allocation exported as 64 bytes of CUmemPoolPtrExportData, and its importers."""
-
-    data: str
-    pid: int
-    ptr: int
-    at: int
-    imports: list[PoolPtrImport] = field(default_factory=list)
-
-
-@dataclass
-class ProcRecord:
-    pid: int
-    ppid: int = 0
-    comm: str = ""
-    exe: str = ""
-    alive: bool = True
-    code: int | None = None
-    exited_at: int | None = None
-
-
-@dataclass
-class Pending:
-    pid: int
-    fd: int
-    at: int
-    via: str
 
 
 def socket_words(s: SocketEnd) -> str:
@@ -212,11 +83,25 @@ def socket_words(s: SocketEnd) -> str:
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_ns: int = WINDOW_NS) -> None:
+        self.window_ns = window_ns
+        #: the newest kernel timestamp folded (receives waiting for their send mature by it)
+        self.clock = 0
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
         self.history: list[Holding] = []  # closed holdings, oldest first
+        #: sends not (yet) matched to a receive, by file: not a finding by themselves
         self.in_flight: dict[str, deque[Pending]] = {}
+        #: receives folded before their send, by file and in the order folded
+        self.early: dict[str, deque[Early]] = {}
+        self._early_order: deque[Early] = deque()
+        self.losses = Losses()
+        #: fds that records did not hold, by record (sent, received, queued): nothing is claimed
+        #: about them
+        self.fds_not_read: Counter[str] = Counter()
+        #: sends that no traced process was seen receiving and the kernel never said were left
+        #: queued (went to a process not traced): counted at the end, not a finding
+        self.unreceived = 0
         self.transfers: list[Transfer] = []
         self.pidfds: dict[tuple[int, int], int] = {}
         self.allocations: dict[tuple[int, int], Allocation] = {}
@@ -227,6 +112,9 @@ class Ledger:
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
         self.memfd_names: dict[str, str] = {}
+        #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
+        #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
+        self.shared_before: dict[str, SharedFile] = {}
         self._handlers: dict[type, Callable[[Any, list], None] | None] = {}
         #: pools by (pid, CUmemoryPool), created or imported (an import maps to its PoolImport)
         self.pools: dict[tuple[int, int], Pool] = {}
@@ -271,12 +159,21 @@ class Ledger:
                 out.append(f"pid {m.pid}: mapping at {m.ptr:#x}")
         return out
 
+    def alive(self, pid: int) -> bool:
+        """Not seen to exit (a process the trace never met counts as alive)."""
+        return self.procs[pid].alive if pid in self.procs else True
+
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
 
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding]:
         out: list[LedgerFinding] = []
+        t = getattr(e, "ktime", 0)
+        if isinstance(t, int) and t > self.clock:
+            self.clock = t
+            if self._early_order:
+                self._mature(t - self.window_ns, out)
         kind = type(e)
         if kind not in self._handlers:  # looked up once per event type
             self._handlers[kind] = getattr(self, f"_on_{kind.__name__}", None)
@@ -287,26 +184,87 @@ class Ledger:
         return out
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
-        """Findings only the end of the trace can give: fds sent and never received."""
-        out = []
-        for file, queue in self.in_flight.items():
+        """Findings the end of the trace gives: receives still waiting for their send, and sends
+        never seen received where records were lost after them (unknown). A send never seen
+        received with no loss after it went to a process not traced: counted, not a finding
+        (the kernel says when an fd is left queued)."""
+        out: list[LedgerFinding] = []
+        self._mature(None, out)
+        unknown: dict[int, list[Pending]] = {}
+        for queue in self.in_flight.values():
             for p in queue:
-                out.append(
-                    LedgerFinding(
-                        "in-flight",
-                        p.pid,
-                        f"fd {p.fd} sent, never received",
-                        f"pid {p.pid} sent fd {p.fd} over {p.via}; no traced process received it "
-                        "(it sat in the socket's queue until the socket closed, or went to a process "
-                        "not traced)",
-                        "receive it (recvmsg with room for SCM_RIGHTS) or trace the receiver too",
-                        at,
-                        file=file,
-                    )
+                if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
+                    unknown.setdefault(p.pid, []).append(p)
+                else:
+                    self.unreceived += 1
+        for pid, sends in unknown.items():
+            first = min(p.at for p in sends)
+            n, lo, hi = self.losses.between(first, max(self.clock, at, first))
+            fds = ", ".join(str(p.fd) for p in sends[:8]) + (" …" if len(sends) > 8 else "")
+            out.append(
+                LedgerFinding(
+                    "unknown",
+                    pid,
+                    f"{len(sends)} fd{'s' if len(sends) != 1 else ''} sent (fd {fds}), receive not seen",
+                    "their receive, or the kernel's word that they were left queued, may be among "
+                    "the records lost",
+                    "trace again with fewer calls per second, or a larger ring buffer",
+                    at or self.clock,
+                    lost=n,
+                    lost_first_ns=lo,
+                    lost_last_ns=hi,
                 )
+            )
         self.in_flight.clear()
         self.findings.extend(out)
         return out
+
+    # -- losses and order ----------------------------------------------------------------------
+    def _on_TraceLost(self, e: TraceLost, out: list) -> None:
+        self.losses.add(e)
+
+    def _unknown_if_lost(self, f: LedgerFinding, since: int) -> LedgerFinding:
+        """``f`` as it stands, or as ``unknown`` where records were lost between ``since`` and
+        the finding (a record that would overturn it may be among them)."""
+        n, lo, hi = self.losses.between(since, f.ktime or self.clock)
+        if not n:
+            return f
+        return LedgerFinding(
+            "unknown",
+            f.pid,
+            f.what,
+            f"would be {f.kind} ({f.detail}), but a lost record may say otherwise",
+            "",
+            f.ktime,
+            f.peer,
+            f.file,
+            lost=n,
+            lost_first_ns=lo,
+            lost_last_ns=hi,
+        )
+
+    def _mature(self, until: int | None, out: list) -> None:
+        """Receives that waited their window (or all, at the end) for a send that never came:
+        from a process not traced (unknown where a lost record may be that send)."""
+        q = self._early_order
+        while q and (until is None or q[0].at <= until):
+            r = q.popleft()
+            waiting = self.early.get(r.file)
+            if waiting and waiting[0] is r:
+                waiting.popleft()
+                if not waiting:
+                    del self.early[r.file]
+            if r.matched:
+                continue
+            f = LedgerFinding(
+                "shared",
+                r.pid,
+                f"fd {r.fd} received",
+                f"over {r.via} from a process not traced",
+                ktime=r.at,
+                file=r.file,
+            )
+            out.append(self._unknown_if_lost(f, 0))
 
     def _proc(self, pid: int) -> ProcRecord:
         if pid not in self.procs:
@@ -333,6 +291,40 @@ class Ledger:
     def _on_TraceStarted(self, e: TraceStarted, out: list) -> None:
         for pid in e.targets:
             self._proc(pid)
+
+    # -- what was true at the start (frame 0 of ``trace -p``; polling's first poll) ----------------
+    def _on_ProcessSeen(self, e: ProcessSeen, out: list) -> None:
+        p = self._proc(e.pid)
+        p.ppid, p.comm = p.ppid or e.ppid, p.comm or e.name
+
+    def _on_FdOpened(self, e: FdOpened, out: list) -> None:
+        """An fd already open when first read (``present``): held since before the trace. Later
+        polled opens are polling's to judge (its leaks), not the ledger's."""
+        memory = e.kind in ("memfd", "shm", "gpu", "dmabuf")
+        if e.how == Arrival.PRESENT and memory and (e.pid, e.fd) not in self.holdings:
+            self._hold(Holding(e.pid, e.fd, "", "present", 0))
+
+    def _on_FdClosed(self, e: FdClosed, out: list) -> None:
+        h = self.holdings.get((e.pid, e.fd))
+        if h is not None and h.how == "present":
+            self._close(e.pid, e.fd, 0)
+
+    def _on_SharedFile(self, e: SharedFile, out: list) -> None:
+        """One open file description held by several processes (kcmp): their ``present`` fds get
+        one name, so an exit can tell who still holds what the dead one shared."""
+        if e.same_description is not True or len({h.pid for h in e.holders}) < 2:
+            return
+        held = [self.holdings.get((h.pid, h.fd)) for h in e.holders]
+        present = [h for h in held if h is not None and h.how == "present"]
+        if not present:
+            return
+        name = next((h.file for h in present if h.file), "")
+        if not name:
+            first = e.holders[0]
+            name = f"kcmp:{e.dev}:{e.ino}:{first.pid}:{first.fd}"
+        for h in present:
+            h.file = name
+        self.shared_before[name] = e
 
     def _on_ProcessForked(self, e: ProcessForked, out: list) -> None:
         self._proc(e.child).ppid = e.pid
@@ -375,11 +367,62 @@ class Ledger:
     def _on_FdsSent(self, e: FdsSent, out: list) -> None:
         if e.result < 0:
             return
+        if e.fds_not_read:
+            self.fds_not_read["sent"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
-            if (e.pid, fd) in self.holdings and not self.holdings[(e.pid, fd)].file:
+            held = self.holdings.get((e.pid, fd))
+            if held is not None and held.file.startswith("kcmp:"):
+                self._rename(held.file, file)  # a file shared before the trace, now named
+            elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
+            waiting = self.early.get(file)
+            if waiting:  # its receive was folded first (it ended on another CPU)
+                r = waiting.popleft()
+                if not waiting:
+                    del self.early[file]
+                r.matched = True
+                held = self.holdings.get((r.pid, r.fd))
+                if held is not None and held.file == file:
+                    held.source_pid, held.source_fd = e.pid, fd
+                self._matched(Pending(e.pid, fd, e.ktime, via), r.pid, r.fd, file, r.at, r.via, out)
+                continue
             self.in_flight.setdefault(file, deque()).append(Pending(e.pid, fd, e.ktime, via))
+
+    def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
+        """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
+        if e.count > len(e.files):
+            self.fds_not_read["queued"] += e.count - len(e.files)
+        for file in e.files:
+            queue = self.in_flight.get(file)
+            sent = queue.popleft() if queue else None
+            if queue is not None and not queue:
+                del self.in_flight[file]
+            who = (
+                f"pid {sent.pid} sent fd {sent.fd} over {sent.via}"
+                if sent
+                else "its send was not seen"
+            )
+            out.append(
+                LedgerFinding(
+                    "in-flight",
+                    sent.pid if sent else e.pid,
+                    f"fd {sent.fd} sent, never received" if sent else "an fd sent, never received",
+                    f"{who}; the kernel released the socket with it still queued (no process "
+                    "received it)",
+                    "receive it (recvmsg with room for SCM_RIGHTS) before closing the socket",
+                    e.ktime,
+                    file=file,
+                )
+            )
+
+    def _rename(self, old: str, file: str) -> None:
+        """Every fd kcmp proved to be one open file takes the kernel's name for it."""
+        for h in self.holdings.values():
+            if h.file == old:
+                h.file = file
+        if old in self.shared_before:
+            self.shared_before[file] = self.shared_before.pop(old)
 
     def _learn_file(self, pid: int, fd: int, file: str) -> None:
         """An fd the driver made (export) is first seen by its file in a syscall: link them."""
@@ -394,41 +437,42 @@ class Ledger:
             ]
 
     def _on_FdsReceived(self, e: FdsReceived, out: list) -> None:
+        if e.fds_not_read:
+            self.fds_not_read["received"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
             queue = self.in_flight.get(file)
             sent = queue.popleft() if queue else None
             if queue is not None and not queue:
                 del self.in_flight[file]
-            if sent is None:
+            if sent is None:  # its send may still come (folded later): it waits the window
                 self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, via))
-                out.append(
-                    LedgerFinding(
-                        "shared",
-                        e.pid,
-                        f"fd {fd} received",
-                        f"over {via} from a process not traced",
-                        ktime=e.ktime,
-                        file=file,
-                    )
-                )
+                r = Early(e.pid, fd, file, e.ktime, via)
+                self.early.setdefault(file, deque()).append(r)
+                self._early_order.append(r)
                 continue
             self._hold(Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, via))
-            self.transfers.append(
-                Transfer(file, "SCM_RIGHTS", sent.pid, sent.fd, e.pid, fd, sent.at, e.ktime, via)
+            self._matched(sent, e.pid, fd, file, e.ktime, via, out)
+
+    def _matched(
+        self, sent: Pending, pid: int, fd: int, file: str, at: int, via: str, out: list
+    ) -> None:
+        self.transfers.append(
+            Transfer(file, "SCM_RIGHTS", sent.pid, sent.fd, pid, fd, sent.at, at, via)
+        )
+        gap = (at - sent.at) / 1e6
+        out.append(
+            LedgerFinding(
+                "shared",
+                pid,
+                f"fd {fd} = pid {sent.pid}'s fd {sent.fd}",
+                f"SCM_RIGHTS over {via}, same open file, "
+                + (f"{gap:.3f} ms after the send" if gap >= 0 else "the send ended after it"),
+                ktime=at,
+                peer=sent.pid,
+                file=file,
             )
-            out.append(
-                LedgerFinding(
-                    "shared",
-                    e.pid,
-                    f"fd {fd} = pid {sent.pid}'s fd {sent.fd}",
-                    f"SCM_RIGHTS over {via}, same open file, {(e.ktime - sent.at) / 1e6:.3f} ms "
-                    "after the send",
-                    ktime=e.ktime,
-                    peer=sent.pid,
-                    file=file,
-                )
-            )
+        )
 
     def _on_FdTaken(self, e: FdTaken, out: list) -> None:
         target = e.target or self.pidfds.get((e.pid, e.pidfd), 0)
@@ -477,8 +521,8 @@ class Ledger:
                     "refused",
                     e.pid,
                     f"{e.func} failed (CUresult {e.result})",
-                    _cuda_cause(e),
-                    _cuda_fix(e),
+                    cuda_cause(e),
+                    cuda_fix(e),
                     e.ktime,
                 )
             )
@@ -641,15 +685,23 @@ class Ledger:
                 ended[1].destroyed_at = e.ktime
 
     # -- exits: where leaks are decided ----------------------------------------------------------
+    def _leak(self, out: list, since: int, f: LedgerFinding) -> None:
+        """A leak found at an exit, or ``unknown`` where the record that ends it (a close, a
+        release) may be among records lost since ``since``."""
+        out.append(self._unknown_if_lost(f, since))
+
     def _on_ProcessExit(self, e: ProcessExit, out: list) -> None:
         p = self._proc(e.pid)
         p.alive, p.code, p.exited_at = False, e.code, e.ktime
         p.comm = e.comm or p.comm
+        out += files_held_after_exit(self, e)
         for (pid, fd), h in list(self.holdings.items()):
             if pid != e.pid:
                 continue
             if h.how in ("received", "taken"):
-                out.append(
+                self._leak(
+                    out,
+                    h.since,
                     LedgerFinding(
                         "fd-never-closed",
                         e.pid,
@@ -662,7 +714,7 @@ class Ledger:
                         e.ktime,
                         peer=h.source_pid,
                         file=h.file,
-                    )
+                    ),
                 )
             self._close(pid, fd, e.ktime)
         for (pid, handle), (a, imp) in list(self.imports.items()):
@@ -670,7 +722,9 @@ class Ledger:
                 continue
             del self.imports[(pid, handle)]
             imp.released_at = e.ktime
-            out.append(
+            self._leak(
+                out,
+                imp.at,
                 LedgerFinding(
                     "import-never-released",
                     e.pid,
@@ -680,14 +734,16 @@ class Ledger:
                     "cuMemUnmap and cuMemRelease every imported handle before exit",
                     e.ktime,
                     peer=a.pid if a else 0,
-                )
+                ),
             )
         for (pid, ptr), (x, o) in list(self.ipc_opens.items()):
             if pid != e.pid:
                 continue
             del self.ipc_opens[(pid, ptr)]
             o.closed_at = e.ktime
-            out.append(
+            self._leak(
+                out,
+                o.at,
                 LedgerFinding(
                     "ipc-never-closed",
                     e.pid,
@@ -697,7 +753,7 @@ class Ledger:
                     "cuIpcCloseMemHandle (cudaIpcCloseMemHandle) before exit",
                     e.ktime,
                     peer=x.pid if x else 0,
-                )
+                ),
             )
         self._pools_at_exit(e, out)
         self._exporter_died(e, out)
@@ -711,7 +767,9 @@ class Ledger:
                 continue
             del self.pool_ptr_imports[(pid, ptr)]
             imp.freed_at = e.ktime
-            out.append(
+            self._leak(
+                out,
+                imp.at,
                 LedgerFinding(
                     "pool-pointer-never-freed",
                     e.pid,
@@ -722,20 +780,22 @@ class Ledger:
                     "frees it and before exit",
                     e.ktime,
                     peer=x.pid if x else 0,
-                )
+                ),
             )
         for key, p in list(self.pools.items()):
             if p.pid != e.pid:
                 continue
             del self.pools[key]
             p.destroyed_at = p.destroyed_at or e.ktime
-            out.append(self._pool_leak(e, p.pool, "created", 0))
+            self._leak(out, p.created_at, self._pool_leak(e, p.pool, "created", 0))
         for (pid, pool), (src, pool_imp) in list(self.pool_imports.items()):
             if pid != e.pid:
                 continue
             del self.pool_imports[(pid, pool)]
             pool_imp.destroyed_at = e.ktime
-            out.append(self._pool_leak(e, pool, "imported", src.pid if src else 0))
+            self._leak(
+                out, pool_imp.at, self._pool_leak(e, pool, "imported", src.pid if src else 0)
+            )
 
     @staticmethod
     def _pool_leak(e: ProcessExit, pool: int, how: str, peer: int) -> LedgerFinding:
@@ -758,7 +818,9 @@ class Ledger:
                 a.released_at = e.ktime
             for imp in a.imports:
                 if imp.released_at is None and self._proc(imp.pid).alive:
-                    out.append(
+                    self._leak(
+                        out,
+                        imp.at,
                         LedgerFinding(
                             "held-after-exporter-died",
                             imp.pid,
@@ -769,14 +831,16 @@ class Ledger:
                             "release the import when the exporter goes (watch its pidfd or socket)",
                             e.ktime,
                             peer=e.pid,
-                        )
+                        ),
                     )
         for x in self.ipc.values():
             if x.pid != e.pid:
                 continue
             for o in x.opens:
                 if o.closed_at is None and self._proc(o.pid).alive:
-                    out.append(
+                    self._leak(
+                        out,
+                        o.at,
                         LedgerFinding(
                             "held-after-exporter-died",
                             o.pid,
@@ -786,14 +850,16 @@ class Ledger:
                             "cuIpcCloseMemHandle when the exporter goes",
                             e.ktime,
                             peer=e.pid,
-                        )
+                        ),
                     )
         for px in self.pool_ptrs.values():
             if px.pid != e.pid:
                 continue
             for held in px.imports:
                 if held.freed_at is None and self._proc(held.pid).alive:
-                    out.append(
+                    self._leak(
+                        out,
+                        held.at,
                         LedgerFinding(
                             "held-after-exporter-died",
                             held.pid,
@@ -803,55 +869,5 @@ class Ledger:
                             "cuMemFreeAsync the imported pointer when the exporter goes",
                             e.ktime,
                             peer=e.pid,
-                        )
+                        ),
                     )
-
-
-CUDA_ERRORS = {
-    1: "CUDA_ERROR_INVALID_VALUE",
-    2: "CUDA_ERROR_OUT_OF_MEMORY",
-    3: "CUDA_ERROR_NOT_INITIALIZED",
-    101: "CUDA_ERROR_INVALID_DEVICE",
-    201: "CUDA_ERROR_INVALID_CONTEXT",
-    208: "CUDA_ERROR_ALREADY_MAPPED",
-    400: "CUDA_ERROR_INVALID_HANDLE",
-    800: "CUDA_ERROR_NOT_PERMITTED",
-    801: "CUDA_ERROR_NOT_SUPPORTED",
-    999: "CUDA_ERROR_UNKNOWN",
-}
-
-
-def _cuda_cause(e: CudaCall) -> str:
-    name = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
-    f = base_name(e.func)
-    if f == "cuMemImportFromShareableHandle" and e.result in (1, 400):
-        return f"{name}: fd {e.fd} is not an exported allocation in this process (closed, or never received)"
-    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
-        return (
-            f"{name}: a fabric-handle allocation needs an IMEX channel "
-            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
-            "PyTorch's) tries one to learn whether fabric handles work here"
-        )
-    if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
-        return (
-            f"{name}: the allocation was not created with this handle type in requestedHandleTypes"
-        )
-    if f == "cuIpcOpenMemHandle" and e.result in (1, 400):
-        return f"{name}: the handle's process is gone, in another IPC namespace, or the handle was opened twice in one process"
-    return name
-
-
-def _cuda_fix(e: CudaCall) -> str:
-    f = base_name(e.func)
-    if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
-        return (
-            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
-            "a channel (docs/multi-node.md); on one node, share with POSIX fds"
-        )
-    if f == "cuMemExportToShareableHandle":
-        return "create it with prop.requestedHandleTypes including that type"
-    if f == "cuMemImportFromShareableHandle":
-        return "import the fd the exporter sent, before closing it"
-    if f == "cuIpcOpenMemHandle":
-        return "share the IPC namespace (docker --ipc=host) and open each handle once per process"
-    return ""

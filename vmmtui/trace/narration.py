@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from vmmtui.events import Event
+from vmmtui.events import AttachEvent, Event, Notice
 from vmmtui.names import shown
 from vmmtui.sizes import format_size
-from vmmtui.trace.cuda import base_name
+from vmmtui.trace.cuda import CUDA_ERRORS, base_name
 from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
@@ -26,12 +26,14 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    QueuedAtRelease,
     TraceCall,
+    TraceEvent,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import CUDA_ERRORS, handle_type_names, socket_words
+from vmmtui.trace.ledger import handle_type_names, socket_words
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -55,14 +57,48 @@ def _file(f: str) -> str:
     return f" [file {f}]" if f else ""
 
 
+def not_read(n: int) -> str:
+    """Fds a record did not hold: said, and nothing is claimed about them."""
+    return f"{n} more fd{'s' if n != 1 else ''} not read" if n > 0 else ""
+
+
+def _more(n: int) -> str:
+    return f" (+{not_read(n)})" if n > 0 else ""
+
+
+def clock(t: int, t0: int) -> str:
+    """A kernel timestamp as the trace's lines show it: seconds since the trace began."""
+    return f"{(t - t0) / 1e9:.4f} s" if t0 and t >= t0 else f"{t / 1e9:.4f} s (kernel clock)"
+
+
+def lost_words(count: int, first: int, last: int, t0: int = 0) -> str:
+    """The one wording of a loss: how many records, and between when (the kernel's clock)."""
+    n = f"{count} record{'s' if count != 1 else ''} lost"
+    if not first:
+        return f"{n} (when is not known)"
+    return f"{n} between {clock(first, t0)} and {clock(last, t0)}"
+
+
 def call_words(e: Event) -> str | None:
     """What the call did, in one phrase (None: not a call)."""
     if isinstance(e, FdsSent):
         fds = ", ".join(f"{fd}{_file(f)}" for fd, f in zip(e.fds, e.files, strict=False))
-        return f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS fd {fds} → {_result(e.result)}"
+        return (
+            f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS fd {fds}"
+            f"{_more(e.fds_not_read)} → {_result(e.result)}"
+        )
     if isinstance(e, FdsReceived):
         fds = ", ".join(f"{fd}{_file(f)}" for fd, f in zip(e.fds, e.files, strict=False))
-        return f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS → new fd {fds}"
+        return (
+            f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS → new fd {fds}"
+            f"{_more(e.fds_not_read)}"
+        )
+    if isinstance(e, QueuedAtRelease):
+        files = ", ".join(e.files)
+        return (
+            f"socket released with {e.count} SCM_RIGHTS fd{'s' if e.count != 1 else ''} still "
+            f"queued (never received): file {files}{_more(e.count - len(e.files))}"
+        )
     if isinstance(e, PidfdOpened):
         return f"pidfd_open({e.target}) → {'pidfd ' + str(e.fd) if e.fd >= 0 else _errno(e.fd)}"
     if isinstance(e, FdTaken):
@@ -148,9 +184,10 @@ def who(pid: int, comm: str = "") -> str:
 def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
     """The lines for one event (a call, a finding, the start or the end)."""
     if isinstance(e, TraceStarted):
+        how = "eBPF" if e.mode == "ebpf" else "polling /proc"
         out = [
             Text(
-                f"vmmtui trace: eBPF, {'every process' if e.everything else 'pids ' + ', '.join(map(str, e.targets)) if e.targets else shown(' '.join(e.command))}",
+                f"vmmtui trace: {how}, {'every process' if e.everything else 'pids ' + ', '.join(map(str, e.targets)) if e.targets else shown(' '.join(e.command))}",
                 "bold",
             )
         ]
@@ -159,7 +196,14 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         return out
     if isinstance(e, LedgerFinding):
         mark, style = FINDING_STYLES.get(e.kind, ("⚠", "yellow"))
-        text = Text(f"    {mark} {e.kind}: pid {e.pid} {e.what}: {shown(e.detail, 400)}", style)
+        if e.kind == "unknown":
+            text = Text(
+                f"    ? unknown: {lost_words(e.lost, e.lost_first_ns, e.lost_last_ns, t0)}: "
+                f"pid {e.pid} {e.what}: {shown(e.detail, 400)}",
+                "yellow",
+            )
+        else:
+            text = Text(f"    {mark} {e.kind}: pid {e.pid} {e.what}: {shown(e.detail, 400)}", style)
         if e.fix:
             text.append(f" — fix: {e.fix}", "dim")
         return [text]
@@ -171,9 +215,11 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         ]
     if isinstance(e, TraceLost):
+        cpu = f" on CPU {e.cpu}" if e.cpu >= 0 else ""
         return [
             Text(
-                f"⚠ {e.count} records lost (the ring buffer was full): the ledger may miss calls",
+                f"⚠ {lost_words(e.count, e.t_first_ns, e.t_last_ns, t0)}{cpu} (the ring buffer was "
+                "full): what they may have changed is said as unknown, never as a leak",
                 "bold yellow",
             )
         ]
@@ -183,13 +229,23 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             if e.signal
             else (f"exit {e.returncode}" if e.returncode is not None else "")
         )
+        counted = (
+            f"{e.events} calls in {e.seconds:.1f} s, {e.lost} lost"
+            if e.mode == "ebpf"
+            else f"{e.events} events from polling in {e.seconds:.1f} s"
+        )
         return [
             Text(
-                f"vmmtui trace: {e.events} calls in {e.seconds:.1f} s, {e.lost} lost, "
-                f"{e.findings} findings" + (f"; the command ended with {how}" if how else ""),
+                f"vmmtui trace: {counted}, "
+                f"{e.findings} finding{'s' if e.findings != 1 else ''}"
+                + (f"; the command ended with {how}" if how else ""),
                 "bold",
             )
         ]
+    if isinstance(e, AttachEvent | Notice) and not isinstance(e, TraceEvent):
+        from vmmtui.narration import attach_lines  # what polling (and the trace's frame 0) saw
+
+        return attach_lines(e)
     words = call_words(e)
     if words is None or not isinstance(e, TraceCall):
         return []
@@ -214,7 +270,7 @@ def worth_a_line(e: Event, ledger) -> bool:
     if isinstance(e, FdCloseCall):
         if e.call == "close_range":
             return any(p == e.pid and e.fd <= fd <= e.last for p, fd in ledger.holdings)
-        return (e.pid, e.fd) in ledger.holdings
+        return (e.pid, e.fd) in ledger.holdings or (e.pid, e.fd) in ledger.pidfds
     if isinstance(e, FdDuplicated):
         return (e.pid, e.old) in ledger.holdings
     return True
@@ -237,3 +293,56 @@ class ProcessNames:
             self.comms[e.pid] = e.comm
         elif isinstance(e, ProcessExit) and not self.comms.get(e.pid):
             self.comms[e.pid] = e.comm  # gone from /proc by now: the kernel's name at exit
+
+
+@dataclass
+class Bystanders:
+    """The text leaves out processes that only fork, exec and exit (a shell, a pyenv shim, a
+    wrapper script): their lifecycle lines wait until the process does something worth a line,
+    and are then shown first (the fork, and only the program it runs now: the last exec); a
+    process that exits having done nothing else is counted, not shown. --json and recordings keep
+    every event."""
+
+    waiting: dict[int, list[Event]] = field(default_factory=dict)
+    shown: set[int] = field(default_factory=set)
+    #: the processes traced by name (the command, -p pids): their program and exit are shown
+    targets: set[int] = field(default_factory=set)
+    #: processes that came and went without a line
+    hidden: int = 0
+
+    def see(self, e: Event) -> list[Event]:
+        """The events to show now for ``e`` (none, ``e``, or the lines that waited, then ``e``)."""
+        if isinstance(e, TraceStarted):
+            self.targets = set(e.targets)
+            return [e]
+        if isinstance(e, ProcessExit) and e.pid in self.targets and e.pid not in self.shown:
+            return [*self.waiting.pop(e.pid, []), e]
+        if isinstance(e, TraceFinished):  # the targets still running: the program they run
+            return [x for p in sorted(self.targets) for x in self.waiting.pop(p, [])] + [e]
+        if isinstance(e, ProcessForked):
+            if e.child not in self.shown:
+                self.waiting.setdefault(e.child, []).append(e)
+                return []
+            return [e]
+        if isinstance(e, ProcessExec | ProcessExit) and e.pid not in self.shown:
+            waits = self.waiting.setdefault(e.pid, [])
+            if isinstance(e, ProcessExec):
+                waits[:] = [x for x in waits if not isinstance(x, ProcessExec)] + [e]
+            else:
+                del self.waiting[e.pid]
+                self.hidden += 1
+            return []
+        pid = getattr(e, "pid", None)
+        if not isinstance(e, TraceCall | CallRefused) or pid is None or pid in self.shown:
+            return [e]
+        self.shown.add(pid)
+        return [*self.waiting.pop(pid, []), e]
+
+    def words(self) -> str:
+        n = self.hidden
+        if not n:
+            return ""
+        return (
+            f"{n} process{'es' if n != 1 else ''} only forked, ran a program and exited (a shell, "
+            "a wrapper): not shown; --json shows every call"
+        )

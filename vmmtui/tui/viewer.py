@@ -293,9 +293,17 @@ class Viewer(App[int]):
         raise NotImplementedError
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        where = str(getattr(self, "screenshots", None) or os.getcwd())
+        from vmmtui.lifeline import served_shots
         from vmmtui.names import screenshot_name
 
+        served, shots = served_shots()
+        if served and shots is None:  # a page of `vmmtui serve`: nothing lands where it runs
+            self.notify(
+                "screenshots are off in this page (the server's --shots DIR turns them on)",
+                timeout=5,
+            )
+            return
+        where = shots or str(getattr(self, "screenshots", None) or os.getcwd())
         try:
             path = self.save_screenshot(
                 filename=filename or screenshot_name(self.title), path=where

@@ -11,7 +11,6 @@ worker exits at once and its reaper removes the directory by its known name).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -19,24 +18,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from vmmtui.config import WorkerConfig
+from vmmtui.lifeline import die_with_parent
 from vmmtui.steps import CONSUMER, PRODUCER, kind
 
 if TYPE_CHECKING:
     from vmmtui.protocol import LineChannel
     from vmmtui.worker.core import Worker
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(session_pid: int) -> bool:
-    """Ask the kernel to SIGKILL us when the session dies; False if it is already gone.
-
-    The session's pid comes from the command line, not from ``getppid()`` at start: a session
-    killed before this process ran has already handed it to another parent, and the death signal
-    only watches the parent we have when we ask for it."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    return os.getppid() == session_pid  # checked after asking: a later death sends the signal
 
 
 def settle_control_fd(fd: int) -> int:

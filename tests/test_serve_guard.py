@@ -1,0 +1,193 @@
+"""`vmmtui serve`'s guard and page, in-process (no viewer starts): every request needs the token,
+the page asks nothing of the internet; trace's advice widens nobody's rights; doctor says
+whether serve can run."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+from aiohttp import WSServerHandshakeError
+from aiohttp.test_utils import TestClient, TestServer
+
+from vmmtui.cli.webserver import FORBIDDEN, ViewerServer
+from vmmtui.doctor import serve_finding
+from vmmtui.trace.loader import privileges_missing
+
+TOKEN = "t" * 43
+#: every address a page or its CSS names: src/href attributes, url(...), and bare http(s) URLs
+ADDRESSES = re.compile(
+    r"""(?:src|href)\s*=\s*["']([^"']+)["']|url\(\s*["']?([^"')]+)|(https?://[^\s"'<>)]+)"""
+)
+
+
+#: comments name addresses that nothing fetches (xterm.css credits term.js)
+COMMENTS = re.compile(r"/\*.*?\*/|<!--.*?-->", re.S)
+
+
+def server(max_pages: int = 4) -> ViewerServer:
+    # a command that would show if it ever ran: nothing may start in these tests
+    return ViewerServer(
+        "false", host="127.0.0.1", port=8000, title="vmmtui t", token=TOKEN, max_pages=max_pages
+    )
+
+
+async def client() -> TestClient:
+    app = await server()._make_app()
+    c = TestClient(TestServer(app))
+    await c.start_server()
+    return c
+
+
+@pytest.mark.asyncio
+async def test_without_the_token_every_route_is_403():
+    c = await client()
+    try:
+        for path in (
+            "/",
+            "/?token=wrong",
+            f"/?token={TOKEN[:-1]}",
+            "/static/js/textual.js",
+            "/static/fonts/RobotoMono-VariableFont_wght.ttf",
+            "/static/",
+            "/download/abc",
+        ):
+            r = await c.get(path)
+            assert r.status == 403, path
+            assert await r.text() == FORBIDDEN
+            assert "Set-Cookie" not in r.headers
+        with pytest.raises(WSServerHandshakeError) as refused:
+            await c.ws_connect("/ws?width=80&height=24")
+        assert refused.value.status == 403
+        c.session.cookie_jar.update_cookies({"vmmtui-serve-8000": "wrong"})
+        with pytest.raises(WSServerHandshakeError) as refused:
+            await c.ws_connect("/ws")
+        assert refused.value.status == 403
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_another_origin_is_refused_even_with_the_token():
+    """A page of another site (or of another local server) cannot use the browser's cookie."""
+    c = await client()
+    try:
+        r = await c.get(f"/?token={TOKEN}")
+        assert r.status == 200
+        with pytest.raises(WSServerHandshakeError) as refused:
+            await c.ws_connect(f"/ws?token={TOKEN}", headers={"Origin": "http://127.0.0.1:9"})
+        assert refused.value.status == 403
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_the_token_opens_the_page_and_sets_a_cookie_that_opens_the_rest():
+    c = await client()
+    try:
+        r = await c.get(f"/?token={TOKEN}")
+        assert r.status == 200
+        cookie = r.cookies["vmmtui-serve-8000"]
+        assert cookie.value == TOKEN and cookie["httponly"] and cookie["samesite"] == "Strict"
+        c.session.cookie_jar.update_cookies({"vmmtui-serve-8000": TOKEN})
+        r = await c.get("/static/js/textual.js")  # as the browser asks: the cookie, no query
+        assert r.status == 200
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_the_page_and_its_css_ask_nothing_beyond_the_server_and_the_font_is_served():
+    """A lecture hall may drop outbound traffic: the page must not wait for a web font."""
+    c = await client()
+    try:
+        c.session.cookie_jar.update_cookies({"vmmtui-serve-8000": TOKEN})
+        page = COMMENTS.sub("", await (await c.get(f"/?token={TOKEN}")).text())
+        texts = {"/": page}
+        for m in ADDRESSES.finditer(page):
+            a = m.group(1) or m.group(2) or m.group(3)
+            if a.endswith(".css"):
+                texts[a] = COMMENTS.sub("", await (await c.get(a)).text())
+        named = [
+            m.group(1) or m.group(2) or m.group(3)
+            for text in texts.values()
+            for m in ADDRESSES.finditer(text)
+        ]
+        outside = [a for a in named if re.match(r"(?:https?:)?//", a)]
+        assert not outside, outside
+        fonts = {a for a in named if a.endswith((".ttf", ".woff", ".woff2"))}
+        assert fonts, "the page names no font of its own: it would fall back to the browser's"
+        for font in fonts:
+            r = await c.get(font)
+            assert r.status == 200 and len(await r.read()) > 50_000, font
+    finally:
+        await c.close()
+
+
+def setcap_targets(message: str) -> list[str]:
+    return re.findall(r"setcap \S+ (\S+?)`?(?:\s|$)", message)
+
+
+def test_the_trace_advice_names_what_is_missing_and_no_setcap_on_a_shared_python():
+    for caps in (0, 1 << 39, 1 << 38):
+        message = privileges_missing(caps)
+        assert "sudo vmmtui trace" in message
+        for fact in ("CAP_BPF", "CAP_PERFMON", "BTF", "kernel.unprivileged_bpf_disabled"):
+            assert fact in message, fact
+        targets = setcap_targets(message)
+        assert targets and all(t.startswith("~/.vmmtui-bpf/bin/") for t in targets), targets
+        assert "which python" not in message and "/usr/" not in message
+        assert "never to a shared one" in message and "--copies" in message
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to run a process without the capabilities",
+)
+def test_a_process_without_the_capabilities_is_told_the_same():
+    """Real: the capabilities dropped (setpriv), the message as trace would print it."""
+    res = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c"]
+        + ["from vmmtui.trace.loader import why_not; print(why_not())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "missing CAP_BPF and CAP_PERFMON" in res.stdout, res.stdout
+    targets = setcap_targets(res.stdout)
+    assert targets and all(t.startswith("~/.vmmtui-bpf/") for t in targets), res.stdout
+
+
+def test_doctor_says_whether_serve_can_run(monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        f = serve_finding(taken)
+    assert f.ok and f.value.startswith("can run (textual-serve ") and f"port {taken}" in f.value
+    assert "taken" in f.value and "--port" in f.value
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    assert f"port {free} on localhost free" in serve_finding(free).value
+    monkeypatch.setitem(sys.modules, "textual_serve", None)  # as where it is not installed
+    f = serve_finding(free)
+    assert f.ok is False and "cannot run" in f.value and "pip install textual-serve" in f.value
+
+
+def test_serves_own_options_are_taken_from_after_replay_name_and_checked():
+    from vmmtui.cli import parser
+    from vmmtui.cli.serve import take_own_options
+
+    args = parser().parse_args(
+        ["serve", "replay", "cpu-memfd-1mib", "--max-pages=3", "--shots", "d", "--step", "2"]
+    )
+    assert take_own_options(args) is None
+    assert (args.max_pages, args.shots) == (3, "d")
+    assert args.args == ["replay", "cpu-memfd-1mib", "--step", "2"]
+    args = parser().parse_args(["serve", "replay", "cpu-memfd-1mib", "--max-pages", "0"])
+    assert take_own_options(args) == "argument --max-pages: 0 pages: choose 1 to 64"

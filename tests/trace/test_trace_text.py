@@ -1,0 +1,235 @@
+"""The trace's text as a newcomer reads it: the count of findings agrees with the findings just
+printed, the close of a pidfd is shown, a wrapper's processes (a shell, a pyenv shim) are counted
+instead of printed, losses are said with their window, and a trace stopped by a signal exits
+128 + it (130 on Ctrl-C)."""
+
+import io
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from rich.console import Console
+
+from vmmtui.trace.events import (
+    FdCloseCall,
+    FdsReceived,
+    FdsSent,
+    LedgerFinding,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    SocketEnd,
+    TraceFinished,
+    TraceLost,
+    TraceStarted,
+)
+from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.narration import Bystanders, lines, worth_a_line
+
+SOCK = SocketEnd(100, 101, "@vmm")
+T0 = 1_000_000_000
+
+
+def text(events) -> str:
+    console = Console(width=400, record=True, file=io.StringIO())
+    for e in events:
+        for line in lines(e, T0):
+            console.print(line)
+    return console.export_text()
+
+
+def test_a_wrappers_processes_are_counted_and_the_program_that_shares_is_shown():
+    b = Bystanders()
+    shown = []
+    for e in [
+        TraceStarted("ebpf", [10], ["python3"], ktime0=T0),
+        ProcessExec(10, 10, T0 + 1, "/root/.pyenv/shims/python3", "python3"),
+        ProcessExec(10, 10, T0 + 2, "/usr/bin/bash", "bash"),
+        ProcessForked(10, 10, T0 + 3, 11, "bash"),
+        ProcessExec(11, 11, T0 + 4, "/usr/bin/readlink", "readlink"),
+        ProcessExit(11, 11, T0 + 5, 256, "readlink"),
+        ProcessExec(10, 10, T0 + 6, "/usr/bin/python3.11", "python3"),
+        MemfdCreated(10, 10, T0 + 7, "x", 5, "f1"),
+        ProcessForked(10, 10, T0 + 8, 12, "python3"),
+        FdsReceived(12, 12, T0 + 9, "recvmsg", SOCK, [6], ["f1"], 1),
+        ProcessExit(12, 12, T0 + 10, 0),
+    ]:
+        shown += b.see(e)
+    words = [
+        type(e).__name__ + ":" + str(getattr(e, "filename", getattr(e, "child", ""))) for e in shown
+    ]
+    assert words == [
+        "TraceStarted:",
+        "ProcessExec:/usr/bin/python3.11",  # the program it runs: the shim's execs left out
+        "MemfdCreated:",
+        "ProcessForked:12",  # the fork of a process that shares: shown before its first call
+        "FdsReceived:",
+        "ProcessExit:",
+    ]
+    assert b.hidden == 1 and "1 process only forked, ran a program and exited" in b.words()
+
+
+def test_the_command_itself_is_shown_though_it_shares_nothing():
+    b = Bystanders()
+    shown = []
+    for e in [
+        TraceStarted("ebpf", [10], ["true"], ktime0=T0),
+        ProcessExec(10, 10, T0 + 1, "/usr/bin/true", "true"),
+        ProcessExit(10, 10, T0 + 2, 0),
+    ]:
+        shown += b.see(e)
+    assert [type(e).__name__ for e in shown] == ["TraceStarted", "ProcessExec", "ProcessExit"]
+
+
+def test_the_close_of_a_pidfd_is_worth_a_line():
+    ledger = Ledger()
+    ledger.apply(PidfdOpened(10, 10, T0 + 1, 20, 6))
+    assert worth_a_line(FdCloseCall(10, 10, T0 + 2, 6, "p1", 0), ledger)
+    assert not worth_a_line(FdCloseCall(10, 10, T0 + 2, 7, "", 0), ledger)  # a file of no share
+
+
+def test_a_loss_and_an_unknown_say_how_many_records_and_between_when():
+    out = text(
+        [
+            TraceLost(812, T0 + 30_000_000, 1, T0 + 5_000_000, T0 + 30_000_000),
+            LedgerFinding(
+                "unknown",
+                20,
+                "fd 7 held until exit",
+                "would be fd-never-closed (…), but a lost record may say otherwise",
+                ktime=T0 + 40_000_000,
+                lost=812,
+                lost_first_ns=T0 + 5_000_000,
+                lost_last_ns=T0 + 30_000_000,
+            ),
+        ]
+    )
+    assert "812 records lost between 0.0050 s and 0.0300 s on CPU 1" in out
+    assert "? unknown: 812 records lost between 0.0050 s and 0.0300 s: pid 20 fd 7" in out
+    assert "leak" not in out.split("never as a leak")[1]
+
+
+def test_fds_a_record_did_not_hold_are_said_and_counted():
+    out = text(
+        [FdsSent(10, 10, T0 + 1, "sendmsg", SOCK, [5] * 16, ["f1"] * 16, 1, fds_not_read=48)]
+    )
+    assert "(+48 more fds not read)" in out
+    ledger = Ledger()
+    ledger.apply(
+        FdsSent(10, 10, T0 + 1, "sendmsg", SOCK, [5] * 16, ["f1"] * 16, 1, fds_not_read=48)
+    )
+    assert ledger.fds_not_read == {"sent": 48}
+
+
+def test_the_count_at_the_end_counts_the_finding_just_printed():
+    assert "1 finding;" in text([TraceFinished(["x"], 0, None, 5, 0, 0.1, 1)])
+
+
+# -- live: real programs under the eBPF trace ----------------------------------------------------
+
+SHARE = """
+import array, os, socket
+a, b = socket.socketpair()
+fd = os.memfd_create("demo")
+if os.fork() == 0:
+    _, anc, _, _ = b.recvmsg(1, socket.CMSG_SPACE(4))
+    os.close(array.array("i", anc[0][2])[0])
+    os._exit(0)
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+os.wait()
+os.close(os.pidfd_open(os.getpid()))
+"""
+
+
+@pytest.fixture
+def ebpf():
+    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
+
+    reason = why_not()
+    if reason:
+        pytest.skip(f"eBPF unavailable: {reason}")
+    try:
+        Probe().close()
+    except ProbeUnavailable as exc:
+        pytest.skip(f"eBPF unavailable: {exc}")
+
+
+@pytest.mark.slow
+def test_a_newcomers_trace_through_a_wrapper(ebpf, tmp_path):
+    """A wrapper script (as a pyenv shim is) runs helpers, then the program that shares."""
+    wrapper = tmp_path / "python-wrapper"
+    wrapper.write_text(
+        f'#!/bin/sh\nv=$(basename "$0"); test -n "$(readlink -f /)"; exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", "--", str(wrapper), "-c", SHARE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "✓ shared:" in out and "1 finding;" in out, out
+    assert "pidfd_open(" in out
+    pidfd = out.split("pidfd_open(")[1].split("→ pidfd ")[1].split()[0]
+    assert f"close({pidfd})" in out, out  # the pidfd's close is shown
+    assert "basename" not in out and "readlink" not in out, out  # the wrapper's helpers: counted
+    assert "only forked, ran a program and exited" in out
+
+
+def stop_with(args: list[str], sig: int) -> int:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "trace", "--no-cuda", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert p.stdout is not None
+    assert "vmmtui trace: eBPF" in p.stdout.readline()  # the trace runs
+    time.sleep(0.5)
+    p.send_signal(sig)
+    try:
+        return p.wait(timeout=30)
+    finally:
+        p.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_trace_all_stopped_by_a_signal_exits_128_plus_it(ebpf, sig):
+    assert stop_with(["--all", "-q"], sig) == 128 + sig
+
+
+@pytest.mark.slow
+def test_trace_of_a_command_stopped_by_ctrl_c_exits_130(ebpf):
+    assert stop_with(["--", "sleep", "30"], signal.SIGINT) == 130
+
+
+def test_the_summary_says_losses_per_cpu_the_fds_not_read_and_the_sends_not_seen_received():
+    from vmmtui.cli.trace import _summary
+
+    ledger = Ledger()
+    for e in [
+        FdsSent(10, 10, T0 + 1, "sendmsg", SOCK, [5] * 16, ["f1"] * 16, 1, fds_not_read=48),
+        FdsReceived(11, 11, T0 + 2, "recvmsg", SOCK, [6] * 16, ["f1"] * 16, 1, fds_not_read=48),
+        FdsSent(10, 10, T0 + 3, "sendmsg", SOCK, [7], ["f2"], 1),
+        TraceLost(5, T0 + 9_000_000, 0, T0 + 4_000_000, T0 + 9_000_000),
+        TraceLost(2, T0 + 9_000_000, 1, T0 + 4_000_000, T0 + 9_000_000),
+    ]:
+        ledger.apply(e)
+    ledger.finish()
+    console = Console(width=400, record=True, file=io.StringIO())
+    _summary(console, ledger, T0)
+    out = console.export_text()
+    assert (
+        "lost: 7 records (5 on CPU 0, 2 on CPU 1): 7 records lost between 0.0040 s and 0.0090 s"
+        in out
+    )
+    assert "1 conclusion they could overturn said as unknown, none as a leak" in out
+    assert "48 more fds not read (sent) and 48 more fds not read (received)" in out
+    assert "16 shared" in out and "1 unknown" in out

@@ -1,0 +1,95 @@
+"""What the ledger finds when a process exits while others still hold an open file it shared (a
+memfd, a /dev/shm file, a dma-buf): the memory lives on until the last fd and mapping go.
+
+``held-after-exporter-died`` when the trace saw the dead process make the file and the others
+receive or take it; ``possible-held-after-exporter-died`` when they shared it before the trace
+began (frame 0 of ``trace -p``: kcmp proves one open file, not which of them made it). Files of
+CUDA allocations and pools are judged by their imports (``Ledger._exporter_died``). No /proc here:
+everything comes from the ledger's fold.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import TYPE_CHECKING
+
+from vmmtui.trace.events import LedgerFinding, ProcessExit
+
+if TYPE_CHECKING:
+    from vmmtui.trace.entries import Holding
+    from vmmtui.trace.ledger import Ledger
+
+
+def shown_kind(target: str) -> str:
+    """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
+    return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
+
+
+def exit_words(status: int) -> str:
+    """How a process ended, from its wait status (``ProcessExit.code``)."""
+    if status & 0x7F:
+        try:
+            return f"was killed by {signal.Signals(status & 0x7F).name}"
+        except ValueError:
+            return f"was killed by signal {status & 0x7F}"
+    return f"exited with code {status >> 8 & 0xFF}"
+
+
+def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]:
+    """Open files (memfds, shm, dma-bufs) the dead process made or shared that live processes
+    still hold: ``held-after-exporter-died`` when the trace saw it make the file and the others
+    receive or take it; ``possible-held-after-exporter-died`` when they shared it before the
+    trace began (kcmp proves the sharing, not who made it). Files of CUDA allocations and pools
+    are judged by their imports (``Ledger._exporter_died``)."""
+    out: list[LedgerFinding] = []
+    said: set[tuple[int, str]] = set()
+    for h in [h for (pid, _), h in ledger.holdings.items() if pid == e.pid]:
+        if not h.file or h.how not in ("created", "present"):
+            continue
+        if ledger.allocation_of_file(h.file) or ledger.pool_of_file(h.file):
+            continue
+        known = h.how == "created"
+        for o in ledger.holders(h.file):
+            if o.pid == e.pid or (o.pid, h.file) in said or not ledger.alive(o.pid):
+                continue
+            if known and o.how not in ("received", "taken"):
+                continue  # inherited or dup'ed within a process tree: no share to speak of
+            if not known and o.how != "present":
+                continue
+            said.add((o.pid, h.file))
+            out.append(_held_after_exit(ledger, e, h, o, known))
+    return out
+
+
+def _held_after_exit(
+    ledger: Ledger, e: ProcessExit, h: Holding, o: Holding, known: bool
+) -> LedgerFinding:
+    before = ledger.shared_before.get(h.file)
+    made = ledger.name(h.file)
+    name = f"memfd:{made}" if made else (before.target if before else "") or "open file"
+    how = exit_words(e.code)
+    if known:
+        return LedgerFinding(
+            "held-after-exporter-died",
+            o.pid,
+            f"still holds pid {e.pid}'s memory",
+            f"pid {e.pid} made the {shown_kind(name)} and {how}; pid {o.pid}'s fd {o.fd} "
+            f"({o.how} via {o.via}) "
+            "keeps the memory alive: the kernel frees it only when the last fd and mapping go",
+            "close the fd (and munmap) when the exporter goes (watch its pidfd or socket)",
+            e.ktime,
+            peer=e.pid,
+            file=h.file,
+        )
+    return LedgerFinding(
+        "possible-held-after-exporter-died",
+        o.pid,
+        f"still holds memory it shared with pid {e.pid}",
+        f"pid {e.pid} {how}; pid {o.pid}'s fd {o.fd} ({shown_kind(name)}) is the same open file as pid "
+        f"{e.pid}'s fd {h.fd} (kcmp, when the trace began) and keeps the memory alive; which of "
+        "them made it was not seen (they shared it before the trace began)",
+        f"if pid {e.pid} exported it, close the fd (and munmap) in pid {o.pid} when it goes",
+        e.ktime,
+        peer=e.pid,
+        file=h.file,
+    )
