@@ -6,6 +6,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from vmmtui import host
 from vmmtui.backends import cuda_unusable
 from vmmtui.backends.probe import DeviceRecord, imex_channels, probe
 from vmmtui.fdtable import kcmp_same_file
@@ -186,9 +187,20 @@ def serve_finding(port: int = 8000) -> Finding:
 def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
+    if elsewhere := host.needs_linux("every live run"):  # nothing below can be asked here
+        add(Finding("platform", elsewhere, False))
+        return rep
+    if missing := host.cuda_python_missing():
+        add(Finding("cuda-python", f"{missing}: the cuda backend needs it; replays do not", None))
     info = probe()
     if not info.driver:
         add(Finding("NVIDIA driver", info.error or "not found", False))
+    elif not info.bindings:
+        add(
+            Finding(
+                "NVIDIA driver", "libcuda.so.1 loads (without cuda-python, not asked more)", None
+            )
+        )
     else:
         add(
             Finding(
