@@ -3,8 +3,8 @@ or the raw_tp fallback) records real calls; a message of 64 or 253 fds (SCM_RIGH
 followed whole; a memfd left in a socket's queue at close is reported by the kernel itself
 (QueuedAtRelease); 20,000 memfds shared at 5,000 a second lose no record; and losses, when the
 ring buffer is made too small to hold them, are counted per CPU with their window (the minute at
-5,000 a second is the soak tier only). Needs root,
-BTF and libbpf (CI runs as root): skipped with the reason elsewhere."""
+5,000 a second is in the soak tier only). Needs root, BTF and libbpf (CI runs as root): skipped
+with the reason elsewhere."""
 
 import json
 import subprocess
