@@ -2,8 +2,9 @@
 or the raw_tp fallback) records real calls; a message of 64 or 253 fds (SCM_RIGHTS' maximum) is
 followed whole; a memfd left in a socket's queue at close is reported by the kernel itself
 (QueuedAtRelease); 20,000 memfds shared at 5,000 a second lose no record; and losses, when the
-ring buffer is made too small to hold them, are counted per CPU with their window. Needs root,
-BTF and libbpf (CI runs as root): skipped with the reason elsewhere."""
+ring buffer is made too small to hold them, are counted per CPU with their window (the minute at
+5,000 a second is in the soak tier only). Needs root, BTF and libbpf (CI runs as root): skipped
+with the reason elsewhere."""
 
 import json
 import subprocess
@@ -21,8 +22,6 @@ from vmmtui.trace.events import (
     QueuedAtRelease,
 )
 from vmmtui.trace.records import Decoder, FileNames
-
-pytestmark = pytest.mark.slow
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_share.py"
 
@@ -66,6 +65,7 @@ def gated(*args: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flavour", ["tp_btf", "raw_tp"])
 def test_each_hook_flavour_that_loads_records_real_calls(flavour):
     from vmmtui.trace.loader import Probe, ProbeUnavailable
@@ -99,6 +99,7 @@ def test_each_hook_flavour_that_loads_records_real_calls(flavour):
     assert all(e.files[0] == m.file for e, m in zip(sent, made, strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [64, 253])
 def test_a_message_of_many_fds_is_followed_whole(tmp_path, n):
     res, truth, events = trace(tmp_path, "burst", str(n))
@@ -113,6 +114,7 @@ def test_a_message_of_many_fds_is_followed_whole(tmp_path, n):
     assert f"{n} shared; {n} fd transfers" in res.stdout, res.stdout[-1000:]
 
 
+@pytest.mark.slow
 def test_a_memfd_left_in_a_sockets_queue_at_close_is_said_by_the_kernel(tmp_path):
     _, truth, events = trace(tmp_path, "queued")
     (sent,) = [e for e in events if isinstance(e, FdsSent)]
@@ -124,6 +126,7 @@ def test_a_memfd_left_in_a_sockets_queue_at_close_is_said_by_the_kernel(tmp_path
     assert queued[0].pid == next(t["pid"] for t in truth if t["op"] == "released")
 
 
+@pytest.mark.slow
 def test_a_received_message_is_not_said_to_be_queued(tmp_path):
     _, _, events = trace(tmp_path, "scm", "50")
     assert not [e for e in events if isinstance(e, QueuedAtRelease)]
@@ -164,6 +167,7 @@ def shares_counted(n: int, per_second: int, *extra: str) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_twenty_thousand_memfds_at_five_thousand_a_second_lose_nothing():
     c = shares_counted(20000, 5000)
     assert c["finished"] is not None and c["finished"]["lost"] == 0 and c["lost_events"] == 0
@@ -180,6 +184,7 @@ def test_five_thousand_shares_a_second_for_a_minute_lose_nothing():
     assert c["sent"] == c["received"] == 300000
 
 
+@pytest.mark.slow
 def test_losses_are_counted_per_cpu_with_their_window():
     """A ring buffer of one page that nobody reads: the kernel counts every record it could not
     write, on the CPU that lost it, between the times of its first and last drop."""
