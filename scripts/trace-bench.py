@@ -1,5 +1,10 @@
-"""How much ``vmmtui trace`` costs and how fast it speaks (issue 18's targets):
+"""How much ``vmmtui trace`` costs and how fast it speaks:
 
+0. BPF time (kernel.bpf_stats_enabled=1, each program's run_time_ns / run_cnt), in one run on
+   one kernel: an unrelated program's getppid() and close(-1) with no programs, with a trivial
+   program on the same tracepoints (the floor: tp_btf and raw_tp), and with vmmtui's programs
+   (and, with --before REV, the object of an earlier revision); then the BPF ns per traced call
+   (enter + exit) while vmmtui follows a sharing loop, the machine's untraced runs taken out;
 1. overhead: a program sharing and closing fds in a loop (memfd → SCM_RIGHTS → receive → close),
    untraced, with the BPF programs alone (records drained raw, nothing decoded: the kernel side)
    and traced by ``vmmtui trace``, alternated in the same run: the ratios of medians (target:
@@ -10,15 +15,18 @@
    traced calls a second (target: under 5 % of one core).
 
 Usage: python scripts/trace-bench.py [--out bench/results] [--rounds 5] [--shares 3000]
+       [--before main] [--bpf-only] [--note "what else ran"]
 Needs root (eBPF). Results: bench/results/trace-<host>-<date>.json
 """
 
 import argparse
 import array
+import ctypes
 import datetime
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -185,6 +193,377 @@ def latency_and_cpu(per_second: float, seconds: float) -> dict:
     }
 
 
+# -- BPF time, with kernel.bpf_stats_enabled=1 --------------------------------------------------
+
+STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+#: mov64 r0, 0; exit: the trivial program (the floor: what any program on the same hook costs)
+TRIVIAL = bytes.fromhex("b7000000000000009500000000000000")
+PROG_TYPE_TRACING, PROG_TYPE_RAW_TRACEPOINT, TRACE_RAW_TP = 26, 17, 23
+
+
+class _LoadOpts(ctypes.Structure):
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("attempts", ctypes.c_int),
+        ("expected_attach_type", ctypes.c_int),
+        ("prog_btf_fd", ctypes.c_uint32),
+        ("prog_flags", ctypes.c_uint32),
+        ("prog_ifindex", ctypes.c_uint32),
+        ("kern_version", ctypes.c_uint32),
+        ("attach_btf_id", ctypes.c_uint32),
+        ("attach_prog_fd", ctypes.c_uint32),
+        ("attach_btf_obj_fd", ctypes.c_uint32),
+    ]
+
+
+def prog_stats(fd: int) -> tuple[int, int]:
+    """(run_time_ns, run_cnt) of a loaded program, from its fd's fdinfo."""
+    info = dict(
+        line.split(":\t", 1)
+        for line in Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines()
+        if ":\t" in line
+    )
+    return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
+
+
+class Trivial:
+    """The floor: programs that return at once, on sys_enter and sys_exit, of the given flavour
+    (tp_btf: BTF-typed raw tracepoints, as vmmtui's; raw_tp: plain raw tracepoints)."""
+
+    def __init__(self, flavour: str) -> None:
+        from vmmtui.trace.loader import libbpf_path
+
+        lib = ctypes.CDLL(libbpf_path(), use_errno=True)
+        lib.bpf_prog_load.restype = ctypes.c_int
+        lib.bpf_prog_load.argtypes = [
+            ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+            ctypes.c_void_p,
+        ]  # fmt: skip
+        lib.bpf_raw_tracepoint_open.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.libbpf_find_vmlinux_btf_id.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.fds: list[int] = []
+        self.links: list[int] = []
+        for tp in ("sys_enter", "sys_exit"):
+            opts = _LoadOpts(ctypes.sizeof(_LoadOpts))
+            if flavour == "tp_btf":
+                opts.expected_attach_type = TRACE_RAW_TP
+                opts.attach_btf_id = lib.libbpf_find_vmlinux_btf_id(tp.encode(), TRACE_RAW_TP)
+                kind = PROG_TYPE_TRACING
+            else:
+                kind = PROG_TYPE_RAW_TRACEPOINT
+            fd = lib.bpf_prog_load(
+                kind, b"floor", b"GPL", TRIVIAL, len(TRIVIAL) // 8, ctypes.byref(opts)
+            )
+            if fd < 0:
+                self.close()
+                raise OSError(-fd, f"the trivial {flavour} program: {os.strerror(-fd)}")
+            self.fds.append(fd)
+            link = lib.bpf_raw_tracepoint_open(None if flavour == "tp_btf" else tp.encode(), fd)
+            if link < 0:
+                self.close()
+                raise OSError(
+                    -link, f"attaching the trivial {flavour} program: {os.strerror(-link)}"
+                )
+            self.links.append(link)
+
+    def stats(self) -> tuple[int, int]:
+        runs = [prog_stats(fd) for fd in self.fds]
+        return sum(r[0] for r in runs), sum(r[1] for r in runs)
+
+    def close(self) -> None:
+        for fd in self.links + self.fds:
+            os.close(fd)
+        self.links, self.fds = [], []
+
+
+def vmmtui_stats(probe) -> tuple[int, int]:
+    """(run_time_ns, run_cnt) of vmmtui's sys_enter + sys_exit programs."""
+    from vmmtui.trace.loader import FLAVOURS
+
+    total = [0, 0]
+    for name in FLAVOURS[probe.flavour][:2]:
+        prog = probe.lib.bpf_object__find_program_by_name(probe.obj, name.encode())
+        t, n = prog_stats(probe.lib.bpf_program__fd(prog))
+        total[0] += t
+        total[1] += n
+    return total[0], total[1]
+
+
+SYSCALL_LOOP = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static double ns(struct timespec a, struct timespec b)
+{ return (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec); }
+int main(int argc, char **argv)
+{
+    long n = atol(argv[1]);
+    struct timespec a, b;
+    double best_getppid = 1e18, best_close = 1e18;
+    for (int r = 0; r < 5; r++) {
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < n; i++) syscall(SYS_getppid);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (ns(a, b) / n < best_getppid) best_getppid = ns(a, b) / n;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < n; i++) syscall(SYS_close, -1);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (ns(a, b) / n < best_close) best_close = ns(a, b) / n;
+    }
+    printf("%.1f %.1f\n", best_getppid, best_close);
+    return 0;
+}
+"""
+
+
+def syscall_loop(tmp: Path) -> tuple[list[str], str]:
+    """An unrelated program timing getppid() and close(-1): C when a compiler is here (the
+    syscall alone), else Python (its interpreter's cost added alike to every configuration)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc:
+        src, exe = tmp / "loop.c", tmp / "loop"
+        src.write_text(SYSCALL_LOOP)
+        if subprocess.run([cc, "-O2", "-o", str(exe), str(src)]).returncode == 0:
+            return [str(exe)], "C"
+    code = (
+        "import os, sys, time\n"
+        "n = int(sys.argv[1]); best = [1e18, 1e18]\n"
+        "for _ in range(5):\n"
+        "    t = time.perf_counter_ns()\n"
+        "    for _ in range(n): os.getppid()\n"
+        "    best[0] = min(best[0], (time.perf_counter_ns() - t) / n)\n"
+        "    t = time.perf_counter_ns()\n"
+        "    for _ in range(n):\n"
+        "        try: os.close(-1)\n"
+        "        except OSError: pass\n"
+        "    best[1] = min(best[1], (time.perf_counter_ns() - t) / n)\n"
+        "print(best[0], best[1])\n"
+    )
+    return [sys.executable, "-c", code], "python"
+
+
+def untraced(loop: list[str], calls: int) -> dict:
+    out = subprocess.run([*loop, str(calls)], capture_output=True, text=True, check=True).stdout
+    g, c = (float(x) for x in out.split())
+    return {"getppid_ns": round(g, 1), "close_minus1_ns": round(c, 1)}
+
+
+def per_run(before: tuple[int, int], after: tuple[int, int]) -> float:
+    runs = after[1] - before[1]
+    return round((after[0] - before[0]) / runs, 1) if runs else 0.0
+
+
+def traced_bpf_ns(probe, stats, shares: int) -> dict:
+    """The sharing load followed by ``probe`` (records drained raw by a thread): BPF ns per
+    traced call (enter + exit), the runs of untraced syscalls on the machine taken out at the
+    cost they were measured at just before."""
+    idle0 = stats()
+    time.sleep(1.0)  # the machine's own syscalls, untraced: their cost per run
+    idle1 = stats()
+    untraced_run = (idle1[0] - idle0[0]) / max(idle1[1] - idle0[1], 1)
+    code = (
+        f"import runpy,sys; sys.stdin.read(1); sys.argv=['x','--load','{shares}','0']; "
+        f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, cwd=ROOT)
+    probe.follow(proc.pid)
+    records = [0]
+    done = threading.Event()
+
+    def drain() -> None:
+        while not done.is_set():
+            records[0] += len(probe.poll(25))
+        records[0] += len(probe.poll(0))
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    s0 = stats()
+    assert proc.stdin is not None
+    proc.stdin.write(b"g")
+    proc.stdin.close()
+    proc.wait()
+    s1 = stats()
+    done.set()
+    reader.join()
+    runs, spent = s1[1] - s0[1], s1[0] - s0[0]
+    traced_calls = records[0]  # one record per traced call (memfd, send, close, recv, close)
+    other = max(runs - 2 * traced_calls, 0)
+    return {
+        "records": traced_calls,
+        "runs": runs,
+        "untraced_ns_per_run": round(untraced_run, 1),
+        "bpf_ns_per_traced_call": round((spent - other * untraced_run) / max(traced_calls, 1), 1),
+        "bpf_ns_per_run_all": round(spent / max(runs, 1), 1),
+    }
+
+
+def old_probe(rev: str, tmp: Path):
+    """The object of an earlier revision (``git show REV:…``), loaded with its own maps: its
+    sys_enter/sys_exit, a tgid hash ``traced``, ``config`` = {everything, self}. None when that
+    revision has no such object."""
+    from vmmtui.trace.loader import Probe
+
+    blob = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:vmmtui/trace/bpf/trace.bpf.o"],
+        capture_output=True,
+    )
+    if blob.returncode != 0:
+        return None
+    path = tmp / "before.bpf.o"
+    path.write_bytes(blob.stdout)
+
+    class Old(Probe):
+        def __init__(self) -> None:  # noqa: D107 - the old object has one flavour, no fallbacks
+            from vmmtui.trace import loader
+
+            self.lib = ctypes.CDLL(loader.libbpf_path(), use_errno=True)
+            self._declare()
+            self.messages, self.links, self.records = [], [], []
+            self._libc = ctypes.CDLL(None)
+            self._print = loader._PRINT(self._on_print)
+            self.lib.libbpf_set_print(self._print)
+            self._sample = loader._SAMPLE(self._on_sample)
+            self.rb, self.ring, self._drops = None, None, None
+            self.flavour, self.release_missing = "tp_btf", "n/a"
+            self.obj = self.lib.bpf_object__open_file(str(path).encode(), None)
+            if self.lib.bpf_object__load(self.obj) != 0:
+                raise RuntimeError(f"the object of {rev} does not load here")
+            self.maps = {
+                n: self.lib.bpf_map__fd(self.lib.bpf_object__find_map_by_name(self.obj, n.encode()))
+                for n in ("events", "traced", "config")
+            }
+            events = self.lib.bpf_object__find_map_by_name(self.obj, b"events")
+            self.ring_bytes = self.lib.bpf_map__max_entries(events)
+
+        def attach_syscalls(self) -> None:
+            for name in ("sys_enter", "sys_exit", "proc_fork", "proc_exec", "proc_exit"):
+                prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
+                self.links.append(self.lib.bpf_program__attach(prog))
+            from vmmtui.trace.loader import Ring
+
+            self.ring = Ring(self.maps["events"], self.ring_bytes)
+
+        def follow(self, pid: int) -> None:
+            key, one = ctypes.c_uint32(pid), ctypes.c_uint8(1)
+            self.lib.bpf_map_update_elem(
+                self.maps["traced"], ctypes.byref(key), ctypes.byref(one), 0
+            )
+
+    return Old()
+
+
+def bpf_time(shares: int, calls: int, before: str | None) -> dict:
+    """Untraced tax and traced cost side by side, with kernel.bpf_stats_enabled=1, one run."""
+    import tempfile
+
+    from vmmtui.trace.loader import Probe
+
+    was = STATS.read_text().strip()
+    STATS.write_text("1")
+    out: dict = {"bpf_stats_enabled_was": was}
+    try:
+        with tempfile.TemporaryDirectory() as tmp_dir:
+            tmp = Path(tmp_dir)
+            loop, out["loop"] = syscall_loop(tmp)
+            configs: dict[str, dict] = {}
+            configs["no programs"] = untraced(loop, calls)
+            for flavour in ("tp_btf", "raw_tp"):
+                try:
+                    floor = Trivial(flavour)
+                except OSError as exc:
+                    configs[f"trivial {flavour}"] = {"refused": str(exc)}
+                    continue
+                try:
+                    s0 = floor.stats()
+                    configs[f"trivial {flavour}"] = untraced(loop, calls)
+                    configs[f"trivial {flavour}"]["bpf_ns_per_run"] = per_run(s0, floor.stats())
+                finally:
+                    floor.close()
+            probes = [("vmmtui", lambda: Probe())]
+            if before:
+                probes.append((f"vmmtui {before}", lambda: old_probe(before, tmp)))
+            for label, make in probes:
+                try:
+                    probe = make()
+                except Exception as exc:  # a revision without the object, or refused
+                    configs[label] = {"refused": str(exc)}
+                    continue
+                if probe is None:
+                    continue
+                try:
+                    probe.attach_syscalls()
+                    probe.configure(False, os.getpid())
+                    s0 = vmmtui_stats(probe)
+                    row = untraced(loop, calls)
+                    row["bpf_ns_per_run"] = per_run(s0, vmmtui_stats(probe))
+                    row["flavour"] = probe.flavour
+                    row["traced"] = traced_bpf_ns(probe, lambda p=probe: vmmtui_stats(p), shares)
+                    configs[label] = row
+                finally:
+                    probe.close()
+            out["configs"] = configs
+            base = configs["no programs"]
+            floor_row = configs.get("trivial tp_btf", {})
+            for row in configs.values():
+                if "getppid_ns" not in row:
+                    continue
+                row["getppid_vs_none"] = round(row["getppid_ns"] / base["getppid_ns"], 3)
+                row["close_vs_none"] = round(row["close_minus1_ns"] / base["close_minus1_ns"], 3)
+                if "getppid_ns" in floor_row:
+                    row["getppid_vs_floor"] = round(row["getppid_ns"] / floor_row["getppid_ns"], 3)
+                    row["close_vs_floor"] = round(
+                        row["close_minus1_ns"] / floor_row["close_minus1_ns"], 3
+                    )
+    finally:
+        STATS.write_text(was)
+    return out
+
+
+def lossless(per_second: int, seconds: float, ring_mb: int) -> dict:
+    """``vmmtui trace --json`` of memfds shared at ``per_second`` for ``seconds`` (a receiver
+    takes every one): the fds the stream shows sent and received, and the records lost."""
+    fixture = ROOT / "tests" / "fixtures" / "trace_share.py"
+    n = int(per_second * seconds)
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmmtui",
+        "trace",
+        "--no-cuda",
+        "--json",
+        "--ring-mb",
+        str(ring_mb),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, "--", sys.executable, str(fixture), "memfds", str(n), str(per_second)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out = {"asked_per_s": per_second, "shares": n, "sent": 0, "received": 0, "loss_windows": 0}
+    for line in proc.stdout:
+        e = json.loads(line)
+        if e["event"] == "FdsSent" and e["result"] >= 0:
+            out["sent"] += len(e["fds"])
+        elif e["event"] == "FdsReceived":
+            out["received"] += len(e["fds"])
+        elif e["event"] == "TraceLost":
+            out["loss_windows"] += 1
+        elif e["event"] == "TraceFinished":
+            out["lost"] = e["lost"]
+    for line in proc.stderr.read().splitlines():
+        if line.startswith("TRUTH "):
+            t = json.loads(line[6:])
+            if t["op"] == "sent":
+                out["load_seconds"] = t["seconds"]
+    out["returncode"] = proc.wait()
+    return out
+
+
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "--load":
         load(int(sys.argv[2]), float(sys.argv[3]))
@@ -196,8 +575,42 @@ def main() -> None:
     p.add_argument(
         "--note", default="", help="what else ran on the machine (saved with the result)"
     )
+    p.add_argument("--calls", type=int, default=2_000_000, help="syscalls per untraced timing")
+    p.add_argument(
+        "--before",
+        default="",
+        help="also measure the BPF object of this git revision (e.g. main) in the same run",
+    )
+    p.add_argument("--bpf-only", action="store_true", help="only the bpf_stats part")
+    p.add_argument(
+        "--lossless",
+        type=int,
+        metavar="RATE",
+        help="only: share RATE memfds a second for --seconds under trace --json; exit 1 if any "
+        "record was lost or any share is missing",
+    )
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--ring-mb", type=int, default=64)
     args = p.parse_args()
+    if args.lossless:
+        res = lossless(args.lossless, args.seconds, args.ring_mb)
+        print(json.dumps(res, indent=2))
+        ok = res.get("lost") == 0 and res["sent"] == res["received"] == res["shares"]
+        sys.exit(0 if ok and res["returncode"] == 0 else 1)
     from vmmtui.record.recording import Machine
+
+    bpf = bpf_time(args.shares, args.calls, args.before or None)
+    if args.bpf_only:
+        result = {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": Machine.here().__dict__,
+            "cpus": os.cpu_count(),
+            "kernel": platform.release(),
+            "note": args.note,
+            "bpf_time": bpf,
+        }
+        print(json.dumps(result, indent=2))
+        return
 
     untraced, kernel, traced = [], [], []
     records = 0
@@ -214,6 +627,8 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "loadavg_before": os.getloadavg(),
         "note": args.note,
+        "kernel": platform.release(),
+        "bpf_time": bpf,
         "overhead": {
             "shares": args.shares,
             "calls_per_share": 4,

@@ -138,8 +138,11 @@ def test_argument_errors_are_one_line(args, capsys):
 
 
 def test_negative_device_is_refused(capsys):
-    assert main(["run", "--backend", "memfd", "--device", "-1"]) == 2
-    assert "device -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ex:
+        main(["run", "--backend", "memfd", "--device", "-1"])
+    assert ex.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--device: -1 is out of range" in err[0], err
 
 
 def test_a_worker_killed_during_start_up_exits_1_not_2(tmp_path, monkeypatch, capsys):

@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from vmmtui import doctor
 from vmmtui.backends.probe import DeviceRecord, ProbeRecord
 from vmmtui.doctor import fabric_finding, kernels_finding
@@ -108,3 +110,31 @@ def test_pools_say_whether_the_pool_road_can_run():
     assert no_fd.ok is False and "no POSIX fd" in no_fd.value
     none = doctor.pool_finding("device 0", replace(H100, memory_pools=False))
     assert none.ok is False and "cannot run" in none.value
+
+
+def _trace_lines() -> dict[str, tuple[str, bool | None]]:
+    found: list = []
+    doctor.trace_findings(found.append)
+    return {f.name.strip(): (f.value, f.ok) for f in found}
+
+
+def test_the_ebpf_line_says_where_libbpf_is_missing(monkeypatch):
+    monkeypatch.setenv("VMMTUI_LIBBPF", "/nonexistent/libbpf.so.1")
+    lines = _trace_lines()
+    assert lines["eBPF trace"][1] is False
+    assert "apt-get install libbpf1" in lines["libbpf"][0] and lines["libbpf"][1] is False
+    assert lines["hooks"][1] is False and "not tried" in lines["hooks"][0]
+    for name in ("BTF", "capabilities", "unprivileged_bpf_disabled"):
+        assert name in lines
+
+
+@pytest.mark.slow
+def test_the_ebpf_line_names_the_hooks_a_real_load_accepted():
+    from vmmtui.trace.loader import why_not
+
+    if why_not():
+        pytest.skip(f"eBPF unavailable: {why_not()}")
+    lines = _trace_lines()
+    assert lines["eBPF trace"] == ("can run", True)
+    assert lines["hooks"][1] is True
+    assert lines["hooks"][0].split()[0] in ("tp_btf", "raw_tp")

@@ -14,6 +14,12 @@ __version__ = "0.1.0"
 #: = vmmtui.interrupts.NOTHING_LEFT (that module is not imported this early)
 _NOTHING_LEFT = b"vmmtui: interrupted; nothing was left running\n"
 
+#: the signals a user or a terminal sends to say "stop", those this platform has (Windows has no
+#: SIGHUP): the one list, which vmmtui.interrupts and the apps use too
+STOP_SIGNALS: tuple[int, ...] = tuple(
+    s for s in (getattr(_signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None
+)
+
 
 def _exit_now(signum, frame) -> None:
     _os.write(2, _NOTHING_LEFT)
@@ -23,7 +29,7 @@ def _exit_now(signum, frame) -> None:
 def take_signals() -> None:
     """SIGINT, SIGTERM and SIGHUP write one line and exit 128 + signal, from any point of any
     import: nothing of ours exists yet. ``cli.main`` replaces this while a command runs."""
-    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         _signal.signal(signum, _exit_now)
 
 

@@ -203,7 +203,31 @@ def validate(
             f"--size {format_size(c.size)} is larger than {where} ({format_size(capacity)}): "
             "choose a smaller --size"
         )
+    if capacity is not None and backend != BackendName.CUDA and c.size > capacity // 2:
+        return (
+            f"--size {format_size(c.size)} is more than half the RAM available now "
+            f"({format_size(capacity)}, /proc/meminfo MemAvailable): a memfd lives in RAM and the "
+            f"rest of the machine needs it too; choose at most {format_size(capacity // 2)}"
+        )
     return None
+
+
+#: from this size on, a memfd session says up front that its fill and checks take a while
+SLOW_MEMFD = 1 << 30
+
+
+def size_note(config: SessionConfig, backend: str) -> str | None:
+    """One line before a session whose size will take a while to fill and check (seconds per GiB
+    on the memfd backend, where the steps show nothing until they end); None otherwise."""
+    from vmmtui.sizes import format_size
+
+    if backend == BackendName.CUDA or config.size < SLOW_MEMFD:
+        return None
+    return (
+        f"note: --size {format_size(config.size)} on memfd: the producer fills it and each of "
+        f"{config.consumers} consumer(s) checks it with numpy, seconds per GiB each; the fill "
+        "and verify steps end only then"
+    )
 
 
 @dataclass

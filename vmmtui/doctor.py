@@ -6,6 +6,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from vmmtui import host
 from vmmtui.backends import cuda_unusable
 from vmmtui.backends.probe import DeviceRecord, imex_channels, probe
 from vmmtui.fdtable import kcmp_same_file
@@ -186,9 +187,20 @@ def serve_finding(port: int = 8000) -> Finding:
 def diagnose(device: int = 0) -> Report:
     rep = Report()
     add = rep.findings.append
+    if elsewhere := host.needs_linux("every live run"):  # nothing below can be asked here
+        add(Finding("platform", elsewhere, False))
+        return rep
+    if missing := host.cuda_python_missing():
+        add(Finding("cuda-python", f"{missing}: the cuda backend needs it; replays do not", None))
     info = probe()
     if not info.driver:
         add(Finding("NVIDIA driver", info.error or "not found", False))
+    elif not info.bindings:
+        add(
+            Finding(
+                "NVIDIA driver", "libcuda.so.1 loads (without cuda-python, not asked more)", None
+            )
+        )
     else:
         add(
             Finding(
@@ -238,5 +250,24 @@ def diagnose(device: int = 0) -> Report:
     )
     add(Finding("ptrace_scope", ptrace_scope(), None))
     add(pidfd_finding())
+    trace_findings(add)
     add(serve_finding())
     return rep
+
+
+def trace_findings(add) -> None:
+    """Whether ``vmmtui trace`` can use eBPF here (libbpf, BTF, privileges, the hooks that load,
+    by a real load of the shipped object), before a user learns it at the first trace."""
+    from vmmtui.trace.loader import readiness
+
+    checks = readiness()
+    ok = all(c[2] is not False for c in checks)
+    add(
+        Finding(
+            "eBPF trace",
+            "can run" if ok else "cannot run: `vmmtui trace` falls back to polling /proc",
+            ok,
+        )
+    )
+    for name, value, good in checks:
+        add(Finding(f"  {name}", value, good))

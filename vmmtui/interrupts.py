@@ -25,9 +25,10 @@ import signal
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-#: the signals a user or a terminal sends to say "stop"
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-HELD = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+from vmmtui import STOP_SIGNALS
+
+#: what ``signals_held`` holds back: the stop signals and SIGQUIT, where the platform has them
+HELD = set(STOP_SIGNALS) | {s for s in [getattr(signal, "SIGQUIT", None)] if s is not None}
 #: what ``exit_now`` writes: nothing of ours was running when the signal came
 NOTHING_LEFT = "vmmtui: interrupted; nothing was left running"
 
@@ -88,6 +89,9 @@ def delivered_to(callback: Callable[[int], object]) -> contextlib.AbstractContex
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks (and no live runs)
+        yield
+        return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
         yield

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["shown", "is_clean", "json_safe"]
+__all__ = ["shown", "is_clean", "json_safe", "file_name", "screenshot_name"]
 
 # Characters that change how the rest of a line is laid out: bidi embeddings, overrides and
 # isolates, and the invisible marks that spoof a name.
@@ -94,3 +94,28 @@ def json_safe(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def file_name(text: str, limit: int = 80) -> str:
+    """``text`` (a title, a step, a recording's machine) as a portable file name: ASCII letters,
+    digits, ``.``, ``_`` and ``-`` only (accents dropped, anything else one ``-``), never empty,
+    at most ``limit`` characters. A name like ``vmmtui REPLAY · H100 on vm`` would otherwise need
+    quoting in every shell and break on file systems and archives that are not UTF-8."""
+    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    out, dash = [], False
+    for ch in plain:
+        keep = ch.isalnum() or ch in "._"
+        if keep:
+            out.append(ch)
+        elif not dash:
+            out.append("-")
+        dash = not keep
+    return "".join(out).strip("-._")[:limit].rstrip("-._") or "vmmtui"
+
+
+def screenshot_name(title: str) -> str:
+    """A screenshot's file name: the app's title and the time, as :func:`file_name` (Textual's own
+    keeps the title's spaces and middle dots)."""
+    from datetime import datetime
+
+    return file_name(f"{title} {datetime.now():%Y-%m-%d %H%M%S}") + ".svg"

@@ -46,7 +46,13 @@ def parse_size(text: str | int) -> int:
             raise SizeError(
                 f"invalid size unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
             )
-        value = int(float(number) * factor) if "." in number else int(number) * factor
+        if "." in number:
+            exact = float(number) * factor
+            if exact != int(exact):  # 1.5 bytes, 0.1KiB: no such size, and not silently 1 or 102
+                raise SizeError(f"invalid size {text!r}: {exact:g} is not a whole number of bytes")
+            value = int(exact)
+        else:
+            value = int(number) * factor
     if value <= 0:
         raise SizeError(f"invalid size {text!r}: the size must be greater than 0 bytes")
     return value

@@ -157,7 +157,9 @@ def test_bench_command_rejects_bad_input():
     with pytest.raises(SystemExit) as e:
         main(["bench", "--sizes", "12 parsecs"])
     assert e.value.code == 2
-    assert main(["bench", "--backend", "memfd", "--repeat", "0"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--backend", "memfd", "--repeat", "0"])
+    assert e.value.code == 2
 
 
 def test_an_out_that_is_a_file_is_refused_before_measuring(tmp_path, capsys):
@@ -298,3 +300,41 @@ def test_the_committed_results_read_back_typed(name):
     vmm = result.paths["vmm"][GiB]
     assert vmm.all_verified and vmm.e2e_ms.median > 0 and GiB in result.config.sizes
     assert len(result.targets) == 4 and tables(result)
+
+
+QUICK = ["bench", "--backend", "memfd", "--sizes", "64KiB", "--repeat", "1"]
+
+
+def test_bench_never_overwrites_the_days_results(tmp_path, capsys):
+    assert main([*QUICK, "--out", str(tmp_path)]) == 0
+    assert main([*QUICK, "--out", str(tmp_path)]) == 0  # the same day: a new name, not the old one
+    stems = sorted(p.stem for p in tmp_path.glob("*.json"))
+    assert len(stems) == 2 and stems[1] == stems[0] + "-2", stems
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    assert (
+        main([*QUICK, "--out", str(tmp_path), "--name", stems[0]]) == 2
+    )  # refused before measuring
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--name {stems[0]}" in err[0] and "exists" in err[0], err
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_bench_that_measures_nothing_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "results"
+    assert (
+        main(["bench", "--backend", "memfd", "--sizes", "4GiB", "--repeat", "1", "--out", str(out)])
+        == 1
+    )
+    assert not out.exists() and "wrote" not in capsys.readouterr().out
+
+
+def test_bench_writes_to_the_users_data_directory_not_where_it_runs(tmp_path, monkeypatch, capsys):
+    clone = tmp_path / "clone"
+    (clone / "bench" / "results").mkdir(parents=True)
+    monkeypatch.chdir(clone)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert main(QUICK) == 0
+    assert [p.name for p in clone.rglob("*") if p.is_file()] == []
+    written = sorted(p.suffix for p in (tmp_path / "data" / "vmmtui" / "bench").iterdir())
+    assert written == [".json", ".svg"] and str(tmp_path / "data") in capsys.readouterr().out

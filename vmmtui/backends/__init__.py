@@ -65,6 +65,16 @@ def choose(requested: str, device: int = 0, probe_result: ProbeRecord | None = N
             f"unknown backend {requested!r}: choose one of {', '.join(NAMES)}",
             usable=False,
         )
+    from vmmtui import host
+
+    if not host.is_linux():  # the backends' calls are Linux's (and replays run anywhere)
+        why: str | None = (
+            f"--backend cuda cannot run here: {host.CUDA_NEEDS} for live runs; this is "
+            f"{host.platform_name()}, where vmmtui replays: {host.REPLAY_INSTEAD}"
+            if requested == "cuda"
+            else host.needs_linux("the memfd backend", "memfd_create, fds passed between processes")
+        )
+        return Choice(requested, why or "live runs need Linux", usable=False)
     if requested == "memfd":
         return Choice(
             "memfd",
@@ -77,9 +87,10 @@ def choose(requested: str, device: int = 0, probe_result: ProbeRecord | None = N
     why_not = cuda_unusable(info, device)
     if requested == "cuda":
         if why_not:
+            needs = "" if info.driver and info.bindings else f"; {host.CUDA_NEEDS}"
             return Choice(
                 "cuda",
-                f"--backend cuda cannot run here: {why_not}; try --backend memfd",
+                f"--backend cuda cannot run here: {why_not}{needs}; try --backend memfd",
                 usable=False,
             )
         d = info.devices[device]

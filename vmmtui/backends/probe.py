@@ -62,6 +62,8 @@ class ProbeRecord:
     #: cuDriverGetVersion (13000 is CUDA 13.0)
     driver_version: int | None = None
     devices: list[DeviceRecord] = field(default_factory=list)
+    #: False when cuda-python is not installed (the driver could not be asked)
+    bindings: bool = True
 
     @property
     def driver_api(self) -> str:
@@ -235,6 +237,10 @@ def probe(timeout: float = 60.0) -> ProbeRecord:
     missing = driver_library()
     if missing:
         return ProbeRecord(False, f"no NVIDIA driver ({missing})")
+    from vmmtui.host import cuda_python_missing
+
+    if why := cuda_python_missing():  # the driver is there but nothing here can call it
+        return ProbeRecord(True, why, bindings=False)
     return record(first_json_line([sys.executable, "-m", "vmmtui.backends.probe"], timeout))
 
 

@@ -460,12 +460,31 @@ def _why(result: BenchResult, path: str, size: int) -> str:
     return f"{path} at {format_size(size)}: {why or 'no verified run'}"
 
 
+def taken(out_dir: Path, stem: str) -> Path | None:
+    """The file of ``stem`` (.json or .svg) already in ``out_dir``, or None."""
+    return next(
+        (p for p in (out_dir / f"{stem}.json", out_dir / f"{stem}.svg") if p.exists()), None
+    )
+
+
+def free_stem(out_dir: Path, stem: str) -> str:
+    """``stem``, or ``stem-2``, ``stem-3`` ... : the first that names no file there yet."""
+    n, free = 1, stem
+    while taken(out_dir, free):
+        n += 1
+        free = f"{stem}-{n}"
+    return free
+
+
 def write(result: BenchResult, out_dir: Path, stem: str | None = None) -> tuple[Path, Path]:
-    """The JSON and the SVG plot, side by side; returns both paths."""
+    """The JSON and the SVG plot, side by side; returns both paths. Nothing is overwritten: a
+    ``stem`` already there is an error (FileExistsError), the day's default gets -2, -3 ..."""
     from vmmtui.bench.report import svg
 
+    if stem is not None and (there := taken(out_dir, stem)):
+        raise FileExistsError(f"{there} exists")
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = stem or f"bench-{result.machine.hostname}-{result.date[:10]}"
+    stem = stem or free_stem(out_dir, f"bench-{result.machine.hostname}-{result.date[:10]}")
     js, plot = out_dir / f"{stem}.json", out_dir / f"{stem}.svg"
     js.write_text(json.dumps(result.to_json(), indent=1) + "\n")
     plot.write_text(svg(result))

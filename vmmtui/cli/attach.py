@@ -5,6 +5,21 @@ from __future__ import annotations
 
 import argparse
 
+from vmmtui.cli.options import positive_arg
+
+#: what ``vmmtui attach --help`` opens with: what it is for, and an example
+ABOUT = """\
+Follow the GPU memory, memfds, shared memory and fds that running processes share (programs
+vmmtui did not start), from what is already true in /proc and NVML, then as it changes: the same
+as `vmmtui trace -p PID`, and with --all the polling node agent. --once: one scan and a report;
+--can A B: whether process A could hand process B an allocation, and how.
+
+examples:
+  vmmtui attach 4242 4243
+  vmmtui attach --all --once
+  vmmtui attach --can 4242 4243
+"""
+
 
 def add_parser(sub) -> None:
     a = sub.add_parser(
@@ -34,7 +49,9 @@ def add_parser(sub) -> None:
         action="store_true",
         help="also look for /dev/shm and socket files of dead owners",
     )
-    a.add_argument("--duration", type=float, default=None, help="follow for this many seconds")
+    a.add_argument(
+        "--duration", type=positive_arg, default=None, help="follow for this many seconds"
+    )
     a.add_argument(
         "--prometheus",
         metavar="HOST:PORT",

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from vmmtui.backends.labels import NAMES
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, size_arg, sizes_arg
+from vmmtui.cli.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    count_arg,
+    device_arg,
+    size_arg,
+    sizes_arg,
+)
 from vmmtui.sizes import parse_size
+
+#: what ``vmmtui bench --help`` opens with: what it is for, and an example
+ABOUT = """\
+Measure every way of sharing (VMM, legacy IPC, a host-staged copy, memfd) against the device's
+own copy bandwidth, and write the results as JSON and an SVG plot.
+
+example:
+  vmmtui bench --backend memfd --sizes 2MiB,64MiB --repeat 3
+"""
 
 
 def add_parser(sub) -> None:
@@ -22,14 +41,16 @@ def add_parser(sub) -> None:
         default="auto",
         help="cuda for all paths, memfd for the CPU path only",
     )
-    bn.add_argument("--device", type=int, default=0)
+    bn.add_argument("--device", type=device_arg, default=0, help="CUDA device ordinal (default 0)")
     bn.add_argument(
         "--sizes",
         type=sizes_arg,
         metavar="2MiB,1GiB,...",
         help="sizes to sweep (default 2MiB,8MiB,32MiB,64MiB,256MiB,1GiB,4GiB,16GiB, capped by free memory)",
     )
-    bn.add_argument("--repeat", type=int, default=5, help="sessions per path and size (default 5)")
+    bn.add_argument(
+        "--repeat", type=count_arg(10_000), default=5, help="sessions per path and size (default 5)"
+    )
     bn.add_argument(
         "--memfd-max",
         type=size_arg,
@@ -44,10 +65,13 @@ def add_parser(sub) -> None:
     )
     bn.add_argument(
         "--out",
-        default="bench/results",
-        help="directory for the JSON and SVG (default bench/results)",
+        help="directory for the JSON and SVG (default: vmmtui's data directory, "
+        "$XDG_DATA_HOME/vmmtui/bench or ~/.local/share/vmmtui/bench)",
     )
-    bn.add_argument("--name", help="file name stem (default bench-HOST-DATE)")
+    bn.add_argument(
+        "--name",
+        help="file name stem, which must be new (default bench-HOST-DATE; -2, -3 ... when taken)",
+    )
     bn.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
     bn.set_defaults(func=cmd_bench)
 
@@ -61,9 +85,31 @@ def _bullet(console, text) -> None:
         console.print(Text("- " if i == 0 else "  ") + line, soft_wrap=True)
 
 
+def data_dir() -> Path:
+    """Where results go unless --out says: the user's data directory (XDG), never the directory
+    the command runs in (a clone's bench/results holds the project's committed results)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local/share")
+    return Path(base) / "vmmtui" / "bench"
+
+
+def out_problem(out: Path, name: str | None) -> str | None:
+    """Why the results could not be written to ``out`` (one line, the fix); None when they can.
+    Nothing is made here: the directory is made only when there are results to write."""
+    fix = "name a writable directory (it is made if missing)"
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: is not a directory; {fix}"
+    existing = next((p for p in [out, *out.parents] if p.exists()), Path("/"))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out}: {existing} is not writable; {fix}"
+    from vmmtui.bench.run import taken
+
+    if name and (there := taken(out, name)):
+        return f"--name {name}: {there} exists; give another --name (results are never overwritten)"
+    return None
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from rich.console import Console
     from rich.text import Text
@@ -78,13 +124,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     from vmmtui.bench.run import DEFAULT_SIZES, Bench, BenchConfig, write
 
-    if args.repeat < 1:
-        print("vmmtui: --repeat must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
-    from vmmtui.cli.inspector import screenshots_problem  # a directory, made if missing
-
-    if problem := screenshots_problem(args.out):  # before minutes of measuring, not after
-        print(f"vmmtui: {problem.replace('--screenshots', '--out', 1)}", file=sys.stderr)
+    out = Path(args.out) if args.out else data_dir()
+    if problem := out_problem(out, args.name):  # before minutes of measuring, not after
+        print(f"vmmtui: {problem}", file=sys.stderr)
         return EXIT_USAGE
     from vmmtui.backends import choose
 
@@ -102,8 +144,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.staged_max,
     )
     result = Bench(config, choice, progress=lambda line: console.print(line, highlight=False)).run()
-    js, plot = write(result, Path(args.out), args.name)
     measured = measured_anything(result)
+    written = None
+    if measured:  # nothing is written when nothing was measured
+        try:
+            written = write(result, out, args.name)
+        except OSError as exc:  # the disk filled, the name was taken meanwhile
+            print(f"vmmtui: --out {out}: cannot write the results: {exc}", file=sys.stderr)
+            return EXIT_FAILED
     if args.json:
         print(json.dumps(result.to_json()))
     elif measured:
@@ -123,7 +171,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 console.print(line)
         for line in target_lines(result):
             _bullet(console, Text.from_markup(line[2:]))
-    console.print(f"wrote {js} and {plot}", highlight=False, markup=False)
+    if written is not None:
+        console.print(f"wrote {written[0]} and {written[1]}", highlight=False, markup=False)
     if not measured:
         reasons = sorted({why for sizes in result.skipped.values() for why in sizes.values()})
         print(

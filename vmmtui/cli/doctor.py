@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import argparse
 
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK
+from vmmtui import host
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, device_arg
+
+#: what ``vmmtui doctor --help`` opens with: what it is for, and an example
+ABOUT = """\
+Say what this machine can run: the NVIDIA driver, each device's VMM and fd-handle support,
+the memfd backend, kcmp and the pidfd road, each with the reason when it cannot.
+
+example:
+  vmmtui doctor
+"""
 
 
 def add_parser(sub) -> None:
     doc = sub.add_parser(
         "doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd"
     )
-    doc.add_argument("--device", type=int, default=0)
+    doc.add_argument("--device", type=device_arg, default=0, help="CUDA device ordinal (default 0)")
     doc.set_defaults(func=cmd_doctor)
 
 
@@ -30,6 +40,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         table.add_row(f.name, f"{mark} {f.value}")
     console = Console()
     console.print(table)
+    if not host.is_linux():
+        console.print(f"Live runs need Linux; here vmmtui replays: {host.REPLAY_INSTEAD}")
+        return EXIT_FAILED
     if not rep.runnable:
         console.print("[red]Nothing can run here: neither the cuda nor the memfd backend works.[/]")
         return EXIT_FAILED

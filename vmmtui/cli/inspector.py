@@ -18,9 +18,10 @@ from pathlib import Path
 from vmmtui.cli.options import (
     EXIT_USAGE,
     config_from,
-    positive_arg,
+    pace_arg,
     refusal,
     session_options,
+    terminal_missing,
 )
 
 
@@ -30,7 +31,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--autoplay", action="store_true", help="play the whole sequence by itself")
     p.add_argument(
         "--pace",
-        type=positive_arg,
+        type=pace_arg,
         default=1.0,
         help="seconds between autoplay steps (default 1.0)",
     )
@@ -117,9 +118,18 @@ def cmd_app(args: argparse.Namespace) -> int:
         problem = value and check(value)
         if problem:
             return refuse(problem)
-    from concurrent.futures import Future, ThreadPoolExecutor
-
     from vmmtui.backends import choose
+
+    if no_terminal := terminal_missing(
+        "the inspector",
+        "`vmmtui run` runs the same session without one (--json: its events as JSON lines)",
+    ):  # what is wrong with the options is said first; the probe's wait costs nothing here
+        return refuse(refusal(args, choose(args.backend, args.device)) or no_terminal)
+    from vmmtui import host
+
+    if not host.is_linux():  # no live session here: the one line, before the screen is taken
+        return refuse(refusal(args, choose(args.backend, args.device)) or "live runs need Linux")
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     probing: Future = ThreadPoolExecutor(1, thread_name_prefix="probe").submit(
         choose, args.backend, args.device
@@ -167,11 +177,6 @@ def ended(app) -> int:
     if app.signalled is not None:
         name = signal.Signals(app.signalled).name
         with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): no one to tell
-            print(
-                f"vmmtui: interrupted by {name}; the workers were stopped and the session "
-                "directory removed",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"vmmtui: interrupted by {name}; {app.stopped()}", file=sys.stderr, flush=True)
         return 128 + app.signalled
     return app.return_code or 0

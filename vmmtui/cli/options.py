@@ -4,7 +4,9 @@ the SessionConfig they make, and the one refusal check (config.validate)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 
 from vmmtui.backends.labels import NAMES
 from vmmtui.config import (
@@ -14,6 +16,7 @@ from vmmtui.config import (
     Transport,
     Verify,
     choices,
+    size_note,
     validate,
 )
 from vmmtui.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
@@ -36,14 +39,57 @@ def size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def positive_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
+#: the longest wait any option may ask for (30 days): beyond it timers overflow, and no one means it
+MAX_SECONDS = 30 * 24 * 3600.0
+
+
+def number_arg(
+    low: float, high: float, *, integer: bool = False, above: bool = False, unit: str = ""
+) -> Callable[[str], float]:
+    """The one check of a number on the command line (an argparse ``type``): a finite number from
+    ``low`` (excluded when ``above``) to ``high``; else one line that says the range, exit 2."""
+
+    def show(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    kind = "a whole number" if integer else "a number"
+    span = (
+        f"{kind} {'above' if above else 'from'} {show(low)} {'and ' if above else ''}"
+        f"up to {show(high)}{unit}"
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}: give {span}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number: give {span}")
+        if value < low or (above and value == low) or value > high:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give {span}")
+        return value
+
+    parse.__name__ = "number"  # argparse names the type in some messages
+    return parse
+
+
+#: seconds, more than 0 (a --duration, a wait)
+positive_arg = number_arg(0, MAX_SECONDS, above=True, unit=" s")
+#: seconds to wait for connect/accept (the ACK waits 12x this)
+timeout_arg = number_arg(0, 3600, above=True, unit=" s")
+#: seconds between autoplay steps: below 10 ms no one could follow, and Textual's timer would spin
+pace_arg = number_arg(0.01, 3600, unit=" s")
+
+
+def count_arg(high: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``high`` (sessions, repetitions)."""
+    return number_arg(1, high, integer=True)  # type: ignore[return-value]
+
+
+#: a CUDA device ordinal (whether it exists, the driver says: config.validate)
+device_arg: Callable[[str], int] = number_arg(0, 1023, integer=True)  # type: ignore[assignment]
+#: a step of a recording (0: the start); the recording's own length is checked when it is read
+step_arg: Callable[[str], int] = number_arg(0, 1_000_000, integer=True)  # type: ignore[assignment]
 
 
 def sizes_arg(text: str) -> list[int]:
@@ -91,10 +137,10 @@ def session_options(p: argparse.ArgumentParser) -> None:
         default=parse_size("1MiB"),
         help="bytes to share: 1048576, 1MiB, 64MB, 2GiB (rounded up to the granularity; default 1MiB)",
     )
-    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--device", type=device_arg, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument(
         "--timeout",
-        type=positive_arg,
+        type=timeout_arg,
         default=10.0,
         help="seconds to wait for connect/accept (default 10); the ACK waits 12x this",
     )
@@ -102,7 +148,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
         "--scenario",
         metavar="NAME",
         type=scenario_arg,
-        help="make one failure really happen (see --list-scenarios)",
+        help="make one failure really happen (`vmmtui run --list-scenarios` lists them)",
     )
     p.add_argument(
         "--verify",
@@ -188,6 +234,34 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
     )
 
 
+def not_a_terminal() -> str | None:
+    """Which of stdout, stdin and stderr is not a terminal (a pipe, a file, /dev/null), else None:
+    the app reads keys from stdin and Textual draws on stderr. None too when a web page draws the
+    app (``vmmtui serve``: textual-serve names its driver in TEXTUAL_DRIVER, talks over pipes)."""
+    import os
+
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return None
+    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin), ("stderr", sys.stderr)):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (ValueError, OSError):  # closed
+            tty = False
+        if not tty:
+            return name
+    return None
+
+
+def terminal_missing(what: str, instead: str) -> str | None:
+    """Why the full-screen ``what`` cannot be drawn here, as one line with ``instead`` (what to
+    run without a terminal); None when it can. Drawn into a pipe, an app writes escape codes into
+    it; reading keys from /dev/null or a pipe, it spins at full CPU and never ends."""
+    name = not_a_terminal()
+    if name is None:
+        return None
+    return f"{what} is full-screen and needs a terminal, but {name} is not one; {instead}"
+
+
 def choice_or_refuse(args: argparse.Namespace):
     """The backend to use, or None after printing the one-line reason it cannot run."""
     from vmmtui.backends import choose
@@ -197,4 +271,6 @@ def choice_or_refuse(args: argparse.Namespace):
     if refused:
         print(f"vmmtui: {refused}", file=sys.stderr)
         return None
+    if note := size_note(config_from(args), choice.name):
+        print(f"vmmtui: {note}", file=sys.stderr)
     return choice

@@ -5,7 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, positive_arg
+from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg, terminal_missing
+
+#: what ``vmmtui replay --help`` opens with: what it is for, and an example
+ABOUT = """\
+Open the inspector on a recording (a file made with `vmmtui run --record`, or a gallery name:
+--list): the same screen as a live session, step by step, forward and back, with no GPU and no
+workers. --html writes the whole replay as one page a browser opens from disk.
+
+examples:
+  vmmtui replay h100-vmm
+  vmmtui replay h100-vmm --notes lecture.md --html lecture.html
+"""
 
 
 def add_parser(sub) -> None:
@@ -16,7 +27,7 @@ def add_parser(sub) -> None:
         "recording",
         nargs="?",
         metavar="FILE|NAME",
-        help="a recording (.jsonl or .jsonl.gz, from --record) or a gallery name such as h100-vmm",
+        help="a recording (.jsonl or .jsonl.gz, from `vmmtui run --record`) or a gallery name such as h100-vmm",
     )
     p.add_argument(
         "--list", action="store_true", help="list the gallery's recordings with machine and date"
@@ -48,12 +59,12 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--autoplay", action="store_true", help="play the recording by itself")
     p.add_argument(
         "--pace",
-        type=positive_arg,
+        type=pace_arg,
         default=1.0,
         help="seconds between autoplay steps (default 1.0)",
     )
     p.add_argument(
-        "--step", type=int, default=0, metavar="N", help="open at step N (default: the start)"
+        "--step", type=step_arg, default=0, metavar="N", help="open at step N (default: the start)"
     )
     p.add_argument(
         "--screenshots", metavar="DIR", help="save an SVG screenshot of every step shown into DIR"
@@ -116,6 +127,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except NotesError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    if args.step:
+        from vmmtui.record import Timeline
+
+        last = Timeline(recording.events).frames[-1].steps
+        if args.step > last:
+            print(
+                f"vmmtui replay: --step {args.step}: {args.recording} has {last} steps "
+                f"(give 0 to {last})",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     for sentence in (recording.note, recording.cut):
         if sentence:
             print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
@@ -127,6 +149,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from vmmtui.cli.trace import replay_trace
 
         return replay_trace(recording)
+    if no_terminal := terminal_missing(
+        "the replay",
+        "--html OUT.html writes the replay as one page, --transcript FILE as text, without one",
+    ):
+        if args.transcript and not (args.screenshots or args.cast):
+            return write_transcript(args.transcript, recording, notes)
+        print(f"vmmtui: {no_terminal}", file=sys.stderr)
+        return EXIT_USAGE
     from vmmtui.tui.replay import ReplayApp
 
     app = ReplayApp(
@@ -144,6 +174,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.cli.inspector import ended
 
     return ended(app)
+
+
+def write_transcript(path: str, recording, notes) -> int:
+    """``--transcript FILE`` where no terminal is: the recording's events (and notes), no screen."""
+    from vmmtui.record import Timeline
+    from vmmtui.transcript import Transcript
+    from vmmtui.tui.replay import write_with_notes
+
+    try:
+        transcript = Transcript(path)
+        write_with_notes(transcript, Timeline(recording.events), notes)
+        transcript.close()
+    except OSError as exc:
+        print(f"vmmtui: --transcript {path}: cannot write ({exc.strerror})", file=sys.stderr)
+        return 1
+    print(f"wrote {path}: {len(recording.events)} events (no terminal: the inspector did not open)")
+    return EXIT_OK
 
 
 def _inspector_only(args: argparse.Namespace) -> list[str]:

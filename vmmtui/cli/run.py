@@ -15,6 +15,17 @@ from vmmtui.cli.options import (
 )
 from vmmtui.interrupts import Interrupted
 
+#: what ``vmmtui run --help`` opens with: what it is for, and an example
+ABOUT = """\
+Run a producer and its consumers to the end without a screen and print each step's lines
+(or the events as JSON). Exit 0 only when the data verified and nothing was left behind.
+
+examples:
+  vmmtui run
+  vmmtui run --backend memfd --consumers 3
+  vmmtui run --scenario leaked-fd --json
+"""
+
 
 def add_parser(sub) -> None:
     run = sub.add_parser(

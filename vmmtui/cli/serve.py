@@ -13,6 +13,7 @@ import argparse
 import os
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable
 
 from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
@@ -25,13 +26,22 @@ WHO = (
     "nothing starts. Give the URL only to those who may drive the inspector as you."
 )
 
+#: what ``vmmtui serve --help`` opens with: what it is for, who can reach it, and an example
+ABOUT = f"""\
+Serve the inspector, or a replay, as a web page: every browser that opens it gets its own
+vmmtui, drawn in the page. For a class on laptops.
+
+{textwrap.fill(WHO, 100)}
+
+example:
+  vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm
+"""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "serve",
         help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops",
-        description="Serve the inspector (or `replay FILE`) as a web page: each page gets its "
-        "own vmmtui. " + WHO,
     )
     p.add_argument(
         "--host",

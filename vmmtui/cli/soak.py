@@ -11,8 +11,18 @@ from vmmtui.cli.options import (
     EXIT_USAGE,
     choice_or_refuse,
     config_from,
+    count_arg,
     session_options,
 )
+
+#: what ``vmmtui soak --help`` opens with: what it is for, and an example
+ABOUT = """\
+Run many sessions in a row in one process and check that fds, child processes, session
+directories and memory do not grow.
+
+example:
+  vmmtui soak --backend memfd --count 50
+"""
 
 
 def add_parser(sub) -> None:
@@ -21,7 +31,9 @@ def add_parser(sub) -> None:
         help="many sessions in a row: fds, children, session directories and memory must not grow",
     )
     session_options(sk)
-    sk.add_argument("--count", type=int, default=200, help="sessions to run (default 200)")
+    sk.add_argument(
+        "--count", type=count_arg(1_000_000), default=200, help="sessions to run (default 200)"
+    )
     sk.add_argument("--json", action="store_true", help="print the result as one JSON object")
     sk.set_defaults(func=cmd_soak)
 
@@ -32,9 +44,6 @@ def cmd_soak(args: argparse.Namespace) -> int:
     from vmmtui.bench.soak import soak
     from vmmtui.session import ConfigError, SessionError
 
-    if args.count < 1:
-        print("vmmtui: --count must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
     choice = choice_or_refuse(args)
     if choice is None:
         return EXIT_USAGE

@@ -7,14 +7,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_USAGE
+from vmmtui.cli.options import EXIT_USAGE, number_arg
+
+#: what ``vmmtui watch --help`` opens with: what it is for, and an example
+ABOUT = """\
+Run a command and follow its process tree by polling /proc (the same as
+`vmmtui trace --poll -- CMD`): the GPU memory, memfds and fds its processes share, as it runs,
+and the findings at its end. Exits with the command's exit code.
+
+example:
+  vmmtui watch -- python3 app.py
+"""
 
 
 def add_parser(sub) -> None:
     w = sub.add_parser(
         "watch",
         help="run a command and follow the GPU memory, memfds, shm and fds its processes "
-        "share by polling /proc (= vmmtui trace --poll -- CMD; exit code: the command's)",
+        "share by polling /proc (= `vmmtui trace --poll -- CMD`; exit code: the command's)",
     )
     w.add_argument(
         "--json",
@@ -23,7 +33,10 @@ def add_parser(sub) -> None:
     )
     w.add_argument("--quiet", "-q", action="store_true", help="print only the findings")
     w.add_argument(
-        "--interval", type=float, default=0.1, help="seconds between scans (at most 0.25: ≥ 4 Hz)"
+        "--interval",
+        type=number_arg(0, 0.25, above=True, unit=" s"),
+        default=0.1,
+        help="seconds between scans (at most 0.25: ≥ 4 Hz)",
     )
     w.add_argument(
         "--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process"

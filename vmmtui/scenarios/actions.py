@@ -11,6 +11,9 @@ from vmmtui.events import Event, Notice
 from vmmtui.scenarios.model import Stage
 
 ROGUE = [sys.executable, "-m", "vmmtui.scenarios.rogue"]
+#: the signal no process can catch; by number where the platform has no name for it (Windows, where
+#: the scenarios are listed but never run: live runs need Linux)
+SIGKILL: int = getattr(signal, "SIGKILL", 9)
 
 
 @dataclass(frozen=True)
@@ -18,7 +21,7 @@ class Kill:
     """Send ``sig`` to a worker and wait for it to die."""
 
     role: str
-    sig: int = signal.SIGKILL
+    sig: int = SIGKILL
     when: str = ""
 
     def run(self, stage: Stage) -> list[Event]:

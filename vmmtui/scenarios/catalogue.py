@@ -6,11 +6,11 @@ a behaviour (``unrounded-size``, ``keep-received-fd``, ``free-with-wrong-call`` 
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING
 
 from vmmtui.backends import pidfd
 from vmmtui.scenarios.actions import (
+    SIGKILL,
     Freeze,
     IntruderConnects,
     IntruderReport,
@@ -113,7 +113,7 @@ BUILT_IN: list[Scenario] = [
                 "after",
                 PRODUCER,
                 "send",
-                Kill(PRODUCER, signal.SIGKILL, "right after sending the fd"),
+                Kill(PRODUCER, SIGKILL, "right after sending the fd"),
             ),
         ),
     ),
@@ -131,7 +131,7 @@ BUILT_IN: list[Scenario] = [
                 "after",
                 CONSUMER,
                 "map",
-                Kill(CONSUMER, signal.SIGKILL, "after mapping, before verifying"),
+                Kill(CONSUMER, SIGKILL, "after mapping, before verifying"),
             ),
         ),
     ),
@@ -295,7 +295,7 @@ BUILT_IN: list[Scenario] = [
                 "after",
                 PRODUCER,
                 "send",
-                Kill(PRODUCER, signal.SIGKILL, "right after sending its pid"),
+                Kill(PRODUCER, SIGKILL, "right after sending its pid"),
             ),
         ),
     ),

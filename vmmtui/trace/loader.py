@@ -17,12 +17,12 @@ import mmap
 import os
 import select
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 OBJECT = Path(__file__).with_name("bpf") / "trace.bpf.o"
 BTF = Path("/sys/kernel/btf/vmlinux")
 CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
-SYSCALL_PROGRAMS = ("sys_enter", "sys_exit", "proc_fork", "proc_exec", "proc_exit")
 
 
 class ProbeUnavailable(RuntimeError):
@@ -195,15 +195,55 @@ class Ring:
         self.consumer.close()
 
 
-class Probe:
-    """The loaded BPF object: attach, add pids, poll records (bytes), close."""
+#: the programs of each flavour of the syscall hooks (tp_btf preferred: arguments read directly
+#: from the BTF-typed registers; raw_tp, with probe reads, where the kernel refuses tp_btf)
+FLAVOURS = {
+    "tp_btf": ("sys_enter", "sys_exit", "proc_fork", "proc_exec", "proc_exit"),
+    "raw_tp": ("raw_sys_enter", "raw_sys_exit", "raw_proc_fork", "raw_proc_exec", "raw_proc_exit"),
+}
+#: the program of each flavour that sees a Unix socket's message freed with its SCM_RIGHTS still
+#: attached (its socket released or collected with it queued: fds sent, never received)
+RELEASE_PROGRAMS = {"tp_btf": "skb_freed", "raw_tp": "raw_skb_freed"}
+#: the ring buffer's default size: about 6 s of records at 5,000 shares a second (the reader may
+#: stall that long on a loaded machine without a record lost)
+RING_BYTES = 32 << 20
+#: struct drops of trace.bpf.c, one per CPU (count, seen, first, last, unread)
+_DROPS = struct.Struct("<QQQQQ")
+MAXCPUS = 1024
 
-    def __init__(self, path: Path = OBJECT, lib: str | None = None) -> None:
+
+@dataclass(frozen=True)
+class LossWindow:
+    """Records one CPU could not hand over, and the kernel times of its first and last drop."""
+
+    cpu: int
+    count: int
+    t_first_ns: int
+    t_last_ns: int
+    #: bytes the reader had not taken at the last drop (near the ring's size: it was full)
+    unread: int = 0
+
+
+class Probe:
+    """The loaded BPF object: attach, add pids, poll records (bytes), close.
+
+    ``flavours`` are tried in order (``tp_btf``, then ``raw_tp``); ``self.flavour`` says which
+    loaded. ``ring_bytes`` sizes the ring buffer (a power of two, at least a page)."""
+
+    def __init__(
+        self,
+        path: Path = OBJECT,
+        lib: str | None = None,
+        ring_bytes: int = RING_BYTES,
+        flavours: tuple[str, ...] = ("tp_btf", "raw_tp"),
+    ) -> None:
         lib = lib or libbpf_path()
         try:
             self.lib = ctypes.CDLL(lib, use_errno=True)
         except OSError as exc:
             raise ProbeUnavailable(f"cannot load libbpf ({lib}): {exc}") from None
+        if ring_bytes < mmap.PAGESIZE or ring_bytes & (ring_bytes - 1):
+            raise ValueError(f"the ring buffer size must be a power of two (got {ring_bytes})")
         self._declare()
         self.messages: list[str] = []
         self._libc = ctypes.CDLL(None)
@@ -214,12 +254,28 @@ class Probe:
         self._sample = _SAMPLE(self._on_sample)
         self.rb = None
         self.ring: Ring | None = None
-        self.obj = self.lib.bpf_object__open_file(str(path).encode(), None)
-        if not self.obj:
-            err = ctypes.get_errno()
-            raise ProbeUnavailable(f"libbpf cannot open {path}: {os.strerror(err)}{self._last()}")
-        rc = self.lib.bpf_object__load(self.obj)
-        if rc != 0:
+        self.obj = None
+        self._drops: mmap.mmap | None = None
+        self.flavour = ""
+        #: why the release hook is not there ("" when it is)
+        self.release_missing = ""
+        #: why each flavour tried before the one that loaded was refused
+        self.refused: dict[str, str] = {}
+        self.ring_bytes = ring_bytes
+        rc = 0
+        for flavour in flavours:
+            for release in (True, False):
+                rc = self._open_and_load(path, flavour, release, ring_bytes)
+                if rc == 0:
+                    self.flavour = flavour
+                    if not release:
+                        self.release_missing = "the kernel refused the kfree_skb program"
+                    break
+                label = flavour if release else f"{flavour} without the kprobe"
+                self.refused[label] = f"{os.strerror(-rc)}{self._last()}"
+            if self.flavour:
+                break
+        if not self.flavour:
             self.close()
             raise ProbeUnavailable(
                 f"the kernel refused the BPF programs ({os.strerror(-rc)}){self._last()}; "
@@ -230,9 +286,31 @@ class Probe:
             name: self.lib.bpf_map__fd(
                 self.lib.bpf_object__find_map_by_name(self.obj, name.encode())
             )
-            for name in ("events", "traced", "config", "lost")
+            for name in ("events", "traced", "config", "lost", "counts")
         }
         self.ncpu = self.lib.libbpf_num_possible_cpus()
+
+    def _open_and_load(self, path: Path, flavour: str, release: bool, ring_bytes: int) -> int:
+        """Open the object with only ``flavour``'s syscall programs (and the release kprobe when
+        asked), and load it: 0, or -errno."""
+        if self.obj:
+            self.lib.bpf_object__close(self.obj)
+            self.obj = None
+        self.obj = self.lib.bpf_object__open_file(str(path).encode(), None)
+        if not self.obj:
+            err = ctypes.get_errno()
+            raise ProbeUnavailable(f"libbpf cannot open {path}: {os.strerror(err)}{self._last()}")
+        for names in FLAVOURS.values():
+            for name in names:
+                prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
+                self.lib.bpf_program__set_autoload(prog, name in FLAVOURS[flavour])
+        for fl, name in RELEASE_PROGRAMS.items():
+            prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
+            self.lib.bpf_program__set_autoload(prog, release and fl == flavour)
+        events = self.lib.bpf_object__find_map_by_name(self.obj, b"events")
+        self.lib.bpf_map__set_max_entries(events, ring_bytes)
+        rc = self.lib.bpf_object__load(self.obj)
+        return -abs(rc) if rc else 0
 
     def _declare(self) -> None:
         L, vp, c = self.lib, ctypes.c_void_p, ctypes
@@ -243,7 +321,11 @@ class Probe:
             ("bpf_object__find_program_by_name", vp, [vp, c.c_char_p]),
             ("bpf_object__find_map_by_name", vp, [vp, c.c_char_p]),
             ("bpf_map__fd", c.c_int, [vp]),
+            ("bpf_program__fd", c.c_int, [vp]),
             ("bpf_map__max_entries", c.c_uint32, [vp]),
+            ("bpf_map__set_max_entries", c.c_int, [vp, c.c_uint32]),
+            ("bpf_program__set_autoload", c.c_int, [vp, c.c_bool]),
+            ("bpf_map_get_next_key", c.c_int, [c.c_int, vp, vp]),
             ("bpf_program__attach", vp, [vp]),
             ("bpf_program__attach_uprobe_opts", vp, [vp, c.c_int, c.c_char_p, c.c_size_t, vp]),
             ("bpf_link__destroy", c.c_int, [vp]),
@@ -276,7 +358,7 @@ class Probe:
         return 0
 
     def attach_syscalls(self) -> None:
-        for name in SYSCALL_PROGRAMS:
+        for name in FLAVOURS[self.flavour]:
             prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
             link = self.lib.bpf_program__attach(prog)
             if not link:
@@ -286,9 +368,17 @@ class Probe:
                     f"{self._last()}"
                 )
             self.links.append(link)
+        if not self.release_missing:
+            name = RELEASE_PROGRAMS[self.flavour]
+            prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
+            link = self.lib.bpf_program__attach(prog)
+            if link:
+                self.links.append(link)
+            else:
+                err = ctypes.get_errno()
+                self.release_missing = f"cannot attach {name} ({os.strerror(err)})"
         try:
-            events = self.lib.bpf_object__find_map_by_name(self.obj, b"events")
-            self.ring = Ring(self.maps["events"], self.lib.bpf_map__max_entries(events))
+            self.ring = Ring(self.maps["events"], self.ring_bytes)
             return
         except (OSError, ValueError):
             self.ring = None  # read through libbpf instead
@@ -315,8 +405,12 @@ class Probe:
         self.lib.bpf_map_update_elem(self.maps["config"], ctypes.byref(key), value, 0)
 
     def follow(self, pid: int) -> None:
-        key, one = ctypes.c_uint32(pid), ctypes.c_uint8(1)
-        self.lib.bpf_map_update_elem(self.maps["traced"], ctypes.byref(key), ctypes.byref(one), 0)
+        """Trace ``pid`` (its bit in the kernel's tgid bitmap; its children get theirs at fork)."""
+        key, word = ctypes.c_uint32(pid >> 6), ctypes.c_uint64(0)
+        fd = self.maps["traced"]
+        self.lib.bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(word))
+        word.value |= 1 << (pid & 63)
+        self.lib.bpf_map_update_elem(fd, ctypes.byref(key), ctypes.byref(word), 0)
 
     def poll(self, timeout_ms: int) -> list[bytes]:
         """Records after at most ``timeout_ms`` (sooner when the kernel wakes us for a backlog)."""
@@ -329,18 +423,45 @@ class Probe:
         out, self.records = self.records, []
         return out
 
-    def lost(self) -> int:
-        return sum(self.lost_per_cpu())
+    def _drop_map(self) -> mmap.mmap:
+        if self._drops is None:
+            size = -(-MAXCPUS * _DROPS.size // mmap.PAGESIZE) * mmap.PAGESIZE
+            self._drops = mmap.mmap(self.maps["lost"], size, mmap.MAP_SHARED)
+        return self._drops
 
-    def lost_per_cpu(self) -> list[int]:
-        """Records each CPU could not hand over so far (the ring buffer was full)."""
-        key = ctypes.c_uint32(0)
+    def lost(self) -> int:
+        """Records lost so far, every CPU."""
+        m = self._drop_map()
+        return sum(_DROPS.unpack_from(m, cpu * _DROPS.size)[0] for cpu in range(self.ncpu))
+
+    def loss_windows(self) -> list[LossWindow]:
+        """The losses since the last call, one window per CPU that lost records (the kernel then
+        starts a new window at that CPU's next drop)."""
+        m, out = self._drop_map(), []
+        for cpu in range(min(self.ncpu, MAXCPUS)):
+            count, seen, first, last, unread = _DROPS.unpack_from(m, cpu * _DROPS.size)
+            if count > seen:
+                out.append(LossWindow(cpu, count - seen, first, last, unread))
+                _U64.pack_into(m, cpu * _DROPS.size + 8, count)
+        return out
+
+    def counts(self) -> dict[tuple[int, int], int]:
+        """``--all``: calls per (tgid, record kind), counted in the kernel."""
+        fd, out = self.maps["counts"], {}
+        key, nxt = (ctypes.c_uint32 * 2)(), (ctypes.c_uint32 * 2)()
         values = (ctypes.c_uint64 * max(self.ncpu, 1))()
-        if self.lib.bpf_map_lookup_elem(self.maps["lost"], ctypes.byref(key), values) != 0:
-            return []
-        return list(values)
+        prev = None
+        while self.lib.bpf_map_get_next_key(fd, prev, ctypes.byref(nxt)) == 0:
+            ctypes.memmove(key, nxt, ctypes.sizeof(key))
+            prev = ctypes.byref(key)
+            if self.lib.bpf_map_lookup_elem(fd, prev, values) == 0:
+                out[(key[0], key[1])] = sum(values)
+        return out
 
     def close(self) -> None:
+        if self._drops is not None:
+            self._drops.close()
+            self._drops = None
         if self.ring is not None:
             self.ring.close()
             self.ring = None
@@ -353,3 +474,87 @@ class Probe:
         if self.obj:
             self.lib.bpf_object__close(self.obj)
             self.obj = None
+
+
+def unprivileged_bpf() -> str:
+    """kernel.unprivileged_bpf_disabled, in words."""
+    try:
+        v = Path("/proc/sys/kernel/unprivileged_bpf_disabled").read_text().strip()
+    except OSError:
+        return "unknown (no /proc/sys/kernel/unprivileged_bpf_disabled)"
+    meaning = {
+        "0": "users without privileges may load some programs (trace still needs privileges)",
+        "1": "only privileged users load programs, until reboot",
+        "2": "only privileged users load programs",
+    }
+    return f"{v}: {meaning.get(v, 'unknown value')}"
+
+
+def readiness() -> list[tuple[str, str, bool | None]]:
+    """What ``vmmtui trace`` needs here, each as (check, finding, ok), the hooks checked with a
+    real load of the shipped object (not attached: nothing is traced). For ``vmmtui doctor``."""
+    caps = _cap_eff()
+    root = bool(caps >> CAP_SYS_ADMIN & 1)
+    bpf_perfmon = bool(caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1)
+    path = libbpf_path()
+    found = path is not None and os.path.exists(path)
+    version = ""
+    if found and path is not None:
+        try:
+            lib = ctypes.CDLL(path)
+            version = f" {lib.libbpf_major_version()}.{lib.libbpf_minor_version()}"
+        except (OSError, AttributeError):
+            version = ""
+    out: list[tuple[str, str, bool | None]] = [
+        (
+            "libbpf",
+            f"{path}{version}"
+            if found
+            else "not found: `apt-get install libbpf1` (Debian/Ubuntu), `dnf install libbpf` "
+            "(Fedora), or VMMTUI_LIBBPF=/path/to/libbpf.so.1",
+            found,
+        ),
+        (
+            "BTF",
+            str(BTF) if BTF.exists() else "absent: the kernel needs CONFIG_DEBUG_INFO_BTF=y",
+            BTF.exists(),
+        ),
+        (
+            "capabilities",
+            "root (CAP_SYS_ADMIN)"
+            if root
+            else "CAP_BPF + CAP_PERFMON"
+            if bpf_perfmon
+            else "missing: run trace as root (sudo), or give CAP_BPF + CAP_PERFMON to a "
+            "dedicated interpreter",
+            root or bpf_perfmon,
+        ),
+        ("unprivileged_bpf_disabled", unprivileged_bpf(), None),
+    ]
+    why = why_not()
+    if why is not None:
+        out.append(("hooks", f"not tried: {why}", False))
+        return out
+    try:
+        probe = Probe(ring_bytes=mmap.PAGESIZE)
+    except (ProbeUnavailable, OSError) as exc:
+        out.append(("hooks", f"refused: {exc}", False))
+        return out
+    try:
+        tried = "; ".join(f"{k} refused ({v})" for k, v in probe.refused.items())
+        hooks = f"{probe.flavour} on sys_enter/sys_exit and sched fork/exec/exit load"
+        if tried:
+            hooks += f" ({tried})"
+        out.append(("hooks", hooks, True))
+        out.append(
+            (
+                "queued fds hook",
+                "kfree_skb loads: fds freed unreceived are said"
+                if not probe.release_missing
+                else f"{probe.release_missing}: fds freed unreceived cannot be said",
+                None if probe.release_missing else True,
+            )
+        )
+    finally:
+        probe.close()
+    return out

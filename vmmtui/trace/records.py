@@ -1,4 +1,4 @@
-"""The ring buffer's records (``struct event`` of trace.bpf.c) as typed trace events.
+"""The ring buffer's records (the ``struct rec*`` of trace.bpf.c) as typed trace events.
 
 Kernel pointers never leave this module: a ``struct file *`` becomes a keyed hash (``FileNames``:
 a fresh random key per trace), enough to match a send to its receive and useless to anyone
@@ -8,10 +8,10 @@ as text here and shown only through ``vmmtui.names.shown`` by the renderers.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import struct
+from dataclasses import dataclass
 
 from vmmtui.trace.cuda import FUNCS, base_name
 from vmmtui.trace.events import (
@@ -26,103 +26,55 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    QueuedAtRelease,
     SocketEnd,
     TraceCall,
 )
 
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
-FORK, EXEC, EXIT, CUDA = range(9, 13)
+FORK, EXEC, EXIT, CUDA, FDS, QUEUED = range(9, 15)
 DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
 FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
 
-
-class Record(ctypes.Structure):
-    """struct event of trace.bpf.c (for tests that make records; ``LAYOUT`` decodes them)."""
-
-    _fields_ = [
-        ("type", ctypes.c_uint32),
-        ("tgid", ctypes.c_uint32),
-        ("tid", ctypes.c_uint32),
-        ("nfds", ctypes.c_uint32),
-        ("ktime", ctypes.c_uint64),
-        ("ret", ctypes.c_int64),
-        ("arg", ctypes.c_uint64 * 6),
-        ("fds", ctypes.c_int32 * MAXFDS),
-        ("files", ctypes.c_uint64 * MAXFDS),
-        ("sock_ino", ctypes.c_uint64),
-        ("peer_ino", ctypes.c_uint64),
-        ("family", ctypes.c_uint32),
-        ("namelen", ctypes.c_uint32),
-        ("dur", ctypes.c_uint64),
-        ("comm", ctypes.c_char * 16),
-        ("name", ctypes.c_uint8 * 128),
-    ]
-
-
-#: struct event, unpacked in one call (ctypes field by field costs five times more per record)
-LAYOUT = struct.Struct("<IIIIQq6Q16i16QQQIIQ16s128s")
-
-
-HEAD = struct.Struct("<IIIIQq6Q")  # type … arg[6]: every record needs these
-FDS = struct.Struct(f"<{MAXFDS}i")
-FILES = struct.Struct(f"<{MAXFDS}Q")
-SOCK = struct.Struct("<QQII")  # sock_ino, peer_ino, family, namelen
-DUR = struct.Struct("<Q")
-_OFF = {"fds": 80, "files": 144, "sock": 272, "dur": 296, "comm": 304, "name": 320}
+#: struct rec of trace.bpf.c, the head of every record: type, tgid, tid, nfds, ktime, ret,
+#: arg[3], file (64 bytes)
+HEAD = struct.Struct("<IIIIQq3QQ")
+#: struct rec_named: comm, name
+NAMED = struct.Struct("<16s128s")
+#: struct rec_msg: sock_ino, peer_ino, family, namelen, the socket's sockaddr_un, fds, files
+MSG = struct.Struct(f"<QQII112s{MAXFDS}i{MAXFDS}Q")
+#: struct rec_fds (EV_FDS, EV_QUEUED): fds, files
+FDLIST = struct.Struct(f"<{MAXFDS}i{MAXFDS}Q")
+#: struct rec_cuda: args[5], dur, name
+CUDAREC = struct.Struct("<5QQ128s")
+SIZES = {
+    SEND: HEAD.size + MSG.size,
+    RECV: HEAD.size + MSG.size,
+    FDS: HEAD.size + FDLIST.size,
+    QUEUED: HEAD.size + FDLIST.size,
+    MEMFD: HEAD.size + NAMED.size,
+    FORK: HEAD.size + NAMED.size,
+    EXEC: HEAD.size + NAMED.size,
+    EXIT: HEAD.size + NAMED.size,
+    CUDA: HEAD.size + CUDAREC.size,
+}
 
 
 class Raw:
-    """One record's fields, as ``Record`` names them: the head unpacked at once, the rest (fds,
-    files, socket, comm, name) only when a kind of record reads them (most read two or three)."""
+    """One record's head, unpacked at once; the tail of its kind (``tail``) read on demand."""
 
-    __slots__ = ("raw", "type", "tgid", "tid", "nfds", "ktime", "ret", "arg")
+    __slots__ = ("raw", "type", "tgid", "tid", "nfds", "ktime", "ret", "arg", "file")
 
     def __init__(self, raw: bytes) -> None:
         self.raw = raw
         v = HEAD.unpack_from(raw)
         self.type, self.tgid, self.tid, self.nfds, self.ktime, self.ret = v[:6]
-        self.arg = v[6:12]
+        self.arg = v[6:9]
+        self.file = v[9]
 
-    @property
-    def fds(self) -> tuple[int, ...]:
-        return FDS.unpack_from(self.raw, _OFF["fds"])
-
-    @property
-    def files(self) -> tuple[int, ...]:
-        return FILES.unpack_from(self.raw, _OFF["files"])
-
-    @property
-    def file0(self) -> int:
-        return DUR.unpack_from(self.raw, _OFF["files"])[0]
-
-    @property
-    def sock_ino(self) -> int:
-        return SOCK.unpack_from(self.raw, _OFF["sock"])[0]
-
-    @property
-    def peer_ino(self) -> int:
-        return SOCK.unpack_from(self.raw, _OFF["sock"])[1]
-
-    @property
-    def family(self) -> int:
-        return SOCK.unpack_from(self.raw, _OFF["sock"])[2]
-
-    @property
-    def namelen(self) -> int:
-        return SOCK.unpack_from(self.raw, _OFF["sock"])[3]
-
-    @property
-    def dur(self) -> int:
-        return DUR.unpack_from(self.raw, _OFF["dur"])[0]
-
-    @property
-    def comm(self) -> bytes:
-        return self.raw[_OFF["comm"] : _OFF["comm"] + 16]
-
-    @property
-    def name(self) -> bytes:
-        return self.raw[_OFF["name"] : _OFF["name"] + 128]
+    def tail(self, layout: struct.Struct) -> tuple:
+        return layout.unpack_from(self.raw, HEAD.size)
 
 
 class FileNames:
@@ -153,12 +105,11 @@ def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _socket(r: Raw) -> SocketEnd:
-    ino, peer, fam, namelen = SOCK.unpack_from(r.raw, _OFF["sock"])
+def _socket(ino: int, peer: int, fam: int, namelen: int, addr: bytes) -> SocketEnd:
     family = FAMILIES.get(fam, f"family {fam}")
     name = ""
     if fam == 1 and namelen > 2:
-        path = r.name[2 : min(namelen, 110)]
+        path = addr[2 : min(namelen, 110)]
         if path[:1] == b"\0":
             name = "@" + path[1:].decode("utf-8", "surrogateescape")
         else:
@@ -171,47 +122,154 @@ def _s32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
-def decode(raw: bytes, files: FileNames) -> TraceCall | None:
-    """One record as its event (None for a record of a kind this vmmtui does not know). The
-    common kinds first, each reading only its own fields: this runs once per record."""
-    if len(raw) < LAYOUT.size:
-        return None
-    r = Raw(raw)
+@dataclass
+class _Message:
+    """A message's fds gathered from its head record and its EV_FDS continuations."""
+
+    kind: int
+    pid: int
+    tid: int
+    ktime: int
+    call: str
+    sock: SocketEnd
+    result: int
+    total: int
+    fds: list[int]
+    files: list[str]
+
+    def event(self) -> TraceCall:
+        missing = max(self.total - len(self.fds), 0)
+        if self.kind == SEND:
+            return FdsSent(
+                self.pid, self.tid, self.ktime, self.call, self.sock, self.fds, self.files,
+                self.result, fds_not_read=missing,
+            )  # fmt: skip
+        return FdsReceived(
+            self.pid, self.tid, self.ktime, self.call, self.sock, self.fds, self.files,
+            self.result, fds_not_read=missing,
+        )  # fmt: skip
+
+
+@dataclass
+class _Queued:
+    pid: int
+    tid: int
+    ktime: int
+    sock: int
+    total: int
+    files: list[str]
+
+    def event(self) -> TraceCall:
+        return QueuedAtRelease(
+            self.pid, self.tid, self.ktime, self.sock, tuple(self.files), self.total
+        )
+
+
+class Decoder:
+    """The records as typed events, in ring order. A message with more than 16 fds comes as its
+    head record and continuation records (EV_FDS, same thread and time): its event is made when
+    every fd has come, or, with ``fds_not_read`` counting the rest, when that thread's next record
+    or the end of the trace shows that no more will."""
+
+    def __init__(self, files: FileNames) -> None:
+        self.files = files
+        self.pending: dict[int, _Message | _Queued] = {}
+
+    def __call__(self, raw: bytes) -> list[TraceCall]:
+        if len(raw) < HEAD.size:
+            return []
+        r = Raw(raw)
+        if len(raw) < SIZES.get(r.type, HEAD.size):
+            return []
+        p = self.pending.get(r.tid)
+        if r.type == FDS:
+            if isinstance(p, _Message) and p.ktime == r.ktime and r.arg[0] == len(p.fds):
+                return self._extend(r, p)
+            return []  # its head was lost (counted as lost)
+        if r.type == QUEUED and r.arg[2] > 0:
+            if isinstance(p, _Queued) and p.sock == r.arg[0] and p.total == r.arg[1]:
+                return self._extend(r, p)
+            return []
+        out = [self.pending.pop(r.tid).event()] if p is not None else []
+        if r.type in (SEND, RECV):
+            ino, peer, fam, namelen, addr, *rest = r.tail(MSG)
+            n = min(r.nfds, MAXFDS)
+            nr, total = r.arg[2], int(r.arg[1])
+            many = nr in (299, 307)
+            call = (
+                ("sendmmsg" if many else "sendmsg")
+                if r.type == SEND
+                else "recvmmsg"
+                if many
+                else "recvmsg"
+            )
+            m = _Message(
+                r.type, r.tgid, r.tid, r.ktime, call, _socket(ino, peer, fam, namelen, addr),
+                r.ret, total, list(rest[:n]), [self.files(f) for f in rest[MAXFDS : MAXFDS + n]],
+            )  # fmt: skip
+            return self._hold(m, out)
+        if r.type == QUEUED:
+            q = _Queued(r.tgid, r.tid, r.ktime, int(r.arg[0]), int(r.arg[1]), [])
+            return self._extend(r, q, out)
+        e = decode(r, self.files)
+        if e is not None:
+            out.append(e)
+        return out
+
+    def _hold(self, m: _Message | _Queued, out: list[TraceCall]) -> list[TraceCall]:
+        have = len(m.fds) if isinstance(m, _Message) else len(m.files)
+        if have >= m.total:
+            out.append(m.event())
+        else:
+            self.pending[m.tid] = m
+        return out
+
+    def _extend(self, r: Raw, m: _Message | _Queued, out: list[TraceCall] | None = None):
+        self.pending.pop(m.tid, None)
+        vals = r.tail(FDLIST)
+        n = min(r.nfds, MAXFDS)
+        if isinstance(m, _Message):
+            m.fds.extend(vals[:n])
+        m.files.extend(self.files(f) for f in vals[MAXFDS : MAXFDS + n])
+        return self._hold(m, out if out is not None else [])
+
+    def flush(self) -> list[TraceCall]:
+        """The messages still waiting for fds that will not come (the end of the trace)."""
+        out = [m.event() for m in self.pending.values()]
+        self.pending.clear()
+        return out
+
+
+def decode(r: Raw, files: FileNames) -> TraceCall | None:
+    """A one-record call as its event (None for a kind this vmmtui does not know). The common
+    kinds first, each reading only its own fields: this runs once per record."""
     kind, pid, tid, t = r.type, r.tgid, r.tid, r.ktime
     if kind == CLOSE:
-        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file0), r.ret)
-    if kind in (SEND, RECV):
-        n = min(r.nfds, MAXFDS)
-        fds = list(r.fds[:n])
-        names = [files(f) for f in r.files[:n]]
-        many = r.arg[5] in (299, 307)
-        if kind == SEND:
-            call = "sendmmsg" if many else "sendmsg"
-            return FdsSent(pid, tid, t, call, _socket(r), fds, names, r.ret)
-        call = "recvmmsg" if many else "recvmsg"
-        return FdsReceived(pid, tid, t, call, _socket(r), fds, names, r.ret)
+        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file), r.ret)
     if kind == MEMFD:
-        return MemfdCreated(pid, tid, t, _text(r.name), r.ret, files(r.file0))
+        name = r.tail(NAMED)[1]
+        return MemfdCreated(pid, tid, t, _text(name), r.ret, files(r.file))
     if kind == DUP:
-        call = DUP_CALLS.get(r.arg[5], "dup")
-        return FdDuplicated(pid, tid, t, call, _s32(r.arg[0]), r.ret, files(r.file0))
+        call = DUP_CALLS.get(r.arg[2], "dup")
+        return FdDuplicated(pid, tid, t, call, _s32(r.arg[0]), r.ret, files(r.file))
     if kind == CUDA:
         return _cuda(r, pid, tid, t)
     if kind == PIDFD_OPEN:
         return PidfdOpened(pid, tid, t, _s32(r.arg[0]), r.ret)
     if kind == PIDFD_GETFD:
-        target = int(r.arg[4]) if r.ret != -9 else 0  # EBADF: the pidfd was no pidfd
-        return FdTaken(pid, tid, t, _s32(r.arg[0]), target, _s32(r.arg[1]), r.ret, files(r.file0))
+        target = int(r.arg[2]) if r.ret != -9 else 0  # EBADF: the pidfd was no pidfd
+        return FdTaken(pid, tid, t, _s32(r.arg[0]), target, _s32(r.arg[1]), r.ret, files(r.file))
     if kind == CLOSE_RANGE:
         return FdCloseCall(
             pid, tid, t, _s32(r.arg[0]), "", r.ret, min(r.arg[1], 2**31 - 1), "close_range"
         )
     if kind == FORK:
-        return ProcessForked(pid, tid, t, int(r.arg[0]), _text(r.comm))
+        return ProcessForked(pid, tid, t, int(r.arg[0]), _text(r.tail(NAMED)[0]))
     if kind == EXEC:
-        return ProcessExec(pid, tid, t, _text(r.name), _text(r.comm))
+        comm, name = r.tail(NAMED)
+        return ProcessExec(pid, tid, t, _text(name), _text(comm))
     if kind == EXIT:
-        return ProcessExit(pid, tid, t, r.ret, _text(r.comm))
+        return ProcessExit(pid, tid, t, r.ret, _text(r.tail(NAMED)[0]))
     return None
 
 
@@ -220,9 +278,10 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
         return None
     func = FUNCS[r.nfds]
     f = base_name(func)
-    a, res = r.arg, _s32(r.ret)
-    out = r.files[0] if res == 0 else 0
-    entry, after = r.name[:64], r.name[64:128]
+    *a, dur, name = r.tail(CUDAREC)
+    res = _s32(r.ret)
+    out = r.file if res == 0 else 0
+    entry, after = name[:64], name[64:128]
     c: dict[str, int | str] = {}  # the fields this call fills; the event is built once (frozen)
     if f == "cuMemCreate":
         _, types, _, dev = struct.unpack_from("IIii", entry)
@@ -278,4 +337,4 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
         c["ptr"] = a[0]
     elif f == "cuMemPoolDestroy":
         c["handle"] = a[0]
-    return CudaCall(pid, tid, t, func, res, duration_ns=r.dur, **c)  # type: ignore[arg-type]
+    return CudaCall(pid, tid, t, func, res, duration_ns=dur, **c)  # type: ignore[arg-type]

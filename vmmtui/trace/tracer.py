@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import gc
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -32,9 +34,9 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.loader import Probe
+from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
-from vmmtui.trace.records import FileNames, decode
+from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -45,6 +47,9 @@ ALREADY_TRUE = (
 )
 #: how long records may wait in the ring buffer (the kernel wakes the reader early for a backlog)
 POLL_MS = 25
+#: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
+#: is known before the records around it are released
+LOSS_READ_S = 0.02
 #: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
 GATE = 'read _ <&9; exec 9<&-; exec "$@"'
 
@@ -118,6 +123,7 @@ class Tracer:
         libcuda: str | None = None,
         stdout: int | None = None,
         nvml: bool = True,
+        ring_bytes: int = RING_BYTES,
     ) -> None:
         self.command = command or []
         self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
@@ -138,25 +144,36 @@ class Tracer:
         self.unprobed: list[str] = []
         self.count = 0
         self.lost = 0
-        #: records lost so far on each CPU, and when (kernel clock) the counters were last read
-        self.lost_cpus: list[int] = []
-        self.lost_checked_ns = 0
+        #: when (monotonic) the per-CPU loss counters were last read
+        self.lost_checked = 0.0
         #: the kernel's order: records wait here until those stamped before them have arrived
         self.order = KernelOrder()
         self.ktime0 = 0
         #: set when events() has ended (and closed the probe): another thread may then go on
         self.finished = threading.Event()
         self.pidfds: dict[tuple[int, int], int] = {}
+        self.ring_bytes = ring_bytes
+        self.decoder = Decoder(self.files)
+        #: raw records, moved out of the ring buffer by a thread that does nothing else
+        self.raw: queue.SimpleQueue[list[bytes]] = queue.SimpleQueue()
+        self._reading = threading.Event()
+        self._reader: threading.Thread | None = None
 
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Load and attach (ProbeUnavailable: one line), then start or follow the targets."""
         self.ktime0 = time.monotonic_ns()
-        self.probe = Probe()
+        self.probe = Probe(ring_bytes=self.ring_bytes)
         try:
             self.probe.attach_syscalls()
             self.probe.configure(self.everything, os.getpid())
-            self.probes = [f"syscalls: {', '.join(SYSCALLS)}"]
+            self.probes = [f"syscalls ({self.probe.flavour}): {', '.join(SYSCALLS)}"]
+            if self.probe.release_missing:
+                self.unprobed.append(
+                    f"fds freed unreceived in a socket's queue: {self.probe.release_missing}"
+                )
+            else:
+                self.probes.append("fds freed unreceived in a socket's queue (kfree_skb)")
             targets = descendants(set(self.pids)) if self.pids else set()
             for pid in targets:
                 self.probe.follow(pid)
@@ -276,7 +293,13 @@ class Tracer:
         if self.pids:
             yield from self._already_true()
         last_check = t0
-        self.lost_checked_ns = self.ktime0
+        self._start_reader()
+        # a full collection of the ledger's many objects holds the GIL for long enough to stall
+        # the ring buffer's reader: objects made so far are left alone, full collections are rare
+        gc.collect()
+        gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], 10_000), 50, 1_000)
         try:
             while True:
                 self._reap()
@@ -290,11 +313,17 @@ class Tracer:
                     self._recheck_alive()
                 if self._done(t0):
                     break
+            self._stop_reader()
             for e in self._drain(0):
                 yield from self.order.push(e)
-            yield from self.order.flush()
             self._reap()
+            for e in [*self._calls(self.decoder.flush()), *self._losses(force=True)]:
+                yield from self.order.push(e)
+            yield from self.order.flush()
         finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
+            self._stop_reader()
             self.close()
             self.finished.set()
         ex = self.exit or Exit(None, None)
@@ -315,12 +344,52 @@ class Tracer:
         finally:
             f.close()
 
+    def _start_reader(self) -> None:
+        self._reading.set()
+        self._reader = threading.Thread(target=self._read, name="vmmtui-trace-ring", daemon=True)
+        self._reader.start()
+
+    def _stop_reader(self) -> None:
+        self._reading.clear()
+        if self._reader is not None:
+            self._reader.join()
+            self._reader = None
+
+    def _read(self) -> None:
+        """The ring buffer's reader: it only moves raw records into ``self.raw`` (decoding is the
+        consumer's), so that the kernel's buffer empties at the rate the kernel fills it."""
+        probe = self.probe
+        assert probe is not None
+        while self._reading.is_set():
+            records = probe.poll(POLL_MS)
+            if records:
+                self.raw.put(records)
+        records = probe.poll(0)
+        if records:
+            self.raw.put(records)
+
     def _drain(self, timeout_ms: int) -> Iterator[Event]:
         assert self.probe is not None
-        for raw in self.probe.poll(timeout_ms):
-            e = decode(raw, self.files)
-            if e is None:
-                continue
+        if self._reader is None:  # the reader has stopped: what it left, and the ring's rest
+            self.raw.put(self.probe.poll(0))
+        try:
+            batch = self.raw.get(timeout=timeout_ms / 1000) if timeout_ms else self.raw.get_nowait()
+        except queue.Empty:
+            batch = []
+        batches = [batch]
+        while True:
+            try:
+                batches.append(self.raw.get_nowait())
+            except queue.Empty:
+                break
+        decoder = self.decoder
+        for batch in batches:
+            for raw in batch:
+                yield from self._calls(decoder(raw))
+        yield from self._losses()
+
+    def _calls(self, calls: list) -> Iterator[Event]:
+        for e in calls:
             self.count += 1
             if isinstance(e, PidfdOpened) and e.fd >= 0:
                 self.pidfds[(e.pid, e.fd)] = e.target
@@ -335,22 +404,17 @@ class Tracer:
                 yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
-        yield from self._losses()
 
-    def _losses(self) -> Iterator[TraceLost]:
-        """Records lost since the last reading, one window per CPU that lost any: between the
-        previous reading of the counters and this one (read at every drain, so that a loss is
-        known before the records around it leave the reorder window)."""
+    def _losses(self, force: bool = False) -> Iterator[Event]:
+        """Each CPU's lost records since the last look, with the window they were lost in."""
         assert self.probe is not None
-        now = time.monotonic_ns()
-        cpus = self.probe.lost_per_cpu()
-        before, self.lost_cpus = self.lost_cpus, cpus
-        since, self.lost_checked_ns = self.lost_checked_ns, now
-        for cpu, n in enumerate(cpus):
-            new = n - (before[cpu] if cpu < len(before) else 0)
-            if new > 0:
-                self.lost += new
-                yield TraceLost(new, now, cpu, since, now)
+        now = time.monotonic()
+        if not force and now - self.lost_checked < LOSS_READ_S:
+            return
+        self.lost_checked = now
+        for w in self.probe.loss_windows():
+            self.lost += w.count
+            yield TraceLost(w.count, w.t_last_ns, w.cpu, w.t_first_ns, w.t_last_ns)
 
     def _pidfd_target(self, pid: int, pidfd: int) -> int:
         """The process a pidfd names: from its pidfd_open, else the kernel's fdinfo (``Pid:``)."""

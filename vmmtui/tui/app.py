@@ -557,6 +557,15 @@ class InspectorApp(Viewer):
         self._hard_stop()
         self._finish_quit()
 
+    def stopped(self) -> str:
+        session = self.session
+        if session is None:
+            return "no session had started: nothing was left running"
+        ending = session.closed_event
+        if ending is not None and not ending.clean:
+            return "left behind: " + "; ".join(ending.leftovers)
+        return "the workers were stopped and the session directory removed"
+
     def _hard_stop(self) -> None:
         """The session's close is stuck behind a step: stop its workers and remove its directory."""
         session = self.session

@@ -123,6 +123,9 @@ class ReplayApp(Viewer):
         self.notes.append(text)
         self.paint()
 
+    def stopped(self) -> str:
+        return "the replay closed (it runs no workers and has no session directory)"
+
     def where(self) -> str:
         return (
             f"REPLAY · step {self.frames.frames[self.frame].steps}/{self.frames.frames[-1].steps}"

@@ -15,7 +15,6 @@ import errno
 import os
 import signal
 import sys
-import termios
 import threading
 from pathlib import Path
 
@@ -37,13 +36,19 @@ from vmmtui.view.search import LogSearch
 PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 #: actions on priority keys (they would scroll the log or move in a list otherwise)
 FRAME_ACTIONS = ("step", "back", "forward", "first", "last", "live")
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: the longest Textual's own shutdown may take before the process ends anyway
 SHUTDOWN_S = 2.0
+#: the shortest autoplay interval: below about a microsecond Textual's timer never yields (it
+#: skips missed ticks in a loop that cannot catch up) and the app stops answering anything
+MIN_PACE_S = 0.01
 
 
 def terminal_gone() -> bool:
     """The controlling terminal hung up (closed window, dropped SSH): its reads and writes fail."""
+    try:
+        import termios  # POSIX only (a Windows console does not hang up this way)
+    except ImportError:
+        return False
     try:
         termios.tcgetattr(0 if sys.__stdin__ is None else sys.__stdin__.fileno())
     except termios.error as exc:
@@ -75,13 +80,15 @@ class Viewer(App[int]):
         #: the frame on show; None: the latest (live)
         self.shown: int | None = None
         self.autoplay = autoplay
-        self.pace = pace
+        self.pace = max(pace, MIN_PACE_S)
         self.cast_path = cast
         self.cast: CastWriter | None = None
         #: the signal that ended the app (its exit status is 128 + it)
         self.signalled: int | None = None
         #: exit() was called: nothing more is drawn
         self.ending = False
+        #: the event loop took the last signal's message (if it does not, the loop is stuck)
+        self.signal_heard = False
         self.watchdog: threading.Timer | None = None
         self._signals = contextlib.ExitStack()
         self._last_painted: ScreenState | None = None
@@ -287,6 +294,7 @@ class Viewer(App[int]):
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         from vmmtui.lifeline import served_shots
+        from vmmtui.names import screenshot_name
 
         served, shots = served_shots()
         if served and shots is None:  # a page of `vmmtui serve`: nothing lands where it runs
@@ -297,7 +305,9 @@ class Viewer(App[int]):
             return
         where = shots or str(getattr(self, "screenshots", None) or os.getcwd())
         try:
-            path = self.save_screenshot(path=where)
+            path = self.save_screenshot(
+                filename=filename or screenshot_name(self.title), path=where
+            )
         except OSError as exc:
             self.write_failed(
                 f"screenshot not saved in {where}: {exc.strerror} (fix: start vmmtui in a "
@@ -310,7 +320,9 @@ class Viewer(App[int]):
         """``name``.svg in ``directory``; False (and said once) when it cannot be written."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            self.save_screenshot(filename=f"{name}.svg", path=str(directory))
+            from vmmtui.names import file_name
+
+            self.save_screenshot(filename=f"{file_name(name)}.svg", path=str(directory))
         except OSError as exc:
             self.write_failed(
                 f"--screenshots {directory}: {exc.strerror}; no more screenshots this run"
@@ -333,8 +345,34 @@ class Viewer(App[int]):
         with contextlib.suppress(RuntimeError):  # the loop is closing: the app ends anyway
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self.post_message, Interrupted(signum))
+        # a loop that does not take the message in time is stuck: the signal still ends the process
+        self.signal_heard = False
+        unheard = threading.Timer(SHUTDOWN_S, self._unheard, (signum,))
+        unheard.daemon = True
+        unheard.start()
+
+    def _unheard(self, signum: int) -> None:
+        """(A timer's thread) The loop never took the signal's message: end the process now."""
+        if self.signal_heard or self.ending:
+            return
+        self.last_words()
+        with contextlib.suppress(Exception):  # give the terminal back (keys, screen) if it is there
+            if self._driver is not None:
+                self._driver.stop_application_mode()
+        with contextlib.suppress(OSError):
+            name = signal.Signals(signum).name
+            os.write(
+                2,
+                f"vmmtui: interrupted by {name}; the screen did not answer, so it ended at once; {self.stopped()}\n".encode(),
+            )
+        os._exit(128 + signum)
+
+    def stopped(self) -> str:
+        """What an interruption stopped, for its one line (the live app: its workers and directory)."""
+        return "nothing else was running"
 
     def on_interrupted(self, message: Interrupted) -> None:
+        self.signal_heard = True
         self.stop(message.signum)
 
     def last_words(self) -> None:

@@ -25,9 +25,15 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
 #define BPF_ANY 0
+#define BPF_NOEXIST 1
+#define BPF_F_MMAPABLE 1024
+#define BPF_F_NO_PREALLOC 1
+#define BPF_LOCAL_STORAGE_GET_F_CREATE 1
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -79,9 +85,29 @@ struct sock_common {
 	unsigned short skc_family;
 };
 struct socket;
+struct sock;
+struct sk_buff {
+	struct sk_buff *next;
+	struct sock *sk;
+	char cb[48];
+};
+struct sk_buff_head {
+	struct sk_buff *next;
+	__u32 qlen;
+};
 struct sock {
 	struct sock_common __sk_common;
+	struct sk_buff_head sk_receive_queue;
 	struct socket *sk_socket;
+};
+struct file;
+/* SCM_RIGHTS in flight: UNIXCB(skb).fp of each queued skb (include/net/af_unix.h, net/scm.h) */
+struct scm_fp_list {
+	short count;
+	struct file *fp[253];
+};
+struct unix_skb_parms {
+	struct scm_fp_list *fp;
 };
 struct socket {
 	struct file *file;

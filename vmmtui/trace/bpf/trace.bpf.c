@@ -1,25 +1,42 @@
 // SPDX-License-Identifier: GPL-2.0
 /* vmmtui trace: the calls that share memory between processes, seen in the kernel.
  *
- * Raw tracepoints (tp_btf: no tracefs needed) on sys_enter/sys_exit catch sendmsg/recvmsg
- * (+mmsg) carrying SCM_RIGHTS, pidfd_open, pidfd_getfd, close, close_range, dup*, fcntl(F_DUPFD*)
- * and memfd_create of the traced processes; sched_process_fork/exec/exit follow the process tree
- * (children of a traced process are traced from their first instruction). Every fd that travels is
- * named by its struct file pointer, read from the fd table of the sender (on enter) and of the
- * receiver (on exit): the same pointer on both sides is the same open file, so userspace matches
- * a send to its receive exactly. Two uprobe programs, attached by userspace to each CUDA driver
- * function with the function's index as the BPF cookie, record the driver calls with their
- * CUresult. Records go to one ring buffer; what does not fit is counted, never dropped silently.
+ * sys_enter/sys_exit (tp_btf: arguments read straight from the BTF-typed pt_regs; raw_tp, with
+ * probe reads, where the kernel refuses tp_btf) catch sendmsg/recvmsg (+mmsg) carrying
+ * SCM_RIGHTS, pidfd_open, pidfd_getfd, close, close_range, dup*, fcntl(F_DUPFD*) and memfd_create
+ * of the traced processes; sched_process_fork/exec/exit follow the process tree (children of a
+ * traced process are traced from their first instruction). Every fd that travels is named by its
+ * struct file pointer, read from the fd table of the sender and of the receiver: the same pointer
+ * on both sides is the same open file, so userspace matches a send to its receive exactly.
+ *
+ * Cost: every syscall of the machine passes sys_enter and sys_exit, so both end at once for the
+ * calls not traced (the syscall number, then one bit of the tgid bitmap: an array lookup the
+ * verifier inlines, no helper call). A traced call writes one small record of its own kind,
+ * reserved and submitted in place in the ring buffer; the arguments are read at exit (the saved
+ * user registers still hold them), so only a close of a watched file has work at enter.
+ *
+ * A message with more fds than one record holds (16) is followed by continuation records (up to
+ * SCM_RIGHTS' 253); what could not be read is counted in the head record, never cut silently.
+ * kfree_skb reports the SCM_RIGHTS fds of a Unix socket's message freed unreceived (the socket
+ * holding it released or collected): the kernel's own statement that they were never received. Two uprobe
+ * programs, attached by userspace to each CUDA driver function with the function's index as the
+ * BPF cookie, record the driver calls with their CUresult. What does not fit in the ring buffer
+ * is counted per CPU with the time of its first and last drop, never dropped silently.
  * Rebuild with scripts/build-bpf.sh (the shipped trace.bpf.o must match this source). */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-#define MAXFDS 16
+#define MAXFDS 16   /* fds per record */
+#define MAXCHUNKS 16 /* records per message: 16 x 16 >= 253 */
+#define SCM_MAX_FD 253
 #define MAXMSGS 8
 #define MAXCMSGS 4
 #define NAMELEN 128
+#define SUNLEN 112
+#define MAXCPUS 1024
+#define PID_WORDS (4194304 / 64) /* PID_MAX_LIMIT bits */
 
 enum kind {
 	EV_SEND = 1,
@@ -34,6 +51,8 @@ enum kind {
 	EV_EXEC = 10,
 	EV_EXIT = 11,
 	EV_CUDA = 12,
+	EV_FDS = 13,    /* more fds of the message of the record before it (same tid and ktime) */
+	EV_QUEUED = 14, /* SCM_RIGHTS fds still queued on a Unix socket at its release */
 };
 
 /* x86_64 syscall numbers */
@@ -56,28 +75,66 @@ enum kind {
 #define SCM_RIGHTS 1
 #define AF_UNIX 1
 
-struct event {
+/* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
+struct rec {
 	__u32 type;
 	__u32 tgid;
 	__u32 tid;
-	__u32 nfds;
+	__u32 nfds; /* fds in this record (messages); the function's index (CUDA) */
 	__u64 ktime;
 	__s64 ret;
-	__u64 arg[6];
-	__s32 fds[MAXFDS];
-	__u64 files[MAXFDS];
+	__u64 arg[3];
+	__u64 file;
+};
+
+/* memfd_create, fork, exec, exit */
+struct rec_named {
+	struct rec h;
+	char comm[16];
+	__u8 name[NAMELEN];
+};
+
+/* a message's SCM_RIGHTS: h.arg = {socket fd, fds in the message, syscall nr}; the fds past the
+ * first 16 follow in EV_FDS records, and userspace counts those that never came */
+struct rec_msg {
+	struct rec h;
 	__u64 sock_ino;
 	__u64 peer_ino;
 	__u32 family;
 	__u32 namelen;
+	__u8 name[SUNLEN];
+	__s32 fds[MAXFDS];
+	__u64 files[MAXFDS];
+};
+
+/* EV_FDS (h.arg = {index of the first fd here, fds in the message, nr}) and EV_QUEUED
+ * (h.arg = {socket inode, fds queued, index of the first fd here}) */
+struct rec_fds {
+	struct rec h;
+	__s32 fds[MAXFDS];
+	__u64 files[MAXFDS];
+};
+
+struct rec_cuda {
+	struct rec h;
+	__u64 args[5];
 	__u64 dur;
-	char comm[16];
 	__u8 name[NAMELEN];
 };
 
 struct config {
 	__u32 everything; /* trace every process (--all) */
 	__u32 self;       /* the tracer's own tgid: never traced */
+};
+
+/* drops of one CPU: userspace writes `seen` (mmap) after it reported up to `count`; the first
+ * drop after that starts a new window */
+struct drops {
+	__u64 count;
+	__u64 seen;
+	__u64 first;
+	__u64 last;
+	__u64 unread; /* bytes not yet read in the ring at the last drop: a full ring, or not */
 };
 
 struct cuda_args {
@@ -91,16 +148,18 @@ struct cuda_key {
 	__u32 func;
 };
 
+/* sized by userspace before load (--ring-mb) */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
+	__uint(max_entries, 1 << 24);
 } events SEC(".maps");
 
+/* one bit per tgid: word tgid / 64, bit tgid % 64 */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PID_WORDS);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u64);
 } traced SEC(".maps");
 
 struct {
@@ -119,12 +178,21 @@ struct {
 	__type(value, __u8);
 } watched SEC(".maps");
 
+/* a close of a watched file between enter (the file the fd named) and exit (the result): in the
+ * task's own storage (tp_btf), else in a hash by thread id */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} closing_task SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, struct event);
-} inflight SEC(".maps");
+	__type(value, __u64);
+} closing SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -134,34 +202,67 @@ struct {
 } cuda_inflight SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAXCPUS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct event);
-} scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct drops);
 } lost SEC(".maps");
+
+/* --all: calls counted per process and kind in the kernel (no record needed for a count) */
+struct count_key {
+	__u32 tgid;
+	__u32 kind;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct count_key);
+	__type(value, __u64);
+} counts SEC(".maps");
 
 static __always_inline bool is_traced(__u32 tgid)
 {
+	__u32 w = tgid >> 6, zero = 0;
+	__u64 *bits = bpf_map_lookup_elem(&traced, &w);
+	if (bits && (*bits >> (tgid & 63)) & 1)
+		return true;
+	struct config *c = bpf_map_lookup_elem(&config, &zero);
+	return c && c->everything && c->self != tgid;
+}
+
+static __always_inline void set_traced(__u32 tgid, bool on)
+{
+	__u32 w = tgid >> 6;
+	__u64 *bits = bpf_map_lookup_elem(&traced, &w);
+	if (!bits)
+		return;
+	if (on)
+		__sync_fetch_and_or(bits, 1ULL << (tgid & 63));
+	else
+		__sync_fetch_and_and(bits, ~(1ULL << (tgid & 63)));
+}
+
+static __always_inline void count(__u32 tgid, __u32 kind)
+{
 	__u32 zero = 0;
 	struct config *c = bpf_map_lookup_elem(&config, &zero);
-	if (c && c->self == tgid)
-		return false;
-	if (c && c->everything)
-		return true;
-	return bpf_map_lookup_elem(&traced, &tgid) != 0;
+	if (!c || !c->everything)
+		return;
+	struct count_key k = {.tgid = tgid, .kind = kind};
+	__u64 *n = bpf_map_lookup_elem(&counts, &k);
+	if (n) {
+		*n += 1;
+		return;
+	}
+	__u64 one = 1;
+	bpf_map_update_elem(&counts, &k, &one, BPF_NOEXIST);
 }
 
 static __always_inline void watch_file(__u64 f)
 {
 	__u8 one = 1;
-	if (f)
+	if (f && !bpf_map_lookup_elem(&watched, &f))
 		bpf_map_update_elem(&watched, &f, &one, BPF_ANY);
 }
 
@@ -173,39 +274,50 @@ static __always_inline bool is_watched(__u64 f)
 #define BPF_RB_NO_WAKEUP 1
 #define BPF_RB_FORCE_WAKEUP 2
 #define BPF_RB_AVAIL_DATA 0
-#define WAKEUP_BYTES (256 << 10)
 
-/* records wake the reader only when a backlog builds up; otherwise it collects them every 25 ms
- * (one wake-up per batch instead of one per record: the tracer's CPU is mostly wake-ups) */
-static __always_inline void emit(struct event *e)
+static __always_inline void dropped(void)
 {
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
-										      : BPF_RB_NO_WAKEUP;
-	/* a refused pidfd call at once: its cause is read from /proc while both processes live */
-	if ((e->type == EV_PIDFD_GETFD || e->type == EV_PIDFD_OPEN) && e->ret < 0)
-		flags = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), flags) != 0) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-		if (n)
-			*n += 1;
-	}
+	__u32 cpu = bpf_get_smp_processor_id() & (MAXCPUS - 1);
+	struct drops *d = bpf_map_lookup_elem(&lost, &cpu);
+	if (!d)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (d->count == d->seen)
+		d->first = now;
+	d->last = now;
+	d->unread = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__sync_fetch_and_add(&d->count, 1);
 }
 
-static __always_inline struct event *fresh(__u32 type)
+/* a record of `size` bytes in the ring buffer, its head filled (NULL, counted, when full) */
+static __always_inline void *reserve(__u64 size, __u32 type, __u64 pid_tgid)
 {
-	__u32 zero = 0;
-	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e)
+	struct rec *r = bpf_ringbuf_reserve(&events, size, 0);
+	/* a reserve can fail with room left: the ring's lock given up (6.15+ rqspinlock, its holder's
+	 * vCPU descheduled, say); one more try before the record is counted as lost */
+	if (!r)
+		r = bpf_ringbuf_reserve(&events, size, 0);
+	if (!r) {
+		dropped();
 		return 0;
-	__builtin_memset(e, 0, sizeof(*e));
-	__u64 id = bpf_get_current_pid_tgid();
-	e->type = type;
-	e->tgid = id >> 32;
-	e->tid = (__u32)id;
-	e->ktime = bpf_ktime_get_ns();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	return e;
+	}
+	r->type = type;
+	r->tgid = pid_tgid >> 32;
+	r->tid = (__u32)pid_tgid;
+	r->nfds = 0;
+	r->ktime = bpf_ktime_get_ns();
+	r->ret = 0;
+	r->arg[0] = r->arg[1] = r->arg[2] = 0;
+	r->file = 0;
+	return r;
+}
+
+/* records never wake the reader, which collects them every 25 ms (a wake-up per record would be
+ * most of the tracer's CPU; the buffer holds seconds of records), except a refused pidfd call:
+ * its cause is read from /proc at once, while both processes live */
+static __always_inline void submit(void *r, bool now)
+{
+	bpf_ringbuf_submit(r, now ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* i & (MAXFDS - 1), in a form the compiler cannot fold away (the verifier needs to see it) */
@@ -215,13 +327,24 @@ static __always_inline __u64 slot(__u64 i)
 	return i;
 }
 
-/* the struct file an fd of the current process names (0 when none) */
-static __always_inline __u64 fd_file(int fd)
+/* the struct file an fd of the current process names (0 when none); btf: the task's pointers
+ * loaded directly (tp_btf), else by probe reads (raw_tp, kprobes) */
+static __always_inline __u64 fd_file(int fd, bool btf)
 {
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	unsigned int max = BPF_CORE_READ(fdt, max_fds);
-	struct file **arr = BPF_CORE_READ(fdt, fd);
+	struct fdtable *fdt;
+	unsigned int max;
+	struct file **arr;
+	if (btf) {
+		struct task_struct *t = bpf_get_current_task_btf();
+		fdt = t->files->fdt;
+		max = fdt->max_fds;
+		arr = fdt->fd;
+	} else {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+		fdt = BPF_CORE_READ(t, files, fdt);
+		max = BPF_CORE_READ(fdt, max_fds);
+		arr = BPF_CORE_READ(fdt, fd);
+	}
 	struct file *f = 0;
 	if (fd < 0 || (unsigned int)fd >= max)
 		return 0;
@@ -229,23 +352,25 @@ static __always_inline __u64 fd_file(int fd)
 	return (__u64)f;
 }
 
-static __always_inline void read_socket(struct event *e, int sockfd)
+static __always_inline void read_socket(struct rec_msg *m, int sockfd, bool btf)
 {
-	struct file *f = (struct file *)fd_file(sockfd);
+	m->sock_ino = m->peer_ino = 0;
+	m->family = m->namelen = 0;
+	struct file *f = (struct file *)fd_file(sockfd, btf);
 	if (!f)
 		return;
-	e->sock_ino = BPF_CORE_READ(f, f_inode, i_ino);
+	m->sock_ino = BPF_CORE_READ(f, f_inode, i_ino);
 	struct socket *so = BPF_CORE_READ(f, private_data);
 	struct sock *sk = BPF_CORE_READ(so, sk);
 	if (!sk)
 		return;
-	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (e->family != AF_UNIX)
+	m->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (m->family != AF_UNIX)
 		return;
 	struct unix_sock *us = (struct unix_sock *)sk;
 	struct sock *peer = BPF_CORE_READ(us, peer);
 	if (peer)
-		e->peer_ino = BPF_CORE_READ(peer, sk_socket, file, f_inode, i_ino);
+		m->peer_ino = BPF_CORE_READ(peer, sk_socket, file, f_inode, i_ino);
 	struct unix_address *addr = BPF_CORE_READ(us, addr);
 	if (!addr && peer)
 		addr = BPF_CORE_READ((struct unix_sock *)peer, addr);
@@ -258,14 +383,54 @@ static __always_inline void read_socket(struct event *e, int sockfd)
 		len = 110;
 	__u64 n = len;
 	asm volatile("%0 &= 127" : "+r"(n));
-	e->namelen = n;
-	bpf_probe_read_kernel(e->name, n, &addr->name);
+	if (n > SUNLEN)
+		return;
+	m->namelen = n;
+	bpf_probe_read_kernel(m->name, n, &addr->name);
 }
 
-/* the SCM_RIGHTS fds of one user msghdr (at the given address) into e; on_exit reads each fd's
- * file after the kernel installed it (receive), else before the call (send) */
-static __always_inline void read_rights(struct event *e, __u64 msg)
+/* fds [first, first + 16) of a message (user array at `fds`) in an EV_FDS record: verified once
+ * (a global function), called for each chunk past the head's */
+__attribute__((noinline)) int more_fds(__u64 fds, __u64 first_total, __u64 ktime, __u64 nr)
 {
+	__u32 first = first_total >> 32, total = (__u32)first_total;
+	if (first >= total || total > SCM_MAX_FD)
+		return 0;
+	struct rec_fds *r = reserve(sizeof(*r), EV_FDS, bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->h.ktime = ktime;
+	r->h.arg[0] = first;
+	r->h.arg[1] = total;
+	r->h.arg[2] = nr;
+	__u32 n = 0;
+	for (int j = 0; j < MAXFDS; j++) {
+		r->fds[j] = -1;
+		r->files[j] = 0;
+	}
+	for (int j = 0; j < MAXFDS; j++) {
+		if (first + j >= total)
+			break;
+		__s32 fd = -1;
+		if (bpf_probe_read_user(&fd, 4, (void *)(fds + (first + j) * 4)))
+			break;
+		r->fds[j] = fd;
+		r->files[j] = fd_file(fd, false);
+		watch_file(r->files[j]);
+		n = j + 1;
+	}
+	r->h.nfds = n;
+	submit(r, false);
+	return n;
+}
+
+/* the SCM_RIGHTS of one user msghdr (at `msg`): a head record per SCM_RIGHTS cmsg with its
+ * first 16 fds, then EV_FDS records for the rest. On exit: a send's fds are still in the
+ * sender's table, a receive's were installed by the kernel. */
+static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, long ret, bool btf)
+{
+	__u32 type = type_nr >> 32, nr = (__u32)type_nr;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 control = 0, controllen = 0;
 	bpf_probe_read_user(&control, 8, (void *)(msg + 32));
 	bpf_probe_read_user(&controllen, 8, (void *)(msg + 40));
@@ -285,247 +450,448 @@ static __always_inline void read_rights(struct event *e, __u64 msg)
 		if (h.len < 16 || off + h.len > controllen)
 			break;
 		if (h.level == SOL_SOCKET && h.type == SCM_RIGHTS) {
-			__u64 n = (h.len - 16) / 4;
+			__u64 total = (h.len - 16) / 4;
+			if (total > SCM_MAX_FD)
+				total = SCM_MAX_FD;
+			__u64 fds = control + off + 16;
+			struct rec_msg *m = reserve(sizeof(*m), type, pid_tgid);
+			if (!m)
+				return;
+			m->h.ret = ret;
+			m->h.arg[0] = sockfd;
+			m->h.arg[1] = total;
+			m->h.arg[2] = nr;
+			read_socket(m, sockfd, btf);
+			__u32 n = 0;
 			for (int j = 0; j < MAXFDS; j++) {
-				if (j >= n)
+				m->fds[j] = -1;
+				m->files[j] = 0;
+			}
+			for (int j = 0; j < MAXFDS; j++) {
+				if (j >= total)
 					break;
-				__u64 i = e->nfds;
-				if (i >= MAXFDS)
-					break;
-				i = slot(i);
 				__s32 fd = -1;
-				bpf_probe_read_user(&fd, 4, (void *)(control + off + 16 + j * 4));
-				e->fds[i] = fd;
-				e->files[i] = fd_file(fd);
-				watch_file(e->files[i]);
-				e->nfds = i + 1;
+				if (bpf_probe_read_user(&fd, 4, (void *)(fds + j * 4)))
+					break;
+				__u64 i = slot(j);
+				m->fds[i] = fd;
+				m->files[i] = fd_file(fd, btf);
+				watch_file(m->files[i]);
+				n = j + 1;
+			}
+			m->h.nfds = n;
+			__u64 ktime = m->h.ktime;
+			submit(m, false);
+			for (int k = 1; k < MAXCHUNKS; k++) {
+				if (k * MAXFDS >= total)
+					break;
+				more_fds(fds, ((__u64)(k * MAXFDS) << 32) | total, ktime, nr);
 			}
 		}
 		off += (h.len + 7) & ~7ULL;
 	}
 }
 
-static __always_inline void read_rights_all(struct event *e, int many)
+/* verified once each (global functions), however many messages a call carries */
+__attribute__((noinline)) int rights_btf(__u64 msg, __u64 type_nr, __u64 sockfd, __u64 ret)
 {
-	if (!many) {
-		read_rights(e, e->arg[1]);
-		return;
-	}
-	__u64 vlen = e->arg[2];
-	for (int m = 0; m < MAXMSGS; m++) {
-		if (m >= vlen)
-			break;
-		read_rights(e, e->arg[1] + m * 64);
-	}
+	read_rights(msg, type_nr, (int)sockfd, (long)ret, true);
+	return 0;
 }
 
-static __always_inline void stash(struct event *e)
+__attribute__((noinline)) int rights_raw(__u64 msg, __u64 type_nr, __u64 sockfd, __u64 ret)
 {
-	__u32 tid = e->tid;
-	bpf_map_update_elem(&inflight, &tid, e, BPF_ANY);
+	read_rights(msg, type_nr, (int)sockfd, (long)ret, false);
+	return 0;
+}
+
+static __always_inline void rights(__u64 msg, __u32 type, long id, int sockfd, long ret, bool btf)
+{
+	__u64 type_nr = ((__u64)type << 32) | (__u32)id;
+	if (btf)
+		rights_btf(msg, type_nr, sockfd, ret);
+	else
+		rights_raw(msg, type_nr, sockfd, ret);
+}
+
+#define REG(regs, f) (btf ? (regs)->f : BPF_CORE_READ(regs, f))
+
+static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
+{
+	/* only close needs the moment before the call (the file its fd named) */
+	if (id != NR_close)
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!is_traced(pid_tgid >> 32))
+		return 0;
+	int fd = REG(regs, di);
+	__u64 f = fd_file(fd, btf);
+	if (!is_watched(f))
+		return 0;
+	if (btf) {
+		__u64 *slot = bpf_task_storage_get(&closing_task, bpf_get_current_task_btf(), 0,
+						   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (slot)
+			*slot = f;
+		return 0;
+	}
+	__u32 tid = (__u32)pid_tgid;
+	bpf_map_update_elem(&closing, &tid, &f, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
+{
+	long id;
+	__u64 pid_tgid;
+	if (btf) { /* the syscall number first: a load, no helper */
+		id = regs->orig_ax;
+		if (id != NR_close && id != NR_sendmsg && id != NR_recvmsg && id != NR_sendmmsg &&
+		    id != NR_recvmmsg && id != NR_close_range && id != NR_dup && id != NR_dup2 &&
+		    id != NR_dup3 && id != NR_fcntl && id != NR_memfd_create && id != NR_pidfd_open &&
+		    id != NR_pidfd_getfd)
+			return 0;
+		pid_tgid = bpf_get_current_pid_tgid();
+		if (!is_traced(pid_tgid >> 32))
+			return 0;
+	} else { /* the tgid first: reading the number is a probe read */
+		pid_tgid = bpf_get_current_pid_tgid();
+		if (!is_traced(pid_tgid >> 32))
+			return 0;
+		id = BPF_CORE_READ(regs, orig_ax);
+	}
+	__u32 tgid = pid_tgid >> 32;
+	switch (id) {
+	case NR_close: {
+		__u32 tid = (__u32)pid_tgid;
+		__u64 *f = btf ? bpf_task_storage_get(&closing_task, bpf_get_current_task_btf(), 0, 0)
+			       : bpf_map_lookup_elem(&closing, &tid);
+		if (!f || !*f)
+			return 0;
+		struct rec *r = reserve(sizeof(*r), EV_CLOSE, pid_tgid);
+		if (r) {
+			r->ret = ret;
+			r->arg[0] = (int)REG(regs, di);
+			r->file = *f;
+			submit(r, false);
+		}
+		if (btf)
+			*f = 0;
+		else
+			bpf_map_delete_elem(&closing, &tid);
+		count(tgid, EV_CLOSE);
+		return 0;
+	}
+	case NR_sendmsg:
+	case NR_recvmsg: {
+		__u32 type = id == NR_sendmsg ? EV_SEND : EV_RECV;
+		if (type == EV_RECV && ret < 0)
+			return 0;
+		rights(REG(regs, si), type, id, (int)REG(regs, di), ret, btf);
+		count(tgid, type);
+		return 0;
+	}
+	case NR_sendmmsg:
+	case NR_recvmmsg: {
+		__u32 type = id == NR_sendmmsg ? EV_SEND : EV_RECV;
+		if (type == EV_RECV && ret < 0)
+			return 0;
+		__u64 vec = REG(regs, si), vlen = REG(regs, dx);
+		int sockfd = (int)REG(regs, di);
+		/* the messages that went (a refused call: the first, with the error) */
+		__u64 n = ret > 0 ? (__u64)ret : 1;
+		if (n > vlen)
+			n = vlen;
+		for (int m = 0; m < MAXMSGS; m++) {
+			if (m >= n)
+				break;
+			rights(vec + m * 64, type, id, sockfd, ret, btf);
+		}
+		count(tgid, type);
+		return 0;
+	}
+	case NR_close_range: {
+		struct rec *r = reserve(sizeof(*r), EV_CLOSE_RANGE, pid_tgid);
+		if (r) {
+			r->ret = ret;
+			r->arg[0] = (__u32)REG(regs, di);
+			r->arg[1] = (__u32)REG(regs, si);
+			submit(r, false);
+		}
+		count(tgid, EV_CLOSE_RANGE);
+		return 0;
+	}
+	case NR_fcntl: {
+		long cmd = REG(regs, si);
+		if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
+			return 0;
+	}
+		/* fall through */
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3: {
+		if (ret < 0) /* a refused dup of a watched fd: the old fd still names the file */
+			return 0;
+		__u64 f = fd_file((int)ret, btf); /* the new fd names the old one's file */
+		if (!is_watched(f))
+			return 0;
+		struct rec *r = reserve(sizeof(*r), EV_DUP, pid_tgid);
+		if (r) {
+			r->ret = ret;
+			r->arg[0] = (int)REG(regs, di);
+			r->arg[2] = id;
+			r->file = f;
+			submit(r, false);
+		}
+		count(tgid, EV_DUP);
+		return 0;
+	}
+	case NR_memfd_create: {
+		struct rec_named *r = reserve(sizeof(*r), EV_MEMFD, pid_tgid);
+		if (!r)
+			return 0;
+		r->h.ret = ret;
+		if (ret >= 0) {
+			r->h.file = fd_file((int)ret, btf);
+			watch_file(r->h.file);
+		}
+		__builtin_memset(r->comm, 0, sizeof(r->comm));
+		if (bpf_probe_read_user_str(r->name, NAMELEN, (void *)REG(regs, di)) < 0)
+			r->name[0] = 0;
+		submit(r, false);
+		count(tgid, EV_MEMFD);
+		return 0;
+	}
+	case NR_pidfd_open: {
+		struct rec *r = reserve(sizeof(*r), EV_PIDFD_OPEN, pid_tgid);
+		if (r) {
+			r->ret = ret;
+			r->arg[0] = (int)REG(regs, di);
+			if (ret >= 0) {
+				r->file = fd_file((int)ret, btf);
+				watch_file(r->file);
+			}
+			/* a refused pidfd call at once: its cause is read from /proc while both live */
+			submit(r, ret < 0);
+		}
+		count(tgid, EV_PIDFD_OPEN);
+		return 0;
+	}
+	case NR_pidfd_getfd: {
+		struct rec *r = reserve(sizeof(*r), EV_PIDFD_GETFD, pid_tgid);
+		if (!r)
+			return 0;
+		int pidfd = (int)REG(regs, di);
+		r->ret = ret;
+		r->arg[0] = pidfd;
+		r->arg[1] = (int)REG(regs, si);
+		struct file *pf = (struct file *)fd_file(pidfd, btf);
+		if (pf) { /* pidfs keeps the struct pid in the inode (6.9+), older kernels in the file */
+			struct pid *p = BPF_CORE_READ(pf, f_inode, i_private);
+			if (!p)
+				p = BPF_CORE_READ(pf, private_data);
+			r->arg[2] = BPF_CORE_READ(p, numbers[0].nr);
+		}
+		if (ret >= 0) {
+			r->file = fd_file((int)ret, btf);
+			watch_file(r->file);
+		}
+		submit(r, ret < 0);
+		count(tgid, EV_PIDFD_GETFD);
+		return 0;
+	}
+	}
+	return 0;
 }
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u32 type;
-	switch (id) {
-	case NR_sendmsg:
-	case NR_sendmmsg:
-		type = EV_SEND;
-		break;
-	case NR_recvmsg:
-	case NR_recvmmsg:
-		type = EV_RECV;
-		break;
-	case NR_close:
-		type = EV_CLOSE;
-		break;
-	case NR_close_range:
-		type = EV_CLOSE_RANGE;
-		break;
-	case NR_dup:
-	case NR_dup2:
-	case NR_dup3:
-	case NR_fcntl:
-		type = EV_DUP;
-		break;
-	case NR_memfd_create:
-		type = EV_MEMFD;
-		break;
-	case NR_pidfd_open:
-		type = EV_PIDFD_OPEN;
-		break;
-	case NR_pidfd_getfd:
-		type = EV_PIDFD_GETFD;
-		break;
-	default:
-		return 0;
-	}
-	if (!is_traced(tgid))
-		return 0;
-	if (id == NR_fcntl) {
-		long cmd = BPF_CORE_READ(regs, si);
-		if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
-			return 0;
-	}
-	struct event *e = fresh(type);
-	if (!e)
-		return 0;
-	e->arg[0] = BPF_CORE_READ(regs, di);
-	e->arg[1] = BPF_CORE_READ(regs, si);
-	e->arg[2] = BPF_CORE_READ(regs, dx);
-	e->arg[3] = BPF_CORE_READ(regs, r10);
-	e->arg[5] = id;
-	switch (type) {
-	case EV_RECV:
-		return 0; /* read whole at exit: a receive already waiting when the trace began counts too */
-	case EV_SEND:
-		read_rights_all(e, id == NR_sendmmsg);
-		if (!e->nfds)
-			return 0;
-		read_socket(e, (int)e->arg[0]);
-		break;
-	case EV_CLOSE:
-		e->files[0] = fd_file((int)e->arg[0]);
-		if (!is_watched(e->files[0]))
-			return 0;
-		break;
-	case EV_DUP:
-		if (!is_watched(fd_file((int)e->arg[0])))
-			return 0;
-		break;
-	case EV_MEMFD:
-		bpf_probe_read_user_str(e->name, NAMELEN, (void *)e->arg[0]);
-		break;
-	case EV_PIDFD_GETFD: {
-		struct file *f = (struct file *)fd_file((int)e->arg[0]);
-		if (f) { /* pidfs keeps the struct pid in the inode (6.9+), older kernels in the file */
-			struct pid *p = BPF_CORE_READ(f, f_inode, i_private);
-			if (!p)
-				p = BPF_CORE_READ(f, private_data);
-			e->arg[4] = BPF_CORE_READ(p, numbers[0].nr);
-		}
-		break;
-	}
-	}
-	stash(e);
-	return 0;
+	return on_enter(regs, id, true);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	long id = BPF_CORE_READ(regs, orig_ax);
-	/* every syscall of the machine passes here: the ones never stashed leave before any map */
-	switch (id) {
-	case NR_sendmsg:
-	case NR_sendmmsg:
-	case NR_recvmsg:
-	case NR_recvmmsg:
-	case NR_close:
-	case NR_close_range:
-	case NR_dup:
-	case NR_dup2:
-	case NR_dup3:
-	case NR_fcntl:
-	case NR_memfd_create:
-	case NR_pidfd_open:
-	case NR_pidfd_getfd:
-		break;
-	default:
-		return 0;
-	}
-	struct event *e = bpf_map_lookup_elem(&inflight, &tid);
-	if (!e) {
-		/* receives: the arguments are still in the saved user registers */
-		if ((id != NR_recvmsg && id != NR_recvmmsg) || ret < 0 || !is_traced(pid_tgid >> 32))
-			return 0;
-		e = fresh(EV_RECV);
-		if (!e)
-			return 0;
-		e->arg[0] = BPF_CORE_READ(regs, di);
-		e->arg[1] = BPF_CORE_READ(regs, si);
-		e->arg[2] = BPF_CORE_READ(regs, dx);
-		e->arg[5] = id;
-		e->ret = ret;
-		read_rights_all(e, id == NR_recvmmsg);
-		if (!e->nfds)
-			return 0;
-		read_socket(e, (int)e->arg[0]);
-		e->dur = 0; /* its start is not known */
-		emit(e);
-		return 0;
-	}
-	e->ret = ret;
-	switch (e->type) {
-	case EV_DUP:
-	case EV_MEMFD:
-	case EV_PIDFD_OPEN:
-	case EV_PIDFD_GETFD:
-		if (ret >= 0) {
-			e->files[0] = fd_file((int)ret);
-			watch_file(e->files[0]);
-		}
-		break;
-	}
-	e->dur = bpf_ktime_get_ns() - e->ktime;
-	emit(e);
-	bpf_map_delete_elem(&inflight, &tid);
-	return 0;
+	return on_exit(regs, ret, true);
 }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
+/* the fallback where the kernel refuses tp_btf: the same, with probe reads */
+SEC("raw_tp/sys_enter")
+int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
+{
+	return on_enter(regs, id, false);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
+{
+	return on_exit(regs, ret, false);
+}
+
+static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid || !is_traced(ptgid))
 		return 0;
-	__u8 one = 1;
-	bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY);
-	struct event *e = fresh(EV_FORK);
-	if (!e)
+	set_traced(ctgid, true);
+	struct rec_named *r = reserve(sizeof(*r), EV_FORK, bpf_get_current_pid_tgid());
+	if (!r)
 		return 0;
-	e->tgid = ptgid;
-	e->arg[0] = ctgid;
-	emit(e);
+	r->h.tgid = ptgid;
+	r->h.arg[0] = ctgid;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	r->name[0] = 0;
+	submit(r, false);
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(proc_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+static __always_inline int on_exec(struct task_struct *p, struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	if (!is_traced(tgid))
 		return 0;
-	struct event *e = fresh(EV_EXEC);
-	if (!e)
+	struct rec_named *r = reserve(sizeof(*r), EV_EXEC, bpf_get_current_pid_tgid());
+	if (!r)
 		return 0;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	const char *fn = BPF_CORE_READ(bprm, filename);
-	bpf_probe_read_kernel_str(e->name, NAMELEN, fn);
-	emit(e);
+	if (bpf_probe_read_kernel_str(r->name, NAMELEN, fn) < 0)
+		r->name[0] = 0;
+	submit(r, false);
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(proc_exit, struct task_struct *p)
+static __always_inline int on_exit_process(struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	if (!is_traced(tgid))
 		return 0;
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0; /* not the last thread */
-	struct event *e = fresh(EV_EXIT);
-	if (!e)
-		return 0;
-	e->ret = BPF_CORE_READ(p, exit_code);
-	emit(e);
-	bpf_map_delete_elem(&traced, &tgid);
+	struct rec_named *r = reserve(sizeof(*r), EV_EXIT, bpf_get_current_pid_tgid());
+	if (r) {
+		r->h.ret = BPF_CORE_READ(p, exit_code);
+		bpf_get_current_comm(r->comm, sizeof(r->comm));
+		r->name[0] = 0;
+		submit(r, false);
+	}
+	set_traced(tgid, false);
 	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(proc_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	return on_exec(p, bprm);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(proc_exit, struct task_struct *p)
+{
+	return on_exit_process(p);
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(raw_proc_fork, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(raw_proc_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	return on_exec(p, bprm);
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(raw_proc_exit, struct task_struct *p)
+{
+	return on_exit_process(p);
+}
+
+/* the fds of one discarded message (its scm_fp_list) from index `first`, in one EV_QUEUED
+ * record; only files the trace follows are reported (a discard elsewhere on the machine says
+ * nothing), or every one under --all */
+__attribute__((noinline)) int queued_chunk(__u64 fpl, __u64 first_total, __u64 ino, __u64 any)
+{
+	__u32 first = first_total >> 32, total = (__u32)first_total;
+	if (first >= total || total > SCM_MAX_FD)
+		return 0;
+	__u64 files[MAXFDS] = {};
+	__u32 n = 0, watched_here = 0;
+	struct scm_fp_list *fp = (struct scm_fp_list *)fpl;
+	for (int j = 0; j < MAXFDS; j++) {
+		__u32 i = first + j;
+		if (i >= total || i >= SCM_MAX_FD)
+			break;
+		__u64 f = 0;
+		bpf_probe_read_kernel(&f, 8, &fp->fp[i]);
+		files[j] = f;
+		watched_here += is_watched(f);
+		n = j + 1;
+	}
+	if (!watched_here && !any)
+		return 0;
+	struct rec_fds *r = reserve(sizeof(*r), EV_QUEUED, bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->h.nfds = n;
+	r->h.arg[0] = ino;
+	r->h.arg[1] = total;
+	r->h.arg[2] = first;
+	for (int j = 0; j < MAXFDS; j++) {
+		r->fds[j] = -1;
+		r->files[j] = files[j];
+	}
+	submit(r, false);
+	return n;
+}
+
+/* A Unix socket's message freed with its SCM_RIGHTS still attached: received messages had their
+ * fds detached (UNIXCB(skb).fp = NULL) before they are freed, so these fds were sent and never
+ * received: the socket holding them was released (close, exit) or collected with them queued.
+ * kfree_skb fires before the skb's destructor (unix_destruct_scm) drops the files. */
+static __always_inline int on_skb_freed(struct sk_buff *skb)
+{
+	struct sock *sk = BPF_CORE_READ(skb, sk);
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+		return 0;
+	__u64 cb = (__u64)skb + bpf_core_field_offset(struct sk_buff, cb);
+	struct scm_fp_list *fp = BPF_CORE_READ((struct unix_skb_parms *)cb, fp);
+	if (!fp)
+		return 0;
+	__u32 total = BPF_CORE_READ(fp, count);
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&config, &zero);
+	__u64 any = c && c->everything;
+	/* the sending socket (the skb's owner), as the send's record names it */
+	__u64 ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	for (int k = 0; k < MAXCHUNKS; k++) {
+		if (k * MAXFDS >= total)
+			break;
+		queued_chunk((__u64)fp, ((__u64)(k * MAXFDS) << 32) | total, ino, any);
+	}
+	return 0;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(skb_freed, struct sk_buff *skb)
+{
+	return on_skb_freed(skb);
+}
+
+SEC("raw_tp/kfree_skb")
+int BPF_PROG(raw_skb_freed, struct sk_buff *skb)
+{
+	return on_skb_freed(skb);
 }
 
 /* CUDA driver calls: userspace attaches these to each function with its index as the cookie */
@@ -574,30 +940,31 @@ int cuda_exit(struct pt_regs *ctx)
 	struct cuda_args *a = bpf_map_lookup_elem(&cuda_inflight, &k);
 	if (!a)
 		return 0;
-	struct event *e = fresh(EV_CUDA);
-	if (!e)
+	struct rec_cuda *r = reserve(sizeof(*r), EV_CUDA, id);
+	if (!r)
 		goto done;
-	e->ret = (__s32)PT_REGS_RC(ctx);
-	e->dur = e->ktime - a->t0;
-	e->ktime = a->t0;
-	e->nfds = k.func;
+	r->h.ret = (__s32)PT_REGS_RC(ctx);
+	r->dur = r->h.ktime - a->t0;
+	r->h.ktime = a->t0;
+	r->h.nfds = k.func;
 	for (int i = 0; i < 5; i++)
-		e->arg[i] = a->arg[i];
-	__builtin_memcpy(e->name, a->ipc, 64);
+		r->args[i] = a->arg[i];
+	__builtin_memcpy(r->name, a->ipc, 64);
+	__builtin_memset(r->name + 64, 0, 64);
 	/* outputs: through the first argument's pointer (handle, fd, device address, IPC bytes) */
 	if (a->arg[0])
-		bpf_probe_read_user(&e->files[0], 8, (void *)a->arg[0]);
-	if ((k.func == CU_EXPORT || k.func == CU_POOL_EXPORT) && e->ret == 0 &&
+		bpf_probe_read_user(&r->h.file, 8, (void *)a->arg[0]);
+	if ((k.func == CU_EXPORT || k.func == CU_POOL_EXPORT) && r->h.ret == 0 &&
 	    a->arg[2] == 1 /* POSIX fd */ && a->arg[0]) {
 		__s32 fd = -1;
 		bpf_probe_read_user(&fd, 4, (void *)a->arg[0]);
-		watch_file(fd_file(fd));
+		watch_file(fd_file(fd, false));
 	}
 	if (a->arg[0] && k.func != CU_IPC_OPEN && k.func != CU_IPC_OPEN_OLD &&
 	    k.func != CU_MEM_CREATE && k.func != CU_SET_ACCESS && k.func != CU_POOL_CREATE &&
 	    k.func != CU_POOL_IMPORT_PTR)
-		bpf_probe_read_user(e->name + 64, 64, (void *)a->arg[0]);
-	emit(e);
+		bpf_probe_read_user(r->name + 64, 64, (void *)a->arg[0]);
+	submit(r, false);
 done:
 	bpf_map_delete_elem(&cuda_inflight, &k);
 	return 0;

@@ -1,0 +1,89 @@
+"""The records of trace.bpf.c decoded in ring order: a message's head record and its continuation
+records make one event with every fd; a continuation that never came is counted as fds not read
+(never guessed); the fds freed in a socket's queue come as one event whatever their number."""
+
+from vmmtui.trace import records as r
+from vmmtui.trace.events import FdsReceived, FdsSent, MemfdCreated, QueuedAtRelease
+
+
+def head(kind, tid=10, nfds=0, ktime=1000, ret=0, arg=(0, 0, 0), file=0) -> bytes:
+    return r.HEAD.pack(kind, 10, tid, nfds, ktime, ret, *arg, file)
+
+
+def pad(values, fill):
+    return list(values) + [fill] * (r.MAXFDS - len(values))
+
+
+def message(kind, total, fds, tid=10, ktime=1000) -> bytes:
+    tail = r.MSG.pack(7, 8, 1, 0, b"", *pad(fds, -1), *pad([0x1000 + f for f in fds], 0))
+    return head(kind, tid, len(fds), ktime, 1, (3, total, 46)) + tail
+
+
+def more(total, first, fds, tid=10, ktime=1000, kind=r.FDS, arg=None) -> bytes:
+    tail = r.FDLIST.pack(*pad(fds, -1), *pad([0x1000 + f for f in fds], 0))
+    return head(kind, tid, len(fds), ktime, 0, arg or (first, total, 46)) + tail
+
+
+def memfd(tid=10) -> bytes:
+    return head(r.MEMFD, tid, 0, 2000, 5, file=0x9999) + r.NAMED.pack(b"", b"x")
+
+
+def run(*raws):
+    d = r.Decoder(r.FileNames(b"k" * 16))
+    return [e for raw in raws for e in d(raw)], d
+
+
+def test_a_message_of_253_fds_is_one_event_with_every_fd():
+    fds = list(range(100, 353))
+    raws = [message(r.SEND, 253, fds[:16])]
+    raws += [more(253, i, fds[i : i + 16]) for i in range(16, 253, 16)]
+    events, d = run(*raws)
+    (e,) = events
+    assert isinstance(e, FdsSent) and e.fds == fds and e.fds_not_read == 0
+    assert len(set(e.files)) == 253 and not d.flush()
+
+
+def test_a_missing_continuation_is_counted_not_guessed():
+    fds = list(range(100, 164))
+    raws = [message(r.RECV, 64, fds[:16]), more(64, 16, fds[16:32]), memfd()]
+    events, _ = run(*raws)  # the records of 32..63 were lost; that thread's next record ends it
+    e = events[0]
+    assert isinstance(e, FdsReceived) and e.fds == fds[:32] and e.fds_not_read == 32
+    assert isinstance(events[1], MemfdCreated)
+
+
+def test_the_end_of_the_trace_ends_a_message_waiting_for_fds():
+    events, d = run(message(r.SEND, 20, list(range(16))))
+    assert events == []
+    (e,) = d.flush()
+    assert e.fds_not_read == 4
+
+
+def test_other_threads_records_between_a_head_and_its_continuation():
+    fds = list(range(40))
+    raws = [
+        message(r.SEND, 40, fds[:16], tid=10),
+        memfd(tid=11),
+        more(40, 16, fds[16:32], tid=10),
+        more(40, 32, fds[32:40], tid=10),
+    ]
+    events, _ = run(*raws)
+    assert [type(e) for e in events] == [MemfdCreated, FdsSent]
+    assert events[1].fds == fds
+
+
+def test_a_continuation_without_its_head_is_dropped():
+    events, d = run(more(40, 16, list(range(16))))
+    assert events == [] and d.flush() == []
+
+
+def test_fds_freed_in_a_queue_come_as_one_event():
+    files = list(range(20))
+    raws = [
+        more(20, 0, files[:16], kind=r.QUEUED, arg=(77, 20, 0)),
+        more(20, 16, files[16:], kind=r.QUEUED, arg=(77, 20, 16)),
+    ]
+    events, _ = run(*raws)
+    (e,) = events
+    assert isinstance(e, QueuedAtRelease)
+    assert e.socket_file == 77 and e.count == 20 and len(e.files) == 20
