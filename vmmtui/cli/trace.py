@@ -41,6 +41,17 @@ def add_parser(sub) -> None:
     )
     t.add_argument("--duration", type=positive_arg, metavar="S", help="stop after S seconds")
     t.add_argument("--quiet", "-q", action="store_true", help="print only the ledger's findings")
+    t.add_argument(
+        "--text",
+        action="store_true",
+        help="print the calls as lines (the default when stdout is not a terminal); in a terminal "
+        "the inspector opens instead",
+    )
+    t.add_argument(
+        "--cast",
+        metavar="FILE.cast",
+        help="the inspector: write the screen as an asciinema v2 recording",
+    )
     t.add_argument("--no-cuda", action="store_true", help="do not probe libcuda (syscalls only)")
     t.add_argument("--libcuda", metavar="PATH", help="the libcuda.so.1 to probe (default: found)")
     t.add_argument(
@@ -99,6 +110,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     _import_the_fold()
     reason = why_not()
     tracer = None
+    inspector = sys.stdout.isatty() and not (args.text or args.json or args.quiet)
     if reason is None:
         tracer = Tracer(
             command,
@@ -108,6 +120,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             not args.no_cuda,
             args.libcuda,
             stdout=2 if args.json else None,  # the stream alone on stdout: the command's goes to 2
+            quiet=inspector,  # the screen is the inspector's: the command's output goes nowhere
         )
         try:
             tracer.start()
@@ -122,21 +135,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         _close_sinks(sinks, [])
         return _fallback(args, command, reason)
     assert tracer is not None
-    if (
-        args.pids
-        and sys.stdout.isatty()
-        and not (args.json or args.quiet or args.record or args.duration)
-    ):
-        from vmmtui.tui.attach import AttachApp
-
-        try:  # the attach view, with the trace live beside what /proc shows
-            AttachApp(args.pids, trace=tracer).run()
-        finally:
-            tracer.stopping = True
-            tracer.finished.wait(2.0)  # the view's thread closes the probe itself
-            if not tracer.finished.is_set():
-                tracer.close()
-        return EXIT_OK
+    if inspector:
+        return _inspect(tracer, args, command, recorder, sinks)
     seen: list = []
     with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
         try:
@@ -151,6 +151,43 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if command:
         return tracer.exit.status if tracer.exit else EXIT_FAILED
     return EXIT_OK
+
+
+def _inspect(tracer, args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
+    """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
+    command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
+    from vmmtui.tui.trace import TraceApp
+
+    seen: list = []
+
+    def sink(e) -> None:  # in the tracer's thread
+        if recorder is not None:
+            recorder.write(e)
+        for s in sinks:
+            s.feed(e)
+        if args.perfetto:
+            seen.append(e)
+
+    what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
+    app = TraceApp(tracer, title=f"eBPF · {what}"[:100], sink=sink, cast=args.cast)
+    try:
+        app.run()
+    finally:
+        app.end_trace()
+        tracer.finished.wait(2.0)
+        tracer.close()
+        if recorder is not None:
+            recorder.close()
+            if recorder.failed:
+                print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
+        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+    if app.error:
+        print(f"vmmtui trace: {app.error}", file=sys.stderr)
+    if command and tracer.exit is not None:
+        return tracer.exit.status
+    if app.signalled is not None:
+        return 128 + app.signalled
+    return EXIT_OK if not command else EXIT_FAILED
 
 
 def _import_the_fold() -> None:

@@ -1,0 +1,244 @@
+"""``vmmtui trace`` in a terminal: the inspector on programs vmmtui did not start, live.
+
+A thread runs the tracer (eBPF) and the ledger, writes the recording and the exporters, and only
+posts batches of events to the app. The app keeps every event (nothing is dropped from the state:
+``FrameStates`` folds them all) and repaints at most ``REPAINT_HZ`` times a second, however fast
+the calls come. Each call is a frame: ←/→, g, the timeline and / go back through them while the
+trace goes on; end goes back to live. q, Ctrl-C, SIGTERM or a closed terminal end the trace: the
+traced command's process tree is stopped (SIGTERM, then SIGKILL), the probes closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.message import Message
+
+from vmmtui.events import Event
+from vmmtui.record.calls import CallTimeline
+from vmmtui.tui.keys import TRACE, bindings
+from vmmtui.tui.viewer import Viewer
+from vmmtui.view import FrameStates, ScreenState
+
+#: the most repaints a second: calls come by thousands, the screen shows the newest state
+REPAINT_HZ = 20
+#: how long the command's tree gets after SIGTERM before SIGKILL
+TERM_GRACE_S = 0.8
+
+
+@dataclass
+class TraceEvents(Message):
+    """Events of the trace, in order (tracer thread → app)."""
+
+    events: list[Event]
+
+
+@dataclass
+class TraceEnded(Message):
+    """The tracer's thread is done: ``error`` says why when it failed."""
+
+    error: str = ""
+
+
+class TraceApp(Viewer):
+    TITLE = "vmmtui trace"
+    BINDINGS = bindings(TRACE)
+    MODE = TRACE
+
+    def __init__(
+        self,
+        tracer: Any,
+        *,
+        title: str = "",
+        sink: Callable[[Event], None] | None = None,
+        cast: str | None = None,
+    ):
+        super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
+        self.tracer = tracer
+        #: what else gets every event (the recording, the exporters), in the tracer's thread
+        self.sink = sink
+        self.sub = title
+        self.dirty = False
+        self.ended = False
+        self.notes: list[Text] = []
+        self.thread: threading.Thread | None = None
+        self.error = ""
+
+    @property
+    def timeline(self) -> CallTimeline:
+        return self.frames.timeline  # type: ignore[return-value]
+
+    def begin(self) -> None:
+        self.set_interval(1 / REPAINT_HZ, self._repaint)
+        self.thread = threading.Thread(target=self._trace, name="vmmtui-trace", daemon=True)
+        self.thread.start()
+
+    # -- the tracer's thread (posts messages only) -------------------------------------------------
+    def _trace(self) -> None:
+        from vmmtui.trace.events import TraceFinished
+        from vmmtui.trace.ledger import Ledger
+
+        ledger = Ledger()
+        batch: list[Event] = []
+
+        def out(e: Event) -> None:
+            batch.append(e)
+            if self.sink is not None:
+                self.sink(e)
+
+        def flush() -> None:
+            if batch:
+                self.post_message(TraceEvents(batch[:]))
+                batch.clear()
+
+        error = ""
+        try:
+            for e in self.tracer.events(on_batch=flush):
+                if isinstance(e, TraceFinished):
+                    for f in ledger.finish():
+                        out(f)
+                    bad = sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
+                    out(dataclasses.replace(e, findings=bad))
+                    continue
+                out(e)
+                for f in ledger.apply(e):
+                    out(f)
+                if len(batch) >= 4096:
+                    flush()
+        except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
+            error = f"the trace stopped: {type(exc).__name__}: {exc}"
+        finally:
+            flush()
+            self.post_message(TraceEnded(error))
+
+    # -- events in ---------------------------------------------------------------------------------
+    def on_trace_events(self, message: TraceEvents) -> None:
+        self.frames.extend(message.events)
+        self.dirty = True
+
+    def on_trace_ended(self, message: TraceEnded) -> None:
+        self.ended = True
+        self.error = message.error
+        if message.error:
+            self.note(Text(message.error, style="bold red"))
+        exit_ = getattr(self.tracer, "exit", None)
+        if exit_ is not None and self.tracer.command:
+            how = f"signal {exit_.signal}" if exit_.signal else f"exit {exit_.code}"
+            self.notify(f"the command ended ({how}); q quits", timeout=6)
+        self.dirty = True
+
+    def _repaint(self) -> None:
+        """At most REPAINT_HZ a second: the newest state (live), or the bar only (looking back)."""
+        if not self.dirty or self.ending:
+            return
+        self.dirty = False
+        self.paint()
+
+    # -- what the screen says ----------------------------------------------------------------------
+    def state_shown(self) -> ScreenState:
+        state = super().state_shown()
+        for text in self.notes:
+            state = state.noted(text)
+        return state
+
+    def note(self, text: Text) -> None:
+        self.notes.append(text)
+        self.paint()
+
+    def where(self) -> str:
+        calls = self.frames.frames[-1].steps
+        if self.shown is None:
+            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}"
+        return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
+
+    def subtitle(self, state: ScreenState) -> str:
+        return self.sub
+
+    # -- frames ------------------------------------------------------------------------------------
+    def go(self, index: int | None) -> None:
+        if index is None or index >= self.frames.last:
+            self.shown = None
+            self.inspector.mark = ""
+        else:
+            self.shown = max(0, index)
+            self.inspector.mark = f"as of call {self.frames.frames[self.shown].steps}"
+        self.paint()
+
+    async def action_back(self) -> None:
+        self.go((self.shown if self.shown is not None else self.frames.last) - 1)
+
+    def action_forward(self) -> None:
+        if self.shown is not None:
+            self.go(self.shown + 1)
+
+    def action_live(self) -> None:
+        self.search = None
+        self.go(None)
+
+    def action_first(self) -> None:
+        self.go(0)
+
+    def action_sort(self) -> None:
+        panel = self.inspector.focused_program()
+        if panel is None:
+            self.notify("no process to sort yet", timeout=3)
+            return
+        self.notify(f"{panel.pid}: memory sorted by {panel.cycle_sort()}", timeout=2)
+
+    def tick_autoplay(self) -> None:
+        return
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("forward", "live") and self.shown is None:
+            return False
+        return super().check_action(action, parameters)
+
+    # -- the end -----------------------------------------------------------------------------------
+    def finish(self, code: int) -> None:
+        self.end_trace()
+        super().finish(code)
+
+    def end_trace(self) -> None:
+        """Stop the command's process tree and the tracer (within about a second)."""
+        stop_command(self.tracer)
+        self.tracer.stopping = True
+        if self.thread is not None:
+            self.thread.join(1.0)
+
+
+def stop_command(tracer: Any) -> None:
+    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
+    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
+    from vmmtui.trace.tracer import descendants
+
+    proc = getattr(tracer, "proc", None)
+    if proc is None or getattr(tracer, "exit", None) is not None:
+        return
+    tree = {proc.pid} | descendants({proc.pid})
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + TERM_GRACE_S
+    while time.monotonic() < end and any(_alive(p) for p in tree):
+        time.sleep(0.02)
+    for pid in tree | descendants(tree):
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
