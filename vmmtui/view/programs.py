@@ -333,7 +333,7 @@ def _hold(v: ProgramsView, pid: int, f: FdView) -> ProgramsView:
     p = v.proc(pid)
     old = p.fds.get(f.fd)
     closed = p.closed
-    if old is not None and old.file != f.file:  # dup2 onto it, or a close not seen
+    if old is not None and old.since != f.since:  # dup2 onto it, or a close not seen
         closed = (*closed, evolve(old, closed_at=v.seq))[-CLOSED_KEPT:]
     return _set(v, evolve(p, fds={**p.fds, f.fd: f}, closed=closed))
 
