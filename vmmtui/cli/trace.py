@@ -111,6 +111,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
     reason = why_not()
     tracer = None
     inspector = sys.stdout.isatty() and not (args.text or args.json or args.quiet)
+    if reason is None and inspector:  # the probes load after the inspector's first frame
+        tracer = Tracer(
+            command,
+            args.pids,
+            args.all,
+            args.duration,
+            not args.no_cuda,
+            args.libcuda,
+            quiet=True,  # the screen is the inspector's: the command's output goes nowhere
+        )
+        return _inspect(tracer, args, command, recorder, sinks)
     if reason is None:
         tracer = Tracer(
             command,
@@ -120,7 +131,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
             not args.no_cuda,
             args.libcuda,
             stdout=2 if args.json else None,  # the stream alone on stdout: the command's goes to 2
-            quiet=inspector,  # the screen is the inspector's: the command's output goes nowhere
         )
         try:
             tracer.start()
@@ -135,8 +145,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
         _close_sinks(sinks, [])
         return _fallback(args, command, reason)
     assert tracer is not None
-    if inspector:
-        return _inspect(tracer, args, command, recorder, sinks)
     seen: list = []
     with delivered_to(tracer.forward):  # the traced command decides when to end; restored after
         try:
@@ -174,8 +182,8 @@ def _inspect(tracer, args: argparse.Namespace, command: list[str], recorder, sin
         app.run()
     finally:
         app.end_trace()
-        tracer.finished.wait(2.0)
-        tracer.close()
+        if app.thread is not None and app.thread.is_alive():
+            tracer.finished.wait(1.0)
         if recorder is not None:
             recorder.close()
             if recorder.failed:
@@ -183,6 +191,8 @@ def _inspect(tracer, args: argparse.Namespace, command: list[str], recorder, sin
         _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
     if app.error:
         print(f"vmmtui trace: {app.error}", file=sys.stderr)
+        if app.code and tracer.exit is None:
+            return app.code
     if command and tracer.exit is not None:
         return tracer.exit.status
     if app.signalled is not None:

@@ -44,9 +44,11 @@ class TraceEvents(Message):
 
 @dataclass
 class TraceEnded(Message):
-    """The tracer's thread is done: ``error`` says why when it failed."""
+    """The tracer's thread is done: ``error`` says why when it failed (``code``: the exit status
+    it calls for: 127 for a command not found…)."""
 
     error: str = ""
+    code: int = 0
 
 
 class TraceApp(Viewer):
@@ -61,9 +63,14 @@ class TraceApp(Viewer):
         title: str = "",
         sink: Callable[[Event], None] | None = None,
         cast: str | None = None,
+        started: bool = False,
     ):
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
         self.tracer = tracer
+        #: False: the app's thread loads the probes and starts the command, after the first frame
+        self.tracer_started = started
+        #: the exit status an error calls for (the command not found: 127)
+        self.code = 0
         #: what else gets every event (the recording, the exporters), in the tracer's thread
         self.sink = sink
         self.sub = title
@@ -101,6 +108,23 @@ class TraceApp(Viewer):
                 batch.clear()
 
         error = ""
+        if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
+            from vmmtui.trace.loader import ProbeUnavailable
+            from vmmtui.trace.tracer import CommandNotFound
+
+            try:
+                self.tracer.start()
+            except ProbeUnavailable as exc:
+                self.post_message(TraceEnded(f"eBPF unavailable: {exc}", 1))
+                return
+            except CommandNotFound as exc:
+                self.post_message(TraceEnded(str(exc), exc.code))
+                return
+            except Exception as exc:  # noqa: BLE001 - said on screen in one line
+                self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
+                return
+            if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
+                stop_command(self.tracer)
         try:
             for e in self.tracer.events(on_batch=flush):
                 if isinstance(e, TraceFinished):
@@ -127,9 +151,10 @@ class TraceApp(Viewer):
 
     def on_trace_ended(self, message: TraceEnded) -> None:
         self.ended = True
-        self.error = message.error
+        self.error, self.code = message.error, message.code
         if message.error:
             self.note(Text(message.error, style="bold red"))
+            self.notify(message.error, severity="error", timeout=20)
         exit_ = getattr(self.tracer, "exit", None)
         if exit_ is not None and self.tracer.command:
             how = f"signal {exit_.signal}" if exit_.signal else f"exit {exit_.code}"
@@ -156,6 +181,8 @@ class TraceApp(Viewer):
 
     def where(self) -> str:
         calls = self.frames.frames[-1].steps
+        if not self.frames.timeline.events and not self.ended:
+            return "STARTING · loading the eBPF probes (the kernel checks each program first)"
         if self.shown is None:
             return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}"
         return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
