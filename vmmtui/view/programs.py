@@ -163,7 +163,10 @@ class ProcView:
     ppid: int = 0
     uid: int | None = None
     alive: bool = True
+    #: its exit status (``exit(5)``: 5), or None
     code: int | None = None
+    #: the signal that ended it (0: none)
+    signal: int = 0
     gone_at: int | None = None
     #: how many calls of its book (``ProgramsView.call_books[pid]``) this state shows
     ncalls: int = 0
@@ -386,7 +389,8 @@ def _exec(v: ProgramsView, e: ProcessExec) -> ProgramsView:
 
 def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
     p = v.proc(e.pid)
-    v = _call(v, e, "exit", f"exit (status {e.code})")
+    sig = e.code & 0x7F
+    v = _call(v, e, "exit", f"killed by signal {sig}" if sig else f"exit (status {e.code >> 8})")
     p = v.proc(e.pid)
     closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
     mems = {
@@ -398,7 +402,8 @@ def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
         evolve(
             p,
             alive=False,
-            code=e.code,
+            code=None if sig else e.code >> 8,
+            signal=sig,
             gone_at=v.seq,
             comm=p.comm or e.comm,
             fds={},

@@ -147,11 +147,13 @@ class ProgramPanel(Static, can_focus=True):
             return
         self._key = key
         self.border_title = Text(p.name, pid_style(v, p.pid))
-        state = (
-            f"exited {p.code}"
-            if not p.alive and p.code is not None
-            else ("exited" if not p.alive else "running")
-        )
+        state = "running"
+        if not p.alive:
+            state = (
+                f"killed by signal {p.signal}"
+                if p.signal
+                else (f"exited {p.code}" if p.code is not None else "exited")
+            )
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
         self.border_subtitle = mark or f"{state} · {p.ncalls} calls{sort}"
         self.set_class(not p.alive, "-gone")
