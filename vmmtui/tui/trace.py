@@ -31,6 +31,9 @@ from vmmtui.view import FrameStates, ScreenState
 
 #: the most repaints a second: calls come by thousands, the screen shows the newest state
 REPAINT_HZ = 20
+#: the longest a repaint folds new events before it draws (the keys stay answered; the rest is
+#: folded at the next repaint: nothing is dropped, the screen says how far behind it is)
+FOLD_BUDGET_S = 0.03
 #: how long the command's tree gets after SIGTERM before SIGKILL
 TERM_GRACE_S = 0.8
 
@@ -79,6 +82,8 @@ class TraceApp(Viewer):
         self.notes: list[Text] = []
         self.thread: threading.Thread | None = None
         self.error = ""
+        #: events folded into the live state (the newest are folded at the next repaints)
+        self.live_to = 0
 
     @property
     def timeline(self) -> CallTimeline:
@@ -162,15 +167,26 @@ class TraceApp(Viewer):
         self.dirty = True
 
     def _repaint(self) -> None:
-        """At most REPAINT_HZ a second: the newest state (live), or the bar only (looking back)."""
-        if not self.dirty or self.ending:
+        """At most REPAINT_HZ a second: the newest state (live), or the bar only (looking back).
+        The new events are folded here, FOLD_BUDGET_S at a time."""
+        if self.ending:
             return
-        self.dirty = False
-        self.paint()
+        total = len(self.timeline.events)
+        if self.live_to < total:
+            t = time.perf_counter()
+            n = self.live_to
+            while n < total and time.perf_counter() - t < FOLD_BUDGET_S:
+                n = min(total, n + 256)
+                self.frames.after(n)
+            self.live_to = n
+            self.dirty = True
+        if self.dirty:
+            self.dirty = False
+            self.paint()
 
     # -- what the screen says ----------------------------------------------------------------------
     def state_shown(self) -> ScreenState:
-        state = super().state_shown()
+        state = self.frames.after(self.live_to) if self.shown is None else super().state_shown()
         for text in self.notes:
             state = state.noted(text)
         return state
@@ -184,7 +200,9 @@ class TraceApp(Viewer):
         if not self.frames.timeline.events and not self.ended:
             return "STARTING · loading the eBPF probes (the kernel checks each program first)"
         if self.shown is None:
-            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}"
+            behind = len(self.timeline.events) - self.live_to
+            folding = f" · folding {behind} more events" if behind > 0 else ""
+            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}{folding}"
         return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
 
     def subtitle(self, state: ScreenState) -> str:

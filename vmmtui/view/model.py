@@ -9,7 +9,7 @@ how many of its lines it shows, so a state per frame costs no copy of the log.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from rich.text import Text
@@ -51,13 +51,24 @@ UNSAID = {"transport": "scm-rights", "pid": 0, "fd": -1}
 class LogLine:
     """One line of the event log and the step it belongs to (a click on it shows that step)."""
 
-    text: Text
+    #: the line, or what makes it when it is first read (a trace writes thousands a second; a
+    #: line is drawn only when the log shows it or a search reads it)
+    body: Text | Callable[[], Text]
     #: how many plan steps had run when it was written (None: before any session)
     steps: int | None
     #: which session of the app wrote it (ctrl+r starts the next): older lines are no step of this one
     era: int = 0
     #: the event (its number in the fold) that wrote it; 0: the app, not an event
     seq: int = 0
+
+    @property
+    def text(self) -> Text:
+        body = self.body
+        if isinstance(body, Text):
+            return body
+        made = body()
+        object.__setattr__(self, "body", made)  # made once, kept
+        return made
 
 
 class LogBook:
@@ -497,18 +508,27 @@ def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
     return _log(state, [_tag(say.KERNEL, say.kcmp_line(e))])
 
 
+#: the trace's narration and events, once a trace event is folded
+_TRACE: dict = {}
+
+
 def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     """A trace's or a polling's event: its process views, wire and verdicts, and its log line."""
-    from vmmtui.trace import narration as trace_say  # not before a trace: the demo starts faster
-    from vmmtui.trace.events import LedgerFinding, TraceCall, TraceEvent
+    if not _TRACE:  # imported at the first trace event: the demo starts faster without them
+        from vmmtui.trace import events, narration
 
+        _TRACE.update(say=narration, events=events)
+    trace_say, ev = _TRACE["say"], _TRACE["events"]
+    TraceCall, TraceEvent, LedgerFinding = ev.TraceCall, ev.TraceEvent, ev.LedgerFinding
     before = state.programs or ProgramsView()
     v = fold_program_event(before, e)
     state = evolve(state, programs=v, seq=state.seq + 1)
     if isinstance(e, TraceCall):
         if v.calls_len == before.calls_len:
             return state  # a call of no interest (a close of an fd never shared): no line
-        lines = trace_say.lines(e, v.ktime0, v.proc(e.pid).comm)
+        t0, comm = v.ktime0, v.proc(e.pid).comm
+        made: list[Callable[[], Text]] = [lambda: trace_say.lines(e, t0, comm)[0]]
+        return _log(state, made, steps=v.calls_len)  # one line a call, made when read
     elif isinstance(e, TraceEvent):
         lines = trace_say.lines(e, v.ktime0)
     else:
@@ -530,7 +550,10 @@ def _tag(role: str, text: Text) -> Text:
 
 
 def _log(
-    state: ScreenState, texts: list[Text], steps: int | None = None, seq: int | None = None
+    state: ScreenState,
+    texts: list[Text] | list[Callable[[], Text]],
+    steps: int | None = None,
+    seq: int | None = None,
 ) -> ScreenState:
     """The state with ``texts`` appended to its log (a state off the book's tip gets its own copy)."""
     if not texts:
