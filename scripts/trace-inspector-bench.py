@@ -103,7 +103,7 @@ async def live(events: list, rate: float) -> dict:
     from vmmtui.tui.trace import TraceApp
 
     calls = sum(1 for e in events if hasattr(e, "tid"))
-    tracer = PacedTracer([e for e in events if not type(e).__name__ == "LedgerFinding"], rate)
+    tracer = PacedTracer([e for e in events if type(e).__name__ != "LedgerFinding"], rate)
     app = TraceApp(tracer, title="bench", started=True)
     paints: list[float] = []
     real_paint = app.paint
