@@ -105,23 +105,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except RecordingError as exc:
             return _usage(str(exc))
     from vmmtui.trace.loader import ProbeUnavailable, why_not
+
+    reason = why_not()
+    inspector = sys.stdout.isatty() and not (args.text or args.json or args.quiet)
+    if reason is None and inspector:  # the tracer loads in the app's thread, after the first frame
+        return _inspect(args, command, recorder, sinks)
     from vmmtui.trace.tracer import CommandNotFound, Tracer
 
     _import_the_fold()
-    reason = why_not()
     tracer = None
-    inspector = sys.stdout.isatty() and not (args.text or args.json or args.quiet)
-    if reason is None and inspector:  # the probes load after the inspector's first frame
-        tracer = Tracer(
-            command,
-            args.pids,
-            args.all,
-            args.duration,
-            not args.no_cuda,
-            args.libcuda,
-            quiet=True,  # the screen is the inspector's: the command's output goes nowhere
-        )
-        return _inspect(tracer, args, command, recorder, sinks)
     if reason is None:
         tracer = Tracer(
             command,
@@ -161,12 +153,25 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _inspect(tracer, args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
+def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
     """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
     command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
     from vmmtui.tui.trace import TraceApp
 
     seen: list = []
+
+    def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
+        from vmmtui.trace.tracer import Tracer
+
+        return Tracer(
+            command,
+            args.pids,
+            args.all,
+            args.duration,
+            not args.no_cuda,
+            args.libcuda,
+            quiet=True,  # the screen is the inspector's: the command's output goes nowhere
+        )
 
     def sink(e) -> None:  # in the tracer's thread
         if recorder is not None:
@@ -177,23 +182,24 @@ def _inspect(tracer, args: argparse.Namespace, command: list[str], recorder, sin
             seen.append(e)
 
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
-    app = TraceApp(tracer, title=f"eBPF · {what}"[:100], sink=sink, cast=args.cast)
+    app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=sink, cast=args.cast)
     try:
         app.run()
     finally:
         app.end_trace()
-        if app.thread is not None and app.thread.is_alive():
-            tracer.finished.wait(1.0)
+        if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
+            app.tracer.finished.wait(1.0)
         if recorder is not None:
             recorder.close()
             if recorder.failed:
                 print(f"vmmtui trace: {recorder.failed}", file=sys.stderr)
         _close_sinks(sinks, seen if args.perfetto else [], args.perfetto)
+    tracer = app.tracer
     if app.error:
         print(f"vmmtui trace: {app.error}", file=sys.stderr)
-        if app.code and tracer.exit is None:
+        if app.code and (tracer is None or tracer.exit is None):
             return app.code
-    if command and tracer.exit is not None:
+    if command and tracer is not None and tracer.exit is not None:
         return tracer.exit.status
     if app.signalled is not None:
         return 128 + app.signalled

@@ -19,7 +19,6 @@ from textual.widgets import Footer, Header, TabbedContent, TabPane
 from vmmtui.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.process_panel import ProcessPanel
-from vmmtui.tui.widgets.programs import ProgramPanel, TransfersPanel, VerdictsPanel
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.step_bar import StepBar
 from vmmtui.tui.widgets.teaching import TeachingPanel
@@ -86,6 +85,8 @@ class InspectorScreen(Screen):
     def _compose_programs(self) -> ComposeResult:
         """Programs vmmtui did not start: a panel per process (added as they come), the wire
         and the verdicts, the status, the event log and the timeline of calls."""
+        from vmmtui.tui.widgets.programs import TransfersPanel, VerdictsPanel
+
         yield Header(show_clock=False, icon="◆")
         yield Horizontal(id="programs")
         with Horizontal(id="trace-middle"):
@@ -169,6 +170,8 @@ class InspectorScreen(Screen):
 
     # -- programs vmmtui did not start -------------------------------------------------------------
     def _paint_programs(self, state: ScreenState) -> None:
+        from vmmtui.tui.widgets.programs import ProgramPanel, TransfersPanel, VerdictsPanel
+
         v = state.programs
         assert v is not None
         with self.app.batch_update():
@@ -188,7 +191,10 @@ class InspectorScreen(Screen):
             self.query_one(StatusLine).show(state, self.where, self.queued)
             self.query_one(EventLog).show(state)
 
-    def focused_program(self) -> ProgramPanel | None:
+    def focused_program(self):
+        """The process panel that has the focus, or the first shown."""
+        from vmmtui.tui.widgets.programs import ProgramPanel
+
         panels = list(self.query(ProgramPanel))
         focused = self.focused
         if isinstance(focused, ProgramPanel):

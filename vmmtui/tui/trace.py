@@ -34,6 +34,8 @@ REPAINT_HZ = 20
 #: the longest a repaint folds new events before it draws (the keys stay answered; the rest is
 #: folded at the next repaint: nothing is dropped, the screen says how far behind it is)
 FOLD_BUDGET_S = 0.03
+#: the tracer's thread starts this long after the app (its first frame written by then)
+THREAD_AFTER_S = 0.25
 #: how long the command's tree gets after SIGTERM before SIGKILL
 TERM_GRACE_S = 0.8
 
@@ -69,7 +71,11 @@ class TraceApp(Viewer):
         started: bool = False,
     ):
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
-        self.tracer = tracer
+        #: the tracer, or what makes it (in the app's thread, after the first frame)
+        self.tracer: Any = None if callable(tracer) else tracer
+        self.make_tracer: Callable[[], Any] | None = tracer if callable(tracer) else None
+        #: the user quit before the tracer was made: it is not started
+        self.quitting = False
         #: False: the app's thread loads the probes and starts the command, after the first frame
         self.tracer_started = started
         #: the exit status an error calls for (the command not found: 127)
@@ -91,6 +97,13 @@ class TraceApp(Viewer):
 
     def begin(self) -> None:
         self.set_interval(1 / REPAINT_HZ, self._repaint)
+        # after the first frame is on the terminal: the tracer's imports in a thread would hold
+        # the interpreter's lock while Textual lays the screen out and writes it
+        self.set_timer(THREAD_AFTER_S, self._start_thread)
+
+    def _start_thread(self) -> None:
+        if self.quitting:
+            return
         self.thread = threading.Thread(target=self._trace, name="vmmtui-trace", daemon=True)
         self.thread.start()
 
@@ -113,6 +126,14 @@ class TraceApp(Viewer):
                 batch.clear()
 
         error = ""
+        if self.tracer is None and self.make_tracer is not None:
+            try:
+                self.tracer = self.make_tracer()
+            except Exception as exc:  # noqa: BLE001 - said on screen in one line
+                self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
+                return
+            if self.quitting:
+                return
         if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
             from vmmtui.trace.loader import ProbeUnavailable
             from vmmtui.trace.tracer import CommandNotFound
@@ -161,7 +182,7 @@ class TraceApp(Viewer):
             self.note(Text(message.error, style="bold red"))
             self.notify(message.error, severity="error", timeout=20)
         exit_ = getattr(self.tracer, "exit", None)
-        if exit_ is not None and self.tracer.command:
+        if exit_ is not None and self.tracer is not None and self.tracer.command:
             how = f"signal {exit_.signal}" if exit_.signal else f"exit {exit_.code}"
             self.notify(f"the command ended ({how}); q quits", timeout=6)
         self.dirty = True
@@ -254,6 +275,9 @@ class TraceApp(Viewer):
 
     def end_trace(self) -> None:
         """Stop the command's process tree and the tracer (within about a second)."""
+        self.quitting = True
+        if self.tracer is None:
+            return
         stop_command(self.tracer)
         self.tracer.stopping = True
         if self.thread is not None:

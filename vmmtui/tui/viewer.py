@@ -25,7 +25,6 @@ from textual.app import App
 from textual.css.query import NoMatches
 
 from vmmtui.interrupts import handled_by
-from vmmtui.record.calls import CallTimeline
 from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
@@ -151,16 +150,17 @@ class Viewer(App[int]):
             bar = screen.query_one(StepBar)
         except NoMatches:  # the app is ending and its widgets are being removed
             return
-        if isinstance(timeline, CallTimeline):
+        if getattr(timeline, "unit", "step") == "call":  # a trace's (vmmtui.record.calls)
             bar.unit = "call"
             bar.show(self._call_bar(timeline), index, frame.steps, timeline.frames[-1].steps, mode)
             return
         frames = bar_frames(timeline, ahead=self.MODE != "replay")
         bar.show(frames, index, frame.steps, len(timeline.plan), mode)
 
-    def _call_bar(self, timeline: CallTimeline) -> list[BarFrame]:
+    def _call_bar(self, timeline) -> list[BarFrame]:
         """A trace's bar: a cell per call, coloured by its process, findings marked; extended as
         calls come (kept between paints: a 100,000-call trace is not rebuilt 20 times a second)."""
+
         bar = self._bar_cache
         v = self.frames.latest().programs
         if bar:  # the last frame cached may have had a finding since (it comes after the call)

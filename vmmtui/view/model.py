@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.text import Text
 
@@ -39,7 +40,21 @@ from vmmtui.state import WorkerState
 from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.troubleshooting import Failure
 from vmmtui.view.display import Display
-from vmmtui.view.programs import ProgramsView, evolve, fold_program_event
+
+if TYPE_CHECKING:  # the programs' side (and the trace's events) load with the first trace event
+    from vmmtui.view.programs import ProgramsView
+
+D = TypeVar("D")
+
+
+def evolve(obj: D, **changes: Any) -> D:
+    """``dataclasses.replace`` for the fold's hot path: a copy of a frozen dataclass with some
+    fields changed, without ``__init__`` (a trace's fold makes several per event)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
+
 
 #: metadata fields the wire does not print: the handle has its own row, the type is always "alloc"
 HIDDEN_METADATA = ("ipc_handle", "export_data", "type", "v")
@@ -178,6 +193,8 @@ class ScreenState:
     @classmethod
     def for_programs(cls) -> ScreenState:
         """The state before any event of a trace (or a polling): no roles, no plan."""
+        from vmmtui.view.programs import ProgramsView
+
         return cls(roles=(), panels={}, programs=ProgramsView())
 
     @classmethod
@@ -516,12 +533,13 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     """A trace's or a polling's event: its process views, wire and verdicts, and its log line."""
     if not _TRACE:  # imported at the first trace event: the demo starts faster without them
         from vmmtui.trace import events, narration
+        from vmmtui.view import programs
 
-        _TRACE.update(say=narration, events=events)
-    trace_say, ev = _TRACE["say"], _TRACE["events"]
+        _TRACE.update(say=narration, events=events, programs=programs)
+    trace_say, ev, programs = _TRACE["say"], _TRACE["events"], _TRACE["programs"]
     TraceCall, TraceEvent, LedgerFinding = ev.TraceCall, ev.TraceEvent, ev.LedgerFinding
-    before = state.programs or ProgramsView()
-    v = fold_program_event(before, e)
+    before = state.programs or programs.ProgramsView()
+    v = programs.fold_program_event(before, e)
     state = evolve(state, programs=v, seq=state.seq + 1)
     if isinstance(e, TraceCall):
         if v.calls_len == before.calls_len:

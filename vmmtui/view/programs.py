@@ -52,19 +52,9 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import socket_words
+from vmmtui.view.model import evolve
 
 T = TypeVar("T")
-D = TypeVar("D")
-
-
-def evolve(obj: D, **changes: Any) -> D:
-    """``dataclasses.replace`` for the fold's hot path: a copy of a frozen dataclass with some
-    fields changed, without ``__init__`` (the fold makes one per event per part it touches)."""
-    new = object.__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    new.__dict__.update(changes)
-    return new
 
 
 #: closed fds a process view keeps (struck through) after they close
@@ -763,6 +753,12 @@ def _finished(v: ProgramsView, e: Event) -> ProgramsView:
     if isinstance(e, TraceFinished) and v.lost != e.lost and e.lost:
         v = evolve(v, lost=e.lost)
     return v
+
+
+def socket_words(s: Any) -> str:
+    from vmmtui.trace.ledger import socket_words as words  # the ledger's words, loaded once used
+
+    return words(s)
 
 
 def _fd(fd: int) -> str:

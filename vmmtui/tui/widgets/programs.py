@@ -9,11 +9,15 @@ calls fill what is left. Names from the traced processes went through the saniti
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
 from vmmtui.sizes import format_size
-from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView
+
+if TYPE_CHECKING:
+    from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView
 
 #: the colours of processes, in the order they appear (the step bar uses the same)
 PALETTE = (
