@@ -75,10 +75,10 @@ def fd_row(f: FdView, closed: bool = False) -> Text:
     return _line(
         (f"fd {f.fd:<3}", style or "bold"),
         (f" {f.how}", style),
+        (" (closed)" if closed else "", "dim"),
         (f" {f.target}" if f.target else "", "" if closed else "cyan"),
         (source + via, style),
         (proof, "dim"),
-        (" closed" if closed else "", "dim"),
     )
 
 
