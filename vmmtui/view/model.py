@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -40,20 +40,10 @@ from vmmtui.state import WorkerState
 from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.troubleshooting import Failure
 from vmmtui.view.display import Display
+from vmmtui.view.sharing import evolve
 
 if TYPE_CHECKING:  # the programs' side (and the trace's events) load with the first trace event
     from vmmtui.view.programs import ProgramsView
-
-D = TypeVar("D")
-
-
-def evolve(obj: D, **changes: Any) -> D:
-    """``dataclasses.replace`` for the fold's hot path: a copy of a frozen dataclass with some
-    fields changed, without ``__init__`` (a trace's fold makes several per event)."""
-    new = object.__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    new.__dict__.update(changes)
-    return new
 
 
 #: metadata fields the wire does not print: the handle has its own row, the type is always "alloc"

@@ -52,7 +52,7 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.view.model import evolve
+from vmmtui.view.sharing import evolve
 
 T = TypeVar("T")
 
