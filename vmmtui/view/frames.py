@@ -20,7 +20,7 @@ from vmmtui.view.display import Display
 from vmmtui.view.model import ScreenState, fold_one
 
 #: a snapshot every this many events
-EVERY = 256
+EVERY = 128
 #: the states of the frames asked last, kept besides the snapshots
 RECENT = 64
 
