@@ -169,3 +169,16 @@ async def test_every_fd_and_allocation_is_on_screen_at_its_frames(name, size):
             text = await at(pilot, app, k)
             for pattern in _expected(programs(app, k)):
                 assert re.search(pattern, text), f"frame {k} at {size}: no {pattern!r}"
+
+
+@pytest.mark.asyncio
+async def test_brackets_go_to_the_findings_of_a_trace():
+    app = app_of("fake_pool_calls")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        marked = [k for k, f in enumerate(app.timeline.frames) if f.failed]
+        assert marked
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert app.frame == marked[0]
+        assert "(" in app.timeline.frames[marked[0]].label  # the label names the finding's kind

@@ -95,9 +95,9 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "chapter(1)",
             "Next note",
             show=False,
-            tooltip="--notes: the next step with a teacher's note",
+            tooltip="--notes: the next step with a teacher's note; a trace: the next finding",
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, TRACE}),
     ),
     (
         Binding(
@@ -105,9 +105,9 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "chapter(-1)",
             "Previous note",
             show=False,
-            tooltip="--notes: the previous step with a teacher's note",
+            tooltip="--notes: the previous step with a teacher's note; a trace: the previous finding",
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, TRACE}),
     ),
     (
         Binding(

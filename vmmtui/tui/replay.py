@@ -191,6 +191,11 @@ class ReplayApp(Viewer):
     def action_chapter(self, direction: int) -> None:
         """``]``/``[``: the next/previous frame with a teacher's note."""
         marks = sorted(self.teacher_notes.by_frame) if self.teacher_notes else []
+        if not marks and isinstance(self.timeline, CallTimeline):  # a trace: its findings
+            marks = [k for k, f in enumerate(self.timeline.frames) if f.failed]
+            if not marks:
+                self.notify("no finding to go to (and no --notes)", timeout=3)
+                return
         ahead = [k for k in marks if (k - self.frame) * direction > 0]
         if not ahead:
             self.notify(

@@ -253,6 +253,16 @@ class TraceApp(Viewer):
     def action_first(self) -> None:
         self.go(0)
 
+    def action_chapter(self, direction: int) -> None:
+        """``]``/``[``: the next/previous call with a finding (marked ✗ on the timeline)."""
+        marks = [k for k, f in enumerate(self.timeline.frames) if f.failed]
+        here = self.shown if self.shown is not None else self.frames.last
+        ahead = [k for k in marks if (k - here) * direction > 0]
+        if not ahead:
+            self.notify("no further finding that way", timeout=3)
+            return
+        self.go(min(ahead) if direction > 0 else max(ahead))
+
     def action_sort(self) -> None:
         panel = self.inspector.focused_program()
         if panel is None:
