@@ -498,7 +498,12 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
         target = ""
         if sent is not None:
             src = v.proc(sent.pid).fds.get(sent.fd) or next(
-                (f for f in v.proc(sent.pid).closed if f.fd == sent.fd and f.file == file), None
+                (
+                    f
+                    for f in reversed(v.proc(sent.pid).closed)
+                    if f.fd == sent.fd and f.file == file
+                ),
+                None,
             )
             target = src.target if src is not None else ""
         source = (sent.pid, sent.fd) if sent else (0, -1)
@@ -572,7 +577,8 @@ def _cuda(v: ProgramsView, e: CudaCall) -> ProgramsView:
                 v,
                 e.pid,
                 FdView(e.fd, "exported", f"{kind} {e.handle:#x}", known.file if known else "",
-                       via=e.func, proof=known.proof if known else "", since=seq),
+                       via=e.func, proof=known.proof if known else "",
+                       since=known.since if known else seq),  # the driver's memfd: the same fd
             )  # fmt: skip
             p = v.proc(e.pid)
         elif e.ipc:
