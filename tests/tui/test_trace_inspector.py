@@ -182,3 +182,17 @@ async def test_brackets_go_to_the_findings_of_a_trace():
         await pilot.pause()
         assert app.frame == marked[0]
         assert "(" in app.timeline.frames[marked[0]].label  # the label names the finding's kind
+
+
+def test_the_gallery_lists_a_trace_recording(tmp_path):
+    import shutil
+
+    from vmmtui.record.gallery import listing
+
+    shutil.copy(TRACES / "pidfd_refused.jsonl.gz", tmp_path / "cpu-trace-pidfd-refused.jsonl.gz")
+    text = listing(tmp_path)
+    assert "a program traced (eBPF)" in text
+    assert (
+        "cpu-trace-pidfd-refused" in text
+        and "trace of python3 tests/fixtures/pidfd_refused.py" in text
+    )
