@@ -34,7 +34,7 @@ async def test_the_view_shows_a_share_as_it_happens():
 
     proc = subprocess.Popen(
         [sys.executable, str(FIXTURES / "scm_pair.py")],
-        env={**os.environ, "FIXTURE_HOLD": "3.0"},
+        env={**os.environ, "FIXTURE_HOLD": "8.0"},
         stdout=subprocess.DEVNULL,
     )
     try:
@@ -50,7 +50,7 @@ async def test_the_view_shows_a_share_as_it_happens():
                 v = app.state_shown().programs
                 return v is not None and v.transfers_len > 0
 
-            await wait_for(pilot, shared, timeout=60)
+            await wait_for(pilot, shared, timeout=120)
             await pilot.pause(0.3)
             text = screen_text(app)
             # made before the probes were attached (they load in seconds), or seen made

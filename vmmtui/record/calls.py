@@ -34,6 +34,7 @@ from vmmtui.trace.events import (
     ProcessExit,
     ProcessForked,
     TraceCall,
+    TraceStarted,
 )
 
 #: polling events that are a change of their own (a frame)
@@ -58,6 +59,9 @@ class CallTimeline:
         self.closing_from: int | None = None
         #: fds of interest now, per process (the fold's rule for a call that matters)
         self._held: dict[int, set[int]] = {}
+        #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
+        #: (``trace -p``: their fds, their shares) is part of the frame it comes in
+        self.ebpf = False
         self.extend(events or [])
 
     def extend(self, events: list[Event]) -> None:
@@ -104,7 +108,9 @@ class CallTimeline:
             elif isinstance(e, ProcessExit):
                 held.clear()
             return True
-        return isinstance(e, _POLL_FRAMES)
+        if isinstance(e, TraceStarted):
+            self.ebpf = e.mode == "ebpf"
+        return isinstance(e, _POLL_FRAMES) and not self.ebpf
 
     # -- the Timeline interface --------------------------------------------------------------------
     def __len__(self) -> int:

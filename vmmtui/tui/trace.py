@@ -109,7 +109,7 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.events import TraceFinished
+        from vmmtui.trace.events import TraceFinished, TraceStarted
         from vmmtui.trace.ledger import Ledger
 
         ledger = Ledger()
@@ -153,6 +153,11 @@ class TraceApp(Viewer):
                 stop_command(self.tracer)
         try:
             for e in self.tracer.events(on_batch=flush):
+                if isinstance(e, TraceStarted):  # then, for -p, who they are (from /proc)
+                    out(e)
+                    for seen in seen_now(getattr(self.tracer, "pids", [])):
+                        out(seen)
+                    continue
                 if isinstance(e, TraceFinished):
                     for f in ledger.finish():
                         out(f)
@@ -321,3 +326,24 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def seen_now(pids: list[int]) -> list[Event]:
+    """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
+    line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
+    from vmmtui.events import ProcessSeen
+
+    out: list[Event] = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode("utf-8", "replace")
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except (OSError, ValueError):
+            continue
+        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
+    return out
