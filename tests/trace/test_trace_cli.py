@@ -157,5 +157,14 @@ def test_the_page_of_a_trace_recording_draws_every_call(tmp_path):
         timeout=600,
     )
     assert res.returncode == 0, res.stderr
-    page = (tmp_path / "t.html").read_text()
-    assert "wire: transfers between processes" in page and "received" in page
+    from vmmtui.record import read
+    from vmmtui.record.calls import CallTimeline
+
+    calls = CallTimeline(read(rec).events)
+    assert f"wrote {tmp_path / 't.html'}: {len(calls.frames)} frames" in res.stdout, res.stdout
+    from vmmtui.tui import flipbook
+
+    frames, stopped = flipbook.draw_frames(read(rec), size=(120, 36))
+    assert stopped is None and len(frames) == len(calls.frames)
+    last = frames[-1].svg.replace("&#160;", " ")
+    assert "wire:" in last and "SCM_RIGHTS" in last
