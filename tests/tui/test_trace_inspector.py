@@ -196,3 +196,27 @@ def test_the_gallery_lists_a_trace_recording(tmp_path):
         "cpu-trace-pidfd-refused" in text
         and "trace of python3 tests/fixtures/pidfd_refused.py" in text
     )
+
+
+@pytest.mark.asyncio
+async def test_a_process_panel_takes_the_focus_and_sorts_its_memory():
+    from vmmtui.tui.widgets.programs import ProgramPanel
+
+    app = app_of("fake_pool_calls")
+    async with app.run_test(size=(160, 48)) as pilot:
+        before_exits = next(
+            k
+            for k in range(app.frames.last + 1)
+            if programs(app, k).transfers_len == 3  # the pool and both pointers shared
+        )
+        await at(pilot, app, before_exits)
+        await pilot.press("tab")
+        await pilot.pause()
+        panel = app.focused
+        assert isinstance(panel, ProgramPanel)
+        await pilot.press("o")
+        await pilot.pause()
+        assert panel.sort == "size" and "sorted by size" in screen_text(app)
+        await pilot.press("o")
+        await pilot.pause()
+        assert panel.sort == "pins" and "sorted by pins" in screen_text(app)

@@ -268,13 +268,6 @@ class TraceApp(Viewer):
             return
         self.go(min(ahead) if direction > 0 else max(ahead))
 
-    def action_sort(self) -> None:
-        panel = self.inspector.focused_program()
-        if panel is None:
-            self.notify("no process to sort yet", timeout=3)
-            return
-        self.notify(f"{panel.pid}: memory sorted by {panel.cycle_sort()}", timeout=2)
-
     def tick_autoplay(self) -> None:
         return
 

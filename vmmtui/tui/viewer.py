@@ -289,6 +289,14 @@ class Viewer(App[int]):
     def action_fold(self) -> None:
         self.inspector.show_all_fds = not self.inspector.show_all_fds
 
+    def action_sort(self) -> None:
+        """``o`` (a trace): the focused process's memory by time, size or who pins it."""
+        panel = self.inspector.focused_program()
+        if panel is None:
+            self.notify("no process to sort (a trace's processes have panels)", timeout=3)
+            return
+        self.notify(f"{panel.pid}: memory sorted by {panel.cycle_sort()}", timeout=2)
+
     def action_help(self) -> None:
         # Markdown and its parser load only when help is asked for
         from vmmtui.tui.screens.help import HelpScreen
