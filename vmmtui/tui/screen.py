@@ -30,7 +30,7 @@ COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 MEDIUM_HEIGHT = 46
 TINY_HEIGHT = 30
 #: a trace's event log holds its newest lines (search reaches every line; a match scrolls there)
-LOG_WINDOW = 100
+LOG_WINDOW = 40
 
 
 class InspectorScreen(Screen):
