@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
-#        attach-poll attach-nccl driveronly nocuda startup wire gallery trace ledger-load fleet app-lite interrupts serve all; each is an `if` below)
+#        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
+#        app-lite interrupts serve all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -161,6 +162,27 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     # code before the work, in one run (about 3 minutes)
     ulimit -n 65536 2>/dev/null
     step python3 scripts/attach-bench.py --seconds 8 --out "$out/bench"
+  fi
+  if [ "$part" = trace-inspector ]; then
+    # issue 29: the inspector on live traces of real programs (headless, 160x48: SVGs to look at),
+    # and trace recordings for the gallery that must replay on CPU to their last frame
+    export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    shots="$out/trace-inspector"
+    step python3 scripts/trace-inspector-shots.py --out "$shots" --name torch-default \
+      --record "$shots/h100-trace-torch-default.jsonl.gz" -- python3 tests/fixtures/torch_trace.py
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True step python3 scripts/trace-inspector-shots.py \
+      --out "$shots" --name torch-expandable --record "$shots/h100-trace-torch-expandable.jsonl.gz" \
+      -- python3 tests/fixtures/torch_trace.py
+    step python3 scripts/trace-inspector-shots.py --out "$shots" --name torch-kill-exporter \
+      --record "$shots/h100-trace-torch-kill-exporter.jsonl.gz" -- python3 tests/fixtures/torch_trace.py --kill-exporter
+    step python3 scripts/trace-inspector-shots.py --out "$shots" --name pidfd-refused \
+      --record "$shots/h100-trace-pidfd-refused.jsonl.gz" -- python3 tests/fixtures/pidfd_refused.py
+    step python3 scripts/trace-inspector-shots.py --out "$shots" --name vmmtui-run \
+      --record "$shots/h100-trace-vmmtui-run.jsonl.gz" -- python3 -m vmmtui run --backend cuda --size 1MiB
+    for rec in "$shots"/h100-trace-*.jsonl.gz; do  # each replays to its last frame (the page draws all)
+      step python3 -m vmmtui replay "$rec" --html "${rec%.jsonl.gz}.html"
+    done
+    step python3 scripts/screenshots.py --png "$shots"/*.svg
   fi
   if [ "$part" = trace ]; then
     # issue 18: vmmtui trace (eBPF). libbpf.so.1 is carried (Debian libbpf1) under .gpu/lib when the

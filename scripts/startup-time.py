@@ -79,7 +79,12 @@ def workers_of(pid: int) -> list[int]:
 
 
 def one_run(
-    argv: list[str], cols: int, rows: int, expect_workers: int, alongside: list[str] | None = None
+    argv: list[str],
+    cols: int,
+    rows: int,
+    expect_workers: int,
+    alongside: list[str] | None = None,
+    marker: bytes = FIRST_FRAME,
 ) -> dict:
     """One launch of ``python ARGV`` in a pseudo-terminal: when the first frame, then the pids, showed.
 
@@ -114,7 +119,7 @@ def one_run(
                     break
                 screen += ESCAPES.sub(b"", chunk)
             now = time.perf_counter() - start
-            if first is None and FIRST_FRAME in screen:
+            if first is None and marker in screen:
                 first = now
             if first is not None:
                 if len(pids) < expect_workers:
@@ -157,6 +162,13 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2, help="worker pids to wait for (default 2)")
     p.add_argument("--json", metavar="FILE", help="also write the runs and medians to FILE")
     p.add_argument(
+        "--first-frame",
+        default=FIRST_FRAME.decode(),
+        metavar="TEXT",
+        help="what vmmtui's first frame shows (default: the producer panel's title); e.g. "
+        "'wire: transfers' for `trace -- true` with --workers 0",
+    )
+    p.add_argument(
         "--bare-with-probe",
         action="store_true",
         help="also launch the bare app with the capability probe (python -m vmmtui.backends.probe) "
@@ -174,7 +186,7 @@ def main() -> int:
             beside = one_run(["-c", BARE], cols, rows, 0, ["-m", "vmmtui.backends.probe"])
             if beside["first_frame_s"] is not None:
                 probed.append(beside["first_frame_s"])
-        r = one_run(["-m", "vmmtui", *argv], cols, rows, a.workers)
+        r = one_run(["-m", "vmmtui", *argv], cols, rows, a.workers, marker=a.first_frame.encode())
         print(
             f"run {n}: bare Textual first frame {fmt(bare['first_frame_s'])}; "
             + (f"bare with the probe beside it {fmt(beside['first_frame_s'])}; " if beside else "")

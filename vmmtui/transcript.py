@@ -7,9 +7,11 @@ sentences are ``narration``'s, laid out under one heading per step.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from vmmtui import narration as say
 from vmmtui.events import (
+    AttachEvent,
     Event,
     FdSnapshot,
     KcmpVerdict,
@@ -42,6 +44,8 @@ class Transcript:
         self.mechanism = "vmm"
         self.transport = "scm-rights"
         self.consumers: int | None = None
+        #: a trace's clock and process names (its events name processes by pid)
+        self.names: Any = None
         if not self.json:
             self.file.write("# vmmtui transcript\n\n")
 
@@ -104,7 +108,22 @@ class Transcript:
             return f"- {say.notice(e).plain}\n"
         if isinstance(e, ScenarioOutcome):
             return f"\n**{say.outcome(e).plain}**\n"
+        if isinstance(e, AttachEvent):
+            return self._program(e)
         return ""
+
+    def _program(self, e: AttachEvent) -> str:
+        """A trace's or a polling's event, as the trace prints it (the calls as a code block)."""
+        from vmmtui.trace.events import TraceEvent
+        from vmmtui.trace.narration import ProcessNames, lines
+
+        if not isinstance(e, TraceEvent):
+            return "".join(f"- {t.plain}\n" for t in say.attach_lines(e))
+        if self.names is None:
+            self.names = ProcessNames()
+        self.names.see(e)
+        comm = self.names.comms.get(getattr(e, "pid", 0), "")
+        return "".join(f"    {t.plain}\n" for t in lines(e, self.names.t0, comm))
 
     def _step(self, e: StepDone) -> str:
         r = e.report

@@ -149,19 +149,43 @@ def trace_recording(path: Path) -> Path:
 @pytest.mark.parametrize(
     "extra", [["--transcript", "t.md"], ["--step", "3"], ["--html", "t.html"], ["--autoplay"]]
 )
-def test_replay_options_a_trace_recording_cannot_carry_out_are_refused(tmp_path, extra):
+def test_replay_text_of_a_trace_refuses_what_only_the_inspector_does(tmp_path, extra):
     rec = trace_recording(tmp_path / "trace.jsonl")
     res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "replay", str(rec), *extra],
+        [sys.executable, "-m", "vmmtui", "replay", str(rec), "--text", *extra],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=tmp_path,
     )
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert f"{extra[0]} apply only to a session's recording" in res.stderr
+    assert f"{extra[0]} apply only to the inspector" in res.stderr
     assert not (tmp_path / "t.md").exists() and not (tmp_path / "t.html").exists()
     plain = subprocess.run(
         [sys.executable, "-m", "vmmtui", "replay", str(rec)], capture_output=True, text=True
     )
     assert plain.returncode == 0 and "true[7] exec /usr/bin/true" in plain.stdout, plain.stderr
+
+
+@pytest.mark.slow
+def test_the_page_of_a_trace_recording_draws_every_call(tmp_path):
+    """``replay --html`` of a trace: the inspector draws each call's frame (a real recording)."""
+    rec = Path(__file__).parent.parent / "data" / "traces" / "quick_share.jsonl.gz"
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "replay", str(rec), "--html", str(tmp_path / "t.html")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    from vmmtui.record import read
+    from vmmtui.record.calls import CallTimeline
+
+    calls = CallTimeline(read(rec).events)
+    assert f"wrote {tmp_path / 't.html'}: {len(calls.frames)} frames" in res.stdout, res.stdout
+    from vmmtui.tui import flipbook
+
+    frames, stopped = flipbook.draw_frames(read(rec), size=(120, 36))
+    assert stopped is None and len(frames) == len(calls.frames)
+    last = frames[-1].svg.replace("&#160;", " ")
+    assert "wire:" in last and "SCM_RIGHTS" in last

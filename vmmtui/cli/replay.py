@@ -50,6 +50,11 @@ def add_parser(sub) -> None:
         help="write the recording as a trace that ui.perfetto.dev opens (a track per process, "
         "steps and calls as slices, flows from export to import), then exit",
     )
+    p.add_argument(
+        "--text",
+        action="store_true",
+        help="a trace recording: print it as the trace printed it (also when stdout is no terminal)",
+    )
     add_view_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -109,21 +114,36 @@ def cmd_replay(args: argparse.Namespace) -> int:
     recording = load(args.recording)
     if recording is None:
         return EXIT_USAGE
-    if recording.header.backend == "trace" and (unused := _inspector_only(args)):
+    from vmmtui.tui.replay import is_trace_recording
+
+    trace = is_trace_recording(recording)
+    # a pipe gets the text, unless the options ask for what only the inspector makes (--html…)
+    printed = trace and (args.text or not (sys.stdout.isatty() or _inspector_only(args)))
+    if printed and (unused := _inspector_only(args)):
         print(
-            f"vmmtui replay: {recording.path} is a trace recording (vmmtui trace --record), "
-            f"printed as the trace printed it: {', '.join(unused)} apply only to a session's "
-            "recording; --perfetto works on both",
+            f"vmmtui replay: --text prints {recording.path} as the trace printed it: "
+            f"{', '.join(unused)} apply only to the inspector; --perfetto works on both",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.text and not trace:
+        print(
+            f"vmmtui replay: --text applies to a trace recording; {recording.path} is a "
+            "session's (use --transcript FILE for its events as text)",
             file=sys.stderr,
         )
         return EXIT_USAGE
     notes = None
     if args.notes:
         from vmmtui.record import Timeline
+        from vmmtui.record.calls import CallTimeline
         from vmmtui.record.notes import NotesError, read
 
         try:
-            notes = read(args.notes, Timeline(recording.events))
+            notes = read(
+                args.notes,
+                CallTimeline(recording.events) if trace else Timeline(recording.events),  # type: ignore[arg-type]
+            )
         except NotesError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -145,7 +165,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return write_html(args.html, recording, notes)
     if args.perfetto:
         return write_perfetto(args.perfetto, recording.events)
-    if recording.header.backend == "trace":  # a `vmmtui trace --record` recording
+    if printed:  # a `vmmtui trace --record` recording, as text
         from vmmtui.cli.trace import replay_trace
 
         return replay_trace(recording)

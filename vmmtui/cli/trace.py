@@ -82,6 +82,17 @@ def add_parser(sub) -> None:
     )
     t.add_argument("--duration", type=positive_arg, metavar="S", help="stop after S seconds")
     t.add_argument("--quiet", "-q", action="store_true", help="print only the ledger's findings")
+    t.add_argument(
+        "--text",
+        action="store_true",
+        help="print the calls as lines (the default when stdout is not a terminal); in a terminal "
+        "the inspector opens instead",
+    )
+    t.add_argument(
+        "--cast",
+        metavar="FILE.cast",
+        help="the inspector: write the screen as an asciinema v2 recording",
+    )
     t.add_argument("--no-cuda", action="store_true", help="do not probe libcuda (syscalls only)")
     t.add_argument("--libcuda", metavar="PATH", help="the libcuda.so.1 to probe (default: found)")
     t.add_argument(
@@ -170,6 +181,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except RecordingError as exc:
             _close_sinks(sinks, [])
             return _usage(str(exc), said)
+    if _wants_screen(args) and not (args.poll or getattr(args, "once", False)):
+        from vmmtui.trace.loader import why_not
+
+        if why_not() is None:  # the tracer loads in the app's thread, after the first frame
+            return _inspect(args, command, recorder, sinks)
     _import_the_fold()
     started = _start(args, command)
     if isinstance(started, int):  # the command could not be started: said in one line
@@ -276,9 +292,23 @@ def _wants_screen(args: argparse.Namespace) -> bool:
 
 def show(stream: Stream, args: argparse.Namespace) -> None:
     """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
-    rendered to a terminal. Today: the text stream. ``stream.events()`` yields every event
-    (already recorded and exported); ``stream.stop()`` ends the trace (``q``, a closed terminal)."""
-    _print(stream, args)
+    rendered to a terminal where the app did not start it (polling, asked or the fallback): the
+    inspector on the source, which gets every event through the stream's recording and
+    exporters."""
+    from vmmtui.tui.trace import TraceApp
+
+    what = " ".join(stream.source.command) if getattr(stream.source, "command", None) else ""
+    app = TraceApp(
+        stream.source,
+        title=f"polling · {what or 'pids'}"[:100],
+        sink=stream._tee,
+        cast=args.cast,
+        started=True,
+    )
+    try:
+        app.run()
+    finally:
+        app.end_trace()
 
 
 class Stream:
@@ -330,6 +360,62 @@ class Stream:
 
     def stop(self) -> None:
         self.source.stopping = True
+
+
+def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
+    """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
+    command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
+    from vmmtui.tui.trace import TraceApp
+
+    said = getattr(args, "said_as", "trace")
+    seen: list = []
+
+    def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
+        from vmmtui.trace.tracer import Tracer
+
+        return Tracer(
+            command,
+            args.pids,
+            args.all,
+            args.duration,
+            not args.no_cuda,
+            args.libcuda,
+            nvml=not args.no_nvml,
+            ring_bytes=args.ring_mb << 20,
+            quiet=True,  # the screen is the inspector's: the command's output goes nowhere
+        )
+
+    def sink(e) -> None:  # in the tracer's thread
+        if recorder is not None:
+            recorder.write(e)
+        for s in sinks:
+            s.feed(e)
+        if args.perfetto:
+            seen.append(e)
+
+    what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
+    app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=sink, cast=args.cast)
+    try:
+        app.run()
+    finally:
+        app.end_trace()
+        if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
+            app.tracer.finished.wait(1.0)
+        if recorder is not None:
+            recorder.close()
+            if recorder.failed:
+                print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
+        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto, said)
+    tracer = app.tracer
+    if app.error:
+        print(f"vmmtui {said}: {app.error}", file=sys.stderr)
+        if app.code and (tracer is None or tracer.exit is None):
+            return app.code
+    if command and tracer is not None and tracer.exit is not None:
+        return tracer.exit.status
+    if app.signalled is not None:
+        return 128 + app.signalled
+    return EXIT_OK if not command else EXIT_FAILED
 
 
 def _import_the_fold() -> None:

@@ -124,10 +124,13 @@ class Tracer:
         stdout: int | None = None,
         nvml: bool = True,
         ring_bytes: int = RING_BYTES,
+        quiet: bool = False,
     ) -> None:
         self.command = command or []
         self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
         self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
+        #: the command's stdin, stdout and stderr go to /dev/null (the inspector owns the terminal)
+        self.quiet = quiet
         self.pids = list(pids or [])
         self.everything = everything
         self.duration = duration
@@ -222,7 +225,9 @@ class Tracer:
             self.proc = subprocess.Popen(
                 ["/bin/sh", "-c", GATE, "vmmtui-trace", *self.command],
                 pass_fds=(9,),
-                stdout=self.stdout,
+                stdout=subprocess.DEVNULL if self.quiet else self.stdout,
+                stderr=subprocess.DEVNULL if self.quiet else None,
+                stdin=subprocess.DEVNULL if self.quiet else None,
                 preexec_fn=lambda: os.dup2(r, 9),  # dash reads only fds 0-9
             )
         except OSError as exc:

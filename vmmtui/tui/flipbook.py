@@ -43,7 +43,8 @@ def draw_frames(
             try:
                 app.goto(k)
                 await pilot.pause()
-                role = app.timeline.plan[f.steps - 1][0] if f.steps and not f.closing else ""
+                plan = app.timeline.plan
+                role = plan[f.steps - 1][0] if f.steps and not f.closing and plan else ""
                 note = notes.at(k) if notes else None
                 frames.append(
                     PageFrame(
@@ -74,6 +75,16 @@ def draw_frames(
     return frames, signalled
 
 
+def steps_of(recording: Recording) -> int:
+    """How many steps the page's bar counts: the plan's, or a trace's calls."""
+    from vmmtui.record.calls import CallTimeline
+    from vmmtui.tui.replay import is_trace_recording
+
+    if is_trace_recording(recording):
+        return CallTimeline(recording.events).frames[-1].steps
+    return len(Timeline(recording.events).plan)
+
+
 def write_page(
     path: str, recording: Recording, notes: Notes | None = None
 ) -> tuple[int, int, int | None]:
@@ -86,7 +97,7 @@ def write_page(
         frames,
         title=shown(f"{h.where} · {h.driver or h.backend} · {h.when}"),
         subtitle=shown(notes.title if notes and notes.title else h.title),
-        steps=len(Timeline(recording.events).plan),
+        steps=steps_of(recording),
     )
     data = page.encode("utf-8")
     with open(path, "wb") as f:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from textual.binding import Binding, BindingType
 
-LIVE, REPLAY = "live", "replay"
-BOTH = frozenset({LIVE, REPLAY})
+LIVE, REPLAY, TRACE = "live", "replay", "trace"
+#: every mode: the demo's live app, a replay (of a session or a trace) and a live trace
+BOTH = frozenset({LIVE, REPLAY, TRACE})
+#: keys that go back and forth through frames while the frames still come (the demo, a trace)
+LIVE_FRAMES = frozenset({LIVE, TRACE})
 
 #: (binding, the modes it belongs to)
 TABLE: list[tuple[Binding, frozenset[str]]] = [
@@ -43,8 +46,8 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "left",
             "back",
             "Back",
-            tooltip="step back: the panels as they were after the previous step "
-            "(a live session stays where it is)",
+            tooltip="step back: the panels as they were after the previous step or call "
+            "(a live session or trace goes on where it is)",
             priority=True,
         ),
         BOTH,
@@ -58,7 +61,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             tooltip="looking back: one step forward",
             priority=True,
         ),
-        frozenset({LIVE}),
+        LIVE_FRAMES,
     ),
     (
         Binding("r", "run_all", "Run all", tooltip="run every remaining step to the end"),
@@ -66,7 +69,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
     ),
     (
         Binding("home", "first", "First", tooltip="back to the start", priority=True),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, TRACE}),
     ),
     (
         Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
@@ -83,7 +86,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             tooltip="back to live after looking back",
             priority=True,
         ),
-        frozenset({LIVE}),
+        LIVE_FRAMES,
     ),
     (Binding("g", "goto", "Go to", tooltip="go to any step: type its number or pick it"), BOTH),
     (
@@ -92,9 +95,9 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "chapter(1)",
             "Next note",
             show=False,
-            tooltip="--notes: the next step with a teacher's note",
+            tooltip="--notes: the next step with a teacher's note; a trace: the next finding",
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, TRACE}),
     ),
     (
         Binding(
@@ -102,9 +105,9 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "chapter(-1)",
             "Previous note",
             show=False,
-            tooltip="--notes: the previous step with a teacher's note",
+            tooltip="--notes: the previous step with a teacher's note; a trace: the previous finding",
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, TRACE}),
     ),
     (
         Binding(
@@ -116,7 +119,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         Binding(
             "a", "autoplay", "Autoplay", tooltip="autoplay on/off: the steps play by themselves"
         ),
-        BOTH,
+        frozenset({LIVE, REPLAY}),
     ),
     (
         Binding(
@@ -126,7 +129,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             show=False,
             tooltip="autoplay: a shorter pause between steps",
         ),
-        BOTH,
+        frozenset({LIVE, REPLAY}),
     ),
     (
         Binding(
@@ -136,7 +139,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             show=False,
             tooltip="autoplay: a longer pause between steps",
         ),
-        BOTH,
+        frozenset({LIVE, REPLAY}),
     ),
     (
         Binding(
@@ -163,9 +166,19 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "All fds",
             tooltip="fold/unfold the fds that are not ours (/dev/nvidia*, stdio, pipes)",
         ),
-        BOTH,
+        frozenset({LIVE, REPLAY}),
     ),
     (Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"), BOTH),
+    (
+        Binding(
+            "o",
+            "sort",
+            "Sort",
+            tooltip="a trace: sort the focused process's memory by time, size or who pins it "
+            "(tab focuses the next process)",
+        ),
+        frozenset({REPLAY, TRACE}),
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 from vmmtui.config import SessionConfig
 from vmmtui.events import SessionStarted
 from vmmtui.record import Recording, Timeline
+from vmmtui.record.calls import CallTimeline, is_trace
 from vmmtui.record.notes import Notes
 from vmmtui.transcript import Transcript
 from vmmtui.tui.keys import REPLAY, bindings
@@ -32,6 +33,11 @@ def config_of(recording: Recording) -> SessionConfig:
         consumers=len(started.consumers),
         direction=started.direction,
     )
+
+
+def is_trace_recording(recording: Recording) -> bool:
+    """A ``vmmtui trace --record`` recording (or a polling's): its frames are calls."""
+    return recording.header.backend == "trace" or is_trace(recording.events)
 
 
 def write_with_notes(transcript: Transcript, timeline: Timeline, notes: Notes | None) -> None:
@@ -64,11 +70,15 @@ class ReplayApp(Viewer):
         notes: Notes | None = None,
     ):
         config = config_of(recording)
-        blank = ScreenState.blank(
-            config.consumers, config.scenario, config.mechanism, config.direction
-        )
+        if is_trace_recording(recording):  # a trace's calls are its frames
+            frames = FrameStates(CallTimeline(recording.events), ScreenState.for_programs())
+        else:
+            blank = ScreenState.blank(
+                config.consumers, config.scenario, config.mechanism, config.direction
+            )
+            frames = FrameStates(Timeline(recording.events), blank)
         super().__init__(
-            FrameStates(Timeline(recording.events), blank),
+            frames,
             autoplay=autoplay,
             pace=pace,
             stable=stable,
@@ -86,10 +96,17 @@ class ReplayApp(Viewer):
         self.notes: list[Text] = []
         h = recording.header
         self.title = f"vmmtui REPLAY · {h.where} · {h.when}"
+        if isinstance(self.timeline, CallTimeline) and h.title:
+            self.title = f"vmmtui REPLAY · {h.title} · {h.where} · {h.when}"
 
     @property
     def timeline(self) -> Timeline:
         return self.frames.timeline
+
+    @property
+    def unit(self) -> str:
+        """What a frame is: a "step" of a session, a "call" of a trace."""
+        return getattr(self.timeline, "unit", "step")
 
     @property
     def frame(self) -> int:
@@ -127,9 +144,7 @@ class ReplayApp(Viewer):
         return "the replay closed (it runs no workers and has no session directory)"
 
     def where(self) -> str:
-        return (
-            f"REPLAY · step {self.frames.frames[self.frame].steps}/{self.frames.frames[-1].steps}"
-        )
+        return f"REPLAY · {self.unit} {self.frames.frames[self.frame].steps}/{self.frames.frames[-1].steps}"
 
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]
@@ -163,6 +178,7 @@ class ReplayApp(Viewer):
                 else f.label.split(": ", 1)[1].replace(" · ", "-").replace(" (failed)", "-failed")
             )
         )
+        name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-")
         if self.shot_dir is not None and not self.save_frame(self.shot_dir, f"{index:02d}-{name}"):
             self.shot_dir = None
 
@@ -178,6 +194,11 @@ class ReplayApp(Viewer):
     def action_chapter(self, direction: int) -> None:
         """``]``/``[``: the next/previous frame with a teacher's note."""
         marks = sorted(self.teacher_notes.by_frame) if self.teacher_notes else []
+        if not marks and isinstance(self.timeline, CallTimeline):  # a trace: its findings
+            marks = [k for k, f in enumerate(self.timeline.frames) if f.failed]
+            if not marks:
+                self.notify("no finding to go to (and no --notes)", timeout=3)
+                return
         ahead = [k for k in marks if (k - self.frame) * direction > 0]
         if not ahead:
             self.notify(

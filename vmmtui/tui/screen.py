@@ -29,6 +29,8 @@ from vmmtui.view import Display, ScreenState
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 MEDIUM_HEIGHT = 46
 TINY_HEIGHT = 30
+#: a trace's event log holds its newest lines (search reaches every line; a match scrolls there)
+LOG_WINDOW = 40
 
 
 class InspectorScreen(Screen):
@@ -57,6 +59,9 @@ class InspectorScreen(Screen):
 
     def compose(self) -> ComposeResult:
         state = self.state
+        if state.programs is not None:
+            yield from self._compose_programs()
+            return
         yield Header(show_clock=False, icon="◆")
         with Horizontal(id="main"):
             yield ProcessPanel(PRODUCER, self.display_mode)
@@ -77,7 +82,25 @@ class InspectorScreen(Screen):
         yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
         yield Footer()
 
+    def _compose_programs(self) -> ComposeResult:
+        """Programs vmmtui did not start: a panel per process (added as they come), the wire
+        and the verdicts, the status, the event log and the timeline of calls."""
+        from vmmtui.tui.widgets.programs import TransfersPanel, VerdictsPanel
+
+        yield Header(show_clock=False, icon="◆")
+        yield Horizontal(id="programs")
+        with Horizontal(id="trace-middle"):
+            yield TransfersPanel(id="transfers")
+            yield VerdictsPanel(id="verdicts")
+        yield StatusLine(id="status")
+        log = EventLog(id="log")
+        log.window = LOG_WINDOW
+        yield log
+        yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
+        yield Footer()
+
     def on_mount(self) -> None:
+        self.set_class(self.state.programs is not None, "-programs")
         self.ready = True  # the widgets exist from here on
         self._tiers(self.size.width, self.size.height)
         self.paint()
@@ -105,6 +128,9 @@ class InspectorScreen(Screen):
         self.paint()
 
     def watch_mark(self, mark: str) -> None:
+        if self.state.programs is not None:
+            self.paint()
+            return
         for widget in [
             *self.query(ProcessPanel),
             self.query_one("#wire"),
@@ -125,6 +151,9 @@ class InspectorScreen(Screen):
             return
 
     def _paint(self, state: ScreenState) -> None:
+        if state.programs is not None:
+            self._paint_programs(state)
+            return
         with self.app.batch_update():
             for panel in self.query(ProcessPanel):
                 panel.show(state, self.show_all_fds)
@@ -138,3 +167,36 @@ class InspectorScreen(Screen):
                 front = f"tab-{state.front or state.roles[1]}"
                 if tabs.active != front:
                     tabs.active = front
+
+    # -- programs vmmtui did not start -------------------------------------------------------------
+    def _paint_programs(self, state: ScreenState) -> None:
+        from vmmtui.tui.widgets.programs import ProgramPanel, TransfersPanel, VerdictsPanel
+
+        v = state.programs
+        assert v is not None
+        with self.app.batch_update():
+            box = self.query_one("#programs", Horizontal)
+            have = {p.pid: p for p in self.query(ProgramPanel)}
+            shown = [p.pid for p in v.shown_procs()]
+            new = [ProgramPanel(pid) for pid in shown if pid not in have]
+            if new:
+                box.mount_all(new)
+                have.update({p.pid: p for p in new})
+            for pid, panel in have.items():
+                panel.display = pid in shown  # stepping back: a process not there yet
+                if pid in shown:
+                    panel.show(v, self.mark)
+            self.query_one(TransfersPanel).show(v)
+            self.query_one(VerdictsPanel).show(v)
+            self.query_one(StatusLine).show(state, self.where, self.queued)
+            self.query_one(EventLog).show(state)
+
+    def focused_program(self):
+        """The process panel that has the focus, or the first shown."""
+        from vmmtui.tui.widgets.programs import ProgramPanel
+
+        panels = list(self.query(ProgramPanel))
+        focused = self.focused
+        if isinstance(focused, ProgramPanel):
+            return focused
+        return next((p for p in panels if p.display), None)

@@ -29,7 +29,8 @@ from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
 from vmmtui.tui.screen import InspectorScreen
 from vmmtui.tui.widgets.event_log import EventLog
-from vmmtui.tui.widgets.step_bar import StepBar, bar_frames
+from vmmtui.tui.widgets.programs import pid_style
+from vmmtui.tui.widgets.step_bar import BarFrame, StepBar, bar_frames
 from vmmtui.view import Display, FrameStates, ScreenState
 from vmmtui.view.search import LogSearch
 
@@ -95,6 +96,7 @@ class Viewer(App[int]):
         #: the event log's search (/): the query, and the line of its last match
         self.search: LogSearch | None = None
         self.search_at: int | None = None
+        self._bar_cache: list[BarFrame] = []
 
     # -- the screen --------------------------------------------------------------------------------
     def get_default_screen(self) -> InspectorScreen:
@@ -155,8 +157,25 @@ class Viewer(App[int]):
             bar = screen.query_one(StepBar)
         except NoMatches:  # the app is ending and its widgets are being removed
             return
+        if getattr(timeline, "unit", "step") == "call":  # a trace's (vmmtui.record.calls)
+            bar.unit = "call"
+            bar.show(self._call_bar(timeline), index, frame.steps, timeline.frames[-1].steps, mode)
+            return
         frames = bar_frames(timeline, ahead=self.MODE != "replay")
         bar.show(frames, index, frame.steps, len(timeline.plan), mode)
+
+    def _call_bar(self, timeline) -> list[BarFrame]:
+        """A trace's bar: a cell per call, coloured by its process, findings marked; extended as
+        calls come (kept between paints: a 100,000-call trace is not rebuilt 20 times a second)."""
+
+        bar = self._bar_cache
+        v = self.frames.latest().programs
+        if bar:  # the last frame cached may have had a finding since (it comes after the call)
+            bar.pop()
+        for k in range(len(bar), len(timeline.frames)):
+            f = timeline.frames[k]
+            bar.append(BarFrame(f.label, "", f.failed, pid_style(v, timeline.pids[k])))
+        return bar
 
     @on(StepBar.Jump)
     def _jumped(self, message: StepBar.Jump) -> None:
@@ -276,6 +295,14 @@ class Viewer(App[int]):
     # -- the rest of the keys ----------------------------------------------------------------------
     def action_fold(self) -> None:
         self.inspector.show_all_fds = not self.inspector.show_all_fds
+
+    def action_sort(self) -> None:
+        """``o`` (a trace): the focused process's memory by time, size or who pins it."""
+        panel = self.inspector.focused_program()
+        if panel is None:
+            self.notify("no process to sort (a trace's processes have panels)", timeout=3)
+            return
+        self.notify(f"{panel.pid}: memory sorted by {panel.cycle_sort()}", timeout=2)
 
     def action_help(self) -> None:
         # Markdown and its parser load only when help is asked for

@@ -1,19 +1,28 @@
 """The state at every frame of a Timeline, folded once and cached.
 
-Live, replay and step back all ask for "the state at frame N". A state is cached by how many events
-it folded; asking for a later frame folds on from the nearest earlier cached state, so stepping
-forward costs the new events only and stepping back costs a lookup. Events are only ever appended
-(the live inspector adds them as they come), so a cached prefix stays true. No Textual here.
+Live, replay and step back all ask for "the state at frame N". A state is kept every ``EVERY``
+events (a snapshot) and for the last ``RECENT`` frames asked; asking for any other frame folds on
+from the nearest earlier state kept, at most ``EVERY`` events. So a 100,000-call trace keeps a few
+hundred states, not one per call, and a step back to any frame folds a few hundred events. Events
+are only ever appended (the live inspector adds them as they come), so a kept prefix stays true.
+No Textual here.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import OrderedDict
+from typing import Any
 
 from vmmtui.events import Event
 from vmmtui.record.timeline import Frame, Timeline
 from vmmtui.view.display import Display
 from vmmtui.view.model import ScreenState, fold_one
+
+#: a snapshot every this many events
+EVERY = 128
+#: the states of the frames asked last, kept besides the snapshots
+RECENT = 64
 
 
 class FrameStates:
@@ -21,15 +30,17 @@ class FrameStates:
 
     def __init__(
         self,
-        timeline: Timeline | None = None,
+        timeline: Timeline | Any | None = None,
         blank: ScreenState | None = None,
         display: Display | None = None,
     ):
         self.timeline = timeline if timeline is not None else Timeline()
         self.display = display or Display()
-        #: events folded -> the state after them (ends kept sorted for the nearest-earlier lookup)
+        #: events folded -> the state after them, every EVERY events (ends kept sorted)
         self._states: dict[int, ScreenState] = {0: blank or ScreenState.blank()}
         self._ends: list[int] = [0]
+        #: the states asked for last (most recent at the end)
+        self._recent: OrderedDict[int, ScreenState] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.timeline)
@@ -56,14 +67,23 @@ class FrameStates:
 
     def after(self, n: int) -> ScreenState:
         """The state after the first ``n`` events."""
-        state = self._states.get(n)
+        state = self._states.get(n) or self._recent.get(n)
         if state is not None:
+            if n in self._recent:
+                self._recent.move_to_end(n)
             return state
         k = self._ends[bisect_right(self._ends, n) - 1]
         state = self._states[k]
+        near = max((m for m in self._recent if k < m < n), default=None)
+        if near is not None:  # a recent state nearer than the snapshot (the live tip, stepping)
+            k, state = near, self._recent[near]
         events, closing = self.timeline.events, self.timeline.is_closing
         for i in range(k, n):
             state = fold_one(state, events[i], self.display, closing=closing(i))
-        self._states[n] = state
-        self._ends.insert(bisect_right(self._ends, n), n)
+            if (i + 1) % EVERY == 0 and i + 1 not in self._states:
+                self._states[i + 1] = state
+                self._ends.insert(bisect_right(self._ends, i + 1), i + 1)
+        self._recent[n] = state
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
         return state

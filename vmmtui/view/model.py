@@ -9,8 +9,9 @@ how many of its lines it shows, so a state per frame costs no copy of the log.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -18,6 +19,7 @@ from vmmtui import narration as say
 from vmmtui.codec import encode
 from vmmtui.config import SEED_SHAPE
 from vmmtui.events import (
+    AttachEvent,
     Event,
     FdRow,
     FdSnapshot,
@@ -38,6 +40,11 @@ from vmmtui.state import WorkerState
 from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.troubleshooting import Failure
 from vmmtui.view.display import Display
+from vmmtui.view.sharing import evolve
+
+if TYPE_CHECKING:  # the programs' side (and the trace's events) load with the first trace event
+    from vmmtui.view.programs import ProgramsView
+
 
 #: metadata fields the wire does not print: the handle has its own row, the type is always "alloc"
 HIDDEN_METADATA = ("ipc_handle", "export_data", "type", "v")
@@ -49,11 +56,24 @@ UNSAID = {"transport": "scm-rights", "pid": 0, "fd": -1}
 class LogLine:
     """One line of the event log and the step it belongs to (a click on it shows that step)."""
 
-    text: Text
+    #: the line, or what makes it when it is first read (a trace writes thousands a second; a
+    #: line is drawn only when the log shows it or a search reads it)
+    body: Text | Callable[[], Text]
     #: how many plan steps had run when it was written (None: before any session)
     steps: int | None
     #: which session of the app wrote it (ctrl+r starts the next): older lines are no step of this one
     era: int = 0
+    #: the event (its number in the fold) that wrote it; 0: the app, not an event
+    seq: int = 0
+
+    @property
+    def text(self) -> Text:
+        body = self.body
+        if isinstance(body, Text):
+            return body
+        made = body()
+        object.__setattr__(self, "body", made)  # made once, kept
+        return made
 
 
 class LogBook:
@@ -152,8 +172,21 @@ class ScreenState:
     era: int = 0
     log: LogBook = field(default_factory=LogBook, compare=False, repr=False)
     log_len: int = 0
+    #: programs vmmtui did not start (a trace, a polling, their recordings): one view per pid,
+    #: the wire of every transfer and the verdicts; None for the demo's own session
+    programs: ProgramsView | None = None
+    #: events folded (a log line remembers the one that wrote it: a fold forward from a snapshot
+    #: reuses the lines it would write again)
+    seq: int = 0
 
     # -- made from the options, before any event ---------------------------------------------------
+    @classmethod
+    def for_programs(cls) -> ScreenState:
+        """The state before any event of a trace (or a polling): no roles, no plan."""
+        from vmmtui.view.programs import ProgramsView
+
+        return cls(roles=(), panels={}, programs=ProgramsView())
+
     @classmethod
     def blank(
         cls,
@@ -220,7 +253,7 @@ class ScreenState:
     # -- what the app adds that no event says ------------------------------------------------------
     def noted(self, text: Text) -> ScreenState:
         """One more line in the log (a file that could not be written, say)."""
-        return _log(self, [text])
+        return _log(self, [text], seq=0)
 
     def running(self, role: str, step: str) -> ScreenState:
         """``role`` runs ``step`` now (before its StepStarted arrives)."""
@@ -244,7 +277,7 @@ class ScreenState:
             panels=panels,
             status={**self.status, "error": f"could not start: {message}"},
         )
-        return _log(state, [Text(f"could not start: {message}", style="bold red")])
+        return _log(state, [Text(f"could not start: {message}", style="bold red")], seq=0)
 
 
 def fold(
@@ -271,6 +304,9 @@ def fold_one(
 ) -> ScreenState:
     """The state after one more event."""
     d = d or Display()
+    if isinstance(e, AttachEvent):
+        return _program(state, e, d)
+    state = evolve(state, seq=state.seq + 1)
     match e:
         case SessionStarted():
             return _started(state, e, d)
@@ -479,6 +515,39 @@ def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
     return _log(state, [_tag(say.KERNEL, say.kcmp_line(e))])
 
 
+#: the trace's narration and events, once a trace event is folded
+_TRACE: dict = {}
+
+
+def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
+    """A trace's or a polling's event: its process views, wire and verdicts, and its log line."""
+    if not _TRACE:  # imported at the first trace event: the demo starts faster without them
+        from vmmtui.trace import events, narration
+        from vmmtui.view import programs
+
+        _TRACE.update(say=narration, events=events, programs=programs)
+    trace_say, ev, programs = _TRACE["say"], _TRACE["events"], _TRACE["programs"]
+    TraceCall, TraceEvent, LedgerFinding = ev.TraceCall, ev.TraceEvent, ev.LedgerFinding
+    before = state.programs or programs.ProgramsView()
+    v = programs.fold_program_event(before, e)
+    state = evolve(state, programs=v, seq=state.seq + 1)
+    if isinstance(e, TraceCall):
+        if v.calls_len == before.calls_len:
+            return state  # a call of no interest (a close of an fd never shared): no line
+        t0, comm = v.ktime0, v.proc(e.pid).comm
+        made: list[Callable[[], Text]] = [lambda: trace_say.lines(e, t0, comm)[0]]
+        return _log(state, made, steps=v.calls_len)  # one line a call, made when read
+    elif isinstance(e, TraceEvent):
+        lines = trace_say.lines(e, v.ktime0)
+    else:
+        lines = say.attach_lines(e, d)
+    if isinstance(e, LedgerFinding):
+        bad = v.bad_findings
+        text = f"{v.findings_len - bad} shared/imported · {bad} to look at"
+        state = evolve(state, status={**state.status, "findings": text})
+    return _log(state, lines, steps=v.calls_len)
+
+
 # -- helpers ----------------------------------------------------------------------------------------
 def _panel(state: ScreenState, p: PanelView) -> ScreenState:
     return replace(state, panels={**state.panels, p.role: p})
@@ -488,13 +557,23 @@ def _tag(role: str, text: Text) -> Text:
     return Text(f"{role[:4]} ", style=say.role_style(role)) + text
 
 
-def _log(state: ScreenState, texts: list[Text], steps: int | None = None) -> ScreenState:
+def _log(
+    state: ScreenState,
+    texts: list[Text] | list[Callable[[], Text]],
+    steps: int | None = None,
+    seq: int | None = None,
+) -> ScreenState:
     """The state with ``texts`` appended to its log (a state off the book's tip gets its own copy)."""
     if not texts:
         return state
+    seq = state.seq if seq is None else seq
     book = state.log
-    if state.log_len != len(book.lines):
-        book = LogBook(book.lines[: state.log_len])
+    n = state.log_len
+    if n != len(book.lines):
+        end = n + len(texts)
+        if seq and end <= len(book.lines) and book.lines[n].seq == seq == book.lines[end - 1].seq:
+            return evolve(state, log_len=end)  # folded again: the same lines
+        book = LogBook(book.lines[:n])
     tag = steps if steps is not None else (state.steps if state.started else None)
-    book.lines.extend(LogLine(t, tag, state.era) for t in texts)
-    return replace(state, log=book, log_len=len(book.lines))
+    book.lines.extend(LogLine(t, tag, state.era, seq) for t in texts)
+    return evolve(state, log=book, log_len=len(book.lines))

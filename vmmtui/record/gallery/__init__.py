@@ -69,7 +69,10 @@ def listing(folder: Path = HERE) -> str:
     groups: dict[str, list[Entry]] = {}
     for e in rows:
         h = e.header
-        driver = h.driver or ("no GPU driver (memfd)" if h.backend == "memfd" else "driver unknown")
+        driver = h.driver or {
+            "memfd": "no GPU driver (memfd)",
+            "trace": "a program traced (eBPF)",
+        }.get(h.backend, "driver unknown")
         day = h.when.split(" ")[0]
         groups.setdefault(shown(f"{h.where} · {driver} · {day}"), []).append(e)
     lines = []

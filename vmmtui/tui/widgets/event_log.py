@@ -44,12 +44,19 @@ class EventLog(ScrollView, can_focus=True):
         self._followed_to = 0
         #: the entry a search found (drawn reversed until the log changes), or None
         self.found: int | None = None
+        #: at most this many entries (the newest) are wrapped and held; None: all (a session's
+        #: log is short, a trace's grows by thousands a second)
+        self.window: int | None = None
+        #: the index in the state's log of ``entries[0]``
+        self._base = 0
 
     # -- from the state ----------------------------------------------------------------------------
     def show(self, state: ScreenState) -> None:
-        if state.log is self._book and state.log_len == len(self.entries):
+        if state.log is self._book and state.log_len == self._base + len(self.entries):
             return
         lines = state.log_lines()
+        if self.window is not None:
+            lines = self._slide(lines)
         if self.found is not None:  # the log moved on: the reader follows it again
             self.found = None
             self._followed_to = 0
@@ -64,6 +71,21 @@ class EventLog(ScrollView, can_focus=True):
         self._wrap_new()
         if shrunk or self.following:
             self.follow()
+
+    def _slide(self, lines: list[LogLine]) -> list[LogLine]:
+        """The window's part of ``lines``: entries that fell out of it go, rows and all."""
+        assert self.window is not None
+        base = max(0, len(lines) - self.window)
+        if base < self._base:  # stepped back before the window: wrapped again from there
+            self._rows, self._row_entry, self._wrapped, self.entries = [], [], [], []
+            self._base = base
+        elif base > self._base:
+            drop = min(base - self._base, len(self.entries))
+            rows = sum(self._wrapped[:drop])
+            del self._rows[:rows], self._row_entry[:rows], self._wrapped[:drop]
+            self.entries = self.entries[drop:]
+            self._base = base if not self.entries else self._base + drop
+        return lines[self._base :]
 
     @property
     def line_count(self) -> int:
@@ -82,7 +104,7 @@ class EventLog(ScrollView, can_focus=True):
         """The step that row ``row`` belongs to; None for a row of no step or an earlier session."""
         if not 0 <= row < len(self._row_entry):
             return None
-        line = self.entries[self._row_entry[row]]
+        line = self.entries[self._row_entry[row] - self._base]
         return line.steps if line.era == self.era else None
 
     # -- wrapping ----------------------------------------------------------------------------------
@@ -110,7 +132,7 @@ class EventLog(ScrollView, can_focus=True):
                 Strip.blank(width)
             ]
             self._rows.extend(strips)
-            self._row_entry.extend([k] * len(strips))
+            self._row_entry.extend([self._base + k] * len(strips))
             self._wrapped.append(len(strips))
         self.virtual_size = Size(width, len(self._rows))
         self.refresh()
@@ -122,12 +144,17 @@ class EventLog(ScrollView, can_focus=True):
 
     def follow(self) -> None:
         """Scroll to the last row now (a screenshot taken after this refresh shows it)."""
-        self.scroll_to(
-            y=max(0, len(self._rows) - self.scrollable_content_region.height),
-            animate=False,
-            immediate=True,
-        )
+        target = max(0, len(self._rows) - self.scrollable_content_region.height)
+        self.scroll_to(y=target, animate=False, immediate=True)
         self._followed_to = self.scroll_offset.y  # where it got (the layout may lag a refresh)
+        if self.scroll_offset.y < target:  # the new rows are not laid out yet: once they are
+            self.call_after_refresh(self._follow_laid_out)
+
+    def _follow_laid_out(self) -> None:
+        if self.found is None and self.scroll_offset.y >= self._followed_to:
+            target = max(0, len(self._rows) - self.scrollable_content_region.height)
+            self.scroll_to(y=target, animate=False, immediate=True)
+            self._followed_to = self.scroll_offset.y
 
     def on_resize(self, event: events.Resize) -> None:
         following = self.following
@@ -138,8 +165,8 @@ class EventLog(ScrollView, can_focus=True):
     def show_found(self, entry: int) -> None:
         """Mark entry ``entry`` (a search's match) and scroll it to the middle of the log."""
         self.found = entry
-        if entry < len(self._wrapped):
-            row = sum(self._wrapped[:entry])
+        if 0 <= entry - self._base < len(self._wrapped):
+            row = sum(self._wrapped[: entry - self._base])
             self.scroll_to(
                 y=max(0, row - self.scrollable_content_region.height // 2),
                 animate=False,

@@ -32,6 +32,8 @@ class BarFrame:
     #: the role that acted in it ("" for the start and the close)
     role: str
     failed: bool = False
+    #: its colour where no role gives one (a trace's frame: the colour of its process)
+    style: str = ""
 
 
 def bar_frames(timeline: Timeline, ahead: bool = False) -> list[BarFrame]:
@@ -77,6 +79,9 @@ class StepBar(Widget):
         self.steps = 0
         #: how many plan steps frame ``index`` had run
         self.done = 0
+        #: what a frame is: a demo's "step", a trace's "call"
+        self.unit = "step"
+        self._count = 0
         self._dragging = False
 
     def show(
@@ -88,10 +93,13 @@ class StepBar(Widget):
         mode: str | None = None,
     ) -> None:
         """Frame ``index`` of ``frames`` is on show, ``done`` of the plan's ``steps`` steps run."""
-        key = (frames, index, done, steps, mode or self.mode)
-        if key == (self.frames, self.index, self.done, self.steps, self.mode):
+        key = (len(frames), index, done, steps, mode or self.mode)
+        if key == (self._count, self.index, self.done, self.steps, self.mode) and (
+            frames is self.frames or frames == self.frames
+        ):
             return
         self.frames, self.index, self.done, self.steps = frames, index, done, steps
+        self._count = len(frames)
         self.mode = mode or self.mode
         self.refresh()
 
@@ -101,7 +109,7 @@ class StepBar(Widget):
         end = " · the end" if last and self.mode == "REPLAY" else ""
         return Text.assemble(
             (f" {self.mode} ", "bold black on yellow"),
-            (f" step {self.done}/{self.steps}{end} ", "bold"),
+            (f" {self.unit} {self.done}/{self.steps}{end} ", "bold"),
         )
 
     def bar_width(self) -> int:
@@ -128,13 +136,13 @@ class StepBar(Widget):
         return text
 
     def _cell(self, frames: range) -> tuple[str, str]:
-        failed = any(self.frames[k].failed for k in frames)
+        failed = any(self.frames[k].failed for k in frames)  # findings marked, whatever the zoom
         if self.index in frames:
             return ("✗", "bold white on red") if failed else (HERE, "bold white")
         if failed:
             return "✗", "bold red"
         k = frames[0]
-        style = say.role_style(self.frames[k].role) or NEUTRAL
+        style = self.frames[k].style or say.role_style(self.frames[k].role) or NEUTRAL
         return (DONE, style) if k <= self.index else (AHEAD, style)
 
     # -- the mouse ---------------------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""The trace inspector shows the eBPF trace live: a real SCM_RIGHTS share between processes it
+was attached to (``trace -p``) appears on its panels, wire and verdicts while the program runs
+(root, BTF and libbpf; skipped elsewhere)."""
+
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("textual", reason="the view needs textual (not on the GPU image)")
+
+from tests.tui.driving import wait_for  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def screen_text(app) -> str:
+    spans = re.findall(r"<text[^>]*>(.*?)</text>", app.export_screenshot(), flags=re.S)
+    return html.unescape("".join(spans)).replace("\xa0", " ")
+
+
+@pytest.mark.asyncio
+async def test_the_view_shows_a_share_as_it_happens():
+    from vmmtui.trace.loader import ProbeUnavailable, why_not
+
+    if reason := why_not():
+        pytest.skip(f"eBPF unavailable: {reason}")
+    from vmmtui.trace.tracer import Tracer
+    from vmmtui.tui.trace import TraceApp
+
+    proc = subprocess.Popen(
+        [sys.executable, str(FIXTURES / "scm_pair.py")],
+        env={**os.environ, "FIXTURE_HOLD": "8.0"},
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        tracer = Tracer(pids=[proc.pid], cuda=False)
+        try:
+            tracer.start()
+        except ProbeUnavailable as exc:
+            pytest.skip(f"eBPF unavailable: {exc}")
+        app = TraceApp(tracer, started=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+
+            def shared() -> bool:
+                v = app.state_shown().programs
+                return v is not None and v.transfers_len > 0
+
+            await wait_for(pilot, shared, timeout=120)
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            # made before the probes were attached (they load in seconds), or seen made
+            assert re.search(r"fd 4\s+(created memfd:fixture-scm|sent)", text)
+            assert re.search(rf"fd 3\s+received( memfd:fixture-scm)? ← {proc.pid} fd 4", text)
+            assert f"SCM_RIGHTS {proc.pid} fd 4 →" in text and "1 shared/imported" in text
+            assert "LIVE · call" in text
+            await pilot.press("q")
+        assert tracer.finished.wait(5)  # leaving the view ended the trace and closed the probe
+        assert tracer.probe is None
+    finally:
+        proc.kill()
+        proc.wait()

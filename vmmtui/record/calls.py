@@ -1,0 +1,161 @@
+"""A trace's events cut into frames: one frame per call that matters (a call that made, moved,
+duplicated, took, imported, mapped or closed something shared, a fork, an exec, an exit; a
+polling's change), and the start. ``close(fd)`` of an fd that never held anything of interest is
+no frame (a Python program closes hundreds at start). Same interface as ``Timeline`` (the demo's
+steps), so ``FrameStates``, the replay and the step bar take either. Frames are cut as events are
+appended, in constant time per event. No Textual here.
+"""
+
+from __future__ import annotations
+
+from vmmtui.events import (
+    Event,
+    FdClosed,
+    FdOpened,
+    Leak,
+    Notice,
+    ProcessGone,
+    ProcessSeen,
+    SessionStarted,
+    SharedFile,
+    WorkerExited,
+)
+from vmmtui.record.timeline import Frame
+from vmmtui.trace.cuda import base_name
+from vmmtui.trace.events import (
+    CudaCall,
+    FdCloseCall,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    LedgerFinding,
+    MemfdCreated,
+    ProcessExit,
+    ProcessForked,
+    TraceCall,
+    TraceStarted,
+)
+
+#: polling events that are a change of their own (a frame)
+_POLL_FRAMES = (ProcessSeen, ProcessGone, FdOpened, FdClosed, SharedFile)
+_EXPORTS = ("cuMemExportToShareableHandle", "cuMemPoolExportToShareableHandle")
+#: finding kinds that are good news (a frame with another kind is marked on the bar)
+GOOD = ("shared", "imported")
+
+
+class CallTimeline:
+    """Frames over a trace's (or a polling's) events; ``frames[k].steps`` is ``k``: the calls
+    that matter, folded up to the end of frame ``k``."""
+
+    unit = "call"
+
+    def __init__(self, events: list[Event] | None = None):
+        self.events: list[Event] = []
+        self.frames: list[Frame] = [Frame(0, 0, "start", None)]
+        #: the pid of each frame's call (0: the start, or a polling change of no one process)
+        self.pids: list[int] = [0]
+        self.plan: list[tuple[str, str]] = []
+        self.closing_from: int | None = None
+        #: fds of interest now, per process (the fold's rule for a call that matters)
+        self._held: dict[int, set[int]] = {}
+        #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
+        #: (``trace -p``: their fds, their shares) is part of the frame it comes in
+        self.ebpf = False
+        self.extend(events or [])
+
+    def extend(self, events: list[Event]) -> None:
+        frames = self.frames
+        for e in events:
+            self.events.append(e)
+            if self._matters(e):
+                k = len(frames)
+                pid = getattr(e, "pid", 0) or 0
+                frames.append(Frame(len(self.events), k, f"call {k}: {_what(e)}", None))
+                self.pids.append(pid)
+            else:
+                frames[-1].end = len(self.events)
+                bad = (isinstance(e, LedgerFinding) and e.kind not in GOOD) or isinstance(e, Leak)
+                if bad and not frames[-1].failed:
+                    frames[-1].failed = True
+                    frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"
+
+    def _matters(self, e: Event) -> bool:
+        if isinstance(e, TraceCall):
+            held = self._held.setdefault(e.pid, set())
+            if isinstance(e, FdCloseCall):
+                if e.call == "close_range":
+                    hit = {fd for fd in held if e.fd <= fd <= e.last}
+                else:
+                    hit = {e.fd} & held
+                if hit and e.result >= 0:
+                    held -= hit
+                return bool(hit)
+            if isinstance(e, FdDuplicated):
+                if e.old not in held:
+                    return False
+                if e.fd >= 0:
+                    held.add(e.fd)
+            elif isinstance(e, MemfdCreated | FdTaken) and e.fd >= 0:
+                held.add(e.fd)
+            elif isinstance(e, FdsReceived | FdsSent):
+                held.update(e.fds)
+            elif isinstance(e, CudaCall) and e.fd >= 0 and e.result == 0:
+                if base_name(e.func) in _EXPORTS:
+                    held.add(e.fd)
+            elif isinstance(e, ProcessForked):
+                self._held[e.child] = set(held)
+            elif isinstance(e, ProcessExit):
+                held.clear()
+            return True
+        if isinstance(e, TraceStarted):
+            self.ebpf = e.mode == "ebpf"
+        return isinstance(e, _POLL_FRAMES) and not self.ebpf
+
+    # -- the Timeline interface --------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def frame_of_step(self, steps: int) -> int:
+        """Frame ``k`` is the state after ``k`` calls: the index is the count."""
+        return max(0, min(steps, len(self.frames) - 1))
+
+    def is_closing(self, index: int) -> bool:
+        return False
+
+    def exits(self) -> list[WorkerExited]:
+        return []
+
+    def notices(self) -> list[Notice]:
+        return [e for e in self.events if isinstance(e, Notice)]
+
+    def started(self) -> SessionStarted | None:
+        return None
+
+    def verified(self) -> bool | None:
+        return None
+
+
+def _what(e: Event) -> str:
+    pid = getattr(e, "pid", None)
+    name = (
+        base_name(e.func)
+        if isinstance(e, CudaCall)
+        else getattr(e, "call", "")
+        or {
+            MemfdCreated: "memfd_create",
+            FdTaken: "pidfd_getfd",
+            ProcessForked: "fork",
+            ProcessExit: "exit",
+        }.get(type(e), type(e).__name__)
+    )
+    return f"[{pid}] {name}" if pid else name
+
+
+def is_trace(events: list[Event]) -> bool:
+    """Whether these are a trace's or a polling's events (not a demo session's)."""
+    from vmmtui.events import AttachEvent
+
+    return any(isinstance(e, AttachEvent) for e in events[:50]) and not any(
+        isinstance(e, SessionStarted) for e in events[:50]
+    )

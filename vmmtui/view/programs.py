@@ -1,0 +1,805 @@
+"""Programs vmmtui did not start, as the inspector shows them: one view per process, the wire of
+every transfer between them, and the verdicts, folded from the trace's events (eBPF) or the
+polling's (``ProcessSeen``, ``FdOpened``, ``SharedFile``…). No Textual, no /proc, no ledger: the
+verdicts are the ``LedgerFinding`` and ``Leak`` events of the stream itself, so a live trace and
+the replay of its recording fold to the same screen.
+
+A ``ProgramsView`` is immutable, as every ``ScreenState`` is: an event replaces only the process
+it is about. The parts that only grow (each process's calls, the transfers, the findings) live in
+``Book`` s shared by every state of one fold; a state holds how many entries of each it shows, so
+a state per frame costs no copy of them, and a fold forward from an earlier snapshot reuses the
+entries it would write again.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from vmmtui.events import (
+    AttachEvent,
+    Event,
+    FdClosed,
+    FdOpened,
+    GpuMemory,
+    Leak,
+    ProcessGone,
+    ProcessSeen,
+    ProcessUnreadable,
+    SharedFile,
+    WatchFinished,
+)
+from vmmtui.names import shown
+from vmmtui.trace.cuda import base_name
+from vmmtui.trace.events import (
+    CallRefused,
+    CudaCall,
+    FdCloseCall,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    LedgerFinding,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    TraceCall,
+    TraceFinished,
+    TraceLost,
+    TraceStarted,
+)
+from vmmtui.view.sharing import evolve
+
+T = TypeVar("T")
+
+
+#: closed fds a process view keeps (struck through) after they close
+CLOSED_KEPT = 6
+#: finding kinds that are good news (the rest are problems, or unknowns, to look at)
+GOOD = ("shared", "imported")
+
+
+class Book(Generic[T]):
+    """Entries that only grow, shared by every state of one fold; each entry remembers the event
+    (its sequence number in the fold) that wrote it."""
+
+    def __init__(self, entries: list[tuple[int, T]] | None = None):
+        self.entries: list[tuple[int, T]] = entries or []
+
+    def add(self, length: int, seq: int, item: T) -> tuple[Book[T], int]:
+        """This book (or a copy, for a state off its tip) with ``item`` after ``length`` entries.
+        A fold forward from a snapshot writes what it wrote before: the entry is reused."""
+        if length < len(self.entries):
+            if self.entries[length][0] == seq:
+                return self, length + 1
+            book: Book[T] = Book(self.entries[:length])
+        else:
+            book = self
+        book.entries.append((seq, item))
+        return book, length + 1
+
+    def items(self, length: int) -> list[T]:
+        return [item for _, item in self.entries[:length]]
+
+
+@dataclass(frozen=True)
+class CallRow:
+    """One call a process made, as its panel lists it."""
+
+    seq: int
+    pid: int
+    #: seconds since the trace began
+    t: float
+    #: the call (``sendmsg``, ``cuMemCreate``…) and what it did
+    name: str
+    words: str
+    failed: bool = False
+    duration_ns: int = 0
+
+
+@dataclass(frozen=True)
+class FdView:
+    """An fd of interest: how it came to the process, the open file it names, and the proof."""
+
+    fd: int
+    #: created | exported | received | taken | dup | inherited | present | opened | arrived | unknown
+    how: str
+    #: what it is (``memfd:x``, ``/dev/nvidia-uvm``, ``socket``…) where known
+    target: str = ""
+    #: the kernel's id of the open file (a keyed hash of its ``struct file *``)
+    file: str = ""
+    #: where it came from: (pid, fd); (0, -1) when none or not traced
+    source: tuple[int, int] = (0, -1)
+    via: str = ""
+    #: how the sameness is known: "struct file" (eBPF), "kcmp" (polling), ""
+    proof: str = ""
+    since: int = 0
+    closed_at: int | None = None
+
+
+@dataclass(frozen=True)
+class MemView:
+    """An allocation, pool, mapping or import of one process; ``of``: (exporter pid, its handle or
+    pointer) for an import."""
+
+    kind: str
+    key: int
+    size: int = 0
+    device: int = -1
+    address: int = 0
+    handle: int = 0
+    fd: int = -1
+    file: str = ""
+    of: tuple[int, int] | None = None
+    since: int = 0
+    released_at: int | None = None
+    #: the exported fds (allocations and pools)
+    exported: tuple[int, ...] = ()
+    ipc: str = ""
+
+
+@dataclass(frozen=True)
+class ProcView:
+    """One process of the trace, keyed by pid (``role``: the demo's name for it, if any)."""
+
+    pid: int
+    comm: str = ""
+    exe: str = ""
+    role: str = ""
+    ppid: int = 0
+    uid: int | None = None
+    alive: bool = True
+    #: its exit status (``exit(5)``: 5), or None
+    code: int | None = None
+    #: the signal that ended it (0: none)
+    signal: int = 0
+    gone_at: int | None = None
+    #: how many calls of its book (``ProgramsView.call_books[pid]``) this state shows
+    ncalls: int = 0
+    fds: dict[int, FdView] = field(default_factory=dict)
+    closed: tuple[FdView, ...] = ()
+    mems: dict[tuple[str, int], MemView] = field(default_factory=dict)
+    #: NVML's bytes per device (polling)
+    gpu_used: dict[int, int] = field(default_factory=dict)
+    first: int = 0
+    findings: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{shown(self.comm, 16) or '?'}[{self.pid}]"
+
+    @property
+    def interesting(self) -> bool:
+        """Worth a panel: it holds or held an fd of interest, memory, or has a finding."""
+        return bool(self.fds or self.closed or self.mems or self.findings or self.gpu_used)
+
+
+@dataclass(frozen=True)
+class TransferView:
+    """One thing that went from one process to another."""
+
+    #: SCM_RIGHTS | pidfd_getfd | IPC handle | pool export data | kcmp
+    how: str
+    from_pid: int
+    from_fd: int
+    to_pid: int
+    to_fd: int
+    via: str = ""
+    file: str = ""
+    seq: int = 0
+    t: float = 0.0
+    #: milliseconds between send and receive (SCM_RIGHTS)
+    latency_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class FindingView:
+    kind: str
+    pid: int
+    what: str
+    detail: str
+    fix: str = ""
+    peer: int = 0
+    seq: int = 0
+
+    @property
+    def good(self) -> bool:
+        return self.kind in GOOD
+
+
+@dataclass(frozen=True)
+class Pending:
+    pid: int
+    fd: int
+    seq: int
+    ktime: int
+    via: str
+
+
+@dataclass(frozen=True)
+class ProgramsView:
+    """Every process of the trace, the wire between them and the verdicts, at one frame."""
+
+    #: "ebpf" or "polling"
+    mode: str = ""
+    command: tuple[str, ...] = ()
+    targets: tuple[int, ...] = ()
+    everything: bool = False
+    reason: str = ""
+    unprobed: tuple[str, ...] = ()
+    procs: dict[int, ProcView] = field(default_factory=dict)
+    #: each process's calls (shared, append-only; a process view holds how many it shows)
+    call_books: dict[int, Book[CallRow]] = field(default_factory=dict, compare=False, repr=False)
+    #: calls folded, every process's
+    calls_len: int = 0
+    transfers: Book[TransferView] = field(default_factory=Book, compare=False, repr=False)
+    transfers_len: int = 0
+    findings: Book[FindingView] = field(default_factory=Book, compare=False, repr=False)
+    findings_len: int = 0
+    #: findings that are not good news (problems, unknowns)
+    bad_findings: int = 0
+    in_flight: dict[str, tuple[Pending, ...]] = field(default_factory=dict)
+    pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
+    ktime0: int = 0
+    lost: int = 0
+    #: events folded (the sequence number of the next)
+    seq: int = 0
+    finished: Event | None = None
+
+    def calls_of(self, pid: int, last: int = 0) -> list[CallRow]:
+        """The calls ``pid`` made up to this frame (the ``last`` newest of them, when given)."""
+        book = self.call_books.get(pid)
+        n = self.proc(pid).ncalls
+        if book is None or not n:
+            return []
+        return [row for _, row in book.entries[max(0, n - last) if last else 0 : n]]
+
+    def transfer_list(self) -> list[TransferView]:
+        return self.transfers.items(self.transfers_len)
+
+    def finding_list(self) -> list[FindingView]:
+        return self.findings.items(self.findings_len)
+
+    def proc(self, pid: int) -> ProcView:
+        return self.procs.get(pid) or ProcView(pid, first=self.seq)
+
+    def shown_procs(self) -> list[ProcView]:
+        """The processes with a panel: the command's and the targets', and any that holds
+        something of interest (a --all trace would otherwise show every process of the machine)."""
+        roots = set(self.targets)
+        return [p for p in self.procs.values() if p.interesting or p.pid in roots]
+
+    def pins(self, owner: int, m: MemView) -> list[str]:
+        """Who keeps ``owner``'s allocation or pool ``m`` alive now, one phrase each."""
+        out = []
+        if m.released_at is None:
+            out.append(f"{owner} handle")
+        files = {self.proc(owner).fds[fd].file for fd in m.exported if fd in self.proc(owner).fds}
+        files.discard("")
+        for p in self.procs.values():
+            for f in p.fds.values():
+                if f.file in files and not (p.pid == owner and f.fd in m.exported):
+                    out.append(f"{p.pid} fd {f.fd}")
+            if p.pid == owner:
+                out += [f"{owner} fd {fd}" for fd in m.exported if fd in p.fds]
+            for other in p.mems.values():
+                if other.of == (owner, m.key) and other.released_at is None:
+                    out.append(f"{p.pid} {other.kind}")
+        return out
+
+    def time(self, ktime: int) -> float:
+        return (ktime - self.ktime0) / 1e9 if self.ktime0 and ktime >= self.ktime0 else 0.0
+
+
+# -- the fold -----------------------------------------------------------------------------------------
+def fold_program_event(v: ProgramsView, e: AttachEvent) -> ProgramsView:
+    """The view after one more trace or polling event."""
+    handler = _HANDLERS.get(type(e))
+    v = evolve(v, seq=v.seq + 1)
+    return handler(v, e) if handler is not None else v
+
+
+def _set(v: ProgramsView, p: ProcView) -> ProgramsView:
+    return evolve(v, procs={**v.procs, p.pid: p})
+
+
+def _call(v: ProgramsView, e: TraceCall, name: str, words: str, failed: bool = False,
+          duration_ns: int = 0) -> ProgramsView:  # fmt: skip
+    row = CallRow(v.seq, e.pid, v.time(e.ktime), name, words, failed, duration_ns)
+    p = v.proc(e.pid)
+    old = v.call_books.get(e.pid) or Book()
+    book, n = old.add(p.ncalls, v.seq, row)
+    books = v.call_books if book is v.call_books.get(e.pid) else {**v.call_books, e.pid: book}
+    return evolve(_set(v, evolve(p, ncalls=n)), call_books=books, calls_len=v.calls_len + 1)
+
+
+def _transfer(v: ProgramsView, t: TransferView) -> ProgramsView:
+    book, n = v.transfers.add(v.transfers_len, v.seq, t)
+    return evolve(v, transfers=book, transfers_len=n)
+
+
+def _hold(v: ProgramsView, pid: int, f: FdView) -> ProgramsView:
+    p = v.proc(pid)
+    old = p.fds.get(f.fd)
+    closed = p.closed
+    if old is not None and old.since != f.since:  # dup2 onto it, or a close not seen
+        closed = (*closed, evolve(old, closed_at=v.seq))[-CLOSED_KEPT:]
+    return _set(v, evolve(p, fds={**p.fds, f.fd: f}, closed=closed))
+
+
+def _drop(v: ProgramsView, pid: int, fds: list[int]) -> ProgramsView:
+    p = v.procs.get(pid)
+    if p is None or not any(fd in p.fds for fd in fds):
+        return v
+    gone = [evolve(p.fds[fd], closed_at=v.seq) for fd in fds if fd in p.fds]
+    kept = {fd: f for fd, f in p.fds.items() if fd not in fds}
+    return _set(v, evolve(p, fds=kept, closed=(*p.closed, *gone)[-CLOSED_KEPT:]))
+
+
+def _started(v: ProgramsView, e: TraceStarted) -> ProgramsView:
+    v = evolve(
+        v,
+        mode=e.mode,
+        command=tuple(e.command),
+        targets=tuple(e.targets),
+        everything=e.everything,
+        reason=e.reason,
+        unprobed=tuple(e.unprobed),
+        ktime0=e.ktime0,
+    )
+    for pid in e.targets:
+        if pid not in v.procs:
+            v = _set(v, ProcView(pid, first=v.seq))
+    return v
+
+
+def _forked(v: ProgramsView, e: ProcessForked) -> ProgramsView:
+    parent = v.proc(e.pid)
+    child = evolve(v.proc(e.child), ppid=e.pid, comm=e.comm or parent.comm, first=v.seq)
+    # the child inherits every fd: its copies name the same open files
+    fds = {
+        fd: FdView(fd, "inherited", f.target, f.file, (e.pid, fd), "fork", f.proof, v.seq)
+        for fd, f in parent.fds.items()
+    }
+    v = _set(v, evolve(child, fds=fds))
+    if e.pid not in v.procs:
+        v = _set(v, parent)
+    return _call(v, e, "fork", f"fork → pid {e.child}")
+
+
+def _exec(v: ProgramsView, e: ProcessExec) -> ProgramsView:
+    p = v.proc(e.pid)
+    v = _set(v, evolve(p, exe=e.filename, comm=e.comm or p.comm))
+    return _call(v, e, "exec", f"exec {shown(e.filename, 200)}")
+
+
+def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
+    p = v.proc(e.pid)
+    sig = e.code & 0x7F
+    v = _call(v, e, "exit", f"killed by signal {sig}" if sig else f"exit (status {e.code >> 8})")
+    p = v.proc(e.pid)
+    closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
+    mems = {
+        k: m if m.released_at is not None else evolve(m, released_at=v.seq)
+        for k, m in p.mems.items()
+    }
+    return _set(
+        v,
+        evolve(
+            p,
+            alive=False,
+            code=None if sig else e.code >> 8,
+            signal=sig,
+            gone_at=v.seq,
+            comm=p.comm or e.comm,
+            fds={},
+            closed=(*p.closed, *closed)[-CLOSED_KEPT:],
+            mems=mems,
+        ),
+    )
+
+
+def _memfd(v: ProgramsView, e: MemfdCreated) -> ProgramsView:
+    v = _call(v, e, "memfd_create", f"memfd_create({shown(e.name, 60)!r}) → {_fd(e.fd)}",
+              e.fd < 0)  # fmt: skip
+    if e.fd >= 0:
+        target = f"memfd:{shown(e.name, 60)}"
+        v = _hold(
+            v, e.pid, FdView(e.fd, "created", target, e.file, proof="struct file", since=v.seq)
+        )
+    return v
+
+
+def _pidfd(v: ProgramsView, e: PidfdOpened) -> ProgramsView:
+    v = _call(v, e, "pidfd_open", f"pidfd_open({e.target}) → {_fd(e.fd)}", e.fd < 0)
+    if e.fd >= 0:
+        v = evolve(v, pidfds={**v.pidfds, (e.pid, e.fd): e.target})
+    return v
+
+
+def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
+    old = v.proc(e.pid).fds.get(e.old)
+    if old is None:
+        return v  # an fd of no interest: no call of the panel's
+    v = _call(v, e, e.call, f"{e.call}({e.old}) → {_fd(e.fd)}", e.fd < 0)
+    if e.fd >= 0:
+        v = _hold(
+            v,
+            e.pid,
+            FdView(e.fd, "dup", old.target, e.file or old.file, (e.pid, e.old), e.call, old.proof,
+                   v.seq),
+        )  # fmt: skip
+    return v
+
+
+def _close(v: ProgramsView, e: FdCloseCall) -> ProgramsView:
+    p = v.proc(e.pid)
+    if e.call == "close_range":
+        fds = [fd for fd in p.fds if e.fd <= fd <= e.last]
+    else:
+        fds = [e.fd] if e.fd in p.fds else []
+    if not fds:
+        return v
+    words = (
+        f"close_range({e.fd}, {e.last})" if e.call == "close_range" else f"close({e.fd})"
+    ) + f" → {e.result}"
+    v = _call(v, e, e.call, words, e.result < 0)
+    return _drop(v, e.pid, fds) if e.result >= 0 else v
+
+
+def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
+    via = socket_words(e.sock)
+    v = _call(
+        v,
+        e,
+        e.call,
+        f"{e.call} SCM_RIGHTS fd {', '.join(map(str, e.fds))} over {shown(via, 80)} → {e.result}",
+        e.result < 0,
+    )
+    if e.result < 0:
+        return v
+    p = v.proc(e.pid)
+    in_flight = dict(v.in_flight)
+    for fd, file in zip(e.fds, e.files, strict=False):
+        held = p.fds.get(fd)
+        if held is not None and not held.file:  # a driver's export, named by the kernel here
+            v = _hold(v, e.pid, evolve(held, file=file, proof="struct file"))
+            p = v.proc(e.pid)
+        elif held is None:
+            v = _hold(v, e.pid, FdView(fd, "sent", "", file, proof="struct file", since=v.seq))
+            p = v.proc(e.pid)
+        in_flight[file] = (*in_flight.get(file, ()), Pending(e.pid, fd, v.seq, e.ktime, via))
+    return evolve(v, in_flight=in_flight)
+
+
+def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
+    via = socket_words(e.sock)
+    v = _call(
+        v,
+        e,
+        e.call,
+        f"{e.call} SCM_RIGHTS over {shown(via, 80)} → new fd {', '.join(map(str, e.fds))}"
+        + (" (MSG_CTRUNC: fds lost)" if e.truncated else ""),
+        e.truncated,
+    )
+    in_flight = dict(v.in_flight)
+    for fd, file in zip(e.fds, e.files, strict=False):
+        queue = in_flight.get(file, ())
+        sent = queue[0] if queue else None
+        if queue:
+            if len(queue) > 1:
+                in_flight[file] = queue[1:]
+            else:
+                del in_flight[file]
+        target = ""
+        if sent is not None:
+            src = v.proc(sent.pid).fds.get(sent.fd) or next(
+                (
+                    f
+                    for f in reversed(v.proc(sent.pid).closed)
+                    if f.fd == sent.fd and f.file == file
+                ),
+                None,
+            )
+            target = src.target if src is not None else ""
+        source = (sent.pid, sent.fd) if sent else (0, -1)
+        v = _hold(v, e.pid, FdView(fd, "received", target, file, source, via, "struct file", v.seq))
+        if sent is not None:
+            v = _transfer(
+                v,
+                TransferView(
+                    "SCM_RIGHTS",
+                    sent.pid,
+                    sent.fd,
+                    e.pid,
+                    fd,
+                    via,
+                    file,
+                    v.seq,
+                    v.time(e.ktime),
+                    (e.ktime - sent.ktime) / 1e6,
+                ),
+            )
+    return evolve(v, in_flight=in_flight)
+
+
+def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
+    target = e.target or v.pidfds.get((e.pid, e.pidfd), 0)
+    got = f"fd {e.fd}" if e.fd >= 0 else f"error {e.fd}"
+    v = _call(
+        v,
+        e,
+        "pidfd_getfd",
+        f"pidfd_getfd(pidfd {e.pidfd} = pid {target or '?'}, fd {e.target_fd}) → {got}",
+        e.fd < 0,
+    )
+    if e.fd < 0:
+        return v
+    src = v.proc(target).fds.get(e.target_fd)
+    file = e.file or (src.file if src else "")
+    via = f"pidfd_getfd through pidfd {e.pidfd}"
+    f = FdView(e.fd, "taken", src.target if src else "", file, (target, e.target_fd), via,
+               "struct file" if file else "", v.seq)  # fmt: skip
+    v = _hold(v, e.pid, f)
+    return _transfer(
+        v,
+        TransferView("pidfd_getfd", target, e.target_fd, e.pid, e.fd, via, file, v.seq,
+                     v.time(e.ktime)),
+    )  # fmt: skip
+
+
+def _cuda(v: ProgramsView, e: CudaCall) -> ProgramsView:
+    from vmmtui.trace.narration import cuda_words
+
+    f = base_name(e.func)
+    v = _call(v, e, f, cuda_words(e), e.result != 0, e.duration_ns)
+    if e.result != 0:
+        return v
+    p = v.proc(e.pid)
+    mems = dict(p.mems)
+    seq = v.seq
+    if f in ("cuMemCreate", "cuMemPoolCreate"):
+        kind = "allocation" if f == "cuMemCreate" else "pool"
+        mems[(kind, e.handle)] = MemView(
+            kind, e.handle, e.size, e.device, handle=e.handle, since=seq
+        )
+    elif f in ("cuMemExportToShareableHandle", "cuMemPoolExportToShareableHandle"):
+        kind = "allocation" if f == "cuMemExportToShareableHandle" else "pool"
+        m = mems.get((kind, e.handle)) or MemView(kind, e.handle, handle=e.handle, since=seq)
+        if e.fd >= 0:
+            mems[(kind, e.handle)] = evolve(m, exported=(*m.exported, e.fd))
+            known = p.fds.get(e.fd)
+            v = _hold(
+                v,
+                e.pid,
+                FdView(e.fd, "exported", f"{kind} {e.handle:#x}", known.file if known else "",
+                       via=e.func, proof=known.proof if known else "",
+                       since=known.since if known else seq),  # the driver's memfd: the same fd
+            )  # fmt: skip
+            p = v.proc(e.pid)
+        elif e.ipc:
+            mems[(kind, e.handle)] = evolve(m, ipc=e.ipc)
+    elif f in ("cuMemImportFromShareableHandle", "cuMemPoolImportFromShareableHandle"):
+        kind = "import" if f == "cuMemImportFromShareableHandle" else "pool import"
+        held = p.fds.get(e.fd)
+        of = _exporter(v, held.file if held else "", "allocation" if kind == "import" else "pool")
+        mems[(kind, e.handle)] = MemView(kind, e.handle, of[2] if of else 0, handle=e.handle,
+                                         fd=e.fd, file=held.file if held else "",
+                                         of=of[:2] if of else None, since=seq)  # fmt: skip
+    elif f == "cuMemMap":
+        owner = _owner_of_handle(p, e.handle)
+        mems[("mapping", e.ptr)] = MemView("mapping", e.ptr, e.size, address=e.ptr,
+                                           handle=e.handle, of=owner, since=seq)  # fmt: skip
+    elif f == "cuMemUnmap":
+        _release(mems, ("mapping", e.ptr), seq)
+    elif f == "cuMemRelease":
+        _release(mems, ("allocation", e.handle), seq)
+        _release(mems, ("import", e.handle), seq)
+    elif f == "cuMemPoolDestroy":
+        _release(mems, ("pool", e.handle), seq)
+        _release(mems, ("pool import", e.handle), seq)
+    elif f in ("cuIpcGetMemHandle", "cuMemPoolExportPointer"):
+        kind = "ipc export" if f == "cuIpcGetMemHandle" else "pool pointer export"
+        mems[(kind, e.ptr)] = MemView(kind, e.ptr, address=e.ptr, ipc=e.ipc, since=seq)
+    elif f in ("cuIpcOpenMemHandle", "cuMemPoolImportPointer"):
+        kind = "ipc open" if f == "cuIpcOpenMemHandle" else "pool pointer import"
+        src_kind = "ipc export" if kind == "ipc open" else "pool pointer export"
+        src = _ipc_exporter(v, e.ipc, src_kind)
+        mems[(kind, e.ptr)] = MemView(kind, e.ptr, address=e.ptr, ipc=e.ipc, of=src, since=seq,
+                                      handle=e.handle)  # fmt: skip
+        if src is not None:
+            how = "IPC handle" if kind == "ipc open" else "pool export data"
+            v = _transfer(
+                v,
+                TransferView(how, src[0], -1, e.pid, -1, f"64 bytes {e.ipc[:16]}…", "", seq,
+                             v.time(e.ktime)),
+            )  # fmt: skip
+    elif f in ("cuIpcCloseMemHandle",):
+        _release(mems, ("ipc open", e.ptr), seq)
+    elif f == "cuMemFreeAsync":
+        _release(mems, ("pool pointer import", e.ptr), seq)
+    elif f in ("cuMemAlloc", "cuMemAllocFromPoolAsync"):
+        mems[("device memory", e.ptr)] = MemView("device memory", e.ptr, e.size, e.device,
+                                                 address=e.ptr, handle=e.handle, since=seq)  # fmt: skip
+    elif f == "cuMemFree":
+        _release(mems, ("device memory", e.ptr), seq)
+    return _set(v, evolve(v.proc(e.pid), mems=mems))
+
+
+def _release(mems: dict[tuple[str, int], MemView], key: tuple[str, int], seq: int) -> None:
+    m = mems.get(key)
+    if m is not None and m.released_at is None:
+        mems[key] = evolve(m, released_at=seq)
+
+
+def _exporter(v: ProgramsView, file: str, kind: str) -> tuple[int, int, int] | None:
+    """(pid, handle, size) of the allocation or pool exported as the open file ``file``."""
+    if not file:
+        return None
+    for p in v.procs.values():
+        for f in (*p.fds.values(), *p.closed):
+            if f.file == file and f.how == "exported":
+                for m in p.mems.values():
+                    if m.kind == kind and f.fd in m.exported:
+                        return p.pid, m.key, m.size
+    return None
+
+
+def _owner_of_handle(p: ProcView, handle: int) -> tuple[int, int] | None:
+    imp = p.mems.get(("import", handle))
+    if imp is not None:
+        return imp.of
+    return (p.pid, handle) if ("allocation", handle) in p.mems else None
+
+
+def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | None:
+    for p in v.procs.values():
+        for m in p.mems.values():
+            if m.kind == kind and m.ipc == ipc and ipc:
+                return p.pid, m.key
+    return None
+
+
+def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
+    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq)
+    book, n = v.findings.add(v.findings_len, v.seq, f)
+    v = evolve(v, findings=book, findings_len=n)
+    if e.kind not in GOOD:
+        p = v.proc(e.pid)
+        v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
+    return v
+
+
+def _refused(v: ProgramsView, e: CallRefused) -> ProgramsView:
+    """The refusal's cause and fix come as the ledger's ``refused`` finding; here, the process."""
+    if e.pid not in v.procs:
+        v = _set(v, ProcView(e.pid, first=v.seq))
+    return v
+
+
+# -- polling ------------------------------------------------------------------------------------------
+def _seen(v: ProgramsView, e: ProcessSeen) -> ProgramsView:
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, comm=e.name, ppid=e.ppid, uid=e.uid, exe=e.cmdline))
+
+
+def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
+    p = v.proc(e.pid)
+    closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
+    return _set(
+        v,
+        evolve(
+            p,
+            alive=False,
+            code=e.returncode,
+            gone_at=v.seq,
+            comm=p.comm or e.name,
+            fds={},
+            closed=(*p.closed, *closed)[-CLOSED_KEPT:],
+        ),
+    )
+
+
+def _opened(v: ProgramsView, e: FdOpened) -> ProgramsView:
+    source = (e.source.pid, e.source.fd) if e.source else (0, -1)
+    proof = "kcmp" if e.source else ""
+    f = FdView(e.fd, str(e.how), shown(e.target, 80), "", source, e.via, proof, v.seq)
+    v = _hold(v, e.pid, f)
+    if e.source is not None and str(e.how) == "arrived":
+        v = _transfer(
+            v,
+            TransferView("kcmp", e.source.pid, e.source.fd, e.pid, e.fd, e.via or "(unseen)",
+                         "", v.seq, e.at),
+        )  # fmt: skip
+    return v
+
+
+def _fd_closed(v: ProgramsView, e: FdClosed) -> ProgramsView:
+    return _drop(v, e.pid, [e.fd])
+
+
+def _shared(v: ProgramsView, e: SharedFile) -> ProgramsView:
+    """A kcmp-proven share: each holder's fd gets the proof and a common name for the file."""
+    file = f"{e.dev:x}:{e.ino}"
+    for h in e.holders:
+        p = v.proc(h.pid)
+        old = p.fds.get(h.fd)
+        proof = "kcmp" if e.same_description else ("same inode" if e.same_description is False
+                                                   else "")  # fmt: skip
+        f = old or FdView(h.fd, "present", shown(e.target, 80), since=v.seq)
+        v = _hold(v, h.pid, evolve(f, file=file, proof=proof, target=f.target or e.target))
+    return v
+
+
+def _gpu(v: ProgramsView, e: GpuMemory) -> ProgramsView:
+    p = v.proc(e.pid)
+    if p.gpu_used == e.used:
+        return v
+    return _set(v, evolve(p, gpu_used=dict(e.used)))
+
+
+def _leak(v: ProgramsView, e: Leak) -> ProgramsView:
+    return _finding(v, LedgerFinding(str(e.kind), e.pid or 0, e.what, e.detail, e.fix))
+
+
+def _unreadable(v: ProgramsView, e: ProcessUnreadable) -> ProgramsView:
+    return _finding(v, LedgerFinding("unreadable", e.pid, "not readable", e.reason))
+
+
+def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:
+    return evolve(v, lost=v.lost + e.count)
+
+
+def _finished(v: ProgramsView, e: Event) -> ProgramsView:
+    v = evolve(v, finished=e)
+    if isinstance(e, TraceFinished) and v.lost != e.lost and e.lost:
+        v = evolve(v, lost=e.lost)
+    return v
+
+
+def socket_words(s: Any) -> str:
+    from vmmtui.trace.ledger import socket_words as words  # the ledger's words, loaded once used
+
+    return words(s)
+
+
+def _fd(fd: int) -> str:
+    return f"fd {fd}" if fd >= 0 else f"error {fd}"
+
+
+_HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
+    TraceStarted: _started,
+    ProcessForked: _forked,
+    ProcessExec: _exec,
+    ProcessExit: _exit,
+    MemfdCreated: _memfd,
+    PidfdOpened: _pidfd,
+    FdDuplicated: _dup,
+    FdCloseCall: _close,
+    FdsSent: _sent,
+    FdsReceived: _received,
+    FdTaken: _taken,
+    CudaCall: _cuda,
+    LedgerFinding: _finding,
+    CallRefused: _refused,
+    TraceLost: _lost,
+    TraceFinished: _finished,
+    WatchFinished: _finished,
+    ProcessSeen: _seen,
+    ProcessGone: _gone,
+    ProcessUnreadable: _unreadable,
+    FdOpened: _opened,
+    FdClosed: _fd_closed,
+    SharedFile: _shared,
+    GpuMemory: _gpu,
+    Leak: _leak,
+}
+
+
+def frame_of_seq(seqs: list[int], seq: int) -> int:
+    """The index of the last frame that begins at or before event ``seq``."""
+    return max(0, bisect_right(seqs, seq) - 1)
