@@ -70,9 +70,6 @@ def add_parser(sub) -> None:
         "--no-nvml", action="store_true", help="do not ask NVML for GPU memory per process"
     )
     t.add_argument(
-        "--text", action="store_true", help="print the stream as text lines, even on a terminal"
-    )
-    t.add_argument(
         "--json",
         action="store_true",
         help="print the event stream as JSON lines (the command's stdout goes to stderr)",
