@@ -90,6 +90,7 @@ class InspectorScreen(Screen):
         self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
         self.set_class(height < MEDIUM_HEIGHT, "-medium")
         self.set_class(height < TINY_HEIGHT, "-tiny")
+        self.call_after_refresh(self.paint)  # each panel's row budget under the new tier
 
     # -- the one way in --------------------------------------------------------------------------
     def watch_state(self) -> None:
