@@ -10,6 +10,8 @@ from __future__ import annotations
 from textual.binding import Binding, BindingType
 
 LIVE, REPLAY = "live", "replay"
+#: the student page (``replay --html``): a replay's keys that its script handles too
+PAGE = "page"
 BOTH = frozenset({LIVE, REPLAY})
 
 #: (binding, the modes it belongs to)
@@ -19,7 +21,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         Binding(
             "space,right", "step", "Next", tooltip="the next step of the recording", priority=True
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (
         Binding(
@@ -47,7 +49,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "(a live session stays where it is)",
             priority=True,
         ),
-        BOTH,
+        frozenset({LIVE, REPLAY, PAGE}),
     ),
     (
         Binding(
@@ -66,11 +68,11 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
     ),
     (
         Binding("home", "first", "First", tooltip="back to the start", priority=True),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (
         Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (Binding("r", "last", "Last", show=False, priority=True), frozenset({REPLAY})),
     (Binding("ctrl+r", "first", "First", show=False, priority=True), frozenset({REPLAY})),
@@ -94,7 +96,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             show=False,
             tooltip="--notes: the next step with a teacher's note",
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (
         Binding(
@@ -104,7 +106,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             show=False,
             tooltip="--notes: the previous step with a teacher's note",
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (
         Binding(
@@ -176,3 +178,34 @@ def bindings(mode: str) -> list[BindingType]:
 
 #: the live inspector's keys (the README lists these)
 KEYS = bindings(LIVE)
+
+
+#: a Textual key's name in the browser (``KeyboardEvent.key``) and on the page's keys line
+BROWSER_KEYS = {
+    "space": (" ", "space"),
+    "right": ("ArrowRight", "→"),
+    "left": ("ArrowLeft", "←"),
+    "home": ("Home", "Home"),
+    "end": ("End", "End"),
+    "right_square_bracket": ("]", "]"),
+    "left_square_bracket": ("[", "["),
+}
+
+
+def page_keys() -> list[dict[str, object]]:
+    """The page's keys, from the table (the bindings marked ``PAGE``): for each, the browser's
+    key names, how the keys line shows them, the action and its description."""
+    out: list[dict[str, object]] = []
+    for b, modes in TABLE:
+        if PAGE not in modes or not isinstance(b, Binding):
+            continue
+        names = [k.strip() for k in b.key.split(",")]
+        out.append(
+            {
+                "keys": [BROWSER_KEYS[k][0] for k in names],
+                "shown": " / ".join(BROWSER_KEYS[k][1] for k in names),
+                "action": b.action,
+                "description": b.description,
+            }
+        )
+    return out

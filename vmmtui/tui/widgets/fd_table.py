@@ -188,9 +188,12 @@ class FdTableView(Static):
             )
         lines: list[Text] = []
         hidden = others if not self.show_all else []
+        # the key that unfolds them, except on the student page (replay --html), which has no f
+        page = self.is_mounted and self.screen.has_class("-page")
+        key, keyed = ("", "") if page else (" (f)", " (f: show all)")
         if cut:  # one line says what the fold hid: declared rows by kind, and the rest
             kinds = ["closed" if gone else str(r.kind) for r, gone in cut]
-            rest = f" · {len(hidden)} not ours (f)" if hidden else ""
+            rest = f" · {len(hidden)} not ours{key}" if hidden else ""
             said = f"+{len(cut)} more" if narrow else folded_line(kinds)
             lines.append(Text(said + rest, style="bold yellow", no_wrap=True, overflow="ellipsis"))
         elif hidden:
@@ -203,7 +206,7 @@ class FdTableView(Static):
             lines.append(
                 Text(
                     f"+ {len(hidden)} more not ours"
-                    + (" (f)" if narrow else f": {summary} (f: show all)"),
+                    + (key if narrow else f": {summary}{keyed}"),
                     style="dim italic",
                 )
             )
