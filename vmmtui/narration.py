@@ -77,8 +77,12 @@ def role_style(role: str) -> str:
 
 
 # -- the verdicts ------------------------------------------------------------------------------------
-def verdict(verified: bool) -> Text:
-    """``VERIFIED`` or ``NOT VERIFIED``: the session's one-word result."""
+def verdict(verified: bool, failed: SessionFailed | None = None) -> Text:
+    """The session's one result: ``VERIFIED``, ``FAILED at consumer cleanup (FD_LEAK)`` or ``NOT
+    VERIFIED``. A session that failed says where, once: its data may have verified before (the
+    consumer's "verification PASSED" is the step's, not the session's)."""
+    if failed is not None:
+        return Text(f"{failed_at(failed)} ({failed.failure.code})", "bold red")
     return Text(VERIFIED, "bold green") if verified else Text(NOT_VERIFIED, "bold red")
 
 
@@ -238,12 +242,17 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     )
 
 
+def failed_at(e: SessionFailed) -> str:
+    """``FAILED at consumer cleanup``: where a session failed, in the words of every place."""
+    return f"FAILED at {e.role} {e.step}"
+
+
 def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
     """The failed step, the real error, its cause and its fix."""
     f = e.failure
     lines = [
         Text(
-            m.text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})"),
+            m.text(f"{failed_at(e)}: {f.call} → {f.code} ({f.message})"),
             "bold red",
         )
     ]

@@ -6,6 +6,7 @@ has an entry here, so no error reaches the screen without an explanation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -297,3 +298,18 @@ def failure(code: str, call: str, message: str = "") -> Failure:
     """A Failure with cause and fix filled in from the tables."""
     cause, fix = explain(code, call)
     return Failure(code=code, call=call, message=message or code, cause=cause, fix=fix)
+
+
+#: how a leak's message names each fd still open (``leak_message``), read back by ``leaked_fds``
+_LEAKED = re.compile(r"\bfd (\d+) → ")
+
+
+def leak_message(pid: int, leaks: dict[int, str]) -> str:
+    """FD_LEAK's message: ``/proc/PID/fd still has fd 38 → /dev/nvidiactl after cleanup``."""
+    shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
+    return f"/proc/{pid}/fd still has {shown} after cleanup"
+
+
+def leaked_fds(f: Failure) -> set[int]:
+    """The fds an FD_LEAK names (none for any other failure): the screen marks them ✗."""
+    return {int(n) for n in _LEAKED.findall(f.message)} if f.code == "FD_LEAK" else set()

@@ -117,9 +117,19 @@ class Header:
 
     @property
     def where(self) -> str:
-        """``NVIDIA H100 80GB HBM3 on gpu-host`` (or the backend when the device is unknown)."""
+        """The machine it was made on, as hardware: ``NVIDIA H100 80GB HBM3 · Intel Xeon host``,
+        ``CPU memory (memfd) · AMD EPYC host`` (the backend when the device is unknown). Not the
+        host name: a name such as "vm" says nothing of the machine (every gallery recording's)."""
         what = self.device or self.backend or "unknown device"
-        return f"{what} on {self.machine.hostname}" if self.machine.hostname else what
+        cpu = short_cpu(self.machine.cpu)
+        return f"{what} · {cpu} host" if cpu else what
+
+    @property
+    def label(self) -> str:
+        """What it shows, from its options (``describe``): a recording made before a scenario's
+        mechanism was named keeps the title it was written with only where the options fail."""
+        config = self.config()
+        return describe(config) if config is not None else self.title
 
     def config(self) -> SessionConfig | None:
         """The options as a SessionConfig (None when they are missing or from another vmmtui)."""
@@ -127,6 +137,12 @@ class Header:
             return decode(SessionConfig, self.options)
         except DecodeError:
             return None
+
+
+def short_cpu(model: str) -> str:
+    """``Intel(R) Xeon(R) Processor`` → ``Intel Xeon``: the CPU's make and line, no marks."""
+    words = re.sub(r"\((R|TM|tm|r)\)|\bProcessor\b|\bCPU\b|@.*$", " ", model).split()
+    return " ".join(words[:4])
 
 
 def cpu_model() -> str:
@@ -176,9 +192,16 @@ def describe(config: SessionConfig) -> str:
     """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
     from vmmtui.sizes import format_size
 
+    from vmmtui import scenarios
+
     n = config.consumers
+    scenario = scenarios.get(config.scenario) if config.scenario else None
     parts = [
-        str(config.mechanism),
+        # the mechanism it ran with: a scenario's own (legacy-second-context runs legacy IPC);
+        # on memfd the same steps share a memfd, not GPU memory
+        "memfd"
+        if config.backend == "memfd"
+        else str(scenario.mechanism if scenario is not None else config.mechanism),
         format_size(config.size),
         f"{n} consumer{'s' if n > 1 else ''}",
         str(config.direction),

@@ -93,7 +93,7 @@ def write_page(
     page = build(
         frames,
         title=shown(f"{h.where} · {h.driver or h.backend} · {h.when}"),
-        subtitle=shown(notes.title if notes and notes.title else h.title),
+        subtitle=shown(notes.title if notes and notes.title else h.label),
         steps=len(Timeline(recording.events).plan),
         keys=page_keys(),
         log=log,

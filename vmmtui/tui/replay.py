@@ -123,14 +123,18 @@ class ReplayApp(Viewer):
         self.notes.append(text)
         self.paint()
 
+    @property
+    def total(self) -> int:
+        """The plan's length: the one step total of every place (a failed run stops short of
+        it: "step 12/17", not "12/12" beside the timeline's "12/17")."""
+        return len(self.timeline.plan) or self.frames.frames[-1].steps
+
     def where(self) -> str:
-        return (
-            f"REPLAY · step {self.frames.frames[self.frame].steps}/{self.frames.frames[-1].steps}"
-        )
+        return f"REPLAY · step {self.frames.frames[self.frame].steps}/{self.total}"
 
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]
-        return f"as of {frame.label} (of {self.frames.frames[-1].steps})" + (
+        return f"as of {frame.label} (of {self.total})" + (
             ""
             if self.frame < self.frames.last
             else (" · cut short here" if self.recording.cut else " · the end")

@@ -168,12 +168,15 @@ class FdTableView(Static):
                 "ok": ("✓", "green"),
                 "missing": ("✗", "bold red"),
                 "mismatch": ("✗", "bold red"),
+                "leaked": ("✗", "bold red"),
             }.get(r.check or "", ("", ""))
             note = self._pair_note(r.fd)
             label = KIND_LABEL.get(r.kind, r.kind)
             if r.kind == "received" and r.note.startswith("taken with pidfd_getfd"):
                 label = "received (pidfd_getfd: no message carried it)"
             what = (note.strip() if narrow else label.split(" (")[0] + note) if note else label
+            if r.check == "leaked":  # the failure named it: open after the worker's cleanup
+                what = "LEAKED: open after cleanup" if not narrow else "LEAKED"
             style = (
                 "bold green" if fresh else ("bold" if r.kind in ("exported", "received") else "")
             )
@@ -205,8 +208,7 @@ class FdTableView(Static):
             )
             lines.append(
                 Text(
-                    f"+ {len(hidden)} more not ours"
-                    + (key if narrow else f": {summary}{keyed}"),
+                    f"+ {len(hidden)} more not ours" + (key if narrow else f": {summary}{keyed}"),
                     style="dim italic",
                 )
             )
