@@ -139,7 +139,7 @@ TABLE: dict[str, tuple[str, str]] = {
     ),
     "VERIFY_DISAGREE": (
         "the verification kernel and the host check found different mismatches: one of the two checkers is wrong",
-        "report it with the log; run with --verify host to use only the seed's numpy check",
+        "report it with the log; run with --verify host to check on the host with numpy only",
     ),
     "PEER_UNREACHABLE": (
         "the consumer's GPU cannot access memory on the producer's GPU (no P2P path between them)",
@@ -176,11 +176,11 @@ TABLE: dict[str, tuple[str, str]] = {
 BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
     ("cuMemExportToShareableHandle", "CUDA_ERROR_INVALID_VALUE"): (
         "the allocation was created without requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, "
-        "so it has no fd to export (seed 004)",
+        "so it has no fd to export (the CUDA programming guide: request the handle type at creation)",
         "set prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR before cuMemCreate",
     ),
     ("cuIpcOpenMemHandle (second context)", "*"): (
-        "seed 003's rule: a process may open a legacy IPC handle from one context per device; this was a "
+        "the driver API reference's rule: a process may open a legacy IPC handle from one context per device; this was a "
         "second context on the same device",
         "open the handle once per device per process (the primary context) and share the pointer inside the "
         "process; opening it again in the same context only counts the opens (close as many times)",

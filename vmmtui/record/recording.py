@@ -190,9 +190,8 @@ def cuda_identity(device: int) -> tuple[str, str]:
 
 def describe(config: SessionConfig) -> str:
     """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
-    from vmmtui.sizes import format_size
-
     from vmmtui import scenarios
+    from vmmtui.sizes import format_size
 
     n = config.consumers
     scenario = scenarios.get(config.scenario) if config.scenario else None
@@ -397,7 +396,43 @@ def read(path: str | Path) -> Recording:
         )
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
+    events = [in_our_words(e) for e in events]
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
+
+
+def in_our_words(e: Event) -> Event:
+    """The event with the words that are vmmtui's own taken from today's tables, not from the
+    recording: a failure's cause and fix (``troubleshooting``), a scenario's explanation (its
+    catalogue entry). The facts (codes, calls, messages, numbers) stay as they were recorded."""
+    from dataclasses import replace
+
+    from vmmtui import scenarios
+    from vmmtui.events import Notice, ScenarioOutcome, SessionFailed, StepDone
+    from vmmtui.troubleshooting import Failure, explain
+
+    def reworded(f: Failure) -> Failure:
+        cause, fix = explain(f.code, f.call)
+        known = (cause, fix) != explain("", "")  # a code the tables do not know keeps its words
+        return replace(f, cause=cause, fix=fix) if known else f
+
+    match e:
+        case SessionFailed():
+            return replace(e, failure=reworded(e.failure))
+        case StepDone() if e.report.failure is not None:
+            old, new = e.report.failure, reworded(e.report.failure)
+            log = [  # the worker's ERROR line quotes the cause and the fix
+                line.replace(old.cause, new.cause).replace(old.fix, new.fix) if old.cause else line
+                for line in e.report.log
+            ]
+            return replace(e, report=replace(e.report, failure=new, log=log))
+        case ScenarioOutcome() if scenarios.get(e.name) is not None:
+            return replace(e, explanation=scenarios.get(e.name).explanation)  # type: ignore[union-attr]
+        case Notice() if e.text.startswith("scenario "):
+            name = e.text.removeprefix("scenario ").split(":", 1)[0]
+            scenario = scenarios.get(name)
+            if scenario is not None and e.text.startswith(f"scenario {name}: "):
+                return replace(e, text=f"scenario {name}: {scenario.explanation}")
+    return e
 
 
 def _cut(events: list[Event], last_line: int) -> str:
