@@ -173,3 +173,21 @@ async def test_replay_at_step_n_opens_with_the_log_at_step_ns_lines(size):
         assert log.scroll_offset.y == log.line_count - height, (log.scroll_offset, log.line_count)
         shown = log.plain_lines()[log.scroll_offset.y : log.scroll_offset.y + height]
         assert not any("cuInit" in line for line in shown), shown
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_every_consumers_tab_is_on_screen(size):
+    """With 4 consumers at 80×24 the tab row ended in "consumer-" (the fourth cut, no sign)."""
+    from vmmtui.tui.cast import plain, screen_ansi
+
+    app = ReplayApp(gallery.resolve("h100-consumers4-writes"))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        screen = plain(screen_ansi(app))
+        tab_row = next(
+            line for line in screen.splitlines() if "c1" in line or "consumer-1 " in line
+        )
+        for k in range(1, 5):
+            assert re.search(rf"\b(consumer-{k}|c{k})\b", tab_row), (k, tab_row)
