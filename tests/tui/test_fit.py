@@ -191,3 +191,26 @@ async def test_every_consumers_tab_is_on_screen(size):
         )
         for k in range(1, 5):
             assert re.search(rf"\b(consumer-{k}|c{k})\b", tab_row), (k, tab_row)
+
+
+@pytest.mark.asyncio
+async def test_teaching_text_and_status_line_cut_at_80x24_say_so():
+    """At 80×24 the step's text and the status line were cut at the panel's edge with no sign."""
+    from vmmtui.tui.cast import plain, screen_ansi
+    from vmmtui.tui.widgets.teaching import TeachingPanel
+
+    app = ReplayApp(gallery.resolve("h100-vmm-1mib"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(TeachingPanel)
+        width = panel.size.width - panel.styles.gutter.width
+        assert len(panel.full.wrap(app.console, width)) > panel.size.height - 2  # it is longer
+        screen = plain(screen_ansi(app)).splitlines()
+        region = panel.region
+        rows = screen[region.y + 1 : region.y + region.height - 1]
+        assert rows and rows[-1].rstrip("│ ").endswith("…"), rows
+        app.go(app.frames.last)
+        await pilot.pause()
+        await pilot.pause()
+        status = plain(screen_ansi(app)).splitlines()[app.query_one("#status").region.y]
+        assert status.rstrip().endswith("…") or len(status.rstrip()) < 79, status

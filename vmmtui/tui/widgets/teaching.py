@@ -19,6 +19,8 @@ class TeachingPanel(Static):
         self.fmt = display or Display()
         self.border_title = "what this step does"
         self._key: tuple = ()
+        #: the whole text; what is drawn is cut to the panel's rows, with a sign (``_fitted``)
+        self.full = Text("")
         #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
         self.note: tuple[str, str] | None = None
 
@@ -46,7 +48,29 @@ class TeachingPanel(Static):
             text = Text.assemble(
                 text, sep, (f"teacher's note ({self.note[0]}): ", "bold magenta"), self.note[1]
             )
-        self.update(text)
+        self.full = text
+        self.update(self._fitted())
+
+    def on_resize(self) -> None:
+        self.update(self._fitted())
+
+    def _fitted(self) -> Text:
+        """The text cut to the rows the panel may take (its max-height less its border), the last
+        row ending in "…" where it was cut: a small terminal once dropped the rest silently."""
+        text, limit = self.full, self.styles.max_height
+        width = self.size.width - self.styles.gutter.width
+        if limit is None or width <= 0 or not self.app.console:
+            return text
+        rows = int(limit.value) - self.styles.gutter.height
+        lines = text.wrap(self.app.console, width)
+        if rows <= 0 or len(lines) <= rows:
+            return text
+        kept = list(lines[:rows])
+        last = kept[-1]
+        last.rstrip()
+        last.truncate(width - 2)
+        last.append(" …", "bold")
+        return Text("\n").join(kept)
 
     def _text(self, state: ScreenState) -> tuple[str, Text]:
         again = "" if self.replay else "ctrl+r tries again · c picks a scenario · q quits"
