@@ -139,8 +139,8 @@ _TEMPLATE = """<!doctype html>
   #log { font: 13px/1.35 ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap;
          overflow-wrap: anywhere; background: #151515; border: 1px solid #444; margin: 0;
          padding: .4em .6em; height: 14em; overflow-y: auto; }
-  /* the frame takes the page's width below 1400 px: its text stays readable (>= 12 px) */
-  @media (max-width: 1400px) { main { flex-direction: column; padding: 0 .4em .6em; }
+  /* the frame takes the page's width below 1300 px: its text stays readable (>= 12 px) */
+  @media (max-width: 1300px) { main { flex-direction: column; padding: 0 .4em .6em; }
                                aside { flex: none; width: 100%; } }
 </style>
 </head>
