@@ -214,3 +214,21 @@ async def test_teaching_text_and_status_line_cut_at_80x24_say_so():
         await pilot.pause()
         status = plain(screen_ansi(app)).splitlines()[app.query_one("#status").region.y]
         assert status.rstrip().endswith("…") or len(status.rstrip()) < 79, status
+
+
+@pytest.mark.asyncio
+async def test_at_80x24_the_teachers_note_keeps_its_rows_and_the_step_text_gives_way():
+    from vmmtui.tui.cast import plain, screen_ansi
+    from vmmtui.tui.widgets.teaching import TeachingPanel
+
+    rec = gallery.resolve("h100-vmm-1mib")
+    app = ReplayApp(rec, notes=bind(*split(NOTES), Timeline(rec.events)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.go(app.timeline.frame_of_step(8))
+        await pilot.pause()
+        await pilot.pause()
+        region = app.query_one(TeachingPanel).region
+        rows = plain(screen_ansi(app)).splitlines()[region.y + 1 : region.y + region.height - 1]
+        drawn = " ".join(rows)
+        assert "teacher's note (step 8" in drawn, rows
+        assert "…" in drawn  # the step's text, cut, says so
