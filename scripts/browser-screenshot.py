@@ -173,13 +173,28 @@ def serving_url(serve: subprocess.Popen, timeout: float) -> str | None:
     return None
 
 
-#: what the page shows now: its frame, the position line, the note and the frame's text
-READ_PAGE = """(() => ({
-  frame: document.body.dataset.frame === undefined ? -1 : +document.body.dataset.frame,
-  position: document.getElementById('position').textContent,
-  note: document.getElementById('note').textContent,
-  text: document.getElementById('frame').textContent,
-}))()"""
+#: what the page shows now: its frame, the position line, the note and the frame's text; the
+#: keys line; the event log (its lines, whether it scrolls and where); the frame's text size on
+#: screen in CSS pixels (the SVG's font size times the scale it is drawn at)
+READ_PAGE = """(() => {
+  const svg = document.querySelector('#frame svg');
+  const text = svg && svg.querySelector('text');
+  const box = svg && svg.viewBox && svg.viewBox.baseVal;
+  const scale = box && box.width ? svg.getBoundingClientRect().width / box.width : 0;
+  const log = document.getElementById('log');
+  return {
+    frame: document.body.dataset.frame === undefined ? -1 : +document.body.dataset.frame,
+    position: document.getElementById('position').textContent,
+    note: document.getElementById('note').textContent,
+    text: document.getElementById('frame').textContent,
+    keys: (document.getElementById('keys') || {}).textContent || '',
+    text_px: text ? parseFloat(getComputedStyle(text).fontSize) * scale : 0,
+    log_lines: log ? log.textContent.split('\\n').length : 0,
+    log_scrolls: log ? log.scrollHeight > log.clientHeight &&
+      getComputedStyle(log).overflowY === 'auto' : false,
+    log_at_end: log ? Math.abs(log.scrollHeight - log.clientHeight - log.scrollTop) < 2 : false,
+  };
+})()"""
 
 
 async def drive_page(
@@ -240,8 +255,9 @@ async def drive_page(
             await call("Page.navigate", url=url)
             seen = await settle(-1)
             frames = [seen.get("frame", -1)]
-            codes = {"ArrowRight": 39, "ArrowLeft": 37, "Home": 36, "End": 35}
+            codes = {"ArrowRight": 39, "ArrowLeft": 37, "Home": 36, "End": 35, " ": 32}
             for key in keys:
+                key = {"bracketright": "]", "bracketleft": "[", "space": " "}.get(key, key)
                 was = seen.get("frame", -1)
                 for kind in ("keyDown", "keyUp"):
                     await call(
@@ -264,8 +280,14 @@ async def drive_page(
             beyond = [a for a in asked if not a.startswith(("file:", "data:", "blob:"))]
             return {
                 "frames": frames,
+                "keys": seen.get("keys", ""),
+                "text_px": seen.get("text_px", 0),
+                "log_lines": seen.get("log_lines", 0),
+                "log_scrolls": seen.get("log_scrolls", False),
+                "log_at_end": seen.get("log_at_end", False),
                 "position": seen.get("position", ""),
                 "note": seen.get("note", ""),
+                "text": seen.get("text", ""),
                 "text_seen": text in seen.get("text", ""),
                 "network": beyond,
                 "errors": errors,

@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve all; each is an `if` below)
+#        app-lite interrupts serve screens all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -338,6 +338,19 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/serve-kill9.py -- --backend cuda --size 1GiB
     sleep 1; nvidia-smi --query-gpu=memory.used --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = screens ] || [ "$part" = all ]; then
+    # what recvmsg returned on cuda: the bytes that came over the socket (a few hundred), apart from
+    # the allocation's size; a leak after cleanup ends in one verdict, "FAILED at consumer cleanup"
+    python3 -m vmmtui run --backend cuda --size 1MiB --json \
+      | python3 -c 'import json, sys; print([c["result"] for l in sys.stdin if "\"recvmsg\"" in l for c in json.loads(l).get("report", {}).get("calls", []) if c["name"] == "recvmsg"])'
+    step python3 -m vmmtui run --backend cuda --scenario leaked-fd
+    # 8 consumers on the GPU: the producer's exported fd and connection on screen at 160x48, steps folded
+    tmux kill-session -t vmmtui-fit 2>/dev/null
+    tmux new-session -d -s vmmtui-fit -x 160 -y 48 "python3 -m vmmtui --backend cuda --consumers 8"
+    sleep 12; tmux send-keys -t vmmtui-fit r; sleep 40
+    tmux capture-pane -t vmmtui-fit -p | head -34
+    tmux send-keys -t vmmtui-fit q; sleep 3; tmux kill-session -t vmmtui-fit 2>/dev/null
   fi
   if [ "$part" = startup ]; then
     # issue 24: first frame within 1.1x of a bare Textual app's (each run alternates the two), both

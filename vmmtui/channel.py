@@ -347,7 +347,17 @@ def _peer_gone(sock: socket.socket) -> bool:
 def receive_message(
     sock: socket.socket, timeout: float, expect: type[M], want_fds: int = 0
 ) -> tuple[M, list[int]]:
-    """One message of type ``expect`` with exactly ``want_fds`` fds, or StepError with every fd closed.
+    """One message of type ``expect`` with exactly ``want_fds`` fds (``receive_sized``)."""
+    message, fds, _ = receive_sized(sock, timeout, expect, want_fds)
+    return message, fds
+
+
+def receive_sized(
+    sock: socket.socket, timeout: float, expect: type[M], want_fds: int = 0
+) -> tuple[M, list[int], int]:
+    """One message of type ``expect`` with exactly ``want_fds`` fds, and the bytes that came over
+    the socket (the record's size: what a student should see recvmsg return, not the allocation's
+    size the message names); or StepError with every fd closed.
 
     The fds that arrive are closed on every path but success, whatever is raised (a malformed
     message must not leak the fd it carried). Size and nesting depth are bounded before parsing;
@@ -376,7 +386,7 @@ def receive_message(
     except OSError as exc:
         raise _err(exc, "recvmsg") from exc
     try:
-        return _parse(sock, data, fds, flags, expect, name, want_fds), fds
+        return _parse(sock, data, fds, flags, expect, name, want_fds), fds, len(data)
     except BaseException:
         for fd in fds:
             with contextlib.suppress(OSError):

@@ -122,7 +122,7 @@ class LogPrinter:
                 f"({format_size(self.finished.integers * 4)})"
             )
         else:
-            parts.append(f"[bold red]{say.NOT_VERIFIED}[/]")
+            parts.append(f"[bold red]{escape(say.verdict(False, self.failed).plain)}[/]")
         if self.fd_problems:
             parts.append(
                 f"[red]fd cross-check: {len(self.fd_problems)} problem(s) in {self.fd_checks} checks[/]"

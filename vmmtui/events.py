@@ -186,6 +186,7 @@ class FdCheck(StrEnum):
     STILL_OPEN = "still-open"  # closed by the worker's word, open in /proc
     CLOSED = "closed"  # closed, and gone from /proc
     REUSED = "reused"  # closed, and the number now names a newer fd
+    LEAKED = "leaked"  # still open after the worker's cleanup (FD_LEAK)
 
     @property
     def problem(self) -> bool:
@@ -193,7 +194,7 @@ class FdCheck(StrEnum):
 
 
 #: the checks that are a problem: the worker's word and the kernel disagree
-FD_PROBLEMS = frozenset({FdCheck.MISSING, FdCheck.MISMATCH, FdCheck.STILL_OPEN})
+FD_PROBLEMS = frozenset({FdCheck.MISSING, FdCheck.MISMATCH, FdCheck.STILL_OPEN, FdCheck.LEAKED})
 
 
 class FdClass(StrEnum):

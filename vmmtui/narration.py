@@ -9,6 +9,7 @@ change from run to run (pids, addresses, timings) pass through a ``Masks`` so th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -77,8 +78,12 @@ def role_style(role: str) -> str:
 
 
 # -- the verdicts ------------------------------------------------------------------------------------
-def verdict(verified: bool) -> Text:
-    """``VERIFIED`` or ``NOT VERIFIED``: the session's one-word result."""
+def verdict(verified: bool, failed: SessionFailed | None = None) -> Text:
+    """The session's one result: ``VERIFIED``, ``FAILED at consumer cleanup (FD_LEAK)`` or ``NOT
+    VERIFIED``. A session that failed says where, once: its data may have verified before (the
+    consumer's "verification PASSED" is the step's, not the session's)."""
+    if failed is not None:
+        return Text(f"{failed_at(failed)} ({failed.failure.code})", "bold red")
     return Text(VERIFIED, "bold green") if verified else Text(NOT_VERIFIED, "bold red")
 
 
@@ -203,11 +208,24 @@ def notice(e: Notice, m: Masks = PLAIN) -> Text:
     return Text(m.text(f"note: {e.text}"), "yellow")
 
 
+#: a recvmsg result of recordings made before the message's own size was kept: the number is the
+#: allocation's size, which never travelled over the socket
+_OLD_RECVMSG = re.compile(r"^fds (\[[\d, ]*\]), (\d+) bytes$")
+
+
+def call_result(c: Call) -> str:
+    """A call's result as a student should read it (an old recording's recvmsg reworded)."""
+    old = _OLD_RECVMSG.match(c.result) if c.name == "recvmsg" else None
+    if old is None:
+        return c.result
+    return f"fds {old[1]} + metadata naming a {old[2]}-byte allocation (message size not recorded)"
+
+
 def call(c: Call, m: Masks = PLAIN) -> Text:
     """One driver or system call: ``cuMemCreate(size=…) → 0x…  0.123 ms``."""
     args = ", ".join(f"{k}={v}" for k, v in c.args.items())
     line = Text(c.name, "bold" if c.ok else "bold red")
-    line.append(m.text(f"({args}) → {c.result}"), "" if c.ok else "red")
+    line.append(m.text(f"({args}) → {call_result(c)}"), "" if c.ok else "red")
     line.append(f"  {m.ms(c.duration_ns)}", "dim")
     return line
 
@@ -238,12 +256,17 @@ def fd_table(e: FdSnapshot, m: Masks = PLAIN) -> Text:
     )
 
 
+def failed_at(e: SessionFailed) -> str:
+    """``FAILED at consumer cleanup``: where a session failed, in the words of every place."""
+    return f"FAILED at {e.role} {e.step}"
+
+
 def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
     """The failed step, the real error, its cause and its fix."""
     f = e.failure
     lines = [
         Text(
-            m.text(f"FAILED at {e.role} step {e.step}: {f.call} → {f.code} ({f.message})"),
+            m.text(f"{failed_at(e)}: {f.call} → {f.code} ({f.message})"),
             "bold red",
         )
     ]

@@ -37,6 +37,8 @@ class PageFrame:
     failed: bool = False
     #: the teacher's note on this frame: (what it is on, text)
     note: tuple[str, str] | None = None
+    #: how many lines of the event log (``build``'s ``log``) this frame shows
+    log: int = 0
 
 
 def offline_svg(svg: str) -> str:
@@ -54,11 +56,24 @@ def _json_for_script(data: object) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def build(frames: list[PageFrame], title: str, subtitle: str, steps: int) -> str:
+def build(
+    frames: list[PageFrame],
+    title: str,
+    subtitle: str,
+    steps: int,
+    keys: list[dict[str, object]] | None = None,
+    log: list[str] | None = None,
+) -> str:
     """The page: ``title`` (the recording's device and date), ``subtitle`` (the notes' title or what
-    the recording shows), ``steps`` (the plan's length, for "step N of M")."""
+    the recording shows), ``steps`` (the plan's length, for "step N of M"); ``keys``: the keys the
+    page handles, from the inspector's binding table (``vmmtui.tui.keys.page_keys``): the script
+    and the keys line are made from them, so the page offers no key that does nothing there;
+    ``log``: the event log's lines, of which each frame shows its first ``PageFrame.log``, in a
+    box of text that scrolls (the frames' SVGs leave the log out)."""
     data = {
         "steps": steps,
+        "keys": keys or [],
+        "log": log or [],
         "frames": [
             {
                 "label": f.label,
@@ -67,6 +82,7 @@ def build(frames: list[PageFrame], title: str, subtitle: str, steps: int) -> str
                 "failed": f.failed,
                 "note": None if f.note is None else {"on": f.note[0], "text": f.note[1]},
                 "svg": _packed(f.svg),
+                "log": f.log,
             }
             for f in frames
         ],
@@ -104,7 +120,7 @@ _TEMPLATE = """<!doctype html>
                           height: 4px; background: #f0c674; }
   #bar div.here { outline: 2px solid #fff; z-index: 1; }
   main { display: flex; gap: 1em; padding: 0 1em 1em; align-items: flex-start; }
-  #frame { flex: 1 1 auto; min-width: 0; }
+  #view { flex: 1 1 auto; min-width: 0; width: 100%; }
   #frame svg { width: 100%; height: auto; display: block; }
   aside { flex: 0 0 22em; }
   #note { white-space: pre-wrap; background: #2b2433; border-left: 4px solid #f0c674;
@@ -116,7 +132,16 @@ _TEMPLATE = """<!doctype html>
   #chapters a { color: #8ab4f8; cursor: pointer; text-decoration: none; }
   #chapters li.here a { font-weight: bold; color: #f0c674; }
   .keys { color: var(--dim); font-size: 90%; }
-  @media (max-width: 900px) { main { flex-direction: column; } aside { flex: none; width: 100%; } }
+  .keys kbd { font: 13px ui-monospace, monospace; color: var(--fg); background: #333;
+              border: 1px solid #555; border-radius: 3px; padding: 0 .3em; }
+  #log-box { margin-top: .6em; }
+  #log-box h2 { font-size: 14px; font-weight: normal; color: var(--dim); margin: 0 0 .2em; }
+  #log { font: 13px/1.35 ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap;
+         overflow-wrap: anywhere; background: #151515; border: 1px solid #444; margin: 0;
+         padding: .4em .6em; height: 14em; overflow-y: auto; }
+  /* the frame takes the page's width below 1300 px: its text stays readable (>= 12 px) */
+  @media (max-width: 1300px) { main { flex-direction: column; padding: 0 .4em .6em; }
+                               aside { flex: none; width: 100%; } }
 </style>
 </head>
 <body>
@@ -128,12 +153,15 @@ _TEMPLATE = """<!doctype html>
 </header>
 <div id="bar" role="slider" tabindex="0" aria-label="steps"></div>
 <main>
-  <div id="frame"></div>
+  <div id="view">
+    <div id="frame"></div>
+    <section id="log-box"><h2>event log (scrolls)</h2><pre id="log" tabindex="0"></pre></section>
+  </div>
   <aside>
     <nav>
       <button id="first" title="Home">&#xAB; first</button><button id="back" title="&#x2190;">&#x2039; back</button><button id="next" title="&#x2192;">next &#x203A;</button><button id="last" title="End">last &#xBB;</button>
     </nav>
-    <div class="keys">keys: &#x2190; / &#x2192; step, Home / End, click or drag the bar</div>
+    <div class="keys" id="keys"></div>
     <p id="note-on"></p>
     <div id="note"></div>
     <ul id="chapters"></ul>
@@ -189,6 +217,9 @@ async function go(k) {
     `step ${f.steps} of ${data.steps} · ${f.label}` + (k === frames.length - 1 ? " · the end" : "");
   document.getElementById("note-on").textContent = f.note ? `teacher's note (${f.note.on})` : "";
   document.getElementById("note").textContent = f.note ? f.note.text : "";
+  const log = document.getElementById("log");
+  log.textContent = data.log.slice(0, f.log).join("\\n");
+  log.scrollTop = log.scrollHeight;  // the frame's last lines, as the inspector's log follows
   [...bar.children].forEach((c, i) => c.classList.toggle("here", i === k));
   [...chapters.children].forEach(li => li.classList.toggle("here", +li.dataset.frame === k));
   bar.setAttribute("aria-valuenow", k);
@@ -196,12 +227,32 @@ async function go(k) {
   document.body.dataset.frame = k;
 }
 
+// the keys: the inspector's binding table's, those marked for the page (data.keys)
+const noted = frames.map((f, k) => f.note ? k : -1).filter(k => k >= 0);
+const actions = {
+  step: () => go(wanted + 1),
+  back: () => go(wanted - 1),
+  first: () => go(0),
+  last: () => go(frames.length - 1),
+  "chapter(1)": () => { const k = noted.find(k => k > wanted); if (k !== undefined) go(k); },
+  "chapter(-1)": () => { const k = noted.filter(k => k < wanted).pop(); if (k !== undefined) go(k); },
+};
+const keymap = new Map();
+const keysLine = document.getElementById("keys");
+keysLine.append("keys: ");
+data.keys.forEach((b, i) => {
+  b.keys.forEach(name => keymap.set(name, b.action));
+  const kbd = document.createElement("kbd");
+  kbd.textContent = b.shown;
+  if (i) keysLine.append(" · ");
+  keysLine.append(kbd, " " + b.description);
+});
+keysLine.append(" · click or drag the bar");
 document.addEventListener("keydown", e => {
-  const to = {ArrowRight: wanted + 1, ArrowLeft: wanted - 1, Home: 0, End: frames.length - 1,
-              " ": wanted + 1, PageDown: wanted + 1, PageUp: wanted - 1}[e.key];
-  if (to === undefined || e.altKey || e.ctrlKey || e.metaKey) return;
+  const action = actions[keymap.get(e.key)];
+  if (action === undefined || e.altKey || e.ctrlKey || e.metaKey) return;
   e.preventDefault();
-  go(to);
+  action();
 });
 document.getElementById("first").onclick = () => go(0);
 document.getElementById("back").onclick = () => go(wanted - 1);

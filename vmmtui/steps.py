@@ -58,7 +58,7 @@ _STEPS = [
         "Query VMM, fd support and granularity",
         ("cuDeviceGetAttribute", "cuMemGetAllocationGranularity"),
         "VMM allocations need VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, and exporting them as a file descriptor needs "
-        "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (seed 004: query before you export). Sizes and addresses must be "
+        "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (the CUDA programming guide: query before you export). Sizes and addresses must be "
         "multiples of the allocation granularity, so the requested size is rounded up to it.",
     ),
     Step(
@@ -102,7 +102,7 @@ _STEPS = [
         ("fill_pattern kernel", "cuMemcpyHtoD"),
         "The producer writes data[i] = (i*2 + 1337) ^ 0xDEADBEEF as uint32 so that the consumer can prove it sees "
         "the same bytes. On CUDA a kernel (shipped as PTX, JIT-compiled by the driver) writes it at memory speed; with --verify "
-        "host it is built on the host and copied with cuMemcpyHtoD, as the seed does. memfd writes straight into "
+        "host it is built on the host and copied with cuMemcpyHtoD, as the original VMM demo does. memfd writes straight into "
         "the shared pages.",
     ),
     Step(
@@ -136,7 +136,7 @@ _STEPS = [
         "Connect to the producer",
         ("socket", "connect"),
         "The consumer connects to the producer's socket, retrying until a deadline if the producer is not "
-        "listening yet (seed 000: 'Connection refused: start producer first'). It checks the peer's pid with "
+        "listening yet (the classic 'Connection refused: start producer first'). It checks the peer's pid with "
         "SO_PEERCRED.",
     ),
     Step(
@@ -203,7 +203,7 @@ _STEPS = [
         ("verify_pattern kernel", "cuMemcpyDtoH"),
         "The consumer reads the shared memory and checks every integer against the pattern. A pass proves both "
         "processes see the same physical memory. On CUDA a kernel counts mismatches and keeps the first one, with "
-        "no copy; --verify host copies to the host and compares with numpy (the seed's way); memfd compares the "
+        "no copy; --verify host copies to the host and compares with numpy (the original demo's way); memfd compares the "
         "mapped pages in place.",
     ),
     Step(
@@ -211,8 +211,11 @@ _STEPS = [
         "ack",
         "Acknowledge to the producer",
         ("send",),
-        "The consumer tells the producer the result, so that the producer does not release memory it is still "
-        "using elsewhere before the consumer is done with it.",
+        "The consumer sends the producer its verdict (PASSED, or what differed). It does not keep the memory "
+        "alive: from the import on, the consumer's own handle and mapping pin it, so the producer could release "
+        "its handle and exit without harm (the importer-pins scenario shows it). The producer waits for it so "
+        "that the run ends with every consumer's result. Legacy IPC handles are the exception: there the "
+        "exporter must not free the memory before every importer has closed the handle.",
     ),
     Step(
         PRODUCER,
@@ -227,7 +230,7 @@ _STEPS = [
         "Clean up (consumer)",
         ("cuMemUnmap", "cuMemAddressFree", "cuMemRelease", "close"),
         "Reverse order: unmap, free the address range, release the imported handle with cuMemRelease (never "
-        "cuMemFree: that is for cuMemAlloc memory; seed 000 saw a segfault), close the received fd and the socket.",
+        "cuMemFree: that is for cuMemAlloc memory, and drivers have been seen to segfault on it), close the received fd and the socket.",
     ),
     Step(
         PRODUCER,
@@ -245,7 +248,7 @@ _LEGACY = [
         "query",
         "Query the device for legacy IPC",
         ("cuDeviceGetAttribute",),
-        "Legacy IPC (seed 003) needs unified addressing and a Linux driver; there is no granularity to respect: "
+        "Legacy IPC (cuIpcGetMemHandle) needs unified addressing and a Linux driver; there is no granularity to respect: "
         "cuMemAlloc takes any size. Only a handle to a whole cuMemAlloc allocation can be shared.",
     ),
     Step(
@@ -286,7 +289,7 @@ _LEGACY = [
         "Open the IPC handle",
         ("cuIpcOpenMemHandle",),
         "cuIpcOpenMemHandle(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) maps the producer's allocation into this process "
-        "and returns a device pointer. Seed 003's rules: one context per device per process may open a given "
+        "and returns a device pointer. The driver API reference's rules: one context per device per process may open a given "
         "handle, and it must be closed before the exporter frees the memory.",
     ),
     Step(
@@ -319,7 +322,7 @@ _WRITES = [
         "write",
         "Write this consumer's slice",
         ("fill_pattern kernel", "cuStreamSynchronize"),
-        "Each consumer launches the fill kernel on its own stream over its slice of the shared buffer (the seed's "
+        "Each consumer launches the fill kernel on its own stream over its slice of the shared buffer (the original demo's "
         "pattern at the global indices), and waits for the stream to finish before it acknowledges: the ACK is the "
         "synchronisation.",
     ),

@@ -137,7 +137,7 @@ class Transcript:
             body += "\n| call | arguments | result | ms |\n|---|---|---|---|\n"
             for c in r.calls:
                 args = ", ".join(f"{k}={v}" for k, v in c.args.items()).replace("|", "\\|")
-                body += f"| `{c.name}` | {args} | {str(c.result).replace('|', '/')} | {c.duration_ns / 1e6:.3f} |\n"
+                body += f"| `{c.name}` | {args} | {str(say.call_result(c)).replace('|', '/')} | {c.duration_ns / 1e6:.3f} |\n"
         if r.opened:
             body += (
                 "\nopened: "

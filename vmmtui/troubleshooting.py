@@ -6,6 +6,7 @@ has an entry here, so no error reaches the screen without an explanation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -138,7 +139,7 @@ TABLE: dict[str, tuple[str, str]] = {
     ),
     "VERIFY_DISAGREE": (
         "the verification kernel and the host check found different mismatches: one of the two checkers is wrong",
-        "report it with the log; run with --verify host to use only the seed's numpy check",
+        "report it with the log; run with --verify host to check on the host with numpy only",
     ),
     "PEER_UNREACHABLE": (
         "the consumer's GPU cannot access memory on the producer's GPU (no P2P path between them)",
@@ -175,11 +176,11 @@ TABLE: dict[str, tuple[str, str]] = {
 BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
     ("cuMemExportToShareableHandle", "CUDA_ERROR_INVALID_VALUE"): (
         "the allocation was created without requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, "
-        "so it has no fd to export (seed 004)",
+        "so it has no fd to export (the CUDA programming guide: request the handle type at creation)",
         "set prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR before cuMemCreate",
     ),
     ("cuIpcOpenMemHandle (second context)", "*"): (
-        "seed 003's rule: a process may open a legacy IPC handle from one context per device; this was a "
+        "the driver API reference's rule: a process may open a legacy IPC handle from one context per device; this was a "
         "second context on the same device",
         "open the handle once per device per process (the primary context) and share the pointer inside the "
         "process; opening it again in the same context only counts the opens (close as many times)",
@@ -297,3 +298,18 @@ def failure(code: str, call: str, message: str = "") -> Failure:
     """A Failure with cause and fix filled in from the tables."""
     cause, fix = explain(code, call)
     return Failure(code=code, call=call, message=message or code, cause=cause, fix=fix)
+
+
+#: how a leak's message names each fd still open (``leak_message``), read back by ``leaked_fds``
+_LEAKED = re.compile(r"\bfd (\d+) → ")
+
+
+def leak_message(pid: int, leaks: dict[int, str]) -> str:
+    """FD_LEAK's message: ``/proc/PID/fd still has fd 38 → /dev/nvidiactl after cleanup``."""
+    shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
+    return f"/proc/{pid}/fd still has {shown} after cleanup"
+
+
+def leaked_fds(f: Failure) -> set[int]:
+    """The fds an FD_LEAK names (none for any other failure): the screen marks them ✗."""
+    return {int(n) for n in _LEAKED.findall(f.message)} if f.code == "FD_LEAK" else set()

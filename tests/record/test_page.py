@@ -120,3 +120,51 @@ def test_a_signal_while_drawing_leaves_no_page_and_one_line(tmp_path, sig, code)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code and err == "vmmtui: interrupted; nothing was left running\n", err
     assert not page.exists() and os.listdir(tmp_path) == []
+
+
+def browse(page: Path, keys: str, size: str, out: Path) -> dict:
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "browser-screenshot.py"),
+            "--page",
+            str(page),
+            "--keys",
+            keys,
+            "--text",
+            "REPLAY",
+            "--size",
+            size,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install -y chromium)")
+def test_the_page_offers_only_its_own_keys_scrolls_its_log_and_is_readable_at_1024_px(tmp_path):
+    """The page once showed the terminal's footer (g, /, a, f, s, q, ?) where only ←, →, Home, End
+    and space worked; its log was part of the picture and could not scroll; at 1024 px its text
+    was about 5 px high."""
+    from vmmtui.tui.keys import page_keys
+
+    notes = tmp_path / "notes.md"
+    notes.write_text(NOTES)
+    page = tmp_path / "lecture.html"
+    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page))
+    assert res.returncode == 0, res.stderr
+    said = [f"{k['shown']} {k['description']}" for k in page_keys()]
+    for size in ("1024x768", "1920x1080"):
+        seen = browse(page, "ArrowRight,bracketright,End", size, tmp_path / f"page-{size}.png")
+        seen_keys = seen["keys"].replace("\xa0", " ")
+        assert all(s in seen_keys for s in said), seen["keys"]
+        for absent in ("Screenshot", "Autoplay", "Search", "Go to", "Quit", "(f"):
+            assert absent not in seen_keys and absent not in seen["text"], absent
+        assert seen["frames"][:3] == [0, 1, 8]  # "]": the next frame with a note (step 8)
+        assert seen["text_px"] >= 12, (size, seen["text_px"])
+        assert seen["log_scrolls"] and seen["log_at_end"] and seen["log_lines"] > 100

@@ -154,9 +154,11 @@ def test_the_gallery_lists_machine_driver_and_date_and_opens_by_prefix():
     assert res.returncode == 0
     lines = res.stdout.splitlines()
     # each group's line says where, with which driver and when (from the recordings' headers)
-    h100 = lines.index("NVIDIA H100 80GB HBM3 on vm · CUDA driver API 13.0 · 2026-11-23")
+    h100 = lines.index(
+        "NVIDIA H100 80GB HBM3 · Intel Xeon host · CUDA driver API 13.0 · 2026-11-23"
+    )
     assert lines[h100 + 1].split()[:2] == ["h100-consumers4-writes", "16:20"]
-    memfd = next(i for i, line in enumerate(lines) if line.startswith("CPU memory (memfd) on "))
+    memfd = next(i for i, line in enumerate(lines) if line.startswith("CPU memory (memfd) · "))
     assert "no GPU driver (memfd) · 20" in lines[memfd] and "cpu-memfd-1mib" in lines[memfd + 1]
     # the runs that verified come before the failure scenarios
     names = [line.split()[0] for line in lines[h100 + 1 :] if line.startswith("  ")]
@@ -172,7 +174,7 @@ def test_a_name_from_a_recording_header_is_listed_through_the_sanitiser(tmp_path
     rec = (gallery.HERE / "cpu-memfd-1mib.jsonl.gz").read_bytes()
     lines = gzip.decompress(rec).decode().split("\n")
     header = json.loads(lines[0])
-    header["machine"]["hostname"] = "evil\x1b]0;pwned\x07"
+    header["machine"]["cpu"] = "evil\x1b]0;pwned\x07"  # the listing names the CPU
     (tmp_path / "x.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]))
     listed = gallery.listing(tmp_path)
     assert "\x1b" not in listed and "evil\\x1b]0;pwned\\x07" in listed

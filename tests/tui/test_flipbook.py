@@ -8,10 +8,15 @@ from vmmtui.tui.replay import ReplayApp
 
 
 def test_every_frame_is_drawn_and_the_last_holds_passed():
-    frames, stopped = flipbook.draw_frames(gallery.resolve("cpu-memfd-1mib"), size=(120, 36))
+    frames, log, stopped = flipbook.draw_frames(gallery.resolve("cpu-memfd-1mib"), size=(120, 36))
     assert stopped is None and [f.steps for f in frames][:3] == [0, 1, 2]
     assert "PASSED" in frames[-1].svg and "PASSED" not in frames[0].svg
     assert frames[1].role == "producer" and frames[-1].label == "closed"
+    # the page shows the log and its own keys: the frames hold neither the log nor the footer
+    assert "event log" not in frames[-1].svg and "Screenshot" not in frames[-1].svg
+    counts = [f.log for f in frames]
+    assert counts == sorted(counts) and counts[-1] == len(log) and 0 < counts[1] < len(log)
+    assert any("memfd_create" in line for line in log[counts[1] : counts[4]])
 
 
 def test_a_replay_that_ends_before_its_last_frame_writes_no_page(tmp_path, monkeypatch):

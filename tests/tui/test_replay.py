@@ -62,7 +62,7 @@ async def test_back_and_forth_draws_each_step_as_it_was():
     app = ReplayApp(recording())
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        assert "REPLAY" in app.title and "CPU memory (memfd) on " in app.title and "20" in app.title
+        assert "REPLAY" in app.title and "CPU memory (memfd) · " in app.title and "20" in app.title
         forward = {}
         for k in range(len(app.timeline)):
             forward[k] = panels(app)

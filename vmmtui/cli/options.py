@@ -155,14 +155,14 @@ def session_options(p: argparse.ArgumentParser) -> None:
         choices=choices(Verify),
         default=Verify.AUTO.value,
         help="where the pattern is written and checked: device (kernels shipped as PTX; auto's choice on cuda, the host where they cannot load), "
-        "host (the seed's copy + numpy; auto's choice on memfd) or both (they must agree)",
+        "host (a copy to the host + numpy; auto's choice on memfd) or both (they must agree)",
     )
     p.add_argument(
         "--mechanism",
         choices=choices(Mechanism),
         default=Mechanism.VMM.value,
         help="vmm: cuMemCreate + an exported fd (default); legacy: cuMemAlloc + a 64-byte "
-        "cuIpcGetMemHandle handle, no fd (seed 003; cuda only); pool: a stream-ordered memory pool "
+        "cuIpcGetMemHandle handle, no fd (cuda only); pool: a stream-ordered memory pool "
         "exported as an fd, then each allocation's 64-byte export data (cuda only)",
     )
     p.add_argument(
@@ -184,7 +184,7 @@ def session_options(p: argparse.ArgumentParser) -> None:
         "--direction",
         choices=choices(Direction),
         default=Direction.PRODUCER_WRITES.value,
-        help="producer-writes (the seed; default) or consumer-writes (memMapIPCDrv: each consumer "
+        help="producer-writes (default) or consumer-writes (memMapIPCDrv: each consumer "
         "writes its slice with a kernel, the producer verifies)",
     )
     p.add_argument(

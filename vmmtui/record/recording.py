@@ -117,9 +117,19 @@ class Header:
 
     @property
     def where(self) -> str:
-        """``NVIDIA H100 80GB HBM3 on gpu-host`` (or the backend when the device is unknown)."""
+        """The machine it was made on, as hardware: ``NVIDIA H100 80GB HBM3 · Intel Xeon host``,
+        ``CPU memory (memfd) · AMD EPYC host`` (the backend when the device is unknown). Not the
+        host name: a name such as "vm" says nothing of the machine (every gallery recording's)."""
         what = self.device or self.backend or "unknown device"
-        return f"{what} on {self.machine.hostname}" if self.machine.hostname else what
+        cpu = short_cpu(self.machine.cpu)
+        return f"{what} · {cpu} host" if cpu else what
+
+    @property
+    def label(self) -> str:
+        """What it shows, from its options (``describe``): a recording made before a scenario's
+        mechanism was named keeps the title it was written with only where the options fail."""
+        config = self.config()
+        return describe(config) if config is not None else self.title
 
     def config(self) -> SessionConfig | None:
         """The options as a SessionConfig (None when they are missing or from another vmmtui)."""
@@ -127,6 +137,12 @@ class Header:
             return decode(SessionConfig, self.options)
         except DecodeError:
             return None
+
+
+def short_cpu(model: str) -> str:
+    """``Intel(R) Xeon(R) Processor`` → ``Intel Xeon``: the CPU's make and line, no marks."""
+    words = re.sub(r"\((R|TM|tm|r)\)|\bProcessor\b|\bCPU\b|@.*$", " ", model).split()
+    return " ".join(words[:4])
 
 
 def cpu_model() -> str:
@@ -174,11 +190,17 @@ def cuda_identity(device: int) -> tuple[str, str]:
 
 def describe(config: SessionConfig) -> str:
     """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
+    from vmmtui import scenarios
     from vmmtui.sizes import format_size
 
     n = config.consumers
+    scenario = scenarios.get(config.scenario) if config.scenario else None
     parts = [
-        str(config.mechanism),
+        # the mechanism it ran with: a scenario's own (legacy-second-context runs legacy IPC);
+        # on memfd the same steps share a memfd, not GPU memory
+        "memfd"
+        if config.backend == "memfd"
+        else str(scenario.mechanism if scenario is not None else config.mechanism),
         format_size(config.size),
         f"{n} consumer{'s' if n > 1 else ''}",
         str(config.direction),
@@ -374,7 +396,43 @@ def read(path: str | Path) -> Recording:
         )
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
+    events = [in_our_words(e) for e in events]
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
+
+
+def in_our_words(e: Event) -> Event:
+    """The event with the words that are vmmtui's own taken from today's tables, not from the
+    recording: a failure's cause and fix (``troubleshooting``), a scenario's explanation (its
+    catalogue entry). The facts (codes, calls, messages, numbers) stay as they were recorded."""
+    from dataclasses import replace
+
+    from vmmtui import scenarios
+    from vmmtui.events import Notice, ScenarioOutcome, SessionFailed, StepDone
+    from vmmtui.troubleshooting import Failure, explain
+
+    def reworded(f: Failure) -> Failure:
+        cause, fix = explain(f.code, f.call)
+        known = (cause, fix) != explain("", "")  # a code the tables do not know keeps its words
+        return replace(f, cause=cause, fix=fix) if known else f
+
+    match e:
+        case SessionFailed():
+            return replace(e, failure=reworded(e.failure))
+        case StepDone() if e.report.failure is not None:
+            old, new = e.report.failure, reworded(e.report.failure)
+            log = [  # the worker's ERROR line quotes the cause and the fix
+                line.replace(old.cause, new.cause).replace(old.fix, new.fix) if old.cause else line
+                for line in e.report.log
+            ]
+            return replace(e, report=replace(e.report, failure=new, log=log))
+        case ScenarioOutcome() if scenarios.get(e.name) is not None:
+            return replace(e, explanation=scenarios.get(e.name).explanation)  # type: ignore[union-attr]
+        case Notice() if e.text.startswith("scenario "):
+            name = e.text.removeprefix("scenario ").split(":", 1)[0]
+            scenario = scenarios.get(name)
+            if scenario is not None and e.text.startswith(f"scenario {name}: "):
+                return replace(e, text=f"scenario {name}: {scenario.explanation}")
+    return e
 
 
 def _cut(events: list[Event], last_line: int) -> str:

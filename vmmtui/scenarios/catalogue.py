@@ -94,7 +94,7 @@ BUILT_IN: list[Scenario] = [
         "wrong-release",
         "the consumer frees imported memory with cuMemFree instead of cuMemRelease",
         "cuMemFree is for cuMemAlloc memory. On an imported VMM mapping it is the wrong call: the run shows "
-        "what the driver really answers (seed 000 saw a segfault), then cleans up the right way "
+        "what the driver really answers (drivers have been seen to segfault), then cleans up the right way "
         "(cuMemUnmap, cuMemAddressFree, cuMemRelease). On memfd the analogue is libc free() on the mapped "
         "address, which kills the worker: the inspector shows the signal and the session cleans up.",
         expect=(ANY,),
@@ -160,7 +160,7 @@ BUILT_IN: list[Scenario] = [
     Scenario(
         "no-fd-handle-type",
         "allocate without requestedHandleTypes = POSIX_FILE_DESCRIPTOR: export fails",
-        "A handle type must be requested when the allocation is created (seed 004: "
+        "A handle type must be requested when the allocation is created (the CUDA programming guide: "
         "CUmemAllocationProp::requestedHandleTypes); without it the allocation cannot be exported as an fd "
         "and cuMemExportToShareableHandle fails.",
         expect=("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_PERMITTED", "CUDA_ERROR_NOT_SUPPORTED"),
@@ -198,7 +198,7 @@ BUILT_IN: list[Scenario] = [
     Scenario(
         "legacy-second-context",
         "legacy IPC: open the handle again from a second context on the same device",
-        "Seed 003: a legacy IPC handle may be opened by one context per device per process. The consumer opens it "
+        "The driver API reference: a legacy IPC handle may be opened by one context per device per process. The consumer opens it "
         "in its primary context, opens it there again (the driver only counts the opens and returns the same "
         "pointer), then creates a second context on the same device and opens it from there: the driver refuses.",
         expect=(ANY_ERROR,),

@@ -13,7 +13,7 @@ from vmmtui.fdtable import FdTable, kcmp_same_file, target_class
 from vmmtui.session.processes import WorkerProcess
 from vmmtui.state import HeldKind
 from vmmtui.steps import PRODUCER
-from vmmtui.troubleshooting import Failure, failure
+from vmmtui.troubleshooting import Failure, failure, leak_message
 
 #: /proc targets that are shared memory whoever opened them (memfd's allocation, /dev/shm files)
 SHARED_TARGETS = ("/memfd:vmmtui-alloc",)
@@ -136,10 +136,7 @@ def leak_check(w: WorkerProcess, exporters: Sequence[tuple[int, int]] = ()) -> F
             leaks[fd] = e.target
     if not leaks:
         return None
-    shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
-    return failure(
-        "FD_LEAK", f"{w.role} cleanup", f"/proc/{w.pid}/fd still has {shown} after cleanup"
-    )
+    return failure("FD_LEAK", f"{w.role} cleanup", leak_message(w.pid, leaks))
 
 
 def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool, taken: bool = False) -> Notice:

@@ -12,10 +12,12 @@ from vmmtui.names import shown
 from vmmtui.page import PageFrame, build
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.notes import Notes
+from vmmtui.tui.keys import page_keys
 from vmmtui.tui.replay import ReplayApp
 
-#: the page's terminal: the size the project's screenshots are made at
-SIZE = (160, 48)
+#: the page's terminal: 120 columns, so that a frame as wide as a 1024 px screen has text of
+#: 12 px or more (a 160-column frame had 5 px); 48 rows: the step lists and the cards stay
+SIZE = (120, 48)
 
 
 class DrawingError(RuntimeError):
@@ -24,18 +26,22 @@ class DrawingError(RuntimeError):
 
 def draw_frames(
     recording: Recording, notes: Notes | None = None, size: tuple[int, int] = SIZE
-) -> tuple[list[PageFrame], int | None]:
-    """The frames, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did
+) -> tuple[list[PageFrame], list[str], int | None]:
+    """The frames, the event log's lines, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did
     (the app is left between two frames, so that it closes as it should); DrawingError when a
     frame could not be drawn or the app ended before its last frame."""
     app = ReplayApp(recording, notes=notes)
     frames: list[PageFrame] = []
+    log: list[str] = []
     stopped: list[int] = []
     failed: list[str] = []
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = {s: signal.signal(s, lambda signum, _: stopped.append(signum)) for s in signals}
 
     async def every_frame(pilot) -> None:
+        # the page has its own keys line (from the binding table) and its own event log, which
+        # scrolls: the frames leave out the terminal's footer and log
+        app.inspector.add_class("-page")
         await pilot.pause()
         for k, f in enumerate(app.timeline.frames):
             if stopped:
@@ -54,11 +60,13 @@ def draw_frames(
                         role,
                         f.failed,
                         None if note is None else (note.label, note.shown),
+                        app.frames.at(k).log_len,
                     )
                 )
             except Exception as exc:  # noqa: BLE001 - said in one line, never a traceback
                 failed.append(f"frame {k} ({f.label}): {type(exc).__name__}: {exc}")
                 break
+        log.extend(line.text.plain for line in app.frames.at(app.frames.last).log_lines())
         app.exit(0)
 
     try:
@@ -72,7 +80,7 @@ def draw_frames(
         raise DrawingError(f"could not draw {failed[0]}")
     if signalled is None and len(frames) < len(app.timeline.frames):
         raise DrawingError(f"the replay ended after {len(frames)} of {len(app.timeline)} frames")
-    return frames, signalled
+    return frames, log, signalled
 
 
 def steps_of(recording: Recording) -> int:
@@ -89,15 +97,17 @@ def write_page(
     path: str, recording: Recording, notes: Notes | None = None
 ) -> tuple[int, int, int | None]:
     """Write the page: (frames, bytes, None); or, stopped by a signal, nothing: (0, 0, signal)."""
-    frames, stopped = draw_frames(recording, notes)
+    frames, log, stopped = draw_frames(recording, notes)
     if stopped is not None:
         return 0, 0, stopped
     h = recording.header
     page = build(
         frames,
         title=shown(f"{h.where} · {h.driver or h.backend} · {h.when}"),
-        subtitle=shown(notes.title if notes and notes.title else h.title),
+        subtitle=shown(notes.title if notes and notes.title else h.label),
         steps=steps_of(recording),
+        keys=page_keys(),
+        log=log,
     )
     data = page.encode("utf-8")
     with open(path, "wb") as f:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from textual.binding import Binding, BindingType
 
 LIVE, REPLAY, TRACE = "live", "replay", "trace"
+#: the student page (``replay --html``): a replay's keys that its script handles too
+PAGE = "page"
 #: every mode: the demo's live app, a replay (of a session or a trace) and a live trace
 BOTH = frozenset({LIVE, REPLAY, TRACE})
 #: keys that go back and forth through frames while the frames still come (the demo, a trace)
@@ -22,7 +24,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         Binding(
             "space,right", "step", "Next", tooltip="the next step of the recording", priority=True
         ),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (
         Binding(
@@ -50,7 +52,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             "(a live session or trace goes on where it is)",
             priority=True,
         ),
-        BOTH,
+        frozenset({LIVE, REPLAY, TRACE, PAGE}),
     ),
     (
         Binding(
@@ -69,11 +71,11 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
     ),
     (
         Binding("home", "first", "First", tooltip="back to the start", priority=True),
-        frozenset({REPLAY, TRACE}),
+        frozenset({REPLAY, TRACE, PAGE}),
     ),
     (
         Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
-        frozenset({REPLAY}),
+        frozenset({REPLAY, PAGE}),
     ),
     (Binding("r", "last", "Last", show=False, priority=True), frozenset({REPLAY})),
     (Binding("ctrl+r", "first", "First", show=False, priority=True), frozenset({REPLAY})),
@@ -97,7 +99,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             show=False,
             tooltip="--notes: the next step with a teacher's note; a trace: the next finding",
         ),
-        frozenset({REPLAY, TRACE}),
+        frozenset({REPLAY, TRACE, PAGE}),
     ),
     (
         Binding(
@@ -107,7 +109,7 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
             show=False,
             tooltip="--notes: the previous step with a teacher's note; a trace: the previous finding",
         ),
-        frozenset({REPLAY, TRACE}),
+        frozenset({REPLAY, TRACE, PAGE}),
     ),
     (
         Binding(
@@ -189,3 +191,34 @@ def bindings(mode: str) -> list[BindingType]:
 
 #: the live inspector's keys (the README lists these)
 KEYS = bindings(LIVE)
+
+
+#: a Textual key's name in the browser (``KeyboardEvent.key``) and on the page's keys line
+BROWSER_KEYS = {
+    "space": (" ", "space"),
+    "right": ("ArrowRight", "→"),
+    "left": ("ArrowLeft", "←"),
+    "home": ("Home", "Home"),
+    "end": ("End", "End"),
+    "right_square_bracket": ("]", "]"),
+    "left_square_bracket": ("[", "["),
+}
+
+
+def page_keys() -> list[dict[str, object]]:
+    """The page's keys, from the table (the bindings marked ``PAGE``): for each, the browser's
+    key names, how the keys line shows them, the action and its description."""
+    out: list[dict[str, object]] = []
+    for b, modes in TABLE:
+        if PAGE not in modes or not isinstance(b, Binding):
+            continue
+        names = [k.strip() for k in b.key.split(",")]
+        out.append(
+            {
+                "keys": [BROWSER_KEYS[k][0] for k in names],
+                "shown": " / ".join(BROWSER_KEYS[k][1] for k in names),
+                "action": b.action,
+                "description": b.description,
+            }
+        )
+    return out

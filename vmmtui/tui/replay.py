@@ -143,12 +143,18 @@ class ReplayApp(Viewer):
     def stopped(self) -> str:
         return "the replay closed (it runs no workers and has no session directory)"
 
+    @property
+    def total(self) -> int:
+        """The plan's length: the one step total of every place (a failed run stops short of
+        it: "step 12/17", not "12/12" beside the timeline's "12/17"); a trace: its calls."""
+        return len(getattr(self.timeline, "plan", ())) or self.frames.frames[-1].steps
+
     def where(self) -> str:
-        return f"REPLAY · {self.unit} {self.frames.frames[self.frame].steps}/{self.frames.frames[-1].steps}"
+        return f"REPLAY · {self.unit} {self.frames.frames[self.frame].steps}/{self.total}"
 
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]
-        return f"as of {frame.label} (of {self.frames.frames[-1].steps})" + (
+        return f"as of {frame.label} (of {self.total})" + (
             ""
             if self.frame < self.frames.last
             else (" · cut short here" if self.recording.cut else " · the end")

@@ -113,6 +113,21 @@ class InspectorScreen(Screen):
         self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
         self.set_class(height < MEDIUM_HEIGHT, "-medium")
         self.set_class(height < TINY_HEIGHT, "-tiny")
+        self.call_after_refresh(self.paint)  # each panel's row budget under the new tier
+        self.call_after_refresh(self._tab_labels)
+
+    def _tab_labels(self) -> None:
+        """Several consumers: each tab named in full where all fit, else ``c1`` … ``c8`` (the panel's
+        border still names it in full); a tab row cut at the edge hid the last ones with no sign."""
+        for tabs in self.query("#consumers").results(TabbedContent):
+            names = self.state.roles[1:]
+            room = tabs.size.width
+            full = sum(len(n) + 2 for n in names) <= room
+            for name in names:
+                label = name if full else name.replace("consumer-", "c")
+                tab = tabs.get_tab(f"tab-{name}")
+                if tab.label_text != label:
+                    tab.label = label
 
     # -- the one way in --------------------------------------------------------------------------
     def watch_state(self) -> None:

@@ -21,6 +21,7 @@ from vmmtui.config import SEED_SHAPE
 from vmmtui.events import (
     AttachEvent,
     Event,
+    FdCheck,
     FdRow,
     FdSnapshot,
     KcmpVerdict,
@@ -38,7 +39,7 @@ from vmmtui.events import (
 from vmmtui.pattern import Verification
 from vmmtui.state import WorkerState
 from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
-from vmmtui.troubleshooting import Failure
+from vmmtui.troubleshooting import Failure, leaked_fds
 from vmmtui.view.display import Display
 from vmmtui.view.sharing import evolve
 
@@ -333,7 +334,7 @@ def fold_one(
             lines = [_tag(e.role, say.exited(e, d))] + [_tag(e.role, t) for t in say.log_tail(e, d)]
             return _log(state, lines)
         case SessionFailed():
-            state = replace(state, failure=(e.role, e.step, e.failure))
+            state = _failed_after_done(replace(state, failure=(e.role, e.step, e.failure)), e)
             return _log(state, say.failed(e, d))
         case SessionFinished():
             state = replace(
@@ -357,6 +358,21 @@ def fold_one(
             )
             return _log(state, [say.outcome(e)])
     return state
+
+
+def _failed_after_done(state: ScreenState, e: SessionFailed) -> ScreenState:
+    """A failure found after its step said done (an fd still open after the cleanup): the step is
+    ✗, not ✓, and each fd the failure names is marked leaked, not ✓."""
+    p = state.panels.get(e.role)
+    if p is None or e.step not in p.results:
+        return state
+    ns = p.results[e.step][1]
+    p = replace(p, results={**p.results, e.step: (False, ns)}, state_text=f"failed at {e.step}")
+    leaked = leaked_fds(e.failure)
+    if leaked and p.fds is not None:
+        rows = [replace(r, check=FdCheck.LEAKED) if r.fd in leaked else r for r in p.fds.rows]
+        p = replace(p, fds=replace(p.fds, rows=rows))
+    return _panel(state, p)
 
 
 def _started(state: ScreenState, e: SessionStarted, d: Display) -> ScreenState:

@@ -58,16 +58,18 @@ def connect(w: Worker, expect_pid: int | None = None) -> None:
 def receive(w: Worker) -> None:
     sock = _sock(w, "recvmsg")
     sharing = w.sharing
-    meta, fds = w.backend.calls.timed(
+    # what recvmsg returned: the fds and the bytes that came over the socket (a few hundred),
+    # then the size of the allocation those bytes name (which did not travel)
+    meta, fds, _ = w.backend.calls.timed(
         "recvmsg",
         {"fd": sock.fileno(), "want": transport.wants(w)},
-        lambda: channel.receive_message(
+        lambda: channel.receive_sized(
             sock,
             w.cfg.ack_timeout,
             AllocMessage,
             want_fds=0 if transport.takes_fd(w) else sharing.want_fds,
         ),
-        lambda r: f"fds {r[1]}, {r[0].alloc_size} bytes",
+        lambda r: f"fds {r[1]}, {r[2]} bytes (metadata naming a {r[0].alloc_size}-byte allocation)",
     )
     for fd in fds:
         w.book.hold(fd, HeldKind.RECEIVED, "received via SCM_RIGHTS")

@@ -81,7 +81,7 @@ def listing(folder: Path = HERE) -> str:
         for e in sorted(group, key=lambda e: (bool(e.header.options.get("scenario")), e.name)):
             time = e.header.when.split(" ")[-1]
             lines.append(
-                f"  {e.name:<{width}}  {time}  {shown(e.header.title or e.header.backend)}"
+                f"  {e.name:<{width}}  {time}  {shown(e.header.label or e.header.backend)}"
             )
     total = sum(e.path.stat().st_size for e in rows)
     lines.append(

@@ -142,19 +142,20 @@ class EventLog(ScrollView, can_focus=True):
         """The log shows its end (the reader has not scrolled up since it was last moved there)."""
         return self.scroll_offset.y >= self._followed_to
 
-    def follow(self) -> None:
-        """Scroll to the last row now (a screenshot taken after this refresh shows it)."""
-        target = max(0, len(self._rows) - self.scrollable_content_region.height)
-        self.scroll_to(y=target, animate=False, immediate=True)
-        self._followed_to = self.scroll_offset.y  # where it got (the layout may lag a refresh)
-        if self.scroll_offset.y < target:  # the new rows are not laid out yet: once they are
-            self.call_after_refresh(self._follow_laid_out)
+    def follow(self, tries: int = 3) -> None:
+        """Scroll to the last row now (a screenshot taken after this refresh shows it).
 
-    def _follow_laid_out(self) -> None:
-        if self.found is None and self.scroll_offset.y >= self._followed_to:
-            target = max(0, len(self._rows) - self.scrollable_content_region.height)
-            self.scroll_to(y=target, animate=False, immediate=True)
-            self._followed_to = self.scroll_offset.y
+        Before the first layout has given the log its height (a replay opened at ``--step N``)
+        the scroll is clamped short of the end: it is tried again after the refresh."""
+        end = max(0, len(self._rows) - self.scrollable_content_region.height)
+        self.scroll_to(y=end, animate=False, immediate=True)
+        self._followed_to = self.scroll_offset.y  # where it got (the layout may lag a refresh)
+        if self._followed_to < end and tries > 1:
+            self.call_after_refresh(self._follow_again, end, tries - 1)
+
+    def _follow_again(self, end: int, tries: int) -> None:
+        if self.found is None and self.scroll_offset.y == self._followed_to < end:
+            self.follow(tries)
 
     def on_resize(self, event: events.Resize) -> None:
         following = self.following

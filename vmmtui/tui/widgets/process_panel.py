@@ -15,6 +15,7 @@ from vmmtui.steps import build_plan, role_steps, step_info
 from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.view import Display, PanelView, ScreenState
+from vmmtui.view.budget import Window, share, window
 
 
 class ProcessPanel(Vertical):
@@ -33,6 +34,12 @@ class ProcessPanel(Vertical):
         self.plan: tuple[tuple[str, str], ...] = tuple(build_plan())
         self.mechanism = "vmm"
         self.transport = "scm-rights"
+        self.front: str | None = None
+        self.show_all = False
+        #: rows the step list may take (``budget.share``); None: all it needs
+        self.step_room: int | None = None
+        #: the step list as last drawn: which steps, which folded
+        self.step_window = Window(0, 0, 0)
         self._shown: dict[str, tuple] = {}
 
     # what the tests and the app read
@@ -62,16 +69,62 @@ class ProcessPanel(Vertical):
         self.view, self.plan, self.mechanism = view, state.plan, state.mechanism
         self.transport = state.transport
         self.next_step = nxt[1] if nxt and nxt[0] == self.role else None
+        self.front = state.front or (state.roles[1] if len(state.roles) > 1 else None)
+        self.show_all = show_all
+        self._budget()
         self._part(
             "head",
             (view.pid, view.backend, view.state_text, view.worker_state, view.results, self.plan),
             self._head,
         )
         self._part("next", (self.next_step, self.mechanism, self.transport), self._next)
-        self._part("steps", (view.results, self.next_step, self.plan, self.mechanism), self._steps)
+        self._part(
+            "steps",
+            (view.results, self.next_step, self.plan, self.mechanism, self.step_room),
+            self._steps,
+        )
         self._part("card", (view.worker_state, view.backend, self.mechanism), self._card)
         for table in self.query(FdTableView):
-            table.show(view, show_all)
+            table.show(view, show_all, self.front)
+
+    def on_resize(self) -> None:
+        room = self.step_room
+        self._budget()
+        if room != self.step_room:
+            self._shown.pop("steps", None)
+            for widget in self.query(f"#{self.role}-steps").results(Static):
+                self._shown["steps"] = ()
+                widget.update(self._steps())
+
+    def _budget(self) -> None:
+        """Share the panel's rows (``budget.share``): the header and the whole fd table first,
+        then the step list, the card last; a step list that does not fit is folded."""
+        height, width = self.content_region.height, self.content_region.width
+        tables = list(self.query(FdTableView))
+        if height <= 0 or width <= 0 or not tables:
+            return
+        table = tables[0]
+        table.panel, table.front = self.view, self.front
+        table.show_all = self.show_all
+        fixed = self._rows(self._head(), width) + table.lines_needed(width)
+        fixed += table.styles.margin.top
+        nxt = self.query(f"#{self.role}-next").results(Static)
+        fixed += sum(1 for w in nxt if w.styles.display != "none")
+        # the step list and the card, where the screen's size tier shows them (-medium hides the
+        # step list, -compact the card too)
+        listed = any(w.styles.display != "none" for w in self.query(f"#{self.role}-steps"))
+        names = len(role_steps(self.role, list(self.plan))) if listed else 0
+        card_rows = 0
+        if not self.screen.has_class("-compact"):
+            for w in self.query(f"#{self.role}-card"):
+                card_rows += self._rows(self._card(), width) + w.styles.margin.top
+        rows = share(height, fixed, names, card_rows)
+        self.set_class(not rows.card, "-no-card")
+        self.step_room = rows.steps if listed else None
+
+    def _rows(self, renderable, width: int) -> int:
+        console = self.app.console
+        return len(console.render_lines(renderable, console.options.update_width(width), pad=False))
 
     def _part(self, name: str, key: tuple, render) -> None:
         if self._shown.get(name) == key:
@@ -85,9 +138,11 @@ class ProcessPanel(Vertical):
         steps = self.query_one(f"#{self.role}-steps", Static)
         offset = event.get_content_offset(steps) if event.widget is steps else None
         names = role_steps(self.role, list(self.plan))
-        if offset is None or not 0 <= offset.y < len(names):
+        shown = self.step_window
+        row = None if offset is None else offset.y - (shown.before > 0) + shown.start
+        if row is None or not shown.start <= row < shown.stop or row >= len(names):
             return
-        index = self.view.indices.get(names[offset.y])
+        index = self.view.indices.get(names[row])
         if index is not None and index >= 0:
             event.stop()
             self.post_message(StepChosen(index + 1))
@@ -137,7 +192,27 @@ class ProcessPanel(Vertical):
         t.add_column(no_wrap=True, width=1)
         t.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         t.add_column(justify="right", no_wrap=True, style="dim")
-        for name in role_steps(self.role, list(self.plan)):
+        names = role_steps(self.role, list(self.plan))
+        focus = next(
+            (k for k, n in enumerate(names) if n == self.next_step or n not in self.view.results),
+            len(names) - 1,
+        )
+        failed = [k for k, n in enumerate(names) if not self.view.results.get(n, (True, 0))[0]]
+        room = len(names) if self.step_room is None else self.step_room
+        shown = window(len(names), room, failed[0] if failed else focus)
+        self.step_window = shown
+        if room <= 0:  # no row left: the header's "n/N steps" counts them
+            return t
+        if not shown.stop - shown.start:
+            t.add_row(
+                "",
+                Text(f"… {len(names)} steps folded (a taller window shows them)", "bold yellow"),
+                "",
+            )
+            return t
+        if shown.before:
+            t.add_row("", Text(f"… {shown.before} earlier steps above", "bold yellow"), "")
+        for name in names[shown.start : shown.stop]:
             step = step_info(self.role, name, self.mechanism, self.transport)
             if name in self.view.results:
                 ok, ns = self.view.results[name]
@@ -150,6 +225,8 @@ class ProcessPanel(Vertical):
             t.add_row(
                 Text(mark, style), Text(step.title, "bold" if name == self.next_step else ""), dur
             )
+        if shown.after:
+            t.add_row("", Text(f"… {shown.after} more steps below", "bold yellow"), "")
         return t
 
     def _card(self) -> Table:

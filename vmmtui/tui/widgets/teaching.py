@@ -19,6 +19,10 @@ class TeachingPanel(Static):
         self.fmt = display or Display()
         self.border_title = "what this step does"
         self._key: tuple = ()
+        #: the whole text; what is drawn is cut to the panel's rows, with a sign (``_fitted``)
+        self.full = Text("")
+        self.step_text = Text("")
+        self.note_text = Text("")
         #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
         self.note: tuple[str, str] | None = None
 
@@ -41,12 +45,48 @@ class TeachingPanel(Static):
         title, text = self._text(state)
         self.border_title = title
         self.set_class(self.note is not None, "-noted")
+        self.step_text, self.note_text = text, Text("")
         if self.note is not None:
-            sep = "\n" if text.plain else ""
-            text = Text.assemble(
-                text, sep, (f"teacher's note ({self.note[0]}): ", "bold magenta"), self.note[1]
+            self.note_text = Text.assemble(
+                (f"teacher's note ({self.note[0]}): ", "bold magenta"), self.note[1]
             )
-        self.update(text)
+            sep = "\n" if text.plain else ""
+            text = Text.assemble(text, sep, self.note_text)
+        self.full = text
+        self.update(self._fitted())
+
+    def on_resize(self) -> None:
+        self.update(self._fitted())
+
+    def _fitted(self) -> Text:
+        """The text cut to the rows the panel may take (its max-height less its border), a cut
+        part's last row ending in "…": a small terminal once dropped the rest silently. The
+        teacher's note keeps its rows first; the step's text gives way to it."""
+        text, limit = self.full, self.styles.max_height
+        width = self.size.width - self.styles.gutter.width
+        if limit is None or width <= 0:
+            return text
+        rows = int(limit.value) - self.styles.gutter.height
+        console = self.app.console
+        if rows <= 0 or len(text.wrap(console, width)) <= rows:
+            return text
+        note = list(self.note_text.wrap(console, width)) if self.note_text.plain else []
+        step = list(self.step_text.wrap(console, width)) if self.step_text.plain else []
+        if len(note) >= rows - (1 if step else 0):  # the note alone fills the panel
+            return self._cut(note, rows, width, hidden=bool(step))  # "…": the step's text is out
+        return Text("\n").join([self._cut(step, rows - len(note), width), *note])
+
+    @staticmethod
+    def _cut(lines: list[Text], rows: int, width: int, hidden: bool = False) -> Text:
+        """``lines`` cut to ``rows``, the last ending in "…" when some (or, ``hidden``, another
+        part of the text) were left out."""
+        kept = lines[: max(rows, 1)]
+        if hidden or len(kept) < len(lines):
+            last = kept[-1]
+            last.rstrip()
+            last.truncate(width - 2)
+            last.append(" …", "bold")
+        return Text("\n").join(kept)
 
     def _text(self, state: ScreenState) -> tuple[str, Text]:
         again = "" if self.replay else "ctrl+r tries again · c picks a scenario · q quits"
