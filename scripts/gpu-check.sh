@@ -166,11 +166,12 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
   if [ "$part" = trace-inspector ]; then
     # issue 29: the inspector on live traces of real programs (headless, 160x48: SVGs to look at),
     # and trace recordings for the gallery that must replay on CPU to their last frame
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
     export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     shots="$out/trace-inspector"
     step python3 scripts/trace-inspector-shots.py --out "$shots" --name torch-default \
       --record "$shots/h100-trace-torch-default.jsonl.gz" -- python3 tests/fixtures/torch_trace.py
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True step python3 scripts/trace-inspector-shots.py \
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 step python3 scripts/trace-inspector-shots.py \
       --out "$shots" --name torch-expandable --record "$shots/h100-trace-torch-expandable.jsonl.gz" \
       -- python3 tests/fixtures/torch_trace.py
     step python3 scripts/trace-inspector-shots.py --out "$shots" --name torch-kill-exporter \
