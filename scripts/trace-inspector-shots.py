@@ -9,6 +9,8 @@ Needs root and libbpf (as `vmmtui trace`). PNGs: `python scripts/screenshots.py 
 
 from __future__ import annotations
 
+import datetime
+import subprocess
 import argparse
 import asyncio
 import sys
@@ -33,7 +35,10 @@ async def shoot(
     recorder = None
     if record:
         header = Header(
+            date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             machine=Machine.here(),
+            driver=gpu_facts()[1],
+            device=gpu_facts()[0],
             backend="trace",
             reason="vmmtui trace (eBPF)",
             options={"command": command, "pids": [], "all": False},
@@ -90,3 +95,18 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def gpu_facts() -> tuple[str, str]:
+    """(the GPU's name, the driver's version) as nvidia-smi says, for the recording's header."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.splitlines()[0]
+        name, driver = (x.strip() for x in out.split(",", 1))
+        return name, driver
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        return "", ""

@@ -410,6 +410,8 @@ def test_gallery_recordings_open_with_their_session_not_with_another_runs_leftov
     from vmmtui.events import Notice, SessionStarted
 
     for entry in gallery.entries():
+        if entry.header.backend == "trace":  # a program traced: no session of vmmtui's
+            continue
         events = read(entry.path).events
         assert isinstance(events[0], SessionStarted), (entry.name, events[0])
         swept = [e for e in events if isinstance(e, Notice) and "stale session dir" in e.text]

@@ -128,6 +128,8 @@ class Header:
     def label(self) -> str:
         """What it shows, from its options (``describe``): a recording made before a scenario's
         mechanism was named keeps the title it was written with only where the options fail."""
+        if self.backend == "trace":  # a program traced: its options are the command, not a plan
+            return self.title
         config = self.config()
         return describe(config) if config is not None else self.title
 
