@@ -1,6 +1,7 @@
 """Every recording in the gallery (the H100's and the memfd one) replays frame by frame to its end
 on a machine without a GPU, and its last frame says what the run showed."""
 
+import html
 import pytest
 from driving import text_of
 
@@ -20,8 +21,22 @@ def test_the_gallery_holds_the_h100_recordings_with_their_driver():
     h100 = [e for e in ENTRIES if e.name.startswith("h100-")]
     assert len(h100) >= 17
     for e in h100:
-        assert e.header.device == "NVIDIA H100 80GB HBM3" and e.header.backend == "cuda"
-        assert e.header.driver.startswith("CUDA driver API") and e.header.date.startswith("2026-")
+        assert e.header.device == "NVIDIA H100 80GB HBM3" and e.header.date.startswith("2026-")
+        if e.header.backend == "trace":  # a program traced there: the driver's version
+            assert e.header.driver == "580.159.04", e.name
+            continue
+        assert e.header.backend == "cuda"
+        assert e.header.driver.startswith("CUDA driver API")
+
+
+#: what each H100 trace in the gallery must show on its last frame (the ledger's verdicts)
+TRACE_FINDINGS = {
+    "h100-trace-torch-default": ["shared/imported"],
+    "h100-trace-torch-expandable": ["shared/imported", "pidfd_getfd"],
+    "h100-trace-torch-kill-exporter": ["held-after-exporter-died"],
+    "h100-trace-pidfd-refused": ["refused", "EPERM"],
+    "h100-trace-vmmtui-run": ["shared/imported"],
+}
 
 
 @pytest.mark.asyncio
@@ -35,6 +50,12 @@ async def test_each_gallery_recording_replays_to_its_end(entry):
             app.action_step()
             assert app.frame == k
         await pilot.pause()
+        if rec.header.backend == "trace":  # a program traced: its findings on the last frame
+            assert app.frame == len(app.timeline) - 1
+            screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+            for kind in TRACE_FINDINGS[entry.name]:
+                assert kind in screen, (entry.name, kind)
+            return
         assert "the end" in app.sub_title
         status = text_of(app.query_one(StatusLine))
         outcome = next((e for e in rec.events if isinstance(e, ScenarioOutcome)), None)
