@@ -2,6 +2,7 @@
 on a machine without a GPU, and its last frame says what the run showed."""
 
 import html
+
 import pytest
 from driving import text_of
 
