@@ -61,7 +61,7 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.held import files_held_after_exit
+from vmmtui.trace.held import exit_words, files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
 
 CUDA_SUCCESS = 0
@@ -825,7 +825,7 @@ class Ledger:
                             "held-after-exporter-died",
                             imp.pid,
                             f"still holds pid {e.pid}'s memory",
-                            f"pid {e.pid} (the exporter) exited with code {e.code}; pid {imp.pid}'s "
+                            f"pid {e.pid} (the exporter) {exit_words(e.code)}; pid {imp.pid}'s "
                             f"imported handle {imp.handle:#x} keeps the {a.size or '?'}-byte "
                             "allocation alive (the driver frees it only when every handle is released)",
                             "release the import when the exporter goes (watch its pidfd or socket)",
@@ -845,7 +845,7 @@ class Ledger:
                             "held-after-exporter-died",
                             o.pid,
                             f"still maps pid {e.pid}'s memory (legacy IPC)",
-                            f"pid {e.pid} exited with code {e.code}; pid {o.pid}'s IPC mapping at "
+                            f"pid {e.pid} {exit_words(e.code)}; pid {o.pid}'s IPC mapping at "
                             f"{o.ptr:#x} keeps the memory alive",
                             "cuIpcCloseMemHandle when the exporter goes",
                             e.ktime,
@@ -864,7 +864,7 @@ class Ledger:
                             "held-after-exporter-died",
                             held.pid,
                             f"still holds pid {e.pid}'s pool memory",
-                            f"pid {e.pid} (the exporter) exited with code {e.code}; pid {held.pid}'s "
+                            f"pid {e.pid} (the exporter) {exit_words(e.code)}; pid {held.pid}'s "
                             f"imported pool pointer {held.ptr:#x} keeps the allocation alive",
                             "cuMemFreeAsync the imported pointer when the exporter goes",
                             e.ktime,

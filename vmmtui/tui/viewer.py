@@ -153,6 +153,8 @@ class Viewer(App[int]):
         index = self.frames.last if self.shown is None else self.shown
         frame = timeline.frames[index]
         mode = "REPLAY" if self.MODE == "replay" else ("LIVE" if self.shown is None else "AS OF")
+        if mode == "LIVE" and getattr(self, "ended", False):  # a trace whose program has ended
+            mode = "ENDED"
         try:
             bar = screen.query_one(StepBar)
         except NoMatches:  # the app is ending and its widgets are being removed
