@@ -136,7 +136,9 @@ class LogPrinter:
         return " · ".join(parts)
 
 
-def print_json(e: Event, out: TextIO) -> None:
-    """One event as one JSON line: exactly ``Event.to_json()``, what ``Event.from_json`` reads back."""
+def print_json(e: Event, out: TextIO, flush: bool = True) -> None:
+    """One event as one JSON line: exactly ``Event.to_json()``, what ``Event.from_json`` reads back.
+    ``flush=False``: the caller flushes once a batch (a write per event cost more than the event)."""
     out.write(e.to_json() + "\n")
-    out.flush()
+    if flush:
+        out.flush()

@@ -19,6 +19,9 @@ from vmmtui.names import json_safe
 from vmmtui.state import HeldKind, StepReport
 from vmmtui.troubleshooting import Failure
 
+#: one encoder for every event (``json.dumps`` with options builds a new one each call)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 #: the event format's version: recordings and --json carry it in every line
 VERSION = 1
 
@@ -63,7 +66,7 @@ class Event:
     def to_json(self) -> str:
         # names from /proc, the wire or recordings stay raw in the data; nothing in them that a
         # terminal acts on is written raw (json_safe)
-        return json_safe(json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")))
+        return json_safe(_ENCODE(self.to_dict()))
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Event:

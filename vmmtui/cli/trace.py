@@ -555,7 +555,8 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     try:
         for e in stream.events(on_batch=flush):
             if args.json:
-                print_json(e, sys.stdout)
+                # flushed once a batch (on_batch) and at the end, not once an event
+                print_json(e, sys.stdout, flush=False)
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"

@@ -11,6 +11,7 @@ memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -32,12 +33,43 @@ def _plain(value: Any) -> dict[str, Any]:
     out = {}
     for name in _names(type(value)):
         v = getattr(value, name)
+        t = type(v)
+        if t is int or t is str or t is bool or v is None:  # most fields: no further look
+            out[name] = v
+            continue
         if isinstance(v, list):
             v = [_plain(x) if hasattr(x, "__dataclass_fields__") else x for x in v]
         elif hasattr(v, "__dataclass_fields__"):
             v = _plain(v)
         out[name] = v
     return out
+
+
+def _value(v: Any) -> Any:
+    """A field that is not a plain scalar: a list (of values or small dataclasses), a dataclass."""
+    if isinstance(v, list):
+        return [_plain(x) if hasattr(x, "__dataclass_fields__") else x for x in v]
+    if hasattr(v, "__dataclass_fields__"):
+        return _plain(v)
+    return v
+
+
+#: the field types copied as they are (the annotations are strings: postponed evaluation)
+_SCALARS = {"int", "str", "bool", "float"}
+#: each event class's ``to_dict``, made once: one dict display, no loop over the fields
+_MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
+def _maker(cls: type) -> Callable[[Any], dict[str, Any]]:
+    """``to_dict`` of ``cls`` written out (as dataclasses writes ``__init__``): the same dict
+    ``_plain`` makes, at a third of its cost (a trace serialises thousands of events a second)."""
+    items = []
+    for f in fields(cls):
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        value = f"s.{f.name}" if kind in _SCALARS else f"_value(s.{f.name})"
+        items.append(f"{f.name!r}: {value}")
+    source = f"lambda s: {{'v': V, 'event': N, {', '.join(items)}}}"
+    return eval(source, {"_value": _value, "V": VERSION, "N": cls.__name__})  # noqa: S307
 
 
 @dataclass(frozen=True)
@@ -49,7 +81,10 @@ class TraceEvent(AttachEvent):
     thousands a second)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"v": VERSION, "event": type(self).__name__, **_plain(self)}
+        make = _MAKERS.get(type(self))
+        if make is None:
+            make = _MAKERS[type(self)] = _maker(type(self))
+        return make(self)
 
 
 @dataclass(frozen=True)
