@@ -314,7 +314,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     sleep 8; for i in $(seq 1 8); do tmux send-keys -t vmmtui-hup space; done; sleep 0.3
     tmux capture-pane -t vmmtui-hup -p | grep -E "running|queued" | head -3
     tmux kill-session -t vmmtui-hup; sleep 2.5
-    echo "after a closed terminal: inspector=$(pgrep -fc 'python3 -m vmmtui --backend cuda --size 4GiB') workers=$(pgrep -fc 'vmmtui.worker') dirs=$(ls /tmp | grep -c '^vmmtui-')"
+    echo "after a closed terminal: inspector=$(pgrep -fc 'python3 -m vmmtui --backend cuda --size 4GiB') workers=$(pgrep -fc 'vmmtui.worker') dirs=$(ls /tmp | grep -c '^vmmtui-') ($(ls -d /tmp/vmmtui-* 2>/dev/null | tr '\n' ' '))"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = nocuda ]; then
