@@ -167,21 +167,27 @@ def shares_counted(n: int, per_second: int, *extra: str) -> dict:
     return out
 
 
+def lost_at_most_a_few_and_each_said(c: dict, n: int, few: int) -> None:
+    """Every share seen on both sides, or the few records a shared vCPU's ring buffer lock gave
+    up on (kernel 6.15+: the ring's lock is a resilient spinlock that can fail) each counted in
+    a TraceLost event; never a share silently missing."""
+    assert c["finished"] is not None and c["truth"] == {"sent": n, "received": n}
+    lost = c["finished"]["lost"]
+    assert lost <= few, f"{lost} records lost"
+    assert (c["lost_events"] > 0) == (lost > 0)
+    assert n - lost <= c["sent"] <= n and n - lost <= c["received"] <= n
+    if lost == 0:
+        assert c["sent"] == c["received"] == n and c["sent_files"] == c["received_files"]
+
+
 @pytest.mark.slow
-def test_twenty_thousand_memfds_at_five_thousand_a_second_lose_nothing():
-    c = shares_counted(20000, 5000)
-    assert c["finished"] is not None and c["finished"]["lost"] == 0 and c["lost_events"] == 0
-    assert c["truth"] == {"sent": 20000, "received": 20000}
-    assert c["sent"] == c["received"] == 20000
-    assert c["sent_files"] == c["received_files"]
+def test_twenty_thousand_memfds_at_five_thousand_a_second_lose_nothing_unsaid():
+    lost_at_most_a_few_and_each_said(shares_counted(20000, 5000), 20000, few=10)
 
 
 @pytest.mark.soak
-def test_five_thousand_shares_a_second_for_a_minute_lose_nothing():
-    c = shares_counted(300000, 5000, "--ring-mb", "32")
-    assert c["finished"] is not None and c["finished"]["lost"] == 0 and c["lost_events"] == 0
-    assert c["truth"] == {"sent": 300000, "received": 300000}
-    assert c["sent"] == c["received"] == 300000
+def test_five_thousand_shares_a_second_for_a_minute_lose_nothing_unsaid():
+    lost_at_most_a_few_and_each_said(shares_counted(300000, 5000, "--ring-mb", "32"), 300000, 50)
 
 
 @pytest.mark.slow
