@@ -190,10 +190,16 @@ def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch)
     nvml = Nvml(error="not opened in this test")
     monkeypatch.setattr(nvml, "close", lambda: closed.append(True))
     soon.set_result(nvml)
-    f = Follower({os.getpid()}, nvml_soon=soon)
-    f.poll()  # this process holds no /dev/nvidia* fd: NVML is not asked
-    assert f.nvml is None and f.nvml_soon is soon
-    f.close()
+    # a process that holds no /dev/nvidia* fd (this one may, on a GPU box, after a GPU test)
+    idle = subprocess.Popen(["sleep", "30"])
+    try:
+        f = Follower({idle.pid}, nvml_soon=soon)
+        f.poll()  # NVML is not asked
+        assert f.nvml is None and f.nvml_soon is soon
+        f.close()
+    finally:
+        idle.kill()
+        idle.wait()
     assert closed == [True] and f.nvml_soon is None
     if not os.path.exists("/dev/nvidiactl"):
         assert Nvml.opening() is None  # no driver: nothing started
