@@ -9,10 +9,10 @@ Needs root and libbpf (as `vmmtui trace`). PNGs: `python scripts/screenshots.py 
 
 from __future__ import annotations
 
-import datetime
-import subprocess
 import argparse
 import asyncio
+import datetime
+import subprocess
 import sys
 from pathlib import Path
 
