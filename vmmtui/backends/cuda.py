@@ -20,6 +20,7 @@ from vmmtui.backends.cuda_size import (
     check_size,
 )  # imported with the backend: not inside the import step
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
+from vmmtui.backends.ipc_bytes import ipc_bytes, ipc_handle
 from vmmtui.backends.labels import LABELS
 from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
 from vmmtui.troubleshooting import StepError, failure
@@ -389,13 +390,11 @@ class CudaBackend(Backend):
         h = self.call(
             "cuIpcGetMemHandle", cu.cuIpcGetMemHandle, cu.CUdeviceptr(ptr), show={"dptr": hex(ptr)}
         )
-        return bytes(h.reserved)
+        return ipc_bytes(h)
 
     @staticmethod
     def _ipc_handle(handle: bytes):
-        h = cu.CUipcMemHandle()
-        h.reserved = handle
-        return h
+        return ipc_handle(cu.CUipcMemHandle, handle)
 
     def ipc_open(self, handle: bytes) -> int:
         ptr = self.call(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vmmtui.backends.base import Call, CallLog
+from vmmtui.backends.ipc_bytes import ipc_bytes, is_ipc_handle
 from vmmtui.troubleshooting import StepError, failure
 
 try:
@@ -39,8 +40,8 @@ def error_text(err: Any) -> str:
 
 def short(v: Any) -> str:
     """A driver return value as the call log shows it (IPC handles and pointers shortened)."""
-    if hasattr(v, "reserved"):  # CUipcMemHandle: 64 opaque bytes
-        return bytes(v.reserved)[:8].hex() + "… (64 bytes)"
+    if is_ipc_handle(v):  # CUipcMemHandle: 64 opaque bytes
+        return ipc_bytes(v)[:8].hex() + "… (64 bytes)"
     if isinstance(v, bytes):
         return v.split(b"\0", 1)[0].decode(errors="replace")
     if hasattr(v, "requestedHandleTypes"):  # CUmemAllocationProp: its str() is 12 lines and costly
