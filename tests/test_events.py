@@ -44,6 +44,7 @@ def streams(tmp_path_factory) -> dict[str, list[Event]]:
     return {json.dumps(kw): real_events(tmp_path_factory.mktemp("rt"), **kw) for kw in SHAPES}
 
 
+@pytest.mark.slow
 def test_every_event_of_real_runs_round_trips(streams):
     seen: set[str] = set()
     for shape, events in streams.items():

@@ -111,6 +111,7 @@ def test_every_module_imports_without_cuda_python_or_posix_signals():
     ],
     ids=["help", "list", "html", "transcript", "doctor"],
 )
+@pytest.mark.slow
 def test_what_needs_no_gpu_works_without_cuda_python(tmp_path, args, says):
     res = vmmtui(*args, without="cuda", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -185,6 +186,7 @@ def test_doctor_on_macos_says_what_runs_there(monkeypatch, capsys):
     assert "needs Linux" in out and "vmmtui replay h100-vmm" in out
 
 
+@pytest.mark.slow
 def test_replay_on_macos_writes_its_page(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(sys, "platform", "darwin")
     assert main(["replay", "h100-vmm", "--html", str(tmp_path / "p.html")]) == 0

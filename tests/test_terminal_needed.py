@@ -51,6 +51,7 @@ def test_a_replays_transcript_needs_no_terminal(tmp_path):
     assert text.startswith("# vmmtui transcript") and "VERIFIED" in text.upper()
 
 
+@pytest.mark.slow
 def test_a_replays_page_needs_no_terminal(tmp_path):
     res = vmmtui("replay", "cpu-memfd-1mib", "--html", "p.html", cwd=tmp_path)
     assert res.returncode == 0 and (tmp_path / "p.html").stat().st_size > 10_000, res.stderr

@@ -153,6 +153,7 @@ def test_kcmp_order_is_a_comparator_on_real_fds():
         b.close()
 
 
+@pytest.mark.slow
 def test_every_attach_event_of_real_runs_round_trips():
     events = []
     for fixture in ("scm_pair.py", "leak_received.py"):

@@ -24,6 +24,7 @@ def sessions_leave_everything_as_it_was(tmp_path, count: int) -> None:
     )
 
 
+@pytest.mark.slow
 def test_12_sessions_leave_fds_children_dirs_and_memory_as_they_were(tmp_path):
     """Past the 10 sessions of warm-up, so that memory is compared too (200: the soak marker)."""
     sessions_leave_everything_as_it_was(tmp_path, 12)

@@ -24,6 +24,7 @@ def screen_text(app) -> str:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_the_view_shows_a_share_as_it_happens():
     from vmmtui.trace.loader import ProbeUnavailable, why_not
 

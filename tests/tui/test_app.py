@@ -21,6 +21,7 @@ PLAN = build_plan()
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -63,6 +64,7 @@ async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
     app = make_app(tmp_path)
     pids = []
@@ -93,6 +95,7 @@ async def test_restart_and_quit_mid_step_leave_nothing(tmp_path):
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -117,6 +120,7 @@ async def test_worker_crash_is_shown_and_restart_recovers(tmp_path):
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_transcript_and_screenshots_are_written(tmp_path):
     shots = tmp_path / "shots"
     md = tmp_path / "t.md"
@@ -151,6 +155,7 @@ def running_children() -> list[psutil.Process]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
     from textual.widgets import OptionList
 
@@ -188,6 +193,7 @@ async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_four_consumers_get_a_tab_each_with_their_own_fd_table_and_kcmp(tmp_path):
     config = SessionConfig(
         backend="memfd",
@@ -244,6 +250,7 @@ async def test_keys_pressed_during_a_step_are_queued_on_screen_and_none_is_lost(
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_each_frame_keeps_the_fd_tables_read_between_its_step_and_the_next(tmp_path):
     """A live read made while the next step ran belongs to no frame (it showed the consumer's
     socket and memfds closed at the step before its cleanup)."""
@@ -273,6 +280,7 @@ async def test_each_frame_keeps_the_fd_tables_read_between_its_step_and_the_next
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("size", [(120, 40), (100, 30), (80, 24), (200, 60)])
+@pytest.mark.slow
 async def test_every_size_shows_each_workers_own_fds_the_exported_and_received_first(
     tmp_path, size
 ):

@@ -1,5 +1,7 @@
 """Layout snapshots at 80x24 (compact) and 160x48, on memfd, with volatile values masked (--stable)."""
 
+import pytest
+
 from vmmtui.backends import Choice
 from vmmtui.config import SessionConfig
 from vmmtui.steps import build_plan
@@ -40,6 +42,7 @@ def test_compact_80x24_after_the_fd_arrived(snap_compare):
     )
 
 
+@pytest.mark.slow
 def test_large_160x48_after_the_map_step_shows_both_mapping_cards(snap_compare):
     assert snap_compare(
         stable_app(),
@@ -56,6 +59,7 @@ def test_compact_80x24_after_the_map_step(snap_compare):
     )
 
 
+@pytest.mark.slow
 def test_large_160x48_verified(snap_compare):
     assert snap_compare(
         stable_app(),
@@ -76,6 +80,7 @@ def test_scenario_picker_80x24(snap_compare):
     assert snap_compare(stable_app(), terminal_size=(80, 24), run_before=open_picker)
 
 
+@pytest.mark.slow
 def test_medium_120x40_after_the_fd_arrived_shows_both_fd_tables(snap_compare):
     assert snap_compare(
         stable_app(),

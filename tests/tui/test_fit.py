@@ -112,6 +112,7 @@ async def run_and_check(tmp_path, consumers: int, sizes, stride: int) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_eight_consumers_at_160x48_show_the_producers_exported_fd(tmp_path):
     """With 8 consumers at 160×48 the producer's 34 steps pushed its fd table, and the exported fd
     in it, below its border; the step list was cut with no sign."""

@@ -7,6 +7,7 @@ from vmmtui.tui import flipbook
 from vmmtui.tui.replay import ReplayApp
 
 
+@pytest.mark.slow
 def test_every_frame_is_drawn_and_the_last_holds_passed():
     frames, log, stopped = flipbook.draw_frames(gallery.resolve("cpu-memfd-1mib"), size=(120, 36))
     assert stopped is None and [f.steps for f in frames][:3] == [0, 1, 2]
