@@ -312,6 +312,7 @@ async def test_every_size_shows_each_workers_own_fds_the_exported_and_received_f
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_after_producer_dies_the_closing_text_says_the_kernel_released_its_resources(
     tmp_path,
 ):

@@ -51,6 +51,7 @@ def test_large_160x48_after_the_map_step_shows_both_mapping_cards(snap_compare):
     )
 
 
+@pytest.mark.slow
 def test_compact_80x24_after_the_map_step(snap_compare):
     assert snap_compare(
         stable_app(),
@@ -89,6 +90,7 @@ def test_medium_120x40_after_the_fd_arrived_shows_both_fd_tables(snap_compare):
     )
 
 
+@pytest.mark.slow
 def test_compact_100x30_after_the_fd_arrived_shows_both_fd_tables(snap_compare):
     assert snap_compare(
         stable_app(),
