@@ -185,7 +185,7 @@ def test_the_page_of_a_trace_recording_draws_every_call(tmp_path):
     assert f"wrote {tmp_path / 't.html'}: {len(calls.frames)} frames" in res.stdout, res.stdout
     from vmmtui.tui import flipbook
 
-    frames, stopped = flipbook.draw_frames(read(rec), size=(120, 36))
+    frames, _log, stopped = flipbook.draw_frames(read(rec), size=(120, 36))
     assert stopped is None and len(frames) == len(calls.frames)
     last = frames[-1].svg.replace("&#160;", " ")
     assert "wire:" in last and "SCM_RIGHTS" in last
