@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The records trace.bpf.c writes to the ring buffer: the one definition of their layout.
+ * vmmtui/trace/records.py decodes them field by field, and tests/trace/test_record_layout.py
+ * checks its layouts against these structs as the compiled object's BTF describes them, so a
+ * field added (or moved) on one side only fails there. */
+#ifndef VMMTUI_TRACE_H
+#define VMMTUI_TRACE_H
+
+#define MAXFDS 16 /* fds per record */
+#define NAMELEN 128
+#define SUNLEN 112
+
+enum kind {
+	EV_SEND = 1,
+	EV_RECV = 2,
+	EV_PIDFD_OPEN = 3,
+	EV_PIDFD_GETFD = 4,
+	EV_CLOSE = 5,
+	EV_CLOSE_RANGE = 6,
+	EV_DUP = 7,
+	EV_MEMFD = 8,
+	EV_FORK = 9,
+	EV_EXEC = 10,
+	EV_EXIT = 11,
+	EV_CUDA = 12,
+	EV_FDS = 13,     /* more fds of the message of the record before it (same tid and ktime) */
+	EV_QUEUED = 14,  /* SCM_RIGHTS fds still queued on a Unix socket at its release */
+	EV_DROPPED = 15, /* SCM_RIGHTS fds a receive without room for them (read()) made the kernel close */
+};
+
+/* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
+struct rec {
+	__u32 type;
+	__u32 tgid;
+	__u32 tid;
+	__u32 nfds; /* fds in this record (messages); the function's index (CUDA) */
+	__u64 ktime;
+	__s64 ret;
+	__u64 arg[3];
+	__u64 file;
+};
+
+/* memfd_create, fork, exec, exit */
+struct rec_named {
+	struct rec h;
+	char comm[16];
+	__u8 name[NAMELEN];
+};
+
+/* a message's SCM_RIGHTS: h.arg = {socket fd, fds in the message, syscall nr}; the fds past the
+ * first 16 follow in EV_FDS records, and userspace counts those that never came. sk is the
+ * socket's struct sock, peer_sk its peer's (the socket a send's message is queued on; 0 for an
+ * unconnected datagram socket): a receive is the send whose peer_sk is the receive's sk. kinds[i]
+ * (sends only) tells what files[i] is: superblock magic << 32 | device major << 16 | i_mode. */
+struct rec_msg {
+	struct rec h;
+	__u64 sock_ino;
+	__u64 peer_ino;
+	__u64 sk;
+	__u64 peer_sk;
+	__u32 family;
+	__u32 namelen;
+	__u8 name[SUNLEN];
+	__s32 fds[MAXFDS];
+	__u64 files[MAXFDS];
+	__u64 kinds[MAXFDS];
+};
+
+/* EV_FDS: h.arg = {index of the first fd here, fds in the message, nr}.
+ * EV_QUEUED: h.arg = {sending socket's inode, fds queued, index of the first fd here},
+ *   h.file = the sending socket's struct sock.
+ * EV_DROPPED: h.arg = {receiving socket's inode, fds dropped, index of the first fd here},
+ *   h.file = the receiving socket's struct sock, h.ret = the syscall (read, readv, recvfrom,
+ *   recvmsg without a control buffer). */
+struct rec_fds {
+	struct rec h;
+	__s32 fds[MAXFDS];
+	__u64 files[MAXFDS];
+	__u64 kinds[MAXFDS];
+};
+
+/* a CUDA driver call; h.arg[0] is the struct file of the fd it exported or imported */
+struct rec_cuda {
+	struct rec h;
+	__u64 args[5];
+	__u64 dur;
+	__u8 name[NAMELEN];
+};
+
+#endif
