@@ -47,6 +47,7 @@ from vmmtui.trace.events import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -62,6 +63,7 @@ from vmmtui.trace.events import (
     TraceStarted,
 )
 from vmmtui.trace.held import exit_words, files_held_after_exit
+from vmmtui.trace.matching import SendQueue, destination, receiver
 from vmmtui.trace.order import WINDOW_NS
 
 CUDA_SUCCESS = 0
@@ -90,10 +92,11 @@ class Ledger:
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
         self.history: list[Holding] = []  # closed holdings, oldest first
-        #: sends not (yet) matched to a receive, by file: not a finding by themselves
-        self.in_flight: dict[str, deque[Pending]] = {}
-        #: receives folded before their send, by file and in the order folded
-        self.early: dict[str, deque[Early]] = {}
+        #: sends not (yet) matched to a receive, by the socket pair and file that carry them
+        #: (``matching``): not a finding by themselves
+        self.in_flight: SendQueue[Pending] = SendQueue()
+        #: receives folded before their send, by (receiving socket, file), in the order folded
+        self.early: dict[tuple[str, str], deque[Early]] = {}
         self._early_order: deque[Early] = deque()
         self.losses = Losses()
         #: fds that records did not hold, by record (sent, received, queued): nothing is claimed
@@ -191,12 +194,11 @@ class Ledger:
         out: list[LedgerFinding] = []
         self._mature(None, out)
         unknown: dict[int, list[Pending]] = {}
-        for queue in self.in_flight.values():
-            for p in queue:
-                if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
-                    unknown.setdefault(p.pid, []).append(p)
-                else:
-                    self.unreceived += 1
+        for p in self.in_flight.pending():
+            if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
+                unknown.setdefault(p.pid, []).append(p)
+            else:
+                self.unreceived += 1
         for pid, sends in unknown.items():
             first = min(p.at for p in sends)
             n, lo, hi = self.losses.between(first, max(self.clock, at, first))
@@ -249,11 +251,11 @@ class Ledger:
         q = self._early_order
         while q and (until is None or q[0].at <= until):
             r = q.popleft()
-            waiting = self.early.get(r.file)
+            waiting = self.early.get(r.key)
             if waiting and waiting[0] is r:
                 waiting.popleft()
                 if not waiting:
-                    del self.early[r.file]
+                    del self.early[r.key]
             if r.matched:
                 continue
             f = LedgerFinding(
@@ -376,28 +378,26 @@ class Ledger:
                 self._rename(held.file, file)  # a file shared before the trace, now named
             elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
-            waiting = self.early.get(file)
+            key = (destination(e.sock), file)
+            waiting = self.early.get(key)
             if waiting:  # its receive was folded first (it ended on another CPU)
                 r = waiting.popleft()
                 if not waiting:
-                    del self.early[file]
+                    del self.early[key]
                 r.matched = True
                 held = self.holdings.get((r.pid, r.fd))
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
                 self._matched(Pending(e.pid, fd, e.ktime, via), r.pid, r.fd, file, r.at, r.via, out)
                 continue
-            self.in_flight.setdefault(file, deque()).append(Pending(e.pid, fd, e.ktime, via))
+            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, via))
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
         if e.count > len(e.files):
             self.fds_not_read["queued"] += e.count - len(e.files)
         for file in e.files:
-            queue = self.in_flight.get(file)
-            sent = queue.popleft() if queue else None
-            if queue is not None and not queue:
-                del self.in_flight[file]
+            sent = self.in_flight.released(e.sender, e.socket_file, file)
             who = (
                 f"pid {sent.pid} sent fd {sent.fd} over {sent.via}"
                 if sent
@@ -412,6 +412,31 @@ class Ledger:
                     "received it)",
                     "receive it (recvmsg with room for SCM_RIGHTS) before closing the socket",
                     e.ktime,
+                    file=file,
+                )
+            )
+
+    def _on_FdsDropped(self, e: FdsDropped, out: list) -> None:
+        """A receive with no room for SCM_RIGHTS (``read()``): the kernel closed the fds it
+        carried. The send is over (never in flight again), its fds never received."""
+        if e.count > len(e.files):
+            self.fds_not_read["dropped"] += e.count - len(e.files)
+        for file in e.files:
+            sent = self.in_flight.received(e.sock, file)
+            who = f"pid {sent.pid} sent fd {sent.fd} over {sent.via}" if sent else "sent"
+            out.append(
+                LedgerFinding(
+                    "fds-dropped",
+                    e.pid,
+                    f"fd {sent.fd} of pid {sent.pid} dropped by {e.call}()"
+                    if sent
+                    else f"an fd dropped by {e.call}()",
+                    f"{who}; pid {e.pid} read the message with {e.call}(), which has no room for "
+                    "SCM_RIGHTS, so the kernel closed the fd: it was never received",
+                    "receive fd-carrying messages with recvmsg and a control buffer "
+                    "(CMSG_SPACE for every fd)",
+                    e.ktime,
+                    peer=sent.pid if sent else 0,
                     file=file,
                 )
             )
@@ -441,14 +466,11 @@ class Ledger:
             self.fds_not_read["received"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
-            queue = self.in_flight.get(file)
-            sent = queue.popleft() if queue else None
-            if queue is not None and not queue:
-                del self.in_flight[file]
+            sent = self.in_flight.received(e.sock, file)
             if sent is None:  # its send may still come (folded later): it waits the window
                 self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, via))
-                r = Early(e.pid, fd, file, e.ktime, via)
-                self.early.setdefault(file, deque()).append(r)
+                r = Early(e.pid, fd, file, e.ktime, via, key=(receiver(e.sock), file))
+                self.early.setdefault(r.key, deque()).append(r)
                 self._early_order.append(r)
                 continue
             self._hold(Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, via))
@@ -538,14 +560,16 @@ class Ledger:
                 a = Allocation(e.pid, e.handle, 0, -1, 0, e.ktime)
                 self.allocations[(e.pid, e.handle)] = a
             if e.fd >= 0:
+                a.exported.append((e.fd, ""))
                 h = Holding(
-                    e.pid, e.fd, "", "exported", e.ktime, via="cuMemExportToShareableHandle"
+                    e.pid, e.fd, e.file, "exported", e.ktime, via="cuMemExportToShareableHandle"
                 )
                 self._hold(h)
-                a.exported.append((e.fd, ""))
         elif f == "cuMemImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            file = held.file if held else ""
+            # the kernel's word (the fd's open file at the call: an inherited fd is the
+            # exporter's own), else what the trace saw arrive in that fd
+            file = e.file or (held.file if held else "")
             a = self.allocation_of_file(file) if file else None
             imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
             if a is not None:
@@ -626,12 +650,13 @@ class Ledger:
                 via = "cuMemPoolExportToShareableHandle"
                 known = self.holdings.get((e.pid, e.fd))
                 p.exported.append((e.fd, ""))
-                self._hold(
-                    Holding(e.pid, e.fd, known.file if known else "", "exported", e.ktime, via=via)
-                )
+                file = e.file or (known.file if known else "")
+                self._hold(Holding(e.pid, e.fd, file, "exported", e.ktime, via=via))
         elif f == "cuMemPoolImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            file = held.file if held else ""
+            # the kernel's word (the fd's open file at the call: an inherited fd is the
+            # exporter's own), else what the trace saw arrive in that fd
+            file = e.file or (held.file if held else "")
             p = self.pool_of_file(file) if file else None
             imp = PoolImport(e.pid, e.handle, e.fd, file, e.ktime)
             if p is not None:
