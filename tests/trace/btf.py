@@ -83,13 +83,9 @@ class Btf:
                     ms.append((self._str(mname), mtype, moff & 0xFFFFFF if kflag else moff))
                     pos += 12
                 members = tuple(ms)
-            elif kind == ENUM:
+            elif kind in (ENUM, FUNC_PROTO):
                 pos += 8 * vlen
-            elif kind == FUNC_PROTO:
-                pos += 8 * vlen
-            elif kind == DATASEC:
-                pos += 12 * vlen
-            elif kind == ENUM64:
+            elif kind in (DATASEC, ENUM64):
                 pos += 12 * vlen
             self.types.append(Type(kind, self._str(name_off), st, members))
 
