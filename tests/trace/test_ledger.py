@@ -5,6 +5,7 @@ from vmmtui.trace.events import (
     CallRefused,
     CudaCall,
     FdCloseCall,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -284,3 +285,32 @@ def test_fds_inherited_in_a_process_tree_are_no_share_at_an_exit():
         ]
     )
     assert found == []
+
+
+def test_one_file_over_two_sockets_names_the_sender_of_each_socket():
+    other, other_peer = SocketEnd(200, 201, "@b"), SocketEnd(201, 200, "@b")
+    C = 3000
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f"], 1),
+            FdsSent(C, C, 2, "sendmsg", other, [7], ["f"], 1),  # the same open file
+            FdsReceived(B, B, 3, "recvmsg", other_peer, [9], ["f"], 1),
+            FdsReceived(B + 1, B + 1, 4, "recvmsg", PEER, [9], ["f"], 1),
+        ]
+    )
+    assert [(f.pid, f.peer, f.what) for f in found] == [
+        (B, C, "fd 9 = pid 3000's fd 7"),
+        (B + 1, A, "fd 9 = pid 1000's fd 5"),
+    ]
+
+
+def test_an_fd_dropped_by_read_ends_its_send():
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f"], 1),
+            FdsDropped(B, B, 2, "read", PEER, ("f",), 1),
+        ]
+    )
+    [f] = found
+    assert (f.kind, f.pid, f.peer, f.file) == ("fds-dropped", B, A, "f")
+    assert not ledger.in_flight and not ledger.finish()
