@@ -887,10 +887,13 @@ static __always_inline int on_copied(struct sk_buff *skb)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_traced(pid_tgid >> 32))
 		return 0;
+	/* a Unix socket's message: its owner is the sending socket, its cb UNIXCB */
+	struct sock *owner = BPF_CORE_READ(skb, sk);
+	if (!owner || BPF_CORE_READ(owner, __sk_common.skc_family) != AF_UNIX)
+		return 0;
 	__u64 cb = (__u64)skb + bpf_core_field_offset(struct sk_buff, cb);
 	struct scm_fp_list *fp = BPF_CORE_READ((struct unix_skb_parms *)cb, fp);
-	struct sock *owner = BPF_CORE_READ(skb, sk);
-	if (!fp || !owner || BPF_CORE_READ(owner, __sk_common.skc_family) != AF_UNIX)
+	if (!fp)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	long nr = BPF_CORE_READ(regs, orig_ax);
