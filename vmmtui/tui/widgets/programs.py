@@ -64,7 +64,9 @@ def _join(rows: list[Text]) -> Text:
 
 
 def fd_row(f: FdView, closed: bool = False) -> Text:
-    source = f" ← {f.source[0]} fd {f.source[1]}" if f.source[0] else ""
+    # an arrow only where the way it went was seen; "unknown" and "present" share a file, no more
+    sign = " ≡ " if f.how in ("unknown", "present") else " ← "
+    source = f"{sign}{f.source[0]} fd {f.source[1]}" if f.source[0] else ""
     via = ""
     if f.how in ("received", "taken"):
         via = " (SCM_RIGHTS)" if f.how == "received" else " (pidfd_getfd)"
