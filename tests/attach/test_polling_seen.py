@@ -12,7 +12,6 @@ import pytest
 
 from tests.attach.helpers import FIXTURES
 from vmmtui.attach.follow import Follower
-
 from vmmtui.events import Arrival, FdOpened, SharedFile
 from vmmtui.narration import fd_opened
 
