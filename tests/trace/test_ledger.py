@@ -210,10 +210,18 @@ def test_a_failed_driver_call_is_a_refusal_with_a_fix():
     assert found[0].kind == "refused" and "requestedHandleTypes" in found[0].fix
 
 
-def test_a_refused_fabric_allocation_names_the_imex_channel():
-    """A capability probe's fabric cuMemCreate (vmmtui's, PyTorch's) is refused with
-    CUDA_ERROR_NOT_PERMITTED where there is no IMEX channel (seen on the H100): said by name."""
-    _, found = fold([CudaCall(A, A, 1, "cuMemCreate", 800, size=2 << 20, handle_types=8)])
+def test_a_refused_fabric_allocation_is_a_probe_until_fabric_worked_then_names_the_imex_channel():
+    """A capability probe's fabric cuMemCreate (vmmtui's, PyTorch's, NCCL's) is refused with
+    CUDA_ERROR_NOT_PERMITTED where there is no IMEX channel (seen on the H100): a probe, no finding.
+    Once fabric allocations worked in that process, a refusal is a refusal, said by name."""
+    ledger, found = fold([CudaCall(A, A, 1, "cuMemCreate", 800, size=2 << 20, handle_types=8)])
+    assert [type(f).__name__ for f in found] == ["CapabilityProbe"] and not ledger.findings
+    _, found = fold(
+        [
+            CudaCall(A, A, 1, "cuMemCreate", 0, size=2 << 20, handle_types=8, handle=0xA),
+            CudaCall(A, A, 2, "cuMemCreate", 800, size=2 << 20, handle_types=8),
+        ]
+    )
     assert kinds(found) == [("refused", A)]
     assert "CUDA_ERROR_NOT_PERMITTED" in found[0].detail and "IMEX" in found[0].detail
     assert "nvidia-imex" in found[0].fix

@@ -106,9 +106,9 @@ class SharingFacts:
             self.mode = e.mode
         if isinstance(e, TraceLost):
             self.lost += e.count
-        findings = self.ledger.apply(e)
-        for f in findings:
-            self._finding(f)
+        for f in self.ledger.apply(e):
+            if isinstance(f, LedgerFinding):  # a probe (failed by design) is no finding
+                self._finding(f)
         if isinstance(e, CallRefused):
             self.refused[(shown(e.call, 40), refusal_reason(e))] += 1
         elif isinstance(e, ProcessForked):

@@ -315,6 +315,20 @@ class CallRefused(TraceEvent):
 
 
 @dataclass(frozen=True)
+class CapabilityProbe(TraceEvent):
+    """A call that failed by design: the program asked whether ``capability`` works here and
+    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    is the call's CUresult."""
+
+    pid: int
+    call: str
+    capability: str
+    found: str
+    result: int
+    ktime: int = 0
+
+
+@dataclass(frozen=True)
 class LedgerFinding(TraceEvent):
     """What the ledger concluded: ``kind`` is ``shared`` (a send matched to its receive, or a
     pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received: the kernel said

@@ -44,6 +44,7 @@ from vmmtui.trace.entries import (
 )
 from vmmtui.trace.events import (
     CallRefused,
+    CapabilityProbe,
     CudaCall,
     FdCloseCall,
     FdDuplicated,
@@ -63,6 +64,8 @@ from vmmtui.trace.events import (
 )
 from vmmtui.trace.held import exit_words, files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
+from vmmtui.trace.probes import FABRIC, probe_of
+from vmmtui.trace.probes import Context as ProbeContext
 
 CUDA_SUCCESS = 0
 #: CU_MEM_HANDLE_TYPE_* bits
@@ -111,6 +114,7 @@ class Ledger:
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
+        self.probes: list[CapabilityProbe] = []  # calls that failed by design: no findings
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
@@ -167,8 +171,9 @@ class Ledger:
         return self.memfd_names.get(file, "")
 
     # -- the fold ------------------------------------------------------------------------------
-    def apply(self, e: Event) -> list[LedgerFinding]:
-        out: list[LedgerFinding] = []
+    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
+        """The findings ``e`` brings, and the probe it was (a call that failed by design)."""
+        out: list = []
         t = getattr(e, "ktime", 0)
         if isinstance(t, int) and t > self.clock:
             self.clock = t
@@ -180,7 +185,8 @@ class Ledger:
         handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
-        self.findings.extend(out)
+        for f in out:
+            (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
         return out
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
@@ -514,7 +520,14 @@ class Ledger:
         )
 
     # -- CUDA ----------------------------------------------------------------------------------
+    def _probe(self, e: CudaCall) -> CapabilityProbe | None:
+        worked = any(a.pid == e.pid and a.handle_types & FABRIC for a in self.allocations.values())
+        return probe_of(e, ProbeContext(fabric_worked=worked))
+
     def _on_CudaCall(self, e: CudaCall, out: list) -> None:
+        if e.result != CUDA_SUCCESS and (probe := self._probe(e)) is not None:
+            out.append(probe)  # failed by design: what the program asked, not a problem
+            return
         if e.result != CUDA_SUCCESS:
             out.append(
                 LedgerFinding(
