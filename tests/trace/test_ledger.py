@@ -77,6 +77,35 @@ def test_a_received_fd_never_closed_is_a_leak_at_exit():
     assert found[1].peer == A
 
 
+def test_the_fix_for_an_fd_never_closed_follows_what_the_fd_is():
+    """A socket or a file made before the trace (nginx's, Chromium's) gets no CUDA advice; a memfd
+    gets the memfd's; a driver export the import's."""
+
+    def fix(made: list) -> str:
+        _, found = fold(
+            [
+                *made,
+                FdsSent(A, A, 2, "sendmsg", SOCK, [5], ["f1"], 1),
+                FdsReceived(B, B, 3, "recvmsg", SOCK, [7], ["f1"], 1),
+                ProcessExit(B, B, 4, 0),
+            ]
+        )
+        [never] = [f for f in found if f.kind == "fd-never-closed"]
+        return never.fix
+
+    unseen = fix([])
+    assert "import" not in unseen and "cuMem" not in unseen and "receive" in unseen
+    memfd = fix([MemfdCreated(A, A, 1, "pool", 5, "f1")])
+    assert "mapped" in memfd and "cuMem" not in memfd
+    export = fix(
+        [
+            CudaCall(A, A, 0, "cuMemCreate", 0, size=2 << 20, handle_types=1, handle=0xA),
+            CudaCall(A, A, 1, "cuMemExportToShareableHandle", 0, handle_types=1, handle=0xA, fd=5),
+        ]
+    )
+    assert "cuMemImportFromShareableHandle" in export
+
+
 def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_no_finding_by_itself():
     _, found = fold(
         [

@@ -66,6 +66,7 @@ from vmmtui.trace.held import exit_words, files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
+from vmmtui.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
 #: CU_MEM_HANDLE_TYPE_* bits
@@ -169,6 +170,19 @@ class Ledger:
 
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
+
+    def file_kind(self, file: str) -> str:
+        """What the open file is, as far as the trace saw it made: ``gpu`` (a driver export),
+        ``memfd``, or "" (made before the trace or by a call not traced: a socket, a file)."""
+        if not file:
+            return ""
+        if self.allocation_of_file(file) is not None or self.pool_of_file(file) is not None:
+            return "gpu"
+        if file in self.memfd_names:
+            return "memfd"
+        if any(h.file == file and h.how == "exported" for h in self.holdings.values()):
+            return "gpu"
+        return ""
 
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
@@ -722,8 +736,7 @@ class Ledger:
                         f"pid {e.pid} {h.how} it"
                         + (f" from pid {h.source_pid} (fd {h.source_fd})" if h.source_pid else "")
                         + f" via {h.via} and never closed it; the exit closed it",
-                        "close the fd once it is imported (cuMemImportFromShareableHandle keeps its "
-                        "own reference) or mapped",
+                        close_fix(self.file_kind(h.file)),
                         e.ktime,
                         peer=h.source_pid,
                         file=h.file,
