@@ -36,6 +36,7 @@ from vmmtui.events import (
     SharedFile,
 )
 from vmmtui.names import shown
+from vmmtui.trace.identity import identity_of
 
 Holder = tuple[int, int]
 
@@ -139,7 +140,20 @@ class Tracker:
         new = p.pid not in self.alive
         if new:
             self.names[p.pid] = p.name
-            e = ProcessSeen(p.pid, p.ppid, p.name, p.cmdline, p.uid, scan.at, p.pid_ns)
+            who = identity_of(p.pid)
+            c = who.container
+            e = ProcessSeen(
+                p.pid,
+                p.ppid,
+                p.name,
+                p.cmdline,
+                p.uid,
+                scan.at,
+                p.pid_ns,
+                shown(c.label(), 120) if c else "",
+                c.pod if c else "",
+                who.inner_pid,
+            )
             out.append(e)
             self.timeline[p.pid].append(e)
         before = {} if new else self.alive[p.pid].fds
