@@ -92,3 +92,30 @@ def test_a_process_in_its_own_pid_namespace_says_its_pid_there():
                 os.kill(inner, signal.SIGKILL)
         outer.kill()
         outer.wait(timeout=10)
+
+
+class _Info:
+    def __init__(self, pid: int, used: int):
+        self.pid, self.used_gpu_memory = pid, used
+
+
+class _NvmlLib:
+    """The two calls of cuda.bindings.nvml that ``Nvml.usage`` makes, answering as the driver
+    would for two GPUs (only the UUID mapping is under test; no GPU here)."""
+
+    def device_get_compute_running_processes_v3(self, handle):
+        return [_Info(7, 1 << 20)] if handle == "h0" else []
+
+
+def test_gpus_are_named_by_the_uuid_nvml_gave_and_none_without_nvml():
+    from vmmtui.attach.nvml import Nvml
+    from vmmtui.narration import gpu_memory
+
+    nvml = Nvml(
+        None, [0, 1], ["h0", "h1"], {0: "GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000000"}, _NvmlLib()
+    )
+    got = nvml.usage([7])[7]
+    assert got.uuids == {0: "GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000000"}
+    assert "GPU 0 GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000000: 1 MiB" in gpu_memory(got).plain
+    missing = Nvml(error="NVML unavailable: no driver").usage([7])[7]
+    assert missing.uuids == {} and "GPU-" not in gpu_memory(missing).plain
