@@ -9,7 +9,7 @@ import pytest
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.gallery import find
 from vmmtui.record.recording import read
-from vmmtui.trace.events import CapabilityProbe, CudaCall, LedgerFinding
+from vmmtui.trace.events import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
 from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import lines
 from vmmtui.trace.probes import Capability, Context, Found, Probe, classify
@@ -62,6 +62,8 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     assert len(probes) == 3 and {p.found for p in probes} == {"no-imex-channel"}
     refused = [e for e in rec.events if isinstance(e, LedgerFinding) and e.kind == "refused"]
     assert not refused, refused
+    [end] = [e for e in rec.events if isinstance(e, TraceFinished)]
+    assert end.findings == 0  # recorded as 3: the probes counted as findings
     states = FrameStates(CallTimeline(rec.events), ScreenState.for_programs())
     last = states.at(states.last)
     assert last.programs is not None and last.programs.bad_findings == 0

@@ -13,11 +13,11 @@ the handle types requested, the result and what is known of the process); the wo
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from vmmtui.trace.cuda import base_name
-from vmmtui.trace.events import CapabilityProbe, CudaCall, LedgerFinding
+from vmmtui.trace.events import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
 
 #: CUmemAllocationHandleType's fabric bit
 FABRIC = 8
@@ -80,11 +80,15 @@ def probe_of(e: CudaCall, context: Context = Context()) -> CapabilityProbe | Non
 def reclassified(events: Iterable) -> Iterator:
     """A recorded trace with each probe as a probe: recordings made before probes were told apart
     hold a ``refused`` finding right after the call; it is replaced by the probe (the call itself,
-    the evidence, is kept as recorded)."""
+    the evidence, is kept as recorded), and the end's count of findings leaves it out."""
     last: CudaCall | None = None
+    replaced = 0
     for e in events:
         if isinstance(e, CudaCall):
             last = e
+        elif isinstance(e, TraceFinished) and replaced:
+            yield replace(e, findings=max(0, e.findings - replaced))
+            continue
         elif (
             isinstance(e, LedgerFinding)
             and e.kind == "refused"
@@ -92,6 +96,7 @@ def reclassified(events: Iterable) -> Iterator:
             and (last.pid, last.ktime) == (e.pid, e.ktime)
             and (probe := probe_of(last)) is not None
         ):
+            replaced += 1
             yield probe
             continue
         yield e
