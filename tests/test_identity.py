@@ -119,3 +119,38 @@ def test_gpus_are_named_by_the_uuid_nvml_gave_and_none_without_nvml():
     assert "GPU 0 GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000000: 1 MiB" in gpu_memory(got).plain
     missing = Nvml(error="NVML unavailable: no driver").usage([7])[7]
     assert missing.uuids == {} and "GPU-" not in gpu_memory(missing).plain
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
+def test_the_ebpf_trace_says_a_process_runs_in_its_own_pid_namespace():
+    """A real trace of a command that starts a PID namespace: the program run in there is pid 1
+    in it, said once it runs (``ProcessIdentity``), in --json and in the text."""
+    import json
+    import sys
+
+    from vmmtui.trace.loader import why_not
+
+    if reason := why_not():
+        pytest.skip(f"eBPF unavailable: {reason}")
+    # the program in there makes a memfd: a call worth a line, so its process is shown in the text
+    code = "import os, time; os.memfd_create('in-a-namespace'); time.sleep(0.2)"
+    cmd = ["unshare", "-p", "-f", "--kill-child", "--mount-proc", sys.executable, "-c", code]
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--json", "--no-cuda", "--", *cmd],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    said = [json.loads(x) for x in res.stdout.splitlines() if '"ProcessIdentity"' in x]
+    assert said and said[-1]["inner_pid"] == 1, res.stdout[-2000:]
+    text = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--text", "--no-cuda", "--", *cmd],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert "pid 1 in its own PID namespace" in text.stdout, text.stdout[-2000:]
+    assert "Traceback" not in text.stderr

@@ -27,6 +27,7 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     QueuedAtRelease,
     TraceCall,
     TraceEvent,
@@ -221,6 +222,11 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         out += [Text(f"  probes: {shown(p, 400)}", "dim") for p in e.probes]
         out += [Text(f"  not probed: {shown(p, 400)}", "yellow") for p in e.unprobed]
         return out
+    if isinstance(e, ProcessIdentity):
+        from vmmtui.narration import identity_words
+
+        where = identity_words(e.container, e.pod, e.inner_pid)
+        return [Text(f"    pid {e.pid}: {where}", "dim")] if where else []
     if isinstance(e, CapabilityProbe):
         return [Text(f"    · probe: pid {e.pid} {probe_words(e)}", "dim")]
     if isinstance(e, LedgerFinding):
@@ -348,6 +354,9 @@ class Bystanders:
             return [*self.waiting.pop(e.pid, []), e]
         if isinstance(e, TraceFinished):  # the targets still running: the program they run
             return [x for p in sorted(self.targets) for x in self.waiting.pop(p, [])] + [e]
+        if isinstance(e, ProcessIdentity) and e.pid not in self.shown:  # said with its calls
+            self.waiting.setdefault(e.pid, []).append(e)
+            return []
         if isinstance(e, ProcessForked):
             if e.child not in self.shown:
                 self.waiting.setdefault(e.child, []).append(e)

@@ -47,6 +47,7 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     TraceCall,
     TraceFinished,
     TraceLost,
@@ -693,6 +694,11 @@ def _seen(v: ProgramsView, e: ProcessSeen) -> ProgramsView:
     return _set(v, evolve(p, comm=e.name, ppid=e.ppid, uid=e.uid, exe=e.cmdline, **who))
 
 
+def _identity(v: ProgramsView, e: ProcessIdentity) -> ProgramsView:
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, container=e.container, pod=e.pod, inner_pid=e.inner_pid))
+
+
 def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
     p = v.proc(e.pid)
     closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
@@ -796,6 +802,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     TraceFinished: _finished,
     WatchFinished: _finished,
     ProcessSeen: _seen,
+    ProcessIdentity: _identity,
     ProcessGone: _gone,
     ProcessUnreadable: _unreadable,
     FdOpened: _opened,
