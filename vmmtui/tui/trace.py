@@ -165,8 +165,8 @@ class TraceApp(Viewer):
                     out(dataclasses.replace(e, findings=bad))
                     continue
                 out(e)
-                for f in ledger.apply(e):
-                    out(f)
+                for said in ledger.apply(e):  # findings, and probes
+                    out(said)
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
