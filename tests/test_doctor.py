@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from vmmtui import doctor
 from vmmtui.backends.probe import DeviceRecord, ProbeRecord
-from vmmtui.doctor import fabric_finding, kernels_finding
+from vmmtui.system import doctor
+from vmmtui.system.doctor import fabric_finding, kernels_finding
 
 H100 = DeviceRecord(
     index=0,

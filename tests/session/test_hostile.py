@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vmmtui import channel
 from vmmtui.backends.memfd import SEALS, MemfdBackend
-from vmmtui.config import WorkerConfig
-from vmmtui.protocol import LineChannel, decode_report
+from vmmtui.plan.config import WorkerConfig
+from vmmtui.wire import channel
+from vmmtui.wire.protocol import LineChannel, decode_report
 
 LIAR = str(Path(__file__).with_name("liar.py"))
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}

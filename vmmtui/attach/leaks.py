@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
-from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
-from vmmtui.names import shown
+from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.words.names import shown
 
 CLOSE_FIX = (
     "close every fd you receive once it is imported (also when the import fails), and before exit"

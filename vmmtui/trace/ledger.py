@@ -23,26 +23,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
-from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
-from vmmtui.trace.entries import (
-    Allocation,
-    Early,
-    Holding,
-    Import,
-    IpcExport,
-    IpcOpen,
-    Losses,
-    Mapping,
-    Pending,
-    Pool,
-    PoolImport,
-    PoolPtrExport,
-    PoolPtrImport,
-    ProcRecord,
-    Transfer,
-)
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -60,6 +42,24 @@ from vmmtui.trace.events import (
     SocketEnd,
     TraceLost,
     TraceStarted,
+)
+from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
+from vmmtui.trace.entries import (
+    Allocation,
+    Early,
+    Holding,
+    Import,
+    IpcExport,
+    IpcOpen,
+    Losses,
+    Mapping,
+    Pending,
+    Pool,
+    PoolImport,
+    PoolPtrExport,
+    PoolPtrImport,
+    ProcRecord,
+    Transfer,
 )
 from vmmtui.trace.held import exit_words, files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS

@@ -23,9 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from vmmtui.events import Event, Notice
-from vmmtui.trace.cuda import FUNCS, find_libcuda
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, Notice
+from vmmtui.stream.observed import (
     FdTaken,
     PidfdOpened,
     ProcessExit,
@@ -34,6 +33,7 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.records import Decoder, FileNames
