@@ -13,11 +13,11 @@ import time
 import pytest
 
 from vmmtui.attach.follow import Follower
-from vmmtui.events import ProcessSeen
 from vmmtui.fleet.facts import container_of
-from vmmtui.narration import process_seen
+from vmmtui.stream.events import ProcessSeen
 from vmmtui.trace.identity import Container, identity_of, parse_cgroup, parse_nspid
 from vmmtui.view.model import ScreenState, fold
+from vmmtui.words.narration import process_seen
 
 ID = "3f2a1b4c5d6e" + "a" * 52
 UID = "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6"
@@ -109,7 +109,7 @@ class _NvmlLib:
 
 def test_gpus_are_named_by_the_uuid_nvml_gave_and_none_without_nvml():
     from vmmtui.attach.nvml import Nvml
-    from vmmtui.narration import gpu_memory
+    from vmmtui.words.narration import gpu_memory
 
     nvml = Nvml(
         None, [0, 1], ["h0", "h1"], {0: "GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000000"}, _NvmlLib()

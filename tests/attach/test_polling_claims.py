@@ -15,7 +15,7 @@ from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
 from vmmtui.attach.follow import Follower
 from vmmtui.attach.scan import scan
 from vmmtui.attach.shares import find_shares
-from vmmtui.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+from vmmtui.stream.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 
 from tests.attach.helpers import FIXTURES
 from vmmtui.attach.follow import Follower
-from vmmtui.events import Arrival, FdOpened, SharedFile
-from vmmtui.narration import fd_opened
+from vmmtui.stream.events import Arrival, FdOpened, SharedFile
+from vmmtui.words.narration import fd_opened
 
 #: what a child first seen with its parent's file is told (the words a user reads)
 UNSEEN_ARRIVAL = "arrived between two polls (how: not seen)"

@@ -9,7 +9,7 @@ import pytest
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.gallery import find
 from vmmtui.record.recording import read
-from vmmtui.trace.events import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
+from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
 from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import lines
 from vmmtui.trace.probes import Capability, Context, Found, Probe, classify

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.scan import MEMORY_KINDS
-from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
-from vmmtui.names import shown
-from vmmtui.troubleshooting import close_fix
+from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.words.names import shown
+from vmmtui.words.troubleshooting import close_fix
 
 #: why a shared fd's origin is not known, by FdOpened.how
 ORIGIN_UNSEEN = {

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.attach.shares import Shares, find_shares
-from vmmtui.events import (
+from vmmtui.stream.events import (
     Arrival,
     Event,
     FdClosed,
@@ -35,8 +35,8 @@ from vmmtui.events import (
     ProcessUnreadable,
     SharedFile,
 )
-from vmmtui.names import shown
 from vmmtui.trace.identity import identity_of
+from vmmtui.words.names import shown
 
 Holder = tuple[int, int]
 

@@ -27,8 +27,8 @@ from vmmtui.attach.kcmpsort import (
     update_group,
 )
 from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
-from vmmtui.events import AttachKind, FdHolder, SharedFile, SocketPair
-from vmmtui.fdtable import KcmpUnavailable
+from vmmtui.stream.events import AttachKind, FdHolder, SharedFile, SocketPair
+from vmmtui.system.fdtable import KcmpUnavailable
 
 Key = tuple[int, int]  # (dev, ino)
 #: kcmp's answers when an fd was closed (EBADF) or its process exited (ESRCH) after the scan read it

@@ -13,9 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmmtui.events import Event, FdOpened, Leak, ProcessSeen, SharedFile
-from vmmtui.names import shown
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, SharedFile
+from vmmtui.stream.observed import (
     CallRefused,
     LedgerFinding,
     ProcessExec,
@@ -26,6 +25,7 @@ from vmmtui.trace.events import (
 )
 from vmmtui.trace.identity import identity_of
 from vmmtui.trace.ledger import Allocation, Ledger
+from vmmtui.words.names import shown
 
 #: the refusal reasons a label may take (a bounded set: anything else is "other")
 REASONS = ("seccomp", "yama", "pid-namespace", "capability", "uid", "bad-fd", "cuda", "other")

@@ -23,26 +23,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
-from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
-from vmmtui.trace.entries import (
-    Allocation,
-    Early,
-    Holding,
-    Import,
-    IpcExport,
-    IpcOpen,
-    Losses,
-    Mapping,
-    Pending,
-    Pool,
-    PoolImport,
-    PoolPtrExport,
-    PoolPtrImport,
-    ProcRecord,
-    Transfer,
-)
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.observed import (
     CallRefused,
     CapabilityProbe,
     CudaCall,
@@ -62,11 +44,29 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
+from vmmtui.trace.entries import (
+    Allocation,
+    Early,
+    Holding,
+    Import,
+    IpcExport,
+    IpcOpen,
+    Losses,
+    Mapping,
+    Pending,
+    Pool,
+    PoolImport,
+    PoolPtrExport,
+    PoolPtrImport,
+    ProcRecord,
+    Transfer,
+)
 from vmmtui.trace.held import exit_words, files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
-from vmmtui.troubleshooting import close_fix
+from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
 #: CU_MEM_HANDLE_TYPE_* bits

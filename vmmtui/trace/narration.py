@@ -1,6 +1,6 @@
 """The words for the trace's events and the ledger's findings, written once (console, --json
 readers' transcripts, the attach view's log). Names from the traced processes go through
-``vmmtui.names.shown``. No Textual: rich ``Text`` with semantic styles."""
+``vmmtui.words.names.shown``. No Textual: rich ``Text`` with semantic styles."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from vmmtui.events import AttachEvent, Event, Notice
-from vmmtui.names import shown
-from vmmtui.sizes import format_size
-from vmmtui.trace.cuda import CUDA_ERRORS, base_name
-from vmmtui.trace.events import (
+from vmmtui.stream.events import AttachEvent, Event, Notice
+from vmmtui.stream.observed import (
     CallRefused,
     CapabilityProbe,
     CudaCall,
@@ -35,8 +32,11 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import CUDA_ERRORS, base_name
 from vmmtui.trace.ledger import handle_type_names, socket_words
 from vmmtui.trace.probes import classify
+from vmmtui.words.names import shown
+from vmmtui.words.sizes import format_size
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -223,7 +223,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         out += [Text(f"  not probed: {shown(p, 400)}", "yellow") for p in e.unprobed]
         return out
     if isinstance(e, ProcessIdentity):
-        from vmmtui.narration import identity_words
+        from vmmtui.words.narration import identity_words
 
         where = identity_words(e.container, e.pod, e.inner_pid)
         return [Text(f"    pid {e.pid}: {where}", "dim")] if where else []
@@ -278,7 +278,9 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         ]
     if isinstance(e, AttachEvent | Notice) and not isinstance(e, TraceEvent):
-        from vmmtui.narration import attach_lines  # what polling (and the trace's frame 0) saw
+        from vmmtui.words.narration import (
+            attach_lines,  # what polling (and the trace's frame 0) saw
+        )
 
         return attach_lines(e)
     words = call_words(e)

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
 from vmmtui.trace.cuda import base_name
-from vmmtui.trace.events import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
 
 #: CUmemAllocationHandleType's fabric bit
 FABRIC = 8

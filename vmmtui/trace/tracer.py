@@ -23,10 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from vmmtui.events import Event, Notice
-from vmmtui.names import shown
-from vmmtui.trace.cuda import FUNCS, find_libcuda
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, Notice
+from vmmtui.stream.observed import (
     FdTaken,
     PidfdOpened,
     ProcessExec,
@@ -37,11 +35,13 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.identity import identity_of
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
+from vmmtui.words.names import shown
 
 PR_SET_CHILD_SUBREAPER = 36
 #: said before what ``trace -p`` reads from /proc at its start (frame 0)

@@ -23,8 +23,8 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from vmmtui.events import Event
 from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.events import Event
 from vmmtui.tui.keys import TRACE, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
@@ -109,7 +109,7 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.events import TraceFinished, TraceStarted
+        from vmmtui.stream.observed import TraceFinished, TraceStarted
         from vmmtui.trace.ledger import Ledger
 
         ledger = Ledger()
@@ -324,7 +324,7 @@ def _alive(pid: int) -> bool:
 def seen_now(pids: list[int]) -> list[Event]:
     """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
     line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
-    from vmmtui.events import ProcessSeen
+    from vmmtui.stream.events import ProcessSeen
     from vmmtui.trace.identity import identity_of
 
     out: list[Event] = []
