@@ -82,3 +82,13 @@ def test_fd_numbers_that_move_on_between_the_scan_and_kcmp_are_never_different()
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)
+
+
+def test_an_fd_whose_direction_was_not_seen_is_drawn_without_an_arrow():
+    from vmmtui.tui.widgets.programs import fd_row
+    from vmmtui.view.programs import FdView
+
+    unknown = fd_row(FdView(4, "unknown", "memfd:x", "", (10, 4), UNSEEN_ARRIVAL, "kcmp")).plain
+    assert "≡ 10 fd 4" in unknown and "←" not in unknown
+    arrived = fd_row(FdView(4, "arrived", "memfd:x", "", (10, 4), "", "kcmp")).plain
+    assert "← 10 fd 4" in arrived
