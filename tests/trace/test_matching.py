@@ -2,7 +2,7 @@
 socket, never the oldest of the file anywhere; sends end where the kernel says their fds were
 freed, by the socket that held them."""
 
-from vmmtui.trace.events import SocketEnd
+from vmmtui.stream.observed import SocketEnd
 from vmmtui.trace.matching import SendQueue
 
 #: two connected pairs: a1 ↔ a2, b1 ↔ b2 (socks named as records name them, inodes too)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import FdsDropped, FdsSent, LedgerFinding
+from vmmtui.stream.observed import FdsDropped, FdsSent, LedgerFinding
 from vmmtui.view.programs import ProgramsView, fold_program_event
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "match_cases.py"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import FdsSent
+from vmmtui.stream.observed import FdsSent
 from vmmtui.trace.ledger import Ledger
 
 pytestmark = pytest.mark.slow

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from vmmtui.trace.events import SocketEnd
+from vmmtui.stream.observed import SocketEnd
 
 T = TypeVar("T")
 
