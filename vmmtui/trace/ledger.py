@@ -68,6 +68,7 @@ from vmmtui.trace.matching import SendQueue, destination, receiver
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
+from vmmtui.trace.unreceived import dropped
 from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
@@ -96,8 +97,7 @@ class Ledger:
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
         self.history: list[Holding] = []  # closed holdings, oldest first
-        #: sends not (yet) matched to a receive, by the socket pair and file that carry them
-        #: (``matching``): not a finding by themselves
+        #: sends not yet received, by socket pair and file (``matching``): no finding by themselves
         self.in_flight: SendQueue[Pending] = SendQueue()
         #: receives folded before their send, by (receiving socket, file), in the order folded
         self.early: dict[tuple[str, str], deque[Early]] = {}
@@ -436,30 +436,10 @@ class Ledger:
                 )
             )
 
-    def _on_FdsDropped(self, e: FdsDropped, out: list) -> None:
-        """A receive with no room for SCM_RIGHTS (``read()``): the kernel closed the fds it
-        carried. The send is over (never in flight again), its fds never received."""
+    def _on_FdsDropped(self, e: FdsDropped, out: list) -> None:  # a read(): their send is over
         if e.count > len(e.files):
             self.fds_not_read["dropped"] += e.count - len(e.files)
-        for file in e.files:
-            sent = self.in_flight.received(e.sock, file)
-            who = f"pid {sent.pid} sent fd {sent.fd} over {sent.via}" if sent else "sent"
-            out.append(
-                LedgerFinding(
-                    "fds-dropped",
-                    e.pid,
-                    f"fd {sent.fd} of pid {sent.pid} dropped by {e.call}()"
-                    if sent
-                    else f"an fd dropped by {e.call}()",
-                    f"{who}; pid {e.pid} read the message with {e.call}(), which has no room for "
-                    "SCM_RIGHTS, so the kernel closed the fd: it was never received",
-                    "receive fd-carrying messages with recvmsg and a control buffer "
-                    "(CMSG_SPACE for every fd)",
-                    e.ktime,
-                    peer=sent.pid if sent else 0,
-                    file=file,
-                )
-            )
+        out += [dropped(e, f, self.in_flight.received(e.sock, f)) for f in e.files]
 
     def _rename(self, old: str, file: str) -> None:
         """Every fd kcmp proved to be one open file takes the kernel's name for it."""
@@ -594,9 +574,7 @@ class Ledger:
                 self._hold(h)
         elif f == "cuMemImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            # the kernel's word (the fd's open file at the call: an inherited fd is the
-            # exporter's own), else what the trace saw arrive in that fd
-            file = e.file or (held.file if held else "")
+            file = e.file or (held.file if held else "")  # the kernel's, read at the call
             a = self.allocation_of_file(file) if file else None
             imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
             if a is not None:
@@ -681,9 +659,7 @@ class Ledger:
                 self._hold(Holding(e.pid, e.fd, file, "exported", e.ktime, via=via))
         elif f == "cuMemPoolImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            # the kernel's word (the fd's open file at the call: an inherited fd is the
-            # exporter's own), else what the trace saw arrive in that fd
-            file = e.file or (held.file if held else "")
+            file = e.file or (held.file if held else "")  # the kernel's, read at the call
             p = self.pool_of_file(file) if file else None
             imp = PoolImport(e.pid, e.handle, e.fd, file, e.ktime)
             if p is not None:
