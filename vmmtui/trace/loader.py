@@ -277,7 +277,7 @@ class Probe:
                             "the kernel refused the kfree_skb and skb_copy_datagram_iovec programs"
                         )
                     break
-                label = flavour if release else f"{flavour} without the kprobe"
+                label = flavour if release else f"{flavour} without the unreceived-fds hooks"
                 self.refused[label] = f"{os.strerror(-rc)}{self._last()}"
             if self.flavour:
                 break
@@ -555,7 +555,7 @@ def readiness() -> list[tuple[str, str, bool | None]]:
         out.append(
             (
                 "queued fds hook",
-                "kfree_skb loads: fds freed unreceived are said"
+                "kfree_skb and skb_copy_datagram_iovec load: fds freed unreceived are said"
                 if not probe.release_missing
                 else f"{probe.release_missing}: fds freed unreceived cannot be said",
                 None if probe.release_missing else True,
