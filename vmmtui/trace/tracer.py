@@ -351,7 +351,8 @@ class Tracer:
                 self.alive.discard(e.pid)
             yield e
             if isinstance(e, FdTaken) and e.fd < 0:
-                yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
+                facts = self.decoder.refusals.pop(e.tid, None)  # the kernel's, read at the call
+                yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime, facts)
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
 
