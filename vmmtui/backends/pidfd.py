@@ -281,6 +281,9 @@ def has_cap_sys_ptrace(pid: int | str = "self") -> bool:
 def yama_blocks_siblings() -> str | None:
     """Why Yama would refuse a sibling's pidfd_getfd here (None: it would not)."""
     scope = ptrace_scope()
+    me = creds_of(os.getpid())
+    if ptrace_rules(me, me, scope, ancestor=False).yama is not False:  # a sibling: no ancestor
+        return None
     if scope is None:
         return None
     if scope >= 3:
