@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -184,9 +185,10 @@ def test_a_second_interrupt_after_the_command_exited_kills_what_is_left_and_says
             proc.wait()
     left = re.search(r"killed \(SIGKILL\) 1 process of the command's tree .*: (\d+)", out)
     assert left, out + err
-    assert not os.path.exists(f"/proc/{left.group(1)}/cmdline") or not open(
-        f"/proc/{left.group(1)}/cmdline"
-    ).read().startswith("sleep"), "the sleep outlived watch"
+    cmdline = Path(f"/proc/{left.group(1)}/cmdline")
+    assert not cmdline.exists() or not cmdline.read_bytes().startswith(b"sleep"), (
+        "it outlived watch"
+    )
     assert proc.returncode == 5 and "Traceback" not in err, err
 
 
