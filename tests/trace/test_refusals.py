@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.events import Event
-from vmmtui.trace.events import CallRefused, ProcessFacts
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import CallRefused, ProcessFacts
 from vmmtui.trace.records import HEAD, REFUSAL, SIDE, Decoder, FileNames
 from vmmtui.trace.refusals import SCM_WORKS, explain
 

@@ -35,8 +35,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from vmmtui.lifeline import die_with_parent, prctl
-from vmmtui.names import shown
+from vmmtui.system.lifeline import die_with_parent, prctl
+from vmmtui.words.names import shown
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -229,6 +229,7 @@ class Command:
         self.kill_at: float | None = None
         self.stop_signals = 0
         self._guard_w: int | None = None
+        self._was_subreaper: bool | None = None
         self._gate_w: int | None = None
 
     @property
@@ -241,7 +242,7 @@ class Command:
         """Find the command (``CommandNotFound``), start the guard, become subreaper, start it."""
         resolve(self.argv)
         self._start_guard()
-        subreaper(True)
+        self._was_subreaper = subreaper(True)
         parent = os.getpid()
         gate_r = -1
         if self.gate:
@@ -370,6 +371,15 @@ class Command:
             time.sleep(0.02)
         return tree | self.kill()
 
+    def _reap(self, pids: set[int]) -> None:
+        """Read the exit status of those of ``pids`` that were our children (the first process,
+        orphans we adopted): none is left a zombie of ours."""
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError, OSError):
+                got, status = os.waitpid(pid, os.WNOHANG)
+                if got == pid:
+                    self.reaped(pid, status)
+
     def close(self) -> None:
         """The end of following: whatever of the tree still runs is stopped, the gate and the
         guard are let go (the guard then finds nothing and exits)."""
@@ -377,7 +387,10 @@ class Command:
             os.close(self._gate_w)
             self._gate_w = None
         if self.proc is not None:
-            self.stop()
+            self._reap(self.stop())
+        if self._was_subreaper is not None:  # as it was: orphans of others go where they went
+            subreaper(self._was_subreaper)
+            self._was_subreaper = None
         if self._guard_w is not None:
             os.close(self._guard_w)
             self._guard_w = None

@@ -16,8 +16,8 @@ import platform
 from dataclasses import dataclass
 
 from vmmtui.backends.pidfd import CAP_SYS_PTRACE, creds_of, is_ancestor, ptrace_rules, ptrace_scope
-from vmmtui.events import PreflightCheck
-from vmmtui.fdtable import kcmp_same_file
+from vmmtui.stream.events import PreflightCheck
+from vmmtui.system.fdtable import kcmp_same_file
 
 #: Yama's ptrace_scope values, in words
 YAMA_RULES = {

@@ -17,7 +17,7 @@ from vmmtui.attach.command import STOP_SIGNALS, Command, Exit, killed_words
 from vmmtui.attach.follow import Follower
 from vmmtui.attach.leaks import leftover_files
 from vmmtui.attach.scan import children
-from vmmtui.events import Event, Notice, WatchFinished
+from vmmtui.stream.events import Event, Notice, WatchFinished
 
 
 class Watch:

@@ -20,7 +20,7 @@ from vmmtui.attach.preflight import SCM_ROAD
 from vmmtui.backends.pidfd import CAP_SYS_PTRACE, Creds, PtraceRules, is_ancestor, ptrace_rules
 from vmmtui.backends.pidfd import creds_of as _creds_of
 from vmmtui.backends.pidfd import ptrace_scope as _ptrace_scope
-from vmmtui.trace.events import CallRefused, ProcessFacts, RefusalCheck
+from vmmtui.stream.observed import CallRefused, ProcessFacts, RefusalCheck
 
 #: said where the ptrace rules alone refused: SCM_RIGHTS needs none of them
 SCM_WORKS = "SCM_RIGHTS over a Unix socket would work here: it needs no ptrace access"
