@@ -196,6 +196,8 @@ class Tracer:
         """A signal for the traced command (``trace -- CMD``); otherwise it ends the trace."""
         if self.tree is not None:
             self.tree.forward(signum)  # a stop signal it ignores becomes SIGKILL after a grace
+            if self.exit is not None and self.tree.stop_signals > 1:
+                self.stopping = True  # a second one: stop waiting for what is still traced
         else:
             self.stopping = True
             self.stopped_by = self.stopped_by or signum
