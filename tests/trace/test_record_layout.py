@@ -43,7 +43,7 @@ def test_the_head_of_every_record_is_struct_rec(btf):
     assert records.HEAD.size == btf.struct("rec").size_or_type == 64
 
 
-@pytest.mark.parametrize("name", ["rec_named", "rec_msg", "rec_fds", "rec_cuda"])
+@pytest.mark.parametrize("name", ["rec_named", "rec_msg", "rec_fds", "rec_cuda", "rec_refusal"])
 def test_each_record_tail_is_its_struct_after_the_head(btf, name):
     got = btf_fields(btf, name)
     head = [(f"h.{n}", o, s, e) for n, o, s, e in python_fields("rec")]
@@ -56,9 +56,14 @@ def test_each_record_tail_is_its_struct_after_the_head(btf, name):
     )
 
 
+def test_a_side_of_a_refusal_is_struct_side(btf):
+    assert btf_fields(btf, "side") == python_fields("side")
+
+
 def test_every_record_struct_is_decoded():
     text = (BPF / "trace.h").read_text()
-    assert set(re.findall(r"^struct (rec\w*) \{", text, re.M)) == set(records.LAYOUTS)
+    structs = set(re.findall(r"^struct (\w+) \{", text, re.M))
+    assert structs == set(records.LAYOUTS)
 
 
 def test_the_kinds_are_the_headers():
@@ -68,7 +73,7 @@ def test_the_kinds_are_the_headers():
         name: getattr(records, name)
         for name in (
             "SEND", "RECV", "PIDFD_OPEN", "PIDFD_GETFD", "CLOSE", "CLOSE_RANGE", "DUP", "MEMFD",
-            "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "DROPPED",
+            "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "REFUSAL", "DROPPED",
         )
     }  # fmt: skip
     assert int(re.search(r"#define MAXFDS (\d+)", text).group(1)) == records.MAXFDS

@@ -25,6 +25,7 @@ from vmmtui.stream.observed import (
     PidfdOpened,
     ProcessExec,
     ProcessExit,
+    ProcessFacts,
     ProcessForked,
     QueuedAtRelease,
     SocketEnd,
@@ -34,7 +35,7 @@ from vmmtui.trace.cuda import FUNCS, base_name
 
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
-FORK, EXEC, EXIT, CUDA, FDS, QUEUED, DROPPED = range(9, 16)
+FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL, DROPPED = range(9, 17)
 DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
 FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
 #: the syscalls whose receive dropped fds (EV_DROPPED's h.ret)
@@ -59,7 +60,17 @@ LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     # EV_FDS, EV_QUEUED, EV_DROPPED
     "rec_fds": (("fds", f"{MAXFDS}i"), ("files", f"{MAXFDS}Q"), ("kinds", f"{MAXFDS}Q")),
     "rec_cuda": (("args", "5Q"), ("dur", "Q"), ("name", "128s")),
+    # struct side: one process of a refused pidfd_getfd, as the kernel's ptrace check sees it
+    "side": (
+        ("pid", "I"), ("uid", "I"), ("euid", "I"), ("suid", "I"), ("gid", "I"), ("egid", "I"),
+        ("sgid", "I"), ("userns", "I"), ("pidns", "I"), ("seccomp", "i"), ("filters", "i"),
+        ("dumpable", "i"), ("cap_eff", "Q"), ("cap_prm", "Q"), ("comm", "16s"),
+    ),
 }  # fmt: skip
+# struct rec_refusal: the caller's side, then the target's
+LAYOUTS["rec_refusal"] = tuple(
+    (f"{who}.{name}", fmt) for who in ("caller", "target") for name, fmt in LAYOUTS["side"]
+)
 
 
 def _struct(name: str) -> struct.Struct:
@@ -71,7 +82,9 @@ NAMED = _struct("rec_named")
 MSG = _struct("rec_msg")
 FDLIST = _struct("rec_fds")
 CUDAREC = _struct("rec_cuda")
+SIDE = _struct("side")
 SIZES = {
+    REFUSAL: HEAD.size + 2 * SIDE.size,
     SEND: HEAD.size + MSG.size,
     RECV: HEAD.size + MSG.size,
     FDS: HEAD.size + FDLIST.size,
@@ -243,6 +256,9 @@ class Decoder:
     def __init__(self, files: FileNames) -> None:
         self.files = files
         self.pending: dict[int, _Message | _Queued] = {}
+        #: a refused pidfd_getfd's facts (EV_REFUSAL, just before its call's record), by thread:
+        #: (importer, exporter or None), taken by whoever explains the refusal
+        self.refusals: dict[int, tuple[ProcessFacts, ProcessFacts | None]] = {}
 
     def __call__(self, raw: bytes) -> list[TraceCall]:
         if len(raw) < HEAD.size:
@@ -264,6 +280,12 @@ class Decoder:
                 return self._extend(r, p)
             return []
         out = [self.pending.pop(r.tid).event()] if p is not None else []
+        if r.type == REFUSAL:
+            caller = _side(r.raw, HEAD.size, "importer")
+            target = _side(r.raw, HEAD.size + SIDE.size, "exporter")
+            if caller is not None:
+                self.refusals[r.tid] = (caller, target)
+            return out
         if r.type in (SEND, RECV):
             ino, peer, sk, peer_sk, fam, namelen, addr, *rest = r.tail(MSG)
             n = min(r.nfds, MAXFDS)
@@ -320,6 +342,19 @@ class Decoder:
         out = [m.event() for m in self.pending.values()]
         self.pending.clear()
         return out
+
+
+def _side(raw: bytes, at: int, role: str) -> ProcessFacts | None:
+    """One ``struct side`` (None: the kernel found no such process)."""
+    pid, uid, euid, suid, gid, egid, sgid, userns, pidns, sec, filters, dumpable, eff, prm, comm = (
+        SIDE.unpack_from(raw, at)
+    )
+    if pid == 0:
+        return None
+    return ProcessFacts(
+        pid, role, _text(comm), uid, euid, suid, gid, egid, sgid, eff, prm, userns, pidns, sec,
+        filters, dumpable,
+    )  # fmt: skip
 
 
 def decode(r: Raw, files: FileNames) -> TraceCall | None:

@@ -25,7 +25,8 @@ enum kind {
 	EV_CUDA = 12,
 	EV_FDS = 13,     /* more fds of the message of the record before it (same tid and ktime) */
 	EV_QUEUED = 14,  /* SCM_RIGHTS fds still queued on a Unix socket at its release */
-	EV_DROPPED = 15, /* SCM_RIGHTS fds a receive without room for them (read()) made the kernel close */
+	EV_REFUSAL = 15, /* what decides a refused pidfd_getfd, read while both processes live */
+	EV_DROPPED = 16, /* SCM_RIGHTS fds a receive without room for them (read()) made the kernel close */
 };
 
 /* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
@@ -85,6 +86,24 @@ struct rec_cuda {
 	__u64 args[5];
 	__u64 dur;
 	__u8 name[NAMELEN];
+};
+
+/* one side of a refused pidfd_getfd (the caller, the target), as the kernel's ptrace check sees
+ * it: credentials, capabilities, user and PID namespace, seccomp, dumpable */
+struct side {
+	__u32 pid; /* in the initial PID namespace; 0: not found */
+	__u32 uid, euid, suid, gid, egid, sgid;
+	__u32 userns, pidns;
+	__s32 seccomp, filters, dumpable; /* dumpable -1: no mm */
+	__u64 cap_eff, cap_prm;
+	char comm[16];
+};
+
+/* EV_REFUSAL: submitted just before the EV_PIDFD_GETFD record it explains (same thread) */
+struct rec_refusal {
+	struct rec h;
+	struct side caller;
+	struct side target;
 };
 
 #endif
