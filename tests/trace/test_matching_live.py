@@ -73,6 +73,8 @@ def assert_every_receive_names_its_sender(truth: list[dict], events: list, n: in
 def test_one_file_sent_over_two_sockets_at_once_names_each_sender(tmp_path):
     truth, events = trace(tmp_path, "two-sockets", "2")
     assert_every_receive_names_its_sender(truth, events, 4)
+    # what each file sent is, read in the kernel at the send
+    assert [e.kinds for e in events if isinstance(e, FdsSent)] == [["memfd"]] * 4
 
 
 @pytest.mark.slow

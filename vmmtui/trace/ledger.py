@@ -2,11 +2,11 @@
 what, and who pins it now. No Textual, no /proc: everything comes from the events, so a recording
 folds into the same ledger as the live trace.
 
-An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): the fd a
-sender sent and the fd its receiver got carry the same ``file``, so a send is matched to its
-receive exactly. GPU allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle
-bytes. ``apply`` returns the findings an event brings (a matched share, a refused call, a leak at
-an exit); ``finish`` those the end brings (receives whose send never came).
+An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): a receive
+is the send of the same ``file`` queued on the receiving socket (``matching``), exactly. GPU
+allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle bytes. ``apply``
+returns the findings an event brings (a matched share, a refused call, a leak at an exit);
+``finish`` those the end brings (receives whose send never came).
 
 What the ledger claims, the kernel said. "In-flight" (sent, never received) is said only where
 the kernel reported the fd still queued when its socket was released (``QueuedAtRelease``): a

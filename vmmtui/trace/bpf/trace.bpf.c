@@ -6,8 +6,10 @@
  * SCM_RIGHTS, pidfd_open, pidfd_getfd, close, close_range, dup*, fcntl(F_DUPFD*) and memfd_create
  * of the traced processes; sched_process_fork/exec/exit follow the process tree (children of a
  * traced process are traced from their first instruction). Every fd that travels is named by its
- * struct file pointer, read from the fd table of the sender and of the receiver: the same pointer
- * on both sides is the same open file, so userspace matches a send to its receive exactly.
+ * struct file pointer, read from the fd table of the sender and of the receiver (the same pointer
+ * on both sides is the same open file), and its socket by its struct sock and its peer's: a
+ * message is queued on the sending socket's peer, so userspace matches a receive to its send
+ * exactly, on the socket pair that carried it. The records' layout is trace.h.
  *
  * Cost: every syscall of the machine passes sys_enter and sys_exit, so both end at once for the
  * calls not traced (the syscall number, then one bit of the tgid bitmap: an array lookup the
@@ -18,10 +20,11 @@
  * A message with more fds than one record holds (16) is followed by continuation records (up to
  * SCM_RIGHTS' 253); what could not be read is counted in the head record, never cut silently.
  * kfree_skb reports the SCM_RIGHTS fds of a Unix socket's message freed unreceived (the socket
- * holding it released or collected): the kernel's own statement that they were never received. Two uprobe
- * programs, attached by userspace to each CUDA driver function with the function's index as the
- * BPF cookie, record the driver calls with their CUresult. What does not fit in the ring buffer
- * is counted per CPU with the time of its first and last drop, never dropped silently.
+ * holding it released or collected): the kernel's own statement that they were never received;
+ * skb_copy_datagram_iovec, a message's fds a read() without room for them made the kernel close.
+ * Two uprobe programs, attached by userspace to each CUDA driver function with the function's
+ * index as the BPF cookie, record the driver calls with their CUresult. What does not fit in the
+ * ring buffer is counted per CPU with the time of its first and last drop, never dropped silently.
  * Rebuild with scripts/build-bpf.sh (the shipped trace.bpf.o must match this source). */
 #include "kernel.h"
 #include "trace.h"
@@ -31,8 +34,9 @@
 
 /* keeps the record structs of trace.h in the object's BTF (nothing calls it; libbpf loads only the
  * functions programs call): tests/trace/test_record_layout.py reads them from there */
-__attribute__((used)) static int record_layouts(struct rec *a, struct rec_named *b, struct rec_msg *c,
-						struct rec_fds *d, struct rec_cuda *e)
+__attribute__((used)) static int record_layouts(struct rec *a, struct rec_named *b,
+						struct rec_msg *c, struct rec_fds *d,
+						struct rec_cuda *e)
 {
 	return 0;
 }
@@ -304,16 +308,40 @@ static __always_inline __u64 fd_file(int fd, bool btf)
 }
 
 /* what an open file is, for FdsSent.kinds: its superblock's magic << 32 | its device's major
- * << 16 | its i_mode (userspace names memfd, socket, pidfd, dma-buf, /dev/nvidia*) */
+ * << 16 | its i_mode (userspace names memfd, socket, pidfd, dma-buf, /dev/nvidia*); global
+ * functions, verified once however many files a message carries */
+__attribute__((noinline)) int file_magic(__u64 file)
+{
+	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);
+}
+
+__attribute__((noinline)) int file_mode(__u64 file)
+{
+	struct inode *ino = BPF_CORE_READ((struct file *)file, f_inode);
+	__u32 major = BPF_CORE_READ(ino, i_rdev) >> 20;
+	__u16 mode = BPF_CORE_READ(ino, i_mode);
+	return ((major & 0xffff) << 16) | mode;
+}
+
 static __always_inline __u64 file_kind(__u64 file)
 {
 	if (!file)
 		return 0;
-	struct inode *ino = BPF_CORE_READ((struct file *)file, f_inode);
-	__u64 magic = BPF_CORE_READ(ino, i_sb, s_magic);
-	__u32 major = BPF_CORE_READ(ino, i_rdev) >> 20;
-	__u16 mode = BPF_CORE_READ(ino, i_mode);
-	return (magic << 32) | ((__u64)(major & 0xffff) << 16) | mode;
+	return ((__u64)(__u32)file_magic(file) << 32) | (__u32)file_mode(file);
+}
+
+/* FdsSent.kinds of a message's first n files: verified once (a global function) */
+__attribute__((noinline)) int msg_kinds(struct rec_msg *m, __u32 n)
+{
+	if (!m)
+		return 0;
+	for (int j = 0; j < MAXFDS; j++) {
+		if (j >= n)
+			break;
+		__u64 i = slot(j);
+		m->kinds[i] = file_kind(m->files[i]);
+	}
+	return 0;
 }
 
 static __always_inline void read_socket(struct rec_msg *m, int sockfd, bool btf)
@@ -448,11 +476,11 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 				m->fds[i] = fd;
 				m->files[i] = fd_file(fd, btf);
 				watch_file(m->files[i]);
-				if (type == EV_SEND)
-					m->kinds[i] = file_kind(m->files[i]);
 				n = j + 1;
 			}
 			m->h.nfds = n;
+			if (type == EV_SEND) /* what each file is (FdsSent.kinds) */
+				msg_kinds(m, n);
 			__u64 ktime = m->h.ktime;
 			submit(m, false);
 			for (int k = 1; k < MAXCHUNKS; k++) {

@@ -26,7 +26,7 @@ enum kind {
 	EV_FDS = 13,     /* more fds of the message of the record before it (same tid and ktime) */
 	EV_QUEUED = 14,  /* SCM_RIGHTS fds still queued on a Unix socket at its release */
 	EV_REFUSAL = 15, /* what decides a refused pidfd_getfd, read while both processes live */
-	EV_DROPPED = 16, /* SCM_RIGHTS fds a receive without room for them (read()) made the kernel close */
+	EV_DROPPED = 16, /* SCM_RIGHTS fds the kernel closed: a receive (read()) had no room for them */
 };
 
 /* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
