@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg, terminal_missing
+from vmmtui.cli.options import (
+    EXIT_OK,
+    EXIT_USAGE,
+    not_a_terminal,
+    pace_arg,
+    step_arg,
+    terminal_missing,
+)
 
 #: what ``vmmtui replay --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -117,8 +124,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.tui.replay import is_trace_recording
 
     trace = is_trace_recording(recording)
-    # a pipe gets the text, unless the options ask for what only the inspector makes (--html…)
-    printed = trace and (args.text or not (sys.stdout.isatty() or _inspector_only(args)))
+    # a pipe (or TERM=dumb) gets the text, unless the options ask for what only the inspector
+    # makes (--html…)
+    screen = not_a_terminal() is None
+    printed = trace and (args.text or not (screen or _inspector_only(args)))
     if printed and (unused := _inspector_only(args)):
         print(
             f"vmmtui replay: --text prints {recording.path} as the trace printed it: "
