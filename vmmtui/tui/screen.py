@@ -14,7 +14,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from vmmtui.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
@@ -25,6 +25,8 @@ from vmmtui.tui.widgets.teaching import TeachingPanel
 from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 from vmmtui.view import Display, ScreenState
 
+#: the smallest terminal the inspector is drawn on; below it, one centred line says so
+MIN_WIDTH, MIN_HEIGHT = 80, 24
 #: below these sizes the layout gives up parts to keep the fd tables on screen
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 MEDIUM_HEIGHT = 46
@@ -58,6 +60,7 @@ class InspectorScreen(Screen):
         self.ready = False
 
     def compose(self) -> ComposeResult:
+        yield Static(id="too-small")
         state = self.state
         if state.programs is not None:
             yield from self._compose_programs()
@@ -110,6 +113,13 @@ class InspectorScreen(Screen):
         self._tiers(event.size.width, event.size.height)
 
     def _tiers(self, width: int, height: int) -> None:
+        small = width < MIN_WIDTH or height < MIN_HEIGHT
+        if small:  # borders with nothing in them told no one why: the screen says it instead
+            self.query_one("#too-small", Static).update(
+                f"too small: {MIN_WIDTH}×{MIN_HEIGHT} needed, this is {width}×{height}\n"
+                "q quits"
+            )
+        self.set_class(small, "-too-small")
         self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
         self.set_class(height < MEDIUM_HEIGHT, "-medium")
         self.set_class(height < TINY_HEIGHT, "-tiny")
