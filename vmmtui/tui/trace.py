@@ -90,6 +90,9 @@ class TraceApp(Viewer):
         self.error = ""
         #: events folded into the live state (the newest are folded at the next repaints)
         self.live_to = 0
+        #: the traced command was still running when the app ended and was stopped by it: its
+        #: exit status is ours, not its own
+        self.stopped_command = False
 
     @property
     def timeline(self) -> CallTimeline:
@@ -150,7 +153,7 @@ class TraceApp(Viewer):
                 self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
-                stop_command(self.tracer)
+                self.stopped_command = stop_command(self.tracer) or self.stopped_command
         try:
             for e in self.tracer.events(on_batch=flush):
                 if isinstance(e, TraceStarted):  # then, for -p, who they are (from /proc)
@@ -286,20 +289,23 @@ class TraceApp(Viewer):
         self.quitting = True
         if self.tracer is None:
             return
-        stop_command(self.tracer)
+        self.stopped_command = stop_command(self.tracer) or self.stopped_command
         self.tracer.stopping = True
         if self.thread is not None:
             self.thread.join(1.0)
 
 
-def stop_command(tracer: Any) -> None:
+def stop_command(tracer: Any) -> bool:
     """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
-    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
+    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone). True when the command
+    was still running (its exit status is then ours, not its own)."""
     from vmmtui.trace.tracer import descendants
 
-    proc = getattr(tracer, "proc", None)
+    # the eBPF tracer holds the command's process; the polling trace's watch does
+    proc = getattr(tracer, "proc", None) or getattr(getattr(tracer, "watch", None), "proc", None)
     if proc is None or getattr(tracer, "exit", None) is not None:
-        return
+        return False
+    running = _alive(proc.pid)
     tree = {proc.pid} | descendants({proc.pid})
     for pid in tree:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -311,6 +317,7 @@ def stop_command(tracer: Any) -> None:
         if _alive(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+    return running
 
 
 def _alive(pid: int) -> bool:

@@ -4,7 +4,7 @@ of them, going back and forth, autoplay, the cast, screenshots, help, and the si
 The app is a ``FrameStates`` (the state at every frame, cached) and the frame on show; ``show(i)``
 puts that state on the screen. A cast gets one frame per state shown. SIGINT, SIGTERM and SIGHUP
 end the app cleanly at any moment: ``stop(signum)`` (the live app closes its session first), exit
-status 128 + signal.
+status 128 + signal (``interrupts.exit_status``); Ctrl-C, a key to the app, is SIGINT's.
 """
 
 from __future__ import annotations
@@ -434,3 +434,8 @@ class Viewer(App[int]):
 
     async def action_quit(self) -> None:
         self.finish(0)
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: the terminal gives it to the app as a key, not as SIGINT; it ends the app as
+        SIGINT does (exit status 130), as in every other command."""
+        self.stop(signal.SIGINT)
