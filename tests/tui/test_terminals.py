@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from terminal import Terminal
+from terminal import Terminal, alive
 
 
 @pytest.mark.parametrize("term", ["dumb", None], ids=["TERM=dumb", "no-TERM"])
@@ -80,6 +80,7 @@ def test_every_screen_ends_with_one_exit_status_rule(tmp_path, screen, end):
     try:
         t.wait_for(ready, timeout=60)
         time.sleep(0.3)
+        started = t.workers()  # the inspector's workers, the traced or watched command
         if end == "q":
             t.press("q")
         elif end == "ctrl-c":
@@ -90,6 +91,10 @@ def test_every_screen_ends_with_one_exit_status_rule(tmp_path, screen, end):
         assert took is not None, t.text[-1500:]
         assert t.proc.returncode == ENDS[end], (t.proc.returncode, t.text[-800:])
         assert "Traceback" not in t.text
+        deadline = time.monotonic() + 2.0
+        while alive(started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive(started) == [], "left running"
     finally:
         t.close()
         target.kill()
