@@ -231,8 +231,10 @@ class TraceApp(Viewer):
         if self.shown is None:
             behind = len(self.timeline.events) - self.live_to
             folding = f" · folding {behind} more events" if behind > 0 else ""
-            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}{folding}"
-        return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
+            ended = "ENDED" if self.ended else "LIVE"
+            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}"
+        shown = self.frames.frames[self.shown].steps
+        return f"AS OF CALL {shown} of {calls}{self.traced_beyond_frames()} · end: live"
 
     def subtitle(self, state: ScreenState) -> str:
         return self.sub
