@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -112,5 +113,21 @@ def test_q_after_the_traced_command_ended_gives_its_status(tmp_path, screen):
         t.press("q")
         assert t.ended_within(10) is not None, t.text[-1500:]
         assert t.proc.returncode == 3, t.text[-800:]
+    finally:
+        t.close()
+
+
+def test_the_gallery_list_fits_an_80_column_terminal_at_spaces(tmp_path):
+    """On a terminal of 80 columns the list's lines were cut mid-word by the terminal."""
+    t = Terminal(tmp_path, "replay", "--list", width=80)
+    try:
+        assert t.ended_within(20) is not None and t.proc.returncode == 0
+        lines = t.text.replace("\r", "").splitlines()
+        assert lines and max(len(line) for line in lines) <= 80
+        piped = subprocess.run(
+            [sys.executable, "-m", "vmmtui", "replay", "--list"], capture_output=True, text=True
+        ).stdout
+        assert " ".join(t.text.split()) == " ".join(piped.split())  # the same words, none cut
+        assert max(len(line) for line in piped.splitlines()) > 80  # a pipe: one line each
     finally:
         t.close()

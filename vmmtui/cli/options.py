@@ -234,6 +234,37 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
     )
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help``: each command's opening text reflowed to the terminal's width at spaces (it was
+    written at 96 columns and a terminal of 80 cut its words in two); indented lines (the
+    examples) are kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out: list[str] = []
+        prose: list[str] = []
+
+        def flush() -> None:
+            if prose:
+                room = max(min(width, 96), 20)  # a wide terminal: lines still easy to read
+                out.extend(
+                    textwrap.wrap(
+                        " ".join(prose), room, break_long_words=False, break_on_hyphens=False
+                    )
+                )
+                prose.clear()
+
+        for line in text.splitlines():
+            if line and not line[0].isspace():
+                prose.append(line.strip())
+                continue
+            flush()
+            out.append(line.rstrip())
+        flush()
+        return "\n".join(indent + line if line else line for line in out) + "\n"
+
+
 #: TERM values that name no terminal a screen can be drawn on (no cursor movement, no
 #: alternate screen): an app drawn there shows its first frame and never answers a key
 NO_SCREEN_TERMS = ("", "dumb", "unknown")
