@@ -269,3 +269,30 @@ async def test_at_80x24_a_teachers_note_grows_the_panel_and_a_longer_one_counts_
         panel = app.query_one(TeachingPanel)
         whole = len(panel.note_text.wrap(app.console, panel.size.width))
         assert int(said.group(1)) == whole - panel.size.height
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(120, 36), (80, 24)])
+async def test_a_mapping_card_left_out_is_said_on_its_panels_border(size):
+    """With several consumers the producer's card was dropped at small sizes with no sign."""
+    from vmmtui.tui.cast import plain, screen_ansi
+
+    app = ReplayApp(gallery.resolve("h100-consumers4-writes"))
+    async with app.run_test(size=size) as pilot:
+        seen = 0
+        for frame in (app.frames.last // 2, app.frames.last):
+            app.go(frame)
+            await pilot.pause()
+            await pilot.pause()
+            screen = plain(screen_ansi(app)).splitlines()
+            for panel in app.query(ProcessPanel):
+                s, region = panel.worker_state, panel.region
+                if not region.height or s is None or s.mapping.handle is None:
+                    continue  # on another tab, or nothing in its card
+                if app.query_one(f"#{panel.role}-card").region.height:
+                    continue  # drawn
+                border = screen[region.y + region.height - 1][region.x : region.right]
+                assert re.search(r"\+ mapping card \(\d+ rows\)", border), (frame, border)
+                seen += 1
+        assert seen  # some card was left out at this size, and said

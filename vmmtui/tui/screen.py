@@ -116,8 +116,7 @@ class InspectorScreen(Screen):
         small = width < MIN_WIDTH or height < MIN_HEIGHT
         if small:  # borders with nothing in them told no one why: the screen says it instead
             self.query_one("#too-small", Static).update(
-                f"too small: {MIN_WIDTH}×{MIN_HEIGHT} needed, this is {width}×{height}\n"
-                "q quits"
+                f"too small: {MIN_WIDTH}×{MIN_HEIGHT} needed, this is {width}×{height}\nq quits"
             )
         self.set_class(small, "-too-small")
         self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
@@ -156,11 +155,9 @@ class InspectorScreen(Screen):
         if self.state.programs is not None:
             self.paint()
             return
-        for widget in [
-            *self.query(ProcessPanel),
-            self.query_one("#wire"),
-            self.query_one("#teaching"),
-        ]:
+        for panel in self.query(ProcessPanel):
+            panel.show_mark(mark)  # beside what the panel says it left out
+        for widget in [self.query_one("#wire"), self.query_one("#teaching")]:
             widget.border_subtitle = mark
 
     def panel(self, role: str) -> ProcessPanel:
