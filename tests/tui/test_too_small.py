@@ -42,3 +42,25 @@ async def test_a_terminal_below_80x24_says_so_and_the_screen_comes_back(recordin
         assert words(app) == ["too small: 80×24 needed, this is 100×23", "q quits"]
         await pilot.press("q")
     assert app.return_code == 0
+
+
+@pytest.mark.asyncio
+async def test_the_footer_shows_each_key_whole_or_not_at_all():
+    """At 80 columns the footer's row was cut at the palette's key: "a▏", "^r Restar▏"."""
+    from textual.widgets._footer import FooterKey
+
+    app = ReplayApp(gallery.resolve("cpu-memfd-1mib"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for size in [(80, 24), (120, 40), (80, 24)]:
+            await pilot.resize_terminal(*size)
+            for _ in range(4):
+                await pilot.pause()
+            keys = list(app.screen.query(FooterKey))
+            [palette] = [k for k in keys if k.has_class("-command-palette")]
+            shown = [k for k in keys if k is not palette and k.display]
+            assert shown and all(k.region.right <= palette.region.x for k in shown), size
+            assert all(k.region.width for k in shown), size
+            said = " ".join(k.description for k in shown)
+            assert "Next" in said and "Quit" in said and "Help" in said, said
+            if size == (80, 24):
+                assert len(shown) < len(keys) - 1  # some did not fit, and are not drawn

@@ -14,10 +14,11 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from vmmtui.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.footer import KeysFooter
 from vmmtui.tui.widgets.process_panel import ProcessPanel
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.step_bar import StepBar
@@ -83,7 +84,7 @@ class InspectorScreen(Screen):
         yield TeachingPanel(self.replay, self.display_mode, id="teaching")
         yield EventLog(id="log")
         yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
-        yield Footer()
+        yield KeysFooter()
 
     def _compose_programs(self) -> ComposeResult:
         """Programs vmmtui did not start: a panel per process (added as they come), the wire
@@ -100,7 +101,7 @@ class InspectorScreen(Screen):
         log.window = LOG_WINDOW
         yield log
         yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.set_class(self.state.programs is not None, "-programs")
