@@ -103,4 +103,5 @@ async def test_the_live_inspector_without_colour(monkeypatch, tmp_path, size):
         text = await tour(pilot, steps=0)
         assert "event log" in text and "6/" in text
         await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     assert app.return_code == 0
