@@ -19,7 +19,7 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.interrupts import delivered_to, exit_status
+from vmmtui.system.interrupts import delivered_to, exit_status
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -341,8 +341,8 @@ class Stream:
         return e
 
     def events(self, on_batch=None):
-        from vmmtui.events import ProcessUnreadable, WatchFinished
-        from vmmtui.trace.events import TraceFinished
+        from vmmtui.stream.events import ProcessUnreadable, WatchFinished
+        from vmmtui.stream.observed import TraceFinished
 
         for e in self.source.events(on_batch=on_batch):
             self.names.see(e)
@@ -357,8 +357,8 @@ class Stream:
             elif isinstance(e, WatchFinished):
                 self.leaks = e.leaks
             yield self._tee(e)
-            for f in self.ledger.apply(e):
-                yield self._tee(f)
+            for said in self.ledger.apply(e):  # findings, and probes
+                yield self._tee(said)
 
     def stop(self) -> None:
         self.source.stopping = True
@@ -426,7 +426,7 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
-    import vmmtui.console  # noqa: F401
+    import vmmtui.render.console  # noqa: F401
     import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
@@ -519,7 +519,7 @@ def _close_sinks(
         if problem := getattr(sink, "problem", ""):
             print(f"vmmtui {said}: --otlp: {problem}", file=sys.stderr)
     if perfetto:
-        from vmmtui import perfetto as chrome_json
+        from vmmtui.render import perfetto as chrome_json
 
         try:
             n = chrome_json.write(perfetto, events)
@@ -537,9 +537,9 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.console import print_json
-    from vmmtui.events import Leak, WatchFinished
-    from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
+    from vmmtui.render.console import print_json
+    from vmmtui.stream.events import Leak, WatchFinished
+    from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
@@ -641,7 +641,7 @@ def replay_trace(recording) -> int:
     """A trace recording, printed as the live trace printed it (the ledger folded again)."""
     from rich.console import Console
 
-    from vmmtui.trace.events import (
+    from vmmtui.stream.observed import (
         LedgerFinding,
         TraceFinished,
     )
