@@ -63,7 +63,7 @@ class TeachingPanel(Static):
         part's last row ending in "…": a small terminal once dropped the rest silently. The
         teacher's note keeps its rows first; the step's text gives way to it."""
         text, limit = self.full, self.styles.max_height
-        width = self.size.width - self.styles.gutter.width
+        width = self.size.width  # the content's: inside the border and the padding
         if limit is None or width <= 0:
             return text
         rows = int(limit.value) - self.styles.gutter.height
@@ -73,19 +73,24 @@ class TeachingPanel(Static):
         note = list(self.note_text.wrap(console, width)) if self.note_text.plain else []
         step = list(self.step_text.wrap(console, width)) if self.step_text.plain else []
         if len(note) >= rows - (1 if step else 0):  # the note alone fills the panel
-            return self._cut(note, rows, width, hidden=bool(step))  # "…": the step's text is out
+            # "…": the step's text is out; "+N lines": so is the end of the note
+            return self._cut(note, rows, width, hidden=bool(step), count=True)
         return Text("\n").join([self._cut(step, rows - len(note), width), *note])
 
     @staticmethod
-    def _cut(lines: list[Text], rows: int, width: int, hidden: bool = False) -> Text:
+    def _cut(
+        lines: list[Text], rows: int, width: int, hidden: bool = False, count: bool = False
+    ) -> Text:
         """``lines`` cut to ``rows``, the last ending in "…" when some (or, ``hidden``, another
-        part of the text) were left out."""
+        part of the text) were left out; ``count``: and how many of ``lines`` ("… +3 lines")."""
         kept = lines[: max(rows, 1)]
         if hidden or len(kept) < len(lines):
+            left = len(lines) - len(kept)
+            sign = f" … +{left} line{'s' if left > 1 else ''}" if count and left else " …"
             last = kept[-1]
             last.rstrip()
-            last.truncate(width - 2)
-            last.append(" …", "bold")
+            last.truncate(width - len(sign))
+            last.append(sign, "bold")
         return Text("\n").join(kept)
 
     def _text(self, state: ScreenState) -> tuple[str, Text]:
