@@ -68,7 +68,8 @@ class TeachingPanel(Static):
     def _fitted(self) -> Text:
         """The text cut to the rows the panel may take (its max-height less its border), a cut
         part's last row ending in "…": a small terminal once dropped the rest silently. The
-        teacher's note keeps its rows first; the step's text gives way to it."""
+        teacher's note keeps its rows first; the step's text gives way to it. The kernel's line
+        (eBPF) is the first to go where rows are short: the event log holds it too."""
         text, limit = self.full, self.styles.max_height
         width = self.size.width - self.styles.gutter.width
         if limit is None or width <= 0:
@@ -77,8 +78,11 @@ class TeachingPanel(Static):
         console = self.app.console
         if rows <= 0 or len(text.wrap(console, width)) <= rows:
             return text
-        kept = Text("\n").join(t for t in (self.kernel_text, self.note_text) if t.plain)
-        note = list(kept.wrap(console, width)) if kept.plain else []
+        if self.kernel_text.plain:
+            text = Text("\n").join(t for t in (self.step_text, self.note_text) if t.plain)
+            if len(text.wrap(console, width)) <= rows:
+                return text
+        note = list(self.note_text.wrap(console, width)) if self.note_text.plain else []
         step = list(self.step_text.wrap(console, width)) if self.step_text.plain else []
         if len(note) >= rows - (1 if step else 0):  # the note alone fills the panel
             return self._cut(note, rows, width, hidden=bool(step))  # "…": the step's text is out

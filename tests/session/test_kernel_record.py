@@ -1,0 +1,138 @@
+"""The kernel's own record of the demo's workers (eBPF): real memfd runs, as root.
+
+Runs that need eBPF skip with the reason where it is unavailable, as the trace tests do; the
+fallback's line is forced with a real privilege drop (``setpriv``: root without capabilities) and
+with ``VMMTUI_NO_EBPF``."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from vmmtui.plan.steps import build_plan
+from vmmtui.session.kernel import OFF_ENV
+
+#: the slow tier: each is a whole run with the probe loaded (README)
+pytestmark = pytest.mark.slow
+
+PLAN = build_plan()
+
+
+@pytest.fixture(scope="module")
+def ebpf():
+    from vmmtui.session.kernel import why_off
+    from vmmtui.trace.loader import Probe, ProbeUnavailable
+
+    reason = why_off()
+    if reason:
+        pytest.skip(f"eBPF unavailable: {reason}")
+    try:
+        Probe().close()
+    except ProbeUnavailable as exc:
+        pytest.skip(f"eBPF unavailable: {exc}")
+
+
+def run(tmp_path, *args, prefix=(), env=None):
+    res = subprocess.run(
+        [*prefix, sys.executable, "-m", "vmmtui", "run", "--backend", "memfd"] + list(args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path), **(env or {})},
+    )
+    assert os.listdir(tmp_path) == [], "the run left something in its directory"
+    return res
+
+
+def events_of(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_run_json_carries_the_kernels_send_and_receive_with_kcmps_file(tmp_path, ebpf):
+    res = run(tmp_path, "--json")
+    assert res.returncode == 0, res.stderr
+    ev = events_of(res.stdout)
+    pids = {e["role"]: e["pid"] for e in ev if e["event"] == "WorkerStarted"}
+    socket_path = next(e["socket_path"] for e in ev if e["event"] == "SessionStarted")
+    started = next(e for e in ev if e["event"] == "TraceStarted")
+    assert started["mode"] == "ebpf" and set(started["targets"]) == set(pids.values())
+    # the producer's send on the session's socket, in its send step, before the step's answer
+    send_at = next(
+        i for i, e in enumerate(ev) if e["event"] == "StepStarted" and e["step"] == "send"
+    )
+    send_done = next(
+        i for i, e in enumerate(ev) if e["event"] == "StepDone" and e["report"]["step"] == "send"
+    )
+    sent = [
+        (i, e)
+        for i, e in enumerate(ev)
+        if e["event"] == "FdsSent" and e["sock"]["name"] == socket_path
+    ]
+    assert len(sent) == 1, sent
+    i, fs = sent[0]
+    assert fs["pid"] == pids["producer"] and send_at < i < send_done
+    # the consumer's receive, of the same struct file, in its receive step
+    recv_at = next(
+        i for i, e in enumerate(ev) if e["event"] == "StepStarted" and e["step"] == "receive"
+    )
+    recv_done = next(
+        i for i, e in enumerate(ev) if e["event"] == "StepDone" and e["report"]["step"] == "receive"
+    )
+    got = [
+        (i, e)
+        for i, e in enumerate(ev)
+        if e["event"] == "FdsReceived" and e["sock"]["name"] == socket_path
+    ]
+    assert len(got) == 1, got
+    j, fr = got[0]
+    assert fr["pid"] == pids["consumer"] and recv_at < j < recv_done
+    assert fr["files"] == fs["files"] and fs["files"][0]
+    # the same pair of fds that kcmp, asked by the session, found to be one open file
+    kcmp = next(e for e in ev if e["event"] == "KcmpVerdict")
+    assert kcmp["same"] is True
+    assert (kcmp["producer_fd"], kcmp["consumer_fd"]) == (fs["fds"][0], fr["fds"][0])
+    assert (kcmp["producer_pid"], kcmp["consumer_pid"]) == (pids["producer"], pids["consumer"])
+    # the record ends, probes detached, before the session says it closed cleanly
+    names = [e["event"] for e in ev]
+    assert names.index("TraceFinished") < names.index("SessionClosed")
+    finished = ev[names.index("TraceFinished")]
+    assert finished["lost"] == 0 and finished["events"] >= 2
+    assert ev[-1]["event"] == "SessionClosed" and ev[-1]["clean"]
+
+
+def test_run_prints_the_kernels_line_under_the_step_and_no_kernel_hides_it(tmp_path, ebpf):
+    res = run(tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    received = next(k for k, line in enumerate(lines) if "Received FD:" in line)
+    fd = lines[received].split("Received FD:")[1].split(",")[0].strip()
+    kernel = lines[received + 1]
+    assert kernel.startswith("consumer │   kernel: producer sendmsg SCM_RIGHTS fd "), kernel
+    assert kernel.endswith(f"→ consumer fd {fd} (recvmsg), same struct file")
+    off = run(tmp_path, "--no-kernel", "--json")
+    assert off.returncode == 0, off.stderr
+    names = {e["event"] for e in events_of(off.stdout)}
+    assert not names & {"TraceStarted", "FdsSent", "FdsReceived", "TraceFinished"}
+    assert "not shown" not in off.stdout
+
+
+@pytest.mark.parametrize("how", ["env", "no-capabilities"])
+def test_without_ebpf_one_line_says_why_and_the_run_is_as_before(tmp_path, how):
+    if how == "env":
+        res = run(tmp_path, "--json", env={OFF_ENV: "1"})
+        why = f"{OFF_ENV} is set"
+    else:
+        if shutil.which("setpriv") is None or os.geteuid() != 0:
+            pytest.skip("needs root and setpriv to drop the capabilities")
+        res = run(tmp_path, "--json", prefix=["setpriv", "--bounding-set=-all", "--inh-caps=-all"])
+        why = "eBPF needs root or CAP_BPF and CAP_PERFMON (root without the capabilities)"
+    assert res.returncode == 0, res.stderr
+    ev = events_of(res.stdout)
+    said = [e["text"] for e in ev if e["event"] == "Notice" and "kernel's own record" in e["text"]]
+    assert len(said) == 1, said
+    assert why in said[0] and "sudo" in said[0]
+    assert not any(e["event"].startswith(("Trace", "Fds")) for e in ev)
+    assert ev[-1]["event"] == "SessionClosed" and ev[-1]["clean"]
