@@ -136,3 +136,39 @@ def test_without_ebpf_one_line_says_why_and_the_run_is_as_before(tmp_path, how):
     assert why in said[0] and "sudo" in said[0]
     assert not any(e["event"].startswith(("Trace", "Fds")) for e in ev)
     assert ev[-1]["event"] == "SessionClosed" and ev[-1]["clean"]
+
+
+def bpf_fds() -> list[str]:
+    """This process's fds on BPF objects (links, programs, maps): what the probe holds."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("anon_inode:bpf"):
+            out.append(target)
+    return out
+
+
+def test_the_probe_detaches_when_the_session_closes_mid_plan(tmp_path, ebpf):
+    from vmmtui.plan.config import SessionConfig
+    from vmmtui.session import Session
+    from vmmtui.stream.events import SessionClosed
+    from vmmtui.stream.observed import TraceFinished
+
+    before = bpf_fds()
+    s = Session(SessionConfig(backend="memfd", size=1 << 16, tmpdir=str(tmp_path), kernel=True))
+    try:
+        s.start()
+        for _ in range(3):
+            s.step()
+        assert s.kernel.on
+        assert any(t == "anon_inode:bpf_link" for t in bpf_fds()), bpf_fds()
+    finally:
+        closing = s.close()
+    # the close said the record ended, then that nothing was left behind; the links are gone
+    assert [type(e) for e in closing][-1] is SessionClosed and closing[-1].clean
+    assert any(isinstance(e, TraceFinished) for e in closing)
+    assert not s.kernel.on and bpf_fds() == before
+    assert os.listdir(tmp_path) == []
