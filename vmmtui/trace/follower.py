@@ -16,12 +16,15 @@ from vmmtui.stream.observed import TraceFinished, TraceStarted
 from vmmtui.trace.order import stamp
 from vmmtui.trace.tracer import Tracer
 
+#: the demo's workers make tens of calls a step, drained after each: a small ring holds them all
+RING_BYTES = 4 << 20
+
 
 class Follower(Tracer):
     """Follows the pids it is given (``take``); ``drain`` returns what the kernel recorded."""
 
     def __init__(self) -> None:
-        super().__init__(pids=[], cuda=True, nvml=False, quiet=True)
+        super().__init__(pids=[], cuda=True, nvml=False, quiet=True, ring_bytes=RING_BYTES)
         self._start_ns = time.monotonic_ns()
 
     def take(self, pid: int) -> None:

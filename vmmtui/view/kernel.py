@@ -80,7 +80,8 @@ def fold_kernel(
         return view, None
     pid = getattr(e, "pid", 0)
     role = roles.get(pid, "")
-    files, sources = dict(view.files), ()
+    files = dict(view.files)
+    sources: tuple[Source | None, ...] = ()
     if isinstance(e, FdsReceived):
         sources = tuple(files.get(f) if f else None for f in e.files)
         for fd, f in zip(e.fds, e.files, strict=False):
