@@ -151,7 +151,7 @@ def test_accept_drains_a_flood_and_lets_the_consumer_in(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from vmmtui import channel; "
+            "import sys; from vmmtui.wire import channel; "
             f"s, _ = channel.connect({path!r}, 20); print('in', flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,

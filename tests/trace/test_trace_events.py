@@ -37,6 +37,8 @@ EXAMPLES = [
         [te.RefusalCheck("pid namespace", False, "differs")],
     ),
     te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110),
+    te.CapabilityProbe(11, "cuMemCreate", "fabric-handles", "no-imex-channel", 800, 113),
+    te.ProcessIdentity(11, "docker 3f2a1b4c5d6e", "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6", 1, 114),
 ]
 
 

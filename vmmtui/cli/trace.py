@@ -352,8 +352,8 @@ class Stream:
             elif isinstance(e, WatchFinished):
                 self.leaks = e.leaks
             yield self._tee(e)
-            for f in self.ledger.apply(e):
-                yield self._tee(f)
+            for said in self.ledger.apply(e):  # findings, and probes
+                yield self._tee(said)
 
     def stop(self) -> None:
         self.source.stopping = True

@@ -400,6 +400,10 @@ def read(path: str | Path) -> Recording:
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
+    if header.backend == "trace":  # a probe recorded as a refusal (older recordings) is a probe
+        from vmmtui.trace.probes import reclassified
+
+        events = list(reclassified(events))
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
 
 

@@ -219,6 +219,19 @@ class ProcessExec(TraceCall):
 
 
 @dataclass(frozen=True)
+class ProcessIdentity(TraceEvent):
+    """Who ``pid`` is beyond its pid, read from /proc when it forked or ran a program (only where
+    there is something to say): its container (``docker 3f2a1b4c5d6e``), its pod's uid and its pid
+    in its own PID namespace (``vmmtui.trace.identity``)."""
+
+    pid: int
+    container: str = ""
+    pod: str = ""
+    inner_pid: int | None = None
+    ktime: int = 0
+
+
+@dataclass(frozen=True)
 class ProcessExit(TraceCall):
     """The last thread of ``pid`` exited; ``code`` is the exit status as wait() reports it."""
 
@@ -312,6 +325,20 @@ class CallRefused(TraceEvent):
     fix: str
     ktime: int = 0
     checks: list[RefusalCheck] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CapabilityProbe(TraceEvent):
+    """A call that failed by design: the program asked whether ``capability`` works here and
+    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    is the call's CUresult."""
+
+    pid: int
+    call: str
+    capability: str
+    found: str
+    result: int
+    ktime: int = 0
 
 
 @dataclass(frozen=True)

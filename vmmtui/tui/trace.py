@@ -165,8 +165,8 @@ class TraceApp(Viewer):
                     out(dataclasses.replace(e, findings=bad))
                     continue
                 out(e)
-                for f in ledger.apply(e):
-                    out(f)
+                for said in ledger.apply(e):  # findings, and probes
+                    out(said)
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
@@ -325,6 +325,7 @@ def seen_now(pids: list[int]) -> list[Event]:
     """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
     line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
     from vmmtui.stream.events import ProcessSeen
+    from vmmtui.trace.identity import identity_of
 
     out: list[Event] = []
     for pid in pids:
@@ -338,5 +339,21 @@ def seen_now(pids: list[int]) -> list[Event]:
             uid = os.stat(f"/proc/{pid}").st_uid
         except (OSError, ValueError):
             continue
-        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
+        who = identity_of(pid)
+        c = who.container
+        label = c.label() if c else ""
+        out.append(
+            ProcessSeen(
+                pid,
+                ppid,
+                name,
+                cmdline[:500],
+                uid,
+                0.0,
+                None,
+                label,
+                c.pod if c else "",
+                who.inner_pid,
+            )
+        )
     return out
