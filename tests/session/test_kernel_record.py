@@ -21,12 +21,23 @@ pytestmark = pytest.mark.slow
 PLAN = build_plan()
 
 
+@pytest.fixture(autouse=True)
+def kernel_wanted(monkeypatch):
+    """The suite turns eBPF off for the other tests (conftest): on here."""
+    monkeypatch.delenv(OFF_ENV, raising=False)
+
+
 @pytest.fixture(scope="module")
 def ebpf():
     from vmmtui.session.kernel import why_off
     from vmmtui.trace.loader import Probe, ProbeUnavailable
 
-    reason = why_off()
+    saved = os.environ.pop(OFF_ENV, None)  # the suite's default: this module tests the record
+    try:
+        reason = why_off()
+    finally:
+        if saved is not None:
+            os.environ[OFF_ENV] = saved
     if reason:
         pytest.skip(f"eBPF unavailable: {reason}")
     try:

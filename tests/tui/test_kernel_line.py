@@ -1,6 +1,7 @@
 """The kernel's record beside the step (eBPF, as root): the live inspector's step panel and the
 replay of a recording made with it, on real memfd sessions."""
 
+import gzip
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from driving import MEMFD, step_to, text_of, wait_for
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
 from vmmtui.record import read
+from vmmtui.session.kernel import OFF_ENV
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
@@ -22,12 +24,23 @@ PLAN = build_plan()
 RECEIVE = PLAN.index(("consumer", "receive")) + 1
 
 
+@pytest.fixture(autouse=True)
+def kernel_wanted(monkeypatch):
+    """The suite turns eBPF off for the other tests (conftest): on here."""
+    monkeypatch.delenv(OFF_ENV, raising=False)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def ebpf():
     from vmmtui.session.kernel import why_off
     from vmmtui.trace.loader import Probe, ProbeUnavailable
 
-    reason = why_off()
+    saved = os.environ.pop(OFF_ENV, None)  # the suite's default: this module tests the record
+    try:
+        reason = why_off()
+    finally:
+        if saved is not None:
+            os.environ[OFF_ENV] = saved
     if reason:
         pytest.skip(f"eBPF unavailable: {reason}")
     try:
@@ -82,6 +95,14 @@ async def test_a_recording_made_with_it_replays_the_line(tmp_path):
     recording = read(rec)
     names = {type(e).__name__ for e in recording.events}
     assert {"TraceStarted", "FdsSent", "FdsReceived", "TraceFinished"} <= names
+    assert recording.cut == ""
+    # cut where the kernel's record ends, before the session's close: said cut short
+    with gzip.open(rec, "rt") as f:
+        lines = f.read().splitlines(keepends=True)
+    end = next(k for k, line in enumerate(lines) if '"event":"TraceFinished"' in line)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[: end + 1]))
+    assert read(cut).cut.startswith(f"cut short: it ends at line {end + 1}")
     sent = next(
         e
         for e in recording.events
