@@ -7,8 +7,10 @@ with ``VMMTUI_NO_EBPF``."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -183,3 +185,64 @@ def test_the_probe_detaches_when_the_session_closes_mid_plan(tmp_path, ebpf):
     assert any(isinstance(e, TraceFinished) for e in closing)
     assert not s.kernel.on and bpf_fds() == before
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signalled_run_leaves_no_probe_behind(tmp_path, ebpf, sig):
+    """SIGTERM: the close ends the record (its links destroyed) and says so; SIGKILL: the links
+    were fds of the killed process only (no worker inherited one), so they went with it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "run", "--backend", "memfd", "--json"]
+        + ["--scenario", "consumer-hangs", "--timeout", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    seen, workers = [], []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            e = json.loads(line)
+            seen.append(e["event"])
+            if e["event"] == "WorkerStarted":
+                workers.append(e["pid"])
+            if e["event"] == "StepStarted" and e["step"] == "wait_ack":
+                break
+        assert "TraceStarted" in seen
+        assert all(not holds_bpf(p) for p in workers)  # the workers never had the probe's fds
+        assert holds_bpf(proc.pid)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+        rest = [json.loads(line)["event"] for line in out.splitlines()]
+        assert "TraceFinished" in rest and rest[-1] == "SessionClosed"
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    for _ in range(100):  # the workers follow their parent (their lifeline), the directory goes
+        if not any(os.path.exists(f"/proc/{p}") for p in workers) and not os.listdir(tmp_path):
+            break
+        time.sleep(0.1)
+    assert not any(os.path.exists(f"/proc/{p}") for p in workers)
+    assert not os.path.exists(f"/proc/{proc.pid}")
+    assert os.listdir(tmp_path) == []
+
+
+def holds_bpf(pid: int) -> bool:
+    """Whether ``pid`` holds an fd on a BPF link, program or map."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("anon_inode:bpf"):
+                return True
+        except OSError:
+            continue
+    return False
