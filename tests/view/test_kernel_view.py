@@ -54,3 +54,12 @@ def test_a_trace_still_folds_its_calls_into_the_programs_view():
     events = stream("f00d")[-3:]
     state = fold(events, ScreenState.for_programs())
     assert state.kernel is None and state.programs is not None
+
+
+def test_stable_mode_masks_the_runs_file_keys_and_inodes():
+    from vmmtui.view import Display
+
+    state = fold(stream("f00d")[:-2], display=Display(stable=True))
+    line = state.log_lines()[-1].text.plain
+    assert line.startswith("kern producer sendmsg SCM_RIGHTS fd 38 over unix socket")
+    assert "(inode …, peer …)" in line and "11" not in line
