@@ -132,11 +132,17 @@ def test_run_prints_the_kernels_line_under_the_step_and_no_kernel_hides_it(tmp_p
     assert "not shown" not in off.stdout
 
 
-@pytest.mark.parametrize("how", ["env", "no-capabilities"])
+@pytest.mark.parametrize("how", ["env", "no-libbpf", "not-libbpf", "no-capabilities"])
 def test_without_ebpf_one_line_says_why_and_the_run_is_as_before(tmp_path, how):
     if how == "env":
         res = run(tmp_path, "--json", env={OFF_ENV: "1"})
         why = f"{OFF_ENV} is set"
+    elif how == "no-libbpf":  # found missing before any load
+        res = run(tmp_path, "--json", env={"VMMTUI_LIBBPF": str(tmp_path / "libbpf.so.1")})
+        why = "libbpf.so.1 is not installed"
+    elif how == "not-libbpf":  # refused by the loader, in its thread
+        res = run(tmp_path, "--json", env={"VMMTUI_LIBBPF": "/etc/hostname"})
+        why = "cannot load libbpf (/etc/hostname)"
     else:
         if shutil.which("setpriv") is None or os.geteuid() != 0:
             pytest.skip("needs root and setpriv to drop the capabilities")

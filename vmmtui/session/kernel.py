@@ -105,6 +105,8 @@ class KernelRecord:
             self.why = str(exc)
         except OSError as exc:
             self.why = f"the probe could not load ({exc.strerror or exc})"
+        except Exception as exc:  # in a thread: said in the one line, never a traceback
+            self.why = f"the probe could not load ({type(exc).__name__}: {exc})"
         else:
             with self._lock:
                 if self._closed:
