@@ -518,7 +518,7 @@ def _header(name: str, data: dict) -> Header:
     if fmt > FORMAT:
         raise RecordingError(
             f"{name} is recording format {fmt}, made by a newer vmmtui; this one reads up to "
-            f"{FORMAT}: upgrade vmmtui (pip install -U vmmtui)"
+            f"{FORMAT}: upgrade vmmtui (in its clone: git pull && pip install .)"
         )
     body = {k: v for k, v in data.items() if k != MAGIC}
     try:

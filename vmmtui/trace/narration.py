@@ -242,13 +242,8 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         if e.fix:
             text.append(f" — fix: {e.fix}", "dim")
         return [text]
-    if isinstance(e, CallRefused):
-        return [
-            Text(
-                f"    ✗ {e.call} refused ({e.errno}): {shown(e.cause, 600)} — fix: {e.fix}",
-                "bold red",
-            )
-        ]
+    if isinstance(e, CallRefused):  # said once: by the ledger's ``refused`` finding it brings
+        return []
     if isinstance(e, TraceLost):
         cpu = f" on CPU {e.cpu}" if e.cpu >= 0 else ""
         return [

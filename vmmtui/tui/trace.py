@@ -10,10 +10,8 @@ traced command's process tree is stopped (SIGTERM, then SIGKILL), the probes clo
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -135,8 +133,8 @@ class TraceApp(Viewer):
             if self.quitting:
                 return
         if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
+            from vmmtui.attach.command import CommandNotFound
             from vmmtui.trace.loader import ProbeUnavailable
-            from vmmtui.trace.tracer import CommandNotFound
 
             try:
                 self.tracer.start()
@@ -293,32 +291,13 @@ class TraceApp(Viewer):
 
 
 def stop_command(tracer: Any) -> None:
-    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
-    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
-    from vmmtui.trace.tracer import descendants
-
-    proc = getattr(tracer, "proc", None)
-    if proc is None or getattr(tracer, "exit", None) is not None:
-        return
-    tree = {proc.pid} | descendants({proc.pid})
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < end and any(_alive(p) for p in tree):
-        time.sleep(0.02)
-    for pid in tree | descendants(tree):
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    """SIGTERM to the traced command and everything it started (orphans too: they carry its
+    mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
+    left alone). ``vmmtui.attach.command`` is the one place that knows the tree."""
+    watch = getattr(tracer, "watch", None)
+    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
+    if tree is not None:
+        tree.stop(TERM_GRACE_S)
 
 
 def seen_now(pids: list[int]) -> list[Event]:
