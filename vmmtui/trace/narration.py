@@ -4,7 +4,9 @@ readers' transcripts, the attach view's log). Names from the traced processes go
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -37,6 +39,9 @@ from vmmtui.trace.ledger import handle_type_names, socket_words
 from vmmtui.trace.probes import classify
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
+
+if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
+    from vmmtui.view.kernel import KernelFact
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -392,7 +397,7 @@ def _whose(role: str, pid: int) -> str:
     return role or f"pid {pid}"
 
 
-def kernel_fact(fact) -> Text:
+def kernel_fact(fact: KernelFact) -> Text:
     """One fact of the kernel's record of a demo worker (``vmmtui.view.kernel.KernelFact``):
     ``kernel: producer sendmsg SCM_RIGHTS fd 5 → consumer fd 5 (recvmsg), same struct file``.
     "same struct file" is said only where the kernel's file identity matched, never by number."""
@@ -402,6 +407,7 @@ def kernel_fact(fact) -> Text:
     if isinstance(e, FdsReceived) and fact.sources and all(fact.sources):
         parts = []
         for fd, src in zip(e.fds, fact.sources, strict=False):
+            assert src is not None  # all() above
             to = "itself as fd" if src.pid == pid else f"{me} fd"
             parts.append(
                 f"{_whose(src.role, src.pid)} {src.call} SCM_RIGHTS fd {src.fd} → {to} {fd} "
@@ -435,7 +441,7 @@ def kernel_fact(fact) -> Text:
     return Text(f"kernel: {me} {words or type(e).__name__}", "red" if _failed(e) else "yellow")
 
 
-def kernel_step_line(facts) -> Text | None:
+def kernel_step_line(facts: Sequence[KernelFact]) -> Text | None:
     """The line beside a step: its most telling fact, and how many more the log holds."""
     kept = kernel_step_facts(facts)
     if not kept:
@@ -446,7 +452,7 @@ def kernel_step_line(facts) -> Text | None:
     return text
 
 
-def kernel_step_facts(facts) -> list:
+def kernel_step_facts(facts: Sequence[KernelFact]) -> list[KernelFact]:
     """The facts a step's line shows, the most telling first: a send whose struct file arrived
     in the same step is told by its receive."""
     arrived = {
@@ -461,7 +467,7 @@ def kernel_step_facts(facts) -> list:
         if not (isinstance(f.event, FdsSent) and f.event.files and set(f.event.files) <= arrived)
     ]
 
-    def rank(f) -> int:
+    def rank(f: KernelFact) -> int:
         kinds = [k for k, cls in enumerate(_TELLING) if isinstance(f.event, cls)]
         return kinds[0] if kinds else len(_TELLING)
 
