@@ -193,6 +193,12 @@ def session_options(p: argparse.ArgumentParser) -> None:
         metavar="0,1",
         help="GPUs the consumers spread over, round-robin (default: the producer's --device)",
     )
+    p.add_argument(
+        "--no-kernel",
+        action="store_true",
+        help="do not show the kernel's own record of each step (where eBPF runs: root, or "
+        "CAP_BPF and CAP_PERFMON; it follows the workers' calls as `vmmtui trace` does)",
+    )
     # ROLE:STEP:HOW makes that worker misbehave (vmmtui/worker/crash.py): for the tests only
     p.add_argument("--crash", help=argparse.SUPPRESS)
 
@@ -215,6 +221,7 @@ def config_from(args: argparse.Namespace) -> SessionConfig:
         direction=args.direction,
         devices=args.devices,
         crash=getattr(args, "crash", None),
+        kernel=not getattr(args, "no_kernel", False),
     )
 
 
