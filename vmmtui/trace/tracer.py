@@ -50,6 +50,10 @@ POLL_MS = 25
 #: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
 #: is known before the records around it are released
 LOSS_READ_S = 0.02
+#: how long a stopped trace (q, a signal) decodes the records already out of the kernel before it
+#: ends: the user asked to leave, and gets their terminal back within a second however far the
+#: decoding was behind (what is left is counted and said)
+STOP_DRAIN_S = 0.3
 #: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
 GATE = 'read _ <&9; exec 9<&-; exec "$@"'
 
@@ -161,6 +165,10 @@ class Tracer:
         self.raw: queue.SimpleQueue[list[bytes]] = queue.SimpleQueue()
         self._reading = threading.Event()
         self._reader: threading.Thread | None = None
+        #: records taken from the kernel but not decoded: the trace was stopped first
+        self.unread = 0
+        #: batches a stop left undecoded in the loop, first in the final drain (ring order)
+        self._held: list[list[bytes]] = []
 
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -319,8 +327,18 @@ class Tracer:
                 if self._done(t0):
                     break
             self._stop_reader()
-            for e in self._drain(0):
+            if self.probe is not None:
+                self.probe.detach()  # no more records: the user waits for nothing that comes now
+            # what the kernel had written before: all of it when the trace ended by itself; when
+            # it was stopped (q, a signal), what STOP_DRAIN_S decodes, the rest counted and said
+            until = time.monotonic() + STOP_DRAIN_S if self.stopping else None
+            for e in self._drain(0, until):
                 yield from self.order.push(e)
+            if self.unread:
+                yield Notice(
+                    f"the trace was stopped with {self.unread} records of the kernel not yet "
+                    "read: the calls they hold are not in this trace"
+                )
             self._reap()
             for e in [*self._calls(self.decoder.flush()), *self._losses(force=True)]:
                 yield from self.order.push(e)
@@ -373,22 +391,32 @@ class Tracer:
         if records:
             self.raw.put(records)
 
-    def _drain(self, timeout_ms: int) -> Iterator[Event]:
+    def _drain(self, timeout_ms: int, until: float | None = None) -> Iterator[Event]:
+        """The records moved out so far, decoded. A stop (``self.stopping``) ends the decoding
+        at the end of a batch, or, after the reader has stopped, at ``until`` (monotonic): the
+        records left are counted in ``self.unread``."""
         assert self.probe is not None
         if self._reader is None:  # the reader has stopped: what it left, and the ring's rest
-            self.raw.put(self.probe.poll(0))
+            while records := self.probe.poll(0):
+                self.raw.put(records)
         try:
             batch = self.raw.get(timeout=timeout_ms / 1000) if timeout_ms else self.raw.get_nowait()
         except queue.Empty:
             batch = []
-        batches = [batch]
+        batches, self._held = [*self._held, batch], []
         while True:
             try:
                 batches.append(self.raw.get_nowait())
             except queue.Empty:
                 break
         decoder = self.decoder
-        for batch in batches:
+        for k, batch in enumerate(batches):
+            if self.stopping and (until is None or time.monotonic() > until):
+                if until is not None:  # stopped: what is left is said, not decoded
+                    self.unread += sum(len(b) for b in batches[k:])
+                else:  # the loop stops at its next turn: these wait for the final drain
+                    self._held = batches[k:]
+                break
             for raw in batch:
                 yield from self._calls(decoder(raw))
         yield from self._losses()
