@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 
+from vmmtui import leave_unfreed
 from vmmtui.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -209,6 +210,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
             _close_sinks(sinks, stream.seen, args.perfetto, said)
+            leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
     if command:
         return source.exit.status if source.exit else EXIT_FAILED
     stopped_by = getattr(source, "stopped_by", None)
@@ -403,6 +405,7 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
             if recorder.failed:
                 print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
         _close_sinks(sinks, seen if args.perfetto else [], args.perfetto, said)
+        leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
