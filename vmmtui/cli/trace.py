@@ -535,7 +535,6 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.console import print_json
     from vmmtui.events import Leak, WatchFinished
     from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, lines, worth_a_line
@@ -547,19 +546,31 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
     pending: list = []
+    #: --json: the lines of one batch (``Event.to_json``, as print_json writes them), one write
+    json_lines: list[str] = []
+    #: no colours (a pipe, NO_COLOR, TERM=dumb): a line is its text, written without rich's
+    #: layout, which cost more than the call behind the line (the text already has no controls:
+    #: rich's Text takes them out when it is made)
+    plain = console.color_system is None
 
     def flush() -> None:
+        if json_lines:
+            json_lines.append("")
+            sys.stdout.write("\n".join(json_lines))
+            json_lines.clear()
         if pending:
-            console.print(Text("\n").join(pending))
+            if plain:
+                console.file.write("\n".join([t.plain for t in pending]) + "\n")
+            else:
+                console.print(Text("\n").join(pending))
             pending.clear()
         sys.stdout.flush()
 
     polling = False
     try:
         for e in stream.events(on_batch=flush):
-            if args.json:
-                # flushed once a batch (on_batch) and at the end, not once an event
-                print_json(e, sys.stdout, flush=False)
+            if args.json:  # written once a batch (on_batch) and at the end, not once an event
+                json_lines.append(e.to_json())
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
