@@ -15,7 +15,7 @@ from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
 from vmmtui.attach.follow import Follower
 from vmmtui.attach.scan import scan
 from vmmtui.attach.shares import find_shares
-from vmmtui.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+from vmmtui.stream.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -74,6 +74,7 @@ def test_fds_open_before_attach_are_checked_for_leaks():
     assert present and present[0].how == "present" and present[0].source.pid == parent, present
     leaks = [e for e in of(events, Leak) if e.pid == child and "fixture-leak" in e.what]
     assert {e.kind for e in leaks} == {"possible-fd-after-peer", "possible-held-until-exit"}, leaks
+    assert all("mapped" in e.fix and "import" not in e.fix for e in leaks), leaks  # a memfd's fix
     assert not [e for e in of(events, Leak) if e.pid == parent]
 
 

@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-import vmmtui.trace.events as te
-from vmmtui.events import Event
+import vmmtui.stream.observed as te
+from vmmtui.stream.events import Event
 
 SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc")
 EXAMPLES = [
@@ -37,6 +37,8 @@ EXAMPLES = [
         [te.RefusalCheck("pid namespace", False, "differs")],
     ),
     te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110),
+    te.CapabilityProbe(11, "cuMemCreate", "fabric-handles", "no-imex-channel", 800, 113),
+    te.ProcessIdentity(11, "docker 3f2a1b4c5d6e", "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6", 1, 114),
 ]
 
 
@@ -70,9 +72,8 @@ def test_to_json_written_out_is_the_encoders_text():
     """Each trace event's written-out JSON is byte for byte what the encoder makes of its dict,
     with untrusted names (C1, bidi, quotes, a lone surrogate) and values of an unexpected type
     (a bool where an int is declared) included, and reads back as the same event."""
-    from vmmtui.events import _ENCODE, Event
-    from vmmtui.names import json_safe
-    from vmmtui.trace.events import (
+    from vmmtui.stream.events import _ENCODE, Event
+    from vmmtui.stream.observed import (
         FdCloseCall,
         FdsReceived,
         FdsSent,
@@ -83,6 +84,7 @@ def test_to_json_written_out_is_the_encoders_text():
         TraceFinished,
         TraceStarted,
     )
+    from vmmtui.words.names import json_safe
 
     odd = 'é\u009b\x1b"\\\u202e\udcff'
     events = [

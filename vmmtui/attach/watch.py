@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from vmmtui.attach.follow import Follower
 from vmmtui.attach.leaks import leftover_files
 from vmmtui.attach.scan import children
-from vmmtui.events import Event, Notice, WatchFinished
+from vmmtui.stream.events import Event, Notice, WatchFinished
 
 PR_SET_CHILD_SUBREAPER = 36
 

@@ -20,7 +20,7 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.interrupts import delivered_to
+from vmmtui.system.interrupts import delivered_to
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -338,8 +338,8 @@ class Stream:
         return e
 
     def events(self, on_batch=None):
-        from vmmtui.events import ProcessUnreadable, WatchFinished
-        from vmmtui.trace.events import TraceFinished
+        from vmmtui.stream.events import ProcessUnreadable, WatchFinished
+        from vmmtui.stream.observed import TraceFinished
 
         for e in self.source.events(on_batch=on_batch):
             self.names.see(e)
@@ -354,8 +354,8 @@ class Stream:
             elif isinstance(e, WatchFinished):
                 self.leaks = e.leaks
             yield self._tee(e)
-            for f in self.ledger.apply(e):
-                yield self._tee(f)
+            for said in self.ledger.apply(e):  # findings, and probes
+                yield self._tee(said)
 
     def stop(self) -> None:
         self.source.stopping = True
@@ -424,7 +424,7 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
-    import vmmtui.console  # noqa: F401
+    import vmmtui.render.console  # noqa: F401
     import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
@@ -517,7 +517,7 @@ def _close_sinks(
         if problem := getattr(sink, "problem", ""):
             print(f"vmmtui {said}: --otlp: {problem}", file=sys.stderr)
     if perfetto:
-        from vmmtui import perfetto as chrome_json
+        from vmmtui.render import perfetto as chrome_json
 
         try:
             n = chrome_json.write(perfetto, events)
@@ -535,8 +535,8 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.events import Leak, WatchFinished
-    from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
+    from vmmtui.stream.events import Leak, WatchFinished
+    from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
@@ -650,7 +650,7 @@ def replay_trace(recording) -> int:
     """A trace recording, printed as the live trace printed it (the ledger folded again)."""
     from rich.console import Console
 
-    from vmmtui.trace.events import (
+    from vmmtui.stream.observed import (
         LedgerFinding,
         TraceFinished,
     )

@@ -20,8 +20,8 @@ from vmmtui.attach.follow import Follower
 from vmmtui.attach.leaks import leftover_files
 from vmmtui.attach.scan import children, holders_of_memory
 from vmmtui.attach.watch import Watch
-from vmmtui.events import Event, Notice, WatchFinished
-from vmmtui.trace.events import TraceFinished, TraceStarted
+from vmmtui.stream.events import Event, Notice, WatchFinished
+from vmmtui.stream.observed import TraceFinished, TraceStarted
 
 #: how often ``--all`` looks for new processes holding shared memory
 RESCAN_S = 1.0

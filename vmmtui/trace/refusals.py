@@ -13,7 +13,7 @@ import errno
 import os
 
 from vmmtui.attach.preflight import NAMESPACES, SCM_ROAD, _ptrace_checks, _status
-from vmmtui.trace.events import CallRefused, RefusalCheck
+from vmmtui.stream.observed import CallRefused, RefusalCheck
 
 
 def _ns(pid: int, kind: str) -> str | None:

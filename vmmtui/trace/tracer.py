@@ -23,22 +23,26 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from vmmtui.events import Event, Notice
-from vmmtui.trace.cuda import FUNCS, find_libcuda
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, Notice
+from vmmtui.stream.observed import (
     FdTaken,
     PidfdOpened,
+    ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import FUNCS, find_libcuda
+from vmmtui.trace.identity import identity_of
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
+from vmmtui.words.names import shown
 
 PR_SET_CHILD_SUBREAPER = 36
 #: said before what ``trace -p`` reads from /proc at its start (frame 0)
@@ -87,7 +91,7 @@ SYSCALLS = [
 
 
 #: the calls ``Tracer._calls`` looks into (the others pass as they are)
-_NOTED = {PidfdOpened, FdTaken, ProcessForked, ProcessExit}
+_NOTED = {PidfdOpened, FdTaken, ProcessForked, ProcessExec, ProcessExit}
 
 
 class CommandNotFound(Exception):
@@ -154,6 +158,8 @@ class Tracer:
         self.proc: subprocess.Popen | None = None
         self.exit: Exit | None = None
         self.alive: set[int] = set()
+        #: pids seen in a container or a PID namespace of their own (their children are read too)
+        self.placed: set[int] = set()
         self.stopping = False
         #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
         self.stopped_by: int | None = None
@@ -454,16 +460,36 @@ class Tracer:
                 self.pidfds[(e.pid, e.fd)] = e.target
             elif isinstance(e, FdTaken) and not e.target:
                 e = dataclasses.replace(e, target=self._pidfd_target(e.pid, e.pidfd))
+            who: ProcessIdentity | None = None
             if isinstance(e, ProcessForked):
                 self.alive.add(e.child)
+                if e.pid in self.placed:  # a container's child: its own pid in there
+                    who = self._identity(e.child, e.ktime)
+            elif isinstance(e, ProcessExec):
+                who = self._identity(e.pid, e.ktime)
             elif isinstance(e, ProcessExit):
                 self.alive.discard(e.pid)
+                self.placed.discard(e.pid)
             out.append(e)
+            if who is not None:
+                out.append(who)
             if isinstance(e, FdTaken) and e.fd < 0:
                 out.append(explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime))
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 out.append(explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime))
         return out
+
+    def _identity(self, pid: int, ktime: int) -> ProcessIdentity | None:
+        """``pid``'s container and pid in its own namespace, where either is there to say."""
+        who = identity_of(pid)
+        c = who.container
+        if c is None and who.inner_pid is None:
+            self.placed.discard(pid)
+            return None
+        self.placed.add(pid)
+        return ProcessIdentity(
+            pid, shown(c.label(), 120) if c else "", c.pod if c else "", who.inner_pid, ktime
+        )
 
     def _losses(self, force: bool = False) -> Iterator[Event]:
         """Each CPU's lost records since the last look, with the window they were lost in."""

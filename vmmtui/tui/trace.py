@@ -23,8 +23,8 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from vmmtui.events import Event
 from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.events import Event
 from vmmtui.tui.keys import TRACE, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
@@ -109,7 +109,7 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.events import TraceFinished, TraceStarted
+        from vmmtui.stream.observed import TraceFinished, TraceStarted
         from vmmtui.trace.ledger import Ledger
 
         ledger = Ledger()
@@ -165,8 +165,8 @@ class TraceApp(Viewer):
                     out(dataclasses.replace(e, findings=bad))
                     continue
                 out(e)
-                for f in ledger.apply(e):
-                    out(f)
+                for said in ledger.apply(e):  # findings, and probes
+                    out(said)
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
@@ -324,7 +324,8 @@ def _alive(pid: int) -> bool:
 def seen_now(pids: list[int]) -> list[Event]:
     """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
     line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
-    from vmmtui.events import ProcessSeen
+    from vmmtui.stream.events import ProcessSeen
+    from vmmtui.trace.identity import identity_of
 
     out: list[Event] = []
     for pid in pids:
@@ -338,5 +339,21 @@ def seen_now(pids: list[int]) -> list[Event]:
             uid = os.stat(f"/proc/{pid}").st_uid
         except (OSError, ValueError):
             continue
-        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
+        who = identity_of(pid)
+        c = who.container
+        label = c.label() if c else ""
+        out.append(
+            ProcessSeen(
+                pid,
+                ppid,
+                name,
+                cmdline[:500],
+                uid,
+                0.0,
+                None,
+                label,
+                c.pod if c else "",
+                who.inner_pid,
+            )
+        )
     return out

@@ -1,12 +1,12 @@
 """The events ``vmmtui trace`` emits: each call the kernel (eBPF) saw, and the ledger's verdicts.
 
-They join the one event stream (``vmmtui.events.Event`` registers every subclass by name), so
+They join the one event stream (``vmmtui.stream.events.Event`` registers every subclass by name), so
 ``--json``, ``--record`` and ``vmmtui replay`` carry them like a session's events. Every call event
 holds the process (``pid``: the tgid), the thread (``tid``) and the kernel's monotonic clock in
 nanoseconds (``ktime``). Open files are named by ``file``: a per-run keyed hash of the kernel's
 ``struct file *`` (the pointer itself is never shown), so the fd a sender sent and the fd its
 receiver got are matched exactly, whatever their numbers. Names from the traced processes (comm,
-memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.names.shown``.
+memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.words.names.shown``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring as _text
 from typing import Any
 
-from vmmtui.events import _ENCODE, VERSION, AttachEvent
+from vmmtui.stream.events import _ENCODE, VERSION, AttachEvent
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -110,7 +110,7 @@ def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
     make = eval(source, {"_other": _other, "_text": text, "_list": _list})  # noqa: S307
     if not event:
         return make
-    from vmmtui.names import json_safe
+    from vmmtui.words.names import json_safe
 
     return lambda s: json_safe(make(s))
 
@@ -282,6 +282,19 @@ class ProcessExec(TraceCall):
 
 
 @dataclass(frozen=True)
+class ProcessIdentity(TraceEvent):
+    """Who ``pid`` is beyond its pid, read from /proc when it forked or ran a program (only where
+    there is something to say): its container (``docker 3f2a1b4c5d6e``), its pod's uid and its pid
+    in its own PID namespace (``vmmtui.trace.identity``)."""
+
+    pid: int
+    container: str = ""
+    pod: str = ""
+    inner_pid: int | None = None
+    ktime: int = 0
+
+
+@dataclass(frozen=True)
 class ProcessExit(TraceCall):
     """The last thread of ``pid`` exited; ``code`` is the exit status as wait() reports it."""
 
@@ -375,6 +388,20 @@ class CallRefused(TraceEvent):
     fix: str
     ktime: int = 0
     checks: list[RefusalCheck] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CapabilityProbe(TraceEvent):
+    """A call that failed by design: the program asked whether ``capability`` works here and
+    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    is the call's CUresult."""
+
+    pid: int
+    call: str
+    capability: str
+    found: str
+    result: int
+    ktime: int = 0
 
 
 @dataclass(frozen=True)
