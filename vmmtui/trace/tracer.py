@@ -362,8 +362,11 @@ class Tracer:
             )
             yield from self.order.flush()
         finally:
+            # what the trace made stays out of the collector's reach too: given back to it (the
+            # old unfreeze), the next full collection walked every event kept, with the
+            # interpreter's lock held, for seconds, just as the user had asked to quit
+            gc.freeze()
             gc.set_threshold(*thresholds)
-            gc.unfreeze()
             self._stop_reader()
             self.close()
             self.finished.set()
