@@ -20,14 +20,17 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.system.interrupts import delivered_to
+from vmmtui.system.interrupts import delivered_to, exit_status
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
 Trace, as it happens, every fd passed between processes (SCM_RIGHTS, pidfd_getfd), every
 memfd and close, and every CUDA VMM/IPC call, with eBPF: of a command, of running processes, or of
 the whole machine; a ledger says who holds what. Without eBPF (it needs root) it says why and
-follows by polling /proc instead. Exits with the command's exit code.
+follows by polling /proc instead. Exits with the command's exit code; a command that is not found
+exits 127 and one that is not executable 126, before anything opens (as env and timeout do: 2 is
+kept for vmmtui's own options). The command's whole process tree ends with the trace (q, Ctrl-C,
+--duration, and kill -9 of vmmtui alike).
 
 examples:
   vmmtui trace -- python3 app.py
@@ -163,6 +166,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for pid in args.pids:
         if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
             return _usage(f"no process {pid}", said)
+    if command:  # refused in one line before any screen opens or probe loads
+        from vmmtui.attach.command import CommandNotFound, resolve
+
+        try:
+            resolve(command)
+        except CommandNotFound as exc:
+            print(f"vmmtui {said}: {exc}", file=sys.stderr)
+            return exc.code
     if args.libcuda and not os.path.exists(args.libcuda):
         return _usage(f"--libcuda {args.libcuda}: no such file", said)
     if args.perfetto and (problem := _unwritable(args.perfetto)):
@@ -196,10 +207,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
     stream = Stream(source, args, recorder, sinks)
+    screen: tuple[int | None, bool] | None = None  # how the screen ended, where there was one
     with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
             if _wants_screen(args):
-                show(stream, args)
+                screen = show(stream, args)
             else:
                 _print(stream, args)
         finally:
@@ -211,6 +223,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
             _close_sinks(sinks, stream.seen, args.perfetto, said)
             leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
+    if screen is not None and (screen[0] is not None or screen[1]):
+        return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
         return source.exit.status if source.exit else EXIT_FAILED
     stopped_by = getattr(source, "stopped_by", None)
@@ -232,7 +246,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
     alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
     code when the command cannot be started (one line said)."""
-    from vmmtui.attach.watch import CommandNotFound as NotStarted
+    from vmmtui.attach.command import CommandNotFound
     from vmmtui.trace.polling import PollingTrace
 
     said = getattr(args, "said_as", "trace")
@@ -241,7 +255,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     reason = ""
     if not (args.poll or once):
         from vmmtui.trace.loader import ProbeUnavailable, why_not
-        from vmmtui.trace.tracer import CommandNotFound, Tracer
+        from vmmtui.trace.tracer import Tracer
 
         reason = why_not() or ""
         if not reason:
@@ -278,7 +292,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     )
     try:
         polling.start()
-    except NotStarted as exc:
+    except CommandNotFound as exc:
         print(f"vmmtui {said}: {exc}", file=sys.stderr)
         return exc.code
     return polling, reason
@@ -289,11 +303,12 @@ def _wants_screen(args: argparse.Namespace) -> bool:
     return not not_a_terminal() and not (args.json or args.quiet or args.text)
 
 
-def show(stream: Stream, args: argparse.Namespace) -> None:
+def show(stream: Stream, args: argparse.Namespace) -> tuple[int | None, bool]:
     """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
     rendered to a terminal where the app did not start it (polling, asked or the fallback): the
     inspector on the source, which gets every event through the stream's recording and
-    exporters."""
+    exporters. Returns the signal that ended it (Ctrl-C: SIGINT), and whether it stopped the
+    command (q while it ran)."""
     from vmmtui.tui.trace import TraceApp
 
     what = " ".join(stream.source.command) if getattr(stream.source, "command", None) else ""
@@ -308,6 +323,7 @@ def show(stream: Stream, args: argparse.Namespace) -> None:
         app.run()
     finally:
         app.end_trace()
+    return app.signalled, app.stopped_command
 
 
 class Stream:
@@ -411,10 +427,10 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
         if app.code and (tracer is None or tracer.exit is None):
             return app.code
+    if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
+        return exit_status(app.signalled)
     if command and tracer is not None and tracer.exit is not None:
-        return tracer.exit.status
-    if app.signalled is not None:
-        return 128 + app.signalled
+        return tracer.exit.status  # it ended by itself
     return EXIT_OK if not command else EXIT_FAILED
 
 

@@ -10,10 +10,8 @@ traced command's process tree is stopped (SIGTERM, then SIGKILL), the probes clo
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -90,6 +88,9 @@ class TraceApp(Viewer):
         self.error = ""
         #: events folded into the live state (the newest are folded at the next repaints)
         self.live_to = 0
+        #: the traced command was still running when the app ended and was stopped by it: its
+        #: exit status is ours, not its own
+        self.stopped_command = False
 
     @property
     def timeline(self) -> CallTimeline:
@@ -135,8 +136,8 @@ class TraceApp(Viewer):
             if self.quitting:
                 return
         if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
+            from vmmtui.attach.command import CommandNotFound
             from vmmtui.trace.loader import ProbeUnavailable
-            from vmmtui.trace.tracer import CommandNotFound
 
             try:
                 self.tracer.start()
@@ -150,7 +151,7 @@ class TraceApp(Viewer):
                 self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
-                stop_command(self.tracer)
+                self.stopped_command = stop_command(self.tracer) or self.stopped_command
         try:
             for e in self.tracer.events(on_batch=flush):
                 if isinstance(e, TraceStarted):  # then, for -p, who they are (from /proc)
@@ -228,8 +229,10 @@ class TraceApp(Viewer):
         if self.shown is None:
             behind = len(self.timeline.events) - self.live_to
             folding = f" · folding {behind} more events" if behind > 0 else ""
-            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}{folding}"
-        return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
+            ended = "ENDED" if self.ended else "LIVE"
+            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}"
+        shown = self.frames.frames[self.shown].steps
+        return f"AS OF CALL {shown} of {calls}{self.traced_beyond_frames()} · end: live"
 
     def subtitle(self, state: ScreenState) -> str:
         return self.sub
@@ -286,39 +289,26 @@ class TraceApp(Viewer):
         self.quitting = True
         if self.tracer is None:
             return
-        stop_command(self.tracer)
+        self.stopped_command = stop_command(self.tracer) or self.stopped_command
         self.tracer.stopping = True
         if self.thread is not None:
             self.thread.join(1.0)
 
 
-def stop_command(tracer: Any) -> None:
-    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
-    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
-    from vmmtui.trace.tracer import descendants
+def stop_command(tracer: Any) -> bool:
+    """SIGTERM to the traced command and everything it started (orphans too: they carry its
+    mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
+    left alone). ``vmmtui.attach.command`` is the one place that knows the tree. True when the
+    command was still running (its exit status is then ours, not its own)."""
+    from vmmtui.attach.command import alive
 
-    proc = getattr(tracer, "proc", None)
-    if proc is None or getattr(tracer, "exit", None) is not None:
-        return
-    tree = {proc.pid} | descendants({proc.pid})
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < end and any(_alive(p) for p in tree):
-        time.sleep(0.02)
-    for pid in tree | descendants(tree):
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    watch = getattr(tracer, "watch", None)
+    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
+    if tree is None or getattr(tracer, "exit", None) is not None:
         return False
+    running = alive(tree.pid)
+    tree.stop(TERM_GRACE_S)
+    return running
 
 
 def seen_now(pids: list[int]) -> list[Event]:
