@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 
+from vmmtui import leave_unfreed
 from vmmtui.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -221,6 +222,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
             _close_sinks(sinks, stream.seen, args.perfetto, said)
+            leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
     if screen is not None and (screen[0] is not None or screen[1]):
         return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
@@ -419,6 +421,7 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
             if recorder.failed:
                 print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
         _close_sinks(sinks, seen if args.perfetto else [], args.perfetto, said)
+        leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
@@ -548,7 +551,6 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.render.console import print_json
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, lines, worth_a_line
@@ -560,19 +562,31 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
     pending: list = []
+    #: --json: the lines of one batch (``Event.to_json``, as print_json writes them), one write
+    json_lines: list[str] = []
+    #: no colours (a pipe, NO_COLOR, TERM=dumb): a line is its text, written without rich's
+    #: layout, which cost more than the call behind the line (the text already has no controls:
+    #: rich's Text takes them out when it is made)
+    plain = console.color_system is None
 
     def flush() -> None:
+        if json_lines:
+            json_lines.append("")
+            sys.stdout.write("\n".join(json_lines))
+            json_lines.clear()
         if pending:
-            console.print(Text("\n").join(pending))
+            if plain:
+                console.file.write("\n".join([t.plain for t in pending]) + "\n")
+            else:
+                console.print(Text("\n").join(pending))
             pending.clear()
         sys.stdout.flush()
 
     polling = False
     try:
         for e in stream.events(on_batch=flush):
-            if args.json:
-                # flushed once a batch (on_batch) and at the end, not once an event
-                print_json(e, sys.stdout, flush=False)
+            if args.json:  # written once a batch (on_batch) and at the end, not once an event
+                json_lines.append(e.to_json())
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
