@@ -34,7 +34,7 @@ vmmtui, drawn in the page. For a class on laptops.
 {textwrap.fill(WHO, 100)}
 
 example:
-  vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm
+  vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm-1mib
 """
 
 
