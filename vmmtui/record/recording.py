@@ -29,7 +29,6 @@ from typing import IO, Any
 from vmmtui import __version__
 from vmmtui.codec import DecodeError, decode, encode
 from vmmtui.config import SessionConfig
-from vmmtui.names import defanged
 from vmmtui.events import (
     VERSION,
     Event,
@@ -39,6 +38,7 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
+from vmmtui.names import defanged
 from vmmtui.trace import events as _trace_events  # registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
