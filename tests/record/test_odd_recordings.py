@@ -119,3 +119,38 @@ def test_an_ambiguous_gallery_prefix_lists_the_recordings_it_names_and_exits_2()
     with pytest.raises(RecordingError, match="names 2"):
         gallery.find("h100-vmm")
     assert gallery.find("h100-vmm-1m").name == "h100-vmm-1mib.jsonl.gz"
+
+
+def test_a_worker_or_step_its_session_did_not_announce_is_refused_in_one_line(tmp_path):
+    """A panel per worker: a name the session never started (or a step past its plan) would be
+    drawn from nothing; it is refused where the recording is read."""
+    lines = lines_of(session_events())
+    at = next(i for i, line in enumerate(lines) if '"WorkerStarted"' in line)
+    lines[at] = lines[at].replace('"role":"producer"', '"role":"x y"')
+    err = one_line(vmmtui("replay", str(write(tmp_path / "who.jsonl", lines)), "--html", "p.html"))
+    assert f"line {at + 1}: WorkerStarted names a worker 'x y' that its session did not" in err
+    lines = lines_of(session_events())
+    at = next(i for i, line in enumerate(lines) if '"StepDone"' in line)
+    lines[at] = lines[at].replace('"index":0', '"index":99', 1)
+    err = one_line(vmmtui("replay", str(write(tmp_path / "far.jsonl", lines))))
+    assert f"line {at + 1}: step 100 of a plan of" in err
+
+
+def test_a_second_session_in_one_file_is_refused(tmp_path):
+    lines = lines_of(session_events())
+    err = one_line(vmmtui("replay", str(write(tmp_path / "two.jsonl", [*lines, *lines[1:]]))))
+    assert "a second SessionStarted (the first is at line 2)" in err
+
+
+def test_a_teachers_notes_reach_the_transcript_escaped_and_a_fifo_is_refused(tmp_path):
+    rec = write(tmp_path / "r.jsonl", lines_of(session_events()))
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\r\n\r\n## 1\r\n\r\nsee \x1b]0;PWNED\x07 here\u202e\r\n")
+    res = vmmtui("replay", str(rec), "--notes", str(notes), "--transcript", "t.md", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "t.md").read_text()
+    assert "see \\x1b]0;PWNED\\x07 here\\u202e" in text and "\x1b" not in text and "\r" not in text
+    fifo = tmp_path / "notes.fifo"
+    os.mkfifo(fifo)
+    err = one_line(vmmtui("replay", str(rec), "--notes", str(fifo), "--transcript", "t.md"))
+    assert "is not a regular file (a FIFO" in err

@@ -350,8 +350,9 @@ def test_the_recorder_stops_at_the_limit_with_a_note_the_reader_repeats(tmp_path
     from vmmtui.record import recording
 
     monkeypatch.setattr(recording, "MAX_BYTES", 64 << 10)
-    events = [e for e in session_events() if not isinstance(e, SessionClosed)]
+    start, *events = [e for e in session_events() if not isinstance(e, SessionClosed)]
     rec = Recorder(tmp_path / "r.jsonl", make_header(SessionConfig(), "memfd", "test"))
+    rec.write(start)
     for _ in range(50):
         rec.write_all(events)
     rec.close()

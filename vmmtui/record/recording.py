@@ -37,6 +37,9 @@ from vmmtui.events import (
     KcmpVerdict,
     Notice,
     SessionClosed,
+    SessionStarted,
+    StepDone,
+    StepStarted,
 )
 from vmmtui.names import defanged
 from vmmtui.trace import events as _trace_events  # registers the trace events
@@ -393,11 +396,13 @@ def read(path: str | Path) -> Recording:
     else:
         header, body, start, note = Header(format=1), lines, 1, LACKS[1]
     events: list[Event] = []
+    numbers: list[int] = []
     for number, line in enumerate(body, start):
         if not line.strip():
             continue
         try:
             events.append(_event(line))
+            numbers.append(number)
         except EventFormatError as exc:
             if _is_header(line):
                 raise RecordingError(
@@ -414,7 +419,7 @@ def read(path: str | Path) -> Recording:
         raise RecordingError(
             f"{name} has a header but no events: the recording was cut before the session started"
         )
-    _check_order(name, events, start)
+    _check_order(name, events, numbers)
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
@@ -452,10 +457,11 @@ _STARTS = ("SessionStarted", "TraceStarted")
 _ENDS = ("SessionClosed", "TraceFinished")
 
 
-def _check_order(name: str, events: list[Event], start: int) -> None:
-    """RecordingError unless the events open with their session's start: a replay draws everything
-    from it (the plan, the workers), so one without it, or with its lines reversed, cannot be
-    replayed and says which."""
+def _check_order(name: str, events: list[Event], numbers: list[int]) -> None:
+    """RecordingError unless the events open with their session's start, once, and name only the
+    workers and steps it announced: a replay draws everything from it (the plan, the workers'
+    panels), so one without it, with its lines reversed, or naming other workers or more steps
+    than its plan cannot be replayed, and says which line."""
     kinds = [type(e).__name__ for e in events]
     at = next((i for i, k in enumerate(kinds) if k in _STARTS), None)
     if at is None:
@@ -466,8 +472,54 @@ def _check_order(name: str, events: list[Event], start: int) -> None:
     if any(k in _ENDS for k in kinds[:at]):
         raise RecordingError(
             f"{name}: its events are in reverse order (the session ends before it starts, at line "
-            f"{start + at}): reversed, as `tac` writes it?; replay the file as it was recorded"
+            f"{numbers[at]}): reversed, as `tac` writes it?; replay the file as it was recorded"
         )
+    again = next((i for i in range(at + 1, len(kinds)) if kinds[i] in _STARTS), None)
+    if again is not None:
+        raise RecordingError(
+            f"{name} line {numbers[again]}: a second {kinds[again]} (the first is at line "
+            f"{numbers[at]}): two sessions in one file cannot be replayed; replay each on its own"
+        )
+    started = events[at]
+    if isinstance(started, SessionStarted):
+        _check_workers(name, started, events[at:], numbers[at:])
+
+
+#: the event fields that name a worker (a panel of the inspector each)
+_WORKER_FIELDS = ("role", "consumer")
+
+
+def _check_workers(
+    name: str, started: SessionStarted, events: list[Event], numbers: list[int]
+) -> None:
+    from vmmtui.config import MAX_CONSUMERS
+    from vmmtui.steps import PRODUCER, consumer_names
+
+    made = {PRODUCER, *consumer_names(1), *consumer_names(MAX_CONSUMERS)}
+    announced = [*started.consumers, *(role for role, _ in started.plan), *started.devices]
+    for role in announced:
+        if role not in made:
+            raise RecordingError(
+                f"{name} line {numbers[0]}: its session names a worker {role!r:.60}, which vmmtui "
+                "never starts (producer, consumer, consumer-1 to -8): not a vmmtui recording"
+            )
+    workers = {PRODUCER, *started.consumers}
+    for e, number in zip(events, numbers, strict=True):
+        roles = [getattr(e, f) for f in _WORKER_FIELDS if isinstance(getattr(e, f, None), str)]
+        # -1: a worker's cleanup, after the plan
+        if isinstance(e, StepDone | StepStarted) and not -1 <= e.index < len(started.plan):
+            raise RecordingError(
+                f"{name} line {number}: step {e.index + 1} of a plan of "
+                f"{len(started.plan)} steps: not a vmmtui recording"
+            )
+        if isinstance(e, StepDone):
+            roles.append(e.report.role)
+        for role in roles:
+            if role and role not in workers:
+                raise RecordingError(
+                    f"{name} line {number}: {type(e).__name__} names a worker {role!r:.60} that its "
+                    f"session did not start ({', '.join(sorted(workers))}): not a vmmtui recording"
+                )
 
 
 def in_our_words(e: Event) -> Event:
@@ -479,6 +531,13 @@ def in_our_words(e: Event) -> Event:
     from vmmtui import scenarios
     from vmmtui.events import Notice, ScenarioOutcome, SessionFailed, StepDone
     from vmmtui.troubleshooting import Failure, explain
+
+    def known(name: str) -> scenarios.Scenario | None:
+        """The scenario of that name; None for a name this vmmtui does not know."""
+        try:
+            return scenarios.get(name)
+        except KeyError:
+            return None
 
     def reworded(f: Failure) -> Failure:
         cause, fix = explain(f.code, f.call)
@@ -495,11 +554,11 @@ def in_our_words(e: Event) -> Event:
                 for line in e.report.log
             ]
             return replace(e, report=replace(e.report, failure=new, log=log))
-        case ScenarioOutcome() if scenarios.get(e.name) is not None:
-            return replace(e, explanation=scenarios.get(e.name).explanation)  # type: ignore[union-attr]
+        case ScenarioOutcome() if (scenario := known(e.name)) is not None:
+            return replace(e, explanation=scenario.explanation)
         case Notice() if e.text.startswith("scenario "):
             name = e.text.removeprefix("scenario ").split(":", 1)[0]
-            scenario = scenarios.get(name)
+            scenario = known(name)
             if scenario is not None and e.text.startswith(f"scenario {name}: "):
                 return replace(e, text=f"scenario {name}: {scenario.explanation}")
     return e
