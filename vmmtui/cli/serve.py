@@ -212,9 +212,10 @@ def notes_fit(path: str, recording) -> bool:
     from vmmtui.record.notes import NotesError, read
     from vmmtui.tui.replay import is_trace_recording
 
-    timeline = CallTimeline if is_trace_recording(recording) else Timeline
+    trace = is_trace_recording(recording)
     try:
-        read(path, timeline(recording.events))
+        # a trace's calls are its frames, as replay binds them
+        read(path, CallTimeline(recording.events) if trace else Timeline(recording.events))  # type: ignore[arg-type]
     except NotesError as exc:
         print(f"vmmtui serve: {exc}", file=sys.stderr)
         return False
