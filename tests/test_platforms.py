@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui import host
 from vmmtui.cli import main
+from vmmtui.system import host
 
 ROOT = Path(__file__).resolve().parent.parent
 ELSEWHERE = Path(__file__).resolve().parent / "fixtures" / "elsewhere"
@@ -59,7 +59,7 @@ def test_cuda_python_is_installed_only_where_it_has_wheels():
         tag: {r.split(">")[0].split("=")[0].strip() for r in resolve_wheels().requirements(tag)}
         for tag in ("macosx_11_0_arm64", "win_amd64", "manylinux2014_x86_64")
     }
-    assert "cuda-python" not in names["macosx_11_0_arm64"]  # pip install vmmtui works on a Mac
+    assert "cuda-python" not in names["macosx_11_0_arm64"]  # pip install . works on a Mac
     assert "cuda-python" in names["win_amd64"] and "cuda-python" in names["manylinux2014_x86_64"]
     assert {"textual", "rich", "numpy"} <= names["macosx_11_0_arm64"]
 
@@ -73,7 +73,7 @@ def test_the_stand_in_has_windows_signals():
 @pytest.mark.parametrize(
     "argv",
     [
-        ["-c", "import vmmtui.cli, vmmtui.interrupts, vmmtui.tui.viewer, vmmtui.scenarios"],
+        ["-c", "import vmmtui.cli, vmmtui.system.interrupts, vmmtui.tui.viewer, vmmtui.scenarios"],
         ["-m", "vmmtui", "--help"],
         ["-m", "vmmtui", "run", "--list-scenarios"],
         ["-m", "vmmtui", "replay", "--list"],

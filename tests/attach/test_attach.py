@@ -13,8 +13,8 @@ from tests.attach.helpers import FIXTURES, vmmtui, watch_json
 from vmmtui.attach.nvml import Nvml
 from vmmtui.attach.scan import scan
 from vmmtui.attach.shares import find_shares
-from vmmtui.events import AttachEvent, Event
-from vmmtui.fdtable import KcmpUnavailable, kcmp_order
+from vmmtui.stream.events import AttachEvent, Event
+from vmmtui.system.fdtable import KcmpUnavailable, kcmp_order
 
 
 def test_a_pid_that_does_not_exist_is_bad_input_in_one_line_as_for_trace():
@@ -73,7 +73,7 @@ def _as_nobody(target: int) -> str:
             os.setgid(65534)
             os.setuid(65534)
             from vmmtui.attach.follow import Follower
-            from vmmtui.narration import attach_lines
+            from vmmtui.words.narration import attach_lines
 
             try:
                 kcmp_order(target, 0, target, 1)
@@ -169,7 +169,7 @@ def test_every_attach_event_of_real_runs_round_trips():
         line = e.to_json()
         assert Event.from_json(line) == e and Event.from_json(line).to_json() == line
         seen.add(type(e).__name__)
-    from vmmtui.trace.events import TraceEvent  # trace's own: tests/trace round-trips them
+    from vmmtui.stream.observed import TraceEvent  # trace's own: tests/trace round-trips them
 
     attach_types = {
         n

@@ -5,7 +5,7 @@ import os
 import threading
 
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -129,7 +129,7 @@ def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown(
     """A close lost in a full ring buffer must not become a leak on a dashboard: the agent counts
     the loss per CPU and the conclusion as unknown, and exports both."""
     from vmmtui.fleet.prometheus import LedgerCollector
-    from vmmtui.trace.events import TraceLost
+    from vmmtui.stream.observed import TraceLost
 
     f = SharingFacts()
     for e in (

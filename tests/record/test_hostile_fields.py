@@ -29,10 +29,10 @@ from typing import Any, Union
 import pytest
 
 from tests.events_fixture import session_events
-from vmmtui.codec import encode
-from vmmtui.events import Event
 from vmmtui.record import read
 from vmmtui.record.recording import MAGIC, Header
+from vmmtui.stream.codec import encode
+from vmmtui.stream.events import Event
 
 #: a title change (OSC), a screen clear (CSI), the one-byte CSI (C1), a bell, a NUL, a carriage
 #: return, a right-to-left override, a lone surrogate; and markup a renderer might interpret
@@ -116,7 +116,7 @@ def recordings(tmp_path_factory) -> dict[str, Path]:
         devices=real[0].devices,  # type: ignore[attr-defined]
     )
     session = [e for e in events if type(e).__name__ not in ("SessionStarted", "TraceStarted")]
-    trace = [e for e in session if type(e).__module__ == "vmmtui.trace.events"]
+    trace = [e for e in session if type(e).__module__ == "vmmtui.stream.observed"]
     trace.sort(key=lambda e: type(e).__name__ == "TraceFinished")  # the end last
     return {
         "session": recording(tmp / "session.jsonl", [start, *session, *real[1:]]),
@@ -216,7 +216,7 @@ def test_a_trace_recordings_text_holds_none_of_it_raw(recordings, tmp_path):
 
 
 def test_the_console_holds_none_of_it_raw(recordings):
-    from vmmtui.console import LogPrinter
+    from vmmtui.render.console import LogPrinter
 
     out = StringIO()
     printer = LogPrinter(out, verbose=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.page import PageFrame, build, offline_svg
 from vmmtui.record import Timeline, gallery
+from vmmtui.render.page import PageFrame, build, offline_svg
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -190,7 +190,7 @@ def test_the_frame_the_keys_and_a_long_note_fit_1024x768_and_1920x1080(tmp_path)
 
 def test_every_frame_of_the_page_is_named_once():
     """The last step and the close were both "step 23 of 23"."""
-    from vmmtui.page import PageFrame, positions
+    from vmmtui.render.page import PageFrame, positions
 
     timeline = Timeline(gallery.resolve("h100-vmm-1mib").events)
     frames = [PageFrame("", f.label, f.steps) for f in timeline.frames]

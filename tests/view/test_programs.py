@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from events_fixture import session_events
 
-from vmmtui.events import (
+from vmmtui.record import read
+from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.events import (
     Arrival,
     AttachKind,
     FdClosed,
@@ -22,9 +24,7 @@ from vmmtui.events import (
     ProcessSeen,
     SharedFile,
 )
-from vmmtui.record import read
-from vmmtui.record.calls import CallTimeline
-from vmmtui.trace.events import LedgerFinding
+from vmmtui.stream.observed import LedgerFinding
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
 

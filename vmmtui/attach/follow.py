@@ -15,7 +15,7 @@ from vmmtui.attach.leaks import LeakFinder
 from vmmtui.attach.lifecycle import Tracker
 from vmmtui.attach.nvml import Nvml
 from vmmtui.attach.scan import REFRESH_POLLS, Scan, children, scan
-from vmmtui.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
+from vmmtui.stream.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
 
 #: what /proc, kcmp and NVML cannot show, said once when it applies
 UNSEEN = {

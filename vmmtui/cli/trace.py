@@ -19,14 +19,17 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.interrupts import delivered_to
+from vmmtui.system.interrupts import delivered_to
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
 Trace, as it happens, every fd passed between processes (SCM_RIGHTS, pidfd_getfd), every
 memfd and close, and every CUDA VMM/IPC call, with eBPF: of a command, of running processes, or of
 the whole machine; a ledger says who holds what. Without eBPF (it needs root) it says why and
-follows by polling /proc instead. Exits with the command's exit code.
+follows by polling /proc instead. Exits with the command's exit code; a command that is not found
+exits 127 and one that is not executable 126, before anything opens (as env and timeout do: 2 is
+kept for vmmtui's own options). The command's whole process tree ends with the trace (q, Ctrl-C,
+--duration, and kill -9 of vmmtui alike).
 
 examples:
   vmmtui trace -- python3 app.py
@@ -162,6 +165,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for pid in args.pids:
         if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
             return _usage(f"no process {pid}", said)
+    if command:  # refused in one line before any screen opens or probe loads
+        from vmmtui.attach.command import CommandNotFound, resolve
+
+        try:
+            resolve(command)
+        except CommandNotFound as exc:
+            print(f"vmmtui {said}: {exc}", file=sys.stderr)
+            return exc.code
     if args.libcuda and not os.path.exists(args.libcuda):
         return _usage(f"--libcuda {args.libcuda}: no such file", said)
     if args.perfetto and (problem := _unwritable(args.perfetto)):
@@ -230,7 +241,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
     alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
     code when the command cannot be started (one line said)."""
-    from vmmtui.attach.watch import CommandNotFound as NotStarted
+    from vmmtui.attach.command import CommandNotFound
     from vmmtui.trace.polling import PollingTrace
 
     said = getattr(args, "said_as", "trace")
@@ -239,7 +250,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     reason = ""
     if not (args.poll or once):
         from vmmtui.trace.loader import ProbeUnavailable, why_not
-        from vmmtui.trace.tracer import CommandNotFound, Tracer
+        from vmmtui.trace.tracer import Tracer
 
         reason = why_not() or ""
         if not reason:
@@ -276,7 +287,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     )
     try:
         polling.start()
-    except NotStarted as exc:
+    except CommandNotFound as exc:
         print(f"vmmtui {said}: {exc}", file=sys.stderr)
         return exc.code
     return polling, reason
@@ -336,8 +347,8 @@ class Stream:
         return e
 
     def events(self, on_batch=None):
-        from vmmtui.events import ProcessUnreadable, WatchFinished
-        from vmmtui.trace.events import TraceFinished
+        from vmmtui.stream.events import ProcessUnreadable, WatchFinished
+        from vmmtui.stream.observed import TraceFinished
 
         for e in self.source.events(on_batch=on_batch):
             self.names.see(e)
@@ -352,8 +363,8 @@ class Stream:
             elif isinstance(e, WatchFinished):
                 self.leaks = e.leaks
             yield self._tee(e)
-            for f in self.ledger.apply(e):
-                yield self._tee(f)
+            for said in self.ledger.apply(e):  # findings, and probes
+                yield self._tee(said)
 
     def stop(self) -> None:
         self.source.stopping = True
@@ -421,7 +432,7 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
-    import vmmtui.console  # noqa: F401
+    import vmmtui.render.console  # noqa: F401
     import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
@@ -514,7 +525,7 @@ def _close_sinks(
         if problem := getattr(sink, "problem", ""):
             print(f"vmmtui {said}: --otlp: {problem}", file=sys.stderr)
     if perfetto:
-        from vmmtui import perfetto as chrome_json
+        from vmmtui.render import perfetto as chrome_json
 
         try:
             n = chrome_json.write(perfetto, events)
@@ -532,9 +543,9 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.console import print_json
-    from vmmtui.events import Leak, WatchFinished
-    from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
+    from vmmtui.render.console import print_json
+    from vmmtui.stream.events import Leak, WatchFinished
+    from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
@@ -636,7 +647,7 @@ def replay_trace(recording) -> int:
     """A trace recording, printed as the live trace printed it (the ledger folded again)."""
     from rich.console import Console
 
-    from vmmtui.trace.events import (
+    from vmmtui.stream.observed import (
         LedgerFinding,
         TraceFinished,
     )

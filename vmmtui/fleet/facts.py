@@ -13,9 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmmtui.events import Event, FdOpened, Leak, ProcessSeen, SharedFile
-from vmmtui.names import shown
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, SharedFile
+from vmmtui.stream.observed import (
     CallRefused,
     LedgerFinding,
     ProcessExec,
@@ -24,7 +23,9 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.identity import identity_of
 from vmmtui.trace.ledger import Allocation, Ledger
+from vmmtui.words.names import shown
 
 #: the refusal reasons a label may take (a bounded set: anything else is "other")
 REASONS = ("seccomp", "yama", "pid-namespace", "capability", "uid", "bad-fd", "cuda", "other")
@@ -44,21 +45,11 @@ class ProcessLabel:
 
 
 def container_of(pid: int, proc: Path = Path("/proc")) -> str:
-    """The cgroup path of ``pid`` (cgroup v2's one line, or v1's memory/cpu controller), shortened
-    to its last two parts: ``docker/3f2a…`` or ``system.slice/x.service``; ``""`` when unreadable."""
-    try:
-        text = (proc / str(pid) / "cgroup").read_text()
-    except OSError:
-        return ""
-    path = ""
-    for line in text.splitlines():
-        _, controllers, p = (line.split(":", 2) + ["", ""])[:3]
-        if controllers in ("", "memory", "cpu,cpuacct", "name=systemd"):
-            path = p
-            if controllers == "":
-                break
-    parts = [x for x in path.split("/") if x]
-    return shown("/".join(parts[-2:]), limit=80) if parts else "/"
+    """The container of ``pid`` (``docker 3f2a1b4c5d6e``, ``pod <uid>/containerd 3f2a1b4c5d6e``:
+    one value per container, bounded) or, where no runtime's cgroup is found, its cgroup path
+    shortened to its last two parts (``system.slice/x.service``); ``""`` when unreadable."""
+    who = identity_of(pid, proc)
+    return shown(who.container.label(), 120) if who.container else who.cgroup
 
 
 def refusal_reason(e: CallRefused) -> str:
@@ -106,9 +97,9 @@ class SharingFacts:
             self.mode = e.mode
         if isinstance(e, TraceLost):
             self.lost += e.count
-        findings = self.ledger.apply(e)
-        for f in findings:
-            self._finding(f)
+        for f in self.ledger.apply(e):
+            if isinstance(f, LedgerFinding):  # a probe (failed by design) is no finding
+                self._finding(f)
         if isinstance(e, CallRefused):
             self.refused[(shown(e.call, 40), refusal_reason(e))] += 1
         elif isinstance(e, ProcessForked):

@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.events import Event
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
-from vmmtui.names import shown
-from vmmtui.trace.events import CudaCall, FdCloseCall, ProcessExit
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import CudaCall, FdCloseCall, ProcessExit
 from vmmtui.trace.ledger import Allocation, Holding, Transfer
+from vmmtui.words.names import shown
 
 FINISHING = (FdCloseCall, CudaCall, ProcessExit)
 
@@ -40,7 +40,7 @@ def _sdk() -> Any:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
     except ImportError:
         raise MissingLibrary(
-            "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'vmmtui[fleet]'"
+            "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install '.[fleet]' in vmmtui's clone"
         ) from None
     return trace, OTLPSpanExporter, Resource, TracerProvider, BatchSpanProcessor
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vmmtui.events import Event
 from vmmtui.fleet.facts import SharingFacts
+from vmmtui.stream.events import Event
 
 PROCESS = ["pid", "comm", "container"]
 
@@ -36,7 +36,7 @@ def _client() -> Any:
         )
     except ImportError:
         raise MissingLibrary(
-            "--prometheus needs prometheus-client: pip install 'vmmtui[fleet]'"
+            "--prometheus needs prometheus-client: pip install '.[fleet]' in vmmtui's clone"
         ) from None
     return prometheus_client, CounterMetricFamily, GaugeMetricFamily
 

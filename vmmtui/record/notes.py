@@ -32,8 +32,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmmtui.names import defanged
 from vmmtui.record.timeline import Timeline
+from vmmtui.words.names import defanged
 
 #: the largest notes file read (a lecture's notes are a few KiB)
 MAX_BYTES = 1 << 20

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from vmmtui import __version__
-from vmmtui.codec import DecodeError, decode, encode
-from vmmtui.config import SessionConfig
-from vmmtui.events import (
+from vmmtui.plan.config import SessionConfig
+from vmmtui.stream import observed as _trace_events  # registers the trace events
+from vmmtui.stream.codec import DecodeError, decode, encode
+from vmmtui.stream.events import (
     VERSION,
     Event,
     EventFormatError,
@@ -41,8 +42,7 @@ from vmmtui.events import (
     StepDone,
     StepStarted,
 )
-from vmmtui.names import defanged
-from vmmtui.trace import events as _trace_events  # registers the trace events
+from vmmtui.words.names import defanged
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -202,7 +202,7 @@ def cuda_identity(device: int) -> tuple[str, str]:
 def describe(config: SessionConfig) -> str:
     """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
     from vmmtui import scenarios
-    from vmmtui.sizes import format_size
+    from vmmtui.words.sizes import format_size
 
     n = config.consumers
     scenario = scenarios.get(config.scenario) if config.scenario else None
@@ -281,7 +281,7 @@ class Recorder:
             return
         line = event.to_json() + "\n"
         if self.size + len(line.encode()) > MAX_BYTES - 1024:  # room left for the note
-            from vmmtui.sizes import format_size
+            from vmmtui.words.sizes import format_size
 
             self.full = True
             line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
@@ -344,7 +344,7 @@ def read(path: str | Path) -> Recording:
     """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot.
 
     Everything in it comes from outside: every string of every line (header included) goes through
-    :func:`vmmtui.names.defanged` here, where it enters, so that no field of any event, one added
+    :func:`vmmtui.words.names.defanged` here, where it enters, so that no field of any event, one added
     later included, reaches a terminal, a page or a Markdown file with a control or bidi character
     in it. Here, not in the codec: the codec also reads our own workers' reports, whose names are
     compared with what /proc says; and not in each renderer, which would each have to remember."""
@@ -353,7 +353,7 @@ def read(path: str | Path) -> Recording:
     try:
         data = _read_bounded(path)
         if len(data) > MAX_BYTES:
-            from vmmtui.sizes import format_size
+            from vmmtui.words.sizes import format_size
 
             at_line = data.count(b"\n", 0, MAX_BYTES) + 1
             raise RecordingError(
@@ -423,6 +423,10 @@ def read(path: str | Path) -> Recording:
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
+    if header.backend == "trace":  # a probe recorded as a refusal (older recordings) is a probe
+        from vmmtui.trace.probes import reclassified
+
+        events = list(reclassified(events))
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
 
 
@@ -492,8 +496,8 @@ _WORKER_FIELDS = ("role", "consumer")
 def _check_workers(
     name: str, started: SessionStarted, events: list[Event], numbers: list[int]
 ) -> None:
-    from vmmtui.config import MAX_CONSUMERS
-    from vmmtui.steps import PRODUCER, consumer_names
+    from vmmtui.plan.config import MAX_CONSUMERS
+    from vmmtui.plan.steps import PRODUCER, consumer_names
 
     made = {PRODUCER, *consumer_names(1), *consumer_names(MAX_CONSUMERS)}
     announced = [*started.consumers, *(role for role, _ in started.plan), *started.devices]
@@ -529,8 +533,8 @@ def in_our_words(e: Event) -> Event:
     from dataclasses import replace
 
     from vmmtui import scenarios
-    from vmmtui.events import Notice, ScenarioOutcome, SessionFailed, StepDone
-    from vmmtui.troubleshooting import Failure, explain
+    from vmmtui.stream.events import Notice, ScenarioOutcome, SessionFailed, StepDone
+    from vmmtui.words.troubleshooting import Failure, explain
 
     def known(name: str) -> scenarios.Scenario | None:
         """The scenario of that name; None for a name this vmmtui does not know."""
@@ -658,7 +662,7 @@ def _header(name: str, data: dict) -> Header:
     if fmt > FORMAT:
         raise RecordingError(
             f"{name} is recording format {fmt}, made by a newer vmmtui; this one reads up to "
-            f"{FORMAT}: upgrade vmmtui (pip install -U vmmtui)"
+            f"{FORMAT}: upgrade vmmtui (in its clone: git pull && pip install .)"
         )
     body = {k: v for k, v in data.items() if k != MAGIC}
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 from typing import TYPE_CHECKING
 
-from vmmtui.trace.events import LedgerFinding, ProcessExit
+from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
 if TYPE_CHECKING:
     from vmmtui.trace.entries import Holding

@@ -23,7 +23,27 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.observed import (
+    CallRefused,
+    CapabilityProbe,
+    CudaCall,
+    FdCloseCall,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    LedgerFinding,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    QueuedAtRelease,
+    SocketEnd,
+    TraceLost,
+    TraceStarted,
+)
 from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
 from vmmtui.trace.entries import (
     Allocation,
@@ -42,27 +62,11 @@ from vmmtui.trace.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.trace.events import (
-    CallRefused,
-    CudaCall,
-    FdCloseCall,
-    FdDuplicated,
-    FdsReceived,
-    FdsSent,
-    FdTaken,
-    LedgerFinding,
-    MemfdCreated,
-    PidfdOpened,
-    ProcessExec,
-    ProcessExit,
-    ProcessForked,
-    QueuedAtRelease,
-    SocketEnd,
-    TraceLost,
-    TraceStarted,
-)
 from vmmtui.trace.held import exit_words, files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
+from vmmtui.trace.probes import FABRIC, probe_of
+from vmmtui.trace.probes import Context as ProbeContext
+from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
 #: CU_MEM_HANDLE_TYPE_* bits
@@ -111,6 +115,7 @@ class Ledger:
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
+        self.probes: list[CapabilityProbe] = []  # calls that failed by design: no findings
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
@@ -166,9 +171,23 @@ class Ledger:
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
 
+    def file_kind(self, file: str) -> str:
+        """What the open file is, as far as the trace saw it made: ``gpu`` (a driver export),
+        ``memfd``, or "" (made before the trace or by a call not traced: a socket, a file)."""
+        if not file:
+            return ""
+        if self.allocation_of_file(file) is not None or self.pool_of_file(file) is not None:
+            return "gpu"
+        if file in self.memfd_names:
+            return "memfd"
+        if any(h.file == file and h.how == "exported" for h in self.holdings.values()):
+            return "gpu"
+        return ""
+
     # -- the fold ------------------------------------------------------------------------------
-    def apply(self, e: Event) -> list[LedgerFinding]:
-        out: list[LedgerFinding] = []
+    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
+        """The findings ``e`` brings, and the probe it was (a call that failed by design)."""
+        out: list = []
         t = getattr(e, "ktime", 0)
         if isinstance(t, int) and t > self.clock:
             self.clock = t
@@ -180,7 +199,8 @@ class Ledger:
         handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
-        self.findings.extend(out)
+        for f in out:
+            (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
         return out
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
@@ -514,7 +534,14 @@ class Ledger:
         )
 
     # -- CUDA ----------------------------------------------------------------------------------
+    def _probe(self, e: CudaCall) -> CapabilityProbe | None:
+        worked = any(a.pid == e.pid and a.handle_types & FABRIC for a in self.allocations.values())
+        return probe_of(e, ProbeContext(fabric_worked=worked))
+
     def _on_CudaCall(self, e: CudaCall, out: list) -> None:
+        if e.result != CUDA_SUCCESS and (probe := self._probe(e)) is not None:
+            out.append(probe)  # failed by design: what the program asked, not a problem
+            return
         if e.result != CUDA_SUCCESS:
             out.append(
                 LedgerFinding(
@@ -709,8 +736,7 @@ class Ledger:
                         f"pid {e.pid} {h.how} it"
                         + (f" from pid {h.source_pid} (fd {h.source_fd})" if h.source_pid else "")
                         + f" via {h.via} and never closed it; the exit closed it",
-                        "close the fd once it is imported (cuMemImportFromShareableHandle keeps its "
-                        "own reference) or mapped",
+                        close_fix(self.file_kind(h.file)),
                         e.ktime,
                         peer=h.source_pid,
                         file=h.file,

@@ -10,10 +10,8 @@ traced command's process tree is stopped (SIGTERM, then SIGKILL), the probes clo
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -23,8 +21,8 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from vmmtui.events import Event
 from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.events import Event
 from vmmtui.tui.keys import TRACE, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
@@ -109,7 +107,7 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.events import TraceFinished, TraceStarted
+        from vmmtui.stream.observed import TraceFinished, TraceStarted
         from vmmtui.trace.ledger import Ledger
 
         ledger = Ledger()
@@ -135,8 +133,8 @@ class TraceApp(Viewer):
             if self.quitting:
                 return
         if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
+            from vmmtui.attach.command import CommandNotFound
             from vmmtui.trace.loader import ProbeUnavailable
-            from vmmtui.trace.tracer import CommandNotFound
 
             try:
                 self.tracer.start()
@@ -165,8 +163,8 @@ class TraceApp(Viewer):
                     out(dataclasses.replace(e, findings=bad))
                     continue
                 out(e)
-                for f in ledger.apply(e):
-                    out(f)
+                for said in ledger.apply(e):  # findings, and probes
+                    out(said)
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
@@ -293,38 +291,20 @@ class TraceApp(Viewer):
 
 
 def stop_command(tracer: Any) -> None:
-    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
-    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
-    from vmmtui.trace.tracer import descendants
-
-    proc = getattr(tracer, "proc", None)
-    if proc is None or getattr(tracer, "exit", None) is not None:
-        return
-    tree = {proc.pid} | descendants({proc.pid})
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < end and any(_alive(p) for p in tree):
-        time.sleep(0.02)
-    for pid in tree | descendants(tree):
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    """SIGTERM to the traced command and everything it started (orphans too: they carry its
+    mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
+    left alone). ``vmmtui.attach.command`` is the one place that knows the tree."""
+    watch = getattr(tracer, "watch", None)
+    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
+    if tree is not None:
+        tree.stop(TERM_GRACE_S)
 
 
 def seen_now(pids: list[int]) -> list[Event]:
     """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
     line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
-    from vmmtui.events import ProcessSeen
+    from vmmtui.stream.events import ProcessSeen
+    from vmmtui.trace.identity import identity_of
 
     out: list[Event] = []
     for pid in pids:
@@ -338,5 +318,21 @@ def seen_now(pids: list[int]) -> list[Event]:
             uid = os.stat(f"/proc/{pid}").st_uid
         except (OSError, ValueError):
             continue
-        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
+        who = identity_of(pid)
+        c = who.container
+        label = c.label() if c else ""
+        out.append(
+            ProcessSeen(
+                pid,
+                ppid,
+                name,
+                cmdline[:500],
+                uid,
+                0.0,
+                None,
+                label,
+                c.pod if c else "",
+                who.inner_pid,
+            )
+        )
     return out

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from vmmtui.events import (
+from vmmtui.stream.events import (
     AttachEvent,
     Event,
     FdClosed,
@@ -31,9 +31,7 @@ from vmmtui.events import (
     SharedFile,
     WatchFinished,
 )
-from vmmtui.names import shown
-from vmmtui.trace.cuda import base_name
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -47,12 +45,15 @@ from vmmtui.trace.events import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import base_name
 from vmmtui.view.sharing import evolve
+from vmmtui.words.names import shown
 
 T = TypeVar("T")
 
@@ -165,6 +166,11 @@ class ProcView:
     mems: dict[tuple[str, int], MemView] = field(default_factory=dict)
     #: NVML's bytes per device (polling)
     gpu_used: dict[int, int] = field(default_factory=dict)
+    #: who it is: container ("" none found), pod uid, pid in its own namespace, GPU UUIDs (NVML)
+    container: str = ""
+    pod: str = ""
+    inner_pid: int | None = None
+    gpu_uuids: dict[int, str] = field(default_factory=dict)
     first: int = 0
     findings: int = 0
 
@@ -684,7 +690,13 @@ def _refused(v: ProgramsView, e: CallRefused) -> ProgramsView:
 # -- polling ------------------------------------------------------------------------------------------
 def _seen(v: ProgramsView, e: ProcessSeen) -> ProgramsView:
     p = v.proc(e.pid)
-    return _set(v, evolve(p, comm=e.name, ppid=e.ppid, uid=e.uid, exe=e.cmdline))
+    who = {"container": e.container, "pod": e.pod, "inner_pid": e.inner_pid}
+    return _set(v, evolve(p, comm=e.name, ppid=e.ppid, uid=e.uid, exe=e.cmdline, **who))
+
+
+def _identity(v: ProgramsView, e: ProcessIdentity) -> ProgramsView:
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, container=e.container, pod=e.pod, inner_pid=e.inner_pid))
 
 
 def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
@@ -737,9 +749,9 @@ def _shared(v: ProgramsView, e: SharedFile) -> ProgramsView:
 
 def _gpu(v: ProgramsView, e: GpuMemory) -> ProgramsView:
     p = v.proc(e.pid)
-    if p.gpu_used == e.used:
+    if p.gpu_used == e.used and p.gpu_uuids == e.uuids:
         return v
-    return _set(v, evolve(p, gpu_used=dict(e.used)))
+    return _set(v, evolve(p, gpu_used=dict(e.used), gpu_uuids=dict(e.uuids)))
 
 
 def _leak(v: ProgramsView, e: Leak) -> ProgramsView:
@@ -790,6 +802,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     TraceFinished: _finished,
     WatchFinished: _finished,
     ProcessSeen: _seen,
+    ProcessIdentity: _identity,
     ProcessGone: _gone,
     ProcessUnreadable: _unreadable,
     FdOpened: _opened,

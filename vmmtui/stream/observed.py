@@ -1,12 +1,12 @@
 """The events ``vmmtui trace`` emits: each call the kernel (eBPF) saw, and the ledger's verdicts.
 
-They join the one event stream (``vmmtui.events.Event`` registers every subclass by name), so
+They join the one event stream (``vmmtui.stream.events.Event`` registers every subclass by name), so
 ``--json``, ``--record`` and ``vmmtui replay`` carry them like a session's events. Every call event
 holds the process (``pid``: the tgid), the thread (``tid``) and the kernel's monotonic clock in
 nanoseconds (``ktime``). Open files are named by ``file``: a per-run keyed hash of the kernel's
 ``struct file *`` (the pointer itself is never shown), so the fd a sender sent and the fd its
 receiver got are matched exactly, whatever their numbers. Names from the traced processes (comm,
-memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.names.shown``.
+memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.words.names.shown``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from vmmtui.events import VERSION, AttachEvent
+from vmmtui.stream.events import VERSION, AttachEvent
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -219,6 +219,19 @@ class ProcessExec(TraceCall):
 
 
 @dataclass(frozen=True)
+class ProcessIdentity(TraceEvent):
+    """Who ``pid`` is beyond its pid, read from /proc when it forked or ran a program (only where
+    there is something to say): its container (``docker 3f2a1b4c5d6e``), its pod's uid and its pid
+    in its own PID namespace (``vmmtui.trace.identity``)."""
+
+    pid: int
+    container: str = ""
+    pod: str = ""
+    inner_pid: int | None = None
+    ktime: int = 0
+
+
+@dataclass(frozen=True)
 class ProcessExit(TraceCall):
     """The last thread of ``pid`` exited; ``code`` is the exit status as wait() reports it."""
 
@@ -300,9 +313,36 @@ class RefusalCheck:
 
 
 @dataclass(frozen=True)
+class ProcessFacts:
+    """One side of a refused pidfd_getfd as the ptrace check sees it: read by the kernel at the
+    call (``source`` "kernel": the processes may be gone a moment later), or from /proc when the
+    decoder got no kernel record ("/proc", read later: said so). ``role``: "importer" (the caller,
+    taking the fd) or "exporter" (whose fd it asked for). -1: not known."""
+
+    pid: int
+    role: str
+    comm: str
+    uid: int
+    euid: int
+    suid: int
+    gid: int
+    egid: int
+    sgid: int
+    cap_eff: int
+    cap_prm: int
+    userns: int
+    pidns: int
+    seccomp: int
+    filters: int
+    dumpable: int
+    source: str = "kernel"
+
+
+@dataclass(frozen=True)
 class CallRefused(TraceEvent):
-    """A refused call with its cause and fix, read from /proc of both processes when it happened
-    (seccomp mode, Yama ptrace_scope, CapEff, PID namespaces, uids)."""
+    """A refused call with its cause and fix, from what decided it: for pidfd_getfd both
+    processes' facts as the kernel read them at the call (``caller``, ``exporter``), Yama's
+    ptrace_scope (``yama``: "0".."3", "not loaded", "" not read), and the checks made of them."""
 
     pid: int
     call: str
@@ -312,6 +352,23 @@ class CallRefused(TraceEvent):
     fix: str
     ktime: int = 0
     checks: list[RefusalCheck] = field(default_factory=list)
+    caller: ProcessFacts | None = None
+    exporter: ProcessFacts | None = None
+    yama: str = ""
+
+
+@dataclass(frozen=True)
+class CapabilityProbe(TraceEvent):
+    """A call that failed by design: the program asked whether ``capability`` works here and
+    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    is the call's CUresult."""
+
+    pid: int
+    call: str
+    capability: str
+    found: str
+    result: int
+    ktime: int = 0
 
 
 @dataclass(frozen=True)
