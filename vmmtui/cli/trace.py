@@ -19,7 +19,7 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.system.interrupts import delivered_to
+from vmmtui.system.interrupts import delivered_to, exit_status
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -206,10 +206,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
     stream = Stream(source, args, recorder, sinks)
+    screen: tuple[int | None, bool] | None = None  # how the screen ended, where there was one
     with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
             if _wants_screen(args):
-                show(stream, args)
+                screen = show(stream, args)
             else:
                 _print(stream, args)
         finally:
@@ -220,6 +221,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
             _close_sinks(sinks, stream.seen, args.perfetto, said)
+    if screen is not None and (screen[0] is not None or screen[1]):
+        return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
         return source.exit.status if source.exit else EXIT_FAILED
     stopped_by = getattr(source, "stopped_by", None)
@@ -298,11 +301,12 @@ def _wants_screen(args: argparse.Namespace) -> bool:
     return not not_a_terminal() and not (args.json or args.quiet or args.text)
 
 
-def show(stream: Stream, args: argparse.Namespace) -> None:
+def show(stream: Stream, args: argparse.Namespace) -> tuple[int | None, bool]:
     """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
     rendered to a terminal where the app did not start it (polling, asked or the fallback): the
     inspector on the source, which gets every event through the stream's recording and
-    exporters."""
+    exporters. Returns the signal that ended it (Ctrl-C: SIGINT), and whether it stopped the
+    command (q while it ran)."""
     from vmmtui.tui.trace import TraceApp
 
     what = " ".join(stream.source.command) if getattr(stream.source, "command", None) else ""
@@ -317,6 +321,7 @@ def show(stream: Stream, args: argparse.Namespace) -> None:
         app.run()
     finally:
         app.end_trace()
+    return app.signalled, app.stopped_command
 
 
 class Stream:
@@ -419,10 +424,10 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
         if app.code and (tracer is None or tracer.exit is None):
             return app.code
+    if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
+        return exit_status(app.signalled)
     if command and tracer is not None and tracer.exit is not None:
-        return tracer.exit.status
-    if app.signalled is not None:
-        return 128 + app.signalled
+        return tracer.exit.status  # it ended by itself
     return EXIT_OK if not command else EXIT_FAILED
 
 

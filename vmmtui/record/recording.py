@@ -456,9 +456,9 @@ def _is_header(line: str) -> bool:
         return False
 
 
-#: the event each kind of recording opens with: a session's plan, a trace's programs
-_STARTS = ("SessionStarted", "TraceStarted")
-_ENDS = ("SessionClosed", "TraceFinished")
+#: each kind of recording: the event it opens with, the one it ends with. A session's recording
+#: may also hold the kernel's record of its workers, a trace inside it (TraceStarted, TraceFinished)
+_KINDS = (("SessionStarted", "SessionClosed"), ("TraceStarted", "TraceFinished"))
 
 
 def _check_order(name: str, events: list[Event], numbers: list[int]) -> None:
@@ -467,21 +467,22 @@ def _check_order(name: str, events: list[Event], numbers: list[int]) -> None:
     panels), so one without it, with its lines reversed, or naming other workers or more steps
     than its plan cannot be replayed, and says which line."""
     kinds = [type(e).__name__ for e in events]
-    at = next((i for i, k in enumerate(kinds) if k in _STARTS), None)
-    if at is None:
+    start, end = next(((s, e) for s, e in _KINDS if s in kinds), ("", ""))
+    if not start:
         raise RecordingError(
             f"{name} has no SessionStarted (or TraceStarted) event: it lacks the session's start, "
             "its plan and workers, so it cannot be replayed; replay the whole recording"
         )
-    if any(k in _ENDS for k in kinds[:at]):
+    at = kinds.index(start)
+    if end in kinds[:at]:
         raise RecordingError(
             f"{name}: its events are in reverse order (the session ends before it starts, at line "
             f"{numbers[at]}): reversed, as `tac` writes it?; replay the file as it was recorded"
         )
-    again = next((i for i in range(at + 1, len(kinds)) if kinds[i] in _STARTS), None)
-    if again is not None:
+    if start in kinds[at + 1 :]:
+        again = kinds.index(start, at + 1)
         raise RecordingError(
-            f"{name} line {numbers[again]}: a second {kinds[again]} (the first is at line "
+            f"{name} line {numbers[again]}: a second {start} (the first is at line "
             f"{numbers[at]}): two sessions in one file cannot be replayed; replay each on its own"
         )
     started = events[at]
@@ -570,7 +571,13 @@ def in_our_words(e: Event) -> Event:
 
 def _cut(events: list[Event], last_line: int) -> str:
     """Why the recording ends before its session did, or "" when it ends with the session's end."""
-    if isinstance(events[-1], SessionClosed | _trace_events.TraceFinished):
+    last = events[-1]
+    if isinstance(last, SessionClosed):
+        return ""
+    # a trace's end; in a session's recording, the end of the kernel's record, before the close
+    if isinstance(last, _trace_events.TraceFinished) and not any(
+        isinstance(e, SessionStarted) for e in events[:50]
+    ):
         return ""
     if isinstance(events[-1], Notice) and events[-1].text.startswith(FULL_NOTE[:25]):
         return f"{events[-1].text} (line {last_line}): the session went on, unrecorded"
