@@ -88,6 +88,9 @@ class TraceApp(Viewer):
         self.error = ""
         #: events folded into the live state (the newest are folded at the next repaints)
         self.live_to = 0
+        #: the traced command was still running when the app ended and was stopped by it: its
+        #: exit status is ours, not its own
+        self.stopped_command = False
 
     @property
     def timeline(self) -> CallTimeline:
@@ -148,7 +151,7 @@ class TraceApp(Viewer):
                 self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
-                stop_command(self.tracer)
+                self.stopped_command = stop_command(self.tracer) or self.stopped_command
         try:
             for e in self.tracer.events(on_batch=flush):
                 if isinstance(e, TraceStarted):  # then, for -p, who they are (from /proc)
@@ -226,8 +229,10 @@ class TraceApp(Viewer):
         if self.shown is None:
             behind = len(self.timeline.events) - self.live_to
             folding = f" · folding {behind} more events" if behind > 0 else ""
-            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}{folding}"
-        return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
+            ended = "ENDED" if self.ended else "LIVE"
+            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}"
+        shown = self.frames.frames[self.shown].steps
+        return f"AS OF CALL {shown} of {calls}{self.traced_beyond_frames()} · end: live"
 
     def subtitle(self, state: ScreenState) -> str:
         return self.sub
@@ -284,20 +289,26 @@ class TraceApp(Viewer):
         self.quitting = True
         if self.tracer is None:
             return
-        stop_command(self.tracer)
+        self.stopped_command = stop_command(self.tracer) or self.stopped_command
         self.tracer.stopping = True
         if self.thread is not None:
             self.thread.join(1.0)
 
 
-def stop_command(tracer: Any) -> None:
+def stop_command(tracer: Any) -> bool:
     """SIGTERM to the traced command and everything it started (orphans too: they carry its
     mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
-    left alone). ``vmmtui.attach.command`` is the one place that knows the tree."""
+    left alone). ``vmmtui.attach.command`` is the one place that knows the tree. True when the
+    command was still running (its exit status is then ours, not its own)."""
+    from vmmtui.attach.command import alive
+
     watch = getattr(tracer, "watch", None)
     tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
-    if tree is not None:
-        tree.stop(TERM_GRACE_S)
+    if tree is None or getattr(tracer, "exit", None) is not None:
+        return False
+    running = alive(tree.pid)
+    tree.stop(TERM_GRACE_S)
+    return running
 
 
 def seen_now(pids: list[int]) -> list[Event]:
