@@ -22,6 +22,7 @@ from vmmtui.events import (
     ProcessSeen,
     SharedFile,
 )
+from vmmtui.model.ends import End
 from vmmtui.record import read
 from vmmtui.record.calls import CallTimeline
 from vmmtui.trace.events import LedgerFinding
@@ -56,7 +57,7 @@ def test_scm_rights_road_a_share_with_both_fd_numbers_and_the_kernels_file():
     got = next(f for f in receiver.closed if f.how == "received")
     assert got.source == (sender.pid, 4) and got.proof == "struct file" and got.file == t.file
     assert got.target == "memfd:fixture-scm"  # named by the sender's memfd_create
-    assert not sender.alive and sender.code == 0 and not receiver.alive
+    assert not sender.alive and sender.end == End(0) and not receiver.alive
     assert [f.kind for f in v.finding_list()] == ["shared"]
 
 

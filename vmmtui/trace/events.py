@@ -335,3 +335,6 @@ class LedgerFinding(TraceEvent):
     lost: int = 0
     lost_first_ns: int = 0
     lost_last_ns: int = 0
+    #: what matched the two sides of a share or an import (``model.findings.Proof``): ``struct
+    #: file``, ``kcmp``, ``handle bytes``, ``export data``; "" where nothing was matched
+    proof: str = ""

@@ -10,10 +10,11 @@ everything comes from the ledger's fold.
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING
 
+from vmmtui.model.ends import End
 from vmmtui.trace.events import LedgerFinding, ProcessExit
+from vmmtui.trace.words import ended_words
 
 if TYPE_CHECKING:
     from vmmtui.trace.entries import Holding
@@ -23,16 +24,6 @@ if TYPE_CHECKING:
 def shown_kind(target: str) -> str:
     """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
     return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
-
-
-def exit_words(status: int) -> str:
-    """How a process ended, from its wait status (``ProcessExit.code``)."""
-    if status & 0x7F:
-        try:
-            return f"was killed by {signal.Signals(status & 0x7F).name}"
-        except ValueError:
-            return f"was killed by signal {status & 0x7F}"
-    return f"exited with code {status >> 8 & 0xFF}"
 
 
 def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]:
@@ -67,7 +58,7 @@ def _held_after_exit(
     before = ledger.shared_before.get(h.file)
     made = ledger.name(h.file)
     name = f"memfd:{made}" if made else (before.target if before else "") or "open file"
-    how = exit_words(e.code)
+    how = ended_words(End.of_status(e.code))
     if known:
         return LedgerFinding(
             "held-after-exporter-died",

@@ -31,6 +31,8 @@ from vmmtui.events import (
     SharedFile,
     WatchFinished,
 )
+from vmmtui.model.ends import End
+from vmmtui.model.findings import GOOD, Proof, proof_of
 from vmmtui.names import shown
 from vmmtui.trace.cuda import base_name
 from vmmtui.trace.events import (
@@ -59,8 +61,6 @@ T = TypeVar("T")
 
 #: closed fds a process view keeps (struck through) after they close
 CLOSED_KEPT = 6
-#: finding kinds that are good news (the rest are problems, or unknowns, to look at)
-GOOD = ("shared", "imported")
 
 
 class Book(Generic[T]):
@@ -153,10 +153,8 @@ class ProcView:
     ppid: int = 0
     uid: int | None = None
     alive: bool = True
-    #: its exit status (``exit(5)``: 5), or None
-    code: int | None = None
-    #: the signal that ended it (0: none)
-    signal: int = 0
+    #: how it ended (None: running, or the end was not seen)
+    end: End | None = None
     gone_at: int | None = None
     #: how many calls of its book (``ProgramsView.call_books[pid]``) this state shows
     ncalls: int = 0
@@ -205,6 +203,8 @@ class FindingView:
     fix: str = ""
     peer: int = 0
     seq: int = 0
+    #: what matched the two sides (``Proof``), for a share or an import
+    proof: str = ""
 
     @property
     def good(self) -> bool:
@@ -378,9 +378,8 @@ def _exec(v: ProgramsView, e: ProcessExec) -> ProgramsView:
 
 
 def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
-    p = v.proc(e.pid)
-    sig = e.code & 0x7F
-    v = _call(v, e, "exit", f"killed by signal {sig}" if sig else f"exit (status {e.code >> 8})")
+    end = End.of_status(e.code)
+    v = _call(v, e, "exit", end_words(end))
     p = v.proc(e.pid)
     closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
     mems = {
@@ -392,8 +391,7 @@ def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
         evolve(
             p,
             alive=False,
-            code=None if sig else e.code >> 8,
-            signal=sig,
+            end=end,
             gone_at=v.seq,
             comm=p.comm or e.comm,
             fds={},
@@ -665,7 +663,8 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
 
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
-    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq)
+    proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
+    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq, proof)
     book, n = v.findings.add(v.findings_len, v.seq, f)
     v = evolve(v, findings=book, findings_len=n)
     if e.kind not in GOOD:
@@ -695,7 +694,7 @@ def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
         evolve(
             p,
             alive=False,
-            code=e.returncode,
+            end=End.of_exit(e.returncode, e.signal),
             gone_at=v.seq,
             comm=p.comm or e.name,
             fds={},
@@ -765,6 +764,12 @@ def socket_words(s: Any) -> str:
     from vmmtui.trace.ledger import socket_words as words  # the ledger's words, loaded once used
 
     return words(s)
+
+
+def end_words(end: End) -> str:
+    from vmmtui.trace.words import end_words as words  # the one wording of an end
+
+    return words(end)
 
 
 def _fd(fd: int) -> str:

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
+from vmmtui.model.findings import tally
 from vmmtui.sizes import format_size
+from vmmtui.trace.words import end_words, proven_words
 
 if TYPE_CHECKING:
     from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView
@@ -153,11 +155,7 @@ class ProgramPanel(Static, can_focus=True):
         self.border_title = Text(p.name, pid_style(v, p.pid))
         state = "running"
         if not p.alive:
-            state = (
-                f"killed by signal {p.signal}"
-                if p.signal
-                else (f"exited {p.code}" if p.code is not None else "exited")
-            )
+            state = end_words(p.end)
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
         self.border_subtitle = mark or f"{state} · {p.ncalls} calls{sort}"
         self.set_class(not p.alive, "-gone")
@@ -271,12 +269,10 @@ class VerdictsPanel(_Sized):
         self._key = key
         found = v.finding_list()
         bad = [f for f in found if not f.good]
-        good = len(found) - len(bad)
         head: list[Text] = [
             _line(
                 ("✓ ", "green"),
-                f"{good} shared/imported, proven"
-                + (" by the kernel's struct file" if v.mode == "ebpf" else ""),
+                proven_words(tally((f.kind, f.proof) for f in found)),
                 (f" · {len(bad)} to look at" if bad else " · nothing wrong found", "bold"),
             )
         ]
