@@ -25,7 +25,7 @@ EXAMPLES = [
     te.CudaCall(10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500),
     te.TraceLost(3, 110, 1, 105, 110),
     te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2),
-    te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2),
+    te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2, "ebpf", 1),
     te.CallRefused(
         11,
         "pidfd_getfd",
@@ -36,7 +36,7 @@ EXAMPLES = [
         111,
         [te.RefusalCheck("pid namespace", False, "differs")],
     ),
-    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110),
+    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110, "kcmp"),
 ]
 
 

@@ -7,7 +7,6 @@ stream and on stderr), the same stream made by polling /proc (``vmmtui.trace.pol
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 
@@ -194,28 +193,31 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.polling import fallback_words
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
-    stream = Stream(source, args, recorder, sinks)
+    from vmmtui.trace.session import TraceSession
+
+    tee = Tee(recorder, sinks, bool(args.perfetto))
+    session = TraceSession(source, [tee])
     with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
             if _wants_screen(args):
-                show(stream, args)
+                show(source, tee, args)
             else:
-                _print(stream, args)
+                _print(session, args)
         finally:
-            stream.stop()
+            source.stopping = True
             source.close()
             if recorder is not None:
                 recorder.close()
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, stream.seen, args.perfetto, said)
+            _close_sinks(sinks, tee.seen, args.perfetto, said)
     if command:
         return source.exit.status if source.exit else EXIT_FAILED
     stopped_by = getattr(source, "stopped_by", None)
     if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
         return 128 + stopped_by
     targets = set(args.pids)
-    if targets and stream.unreadable >= targets:
+    if targets and session.unreadable >= targets:
         print(
             f"vmmtui {said}: "
             + ("none of the given processes could" if len(targets) > 1 else "the process could not")
@@ -287,18 +289,18 @@ def _wants_screen(args: argparse.Namespace) -> bool:
     return not not_a_terminal() and not (args.json or args.quiet or args.text)
 
 
-def show(stream: Stream, args: argparse.Namespace) -> None:
+def show(source, tee: Tee, args: argparse.Namespace) -> None:
     """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
     rendered to a terminal where the app did not start it (polling, asked or the fallback): the
-    inspector on the source, which gets every event through the stream's recording and
+    inspector runs the session on the source, and every event goes to the recording and the
     exporters."""
     from vmmtui.tui.trace import TraceApp
 
-    what = " ".join(stream.source.command) if getattr(stream.source, "command", None) else ""
+    what = " ".join(source.command) if getattr(source, "command", None) else ""
     app = TraceApp(
-        stream.source,
+        source,
         title=f"polling · {what or 'pids'}"[:100],
-        sink=stream._tee,
+        sink=tee,
         cast=args.cast,
         started=True,
     )
@@ -308,55 +310,21 @@ def show(stream: Stream, args: argparse.Namespace) -> None:
         app.end_trace()
 
 
-class Stream:
-    """One running trace as the renderers take it: ``events()`` is the whole stream (the source's
-    events, then the ledger's findings each brings), each written to the recording and the
-    exporters as it passes; ``stop()`` ends it. The ledger is folded alongside (``ledger``), so a
-    renderer asking ``worth_a_line`` of an event sees the state before it."""
+class Tee:
+    """What every event of the run also goes to, in the thread that runs it: the recording, the
+    exporters, and the events kept for ``--perfetto`` at the end."""
 
-    def __init__(self, source, args: argparse.Namespace, recorder, sinks: list) -> None:
-        from vmmtui.trace.ledger import Ledger
-        from vmmtui.trace.narration import ProcessNames
+    def __init__(self, recorder, sinks: list, perfetto: bool) -> None:
+        self.recorder, self.sinks, self.perfetto = recorder, sinks, perfetto
+        self.seen: list = []
 
-        self.source, self.recorder, self.sinks = source, recorder, sinks
-        self.perfetto = bool(args.perfetto)
-        self.ledger = Ledger()
-        self.names = ProcessNames()
-        self.seen: list = []  # every event, for --perfetto at the end
-        self.unreadable: set[int] = set()
-        self.leaks = 0
-
-    def _tee(self, e):
+    def __call__(self, e) -> None:
         if self.recorder is not None:
             self.recorder.write(e)
         for sink in self.sinks:
             sink.feed(e)
         if self.perfetto:
             self.seen.append(e)
-        return e
-
-    def events(self, on_batch=None):
-        from vmmtui.events import ProcessUnreadable, WatchFinished
-        from vmmtui.trace.events import TraceFinished
-
-        for e in self.source.events(on_batch=on_batch):
-            self.names.see(e)
-            if isinstance(e, TraceFinished):
-                for f in self.ledger.finish():
-                    yield self._tee(f)
-                found = len(self.ledger.findings) + self.leaks
-                yield self._tee(dataclasses.replace(e, findings=found))
-                continue
-            if isinstance(e, ProcessUnreadable):
-                self.unreadable.add(e.pid)
-            elif isinstance(e, WatchFinished):
-                self.leaks = e.leaks
-            yield self._tee(e)
-            for f in self.ledger.apply(e):
-                yield self._tee(f)
-
-    def stop(self) -> None:
-        self.source.stopping = True
 
 
 def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
@@ -365,7 +333,7 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
     from vmmtui.tui.trace import TraceApp
 
     said = getattr(args, "said_as", "trace")
-    seen: list = []
+    tee = Tee(recorder, sinks, bool(args.perfetto))
 
     def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
         from vmmtui.trace.tracer import Tracer
@@ -382,16 +350,8 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
             quiet=True,  # the screen is the inspector's: the command's output goes nowhere
         )
 
-    def sink(e) -> None:  # in the tracer's thread
-        if recorder is not None:
-            recorder.write(e)
-        for s in sinks:
-            s.feed(e)
-        if args.perfetto:
-            seen.append(e)
-
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
-    app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=sink, cast=args.cast)
+    app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=tee, cast=args.cast)
     try:
         app.run()
     finally:
@@ -402,7 +362,7 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
             recorder.close()
             if recorder.failed:
                 print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto, said)
+        _close_sinks(sinks, tee.seen, args.perfetto, said)
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
@@ -526,7 +486,7 @@ def _close_sinks(
             print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
 
 
-def _print(stream: Stream, args: argparse.Namespace) -> None:
+def _print(session, args: argparse.Namespace) -> None:
     """The stream as text lines (``--text``, a pipe) or JSON lines (``--json``); ``-q``: only
     the start, the findings and the end."""
     from rich.console import Console
@@ -535,11 +495,11 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
     from vmmtui.console import print_json
     from vmmtui.events import Leak, WatchFinished
     from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
-    from vmmtui.trace.narration import Bystanders, lines, worth_a_line
+    from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
-    names = stream.names
+    names = ProcessNames()
     bystanders = Bystanders()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
@@ -553,7 +513,8 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
 
     polling = False
     try:
-        for e in stream.events(on_batch=flush):
+        for e in session.events(on_batch=flush):
+            names.see(e)
             if args.json:
                 # flushed once a batch (on_batch) and at the end, not once an event
                 print_json(e, sys.stdout, flush=False)
@@ -562,7 +523,7 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):
                 continue
-            if not worth_a_line(e, stream.ledger):
+            if not worth_a_line(e, session.ledger):
                 continue
             for x in bystanders.see(e):
                 comm = _comm(x.pid, names.comms) if isinstance(x, TraceCall) else ""
@@ -570,7 +531,7 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
             if isinstance(e, TraceFinished):
                 flush()
                 if not polling:
-                    _summary(console, stream.ledger, names.t0, bystanders.words())
+                    _summary(console, session.ledger, names.t0, bystanders.words())
     finally:
         flush()
 
@@ -633,36 +594,22 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
 
 
 def replay_trace(recording) -> int:
-    """A trace recording, printed as the live trace printed it (the ledger folded again)."""
+    """A trace recording, printed as the live trace printed it (the session run again on it)."""
     from rich.console import Console
 
-    from vmmtui.trace.events import (
-        LedgerFinding,
-        TraceFinished,
-    )
-    from vmmtui.trace.ledger import Ledger
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines
+    from vmmtui.trace.session import TraceSession
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"replay of {recording.header.title or recording.path} ({recording.header.when}, {recording.header.where})",
         style="bold",
     )
-    ledger, names, bystanders = Ledger(), ProcessNames(), Bystanders()
-    for e in recording.events:
+    session, names, bystanders = TraceSession.replay(recording.events), ProcessNames(), Bystanders()
+    for e in session.events():
         names.see(e)
-        if isinstance(e, LedgerFinding):
-            continue  # folded again below, from the calls
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)
-        if isinstance(e, TraceFinished):
-            continue
-        for f in ledger.apply(e):
-            for line in lines(f, names.t0):
-                console.print(line)
-    for f in ledger.finish():
-        for line in lines(f, names.t0):
-            console.print(line)
-    _summary(console, ledger, names.t0, bystanders.words())
+    _summary(console, session.ledger, names.t0, bystanders.words())
     return EXIT_OK

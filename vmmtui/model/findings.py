@@ -56,9 +56,11 @@ class Proof(StrEnum):
 
 
 class HasProof(Protocol):
-    kind: str
-    file: str
-    proof: str
+    @property
+    def file(self) -> str: ...
+
+    @property
+    def proof(self) -> str: ...
 
 
 def proof_of(f: HasProof) -> Proof:

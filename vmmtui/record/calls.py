@@ -152,6 +152,14 @@ def _what(e: Event) -> str:
     return f"[{pid}] {name}" if pid else name
 
 
+def trace_timeline(events: list[Event]) -> CallTimeline:
+    """A trace recording's frames, its findings found again by the trace session (as the live
+    trace found them, in today's words): the replay, its page and ``--step`` count these."""
+    from vmmtui.trace.session import refold
+
+    return CallTimeline(refold(events))
+
+
 def is_trace(events: list[Event]) -> bool:
     """Whether these are a trace's or a polling's events (not a demo session's)."""
     from vmmtui.events import AttachEvent

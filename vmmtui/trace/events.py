@@ -284,10 +284,12 @@ class TraceFinished(TraceEvent):
     events: int
     lost: int
     seconds: float
-    #: every finding the ledger said (shares included): the lines the text printed
+    #: every finding (shares included; ``TraceSession.count``): the one count every renderer says
     findings: int = 0
     #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
     mode: str = "ebpf"
+    #: of the findings, the ones to look at (not a share or an import)
+    problems: int = 0
 
 
 @dataclass(frozen=True)

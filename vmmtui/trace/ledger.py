@@ -59,30 +59,16 @@ from vmmtui.trace.events import (
     ProcessExit,
     ProcessForked,
     QueuedAtRelease,
-    SocketEnd,
     TraceLost,
     TraceStarted,
 )
 from vmmtui.trace.held import files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS
-from vmmtui.trace.words import ended_words
+from vmmtui.trace.words import ended_words, socket_words
 
 CUDA_SUCCESS = 0
 #: the kinds of open file whose sharing (kcmp) is a share of memory
 SHARED_MEMORY = ("memfd", "shm", "dmabuf")
-#: CU_MEM_HANDLE_TYPE_* bits
-HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}
-
-
-def handle_type_names(bits: int) -> list[str]:
-    return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
-
-
-def socket_words(s: SocketEnd) -> str:
-    if s.family != "unix":
-        return f"a {s.family} socket"
-    name = f" {s.name}" if s.name else ""
-    return f"unix socket{name} (inode {s.ino}{f', peer {s.peer_ino}' if s.peer_ino else ''})"
 
 
 class Ledger:
@@ -346,8 +332,8 @@ class Ledger:
                         proof=Proof.KCMP,
                     )
                 )
-        for h in present:
-            h.file = name
+        for kept in present:
+            kept.file = name
         if present:
             self.shared_before[name] = e
 

@@ -33,7 +33,7 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import handle_type_names, socket_words
+from vmmtui.trace.words import handle_type_names, socket_words
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -238,6 +238,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             Text(
                 f"vmmtui trace: {counted}, "
                 f"{e.findings} finding{'s' if e.findings != 1 else ''}"
+                + (f" ({e.problems} to look at)" if e.problems else "")
                 + (f"; the command ended with {how}" if how else ""),
                 "bold",
             )

@@ -7,6 +7,10 @@ import signal
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof, Tally
+from vmmtui.trace.events import SocketEnd
+
+#: CU_MEM_HANDLE_TYPE_* bits
+HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}
 
 #: what proved a share or an import, as the verdicts say it
 PROOF_WORDS = {
@@ -52,3 +56,14 @@ def proven_words(t: Tally) -> str:
         for proof, n in sorted(t.proven_by.items(), key=lambda kv: -kv[1])
     ]
     return f"{head}, proven by {', '.join(parts)}"
+
+
+def handle_type_names(bits: int) -> list[str]:
+    return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
+
+
+def socket_words(s: SocketEnd) -> str:
+    if s.family != "unix":
+        return f"a {s.family} socket"
+    name = f" {s.name}" if s.name else ""
+    return f"unix socket{name} (inode {s.ino}{f', peer {s.peer_ino}' if s.peer_ino else ''})"

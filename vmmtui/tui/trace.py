@@ -1,19 +1,16 @@
 """``vmmtui trace`` in a terminal: the inspector on programs vmmtui did not start, live.
 
-A thread runs the tracer (eBPF) and the ledger, writes the recording and the exporters, and only
-posts batches of events to the app. The app keeps every event (nothing is dropped from the state:
+A thread runs the trace session (``trace.session``: the tracer, the ledger, the recording and
+the exporters) and only posts batches of events to the app; the app never reads /proc or signals
+a process itself. The app keeps every event (nothing is dropped from the state:
 ``FrameStates`` folds them all) and repaints at most ``REPAINT_HZ`` times a second, however fast
 the calls come. Each call is a frame: ←/→, g, the timeline and / go back through them while the
 trace goes on; end goes back to live. q, Ctrl-C, SIGTERM or a closed terminal end the trace: the
-traced command's process tree is stopped (SIGTERM, then SIGKILL), the probes closed.
+session stops the traced command's process tree (SIGTERM, then SIGKILL), the probes close.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -36,8 +33,6 @@ REPAINT_HZ = 20
 FOLD_BUDGET_S = 0.03
 #: the tracer's thread starts this long after the app (its first frame written by then)
 THREAD_AFTER_S = 0.25
-#: how long the command's tree gets after SIGTERM before SIGKILL
-TERM_GRACE_S = 0.8
 
 
 @dataclass
@@ -90,6 +85,8 @@ class TraceApp(Viewer):
         self.error = ""
         #: events folded into the live state (the newest are folded at the next repaints)
         self.live_to = 0
+        #: the run (made in the tracer's thread, once the tracer is)
+        self.session: Any = None
 
     @property
     def timeline(self) -> CallTimeline:
@@ -109,16 +106,9 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.events import TraceFinished, TraceStarted
-        from vmmtui.trace.ledger import Ledger
+        from vmmtui.trace.session import TraceSession, stop_command
 
-        ledger = Ledger()
         batch: list[Event] = []
-
-        def out(e: Event) -> None:
-            batch.append(e)
-            if self.sink is not None:
-                self.sink(e)
 
         def flush() -> None:
             if batch:
@@ -151,22 +141,10 @@ class TraceApp(Viewer):
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
                 stop_command(self.tracer)
+        sinks = [batch.append] + ([self.sink] if self.sink is not None else [])
+        self.session = TraceSession(self.tracer, sinks)
         try:
-            for e in self.tracer.events(on_batch=flush):
-                if isinstance(e, TraceStarted):  # then, for -p, who they are (from /proc)
-                    out(e)
-                    for seen in seen_now(getattr(self.tracer, "pids", [])):
-                        out(seen)
-                    continue
-                if isinstance(e, TraceFinished):
-                    for f in ledger.finish():
-                        out(f)
-                    bad = sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
-                    out(dataclasses.replace(e, findings=bad))
-                    continue
-                out(e)
-                for f in ledger.apply(e):
-                    out(f)
+            for _ in self.session.events(on_batch=flush):
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
@@ -188,8 +166,11 @@ class TraceApp(Viewer):
             self.notify(message.error, severity="error", timeout=20)
         exit_ = getattr(self.tracer, "exit", None)
         if exit_ is not None and self.tracer is not None and self.tracer.command:
-            how = f"signal {exit_.signal}" if exit_.signal else f"exit {exit_.code}"
-            self.notify(f"the command ended ({how}); q quits", timeout=6)
+            from vmmtui.model.ends import End
+            from vmmtui.trace.words import end_words
+
+            how = end_words(End.of_exit(exit_.code, exit_.signal))
+            self.notify(f"the command {how}; q quits", timeout=6)
         self.dirty = True
 
     def _repaint(self) -> None:
@@ -283,60 +264,12 @@ class TraceApp(Viewer):
 
     def end_trace(self) -> None:
         """Stop the command's process tree and the tracer (within about a second)."""
+        from vmmtui.trace.session import stop_command
+
         self.quitting = True
         if self.tracer is None:
             return
-        stop_command(self.tracer)
+        stop_command(self.tracer)  # the session's, before the session may exist
         self.tracer.stopping = True
         if self.thread is not None:
             self.thread.join(1.0)
-
-
-def stop_command(tracer: Any) -> None:
-    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
-    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
-    from vmmtui.trace.tracer import descendants
-
-    proc = getattr(tracer, "proc", None)
-    if proc is None or getattr(tracer, "exit", None) is not None:
-        return
-    tree = {proc.pid} | descendants({proc.pid})
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < end and any(_alive(p) for p in tree):
-        time.sleep(0.02)
-    for pid in tree | descendants(tree):
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def seen_now(pids: list[int]) -> list[Event]:
-    """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
-    line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
-    from vmmtui.events import ProcessSeen
-
-    out: list[Event] = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode("utf-8", "replace")
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except (OSError, ValueError):
-            continue
-        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
-    return out

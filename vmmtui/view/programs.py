@@ -761,7 +761,7 @@ def _finished(v: ProgramsView, e: Event) -> ProgramsView:
 
 
 def socket_words(s: Any) -> str:
-    from vmmtui.trace.ledger import socket_words as words  # the ledger's words, loaded once used
+    from vmmtui.trace.words import socket_words as words  # the one wording, loaded once used
 
     return words(s)
 

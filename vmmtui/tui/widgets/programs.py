@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.model.findings import tally
 from vmmtui.sizes import format_size
-from vmmtui.trace.words import end_words, proven_words
 
 if TYPE_CHECKING:
     from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView
@@ -155,6 +153,8 @@ class ProgramPanel(Static, can_focus=True):
         self.border_title = Text(p.name, pid_style(v, p.pid))
         state = "running"
         if not p.alive:
+            from vmmtui.trace.words import end_words  # with the first trace (not a demo's frame)
+
             state = end_words(p.end)
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
         self.border_subtitle = mark or f"{state} · {p.ncalls} calls{sort}"
@@ -267,6 +267,9 @@ class VerdictsPanel(_Sized):
         if key == self._key:
             return
         self._key = key
+        from vmmtui.model.findings import tally
+        from vmmtui.trace.words import proven_words
+
         found = v.finding_list()
         bad = [f for f in found if not f.good]
         head: list[Text] = [

@@ -1,0 +1,167 @@
+"""One observed run of programs, whatever observes them: a ``Source`` (the eBPF tracer, the
+polling, a recording) gives the events, the ledger folds them and adds its findings, every sink
+(the recording, the exporters, a screen) gets the same stream, and the end says the one count of
+findings. ``vmmtui trace`` (text, JSON, the inspector) and ``vmmtui replay`` of a trace all run
+it, so the same run gives the same events, the same findings and the same count everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
+
+from vmmtui.events import Event, Leak, ProcessSeen, ProcessUnreadable
+from vmmtui.model.findings import Tally, proof_of, tally
+from vmmtui.trace.events import LedgerFinding, TraceFinished, TraceStarted
+from vmmtui.trace.ledger import Ledger
+
+#: how long the command's tree gets after SIGTERM before SIGKILL
+TERM_GRACE_S = 0.8
+
+
+class Source(Protocol):
+    """What observes the programs: ``events()`` until the run ends; ``stopping`` ends it early."""
+
+    stopping: bool
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]: ...
+
+
+class RecordingSource:
+    """A recording's events as a source. The findings it recorded are left out: the ledger finds
+    them again (in today's words), as it found them live."""
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.recorded = list(events)
+        self.stopping = False
+        self.command: list[str] = []
+        self.pids: list[int] = []
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        for e in self.recorded:
+            if self.stopping:
+                return
+            if not isinstance(e, LedgerFinding):
+                yield e
+
+
+class TraceSession:
+    """The pipeline, once: source → ledger → findings → sinks. ``events()`` is the whole stream
+    (each event, then the findings it brings), each passed to every sink as it goes."""
+
+    def __init__(
+        self, source: Source, sinks: Sequence[Callable[[Event], object]] = (), live: bool = True
+    ) -> None:
+        self.source = source
+        self.sinks = list(sinks)
+        #: the one fold of the run
+        self.ledger = Ledger()
+        #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
+        self.live = live
+        self.unreadable: set[int] = set()
+        #: findings the polling said itself (leftover files, unreadable processes)
+        self.polled: list[tuple[str, str]] = []
+        self.finished: TraceFinished | None = None
+
+    @classmethod
+    def replay(cls, events: Iterable[Event]) -> TraceSession:
+        return cls(RecordingSource(events), live=False)
+
+    def count(self) -> Tally:
+        """The one count of findings: the ledger's (shares included) and the polling's."""
+        return tally([*((f.kind, str(proof_of(f))) for f in self.ledger.findings), *self.polled])
+
+    def _out(self, e: Event) -> Event:
+        for sink in self.sinks:
+            sink(e)
+        return e
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        ledger = self.ledger
+        for e in self.source.events(on_batch=on_batch):
+            if isinstance(e, LedgerFinding):
+                continue  # made by the ledger below, never taken from a source
+            if isinstance(e, TraceFinished):
+                yield from map(self._out, ledger.finish())
+                t = self.count()
+                self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
+                yield self._out(self.finished)
+                continue
+            if isinstance(e, ProcessUnreadable):
+                self.unreadable.add(e.pid)
+                self.polled.append(("unreadable", ""))
+            elif isinstance(e, Leak):
+                self.polled.append((str(e.kind), ""))
+            yield self._out(e)
+            for f in ledger.apply(e):
+                yield self._out(f)
+            if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
+                for seen in seen_now(list(getattr(self.source, "pids", []) or [])):
+                    yield self._out(seen)
+                    for f in ledger.apply(seen):
+                        yield self._out(f)
+        if self.finished is None:  # a source cut short (a recording that stops mid-run)
+            yield from map(self._out, ledger.finish())
+
+    def stop(self) -> None:
+        """End the run: the traced command's tree is stopped (a ``-p`` target is not ours)."""
+        self.source.stopping = True
+        stop_command(self.source)
+
+
+def refold(events: Iterable[Event]) -> list[Event]:
+    """A recording's stream as the pipeline makes it today: its findings found again."""
+    return list(TraceSession.replay(events).events())
+
+
+def stop_command(tracer: object) -> None:
+    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
+    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
+    from vmmtui.trace.tracer import descendants
+
+    proc = getattr(tracer, "proc", None)
+    if proc is None or getattr(tracer, "exit", None) is not None:
+        return
+    tree = {proc.pid} | descendants({proc.pid})
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + TERM_GRACE_S
+    while time.monotonic() < end and any(_alive(p) for p in tree):
+        time.sleep(0.02)
+    for pid in tree | descendants(tree):
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def seen_now(pids: list[int]) -> list[Event]:
+    """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
+    line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
+    out: list[Event] = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode("utf-8", "replace")
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except (OSError, ValueError):
+            continue
+        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
+    return out
