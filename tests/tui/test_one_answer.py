@@ -82,3 +82,62 @@ def test_the_end_line_and_json_give_one_count(capsys):
     assert end.findings == len(found) > 0
     n = len(found)
     assert re.search(rf"\b{n} finding{'s' if n != 1 else ''}\b", out), out
+
+
+class _Replayed:
+    """A recorded eBPF run played as a live ``trace -p`` source: its calls, then its end; the
+    ``-p`` target is a real process (this one's child), read from /proc as a live run reads it."""
+
+    def __init__(self, path: Path, pid: int) -> None:
+        from vmmtui.trace.session import RecordingSource
+
+        self.inner = RecordingSource(read(path).events)
+        self.pids, self.command, self.proc, self.exit = [pid], [], None, None
+        self.stopping = False
+
+    def events(self, on_batch=None):
+        yield from self.inner.events(on_batch)
+
+
+@pytest.mark.asyncio
+async def test_the_text_and_the_inspector_record_the_same_run_alike(capsys):
+    """``trace --text --record A`` and the inspector's ``--record B`` of one run: the same event
+    kinds, the same findings, the same count at the end."""
+    import argparse
+    import subprocess
+    import sys
+
+    from vmmtui.cli.trace import Tee, _print
+    from vmmtui.trace.events import LedgerFinding, TraceFinished
+    from vmmtui.trace.session import TraceSession
+    from vmmtui.tui.trace import TraceApp
+
+    path = TRACES / "fake_cuda_calls.jsonl.gz"
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        text = Tee(None, [], True)
+        args = argparse.Namespace(json=True, quiet=False)
+        _print(TraceSession(_Replayed(path, target.pid), [text]), args)
+        capsys.readouterr()
+        screen: list = []
+        app = TraceApp(_Replayed(path, target.pid), sink=screen.append, started=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.02)
+                if app.ended:
+                    break
+            assert app.ended
+    finally:
+        target.kill()
+        target.wait()
+
+    def kinds(events):
+        return [type(e).__name__ for e in events]
+
+    def found(events):
+        return [(f.kind, f.pid, f.what) for f in events if isinstance(f, LedgerFinding)]
+
+    assert kinds(screen) == kinds(text.seen) and "ProcessSeen" in kinds(screen)
+    assert found(screen) == found(text.seen) != []
+    ends = [e for e in (*text.seen, *screen) if isinstance(e, TraceFinished)]
+    assert len(ends) == 2 and ends[0] == ends[1] and ends[0].findings == len(found(screen))
