@@ -25,9 +25,9 @@ CORE = [
     "vmmtui.transcript",
     "vmmtui.bench.run",
     "vmmtui.cli",
-    "vmmtui.attach",
-    "vmmtui.attach.follow",
-    "vmmtui.attach.watch",
+    "vmmtui.trace.procfs",
+    "vmmtui.trace.procfs.follow",
+    "vmmtui.trace.procfs.watch",
     "vmmtui.record",
     "vmmtui.record.timeline",
     "vmmtui.view",
@@ -82,7 +82,7 @@ LAYERS = {
         "vmmtui.worker",
     ),
     "vmmtui.narration": ("vmmtui.tui", "vmmtui.session", "vmmtui.worker", "vmmtui.backends.cuda"),
-    "vmmtui.attach": (
+    "vmmtui.trace.procfs": (
         "vmmtui.session",
         "vmmtui.worker",
         "vmmtui.tui",
@@ -276,7 +276,6 @@ def test_the_model_imports_no_observer_no_words_and_no_screen():
     that made them (eBPF, polling), never a wording, a renderer or Textual."""
     banned = (
         "vmmtui.trace",
-        "vmmtui.attach",
         "vmmtui.narration",
         "vmmtui.tui",
         "vmmtui.cli",
@@ -299,7 +298,7 @@ def test_the_observer_never_imports_the_model_the_screen_or_the_command_line():
     bad = [
         f"{name} imports {d}"
         for name, deps in graph().items()
-        if _under(name, ("vmmtui.trace", "vmmtui.attach")) and not _under(name, FOLD_IN_TRACE)
+        if _under(name, ("vmmtui.trace",)) and not _under(name, FOLD_IN_TRACE)
         for d in sorted(deps)
         if _under(d, banned)
     ]

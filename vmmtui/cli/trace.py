@@ -232,8 +232,8 @@ def _start(args: argparse.Namespace, command: list[str]):
     """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
     alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
     code when the command cannot be started (one line said)."""
-    from vmmtui.attach.watch import CommandNotFound as NotStarted
     from vmmtui.trace.polling import PollingTrace
+    from vmmtui.trace.procfs.watch import CommandNotFound as NotStarted
 
     said = getattr(args, "said_as", "trace")
     once = getattr(args, "once", False)

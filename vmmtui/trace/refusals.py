@@ -12,8 +12,8 @@ from __future__ import annotations
 import errno
 import os
 
-from vmmtui.attach.preflight import NAMESPACES, SCM_ROAD, _ptrace_checks, _status
 from vmmtui.trace.events import CallRefused, RefusalCheck
+from vmmtui.trace.procfs.preflight import NAMESPACES, SCM_ROAD, _ptrace_checks, _status
 
 
 def _ns(pid: int, kind: str) -> str | None:

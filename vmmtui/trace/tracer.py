@@ -340,7 +340,7 @@ class Tracer:
         """What running pids already hold and share when the trace starts (frame 0), read as
         attach reads it: fds, kcmp shares, mapped memfds and /dev/shm, NVML. The probe is attached
         first, so a call made meanwhile waits in the ring buffer and follows these events."""
-        from vmmtui.attach.follow import Follower
+        from vmmtui.trace.procfs.follow import Follower
 
         yield Notice(ALREADY_TRUE)
         f = Follower(set(self.alive), use_nvml=self.use_nvml)

@@ -19,8 +19,6 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
-from vmmtui.attach.shares import Shares, find_shares
 from vmmtui.events import (
     Arrival,
     Event,
@@ -34,6 +32,8 @@ from vmmtui.events import (
     SharedFile,
 )
 from vmmtui.names import shown
+from vmmtui.trace.procfs.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
+from vmmtui.trace.procfs.shares import Shares, find_shares
 
 Holder = tuple[int, int]
 

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from vmmtui.attach.follow import Follower
-from vmmtui.attach.leaks import leftover_files
-from vmmtui.attach.scan import children
 from vmmtui.events import Event, Notice, WatchFinished
+from vmmtui.trace.procfs.follow import Follower
+from vmmtui.trace.procfs.leaks import leftover_files
+from vmmtui.trace.procfs.scan import children
 
 PR_SET_CHILD_SUBREAPER = 36
 

@@ -13,10 +13,10 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from vmmtui.attach.lifecycle import Tracker
-from vmmtui.attach.scan import MEMORY_KINDS
 from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
 from vmmtui.names import shown
+from vmmtui.trace.procfs.lifecycle import Tracker
+from vmmtui.trace.procfs.scan import MEMORY_KINDS
 
 CLOSE_FIX = (
     "close every fd you receive once it is imported (also when the import fails), and before exit"
@@ -262,7 +262,7 @@ def leftover_files(
 
 def _held_shm() -> set[tuple[int, int]]:
     """(dev, ino) of every /dev/shm file some readable process has open or mapped."""
-    from vmmtui.attach.scan import all_pids, scan_process
+    from vmmtui.trace.procfs.scan import all_pids, scan_process
 
     held: set[tuple[int, int]] = set()
     for pid in all_pids():
