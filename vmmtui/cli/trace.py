@@ -232,8 +232,8 @@ def _start(args: argparse.Namespace, command: list[str]):
     """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
     alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
     code when the command cannot be started (one line said)."""
+    from vmmtui.trace.command import CommandNotFound
     from vmmtui.trace.polling import PollingTrace
-    from vmmtui.trace.procfs.watch import CommandNotFound as NotStarted
 
     said = getattr(args, "said_as", "trace")
     once = getattr(args, "once", False)
@@ -241,7 +241,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     reason = ""
     if not (args.poll or once):
         from vmmtui.trace.loader import ProbeUnavailable, why_not
-        from vmmtui.trace.tracer import CommandNotFound, Tracer
+        from vmmtui.trace.tracer import Tracer
 
         reason = why_not() or ""
         if not reason:
@@ -278,7 +278,7 @@ def _start(args: argparse.Namespace, command: list[str]):
     )
     try:
         polling.start()
-    except NotStarted as exc:
+    except CommandNotFound as exc:
         print(f"vmmtui {said}: {exc}", file=sys.stderr)
         return exc.code
     return polling, reason

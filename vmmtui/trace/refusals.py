@@ -13,7 +13,7 @@ import errno
 import os
 
 from vmmtui.trace.events import CallRefused, RefusalCheck
-from vmmtui.trace.procfs.preflight import NAMESPACES, SCM_ROAD, _ptrace_checks, _status
+from vmmtui.trace.procfs.preflight import NAMESPACES, SCM_ROAD, proc_status, ptrace_checks
 
 
 def _ns(pid: int, kind: str) -> str | None:
@@ -58,7 +58,7 @@ def explain(
 def _eperm_checks(a: int, b: int) -> list[RefusalCheck]:
     out: list[RefusalCheck] = []
     try:
-        pa, pb = _status(a), _status(b)
+        pa, pb = proc_status(a), proc_status(b)
     except OSError:
         return [
             RefusalCheck("processes", None, f"pid {a} or {b} exited before /proc could be read")
@@ -85,7 +85,7 @@ def _eperm_checks(a: int, b: int) -> list[RefusalCheck]:
                 + NAMESPACES["pid"][0].split(":")[0]
             )
         out.append(RefusalCheck(f"{kind} namespace", same, finding))
-    for c in _ptrace_checks(a, b, pa, pb):
+    for c in ptrace_checks(a, b, pa, pb):
         ok = c.ok
         if c.name == "seccomp":
             ok = False

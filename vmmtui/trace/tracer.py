@@ -16,14 +16,13 @@ import gc
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from vmmtui.events import Event, Notice
+from vmmtui.trace.command import CommandNotFound, Exit
 from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.events import (
     FdTaken,
@@ -73,24 +72,6 @@ SYSCALLS = [
     "exec",
     "exit",
 ]
-
-
-class CommandNotFound(Exception):
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass
-class Exit:
-    code: int | None
-    signal: str | None
-
-    @property
-    def status(self) -> int:
-        if self.signal:
-            return 128 + int(signal.Signals[self.signal])
-        return self.code or 0
 
 
 def descendants(pids: set[int]) -> set[int]:
@@ -260,10 +241,7 @@ class Tracer:
             if pid == 0:
                 return
             if pid == self.proc.pid:
-                if os.WIFSIGNALED(status):
-                    self.exit = Exit(None, signal.Signals(os.WTERMSIG(status)).name)
-                else:
-                    self.exit = Exit(os.WEXITSTATUS(status), None)
+                self.exit = Exit.of_status(status)
                 self.proc.returncode = self.exit.status
 
     def _done(self, t0: float) -> bool:

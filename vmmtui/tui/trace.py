@@ -125,8 +125,8 @@ class TraceApp(Viewer):
             if self.quitting:
                 return
         if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
+            from vmmtui.trace.command import CommandNotFound
             from vmmtui.trace.loader import ProbeUnavailable
-            from vmmtui.trace.tracer import CommandNotFound
 
             try:
                 self.tracer.start()

@@ -58,7 +58,8 @@ class Proc:
     dumpable: bool | None
 
 
-def _status(pid: int) -> Proc:
+def proc_status(pid: int) -> Proc:
+    """What /proc/PID/status says of a process's uids, capabilities, seccomp and namespaces."""
     fields: dict[str, str] = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -94,7 +95,7 @@ def _ancestors(pid: int) -> set[int]:
     while pid > 1 and pid not in out:
         out.add(pid)
         try:
-            pid = _status(pid).ppid
+            pid = proc_status(pid).ppid
         except OSError:
             break
     return out
@@ -118,7 +119,7 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     procs = {}
     for pid in dict.fromkeys((a, b)):  # one check, and one message, when A and B are one pid
         try:
-            procs[pid] = _status(pid)
+            procs[pid] = proc_status(pid)
         except FileNotFoundError:
             check(
                 "processes",
@@ -160,7 +161,7 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
             "" if ia == ib else cause,
             "" if ia == ib else fix,
         )
-    out += _ptrace_checks(a, b, pa, pb)
+    out += ptrace_checks(a, b, pa, pb)
     out += _real_tries(a, b)
     if device:
         out += _device_checks(a, b)
@@ -177,7 +178,8 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     return out
 
 
-def _ptrace_checks(a: int, b: int, pa: Proc, pb: Proc) -> list[PreflightCheck]:
+def ptrace_checks(a: int, b: int, pa: Proc, pb: Proc) -> list[PreflightCheck]:
+    """Whether ``a`` may ptrace-access ``b`` (pidfd_getfd's rule): Yama, CAP_SYS_PTRACE, uids."""
     out: list[PreflightCheck] = []
     scope = _ptrace_scope()
     cap = bool(pa.cap_eff >> CAP_SYS_PTRACE & 1)

@@ -12,44 +12,17 @@ import contextlib
 import ctypes
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from vmmtui.events import Event, Notice, WatchFinished
+from vmmtui.trace.command import CommandNotFound, Exit
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
 from vmmtui.trace.procfs.scan import children
 
 PR_SET_CHILD_SUBREAPER = 36
-
-
-class CommandNotFound(Exception):
-    """The command could not be started: ``code`` is 127 (not found) or 126 (not executable)."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass
-class Exit:
-    code: int | None
-    signal: str | None
-
-    @property
-    def status(self) -> int:
-        if self.signal:
-            return 128 + int(signal.Signals[self.signal])
-        return self.code or 0
-
-
-def _decode(status: int) -> Exit:
-    if os.WIFSIGNALED(status):
-        return Exit(None, signal.Signals(os.WTERMSIG(status)).name)
-    return Exit(os.WEXITSTATUS(status), None)
 
 
 class Watch:
@@ -102,7 +75,7 @@ class Watch:
                 return
             if pid == 0:
                 return
-            ex = _decode(status)
+            ex = Exit.of_status(status)
             self.follower.tracker.returncodes[pid] = (ex.code, ex.signal)
             if pid not in self.follower.tracker.names:
                 how = f"killed by {ex.signal}" if ex.signal else f"exit code {ex.code}"
