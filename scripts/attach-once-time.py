@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from vmmtui.backends import choose
-from vmmtui.config import SessionConfig
-from vmmtui.events import StepDone
+from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
+from vmmtui.stream.events import StepDone
 
 
 def main() -> int:

@@ -7,9 +7,9 @@ vmmtui code in the reading) and prints what it sees next to what the workers rep
 import os
 import sys
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import StepDone
+from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
+from vmmtui.stream.events import StepDone
 
 backend = sys.argv[1] if len(sys.argv) > 1 else "auto"
 s = Session(SessionConfig(backend=backend, size=1 << 20))

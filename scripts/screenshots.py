@@ -27,10 +27,10 @@ import subprocess
 from pathlib import Path
 
 from vmmtui.backends import choose
-from vmmtui.config import SessionConfig
-from vmmtui.sizes import parse_size
-from vmmtui.steps import build_plan
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
 from vmmtui.tui.app import InspectorApp
+from vmmtui.words.sizes import parse_size
 
 CHROMIUMS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 

@@ -17,7 +17,7 @@ import json
 import sys
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vmmtui.trace.events import (  # noqa: E402
+from vmmtui.stream.observed import (  # noqa: E402
     FdCloseCall,
     FdsReceived,
     FdsSent,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 
 from vmmtui.backends.base import Call
-from vmmtui.channel import Ack, AllocMessage
-from vmmtui.events import (
+from vmmtui.backends.pattern import Verification
+from vmmtui.plan.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
+from vmmtui.stream.events import (
     Event,
     FdRow,
     FdSnapshot,
@@ -23,9 +24,8 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.pattern import Verification
-from vmmtui.state import Mapping, Peer, StepReport, WorkerState
-from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
+from vmmtui.stream.state import Mapping, Peer, StepReport, WorkerState
+from vmmtui.wire.channel import Ack, AllocMessage
 
 SIZE = 1 << 20
 INTEGERS = SIZE // 4

@@ -5,10 +5,10 @@ import threading
 
 import pytest
 
-from vmmtui import channel
-from vmmtui.channel import Ack, AllocMessage
-from vmmtui.codec import encode
-from vmmtui.troubleshooting import StepError
+from vmmtui.stream.codec import encode
+from vmmtui.wire import channel
+from vmmtui.wire.channel import Ack, AllocMessage
+from vmmtui.words.troubleshooting import StepError
 
 ALLOC = AllocMessage(65536, 65536, 4096, 0, "CPU memory (memfd)", "memfd", "vmm")
 
@@ -248,7 +248,7 @@ def test_send_to_a_peer_that_never_reads_gives_up_at_its_deadline(seqpacket_pair
 def test_rehearse_runs_the_real_round_trip_and_leaves_no_fd(tmp_path):
     """The worker's init rehearses the wire on a socketpair: the fd that went through SCM_RIGHTS and
     both sockets are closed after, and the init step's call log says it was done."""
-    from vmmtui.config import WorkerConfig
+    from vmmtui.plan.config import WorkerConfig
     from vmmtui.worker.core import Worker
 
     before = set(os.listdir("/proc/self/fd"))

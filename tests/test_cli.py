@@ -244,8 +244,8 @@ def test_a_command_that_owns_its_signals_gets_no_raising_handler(monkeypatch):
     of raising Interrupted inside its event loop."""
     import signal as sig
 
-    from vmmtui import interrupts
     from vmmtui.cli import run as run_command
+    from vmmtui.system import interrupts
 
     seen = {}
 

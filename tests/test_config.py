@@ -2,7 +2,7 @@
 
 import pytest
 
-from vmmtui.config import SessionConfig, WorkerConfig, validate
+from vmmtui.plan.config import SessionConfig, WorkerConfig, validate
 from vmmtui.scenarios import get
 
 

@@ -6,10 +6,10 @@ import io
 
 from events_fixture import SAME, session_batches, session_events
 
-from vmmtui import narration
-from vmmtui.console import LogPrinter, print_json
-from vmmtui.events import Event, SessionFailed
-from vmmtui.troubleshooting import failure
+from vmmtui.render.console import LogPrinter, print_json
+from vmmtui.stream.events import Event, SessionFailed
+from vmmtui.words import narration
+from vmmtui.words.troubleshooting import failure
 
 
 def printed(events, **kw) -> tuple[str, LogPrinter]:

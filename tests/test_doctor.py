@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from vmmtui import doctor
 from vmmtui.backends.probe import DeviceRecord, ProbeRecord
-from vmmtui.doctor import fabric_finding, kernels_finding
+from vmmtui.system import doctor
+from vmmtui.system.doctor import fabric_finding, kernels_finding
 
 H100 = DeviceRecord(
     index=0,
@@ -93,7 +93,7 @@ def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
     import sys
 
     code = (
-        "from vmmtui.backends import pidfd; from vmmtui import doctor; pidfd.deny_pidfd_getfd(); "
+        "from vmmtui.backends import pidfd; from vmmtui.system import doctor; pidfd.deny_pidfd_getfd(); "
         "f = doctor.pidfd_finding(); print(f.ok); print(f.value)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import (
+from vmmtui.plan.config import SessionConfig
+from vmmtui.scenarios import SCENARIOS
+from vmmtui.session import Session
+from vmmtui.stream.events import (
     VERSION,
     AttachEvent,
     Event,
@@ -23,8 +25,6 @@ from vmmtui.events import (
     Notice,
     StepDone,
 )
-from vmmtui.scenarios import SCENARIOS
-from vmmtui.session import Session
 
 SHAPES = [
     {},
@@ -177,17 +177,17 @@ def test_a_dict_key_that_is_not_an_integer_says_so(key):
 
 
 def test_a_recordings_event_of_another_module_reads_back_without_importing_it():
-    """trace's events live in vmmtui/trace/events.py; a reader that never imported it still reads them."""
+    """trace's events live in vmmtui/stream/observed.py; a reader that never imported it still reads them."""
     code = (
-        "import sys; from vmmtui.events import Event; "
-        "assert 'vmmtui.trace.events' not in sys.modules; "
+        "import sys; from vmmtui.stream.events import Event; "
+        "assert 'vmmtui.stream.observed' not in sys.modules; "
         "e = Event.from_json(sys.argv[1]); print(type(e).__module__)"
     )
     line = json.dumps({"v": VERSION, "event": "TraceStarted", "mode": "polling", "targets": [1]})
     out = subprocess.run(
         [sys.executable, "-c", code, line], capture_output=True, text=True, timeout=60
     )
-    assert out.stdout.strip() == "vmmtui.trace.events", out.stderr
+    assert out.stdout.strip() == "vmmtui.stream.observed", out.stderr
 
 
 def test_two_modules_cannot_register_one_event_name():

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from vmmtui.fdtable import FdTable, kcmp_same_file
+from vmmtui.system.fdtable import FdTable, kcmp_same_file
 
 
 def test_fd_table_matches_proc_self():
@@ -52,6 +52,6 @@ def test_kcmp_tells_a_dup_from_another_file():
     ],
 )
 def test_target_class_reads_the_proc_target(target, cls):
-    from vmmtui.fdtable import target_class
+    from vmmtui.system.fdtable import target_class
 
     assert target_class(target) == cls

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import KcmpVerdict, SessionClosed, StepDone
-from vmmtui.fdtable import FdTable
+from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
+from vmmtui.stream.events import KcmpVerdict, SessionClosed, StepDone
+from vmmtui.system.fdtable import FdTable
 
 pytestmark = pytest.mark.gpu
 

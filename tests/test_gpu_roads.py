@@ -5,7 +5,7 @@ each ending with the device memory back (cuMemGetInfo). Skipped where no usable 
 import pytest
 from test_gpu import device_free, run_cuda, settled_free
 
-from vmmtui.events import KcmpVerdict, SessionClosed, StepDone
+from vmmtui.stream.events import KcmpVerdict, SessionClosed, StepDone
 
 pytestmark = pytest.mark.gpu
 

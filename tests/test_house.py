@@ -10,19 +10,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vmmtui"
 CORE = [
-    "vmmtui.config",
+    "vmmtui.plan.config",
     "vmmtui.session",
     "vmmtui.worker",
     "vmmtui.worker.core",
     "vmmtui.backends",
     "vmmtui.backends.memfd",
     "vmmtui.backends.cuda",
-    "vmmtui.events",
+    "vmmtui.stream.events",
     "vmmtui.scenarios",
-    "vmmtui.state",
-    "vmmtui.narration",
-    "vmmtui.console",
-    "vmmtui.transcript",
+    "vmmtui.stream.state",
+    "vmmtui.words.narration",
+    "vmmtui.render.console",
+    "vmmtui.render.transcript",
     "vmmtui.bench.run",
     "vmmtui.cli",
     "vmmtui.trace.procfs",
@@ -35,7 +35,7 @@ CORE = [
     "vmmtui.view.frames",
     "vmmtui.view.search",
     "vmmtui.record.notes",
-    "vmmtui.page",
+    "vmmtui.render.page",
 ]
 #: package prefix -> packages it must never import (the layers above it)
 LAYERS = {
@@ -44,35 +44,35 @@ LAYERS = {
         "vmmtui.session",
         "vmmtui.scenarios",
         "vmmtui.tui",
-        "vmmtui.events",
-        "vmmtui.narration",
-        "vmmtui.console",
-        "vmmtui.transcript",
+        "vmmtui.stream.events",
+        "vmmtui.words.narration",
+        "vmmtui.render.console",
+        "vmmtui.render.transcript",
         "vmmtui.cli",
     ),
     "vmmtui.worker": (
         "vmmtui.session",
         "vmmtui.scenarios",
         "vmmtui.tui",
-        "vmmtui.events",
-        "vmmtui.narration",
-        "vmmtui.console",
-        "vmmtui.transcript",
+        "vmmtui.stream.events",
+        "vmmtui.words.narration",
+        "vmmtui.render.console",
+        "vmmtui.render.transcript",
         "vmmtui.cli",
     ),
     "vmmtui.session": (
         "vmmtui.worker",
         "vmmtui.tui",
-        "vmmtui.narration",
-        "vmmtui.console",
-        "vmmtui.transcript",
+        "vmmtui.words.narration",
+        "vmmtui.render.console",
+        "vmmtui.render.transcript",
         "vmmtui.cli",
     ),
     "vmmtui.scenarios": (
         "vmmtui.session",
         "vmmtui.worker",
         "vmmtui.tui",
-        "vmmtui.narration",
+        "vmmtui.words.narration",
         "vmmtui.cli",
     ),
     "vmmtui.tui": (
@@ -81,13 +81,18 @@ LAYERS = {
         "vmmtui.backends.kernels",
         "vmmtui.worker",
     ),
-    "vmmtui.narration": ("vmmtui.tui", "vmmtui.session", "vmmtui.worker", "vmmtui.backends.cuda"),
+    "vmmtui.words.narration": (
+        "vmmtui.tui",
+        "vmmtui.session",
+        "vmmtui.worker",
+        "vmmtui.backends.cuda",
+    ),
     "vmmtui.trace.procfs": (
         "vmmtui.session",
         "vmmtui.worker",
         "vmmtui.tui",
-        "vmmtui.console",
-        "vmmtui.transcript",
+        "vmmtui.render.console",
+        "vmmtui.render.transcript",
         "vmmtui.cli",
     ),
     "vmmtui.view": (
@@ -243,7 +248,7 @@ def test_every_package_directory_is_a_package():
 
 # -- the observer, the model of programs, the screen ---------------------------------------------
 #: the event classes the observer emits: data every layer may read
-OBSERVED = ("vmmtui.events", "vmmtui.trace.events", "vmmtui.stream")
+OBSERVED = ("vmmtui.stream.events", "vmmtui.stream.observed", "vmmtui.stream")
 #: the fold of observed events that still lives in trace/ (the ledger, its exit findings and
 #: entries, the session that runs it, their words): what the observer rule does not yet cover
 FOLD_IN_TRACE = (
@@ -276,11 +281,11 @@ def test_the_model_imports_no_observer_no_words_and_no_screen():
     that made them (eBPF, polling), never a wording, a renderer or Textual."""
     banned = (
         "vmmtui.trace",
-        "vmmtui.narration",
+        "vmmtui.words.narration",
         "vmmtui.tui",
         "vmmtui.cli",
         "vmmtui.view",
-        "vmmtui.console",
+        "vmmtui.render.console",
         "textual",
         "rich",
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from events_fixture import SAME
 
-from vmmtui import narration
-from vmmtui.events import KcmpVerdict, WorkerExited
+from vmmtui.stream.events import KcmpVerdict, WorkerExited
+from vmmtui.words import narration
 
 PKG = Path(__file__).resolve().parent.parent / "vmmtui"
 #: the pre-redesign session module, gone once vmmtui/session/ lands (it still words kcmp itself)
@@ -81,19 +81,19 @@ def test_verified_is_worded_only_in_narration():
     # the one-word verdicts as a renderer would spell them (not the scenarios' ``VERIFIED`` constant)
     pattern = re.compile(r"NOT VERIFIED|\]VERIFIED\[|[\"']VERIFIED[\"'] if")
     wording = [p.relative_to(PKG).as_posix() for p in sources() if pattern.search(p.read_text())]
-    assert wording == ["narration.py"]
+    assert wording == ["words/narration.py"]
 
 
 def test_several_consumers_kcmp_summary_is_worded_only_in_narration():
     wording = [
         p.relative_to(PKG).as_posix() for p in sources() if "consumers' fds" in p.read_text()
     ]
-    assert wording == ["narration.py"]
+    assert wording == ["words/narration.py"]
 
 
 def test_the_closing_text_is_true_to_the_plan():
     from vmmtui import scenarios
-    from vmmtui.steps import build_plan
+    from vmmtui.plan.steps import build_plan
 
     whole = narration.closing("vmm", build_plan())
     assert whole.endswith("every resource was released in reverse order.")
@@ -104,8 +104,9 @@ def test_the_closing_text_is_true_to_the_plan():
 
 
 def test_closing_says_when_the_exporter_released_first_and_names_the_pool_road():
-    from vmmtui import narration, scenarios
-    from vmmtui.steps import build_plan
+    from vmmtui import scenarios
+    from vmmtui.plan.steps import build_plan
+    from vmmtui.words import narration
 
     pins = narration.closing("vmm", scenarios.get("importer-pins").plan())
     assert "the producer released everything first" in pins and "reverse order" not in pins

@@ -1,6 +1,6 @@
 import numpy as np
 
-from vmmtui import pattern as pat
+from vmmtui.backends import pattern as pat
 
 
 def test_pattern_matches_the_seed_formula_in_c_arithmetic():

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 from tests.fleet.test_facts import EXP, IMP, gpu_share_events
-from vmmtui import perfetto
 from vmmtui.record.gallery import resolve
+from vmmtui.render import perfetto
 
 
 def check_shape(body: list[dict]) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui import host
 from vmmtui.cli import main
+from vmmtui.system import host
 
 ROOT = Path(__file__).resolve().parent.parent
 ELSEWHERE = Path(__file__).resolve().parent / "fixtures" / "elsewhere"
@@ -73,7 +73,7 @@ def test_the_stand_in_has_windows_signals():
 @pytest.mark.parametrize(
     "argv",
     [
-        ["-c", "import vmmtui.cli, vmmtui.interrupts, vmmtui.tui.viewer, vmmtui.scenarios"],
+        ["-c", "import vmmtui.cli, vmmtui.system.interrupts, vmmtui.tui.viewer, vmmtui.scenarios"],
         ["-m", "vmmtui", "--help"],
         ["-m", "vmmtui", "run", "--list-scenarios"],
         ["-m", "vmmtui", "replay", "--list"],

@@ -4,10 +4,10 @@ import socket
 import pytest
 
 from vmmtui.backends.base import Call
-from vmmtui.codec import encode
-from vmmtui.protocol import Hello, LineChannel, ProtocolError, decode_hello, decode_report
-from vmmtui.state import HeldFd, StepReport, WorkerState
-from vmmtui.troubleshooting import failure
+from vmmtui.stream.codec import encode
+from vmmtui.stream.state import HeldFd, StepReport, WorkerState
+from vmmtui.wire.protocol import Hello, LineChannel, ProtocolError, decode_hello, decode_report
+from vmmtui.words.troubleshooting import failure
 
 
 def test_step_report_round_trips_through_json():
@@ -91,7 +91,7 @@ def test_malformed_report_is_rejected():
 
 def test_commands_are_typed_both_ways():
     """What the session sends is read back by the worker as the same typed command."""
-    from vmmtui.protocol import (
+    from vmmtui.wire.protocol import (
         Quit,
         RunAll,
         RunStep,
@@ -125,7 +125,7 @@ def test_commands_are_typed_both_ways():
 
 def test_replies_are_typed_both_ways():
     """What a worker says is read back by the session as the same typed reply, never by key."""
-    from vmmtui.protocol import Bye, Report, WorkerError, decode_reply, reply_message
+    from vmmtui.wire.protocol import Bye, Report, WorkerError, decode_reply, reply_message
 
     report = StepReport(
         "producer",

@@ -16,10 +16,10 @@ INSPECTOR = (
     "import vmmtui.__main__, vmmtui.cli, vmmtui.cli.inspector, vmmtui.backends\n"
     "from vmmtui.tui.app import InspectorApp\n"
 )
-#: vmmtui, textual and rich modules beyond the bare app's: 64 on 2026-11-25 (59 on 2026-11-23; since
-#: then the panels' row budget and the platform check are on the first frame's path): keep it near
-#: the floor
-BUDGET = 64
+#: vmmtui, textual and rich modules beyond the bare app's: 70 (the panels' row budget and the
+#: platform check are on the first frame's path, and six of them are the packages' docstring-only
+#: ``__init__`` modules: stream, wire, words, render, plan, system): keep it near the floor
+BUDGET = 70
 #: never on the first frame's path: the bench, attach, recordings, the workers' side, the drivers
 FORBIDDEN = (
     "numpy",
@@ -69,6 +69,6 @@ def test_the_command_line_alone_loads_no_backend_and_no_textual():
         m
         for m in mods
         if m.split(".")[0] in ("textual", "rich", "numpy", "cuda")
-        or m in ("vmmtui.backends.base", "vmmtui.events", "concurrent.futures", "tempfile")
+        or m in ("vmmtui.backends.base", "vmmtui.stream.events", "concurrent.futures", "tempfile")
     ]
     assert heavy == []

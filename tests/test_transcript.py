@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from events_fixture import SAME, session_events
 
-from vmmtui import narration
-from vmmtui.events import Event
-from vmmtui.transcript import Transcript
+from vmmtui.render.transcript import Transcript
+from vmmtui.stream.events import Event
+from vmmtui.words import narration
 
 
 def write(path, events) -> str:

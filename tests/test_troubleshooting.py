@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from vmmtui.troubleshooting import TABLE, explain, failure
+from vmmtui.words.troubleshooting import TABLE, explain, failure
 
 
 def test_every_code_raised_in_the_package_is_explained():

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui import narration as say
-from vmmtui.events import StepDone
+from vmmtui.plan.steps import LEGACY_STEPS, POOL_STEPS, STEPS, step_info
 from vmmtui.record import gallery
 from vmmtui.scenarios import SCENARIOS
-from vmmtui.steps import LEGACY_STEPS, POOL_STEPS, STEPS, step_info
-from vmmtui.troubleshooting import BY_CALL, TABLE
+from vmmtui.stream.events import StepDone
+from vmmtui.words import narration as say
+from vmmtui.words.troubleshooting import BY_CALL, TABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = re.compile(r"\bseed\s+0\d\d", re.IGNORECASE)

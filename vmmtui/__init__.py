@@ -11,11 +11,11 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-#: = vmmtui.interrupts.NOTHING_LEFT (that module is not imported this early)
+#: = vmmtui.system.interrupts.NOTHING_LEFT (that module is not imported this early)
 _NOTHING_LEFT = b"vmmtui: interrupted; nothing was left running\n"
 
 #: the signals a user or a terminal sends to say "stop", those this platform has (Windows has no
-#: SIGHUP): the one list, which vmmtui.interrupts and the apps use too
+#: SIGHUP): the one list, which vmmtui.system.interrupts and the apps use too
 STOP_SIGNALS: tuple[int, ...] = tuple(
     s for s in (getattr(_signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None
 )

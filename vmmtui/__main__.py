@@ -14,7 +14,7 @@ from vmmtui import take_signals
 
 def run() -> int:
     take_signals()
-    from vmmtui.lifeline import die_with_server
+    from vmmtui.system.lifeline import die_with_server
 
     die_with_server()  # a page's vmmtui under `vmmtui serve`: the server's kill -9 ends it too
     from vmmtui.cli import main

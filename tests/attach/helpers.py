@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vmmtui.events import Event
+from vmmtui.stream.events import Event
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

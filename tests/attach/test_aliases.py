@@ -14,8 +14,8 @@ from contextlib import contextmanager, suppress
 import pytest
 
 from tests.attach.helpers import FIXTURES, ROOT, of, vmmtui
-from vmmtui.events import Event, FdOpened, Leak, SharedFile, WatchFinished
-from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
+from vmmtui.stream.events import Event, FdOpened, Leak, SharedFile, WatchFinished
+from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
 from vmmtui.trace.loader import why_not
 
 EBPF = why_not() is None

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.attach.helpers import FIXTURES, vmmtui, watch_json
-from vmmtui.events import AttachEvent, Event
-from vmmtui.fdtable import KcmpUnavailable, kcmp_order
+from vmmtui.stream.events import AttachEvent, Event
+from vmmtui.system.fdtable import KcmpUnavailable, kcmp_order
 from vmmtui.trace.procfs.nvml import Nvml
 from vmmtui.trace.procfs.scan import scan
 from vmmtui.trace.procfs.shares import find_shares
@@ -72,8 +72,8 @@ def _as_nobody(target: int) -> str:
         try:
             os.setgid(65534)
             os.setuid(65534)
-            from vmmtui.narration import attach_lines
             from vmmtui.trace.procfs.follow import Follower
+            from vmmtui.words.narration import attach_lines
 
             try:
                 kcmp_order(target, 0, target, 1)
@@ -169,7 +169,7 @@ def test_every_attach_event_of_real_runs_round_trips():
         line = e.to_json()
         assert Event.from_json(line) == e and Event.from_json(line).to_json() == line
         seen.add(type(e).__name__)
-    from vmmtui.trace.events import TraceEvent  # trace's own: tests/trace round-trips them
+    from vmmtui.stream.observed import TraceEvent  # trace's own: tests/trace round-trips them
 
     attach_types = {
         n

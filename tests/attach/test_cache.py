@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 
-from vmmtui.events import FdClosed, FdOpened
+from vmmtui.stream.events import FdClosed, FdOpened
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.scan import scan
 from vmmtui.trace.procfs.shares import find_shares

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.attach.helpers import FIXTURES, ROOT
-from vmmtui.events import Event, FdOpened, ProcessSeen
+from vmmtui.stream.events import Event, FdOpened, ProcessSeen
 
 HOSTILE = str(FIXTURES / "hostile_names.py")
 #: what must never reach a terminal: ESC, C1 CSI (raw and UTF-8), the bidi override, a forged line
@@ -94,8 +94,8 @@ def test_the_session_console_prints_a_hostile_fd_target_escaped():
     which name /proc targets, through the sanitiser too."""
     import io
 
-    from vmmtui.console import LogPrinter
-    from vmmtui.events import FdRow, FdSnapshot
+    from vmmtui.render.console import LogPrinter
+    from vmmtui.stream.events import FdRow, FdSnapshot
 
     out = io.StringIO()
     row = FdRow(

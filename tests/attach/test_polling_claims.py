@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
-from vmmtui.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+from vmmtui.stream.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.scan import scan
 from vmmtui.trace.procfs.shares import find_shares

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.attach.helpers import FIXTURES, of, vmmtui, watch_json
-from vmmtui.events import (
+from vmmtui.stream.events import (
     Event,
     FdOpened,
     Leak,

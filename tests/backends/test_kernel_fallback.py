@@ -4,8 +4,8 @@ import pytest
 
 from vmmtui.backends import Choice
 from vmmtui.backends.probe import DeviceRecord
-from vmmtui.config import resolve_verify
-from vmmtui.troubleshooting import explain
+from vmmtui.plan.config import resolve_verify
+from vmmtui.words.troubleshooting import explain
 
 WHY = "the driver cannot JIT the shipped PTX 9.0 sm_75 (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)"
 
@@ -59,9 +59,9 @@ def future_ptx(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_cuda_auto_checks_on_the_host_when_the_kernels_cannot_load(future_ptx, clean_state):
-    from vmmtui.config import SessionConfig
-    from vmmtui.events import Notice, SessionClosed
+    from vmmtui.plan.config import SessionConfig
     from vmmtui.session import Session
+    from vmmtui.stream.events import Notice, SessionClosed
 
     s = Session(SessionConfig(backend="cuda", tmpdir=str(clean_state)))
     events = s.lifetime()
@@ -82,9 +82,9 @@ def test_cuda_auto_checks_on_the_host_when_the_kernels_cannot_load(future_ptx, c
 
 @pytest.mark.gpu
 def test_cuda_verify_device_asked_for_fails_with_cause_and_fix(future_ptx, clean_state):
-    from vmmtui.config import SessionConfig
-    from vmmtui.events import SessionClosed
+    from vmmtui.plan.config import SessionConfig
     from vmmtui.session import Session
+    from vmmtui.stream.events import SessionClosed
 
     s = Session(SessionConfig(backend="cuda", tmpdir=str(clean_state), verify="device"))
     events = s.lifetime()

@@ -3,7 +3,7 @@ import os
 import numpy as np
 
 from vmmtui.backends.memfd import MemfdBackend
-from vmmtui.pattern import pattern
+from vmmtui.backends.pattern import pattern
 
 
 def test_two_mappings_of_one_memfd_share_pages():
@@ -44,7 +44,7 @@ def test_two_mappings_of_one_memfd_share_pages():
 def test_memfd_has_no_legacy_ipc_and_says_so():
     import pytest
 
-    from vmmtui.troubleshooting import StepError
+    from vmmtui.words.troubleshooting import StepError
 
     b = MemfdBackend()
     for call in (

@@ -6,7 +6,7 @@ import time
 
 from vmmtui.backends import cuda_unusable
 from vmmtui.backends.probe import DeviceRecord, ProbeRecord, first_json_line, record
-from vmmtui.codec import encode
+from vmmtui.stream.codec import encode
 
 
 def test_the_line_is_taken_before_the_probe_exits_and_the_probe_is_reaped(tmp_path):

@@ -11,7 +11,7 @@ from vmmtui.bench.report import gaps, svg, tables
 from vmmtui.bench.result import BenchResult, Machine, PathSummary, Stats
 from vmmtui.bench.run import Bench, BenchConfig, GiB, MiB, stats, targets, write
 from vmmtui.cli import main
-from vmmtui.steps import build_plan
+from vmmtui.plan.steps import build_plan
 
 PLAN = build_plan()
 

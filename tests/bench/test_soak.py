@@ -6,7 +6,7 @@ import pytest
 
 from vmmtui.backends import Choice
 from vmmtui.bench.soak import soak
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 

@@ -6,7 +6,7 @@ import threading
 
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
 from vmmtui.record.recording import read
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -131,7 +131,7 @@ def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown(
     """A close lost in a full ring buffer must not become a leak on a dashboard: the agent counts
     the loss per CPU and the conclusion as unknown, and exports both."""
     from vmmtui.fleet.prometheus import LedgerCollector
-    from vmmtui.trace.events import TraceLost
+    from vmmtui.stream.observed import TraceLost
 
     f = fed(
         [
@@ -159,7 +159,7 @@ def test_the_metrics_count_the_findings_the_end_line_counts():
     from pathlib import Path
 
     from vmmtui.fleet.prometheus import LedgerCollector
-    from vmmtui.trace.events import TraceFinished
+    from vmmtui.stream.observed import TraceFinished
 
     path = Path(__file__).parents[1] / "data" / "traces" / "fake_pool_calls.jsonl.gz"
     events = list(TraceSession.replay(read(path).events).events())

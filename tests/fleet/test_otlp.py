@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 
 from tests.fleet.test_facts import EXP, IMP, MiB, gpu_share_events  # noqa: E402
 from vmmtui.fleet.otlp import OtlpExporter, traces_url  # noqa: E402
-from vmmtui.trace.events import CudaCall, FdCloseCall  # noqa: E402
+from vmmtui.stream.observed import CudaCall, FdCloseCall  # noqa: E402
 
 
 class Collector(ThreadingHTTPServer):

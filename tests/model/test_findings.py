@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from vmmtui.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof, tally
-from vmmtui.trace.events import CudaCall, LedgerFinding, ProcessExit
+from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
 from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.words import end_words, proven_words
 from vmmtui.view.programs import ProgramsView, fold_program_event

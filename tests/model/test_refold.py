@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import LedgerFinding, TraceFinished
+from vmmtui.stream.observed import LedgerFinding, TraceFinished
 from vmmtui.trace.session import refold
 
 ROOT = Path(__file__).resolve().parents[2]

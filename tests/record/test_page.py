@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.page import PageFrame, build, offline_svg
+from vmmtui.render.page import PageFrame, build, offline_svg
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.events_fixture import session_events
-from vmmtui.config import SessionConfig
-from vmmtui.events import Event, FdSnapshot, SessionClosed, StepDone
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
 from vmmtui.record import FORMAT, Recorder, RecordingError, Timeline, gallery, make_header, read
 from vmmtui.record.recording import LACKS
-from vmmtui.steps import build_plan
+from vmmtui.stream.events import Event, FdSnapshot, SessionClosed, StepDone
 
 PLAN = build_plan()
 
@@ -407,7 +407,7 @@ def test_200_mutated_recordings_read_or_say_why_in_one_line(recorded, tmp_path):
 
 
 def test_gallery_recordings_open_with_their_session_not_with_another_runs_leftovers():
-    from vmmtui.events import Notice, SessionStarted
+    from vmmtui.stream.events import Notice, SessionStarted
 
     for entry in gallery.entries():
         if entry.header.backend == "trace":  # a program traced: no session of vmmtui's

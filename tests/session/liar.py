@@ -17,10 +17,10 @@ import json
 import os
 import sys
 
-from vmmtui import channel
-from vmmtui.channel import Ack, AllocMessage
-from vmmtui.pattern import pattern
-from vmmtui.troubleshooting import StepError
+from vmmtui.backends.pattern import pattern
+from vmmtui.wire import channel
+from vmmtui.wire.channel import Ack, AllocMessage
+from vmmtui.words.troubleshooting import StepError
 
 
 def say(**event) -> None:
@@ -52,7 +52,7 @@ def not_memfd(kind: str, real: int) -> tuple[int, int, str, None]:
 
 def cuda(real: int) -> tuple[int, int, str, object]:
     from vmmtui.backends.cuda import CudaBackend
-    from vmmtui.sizes import align_up
+    from vmmtui.words.sizes import align_up
 
     b = CudaBackend()
     b.init(0)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import SessionClosed, SessionFailed, WorkerExited
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
 from vmmtui.session import Session
-from vmmtui.steps import build_plan
+from vmmtui.stream.events import SessionClosed, SessionFailed, WorkerExited
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

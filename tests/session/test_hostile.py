@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vmmtui import channel
 from vmmtui.backends.memfd import SEALS, MemfdBackend
-from vmmtui.config import WorkerConfig
-from vmmtui.protocol import LineChannel, decode_report
+from vmmtui.plan.config import WorkerConfig
+from vmmtui.wire import channel
+from vmmtui.wire.protocol import LineChannel, decode_report
 
 LIAR = str(Path(__file__).with_name("liar.py"))
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
@@ -151,7 +151,7 @@ def test_accept_drains_a_flood_and_lets_the_consumer_in(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from vmmtui import channel; "
+            "import sys; from vmmtui.wire import channel; "
             f"s, _ = channel.connect({path!r}, 20); print('in', flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,

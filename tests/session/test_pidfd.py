@@ -6,9 +6,11 @@ import os
 import pytest
 
 from vmmtui.backends import pidfd
-from vmmtui.channel import AllocMessage
-from vmmtui.config import SessionConfig, WorkerConfig, validate
-from vmmtui.events import (
+from vmmtui.plan.config import SessionConfig, WorkerConfig, validate
+from vmmtui.plan.steps import CONSUMER, PRODUCER, step_info
+from vmmtui.scenarios import SCENARIOS
+from vmmtui.session import Session, SessionError
+from vmmtui.stream.events import (
     KcmpVerdict,
     Notice,
     ScenarioOutcome,
@@ -17,11 +19,9 @@ from vmmtui.events import (
     StepDone,
     WorkerExited,
 )
-from vmmtui.scenarios import SCENARIOS
-from vmmtui.session import Session, SessionError
-from vmmtui.state import Peer
-from vmmtui.steps import CONSUMER, PRODUCER, step_info
-from vmmtui.troubleshooting import StepError
+from vmmtui.stream.state import Peer
+from vmmtui.wire.channel import AllocMessage
+from vmmtui.words.troubleshooting import StepError
 from vmmtui.worker import transport
 from vmmtui.worker.core import Worker
 

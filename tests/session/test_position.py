@@ -1,12 +1,12 @@
 """The stream says where the plan stands: the running step (before it runs), the next step after
 every step, and the scenario, so that a view folds events instead of asking the live Session."""
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import NextStep, SessionStarted, StepDone, StepStarted
-from vmmtui.fdtable import FdTable
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import PRODUCER
 from vmmtui.scenarios import SCENARIOS
 from vmmtui.session import Session
-from vmmtui.steps import PRODUCER
+from vmmtui.stream.events import NextStep, SessionStarted, StepDone, StepStarted
+from vmmtui.system.fdtable import FdTable
 
 
 def config(tmp, **kw) -> SessionConfig:

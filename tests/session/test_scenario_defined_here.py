@@ -3,12 +3,12 @@
 import signal
 
 from vmmtui.cli import main
-from vmmtui.config import SessionConfig
-from vmmtui.events import Notice, ScenarioOutcome, SessionClosed
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import CONSUMER, PRODUCER
 from vmmtui.scenarios import SCENARIOS, Hook, Scenario, StopAfter, register
 from vmmtui.scenarios.actions import Kill
 from vmmtui.session import Session
-from vmmtui.steps import CONSUMER, PRODUCER
+from vmmtui.stream.events import Notice, ScenarioOutcome, SessionClosed
 
 
 class CountFds:

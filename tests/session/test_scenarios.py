@@ -6,8 +6,11 @@ from dataclasses import replace
 import pytest
 
 from vmmtui.backends.probe import DeviceRecord
-from vmmtui.config import SessionConfig
-from vmmtui.events import (
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import CONSUMER, PRODUCER
+from vmmtui.scenarios import ANY, SCENARIOS, VERIFIED
+from vmmtui.session import Session, SessionError
+from vmmtui.stream.events import (
     Notice,
     ScenarioOutcome,
     SessionClosed,
@@ -15,9 +18,6 @@ from vmmtui.events import (
     StepDone,
     WorkerExited,
 )
-from vmmtui.scenarios import ANY, SCENARIOS, VERIFIED
-from vmmtui.session import Session, SessionError
-from vmmtui.steps import CONSUMER, PRODUCER
 
 
 def run_scenario(tmp, name: str, **kw) -> tuple[Session, list]:
@@ -152,7 +152,7 @@ H100_PROBE = DeviceRecord(
 
 
 def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
-    from vmmtui.config import validate
+    from vmmtui.plan.config import validate
 
     s = SCENARIOS["fabric-without-imex"]
     assert s.flags_for(PRODUCER) == ["fabric-handle"] and s.at == (PRODUCER, "create")
@@ -178,7 +178,7 @@ def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
 
 
 def test_fabric_refusal_has_its_own_cause_and_fix():
-    from vmmtui.troubleshooting import failure
+    from vmmtui.words.troubleshooting import failure
 
     f = failure("CUDA_ERROR_NOT_PERMITTED", "cuMemCreate (fabric)")
     assert (

@@ -6,8 +6,11 @@ import signal
 import psutil
 import pytest
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import (
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
+from vmmtui.session import Session, SessionError
+from vmmtui.session.tmpdir import sweep_stale_dirs
+from vmmtui.stream.events import (
     FdSnapshot,
     KcmpVerdict,
     Notice,
@@ -16,10 +19,7 @@ from vmmtui.events import (
     SessionFinished,
     StepDone,
 )
-from vmmtui.fdtable import FdTable
-from vmmtui.session import Session, SessionError
-from vmmtui.session.tmpdir import sweep_stale_dirs
-from vmmtui.steps import build_plan
+from vmmtui.system.fdtable import FdTable
 
 PLAN = build_plan()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import CudaCall, LedgerFinding
+from vmmtui.stream.observed import CudaCall, LedgerFinding
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

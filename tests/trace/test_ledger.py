@@ -1,7 +1,7 @@
 """The ledger folds trace events into who holds what; each test is one story a CUDA engineer
 chases (a share, a leak, an exporter killed under its importers)."""
 
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -241,7 +241,7 @@ def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_dir
     """``trace -p``'s frame 0 (what /proc and kcmp showed at the start): A and B hold one open
     file. When A dies, B still holding it is said as possible: who made it was not seen. The
     kernel's name for the file, learnt later from a send, joins the two."""
-    from vmmtui.events import FdHolder, FdOpened, ProcessSeen, SharedFile
+    from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 
     target = "/memfd:held (deleted)"
     start = [

@@ -2,7 +2,7 @@
 order, the ledger matches a receive folded before its send, and a conclusion that a lost record
 could overturn is said as unknown with the loss window, never as a leak or an in-flight."""
 
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
     FdsSent,

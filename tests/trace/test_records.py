@@ -2,8 +2,8 @@
 records make one event with every fd; a continuation that never came is counted as fds not read
 (never guessed); the fds freed in a socket's queue come as one event whatever their number."""
 
+from vmmtui.stream.observed import FdsReceived, FdsSent, MemfdCreated, QueuedAtRelease
 from vmmtui.trace import records as r
-from vmmtui.trace.events import FdsReceived, FdsSent, MemfdCreated, QueuedAtRelease
 
 
 def head(kind, tid=10, nfds=0, ktime=1000, ret=0, arg=(0, 0, 0), file=0) -> bytes:

@@ -94,8 +94,8 @@ def as_nobody(tmp_path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_without_root_it_falls_back_to_polling_and_says_so_in_the_stream(tmp_path):
-    from vmmtui.events import Event, Notice, SharedFile
-    from vmmtui.trace.events import TraceFinished, TraceStarted
+    from vmmtui.stream.events import Event, Notice, SharedFile
+    from vmmtui.stream.observed import TraceFinished, TraceStarted
 
     res = as_nobody(tmp_path, "--json", "--", "PYTHON", str(FIXTURES / "scm_pair.py"))
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
@@ -136,7 +136,7 @@ def test_trace_in_process_gives_the_callers_signal_handlers_back(capsys):
 def trace_recording(path: Path) -> Path:
     """A trace recording as `trace --record` writes one (made here: no eBPF needed)."""
     from vmmtui.record.recording import Header, Recorder
-    from vmmtui.trace.events import ProcessExec, TraceFinished, TraceStarted
+    from vmmtui.stream.observed import ProcessExec, TraceFinished, TraceStarted
 
     rec = Recorder(path, Header(backend="trace", title="trace of true"))
     rec.write(TraceStarted("ebpf", [7], ["true"], ktime0=1_000))

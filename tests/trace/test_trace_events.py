@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-import vmmtui.trace.events as te
-from vmmtui.events import Event
+import vmmtui.stream.observed as te
+from vmmtui.stream.events import Event
 
 SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc")
 EXAMPLES = [

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,
     MemfdCreated,

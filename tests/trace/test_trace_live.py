@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CallRefused,
     FdCloseCall,
     FdsReceived,

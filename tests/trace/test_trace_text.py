@@ -12,7 +12,7 @@ import time
 import pytest
 from rich.console import Console
 
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
     FdsSent,

@@ -3,7 +3,7 @@
 import os
 
 from vmmtui.backends import Choice
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
 from vmmtui.tui.app import InspectorApp
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")

@@ -9,9 +9,9 @@ import psutil
 import pytest
 from driving import MEMFD, make_app, step_to, text_of, wait_for
 
-from vmmtui.config import SessionConfig
-from vmmtui.fdtable import FdTable
-from vmmtui.steps import build_plan
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
+from vmmtui.system.fdtable import FdTable
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.screens.scenarios import ScenarioScreen
 from vmmtui.tui.widgets.fd_table import FdTableView
@@ -254,7 +254,7 @@ async def test_keys_pressed_during_a_step_are_queued_on_screen_and_none_is_lost(
 async def test_each_frame_keeps_the_fd_tables_read_between_its_step_and_the_next(tmp_path):
     """A live read made while the next step ran belongs to no frame (it showed the consumer's
     socket and memfds closed at the step before its cleanup)."""
-    from vmmtui.events import FdSnapshot, StepDone
+    from vmmtui.stream.events import FdSnapshot, StepDone
 
     app = make_app(tmp_path, autoplay=True, pace=0.25)
     async with app.run_test(size=(120, 40)) as pilot:

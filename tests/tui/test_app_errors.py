@@ -14,7 +14,7 @@ import pytest
 from driving import MEMFD, make_app, step_to, text_of, wait_for
 
 from vmmtui.backends import Choice
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.status import StatusLine

@@ -3,8 +3,8 @@
 import pytest
 
 from vmmtui.backends import Choice
-from vmmtui.config import SessionConfig
-from vmmtui.steps import build_plan
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
 from vmmtui.tui.app import InspectorApp
 
 PLAN = build_plan()

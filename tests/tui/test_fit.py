@@ -8,10 +8,10 @@ import re
 import pytest
 from driving import MEMFD, wait_for
 
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import role_steps
 from vmmtui.record import Timeline, gallery
 from vmmtui.record.notes import bind, split
-from vmmtui.steps import role_steps
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog

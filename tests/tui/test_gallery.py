@@ -6,8 +6,8 @@ import html
 import pytest
 from driving import text_of
 
-from vmmtui.events import ScenarioOutcome, SessionFinished
 from vmmtui.record import gallery
+from vmmtui.stream.events import ScenarioOutcome, SessionFinished
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.wire import VerificationPanel

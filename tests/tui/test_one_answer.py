@@ -73,7 +73,7 @@ def test_the_end_line_and_json_give_one_count(capsys):
     path = TRACES / "scm_pair.jsonl.gz"  # recorded by a pipeline that counted 0 for its share
     assert main(["replay", str(path), "--text"]) == 0
     out = capsys.readouterr().out
-    from vmmtui.trace.events import LedgerFinding, TraceFinished
+    from vmmtui.stream.observed import LedgerFinding, TraceFinished
     from vmmtui.trace.session import refold
 
     again = refold(read(path).events)
@@ -108,7 +108,7 @@ async def test_the_text_and_the_inspector_record_the_same_run_alike(capsys):
     import sys
 
     from vmmtui.cli.trace import Tee, _print
-    from vmmtui.trace.events import LedgerFinding, TraceFinished
+    from vmmtui.stream.observed import LedgerFinding, TraceFinished
     from vmmtui.trace.session import TraceSession
     from vmmtui.tui.trace import TraceApp
 

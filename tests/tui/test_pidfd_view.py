@@ -5,8 +5,8 @@ teaching text and the step titles follow the transport."""
 import pytest
 from test_replay import text_of
 
+from vmmtui.plan.steps import build_plan
 from vmmtui.record import gallery
-from vmmtui.steps import build_plan
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.wire import WirePanel
@@ -49,7 +49,7 @@ async def test_the_wire_and_fd_table_show_the_fd_taken_not_sent():
 async def test_the_live_inspector_steps_the_pidfd_road_to_verified(tmp_path):
     from driving import MEMFD, step_to, wait_for
 
-    from vmmtui.config import SessionConfig
+    from vmmtui.plan.config import SessionConfig
     from vmmtui.tui.app import InspectorApp
 
     app = InspectorApp(

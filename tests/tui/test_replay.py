@@ -7,9 +7,9 @@ import re
 import pytest
 from driving import MEMFD, wait_for
 
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
 from vmmtui.record import Timeline, gallery, read
-from vmmtui.steps import build_plan
 from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
@@ -210,9 +210,9 @@ async def test_a_replay_at_80x24_says_replay_and_the_step(tmp_path):
 @pytest.mark.asyncio
 async def test_a_replays_failure_box_offers_no_restart():
     rec = gallery.resolve("cpu-memfd-1mib")
-    from vmmtui.events import SessionFailed
     from vmmtui.record.recording import Recording
-    from vmmtui.troubleshooting import Failure
+    from vmmtui.stream.events import SessionFailed
+    from vmmtui.words.troubleshooting import Failure
 
     failed = SessionFailed("consumer", "import", Failure("EBADF", "import", "bad fd", "c", "f"))
     events = [*rec.events[:40], failed]

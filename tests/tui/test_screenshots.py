@@ -6,8 +6,8 @@ import re
 import pytest
 
 from vmmtui.backends import Choice
-from vmmtui.config import SessionConfig
-from vmmtui.steps import build_plan
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan
 from vmmtui.tui.app import InspectorApp
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it

@@ -4,9 +4,9 @@ panels as of that step; the live session stays where it is, and ``end`` returns 
 import pytest
 from driving import MEMFD, wait_for
 
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
+from vmmtui.plan.steps import build_plan, role_steps
 from vmmtui.record import gallery
-from vmmtui.steps import build_plan, role_steps
 from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog

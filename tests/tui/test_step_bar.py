@@ -4,9 +4,9 @@ is; a click or a drag asks for a frame (Pilot)."""
 import pytest
 from textual.app import App, ComposeResult
 
-from vmmtui import narration as say
 from vmmtui.record import Timeline, gallery
 from vmmtui.tui.widgets.step_bar import StepBar, bar_frames
+from vmmtui.words import narration as say
 
 
 class BarApp(App):

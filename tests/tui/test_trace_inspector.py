@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record import read
-from vmmtui.sizes import format_size
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.view.programs import ProgramsView
+from vmmtui.words.sizes import format_size
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
 SIZES = [(80, 24), (120, 40), (160, 48)]

@@ -11,10 +11,9 @@ from events_fixture import SAME, session_batches
 from rich.console import Console
 from textual.widgets import Markdown
 
-from vmmtui import narration
 from vmmtui.backends import Choice
-from vmmtui.config import SessionConfig
-from vmmtui.events import KcmpVerdict, SessionFinished
+from vmmtui.plan.config import SessionConfig
+from vmmtui.stream.events import KcmpVerdict, SessionFinished
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.commands import commands, key_name
 from vmmtui.tui.messages import SessionEvents
@@ -23,6 +22,7 @@ from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.words import narration
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 ROOT = Path(__file__).resolve().parents[2]

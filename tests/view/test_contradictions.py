@@ -4,9 +4,9 @@ recording's mechanism and machine as they were."""
 
 import asyncio
 
-from vmmtui.events import FdCheck
 from vmmtui.record import gallery
 from vmmtui.record.gallery import listing
+from vmmtui.stream.events import FdCheck
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.view import fold
 

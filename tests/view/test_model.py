@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from events_fixture import SAME, session_batches
 
-from vmmtui.events import FdRow, FdSnapshot, StepStarted, WorkerExited
+from vmmtui.plan.steps import build_plan
 from vmmtui.record import Timeline, gallery
-from vmmtui.steps import build_plan
+from vmmtui.stream.events import FdRow, FdSnapshot, StepStarted, WorkerExited
 from vmmtui.view import FrameStates, ScreenState, fold, fold_one
 
 PLAN = build_plan()

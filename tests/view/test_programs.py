@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from events_fixture import session_events
 
-from vmmtui.events import (
+from vmmtui.model.ends import End
+from vmmtui.record import read
+from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.events import (
     Arrival,
     AttachKind,
     FdClosed,
@@ -22,10 +25,7 @@ from vmmtui.events import (
     ProcessSeen,
     SharedFile,
 )
-from vmmtui.model.ends import End
-from vmmtui.record import read
-from vmmtui.record.calls import CallTimeline
-from vmmtui.trace.events import LedgerFinding
+from vmmtui.stream.observed import LedgerFinding
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
 

@@ -15,16 +15,16 @@ import time
 import psutil
 import pytest
 
-from vmmtui.steps import build_plan
+from vmmtui.plan.steps import build_plan
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
 
 PARENT = r"""
 import json, os, socket, subprocess, sys, tempfile, time
-from vmmtui.config import WorkerConfig
-from vmmtui.protocol import LineChannel, decode_report
-from vmmtui.steps import build_plan
+from vmmtui.plan.config import WorkerConfig
+from vmmtui.wire.protocol import LineChannel, decode_report
+from vmmtui.plan.steps import build_plan
 
 base, upto = sys.argv[1], int(sys.argv[2])
 directory = tempfile.mkdtemp(prefix=f"vmmtui-{os.getpid()}-", dir=base)
@@ -139,8 +139,8 @@ def test_the_reaper_holds_nothing_and_leaves_a_live_sessions_directory(tmp_path)
     """While the session lives the directory is the session's: a producer's normal end only takes its socket."""
     import socket
 
-    from vmmtui.config import WorkerConfig
-    from vmmtui.protocol import LineChannel, decode_hello
+    from vmmtui.plan.config import WorkerConfig
+    from vmmtui.wire.protocol import LineChannel, decode_hello
 
     directory = tmp_path / f"vmmtui-{os.getpid()}-x"
     directory.mkdir()
@@ -257,7 +257,7 @@ def test_a_cli_killed_right_after_spawn_100_times_leaves_nothing(tmp_path):
 
 KILLED_AT_MKDIR = r"""
 import os, signal, sys
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
 from vmmtui.session import loop
 
 made = loop.make_private_dir

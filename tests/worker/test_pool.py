@@ -4,11 +4,11 @@ The road itself runs on cuda only (scripts/gpu-check.sh roads); on memfd it is r
 
 import pytest
 
-from vmmtui.channel import AllocMessage
-from vmmtui.config import SessionConfig, WorkerConfig, validate
+from vmmtui.plan.config import SessionConfig, WorkerConfig, validate
+from vmmtui.plan.steps import CONSUMER, PRODUCER, build_plan, step_info
 from vmmtui.scenarios import SCENARIOS
-from vmmtui.steps import CONSUMER, PRODUCER, build_plan, step_info
-from vmmtui.troubleshooting import StepError, explain
+from vmmtui.wire.channel import AllocMessage
+from vmmtui.words.troubleshooting import StepError, explain
 from vmmtui.worker.core import Worker
 
 

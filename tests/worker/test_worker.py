@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from vmmtui.codec import decode, encode
-from vmmtui.config import WorkerConfig
-from vmmtui.protocol import LineChannel, decode_hello, decode_report
-from vmmtui.state import StepReport
+from vmmtui.plan.config import WorkerConfig
+from vmmtui.stream.codec import decode, encode
+from vmmtui.stream.state import StepReport
+from vmmtui.wire.protocol import LineChannel, decode_hello, decode_report
 
 
 def launch(role, sock_path, **extra):
@@ -135,7 +135,7 @@ def test_connect_deadline_and_bad_commands(tmp_path):
 
 def test_a_consumer_whose_gpu_cannot_reach_the_producers_says_so():
     """Where peers cannot reach each other: a clear failure with a fix, not a crash."""
-    from vmmtui.troubleshooting import StepError
+    from vmmtui.words.troubleshooting import StepError
     from vmmtui.worker import consumer
     from vmmtui.worker.core import Worker
 
@@ -169,7 +169,7 @@ def test_a_crash_at_a_step_kills_the_worker_the_way_asked(tmp_path, how, code):
 
 
 def test_noise_babble_and_raise_are_survived(tmp_path):
-    from vmmtui.protocol import ProtocolError
+    from vmmtui.wire.protocol import ProtocolError
 
     for how in ("noise", "babble", "raise"):
         c, ch = launch("consumer", str(tmp_path / "s.sock"), crash=f"init:{how}")

@@ -65,7 +65,7 @@ def choose(requested: str, device: int = 0, probe_result: ProbeRecord | None = N
             f"unknown backend {requested!r}: choose one of {', '.join(NAMES)}",
             usable=False,
         )
-    from vmmtui import host
+    from vmmtui.system import host
 
     if not host.is_linux():  # the backends' calls are Linux's (and replays run anywhere)
         why: str | None = (

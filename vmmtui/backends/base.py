@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.pattern import Verification
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import Verification
+from vmmtui.words.troubleshooting import StepError, failure
 
 
 @dataclass

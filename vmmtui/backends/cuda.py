@@ -22,8 +22,8 @@ from vmmtui.backends.cuda_size import (
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.backends.ipc_bytes import ipc_bytes, ipc_handle
 from vmmtui.backends.labels import LABELS
-from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import CHUNK, Verification, pattern, verify_chunks
+from vmmtui.words.troubleshooting import StepError, failure
 
 if TYPE_CHECKING:
     from vmmtui.backends.kernels import PatternKernels

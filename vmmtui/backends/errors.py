@@ -11,7 +11,7 @@ from typing import Any
 
 from vmmtui.backends.base import Call, CallLog
 from vmmtui.backends.ipc_bytes import ipc_bytes, is_ipc_handle
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.words.troubleshooting import StepError, failure
 
 try:
     from cuda.bindings import driver as cu

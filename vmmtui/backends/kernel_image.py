@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.words.troubleshooting import StepError, failure
 
 HERE = Path(__file__).resolve().parent
 SOURCE_FILE = HERE / "pattern_kernels.cu"

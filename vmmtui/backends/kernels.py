@@ -20,8 +20,8 @@ import numpy as np
 from vmmtui.backends.base import Call, CallLog, DeviceInfo
 from vmmtui.backends.errors import error_name, error_text
 from vmmtui.backends.kernel_image import load_module
-from vmmtui.pattern import Verification, pattern
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import Verification, pattern
+from vmmtui.words.troubleshooting import StepError, failure
 
 
 class Driver(Protocol):

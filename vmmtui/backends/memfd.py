@@ -20,9 +20,9 @@ import numpy as np
 
 from vmmtui.backends.base import Backend, DeviceInfo, SizeCheck
 from vmmtui.backends.labels import LABELS
-from vmmtui.names import shown
-from vmmtui.pattern import CHUNK, Verification, pattern, verify_chunks
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import CHUNK, Verification, pattern, verify_chunks
+from vmmtui.words.names import shown
+from vmmtui.words.troubleshooting import StepError, failure
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

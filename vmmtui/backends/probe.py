@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.codec import DecodeError, decode, encode
+from vmmtui.stream.codec import DecodeError, decode, encode
 
 RTLD_LAZY = 1
 
@@ -237,7 +237,7 @@ def probe(timeout: float = 60.0) -> ProbeRecord:
     missing = driver_library()
     if missing:
         return ProbeRecord(False, f"no NVIDIA driver ({missing})")
-    from vmmtui.host import cuda_python_missing
+    from vmmtui.system.host import cuda_python_missing
 
     if why := cuda_python_missing():  # the driver is there but nothing here can call it
         return ProbeRecord(True, why, bindings=False)

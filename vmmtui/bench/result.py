@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vmmtui.codec import decode, encode
+from vmmtui.stream.codec import decode, encode
 
 
 @dataclass

@@ -33,12 +33,12 @@ from vmmtui.bench.result import (
     median,
     stats,
 )
-from vmmtui.config import SessionConfig
-from vmmtui.events import StepDone
+from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
-from vmmtui.sizes import format_size
-from vmmtui.state import WorkerState
-from vmmtui.troubleshooting import StepError
+from vmmtui.stream.events import StepDone
+from vmmtui.stream.state import WorkerState
+from vmmtui.words.sizes import format_size
+from vmmtui.words.troubleshooting import StepError
 
 if TYPE_CHECKING:
     from vmmtui.backends.cuda import CudaBackend

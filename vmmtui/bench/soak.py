@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import psutil
 
 from vmmtui.backends import Choice
-from vmmtui.config import SessionConfig
+from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
 from vmmtui.session.tmpdir import DIR_PREFIX, TmpdirError, choose_parent
 

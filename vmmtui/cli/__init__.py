@@ -1,7 +1,7 @@
 """Command line: ``vmmtui`` (the inspector), ``run`` (headless), ``soak``, ``bench``, ``doctor``.
 
 Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` parses and
-dispatches. Signals (SIGINT, SIGTERM, SIGHUP; ``vmmtui.interrupts``): until a command runs, one
+dispatches. Signals (SIGINT, SIGTERM, SIGHUP; ``vmmtui.system.interrupts``): until a command runs, one
 line and exit 128 + signal at once; while it runs, ``Interrupted`` is raised so that its cleanup
 runs, and it says where, unless the command sets ``own_signals=True`` (``set_defaults``): then it
 installs its own, as an event loop does with ``interrupts.delivered_to``. When ``main`` returns,
@@ -16,10 +16,10 @@ import os
 import signal
 import sys
 
-from vmmtui import host
 from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, trace, watch
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser
-from vmmtui.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
+from vmmtui.system import host
+from vmmtui.system.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
 COMMANDS = (run, soak, bench, doctor, attach, watch, trace, replay, serve)
 #: the commands that look at live processes through Linux alone (the sessions' commands ask the

@@ -107,9 +107,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     if args.can:
-        from vmmtui.console import print_json
-        from vmmtui.narration import attach_lines
+        from vmmtui.render.console import print_json
         from vmmtui.trace.procfs.preflight import preflight
+        from vmmtui.words.narration import attach_lines
 
         if _bad_pid(args.can):
             return EXIT_USAGE

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from vmmtui import host
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, device_arg
+from vmmtui.system import host
 
 #: what ``vmmtui doctor --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -29,7 +29,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from vmmtui.doctor import diagnose
+    from vmmtui.system.doctor import diagnose
 
     rep = diagnose(args.device)
     table = Table(title="vmmtui doctor", show_header=False)

@@ -125,7 +125,7 @@ def cmd_app(args: argparse.Namespace) -> int:
         "`vmmtui run` runs the same session without one (--json: its events as JSON lines)",
     ):  # what is wrong with the options is said first; the probe's wait costs nothing here
         return refuse(refusal(args, choose(args.backend, args.device)) or no_terminal)
-    from vmmtui import host
+    from vmmtui.system import host
 
     if not host.is_linux():  # no live session here: the one line, before the screen is taken
         return refuse(refusal(args, choose(args.backend, args.device)) or "live runs need Linux")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from vmmtui.backends.labels import NAMES
-from vmmtui.config import (
+from vmmtui.plan.config import (
     Direction,
     Mechanism,
     SessionConfig,
@@ -19,8 +19,8 @@ from vmmtui.config import (
     size_note,
     validate,
 )
-from vmmtui.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
-from vmmtui.sizes import SizeError, parse_size
+from vmmtui.system.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
+from vmmtui.words.sizes import SizeError, parse_size
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

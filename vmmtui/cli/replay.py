@@ -199,7 +199,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def write_transcript(path: str, recording, notes) -> int:
     """``--transcript FILE`` where no terminal is: the recording's events (and notes), no screen."""
     from vmmtui.record import Timeline
-    from vmmtui.transcript import Transcript
+    from vmmtui.render.transcript import Transcript
     from vmmtui.tui.replay import write_with_notes
 
     try:
@@ -264,7 +264,7 @@ def write_html(path: str, recording, notes) -> int:
         )
         return 1
     if stopped is not None:  # Ctrl-C, SIGTERM, SIGHUP while drawing: nothing was written
-        from vmmtui.interrupts import Interrupted
+        from vmmtui.system.interrupts import Interrupted
 
         raise Interrupted(stopped)
     print(
@@ -276,7 +276,7 @@ def write_html(path: str, recording, notes) -> int:
 
 def write_perfetto(path: str, events: list) -> int:
     """``--perfetto FILE``: the trace file, or one line and exit 2 when it cannot be written."""
-    from vmmtui import perfetto
+    from vmmtui.render import perfetto
 
     try:
         n = perfetto.write(path, events)

@@ -13,7 +13,7 @@ from vmmtui.cli.options import (
     config_from,
     session_options,
 )
-from vmmtui.interrupts import Interrupted
+from vmmtui.system.interrupts import Interrupted
 
 #: what ``vmmtui run --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -66,7 +66,7 @@ def list_scenarios() -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from vmmtui.console import LogPrinter, print_json
+    from vmmtui.render.console import LogPrinter, print_json
     from vmmtui.session import ConfigError, Session, SessionError
 
     if args.list_scenarios:

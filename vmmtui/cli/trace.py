@@ -18,7 +18,7 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.interrupts import delivered_to
+from vmmtui.system.interrupts import delivered_to
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -381,7 +381,7 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
-    import vmmtui.console  # noqa: F401
+    import vmmtui.render.console  # noqa: F401
     import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
@@ -474,7 +474,7 @@ def _close_sinks(
         if problem := getattr(sink, "problem", ""):
             print(f"vmmtui {said}: --otlp: {problem}", file=sys.stderr)
     if perfetto:
-        from vmmtui import perfetto as chrome_json
+        from vmmtui.render import perfetto as chrome_json
 
         try:
             n = chrome_json.write(perfetto, events)
@@ -492,9 +492,9 @@ def _print(session, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.console import print_json
-    from vmmtui.events import Leak, WatchFinished
-    from vmmtui.trace.events import LedgerFinding, TraceCall, TraceFinished, TraceStarted
+    from vmmtui.render.console import print_json
+    from vmmtui.stream.events import Leak, WatchFinished
+    from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)

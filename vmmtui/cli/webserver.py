@@ -6,7 +6,7 @@ request needs the token made at start (``?token=`` on the printed URL, or the co
 with it set), compared in constant time; a browser's websocket must also come from the page's own
 origin. Without them: 403, and nothing starts. At most ``max_pages`` pages run at once; one more
 is told so in its terminal, and nothing starts for it. Each page's vmmtui dies with the server
-(``vmmtui.lifeline``): kill -9 of the server ends them, their workers and their directories.
+(``vmmtui.system.lifeline``): kill -9 of the server ends them, their workers and their directories.
 The page is ours (``page/app_index.html``): it loads nothing from the internet (the font is
 textual-serve's own copy, from this server), and requests are not logged.
 
@@ -37,8 +37,8 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
-from vmmtui.interrupts import signals_held
-from vmmtui.lifeline import SERVED_SHOTS, SERVER_PID
+from vmmtui.system.interrupts import signals_held
+from vmmtui.system.lifeline import SERVED_SHOTS, SERVER_PID
 
 #: how long a stop waits for the viewers' processes to quit before it ends anyway
 SHUTDOWN_S = 1.5

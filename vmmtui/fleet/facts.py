@@ -15,9 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmmtui.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
-from vmmtui.names import shown
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
+from vmmtui.stream.observed import (
     CallRefused,
     LedgerFinding,
     ProcessExec,
@@ -27,6 +26,7 @@ from vmmtui.trace.events import (
     TraceStarted,
 )
 from vmmtui.trace.ledger import Allocation, Ledger
+from vmmtui.words.names import shown
 
 #: the refusal reasons a label may take (a bounded set: anything else is "other")
 REASONS = ("seccomp", "yama", "pid-namespace", "capability", "uid", "bad-fd", "cuda", "other")

@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.events import Event
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
-from vmmtui.names import shown
-from vmmtui.trace.events import CudaCall, FdCloseCall, ProcessExit
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import CudaCall, FdCloseCall, ProcessExit
 from vmmtui.trace.ledger import Allocation, Holding, Transfer
+from vmmtui.words.names import shown
 
 FINISHING = (FdCloseCall, CudaCall, ProcessExit)
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vmmtui.events import Event
 from vmmtui.fleet.facts import SharingFacts
+from vmmtui.stream.events import Event
 
 PROCESS = ["pid", "comm", "container"]
 

@@ -8,7 +8,8 @@ appended, in constant time per event. No Textual here.
 
 from __future__ import annotations
 
-from vmmtui.events import (
+from vmmtui.record.timeline import Frame
+from vmmtui.stream.events import (
     Event,
     FdClosed,
     FdOpened,
@@ -20,9 +21,7 @@ from vmmtui.events import (
     SharedFile,
     WorkerExited,
 )
-from vmmtui.record.timeline import Frame
-from vmmtui.trace.cuda import base_name
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
@@ -36,6 +35,7 @@ from vmmtui.trace.events import (
     TraceCall,
     TraceStarted,
 )
+from vmmtui.trace.cuda import base_name
 
 #: polling events that are a change of their own (a frame)
 _POLL_FRAMES = (ProcessSeen, ProcessGone, FdOpened, FdClosed, SharedFile)
@@ -162,7 +162,7 @@ def trace_timeline(events: list[Event]) -> CallTimeline:
 
 def is_trace(events: list[Event]) -> bool:
     """Whether these are a trace's or a polling's events (not a demo session's)."""
-    from vmmtui.events import AttachEvent
+    from vmmtui.stream.events import AttachEvent
 
     return any(isinstance(e, AttachEvent) for e in events[:50]) and not any(
         isinstance(e, SessionStarted) for e in events[:50]

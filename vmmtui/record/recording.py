@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from vmmtui import __version__
-from vmmtui.codec import DecodeError, decode, encode
-from vmmtui.config import SessionConfig
-from vmmtui.events import (
+from vmmtui.plan.config import SessionConfig
+from vmmtui.stream import observed as _trace_events  # registers the trace events
+from vmmtui.stream.codec import DecodeError, decode, encode
+from vmmtui.stream.events import (
     VERSION,
     Event,
     EventFormatError,
@@ -36,7 +37,6 @@ from vmmtui.events import (
     Notice,
     SessionClosed,
 )
-from vmmtui.trace import events as _trace_events  # registers the trace events
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -193,7 +193,7 @@ def cuda_identity(device: int) -> tuple[str, str]:
 def describe(config: SessionConfig) -> str:
     """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
     from vmmtui import scenarios
-    from vmmtui.sizes import format_size
+    from vmmtui.words.sizes import format_size
 
     n = config.consumers
     scenario = scenarios.get(config.scenario) if config.scenario else None
@@ -272,7 +272,7 @@ class Recorder:
             return
         line = event.to_json() + "\n"
         if self.size + len(line.encode()) > MAX_BYTES - 1024:  # room left for the note
-            from vmmtui.sizes import format_size
+            from vmmtui.words.sizes import format_size
 
             self.full = True
             line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
@@ -338,7 +338,7 @@ def read(path: str | Path) -> Recording:
     try:
         data = _read_bounded(path)
         if len(data) > MAX_BYTES:
-            from vmmtui.sizes import format_size
+            from vmmtui.words.sizes import format_size
 
             at_line = data.count(b"\n", 0, MAX_BYTES) + 1
             raise RecordingError(
@@ -409,8 +409,8 @@ def in_our_words(e: Event) -> Event:
     from dataclasses import replace
 
     from vmmtui import scenarios
-    from vmmtui.events import Notice, ScenarioOutcome, SessionFailed, StepDone
-    from vmmtui.troubleshooting import Failure, explain
+    from vmmtui.stream.events import Notice, ScenarioOutcome, SessionFailed, StepDone
+    from vmmtui.words.troubleshooting import Failure, explain
 
     def reworded(f: Failure) -> Failure:
         cause, fix = explain(f.code, f.call)

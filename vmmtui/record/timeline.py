@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vmmtui.events import (
+from vmmtui.stream.events import (
     Event,
     FdSnapshot,
     KcmpVerdict,

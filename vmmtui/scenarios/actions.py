@@ -7,8 +7,8 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from vmmtui.events import Event, Notice
 from vmmtui.scenarios.model import Stage
+from vmmtui.stream.events import Event, Notice
 
 ROGUE = [sys.executable, "-m", "vmmtui.scenarios.rogue"]
 #: the signal no process can catch; by number where the platform has no name for it (Windows, where

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vmmtui.backends import pidfd
+from vmmtui.plan.steps import CONSUMER, PRODUCER
 from vmmtui.scenarios.actions import (
     SIGKILL,
     Freeze,
@@ -20,7 +21,6 @@ from vmmtui.scenarios.actions import (
     ShowPinned,
 )
 from vmmtui.scenarios.model import ANY, ANY_ERROR, Drop, Hook, RunEarly, Scenario, StopAfter
-from vmmtui.steps import CONSUMER, PRODUCER
 
 if TYPE_CHECKING:
     from vmmtui.backends.probe import DeviceRecord

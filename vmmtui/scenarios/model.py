@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from vmmtui.config import Mechanism, Transport
-from vmmtui.steps import build_plan, kind
+from vmmtui.plan.config import Mechanism, Transport
+from vmmtui.plan.steps import build_plan, kind
 
 if TYPE_CHECKING:
     from vmmtui.backends.probe import DeviceRecord
-    from vmmtui.events import Event
+    from vmmtui.stream.events import Event
 
 ANY = "*"  # any failure (or none) is an honest outcome: the point is to show what really happens
 ANY_ERROR = "any error"  # whatever error the driver gives, as long as it fails at the expected step

@@ -17,7 +17,7 @@ from dataclasses import replace
 from vmmtui import scenarios
 from vmmtui.backends import Choice
 from vmmtui.backends import choose as choose_backend
-from vmmtui.config import (
+from vmmtui.plan.config import (
     Direction,
     Mechanism,
     SessionConfig,
@@ -26,7 +26,20 @@ from vmmtui.config import (
     resolve_verify,
     validate,
 )
-from vmmtui.events import (
+from vmmtui.plan.steps import CONSUMER, PRODUCER, base, build_plan, consumer_names, kind, peer_of
+from vmmtui.scenarios import VERIFIED, Scenario
+from vmmtui.session import fdchecks
+from vmmtui.session.processes import WorkerProcess, launch, read_hello
+from vmmtui.session.stage import SessionStage
+from vmmtui.session.tmpdir import (
+    SOCKET_NAME,
+    TmpdirError,
+    choose_parent,
+    make_private_dir,
+    private_dir_name,
+    sweep_stale_dirs,
+)
+from vmmtui.stream.events import (
     Event,
     KcmpVerdict,
     NextStep,
@@ -41,24 +54,11 @@ from vmmtui.events import (
     StepStarted,
     WorkerStarted,
 )
-from vmmtui.fdtable import FdTable
-from vmmtui.interrupts import signals_held
-from vmmtui.protocol import StepArgs
-from vmmtui.scenarios import VERIFIED, Scenario
-from vmmtui.session import fdchecks
-from vmmtui.session.processes import WorkerProcess, launch, read_hello
-from vmmtui.session.stage import SessionStage
-from vmmtui.session.tmpdir import (
-    SOCKET_NAME,
-    TmpdirError,
-    choose_parent,
-    make_private_dir,
-    private_dir_name,
-    sweep_stale_dirs,
-)
-from vmmtui.state import HeldKind, StepReport
-from vmmtui.steps import CONSUMER, PRODUCER, base, build_plan, consumer_names, kind, peer_of
-from vmmtui.troubleshooting import Failure, failure
+from vmmtui.stream.state import HeldKind, StepReport
+from vmmtui.system.fdtable import FdTable
+from vmmtui.system.interrupts import signals_held
+from vmmtui.wire.protocol import StepArgs
+from vmmtui.words.troubleshooting import Failure, failure
 
 
 class SessionError(Exception):

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from vmmtui.config import WorkerConfig
-from vmmtui.events import WorkerExited
-from vmmtui.protocol import (
+from vmmtui.plan.config import WorkerConfig
+from vmmtui.stream.events import WorkerExited
+from vmmtui.stream.state import HeldFd, HeldKind, StepReport, WorkerState
+from vmmtui.wire.protocol import (
     Bye,
     Hello,
     LineChannel,
@@ -33,8 +34,7 @@ from vmmtui.protocol import (
     command_message,
     decode_reply,
 )
-from vmmtui.state import HeldFd, HeldKind, StepReport, WorkerState
-from vmmtui.troubleshooting import Failure, failure
+from vmmtui.words.troubleshooting import Failure, failure
 
 #: fd kinds that refer to the shared memory; each must be gone from /proc after its worker's cleanup
 SHARED_KINDS = (HeldKind.ALLOCATION, HeldKind.EXPORTED, HeldKind.RECEIVED, HeldKind.IMPORTED)

@@ -13,8 +13,8 @@ import select
 import signal
 import subprocess
 
-from vmmtui.events import Event, Notice
 from vmmtui.session.processes import WorkerProcess, worker_env
+from vmmtui.stream.events import Event, Notice
 
 
 class SessionStage:

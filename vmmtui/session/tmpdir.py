@@ -13,8 +13,8 @@ import shutil
 import stat
 import tempfile
 
-from vmmtui.channel import AF_UNIX_PATH_MAX
-from vmmtui.interrupts import signals_held
+from vmmtui.system.interrupts import signals_held
+from vmmtui.wire.channel import AF_UNIX_PATH_MAX
 
 DIR_PREFIX = "vmmtui-"
 SOCKET_NAME = "vmmtui.sock"

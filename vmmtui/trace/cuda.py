@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vmmtui.trace.events import CudaCall
+    from vmmtui.stream.observed import CudaCall
 
 FUNCS = (
     "cuMemCreate",

@@ -9,7 +9,7 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
-from vmmtui.trace.events import TraceLost
+from vmmtui.stream.observed import TraceLost
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vmmtui.model.ends import End
-from vmmtui.trace.events import LedgerFinding, ProcessExit
+from vmmtui.stream.observed import LedgerFinding, ProcessExit
 from vmmtui.trace.words import ended_words
 
 if TYPE_CHECKING:

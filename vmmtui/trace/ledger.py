@@ -23,9 +23,27 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof
+from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.observed import (
+    CallRefused,
+    CudaCall,
+    FdCloseCall,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    LedgerFinding,
+    MemfdCreated,
+    PidfdOpened,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
+    QueuedAtRelease,
+    TraceLost,
+    TraceStarted,
+)
 from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
 from vmmtui.trace.entries import (
     Allocation,
@@ -43,24 +61,6 @@ from vmmtui.trace.entries import (
     PoolPtrImport,
     ProcRecord,
     Transfer,
-)
-from vmmtui.trace.events import (
-    CallRefused,
-    CudaCall,
-    FdCloseCall,
-    FdDuplicated,
-    FdsReceived,
-    FdsSent,
-    FdTaken,
-    LedgerFinding,
-    MemfdCreated,
-    PidfdOpened,
-    ProcessExec,
-    ProcessExit,
-    ProcessForked,
-    QueuedAtRelease,
-    TraceLost,
-    TraceStarted,
 )
 from vmmtui.trace.held import files_held_after_exit
 from vmmtui.trace.order import WINDOW_NS

@@ -1,6 +1,6 @@
 """The words for the trace's events and the ledger's findings, written once (console, --json
 readers' transcripts, the attach view's log). Names from the traced processes go through
-``vmmtui.names.shown``. No Textual: rich ``Text`` with semantic styles."""
+``vmmtui.words.names.shown``. No Textual: rich ``Text`` with semantic styles."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from vmmtui.events import AttachEvent, Event, Notice
-from vmmtui.names import shown
-from vmmtui.sizes import format_size
-from vmmtui.trace.cuda import CUDA_ERRORS, base_name
-from vmmtui.trace.events import (
+from vmmtui.stream.events import AttachEvent, Event, Notice
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -33,7 +30,10 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import CUDA_ERRORS, base_name
 from vmmtui.trace.words import handle_type_names, socket_words
+from vmmtui.words.names import shown
+from vmmtui.words.sizes import format_size
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -244,7 +244,9 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         ]
     if isinstance(e, AttachEvent | Notice) and not isinstance(e, TraceEvent):
-        from vmmtui.narration import attach_lines  # what polling (and the trace's frame 0) saw
+        from vmmtui.words.narration import (
+            attach_lines,
+        )  # what polling (and the trace's frame 0) saw
 
         return attach_lines(e)
     words = call_words(e)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from vmmtui.events import Event
-from vmmtui.trace.events import TraceLost
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import TraceLost
 
 #: how long a record waits for the records stamped before it (ns): several poll periods of the
 #: reader (25 ms) and the scheduling delay of a loaded 2-core machine

@@ -16,8 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from vmmtui.events import Event, Notice, WatchFinished
-from vmmtui.trace.events import TraceFinished, TraceStarted
+from vmmtui.stream.events import Event, Notice, WatchFinished
+from vmmtui.stream.observed import TraceFinished, TraceStarted
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
 from vmmtui.trace.procfs.scan import children, holders_of_memory

@@ -3,7 +3,7 @@
 Kernel pointers never leave this module: a ``struct file *`` becomes a keyed hash (``FileNames``:
 a fresh random key per trace), enough to match a send to its receive and useless to anyone
 reading a recording. Bytes from the traced processes (comm, memfd and socket names) are decoded
-as text here and shown only through ``vmmtui.names.shown`` by the renderers.
+as text here and shown only through ``vmmtui.words.names.shown`` by the renderers.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from vmmtui.trace.cuda import FUNCS, base_name
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
@@ -30,6 +29,7 @@ from vmmtui.trace.events import (
     SocketEnd,
     TraceCall,
 )
+from vmmtui.trace.cuda import FUNCS, base_name
 
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 
-from vmmtui.trace.events import CallRefused, RefusalCheck
+from vmmtui.stream.observed import CallRefused, RefusalCheck
 from vmmtui.trace.procfs.preflight import NAMESPACES, SCM_ROAD, proc_status, ptrace_checks
 
 

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
-from vmmtui.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.model.findings import Tally, proof_of, tally
-from vmmtui.trace.events import LedgerFinding, TraceFinished, TraceStarted
+from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
+from vmmtui.stream.observed import LedgerFinding, TraceFinished, TraceStarted
 from vmmtui.trace.ledger import Ledger
 
 #: how long the command's tree gets after SIGTERM before SIGKILL

@@ -21,10 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from vmmtui.events import Event, Notice
-from vmmtui.trace.command import CommandNotFound, Exit
-from vmmtui.trace.cuda import FUNCS, find_libcuda
-from vmmtui.trace.events import (
+from vmmtui.stream.events import Event, Notice
+from vmmtui.stream.observed import (
     FdTaken,
     PidfdOpened,
     ProcessExit,
@@ -33,6 +31,8 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.command import CommandNotFound, Exit
+from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.records import Decoder, FileNames

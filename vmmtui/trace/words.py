@@ -7,7 +7,7 @@ import signal
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof, Tally
-from vmmtui.trace.events import SocketEnd
+from vmmtui.stream.observed import SocketEnd
 
 #: CU_MEM_HANDLE_TYPE_* bits
 HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}

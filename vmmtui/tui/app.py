@@ -20,10 +20,11 @@ from rich.text import Text
 from textual import work
 from textual.message import Message
 
-from vmmtui import narration as say
 from vmmtui.backends import Choice
-from vmmtui.config import SEED_SHAPE, SessionConfig
-from vmmtui.events import (
+from vmmtui.plan.config import SEED_SHAPE, SessionConfig
+from vmmtui.record.timeline import Timeline
+from vmmtui.render.transcript import Transcript
+from vmmtui.stream.events import (
     Event,
     FdSnapshot,
     KcmpVerdict,
@@ -33,8 +34,6 @@ from vmmtui.events import (
     StepDone,
     WorkerExited,
 )
-from vmmtui.record.timeline import Timeline
-from vmmtui.transcript import Transcript
 from vmmtui.tui.keys import LIVE, bindings
 from vmmtui.tui.messages import (
     FdRefresh,
@@ -45,6 +44,7 @@ from vmmtui.tui.messages import (
 )
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
+from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder

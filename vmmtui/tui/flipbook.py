@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import signal
 
-from vmmtui.names import shown
-from vmmtui.page import PageFrame, build
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.notes import Notes
+from vmmtui.render.page import PageFrame, build
 from vmmtui.tui.keys import page_keys
 from vmmtui.tui.replay import ReplayApp
+from vmmtui.words.names import shown
 
 #: the page's terminal: 120 columns, so that a frame as wide as a 1024 px screen has text of
 #: 12 px or more (a 160-column frame had 5 px); 48 rows: the step lists and the cards stay

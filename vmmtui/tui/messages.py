@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from vmmtui.events import Event
+from vmmtui.stream.events import Event
 
 
 @dataclass

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from rich.text import Text
 
-from vmmtui.config import SessionConfig
-from vmmtui.events import SessionStarted
+from vmmtui.plan.config import SessionConfig
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.calls import CallTimeline, is_trace, trace_timeline
 from vmmtui.record.notes import Notes
-from vmmtui.transcript import Transcript
+from vmmtui.render.transcript import Transcript
+from vmmtui.stream.events import SessionStarted
 from vmmtui.tui.keys import REPLAY, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState

@@ -16,7 +16,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
-from vmmtui.steps import PRODUCER
+from vmmtui.plan.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.process_panel import ProcessPanel
 from vmmtui.tui.widgets.status import StatusLine

@@ -20,8 +20,8 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from vmmtui.events import Event
 from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.events import Event
 from vmmtui.tui.keys import TRACE, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState

@@ -23,7 +23,7 @@ from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
 
-from vmmtui.interrupts import handled_by
+from vmmtui.system.interrupts import handled_by
 from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
@@ -322,8 +322,8 @@ class Viewer(App[int]):
         raise NotImplementedError
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        from vmmtui.lifeline import served_shots
-        from vmmtui.names import screenshot_name
+        from vmmtui.system.lifeline import served_shots
+        from vmmtui.words.names import screenshot_name
 
         served, shots = served_shots()
         if served and shots is None:  # a page of `vmmtui serve`: nothing lands where it runs
@@ -349,7 +349,7 @@ class Viewer(App[int]):
         """``name``.svg in ``directory``; False (and said once) when it cannot be written."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            from vmmtui.names import file_name
+            from vmmtui.words.names import file_name
 
             self.save_screenshot(filename=f"{file_name(name)}.svg", path=str(directory))
         except OSError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vmmtui.events import FdRow
+from vmmtui.stream.events import FdRow
 
 
 @dataclass(frozen=True)

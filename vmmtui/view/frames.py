@@ -14,8 +14,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from typing import Any
 
-from vmmtui.events import Event
 from vmmtui.record.timeline import Frame, Timeline
+from vmmtui.stream.events import Event
 from vmmtui.view.display import Display
 from vmmtui.view.model import ScreenState, fold_one
 

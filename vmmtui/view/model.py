@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from vmmtui import narration as say
-from vmmtui.codec import encode
-from vmmtui.config import SEED_SHAPE
-from vmmtui.events import (
+from vmmtui.backends.pattern import Verification
+from vmmtui.plan.config import SEED_SHAPE
+from vmmtui.plan.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
+from vmmtui.stream.codec import encode
+from vmmtui.stream.events import (
     AttachEvent,
     Event,
     FdCheck,
@@ -36,12 +37,11 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.pattern import Verification
-from vmmtui.state import WorkerState
-from vmmtui.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
-from vmmtui.troubleshooting import Failure, leaked_fds
+from vmmtui.stream.state import WorkerState
 from vmmtui.view.display import Display
 from vmmtui.view.sharing import evolve
+from vmmtui.words import narration as say
+from vmmtui.words.troubleshooting import Failure, leaked_fds
 
 if TYPE_CHECKING:  # the programs' side (and the trace's events) load with the first trace event
     from vmmtui.view.programs import ProgramsView
@@ -538,7 +538,8 @@ _TRACE: dict = {}
 def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     """A trace's or a polling's event: its process views, wire and verdicts, and its log line."""
     if not _TRACE:  # imported at the first trace event: the demo starts faster without them
-        from vmmtui.trace import events, narration
+        from vmmtui.stream import observed as events
+        from vmmtui.trace import narration
         from vmmtui.view import programs
 
         _TRACE.update(say=narration, events=events, programs=programs)

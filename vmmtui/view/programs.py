@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from vmmtui.events import (
+from vmmtui.model.ends import End
+from vmmtui.model.findings import GOOD, Proof, proof_of
+from vmmtui.stream.events import (
     AttachEvent,
     Event,
     FdClosed,
@@ -31,11 +33,7 @@ from vmmtui.events import (
     SharedFile,
     WatchFinished,
 )
-from vmmtui.model.ends import End
-from vmmtui.model.findings import GOOD, Proof, proof_of
-from vmmtui.names import shown
-from vmmtui.trace.cuda import base_name
-from vmmtui.trace.events import (
+from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
@@ -54,7 +52,9 @@ from vmmtui.trace.events import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.cuda import base_name
 from vmmtui.view.sharing import evolve
+from vmmtui.words.names import shown
 
 T = TypeVar("T")
 

@@ -17,12 +17,12 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from vmmtui.config import WorkerConfig
-from vmmtui.lifeline import die_with_parent
-from vmmtui.steps import CONSUMER, PRODUCER, kind
+from vmmtui.plan.config import WorkerConfig
+from vmmtui.plan.steps import CONSUMER, PRODUCER, kind
+from vmmtui.system.lifeline import die_with_parent
 
 if TYPE_CHECKING:
-    from vmmtui.protocol import LineChannel
+    from vmmtui.wire.protocol import LineChannel
     from vmmtui.worker.core import Worker
 
 
@@ -41,7 +41,7 @@ def settle_control_fd(fd: int) -> int:
 
 def serve(worker: Worker, control: LineChannel) -> int:
     """Say hello, then run what the session asks until it says quit or closes the channel."""
-    from vmmtui.protocol import (
+    from vmmtui.wire.protocol import (
         Hello,
         ProtocolError,
         Quit,
@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     control_fd = settle_control_fd(cfg.control_fd)
 
-    from vmmtui.interrupts import signals_held
-    from vmmtui.protocol import Bye, LineChannel, reply_message
+    from vmmtui.system.interrupts import signals_held
+    from vmmtui.wire.protocol import Bye, LineChannel, reply_message
     from vmmtui.worker.core import Worker
 
     control = LineChannel(socket.socket(fileno=control_fd))

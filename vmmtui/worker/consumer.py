@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vmmtui import channel
-from vmmtui.channel import Ack, AllocMessage
-from vmmtui.config import Direction, Verify
-from vmmtui.sizes import align_up
-from vmmtui.state import HeldKind, Peer
-from vmmtui.steps import PRODUCER
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.plan.config import Direction, Verify
+from vmmtui.plan.steps import PRODUCER
+from vmmtui.stream.state import HeldKind, Peer
+from vmmtui.wire import channel
+from vmmtui.wire.channel import Ack, AllocMessage
+from vmmtui.words.sizes import align_up
+from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import memory, transport
 
 if TYPE_CHECKING:

@@ -18,11 +18,20 @@ from typing import Any
 
 from vmmtui.backends import LABELS, Backend, CallLog, DeviceInfo
 from vmmtui.backends import create as create_backend
-from vmmtui.config import Mechanism, WorkerConfig
-from vmmtui.protocol import StepArgs
-from vmmtui.state import HeldKind, StepReport, WorkerState
-from vmmtui.steps import CONSUMER, PER_PEER, PRODUCER, base, build_plan, kind, peer_of, role_steps
-from vmmtui.troubleshooting import Failure, StepError, failure
+from vmmtui.plan.config import Mechanism, WorkerConfig
+from vmmtui.plan.steps import (
+    CONSUMER,
+    PER_PEER,
+    PRODUCER,
+    base,
+    build_plan,
+    kind,
+    peer_of,
+    role_steps,
+)
+from vmmtui.stream.state import HeldKind, StepReport, WorkerState
+from vmmtui.wire.protocol import StepArgs
+from vmmtui.words.troubleshooting import Failure, StepError, failure
 from vmmtui.worker import consumer, crash, memory, producer, transport
 from vmmtui.worker.fdbook import FdBook
 from vmmtui.worker.sharing import LegacySharing, PoolSharing, Sharing, VmmSharing

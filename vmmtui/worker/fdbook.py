@@ -6,7 +6,7 @@ import os
 import socket
 
 from vmmtui.backends.base import CallLog
-from vmmtui.state import HeldFd, HeldKind
+from vmmtui.stream.state import HeldFd, HeldKind
 
 
 class FdBook:

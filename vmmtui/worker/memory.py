@@ -8,12 +8,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from vmmtui import channel
-from vmmtui.config import Verify
-from vmmtui.interrupts import signals_held
-from vmmtui.state import HeldKind
-from vmmtui.steps import CONSUMER
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.plan.config import Verify
+from vmmtui.plan.steps import CONSUMER
+from vmmtui.stream.state import HeldKind
+from vmmtui.system.interrupts import signals_held
+from vmmtui.wire import channel
+from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import transport
 
 if TYPE_CHECKING:

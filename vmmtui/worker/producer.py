@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vmmtui import channel
-from vmmtui.channel import Ack
-from vmmtui.config import Direction, Verify
-from vmmtui.state import HeldKind, Peer
-from vmmtui.steps import CONSUMER
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.plan.config import Direction, Verify
+from vmmtui.plan.steps import CONSUMER
+from vmmtui.stream.state import HeldKind, Peer
+from vmmtui.wire import channel
+from vmmtui.wire.channel import Ack
+from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import memory
 
 if TYPE_CHECKING:

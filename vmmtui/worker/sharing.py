@@ -12,12 +12,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from vmmtui import channel
-from vmmtui.channel import AllocMessage
-from vmmtui.sizes import align_up
-from vmmtui.state import HeldKind
-from vmmtui.steps import CONSUMER
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.plan.steps import CONSUMER
+from vmmtui.stream.state import HeldKind
+from vmmtui.wire import channel
+from vmmtui.wire.channel import AllocMessage
+from vmmtui.words.sizes import align_up
+from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import transport
 
 if TYPE_CHECKING:

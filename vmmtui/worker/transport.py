@@ -14,11 +14,11 @@ import select
 from typing import TYPE_CHECKING, Any
 
 from vmmtui.backends import pidfd
-from vmmtui.channel import AllocMessage
-from vmmtui.config import Transport
-from vmmtui.state import HeldKind
-from vmmtui.steps import PRODUCER
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.plan.config import Transport
+from vmmtui.plan.steps import PRODUCER
+from vmmtui.stream.state import HeldKind
+from vmmtui.wire.channel import AllocMessage
+from vmmtui.words.troubleshooting import StepError, failure
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker

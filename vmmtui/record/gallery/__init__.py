@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmmtui.names import shown
 from vmmtui.record.recording import MAGIC, Header, RecordingError, read
+from vmmtui.words.names import shown
 
 HERE = Path(__file__).resolve().parent
 SUFFIXES = (".jsonl.gz", ".jsonl")
@@ -42,7 +42,7 @@ def _header_of(path: Path) -> Header:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         first = json.loads(f.readline())
-    from vmmtui.codec import decode
+    from vmmtui.stream.codec import decode
 
     return decode(Header, {k: v for k, v in first.items() if k != MAGIC})
 

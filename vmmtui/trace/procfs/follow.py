@@ -11,7 +11,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from vmmtui.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
+from vmmtui.stream.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
 from vmmtui.trace.procfs.leaks import LeakFinder
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.nvml import Nvml

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cmp_to_key
 
-from vmmtui.fdtable import kcmp_order
+from vmmtui.system.fdtable import kcmp_order
 
 Holder = tuple[int, int]  # (pid, fd)
 

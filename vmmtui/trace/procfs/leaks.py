@@ -13,10 +13,10 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from vmmtui.events import FdOpened, GpuMemory, Leak, LeakKind
-from vmmtui.names import shown
+from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
+from vmmtui.words.names import shown
 
 CLOSE_FIX = (
     "close every fd you receive once it is imported (also when the import fails), and before exit"

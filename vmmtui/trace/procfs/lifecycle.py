@@ -19,7 +19,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.events import (
+from vmmtui.stream.events import (
     Arrival,
     Event,
     FdClosed,
@@ -31,9 +31,9 @@ from vmmtui.events import (
     ProcessUnreadable,
     SharedFile,
 )
-from vmmtui.names import shown
 from vmmtui.trace.procfs.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.trace.procfs.shares import Shares, find_shares
+from vmmtui.words.names import shown
 
 Holder = tuple[int, int]
 

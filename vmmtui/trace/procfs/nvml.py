@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.events import GpuMemory
+from vmmtui.stream.events import GpuMemory
 
 
 @dataclass

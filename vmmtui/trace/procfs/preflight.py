@@ -15,8 +15,8 @@ import os
 import platform
 from dataclasses import dataclass
 
-from vmmtui.events import PreflightCheck
-from vmmtui.fdtable import kcmp_same_file
+from vmmtui.stream.events import PreflightCheck
+from vmmtui.system.fdtable import kcmp_same_file
 
 CAP_SYS_PTRACE = 19
 _PIDFD = {"x86_64": (434, 438), "aarch64": (434, 438), "ppc64le": (434, 438), "s390x": (434, 438)}

@@ -35,8 +35,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from vmmtui.events import AttachKind
-from vmmtui.fdtable import target_class
+from vmmtui.stream.events import AttachKind
+from vmmtui.system.fdtable import target_class
 from vmmtui.trace.procfs.sockets import SocketTable, read_sockets
 
 #: kinds of fd the attach view shows; everything else is counted only
@@ -47,7 +47,7 @@ REFRESH_POLLS = 20
 MEMORY_KINDS = (AttachKind.GPU, AttachKind.MEMFD, AttachKind.SHM, AttachKind.DMABUF)
 
 
-#: target class (vmmtui.fdtable.target_class) -> the kind attach shows; other classes are counted only
+#: target class (vmmtui.system.fdtable.target_class) -> the kind attach shows; other classes are counted only
 SHOWN = {
     "nvidia": AttachKind.GPU,
     "memfd": AttachKind.MEMFD,

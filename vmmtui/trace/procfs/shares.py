@@ -18,8 +18,8 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.events import AttachKind, FdHolder, SharedFile, SocketPair
-from vmmtui.fdtable import KcmpUnavailable
+from vmmtui.stream.events import AttachKind, FdHolder, SharedFile, SocketPair
+from vmmtui.system.fdtable import KcmpUnavailable
 from vmmtui.trace.procfs.kcmpsort import (
     Group,
     Holder,

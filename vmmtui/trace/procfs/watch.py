@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 
-from vmmtui.events import Event, Notice, WatchFinished
+from vmmtui.stream.events import Event, Notice, WatchFinished
 from vmmtui.trace.command import CommandNotFound, Exit
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files

@@ -9,11 +9,11 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui import narration as say
-from vmmtui.events import FdRow, FdSnapshot
-from vmmtui.steps import PRODUCER
+from vmmtui.plan.steps import PRODUCER
+from vmmtui.stream.events import FdRow, FdSnapshot
 from vmmtui.view import Display, PanelView
 from vmmtui.view.budget import fd_order, folded_line
+from vmmtui.words import narration as say
 
 #: a table narrower than this cuts long cells instead of wrapping them
 NARROW = 50

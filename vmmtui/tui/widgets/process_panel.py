@@ -9,13 +9,13 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from vmmtui.sizes import format_size
-from vmmtui.state import WorkerState
-from vmmtui.steps import build_plan, role_steps, step_info
+from vmmtui.plan.steps import build_plan, role_steps, step_info
+from vmmtui.stream.state import WorkerState
 from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.view import Display, PanelView, ScreenState
 from vmmtui.view.budget import Window, share, window
+from vmmtui.words.sizes import format_size
 
 
 class ProcessPanel(Vertical):

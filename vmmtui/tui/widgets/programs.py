@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.sizes import format_size
+from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
     from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView

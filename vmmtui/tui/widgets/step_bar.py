@@ -16,8 +16,8 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
-from vmmtui import narration as say
 from vmmtui.record.timeline import Frame, Timeline
+from vmmtui.words import narration as say
 
 #: what a frame looks like in the bar: done (at or before the one on show) and still to come
 DONE, AHEAD, HERE = "▆", "▂", "█"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui import narration as say
-from vmmtui.steps import step_info
+from vmmtui.plan.steps import step_info
 from vmmtui.view import Display, ScreenState
+from vmmtui.words import narration as say
 
 
 class TeachingPanel(Static):

@@ -7,10 +7,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui import narration as say
-from vmmtui.pattern import Verification
-from vmmtui.sizes import format_size
+from vmmtui.backends.pattern import Verification
 from vmmtui.view import Display, ScreenState, WireView
+from vmmtui.words import narration as say
+from vmmtui.words.sizes import format_size
 
 
 class WirePanel(Static):

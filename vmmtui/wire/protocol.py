@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.codec import DecodeError, decode, encode
-from vmmtui.state import HeldFd, StepReport
+from vmmtui.stream.codec import DecodeError, decode, encode
+from vmmtui.stream.state import HeldFd, StepReport
 
 VERSION = 1
 MAX_LINE = 8 << 20

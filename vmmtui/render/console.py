@@ -11,8 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from vmmtui import narration as say
-from vmmtui.events import (
+from vmmtui.stream.events import (
     Event,
     FdSnapshot,
     KcmpVerdict,
@@ -26,7 +25,8 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.sizes import format_size
+from vmmtui.words import narration as say
+from vmmtui.words.sizes import format_size
 
 
 class LogPrinter:

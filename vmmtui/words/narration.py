@@ -16,8 +16,10 @@ from typing import Any, Protocol
 from rich.text import Text
 
 from vmmtui.backends.base import Call
-from vmmtui.config import SEED_SHAPE, Mechanism
-from vmmtui.events import (
+from vmmtui.backends.pattern import Verification
+from vmmtui.plan.config import SEED_SHAPE, Mechanism
+from vmmtui.plan.steps import CONSUMER, PRODUCER, kind
+from vmmtui.stream.events import (
     FdRow,
     FdSnapshot,
     KcmpVerdict,
@@ -30,10 +32,8 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.names import shown
-from vmmtui.pattern import Verification
-from vmmtui.sizes import format_size
-from vmmtui.steps import CONSUMER, PRODUCER, kind
+from vmmtui.words.names import shown
+from vmmtui.words.sizes import format_size
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
@@ -366,7 +366,7 @@ def outcome(e: ScenarioOutcome) -> Text:
 
 
 # -- attach and watch --------------------------------------------------------------------------------
-from vmmtui.events import (  # noqa: E402  (attach's events, added after the session's)
+from vmmtui.stream.events import (  # noqa: E402  (attach's events, added after the session's)
     AttachEvent,
     Event,
     FdClosed,

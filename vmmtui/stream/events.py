@@ -3,7 +3,7 @@
 Each event is a dataclass that serialises to one JSON object and back into an equal event
 (``to_dict``/``from_dict``, ``to_json``/``from_json``); ``--json``, transcripts and recordings are
 this stream. ``VERSION`` changes whenever a field changes meaning. Events hold data only: their
-wording is ``vmmtui/narration.py``'s. No Textual here.
+wording is ``vmmtui/words/narration.py``'s. No Textual here.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from vmmtui.codec import DecodeError, decode, encode
-from vmmtui.names import json_safe
-from vmmtui.state import HeldKind, StepReport
-from vmmtui.troubleshooting import Failure
+from vmmtui.stream.codec import DecodeError, decode, encode
+from vmmtui.stream.state import HeldKind, StepReport
+from vmmtui.words.names import json_safe
+from vmmtui.words.troubleshooting import Failure
 
 #: one encoder for every event (``json.dumps`` with options builds a new one each call)
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -33,7 +33,7 @@ class EventFormatError(ValueError):
 #: modules that add event types of their own (a subclass of Event registers itself by its name).
 #: A reader that meets a type it does not know imports these first, so that a recording of any
 #: kind reads back without its reader importing them; a new module of events adds its name here.
-EVENT_MODULES = ("vmmtui.trace.events",)
+EVENT_MODULES = ("vmmtui.stream.observed",)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from enum import StrEnum
 from typing import Any
 
 from vmmtui.backends.base import Call
-from vmmtui.channel import Ack, AllocMessage
-from vmmtui.pattern import Verification
-from vmmtui.troubleshooting import Failure
+from vmmtui.backends.pattern import Verification
+from vmmtui.wire.channel import Ack, AllocMessage
+from vmmtui.words.troubleshooting import Failure
 
 
 class HeldKind(StrEnum):

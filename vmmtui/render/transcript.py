@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vmmtui import narration as say
-from vmmtui.events import (
+from vmmtui.plan.steps import step_info
+from vmmtui.stream.events import (
     AttachEvent,
     Event,
     FdSnapshot,
@@ -25,8 +25,8 @@ from vmmtui.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.names import shown
-from vmmtui.steps import step_info
+from vmmtui.words import narration as say
+from vmmtui.words.names import shown
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
@@ -114,7 +114,7 @@ class Transcript:
 
     def _program(self, e: AttachEvent) -> str:
         """A trace's or a polling's event, as the trace prints it (the calls as a code block)."""
-        from vmmtui.trace.events import TraceEvent
+        from vmmtui.stream.observed import TraceEvent
         from vmmtui.trace.narration import ProcessNames, lines
 
         if not isinstance(e, TraceEvent):

@@ -1,12 +1,12 @@
 """The events ``vmmtui trace`` emits: each call the kernel (eBPF) saw, and the ledger's verdicts.
 
-They join the one event stream (``vmmtui.events.Event`` registers every subclass by name), so
+They join the one event stream (``vmmtui.stream.events.Event`` registers every subclass by name), so
 ``--json``, ``--record`` and ``vmmtui replay`` carry them like a session's events. Every call event
 holds the process (``pid``: the tgid), the thread (``tid``) and the kernel's monotonic clock in
 nanoseconds (``ktime``). Open files are named by ``file``: a per-run keyed hash of the kernel's
 ``struct file *`` (the pointer itself is never shown), so the fd a sender sent and the fd its
 receiver got are matched exactly, whatever their numbers. Names from the traced processes (comm,
-memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.names.shown``.
+memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.words.names.shown``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from vmmtui.events import VERSION, AttachEvent
+from vmmtui.stream.events import VERSION, AttachEvent
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 

@@ -16,10 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vmmtui.events import Event, SessionStarted, StepDone, WorkerStarted
-from vmmtui.names import shown
-from vmmtui.steps import base, peer_of
-from vmmtui.trace.events import (
+from vmmtui.plan.steps import base, peer_of
+from vmmtui.stream.events import Event, SessionStarted, StepDone, WorkerStarted
+from vmmtui.stream.observed import (
     CudaCall,
     FdsReceived,
     FdsSent,
@@ -28,6 +27,7 @@ from vmmtui.trace.events import (
     TraceStarted,
 )
 from vmmtui.trace.ledger import Ledger
+from vmmtui.words.names import shown
 
 #: the flows of a session: (producer's step, consumer's step, what travels)
 SESSION_FLOWS = (("send", "receive", "fd"), ("export", "import", "allocation"))

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from vmmtui.codec import DecodeError, decode, encode, warm
-from vmmtui.troubleshooting import StepError, failure
+from vmmtui.stream.codec import DecodeError, decode, encode, warm
+from vmmtui.words.troubleshooting import StepError, failure
 
 VERSION = 1
 #: the largest message read; a longer one arrives truncated (MSG_TRUNC) and is refused
