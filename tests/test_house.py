@@ -339,3 +339,11 @@ def test_the_screen_never_reads_proc_nor_signals_a_process():
                 if called in _SIGNALS or called.endswith((".send_signal", "os.kill")):
                     bad.append(f"{where}:{node.lineno} calls {called}")
     assert not bad, bad
+
+
+def test_the_programs_fold_says_no_words():
+    """The screen's fold of observed programs keeps what happened (the call's event, the socket
+    it went over); the panels word it where they draw it."""
+    words = ("vmmtui.trace.narration", "vmmtui.trace.words", "vmmtui.words.narration")
+    deps = graph()["vmmtui.view.programs"]
+    assert not [d for d in deps if _under(d, words)], deps

@@ -7,6 +7,7 @@ from vmmtui.model.findings import Proof, tally
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
 from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.narration import call_words
 from vmmtui.trace.words import end_words, proven_words
 from vmmtui.view.programs import ProgramsView, fold_program_event
 
@@ -39,7 +40,7 @@ def test_an_end_is_computed_once_and_worded_once():
         ]
     )
     assert view.procs[A].end == End(None, 9)
-    assert view.calls_of(A)[-1].words == "killed by SIGKILL"
+    assert call_words(view.calls_of(A)[-1].event) == "exit: killed by SIGKILL"
     held = next(f for f in found if f.kind == "held-after-exporter-died")
     assert f"pid {A} was killed by SIGKILL" in held.detail and "code 9" not in held.detail
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
+from vmmtui.model.ends import End
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.observed import (
     CallRefused,
@@ -31,7 +32,7 @@ from vmmtui.stream.observed import (
     TraceStarted,
 )
 from vmmtui.trace.cuda import CUDA_ERRORS, base_name
-from vmmtui.trace.words import handle_type_names, socket_words
+from vmmtui.trace.words import end_words, handle_type_names, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
 
@@ -120,9 +121,7 @@ def call_words(e: Event) -> str | None:
     if isinstance(e, ProcessExec):
         return f"exec {shown(e.filename)}"
     if isinstance(e, ProcessExit):
-        return (
-            f"exit (status {e.code >> 8 if not e.code & 0x7F else 'signal ' + str(e.code & 0x7F)})"
-        )
+        return f"exit: {end_words(End.of_status(e.code))}"
     if isinstance(e, CudaCall):
         return cuda_words(e)
     return None

@@ -47,6 +47,7 @@ from vmmtui.stream.observed import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    SocketEnd,
     TraceCall,
     TraceFinished,
     TraceLost,
@@ -57,6 +58,9 @@ from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
 T = TypeVar("T")
+#: how something travelled: the Unix socket (the kernel's view of it; worded where it is drawn),
+#: or the name of the call or road
+Via = str | SocketEnd
 
 
 #: closed fds a process view keeps (struck through) after they close
@@ -94,9 +98,10 @@ class CallRow:
     pid: int
     #: seconds since the trace began
     t: float
-    #: the call (``sendmsg``, ``cuMemCreate``…) and what it did
+    #: the call (``sendmsg``, ``cuMemCreate``…) and the event that says what it did (worded where
+    #: it is drawn)
     name: str
-    words: str
+    event: TraceCall = field(compare=False, repr=False)
     failed: bool = False
     duration_ns: int = 0
 
@@ -114,7 +119,8 @@ class FdView:
     file: str = ""
     #: where it came from: (pid, fd); (0, -1) when none or not traced
     source: tuple[int, int] = (0, -1)
-    via: str = ""
+    #: the route: the socket it came over (``SocketEnd``), or the call that made or took it
+    via: Via = ""
     #: how the sameness is known: "struct file" (eBPF), "kcmp" (polling), ""
     proof: str = ""
     since: int = 0
@@ -186,7 +192,7 @@ class TransferView:
     from_fd: int
     to_pid: int
     to_fd: int
-    via: str = ""
+    via: Via = ""
     file: str = ""
     seq: int = 0
     t: float = 0.0
@@ -217,7 +223,7 @@ class Pending:
     fd: int
     seq: int
     ktime: int
-    via: str
+    via: Via
 
 
 @dataclass(frozen=True)
@@ -307,9 +313,9 @@ def _set(v: ProgramsView, p: ProcView) -> ProgramsView:
     return evolve(v, procs={**v.procs, p.pid: p})
 
 
-def _call(v: ProgramsView, e: TraceCall, name: str, words: str, failed: bool = False,
+def _call(v: ProgramsView, e: TraceCall, name: str, failed: bool = False,
           duration_ns: int = 0) -> ProgramsView:  # fmt: skip
-    row = CallRow(v.seq, e.pid, v.time(e.ktime), name, words, failed, duration_ns)
+    row = CallRow(v.seq, e.pid, v.time(e.ktime), name, e, failed, duration_ns)
     p = v.proc(e.pid)
     old = v.call_books.get(e.pid) or Book()
     book, n = old.add(p.ncalls, v.seq, row)
@@ -368,18 +374,18 @@ def _forked(v: ProgramsView, e: ProcessForked) -> ProgramsView:
     v = _set(v, evolve(child, fds=fds))
     if e.pid not in v.procs:
         v = _set(v, parent)
-    return _call(v, e, "fork", f"fork → pid {e.child}")
+    return _call(v, e, "fork")
 
 
 def _exec(v: ProgramsView, e: ProcessExec) -> ProgramsView:
     p = v.proc(e.pid)
     v = _set(v, evolve(p, exe=e.filename, comm=e.comm or p.comm))
-    return _call(v, e, "exec", f"exec {shown(e.filename, 200)}")
+    return _call(v, e, "exec")
 
 
 def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
     end = End.of_status(e.code)
-    v = _call(v, e, "exit", end_words(end))
+    v = _call(v, e, "exit")
     p = v.proc(e.pid)
     closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
     mems = {
@@ -402,8 +408,7 @@ def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
 
 
 def _memfd(v: ProgramsView, e: MemfdCreated) -> ProgramsView:
-    v = _call(v, e, "memfd_create", f"memfd_create({shown(e.name, 60)!r}) → {_fd(e.fd)}",
-              e.fd < 0)  # fmt: skip
+    v = _call(v, e, "memfd_create", e.fd < 0)
     if e.fd >= 0:
         target = f"memfd:{shown(e.name, 60)}"
         v = _hold(
@@ -413,7 +418,7 @@ def _memfd(v: ProgramsView, e: MemfdCreated) -> ProgramsView:
 
 
 def _pidfd(v: ProgramsView, e: PidfdOpened) -> ProgramsView:
-    v = _call(v, e, "pidfd_open", f"pidfd_open({e.target}) → {_fd(e.fd)}", e.fd < 0)
+    v = _call(v, e, "pidfd_open", e.fd < 0)
     if e.fd >= 0:
         v = evolve(v, pidfds={**v.pidfds, (e.pid, e.fd): e.target})
     return v
@@ -423,7 +428,7 @@ def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
     old = v.proc(e.pid).fds.get(e.old)
     if old is None:
         return v  # an fd of no interest: no call of the panel's
-    v = _call(v, e, e.call, f"{e.call}({e.old}) → {_fd(e.fd)}", e.fd < 0)
+    v = _call(v, e, e.call, e.fd < 0)
     if e.fd >= 0:
         v = _hold(
             v,
@@ -442,22 +447,13 @@ def _close(v: ProgramsView, e: FdCloseCall) -> ProgramsView:
         fds = [e.fd] if e.fd in p.fds else []
     if not fds:
         return v
-    words = (
-        f"close_range({e.fd}, {e.last})" if e.call == "close_range" else f"close({e.fd})"
-    ) + f" → {e.result}"
-    v = _call(v, e, e.call, words, e.result < 0)
+    v = _call(v, e, e.call, e.result < 0)
     return _drop(v, e.pid, fds) if e.result >= 0 else v
 
 
 def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
-    via = socket_words(e.sock)
-    v = _call(
-        v,
-        e,
-        e.call,
-        f"{e.call} SCM_RIGHTS fd {', '.join(map(str, e.fds))} over {shown(via, 80)} → {e.result}",
-        e.result < 0,
-    )
+    via = e.sock
+    v = _call(v, e, e.call, e.result < 0)
     if e.result < 0:
         return v
     p = v.proc(e.pid)
@@ -475,15 +471,8 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
 
 
 def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
-    via = socket_words(e.sock)
-    v = _call(
-        v,
-        e,
-        e.call,
-        f"{e.call} SCM_RIGHTS over {shown(via, 80)} → new fd {', '.join(map(str, e.fds))}"
-        + (" (MSG_CTRUNC: fds lost)" if e.truncated else ""),
-        e.truncated,
-    )
+    via = e.sock
+    v = _call(v, e, e.call, e.truncated)
     in_flight = dict(v.in_flight)
     for fd, file in zip(e.fds, e.files, strict=False):
         queue = in_flight.get(file, ())
@@ -527,14 +516,7 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
 
 def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
     target = e.target or v.pidfds.get((e.pid, e.pidfd), 0)
-    got = f"fd {e.fd}" if e.fd >= 0 else f"error {e.fd}"
-    v = _call(
-        v,
-        e,
-        "pidfd_getfd",
-        f"pidfd_getfd(pidfd {e.pidfd} = pid {target or '?'}, fd {e.target_fd}) → {got}",
-        e.fd < 0,
-    )
+    v = _call(v, e, "pidfd_getfd", e.fd < 0)
     if e.fd < 0:
         return v
     src = v.proc(target).fds.get(e.target_fd)
@@ -551,10 +533,8 @@ def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
 
 
 def _cuda(v: ProgramsView, e: CudaCall) -> ProgramsView:
-    from vmmtui.trace.narration import cuda_words
-
     f = base_name(e.func)
-    v = _call(v, e, f, cuda_words(e), e.result != 0, e.duration_ns)
+    v = _call(v, e, f, e.result != 0, e.duration_ns)
     if e.result != 0:
         return v
     p = v.proc(e.pid)
@@ -758,22 +738,6 @@ def _finished(v: ProgramsView, e: Event) -> ProgramsView:
     if isinstance(e, TraceFinished) and v.lost != e.lost and e.lost:
         v = evolve(v, lost=e.lost)
     return v
-
-
-def socket_words(s: Any) -> str:
-    from vmmtui.trace.words import socket_words as words  # the one wording, loaded once used
-
-    return words(s)
-
-
-def end_words(end: End) -> str:
-    from vmmtui.trace.words import end_words as words  # the one wording of an end
-
-    return words(end)
-
-
-def _fd(fd: int) -> str:
-    return f"fd {fd}" if fd >= 0 else f"error {fd}"
 
 
 _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {

@@ -4,7 +4,8 @@ between processes) and the verdicts (the ledger's findings, with cause and fix).
 
 Each panel renders one ``ProcView`` of the state shown and repaints only when that view (or its
 size, sort or focus) changed. Rows that must stay on screen come first (fds, then memory); the
-calls fill what is left. Names from the traced processes went through the sanitiser in the fold.
+calls fill what is left, each worded here from its event (``trace/narration.py``), as the text
+words it. Names from the traced processes go through the sanitiser.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
+from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
-    from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView
+    from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView, Via
 
 #: the colours of processes, in the order they appear (the step bar uses the same)
 PALETTE = (
@@ -181,12 +183,22 @@ class ProgramPanel(Static, can_focus=True):
         if room > 0:
             calls = v.calls_of(p.pid, room)
             if calls:
+                from vmmtui.trace.narration import call_words  # the text's words for a call
+
                 rows.append(_line(("── last calls", "dim")))
                 for c in calls:
-                    rows.append(
-                        _line((f"{c.t:8.4f} ", "dim"), (c.words, "red" if c.failed else ""))
-                    )
+                    said = call_words(c.event) or c.name
+                    rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
         return _join(rows[: max(height, 1)])
+
+
+def via_words(via: Via) -> str:
+    """How something travelled, as the wire says it: a socket in the text's words, else its name."""
+    if isinstance(via, str):
+        return via
+    from vmmtui.trace.words import socket_words
+
+    return shown(socket_words(via), 80)
 
 
 class _Sized(Static):
@@ -225,7 +237,7 @@ class TransfersPanel(_Sized):
                     _line(
                         ("in flight ", "bold yellow"),
                         (f"{pend.pid}", pid_style(v, pend.pid)),
-                        f" fd {pend.fd} over {pend.via} (file {file}) …",
+                        f" fd {pend.fd} over {via_words(pend.via)} (file {file}) …",
                     )
                 )
         items = v.transfer_list()
@@ -243,7 +255,7 @@ class TransfersPanel(_Sized):
                     (f"{t.how} ", "bold"),
                     (f"{t.from_pid}", pid_style(v, t.from_pid)),
                     fds,
-                    (f" · {t.via}" if t.via else "", "dim"),
+                    (f" · {via_words(t.via)}" if t.via else "", "dim"),
                     (f" · file {t.file}" if t.file else "", "dim"),
                     (lat, "dim"),
                 )
