@@ -72,6 +72,11 @@ class TraceSession:
     def replay(cls, events: Iterable[Event]) -> TraceSession:
         return cls(RecordingSource(events), live=False)
 
+    def fold(self, e: Event) -> list[LedgerFinding]:
+        """One event into the run's ledger: the findings it brings (what ``events`` adds after
+        it; a reader that needs the state between events, Perfetto's, folds this way)."""
+        return self.ledger.apply(e)
+
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
         return tally([*((f.kind, str(proof_of(f))) for f in self.ledger.findings), *self.polled])
@@ -98,12 +103,12 @@ class TraceSession:
             elif isinstance(e, Leak):
                 self.polled.append((str(e.kind), ""))
             yield self._out(e)
-            for f in ledger.apply(e):
+            for f in self.fold(e):
                 yield self._out(f)
             if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
                 for seen in seen_now(list(getattr(self.source, "pids", []) or [])):
                     yield self._out(seen)
-                    for f in ledger.apply(seen):
+                    for f in self.fold(seen):
                         yield self._out(f)
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
             yield from map(self._out, ledger.finish())
