@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from vmmtui.cli.options import (
     EXIT_FAILED,
@@ -19,6 +20,9 @@ from vmmtui.cli.options import (
     positive_arg,
 )
 from vmmtui.system.interrupts import delivered_to
+
+if TYPE_CHECKING:
+    from vmmtui.trace.session import TraceRequest
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -177,13 +181,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except RecordingError as exc:
             _close_sinks(sinks, [])
             return _usage(str(exc), said)
-    if _wants_screen(args) and not (args.poll or getattr(args, "once", False)):
+    request = _request(args, command)
+    if _wants_screen(args) and request.wants_ebpf:
         from vmmtui.trace.loader import why_not
 
         if why_not() is None:  # the tracer loads in the app's thread, after the first frame
-            return _inspect(args, command, recorder, sinks)
+            return _inspect(request, args, recorder, sinks)
     _import_the_fold()
-    started = _start(args, command)
+    started = _start(request, args)
     if isinstance(started, int):  # the command could not be started: said in one line
         _discard(recorder, args.record)
         _close_sinks(sinks, [])
@@ -228,60 +233,35 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _start(args: argparse.Namespace, command: list[str]):
-    """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
-    alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
-    code when the command cannot be started (one line said)."""
-    from vmmtui.trace.command import CommandNotFound
-    from vmmtui.trace.polling import PollingTrace
+def _request(args: argparse.Namespace, command: list[str]) -> TraceRequest:
+    from vmmtui.trace.session import TraceRequest
 
-    said = getattr(args, "said_as", "trace")
-    once = getattr(args, "once", False)
-    stdout = 2 if args.json else None  # the stream alone on stdout: the command's goes to 2
-    reason = ""
-    if not (args.poll or once):
-        from vmmtui.trace.loader import ProbeUnavailable, why_not
-        from vmmtui.trace.tracer import Tracer
-
-        reason = why_not() or ""
-        if not reason:
-            tracer = Tracer(
-                command,
-                args.pids,
-                args.all,
-                args.duration,
-                not args.no_cuda,
-                args.libcuda,
-                stdout=stdout,
-                nvml=not args.no_nvml,
-                ring_bytes=args.ring_mb << 20,
-            )
-            try:
-                tracer.start()
-                return tracer, ""
-            except ProbeUnavailable as exc:
-                reason = str(exc)
-            except CommandNotFound as exc:
-                print(f"vmmtui {said}: {exc}", file=sys.stderr)
-                return exc.code
-    polling = PollingTrace(
-        command,
-        args.pids,
+    return TraceRequest(
+        tuple(command),
+        tuple(args.pids),
         args.all,
-        args.duration,
-        args.interval or (0.1 if command else 0.25),
+        args.poll,
+        args.interval,
         not args.no_nvml,
-        stdout=stdout,
-        reason=reason,
-        once=once,
-        leaks=getattr(args, "leaks", False),
+        not args.no_cuda,
+        args.libcuda,
+        args.ring_mb << 20,
+        args.duration,
+        getattr(args, "once", False),
+        getattr(args, "leaks", False),
     )
-    try:
-        polling.start()
+
+
+def _start(request: TraceRequest, args: argparse.Namespace):
+    """The running source and why it polls (``TraceRequest.start``), or an exit code when the
+    command cannot be started (one line said)."""
+    from vmmtui.trace.command import CommandNotFound
+
+    try:  # under --json the stream is alone on stdout: the command's goes to 2
+        return request.start(stdout=2 if args.json else None)
     except CommandNotFound as exc:
-        print(f"vmmtui {said}: {exc}", file=sys.stderr)
+        print(f"vmmtui {getattr(args, 'said_as', 'trace')}: {exc}", file=sys.stderr)
         return exc.code
-    return polling, reason
 
 
 def _wants_screen(args: argparse.Namespace) -> bool:
@@ -327,7 +307,7 @@ class Tee:
             self.seen.append(e)
 
 
-def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
+def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list) -> int:
     """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
     command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
     from vmmtui.tui.trace import TraceApp
@@ -336,20 +316,11 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
     tee = Tee(recorder, sinks, bool(args.perfetto))
 
     def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
-        from vmmtui.trace.tracer import Tracer
+        return request.tracer(
+            quiet=True
+        )  # the screen is the inspector's: the command's output goes nowhere
 
-        return Tracer(
-            command,
-            args.pids,
-            args.all,
-            args.duration,
-            not args.no_cuda,
-            args.libcuda,
-            nvml=not args.no_nvml,
-            ring_bytes=args.ring_mb << 20,
-            quiet=True,  # the screen is the inspector's: the command's output goes nowhere
-        )
-
+    command = list(request.command)
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
     app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=tee, cast=args.cast)
     try:

@@ -13,7 +13,8 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from vmmtui.model.findings import Tally, proof_of, tally
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
@@ -30,6 +31,80 @@ class Source(Protocol):
     stopping: bool
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]: ...
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """What to observe and how, as ``trace``, ``attach`` and ``watch`` ask it: a command, running
+    pids or every process; eBPF or polling (``poll``, or ``once``: one poll); what to probe."""
+
+    command: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()
+    everything: bool = False
+    poll: bool = False
+    #: polling: seconds between polls (None: 0.1 for a command, 0.25 for pids)
+    interval: float | None = None
+    nvml: bool = True
+    cuda: bool = True
+    libcuda: str | None = None
+    ring_bytes: int = 32 << 20
+    duration: float | None = None
+    #: attach: one poll, then the end; look for leftover files at the end
+    once: bool = False
+    leaks: bool = False
+
+    @property
+    def wants_ebpf(self) -> bool:
+        return not (self.poll or self.once)
+
+    def tracer(self, stdout: int | None = None, quiet: bool = False) -> Any:
+        """The eBPF source, not started (the kernel checks its programs when it starts)."""
+        from vmmtui.trace.tracer import Tracer
+
+        return Tracer(
+            list(self.command),
+            list(self.pids),
+            self.everything,
+            self.duration,
+            self.cuda,
+            self.libcuda,
+            stdout=stdout,
+            nvml=self.nvml,
+            ring_bytes=self.ring_bytes,
+            quiet=quiet,
+        )
+
+    def start(self, stdout: int | None = None) -> tuple[Any, str]:
+        """The running source: eBPF, or polling where asked or where eBPF is refused, with why
+        ("" when asked). ``CommandNotFound`` when the command cannot be started."""
+        from vmmtui.trace.polling import PollingTrace
+
+        reason = ""
+        if self.wants_ebpf:
+            from vmmtui.trace.loader import ProbeUnavailable, why_not
+
+            reason = why_not() or ""
+            if not reason:
+                tracer = self.tracer(stdout)
+                try:
+                    tracer.start()
+                    return tracer, ""
+                except ProbeUnavailable as exc:
+                    reason = str(exc)
+        polling = PollingTrace(
+            list(self.command),
+            list(self.pids),
+            self.everything,
+            self.duration,
+            self.interval or (0.1 if self.command else 0.25),
+            self.nvml,
+            stdout=stdout,
+            reason=reason,
+            once=self.once,
+            leaks=self.leaks,
+        )
+        polling.start()
+        return polling, reason
 
 
 class RecordingSource:
