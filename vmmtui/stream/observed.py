@@ -72,6 +72,12 @@ def _maker(cls: type) -> Callable[[Any], dict[str, Any]]:
     return eval(source, {"_value": _value, "V": VERSION, "N": cls.__name__})  # noqa: S307
 
 
+def base_name(func: str) -> str:
+    """A CUDA function without its version or per-thread-stream suffix (cuMemFreeAsync_ptsz →
+    cuMemFreeAsync): what a ``CudaCall`` did, whichever entry point it came through."""
+    return func.removesuffix("_ptsz").removesuffix("_v2")
+
+
 @dataclass(frozen=True)
 class TraceEvent(AttachEvent):
     """Events only ``vmmtui trace`` produces (like attach's, about programs vmmtui did not start).

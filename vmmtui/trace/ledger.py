@@ -43,8 +43,9 @@ from vmmtui.stream.observed import (
     QueuedAtRelease,
     TraceLost,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
+from vmmtui.trace.cuda import cuda_cause, cuda_fix
 from vmmtui.trace.entries import (
     Allocation,
     Early,

@@ -30,8 +30,9 @@ from vmmtui.stream.observed import (
     TraceFinished,
     TraceLost,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import CUDA_ERRORS, base_name
+from vmmtui.trace.cuda import CUDA_ERRORS
 from vmmtui.trace.words import end_words, handle_type_names, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import GOOD, Proof, proof_of
+from vmmtui.model.interest import closed_by, matters
 from vmmtui.stream.events import (
     AttachEvent,
     Event,
@@ -47,13 +48,14 @@ from vmmtui.stream.observed import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    QueuedAtRelease,
     SocketEnd,
     TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import base_name
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
@@ -426,7 +428,7 @@ def _pidfd(v: ProgramsView, e: PidfdOpened) -> ProgramsView:
 
 def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
     old = v.proc(e.pid).fds.get(e.old)
-    if old is None:
+    if old is None or not matters(v.proc(e.pid).fds, e):
         return v  # an fd of no interest: no call of the panel's
     v = _call(v, e, e.call, e.fd < 0)
     if e.fd >= 0:
@@ -440,11 +442,7 @@ def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
 
 
 def _close(v: ProgramsView, e: FdCloseCall) -> ProgramsView:
-    p = v.proc(e.pid)
-    if e.call == "close_range":
-        fds = [fd for fd in p.fds if e.fd <= fd <= e.last]
-    else:
-        fds = [e.fd] if e.fd in p.fds else []
+    fds = closed_by(v.proc(e.pid).fds, e)
     if not fds:
         return v
     v = _call(v, e, e.call, e.result < 0)
@@ -653,6 +651,12 @@ def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     return v
 
 
+def _queued(v: ProgramsView, e: QueuedAtRelease) -> ProgramsView:
+    """The kernel released a socket with fds still queued on it: a call row (the in-flight
+    finding comes from the ledger)."""
+    return _call(v, e, "release")
+
+
 def _refused(v: ProgramsView, e: CallRefused) -> ProgramsView:
     """The refusal's cause and fix come as the ledger's ``refused`` finding; here, the process."""
     if e.pid not in v.procs:
@@ -755,6 +759,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     CudaCall: _cuda,
     LedgerFinding: _finding,
     CallRefused: _refused,
+    QueuedAtRelease: _queued,
     TraceLost: _lost,
     TraceFinished: _finished,
     WatchFinished: _finished,
