@@ -90,3 +90,19 @@ def test_a_finding_recorded_before_proofs_were_kept_is_proven_by_its_file():
 
     assert proof_of(old) == Proof.STRUCT_FILE
     assert proof_of(LedgerFinding("imported", B, "", "")) == Proof.NONE
+
+
+def test_the_status_counts_polling_leaks_as_the_verdicts_do():
+    """A leak polling found is a finding to look at: the status line says so, as the verdicts."""
+    from vmmtui.stream.events import Leak, LeakKind
+    from vmmtui.view import ScreenState, fold
+
+    state = fold(
+        [
+            ProcessSeen(A, 1, "a", "", 0, 0.0),
+            Leak(LeakKind.SHM_FILE, "/dev/shm/x left", A, "nobody holds it", "unlink it"),
+        ],
+        ScreenState.for_programs(),
+    )
+    assert state.status["findings"] == "0 shared/imported · 1 to look at"
+    assert state.programs is not None and state.programs.bad_findings == 1
