@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Would ``pip install vmmtui`` find wheels on macOS and Windows? Resolved from here, for them.
+"""Would ``pip install .`` of vmmtui find wheels on macOS and Windows? Resolved from here, for them.
 
 For each platform tag, the dependencies in pyproject.toml whose environment markers hold there
 (cuda-python only on Linux and Windows, where it has wheels) are resolved by pip as that platform

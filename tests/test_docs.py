@@ -29,7 +29,7 @@ DOCUMENTS = [README, *PAGES]
 LOGS = {"gpu-runs.md"}
 
 FENCE = re.compile(r"^(```|~~~)")
-#: how a command line is shown: `vmmtui …`, `$ vmmtui …`, `.venv/bin/vmmtui …`
+#: how a command line is shown: `vmmtui …`, `$ vmmtui …`, `.venv/bin/vmmtui …`, `sudo …` of these
 PROGRAMS = {"vmmtui", ".venv/bin/vmmtui"}
 SEPARATORS = {"&&", "||", ";", "|", "&"}
 
@@ -57,6 +57,10 @@ def commands(line: str) -> list[list[str]]:
         if token not in SEPARATORS:
             words.append(token)
             continue
+        if words[:1] == ["sudo"]:  # sudo [-E] .venv/bin/vmmtui …: the command is checked too
+            words = words[1:]
+            while words and words[0].startswith("-"):
+                words = words[1:]
         if words and words[0] in PROGRAMS:
             found.append(words[1:])
         words = []
@@ -146,6 +150,7 @@ def test_the_command_reader_catches_a_command_that_does_not_exist():
     """The check above can fail: an unknown option, command or scenario is refused."""
     assert commands("python3 -m venv .venv && .venv/bin/vmmtui run --json") == [["run", "--json"]]
     assert commands("$ vmmtui replay h100-vmm  # a comment") == [["replay", "h100-vmm"]]
+    assert commands("sudo .venv/bin/vmmtui trace -p 4242") == [["trace", "-p", "4242"]]
     assert parse(["run", "--no-such-option"])
     assert parse(["frobnicate"])
     assert parse(["run", "--scenario", "no-such-scenario"])

@@ -59,7 +59,7 @@ def test_cuda_python_is_installed_only_where_it_has_wheels():
         tag: {r.split(">")[0].split("=")[0].strip() for r in resolve_wheels().requirements(tag)}
         for tag in ("macosx_11_0_arm64", "win_amd64", "manylinux2014_x86_64")
     }
-    assert "cuda-python" not in names["macosx_11_0_arm64"]  # pip install vmmtui works on a Mac
+    assert "cuda-python" not in names["macosx_11_0_arm64"]  # pip install . works on a Mac
     assert "cuda-python" in names["win_amd64"] and "cuda-python" in names["manylinux2014_x86_64"]
     assert {"textual", "rich", "numpy"} <= names["macosx_11_0_arm64"]
 

@@ -4,10 +4,12 @@ whether serve can run."""
 
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from aiohttp import WSServerHandshakeError
@@ -127,20 +129,51 @@ async def test_the_page_and_its_css_ask_nothing_beyond_the_server_and_the_font_i
         await c.close()
 
 
-def setcap_targets(message: str) -> list[str]:
-    return re.findall(r"setcap \S+ (\S+?)`?(?:\s|$)", message)
+#: what eBPF advice must never say: an install of a name from a package index (whoever registers
+#: the name gets the rights), or capabilities given to an interpreter other programs run
+UNSAFE = ("setcap", "pip install vmmtui", "pip install -U vmmtui", "--copies")
 
 
-def test_the_trace_advice_names_what_is_missing_and_no_setcap_on_a_shared_python():
+def assert_safe_advice(message: str) -> None:
+    for bad in UNSAFE:
+        assert bad not in message, (bad, message)
+    assert 'sudo "$(command -v vmmtui)" trace ...' in message, message
+    here = shlex.quote(sys.executable)
+    assert f"`sudo {here} -m vmmtui trace ...`" in message, message
+
+
+def test_the_trace_advice_names_what_is_missing_and_only_sudo_with_the_users_own_vmmtui():
     for caps in (0, 1 << 39, 1 << 38):
         message = privileges_missing(caps)
-        assert "sudo vmmtui trace" in message
         for fact in ("CAP_BPF", "CAP_PERFMON", "BTF", "kernel.unprivileged_bpf_disabled"):
             assert fact in message, fact
-        targets = setcap_targets(message)
-        assert targets and all(t.startswith("~/.vmmtui-bpf/bin/") for t in targets), targets
-        assert "which python" not in message and "/usr/" not in message
-        assert "never to a shared one" in message and "--copies" in message
+        assert_safe_advice(message)
+
+
+def test_doctors_capability_line_gives_the_same_safe_advice(monkeypatch):
+    from vmmtui.trace import loader
+
+    monkeypatch.setattr(loader, "_cap_eff", lambda: 0)
+    found = {name: text for name, text, _ in loader.readiness()}
+    assert found["capabilities"].startswith("missing: run your own vmmtui as root"), found
+    assert_safe_advice(found["capabilities"])
+
+
+def test_no_page_or_message_of_the_project_advises_setcap_or_installing_vmmtui_from_an_index():
+    """No message of vmmtui names setcap at all; no page or script installs vmmtui by name from
+    an index (a page may warn against setcap: docs/pytorch.md does)."""
+    root = Path(__file__).resolve().parents[1]
+    code = [*root.glob("vmmtui/**/*.py")]
+    pages = [*code, *root.glob("docs/**/*.md"), root / "README.md", *root.glob("scripts/*")]
+    said = [f"{f.relative_to(root)}: setcap" for f in code if "setcap" in f.read_text()]
+    said += [
+        f"{f.relative_to(root)}: {bad}"
+        for f in pages
+        if f.is_file()
+        for bad in ("pip install vmmtui", "pip install -U vmmtui")
+        if bad in f.read_text(errors="replace")
+    ]
+    assert not said, said
 
 
 @pytest.mark.skipif(
@@ -158,8 +191,7 @@ def test_a_process_without_the_capabilities_is_told_the_same():
     )
     assert res.returncode == 0, res.stderr
     assert "missing CAP_BPF and CAP_PERFMON" in res.stdout, res.stdout
-    targets = setcap_targets(res.stdout)
-    assert targets and all(t.startswith("~/.vmmtui-bpf/") for t in targets), res.stdout
+    assert_safe_advice(res.stdout)
 
 
 def test_doctor_says_whether_serve_can_run(monkeypatch):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.record.recording import read
-from vmmtui.stream.observed import CudaCall, LedgerFinding
+from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -86,7 +86,7 @@ def one(events, func, **kw):
 
 def test_vmm_calls_come_back_with_their_arguments_and_outputs(traced):
     truth, events, _ = traced
-    create = one(events, "cuMemCreate")
+    create = one(events, "cuMemCreate", handle_types=1)
     assert (create.size, create.device, create.handle_types, create.handle, create.result) == (
         2 << 20,
         3,
@@ -134,6 +134,17 @@ def test_a_failed_call_is_a_refusal_with_its_cause(traced):
     [refused] = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "refused"]
     assert "requestedHandleTypes" in refused.fix
     assert "CUDA_ERROR_NOT_SUPPORTED" in out
+
+
+def test_a_fabric_probe_is_a_probe_not_a_refusal(traced):
+    _, events, out = traced
+    call = one(events, "cuMemCreate", handle_types=8)
+    assert call.result == 800
+    [probe] = [e for e in events if isinstance(e, CapabilityProbe)]
+    assert (probe.pid, probe.ktime, probe.found) == (call.pid, call.ktime, "no-imex-channel")
+    refused = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "refused"]
+    assert not [f for f in refused if f.what.startswith("cuMemCreate")], refused
+    assert "probe: pid" in out and "fabric handles unavailable here: no IMEX channel" in out
 
 
 @pytest.fixture(scope="module")

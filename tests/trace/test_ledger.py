@@ -77,6 +77,35 @@ def test_a_received_fd_never_closed_is_a_leak_at_exit():
     assert found[1].peer == A
 
 
+def test_the_fix_for_an_fd_never_closed_follows_what_the_fd_is():
+    """A socket or a file made before the trace (nginx's, Chromium's) gets no CUDA advice; a memfd
+    gets the memfd's; a driver export the import's."""
+
+    def fix(made: list) -> str:
+        _, found = fold(
+            [
+                *made,
+                FdsSent(A, A, 2, "sendmsg", SOCK, [5], ["f1"], 1),
+                FdsReceived(B, B, 3, "recvmsg", SOCK, [7], ["f1"], 1),
+                ProcessExit(B, B, 4, 0),
+            ]
+        )
+        [never] = [f for f in found if f.kind == "fd-never-closed"]
+        return never.fix
+
+    unseen = fix([])
+    assert "import" not in unseen and "cuMem" not in unseen and "receive" in unseen
+    memfd = fix([MemfdCreated(A, A, 1, "pool", 5, "f1")])
+    assert "mapped" in memfd and "cuMem" not in memfd
+    export = fix(
+        [
+            CudaCall(A, A, 0, "cuMemCreate", 0, size=2 << 20, handle_types=1, handle=0xA),
+            CudaCall(A, A, 1, "cuMemExportToShareableHandle", 0, handle_types=1, handle=0xA, fd=5),
+        ]
+    )
+    assert "cuMemImportFromShareableHandle" in export
+
+
 def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_no_finding_by_itself():
     _, found = fold(
         [
@@ -210,10 +239,18 @@ def test_a_failed_driver_call_is_a_refusal_with_a_fix():
     assert found[0].kind == "refused" and "requestedHandleTypes" in found[0].fix
 
 
-def test_a_refused_fabric_allocation_names_the_imex_channel():
-    """A capability probe's fabric cuMemCreate (vmmtui's, PyTorch's) is refused with
-    CUDA_ERROR_NOT_PERMITTED where there is no IMEX channel (seen on the H100): said by name."""
-    _, found = fold([CudaCall(A, A, 1, "cuMemCreate", 800, size=2 << 20, handle_types=8)])
+def test_a_refused_fabric_allocation_is_a_probe_until_fabric_worked_then_names_the_imex_channel():
+    """A capability probe's fabric cuMemCreate (vmmtui's, PyTorch's, NCCL's) is refused with
+    CUDA_ERROR_NOT_PERMITTED where there is no IMEX channel (seen on the H100): a probe, no finding.
+    Once fabric allocations worked in that process, a refusal is a refusal, said by name."""
+    ledger, found = fold([CudaCall(A, A, 1, "cuMemCreate", 800, size=2 << 20, handle_types=8)])
+    assert [type(f).__name__ for f in found] == ["CapabilityProbe"] and not ledger.findings
+    _, found = fold(
+        [
+            CudaCall(A, A, 1, "cuMemCreate", 0, size=2 << 20, handle_types=8, handle=0xA),
+            CudaCall(A, A, 2, "cuMemCreate", 800, size=2 << 20, handle_types=8),
+        ]
+    )
     assert kinds(found) == [("refused", A)]
     assert "CUDA_ERROR_NOT_PERMITTED" in found[0].detail and "IMEX" in found[0].detail
     assert "nvidia-imex" in found[0].fix

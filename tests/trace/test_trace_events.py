@@ -35,8 +35,13 @@ EXAMPLES = [
         "share it",
         111,
         [te.RefusalCheck("pid namespace", False, "differs")],
+        te.ProcessFacts(11, "importer", "python3", *[65534] * 6, 0, 0, 7, 8, 2, 1, 1),
+        te.ProcessFacts(10, "exporter", "python3", *[1] * 6, 1 << 19, 1 << 19, 7, 9, 0, 0, 1),
+        "1",
     ),
     te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110, "kcmp"),
+    te.CapabilityProbe(11, "cuMemCreate", "fabric-handles", "no-imex-channel", 800, 113),
+    te.ProcessIdentity(11, "docker 3f2a1b4c5d6e", "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6", 1, 114),
 ]
 
 

@@ -16,6 +16,7 @@ import os
 import platform
 import struct
 import warnings
+from dataclasses import dataclass
 
 #: pidfd_getfd's number in the generic syscall table (x86_64, aarch64, ppc64le, s390x, riscv64 alike)
 SYS_PIDFD_GETFD = 438
@@ -149,12 +150,113 @@ def drop_effective_cap_sys_ptrace() -> bool:
 
 # -- what this host allows ------------------------------------------------------------------------------
 def ptrace_scope() -> int | None:
-    """Yama's /proc/sys/kernel/yama/ptrace_scope (None: no Yama here)."""
+    """Yama's /proc/sys/kernel/yama/ptrace_scope (None: no Yama here): the one reader of it."""
     try:
         with open("/proc/sys/kernel/yama/ptrace_scope") as f:
             return int(f.read())
     except (OSError, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class Creds:
+    """What the kernel's ptrace access check (PTRACE_MODE_ATTACH_REALCREDS: pidfd_getfd) reads
+    of one process: ids (real, effective, saved), capability sets, its user namespace, whether it
+    is dumpable (None: not known), and its seccomp mode and filters (-1: not known)."""
+
+    pid: int
+    uid: tuple[int, int, int]
+    gid: tuple[int, int, int]
+    cap_eff: int
+    cap_prm: int
+    userns: int
+    dumpable: bool | None
+    seccomp: int = 0
+    filters: int = 0
+
+
+def creds_of(pid: int) -> Creds:
+    """``Creds`` of a live process from /proc (OSError when it is gone or unreadable). Dumpable is
+    read from the owner of /proc/PID, which the kernel makes root for a non-dumpable process: so
+    it is not known for a process running as root."""
+    s = _status(pid)
+    uid = tuple(int(x) for x in s.get("Uid", "0 0 0 0").split()[:3])
+    gid = tuple(int(x) for x in s.get("Gid", "0 0 0 0").split()[:3])
+    owner = os.stat(f"/proc/{pid}").st_uid
+    return Creds(
+        pid,
+        (uid[0], uid[1], uid[2]),
+        (gid[0], gid[1], gid[2]),
+        int(s.get("CapEff", "0"), 16),
+        int(s.get("CapPrm", "0"), 16),
+        os.stat(f"/proc/{pid}/ns/user").st_ino,
+        None if uid[1] == 0 else owner == uid[1],
+        int(s.get("Seccomp", "0")),
+        int(s.get("Seccomp_filters", "-1")),
+    )
+
+
+def is_ancestor(a: int, b: int) -> bool | None:
+    """Whether ``a`` is an ancestor of ``b`` (/proc's PPid chain); None when ``b`` is gone."""
+    pid, seen = b, set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        try:
+            pid = int(_status(pid).get("PPid", "0"))
+        except (OSError, ValueError):
+            return None if pid == b else False
+        if pid == a:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class PtraceRules:
+    """The kernel's ptrace access check, rule by rule, for ``caller`` on ``target``: each True
+    (lets it through), False (refuses) or None (not known). ``allowed``: what they add up to."""
+
+    cap_sys_ptrace: bool
+    same_ids: bool
+    dumpable: bool | None
+    caps_subset: bool | None
+    yama: bool | None
+    scope: int | None
+
+    @property
+    def allowed(self) -> bool | None:
+        ordinary: bool | None
+        if self.cap_sys_ptrace:
+            ordinary = True
+        elif not self.same_ids or self.dumpable is False or self.caps_subset is False:
+            ordinary = False
+        elif self.dumpable is None or self.caps_subset is None:
+            ordinary = None
+        else:
+            ordinary = True
+        if ordinary is False or self.yama is False:
+            return False
+        return True if ordinary and self.yama else None
+
+
+def ptrace_rules(
+    caller: Creds, target: Creds, scope: int | None, ancestor: bool | None
+) -> PtraceRules:
+    """kernel/ptrace.c's __ptrace_may_access with commoncap and Yama, as facts allow: the caller's
+    real uid and gid must equal all three of the target's, the target be dumpable, and (commoncap)
+    the target's permitted capabilities be within the caller's, unless the caller holds
+    CAP_SYS_PTRACE in the target's user namespace; then Yama: scope 1 wants an ancestor (or a
+    ptracer exception, which /proc does not show) or CAP_SYS_PTRACE, 2 CAP_SYS_PTRACE, 3 nothing."""
+    cap = bool(caller.cap_eff >> CAP_SYS_PTRACE & 1) and caller.userns == target.userns
+    same = set(target.uid) == {caller.uid[0]} and set(target.gid) == {caller.gid[0]}
+    subset = (target.cap_prm & ~caller.cap_prm) == 0 if caller.userns == target.userns else None
+    yama: bool | None = {
+        None: True,
+        0: True,
+        1: True if cap or ancestor else (None if ancestor is None else False),
+        2: cap,
+        3: False,
+    }.get(scope)
+    return PtraceRules(cap, same, target.dumpable, subset, yama, scope)
 
 
 def _status(pid: int | str = "self") -> dict[str, str]:
@@ -179,6 +281,9 @@ def has_cap_sys_ptrace(pid: int | str = "self") -> bool:
 def yama_blocks_siblings() -> str | None:
     """Why Yama would refuse a sibling's pidfd_getfd here (None: it would not)."""
     scope = ptrace_scope()
+    me = creds_of(os.getpid())
+    if ptrace_rules(me, me, scope, ancestor=False).yama is not False:  # a sibling: no ancestor
+        return None
     if scope is None:
         return None
     if scope >= 3:

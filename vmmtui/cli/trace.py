@@ -29,7 +29,10 @@ ABOUT = """\
 Trace, as it happens, every fd passed between processes (SCM_RIGHTS, pidfd_getfd), every
 memfd and close, and every CUDA VMM/IPC call, with eBPF: of a command, of running processes, or of
 the whole machine; a ledger says who holds what. Without eBPF (it needs root) it says why and
-follows by polling /proc instead. Exits with the command's exit code.
+follows by polling /proc instead. Exits with the command's exit code; a command that is not found
+exits 127 and one that is not executable 126, before anything opens (as env and timeout do: 2 is
+kept for vmmtui's own options). The command's whole process tree ends with the trace (q, Ctrl-C,
+--duration, and kill -9 of vmmtui alike).
 
 examples:
   vmmtui trace -- python3 app.py
@@ -165,6 +168,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for pid in args.pids:
         if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
             return _usage(f"no process {pid}", said)
+    if command:  # refused in one line before any screen opens or probe loads
+        from vmmtui.trace.command import CommandNotFound, resolve
+
+        try:
+            resolve(command)
+        except CommandNotFound as exc:
+            print(f"vmmtui {said}: {exc}", file=sys.stderr)
+            return exc.code
     if args.libcuda and not os.path.exists(args.libcuda):
         return _usage(f"--libcuda {args.libcuda}: no such file", said)
     if args.perfetto and (problem := _unwritable(args.perfetto)):

@@ -25,6 +25,7 @@ from vmmtui.stream.observed import (
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.identity import identity_of
 from vmmtui.trace.ledger import Allocation, Ledger
 from vmmtui.words.names import shown
 
@@ -46,21 +47,11 @@ class ProcessLabel:
 
 
 def container_of(pid: int, proc: Path = Path("/proc")) -> str:
-    """The cgroup path of ``pid`` (cgroup v2's one line, or v1's memory/cpu controller), shortened
-    to its last two parts: ``docker/3f2a…`` or ``system.slice/x.service``; ``""`` when unreadable."""
-    try:
-        text = (proc / str(pid) / "cgroup").read_text()
-    except OSError:
-        return ""
-    path = ""
-    for line in text.splitlines():
-        _, controllers, p = (line.split(":", 2) + ["", ""])[:3]
-        if controllers in ("", "memory", "cpu,cpuacct", "name=systemd"):
-            path = p
-            if controllers == "":
-                break
-    parts = [x for x in path.split("/") if x]
-    return shown("/".join(parts[-2:]), limit=80) if parts else "/"
+    """The container of ``pid`` (``docker 3f2a1b4c5d6e``, ``pod <uid>/containerd 3f2a1b4c5d6e``:
+    one value per container, bounded) or, where no runtime's cgroup is found, its cgroup path
+    shortened to its last two parts (``system.slice/x.service``); ``""`` when unreadable."""
+    who = identity_of(pid, proc)
+    return shown(who.container.label(), 120) if who.container else who.cgroup
 
 
 def refusal_reason(e: CallRefused) -> str:

@@ -40,7 +40,7 @@ def _sdk() -> Any:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
     except ImportError:
         raise MissingLibrary(
-            "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install 'vmmtui[fleet]'"
+            "--otlp needs the OpenTelemetry SDK and its OTLP exporter: pip install '.[fleet]' in vmmtui's clone"
         ) from None
     return trace, OTLPSpanExporter, Resource, TracerProvider, BatchSpanProcessor
 

@@ -36,7 +36,7 @@ def _client() -> Any:
         )
     except ImportError:
         raise MissingLibrary(
-            "--prometheus needs prometheus-client: pip install 'vmmtui[fleet]'"
+            "--prometheus needs prometheus-client: pip install '.[fleet]' in vmmtui's clone"
         ) from None
     return prometheus_client, CounterMetricFamily, GaugeMetricFamily
 

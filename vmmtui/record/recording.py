@@ -399,6 +399,10 @@ def read(path: str | Path) -> Recording:
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
+    if header.backend == "trace":  # a probe recorded as a refusal (older recordings) is a probe
+        from vmmtui.trace.probes import reclassified
+
+        events = list(reclassified(events))
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
 
 
@@ -507,7 +511,7 @@ def _header(name: str, data: dict) -> Header:
     if fmt > FORMAT:
         raise RecordingError(
             f"{name} is recording format {fmt}, made by a newer vmmtui; this one reads up to "
-            f"{FORMAT}: upgrade vmmtui (pip install -U vmmtui)"
+            f"{FORMAT}: upgrade vmmtui (in its clone: git pull && pip install .)"
         )
     body = {k: v for k, v in data.items() if k != MAGIC}
     try:

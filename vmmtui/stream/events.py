@@ -314,6 +314,12 @@ class ProcessSeen(AttachEvent):
     at: float
     #: the pid namespace (inode of /proc/PID/ns/pid) when readable, to spot pairs in different ones
     pid_ns: int | None = None
+    #: its container, from /proc/PID/cgroup (``docker 3f2a1b4c5d6e``; "" where none was found)
+    container: str = ""
+    #: its Kubernetes pod's uid ("" outside a pod)
+    pod: str = ""
+    #: its pid in its own PID namespace (NSpid), None where that is the pid seen here
+    inner_pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -408,6 +414,8 @@ class GpuMemory(AttachEvent):
     used: dict[int, int] = field(default_factory=dict)
     error: str | None = None
     at: float = 0.0
+    #: device index -> the GPU's UUID as NVML names it (only what NVML said)
+    uuids: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,19 @@ class ProcessExec(TraceCall):
 
 
 @dataclass(frozen=True)
+class ProcessIdentity(TraceEvent):
+    """Who ``pid`` is beyond its pid, read from /proc when it forked or ran a program (only where
+    there is something to say): its container (``docker 3f2a1b4c5d6e``), its pod's uid and its pid
+    in its own PID namespace (``vmmtui.trace.identity``)."""
+
+    pid: int
+    container: str = ""
+    pod: str = ""
+    inner_pid: int | None = None
+    ktime: int = 0
+
+
+@dataclass(frozen=True)
 class ProcessExit(TraceCall):
     """The last thread of ``pid`` exited; ``code`` is the exit status as wait() reports it."""
 
@@ -308,9 +321,36 @@ class RefusalCheck:
 
 
 @dataclass(frozen=True)
+class ProcessFacts:
+    """One side of a refused pidfd_getfd as the ptrace check sees it: read by the kernel at the
+    call (``source`` "kernel": the processes may be gone a moment later), or from /proc when the
+    decoder got no kernel record ("/proc", read later: said so). ``role``: "importer" (the caller,
+    taking the fd) or "exporter" (whose fd it asked for). -1: not known."""
+
+    pid: int
+    role: str
+    comm: str
+    uid: int
+    euid: int
+    suid: int
+    gid: int
+    egid: int
+    sgid: int
+    cap_eff: int
+    cap_prm: int
+    userns: int
+    pidns: int
+    seccomp: int
+    filters: int
+    dumpable: int
+    source: str = "kernel"
+
+
+@dataclass(frozen=True)
 class CallRefused(TraceEvent):
-    """A refused call with its cause and fix, read from /proc of both processes when it happened
-    (seccomp mode, Yama ptrace_scope, CapEff, PID namespaces, uids)."""
+    """A refused call with its cause and fix, from what decided it: for pidfd_getfd both
+    processes' facts as the kernel read them at the call (``caller``, ``exporter``), Yama's
+    ptrace_scope (``yama``: "0".."3", "not loaded", "" not read), and the checks made of them."""
 
     pid: int
     call: str
@@ -320,6 +360,23 @@ class CallRefused(TraceEvent):
     fix: str
     ktime: int = 0
     checks: list[RefusalCheck] = field(default_factory=list)
+    caller: ProcessFacts | None = None
+    exporter: ProcessFacts | None = None
+    yama: str = ""
+
+
+@dataclass(frozen=True)
+class CapabilityProbe(TraceEvent):
+    """A call that failed by design: the program asked whether ``capability`` works here and
+    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    is the call's CUresult."""
+
+    pid: int
+    call: str
+    capability: str
+    found: str
+    result: int
+    ktime: int = 0
 
 
 @dataclass(frozen=True)

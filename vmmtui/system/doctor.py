@@ -71,11 +71,11 @@ def check_kcmp() -> tuple[bool | None, str]:
 
 
 def ptrace_scope() -> str:
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            return f.read().strip()
-    except OSError:
-        return "no Yama policy file (no restriction from Yama)"
+    """Yama's ptrace_scope in words (read by ``vmmtui.backends.pidfd``, the one reader)."""
+    from vmmtui.backends.pidfd import ptrace_scope as scope
+
+    value = scope()
+    return "no Yama policy file (no restriction from Yama)" if value is None else str(value)
 
 
 IMEX_FIX = (

@@ -122,8 +122,8 @@ def cuda_cause(e: CudaCall) -> str:
     if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
         return (
             f"{name}: a fabric-handle allocation needs an IMEX channel "
-            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; a capability probe (vmmtui's, "
-            "PyTorch's) tries one to learn whether fabric handles work here"
+            "(/dev/nvidia-caps-imex-channels) and the IMEX daemon; fabric allocations worked in "
+            "this process before (a first refusal is a capability probe, said as one)"
         )
     if f == "cuMemExportToShareableHandle" and e.result in (1, 801):
         return (
@@ -139,8 +139,8 @@ def cuda_fix(e: CudaCall) -> str:
     f = base_name(e.func)
     if f == "cuMemCreate" and e.result == 800 and e.handle_types & 8:
         return (
-            "nothing to fix for a probe; to share across nodes, run nvidia-imex and give the process "
-            "a channel (docs/attach.md, fabric handles); on one node, share with POSIX fds"
+            "check that nvidia-imex still runs and the process still has its channel "
+            "(docs/attach.md, fabric handles); on one node, share with POSIX fds"
         )
     if f == "cuMemExportToShareableHandle":
         return "create it with prop.requestedHandleTypes including that type"

@@ -5,7 +5,8 @@ memfd, a /dev/shm file, a dma-buf): the memory lives on until the last fd and ma
 receive or take it; ``possible-held-after-exporter-died`` when they shared it before the trace
 began (frame 0 of ``trace -p``: kcmp proves one open file, not which of them made it). Files of
 CUDA allocations and pools are judged by their imports (``Ledger._exporter_died``). No /proc here:
-everything comes from the ledger's fold.
+everything comes from the ledger's fold. Also the shares of such a file that kcmp proved
+(``kcmp_shares``: polling, ``trace -p``'s frame 0).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vmmtui.model.ends import End
+from vmmtui.model.findings import Proof
+from vmmtui.stream.events import SharedFile
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 from vmmtui.trace.words import ended_words
 
@@ -84,3 +87,34 @@ def _held_after_exit(
         peer=e.pid,
         file=h.file,
     )
+
+
+#: the kinds of open file whose sharing (kcmp) is a share of memory
+SHARED_MEMORY = ("memfd", "shm", "dmabuf")
+
+
+def kcmp_shares(
+    e: SharedFile, name: str, said: set[tuple[int, int, int, int]]
+) -> list[LedgerFinding]:
+    """A share of memory (a memfd, a /dev/shm file, a dma-buf) kcmp proved: a ``shared`` finding
+    for each holder after the first, once (``said``: the (dev, ino, pid, fd) already found)."""
+    if e.kind not in SHARED_MEMORY:
+        return []
+    first, out = e.holders[0], []
+    for h in e.holders:
+        key = (e.dev, e.ino, h.pid, h.fd)
+        if h.pid == first.pid or key in said:
+            continue
+        said.add(key)
+        out.append(
+            LedgerFinding(
+                "shared",
+                h.pid,
+                f"fd {h.fd} = pid {first.pid}'s fd {first.fd}",
+                f"one open {e.kind} file, the same description in both (kcmp)",
+                peer=first.pid,
+                file=name,
+                proof=Proof.KCMP,
+            )
+        )
+    return out

@@ -28,6 +28,7 @@ from vmmtui.model.findings import Proof
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
+    CapabilityProbe,
     CudaCall,
     FdCloseCall,
     FdDuplicated,
@@ -63,13 +64,14 @@ from vmmtui.trace.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.trace.held import files_held_after_exit
+from vmmtui.trace.held import files_held_after_exit, kcmp_shares
 from vmmtui.trace.order import WINDOW_NS
+from vmmtui.trace.probes import FABRIC, probe_of
+from vmmtui.trace.probes import Context as ProbeContext
 from vmmtui.trace.words import ended_words, socket_words
+from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
-#: the kinds of open file whose sharing (kcmp) is a share of memory
-SHARED_MEMORY = ("memfd", "shm", "dmabuf")
 
 
 class Ledger:
@@ -103,6 +105,7 @@ class Ledger:
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
         self.refusals: list[CallRefused] = []
         self.findings: list[LedgerFinding] = []
+        self.probes: list[CapabilityProbe] = []  # calls that failed by design: no findings
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
@@ -160,9 +163,23 @@ class Ledger:
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
 
+    def file_kind(self, file: str) -> str:
+        """What the open file is, as far as the trace saw it made: ``gpu`` (a driver export),
+        ``memfd``, or "" (made before the trace or by a call not traced: a socket, a file)."""
+        if not file:
+            return ""
+        if self.allocation_of_file(file) is not None or self.pool_of_file(file) is not None:
+            return "gpu"
+        if file in self.memfd_names:
+            return "memfd"
+        if any(h.file == file and h.how == "exported" for h in self.holdings.values()):
+            return "gpu"
+        return ""
+
     # -- the fold ------------------------------------------------------------------------------
-    def apply(self, e: Event) -> list[LedgerFinding]:
-        out: list[LedgerFinding] = []
+    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
+        """The findings ``e`` brings, and the probe it was (a call that failed by design)."""
+        out: list = []
         t = getattr(e, "ktime", 0)
         if isinstance(t, int) and t > self.clock:
             self.clock = t
@@ -174,7 +191,8 @@ class Ledger:
         handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
-        self.findings.extend(out)
+        for f in out:
+            (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
         return out
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
@@ -316,23 +334,7 @@ class Ledger:
         name = next((h.file for h in present if h.file), "") or (
             f"kcmp:{e.dev}:{e.ino}:{first.pid}:{first.fd}"
         )
-        if e.kind in SHARED_MEMORY:
-            for h in e.holders:
-                key = (e.dev, e.ino, h.pid, h.fd)
-                if h.pid == first.pid or key in self._kcmp_said:
-                    continue
-                self._kcmp_said.add(key)
-                out.append(
-                    LedgerFinding(
-                        "shared",
-                        h.pid,
-                        f"fd {h.fd} = pid {first.pid}'s fd {first.fd}",
-                        f"one open {e.kind} file, the same description in both (kcmp)",
-                        peer=first.pid,
-                        file=name,
-                        proof=Proof.KCMP,
-                    )
-                )
+        out += kcmp_shares(e, name, self._kcmp_said)
         for kept in present:
             kept.file = name
         if present:
@@ -528,7 +530,14 @@ class Ledger:
         )
 
     # -- CUDA ----------------------------------------------------------------------------------
+    def _probe(self, e: CudaCall) -> CapabilityProbe | None:
+        worked = any(a.pid == e.pid and a.handle_types & FABRIC for a in self.allocations.values())
+        return probe_of(e, ProbeContext(fabric_worked=worked))
+
     def _on_CudaCall(self, e: CudaCall, out: list) -> None:
+        if e.result != CUDA_SUCCESS and (probe := self._probe(e)) is not None:
+            out.append(probe)  # failed by design: what the program asked, not a problem
+            return
         if e.result != CUDA_SUCCESS:
             out.append(
                 LedgerFinding(
@@ -727,8 +736,7 @@ class Ledger:
                         f"pid {e.pid} {h.how} it"
                         + (f" from pid {h.source_pid} (fd {h.source_fd})" if h.source_pid else "")
                         + f" via {h.via} and never closed it; the exit closed it",
-                        "close the fd once it is imported (cuMemImportFromShareableHandle keeps its "
-                        "own reference) or mapped",
+                        close_fix(self.file_kind(h.file)),
                         e.ktime,
                         peer=h.source_pid,
                         file=h.file,

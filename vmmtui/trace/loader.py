@@ -16,9 +16,13 @@ import errno
 import mmap
 import os
 import select
+import shlex
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from vmmtui.words.names import shown
 
 OBJECT = Path(__file__).with_name("bpf") / "trace.bpf.o"
 BTF = Path("/sys/kernel/btf/vmlinux")
@@ -66,15 +70,21 @@ def libbpf_path() -> str | None:
 
 
 UNPRIVILEGED_BPF = Path("/proc/sys/kernel/unprivileged_bpf_disabled")
-#: a private copy of python that may hold the capabilities: its own venv, closed to others
-PRIVATE_PYTHON = "~/.vmmtui-bpf"
+
+
+def sudo_advice() -> str:
+    """How to trace with eBPF here without widening anybody's rights: this very vmmtui run as
+    root for one command, named by path (sudo's own PATH may find another vmmtui, or none).
+    Never an install of a name from a package index (whoever registers the name would get the
+    rights), never capabilities on an interpreter that other programs or users run."""
+    here = shown(sys.executable)
+    this = f"`sudo {shlex.quote(here)} -m vmmtui trace ...`"
+    return f'`sudo "$(command -v vmmtui)" trace ...` (this vmmtui: {this})'
 
 
 def privileges_missing(caps: int) -> str:
-    """What this process lacks for eBPF, read from the system, and the ways to get it that widen
-    nobody else's rights: sudo for this one command, or the capabilities on a private copy of
-    python in its own venv (setcap on a shared or system python would give them to every
-    program of every user that runs it)."""
+    """What this process lacks for eBPF, read from the system, and the one way to get it that
+    widens nobody else's rights: sudo with the user's own vmmtui, for this one command."""
     has = [
         name
         for bit, name in ((CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON"))
@@ -100,13 +110,9 @@ def privileges_missing(caps: int) -> str:
         )
     except OSError:
         pass
-    venv = PRIVATE_PYTHON
     return (
-        f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)}): run "
-        "`sudo vmmtui trace ...`; to trace without sudo, give the capabilities to a private "
-        f"python of your own, never to a shared one: `python3 -m venv --copies {venv} && chmod "
-        f"700 {venv} && {venv}/bin/pip install vmmtui && sudo setcap cap_bpf,cap_perfmon+ep "
-        f"{venv}/bin/python3`, then `{venv}/bin/python3 -m vmmtui trace ...`"
+        f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)}): run your own "
+        f"vmmtui as root for this command, {sudo_advice()}"
     )
 
 
@@ -525,8 +531,7 @@ def readiness() -> list[tuple[str, str, bool | None]]:
             if root
             else "CAP_BPF + CAP_PERFMON"
             if bpf_perfmon
-            else "missing: run trace as root (sudo), or give CAP_BPF + CAP_PERFMON to a "
-            "dedicated interpreter",
+            else f"missing: run your own vmmtui as root, {sudo_advice()}",
             root or bpf_perfmon,
         ),
         ("unprivileged_bpf_disabled", unprivileged_bpf(), None),

@@ -12,6 +12,7 @@ from vmmtui.model.ends import End
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.observed import (
     CallRefused,
+    CapabilityProbe,
     CudaCall,
     FdCloseCall,
     FdDuplicated,
@@ -24,6 +25,7 @@ from vmmtui.stream.observed import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     QueuedAtRelease,
     TraceCall,
     TraceEvent,
@@ -33,6 +35,7 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.trace.cuda import CUDA_ERRORS
+from vmmtui.trace.probes import classify
 from vmmtui.trace.words import end_words, handle_type_names, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
@@ -177,6 +180,31 @@ def cuda_words(e: CudaCall) -> str:
     return f"{e.func}({args}) → {res} ({e.duration_ns / 1e3:.0f} µs)"
 
 
+#: what a probe found, by (capability, found): ``vmmtui.trace.probes`` decides which
+PROBE_FOUND = {
+    ("fabric-handles", "no-imex-channel"): "fabric handles unavailable here: no IMEX channel",
+    ("fabric-handles", "imex-refused"): (
+        "fabric handles unavailable here: an IMEX channel is there but the IMEX daemon refused "
+        "(is nvidia-imex running?)"
+    ),
+    ("fabric-handles", "not-supported"): (
+        "fabric handles unavailable here: this driver or GPU has none"
+    ),
+}
+PROBE_ASKED = {"fabric-handles": "asked for a fabric-handle allocation"}
+
+
+def probe_words(e: CapabilityProbe) -> str:
+    """A probe in one phrase: what the call asked, the driver's answer, what that tells."""
+    res = CUDA_ERRORS.get(e.result, f"CUresult {e.result}")
+    asked = PROBE_ASKED.get(e.capability, f"probed {shown(e.capability, 40)}")
+    found = PROBE_FOUND.get((e.capability, e.found), shown(e.found, 80))
+    return (
+        f"{shown(e.call, 40)} {asked} → {res}: {found} (a capability probe, as PyTorch and NCCL "
+        "make before falling back to POSIX fds; nothing to fix)"
+    )
+
+
 def who(pid: int, comm: str = "") -> str:
     return f"{shown(comm, 16)}[{pid}]" if comm else f"[{pid}]"
 
@@ -194,6 +222,13 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         out += [Text(f"  probes: {shown(p, 400)}", "dim") for p in e.probes]
         out += [Text(f"  not probed: {shown(p, 400)}", "yellow") for p in e.unprobed]
         return out
+    if isinstance(e, ProcessIdentity):
+        from vmmtui.words.narration import identity_words
+
+        where = identity_words(e.container, e.pod, e.inner_pid)
+        return [Text(f"    pid {e.pid}: {where}", "dim")] if where else []
+    if isinstance(e, CapabilityProbe):
+        return [Text(f"    · probe: pid {e.pid} {probe_words(e)}", "dim")]
     if isinstance(e, LedgerFinding):
         mark, style = FINDING_STYLES.get(e.kind, ("⚠", "yellow"))
         if e.kind == "unknown":
@@ -207,13 +242,8 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
         if e.fix:
             text.append(f" — fix: {e.fix}", "dim")
         return [text]
-    if isinstance(e, CallRefused):
-        return [
-            Text(
-                f"    ✗ {e.call} refused ({e.errno}): {shown(e.cause, 600)} — fix: {e.fix}",
-                "bold red",
-            )
-        ]
+    if isinstance(e, CallRefused):  # said once: by the ledger's ``refused`` finding it brings
+        return []
     if isinstance(e, TraceLost):
         cpu = f" on CPU {e.cpu}" if e.cpu >= 0 else ""
         return [
@@ -258,8 +288,8 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
 
 
 def _failed(e: Event) -> bool:
-    if isinstance(e, CudaCall):
-        return e.result != 0
+    if isinstance(e, CudaCall):  # a probe failed by design: not shown as a failure
+        return e.result != 0 and classify(e.func, e.handle_types, e.result) is None
     for name in ("fd", "result"):
         v = getattr(e, name, 0)
         if isinstance(v, int) and v < 0 and not (name == "fd" and isinstance(e, FdCloseCall)):
@@ -322,6 +352,9 @@ class Bystanders:
             return [*self.waiting.pop(e.pid, []), e]
         if isinstance(e, TraceFinished):  # the targets still running: the program they run
             return [x for p in sorted(self.targets) for x in self.waiting.pop(p, [])] + [e]
+        if isinstance(e, ProcessIdentity) and e.pid not in self.shown:  # said with its calls
+            self.waiting.setdefault(e.pid, []).append(e)
+            return []
         if isinstance(e, ProcessForked):
             if e.child not in self.shown:
                 self.waiting.setdefault(e.child, []).append(e)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 from vmmtui.stream.events import Event, Notice, WatchFinished
 from vmmtui.stream.observed import TraceFinished, TraceStarted
+from vmmtui.trace.command import killed_words
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
 from vmmtui.trace.procfs.scan import children, holders_of_memory
@@ -186,9 +187,8 @@ class PollingTrace:
 
     def _end(self, f: Follower) -> Iterator[Event]:
         """What the end tells: the last poll, the fd tables, leftover files, what may be missed."""
-        if self.watch is not None and self.watch.stop and f.tracker.alive:
-            left = ", ".join(map(str, sorted(f.tracker.alive)))
-            text = f"stopped following on a second signal; still running: {left}"
+        if self.watch is not None and self.watch.killed:
+            text = killed_words(self.watch.killed)
             f.unseen.append(text)
             yield Notice(text)
         if not self.once:
@@ -217,5 +217,8 @@ class PollingTrace:
         )
 
     def close(self) -> None:
+        """The end: what still runs of the command's tree is ended (as on q)."""
+        if self.watch is not None:
+            self.watch.close()
         if self.follower is not None and not self.finished.is_set():
             self.follower.close()

@@ -24,6 +24,7 @@ from vmmtui.stream.observed import (
     PidfdOpened,
     ProcessExec,
     ProcessExit,
+    ProcessFacts,
     ProcessForked,
     QueuedAtRelease,
     SocketEnd,
@@ -34,7 +35,7 @@ from vmmtui.trace.cuda import FUNCS
 
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
-FORK, EXEC, EXIT, CUDA, FDS, QUEUED = range(9, 15)
+FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL = range(9, 16)
 DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
 FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
 
@@ -49,7 +50,11 @@ MSG = struct.Struct(f"<QQII112s{MAXFDS}i{MAXFDS}Q")
 FDLIST = struct.Struct(f"<{MAXFDS}i{MAXFDS}Q")
 #: struct rec_cuda: args[5], dur, name
 CUDAREC = struct.Struct("<5QQ128s")
+#: struct side (of struct rec_refusal: caller, then target): pid, uid, euid, suid, gid, egid,
+#: sgid, userns, pidns, seccomp, filters, dumpable, cap_eff, cap_prm, comm
+SIDE = struct.Struct("<9I3i2Q16s")
 SIZES = {
+    REFUSAL: HEAD.size + 2 * SIDE.size,
     SEND: HEAD.size + MSG.size,
     RECV: HEAD.size + MSG.size,
     FDS: HEAD.size + FDLIST.size,
@@ -175,6 +180,9 @@ class Decoder:
     def __init__(self, files: FileNames) -> None:
         self.files = files
         self.pending: dict[int, _Message | _Queued] = {}
+        #: a refused pidfd_getfd's facts (EV_REFUSAL, just before its call's record), by thread:
+        #: (importer, exporter or None), taken by whoever explains the refusal
+        self.refusals: dict[int, tuple[ProcessFacts, ProcessFacts | None]] = {}
 
     def __call__(self, raw: bytes) -> list[TraceCall]:
         if len(raw) < HEAD.size:
@@ -192,6 +200,12 @@ class Decoder:
                 return self._extend(r, p)
             return []
         out = [self.pending.pop(r.tid).event()] if p is not None else []
+        if r.type == REFUSAL:
+            caller = _side(r.raw, HEAD.size, "importer")
+            target = _side(r.raw, HEAD.size + SIDE.size, "exporter")
+            if caller is not None:
+                self.refusals[r.tid] = (caller, target)
+            return out
         if r.type in (SEND, RECV):
             ino, peer, fam, namelen, addr, *rest = r.tail(MSG)
             n = min(r.nfds, MAXFDS)
@@ -239,6 +253,19 @@ class Decoder:
         out = [m.event() for m in self.pending.values()]
         self.pending.clear()
         return out
+
+
+def _side(raw: bytes, at: int, role: str) -> ProcessFacts | None:
+    """One ``struct side`` (None: the kernel found no such process)."""
+    pid, uid, euid, suid, gid, egid, sgid, userns, pidns, sec, filters, dumpable, eff, prm, comm = (
+        SIDE.unpack_from(raw, at)
+    )
+    if pid == 0:
+        return None
+    return ProcessFacts(
+        pid, role, _text(comm), uid, euid, suid, gid, egid, sgid, eff, prm, userns, pidns, sec,
+        filters, dumpable,
+    )  # fmt: skip
 
 
 def decode(r: Raw, files: FileNames) -> TraceCall | None:

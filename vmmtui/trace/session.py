@@ -7,20 +7,20 @@ it, so the same run gives the same events, the same findings and the same count 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vmmtui.model.findings import Tally, proof_of, tally
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
-from vmmtui.stream.observed import LedgerFinding, TraceFinished, TraceStarted
+from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, TraceFinished, TraceStarted
 from vmmtui.trace.ledger import Ledger
 
+#: what the ledger says of a run (its findings, the calls that probed a capability): found again
+#: from the calls, never taken from a source
+MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe)
 #: how long the command's tree gets after SIGTERM before SIGKILL
 TERM_GRACE_S = 0.8
 
@@ -121,7 +121,7 @@ class RecordingSource:
         for e in self.recorded:
             if self.stopping:
                 return
-            if not isinstance(e, LedgerFinding):
+            if not isinstance(e, MADE_BY_THE_LEDGER):
                 yield e
 
 
@@ -147,7 +147,7 @@ class TraceSession:
     def replay(cls, events: Iterable[Event]) -> TraceSession:
         return cls(RecordingSource(events), live=False)
 
-    def fold(self, e: Event) -> list[LedgerFinding]:
+    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
         return self.ledger.apply(e)
@@ -164,7 +164,7 @@ class TraceSession:
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
         ledger = self.ledger
         for e in self.source.events(on_batch=on_batch):
-            if isinstance(e, LedgerFinding):
+            if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
                 yield from map(self._out, ledger.finish())
@@ -200,37 +200,20 @@ def refold(events: Iterable[Event]) -> list[Event]:
 
 
 def stop_command(tracer: object) -> None:
-    """SIGTERM to the traced command and everything it started, SIGKILL to what is left after
-    TERM_GRACE_S (a ``trace -p`` target is not ours: it is left alone)."""
-    from vmmtui.trace.tracer import descendants
-
-    proc = getattr(tracer, "proc", None)
-    if proc is None or getattr(tracer, "exit", None) is not None:
-        return
-    tree = {proc.pid} | descendants({proc.pid})
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < end and any(_alive(p) for p in tree):
-        time.sleep(0.02)
-    for pid in tree | descendants(tree):
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    """SIGTERM to the traced command and everything it started (orphans too: they carry its
+    mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
+    left alone). ``vmmtui.trace.command`` is the one place that knows the tree."""
+    watch = getattr(tracer, "watch", None)
+    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
+    if tree is not None:
+        tree.stop(TERM_GRACE_S)
 
 
 def seen_now(pids: list[int]) -> list[Event]:
     """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
     line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
+    from vmmtui.trace.identity import identity_of
+
     out: list[Event] = []
     for pid in pids:
         try:
@@ -243,5 +226,21 @@ def seen_now(pids: list[int]) -> list[Event]:
             uid = os.stat(f"/proc/{pid}").st_uid
         except (OSError, ValueError):
             continue
-        out.append(ProcessSeen(pid, ppid, name, cmdline[:500], uid, 0.0))
+        who = identity_of(pid)
+        c = who.container
+        label = c.label() if c else ""
+        out.append(
+            ProcessSeen(
+                pid,
+                ppid,
+                name,
+                cmdline[:500],
+                uid,
+                0.0,
+                None,
+                label,
+                c.pod if c else "",
+                who.inner_pid,
+            )
+        )
     return out

@@ -9,13 +9,10 @@ at that moment), ``TraceLost`` when the ring buffer overflowed, and ``TraceFinis
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import gc
 import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
@@ -25,20 +22,23 @@ from vmmtui.stream.events import Event, Notice
 from vmmtui.stream.observed import (
     FdTaken,
     PidfdOpened,
+    ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.command import CommandNotFound, Exit
+from vmmtui.trace.command import Command, Exit, descendants, killed_words
 from vmmtui.trace.cuda import FUNCS, find_libcuda
+from vmmtui.trace.identity import identity_of
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
+from vmmtui.words.names import shown
 
-PR_SET_CHILD_SUBREAPER = 36
 #: said before what ``trace -p`` reads from /proc at its start (frame 0)
 ALREADY_TRUE = (
     "what the processes held and shared when the trace began, read from /proc as attach reads it "
@@ -49,8 +49,6 @@ POLL_MS = 25
 #: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
 #: is known before the records around it are released
 LOSS_READ_S = 0.02
-#: the gate: /bin/sh waits for the tracer's line on the pipe, then becomes the command (same pid)
-GATE = 'read _ <&9; exec 9<&-; exec "$@"'
 
 
 SYSCALLS = [
@@ -72,25 +70,6 @@ SYSCALLS = [
     "exec",
     "exit",
 ]
-
-
-def descendants(pids: set[int]) -> set[int]:
-    """``pids`` and every live process below them (read from /proc/*/stat)."""
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            parent[int(entry)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
-        except (OSError, ValueError):
-            continue
-    out, frontier = set(pids), set(pids)
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier and p not in out}
-        out |= frontier
-    return out
 
 
 class Tracer:
@@ -118,8 +97,14 @@ class Tracer:
         self.want_cuda, self.libcuda = cuda, libcuda
         self.probe: Probe | None = None
         self.proc: subprocess.Popen | None = None
+        #: the command's process tree (``trace -- CMD``): tied to our life, ended with the trace
+        self.tree: Command | None = None
+        #: said once the tree was SIGKILLed for ignoring a stop signal
+        self.killed: list[Notice] = []
         self.exit: Exit | None = None
         self.alive: set[int] = set()
+        #: pids seen in a container or a PID namespace of their own (their children are read too)
+        self.placed: set[int] = set()
         self.stopping = False
         #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
         self.stopped_by: int | None = None
@@ -191,48 +176,37 @@ class Tracer:
             self.unprobed.append(f"CUDA: {', '.join(missing)} not probed in {lib}")
 
     def _spawn(self) -> None:
-        """Start the command behind a gate (a small Python that waits for one byte, then execs
-        it in place: same pid), so that the kernel follows it from its first instruction."""
+        """Start the command behind a gate (/bin/sh waits for one line, then execs it in place:
+        same pid), so that the kernel follows it from its first instruction."""
         assert self.probe is not None
-        exe = self.command[0]
-        found = shutil.which(exe) if "/" not in exe else (exe if os.path.exists(exe) else None)
-        if found is None:
-            raise CommandNotFound(f"command not found: {exe}", 127)
-        if not os.access(found, os.X_OK) or os.path.isdir(found):
-            raise CommandNotFound(f"permission denied: {exe} is not executable", 126)
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        r, w = os.pipe()
-        try:
-            self.proc = subprocess.Popen(
-                ["/bin/sh", "-c", GATE, "vmmtui-trace", *self.command],
-                pass_fds=(9,),
-                stdout=subprocess.DEVNULL if self.quiet else self.stdout,
-                stderr=subprocess.DEVNULL if self.quiet else None,
-                stdin=subprocess.DEVNULL if self.quiet else None,
-                preexec_fn=lambda: os.dup2(r, 9),  # dash reads only fds 0-9
-            )
-        except OSError as exc:
-            raise CommandNotFound(f"cannot run {exe}: {exc.strerror}", 126) from None
-        finally:
-            os.close(r)
+        self.tree = Command(
+            self.command,
+            gate=True,
+            stdin=subprocess.DEVNULL if self.quiet else None,
+            stdout=subprocess.DEVNULL if self.quiet else self.stdout,
+            stderr=subprocess.DEVNULL if self.quiet else None,
+        )
+        self.proc = self.tree.start()
         self.probe.follow(self.proc.pid)
         self.alive.add(self.proc.pid)
-        os.write(w, b"go\n")
-        os.close(w)
+        self.tree.release()
 
     # -- run -----------------------------------------------------------------------------------
     def forward(self, signum: int) -> None:
         """A signal for the traced command (``trace -- CMD``); otherwise it ends the trace."""
-        if self.proc is not None and self.exit is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signum)
+        if self.tree is not None:
+            self.tree.forward(signum)  # a stop signal it ignores becomes SIGKILL after a grace
+            if self.exit is not None and self.tree.stop_signals > 1:
+                self.stopping = True  # a second one: stop waiting for what is still traced
         else:
             self.stopping = True
             self.stopped_by = self.stopped_by or signum
 
     def _reap(self) -> None:
-        if self.proc is None:
+        if self.tree is None:
             return
+        if killed := self.tree.enforce():  # a stop signal it ignored: its grace is over
+            self.killed.append(Notice(killed_words(killed)))
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -240,9 +214,8 @@ class Tracer:
                 return
             if pid == 0:
                 return
-            if pid == self.proc.pid:
-                self.exit = Exit.of_status(status)
-                self.proc.returncode = self.exit.status
+            if self.tree.reaped(pid, status):
+                self.exit = self.tree.exit
 
     def _done(self, t0: float) -> bool:
         if self.stopping:
@@ -286,6 +259,8 @@ class Tracer:
         try:
             while True:
                 self._reap()
+                while self.killed:
+                    yield self.killed.pop(0)
                 for e in self._drain(POLL_MS):
                     yield from self.order.push(e)
                 yield from self.order.release(time.monotonic_ns())
@@ -378,15 +353,36 @@ class Tracer:
                 self.pidfds[(e.pid, e.fd)] = e.target
             elif isinstance(e, FdTaken) and not e.target:
                 e = dataclasses.replace(e, target=self._pidfd_target(e.pid, e.pidfd))
+            who: ProcessIdentity | None = None
             if isinstance(e, ProcessForked):
                 self.alive.add(e.child)
+                if e.pid in self.placed:  # a container's child: its own pid in there
+                    who = self._identity(e.child, e.ktime)
+            elif isinstance(e, ProcessExec):
+                who = self._identity(e.pid, e.ktime)
             elif isinstance(e, ProcessExit):
                 self.alive.discard(e.pid)
+                self.placed.discard(e.pid)
             yield e
+            if who is not None:
+                yield who
             if isinstance(e, FdTaken) and e.fd < 0:
-                yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime)
+                facts = self.decoder.refusals.pop(e.tid, None)  # the kernel's, read at the call
+                yield explain("pidfd_getfd", e.pid, e.target, -e.fd, e.target_fd, e.ktime, facts)
             elif isinstance(e, PidfdOpened) and e.fd < 0:
                 yield explain("pidfd_open", e.pid, e.target, -e.fd, -1, e.ktime)
+
+    def _identity(self, pid: int, ktime: int) -> ProcessIdentity | None:
+        """``pid``'s container and pid in its own namespace, where either is there to say."""
+        who = identity_of(pid)
+        c = who.container
+        if c is None and who.inner_pid is None:
+            self.placed.discard(pid)
+            return None
+        self.placed.add(pid)
+        return ProcessIdentity(
+            pid, shown(c.label(), 120) if c else "", c.pod if c else "", who.inner_pid, ktime
+        )
 
     def _losses(self, force: bool = False) -> Iterator[Event]:
         """Each CPU's lost records since the last look, with the window they were lost in."""
@@ -413,6 +409,9 @@ class Tracer:
         return 0
 
     def close(self) -> None:
+        """The end: what still runs of the command's tree is ended (as on q), the probe closed."""
+        if self.tree is not None:
+            self.tree.close()
         if self.probe is not None:
             self.probe.close()
             self.probe = None

@@ -48,6 +48,7 @@ from vmmtui.stream.observed import (
     ProcessExec,
     ProcessExit,
     ProcessForked,
+    ProcessIdentity,
     QueuedAtRelease,
     SocketEnd,
     TraceCall,
@@ -171,6 +172,11 @@ class ProcView:
     mems: dict[tuple[str, int], MemView] = field(default_factory=dict)
     #: NVML's bytes per device (polling)
     gpu_used: dict[int, int] = field(default_factory=dict)
+    #: who it is: container ("" none found), pod uid, pid in its own namespace, GPU UUIDs (NVML)
+    container: str = ""
+    pod: str = ""
+    inner_pid: int | None = None
+    gpu_uuids: dict[int, str] = field(default_factory=dict)
     first: int = 0
     findings: int = 0
 
@@ -667,7 +673,13 @@ def _refused(v: ProgramsView, e: CallRefused) -> ProgramsView:
 # -- polling ------------------------------------------------------------------------------------------
 def _seen(v: ProgramsView, e: ProcessSeen) -> ProgramsView:
     p = v.proc(e.pid)
-    return _set(v, evolve(p, comm=e.name, ppid=e.ppid, uid=e.uid, exe=e.cmdline))
+    who = {"container": e.container, "pod": e.pod, "inner_pid": e.inner_pid}
+    return _set(v, evolve(p, comm=e.name, ppid=e.ppid, uid=e.uid, exe=e.cmdline, **who))
+
+
+def _identity(v: ProgramsView, e: ProcessIdentity) -> ProgramsView:
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, container=e.container, pod=e.pod, inner_pid=e.inner_pid))
 
 
 def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
@@ -720,9 +732,9 @@ def _shared(v: ProgramsView, e: SharedFile) -> ProgramsView:
 
 def _gpu(v: ProgramsView, e: GpuMemory) -> ProgramsView:
     p = v.proc(e.pid)
-    if p.gpu_used == e.used:
+    if p.gpu_used == e.used and p.gpu_uuids == e.uuids:
         return v
-    return _set(v, evolve(p, gpu_used=dict(e.used)))
+    return _set(v, evolve(p, gpu_used=dict(e.used), gpu_uuids=dict(e.uuids)))
 
 
 def _leak(v: ProgramsView, e: Leak) -> ProgramsView:
@@ -764,6 +776,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     TraceFinished: _finished,
     WatchFinished: _finished,
     ProcessSeen: _seen,
+    ProcessIdentity: _identity,
     ProcessGone: _gone,
     ProcessUnreadable: _unreadable,
     FdOpened: _opened,

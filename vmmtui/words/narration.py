@@ -399,11 +399,24 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n} B"
 
 
+def identity_words(container: str, pod: str, inner_pid: int | None) -> str:
+    """Where a process runs, as /proc/PID/cgroup and NSpid say: "" when neither says anything."""
+    parts = []
+    if pod:
+        parts.append(f"pod {shown(pod, 40)}")
+    if container:
+        parts.append(f"container {shown(container, 80)}")
+    if inner_pid is not None:
+        parts.append(f"pid {inner_pid} in its own PID namespace")
+    return ", ".join(parts)
+
+
 def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
+    who = identity_words(e.container, e.pod, e.inner_pid)
     return Text(
         m.text(
-            f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} started or first seen (parent {e.ppid}): "
-            f"{shown(e.cmdline, 120)}"
+            f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} started or first seen (parent {e.ppid}"
+            f"{'; ' + who if who else ''}): {shown(e.cmdline, 120)}"
         ),
         "dim",
     )
@@ -484,7 +497,13 @@ def socket_pair(e: SocketPair, m: Masks = PLAIN) -> Text:
 def gpu_memory(e: GpuMemory, m: Masks = PLAIN) -> Text:
     if e.error:
         return Text(f"pid {m.pid(e.pid)} GPU memory: {e.error}", "yellow")
-    used = ", ".join(f"GPU {d}: {_mib(b)}" for d, b in sorted(e.used.items())) or "none charged"
+    used = (
+        ", ".join(
+            f"GPU {d}{' ' + shown(e.uuids[d], 60) if d in e.uuids else ''}: {_mib(b)}"
+            for d, b in sorted(e.used.items())
+        )
+        or "none charged"
+    )
     return Text(f"pid {m.pid(e.pid)} GPU memory (NVML): {used}", "")
 
 

@@ -286,6 +286,39 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
+#: what to do about a received fd held until exit, by what the fd is (``AttachKind`` values, and
+#: "" for a file whose kind was not seen): the advice follows the fd, not the program
+CLOSE_FIXES = {
+    "gpu": (
+        "close the fd once it is imported (cuMemImportFromShareableHandle keeps its own reference; "
+        "also when the import fails), and before exit"
+    ),
+    "memfd": (
+        "close the fd once it is mapped (the mapping keeps the memory; munmap frees it), or once "
+        "done with it"
+    ),
+    "shm": (
+        "close the fd once it is mapped (the mapping keeps the memory; munmap frees it), or once "
+        "done with it"
+    ),
+    "dmabuf": "close the fd once the buffer is imported or mapped (that keeps its own reference)",
+    "socket": (
+        "close a received socket once its connection is done with, or in every process that does "
+        "not serve it: each copy keeps the connection (or the listening port) open"
+    ),
+    "pidfd": "close the pidfd once done with the process it names",
+    "": (
+        "close every fd you receive once done with it: the sender's close leaves your copy open, "
+        "and only your close or your exit ends it"
+    ),
+}
+
+
+def close_fix(kind: str) -> str:
+    """The fix for a received fd never closed, for an fd of ``kind`` (see ``CLOSE_FIXES``)."""
+    return CLOSE_FIXES.get(kind, CLOSE_FIXES[""])
+
+
 def explain(code: str, call: str = "") -> tuple[str, str]:
     """(cause, fix) for an error code from ``call``, with a generic answer for unknown ones."""
     for key in ((call, code), (call, "*")):

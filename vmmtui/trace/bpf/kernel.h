@@ -63,6 +63,60 @@ typedef struct {
 struct signal_struct {
 	atomic_t live;
 };
+/* what decides a ptrace access check (pidfd_getfd): credentials, seccomp, namespaces, dumpable */
+typedef struct {
+	unsigned int val;
+} kuid_t;
+typedef struct {
+	unsigned int val;
+} kgid_t;
+typedef struct {
+	__u64 val;
+} kernel_cap_t;
+struct ns_common {
+	unsigned int inum;
+};
+struct user_namespace {
+	struct ns_common ns;
+};
+struct pid_namespace {
+	struct ns_common ns;
+};
+struct cred {
+	kuid_t uid;
+	kgid_t gid;
+	kuid_t suid;
+	kgid_t sgid;
+	kuid_t euid;
+	kgid_t egid;
+	kernel_cap_t cap_permitted;
+	kernel_cap_t cap_effective;
+	struct user_namespace *user_ns;
+};
+struct seccomp {
+	int mode;
+	atomic_t filter_count;
+};
+/* mm->flags: an unsigned long until 6.17, a bitmap (mm_flags_t) since; the dumpable bits are the
+ * low two either way */
+typedef struct {
+	unsigned long __mm_flags[1];
+} mm_flags_t;
+struct mm_struct___bitmap {
+	mm_flags_t flags;
+};
+struct mm_struct___long {
+	unsigned long flags;
+};
+struct mm_struct;
+struct hlist_node {
+	struct hlist_node *next;
+	struct hlist_node **pprev;
+};
+struct hlist_head {
+	struct hlist_node *first;
+};
+struct pid;
 struct task_struct {
 	int exit_code;
 	int pid;
@@ -70,15 +124,22 @@ struct task_struct {
 	struct files_struct *files;
 	struct signal_struct *signal;
 	char comm[16];
+	struct mm_struct *mm;
+	struct pid *thread_pid;
+	struct hlist_node pid_links[4];
+	const struct cred *cred;
+	struct seccomp seccomp;
 };
 struct linux_binprm {
 	const char *filename;
 };
 struct upid {
 	int nr;
+	struct pid_namespace *ns;
 };
 struct pid {
 	unsigned int level;
+	struct hlist_head tasks[4];
 	struct upid numbers[1];
 };
 struct sock_common {

@@ -53,6 +53,7 @@ enum kind {
 	EV_CUDA = 12,
 	EV_FDS = 13,    /* more fds of the message of the record before it (same tid and ktime) */
 	EV_QUEUED = 14, /* SCM_RIGHTS fds still queued on a Unix socket at its release */
+	EV_REFUSAL = 15, /* what decides a refused pidfd_getfd, read while both processes live */
 };
 
 /* x86_64 syscall numbers */
@@ -120,6 +121,24 @@ struct rec_cuda {
 	__u64 args[5];
 	__u64 dur;
 	__u8 name[NAMELEN];
+};
+
+/* one side of a refused pidfd_getfd (the caller, the target), as the kernel's ptrace check sees
+ * it: credentials, capabilities, user and PID namespace, seccomp, dumpable */
+struct side {
+	__u32 pid; /* in the initial PID namespace; 0: not found */
+	__u32 uid, euid, suid, gid, egid, sgid;
+	__u32 userns, pidns;
+	__s32 seccomp, filters, dumpable; /* dumpable -1: no mm */
+	__u64 cap_eff, cap_prm;
+	char comm[16];
+};
+
+/* EV_REFUSAL: submitted just before the EV_PIDFD_GETFD record it explains (same thread) */
+struct rec_refusal {
+	struct rec h;
+	struct side caller;
+	struct side target;
 };
 
 struct config {
@@ -514,6 +533,72 @@ static __always_inline void rights(__u64 msg, __u32 type, long id, int sockfd, l
 		rights_raw(msg, type_nr, sockfd, ret);
 }
 
+/* the facts of one task for a ptrace check; every read a probe read (tp_btf and raw_tp alike) */
+static __always_inline void read_side(struct side *s, struct task_struct *t)
+{
+	s->pid = BPF_CORE_READ(t, tgid);
+	const struct cred *c = BPF_CORE_READ(t, cred);
+	s->uid = BPF_CORE_READ(c, uid.val);
+	s->euid = BPF_CORE_READ(c, euid.val);
+	s->suid = BPF_CORE_READ(c, suid.val);
+	s->gid = BPF_CORE_READ(c, gid.val);
+	s->egid = BPF_CORE_READ(c, egid.val);
+	s->sgid = BPF_CORE_READ(c, sgid.val);
+	s->cap_eff = BPF_CORE_READ(c, cap_effective.val);
+	s->cap_prm = BPF_CORE_READ(c, cap_permitted.val);
+	s->userns = BPF_CORE_READ(c, user_ns, ns.inum);
+	s->seccomp = BPF_CORE_READ(t, seccomp.mode);
+	s->filters = bpf_core_field_exists(t->seccomp.filter_count)
+			     ? BPF_CORE_READ(t, seccomp.filter_count.counter)
+			     : -1;
+	/* the active PID namespace: numbers[level] of the task's pid */
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	if (p) {
+		unsigned int level = BPF_CORE_READ(p, level) & 31;
+		struct upid up = {};
+		bpf_probe_read_kernel(&up, sizeof(up),
+				      (void *)p + bpf_core_field_offset(struct pid, numbers) +
+					      level * bpf_core_type_size(struct upid));
+		s->pidns = BPF_CORE_READ(up.ns, ns.inum);
+	}
+	void *mm = BPF_CORE_READ(t, mm);
+	s->dumpable = -1;
+	if (mm) {
+		unsigned long flags;
+		if (bpf_core_field_exists(((struct mm_struct___bitmap *)mm)->flags.__mm_flags))
+			flags = BPF_CORE_READ((struct mm_struct___bitmap *)mm, flags.__mm_flags[0]);
+		else
+			flags = BPF_CORE_READ((struct mm_struct___long *)mm, flags);
+		s->dumpable = flags & 3;
+	}
+	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), &t->comm);
+}
+
+/* a refused pidfd_getfd: both processes' facts, now, before the caller can exit (userspace reads
+ * /proc only for what the kernel record lacks) */
+static __always_inline void refusal(__u64 pid_tgid, int pidfd, bool btf)
+{
+	struct rec_refusal *r = reserve(sizeof(*r), EV_REFUSAL, pid_tgid);
+	if (!r)
+		return;
+	__builtin_memset(&r->caller, 0, sizeof(r->caller));
+	__builtin_memset(&r->target, 0, sizeof(r->target));
+	read_side(&r->caller, (struct task_struct *)bpf_get_current_task());
+	struct file *pf = (struct file *)fd_file(pidfd, btf);
+	if (pf) {
+		struct pid *p = BPF_CORE_READ(pf, f_inode, i_private);
+		if (!p)
+			p = BPF_CORE_READ(pf, private_data);
+		/* the thread group's leader: tasks[PIDTYPE_TGID], linked by its pid_links[1] */
+		struct hlist_node *first = BPF_CORE_READ(p, tasks[1].first);
+		if (first)
+			read_side(&r->target,
+				  (void *)first - bpf_core_field_offset(struct task_struct, pid_links) -
+					  sizeof(struct hlist_node));
+	}
+	submit(r, false);
+}
+
 #define REG(regs, f) (btf ? (regs)->f : BPF_CORE_READ(regs, f))
 
 static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
@@ -678,6 +763,8 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		return 0;
 	}
 	case NR_pidfd_getfd: {
+		if (ret < 0)
+			refusal(pid_tgid, (int)REG(regs, di), btf);
 		struct rec *r = reserve(sizeof(*r), EV_PIDFD_GETFD, pid_tgid);
 		if (!r)
 			return 0;

@@ -17,10 +17,8 @@ from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
 from vmmtui.words.names import shown
+from vmmtui.words.troubleshooting import close_fix
 
-CLOSE_FIX = (
-    "close every fd you receive once it is imported (also when the import fails), and before exit"
-)
 #: why a shared fd's origin is not known, by FdOpened.how
 ORIGIN_UNSEEN = {
     "present": "it was open before attach, so which process made it and which received it was not seen",
@@ -72,7 +70,7 @@ class LeakFinder:
                     f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
-                    CLOSE_FIX,
+                    close_fix(e.kind),
                     at,
                 ),
             )
@@ -128,7 +126,7 @@ class LeakFinder:
                     pid,
                     f"still open, not mapped any more (/proc/PID/maps), after every process it was "
                     f"shared with exited ({names}); {ORIGIN_UNSEEN[e.how]}: a leak if it was received",
-                    CLOSE_FIX,
+                    close_fix(e.kind),
                     at,
                 ),
             )
@@ -147,7 +145,7 @@ class LeakFinder:
                         pid,
                         "kept after every process it was shared with exited, and still open at the "
                         f"last scan before this one exited; {ORIGIN_UNSEEN[e.how]}",
-                        CLOSE_FIX,
+                        close_fix(e.kind),
                         at,
                     ),
                 )
@@ -165,7 +163,7 @@ class LeakFinder:
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
                         "the process exited: only its exit closed it",
-                        CLOSE_FIX,
+                        close_fix(e.kind),
                         at,
                     ),
                 )

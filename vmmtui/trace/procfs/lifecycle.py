@@ -7,7 +7,9 @@ only from evidence: the receiver holding a pidfd of the sender (pidfd_getfd), or
 joining them (SCM_RIGHTS). Nothing else is guessed.
 
 Direction is claimed only where a poll saw it: the other process holding the file while this one,
-read after it in the same poll (or not started yet), did not. An fd made and sent between two polls
+read after it in the same poll (or not started yet), did not. *Inherited* likewise: the parent seen
+holding it, at the same number, before the child started; a child first seen with its parent's file
+otherwise "arrived between two polls (how: not seen)". An fd made and sent between two polls
 shows up in both processes at once: it is *unknown* (the same open file as the other's, which one
 made it not seen), never "arrived" in either. Fds open before attach are *present*, with the other
 holder named where they are shared; both kinds are checked for leaks, worded as possible ones.
@@ -31,6 +33,7 @@ from vmmtui.stream.events import (
     ProcessUnreadable,
     SharedFile,
 )
+from vmmtui.trace.identity import identity_of
 from vmmtui.trace.procfs.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.trace.procfs.shares import Shares, find_shares
 from vmmtui.words.names import shown
@@ -43,6 +46,9 @@ TICK = 1 / os.sysconf("SC_CLK_TCK")
 UNSEEN_DIRECTION = (
     "both appeared between two polls: which process made it and which received it was not seen"
 )
+#: why the fd of a process first seen, shared with another, is "unknown": it came before any poll
+#: saw the process (inherited at fork, or received later: the same number proves neither)
+UNSEEN_ARRIVAL = "arrived between two polls (how: not seen)"
 
 
 @dataclass
@@ -134,7 +140,20 @@ class Tracker:
         new = p.pid not in self.alive
         if new:
             self.names[p.pid] = p.name
-            e = ProcessSeen(p.pid, p.ppid, p.name, p.cmdline, p.uid, scan.at, p.pid_ns)
+            who = identity_of(p.pid)
+            c = who.container
+            e = ProcessSeen(
+                p.pid,
+                p.ppid,
+                p.name,
+                p.cmdline,
+                p.uid,
+                scan.at,
+                p.pid_ns,
+                shown(c.label(), 120) if c else "",
+                c.pod if c else "",
+                who.inner_pid,
+            )
             out.append(e)
             self.timeline[p.pid].append(e)
         before = {} if new else self.alive[p.pid].fds
@@ -179,16 +198,17 @@ class Tracker:
             and prev[o[0]].fds[o[1]].key == f.key
             and self._lacked_since(p, self.held_since.get(o), prev)
         ]
-        parent_same = [
-            o for o in others if o[0] == p.ppid and o[1] == f.fd
-        ]  # fork and exec keep the number
+        # fork and exec keep the number; inherited only where the parent was seen holding it before
+        # this process started: one first seen with its parent's file, made after the fork and
+        # sent over SCM_RIGHTS, may well sit at the same number
+        parent_same = [o for o in older if o[0] == p.ppid and o[1] == f.fd]
         if first and parent_same and not any(x.pidfd_of == p.ppid for x in p.fds.values()):
             how, source = Arrival.INHERITED, FdHolder(*parent_same[0])
         elif older:
             how, source = Arrival.ARRIVED, FdHolder(*older[0])
         elif others and self.prev is not None:
             how, source = Arrival.UNKNOWN, FdHolder(*others[0])
-            via = UNSEEN_DIRECTION
+            via = UNSEEN_ARRIVAL if first else UNSEEN_DIRECTION
         elif others:
             source = FdHolder(*others[0])  # present at attach: the same open file, origin unknown
         elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:

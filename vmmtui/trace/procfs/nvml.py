@@ -21,6 +21,8 @@ class Nvml:
     error: str | None = None
     devices: list[int] = field(default_factory=list)
     _handles: list = field(default_factory=list)
+    #: device index -> UUID (``GPU-…``), for the devices NVML named
+    uuids: dict[int, str] = field(default_factory=dict)
     #: the cuda.bindings.nvml module (a compiled extension without type information)
     _lib: Any = None
 
@@ -36,7 +38,12 @@ class Nvml:
             handles = [nvml.device_get_handle_by_index_v2(i) for i in range(count)]
         except Exception as exc:  # NVMLError subclasses, or the library not found
             return cls(error=f"NVML unavailable: {_short(exc)}")
-        return cls(None, list(range(count)), handles, nvml)
+        uuids: dict[int, str] = {}
+        for i, h in enumerate(handles):
+            with contextlib.suppress(Exception):  # a device NVML cannot name keeps no UUID
+                uuid = nvml.device_get_uuid(h)
+                uuids[i] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        return cls(None, list(range(count)), handles, uuids, nvml)
 
     @classmethod
     def opening(cls) -> Future[Nvml] | None:
@@ -73,7 +80,12 @@ class Nvml:
                     mem = int(info.used_gpu_memory)
                     used[pid][index] = used[pid].get(index, 0) + (mem if mem < (1 << 63) else 0)
         err = "; ".join(errors) or None
-        return {pid: GpuMemory(pid, used[pid], err, at) for pid in wanted}
+        return {
+            pid: GpuMemory(
+                pid, used[pid], err, at, {d: self.uuids[d] for d in used[pid] if d in self.uuids}
+            )
+            for pid in wanted
+        }
 
     def close(self) -> None:
         if self._lib is not None:

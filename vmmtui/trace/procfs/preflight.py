@@ -15,10 +15,17 @@ import os
 import platform
 from dataclasses import dataclass
 
+from vmmtui.backends.pidfd import CAP_SYS_PTRACE, creds_of, is_ancestor, ptrace_rules, ptrace_scope
 from vmmtui.stream.events import PreflightCheck
 from vmmtui.system.fdtable import kcmp_same_file
 
-CAP_SYS_PTRACE = 19
+#: Yama's ptrace_scope values, in words
+YAMA_RULES = {
+    0: "0 (classic: same uid and dumpable, or CAP_SYS_PTRACE)",
+    1: "1 (restricted: only an ancestor, or CAP_SYS_PTRACE)",
+    2: "2 (admin only: CAP_SYS_PTRACE)",
+    3: "3 (no attach at all)",
+}
 _PIDFD = {"x86_64": (434, 438), "aarch64": (434, 438), "ppc64le": (434, 438), "s390x": (434, 438)}
 _libc = ctypes.CDLL(None, use_errno=True)
 SCM_ROAD = "send the fd over a Unix socket with SCM_RIGHTS instead: it needs no ptrace access"
@@ -90,25 +97,6 @@ def _err(e: int) -> str:
     return f"{errno.errorcode.get(e, e)} ({os.strerror(e)})"
 
 
-def _ancestors(pid: int) -> set[int]:
-    out: set[int] = set()
-    while pid > 1 and pid not in out:
-        out.add(pid)
-        try:
-            pid = proc_status(pid).ppid
-        except OSError:
-            break
-    return out
-
-
-def _ptrace_scope() -> int | None:
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
-
-
 def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     """Every check, in order; the first says whether both processes are there to ask."""
 
@@ -161,7 +149,7 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
             "" if ia == ib else cause,
             "" if ia == ib else fix,
         )
-    out += ptrace_checks(a, b, pa, pb)
+    out += _ptrace_checks(a, b)
     out += _real_tries(a, b)
     if device:
         out += _device_checks(a, b)
@@ -178,54 +166,71 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     return out
 
 
-def ptrace_checks(a: int, b: int, pa: Proc, pb: Proc) -> list[PreflightCheck]:
-    """Whether ``a`` may ptrace-access ``b`` (pidfd_getfd's rule): Yama, CAP_SYS_PTRACE, uids."""
-    out: list[PreflightCheck] = []
-    scope = _ptrace_scope()
-    cap = bool(pa.cap_eff >> CAP_SYS_PTRACE & 1)
-    ancestor = a in _ancestors(b)
-    if scope is None:
-        rule, allowed = (
-            "Yama is not loaded: the ordinary rules (same uid and B dumpable, or CAP_SYS_PTRACE)",
-            None,
-        )
-    else:
-        rule = {
-            0: "0 (classic: same uid and B dumpable)",
-            1: "1 (restricted: only an ancestor of B, or CAP_SYS_PTRACE)",
-            2: "2 (admin only: CAP_SYS_PTRACE)",
-            3: "3 (no attach at all)",
-        }.get(scope, str(scope))
-        allowed = {0: None, 1: ancestor or cap, 2: cap, 3: False}.get(scope)
-    ordinary = cap or (pa.uid[1] == pb.uid[1] and pb.dumpable is not False)
-    verdict = ordinary if allowed is None else (allowed and ordinary)
-    out.append(
+def _ptrace_checks(a: int, b: int) -> list[PreflightCheck]:
+    """Whether pid ``a`` may take pid ``b``'s fds with pidfd_getfd, by the kernel's ptrace access
+    rules (``vmmtui.backends.pidfd.ptrace_rules``, the one copy, which a traced refusal asks too),
+    with one fix consistent with the rule that refuses."""
+    try:
+        ca, cb = creds_of(a), creds_of(b)
+    except OSError as exc:
+        return [PreflightCheck(a, b, "ptrace policy", None, f"unknown: {exc.strerror or exc}")]
+    scope = ptrace_scope()
+    ancestor = is_ancestor(a, b)
+    rules = ptrace_rules(ca, cb, scope, ancestor)
+    cap = bool(ca.cap_eff >> CAP_SYS_PTRACE & 1)
+    yes = {True: "yes", False: "no", None: "not known"}
+    rule = (
+        "Yama is not loaded"
+        if scope is None
+        else f"Yama ptrace_scope {YAMA_RULES.get(scope, str(scope))}"
+    )
+    finding = (
+        f"{rule}; pid {a} runs as uid {ca.uid[0]}, pid {b} as uid {cb.uid[1]} (saved {cb.uid[2]}); "
+        f"pid {a} has CAP_SYS_PTRACE: {yes[cap]}; pid {a} is pid {b}'s ancestor: {yes[ancestor]}; "
+        f"pid {b} dumpable: {yes[rules.dumpable] if cb.uid[1] else 'root: not known from /proc'}"
+    )
+    verdict = rules.allowed
+    fix = ""
+    if verdict is False:
+        if rules.yama is False and (rules.cap_sys_ptrace or rules.same_ids):
+            fix = (
+                f"in pid {b}, name pid {a} with prctl(PR_SET_PTRACER, {a}), or start pid {a} "
+                f"from pid {b}"
+                if scope == 1
+                else f"give pid {a} CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE)"
+                if scope == 2
+                else "nothing allows it while kernel.yama.ptrace_scope is 3"
+            )
+        elif not rules.same_ids:
+            fix = (
+                f"run pid {a} as pid {b}'s user (uid {cb.uid[1]}) or give it CAP_SYS_PTRACE "
+                "(docker --cap-add=SYS_PTRACE)"
+            )
+        else:
+            fix = f"give pid {a} CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE)"
+        fix += ", or " + SCM_ROAD
+    out = [
         PreflightCheck(
             a,
             b,
             "ptrace policy",
             verdict,
-            f"{rule if scope is None else 'Yama ptrace_scope ' + rule}; A has CAP_SYS_PTRACE: {'yes' if cap else 'no'}; "
-            f"A is B's ancestor: {'yes' if ancestor else 'no'}; B dumpable: "
-            f"{ {True: 'yes', False: 'no', None: 'root: not needed'}[pb.dumpable] }",
+            finding,
             ""
-            if verdict
-            else "pidfd_getfd needs ptrace access (PTRACE_MODE_ATTACH_REALCREDS) "
-            "to B; without it: pidfd_getfd: Operation not permitted (EPERM)",
-            ""
-            if verdict
-            else "give A CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE), lower "
-            "kernel.yama.ptrace_scope to 1 with A as B's parent, or " + SCM_ROAD,
+            if verdict is not False
+            else f"pidfd_getfd needs ptrace access (PTRACE_MODE_ATTACH_REALCREDS) to pid {b}; "
+            "without it: pidfd_getfd: Operation not permitted (EPERM)",
+            fix,
         )
-    )
-    if pa.seccomp == 2:
+    ]
+    if ca.seccomp == 2:
         out.append(
             PreflightCheck(
                 a,
                 b,
                 "seccomp",
                 None,
-                "A runs under a seccomp filter (mode 2)",
+                f"pid {a} runs under a seccomp filter (mode 2, {ca.filters} filters)",
                 "container runtimes' default profiles refuse pidfd_getfd without CAP_SYS_PTRACE "
                 "(EPERM), whatever ptrace_scope says",
                 "docker --cap-add=SYS_PTRACE, or a profile that allows pidfd_getfd",

@@ -99,6 +99,8 @@ class Shares:
     kcmp_calls: int = 0
     unavailable: str | None = None  # kcmp's refusal, with the errno
     vanished: int = 0  # kcmp calls that found an fd or a process gone since the scan (asked again)
+    #: groups whose fd numbers named another file by the time kcmp was asked (asked again next poll)
+    renumbered: int = 0
     index: Index = field(default_factory=Index)
     inodes_redone: int = 0  # inodes worked out again in this scan (the rest carried over)
 
@@ -111,6 +113,26 @@ class Shares:
                 if len(out) >= limit:
                     break
         return out
+
+
+class Renumbered(Exception):
+    """An fd number of a group names another file than the scan read: kcmp's answer is not about it."""
+
+
+def still_named(members: dict[Holder, OpenFd]) -> None:
+    """Raises ``Renumbered`` unless every ``(pid, fd)`` of ``members`` still names the file the scan
+    read there (one stat each): kcmp compares fd numbers, so its answer counts only while they hold.
+    An fd closed or a process gone raises KcmpUnavailable with EBADF, as kcmp itself would."""
+    for (pid, fd), f in members.items():
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError as exc:
+            raise KcmpUnavailable(errno.EBADF, f"pid {pid} fd {fd}: {exc.strerror}") from None
+        same_dev = (
+            st.st_mode & 0o170000 == 0o140000 if f.kind == AttachKind.SOCKET else st.st_dev == f.dev
+        )
+        if st.st_ino != f.ino or not same_dev:
+            raise Renumbered
 
 
 def find_shares(scan: Scan, prev: Shares | None = None) -> Shares:
@@ -201,12 +223,24 @@ def _redo(
     files: list[SharedFile] = []
     if len(pids) >= 2 and kind is not None:  # two pids: ``first`` is one of their fds
         try:
+            still_named(members)
             cached = ix.groups.get(key)
             g = (
                 update_group(cached, set(members), suspects, shares)
                 if cached
                 else sort_group(list(members), shares)
             )
+            still_named(members)
+        except Renumbered:
+            # an fd number read in this poll names another file now: what kcmp compared is not what
+            # the scan read, so nothing is said of it; the process ran, so the next poll re-reads it
+            shares.renumbered += 1
+            ix.groups.pop(key, None)
+            ix.retry.add(key)
+            ix.files[key] = list(before.values())
+            if not ix.files[key]:
+                ix.files.pop(key)
+            return
         except KcmpUnavailable as exc:
             ix.groups.pop(key, None)
             ix.retry.add(key)

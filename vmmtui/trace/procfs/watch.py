@@ -8,21 +8,16 @@ until its last process has exited, not only the command. The tree is polled at
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 
 from vmmtui.stream.events import Event, Notice, WatchFinished
-from vmmtui.trace.command import CommandNotFound, Exit
+from vmmtui.trace.command import STOP_SIGNALS, Command, Exit, killed_words
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
 from vmmtui.trace.procfs.scan import children
-
-PR_SET_CHILD_SUBREAPER = 36
 
 
 class Watch:
@@ -40,6 +35,8 @@ class Watch:
         self.use_nvml = nvml
         self.exit: Exit | None = None
         self.proc: subprocess.Popen | None = None
+        #: the command's process tree: tied to our life, ended at the end
+        self.tree = Command(command, stdout=stdout)
         self.follower: Follower | None = None
         self.started_wall = time.time()
         self.children_left = (
@@ -47,26 +44,20 @@ class Watch:
         )
         self.stop = False  # a second signal after the command exited: stop following the rest
         self.signals_after_exit = 0
+        #: pids SIGKILLed because they outlived a stop signal's grace, or on a second one
+        self.killed: set[int] = set()
 
     def start(self) -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        try:
-            self.proc = subprocess.Popen(self.command, stdout=self.stdout)
-        except FileNotFoundError:
-            raise CommandNotFound(f"command not found: {self.command[0]}", 127) from None
-        except PermissionError:
-            exe = self.command[0]  # EACCES also comes from a PATH folder this user cannot search
-            if "/" not in exe and shutil.which(exe) is None:
-                raise CommandNotFound(f"command not found: {exe}", 127) from None
-            raise CommandNotFound(f"permission denied: {exe} is not executable", 126) from None
-        except OSError as exc:
-            raise CommandNotFound(f"cannot run {self.command[0]}: {exc.strerror}", 126) from None
+        """Start the command (``vmmtui.trace.command.CommandNotFound``: 127/126, one line)."""
+        self.proc = self.tree.start()
         self.follower = Follower(
             {self.proc.pid}, tree=True, use_nvml=self.use_nvml, interval=self.interval
         )
 
     def _reap(self) -> None:
         assert self.proc is not None and self.follower is not None
+        if killed := self.tree.enforce():  # a stop signal it ignored: its grace is over
+            self.killed |= killed
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -75,29 +66,29 @@ class Watch:
                 return
             if pid == 0:
                 return
-            ex = Exit.of_status(status)
+            ex = Exit.of(status)
             self.follower.tracker.returncodes[pid] = (ex.code, ex.signal)
             if pid not in self.follower.tracker.names:
                 how = f"killed by {ex.signal}" if ex.signal else f"exit code {ex.code}"
                 self.follower.never_seen[pid] = how
-            if pid == self.proc.pid:
+            if self.tree.reaped(pid, status):
                 self.exit = ex
-                self.proc.returncode = ex.status  # Popen must not wait for it again
 
     def forward(self, signum: int) -> None:
         """Pass a signal vmmtui received on to the command (a terminal's ^C reaches both anyway);
-        once the command has exited, to the processes of its tree still running, and a second one
-        then stops the following (the report says who was left)."""
-        if self.proc is not None and self.exit is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signum)
-            return
-        if self.follower is not None:
+        once the command has exited, to the processes of its tree still running. A stop signal
+        the tree ignores becomes SIGKILL after a grace, and at once on a second one, which also
+        stops the following (the report says whom it killed)."""
+        self.tree.forward(signum)
+        if self.exit is not None and signum in STOP_SIGNALS:
             self.signals_after_exit += 1
-            self.stop = self.signals_after_exit > 1
-            for pid in list(self.follower.tracker.alive):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signum)
+            if self.signals_after_exit > 1:
+                self.stop = True
+                self.killed |= self.tree.kill()
+
+    def close(self) -> None:
+        """The end: what still runs of the tree is ended (as on q), the guard let go."""
+        self.tree.close()
 
     def events(self, on_poll: Callable[[], None] | None = None) -> Iterator[Event]:
         """Events until the command and every process of its tree have exited: as subreaper vmmtui
@@ -114,9 +105,8 @@ class Watch:
             if self.exit is not None and (not self.children_left or self.stop):
                 break
             time.sleep(self.interval)
-        if self.stop and f.tracker.alive:
-            left = ", ".join(map(str, sorted(f.tracker.alive)))
-            text = f"stopped following on a second signal; still running: {left}"
+        if self.killed:
+            text = killed_words(self.killed)
             f.unseen.append(text)
             yield Notice(text)
         yield from f.poll()
@@ -129,6 +119,7 @@ class Watch:
         yield from f.missed()
         shares = len(f.tracker.shared_said)
         exit_ = self.exit or Exit(None, None)
+        self.close()
         yield WatchFinished(
             self.command,
             exit_.code,

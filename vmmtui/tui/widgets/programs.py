@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from vmmtui.words.names import shown
+from vmmtui.words.narration import identity_words
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
@@ -66,7 +67,9 @@ def _join(rows: list[Text]) -> Text:
 
 
 def fd_row(f: FdView, closed: bool = False) -> Text:
-    source = f" ← {f.source[0]} fd {f.source[1]}" if f.source[0] else ""
+    # an arrow only where the way it went was seen; "unknown" and "present" share a file, no more
+    sign = " ≡ " if f.how in ("unknown", "present") else " ← "
+    source = f"{sign}{f.source[0]} fd {f.source[1]}" if f.source[0] else ""
     via = ""
     if f.how in ("received", "taken"):
         via = " (SCM_RIGHTS)" if f.how == "received" else " (pidfd_getfd)"
@@ -171,8 +174,14 @@ class ProgramPanel(Static, can_focus=True):
         live = [m for m in mems if m.released_at is None]
         gone = [m for m in mems if m.released_at is not None]
         rows += [mem_row(v, p.pid, m) for m in live]
+        if p.container or p.pod or p.inner_pid is not None:
+            who = identity_words(p.container, p.pod, p.inner_pid)
+            rows.append(_line(("in ", "bold"), (who, "")))
         if p.gpu_used:
-            used = ", ".join(f"GPU {d}: {format_size(b)}" for d, b in sorted(p.gpu_used.items()))
+            used = ", ".join(
+                f"GPU {d}{' ' + p.gpu_uuids[d] if d in p.gpu_uuids else ''}: {format_size(b)}"
+                for d, b in sorted(p.gpu_used.items())
+            )
             rows.append(_line(("NVML ", "bold"), used))
         # what no longer exists comes after what does (the first to go when room is short)
         rows += [mem_row(v, p.pid, m) for m in gone]

@@ -1,0 +1,169 @@
+"""A refused pidfd_getfd is explained from what decided it, read by the kernel at the call: a
+process that exits at once is still named with both uids (20 of 20), in a PID namespace and under
+a seccomp filter too; one cause, one fix consistent with it, processes by pid and role, said once.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import CallRefused, ProcessFacts
+from vmmtui.trace.records import HEAD, REFUSAL, SIDE, Decoder, FileNames
+from vmmtui.trace.refusals import SCM_WORKS, explain
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+QUICK = str(FIXTURES / "pidfd_refused_quick.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def facts(pid, role, uid, cap=0, **kw) -> ProcessFacts:
+    base = dict(
+        comm="python3", euid=uid, suid=uid, gid=uid, egid=uid, sgid=uid, cap_eff=cap, cap_prm=cap,
+        userns=1, pidns=2, seccomp=0, filters=0, dumpable=1,
+    )  # fmt: skip
+    base.update(kw)
+    return ProcessFacts(pid, role, base.pop("comm"), uid, **base)
+
+
+ROOT_CAPS = (1 << 41) - 1
+
+
+# -- the words, from facts ------------------------------------------------------------------------
+def test_across_uids_the_cause_names_both_processes_and_one_fix_without_yama(monkeypatch):
+    from vmmtui.trace import refusals
+
+    monkeypatch.setattr(refusals, "yama_now", lambda: "not loaded")
+    e = explain(
+        "pidfd_getfd", 812, 800, 1, 5, 1,
+        (facts(812, "importer", 65534), facts(800, "exporter", 0, ROOT_CAPS)),
+    )  # fmt: skip
+    assert "pid 812 (python3, importer) runs as uid 65534" in e.cause
+    assert "pid 800 (python3, exporter) as uid 0" in e.cause
+    assert "812 lacks CAP_SYS_PTRACE" in e.cause
+    assert "ptrace_scope" not in e.fix and "yama" not in e.fix.lower()  # Yama is not loaded
+    assert e.fix.count("CAP_SYS_PTRACE") == 1 and e.fix.endswith(SCM_WORKS)
+    for text in (e.cause, e.fix, *(c.finding for c in e.checks)):
+        assert " A " not in f" {text} " and " B " not in f" {text} " and "B's" not in text
+    assert e.checks[0].ok is False and e.checks[0].name == "uid and gid"
+    yama = [c for c in e.checks if c.name == "yama"][0]
+    assert yama.ok is True and yama.finding == "Yama is not loaded"
+    assert (e.caller.uid, e.exporter.uid, e.yama) == (65534, 0, "not loaded")
+
+
+def test_yama_1_alone_refusing_gets_the_ptracer_fix(monkeypatch):
+    from vmmtui.trace import refusals
+
+    monkeypatch.setattr(refusals, "yama_now", lambda: "1")
+    monkeypatch.setattr(refusals, "is_ancestor", lambda a, b: False)
+    e = explain(
+        "pidfd_getfd", 812, 800, 1, 5, 1,
+        (facts(812, "importer", 1000), facts(800, "exporter", 1000)),
+    )  # fmt: skip
+    assert "Yama's ptrace_scope is 1" in e.cause and "uid" not in e.cause
+    assert "prctl(PR_SET_PTRACER, 812)" in e.fix and "pid 800 (python3, exporter)" in e.fix
+
+
+def test_a_seccomp_filter_that_alone_refuses_is_named_with_the_containers_rule(monkeypatch):
+    from vmmtui.fleet.facts import refusal_reason
+    from vmmtui.trace import refusals
+
+    monkeypatch.setattr(refusals, "yama_now", lambda: "not loaded")
+    e = explain(
+        "pidfd_getfd", 812, 800, 1, 5, 1,
+        (
+            facts(812, "importer", 0, ROOT_CAPS, seccomp=2, filters=1),
+            facts(800, "exporter", 0, ROOT_CAPS),
+        ),
+    )  # fmt: skip
+    assert "runs under a seccomp filter (1 filter) that refused it" in e.cause
+    assert "Docker's allows pidfd_getfd only to a process with CAP_SYS_PTRACE" in e.cause
+    assert "seccomp profile" in e.fix and SCM_WORKS not in e.fix
+    assert refusal_reason(e) == "seccomp"
+
+
+def test_the_decoder_reads_the_kernels_refusal_record():
+    side = SIDE.pack(812, 65534, 65534, 65534, 65534, 65534, 65534, 7, 8, 2, 1, 1, 0, 0, b"py\0")
+    other = SIDE.pack(800, 0, 0, 0, 0, 0, 0, 7, 9, 0, 0, 1, 5, 5, b"python3\0")
+    raw = HEAD.pack(REFUSAL, 812, 813, 0, 1, 0, 3, 5, 800, 0) + side + other
+    d = Decoder(FileNames())
+    assert d(raw) == []
+    caller, exporter = d.refusals[813]
+    assert (caller.pid, caller.role, caller.comm, caller.uid, caller.filters) == (
+        812, "importer", "py", 65534, 1,
+    )  # fmt: skip
+    assert (exporter.pid, exporter.pidns, exporter.cap_eff, exporter.source) == (
+        800, 9, 5, "kernel",
+    )  # fmt: skip
+
+
+# -- real processes, traced ---------------------------------------------------------------------------
+def _trace(*args: str) -> subprocess.CompletedProcess:
+    from vmmtui.trace.loader import why_not
+
+    if why_not() is not None or os.geteuid() != 0:
+        pytest.skip(f"needs root and eBPF: {why_not()}")
+    return subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _refusals(res) -> list[CallRefused]:
+    events = [Event.from_json(x) for x in res.stdout.splitlines()]
+    return [e for e in events if isinstance(e, CallRefused)]
+
+
+@pytest.mark.slow
+def test_a_refusal_by_a_process_that_exits_at_once_is_named_with_both_uids_20_of_20():
+    named = 0
+    for _ in range(20):
+        res = _trace("--text", "--", sys.executable, QUICK)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        said = [x for x in res.stdout.splitlines() if "pidfd_getfd refused (EPERM)" in x]
+        assert len(said) == 1, res.stdout  # printed once
+        line = said[0]
+        assert "no cause readable" not in line and " A " not in line
+        both = r"\(python3?, importer\) runs as uid 65534.* \(python3?, exporter\) as uid 0"
+        named += bool(re.search(both, line))
+    assert named == 20
+
+
+@pytest.mark.slow
+def test_the_refusal_carries_the_kernels_facts_in_the_stream():
+    res = _trace("--json", "--", sys.executable, QUICK)
+    [e] = _refusals(res)
+    assert e.caller is not None and e.exporter is not None
+    assert (e.caller.source, e.exporter.source) == ("kernel", "kernel")
+    assert (e.caller.uid, e.caller.gid, e.exporter.uid) == (65534, 65534, 0)
+    assert e.caller.cap_eff == 0 and e.exporter.cap_eff >> 19 & 1
+    assert e.caller.pidns == e.exporter.pidns == os.stat("/proc/self/ns/pid").st_ino
+    assert e.caller.dumpable in (0, 1) and e.exporter.dumpable == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare")
+def test_a_refusal_inside_a_pid_namespace_is_explained_with_its_namespace():
+    res = _trace("--json", "--", "unshare", "-p", "-f", sys.executable, QUICK)
+    [e] = _refusals(res)
+    mine = os.stat("/proc/self/ns/pid").st_ino
+    assert e.caller.pidns == e.exporter.pidns != mine  # read in the kernel, inside it
+    assert e.caller.pid == e.pid and e.exporter.pid == e.target  # pids as vmmtui sees them
+    assert "runs as uid 65534" in e.cause and "as uid 0" in e.cause
+
+
+@pytest.mark.slow
+def test_a_refusal_by_a_seccomp_filter_is_named_as_such():
+    res = _trace("--json", "--", sys.executable, QUICK, "seccomp")
+    [e] = _refusals(res)
+    assert e.caller.seccomp == 2 and e.caller.filters >= 1 and e.caller.uid == 0
+    assert "seccomp filter" in e.cause and "Docker's" in e.cause
+    assert [c.name for c in e.checks if c.ok is False] == ["seccomp"]
