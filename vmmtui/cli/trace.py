@@ -212,12 +212,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from vmmtui.trace.session import TraceSession
 
     tee = Tee(recorder, sinks, bool(args.perfetto))
-    session = TraceSession(source, [tee])
+    session: TraceSession | None = (
+        None  # the screen runs its own (in the app's thread); the text runs it here
+    )
     with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
             if _wants_screen(args):
                 show(source, tee, args)
             else:
+                session = TraceSession(source, [tee])
                 _print(session, args)
         finally:
             source.stopping = True
@@ -233,7 +236,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
         return 128 + stopped_by
     targets = set(args.pids)
-    if targets and session.unreadable >= targets:
+    if targets and session is not None and session.unreadable >= targets:
         print(
             f"vmmtui {said}: "
             + ("none of the given processes could" if len(targets) > 1 else "the process could not")
