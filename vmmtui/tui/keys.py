@@ -173,6 +173,16 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
     (Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"), BOTH),
     (
         Binding(
+            "m",
+            "more",
+            "More",
+            tooltip="a trace: open/close the list of the processes without a panel (wrappers, "
+            "helpers); tab reaches it too",
+        ),
+        frozenset({REPLAY, TRACE}),
+    ),
+    (
+        Binding(
             "o",
             "sort",
             "Sort",
