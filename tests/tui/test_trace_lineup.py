@@ -133,3 +133,28 @@ async def test_m_opens_and_closes_the_list_of_the_folded():
         await pilot.press("m")
         await pilot.pause()
         assert "helper · exited" not in screen_text(app)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", ["h100-trace-vmmtui-run", "cpu-memfd-1mib"])
+async def test_help_explains_the_panels_on_screen(name):
+    """? in a trace explains the trace's panels; in the demo (a session's replay) the demo's."""
+    from textual.widgets import Markdown
+
+    from vmmtui.tui.screens.help import HelpScreen
+
+    app = ReplayApp(read(find(name)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        source = app.screen.query_one(Markdown).source
+        trace_words = ("Process panels", "+N more processes", "**wire**", "**verdicts**", "`O`")
+        demo_words = ("**producer**", "**consumer**", "fd tables")
+        if name.startswith("h100-trace"):
+            assert all(w in source for w in trace_words), source
+            assert not any(w in source for w in demo_words)
+        else:
+            assert all(w in source for w in demo_words)
+            assert not any(w in source for w in trace_words)

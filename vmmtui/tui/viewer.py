@@ -320,7 +320,7 @@ class Viewer(App[int]):
         # Markdown and its parser load only when help is asked for
         from vmmtui.tui.screens.help import HelpScreen
 
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(trace=self.inspector.state.programs is not None))
 
     def write_failed(self, message: str) -> None:
         """A file could not be written (screenshot, transcript): a toast and a line in the log."""
