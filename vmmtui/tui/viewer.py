@@ -25,6 +25,7 @@ from textual.css.query import NoMatches
 
 from vmmtui.system.interrupts import handled_by
 from vmmtui.tui.cast import CastWriter
+from vmmtui.tui.colours import safe_filters
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
 from vmmtui.tui.screen import InspectorScreen
@@ -76,6 +77,7 @@ class Viewer(App[int]):
         cast: str | None = None,
     ):
         super().__init__()
+        safe_filters(self._filters)  # NO_COLOR: no traceback from Textual's monochrome filter
         self.display_mode = frames.display = Display(stable)
         self.frames = frames
         #: the frame on show; None: the latest (live)
