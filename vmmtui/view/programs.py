@@ -256,6 +256,8 @@ class ProgramsView:
     findings_len: int = 0
     #: findings that are not good news (problems, unknowns)
     bad_findings: int = 0
+    #: the good findings by what proves them (``Proof``): the verdicts' header, without a walk
+    proven_by: dict[str, int] = field(default_factory=dict)
     in_flight: dict[str, tuple[Pending, ...]] = field(default_factory=dict)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
@@ -654,6 +656,8 @@ def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     if e.kind not in GOOD:
         p = v.proc(e.pid)
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
+    else:
+        v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
     return v
 
 
