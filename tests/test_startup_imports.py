@@ -26,7 +26,7 @@ FORBIDDEN = (
     "cuda",
     "torch",
     "vmmtui.bench",
-    "vmmtui.attach",
+    "vmmtui.trace.procfs",
     "vmmtui.trace",
     "vmmtui.record.recording",
     "vmmtui.record.gallery",

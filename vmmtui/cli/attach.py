@@ -107,8 +107,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     if args.can:
-        from vmmtui.attach.preflight import preflight
         from vmmtui.render.console import print_json
+        from vmmtui.trace.procfs.preflight import preflight
         from vmmtui.words.narration import attach_lines
 
         if _bad_pid(args.can):

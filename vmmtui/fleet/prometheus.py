@@ -162,8 +162,17 @@ class LedgerCollector:
                 "Fds the kernel found still queued when their socket was released (never received)",
             )
             in_flight.add_metric([], f.in_flight)
+            found = Counter(
+                "vmmtui_findings",
+                "Every finding of the run by kind, shares and imports included (the count the "
+                "trace's end line and --json say)",
+                labels=["kind"],
+            )
+            for kind, n in sorted(f.findings.items()):
+                found.add_metric([kind], n)
         yield from families
         yield from (refused, transfers, shares, leaked, events, lost, lost_cpu, unknown, in_flight)
+        yield found
 
 
 @dataclass

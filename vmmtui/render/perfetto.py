@@ -26,7 +26,7 @@ from vmmtui.stream.observed import (
     TraceCall,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.session import TraceSession
 from vmmtui.words.names import shown
 
 #: the flows of a session: (producer's step, consumer's step, what travels)
@@ -58,7 +58,8 @@ def _process_name(pid: int, name: str) -> dict:
 def from_trace(events: Iterable[Event]) -> list[dict]:
     """Trace events → slices (one per call) and flows (send → receive, export → import)."""
     out: list[dict] = []
-    ledger = Ledger()
+    session = TraceSession.replay(())  # the run's ledger, folded one event at a time
+    ledger = session.ledger
     t0: int | None = None
     where: dict[
         tuple[str, int, int], tuple[int, int, float]
@@ -69,7 +70,7 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
     for e in events:
         if isinstance(e, TraceStarted):
             t0 = e.ktime0 or t0
-        ledger.apply(e)
+        session.fold(e)
         if not isinstance(e, TraceCall):
             continue
         t0 = e.ktime if t0 is None else t0

@@ -73,6 +73,12 @@ def _maker(cls: type) -> Callable[[Any], dict[str, Any]]:
     return eval(source, {"_value": _value, "V": VERSION, "N": cls.__name__})  # noqa: S307
 
 
+def base_name(func: str) -> str:
+    """A CUDA function without its version or per-thread-stream suffix (cuMemFreeAsync_ptsz →
+    cuMemFreeAsync): what a ``CudaCall`` did, whichever entry point it came through."""
+    return func.removesuffix("_ptsz").removesuffix("_v2")
+
+
 #: each class's ``to_json`` (events) or JSON object (the small dataclasses in them), made once
 _JSON_MAKERS: dict[tuple[type, bool], Callable[[Any], str]] = {}
 
@@ -382,10 +388,12 @@ class TraceFinished(TraceEvent):
     events: int
     lost: int
     seconds: float
-    #: every finding the ledger said (shares included): the lines the text printed
+    #: every finding (shares included; ``TraceSession.count``): the one count every renderer says
     findings: int = 0
     #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
     mode: str = "ebpf"
+    #: of the findings, the ones to look at (not a share or an import)
+    problems: int = 0
 
 
 @dataclass(frozen=True)
@@ -477,3 +485,6 @@ class LedgerFinding(TraceEvent):
     lost: int = 0
     lost_first_ns: int = 0
     lost_last_ns: int = 0
+    #: what matched the two sides of a share or an import (``model.findings.Proof``): ``struct
+    #: file``, ``kcmp``, ``handle bytes``, ``export data``; "" where nothing was matched
+    proof: str = ""

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from vmmtui.plan.config import SessionConfig
 from vmmtui.record import Recording, Timeline
-from vmmtui.record.calls import CallTimeline, is_trace
+from vmmtui.record.calls import CallTimeline, is_trace, trace_timeline
 from vmmtui.record.notes import Notes
 from vmmtui.render.transcript import Transcript
 from vmmtui.stream.events import SessionStarted
@@ -71,7 +71,7 @@ class ReplayApp(Viewer):
     ):
         config = config_of(recording)
         if is_trace_recording(recording):  # a trace's calls are its frames
-            frames = FrameStates(CallTimeline(recording.events), ScreenState.for_programs())
+            frames = FrameStates(trace_timeline(recording.events), ScreenState.for_programs())
         else:
             blank = ScreenState.blank(
                 config.consumers, config.scenario, config.mechanism, config.direction
