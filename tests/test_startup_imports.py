@@ -72,3 +72,15 @@ def test_the_command_line_alone_loads_no_backend_and_no_textual():
         or m in ("vmmtui.backends.base", "vmmtui.stream.events", "concurrent.futures", "tempfile")
     ]
     assert heavy == []
+
+
+def test_a_command_line_imports_only_the_command_it_names():
+    """The parser carries every command's summary; a command's module (and what it imports) comes
+    only when that command is parsed."""
+    code = (
+        "from vmmtui.cli import parser\n"
+        "parser().parse_args(['attach', '--once', '1'])\n"
+        "parser().parse_args(['--backend', 'memfd'])\n"
+    )
+    commands = {m for m in modules_after(code) if m.startswith("vmmtui.cli.")}
+    assert commands == {"vmmtui.cli.attach", "vmmtui.cli.inspector", "vmmtui.cli.options"}
