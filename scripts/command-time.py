@@ -52,7 +52,7 @@ def main() -> int:
     p.add_argument("--json", metavar="FILE", help="also write the runs and medians to FILE")
     p.add_argument("vmmtui_args", nargs=argparse.REMAINDER, help="after --: the command")
     a = p.parse_args()
-    argv = [x for x in a.vmmtui_args if x != "--"]
+    argv = a.vmmtui_args[1:] if a.vmmtui_args[:1] == ["--"] else a.vmmtui_args
     for tree in filter(None, (".", a.before_tree)):
         compileall.compile_dir(str(Path(tree) / "vmmtui"), quiet=1)
     runs: dict[str, list[tuple[float, float, int]]] = {"python": [], "after": []}

@@ -193,7 +193,7 @@ def main() -> int:
     p.add_argument("vmmtui_args", nargs=argparse.REMAINDER, help="after --: options for vmmtui")
     a = p.parse_args()
     cols, rows = (int(v) for v in a.size.split("x"))
-    argv = [x for x in a.vmmtui_args if x != "--"]
+    argv = a.vmmtui_args[1:] if a.vmmtui_args[:1] == ["--"] else a.vmmtui_args
     firsts, pidss, bares, probed, runs, befores = [], [], [], [], [], []
     for tree in filter(None, (".", a.before_tree)):  # as an install would have it
         compileall.compile_dir(str(Path(tree) / "vmmtui"), quiet=1)
