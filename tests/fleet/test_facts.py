@@ -19,6 +19,7 @@ from vmmtui.stream.observed import (
 )
 
 SOCK = SocketEnd(100, 101, "@vmm")
+PEER = SocketEnd(101, 100, "@vmm")
 EXP, IMP = 1000, 2000
 MiB = 1 << 20
 
@@ -30,7 +31,7 @@ def gpu_share_events(exporter_exits: bool) -> list:
         CudaCall(EXP, EXP, 1, "cuMemCreate", 0, size=2 * MiB, device=0, handle_types=1, handle=0xA),
         CudaCall(EXP, EXP, 2, "cuMemExportToShareableHandle", 0, handle=0xA, fd=7),
         FdsSent(EXP, EXP, 3, "sendmsg", SOCK, [7], ["f7"], 1),
-        FdsReceived(IMP, IMP, 4, "recvmsg", SOCK, [9], ["f7"], 1),
+        FdsReceived(IMP, IMP, 4, "recvmsg", PEER, [9], ["f7"], 1),
         CudaCall(IMP, IMP, 5, "cuMemImportFromShareableHandle", 0, handle=0xB, fd=9),
         FdCloseCall(IMP, IMP, 6, 9, "f7", 0),
         CudaCall(IMP, IMP, 7, "cuMemMap", 0, handle=0xB, ptr=0x7F0000, size=2 * MiB),

@@ -672,6 +672,7 @@ def replay_trace(recording) -> int:
     console.print(
         f"replay of {recording.header.title or recording.path} ({recording.header.when}, {recording.header.where})",
         style="bold",
+        markup=False,  # the title and the machine are the recording's words, not markup
     )
     ledger, names, bystanders = Ledger(), ProcessNames(), Bystanders()
     for e in recording.events:

@@ -36,6 +36,7 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -46,12 +47,14 @@ from vmmtui.stream.observed import (
     ProcessExit,
     ProcessForked,
     ProcessIdentity,
+    QueuedAtRelease,
     TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
 from vmmtui.trace.cuda import base_name
+from vmmtui.trace.matching import SendQueue
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
@@ -248,7 +251,8 @@ class ProgramsView:
     findings_len: int = 0
     #: findings that are not good news (problems, unknowns)
     bad_findings: int = 0
-    in_flight: dict[str, tuple[Pending, ...]] = field(default_factory=dict)
+    #: sends not yet received, by the socket pair and file that carry them (``trace.matching``)
+    in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
     lost: int = 0
@@ -469,7 +473,7 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
     if e.result < 0:
         return v
     p = v.proc(e.pid)
-    in_flight = dict(v.in_flight)
+    in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
         held = p.fds.get(fd)
         if held is not None and not held.file:  # a driver's export, named by the kernel here
@@ -478,7 +482,7 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
         elif held is None:
             v = _hold(v, e.pid, FdView(fd, "sent", "", file, proof="struct file", since=v.seq))
             p = v.proc(e.pid)
-        in_flight[file] = (*in_flight.get(file, ()), Pending(e.pid, fd, v.seq, e.ktime, via))
+        in_flight.sent(e.sock, file, Pending(e.pid, fd, v.seq, e.ktime, via))
     return evolve(v, in_flight=in_flight)
 
 
@@ -492,15 +496,9 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
         + (" (MSG_CTRUNC: fds lost)" if e.truncated else ""),
         e.truncated,
     )
-    in_flight = dict(v.in_flight)
+    in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
-        queue = in_flight.get(file, ())
-        sent = queue[0] if queue else None
-        if queue:
-            if len(queue) > 1:
-                in_flight[file] = queue[1:]
-            else:
-                del in_flight[file]
+        sent = in_flight.received(e.sock, file)
         target = ""
         if sent is not None:
             src = v.proc(sent.pid).fds.get(sent.fd) or next(
@@ -530,6 +528,26 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
                     (e.ktime - sent.ktime) / 1e6,
                 ),
             )
+    return evolve(v, in_flight=in_flight)
+
+
+def _unreceived(v: ProgramsView, e: FdsDropped | QueuedAtRelease) -> ProgramsView:
+    """The kernel closed sent fds unreceived (a read() without room for them, or their socket
+    released): those sends are no longer in flight."""
+    in_flight = v.in_flight.copy()
+    for file in e.files:
+        if isinstance(e, FdsDropped):
+            in_flight.received(e.sock, file)
+        else:
+            in_flight.released(e.sender, e.socket_file, file)
+    if isinstance(e, FdsDropped):
+        v = _call(
+            v,
+            e,
+            e.call,
+            f"{e.call}() dropped {e.count} SCM_RIGHTS fd(s): closed by the kernel",
+            True,
+        )
     return evolve(v, in_flight=in_flight)
 
 
@@ -794,6 +812,8 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdCloseCall: _close,
     FdsSent: _sent,
     FdsReceived: _received,
+    FdsDropped: _unreceived,
+    QueuedAtRelease: _unreceived,
     FdTaken: _taken,
     CudaCall: _cuda,
     LedgerFinding: _finding,
