@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens house all; each is an `if` below)
+#        app-lite interrupts serve screens house bindings-new all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -261,6 +261,14 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m pytest -q -m gpu tests -p no:cacheprovider -x
     [ -n "${HOUSE_TRACE_TESTS:-}" ] && step python3 -m pytest -q tests/trace tests/session/test_kernel_record.py -m "" -p no:cacheprovider
   fi
+  if [ "$part" = bindings-new ]; then
+    # the newest cuda-bindings (carried under .gpu/) over the image's: legacy IPC handles and the bench
+    python3 -m venv --system-site-packages /tmp/vmmtui-bindings-new \
+      && /tmp/vmmtui-bindings-new/bin/pip install -q --no-index --no-deps .gpu/cuda_bindings-*.whl .gpu/cuda_pathfinder-*.whl
+    step /tmp/vmmtui-bindings-new/bin/python -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__)"
+    step /tmp/vmmtui-bindings-new/bin/python -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    step /tmp/vmmtui-bindings-new/bin/python -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
+  fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics
     if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
@@ -361,7 +369,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda
     step python3 -m vmmtui run
     step python3 -m vmmtui doctor
-    step python3 -m vmmtui replay h100-vmm --html /tmp/nocuda.html
+    step python3 -m vmmtui replay h100-vmm-1mib --html /tmp/nocuda.html
     step python3 -m pytest -q -p no:cacheprovider tests/test_platforms.py
     export PYTHONPATH=$keep; unset VMMTUI_WITHOUT
   fi

@@ -2,11 +2,11 @@
 what, and who pins it now. No Textual, no /proc: everything comes from the events, so a recording
 folds into the same ledger as the live trace.
 
-An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): the fd a
-sender sent and the fd its receiver got carry the same ``file``, so a send is matched to its
-receive exactly. GPU allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle
-bytes. ``apply`` returns the findings an event brings (a matched share, a refused call, a leak at
-an exit); ``finish`` those the end brings (receives whose send never came).
+An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): a receive
+is the send of the same ``file`` queued on the receiving socket (``matching``), exactly. GPU
+allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle bytes. ``apply``
+returns the findings an event brings (a matched share, a refused call, a leak at an exit);
+``finish`` those the end brings (receives whose send never came).
 
 What the ledger claims, the kernel said. "In-flight" (sent, never received) is said only where
 the kernel reported the fd still queued when its socket was released (``QueuedAtRelease``): a
@@ -32,6 +32,7 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -65,9 +66,11 @@ from vmmtui.trace.entries import (
     Transfer,
 )
 from vmmtui.trace.held import files_held_after_exit, kcmp_shares
+from vmmtui.trace.matching import SendQueue, destination, receiver
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
+from vmmtui.trace.unreceived import dropped
 from vmmtui.trace.words import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
 
@@ -84,10 +87,10 @@ class Ledger:
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
         self.history: list[Holding] = []  # closed holdings, oldest first
-        #: sends not (yet) matched to a receive, by file: not a finding by themselves
-        self.in_flight: dict[str, deque[Pending]] = {}
-        #: receives folded before their send, by file and in the order folded
-        self.early: dict[str, deque[Early]] = {}
+        #: sends not yet received, by socket pair and file (``matching``): no finding by themselves
+        self.in_flight: SendQueue[Pending] = SendQueue()
+        #: receives folded before their send, by (receiving socket, file), in the order folded
+        self.early: dict[tuple[str, str], deque[Early]] = {}
         self._early_order: deque[Early] = deque()
         self.losses = Losses()
         #: fds that records did not hold, by record (sent, received, queued): nothing is claimed
@@ -203,12 +206,11 @@ class Ledger:
         out: list[LedgerFinding] = []
         self._mature(None, out)
         unknown: dict[int, list[Pending]] = {}
-        for queue in self.in_flight.values():
-            for p in queue:
-                if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
-                    unknown.setdefault(p.pid, []).append(p)
-                else:
-                    self.unreceived += 1
+        for p in self.in_flight.pending():
+            if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
+                unknown.setdefault(p.pid, []).append(p)
+            else:
+                self.unreceived += 1
         for pid, sends in unknown.items():
             first = min(p.at for p in sends)
             n, lo, hi = self.losses.between(first, max(self.clock, at, first))
@@ -261,11 +263,11 @@ class Ledger:
         q = self._early_order
         while q and (until is None or q[0].at <= until):
             r = q.popleft()
-            waiting = self.early.get(r.file)
+            waiting = self.early.get(r.key)
             if waiting and waiting[0] is r:
                 waiting.popleft()
                 if not waiting:
-                    del self.early[r.file]
+                    del self.early[r.key]
             if r.matched:
                 continue
             f = LedgerFinding(
@@ -390,28 +392,26 @@ class Ledger:
                 self._rename(held.file, file)  # a file shared before the trace, now named
             elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
-            waiting = self.early.get(file)
+            key = (destination(e.sock), file)
+            waiting = self.early.get(key)
             if waiting:  # its receive was folded first (it ended on another CPU)
                 r = waiting.popleft()
                 if not waiting:
-                    del self.early[file]
+                    del self.early[key]
                 r.matched = True
                 held = self.holdings.get((r.pid, r.fd))
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
                 self._matched(Pending(e.pid, fd, e.ktime, via), r.pid, r.fd, file, r.at, r.via, out)
                 continue
-            self.in_flight.setdefault(file, deque()).append(Pending(e.pid, fd, e.ktime, via))
+            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, via))
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
         if e.count > len(e.files):
             self.fds_not_read["queued"] += e.count - len(e.files)
         for file in e.files:
-            queue = self.in_flight.get(file)
-            sent = queue.popleft() if queue else None
-            if queue is not None and not queue:
-                del self.in_flight[file]
+            sent = self.in_flight.released(e.sender, e.socket_file, file)
             who = (
                 f"pid {sent.pid} sent fd {sent.fd} over {sent.via}"
                 if sent
@@ -429,6 +429,11 @@ class Ledger:
                     file=file,
                 )
             )
+
+    def _on_FdsDropped(self, e: FdsDropped, out: list) -> None:  # a read(): their send is over
+        if e.count > len(e.files):
+            self.fds_not_read["dropped"] += e.count - len(e.files)
+        out += [dropped(e, f, self.in_flight.received(e.sock, f)) for f in e.files]
 
     def _rename(self, old: str, file: str) -> None:
         """Every fd kcmp proved to be one open file takes the kernel's name for it."""
@@ -455,14 +460,11 @@ class Ledger:
             self.fds_not_read["received"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
-            queue = self.in_flight.get(file)
-            sent = queue.popleft() if queue else None
-            if queue is not None and not queue:
-                del self.in_flight[file]
+            sent = self.in_flight.received(e.sock, file)
             if sent is None:  # its send may still come (folded later): it waits the window
                 self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, via))
-                r = Early(e.pid, fd, file, e.ktime, via)
-                self.early.setdefault(file, deque()).append(r)
+                r = Early(e.pid, fd, file, e.ktime, via, key=(receiver(e.sock), file))
+                self.early.setdefault(r.key, deque()).append(r)
                 self._early_order.append(r)
                 continue
             self._hold(Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, via))
@@ -561,14 +563,14 @@ class Ledger:
                 a = Allocation(e.pid, e.handle, 0, -1, 0, e.ktime)
                 self.allocations[(e.pid, e.handle)] = a
             if e.fd >= 0:
+                a.exported.append((e.fd, ""))
                 h = Holding(
-                    e.pid, e.fd, "", "exported", e.ktime, via="cuMemExportToShareableHandle"
+                    e.pid, e.fd, e.file, "exported", e.ktime, via="cuMemExportToShareableHandle"
                 )
                 self._hold(h)
-                a.exported.append((e.fd, ""))
         elif f == "cuMemImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            file = held.file if held else ""
+            file = e.file or (held.file if held else "")  # the kernel's, read at the call
             a = self.allocation_of_file(file) if file else None
             imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
             if a is not None:
@@ -651,12 +653,11 @@ class Ledger:
                 via = "cuMemPoolExportToShareableHandle"
                 known = self.holdings.get((e.pid, e.fd))
                 p.exported.append((e.fd, ""))
-                self._hold(
-                    Holding(e.pid, e.fd, known.file if known else "", "exported", e.ktime, via=via)
-                )
+                file = e.file or (known.file if known else "")
+                self._hold(Holding(e.pid, e.fd, file, "exported", e.ktime, via=via))
         elif f == "cuMemPoolImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            file = held.file if held else ""
+            file = e.file or (held.file if held else "")  # the kernel's, read at the call
             p = self.pool_of_file(file) if file else None
             imp = PoolImport(e.pid, e.handle, e.fd, file, e.ktime)
             if p is not None:

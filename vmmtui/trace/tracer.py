@@ -163,7 +163,10 @@ class Tracer:
                     f"fds freed unreceived in a socket's queue: {self.probe.release_missing}"
                 )
             else:
-                self.probes.append("fds freed unreceived in a socket's queue (kfree_skb)")
+                self.probes.append(
+                    "fds freed unreceived in a socket's queue (kfree_skb) or dropped by a read "
+                    "(skb_copy_datagram_iovec)"
+                )
             targets = descendants(set(self.pids)) if self.pids else set()
             for pid in targets:
                 self.probe.follow(pid)

@@ -39,6 +39,7 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -57,6 +58,7 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
+from vmmtui.trace.matching import SendQueue
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
@@ -258,7 +260,8 @@ class ProgramsView:
     bad_findings: int = 0
     #: the good findings by what proves them (``Proof``): the verdicts' header, without a walk
     proven_by: dict[str, int] = field(default_factory=dict)
-    in_flight: dict[str, tuple[Pending, ...]] = field(default_factory=dict)
+    #: sends not yet received, by the socket pair and file that carry them (``trace.matching``)
+    in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
     lost: int = 0
@@ -463,7 +466,7 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
     if e.result < 0:
         return v
     p = v.proc(e.pid)
-    in_flight = dict(v.in_flight)
+    in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
         held = p.fds.get(fd)
         if held is not None and not held.file:  # a driver's export, named by the kernel here
@@ -472,22 +475,16 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
         elif held is None:
             v = _hold(v, e.pid, FdView(fd, "sent", "", file, proof="struct file", since=v.seq))
             p = v.proc(e.pid)
-        in_flight[file] = (*in_flight.get(file, ()), Pending(e.pid, fd, v.seq, e.ktime, via))
+        in_flight.sent(e.sock, file, Pending(e.pid, fd, v.seq, e.ktime, via))
     return evolve(v, in_flight=in_flight)
 
 
 def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
     via = e.sock
     v = _call(v, e, e.call, e.truncated)
-    in_flight = dict(v.in_flight)
+    in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
-        queue = in_flight.get(file, ())
-        sent = queue[0] if queue else None
-        if queue:
-            if len(queue) > 1:
-                in_flight[file] = queue[1:]
-            else:
-                del in_flight[file]
+        sent = in_flight.received(e.sock, file)
         target = ""
         if sent is not None:
             src = v.proc(sent.pid).fds.get(sent.fd) or next(
@@ -517,6 +514,20 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
                     (e.ktime - sent.ktime) / 1e6,
                 ),
             )
+    return evolve(v, in_flight=in_flight)
+
+
+def _unreceived(v: ProgramsView, e: FdsDropped | QueuedAtRelease) -> ProgramsView:
+    """The kernel closed sent fds unreceived (a read() without room for them, or their socket
+    released): those sends are no longer in flight."""
+    in_flight = v.in_flight.copy()
+    for file in e.files:
+        if isinstance(e, FdsDropped):
+            in_flight.received(e.sock, file)
+        else:
+            in_flight.released(e.sender, e.socket_file, file)
+    # a call row either way: the kernel closed what was sent (the ledger says it as a finding)
+    v = _call(v, e, e.call if isinstance(e, FdsDropped) else "release", isinstance(e, FdsDropped))
     return evolve(v, in_flight=in_flight)
 
 
@@ -661,12 +672,6 @@ def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     return v
 
 
-def _queued(v: ProgramsView, e: QueuedAtRelease) -> ProgramsView:
-    """The kernel released a socket with fds still queued on it: a call row (the in-flight
-    finding comes from the ledger)."""
-    return _call(v, e, "release")
-
-
 def _refused(v: ProgramsView, e: CallRefused) -> ProgramsView:
     """The refusal's cause and fix come as the ledger's ``refused`` finding; here, the process."""
     if e.pid not in v.procs:
@@ -771,11 +776,12 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdCloseCall: _close,
     FdsSent: _sent,
     FdsReceived: _received,
+    FdsDropped: _unreceived,
+    QueuedAtRelease: _unreceived,
     FdTaken: _taken,
     CudaCall: _cuda,
     LedgerFinding: _finding,
     CallRefused: _refused,
-    QueuedAtRelease: _queued,
     TraceLost: _lost,
     TraceFinished: _finished,
     WatchFinished: _finished,
