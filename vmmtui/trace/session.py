@@ -17,6 +17,7 @@ from vmmtui.model.findings import Tally, proof_of, tally
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, TraceFinished, TraceStarted
 from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.output import Output
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
@@ -57,8 +58,9 @@ class TraceRequest:
     def wants_ebpf(self) -> bool:
         return not (self.poll or self.once)
 
-    def tracer(self, stdout: int | None = None, quiet: bool = False) -> Any:
-        """The eBPF source, not started (the kernel checks its programs when it starts)."""
+    def tracer(self, stdout: int | Output | None = None) -> Any:
+        """The eBPF source, not started (the kernel checks its programs when it starts).
+        ``stdout``: where the command's output goes (``Command``'s: an fd, an ``Output``)."""
         from vmmtui.trace.tracer import Tracer
 
         return Tracer(
@@ -71,10 +73,9 @@ class TraceRequest:
             stdout=stdout,
             nvml=self.nvml,
             ring_bytes=self.ring_bytes,
-            quiet=quiet,
         )
 
-    def start(self, stdout: int | None = None) -> tuple[Any, str]:
+    def start(self, stdout: int | Output | None = None) -> tuple[Any, str]:
         """The running source: eBPF, or polling where asked or where eBPF is refused, with why
         ("" when asked). ``CommandNotFound`` when the command cannot be started."""
         from vmmtui.trace.polling import PollingTrace

@@ -526,8 +526,8 @@ def _unreceived(v: ProgramsView, e: FdsDropped | QueuedAtRelease) -> ProgramsVie
             in_flight.received(e.sock, file)
         else:
             in_flight.released(e.sender, e.socket_file, file)
-    # a call row either way: the kernel closed what was sent (the ledger says it as a finding)
-    v = _call(v, e, e.call if isinstance(e, FdsDropped) else "release", isinstance(e, FdsDropped))
+    # a call row (its words are the text's; the in-flight finding comes from the ledger)
+    v = _call(v, e, e.call, True) if isinstance(e, FdsDropped) else _call(v, e, "release")
     return evolve(v, in_flight=in_flight)
 
 
