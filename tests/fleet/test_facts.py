@@ -22,6 +22,7 @@ from vmmtui.trace.session import TraceSession
 
 SOCK = SocketEnd(100, 101, "@vmm")
 PEER = SocketEnd(101, 100, "@vmm")
+PEER = SocketEnd(101, 100, "@vmm")
 EXP, IMP = 1000, 2000
 MiB = 1 << 20
 
@@ -137,7 +138,7 @@ def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown(
     f = fed(
         [
             FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
-            FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
+            FdsReceived(IMP, IMP, 3, "recvmsg", PEER, [8], ["fm"], 1),  # the other end
             TraceLost(7, 9, 1, 4, 9),
             TraceLost(2, 9, 0, 4, 9),
             ProcessExit(IMP, IMP, 10, 0),
