@@ -591,7 +591,9 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
 
     from vmmtui.trace.narration import lost_words, not_read
 
-    by = Counter(f.kind for f in ledger.findings)
+    by: Counter[str] = Counter()
+    for (kind, _), n in ledger.findings.by.items():  # every finding, kept or not
+        by[kind] += n
     if bystanders:
         console.print(bystanders)
     losses = ledger.losses
@@ -630,7 +632,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     console.print(
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
-        + f"; {len(ledger.transfers)} fd transfers, {len(ledger.allocations)} allocations, "
+        + f"; {ledger.transfers.total} fd transfers, {len(ledger.allocations)} allocations, "
         f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
         + "".join(f"; {x}" for x in said)
     )

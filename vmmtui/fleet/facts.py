@@ -208,7 +208,7 @@ class SharingFacts:
     def transfers(self) -> Counter[str]:
         """fds moved between processes, by how: SCM_RIGHTS, pidfd_getfd (traced), or "polled"
         (an fd that polling found to be another process's open file, road unseen)."""
-        out = Counter(t.how for t in self.ledger.transfers)
+        out: Counter[str] = Counter({str(how): n for how, n in self.ledger.transfers.by.items()})
         if self.polled_transfers:
             out["polled"] = self.polled_transfers
         return out

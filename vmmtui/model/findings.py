@@ -5,10 +5,10 @@ words a finding where it draws it."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class FindingKind(StrEnum):
@@ -87,14 +87,15 @@ class Tally:
         return self.good + self.bad
 
 
-def tally(found: Iterable[tuple[str, str]]) -> Tally:
-    """The count of ``(kind, proof)`` pairs."""
+def tally(found: Iterable[tuple[str, str]], counted: Mapping[Any, int] | None = None) -> Tally:
+    """The count of ``(kind, proof)`` pairs, and of those ``counted`` already (pair -> how many:
+    a long run's findings, counted as they came and no longer all kept)."""
     good = bad = 0
     proofs: Counter[str] = Counter()
-    for kind, proof in found:
+    for (kind, proof), n in [*((pair, 1) for pair in found), *(counted or {}).items()]:
         if kind in GOOD:
-            good += 1
-            proofs[proof] += 1
+            good += n
+            proofs[proof] += n
         else:
-            bad += 1
+            bad += n
     return Tally(good, bad, dict(proofs))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vmmtui.model.findings import Tally, proof_of, tally
+from vmmtui.model.findings import Tally, tally
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, TraceFinished, TraceStarted
 from vmmtui.trace.ledger import Ledger
@@ -155,7 +155,7 @@ class TraceSession:
 
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
-        return tally([*((f.kind, str(proof_of(f))) for f in self.ledger.findings), *self.polled])
+        return tally(self.polled, self.ledger.findings.by)
 
     def _out(self, e: Event) -> Event:
         for sink in self.sinks:

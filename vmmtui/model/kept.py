@@ -1,0 +1,60 @@
+"""What a long run keeps of what only grows: the newest ``limit`` entries, and the count of all.
+
+A trace of an hour at 10,000 calls a second closes millions of holdings and moves millions of
+fds; the ledger needs the open ones to fold, and of the closed ones only their number and the
+newest few (the exporters' spans, the summary's counts). ``Kept`` is a deque that drops its
+oldest entries past ``limit`` and says how many it saw and dropped, and, where asked, counts
+every entry by a key as it comes, so a count stays whole when the entries are gone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+#: the closed entries a ledger keeps of each kind (holdings, transfers, findings)
+LIMIT = 10_000
+
+
+class Kept(deque[T], Generic[T]):
+    """The newest ``limit`` entries; ``total`` appended, ``dropped`` of them no longer kept, and
+    ``by``: every entry counted by ``key`` (when given), dropped ones too."""
+
+    def __init__(
+        self,
+        entries: Iterable[T] = (),
+        limit: int = LIMIT,
+        key: Callable[[T], Hashable] | None = None,
+    ) -> None:
+        super().__init__((), limit)
+        self.total = 0
+        self.key = key
+        self.by: Counter[Hashable] = Counter()
+        self.extend(entries)
+
+    def append(self, item: T) -> None:
+        self.total += 1
+        if self.key is not None:
+            self.by[self.key(item)] += 1
+        super().append(item)
+
+    def extend(self, items: Iterable[T]) -> None:
+        for item in items:
+            self.append(item)
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self)
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):  # compared with a list as the list of the entries kept
+            return list(self) == other
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
