@@ -39,8 +39,8 @@ _POLL_FRAMES = (ProcessSeen, ProcessGone, FdOpened, FdClosed, SharedFile)
 
 
 class CallTimeline:
-    """Frames over a trace's (or a polling's) events; ``frames[k].steps`` is ``k``: the calls
-    that matter, folded up to the end of frame ``k``."""
+    """Frames over a trace's (or a polling's) events; ``frames[k].steps`` is ``dropped + k``: the
+    calls that matter, folded up to the end of frame ``k``."""
 
     unit = "call"
 
@@ -56,6 +56,10 @@ class CallTimeline:
         #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
         #: (``trace -p``: their fds, their shares) is part of the frame it comes in
         self.ebpf = False
+        #: frames a long live trace no longer keeps (``forget``): frame ``k`` is call ``dropped + k``
+        self.dropped = 0
+        #: the events they drew (before ``events[0]``)
+        self.events_dropped = 0
         self.extend(events or [])
 
     def extend(self, events: list[Event]) -> None:
@@ -63,7 +67,7 @@ class CallTimeline:
         for e in events:
             self.events.append(e)
             if self._matters(e):
-                k = len(frames)
+                k = self.dropped + len(frames)
                 pid = getattr(e, "pid", 0) or 0
                 frames.append(Frame(len(self.events), k, f"call {k}: {_what(e)}", None))
                 self.pids.append(pid)
@@ -81,13 +85,29 @@ class CallTimeline:
             return True
         return isinstance(e, _POLL_FRAMES) and not self.ebpf
 
+    def forget(self, k0: int) -> int:
+        """Forget the frames before frame ``k0`` and the events that drew them: frame ``k0``
+        becomes frame 0 (its state is the caller's to keep: ``FrameStates.forget``); the events
+        forgotten are the recording's. How many events went."""
+        k0 = max(0, min(k0, len(self.frames) - 1))
+        if k0 == 0:
+            return 0
+        cut = self.frames[k0].end
+        del self.events[:cut]
+        del self.frames[:k0], self.pids[:k0]
+        for f in self.frames:
+            f.end -= cut
+        self.dropped += k0
+        self.events_dropped += cut
+        return cut
+
     # -- the Timeline interface --------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.frames)
 
     def frame_of_step(self, steps: int) -> int:
-        """Frame ``k`` is the state after ``k`` calls: the index is the count."""
-        return max(0, min(steps, len(self.frames) - 1))
+        """Frame ``k`` is the state after ``dropped + k`` calls."""
+        return max(0, min(steps - self.dropped, len(self.frames) - 1))
 
     def is_closing(self, index: int) -> bool:
         return False

@@ -2,8 +2,9 @@
 
 A thread runs the trace session (``trace.session``: the tracer, the ledger, the recording and
 the exporters) and only posts batches of events to the app; the app never reads /proc or signals
-a process itself. The app keeps every event (nothing is dropped from the state:
-``FrameStates`` folds them all) and repaints at most ``REPAINT_HZ`` times a second, however fast
+a process itself. The app folds every event (nothing is dropped from the state: ``FrameStates``
+folds them all), keeps the frames of the newest ``KEEP_EVENTS`` to step back through (older
+ones are forgotten, counted and said; the recording keeps them) and repaints at most ``REPAINT_HZ`` times a second, however fast
 the calls come. Each call is a frame: ←/→, g, the timeline and / go back through them while the
 trace goes on; end goes back to live. q, Ctrl-C, SIGTERM or a closed terminal end the trace: the
 session stops the traced command's process tree (SIGTERM, then SIGKILL), the probes close.
@@ -36,6 +37,11 @@ REPAINT_HZ = 20
 FOLD_BUDGET_S = 0.03
 #: the tracer's thread starts this long after the app (its first frame written by then)
 THREAD_AFTER_S = 0.25
+#: a long trace's memory is bounded: past MAX_EVENTS events, the frames before the newest
+#: KEEP_EVENTS are forgotten (``FrameStates.forget``: the counts stay whole, the recording keeps
+#: every event), and the screen says how many calls it no longer keeps
+MAX_EVENTS = 100_000
+KEEP_EVENTS = 50_000
 
 
 @dataclass
@@ -199,9 +205,36 @@ class TraceApp(Viewer):
                 self.frames.after(n)
             self.live_to = n
             self.dirty = True
+            if total > MAX_EVENTS:
+                self.forget(total - KEEP_EVENTS)
         if self.dirty:
             self.dirty = False
             self.paint()
+
+    def forget(self, before: int) -> None:
+        """Forget the frames drawn by the events before ``before`` (at most those folded): the
+        frame of the state that goes on is the first kept; a frame on show before it, that one."""
+        from bisect import bisect_right
+
+        frames = self.timeline.frames
+        k0 = bisect_right(frames, min(before, self.live_to), key=lambda f: f.end) - 1
+        if k0 <= 0:
+            return
+        gone = self.frames.forget(k0)
+        self.live_to -= gone
+        if self.shown is not None:
+            self.shown = max(0, self.shown - k0)
+        del self._bar_cache[:k0]
+
+    def not_kept(self) -> str:
+        """What the screen says of the calls it forgot ("" when none)."""
+        n = self.timeline.dropped
+        if not n:
+            return ""
+        recorded = getattr(self.sink, "recorder", None) is not None
+        return f" · … {n} older calls not kept" + (
+            ": see the recording" if recorded else " (--record FILE keeps every call)"
+        )
 
     # -- what the screen says ----------------------------------------------------------------------
     def state_shown(self) -> ScreenState:
@@ -222,9 +255,10 @@ class TraceApp(Viewer):
             behind = len(self.timeline.events) - self.live_to
             folding = f" · folding {behind} more events" if behind > 0 else ""
             ended = "ENDED" if self.ended else "LIVE"
-            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}"
+            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}{self.not_kept()}"
         shown = self.frames.frames[self.shown].steps
-        return f"AS OF CALL {shown} of {calls}{self.traced_beyond_frames()} · end: live"
+        beyond = self.traced_beyond_frames()
+        return f"AS OF CALL {shown} of {calls}{beyond} · end: live{self.not_kept()}"
 
     def subtitle(self, state: ScreenState) -> str:
         return self.sub

@@ -23,6 +23,8 @@ from vmmtui.view.model import ScreenState, fold_one
 EVERY = 128
 #: the states of the frames asked last, kept besides the snapshots
 RECENT = 64
+#: what ``forget`` keeps of each part that only grows (log lines, transfers, findings, calls)
+ROWS = 2000
 
 
 class FrameStates:
@@ -87,3 +89,28 @@ class FrameStates:
         if len(self._recent) > RECENT:
             self._recent.popitem(last=False)
         return state
+
+    def forget(self, k0: int, rows: int = ROWS) -> int:
+        """A long live trace's memory, bounded: the frames before frame ``k0`` and their events
+        go (``CallTimeline.forget``; the recording keeps them), frame ``k0``'s state is kept as
+        the new start, and of what only grows (the log, the transfers, the findings, each
+        process's calls) the ``rows`` newest as of that frame are kept; every count stays
+        whole. How many events went."""
+        timeline = self.timeline
+        if k0 <= 0 or not hasattr(timeline, "forget"):
+            return 0
+        cut = timeline.frames[min(k0, self.last)].end
+        start = self.after(cut)
+        gone = timeline.forget(k0)
+        self._states = {n - gone: s for n, s in self._states.items() if n > gone}
+        self._states[0] = start
+        self._ends = sorted(self._states)
+        self._recent = OrderedDict((n - gone, s) for n, s in self._recent.items() if n >= gone)
+        start.log.forget(start.log_len - rows)
+        v = start.programs
+        if v is not None:
+            v.transfers.forget(v.transfers_len - rows)
+            v.findings.forget(v.findings_len - rows)
+            for pid, book in v.call_books.items():
+                book.forget(v.proc(pid).ncalls - rows)
+        return gone

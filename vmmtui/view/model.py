@@ -79,10 +79,24 @@ class LogLine:
 
 
 class LogBook:
-    """The event log's lines, append-only, shared by every state of one fold."""
+    """The event log's lines, append-only, shared by every state of one fold. A long trace
+    forgets the oldest: ``base`` lines came before ``lines[0]`` (``log_len`` counts them)."""
 
-    def __init__(self, lines: Iterable[LogLine] = ()):
+    def __init__(self, lines: Iterable[LogLine] = (), base: int = 0):
         self.lines: list[LogLine] = list(lines)
+        self.base = base
+
+    def __len__(self) -> int:
+        return self.base + len(self.lines)
+
+    def forget(self, before: int) -> int:
+        """Forget the lines before line ``before``; how many went."""
+        drop = min(len(self.lines), before - self.base)
+        if drop <= 0:
+            return 0
+        del self.lines[:drop]
+        self.base += drop
+        return drop
 
 
 @dataclass(frozen=True)
@@ -216,7 +230,10 @@ class ScreenState:
         )
         if after is not None:
             state = replace(
-                state, era=after.era + 1, log=LogBook(after.log_lines()), log_len=after.log_len
+                state,
+                era=after.era + 1,
+                log=LogBook(after.log_lines(), after.log.base),
+                log_len=after.log_len,
             )
         return state
 
@@ -250,7 +267,7 @@ class ScreenState:
         return text
 
     def log_lines(self) -> list[LogLine]:
-        return self.log.lines[: self.log_len]
+        return self.log.lines[: max(0, self.log_len - self.log.base)]
 
     def panel(self, role: str) -> PanelView:
         return self.panels.get(role) or PanelView(role)
@@ -625,11 +642,16 @@ def _log(
     seq = state.seq if seq is None else seq
     book = state.log
     n = state.log_len
-    if n != len(book.lines):
-        end = n + len(texts)
-        if seq and end <= len(book.lines) and book.lines[n].seq == seq == book.lines[end - 1].seq:
+    if n != len(book):
+        end, at = n + len(texts), n - book.base
+        if (
+            seq
+            and at >= 0
+            and end <= len(book)
+            and book.lines[at].seq == seq == book.lines[end - 1 - book.base].seq
+        ):
             return evolve(state, log_len=end)  # folded again: the same lines
-        book = LogBook(book.lines[:n])
+        book = LogBook(book.lines[: max(0, at)], book.base)
     tag = steps if steps is not None else (state.steps if state.started else None)
     book.lines.extend(LogLine(t, tag, state.era, seq) for t in texts)
-    return evolve(state, log=book, log_len=len(book.lines))
+    return evolve(state, log=book, log_len=len(book))

@@ -74,25 +74,42 @@ CLOSED_KEPT = 6
 
 class Book(Generic[T]):
     """Entries that only grow, shared by every state of one fold; each entry remembers the event
-    (its sequence number in the fold) that wrote it."""
+    (its sequence number in the fold) that wrote it. A long trace forgets the oldest: ``base``
+    entries came before ``entries[0]`` (lengths and indices stay those of the whole fold)."""
 
-    def __init__(self, entries: list[tuple[int, T]] | None = None):
+    def __init__(self, entries: list[tuple[int, T]] | None = None, base: int = 0):
         self.entries: list[tuple[int, T]] = entries or []
+        self.base = base
 
     def add(self, length: int, seq: int, item: T) -> tuple[Book[T], int]:
         """This book (or a copy, for a state off its tip) with ``item`` after ``length`` entries.
         A fold forward from a snapshot writes what it wrote before: the entry is reused."""
-        if length < len(self.entries):
-            if self.entries[length][0] == seq:
+        at = length - self.base
+        if at < len(self.entries):
+            if at >= 0 and self.entries[at][0] == seq:
                 return self, length + 1
-            book: Book[T] = Book(self.entries[:length])
+            book: Book[T] = Book(self.entries[: max(0, at)], self.base)
         else:
             book = self
         book.entries.append((seq, item))
         return book, length + 1
 
+    def between(self, start: int, end: int) -> list[T]:
+        """Entries ``start`` to ``end`` (of the whole fold) that are still kept."""
+        lo, hi = max(0, start - self.base), max(0, end - self.base)
+        return [item for _, item in self.entries[lo:hi]]
+
     def items(self, length: int) -> list[T]:
-        return [item for _, item in self.entries[:length]]
+        return self.between(0, length)
+
+    def forget(self, before: int) -> int:
+        """Forget the entries before entry ``before`` (of the whole fold); how many went."""
+        drop = min(len(self.entries), before - self.base)
+        if drop <= 0:
+            return 0
+        del self.entries[:drop]
+        self.base += drop
+        return drop
 
 
 @dataclass(frozen=True)
@@ -275,7 +292,7 @@ class ProgramsView:
         n = self.proc(pid).ncalls
         if book is None or not n:
             return []
-        return [row for _, row in book.entries[max(0, n - last) if last else 0 : n]]
+        return book.between(max(0, n - last) if last else 0, n)
 
     def transfer_list(self) -> list[TransferView]:
         return self.transfers.items(self.transfers_len)

@@ -44,6 +44,8 @@ class EventLog(ScrollView, can_focus=True):
         self._wrapped: list[int] = []  # how many rows each wrapped entry has
         self._width = 0
         self._book: object = None
+        #: the lines the book had forgotten when last shown (a long trace forgets its oldest)
+        self._book_base = 0
         self._followed_to = 0
         #: the entry a search found (drawn reversed until the log changes), or None
         self.found: int | None = None
@@ -55,7 +57,12 @@ class EventLog(ScrollView, can_focus=True):
 
     # -- from the state ----------------------------------------------------------------------------
     def show(self, state: ScreenState) -> None:
-        if state.log is self._book and state.log_len == self._base + len(self.entries):
+        if state.log.base != self._book_base:  # it forgot lines: wrapped again from the kept
+            self._rows, self._row_entry, self._wrapped, self.entries = [], [], [], []
+            self._base, self._book_base = 0, state.log.base
+        elif state.log is self._book and state.log_len == state.log.base + self._base + len(
+            self.entries
+        ):
             return
         lines = state.log_lines()
         if self.window is not None:

@@ -257,7 +257,10 @@ class TransfersPanel(_Sized):
         if more > 0:
             start = n - (room - 1) if room > 1 else n
             rows.insert(0, _line((f"… {more} earlier", "dim")))
-        items = [t for _, t in v.transfers.entries[start:n]]
+        start = max(start, v.transfers.base)  # a long trace's oldest are no longer kept
+        if start > 0 and not more > 0:
+            rows.insert(0, _line((f"… {start} earlier", "dim")))
+        items = v.transfers.between(start, n)
         for t in items:
             lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
             fds = f" fd {t.from_fd} → {t.to_pid} fd {t.to_fd}" if t.to_fd >= 0 else f" → {t.to_pid}"
@@ -296,13 +299,13 @@ class VerdictsPanel(_Sized):
         book = v.findings
         if book is not self._bad_of:
             self._bad_of, self._bad_at, self._bad_seen = book, [], 0
-        entries = book.entries
-        for k in range(self._bad_seen, len(entries)):
-            if not entries[k][1].good:
+        entries, base = book.entries, book.base  # a long trace forgets the oldest (``base``)
+        for k in range(max(self._bad_seen, base), base + len(entries)):
+            if not entries[k - base][1].good:
                 self._bad_at.append(k)
-        self._bad_seen = len(entries)
+        self._bad_seen = base + len(entries)
         upto = bisect_left(self._bad_at, v.findings_len)
-        return [entries[k][1] for k in self._bad_at[max(0, upto - most) : upto]]
+        return [entries[k - base][1] for k in self._bad_at[max(0, upto - most) : upto] if k >= base]
 
     def show(self, v: ProgramsView) -> None:
         self._last = v
@@ -341,6 +344,10 @@ class VerdictsPanel(_Sized):
                 f.detail,
             )
             rows += list(text.wrap(self.app.console, width))
+        if len(bad) < min(20, nbad):  # a long trace forgot them (kept in its recording)
+            rows.append(
+                _line((f"… {nbad - len(bad)} older findings not kept: see the recording", "dim"))
+            )
         room = max(1, self.size.height) - len(head)
         if len(rows) > room and nbad > 1:  # the cut is said
             rows = rows[: max(0, room - 1)] + [

@@ -1,0 +1,87 @@
+"""A long live trace's inspector forgets its oldest frames and keeps every count whole: the state
+at a frame it kept is the state a fold of the whole trace gives there, and its memory does not
+grow with the trace's length."""
+
+import tracemalloc
+
+import pytest
+
+from tests.model.test_kept import shares
+from vmmtui.record.calls import CallTimeline
+from vmmtui.stream.observed import TraceStarted
+from vmmtui.trace.session import TraceSession
+from vmmtui.view import FrameStates, ScreenState
+
+
+def events(n: int, first: int = 0) -> list:
+    head = [TraceStarted("ebpf", [1000], ["load"], ktime0=10**12)] if first == 0 else []
+    source = type("S", (), {"stopping": False, "pids": []})()
+    source.events = lambda on_batch=None: iter([*head, *shares(n, first)])
+    return list(TraceSession(source, live=False).events())
+
+
+def counts(s: ScreenState) -> tuple:
+    v = s.programs
+    assert v is not None
+    return (
+        s.seq,
+        s.log_len,
+        v.calls_len,
+        v.transfers_len,
+        v.findings_len,
+        v.bad_findings,
+        v.proven_by,
+        {pid: p.ncalls for pid, p in v.procs.items()},
+        [t.file for t in v.transfer_list()[-5:]],
+        [row.name for row in v.calls_of(1000, last=3)],
+        [line.seq for line in s.log_lines()[-5:]],
+    )
+
+
+def test_a_kept_frame_is_the_state_the_whole_fold_gives_and_counts_stay_whole():
+    evs = events(3000)
+    whole = FrameStates(CallTimeline(), ScreenState.for_programs())
+    whole.extend(evs)
+    cut = FrameStates(CallTimeline(), ScreenState.for_programs())
+    for k in range(0, len(evs), 1000):  # as the live app folds: batch by batch
+        cut.extend(evs[k : k + 1000])
+        cut.latest()
+        if len(cut.timeline.events) > 4000:
+            cut.forget(cut.timeline.frame_of_step(cut.frames[-1].steps - 2000), rows=50)
+    t = cut.timeline
+    assert t.dropped > 0 and t.events_dropped > 0 and len(t.events) < 6000
+    assert counts(cut.latest()) == counts(whole.latest())
+    assert cut.frames[-1].steps == whole.frames[-1].steps == 15000  # five calls a share
+    # a step back to a frame it kept: the same state as the whole fold's, call for call
+    for back in (1, 17, 500, len(cut) - 1):
+        k = cut.last - back
+        steps = cut.frames[k].steps
+        assert whole.frames[whole.timeline.frame_of_step(steps)].steps == steps
+        assert counts(cut.at(k)) == counts(whole.at(whole.timeline.frame_of_step(steps)))
+    assert cut.frames[0].steps == t.dropped  # the first kept frame is the call after those gone
+    v = cut.latest().programs
+    assert v is not None and len(v.transfers.entries) < 1100 and v.transfers.base > 0
+
+
+@pytest.mark.slow
+def test_the_inspectors_memory_is_flat_however_long_the_trace():
+    states = FrameStates(CallTimeline(), ScreenState.for_programs())
+
+    def feed(n: int, first: int) -> None:
+        evs = events(n, first)
+        for k in range(0, len(evs), 500):
+            states.extend(evs[k : k + 500])
+            states.latest()
+            if len(states.timeline.events) > 3000:
+                states.forget(states.last // 2, rows=100)
+
+    tracemalloc.start()
+    try:
+        feed(1000, 0)
+        before = tracemalloc.get_traced_memory()[0]
+        feed(3000, 1000)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert states.frames[-1].steps == 20000
+    assert after - before < 1_000_000, f"the inspector's state grew by {after - before} bytes"
