@@ -42,6 +42,8 @@ THREAD_AFTER_S = 0.25
 #: every event), and the screen says how many calls it no longer keeps
 MAX_EVENTS = 100_000
 KEEP_EVENTS = 50_000
+#: more than KEEP_EVENTS events not yet folded: a repaint folds this many times FOLD_BUDGET_S
+BEHIND_FOLDS = 5
 
 
 @dataclass
@@ -200,7 +202,10 @@ class TraceApp(Viewer):
         if self.live_to < total:
             t = time.perf_counter()
             n = self.live_to
-            while n < total and time.perf_counter() - t < FOLD_BUDGET_S:
+            # far behind (the calls come faster than a repaint's share folds them): fold longer
+            # between repaints, or the events waiting would grow without end
+            budget = FOLD_BUDGET_S * (BEHIND_FOLDS if total - n > KEEP_EVENTS else 1)
+            while n < total and time.perf_counter() - t < budget:
                 n = min(total, n + 256)
                 self.frames.after(n)
             self.live_to = n
