@@ -57,4 +57,4 @@ class Kept(deque[T], Generic[T]):
             return list(self) == other
         return super().__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
