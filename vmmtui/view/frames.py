@@ -4,8 +4,9 @@ Live, replay and step back all ask for "the state at frame N". A state is kept e
 events (a snapshot) and for the last ``RECENT`` frames asked; asking for any other frame folds on
 from the nearest earlier state kept, at most ``EVERY`` events. So a 100,000-call trace keeps a few
 hundred states, not one per call, and a step back to any frame folds a few hundred events. Events
-are only ever appended (the live inspector adds them as they come), so a kept prefix stays true.
-No Textual here.
+are only ever appended (the live inspector adds them as they come), so a kept prefix stays true;
+a long live trace forgets its oldest frames (``forget``): the first kept becomes frame 0, its
+state the start, every count whole. No Textual here.
 """
 
 from __future__ import annotations
