@@ -20,6 +20,7 @@ from vmmtui.cli.options import (
     positive_arg,
 )
 from vmmtui.system.interrupts import delivered_to
+from vmmtui.model.handles import NEVER_IMPORTED_S
 
 if TYPE_CHECKING:
     from vmmtui.trace.session import TraceRequest
@@ -121,6 +122,14 @@ def add_parser(sub) -> None:
         help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
         "at 5,000 shares a second; more for faster programs or a busy machine)",
     )
+    t.add_argument(
+        "--never-imported-after",
+        type=positive_arg,
+        default=NEVER_IMPORTED_S,
+        metavar="S",
+        help="say an export no process imported after S seconds, live "
+        f"(default {NEVER_IMPORTED_S:g}; the exporter's exit and the end say it too)",
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
@@ -220,7 +229,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if _wants_screen(args):
                 show(source, tee, args)
             else:
-                session = TraceSession(source, [tee])
+                session = TraceSession(
+                    source, [tee], never_imported_s=args.never_imported_after
+                )
                 _print(session, args)
         finally:
             source.stopping = True
@@ -297,6 +308,7 @@ def show(source, tee: Tee, args: argparse.Namespace) -> None:
         sink=tee,
         cast=args.cast,
         started=True,
+        never_imported_s=args.never_imported_after,
     )
     try:
         app.run()
@@ -336,7 +348,13 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
 
     command = list(request.command)
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
-    app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=tee, cast=args.cast)
+    app = TraceApp(
+        make_tracer,
+        title=f"eBPF · {what}"[:100],
+        sink=tee,
+        cast=args.cast,
+        never_imported_s=args.never_imported_after,
+    )
     try:
         app.run()
     finally:

@@ -25,6 +25,7 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof
+from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -38,6 +39,7 @@ from vmmtui.stream.observed import (
     LedgerFinding,
     MemfdCreated,
     PidfdOpened,
+    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
@@ -68,7 +70,8 @@ from vmmtui.trace.held import files_held_after_exit, kcmp_shares
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
-from vmmtui.trace.words import ended_words, socket_words
+from vmmtui.trace.roads import with_road
+from vmmtui.trace.words import ended_words, handle_finding, socket_words
 from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
@@ -77,8 +80,13 @@ CUDA_SUCCESS = 0
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
-    def __init__(self, window_ns: int = WINDOW_NS) -> None:
+    def __init__(
+        self, window_ns: int = WINDOW_NS, never_imported_s: float = NEVER_IMPORTED_S
+    ) -> None:
         self.window_ns = window_ns
+        #: the refcount book (``model/handles.py``): opens and closes per importer, exports never
+        #: imported, second releases, bytes pinned per exporter
+        self.book = HandleBook(self.export_of_import, never_imported_s)
         #: the newest kernel timestamp folded (receives waiting for their send mature by it)
         self.clock = 0
         self.procs: dict[int, ProcRecord] = {}
@@ -177,7 +185,7 @@ class Ledger:
         return ""
 
     # -- the fold ------------------------------------------------------------------------------
-    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
+    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """The findings ``e`` brings, and the probe it was (a call that failed by design)."""
         out: list = []
         t = getattr(e, "ktime", 0)
@@ -191,9 +199,38 @@ class Ledger:
         handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
+        out = [with_road(self, e, f) if isinstance(f, LedgerFinding) else f for f in out]
+        out += self._book(e)
         for f in out:
-            (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
+            if isinstance(f, LedgerFinding):
+                self.findings.append(f)
+            elif isinstance(f, CapabilityProbe):
+                self.probes.append(f)
         return out
+
+    # -- the refcount book ---------------------------------------------------------------------
+    def export_of_import(self, pid: int, handle: int) -> tuple[int, int] | None:
+        """The allocation (exporter pid, handle) an import of ``pid`` was made from."""
+        a = self.imports.get((pid, handle), (None, None))[0]
+        return (a.pid, a.handle) if a is not None else None
+
+    def _book(self, e: Event) -> list:
+        """What the refcount book finds in ``e`` (and the clock), and the pinned bytes that
+        changed: worded findings and ``PinnedBytes`` events."""
+        facts, pins = [], []
+        if isinstance(e, CudaCall):
+            facts, pins = self.book.call(
+                base_name(e.func), e.pid, e.ktime, e.result, handle=e.handle, ptr=e.ptr,
+                size=e.size, fd=e.fd, handle_types=e.handle_types, ipc=e.ipc,
+            )  # fmt: skip
+        elif isinstance(e, ProcessExit):
+            facts, pins = self.book.exit(e.pid, e.ktime)
+        if self.clock:
+            facts += self.book.clock(self.clock)
+        return [
+            *map(handle_finding, facts),
+            *(PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins),
+        ]
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """Findings the end of the trace gives: receives still waiting for their send, and sends
@@ -228,6 +265,7 @@ class Ledger:
                 )
             )
         self.in_flight.clear()
+        out += map(handle_finding, self.book.finish(max(self.clock, at)))
         self.findings.extend(out)
         return out
 
@@ -538,6 +576,10 @@ class Ledger:
         if e.result != CUDA_SUCCESS and (probe := self._probe(e)) is not None:
             out.append(probe)  # failed by design: what the program asked, not a problem
             return
+        if e.result != CUDA_SUCCESS and self.book.explains(
+            base_name(e.func), e.pid, e.handle, e.ptr
+        ):
+            return  # the refcount book says why (a second release, a legacy export of VMM)
         if e.result != CUDA_SUCCESS:
             out.append(
                 LedgerFinding(

@@ -14,13 +14,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vmmtui.model.findings import Tally, proof_of, tally
+from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
-from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, TraceFinished, TraceStarted
+from vmmtui.stream.observed import (
+    CapabilityProbe,
+    LedgerFinding,
+    PinnedBytes,
+    TraceFinished,
+    TraceStarted,
+)
 from vmmtui.trace.ledger import Ledger
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
-MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe)
+MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
 #: how long the command's tree gets after SIGTERM before SIGKILL
 TERM_GRACE_S = 0.8
 
@@ -130,12 +137,16 @@ class TraceSession:
     (each event, then the findings it brings), each passed to every sink as it goes."""
 
     def __init__(
-        self, source: Source, sinks: Sequence[Callable[[Event], object]] = (), live: bool = True
+        self,
+        source: Source,
+        sinks: Sequence[Callable[[Event], object]] = (),
+        live: bool = True,
+        never_imported_s: float = NEVER_IMPORTED_S,
     ) -> None:
         self.source = source
         self.sinks = list(sinks)
         #: the one fold of the run
-        self.ledger = Ledger()
+        self.ledger = Ledger(never_imported_s=never_imported_s)
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
         self.unreadable: set[int] = set()
@@ -147,7 +158,7 @@ class TraceSession:
     def replay(cls, events: Iterable[Event]) -> TraceSession:
         return cls(RecordingSource(events), live=False)
 
-    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
+    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
         return self.ledger.apply(e)
