@@ -22,7 +22,7 @@ MIB = 1 << 20
 
 def fold(events, **kw):
     ledger = Ledger(**kw)
-    out = [f for e in events for f in ledger.apply(e)]
+    out = [f for e in events for f in [*ledger.apply(e), *ledger.take_pinned()]]
     return ledger, out
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof
-from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook
+from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook, HandleFact, Pinned
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -87,6 +87,7 @@ class Ledger:
         #: the refcount book (``model/handles.py``): opens and closes per importer, exports never
         #: imported, second releases, bytes pinned per exporter
         self.book = HandleBook(self.export_of_import, never_imported_s)
+        self.pinned: list[PinnedBytes] = []
         #: the newest kernel timestamp folded (receives waiting for their send mature by it)
         self.clock = 0
         self.procs: dict[int, ProcRecord] = {}
@@ -185,7 +186,7 @@ class Ledger:
         return ""
 
     # -- the fold ------------------------------------------------------------------------------
-    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
+    def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
         """The findings ``e`` brings, and the probe it was (a call that failed by design)."""
         out: list = []
         t = getattr(e, "ktime", 0)
@@ -202,10 +203,12 @@ class Ledger:
         out = [with_road(self, e, f) if isinstance(f, LedgerFinding) else f for f in out]
         out += self._book(e)
         for f in out:
-            if isinstance(f, LedgerFinding):
-                self.findings.append(f)
-            elif isinstance(f, CapabilityProbe):
-                self.probes.append(f)
+            (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
+        return out
+
+    def take_pinned(self) -> list[PinnedBytes]:
+        """The exporters' pinned bytes that changed since the last call (``PinnedBytes``)."""
+        out, self.pinned = self.pinned, []
         return out
 
     # -- the refcount book ---------------------------------------------------------------------
@@ -214,10 +217,11 @@ class Ledger:
         a = self.imports.get((pid, handle), (None, None))[0]
         return (a.pid, a.handle) if a is not None else None
 
-    def _book(self, e: Event) -> list:
-        """What the refcount book finds in ``e`` (and the clock), and the pinned bytes that
-        changed: worded findings and ``PinnedBytes`` events."""
-        facts, pins = [], []
+    def _book(self, e: Event) -> list[LedgerFinding]:
+        """What the refcount book finds in ``e`` (and the clock), worded; the pinned bytes that
+        changed wait in ``pinned`` (``take_pinned``)."""
+        facts: list[HandleFact] = []
+        pins: list[Pinned] = []
         if isinstance(e, CudaCall):
             facts, pins = self.book.call(
                 base_name(e.func), e.pid, e.ktime, e.result, handle=e.handle, ptr=e.ptr,
@@ -227,10 +231,8 @@ class Ledger:
             facts, pins = self.book.exit(e.pid, e.ktime)
         if self.clock:
             facts += self.book.clock(self.clock)
-        return [
-            *map(handle_finding, facts),
-            *(PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins),
-        ]
+        self.pinned += [PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins]
+        return [handle_finding(f) for f in facts]
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """Findings the end of the trace gives: receives still waiting for their send, and sends

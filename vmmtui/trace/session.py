@@ -161,7 +161,7 @@ class TraceSession:
     def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
-        return self.ledger.apply(e)
+        return [*self.ledger.apply(e), *self.ledger.take_pinned()]
 
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
