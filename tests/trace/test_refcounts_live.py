@@ -92,7 +92,9 @@ def test_two_opens_one_close_is_said_at_the_second_open_and_pinned_bytes_grow(li
     [imported] = said(lines, "IMPORTED 1")
     # live: the importer printed what it did, then waited; the finding was read before it went on
     assert lines.index(imported) < made["go-step1"]
-    assert said(lines, "RELEASED 1") and lines.index(said(lines, "RELEASED 1")[0]) > made["go-step1"]
+    assert (
+        said(lines, "RELEASED 1") and lines.index(said(lines, "RELEASED 1")[0]) > made["go-step1"]
+    )
     importer = int(imported.split()[2])
     twice = findings(events, "opened-twice")
     assert len(twice) == 3 and {f.pid for f in twice} == {importer}
@@ -111,9 +113,7 @@ def test_two_opens_one_close_is_said_at_the_second_open_and_pinned_bytes_grow(li
 
 
 def test_an_importer_that_maps_after_its_exporter_was_killed_is_said_live(lib, tmp_path):
-    lines, made, events = trace(
-        lib, tmp_path, "kill", go={"held-after-exporter-died:": "go-died"}
-    )
+    lines, made, events = trace(lib, tmp_path, "kill", go={"held-after-exporter-died:": "go-died"})
     assert "go-died" in made, "".join(lines)
     [held] = said(lines, "HELD")
     assert made["go-died"] < lines.index(held) + 1  # said while the importer still waited

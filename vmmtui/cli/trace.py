@@ -20,7 +20,6 @@ from vmmtui.cli.options import (
     positive_arg,
 )
 from vmmtui.system.interrupts import delivered_to
-from vmmtui.model.handles import NEVER_IMPORTED_S
 
 if TYPE_CHECKING:
     from vmmtui.trace.session import TraceRequest
@@ -125,10 +124,9 @@ def add_parser(sub) -> None:
     t.add_argument(
         "--never-imported-after",
         type=positive_arg,
-        default=NEVER_IMPORTED_S,
         metavar="S",
-        help="say an export no process imported after S seconds, live "
-        f"(default {NEVER_IMPORTED_S:g}; the exporter's exit and the end say it too)",
+        help="say an export no process imported after S seconds, live (default 30; the "
+        "exporter's exit and the end say it too)",
     )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
@@ -218,6 +216,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.polling import fallback_words
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
+    from vmmtui.model.handles import NEVER_IMPORTED_S
     from vmmtui.trace.session import TraceSession
 
     tee = Tee(recorder, sinks, bool(args.perfetto))
@@ -230,7 +229,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 show(source, tee, args)
             else:
                 session = TraceSession(
-                    source, [tee], never_imported_s=args.never_imported_after
+                    source, [tee], never_imported_s=args.never_imported_after or NEVER_IMPORTED_S
                 )
                 _print(session, args)
         finally:

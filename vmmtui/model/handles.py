@@ -31,7 +31,7 @@ from vmmtui.model.roads import HandleType, handle_type
 
 #: seconds after an export with no import before it is said ``exported-never-imported`` live
 NEVER_IMPORTED_S = 30.0
-#: the points a pinned-bytes series keeps (one per second of the kernel's clock)
+#: the points a pinned-bytes series keeps (one per change)
 SERIES_POINTS = 120
 CUDA_SUCCESS = 0
 
@@ -106,14 +106,14 @@ class Pinned:
 
 
 def extend_series(
-    series: tuple[tuple[int, int], ...], second: int, value: int, limit: int = SERIES_POINTS
+    series: tuple[tuple[int, int], ...], at: int, value: int, limit: int = SERIES_POINTS
 ) -> tuple[tuple[int, int], ...]:
-    """``series`` of (second, bytes) with ``value`` at ``second``: the last point of the same
-    second is replaced (one point per second), the oldest go past ``limit``."""
-    if series and series[-1][0] >= second:
+    """``series`` of (time, bytes) with ``value`` at ``at`` (ms of the trace): one point per
+    change, so a staircase within one second is kept; a point at the same time replaces the
+    last; the oldest go past ``limit``."""
+    if series and series[-1][0] >= at:
         return (*series[:-1], (series[-1][0], value))
-    out = (*series, (second, value))
-    return out[-limit:]
+    return (*series, (at, value))[-limit:]
 
 
 @dataclass
@@ -180,11 +180,13 @@ class HandleBook:
         return total, n
 
     def _importer_maps(self, x: Export) -> bool:
-        for (pid, key, thing), src in self.opened.items():
-            if src is x and pid not in self.dead and thing is Thing.ALLOCATION:
-                if any(h == key for _, h in self.mapped.get(pid, {}).values()):
-                    return True
-        return False
+        return any(
+            src is x
+            and pid not in self.dead
+            and thing is Thing.ALLOCATION
+            and any(h == key for _, h in self.mapped.get(pid, {}).values())
+            for (pid, key, thing), src in self.opened.items()
+        )
 
     # -- the fold ------------------------------------------------------------------------------
     def call(
@@ -377,8 +379,10 @@ class HandleBook:
         out = [self._never(x, t) for x in self.exports if x.pid == pid and self._unsaid(x)]
         touched = {x.pid for x in self.exports if pid in x.opens or x.pid == pid}
         for x in self.exports:
-            x.gone = x.gone or x.pid == pid and not any(
-                o for ipid, o in x.opens.items() if ipid not in self.dead
+            x.gone = (
+                x.gone
+                or x.pid == pid
+                and not any(o for ipid, o in x.opens.items() if ipid not in self.dead)
             )
         self.mapped.pop(pid, None)
         return out, self._pinned(touched, t)

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import GOOD, Proof, proof_of
+from vmmtui.model.handles import extend_series
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.stream.events import (
     AttachEvent,
@@ -45,6 +46,7 @@ from vmmtui.stream.observed import (
     LedgerFinding,
     MemfdCreated,
     PidfdOpened,
+    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
@@ -179,6 +181,9 @@ class ProcView:
     gpu_uuids: dict[int, str] = field(default_factory=dict)
     first: int = 0
     findings: int = 0
+    #: the bytes its exported memory pins, (ms of the trace, bytes), one point per change
+    #: (bounded: ``model.handles.SERIES_POINTS``)
+    pinned: tuple[tuple[int, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -219,6 +224,10 @@ class FindingView:
     seq: int = 0
     #: what matched the two sides (``Proof``), for a share or an import
     proof: str = ""
+    #: the road it took and the handle type at each end (``model.roads``), for a share or import
+    road: str = ""
+    exported_as: str = ""
+    imported_as: str = ""
 
     @property
     def good(self) -> bool:
@@ -648,7 +657,8 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
-    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq, proof)
+    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq, proof,
+                    e.road, e.exported_as, e.imported_as)  # fmt: skip
     book, n = v.findings.add(v.findings_len, v.seq, f)
     v = evolve(v, findings=book, findings_len=n)
     if e.kind not in GOOD:
@@ -749,6 +759,12 @@ def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:
     return evolve(v, lost=v.lost + e.count)
 
 
+def _pinned(v: ProgramsView, e: PinnedBytes) -> ProgramsView:
+    """An exporter's pinned bytes changed: one more point of its series (the refcount book's)."""
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, pinned=extend_series(p.pinned, int(v.time(e.ktime) * 1000), e.bytes)))
+
+
 def _finished(v: ProgramsView, e: Event) -> ProgramsView:
     v = evolve(v, finished=e)
     if isinstance(e, TraceFinished) and v.lost != e.lost and e.lost:
@@ -770,6 +786,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdTaken: _taken,
     CudaCall: _cuda,
     LedgerFinding: _finding,
+    PinnedBytes: _pinned,
     CallRefused: _refused,
     QueuedAtRelease: _queued,
     TraceLost: _lost,
