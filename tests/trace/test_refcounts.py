@@ -187,3 +187,16 @@ def test_the_help_names_the_default_threshold():
     add_parser(parser.add_subparsers(dest="command"))
     sub = parser._subparsers._group_actions[0].choices["trace"].format_help()  # noqa: SLF001
     assert f"(default {NEVER_IMPORTED_S:g};" in " ".join(sub.split())
+
+
+def test_an_open_file_reused_by_the_kernel_names_the_newest_export():
+    """The kernel frees a closed export's struct file and may hand the same address (so the same
+    ``file``) to the next export: an import of it is of the newest allocation."""
+    events = []
+    for step in range(2):
+        t = 100 * (step + 1)
+        events += [*share(t, 0xA0 + step, 5, 9, "same"), imp(t + 10, 9, 0xB0 + step)]
+    ledger, out = fold(events)
+    imported = found(out, "imported")
+    assert [f.detail.split("allocation ")[1].split()[0] for f in imported] == ["0xa0", "0xa1"]
+    assert ledger.export_of_import(B, 0xB1) == (A, 0xA1)

@@ -102,6 +102,9 @@ def test_two_opens_one_close_is_said_at_the_second_open_and_pinned_bytes_grow(li
     assert [f.ktime for f in twice] == [e.ktime for e in imports[1::2]]  # at each second open
     assert all(f.proof == "struct file" for f in twice)
     exporter = twice[0].peer
+    # each step's second open is of that step's allocation (the kernel may reuse fd and file)
+    made = [hex(e.handle) for e in calls(events, "cuMemCreate", exporter)]
+    assert [f.what.split("allocation ")[1].split()[0] for f in twice] == made
     pins = [p.bytes for p in events if isinstance(p, PinnedBytes) and p.pid == exporter]
     assert pins[:3] == [MIB, 2 * MIB, 3 * MIB], pins
     # the exporter released each allocation while the importer still held and mapped it

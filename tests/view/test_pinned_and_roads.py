@@ -98,3 +98,24 @@ def test_a_transfer_row_names_its_road_and_both_ends():
     [t] = before.transfer_list()
     assert transfer_road(before, t) == ("scm-rights", "posix-fd", "fd")
     assert all(not isinstance(e, PinnedBytes) or e.pid == A for e in events)
+
+
+def test_the_exporter_panel_draws_its_pinned_bytes_first():
+    from vmmtui.tui.widgets.programs import ProgramPanel
+
+    v = screen(refold(leaking_steps()))
+    rows = ProgramPanel(A).render_view(v, v.proc(A), 20).plain.splitlines()
+    assert rows[0].startswith("pinned ▄▆█ 3 MiB now"), rows
+    importer = ProgramPanel(B).render_view(v, v.proc(B), 20).plain
+    assert "pinned" not in importer
+
+
+def test_an_import_of_a_reused_fd_and_file_is_of_the_newest_allocation():
+    events = leaking_steps(2)
+    for i, e in enumerate(events):  # the kernel reused the fd number and the struct file
+        if isinstance(e, FdsSent | FdsReceived):
+            events[i] = type(e)(e.pid, e.tid, e.ktime, e.call, SOCK, e.fds, ["same"], 1)
+        elif isinstance(e, CudaCall) and e.func == "cuMemExportToShareableHandle":
+            events[i] = CudaCall(A, A, e.ktime, e.func, 0, handle=e.handle, fd=5, handle_types=1)
+    v = screen(refold(events))
+    assert v.proc(B).mems[("import", 0xB2)].of == (A, 0xA1)

@@ -242,18 +242,18 @@ class HandleBook:
                 touched.add(pid)
         elif func == "cuMemImportFromShareableHandle":
             self.released.pop((pid, handle, Thing.ALLOCATION), None)
-            src = self.link(pid, handle)
-            a = self.allocs.get(src) if src else None
-            if a is not None and a.export is not None:
-                self._open(a.export, pid, handle, Thing.ALLOCATION, t, out, touched)
+            link = self.link(pid, handle)
+            made = self.allocs.get(link) if link else None
+            if made is not None and made.export is not None:
+                self._open(made.export, pid, handle, Thing.ALLOCATION, t, out, touched)
         elif func == "cuMemMap":
             self.mapped.setdefault(pid, {})[ptr] = (size, handle)
-            if (src := self.opened.get((pid, handle, Thing.ALLOCATION))) is not None:
-                touched.add(src.pid)
+            if (x := self.opened.get((pid, handle, Thing.ALLOCATION))) is not None:
+                touched.add(x.pid)
         elif func == "cuMemUnmap":
             gone = self.mapped.get(pid, {}).pop(ptr, None)
-            if gone and (src := self.opened.get((pid, gone[1], Thing.ALLOCATION))) is not None:
-                touched.add(src.pid)
+            if gone and (x := self.opened.get((pid, gone[1], Thing.ALLOCATION))) is not None:
+                touched.add(x.pid)
         elif func == "cuMemAlloc":
             self.dev_sizes[(pid, ptr)] = size
         elif func == "cuMemFree":

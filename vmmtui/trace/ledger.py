@@ -136,13 +136,15 @@ class Ledger:
         return [h for h in self.holdings.values() if h.file == file]
 
     def allocation_of_file(self, file: str) -> Allocation | None:
-        for a in self.allocations.values():
+        """The newest allocation exported as ``file`` (the kernel hands a freed struct file's
+        address, so its name, to a later export: a live file is always the newest's)."""
+        for a in reversed(self.allocations.values()):
             if any(f == file for _, f in a.exported):
                 return a
         return None
 
     def pool_of_file(self, file: str) -> Pool | None:
-        for p in self.pools.values():
+        for p in reversed(self.pools.values()):
             if any(f == file for _, f in p.exported):
                 return p
         return None

@@ -634,7 +634,8 @@ def _exporter(v: ProgramsView, file: str, kind: str) -> tuple[int, int, int] | N
     for p in v.procs.values():
         for f in (*p.fds.values(), *p.closed):
             if f.file == file and f.how == "exported":
-                for m in p.mems.values():
+                # the newest first: a later export may reuse the fd number and the kernel's file
+                for m in reversed(p.mems.values()):
                     if m.kind == kind and f.fd in m.exported:
                         return p.pid, m.key, m.size
     return None
