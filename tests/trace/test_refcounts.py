@@ -200,3 +200,39 @@ def test_an_open_file_reused_by_the_kernel_names_the_newest_export():
     imported = found(out, "imported")
     assert [f.detail.split("allocation ")[1].split()[0] for f in imported] == ["0xa0", "0xa1"]
     assert ledger.export_of_import(B, 0xB1) == (A, 0xA1)
+
+
+def test_a_second_open_after_lost_records_is_unknown_not_a_problem():
+    from vmmtui.stream.observed import TraceLost
+
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)]
+    events += [TraceLost(5, 24, 0, 22, 24), imp(30, 9, 0xB2)]  # the first release may be lost
+    _, out = fold(events)
+    assert not found(out, FindingKind.OPENED_TWICE)
+    [unknown] = found(out, "unknown")
+    assert "opened-twice" in unknown.detail and unknown.lost == 5
+
+
+def test_legacy_ipc_closed_twice_and_freed_under_its_importer():
+    ipc = "5a" * 64
+    events = [
+        CudaCall(A, A, 10, "cuMemAlloc_v2", 0, ptr=0x5000, size=MIB),
+        CudaCall(A, A, 11, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
+        CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+        CudaCall(A, A, 30, "cuMemFree_v2", 0, ptr=0x5000),
+        CudaCall(B, B, 40, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+        CudaCall(B, B, 50, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+    ]
+    _, out = fold(events)
+    [freed] = found(out, FindingKind.FREED_WHILE_MAPPED)
+    assert (freed.pid, freed.peer, freed.proof) == (A, B, "handle bytes")
+    assert "freed memory" in freed.detail
+    [twice] = found(out, FindingKind.RELEASED_TWICE)
+    assert (twice.pid, twice.ktime) == (B, 50) and "cuIpcCloseMemHandle" in twice.what
+
+
+def test_a_pool_pointer_exported_never_imported_is_proved_by_its_export_data():
+    data = "07" * 64
+    ledger, _ = fold([CudaCall(A, A, 10, "cuMemPoolExportPointer", 0, ptr=0xB000, ipc=data)])
+    [never] = found(ledger.finish(20), FindingKind.EXPORTED_NEVER_IMPORTED)
+    assert never.proof == "export data" and "pool pointer" in never.what

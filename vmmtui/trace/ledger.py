@@ -234,7 +234,8 @@ class Ledger:
         if self.clock:
             facts += self.book.clock(self.clock)
         self.pinned += [PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins]
-        return [handle_finding(f) for f in facts]
+        # a lost record (a close, a release, an import) may overturn any of them: unknown then
+        return [self._unknown_if_lost(handle_finding(f), f.since) for f in facts]
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """Findings the end of the trace gives: receives still waiting for their send, and sends
@@ -269,7 +270,10 @@ class Ledger:
                 )
             )
         self.in_flight.clear()
-        out += map(handle_finding, self.book.finish(max(self.clock, at)))
+        out += [
+            self._unknown_if_lost(handle_finding(f), f.since)
+            for f in self.book.finish(max(self.clock, at))
+        ]
         self.findings.extend(out)
         return out
 
