@@ -25,11 +25,11 @@ A, B, MIB, T0 = 1000, 2000, 1 << 20, 1_000_000_000
 SOCK = SocketEnd(100, 101, "@w")
 
 
-def leaking_steps(steps: int = 3) -> list:
+def leaking_steps(steps: int = 3, gap: int = 100_000_000) -> list:
     """Each step: A exports a 1 MiB allocation, B imports it twice and releases once, A releases."""
     out: list = [TraceStarted("ebpf", [A], ["x"], ktime0=T0)]
     for step in range(steps):
-        t = T0 + (step + 1) * 100_000_000
+        t = T0 + (step + 1) * gap
         h, fd, rfd, file = 0xA0 + step, 5 + step, 9 + step, f"f{step}"
         out += [
             CudaCall(A, A, t, "cuMemCreate", 0, size=MIB, handle=h, handle_types=1),
@@ -119,3 +119,8 @@ def test_an_import_of_a_reused_fd_and_file_is_of_the_newest_allocation():
             events[i] = CudaCall(A, A, e.ktime, e.func, 0, handle=e.handle, fd=5, handle_types=1)
     v = screen(refold(events))
     assert v.proc(B).mems[("import", 0xB2)].of == (A, 0xA1)
+
+
+def test_a_staircase_within_one_millisecond_keeps_every_step():
+    v = screen(refold(leaking_steps(3, gap=20_000)))  # three steps in 60 µs
+    assert [b for _, b in v.proc(A).pinned] == [MIB, 2 * MIB, 3 * MIB]

@@ -108,9 +108,9 @@ class Pinned:
 def extend_series(
     series: tuple[tuple[int, int], ...], at: int, value: int, limit: int = SERIES_POINTS
 ) -> tuple[tuple[int, int], ...]:
-    """``series`` of (time, bytes) with ``value`` at ``at`` (ms of the trace): one point per
-    change, so a staircase within one second is kept; a point at the same time replaces the
-    last; the oldest go past ``limit``."""
+    """``series`` of (time, bytes) with ``value`` at ``at`` (ns of the trace): one point per
+    change, so a staircase within one millisecond is kept; a point at the same nanosecond (or
+    earlier) replaces the last; the oldest go past ``limit``."""
     if series and series[-1][0] >= at:
         return (*series[:-1], (series[-1][0], value))
     return (*series, (at, value))[-limit:]

@@ -181,7 +181,7 @@ class ProcView:
     gpu_uuids: dict[int, str] = field(default_factory=dict)
     first: int = 0
     findings: int = 0
-    #: the bytes its exported memory pins, (ms of the trace, bytes), one point per change
+    #: the bytes its exported memory pins, (ns of the trace, bytes), one point per change
     #: (bounded: ``model.handles.SERIES_POINTS``)
     pinned: tuple[tuple[int, int], ...] = ()
 
@@ -763,7 +763,7 @@ def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:
 def _pinned(v: ProgramsView, e: PinnedBytes) -> ProgramsView:
     """An exporter's pinned bytes changed: one more point of its series (the refcount book's)."""
     p = v.proc(e.pid)
-    return _set(v, evolve(p, pinned=extend_series(p.pinned, int(v.time(e.ktime) * 1000), e.bytes)))
+    return _set(v, evolve(p, pinned=extend_series(p.pinned, max(0, e.ktime - v.ktime0), e.bytes)))
 
 
 def _finished(v: ProgramsView, e: Event) -> ProgramsView:

@@ -25,6 +25,8 @@ def transfer_road(v: ProgramsView, t: TransferView) -> tuple[Road | None, Handle
     src = v.proc(t.from_pid)
     exported = any(
         f.file == t.file and f.how == "exported" for f in (*src.fds.values(), *src.closed)
+    ) or any(
+        m.kind in ("allocation", "pool") and t.from_fd in m.exported for m in src.mems.values()
     )
     to = v.proc(t.to_pid)
     imported = any(

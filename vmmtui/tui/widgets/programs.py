@@ -225,7 +225,7 @@ def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
         ("pinned ", "bold"),
         (sparkline([b for _, b in series]), "magenta"),
         f" {format_size(now)} now",
-        (f" · {len(series)} changes in {(series[-1][0] - series[0][0]) / 1000:.1f} s", "dim"),
+        (f" · {len(series)} changes in {(series[-1][0] - series[0][0]) / 1e9:.3f} s", "dim"),
     )
 
 
@@ -332,9 +332,10 @@ class VerdictsPanel(_Sized):
                 ("✓ ", "green"),
                 proven_words(tally((f.kind, f.proof) for f in found)),
                 (f" · {len(bad)} to look at" if bad else " · nothing wrong found", "bold"),
-                (f" · {roads_words(dict(roads))}" if roads else "", "cyan"),
             )
         ]
+        if roads:  # a line of its own: the count above keeps its place at 80 columns
+            head.append(_line(("  ", ""), (roads_words(dict(roads)), "cyan")))
         if v.lost:
             head.append(
                 _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")
