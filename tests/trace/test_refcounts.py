@@ -236,3 +236,15 @@ def test_a_pool_pointer_exported_never_imported_is_proved_by_its_export_data():
     ledger, _ = fold([CudaCall(A, A, 10, "cuMemPoolExportPointer", 0, ptr=0xB000, ipc=data)])
     [never] = found(ledger.finish(20), FindingKind.EXPORTED_NEVER_IMPORTED)
     assert never.proof == "export data" and "pool pointer" in never.what
+
+
+def test_a_mapping_left_after_the_import_was_released_is_said_when_the_exporter_dies():
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)]
+    events += [
+        CudaCall(B, B, 25, "cuMemMap", 0, ptr=0x9000, size=MIB, handle=0xB1),
+        CudaCall(B, B, 26, "cuMemRelease", 0, handle=0xB1),  # the mapping keeps the memory
+        ProcessExit(A, A, 40, 9),
+    ]
+    _, out = fold(events)
+    [held] = found(out, "held-after-exporter-died")
+    assert (held.pid, held.peer, held.ktime) == (B, A, 40) and "0x9000" in held.what

@@ -377,6 +377,7 @@ class HandleBook:
         """A process ended: its exports never opened are said; what it held goes."""
         self.dead.add(pid)
         out = [self._never(x, t) for x in self.exports if x.pid == pid and self._unsaid(x)]
+        out += self._mapped_after_exit(pid, t)
         touched = {x.pid for x in self.exports if pid in x.opens or x.pid == pid}
         for x in self.exports:
             x.gone = (
@@ -386,6 +387,24 @@ class HandleBook:
             )
         self.mapped.pop(pid, None)
         return out, self._pinned(touched, t)
+
+    def _mapped_after_exit(self, pid: int, t: int) -> list[HandleFact]:
+        """Importers that released their handles of the dead exporter's memory but still map it
+        (the mapping alone keeps it alive; an unreleased handle is the ledger's finding)."""
+        out = []
+        for (ipid, key, thing), x in self.opened.items():
+            if x.pid != pid or thing is not Thing.ALLOCATION or ipid in self.dead:
+                continue
+            if x.opens.get(ipid):
+                continue
+            for base, (size, h) in self.mapped.get(ipid, {}).items():
+                if h == key:
+                    out.append(
+                        HandleFact(FindingKind.HELD_AFTER_EXPORTER_DIED, ipid, t, x.thing,
+                                   peer=pid, proof=x.proof, key=base, exported=x.key,
+                                   size=size or x.size, since=t)
+                    )  # fmt: skip
+        return out
 
     def clock(self, t: int) -> list[HandleFact]:
         """Exports waiting longer than the threshold with no open: said once, live."""

@@ -162,6 +162,14 @@ def handle_finding(f: HandleFact) -> LedgerFinding:
             "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and send it over a Unix socket, or use "
             "torch's expandable-segments IPC"
         )
+    elif kind is FindingKind.HELD_AFTER_EXPORTER_DIED:
+        what = f"still maps pid {f.peer}'s memory at {f.key:#x}"
+        detail = (
+            f"pid {f.peer} (the exporter) exited; pid {f.pid} released its imported handle but its "
+            f"mapping of allocation {f.exported:#x} ({_size(f.size)}; proved by {_proved(f)}) "
+            "keeps the memory alive"
+        )
+        fix = "cuMemUnmap the range when the exporter goes (watch its pidfd or socket)"
     else:
         what, detail, fix = str(kind), "", ""
     return LedgerFinding(str(kind), f.pid, what, detail, fix, f.ktime, peer=f.peer,
