@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens all; each is an `if` below)
+#        app-lite interrupts serve screens house all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -227,6 +227,39 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/trace-bench.py --lossless 20000 --seconds 20 --ring-mb 64
     step python3 -m vmmtui doctor
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = house ]; then
+    # the demo with the kernel's record beside each step (eBPF on its own workers), and a live trace
+    # of PyTorch's expandable-segment sharing, each at 80x24 and 160x48 (SVGs to look at); the field
+    # lens on torch (a weight-sync loop that leaks, an exporter killed while importers map, a legacy
+    # export of expandable-segment memory, the fabric probe); the GPU tests and the trace tests
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    shots="$out/house"; mkdir -p "$shots"
+    step python3 -m vmmtui doctor
+    step python3 -m vmmtui run --backend cuda --size 1MiB
+    python3 -m vmmtui run --backend cuda --size 1MiB --json > "$shots/run-kernel.jsonl"; echo "[exit $?]"
+    step python3 -c "import json,collections; ev=[json.loads(l) for l in open('$shots/run-kernel.jsonl')]; c=collections.Counter(e['event'] for e in ev); print({k: c[k] for k in ('FdsSent','FdsReceived','CudaCall','KcmpVerdict','SessionFinished')})"
+    for size in 80x24 160x48; do
+      step python3 scripts/screenshots.py --backend cuda --out "$shots" --prefix "demo-kernel-$size" \
+        --width "${size%x*}" --height "${size#*x}" --moments received,mapped,verified --no-png
+      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 step python3 scripts/trace-inspector-shots.py \
+        --out "$shots" --name "torch-expandable-$size" --size "$size" --record "$shots/trace-torch-expandable-$size.jsonl.gz" \
+        -- python3 tests/fixtures/torch_trace.py
+    done
+    step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_trace.py
+    step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_trace.py --kill-exporter
+    if [ -f tests/fixtures/torch_weight_sync.py ]; then
+      step python3 -m vmmtui trace --text --record "$shots/trace-weight-sync.jsonl.gz" -- python3 tests/fixtures/torch_weight_sync.py --steps 4
+      step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4
+    fi
+    if [ -f tests/fixtures/torch_legacy_on_vmm.py ]; then
+      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_legacy_on_vmm.py
+    fi
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+    (cd "$out" && tar czf house.tgz house && rm -rf house)
+    step python3 -m pytest -q -m gpu tests -p no:cacheprovider -x
+    [ -n "${HOUSE_TRACE_TESTS:-}" ] && step python3 -m pytest -q tests/trace tests/session/test_kernel_record.py -m "" -p no:cacheprovider
   fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics

@@ -94,7 +94,7 @@ async def shoot(
     if not choice.usable:
         raise SystemExit(choice.reason)
     config = config or {}
-    app = InspectorApp(SessionConfig(backend=choice.name, size=size, **config), choice)
+    app = InspectorApp(SessionConfig(backend=choice.name, size=size, kernel=True, **config), choice)
     plan = build_plan(
         config.get("mechanism", "vmm"),
         config.get("consumers", 1),

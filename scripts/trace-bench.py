@@ -12,10 +12,15 @@
 2. latency: each call's kernel time (CLOCK_MONOTONIC, in the record) to the moment its JSON line
    reaches a reader of ``vmmtui trace --json`` (target: under 100 ms);
 3. the tracer's CPU (user + system, the vmmtui process alone) while the load makes about 1,000
-   traced calls a second (target: under 5 % of one core).
+   traced calls a second (target: under 5 % of one core);
+4. the user side (``--user-only`` runs it with the BPF time alone): the tracer's CPU per traced
+   call at 10,000 calls a second (``trace --json``, from its first call to its last: start-up
+   apart), the calls lost, and the inspector's lag at 20,000 calls a second
+   (scripts/trace-inspector-bench.py), for this checkout and, with ``--before-tree DIR``, an
+   earlier one in the same run; ``summary`` puts the figures the targets name first.
 
 Usage: python scripts/trace-bench.py [--out bench/results] [--rounds 5] [--shares 3000]
-       [--before main] [--bpf-only] [--note "what else ran"]
+       [--before main] [--bpf-only] [--user-only] [--before-tree DIR] [--note "what else ran"]
 Needs root (eBPF). Results: bench/results/trace-<host>-<date>.json
 """
 
@@ -68,7 +73,14 @@ def load(shares: int, per_second: float) -> None:
     os.waitpid(pid, 0)
 
 
-def run_load(shares: int, per_second: float = 0, traced: bool = False, json_out: bool = False):
+def run_load(
+    shares: int,
+    per_second: float = 0,
+    traced: bool = False,
+    json_out: bool = False,
+    tree: Path = ROOT,
+):
+    """The load, traced by the vmmtui of ``tree`` (a checkout: its ``python -m vmmtui``)."""
     cmd = [sys.executable, __file__, "--load", str(shares), str(per_second)]
     if traced:
         cmd = [
@@ -82,7 +94,7 @@ def run_load(shares: int, per_second: float = 0, traced: bool = False, json_out:
             *cmd,
         ]
     return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tree
     )
 
 
@@ -143,14 +155,14 @@ def wall_of_load_kernel_only(shares: int) -> tuple[float, int]:
         probe.close()
 
 
-def latency_and_cpu(per_second: float, seconds: float) -> dict:
+def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT) -> dict:
     """Event-to-line latency and the tracer's CPU under a steady load. The CPU is read (psutil)
     at the first and the last traced call: that is the cost per call. The tracer's start-up (the
     imports, and the kernel's verifier run on the load of the object, charged to the tracer) is
     a fixed cost, said apart (``startup_cpu_s``): over an 8 s run it alone is 5-20 % of a core."""
     import psutil
 
-    proc = run_load(int(per_second * seconds), per_second, traced=True, json_out=True)
+    proc = run_load(int(per_second * seconds), per_second, traced=True, json_out=True, tree=tree)
     tracer = psutil.Process(proc.pid)
 
     def cpu_now() -> float:
@@ -165,6 +177,7 @@ def latency_and_cpu(per_second: float, seconds: float) -> dict:
     first: tuple[int, float] | None = None
     last: tuple[int, float, int] | None = None
     whole = {"t": 0.0}
+    lost = None
 
     def sample() -> None:
         while proc.poll() is None:
@@ -178,6 +191,8 @@ def latency_and_cpu(per_second: float, seconds: float) -> dict:
     for line in proc.stdout:
         now = time.monotonic_ns()
         e = json.loads(line)
+        if e.get("event") == "TraceFinished":
+            lost = e.get("lost")
         if "ktime" in e and e.get("event") in (
             "FdsSent",
             "FdsReceived",
@@ -193,8 +208,11 @@ def latency_and_cpu(per_second: float, seconds: float) -> dict:
     proc.wait()
     lat.sort()
     out = {
+        "tree": str(tree),
         "load_shares_per_s": per_second,
+        "calls_made": int(per_second * seconds) * 5,
         "traced_calls": calls,
+        "lost": lost,
         "latency_ms_median": round(statistics.median(lat), 2),
         "latency_ms_p99": round(lat[int(len(lat) * 0.99) - 1], 2),
         "latency_ms_max": round(lat[-1], 2),
@@ -585,6 +603,68 @@ def lossless(per_second: int, seconds: float, ring_mb: int) -> dict:
     return out
 
 
+def inspector_lag(rate: float, calls: int, tree: Path = ROOT) -> dict:
+    """The inspector (the real TraceApp, headless) fed ``calls`` calls at ``rate`` a second by
+    ``tree``'s scripts/trace-inspector-bench.py: how long after the last call the screen shows
+    it, the repaints a second, and that no call was dropped."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "inspector.json"
+        cmd = [
+            sys.executable,
+            str(tree / "scripts" / "trace-inspector-bench.py"),
+            "--calls",
+            "2000",
+            "--samples",
+            "5",
+            "--live-calls",
+            str(calls),
+            "--rate",
+            str(rate),
+            "--json",
+            str(out),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=tree, timeout=900)
+        if not out.exists():
+            return {"tree": str(tree), "failed": res.stderr[-500:]}
+        return {"tree": str(tree), **json.loads(out.read_text())["live"]}
+
+
+def user_side(before_tree: Path | None, seconds: float) -> dict:
+    """The tracer's CPU a traced call at 10,000 calls a second, and the inspector's lag at 20,000,
+    for this checkout and (``before_tree``) an earlier one, alternated in the same run."""
+    trees = [ROOT] + ([before_tree] if before_tree else [])
+    out: dict = {"at_10000_calls_per_s": [], "inspector_at_20000_calls_per_s": []}
+    for tree in trees:
+        out["at_10000_calls_per_s"].append(latency_and_cpu(2000, seconds, tree))
+        out["inspector_at_20000_calls_per_s"].append(
+            inspector_lag(20_000, int(20_000 * seconds), tree)
+        )
+    return out
+
+
+def summary(result: dict) -> dict:
+    """The figures the targets name, one line each, from the parts of the result."""
+    out: dict = {}
+    for row in result.get("user_side", {}).get("at_10000_calls_per_s", []):
+        out[f"tracer_us_cpu_per_call@{row['tree']}"] = row.get("tracer_cpu_us_per_call")
+        out[f"tracer_percent_of_a_core@{row['tree']}"] = row.get("tracer_cpu_percent_of_a_core")
+        out[f"lost@{row['tree']}"] = row.get("lost")
+        out[f"calls_seen_of_made@{row['tree']}"] = f"{row['traced_calls']}/{row['calls_made']}"
+    for row in result.get("user_side", {}).get("inspector_at_20000_calls_per_s", []):
+        out[f"inspector_lag_s@{row['tree']}"] = row.get("lag_after_last_call_s")
+        out[f"inspector_repaints_per_s@{row['tree']}"] = row.get("repaints_per_s")
+    configs = result.get("bpf_time", {}).get("configs", {})
+    traced = configs.get("vmmtui", {}).get("traced", {})
+    if traced:
+        out["bpf_ns_per_traced_call"] = traced
+    floor = configs.get("trivial tp_btf", {}).get("bpf_ns_per_run")
+    if floor is not None:
+        out["bpf_ns_trivial_program_floor"] = floor
+    return out
+
+
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "--load":
         load(int(sys.argv[2]), float(sys.argv[3]))
@@ -604,6 +684,18 @@ def main() -> None:
     )
     p.add_argument("--bpf-only", action="store_true", help="only the bpf_stats part")
     p.add_argument(
+        "--user-only",
+        action="store_true",
+        help="only the user side: the tracer's CPU at 10,000 calls/s, the inspector's lag at "
+        "20,000 (with --before-tree, for both) and the BPF time",
+    )
+    p.add_argument(
+        "--before-tree",
+        metavar="DIR",
+        help="a checkout of an earlier revision (git archive REV | tar -x -C DIR): its tracer "
+        "and inspector measured in the same run",
+    )
+    p.add_argument(
         "--lossless",
         type=int,
         metavar="RATE",
@@ -621,6 +713,28 @@ def main() -> None:
     from vmmtui.record.recording import Machine
 
     bpf = bpf_time(args.shares, args.calls, args.before or None)
+    before_tree = Path(args.before_tree).resolve() if args.before_tree else None
+    if args.user_only:
+        result = {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": Machine.here().__dict__,
+            "cpus": os.cpu_count(),
+            "kernel": platform.release(),
+            "loadavg_before": os.getloadavg(),
+            "note": args.note,
+            "bpf_time": bpf,
+            "user_side": user_side(before_tree, args.seconds),
+            "loadavg_after": os.getloadavg(),
+        }
+        result = {"summary": summary(result), **result}
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        host = platform.node().split(".")[0] or "host"
+        path = out / f"trace-user-side-{host}-{datetime.date.today().isoformat()}.json"
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["summary"], indent=2))
+        print(f"written {path}")
+        return
     if args.bpf_only:
         result = {
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -667,8 +781,10 @@ def main() -> None:
         },
         "at_about_1000_calls_per_s": latency_and_cpu(250, 8),
         "at_about_4000_calls_per_s": latency_and_cpu(1000, 5),
+        "user_side": user_side(before_tree, min(args.seconds, 8)),
         "loadavg_after": os.getloadavg(),
     }
+    result = {"summary": summary(result), **result}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     host = platform.node().split(".")[0] or "host"

@@ -93,10 +93,6 @@ def main() -> int:
     return asyncio.run(shoot(command, Path(a.out), a.name, (cols, rows), a.record, a.libcuda))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def gpu_facts() -> tuple[str, str]:
     """(the GPU's name, the driver's version) as nvidia-smi says, for the recording's header."""
     try:
@@ -110,3 +106,7 @@ def gpu_facts() -> tuple[str, str]:
         return name, driver
     except (OSError, IndexError, ValueError, subprocess.SubprocessError):
         return "", ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

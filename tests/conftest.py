@@ -6,6 +6,11 @@ import socket
 import psutil
 import pytest
 
+#: the commands follow their workers with eBPF where it runs (as root here): the many runs of the
+#: other tests leave that out (a probe load each); tests/session/test_kernel_record.py and
+#: tests/tui/test_kernel_line.py take it off again and test the record itself
+os.environ.setdefault("VMMTUI_NO_EBPF", "1")
+
 
 def cuda_reason() -> str | None:
     """None when the cuda backend can run here, else why not."""

@@ -73,3 +73,16 @@ def test_help_names_only_options_that_exist_where_it_points(name, monkeypatch):
     unquoted = QUOTED.sub("", text)
     wrong = sorted({w for w in OPTION.findall(unquoted) if w not in options(p)})
     assert not wrong, f"vmmtui {name} --help names {wrong}, not options of vmmtui {name}"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_every_help_fits_the_terminal_and_cuts_no_word(monkeypatch, width):
+    """The opening text was written at 96 columns: a terminal of 80 cut its words in two."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    for name, p in parsers().items():
+        text = p.format_help()
+        assert max(len(line) for line in text.splitlines()) <= width, name
+        about = " ".join(p.description.split())
+        opening = text.split("\n\n")[1]  # after the usage
+        assert max(len(line) for line in opening.splitlines()) <= min(width, 100), name
+        assert about in " ".join(text.split()), name  # every word of it, whole and in order

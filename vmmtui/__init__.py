@@ -33,6 +33,19 @@ def take_signals() -> None:
         _signal.signal(signum, _exit_now)
 
 
+#: set by a command that ends with a large heap (a long trace's inspector keeps every event):
+#: the ``vmmtui`` process then leaves without freeing it object by object (seconds, after the
+#: user asked to quit), once its own cleanup is done; see ``__main__.run``
+_unfreed = [False]
+
+
+def leave_unfreed() -> None:
+    """Ask the ``vmmtui`` process to end with ``os._exit`` once the command has returned (its
+    files closed, its children stopped, its probes detached): nothing is left to free but
+    memory, which the kernel takes back at once. A caller in-process (a test) is not ended."""
+    _unfreed[0] = True
+
+
 def _is_the_command() -> bool:
     """Whether this process is ``vmmtui`` or ``python -m vmmtui``, from the interpreter's own
     command line (``sys.orig_argv``; ``sys.argv[0]`` is ``-m`` while the package is imported)."""

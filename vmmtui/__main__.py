@@ -7,9 +7,11 @@ traceback from an import. ``cli.main`` installs what a running command needs, an
 A page's vmmtui under ``vmmtui serve`` asks, as early, to die with the server (``lifeline``).
 """
 
+import contextlib
+import os
 import sys
 
-from vmmtui import take_signals
+from vmmtui import _unfreed, take_signals
 
 
 def run() -> int:
@@ -19,7 +21,13 @@ def run() -> int:
     die_with_server()  # a page's vmmtui under `vmmtui serve`: the server's kill -9 ends it too
     from vmmtui.cli import main
 
-    return main()
+    code = main()
+    if _unfreed[0]:  # a large heap (leave_unfreed): the output flushed, the memory left as is
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

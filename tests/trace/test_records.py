@@ -87,3 +87,28 @@ def test_fds_freed_in_a_queue_come_as_one_event():
     (e,) = events
     assert isinstance(e, QueuedAtRelease)
     assert e.socket_file == 77 and e.count == 20 and len(e.files) == 20
+
+
+def close(tid=10, fd=4, ktime=3000) -> bytes:
+    return head(r.CLOSE, tid, 0, ktime, 0, (fd, 0, 3), file=0x9999)
+
+
+def test_a_batch_decodes_as_the_records_one_by_one():
+    """The batch's inline closes and memfds give the same events, in the same order, as one
+    record at a time, a message waiting for its fds in between included."""
+    fds = list(range(100, 120))
+    raws = [
+        memfd(tid=11),
+        message(r.SEND, 20, fds[:16]),
+        close(tid=10, fd=3),  # the same thread: the message is ended (fds not read) first
+        close(tid=11),
+        more(20, 16, fds[16:]),  # its head is gone: dropped
+        memfd(tid=10),
+        b"\0" * 8,  # too short: skipped
+    ]
+    one_by_one, _ = run(*raws)
+    batched = r.Decoder(r.FileNames(b"k" * 16)).batch(raws)
+    assert batched == one_by_one
+    kinds = [type(e).__name__ for e in batched]
+    assert kinds == ["MemfdCreated", "FdsSent", "FdCloseCall", "FdCloseCall", "MemfdCreated"]
+    assert batched[1].fds_not_read == 4

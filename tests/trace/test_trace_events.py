@@ -69,3 +69,39 @@ def test_no_trace_event_shadows_another():
     for name, cls in inspect.getmembers(te, inspect.isclass):
         if issubclass(cls, Event) and cls.__module__ == te.__name__:
             assert Event.types[name] is cls, f"{name} is registered by another module too"
+
+
+def test_to_json_written_out_is_the_encoders_text():
+    """Each trace event's written-out JSON is byte for byte what the encoder makes of its dict,
+    with untrusted names (C1, bidi, quotes, a lone surrogate) and values of an unexpected type
+    (a bool where an int is declared) included, and reads back as the same event."""
+    from vmmtui.stream.events import _ENCODE, Event
+    from vmmtui.stream.observed import (
+        FdCloseCall,
+        FdsReceived,
+        FdsSent,
+        LedgerFinding,
+        MemfdCreated,
+        QueuedAtRelease,
+        SocketEnd,
+        TraceFinished,
+        TraceStarted,
+    )
+    from vmmtui.words.names import json_safe
+
+    odd = 'é\u009b\x1b"\\\u202e\udcff'
+    events = [
+        FdCloseCall(1, 2, 3, 4, "abc", 0),
+        MemfdCreated(1, 2, 3, odd, 4, "f"),
+        FdsSent(1, 2, 3, "sendmsg", SocketEnd(5, 6, "@" + odd), [3, 4], ["a", odd], 1),
+        FdsReceived(1, 2, 3, "recvmsg", SocketEnd(5, 6), [3], ["abc"], 1, truncated=True),
+        QueuedAtRelease(1, 2, 3, 4, ("a", "b"), 2),
+        LedgerFinding("shared", 1, "fd 3", odd),
+        TraceStarted("ebpf", [1], ["x"], True, "", ["p"], [], 0),
+        TraceFinished(["x"], None, "SIGTERM", 5, 0, 1.5),
+    ]
+    for e in events:
+        assert e.to_json() == json_safe(_ENCODE(e.to_dict()))
+        assert Event.from_json(e.to_json()) == e
+    unexpected = FdsSent(True, 2, 3, "sendmsg", SocketEnd(5), [1, True], [None], 1)  # type: ignore[arg-type]
+    assert unexpected.to_json() == json_safe(_ENCODE(unexpected.to_dict()))

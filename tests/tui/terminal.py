@@ -21,15 +21,26 @@ ANSI = re.compile(r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z]
 
 
 class Terminal:
-    """``vmmtui ARGS`` on a pty of ``width`` × ``height``, its own session, the pty its terminal."""
+    """``vmmtui ARGS`` on a pty of ``width`` × ``height``, its own session, the pty its terminal;
+    ``term`` its TERM (None: unset), ``extra`` more of its environment."""
 
-    def __init__(self, tmp_path, *args: str, width: int = 120, height: int = 40):
+    def __init__(
+        self,
+        tmp_path,
+        *args: str,
+        width: int = 120,
+        height: int = 40,
+        term: str | None = "xterm-256color",
+        extra: dict[str, str] | None = None,
+    ):
         self.tmp = tmp_path
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, bytes(8) if False else _winsize(height, width))
-        env = dict(os.environ, TMPDIR=str(tmp_path), TERM="xterm-256color", COLUMNS="", LINES="")
-        env.pop("COLUMNS")
-        env.pop("LINES")
+        env = dict(os.environ, TMPDIR=str(tmp_path), **(extra or {}))
+        for name in ("COLUMNS", "LINES", "TERM"):
+            env.pop(name, None)
+        if term is not None:  # None: no TERM at all
+            env["TERM"] = term
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vmmtui", *args],
             stdin=slave,

@@ -204,8 +204,7 @@ async def test_teaching_text_and_status_line_cut_at_80x24_say_so():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         panel = app.query_one(TeachingPanel)
-        width = panel.size.width - panel.styles.gutter.width
-        assert len(panel.full.wrap(app.console, width)) > panel.size.height - 2  # it is longer
+        assert len(panel.full.wrap(app.console, panel.size.width)) > panel.size.height  # longer
         screen = plain(screen_ansi(app)).splitlines()
         region = panel.region
         rows = screen[region.y + 1 : region.y + region.height - 1]
@@ -223,7 +222,9 @@ async def test_at_80x24_the_teachers_note_keeps_its_rows_and_the_step_text_gives
     from vmmtui.tui.widgets.teaching import TeachingPanel
 
     rec = gallery.resolve("h100-vmm-1mib")
-    app = ReplayApp(rec, notes=bind(*split(NOTES), Timeline(rec.events)))
+    # a note of five rows: with the step's text the panel's six rows cannot hold both
+    longer = NOTES.replace("More.\nMore.", " ".join(["It is an open file description."] * 7))
+    app = ReplayApp(rec, notes=bind(*split(longer), Timeline(rec.events)))
     async with app.run_test(size=(80, 24)) as pilot:
         app.go(app.timeline.frame_of_step(8))
         await pilot.pause()
@@ -233,3 +234,65 @@ async def test_at_80x24_the_teachers_note_keeps_its_rows_and_the_step_text_gives
         drawn = " ".join(rows)
         assert "teacher's note (step 8" in drawn, rows
         assert "…" in drawn  # the step's text, cut, says so
+
+
+@pytest.mark.asyncio
+async def test_at_80x24_a_teachers_note_grows_the_panel_and_a_longer_one_counts_its_lines():
+    """The lecture's notes were cut to two lines and "…" at 80×24 (docs/layout.md: the panel
+    grows); what still does not fit says how many lines it left out."""
+    from pathlib import Path
+
+    from vmmtui.record.notes import read
+    from vmmtui.tui.cast import plain, screen_ansi
+    from vmmtui.tui.widgets.teaching import TeachingPanel
+
+    rec = gallery.resolve("h100-vmm")
+    lecture = Path(__file__).parents[2] / "docs" / "lecture-notes.md"
+    app = ReplayApp(rec, notes=read(str(lecture), Timeline(rec.events)), start_at=3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+
+        def drawn() -> str:
+            region = app.query_one(TeachingPanel).region
+            rows = plain(screen_ansi(app)).splitlines()[region.y + 1 : region.y + region.height - 1]
+            return " ".join(" ".join(r.strip("│ ") for r in rows).split())
+
+        assert "now is what allows the export later." in drawn(), drawn()  # the note's end
+    long = " ".join(f"sentence {k} of a note that runs on." for k in range(40))
+    app = ReplayApp(rec, notes=bind(*split(f"## 3\n{long}\n"), Timeline(rec.events)), start_at=3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        said = re.search(r"… \+(\d+) lines$", drawn())
+        assert said, drawn()
+        panel = app.query_one(TeachingPanel)
+        whole = len(panel.note_text.wrap(app.console, panel.size.width))
+        assert int(said.group(1)) == whole - panel.size.height
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(120, 36), (80, 24)])
+async def test_a_mapping_card_left_out_is_said_on_its_panels_border(size):
+    """With several consumers the producer's card was dropped at small sizes with no sign."""
+    from vmmtui.tui.cast import plain, screen_ansi
+
+    app = ReplayApp(gallery.resolve("h100-consumers4-writes"))
+    async with app.run_test(size=size) as pilot:
+        seen = 0
+        for frame in (app.frames.last // 2, app.frames.last):
+            app.go(frame)
+            await pilot.pause()
+            await pilot.pause()
+            screen = plain(screen_ansi(app)).splitlines()
+            for panel in app.query(ProcessPanel):
+                s, region = panel.worker_state, panel.region
+                if not region.height or s is None or s.mapping.handle is None:
+                    continue  # on another tab, or nothing in its card
+                if app.query_one(f"#{panel.role}-card").region.height:
+                    continue  # drawn
+                border = screen[region.y + region.height - 1][region.x : region.right]
+                assert re.search(r"\+ mapping card \(\d+ rows\)", border), (frame, border)
+                seen += 1
+        assert seen  # some card was left out at this size, and said

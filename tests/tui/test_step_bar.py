@@ -84,3 +84,27 @@ async def test_a_failed_step_is_marked_and_a_click_or_drag_jumps():
         before = len(app.jumps)
         await pilot.click(StepBar, offset=(2, 0))
         assert len(app.jumps) == before
+
+
+def test_a_growing_bar_marks_each_column_with_a_failed_frame():
+    """A trace's bar grows a call at a time and its last frame may be marked failed after it came
+    (the finding follows the call): every span of frames is marked exactly where one of them
+    failed, as the bar grows, its last frame changes, and another list of frames replaces it."""
+    import random
+
+    from vmmtui.tui.widgets.step_bar import BarFrame
+
+    rng = random.Random(5)
+    bar = StepBar("LIVE")
+    frames: list[BarFrame] = []
+    bar.frames = frames
+    for n in range(1, 120):
+        frames.append(BarFrame(f"call {n}", "", rng.random() < 0.05))
+        if rng.random() < 0.2:  # the last call's finding came
+            frames[-1] = BarFrame(frames[-1].label, "", True)
+        for _ in range(20):
+            a = rng.randrange(n)
+            span = range(a, rng.randrange(a, n) + 1)
+            assert bar._any_failed(span) == any(frames[k].failed for k in span), (n, span)
+    bar.frames = [BarFrame("other", "", False), BarFrame("other", "", True)]
+    assert not bar._any_failed(range(0, 1)) and bar._any_failed(range(0, 2))

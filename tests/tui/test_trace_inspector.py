@@ -220,3 +220,23 @@ async def test_a_process_panel_takes_the_focus_and_sorts_its_memory():
         await pilot.press("o")
         await pilot.pause()
         assert panel.sort == "pins" and "sorted by pins" in screen_text(app)
+
+
+@pytest.mark.asyncio
+async def test_the_status_line_and_the_closing_line_give_one_count_of_calls():
+    """The status line said "call 132/132" and the log "135 calls": the frames leave out closes of
+    fds that never held a share, the tracer counts every call. The status line now says both, and
+    the log's count is the one it says; its parts are separated by "·"."""
+    app = app_of("scm_pair")
+    async with app.run_test(size=(160, 48)) as pilot:
+        text = await at(pilot, app, app.frames.last)
+        logged = re.search(r"vmmtui trace: (\d+) calls in", text)
+        status = re.search(r"REPLAY · call (\d+)/(\d+) · (\d+) traced · \d+ shared/imported", text)
+        assert logged and status, text
+        framed, traced = int(status.group(2)), int(status.group(3))
+        assert traced == int(logged.group(1)) and framed < traced
+        assert f"call {framed}/{framed}" in text  # the timeline's count is the frames'
+    app = app_of("quick_share")  # no call left out: the frames' count alone
+    async with app.run_test(size=(160, 48)) as pilot:
+        text = await at(pilot, app, app.frames.last)
+        assert "traced" not in text and re.search(r"REPLAY · call (\d+)/\1 · \d+ shared", text)

@@ -289,3 +289,29 @@ async def test_at_80x24_the_footer_shows_help_and_help_lists_every_key(replay):
         source = app.screen.query_one(Markdown).source
         for c in commands(type(app).BINDINGS):
             assert f"| {c.key_text} | {c.help} |" in source
+
+
+def test_the_verdicts_list_the_newest_findings_to_look_at_as_the_book_grows():
+    """The verdicts read the findings that came since their last look, yet list exactly the newest
+    twenty that are not good news at every frame, stepping back included, and at a book of
+    another fold."""
+    import random
+
+    from vmmtui.tui.widgets.programs import VerdictsPanel
+    from vmmtui.view.programs import Book, FindingView, ProgramsView
+
+    rng = random.Random(3)
+    panel = VerdictsPanel()
+    book: Book[FindingView] = Book()
+    found: list[FindingView] = []
+    for n in range(1, 400):
+        f = FindingView(rng.choice(["shared", "shared", "leak", "refused"]), n, "fd 3", "")
+        found.append(f)
+        book.add(n - 1, n, f)
+        for length in (n, rng.randrange(n + 1)):  # live, then a frame stepped back to
+            bad = [x for x in found[:length] if not x.good]
+            v = ProgramsView(findings=book, findings_len=length, bad_findings=len(bad))
+            assert panel._newest_bad(v, 20) == bad[-20:]
+    other: Book[FindingView] = Book([(1, FindingView("leak", 9, "fd 4", ""))])
+    v = ProgramsView(findings=other, findings_len=1, bad_findings=1)
+    assert [f.pid for f in panel._newest_bad(v, 20)] == [9]

@@ -17,7 +17,7 @@ import signal
 import sys
 
 from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, trace, watch
-from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser
+from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, HelpFormatter, Parser
 from vmmtui.system import host
 from vmmtui.system.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="vmmtui",
         description=ABOUT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     inspector.add_options(p)
     sub = p.add_subparsers(dest="command")
@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
         command.add_parser(sub)
     for name, command_parser in sub.choices.items():  # each --help opens with what it is for
         command_parser.description = sys.modules[f"vmmtui.cli.{name}"].ABOUT
-        command_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        command_parser.formatter_class = HelpFormatter
     return p
 
 

@@ -171,12 +171,14 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def ended(app) -> int:
-    """The app's exit status; after a signal, one line saying so (none when the terminal is gone)."""
+    """The app's exit status (``interrupts.exit_status``); after a signal or Ctrl-C, one line
+    saying so (none when the terminal is gone)."""
+    from vmmtui.system.interrupts import exit_status
+
     if app.watchdog is not None:
         app.watchdog.cancel()
     if app.signalled is not None:
         name = signal.Signals(app.signalled).name
         with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): no one to tell
             print(f"vmmtui: interrupted by {name}; {app.stopped()}", file=sys.stderr, flush=True)
-        return 128 + app.signalled
-    return app.return_code or 0
+    return exit_status(app.signalled, app.return_code or 0)

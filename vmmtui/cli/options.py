@@ -193,6 +193,12 @@ def session_options(p: argparse.ArgumentParser) -> None:
         metavar="0,1",
         help="GPUs the consumers spread over, round-robin (default: the producer's --device)",
     )
+    p.add_argument(
+        "--no-kernel",
+        action="store_true",
+        help="do not show the kernel's own record of each step (where eBPF runs: root, or "
+        "CAP_BPF and CAP_PERFMON; it follows the workers' calls as `vmmtui trace` does)",
+    )
     # ROLE:STEP:HOW makes that worker misbehave (vmmtui/worker/crash.py): for the tests only
     p.add_argument("--crash", help=argparse.SUPPRESS)
 
@@ -215,6 +221,7 @@ def config_from(args: argparse.Namespace) -> SessionConfig:
         direction=args.direction,
         devices=args.devices,
         crash=getattr(args, "crash", None),
+        kernel=not getattr(args, "no_kernel", False),
     )
 
 
@@ -234,9 +241,46 @@ def refusal(args: argparse.Namespace, choice) -> str | None:
     )
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help``: each command's opening text reflowed to the terminal's width at spaces (it was
+    written at 96 columns and a terminal of 80 cut its words in two); indented lines (the
+    examples) are kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out: list[str] = []
+        prose: list[str] = []
+
+        def flush() -> None:
+            if prose:
+                room = max(min(width, 96), 20)  # a wide terminal: lines still easy to read
+                out.extend(
+                    textwrap.wrap(
+                        " ".join(prose), room, break_long_words=False, break_on_hyphens=False
+                    )
+                )
+                prose.clear()
+
+        for line in text.splitlines():
+            if line and not line[0].isspace():
+                prose.append(line.strip())
+                continue
+            flush()
+            out.append(line.rstrip())
+        flush()
+        return "\n".join(indent + line if line else line for line in out) + "\n"
+
+
+#: TERM values that name no terminal a screen can be drawn on (no cursor movement, no
+#: alternate screen): an app drawn there shows its first frame and never answers a key
+NO_SCREEN_TERMS = ("", "dumb", "unknown")
+
+
 def not_a_terminal() -> str | None:
-    """Which of stdout, stdin and stderr is not a terminal (a pipe, a file, /dev/null), else None:
-    the app reads keys from stdin and Textual draws on stderr. None too when a web page draws the
+    """What the terminal lacks for a full screen, in words (``stdout is not a terminal``,
+    ``TERM=dumb cannot draw a screen``), else None: the app reads keys from stdin, Textual draws
+    on stderr, and both need a TERM that moves the cursor. None too when a web page draws the
     app (``vmmtui serve``: textual-serve names its driver in TEXTUAL_DRIVER, talks over pipes)."""
     import os
 
@@ -248,18 +292,23 @@ def not_a_terminal() -> str | None:
         except (ValueError, OSError):  # closed
             tty = False
         if not tty:
-            return name
+            return f"{name} is not one"
+    term = os.environ.get("TERM", "").strip()
+    if term.lower() in NO_SCREEN_TERMS:
+        said = f"TERM={term} draws no screen" if term else "TERM is not set"  # words above only
+        return f"{said} (where the terminal can, set TERM=xterm-256color)"
     return None
 
 
 def terminal_missing(what: str, instead: str) -> str | None:
     """Why the full-screen ``what`` cannot be drawn here, as one line with ``instead`` (what to
     run without a terminal); None when it can. Drawn into a pipe, an app writes escape codes into
-    it; reading keys from /dev/null or a pipe, it spins at full CPU and never ends."""
-    name = not_a_terminal()
-    if name is None:
+    it; reading keys from /dev/null or a pipe, it spins at full CPU and never ends; on TERM=dumb
+    it draws one frame and answers no key."""
+    missing = not_a_terminal()
+    if missing is None:
         return None
-    return f"{what} is full-screen and needs a terminal, but {name} is not one; {instead}"
+    return f"{what} is full-screen and needs a terminal, but {missing}; {instead}"
 
 
 def choice_or_refuse(args: argparse.Namespace):

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vmmtui.cli.options import EXIT_OK, EXIT_USAGE, pace_arg, step_arg, terminal_missing
+from vmmtui.cli.options import (
+    EXIT_OK,
+    EXIT_USAGE,
+    not_a_terminal,
+    pace_arg,
+    step_arg,
+    terminal_missing,
+)
 
 #: what ``vmmtui replay --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -99,7 +106,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.list:
         from vmmtui.record.gallery import listing
 
-        print(listing())
+        print(fitted(listing()))
         return EXIT_OK
     problem = outputs_problem(args)  # before any work: nothing is read or drawn for a bad path
     if problem:
@@ -117,8 +124,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.tui.replay import is_trace_recording
 
     trace = is_trace_recording(recording)
-    # a pipe gets the text, unless the options ask for what only the inspector makes (--html…)
-    printed = trace and (args.text or not (sys.stdout.isatty() or _inspector_only(args)))
+    # a pipe (or TERM=dumb) gets the text, unless the options ask for what only the inspector
+    # makes (--html…)
+    screen = not_a_terminal() is None
+    printed = trace and (args.text or not (screen or _inspector_only(args)))
     if printed and (unused := _inspector_only(args)):
         print(
             f"vmmtui replay: --text prints {recording.path} as the trace printed it: "
@@ -194,6 +203,36 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.cli.inspector import ended
 
     return ended(app)
+
+
+def fitted(listing: str) -> str:
+    """The gallery's listing wrapped at spaces to the terminal's width (a terminal of 80 columns
+    cut its lines mid-word), what a recording shows under its own column where that leaves room,
+    else indented under its name; a pipe gets it whole, one recording a line, for grep."""
+    import re
+    import shutil
+    import textwrap
+
+    if not sys.stdout.isatty():
+        return listing
+    width = shutil.get_terminal_size().columns - 1
+    out: list[str] = []
+    for line in listing.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        column = re.match(r"  \S+\s+\d\d:\d\d  ", line)  # a recording: name, time, what
+        indent = " " * (column.end() if column and column.end() < width // 2 else 4)
+        out.extend(
+            textwrap.wrap(
+                line,
+                width,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(out)
 
 
 def write_transcript(path: str, recording, notes) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from vmmtui.cli.options import (
     EXIT_FAILED,
@@ -47,7 +48,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
     choice = choice_or_refuse(args)
     if choice is None:
         return EXIT_USAGE
-    config = config_from(args)
+    # what the soak counts is the session's own (fds, children, memory): no eBPF probe per session
+    config = replace(config_from(args), kernel=False)
 
     def progress(i: int, session) -> None:
         if not args.json and (i % 20 == 0 or i == args.count):

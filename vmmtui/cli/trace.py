@@ -11,6 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from vmmtui import leave_unfreed
 from vmmtui.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -19,7 +20,7 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
-from vmmtui.system.interrupts import delivered_to
+from vmmtui.system.interrupts import delivered_to, exit_status
 
 if TYPE_CHECKING:
     from vmmtui.trace.session import TraceRequest
@@ -223,10 +224,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     session: TraceSession | None = (
         None  # the screen runs its own (in the app's thread); the text runs it here
     )
+    screen: tuple[int | None, bool] | None = None  # how the screen ended, where there was one
     with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
             if _wants_screen(args):
-                show(source, tee, args)
+                screen = show(source, tee, args)
             else:
                 session = TraceSession(
                     source, [tee], never_imported_s=args.never_imported_after or NEVER_IMPORTED_S
@@ -240,6 +242,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
             _close_sinks(sinks, tee.seen, args.perfetto, said)
+            leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
+    if screen is not None and (screen[0] is not None or screen[1]):
+        return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
         return source.exit.status if source.exit else EXIT_FAILED
     stopped_by = getattr(source, "stopped_by", None)
@@ -293,11 +298,12 @@ def _wants_screen(args: argparse.Namespace) -> bool:
     return not not_a_terminal() and not (args.json or args.quiet or args.text)
 
 
-def show(source, tee: Tee, args: argparse.Namespace) -> None:
+def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
     """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
     rendered to a terminal where the app did not start it (polling, asked or the fallback): the
     inspector runs the session on the source, and every event goes to the recording and the
-    exporters."""
+    exporters. Returns the signal that ended it (Ctrl-C: SIGINT), and whether it stopped the
+    command (q while it ran)."""
     from vmmtui.tui.trace import TraceApp
 
     what = " ".join(source.command) if getattr(source, "command", None) else ""
@@ -313,6 +319,7 @@ def show(source, tee: Tee, args: argparse.Namespace) -> None:
         app.run()
     finally:
         app.end_trace()
+    return app.signalled, app.stopped_command
 
 
 class Tee:
@@ -365,15 +372,16 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
             if recorder.failed:
                 print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
         _close_sinks(sinks, tee.seen, args.perfetto, said)
+        leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
         if app.code and (tracer is None or tracer.exit is None):
             return app.code
+    if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
+        return exit_status(app.signalled)
     if command and tracer is not None and tracer.exit is not None:
-        return tracer.exit.status
-    if app.signalled is not None:
-        return 128 + app.signalled
+        return tracer.exit.status  # it ended by itself
     return EXIT_OK if not command else EXIT_FAILED
 
 
@@ -494,7 +502,6 @@ def _print(session, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from vmmtui.render.console import print_json
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
@@ -506,10 +513,23 @@ def _print(session, args: argparse.Namespace) -> None:
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
     pending: list = []
+    #: --json: the lines of one batch (``Event.to_json``, as print_json writes them), one write
+    json_lines: list[str] = []
+    #: no colours (a pipe, NO_COLOR, TERM=dumb): a line is its text, written without rich's
+    #: layout, which cost more than the call behind the line (the text already has no controls:
+    #: rich's Text takes them out when it is made)
+    plain = console.color_system is None
 
     def flush() -> None:
+        if json_lines:
+            json_lines.append("")
+            sys.stdout.write("\n".join(json_lines))
+            json_lines.clear()
         if pending:
-            console.print(Text("\n").join(pending))
+            if plain:
+                console.file.write("\n".join([t.plain for t in pending]) + "\n")
+            else:
+                console.print(Text("\n").join(pending))
             pending.clear()
         sys.stdout.flush()
 
@@ -517,9 +537,8 @@ def _print(session, args: argparse.Namespace) -> None:
     try:
         for e in session.events(on_batch=flush):
             names.see(e)
-            if args.json:
-                # flushed once a batch (on_batch) and at the end, not once an event
-                print_json(e, sys.stdout, flush=False)
+            if args.json:  # written once a batch (on_batch) and at the end, not once an event
+                json_lines.append(e.to_json())
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
@@ -606,6 +625,7 @@ def replay_trace(recording) -> int:
     console.print(
         f"replay of {recording.header.title or recording.path} ({recording.header.when}, {recording.header.where})",
         style="bold",
+        markup=False,  # the title and the machine are the recording's words, not markup
     )
     session, names, bystanders = TraceSession.replay(recording.events), ProcessNames(), Bystanders()
     for e in session.events():

@@ -86,6 +86,9 @@ class SessionConfig:
     #: "ROLE:STEP:HOW" makes that worker misbehave at the start of STEP (crash tests)
     crash: str | None = None
     transport: str = Transport.SCM_RIGHTS
+    #: follow the workers with eBPF and carry the kernel's record of their calls in the stream
+    #: (the commands' default; ``--no-kernel`` turns it off); off for a session made in code
+    kernel: bool = False
 
     @property
     def shape(self) -> tuple[str, int, str]:

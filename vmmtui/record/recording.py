@@ -36,6 +36,7 @@ from vmmtui.stream.events import (
     KcmpVerdict,
     Notice,
     SessionClosed,
+    SessionStarted,
 )
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
@@ -443,7 +444,13 @@ def in_our_words(e: Event) -> Event:
 
 def _cut(events: list[Event], last_line: int) -> str:
     """Why the recording ends before its session did, or "" when it ends with the session's end."""
-    if isinstance(events[-1], SessionClosed | _trace_events.TraceFinished):
+    last = events[-1]
+    if isinstance(last, SessionClosed):
+        return ""
+    # a trace's end; in a session's recording, the end of the kernel's record, before the close
+    if isinstance(last, _trace_events.TraceFinished) and not any(
+        isinstance(e, SessionStarted) for e in events[:50]
+    ):
         return ""
     if isinstance(events[-1], Notice) and events[-1].text.startswith(FULL_NOTE[:25]):
         return f"{events[-1].text} (line {last_line}): the session went on, unrecorded"

@@ -5,13 +5,14 @@ The words are ``narration``'s; this module only lays them out: a role column, th
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
 from vmmtui.stream.events import (
+    AttachEvent,
     Event,
     FdSnapshot,
     KcmpVerdict,
@@ -22,6 +23,7 @@ from vmmtui.stream.events import (
     SessionFinished,
     SessionStarted,
     StepDone,
+    StepStarted,
     WorkerExited,
     WorkerStarted,
 )
@@ -45,6 +47,12 @@ class LogPrinter:
         self.exits: list[WorkerExited] = []
         self.closed: SessionClosed | None = None
         self.outcome: ScenarioOutcome | None = None
+        #: the kernel's record of the workers (eBPF): folded as the inspector folds it, each
+        #: step's facts printed dim under the step's own lines
+        self.kernel: Any = None
+        self.pids: dict[int, str] = {}
+        self.in_step = False
+        self.step_facts: list[Any] = []
 
     def tag(self, role: str) -> Text:
         return Text.assemble((f"{role:>8}", say.role_style(role) or "white"), " │ ")
@@ -59,7 +67,12 @@ class LogPrinter:
             for text in say.started(e):
                 c.print(text)
         elif isinstance(e, WorkerStarted):
+            self.pids[e.pid] = e.role
             self.line(e.role, say.worker_started(e))
+        elif isinstance(e, StepStarted):
+            self.in_step = True
+        elif isinstance(e, AttachEvent):
+            self._kernel(e)
         elif isinstance(e, Notice):
             c.print(say.notice(e))
         elif isinstance(e, StepDone):
@@ -71,6 +84,7 @@ class LogPrinter:
             if self.verbose:
                 for call in e.report.calls:
                     self.line(e.role, Text("  ") + say.call(call))
+            self._kernel_lines(e.role)
         elif isinstance(e, FdSnapshot):
             self.fd_checks += len([r for r in e.rows if r.check])
             for r in e.problems:
@@ -81,6 +95,7 @@ class LogPrinter:
                 self.line(say.KERNEL, say.kcmp_line(e))
             self.kcmp[e.consumer] = e
         elif isinstance(e, SessionFailed):
+            self._kernel_lines(e.role)
             self.failed = e
             for text in say.failed(e):
                 c.print(text)
@@ -97,6 +112,44 @@ class LogPrinter:
         elif isinstance(e, ScenarioOutcome):
             self.outcome = e
             c.print(say.outcome(e))
+
+    def _kernel(self, e: AttachEvent) -> None:
+        """A call the kernel recorded in a worker: kept for its step, or said now outside one."""
+        from vmmtui.stream.observed import TraceFinished, TraceStarted
+        from vmmtui.trace import narration as trace_say
+        from vmmtui.view.kernel import OUTSIDE, fold_kernel
+
+        self.kernel, fact = fold_kernel(self.kernel, e, self.pids, 0 if self.in_step else OUTSIDE)
+        if fact is not None and self.in_step:
+            self.step_facts.append(fact)
+            return
+        if fact is not None:
+            text = trace_say.kernel_fact(fact)
+        elif isinstance(e, TraceStarted):
+            text = trace_say.kernel_started(e, self.pids)
+        elif isinstance(e, TraceFinished):
+            text = trace_say.kernel_finished(e)
+        else:
+            return
+        if text.plain.startswith("kernel: "):  # the tag says it
+            text = text[len("kernel: ") :]
+        text.stylize("dim")
+        self.line(say.KERNEL, text)
+
+    def _kernel_lines(self, role: str) -> None:
+        """The step's facts, under its lines, dim, in the kernel's order."""
+        if not self.step_facts:
+            self.in_step = False
+            return
+        from vmmtui.trace import narration as trace_say
+
+        facts, self.step_facts, self.in_step = self.step_facts, [], False
+        kept = {id(f) for f in trace_say.kernel_step_facts(facts)}
+        for f in facts:
+            if id(f) in kept:
+                text = Text("  ") + trace_say.kernel_fact(f)
+                text.stylize("dim")
+                self.line(role, text)
 
     def kcmp_summary(self) -> Text:
         """kcmp's summary from SessionFinished when the session got there, else from what was seen."""

@@ -29,6 +29,7 @@ from vmmtui.plan.config import (
 from vmmtui.plan.steps import CONSUMER, PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.scenarios import VERIFIED, Scenario
 from vmmtui.session import fdchecks
+from vmmtui.session.kernel import KernelRecord
 from vmmtui.session.processes import WorkerProcess, launch, read_hello
 from vmmtui.session.stage import SessionStage
 from vmmtui.session.tmpdir import (
@@ -126,6 +127,8 @@ class Session:
         #: the SessionClosed that close() emitted (also when start() closed after a failure)
         self.closed_event: SessionClosed | None = None
         self._ended = False
+        #: the kernel's record of the workers' calls (eBPF), where it runs and is wanted
+        self.kernel = KernelRecord(config.kernel)
         self._lock = threading.RLock()  # one step or close at a time
         self._snap_lock = threading.Lock()
 
@@ -201,10 +204,12 @@ class Session:
             )
             if self.scenario:
                 events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
+            self.kernel.start()  # loads in a thread, while the workers start
             try:
                 launched = []
                 for role in self.roles:  # start-ups overlap
                     launched.append((role, self._spawn(role)))
+                    self.kernel.follow(launched[-1][1].pid, role)
                     if role == PRODUCER:
                         # only now, with the producer running: whenever this process is killed
                         # from here on, the producer's reaper removes the directory by its name
@@ -220,6 +225,7 @@ class Session:
                 self.close()
                 raise
             self.started = True
+            events += self.kernel.drain()
             events.append(self.where())
             return events
 
@@ -316,6 +322,8 @@ class Session:
                 return
         peer = peer_of(name) if role == PRODUCER else role
         args = self._step_args(role, name, peer)
+        # the first step waits for the probe if it is still loading: its calls are the lesson
+        yield from self.kernel.drain(wait=True)
         yield from self._hooks("before", role, name)
         yield StepStarted(index, role, name)
         if self.scenario and (role, name) in self.scenario.background:
@@ -390,7 +398,9 @@ class Session:
 
     def _record(self, w: WorkerProcess, index: int, report: StepReport, rtt: int) -> list[Event]:
         """StepDone, the fd tables, and the leak check; a failed report stops the plan."""
-        events: list[Event] = [StepDone(index, report, rtt, max(0, rtt - report.duration_ns))]
+        # the step's calls returned before its answer came: the kernel's record of them is whole
+        events: list[Event] = self.kernel.drain()
+        events.append(StepDone(index, report, rtt, max(0, rtt - report.duration_ns)))
         events += self.snapshot()
         if not report.ok:
             why = report.failure or failure(
@@ -429,7 +439,7 @@ class Session:
         return [SessionFailed(role, step, problem)]
 
     def _failed(self, w: WorkerProcess, name: str, problem: Failure) -> list[Event]:
-        events = self._stop_plan(w.role, name, problem)
+        events = self.kernel.drain() + self._stop_plan(w.role, name, problem)
         exited = w.reap_if_dead()
         if exited is not None:
             events.append(exited)
@@ -528,6 +538,7 @@ class Session:
                 if w is None or not w.alive or "cleanup" in w.done:
                     continue
                 report = w.ask("cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10))
+                events += self.kernel.drain()
                 if isinstance(report, Failure):
                     events.append(Notice(f"{role} cleanup: {report.one_line()}"))
                 else:
@@ -541,6 +552,7 @@ class Session:
                 exited = w.stop(self.config.grace)
                 if exited is not None:
                     events.append(exited)
+            events += self.kernel.close()  # the workers' exits, and the probe detached
             self.closed = True
             if was_going:  # the plan stops here: nothing runs next
                 events.append(self.where())
@@ -551,6 +563,8 @@ class Session:
             ]
             if self.dir and self._dir_made and os.path.lexists(self.dir):
                 leftovers.append(f"directory {self.dir} still exists")
+            if self.kernel.on:
+                leftovers.append("the eBPF probe on the workers is still attached")
             self.closed_event = SessionClosed(not leftovers, leftovers)
             events.append(self.closed_event)
             return events

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from json.encoder import encode_basestring as _text
 from typing import Any
 
-from vmmtui.stream.events import VERSION, AttachEvent
+from vmmtui.stream.events import _ENCODE, VERSION, AttachEvent
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -78,6 +79,65 @@ def base_name(func: str) -> str:
     return func.removesuffix("_ptsz").removesuffix("_v2")
 
 
+#: each class's ``to_json`` (events) or JSON object (the small dataclasses in them), made once
+_JSON_MAKERS: dict[tuple[type, bool], Callable[[Any], str]] = {}
+
+
+def _json_of(cls: type, event: bool) -> Callable[[Any], str]:
+    make = _JSON_MAKERS.get((cls, event))
+    if make is None:
+        make = _JSON_MAKERS[(cls, event)] = _json_maker(cls, event)
+    return make
+
+
+def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
+    """``to_json`` of ``cls`` written out: the same text as ``json.dumps`` of ``to_dict`` (keys in
+    order, compact, not ASCII-escaped), at a fraction of its cost. Each int and str field, list of
+    ints or strs and small dataclass is written directly where its value is exactly that (checked
+    per value); any other value goes through the encoder as before. ``event``: with the ``v`` and
+    ``event`` keys, and made safe for a terminal (``json_safe``)."""
+    text = _text
+    parts = [f'"v":{VERSION},"event":{text(cls.__name__)}'] if event else []
+    for f in fields(cls):
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        x = f"s.{f.name}"
+        if kind == "int":
+            value = f"(str({x}) if {x}.__class__ is int else _other({x}))"
+        elif kind == "str":
+            value = f"(_text({x}) if {x}.__class__ is str else _other({x}))"
+        elif kind == "bool":
+            value = f"('true' if {x} is True else 'false' if {x} is False else _other({x}))"
+        elif kind in ("list[int]", "list[str]"):
+            value = f"_list({x})"
+        else:
+            value = f"_other({x})"
+        parts.append(f"{text(f.name)}:' + {value} + '")
+    source = f"lambda s: '{{{','.join(parts)}}}'"
+    make = eval(source, {"_other": _other, "_text": text, "_list": _list})  # noqa: S307
+    if not event:
+        return make
+    from vmmtui.words.names import json_safe
+
+    return lambda s: json_safe(make(s))
+
+
+def _list(v: Any) -> str:
+    """A list of ints or of strs as JSON (anything else through the encoder)."""
+    if v.__class__ is list:
+        if all(x.__class__ is int for x in v):
+            return f"[{','.join(map(str, v))}]"
+        if all(x.__class__ is str for x in v):
+            return f"[{','.join(map(_text, v))}]"
+    return _other(v)
+
+
+def _other(v: Any) -> str:
+    """A value of no fast kind: a small dataclass through its own maker, the rest encoded."""
+    if hasattr(v.__class__, "__dataclass_fields__"):
+        return _json_of(v.__class__, False)(v)
+    return _ENCODE(_value(v))
+
+
 @dataclass(frozen=True)
 class TraceEvent(AttachEvent):
     """Events only ``vmmtui trace`` produces (like attach's, about programs vmmtui did not start).
@@ -91,6 +151,9 @@ class TraceEvent(AttachEvent):
         if make is None:
             make = _MAKERS[type(self)] = _maker(type(self))
         return make(self)
+
+    def to_json(self) -> str:
+        return _json_of(type(self), True)(self)
 
 
 @dataclass(frozen=True)

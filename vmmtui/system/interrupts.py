@@ -14,7 +14,8 @@ there before, so that a caller running vmmtui in-process (the tests) gets its ow
 An event loop that wants the signals as messages (the Textual apps) installs its own handlers
 with ``delivered_to(callback)`` (its command sets ``own_signals=True`` so that ``cli.main`` does
 not install ``interruptible()`` around it), and what was there comes back when it ends.
-No Textual here.
+The full-screen commands (the inspector, a replay, the trace inspector, the attach and watch
+screens) share one exit-status rule, ``exit_status``. No Textual here.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int = signal.SIGINT):
         super().__init__(signum)
         self.signum = signum
+
+
+def exit_status(signalled: int | None, own: int = 0) -> int:
+    """The exit status of a full-screen command: ended by a signal, 128 + it (Ctrl-C 130, SIGHUP
+    129, SIGTERM 143; a screen reads Ctrl-C as a key, which counts as SIGINT); quit with q, the
+    command's own status (``own``: a traced command's that ended by itself; 0 where none)."""
+    return 128 + signalled if signalled is not None else own
 
 
 def exit_now(signum: int, frame: FrameType | None = None) -> None:

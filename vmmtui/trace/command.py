@@ -47,7 +47,9 @@ STOP_GRACE_S = 0.8
 #: a stop signal passed on to the command: SIGKILL to its tree when it has not ended after this
 SIGNAL_GRACE_S = 1.5
 #: the signals that ask the command to stop (passed on, then enforced)
-STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+STOP_SIGNALS = frozenset(
+    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)
+)
 #: the gate: /bin/sh waits for vmmtui's line on fd 9, then becomes the command (same pid)
 #: (the pipe closed without the line: vmmtui gave up, and the command never runs)
 GATE = 'read _ <&9 || exit 125; exec 9<&-; exec "$@"'

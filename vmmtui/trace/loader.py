@@ -176,7 +176,7 @@ class Ring:
     def pending(self) -> bool:
         return _U64.unpack_from(self.view, 0)[0] > _U64.unpack_from(self.consumer, 0)[0]
 
-    def read(self, most: int = 1 << 16) -> list[bytes]:
+    def read(self, most: int = 4096) -> list[bytes]:
         """The committed records (at most ``most``: a reader that never runs dry still yields)."""
         view, mask, base = self.view, self.mask, self.page
         cons = _U64.unpack_from(self.consumer, 0)[0]
@@ -464,6 +464,13 @@ class Probe:
                 out[(key[0], key[1])] = sum(values)
         return out
 
+    def detach(self) -> None:
+        """Take every program off its hook (the kernel then writes no more records); the maps
+        and the ring stay readable for what is already in them."""
+        for link in self.links:
+            self.lib.bpf_link__destroy(link)
+        self.links = []
+
     def close(self) -> None:
         if self._drops is not None:
             self._drops.close()
@@ -471,9 +478,7 @@ class Probe:
         if self.ring is not None:
             self.ring.close()
             self.ring = None
-        for link in self.links:
-            self.lib.bpf_link__destroy(link)
-        self.links = []
+        self.detach()
         if self.rb:
             self.lib.ring_buffer__free(self.rb)
             self.rb = None

@@ -4,7 +4,9 @@ readers' transcripts, the attach view's log). Names from the traced processes go
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -39,6 +41,9 @@ from vmmtui.trace.probes import classify
 from vmmtui.trace.words import end_words, handle_type_names, road_words, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
+
+if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
+    from vmmtui.view.kernel import KernelFact
 
 FINDING_STYLES = {
     "shared": ("✓", "green"),
@@ -384,3 +389,106 @@ class Bystanders:
             f"{n} process{'es' if n != 1 else ''} only forked, ran a program and exited (a shell, "
             "a wrapper): not shown; --json shows every call"
         )
+
+
+# -- the demo's own workers: the kernel's record beside each step ------------------------------------
+#: the calls a step's kernel line shows first: an fd arriving (with where it came from) tells most
+_TELLING = (FdsReceived, FdTaken, FdsSent, MemfdCreated, CudaCall, PidfdOpened, CallRefused)
+
+
+def _whose(role: str, pid: int) -> str:
+    return role or f"pid {pid}"
+
+
+def kernel_fact(fact: KernelFact) -> Text:
+    """One fact of the kernel's record of a demo worker (``vmmtui.view.kernel.KernelFact``):
+    ``kernel: producer sendmsg SCM_RIGHTS fd 5 → consumer fd 5 (recvmsg), same struct file``.
+    "same struct file" is said only where the kernel's file identity matched, never by number."""
+    e, role = fact.event, fact.role
+    pid = getattr(e, "pid", 0)
+    me = _whose(role, pid)
+    if isinstance(e, FdsReceived) and fact.sources and all(fact.sources):
+        parts = []
+        for fd, src in zip(e.fds, fact.sources, strict=False):
+            assert src is not None  # all() above
+            to = "itself as fd" if src.pid == pid else f"{me} fd"
+            parts.append(
+                f"{_whose(src.role, src.pid)} {src.call} SCM_RIGHTS fd {src.fd} → {to} {fd} "
+                f"({e.call}), same struct file"
+            )
+        return Text("kernel: " + "; ".join(parts) + _more(e.fds_not_read), "yellow")
+    if isinstance(e, FdsReceived):
+        return Text(
+            f"kernel: {me} {e.call}: SCM_RIGHTS → new fd {', '.join(map(str, e.fds))}"
+            f"{_more(e.fds_not_read)} (its send was not seen)",
+            "yellow",
+        )
+    if isinstance(e, FdTaken) and e.fd >= 0 and fact.sources and fact.sources[0] is not None:
+        src = fact.sources[0]
+        return Text(
+            f"kernel: {me} pidfd_getfd({_whose(src.role, src.pid)} fd {e.target_fd}) → fd "
+            f"{e.fd}, same struct file",
+            "yellow",
+        )
+    if isinstance(e, FdsSent):
+        fds = ", ".join(map(str, e.fds))
+        refused = f" → {_errno(e.result)}" if e.result < 0 else ""
+        return Text(
+            f"kernel: {me} {e.call} SCM_RIGHTS fd {fds}{_more(e.fds_not_read)} over "
+            f"{shown(socket_words(e.sock))}{refused}",
+            "red" if refused else "yellow",
+        )
+    if isinstance(e, TraceLost | CallRefused):
+        return Text("kernel: ") + lines(e)[0]
+    words = call_words(e)
+    return Text(f"kernel: {me} {words or type(e).__name__}", "red" if _failed(e) else "yellow")
+
+
+def kernel_step_line(facts: Sequence[KernelFact]) -> Text | None:
+    """The line beside a step: its most telling fact, and how many more the log holds."""
+    kept = kernel_step_facts(facts)
+    if not kept:
+        return None
+    text = kernel_fact(kept[0])
+    if len(kept) > 1:
+        text.append(f" (+{len(kept) - 1} more in the log)", "dim")
+    return text
+
+
+def kernel_step_facts(facts: Sequence[KernelFact]) -> list[KernelFact]:
+    """The facts a step's line shows, the most telling first: a send whose struct file arrived
+    in the same step is told by its receive."""
+    arrived = {
+        file
+        for f in facts
+        if isinstance(f.event, FdsReceived) and f.sources and all(f.sources)
+        for file in f.event.files
+    }
+    kept = [
+        f
+        for f in facts
+        if not (isinstance(f.event, FdsSent) and f.event.files and set(f.event.files) <= arrived)
+    ]
+
+    def rank(f: KernelFact) -> int:
+        kinds = [k for k, cls in enumerate(_TELLING) if isinstance(f.event, cls)]
+        return kinds[0] if kinds else len(_TELLING)
+
+    return sorted(kept, key=rank)
+
+
+def kernel_started(e: TraceStarted, roles: dict[int, str]) -> Text:
+    """The record's start in the demo: which workers it follows, and what it cannot see."""
+    who_ = ", ".join(f"{roles.get(p, 'pid')} pid {p}" for p in e.targets) or "no worker yet"
+    text = Text(
+        f"kernel: eBPF follows {who_} from here on (calls before this line were not recorded)",
+        "yellow",
+    )
+    for p in e.unprobed:
+        text.append(f"; not probed: {shown(p, 200)}", "dim")
+    return text
+
+
+def kernel_finished(e: TraceFinished) -> Text:
+    lost = f", {e.lost} lost: what they showed is not known" if e.lost else ", none lost"
+    return Text(f"kernel: {e.events} calls of the workers recorded{lost}; probe detached", "yellow")

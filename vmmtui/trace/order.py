@@ -14,7 +14,7 @@ ledger knows of a loss before it folds the records around it.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import itertools
 
 from vmmtui.stream.events import Event
@@ -34,11 +34,19 @@ def stamp(e: Event) -> int | None:
 
 
 class KernelOrder:
-    """Events in, the same events out in the kernel's timestamp order, ``window_ns`` late."""
+    """Events in, the same events out in the kernel's timestamp order, ``window_ns`` late.
+
+    Held events are kept sorted in batches, not one heap operation each: what came since the last
+    ``release`` is sorted at once (the records of one read are nearly in order already) and merged
+    with what is held (two sorted runs: one linear pass of the sort), and what is old enough is
+    cut off the front."""
 
     def __init__(self, window_ns: int = WINDOW_NS) -> None:
         self.window_ns = window_ns
-        self._heap: list[tuple[int, int, Event]] = []
+        #: (timestamp, arrival, event), sorted
+        self._held: list[tuple[int, int, Event]] = []
+        #: what came since the last release, unsorted
+        self._new: list[tuple[int, int, Event]] = []
         self._seq = itertools.count()
         #: the timestamp of the last event let go (a straggler older than it goes out at once)
         self.released = 0
@@ -46,7 +54,7 @@ class KernelOrder:
         self.late = 0
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._held) + len(self._new)
 
     def push(self, e: Event) -> list[Event]:
         """Hold ``e``; an event with no timestamp lets every held one go first (it ends or
@@ -56,24 +64,56 @@ class KernelOrder:
             return [*self.flush(), e]
         if t < self.released:
             self.late += 1
-        heapq.heappush(self._heap, (t, next(self._seq), e))
+        self._new.append((t, next(self._seq), e))
         return []
+
+    def extend(self, events: list[Event]) -> list[Event]:
+        """``push`` of each of ``events``, in one call: what they let go (most often nothing)."""
+        out: list[Event] = []
+        new, seq, released = self._new, self._seq, self.released
+        for e in events:
+            t = stamp(e)
+            if t is None:
+                out += [*self.flush(), e]
+                new = self._new
+                continue
+            if t < released:
+                self.late += 1
+            new.append((t, next(seq), e))
+        return out
+
+    def _sorted(self) -> list[tuple[int, int, Event]]:
+        new, held = self._new, self._held
+        if new:
+            new.sort()
+            overlap = held and new[0] < held[-1]
+            held.extend(new)
+            if overlap:
+                held.sort()  # two sorted runs: merged in one pass
+            self._new = []
+        return held
 
     def release(self, now_ns: int) -> list[Event]:
         """The events stamped before ``now_ns - window``, oldest first."""
-        horizon = now_ns - self.window_ns
-        out = []
-        while self._heap and self._heap[0][0] <= horizon:
-            t, _, e = heapq.heappop(self._heap)
-            self.released = max(self.released, t)
-            out.append(e)
-        return out
+        held = self._sorted()
+        if not held or held[0][0] > now_ns - self.window_ns:
+            return []
+        cut = bisect.bisect_right(held, (now_ns - self.window_ns, _AFTER_ALL))
+        return self._cut(cut)
 
     def flush(self) -> list[Event]:
         """Every held event, oldest first (the end of the trace, or of a recording)."""
-        out = []
-        while self._heap:
-            t, _, e = heapq.heappop(self._heap)
-            self.released = max(self.released, t)
-            out.append(e)
+        return self._cut(len(self._sorted()))
+
+    def _cut(self, n: int) -> list[Event]:
+        held = self._held
+        if not n:
+            return []
+        self.released = max(self.released, held[n - 1][0])
+        out = [x[2] for x in held[:n]]
+        del held[:n]
         return out
+
+
+#: an arrival number after every other: (t, _AFTER_ALL) sorts after every held event stamped t
+_AFTER_ALL = float("inf")

@@ -231,6 +231,24 @@ class Decoder:
             out.append(e)
         return out
 
+    def batch(self, records: list[bytes]) -> list[TraceCall]:
+        """The events of ``records``, in their order: the one-record calls decoded here, inline
+        (the most of a trace), the messages and continuations through ``__call__``."""
+        out: list[TraceCall] = []
+        pending, files, head, unpack = self.pending, self.files, HEAD.size, HEAD.unpack_from
+        for raw in records:
+            if len(raw) < head:
+                continue
+            kind, tgid, tid, nfds, ktime, ret, a0, a1, a2, file = unpack(raw)
+            if kind == CLOSE and tid not in pending:
+                out.append(FdCloseCall(tgid, tid, ktime, _s32(a0), files(file), ret))
+            elif kind == MEMFD and tid not in pending and len(raw) >= SIZES[MEMFD]:
+                name = NAMED.unpack_from(raw, head)[1]
+                out.append(MemfdCreated(tgid, tid, ktime, _text(name), ret, files(file)))
+            else:
+                out += self(raw)
+        return out
+
     def _hold(self, m: _Message | _Queued, out: list[TraceCall]) -> list[TraceCall]:
         have = len(m.fds) if isinstance(m, _Message) else len(m.files)
         if have >= m.total:

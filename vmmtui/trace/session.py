@@ -199,10 +199,11 @@ class TraceSession:
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
             yield from map(self._out, ledger.finish())
 
-    def stop(self) -> None:
-        """End the run: the traced command's tree is stopped (a ``-p`` target is not ours)."""
+    def stop(self) -> bool:
+        """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True
+        when the command was still running."""
         self.source.stopping = True
-        stop_command(self.source)
+        return stop_command(self.source)
 
 
 def refold(events: Iterable[Event]) -> list[Event]:
@@ -210,14 +211,20 @@ def refold(events: Iterable[Event]) -> list[Event]:
     return list(TraceSession.replay(events).events())
 
 
-def stop_command(tracer: object) -> None:
+def stop_command(tracer: object) -> bool:
     """SIGTERM to the traced command and everything it started (orphans too: they carry its
     mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
-    left alone). ``vmmtui.trace.command`` is the one place that knows the tree."""
+    left alone). ``vmmtui.trace.command`` is the one place that knows the tree. True when the
+    command was still running (its exit status is then ours, not its own)."""
+    from vmmtui.trace.command import alive
+
     watch = getattr(tracer, "watch", None)
     tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
-    if tree is not None:
-        tree.stop(TERM_GRACE_S)
+    if tree is None or getattr(tracer, "exit", None) is not None:
+        return False
+    running = alive(tree.pid)
+    tree.stop(TERM_GRACE_S)
+    return running
 
 
 def seen_now(pids: list[int]) -> list[Event]:

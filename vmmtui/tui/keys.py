@@ -41,7 +41,17 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         BOTH,
     ),
     (Binding("q", "quit", "Quit", tooltip="quit (cleans up first)"), BOTH),
-    (Binding("ctrl+c", "quit", "Quit", show=False, priority=True), BOTH),
+    (
+        Binding(
+            "ctrl+c",
+            "interrupt",
+            "Interrupt",
+            show=False,
+            priority=True,
+            tooltip="quit as SIGINT would (cleans up first; exit status 130)",
+        ),
+        BOTH,
+    ),
     (Binding("question_mark", "help", "Help", tooltip="every key and what the panels show"), BOTH),
     (
         Binding(

@@ -150,7 +150,8 @@ class ReplayApp(Viewer):
         return len(getattr(self.timeline, "plan", ())) or self.frames.frames[-1].steps
 
     def where(self) -> str:
-        return f"REPLAY · {self.unit} {self.frames.frames[self.frame].steps}/{self.total}"
+        where = f"REPLAY · {self.unit} {self.frames.frames[self.frame].steps}/{self.total}"
+        return where + self.traced_beyond_frames()
 
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]

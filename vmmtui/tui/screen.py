@@ -14,10 +14,11 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
+from vmmtui.tui.widgets.footer import KeysFooter
 from vmmtui.tui.widgets.process_panel import ProcessPanel
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.step_bar import StepBar
@@ -25,6 +26,8 @@ from vmmtui.tui.widgets.teaching import TeachingPanel
 from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
 from vmmtui.view import Display, ScreenState
 
+#: the smallest terminal the inspector is drawn on; below it, one centred line says so
+MIN_WIDTH, MIN_HEIGHT = 80, 24
 #: below these sizes the layout gives up parts to keep the fd tables on screen
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 MEDIUM_HEIGHT = 46
@@ -58,6 +61,7 @@ class InspectorScreen(Screen):
         self.ready = False
 
     def compose(self) -> ComposeResult:
+        yield Static(id="too-small")
         state = self.state
         if state.programs is not None:
             yield from self._compose_programs()
@@ -80,7 +84,7 @@ class InspectorScreen(Screen):
         yield TeachingPanel(self.replay, self.display_mode, id="teaching")
         yield EventLog(id="log")
         yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
-        yield Footer()
+        yield KeysFooter()
 
     def _compose_programs(self) -> ComposeResult:
         """Programs vmmtui did not start: a panel per process (added as they come), the wire
@@ -97,7 +101,7 @@ class InspectorScreen(Screen):
         log.window = LOG_WINDOW
         yield log
         yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.set_class(self.state.programs is not None, "-programs")
@@ -110,6 +114,12 @@ class InspectorScreen(Screen):
         self._tiers(event.size.width, event.size.height)
 
     def _tiers(self, width: int, height: int) -> None:
+        small = width < MIN_WIDTH or height < MIN_HEIGHT
+        if small:  # borders with nothing in them told no one why: the screen says it instead
+            self.query_one("#too-small", Static).update(
+                f"too small: {MIN_WIDTH}×{MIN_HEIGHT} needed, this is {width}×{height}\nq quits"
+            )
+        self.set_class(small, "-too-small")
         self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
         self.set_class(height < MEDIUM_HEIGHT, "-medium")
         self.set_class(height < TINY_HEIGHT, "-tiny")
@@ -146,11 +156,9 @@ class InspectorScreen(Screen):
         if self.state.programs is not None:
             self.paint()
             return
-        for widget in [
-            *self.query(ProcessPanel),
-            self.query_one("#wire"),
-            self.query_one("#teaching"),
-        ]:
+        for panel in self.query(ProcessPanel):
+            panel.show_mark(mark)  # beside what the panel says it left out
+        for widget in [self.query_one("#wire"), self.query_one("#teaching")]:
             widget.border_subtitle = mark
 
     def panel(self, role: str) -> ProcessPanel:

@@ -90,6 +90,9 @@ class TraceApp(Viewer):
         self.live_to = 0
         #: the run (made in the tracer's thread, once the tracer is)
         self.session: Any = None
+        #: the traced command was still running when the app ended and was stopped by it: its
+        #: exit status is ours, not its own
+        self.stopped_command = False
 
     @property
     def timeline(self) -> CallTimeline:
@@ -143,7 +146,7 @@ class TraceApp(Viewer):
                 self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
-                stop_command(self.tracer)
+                self.stopped_command = stop_command(self.tracer) or self.stopped_command
         sinks = [batch.append] + ([self.sink] if self.sink is not None else [])
         self.session = (
             TraceSession(self.tracer, sinks)
@@ -216,8 +219,10 @@ class TraceApp(Viewer):
         if self.shown is None:
             behind = len(self.timeline.events) - self.live_to
             folding = f" · folding {behind} more events" if behind > 0 else ""
-            return f"{'ENDED' if self.ended else 'LIVE'} · call {calls}{folding}"
-        return f"AS OF CALL {self.frames.frames[self.shown].steps} of {calls} · end: live"
+            ended = "ENDED" if self.ended else "LIVE"
+            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}"
+        shown = self.frames.frames[self.shown].steps
+        return f"AS OF CALL {shown} of {calls}{self.traced_beyond_frames()} · end: live"
 
     def subtitle(self, state: ScreenState) -> str:
         return self.sub
@@ -276,7 +281,8 @@ class TraceApp(Viewer):
         self.quitting = True
         if self.tracer is None:
             return
-        stop_command(self.tracer)  # the session's, before the session may exist
+        # the session's, before the session may exist
+        self.stopped_command = stop_command(self.tracer) or self.stopped_command
         self.tracer.stopping = True
         if self.thread is not None:
             self.thread.join(1.0)

@@ -4,7 +4,7 @@ of them, going back and forth, autoplay, the cast, screenshots, help, and the si
 The app is a ``FrameStates`` (the state at every frame, cached) and the frame on show; ``show(i)``
 puts that state on the screen. A cast gets one frame per state shown. SIGINT, SIGTERM and SIGHUP
 end the app cleanly at any moment: ``stop(signum)`` (the live app closes its session first), exit
-status 128 + signal.
+status 128 + signal (``interrupts.exit_status``); Ctrl-C, a key to the app, is SIGINT's.
 """
 
 from __future__ import annotations
@@ -165,6 +165,23 @@ class Viewer(App[int]):
             return
         frames = bar_frames(timeline, ahead=self.MODE != "replay")
         bar.show(frames, index, frame.steps, len(timeline.plan), mode)
+
+    def traced_beyond_frames(self) -> str:
+        """A trace's frames are its calls on fds that held a share (a close of any other fd is no
+        frame); the tracer's closing line counts every call. Where the two differ the status line
+        says the tracer's count beside the frames', so that one screen gives one answer: "call
+        132/132 · 135 traced" beside the log's "135 calls in 0.6 s". "" otherwise."""
+        timeline = self.frames.timeline
+        if getattr(timeline, "unit", "step") != "call":
+            return ""
+        from vmmtui.stream.observed import TraceFinished  # a trace's: the demo never imports it
+
+        for e in reversed(timeline.events[-64:]):  # the findings of the end come after it
+            if isinstance(e, TraceFinished):
+                framed = timeline.frames[-1].steps
+                more = e.events > framed and e.mode == "ebpf"
+                return f" · {e.events} traced" if more else ""
+        return ""
 
     def _call_bar(self, timeline) -> list[BarFrame]:
         """A trace's bar: a cell per call, coloured by its process, findings marked; extended as
@@ -434,3 +451,8 @@ class Viewer(App[int]):
 
     async def action_quit(self) -> None:
         self.finish(0)
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: the terminal gives it to the app as a key, not as SIGINT; it ends the app as
+        SIGINT does (exit status 130), as in every other command."""
+        self.stop(signal.SIGINT)

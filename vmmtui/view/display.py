@@ -15,6 +15,9 @@ _VOLATILE = [
     (re.compile(r"/proc/\d+/"), "/proc/…/"),
     (re.compile(r"\b(producer|consumer) \d+\b"), r"\1 …"),
     (re.compile(r"\b\d+\.\d+ ms\b"), "… ms"),
+    # the kernel's record: a run's keyed file identity and socket inodes
+    (re.compile(r"\[file [0-9a-f]+\]"), "[file …]"),
+    (re.compile(r"\b(inode|peer) \d+"), r"\1 …"),
 ]
 
 

@@ -44,6 +44,7 @@ from vmmtui.words import narration as say
 from vmmtui.words.troubleshooting import Failure, leaked_fds
 
 if TYPE_CHECKING:  # the programs' side (and the trace's events) load with the first trace event
+    from vmmtui.view.kernel import KernelFact, KernelView
     from vmmtui.view.programs import ProgramsView
 
 
@@ -176,6 +177,9 @@ class ScreenState:
     #: programs vmmtui did not start (a trace, a polling, their recordings): one view per pid,
     #: the wire of every transfer and the verdicts; None for the demo's own session
     programs: ProgramsView | None = None
+    #: the kernel's own record of the demo's workers (eBPF), by plan step; None where the session
+    #: carries none (no eBPF here, --no-kernel, a recording made without it)
+    kernel: KernelView | None = None
     #: events folded (a log line remembers the one that wrote it: a fold forward from a snapshot
     #: reuses the lines it would write again)
     seq: int = 0
@@ -251,6 +255,12 @@ class ScreenState:
     def panel(self, role: str) -> PanelView:
         return self.panels.get(role) or PanelView(role)
 
+    def kernel_facts(self) -> tuple[KernelFact, ...]:
+        """What the kernel recorded in the last step that ran (or runs now), in its order."""
+        if self.kernel is None or self.steps <= 0:
+            return ()
+        return self.kernel.at(self.steps - 1)
+
     # -- what the app adds that no event says ------------------------------------------------------
     def noted(self, text: Text) -> ScreenState:
         """One more line in the log (a file that could not be written, say)."""
@@ -306,6 +316,8 @@ def fold_one(
     """The state after one more event."""
     d = d or Display()
     if isinstance(e, AttachEvent):
+        if state.programs is None and state.started:  # the kernel's record of our own workers
+            return _kernel(state, e, d)
         return _program(state, e, d)
     state = evolve(state, seq=state.seq + 1)
     match e:
@@ -563,6 +575,33 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
         text = f"{v.findings_len - bad} shared/imported · {bad} to look at"
         state = evolve(state, status={**state.status, "findings": text})
     return _log(state, lines, steps=v.calls_len)
+
+
+def _kernel(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
+    """A call the kernel recorded in a worker (eBPF): filed under the step that ran, one log line."""
+    from vmmtui.stream.observed import TraceFinished, TraceStarted
+    from vmmtui.trace import narration as trace_say
+    from vmmtui.view.kernel import OUTSIDE, fold_kernel
+
+    state = evolve(state, seq=state.seq + 1)
+    roles = {p.pid: r for r, p in state.panels.items() if p.pid is not None}
+    running = any(p.running for p in state.panels.values())
+    step = state.steps - 1 if running and state.steps > 0 else OUTSIDE
+    view, fact = fold_kernel(state.kernel, e, roles, step)
+    state = evolve(state, kernel=view)
+    if fact is not None:
+        text = trace_say.kernel_fact(fact)
+    elif isinstance(e, TraceStarted):
+        text = trace_say.kernel_started(e, roles)
+    elif isinstance(e, TraceFinished):
+        text = trace_say.kernel_finished(e)
+    else:
+        return state
+    if text.plain.startswith("kernel: "):  # the log's tag says it
+        text = text[len("kernel: ") :]
+    if d.stable:
+        text = Text(d.text(text.plain), text.style)
+    return _log(state, [_tag(say.KERNEL, text)])
 
 
 # -- helpers ----------------------------------------------------------------------------------------

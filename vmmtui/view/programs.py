@@ -20,7 +20,6 @@ from typing import Any, Generic, TypeVar
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import GOOD, Proof, proof_of
-from vmmtui.model.handles import extend_series
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.stream.events import (
     AttachEvent,
@@ -265,6 +264,10 @@ class ProgramsView:
     findings_len: int = 0
     #: findings that are not good news (problems, unknowns)
     bad_findings: int = 0
+    #: the good findings by what proves them (``Proof``): the verdicts' header, without a walk
+    proven_by: dict[str, int] = field(default_factory=dict)
+    #: the good findings by the road they took (``model.roads.Road``; "" not seen)
+    roads: dict[str, int] = field(default_factory=dict)
     in_flight: dict[str, tuple[Pending, ...]] = field(default_factory=dict)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
@@ -665,6 +668,10 @@ def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     if e.kind not in GOOD:
         p = v.proc(e.pid)
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
+    else:
+        v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
+        if e.road or e.exported_as:  # the roads the verdicts count, as they come
+            v = evolve(v, roads={**v.roads, e.road: v.roads.get(e.road, 0) + 1})
     return v
 
 
@@ -762,6 +769,8 @@ def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:
 
 def _pinned(v: ProgramsView, e: PinnedBytes) -> ProgramsView:
     """An exporter's pinned bytes changed: one more point of its series (the refcount book's)."""
+    from vmmtui.model.handles import extend_series  # with the first trace (not a demo's frame)
+
     p = v.proc(e.pid)
     return _set(v, evolve(p, pinned=extend_series(p.pinned, max(0, e.ktime - v.ktime0), e.bytes)))
 

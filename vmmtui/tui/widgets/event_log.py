@@ -21,6 +21,9 @@ from vmmtui.view import LogLine, ScreenState
 
 #: a search's match in the log
 FOUND = Style(reverse=True, bold=True)
+#: the style of a segment that has none: Textual's filters (NO_COLOR's monochrome) read every
+#: segment's style, and rich leaves plain text and padding without one
+PLAIN = Style.null()
 
 
 class EventLog(ScrollView, can_focus=True):
@@ -128,9 +131,12 @@ class EventLog(ScrollView, can_focus=True):
                     console.render(self.entries[k].text, options.update(no_wrap=False))
                 )
             )
-            strips = [Strip(line).adjust_cell_length(width) for line in lines] or [
-                Strip.blank(width)
-            ]
+            strips = [
+                Strip([Segment(t, s or PLAIN, c) for t, s, c in line]).adjust_cell_length(
+                    width, PLAIN
+                )
+                for line in lines
+            ] or [Strip.blank(width, PLAIN)]
             self._rows.extend(strips)
             self._row_entry.extend([self._base + k] * len(strips))
             self._wrapped.append(len(strips))

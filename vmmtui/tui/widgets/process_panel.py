@@ -41,6 +41,10 @@ class ProcessPanel(Vertical):
         #: the step list as last drawn: which steps, which folded
         self.step_window = Window(0, 0, 0)
         self._shown: dict[str, tuple] = {}
+        #: "as of step N" while a past step is shown (the screen sets it)
+        self.mark = ""
+        #: the rows of a mapping card left out for want of rows (0: shown, or nothing in it)
+        self.card_left_out = 0
 
     # what the tests and the app read
     @property
@@ -114,13 +118,33 @@ class ProcessPanel(Vertical):
         # step list, -compact the card too)
         listed = any(w.styles.display != "none" for w in self.query(f"#{self.role}-steps"))
         names = len(role_steps(self.role, list(self.plan))) if listed else 0
-        card_rows = 0
-        if not self.screen.has_class("-compact"):
-            for w in self.query(f"#{self.role}-card"):
-                card_rows += self._rows(self._card(), width) + w.styles.margin.top
-        rows = share(height, fixed, names, card_rows)
+        card_rows = sum(
+            self._rows(self._card(), width) + w.styles.margin.top
+            for w in self.query(f"#{self.role}-card")
+        )
+        compact = self.screen.has_class("-compact")  # the tier leaves the card out
+        rows = share(height, fixed, names, 0 if compact else card_rows)
         self.set_class(not rows.card, "-no-card")
         self.step_room = rows.steps if listed else None
+        # a card with something in it that is not drawn is said on the border (no row to spare)
+        out = (compact or not rows.card) and self._card_has_content()
+        self.card_left_out = card_rows if out else 0
+        self.show_mark(self.mark)
+
+    def show_mark(self, mark: str) -> None:
+        """The border's subtitle: "as of step N" (``mark``) and the card left out, if it is."""
+        self.mark = mark
+        card = f"+ mapping card ({self.card_left_out} rows)" if self.card_left_out else ""
+        subtitle = " · ".join(part for part in (mark, card) if part)
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
+
+    def _card_has_content(self) -> bool:
+        s = self.view.worker_state
+        if s is None:
+            return False
+        m = s.mapping
+        return m.handle is not None or m.va is not None or bool(m.ipc_handle)
 
     def _rows(self, renderable, width: int) -> int:
         console = self.app.console

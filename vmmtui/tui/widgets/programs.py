@@ -10,18 +10,17 @@ words it. Names from the traced processes go through the sanitiser.
 
 from __future__ import annotations
 
-from collections import Counter
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.words.names import shown
 from vmmtui.words.narration import identity_words
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
-    from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView, Via
+    from vmmtui.view.programs import FdView, FindingView, MemView, ProcView, ProgramsView, Via
 
 #: the colours of processes, in the order they appear (the step bar uses the same)
 PALETTE = (
@@ -234,6 +233,7 @@ def via_words(via: Via) -> str:
     if isinstance(via, str):
         return via
     from vmmtui.trace.words import socket_words
+    from vmmtui.words.names import shown
 
     return shown(socket_words(via), 80)
 
@@ -279,12 +279,14 @@ class TransfersPanel(_Sized):
                 )
         from vmmtui.view.roads import transfer_road  # with the first trace (not a demo's frame)
 
-        items = v.transfer_list()
+        n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
         room = max(1, self.size.height - len(rows))
-        more = len(items) - room
+        more = n - room
+        start = 0
         if more > 0:
-            items = items[-(room - 1) :] if room > 1 else []
+            start = n - (room - 1) if room > 1 else n
             rows.insert(0, _line((f"… {more} earlier", "dim")))
+        items = [t for _, t in v.transfers.entries[start:n]]
         for t in items:
             lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
             _, at_export, at_import = transfer_road(v, t)
@@ -314,6 +316,25 @@ class VerdictsPanel(_Sized):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.border_title = "verdicts"
+        self._bad_of: object = None
+        #: where the findings that are not good news are in ``_bad_of``'s entries
+        self._bad_at: list[int] = []
+        self._bad_seen = 0
+
+    def _newest_bad(self, v: ProgramsView, most: int) -> list[FindingView]:
+        """The newest ``most`` findings that are not good news, oldest first. Where they are in
+        the book of findings is noted as it grows (a book only grows; a state off its tip has a
+        book of its own), so a repaint looks at the findings that came since, not at all."""
+        book = v.findings
+        if book is not self._bad_of:
+            self._bad_of, self._bad_at, self._bad_seen = book, [], 0
+        entries = book.entries
+        for k in range(self._bad_seen, len(entries)):
+            if not entries[k][1].good:
+                self._bad_at.append(k)
+        self._bad_seen = len(entries)
+        upto = bisect_left(self._bad_at, v.findings_len)
+        return [entries[k][1] for k in self._bad_at[max(0, upto - most) : upto]]
 
     def show(self, v: ProgramsView) -> None:
         self._last = v
@@ -321,21 +342,20 @@ class VerdictsPanel(_Sized):
         if key == self._key:
             return
         self._key = key
-        from vmmtui.model.findings import tally
+        from vmmtui.model.findings import Tally
         from vmmtui.trace.words import proven_words, roads_words
 
-        found = v.finding_list()
-        bad = [f for f in found if not f.good]
-        roads = Counter(f.road for f in found if f.good and (f.road or f.exported_as))
+        bad, nbad = self._newest_bad(v, 20), v.bad_findings
+        good = v.findings_len - nbad
         head: list[Text] = [
             _line(
                 ("✓ ", "green"),
-                proven_words(tally((f.kind, f.proof) for f in found)),
-                (f" · {len(bad)} to look at" if bad else " · nothing wrong found", "bold"),
+                proven_words(Tally(good, nbad, v.proven_by)),
+                (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
             )
         ]
-        if roads:  # a line of its own: the count above keeps its place at 80 columns
-            head.append(_line(("  ", ""), (roads_words(dict(roads)), "cyan")))
+        if v.roads:  # a line of its own: the count above keeps its place at 80 columns
+            head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
             head.append(
                 _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")
@@ -344,7 +364,7 @@ class VerdictsPanel(_Sized):
             head.append(_line(("polling: ", "bold yellow"), v.reason))
         width = max(10, self.size.width)
         rows: list[Text] = []
-        for f in reversed(bad[-20:]):  # the newest first; each: what, then the fix, the cause
+        for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
             mark = "✗" if f.kind == "refused" else "⚠"
             text = Text.assemble(
                 (f"{mark} {f.kind}: ", "bold red" if mark == "✗" else "bold yellow"),
@@ -356,7 +376,7 @@ class VerdictsPanel(_Sized):
             )
             rows += list(text.wrap(self.app.console, width))
         room = max(1, self.size.height) - len(head)
-        if len(rows) > room and len(bad) > 1:  # the cut is said
+        if len(rows) > room and nbad > 1:  # the cut is said
             rows = rows[: max(0, room - 1)] + [
                 _line(("… older findings: / searches the log", "dim"))
             ]

@@ -22,11 +22,14 @@ class StatusLine(Static):
             return
         self._key = key
         text = Text()
+        parts = " · ".join(v for v in state.status.values() if v)
         if where:
             text.append(where, "bold reverse")
-            text.append(" ")
+            if queued or parts:
+                text.append(" · ")
         if queued:
-            text.append(f"{queued} key(s) queued ", "bold yellow")
-        parts = " · ".join(v for v in state.status.values() if v)
+            text.append(f"{queued} key(s) queued", "bold yellow")
+            if parts:
+                text.append(" · ")
         text.append(parts or ("" if where else IDLE), "bold red" if state.start_error else "bold")
         self.update(text)

@@ -83,6 +83,11 @@ class StepBar(Widget):
         self.unit = "step"
         self._count = 0
         self._dragging = False
+        #: failed frames before each frame (``[k]``: among frames[:k]), of every frame but the
+        #: last (frames only grow and only the last one still changes): a column's mark is read
+        #: in constant time, not by looking at every frame it stands for at every repaint
+        self._failed_before: list[int] = [0]
+        self._failed_of: list[BarFrame] | None = None
 
     def show(
         self,
@@ -135,8 +140,23 @@ class StepBar(Widget):
         text.append("▏", NEUTRAL)
         return text
 
+    def _any_failed(self, frames: range) -> bool:
+        """Whether any of ``frames`` is marked failed."""
+        every = self.frames
+        last = len(every) - 1
+        before = self._failed_before
+        if every is not self._failed_of or len(before) > last + 1:
+            self._failed_of, before = every, [0]  # another list of frames: counted again
+            self._failed_before = before
+        for k in range(len(before) - 1, last):
+            before.append(before[-1] + every[k].failed)
+        stop = min(frames.stop, last)
+        if frames.start < stop and before[stop] - before[frames.start]:
+            return True
+        return frames.stop > last >= frames.start and every[last].failed
+
     def _cell(self, frames: range) -> tuple[str, str]:
-        failed = any(self.frames[k].failed for k in frames)  # findings marked, whatever the zoom
+        failed = self._any_failed(frames)  # findings marked, whatever the zoom
         if self.index in frames:
             return ("✗", "bold white on red") if failed else (HERE, "bold white")
         if failed:

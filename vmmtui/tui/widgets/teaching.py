@@ -23,6 +23,8 @@ class TeachingPanel(Static):
         self.full = Text("")
         self.step_text = Text("")
         self.note_text = Text("")
+        #: the kernel's record of the last step (eBPF), kept whole like the note
+        self.kernel_text = Text("")
         #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
         self.note: tuple[str, str] | None = None
 
@@ -38,6 +40,7 @@ class TeachingPanel(Static):
             state.transport,
             state.plan,
             self.note,
+            state.kernel_facts(),
         )
         if key == self._key:
             return
@@ -46,6 +49,10 @@ class TeachingPanel(Static):
         self.border_title = title
         self.set_class(self.note is not None, "-noted")
         self.step_text, self.note_text = text, Text("")
+        self.kernel_text = self._kernel(state)
+        self.set_class(bool(self.kernel_text.plain), "-kernel")
+        if self.kernel_text.plain:
+            text = Text.assemble(text, "\n" if text.plain else "", self.kernel_text)
         if self.note is not None:
             self.note_text = Text.assemble(
                 (f"teacher's note ({self.note[0]}): ", "bold magenta"), self.note[1]
@@ -61,32 +68,55 @@ class TeachingPanel(Static):
     def _fitted(self) -> Text:
         """The text cut to the rows the panel may take (its max-height less its border), a cut
         part's last row ending in "…": a small terminal once dropped the rest silently. The
-        teacher's note keeps its rows first; the step's text gives way to it."""
+        teacher's note keeps its rows first; the step's text gives way to it. The kernel's line
+        (eBPF) is the first to go where rows are short: the event log holds it too."""
         text, limit = self.full, self.styles.max_height
-        width = self.size.width - self.styles.gutter.width
+        width = self.size.width  # the content's: inside the border and the padding
         if limit is None or width <= 0:
             return text
         rows = int(limit.value) - self.styles.gutter.height
         console = self.app.console
         if rows <= 0 or len(text.wrap(console, width)) <= rows:
             return text
+        if self.kernel_text.plain:
+            text = Text("\n").join(t for t in (self.step_text, self.note_text) if t.plain)
+            if len(text.wrap(console, width)) <= rows:
+                return text
         note = list(self.note_text.wrap(console, width)) if self.note_text.plain else []
         step = list(self.step_text.wrap(console, width)) if self.step_text.plain else []
         if len(note) >= rows - (1 if step else 0):  # the note alone fills the panel
-            return self._cut(note, rows, width, hidden=bool(step))  # "…": the step's text is out
+            # "…": the step's text is out; "+N lines": so is the end of the note
+            return self._cut(note, rows, width, hidden=bool(step), count=True)
         return Text("\n").join([self._cut(step, rows - len(note), width), *note])
 
     @staticmethod
-    def _cut(lines: list[Text], rows: int, width: int, hidden: bool = False) -> Text:
+    def _cut(
+        lines: list[Text], rows: int, width: int, hidden: bool = False, count: bool = False
+    ) -> Text:
         """``lines`` cut to ``rows``, the last ending in "…" when some (or, ``hidden``, another
-        part of the text) were left out."""
+        part of the text) were left out; ``count``: and how many of ``lines`` ("… +3 lines")."""
         kept = lines[: max(rows, 1)]
         if hidden or len(kept) < len(lines):
+            left = len(lines) - len(kept)
+            sign = f" … +{left} line{'s' if left > 1 else ''}" if count and left else " …"
             last = kept[-1]
             last.rstrip()
-            last.truncate(width - 2)
-            last.append(" …", "bold")
+            last.truncate(width - len(sign))
+            last.append(sign, "bold")
         return Text("\n").join(kept)
+
+    def _kernel(self, state: ScreenState) -> Text:
+        """What the kernel recorded in the last step, in one line (nothing without the record)."""
+        facts = state.kernel_facts()
+        if not facts or state.start_error is not None:
+            return Text("")
+        from vmmtui.trace.narration import kernel_step_line
+
+        line = kernel_step_line(facts)
+        if line is None:
+            return Text("")
+        line.stylize("dim")
+        return Text(self.fmt.text(line.plain), line.style) if self.fmt.stable else line
 
     def _text(self, state: ScreenState) -> tuple[str, Text]:
         again = "" if self.replay else "ctrl+r tries again · c picks a scenario · q quits"

@@ -1,0 +1,65 @@
+"""The kernel's record of the demo's workers in the view model: each call filed under the step that
+ran, and "same struct file" said only where the kernel's file identity matched (not fd numbers)."""
+
+from __future__ import annotations
+
+from events_fixture import PRODUCER_PID, pid_of, session_batches
+
+from vmmtui.plan.steps import build_plan
+from vmmtui.stream.events import StepStarted
+from vmmtui.stream.observed import FdsReceived, FdsSent, SocketEnd, TraceStarted
+from vmmtui.trace.narration import kernel_step_line
+from vmmtui.view import ScreenState, fold
+from vmmtui.view.kernel import OUTSIDE
+
+PLAN = build_plan()
+SEND, RECEIVE = PLAN.index(("producer", "send")), PLAN.index(("consumer", "receive"))
+SOCK = SocketEnd(11, 12, "/tmp/vmmtui-1-x/vmmtui.sock")
+PEER = SocketEnd(12, 11, "/tmp/vmmtui-1-x/vmmtui.sock")
+
+
+def stream(received_file: str):
+    consumer = pid_of("consumer")
+    return [
+        *session_batches()[0],
+        TraceStarted("ebpf", [PRODUCER_PID, consumer]),
+        StepStarted(SEND, "producer", "send"),
+        FdsSent(PRODUCER_PID, PRODUCER_PID, 10, "sendmsg", SOCK, [38], ["f00d"], 229),
+        StepStarted(RECEIVE, "consumer", "receive"),
+        FdsReceived(consumer, consumer, 20, "recvmsg", PEER, [39], [received_file], 229),
+    ]
+
+
+def test_a_receive_of_the_sent_struct_file_names_the_senders_fd_in_its_step():
+    state = fold(stream("f00d"))
+    assert state.programs is None  # the demo's own screen, not a trace's
+    assert [type(f.event) for f in state.kernel.at(SEND)] == [FdsSent]
+    facts = state.kernel.at(RECEIVE)
+    assert state.kernel_facts() == facts
+    line = kernel_step_line(facts).plain
+    assert line == (
+        "kernel: producer sendmsg SCM_RIGHTS fd 38 → consumer fd 39 (recvmsg), same struct file"
+    )
+    assert state.kernel.at(OUTSIDE) == ()
+    assert any(ln.text.plain.startswith("kern eBPF follows") for ln in state.log_lines())
+
+
+def test_a_receive_of_another_struct_file_claims_nothing():
+    line = kernel_step_line(fold(stream("beef")).kernel_facts()).plain
+    assert "same struct file" not in line and "producer" not in line
+    assert line == "kernel: consumer recvmsg: SCM_RIGHTS → new fd 39 (its send was not seen)"
+
+
+def test_a_trace_still_folds_its_calls_into_the_programs_view():
+    events = stream("f00d")[-3:]
+    state = fold(events, ScreenState.for_programs())
+    assert state.kernel is None and state.programs is not None
+
+
+def test_stable_mode_masks_the_runs_file_keys_and_inodes():
+    from vmmtui.view import Display
+
+    state = fold(stream("f00d")[:-2], display=Display(stable=True))
+    line = state.log_lines()[-1].text.plain
+    assert line.startswith("kern producer sendmsg SCM_RIGHTS fd 38 over unix socket")
+    assert "(inode …, peer …)" in line and "11" not in line

@@ -1,0 +1,106 @@
+"""The kernel's record of the demo's own workers, folded into the step it happened in. No words.
+
+A session that runs where eBPF does carries the trace's events for its workers' pids
+(``vmmtui.session.kernel``). Each call becomes a ``KernelFact`` of the plan step that was running
+when it came (the session drains the record before each step's ``StepDone``), and an fd that
+arrived (``recvmsg``, ``pidfd_getfd``) names where its struct file came from, only where the
+kernel's own file identity says it is the same one: never from fd numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import (
+    CallRefused,
+    FdDuplicated,
+    FdsReceived,
+    FdsSent,
+    FdTaken,
+    MemfdCreated,
+    TraceCall,
+    TraceEvent,
+    TraceFinished,
+    TraceLost,
+    TraceStarted,
+)
+
+#: the step a fact outside any step (the start, the close) is filed under
+OUTSIDE = -1
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a struct file was before: ``role``'s ``fd``, as its ``call`` showed it."""
+
+    role: str
+    pid: int
+    fd: int
+    call: str
+
+
+@dataclass(frozen=True)
+class KernelFact:
+    """One event of the kernel's record, in a worker (``role``; "" for a process not a worker's)."""
+
+    role: str
+    event: TraceEvent
+    #: an fd that arrived: for each fd of the event, where the same struct file was (None: unseen)
+    sources: tuple[Source | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """What the kernel recorded of the workers, by plan step."""
+
+    started: TraceStarted | None = None
+    finished: TraceFinished | None = None
+    #: each plan step's facts in the kernel's order (``OUTSIDE``: the start and the close)
+    steps: dict[int, tuple[KernelFact, ...]] = field(default_factory=dict)
+    #: where each struct file (the trace's file key) was last seen held or sent
+    files: dict[str, Source] = field(default_factory=dict)
+    lost: int = 0
+
+    def at(self, index: int) -> tuple[KernelFact, ...]:
+        return self.steps.get(index, ())
+
+
+def fold_kernel(
+    view: KernelView | None, e: Event, roles: dict[int, str], step: int
+) -> tuple[KernelView, KernelFact | None]:
+    """The view after ``e`` (``roles``: each worker's pid; ``step``: the plan step running, or
+    ``OUTSIDE``), and the fact it added (None for the record's start and end)."""
+    view = view or KernelView()
+    if isinstance(e, TraceStarted):
+        return replace(view, started=e), None
+    if isinstance(e, TraceFinished):
+        return replace(view, finished=e), None
+    if not isinstance(e, TraceCall | CallRefused | TraceLost):
+        return view, None
+    pid = getattr(e, "pid", 0)
+    role = roles.get(pid, "")
+    files = dict(view.files)
+    sources: tuple[Source | None, ...] = ()
+    if isinstance(e, FdsReceived):
+        sources = tuple(files.get(f) if f else None for f in e.files)
+        for fd, f in zip(e.fds, e.files, strict=False):
+            if f:
+                files[f] = Source(role, pid, fd, e.call)
+    elif isinstance(e, FdTaken):
+        if e.fd >= 0:
+            src = files.get(e.file) if e.file else None
+            sources = (src if src is not None and src.pid == e.target else None,)
+            if e.file:
+                files[e.file] = Source(role, pid, e.fd, "pidfd_getfd")
+    elif isinstance(e, FdsSent) and e.result >= 0:
+        for fd, f in zip(e.fds, e.files, strict=False):
+            if f:
+                files[f] = Source(role, pid, fd, e.call)
+    elif isinstance(e, MemfdCreated | FdDuplicated) and e.fd >= 0 and e.file:
+        call = "memfd_create" if isinstance(e, MemfdCreated) else e.call
+        files[e.file] = Source(role, pid, e.fd, call)
+    fact = KernelFact(role, e, sources)
+    lost = view.lost + (e.count if isinstance(e, TraceLost) else 0)
+    steps = {**view.steps, step: (*view.at(step), fact)}
+    return replace(view, steps=steps, files=files, lost=lost), fact
