@@ -193,6 +193,13 @@ READ_PAGE = """(() => {
     log_scrolls: log ? log.scrollHeight > log.clientHeight &&
       getComputedStyle(log).overflowY === 'auto' : false,
     log_at_end: log ? Math.abs(log.scrollHeight - log.clientHeight - log.scrollTop) < 2 : false,
+    // which of the parts a student needs are wholly on screen, without scrolling
+    on_screen: ['#frame svg', '#next', '#keys', '#note'].filter(sel => {
+      const e = document.querySelector(sel);
+      const r = e && e.getBoundingClientRect();
+      return !!r && r.height > 0 && r.top >= 0 && r.left >= 0 &&
+        r.bottom <= innerHeight + 0.5 && r.right <= innerWidth + 0.5;
+    }),
   };
 })()"""
 
@@ -285,6 +292,7 @@ async def drive_page(
                 "log_lines": seen.get("log_lines", 0),
                 "log_scrolls": seen.get("log_scrolls", False),
                 "log_at_end": seen.get("log_at_end", False),
+                "on_screen": seen.get("on_screen", []),
                 "position": seen.get("position", ""),
                 "note": seen.get("note", ""),
                 "text": seen.get("text", ""),

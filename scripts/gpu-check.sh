@@ -361,7 +361,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda
     step python3 -m vmmtui run
     step python3 -m vmmtui doctor
-    step python3 -m vmmtui replay h100-vmm --html /tmp/nocuda.html
+    step python3 -m vmmtui replay h100-vmm-1mib --html /tmp/nocuda.html
     step python3 -m pytest -q -p no:cacheprovider tests/test_platforms.py
     export PYTHONPATH=$keep; unset VMMTUI_WITHOUT
   fi

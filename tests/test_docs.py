@@ -149,15 +149,18 @@ def test_every_command_shown_is_a_real_vmmtui_command():
 def test_the_command_reader_catches_a_command_that_does_not_exist():
     """The check above can fail: an unknown option, command or scenario is refused."""
     assert commands("python3 -m venv .venv && .venv/bin/vmmtui run --json") == [["run", "--json"]]
-    assert commands("$ vmmtui replay h100-vmm  # a comment") == [["replay", "h100-vmm"]]
+    assert commands("$ vmmtui replay h100-vmm-1mib  # a comment") == [["replay", "h100-vmm-1mib"]]
     assert commands("sudo .venv/bin/vmmtui trace -p 4242") == [["trace", "-p", "4242"]]
     assert parse(["run", "--no-such-option"])
     assert parse(["frobnicate"])
     assert parse(["run", "--scenario", "no-such-scenario"])
-    assert parse(["serve", "replay", "h100-vmm", "--no-such-option"])
-    assert parse(["serve", "replay", "h100-vmm", "--port", "0"])
-    assert parse(["serve", "--port", "8001", "replay", "h100-vmm", "--step", "3"]) is None
-    assert parse(["serve", "replay", "h100-vmm", "--max-pages", "30", "--host", "0.0.0.0"]) is None
+    assert parse(["serve", "replay", "h100-vmm-1mib", "--no-such-option"])
+    assert parse(["serve", "replay", "h100-vmm-1mib", "--port", "0"])
+    assert parse(["serve", "--port", "8001", "replay", "h100-vmm-1mib", "--step", "3"]) is None
+    assert (
+        parse(["serve", "replay", "h100-vmm-1mib", "--max-pages", "30", "--host", "0.0.0.0"])
+        is None
+    )
 
 
 def test_gallery_names_shown_exist():

@@ -19,8 +19,8 @@ OPTIONS = [
     ["run", "--timeout"],
     ["--timeout"],
     ["--pace"],
-    ["replay", "h100-vmm", "--pace"],
-    ["replay", "h100-vmm", "--step"],
+    ["replay", "h100-vmm-1mib", "--pace"],
+    ["replay", "h100-vmm-1mib", "--step"],
     ["run", "--device"],
     ["doctor", "--device"],
     ["bench", "--device"],
@@ -105,7 +105,9 @@ def test_a_size_that_is_not_a_whole_number_of_bytes_is_refused(size, capsys):
 
 
 def test_a_step_past_the_recordings_end_is_refused(tmp_path, capsys):
-    assert main(["replay", "h100-vmm", "--step", "9999", "--html", str(tmp_path / "p.html")]) == 2
+    assert (
+        main(["replay", "h100-vmm-1mib", "--step", "9999", "--html", str(tmp_path / "p.html")]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--step 9999: h100-vmm has 23 steps" in err[0], err
+    assert len(err) == 1 and "--step 9999: h100-vmm-1mib has 23 steps" in err[0], err
     assert not (tmp_path / "p.html").exists()

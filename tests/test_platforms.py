@@ -104,9 +104,9 @@ def test_every_module_imports_without_cuda_python_or_posix_signals():
     "args, says",
     [
         (["--help"], "replay"),
-        (["replay", "--list"], "h100-vmm"),
-        (["replay", "h100-vmm", "--html", "page.html"], "wrote page.html"),
-        (["replay", "h100-vmm", "--transcript", "t.md"], "wrote t.md"),
+        (["replay", "--list"], "h100-vmm-1mib"),
+        (["replay", "h100-vmm-1mib", "--html", "page.html"], "wrote page.html"),
+        (["replay", "h100-vmm-1mib", "--transcript", "t.md"], "wrote t.md"),
         (["doctor"], "cuda-python"),
     ],
     ids=["help", "list", "html", "transcript", "doctor"],
@@ -121,12 +121,12 @@ def test_what_needs_no_gpu_works_without_cuda_python(tmp_path, args, says):
 def test_serve_replay_checks_its_recording_without_cuda_python():
     code = (
         "from vmmtui.cli.serve import command_line\n"
-        "print(command_line(['replay', 'h100-vmm'])[1:])\n"
+        "print(command_line(['replay', 'h100-vmm-1mib'])[1:])\n"
         "import sys; print([m for m, v in sys.modules.items() if m.split('.')[0] == 'cuda' and v])"
     )
     res = elsewhere("-c", code, without="cuda")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == ["['-m', 'vmmtui', 'replay', 'h100-vmm']", "[]"]
+    assert res.stdout.splitlines() == ["['-m', 'vmmtui', 'replay', 'h100-vmm-1mib']", "[]"]
 
 
 def test_backend_cuda_without_cuda_python_is_one_line(monkeypatch, capsys):
@@ -176,20 +176,20 @@ def test_live_runs_on_macos_say_linux_is_needed(monkeypatch, capsys, argv, says)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and "this is macOS" in err[0], err
-    assert "vmmtui replay h100-vmm" in err[0]
+    assert "vmmtui replay h100-vmm-1mib" in err[0]
 
 
 def test_doctor_on_macos_says_what_runs_there(monkeypatch, capsys):
     monkeypatch.setattr(sys, "platform", "darwin")
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
-    assert "needs Linux" in out and "vmmtui replay h100-vmm" in out
+    assert "needs Linux" in out and "vmmtui replay h100-vmm-1mib" in out
 
 
 @pytest.mark.slow
 def test_replay_on_macos_writes_its_page(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(sys, "platform", "darwin")
-    assert main(["replay", "h100-vmm", "--html", str(tmp_path / "p.html")]) == 0
+    assert main(["replay", "h100-vmm-1mib", "--html", str(tmp_path / "p.html")]) == 0
     assert (tmp_path / "p.html").stat().st_size > 10_000
 
 

@@ -21,7 +21,7 @@ import aiohttp
 import psutil
 import pytest
 
-from vmmtui.cli.webserver import FULL, STOPPED
+from vmmtui.cli.webserver import ENDED, FULL, STOPPED
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -466,3 +466,40 @@ def test_the_page_shows_the_terminal_in_a_browser_that_cannot_reach_the_internet
     )
     assert res.returncode == 0, res.stderr
     assert "asked beyond the server: nothing" in res.stderr, res.stderr
+
+
+async def a_page_whose_vmmtui_dies_then_another(url: str, server: subprocess.Popen) -> bytes:
+    """One seat (--max-pages 1): a page, its vmmtui killed; what that page is told, and the next
+    page is served, not told "full"."""
+    async with aiohttp.ClientSession() as http:
+        first = await http.ws_connect(ws_url(url))
+        await read_until(first, 2000)
+        (viewer,) = viewers(server)
+        viewer.kill()
+        told = b""
+        while True:  # the page is told, then closed: not left open on a dead terminal
+            msg = await first.receive(timeout=30)
+            if msg.type != aiohttp.WSMsgType.BINARY:
+                break
+            told += msg.data
+        assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED), msg
+        second = await http.ws_connect(ws_url(url))
+        drawn = await read_until(second, 2000)
+        assert FULL.format(n=1, s="").encode() not in drawn
+        assert len(viewers(server)) == 1
+        await second.close()
+        await first.close()
+        return told
+
+
+def test_a_page_whose_vmmtui_dies_is_told_and_its_seat_is_free_at_once():
+    port = free_port()
+    server, url = started(
+        "--host", "127.0.0.1", "--port", str(port), "--max-pages", "1", "replay", "cpu-memfd-1mib"
+    )
+    try:
+        told = asyncio.run(a_page_whose_vmmtui_dies_then_another(url, server))
+    finally:
+        err = stop(server)
+    assert ENDED.format(how="killed by SIGKILL").encode() in told, told[-400:]
+    assert "Traceback" not in err

@@ -223,3 +223,19 @@ def test_serves_own_options_are_taken_from_after_replay_name_and_checked():
     assert args.args == ["replay", "cpu-memfd-1mib", "--step", "2"]
     args = parser().parse_args(["serve", "replay", "cpu-memfd-1mib", "--max-pages", "0"])
     assert take_own_options(args) == "argument --max-pages: 0 pages: choose 1 to 64"
+
+
+def test_serve_replay_takes_a_teachers_notes_checked_once_and_by_their_whole_path(
+    tmp_path, monkeypatch, capsys
+):
+    from vmmtui.cli.serve import command_line
+
+    notes = tmp_path / "n.md"
+    notes.write_text("# Lecture\n\n## 3\nthe handle is a number in this process only\n")
+    monkeypatch.chdir(tmp_path)
+    argv = command_line(["replay", "h100-vmm-1mib", "--notes", "n.md"])
+    assert argv is not None and argv[-2:] == ["--notes", str(notes)]
+    notes.write_text("## 99\nno such step\n")
+    assert command_line(["replay", "h100-vmm-1mib", "--notes", "n.md"]) is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no step 99 in this recording" in err, err

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from vmmtui.record import Timeline, gallery
 from vmmtui.render.page import PageFrame, build, offline_svg
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
@@ -99,7 +100,7 @@ def test_the_page_opens_from_disk_steps_with_the_keys_and_ends_passed(tmp_path):
     seen = json.loads(res.stdout.splitlines()[-1])
     assert seen["frames"] == [0, 1, 2, 1, 24, 0, 24]
     assert seen["text_seen"]
-    assert seen["position"] == "step 23 of 23 · closed · the end"
+    assert seen["position"] == "closed · after step 23 of 23 · the end"
     assert seen["note"] == "All released." and seen["network"] == [] and seen["errors"] == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -167,4 +168,38 @@ def test_the_page_offers_only_its_own_keys_scrolls_its_log_and_is_readable_at_10
             assert absent not in seen_keys and absent not in seen["text"], absent
         assert seen["frames"][:3] == [0, 1, 8]  # "]": the next frame with a note (step 8)
         assert seen["text_px"] >= 12, (size, seen["text_px"])
+        # the whole frame, the buttons, the keys and the note, with no scrolling
+        assert seen["on_screen"] == ["#frame svg", "#next", "#keys", "#note"], (size, seen)
         assert seen["log_scrolls"] and seen["log_at_end"] and seen["log_lines"] > 100
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install -y chromium)")
+def test_the_frame_the_keys_and_a_long_note_fit_1024x768_and_1920x1080(tmp_path):
+    """At 1024x768 the frame was taller than the window and the keys, the buttons and the
+    teacher's note were below it, out of sight; at 1920x1080 the frame's last rows were."""
+    page = tmp_path / "lecture.html"
+    notes = ROOT / "docs" / "lecture-notes.md"
+    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page))
+    assert res.returncode == 0, res.stderr
+    for size in ("1024x768", "1920x1080"):
+        for keys in ("ArrowRight,ArrowRight,ArrowRight", "End"):  # a long note; the last frame
+            seen = browse(page, keys, size, tmp_path / f"fit-{size}-{keys[:3]}.png")
+            assert seen["on_screen"] == ["#frame svg", "#next", "#keys", "#note"], (size, seen)
+            assert seen["text_px"] >= 12 and seen["note"], (size, seen)
+
+
+def test_every_frame_of_the_page_is_named_once():
+    """The last step and the close were both "step 23 of 23"."""
+    from vmmtui.render.page import PageFrame, positions
+
+    timeline = Timeline(gallery.resolve("h100-vmm-1mib").events)
+    frames = [PageFrame("", f.label, f.steps) for f in timeline.frames]
+    said = positions(frames, len(timeline.plan))
+    assert len(set(said)) == len(said) == len(frames)
+    assert said[0] == "start · before step 1 of 23"
+    assert said[-2:] == ["step 23 of 23: producer · cleanup", "closed · after step 23 of 23"]
+    twice = positions([PageFrame("", "closed", 3), PageFrame("", "closed", 3)], 3)
+    assert twice == [
+        "closed · after step 3 of 3 · frame 1 of 2",
+        "closed · after step 3 of 3 · frame 2 of 2",
+    ]

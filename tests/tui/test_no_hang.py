@@ -17,7 +17,7 @@ from terminal import ANSI, Terminal, _winsize
 
 pytestmark = pytest.mark.slow
 
-FASTEST = ("replay", "h100-vmm", "--autoplay", "--pace", "0.01")
+FASTEST = ("replay", "h100-vmm-1mib", "--autoplay", "--pace", "0.01")
 #: a loaded 2-core machine gets some slack over the 2 s promised
 LIMIT_S = 4.0
 

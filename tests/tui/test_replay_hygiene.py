@@ -16,7 +16,7 @@ from vmmtui.tui.replay import ReplayApp
 async def test_screenshots_of_a_replay_have_ascii_names(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where the s key saves
     shots = tmp_path / "shots"
-    app = ReplayApp(resolve("h100-vmm"), screenshots=str(shots), stable=True)
+    app = ReplayApp(resolve("h100-vmm-1mib"), screenshots=str(shots), stable=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("right", "right")
@@ -36,7 +36,7 @@ from vmmtui.record.gallery import resolve
 from vmmtui.tui.replay import ReplayApp
 
 async def main():
-    app = ReplayApp(resolve("h100-vmm"), autoplay=True, pace=1e-9)
+    app = ReplayApp(resolve("h100-vmm-1mib"), autoplay=True, pace=1e-9)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)
         await pilot.press("q")

@@ -35,7 +35,7 @@ one anywhere.
 examples:
   vmmtui
   vmmtui --backend memfd --consumers 2
-  vmmtui replay h100-vmm
+  vmmtui replay h100-vmm-1mib
 """
 
 

@@ -21,8 +21,8 @@ Open the inspector on a recording (a file made with `vmmtui run --record`, or a 
 workers. --html writes the whole replay as one page a browser opens from disk.
 
 examples:
-  vmmtui replay h100-vmm
-  vmmtui replay h100-vmm --notes lecture.md --html lecture.html
+  vmmtui replay h100-vmm-1mib
+  vmmtui replay h100-vmm-1mib --notes lecture.md --html lecture.html
 """
 
 
@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         "recording",
         nargs="?",
         metavar="FILE|NAME",
-        help="a recording (.jsonl or .jsonl.gz, from `vmmtui run --record`) or a gallery name such as h100-vmm",
+        help="a recording (.jsonl or .jsonl.gz, from `vmmtui run --record`) or a gallery name such as h100-vmm-1mib",
     )
     p.add_argument(
         "--list", action="store_true", help="list the gallery's recordings with machine and date"

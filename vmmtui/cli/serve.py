@@ -34,7 +34,7 @@ vmmtui, drawn in the page. For a class on laptops.
 {textwrap.fill(WHO, 100)}
 
 example:
-  vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm
+  vmmtui serve --host 0.0.0.0 --port 8000 replay h100-vmm-1mib
 """
 
 
@@ -176,6 +176,7 @@ def command_line(args: list[str]) -> list[str] | None:
         check.add_argument("command")
         check.add_argument("recording", nargs="?")
         check.add_argument("--list", action="store_true")
+        check.add_argument("--notes", metavar="NOTES.md")
         replay.add_view_options(check)
     else:
         inspector.add_options(check)
@@ -186,16 +187,39 @@ def command_line(args: list[str]) -> list[str] | None:
         if parsed.list or not parsed.recording:
             print("vmmtui serve replay: give a recording FILE or a gallery NAME", file=sys.stderr)
             return None
-        if load(parsed.recording) is None:
+        recording = load(parsed.recording)
+        if recording is None:
             return None
-        if os.path.exists(parsed.recording):  # the viewer's process may start elsewhere
-            args[args.index(parsed.recording)] = os.path.abspath(parsed.recording)
+        if parsed.notes and not notes_fit(parsed.notes, recording):
+            return None
+        # the viewer's process may start elsewhere: the files by their whole path
+        for given in (parsed.recording, parsed.notes):
+            if given and given in args and os.path.exists(given):
+                args[args.index(given)] = os.path.abspath(given)
     else:
         from vmmtui.cli.options import choice_or_refuse
 
         if choice_or_refuse(parsed) is None:
             return None
     return [sys.executable, "-m", "vmmtui", *args]
+
+
+def notes_fit(path: str, recording) -> bool:
+    """Whether the notes can be read and bound to the recording's steps (else one line, False):
+    checked once here, not in every page."""
+    from vmmtui.record import Timeline
+    from vmmtui.record.calls import CallTimeline
+    from vmmtui.record.notes import NotesError, read
+    from vmmtui.tui.replay import is_trace_recording
+
+    trace = is_trace_recording(recording)
+    try:
+        # a trace's calls are its frames, as replay binds them
+        read(path, CallTimeline(recording.events) if trace else Timeline(recording.events))  # type: ignore[arg-type]
+    except NotesError as exc:
+        print(f"vmmtui serve: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def page_url(host: str, port: int, token: str) -> str:

@@ -52,6 +52,12 @@ FULL = (
     "\r\n\x1b[1;33m vmmtui serve is full: {n} page{s} open, the most it serves at once "
     "(--max-pages {n}).\x1b[0m\r\n Close another page, then reload this one.\r\n"
 )
+#: what a page's terminal shows when its vmmtui ended by itself (it crashed, was killed); its seat
+#: is free by then
+ENDED = (
+    "\r\n\x1b[1;33m vmmtui ended in this page ({how}); its place is free.\x1b[0m\r\n"
+    " Reload the page to start another.\r\n"
+)
 #: the answer to a request without the token: nothing more (no page, no process)
 FORBIDDEN = (
     "403: this vmmtui serve needs its token: open the URL it printed when it started "
@@ -146,14 +152,44 @@ def new_token() -> str:
 
 class PageService(AppService):
     """One page's vmmtui: exec'd by the shell (so that its parent is the server, whose death it
-    asks the kernel to be told of), with the server's pid and where screenshots go."""
+    asks the kernel to be told of), with the server's pid and where screenshots go. ``ended`` is
+    called with how it ended once its output stops: textual-serve closes the page only when the
+    app says it quits, so a vmmtui that crashed or was killed would keep its page, and its seat."""
 
-    def __init__(self, command: str, *, environment: dict[str, str], **kw) -> None:
+    def __init__(
+        self,
+        command: str,
+        *,
+        environment: dict[str, str],
+        ended: Callable[[str], Awaitable[None]] | None = None,
+        **kw,
+    ) -> None:
         super().__init__(f"exec {command}", **kw)
         self.environment = environment
+        self.ended = ended
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
         return {**super()._build_environment(width, height), **self.environment}
+
+    async def run(self) -> None:
+        await super().run()
+        if self.ended is not None:
+            await self.ended(await self._how_it_ended())
+
+    async def _how_it_ended(self) -> str:
+        """``exit status 1``, ``killed by SIGKILL``: its exit status, read from the kernel."""
+        process = self._process
+        code = None
+        if process is not None:
+            with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
+                code = await asyncio.wait_for(process.wait(), SHUTDOWN_S)
+        if code is None:
+            return "its output stopped"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(-code).name}"
+            return f"killed by signal {-code}"
+        return f"exit status {code}"
 
 
 class ViewerServer(Server):
@@ -183,6 +219,8 @@ class ViewerServer(Server):
         self.told = 0
         #: the pages refused because the server was full
         self.refused = 0
+        #: the pages told that their vmmtui ended by itself
+        self.ended = 0
 
     @property
     def cookie(self) -> str:
@@ -233,10 +271,19 @@ class ViewerServer(Server):
         if self.running >= self.max_pages:
             return await self.refuse_full(request)
         self.running += 1
+        seated = True
+
+        def free() -> None:
+            """The seat is free the moment its vmmtui ends, or when the page goes: once."""
+            nonlocal seated
+            if seated:
+                seated = False
+                self.running -= 1
+
         try:
-            return await self.run_page(request)
+            return await self.run_page(request, free)
         finally:
-            self.running -= 1
+            free()
 
     async def refuse_full(self, request: web.Request) -> web.WebSocketResponse:
         """Tell the page in its terminal that the server is full; start nothing. The socket
@@ -253,9 +300,26 @@ class ViewerServer(Server):
         self.pages.discard(websocket)
         return websocket
 
-    async def run_page(self, request: web.Request) -> web.WebSocketResponse:
-        """textual-serve's handle_websocket, with our AppService and no traceback printed."""
+    async def run_page(
+        self, request: web.Request, free: Callable[[], None] = lambda: None
+    ) -> web.WebSocketResponse:
+        """textual-serve's handle_websocket, with our AppService and no traceback printed. When
+        the page's vmmtui ends by itself, its seat is freed (``free``) and the page is told, then
+        closed; a vmmtui that quit as asked (q, the page closed, the server stopping) has no
+        page left to tell."""
         websocket = web.WebSocketResponse(heartbeat=15)
+
+        async def ended(how: str) -> None:
+            free()
+            if websocket.closed:
+                return
+            with contextlib.suppress(Exception):
+                await websocket.send_bytes(ENDED.format(how=how).encode())
+                self.ended += 1
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    websocket.close(code=WSCloseCode.OK, message=b"vmmtui ended"), SHUTDOWN_S
+                )
 
         def size(name: str, default: int) -> int:
             try:
@@ -270,6 +334,7 @@ class ViewerServer(Server):
             service = PageService(
                 self.command,
                 environment=environment,
+                ended=ended,
                 write_bytes=websocket.send_bytes,
                 write_str=websocket.send_str,
                 close=websocket.close,

@@ -25,12 +25,15 @@ one line naming the file and line. No Textual here.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from vmmtui.record.timeline import Timeline
+from vmmtui.words.names import defanged
 
 #: the largest notes file read (a lecture's notes are a few KiB)
 MAX_BYTES = 1 << 20
@@ -173,6 +176,12 @@ def read(path: str | Path, timeline: Timeline) -> Notes:
     path = Path(path)
     name = str(path)
     try:
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a FIFO would wait for a writer
+            raise NotesError(
+                f"{name} is not a regular file (a FIFO, a device or a socket): save the notes "
+                "to a file and give that"
+            )
         with open(path, "rb") as f:
             data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
@@ -188,6 +197,9 @@ def read(path: str | Path, timeline: Timeline) -> Notes:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise NotesError(f"{name} line {line}: not UTF-8 text; save the notes as UTF-8") from None
+    # the notes are shown in the teaching panel, the page and the transcript: nothing in them
+    # that a terminal acts on stays raw (lines and tabs do)
+    text = defanged(text.replace("\r\n", "\n"))
     return bind(*split(text, name), timeline, name)
 
 

@@ -14,11 +14,13 @@ import datetime
 import functools
 import gzip
 import io
+import itertools
 import json
 import os
 import platform
 import re
 import socket
+import stat
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +39,10 @@ from vmmtui.stream.events import (
     Notice,
     SessionClosed,
     SessionStarted,
+    StepDone,
+    StepStarted,
 )
+from vmmtui.words.names import defanged
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -57,9 +62,12 @@ MAX_BYTES = 4 << 20
 MAX_DEPTH = 32
 #: what the recorder writes, instead of the event that would take it over MAX_BYTES, before it stops
 FULL_NOTE = "the recording stops here: it reached its {limit} limit"
-#: a string in JSON (its brackets are not nesting)
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
+#: a string in JSON (its brackets are not nesting), or one left open at the line's end. Possessive,
+#: and every opening quote ends a match, so each character is looked at once: the old pattern went
+#: back over the rest of the line from every quote of a string never closed (quadratic)
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?$)')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 class RecordingError(ValueError):
@@ -333,7 +341,13 @@ class Recording:
 
 
 def read(path: str | Path) -> Recording:
-    """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot."""
+    """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot.
+
+    Everything in it comes from outside: every string of every line (header included) goes through
+    :func:`vmmtui.words.names.defanged` here, where it enters, so that no field of any event, one added
+    later included, reaches a terminal, a page or a Markdown file with a control or bidi character
+    in it. Here, not in the codec: the codec also reads our own workers' reports, whose names are
+    compared with what /proc says; and not in each renderer, which would each have to remember."""
     path = Path(path)
     name = str(path)
     try:
@@ -382,12 +396,20 @@ def read(path: str | Path) -> Recording:
     else:
         header, body, start, note = Header(format=1), lines, 1, LACKS[1]
     events: list[Event] = []
+    numbers: list[int] = []
     for number, line in enumerate(body, start):
         if not line.strip():
             continue
         try:
-            events.append(Event.from_json(line))
+            events.append(_event(line))
+            numbers.append(number)
         except EventFormatError as exc:
+            if _is_header(line):
+                raise RecordingError(
+                    f"{name} line {number} is a recording header, which belongs on line 1: its "
+                    "lines are out of order (reversed, as `tac` writes them?); replay the file as "
+                    "it was recorded"
+                ) from None
             last = number == start + len(body) - 1
             why = "cut short (truncated)" if last and not complete else f"corrupt: {exc}"
             raise RecordingError(
@@ -397,6 +419,7 @@ def read(path: str | Path) -> Recording:
         raise RecordingError(
             f"{name} has a header but no events: the recording was cut before the session started"
         )
+    _check_order(name, events, numbers)
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
@@ -405,6 +428,103 @@ def read(path: str | Path) -> Recording:
 
         events = list(reclassified(events))
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
+
+
+def untrusted(data: Any) -> Any:
+    """A JSON value read from outside with every string in it (keys too) :func:`defanged`."""
+    if isinstance(data, str):
+        return defanged(data)
+    if isinstance(data, list):
+        return [untrusted(v) for v in data]
+    if isinstance(data, dict):
+        return {defanged(k): untrusted(v) for k, v in data.items()}
+    return data
+
+
+def _event(line: str) -> Event:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise EventFormatError(f"not JSON: {exc}") from None
+    return Event.from_dict(untrusted(data))
+
+
+def _is_header(line: str) -> bool:
+    try:
+        return MAGIC in json.loads(line)
+    except (ValueError, TypeError):
+        return False
+
+
+#: each kind of recording: the event it opens with, the one it ends with. A session's recording
+#: may also hold the kernel's record of its workers, a trace inside it (TraceStarted, TraceFinished)
+_KINDS = (("SessionStarted", "SessionClosed"), ("TraceStarted", "TraceFinished"))
+
+
+def _check_order(name: str, events: list[Event], numbers: list[int]) -> None:
+    """RecordingError unless the events open with their session's start, once, and name only the
+    workers and steps it announced: a replay draws everything from it (the plan, the workers'
+    panels), so one without it, with its lines reversed, or naming other workers or more steps
+    than its plan cannot be replayed, and says which line."""
+    kinds = [type(e).__name__ for e in events]
+    start, end = next(((s, e) for s, e in _KINDS if s in kinds), ("", ""))
+    if not start:
+        raise RecordingError(
+            f"{name} has no SessionStarted (or TraceStarted) event: it lacks the session's start, "
+            "its plan and workers, so it cannot be replayed; replay the whole recording"
+        )
+    at = kinds.index(start)
+    if end in kinds[:at]:
+        raise RecordingError(
+            f"{name}: its events are in reverse order (the session ends before it starts, at line "
+            f"{numbers[at]}): reversed, as `tac` writes it?; replay the file as it was recorded"
+        )
+    if start in kinds[at + 1 :]:
+        again = kinds.index(start, at + 1)
+        raise RecordingError(
+            f"{name} line {numbers[again]}: a second {start} (the first is at line "
+            f"{numbers[at]}): two sessions in one file cannot be replayed; replay each on its own"
+        )
+    started = events[at]
+    if isinstance(started, SessionStarted):
+        _check_workers(name, started, events[at:], numbers[at:])
+
+
+#: the event fields that name a worker (a panel of the inspector each)
+_WORKER_FIELDS = ("role", "consumer")
+
+
+def _check_workers(
+    name: str, started: SessionStarted, events: list[Event], numbers: list[int]
+) -> None:
+    from vmmtui.plan.config import MAX_CONSUMERS
+    from vmmtui.plan.steps import PRODUCER, consumer_names
+
+    made = {PRODUCER, *consumer_names(1), *consumer_names(MAX_CONSUMERS)}
+    announced = [*started.consumers, *(role for role, _ in started.plan), *started.devices]
+    for role in announced:
+        if role not in made:
+            raise RecordingError(
+                f"{name} line {numbers[0]}: its session names a worker {role!r:.60}, which vmmtui "
+                "never starts (producer, consumer, consumer-1 to -8): not a vmmtui recording"
+            )
+    workers = {PRODUCER, *started.consumers}
+    for e, number in zip(events, numbers, strict=True):
+        roles = [getattr(e, f) for f in _WORKER_FIELDS if isinstance(getattr(e, f, None), str)]
+        # -1: a worker's cleanup, after the plan
+        if isinstance(e, StepDone | StepStarted) and not -1 <= e.index < len(started.plan):
+            raise RecordingError(
+                f"{name} line {number}: step {e.index + 1} of a plan of "
+                f"{len(started.plan)} steps: not a vmmtui recording"
+            )
+        if isinstance(e, StepDone):
+            roles.append(e.report.role)
+        for role in roles:
+            if role and role not in workers:
+                raise RecordingError(
+                    f"{name} line {number}: {type(e).__name__} names a worker {role!r:.60} that its "
+                    f"session did not start ({', '.join(sorted(workers))}): not a vmmtui recording"
+                )
 
 
 def in_our_words(e: Event) -> Event:
@@ -416,6 +536,13 @@ def in_our_words(e: Event) -> Event:
     from vmmtui import scenarios
     from vmmtui.stream.events import Notice, ScenarioOutcome, SessionFailed, StepDone
     from vmmtui.words.troubleshooting import Failure, explain
+
+    def known(name: str) -> scenarios.Scenario | None:
+        """The scenario of that name; None for a name this vmmtui does not know."""
+        try:
+            return scenarios.get(name)
+        except KeyError:
+            return None
 
     def reworded(f: Failure) -> Failure:
         cause, fix = explain(f.code, f.call)
@@ -432,11 +559,11 @@ def in_our_words(e: Event) -> Event:
                 for line in e.report.log
             ]
             return replace(e, report=replace(e.report, failure=new, log=log))
-        case ScenarioOutcome() if scenarios.get(e.name) is not None:
-            return replace(e, explanation=scenarios.get(e.name).explanation)  # type: ignore[union-attr]
+        case ScenarioOutcome() if (scenario := known(e.name)) is not None:
+            return replace(e, explanation=scenario.explanation)
         case Notice() if e.text.startswith("scenario "):
             name = e.text.removeprefix("scenario ").split(":", 1)[0]
-            scenario = scenarios.get(name)
+            scenario = known(name)
             if scenario is not None and e.text.startswith(f"scenario {name}: "):
                 return replace(e, text=f"scenario {name}: {scenario.explanation}")
     return e
@@ -461,15 +588,12 @@ def _cut(events: list[Event], last_line: int) -> str:
 
 
 def _too_deep(line: str) -> bool:
-    """Whether ``line`` nests arrays and objects more than MAX_DEPTH deep (strings ignored)."""
+    """Whether ``line`` nests arrays and objects more than MAX_DEPTH deep (strings ignored). Linear
+    in the line's length: strings go in one pass, the running depth is summed in C."""
     if line.count("[") + line.count("{") <= MAX_DEPTH:
         return False
-    depth = 0
-    for m in _BRACKET.finditer(_JSON_STRING.sub('""', line)):
-        depth += 1 if m.group() in "[{" else -1
-        if depth > MAX_DEPTH:
-            return True
-    return False
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", line))
+    return max(itertools.accumulate(map(_NESTING.__getitem__, brackets)), default=0) > MAX_DEPTH
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -478,7 +602,10 @@ def _read_bounded(path: Path) -> bytes:
     that follow say it was cut short."""
     chunks: list[bytes] = []
     total = 0
-    with _open_bytes(path) as f:
+    with contextlib.ExitStack() as stack:
+        f: io.BufferedIOBase = stack.enter_context(_open_bytes(path))
+        if path.suffix == ".gz":
+            f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb"))
         try:
             while total <= MAX_BYTES:
                 chunk = f.read1(min(1 << 16, MAX_BYTES + 1 - total))
@@ -492,10 +619,34 @@ def _read_bounded(path: Path) -> bytes:
     return b"".join(chunks)
 
 
-def _open_bytes(path: Path) -> gzip.GzipFile | io.BufferedReader:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+#: what a path that is not a regular file is, by its type (``stat.S_IFMT``)
+_NOT_A_FILE = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _open_bytes(path: Path) -> io.BufferedReader:
+    """The file, opened without waiting: a FIFO opened for reading would block until a writer came
+    (O_NONBLOCK returns at once), and a FIFO, device or socket is refused before a byte is read."""
+    kind = _NOT_A_FILE.get(stat.S_IFMT(os.stat(path).st_mode))
+    if kind is None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        mode = os.fstat(fd).st_mode
+        kind = _NOT_A_FILE.get(stat.S_IFMT(mode))
+        if kind is None:
+            if stat.S_ISDIR(mode):
+                os.close(fd)
+                raise IsADirectoryError(path)
+            os.set_blocking(fd, True)
+            return open(fd, "rb")  # noqa: SIM115 - the caller closes it
+        os.close(fd)
+    raise RecordingError(
+        f"{path} is {kind}, not a recording file: a replay reads a whole file; save the "
+        "recording to a file and replay that"
+    )
 
 
 def _first_line(name: str, line: str) -> dict:
@@ -508,7 +659,7 @@ def _first_line(name: str, line: str) -> dict:
             f"{name} is not a vmmtui recording (line 1 is neither a recording header nor an "
             "event); record one with `vmmtui --record FILE`"
         )
-    return data
+    return untrusted(data)
 
 
 def _header(name: str, data: dict) -> Header:

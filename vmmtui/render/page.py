@@ -56,6 +56,30 @@ def _json_for_script(data: object) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+_STEP_LABEL = re.compile(r"step (\d+): (.*)")
+
+
+def positions(frames: list[PageFrame], steps: int) -> list[str]:
+    """What the page says of each frame, one of a kind: ``step 8 of 23: producer · export``, and
+    for the frames that are not a step ``start · before step 1 of 23``, ``closed · after step 23
+    of 23``. The last step and the close both stood at "step 23 of 23"; any two frames that would
+    still read alike are told apart by their number."""
+    out = []
+    for f in frames:
+        m = _STEP_LABEL.fullmatch(f.label)
+        if m:
+            out.append(f"step {m.group(1)} of {steps}: {m.group(2)}")
+        elif f.steps == 0:
+            out.append(f"{f.label} · before step 1 of {steps}")
+        else:
+            out.append(f"{f.label} · after step {f.steps} of {steps}")
+    seen: dict[str, int] = {}
+    for text in out:
+        seen[text] = seen.get(text, 0) + 1
+    n = len(frames)
+    return [f"{t} · frame {k + 1} of {n}" if seen[t] > 1 else t for k, t in enumerate(out)]
+
+
 def build(
     frames: list[PageFrame],
     title: str,
@@ -70,6 +94,7 @@ def build(
     and the keys line are made from them, so the page offers no key that does nothing there;
     ``log``: the event log's lines, of which each frame shows its first ``PageFrame.log``, in a
     box of text that scrolls (the frames' SVGs leave the log out)."""
+    where = positions(frames, steps)
     data = {
         "steps": steps,
         "keys": keys or [],
@@ -77,6 +102,7 @@ def build(
         "frames": [
             {
                 "label": f.label,
+                "position": where[k],
                 "steps": f.steps,
                 "role": f.role,
                 "failed": f.failed,
@@ -84,7 +110,7 @@ def build(
                 "svg": _packed(f.svg),
                 "log": f.log,
             }
-            for f in frames
+            for k, f in enumerate(frames)
         ],
     }
     return (
@@ -103,15 +129,17 @@ _TEMPLATE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>vmmtui REPLAY · @TITLE@</title>
 <style>
-  :root { color-scheme: dark; --bg: #1e1e1e; --fg: #e0e0e0; --dim: #9a9a9a; }
+  :root { color-scheme: dark; --bg: #1e1e1e; --fg: #e0e0e0; --dim: #9a9a9a;
+          /* everything above and beside the frame that must stay on screen with it */
+          --above: 4.6rem; --below: 0rem; }
   body { margin: 0; background: var(--bg); color: var(--fg);
          font: 15px/1.4 system-ui, sans-serif; }
-  header { display: flex; gap: 1em; align-items: baseline; flex-wrap: wrap;
-           padding: .5em 1em; background: #2b2b2b; }
+  header { display: flex; gap: 1em; align-items: baseline; white-space: nowrap; overflow: hidden;
+           height: 1.9rem; padding: .25rem 1em 0; background: #2b2b2b; box-sizing: border-box; }
   header .replay { font-weight: bold; color: #111; background: #f0c674; padding: 0 .4em; }
-  header .where { color: var(--dim); }
+  header .where, header .what { color: var(--dim); overflow: hidden; text-overflow: ellipsis; }
   #position { font-weight: bold; margin-left: auto; font-variant-numeric: tabular-nums; }
-  #bar { display: flex; height: 22px; margin: .4em 1em; cursor: pointer; user-select: none; }
+  #bar { display: flex; height: 22px; margin: .4rem 1em; cursor: pointer; user-select: none; }
   #bar div { flex: 1; margin-right: 1px; background: #555; position: relative; }
   #bar div.producer { background: #2a7fbf; }
   #bar div.consumer { background: #a05fb5; }
@@ -119,29 +147,45 @@ _TEMPLATE = """<!doctype html>
   #bar div.noted::after { content: ""; position: absolute; left: 35%; top: -5px; width: 30%;
                           height: 4px; background: #f0c674; }
   #bar div.here { outline: 2px solid #fff; z-index: 1; }
-  main { display: flex; gap: 1em; padding: 0 1em 1em; align-items: flex-start; }
-  #view { flex: 1 1 auto; min-width: 0; width: 100%; }
-  #frame svg { width: 100%; height: auto; display: block; }
-  aside { flex: 0 0 22em; }
-  #note { white-space: pre-wrap; background: #2b2433; border-left: 4px solid #f0c674;
-          padding: .6em .8em; min-height: 3em; }
+  main { display: grid; grid-template-columns: minmax(0, 1fr) 22em; gap: 0 1em;
+         grid-template-areas: "frame side" "log side"; padding: 0 1em 1em; align-items: start; }
+  #frame { grid-area: frame; }
+  /* the whole frame on screen: as wide as there is room for, no taller than the window leaves */
+  #frame svg { display: block; width: 100%; height: auto;
+               max-height: calc(100vh - var(--above) - var(--below)); }
+  aside { grid-area: side; }
+  #note { white-space: pre-wrap; overflow-wrap: anywhere; background: #2b2433; border-left: 4px solid #f0c674;
+          padding: .4em .8em; min-height: 1.4em; overflow-y: auto; }
   #note:empty::before { content: "no note on this step"; color: var(--dim); }
-  #note-on { font-weight: bold; color: #f0c674; margin: 0 0 .3em; }
-  nav button { font: inherit; margin: 0 .2em .4em 0; }
+  #note-on { font-weight: bold; color: #f0c674; margin: .3em 0 .2em; }
+  nav { display: flex; flex-wrap: wrap; align-items: center; gap: .2em .6em; }
+  nav button { font: inherit; }
   #chapters { list-style: none; padding: 0; margin: .8em 0 0; }
   #chapters a { color: #8ab4f8; cursor: pointer; text-decoration: none; }
   #chapters li.here a { font-weight: bold; color: #f0c674; }
   .keys { color: var(--dim); font-size: 90%; }
   .keys kbd { font: 13px ui-monospace, monospace; color: var(--fg); background: #333;
               border: 1px solid #555; border-radius: 3px; padding: 0 .3em; }
-  #log-box { margin-top: .6em; }
+  #log-box { grid-area: log; margin-top: .6em; }
   #log-box h2 { font-size: 14px; font-weight: normal; color: var(--dim); margin: 0 0 .2em; }
   #log { font: 13px/1.35 ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap;
          overflow-wrap: anywhere; background: #151515; border: 1px solid #444; margin: 0;
          padding: .4em .6em; height: 14em; overflow-y: auto; }
-  /* the frame takes the page's width below 1300 px: its text stays readable (>= 12 px) */
-  @media (max-width: 1300px) { main { flex-direction: column; padding: 0 .4em .6em; }
-                               aside { flex: none; width: 100%; } }
+  /* below 1300 px the frame takes the page's width (its text stays 12 px or more at 1024 px),
+     and the buttons, keys and note go under it, in rows kept short enough that they too are on
+     screen at 768 px: the note scrolls within its box when it is longer */
+  @media (max-width: 1300px) {
+    :root { --below: 8.4rem; }
+    body { font-size: 14px; }
+    main { grid-template-columns: minmax(0, 1fr); grid-template-areas: "frame" "side" "log";
+           padding: 0 .4em .6em; }
+    #frame svg { margin: 0 auto; }
+    nav { margin-top: .3em; }
+    nav button { font-size: 13px; padding: 0 .4em; }
+    #note-on { display: inline; margin: 0 .4em 0 0; font-size: 13px; }
+    #note { max-height: 3.6em; margin-top: .2em; }
+    #chapters { display: flex; flex-wrap: wrap; gap: 0 1em; }
+  }
 </style>
 </head>
 <body>
@@ -153,19 +197,17 @@ _TEMPLATE = """<!doctype html>
 </header>
 <div id="bar" role="slider" tabindex="0" aria-label="steps"></div>
 <main>
-  <div id="view">
-    <div id="frame"></div>
-    <section id="log-box"><h2>event log (scrolls)</h2><pre id="log" tabindex="0"></pre></section>
-  </div>
+  <div id="frame"></div>
   <aside>
     <nav>
-      <button id="first" title="Home">&#xAB; first</button><button id="back" title="&#x2190;">&#x2039; back</button><button id="next" title="&#x2192;">next &#x203A;</button><button id="last" title="End">last &#xBB;</button>
+      <span><button id="first" title="Home">&#xAB; first</button><button id="back" title="&#x2190;">&#x2039; back</button><button id="next" title="&#x2192;">next &#x203A;</button><button id="last" title="End">last &#xBB;</button></span>
+      <span class="keys" id="keys"></span>
     </nav>
-    <div class="keys" id="keys"></div>
     <p id="note-on"></p>
     <div id="note"></div>
     <ul id="chapters"></ul>
   </aside>
+  <section id="log-box"><h2>event log (scrolls)</h2><pre id="log" tabindex="0"></pre></section>
 </main>
 <script id="data" type="application/json">@DATA@</script>
 <script>
@@ -191,7 +233,7 @@ frames.forEach((f, k) => {
   if (role) cell.classList.add(role);
   if (f.failed && f.label.endsWith("(failed)")) cell.classList.add("failed");
   if (f.note) cell.classList.add("noted");
-  cell.title = f.label;
+  cell.title = f.position;
   bar.appendChild(cell);
 });
 const chapters = document.getElementById("chapters");
@@ -214,7 +256,7 @@ async function go(k) {
   const f = frames[k];
   document.getElementById("frame").innerHTML = svg;
   document.getElementById("position").textContent =
-    `step ${f.steps} of ${data.steps} · ${f.label}` + (k === frames.length - 1 ? " · the end" : "");
+    f.position + (k === frames.length - 1 ? " · the end" : "");
   document.getElementById("note-on").textContent = f.note ? `teacher's note (${f.note.on})` : "";
   document.getElementById("note").textContent = f.note ? f.note.text : "";
   const log = document.getElementById("log");

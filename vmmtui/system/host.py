@@ -9,7 +9,7 @@ import sys
 
 #: what a user elsewhere can do instead of a live run
 REPLAY_INSTEAD = (
-    "`vmmtui replay h100-vmm` plays a session recorded on an H100 (--list: all of them)"
+    "`vmmtui replay h100-vmm-1mib` plays a session recorded on an H100 (--list: all of them)"
 )
 #: the one sentence for a cuda backend that cannot start for want of the platform or the bindings
 CUDA_NEEDS = "CUDA needs Linux with an NVIDIA driver (and cuda-python)"

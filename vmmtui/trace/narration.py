@@ -438,8 +438,10 @@ def kernel_fact(fact: KernelFact) -> Text:
             f"{shown(socket_words(e.sock))}{refused}",
             "red" if refused else "yellow",
         )
-    if isinstance(e, TraceLost | CallRefused):
+    if isinstance(e, TraceLost):
         return Text("kernel: ") + lines(e)[0]
+    if isinstance(e, CallRefused):  # its own line is the ledger's finding, which a step has not
+        return Text(f"kernel: {me} {e.call} refused ({e.errno}): {shown(e.cause)}", "red")
     words = call_words(e)
     return Text(f"kernel: {me} {words or type(e).__name__}", "red" if _failed(e) else "yellow")
 

@@ -16,8 +16,9 @@ from vmmtui.tui.replay import ReplayApp
 from vmmtui.words.names import shown
 
 #: the page's terminal: 120 columns, so that a frame as wide as a 1024 px screen has text of
-#: 12 px or more (a 160-column frame had 5 px); 48 rows: the step lists and the cards stay
-SIZE = (120, 48)
+#: 12 px or more (a 160-column frame had 5 px); 38 rows: the whole frame, the keys and the note
+#: fit a 1024×768 screen at that size (48 did not: the keys and the note were below the fold)
+SIZE = (120, 38)
 
 
 class DrawingError(RuntimeError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["shown", "is_clean", "json_safe", "file_name", "screenshot_name"]
+__all__ = ["Escaped", "shown", "is_clean", "defanged", "json_safe", "file_name", "screenshot_name"]
 
 # Characters that change how the rest of a line is laid out: bidi embeddings, overrides and
 # isolates, and the invisible marks that spoof a name.
@@ -21,6 +21,8 @@ _BIDI = frozenset(
     "\u2066\u2067\u2068\u2069\u2028\u2029\ufeff"
 )
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+#: what :func:`defanged` leaves as it is: a call's result or a failure's text spans lines
+_LAYOUT = "\n\t"
 
 
 def _escaped(ch: str) -> str:
@@ -47,21 +49,38 @@ def _plain(name: str) -> bool:
     return name.isascii() and name.isprintable() and "\\" not in name
 
 
+class Escaped(str):
+    """Text whose controls and backslashes :func:`defanged` has already escaped, line breaks and
+    tabs aside: :func:`shown` escapes only those, so a name read from a recording is shown as the
+    live inspector shows it, ``\\x1b`` and not ``\\\\x1b`` (as ``markupsafe.Markup`` marks HTML)."""
+
+    __slots__ = ()
+
+
 def shown(name: str | bytes, limit: int = 256) -> str:
     """``name`` made safe for any terminal and one line: printable text as it is, every control,
     format or bidi character (and the backslash, so an escape cannot be forged) escaped, and cut to
     ``limit`` characters with an ellipsis."""
     if isinstance(name, bytes):
         name = name.decode("utf-8", "surrogateescape")
+    if isinstance(name, Escaped):
+        text = str(name)[:limit] + ("…" if len(name) > limit else "")
+        return "".join(_NAMED.get(ch, ch) if ch in _LAYOUT else ch for ch in text)
     if len(name) > limit:
         name = name[:limit] + "…"
     if _plain(name):
         return name
     if not any(_unsafe(ch) for ch in name):
         return name
+    return _escaped_all(name, "")
+
+
+def _escaped_all(name: str, keep: str) -> str:
     out = []
     for ch in name:
-        if "\udc80" <= ch <= "\udcff":  # an undecodable byte kept by surrogateescape
+        if ch in keep:
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":  # an undecodable byte kept by surrogateescape
             out.append(f"\\x{ord(ch) - 0xDC00:02x}")
         elif _unsafe(ch):
             out.append(_escaped(ch))
@@ -70,8 +89,24 @@ def shown(name: str | bytes, limit: int = 256) -> str:
     return "".join(out)
 
 
+def defanged(text: str) -> str:
+    """``text`` read from outside (a recording, a page's wire) with nothing a terminal, a page or a
+    Markdown viewer acts on: unchanged when it holds no control, format or bidi character besides
+    line breaks and tabs (every real recording's text), else each such character, and every
+    backslash, written as :func:`shown` writes it, line breaks and tabs kept. Unlike ``shown`` it
+    neither cuts nor joins lines, so it can be applied to every string of a recording once, where it
+    is read; the result is :class:`Escaped`, which ``shown`` does not escape again."""
+    if isinstance(text, Escaped) or _plain(text):
+        return text
+    if not any(_unsafe(ch) for ch in text if ch not in _LAYOUT and ch != "\\"):
+        return text
+    return Escaped(_escaped_all(text, _LAYOUT))
+
+
 def is_clean(name: str) -> bool:
     """True when :func:`shown` would leave ``name`` as it is."""
+    if isinstance(name, Escaped):
+        return not any(ch in name for ch in _LAYOUT)
     return _plain(name) or not any(_unsafe(ch) for ch in name)
 
 

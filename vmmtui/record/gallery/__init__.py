@@ -1,7 +1,7 @@
 """The gallery: real recordings shipped inside vmmtui (``*.jsonl.gz`` beside this file).
 
-``vmmtui replay --list`` shows them; ``vmmtui replay NAME`` opens one by its name or a prefix of it
-(``h100-vmm`` opens the smallest of the ``h100-vmm-*`` recordings). Made on the GPU machines by
+``vmmtui replay --list`` shows them; ``vmmtui replay NAME`` opens one by its name or a prefix that
+names only it (``h100-vmm-1m``; ``h100-vmm`` names two, which it lists). Made on the GPU machines by
 ``scripts/make-gallery.sh``. No Textual here.
 """
 
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmmtui.record.recording import MAGIC, Header, RecordingError, read
+from vmmtui.record.recording import MAGIC, Header, RecordingError, read, untrusted
 from vmmtui.words.names import shown
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +41,7 @@ def _header_of(path: Path) -> Header:
     """The first line only: listing the gallery does not read every event."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
-        first = json.loads(f.readline())
+        first = untrusted(json.loads(f.readline()))
     from vmmtui.stream.codec import decode
 
     return decode(Header, {k: v for k, v in first.items() if k != MAGIC})
@@ -86,18 +86,24 @@ def listing(folder: Path = HERE) -> str:
     total = sum(e.path.stat().st_size for e in rows)
     lines.append(
         f"{len(rows)} recordings, {total / 1024:.0f} KiB; open one with `vmmtui replay NAME` "
-        "(a prefix will do: h100-vmm)"
+        "(a prefix that names one will do: h100-vmm-1m)"
     )
     return "\n".join(lines)
 
 
 def find(name: str, folder: Path = HERE) -> Path | None:
-    """The gallery file called ``name`` or, failing that, the smallest one whose name starts with it."""
+    """The gallery file called ``name``, or the one whose name starts with it; RecordingError
+    listing them when the prefix names several (which one was meant is the user's to say)."""
     rows = entries(folder)
     for e in rows:
         if e.name == name:
             return e.path
-    matches = sorted((e for e in rows if e.name.startswith(name)), key=lambda e: (e.size, e.name))
+    matches = [e for e in rows if e.name.startswith(name)]
+    if len(matches) > 1:
+        raise RecordingError(
+            f"{name} names {len(matches)} gallery recordings: "
+            f"{', '.join(e.name for e in matches)}; give one of them"
+        )
     return matches[0].path if matches else None
 
 

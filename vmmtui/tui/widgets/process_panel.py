@@ -299,5 +299,5 @@ class ProcessPanel(Vertical):
         if s.slice:
             rows.append(("writes", f"integers [{s.slice[0]}, {s.slice[1]})"))
         for k, v in rows:
-            t.add_row(k, v)
+            t.add_row(k, Text(v))  # recorded names (a device's): text, never markup
         return t
