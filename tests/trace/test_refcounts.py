@@ -248,3 +248,20 @@ def test_a_mapping_left_after_the_import_was_released_is_said_when_the_exporter_
     _, out = fold(events)
     [held] = found(out, "held-after-exporter-died")
     assert (held.pid, held.peer, held.ktime) == (B, A, 40) and "0x9000" in held.what
+
+
+def test_a_second_legacy_open_refused_as_already_mapped_is_said_as_opened_twice():
+    ipc = "5a" * 64
+    events = [
+        CudaCall(A, A, 10, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
+        CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+        CudaCall(B, B, 30, "cuIpcOpenMemHandle_v2", 208, ipc=ipc),
+    ]
+    _, out = fold(events)
+    [twice] = found(out, FindingKind.OPENED_TWICE)
+    assert (twice.pid, twice.peer, twice.ktime, twice.proof) == (B, A, 30, "handle bytes")
+    assert "CUDA_ERROR_ALREADY_MAPPED" in twice.detail and "0x7000" in twice.what
+    assert not found(out, "refused")
+    # refused with nothing open in this process: a refusal as before
+    _, other = fold([events[0], CudaCall(B, B, 30, "cuIpcOpenMemHandle_v2", 208, ipc=ipc)])
+    assert found(other, "refused") and not found(other, FindingKind.OPENED_TWICE)

@@ -141,3 +141,17 @@ def test_never_imported_a_second_release_and_a_legacy_export_of_vmm(lib, tmp_pat
     assert "cuMemExportToShareableHandle" in legacy.fix
     assert said(lines, "LEGACY 1")
     assert not [f for f in findings(events, "refused") if "cuIpcGetMemHandle" in f.what]
+
+
+def test_a_second_legacy_open_refused_already_mapped_is_said_while_the_importer_waits(
+    lib, tmp_path
+):
+    lines, made, events = trace(lib, tmp_path, "ipc", go={"opened-twice:": "go-ipc"})
+    assert "go-ipc" in made, "".join(lines)
+    [again] = said(lines, "OPENED-AGAIN")
+    assert again.split()[2] == "208"  # CUDA_ERROR_ALREADY_MAPPED, as the driver answers
+    [twice] = findings(events, "opened-twice")
+    refused = [e for e in calls(events, "cuIpcOpenMemHandle_v2") if e.result == 208]
+    assert [twice.ktime] == [e.ktime for e in refused] and twice.proof == "handle bytes"
+    assert twice.pid == int(again.split()[1])
+    assert not findings(events, "refused")

@@ -34,6 +34,8 @@ NEVER_IMPORTED_S = 30.0
 #: the points a pinned-bytes series keeps (one per change)
 SERIES_POINTS = 120
 CUDA_SUCCESS = 0
+#: cuIpcOpenMemHandle of 64 bytes this context has open already
+CUDA_ERROR_ALREADY_MAPPED = 208
 
 #: (importer pid, its import handle) → (exporter pid, the exporter's handle), or None
 Link = Callable[[int, int], "tuple[int, int] | None"]
@@ -93,6 +95,8 @@ class HandleFact:
     size: int = 0
     #: when what it follows happened (the export, the first release)
     since: int = 0
+    #: the CUresult the driver refused the call with (0: it did not refuse)
+    refused: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,13 +157,18 @@ class HandleBook:
                 return base, size, handle
         return None
 
-    def explains(self, func: str, pid: int, handle: int, ptr: int) -> bool:
+    def explains(
+        self, func: str, pid: int, handle: int, ptr: int, result: int = 0, ipc: str = ""
+    ) -> bool:
         """A failed call the book words itself (a second release, a legacy export of VMM
-        memory): no generic refusal for it."""
+        memory, a second open of IPC bytes this process has open): no generic refusal for it."""
         if func == "cuMemRelease":
             return (pid, handle, Thing.ALLOCATION) in self.released
         if func == "cuIpcGetMemHandle":
             return self.mapped_at(pid, ptr) is not None
+        if func == "cuIpcOpenMemHandle" and result == CUDA_ERROR_ALREADY_MAPPED:
+            x = self.by_bytes.get((Thing.IPC, ipc))
+            return x is not None and bool(x.opens.get(pid))
         return False
 
     def pins_of(self, pid: int) -> tuple[int, int]:
@@ -217,6 +226,15 @@ class HandleBook:
                     HandleFact(FindingKind.LEGACY_EXPORT_OF_VMM, pid, t, Thing.IPC, key=ptr,
                                exported=h, size=length, since=base,
                                peer=a.pid if a and a.pid != pid else 0)
+                )  # fmt: skip
+        elif func == "cuIpcOpenMemHandle" and result == CUDA_ERROR_ALREADY_MAPPED:
+            x = self.by_bytes.get((Thing.IPC, ipc))
+            if x is not None and x.opens.get(pid):  # the driver refused the second open
+                out.append(
+                    HandleFact(FindingKind.OPENED_TWICE, pid, t, Thing.IPC, peer=x.pid,
+                               proof=x.proof, key=x.opens[pid][0], exported=x.key, ipc=ipc,
+                               opens=(*x.opens[pid], 0), closes=x.closes.get(pid, 0),
+                               size=x.size, since=x.at, refused=result)
                 )  # fmt: skip
         elif func == "cuIpcCloseMemHandle":
             self._close(pid, ptr, Thing.IPC, t, out, touched)

@@ -585,7 +585,7 @@ class Ledger:
             out.append(probe)  # failed by design: what the program asked, not a problem
             return
         if e.result != CUDA_SUCCESS and self.book.explains(
-            base_name(e.func), e.pid, e.handle, e.ptr
+            base_name(e.func), e.pid, e.handle, e.ptr, e.result, e.ipc
         ):
             return  # the refcount book says why (a second release, a legacy export of VMM)
         if e.result != CUDA_SUCCESS:

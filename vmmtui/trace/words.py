@@ -109,7 +109,18 @@ def handle_finding(f: HandleFact) -> LedgerFinding:
     """A fact of the refcount book as the ledger's finding: what, what proves it, the fix."""
     thing = _THING.get(str(f.thing), str(f.thing))
     kind = FindingKind(f.kind)
-    if kind is FindingKind.OPENED_TWICE:
+    if kind is FindingKind.OPENED_TWICE and f.refused:
+        what = f"opened pid {f.peer}'s {thing} a second time while it maps it at {f.key:#x}"
+        detail = (
+            f"the driver refused the second cuIpcOpenMemHandle (CUDA_ERROR_ALREADY_MAPPED: one "
+            f"open per handle per context; proved by {_proved(f)}, open since the first); "
+            "code that opens per use and closes once leaks or fails here"
+        )
+        fix = (
+            "keep one open per handle in the process and share its pointer (count the users, "
+            "cuIpcCloseMemHandle when the last goes)"
+        )
+    elif kind is FindingKind.OPENED_TWICE:
         opens = ", ".join(f"{k:#x}" for k in f.opens)
         what = f"holds {len(f.opens)} opens of pid {f.peer}'s {thing} {f.exported:#x} ({opens})"
         detail = (
@@ -122,11 +133,19 @@ def handle_finding(f: HandleFact) -> LedgerFinding:
         )
     elif kind is FindingKind.EXPORTED_NEVER_IMPORTED:
         what = f"exported {thing} {f.key:#x}, never imported"
-        detail = (
-            f"no traced process opened it in {(f.ktime - f.since) / 1e9:.1f} s ({_size(f.size)}; "
-            f"proved by {_proved(f)} never seen at an import); the export pins the memory"
-        )
-        fix = "close the exported fd (or stop exporting) when no importer comes"
+        waited = f"no traced process opened it in {(f.ktime - f.since) / 1e9:.1f} s"
+        if f.thing == "allocation":
+            detail = (
+                f"{waited} ({_size(f.size)}; proved by {_proved(f)} never seen at an import); "
+                "the exported handle pins the memory as long as any copy of the fd lives"
+            )
+            fix = "close the exported fd (every copy sent) when no importer comes"
+        else:
+            detail = (
+                f"{waited} ({_size(f.size)}; proved by {_proved(f)} never seen at an open): the "
+                "bytes reached no traced importer (a lost handoff, or an importer not traced)"
+            )
+            fix = "check that the receiver got the 64 bytes and opened them (or trace it too)"
     elif kind is FindingKind.RELEASED_TWICE:
         call = "cuMemRelease" if f.thing == "allocation" else (
             "cuIpcCloseMemHandle" if f.thing == "ipc" else "cuMemFreeAsync"
