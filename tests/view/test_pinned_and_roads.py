@@ -124,3 +124,15 @@ def test_an_import_of_a_reused_fd_and_file_is_of_the_newest_allocation():
 def test_a_staircase_within_one_millisecond_keeps_every_step():
     v = screen(refold(leaking_steps(3, gap=20_000)))  # three steps in 60 µs
     assert [b for _, b in v.proc(A).pinned] == [MIB, 2 * MIB, 3 * MIB]
+
+
+def test_perfetto_draws_each_exporters_pinned_bytes_as_a_counter():
+    from vmmtui.render.perfetto import from_trace
+
+    counters = [x for x in from_trace(leaking_steps()) if x.get("ph") == "C"]
+    assert [(c["pid"], c["args"]["bytes"]) for c in counters] == [
+        (A, MIB),
+        (A, 2 * MIB),
+        (A, 3 * MIB),
+    ]
+    assert [c["ts"] for c in counters] == sorted(c["ts"] for c in counters)
