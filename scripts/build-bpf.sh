@@ -13,7 +13,7 @@ STRIP=${STRIP:-$(command -v llvm-strip || ls /usr/bin/llvm-strip-* 2>/dev/null |
 "$STRIP" -g trace.bpf.o.tmp
 mv trace.bpf.o.tmp trace.bpf.o
 {
-    sha256sum trace.bpf.c kernel.h
+    sha256sum trace.bpf.c kernel.h trace.h
     sha256sum trace.bpf.o
 } > trace.bpf.o.sources
 echo "built $(pwd)/trace.bpf.o ($(stat -c %s trace.bpf.o) bytes) with $("$CLANG" --version | head -1)"

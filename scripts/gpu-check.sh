@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens house all; each is an `if` below)
+#        app-lite interrupts serve screens house bindings-new all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -260,6 +260,14 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     (cd "$out" && tar czf house.tgz house && rm -rf house)
     step python3 -m pytest -q -m gpu tests -p no:cacheprovider -x
     [ -n "${HOUSE_TRACE_TESTS:-}" ] && step python3 -m pytest -q tests/trace tests/session/test_kernel_record.py -m "" -p no:cacheprovider
+  fi
+  if [ "$part" = bindings-new ]; then
+    # the newest cuda-bindings (carried under .gpu/) over the image's: legacy IPC handles and the bench
+    python3 -m venv --system-site-packages /tmp/vmmtui-bindings-new \
+      && /tmp/vmmtui-bindings-new/bin/pip install -q --no-index --no-deps .gpu/cuda_bindings-*.whl .gpu/cuda_pathfinder-*.whl
+    step /tmp/vmmtui-bindings-new/bin/python -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__)"
+    step /tmp/vmmtui-bindings-new/bin/python -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    step /tmp/vmmtui-bindings-new/bin/python -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
   fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics

@@ -21,6 +21,8 @@ from vmmtui.stream.observed import (
 from vmmtui.trace.session import TraceSession
 
 SOCK = SocketEnd(100, 101, "@vmm")
+PEER = SocketEnd(101, 100, "@vmm")
+PEER = SocketEnd(101, 100, "@vmm")
 EXP, IMP = 1000, 2000
 MiB = 1 << 20
 
@@ -32,7 +34,7 @@ def gpu_share_events(exporter_exits: bool) -> list:
         CudaCall(EXP, EXP, 1, "cuMemCreate", 0, size=2 * MiB, device=0, handle_types=1, handle=0xA),
         CudaCall(EXP, EXP, 2, "cuMemExportToShareableHandle", 0, handle=0xA, fd=7),
         FdsSent(EXP, EXP, 3, "sendmsg", SOCK, [7], ["f7"], 1),
-        FdsReceived(IMP, IMP, 4, "recvmsg", SOCK, [9], ["f7"], 1),
+        FdsReceived(IMP, IMP, 4, "recvmsg", PEER, [9], ["f7"], 1),
         CudaCall(IMP, IMP, 5, "cuMemImportFromShareableHandle", 0, handle=0xB, fd=9),
         FdCloseCall(IMP, IMP, 6, 9, "f7", 0),
         CudaCall(IMP, IMP, 7, "cuMemMap", 0, handle=0xB, ptr=0x7F0000, size=2 * MiB),
@@ -136,7 +138,7 @@ def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown(
     f = fed(
         [
             FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
-            FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
+            FdsReceived(IMP, IMP, 3, "recvmsg", PEER, [8], ["fm"], 1),  # the other end
             TraceLost(7, 9, 1, 4, 9),
             TraceLost(2, 9, 0, 4, 9),
             ProcessExit(IMP, IMP, 10, 0),

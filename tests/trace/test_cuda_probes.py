@@ -225,3 +225,47 @@ def test_pool_leaks_and_an_importer_outliving_its_exporter(pool_traced):
     assert never_destroyed.pid == ipid and f"{ipool:#x}" in never_destroyed.what
     [held] = findings(events, "held-after-exporter-died")
     assert (held.pid, held.peer) == (ipid, epid) and f"{i1:#x}" in held.detail
+
+
+def test_a_pool_fd_inherited_across_exec_is_matched_to_its_export(tmp_path):
+    """No fd travels: children born with the exported fd (fork + exec) import it. The import's
+    record names the fd's open file, read in the kernel at the call, so each import is the
+    parent's pool, not "a pool not traced"."""
+    from vmmtui.trace.loader import why_not
+
+    if reason := why_not():
+        pytest.skip(f"eBPF unavailable: {reason}")
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda")
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(FIXTURES / "fake_libcuda.c")],
+        check=True,
+    )
+    rec = tmp_path / "trace.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--libcuda", str(lib), "--record", str(rec)]
+        + ["--", sys.executable, str(FIXTURES / "inherited_pool.py"), str(lib), "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [x.split() for x in res.stdout.splitlines() if x[:1].isupper()]
+    [(epid, _, pool)] = [tuple(map(int, x[1:])) for x in lines if x[0] == "EXPORTER"]
+    importers = [tuple(map(int, x[1:])) for x in lines if x[0] == "IMPORTER"]
+    assert len(importers) == 2
+    events = read(rec).events
+    export = one(events, "cuMemPoolExportToShareableHandle")
+    imports = [
+        e
+        for e in events
+        if isinstance(e, CudaCall) and e.func == "cuMemPoolImportFromShareableHandle"
+    ]
+    assert export.file and [i.file for i in imports] == [export.file] * 2
+    matched = findings(events, "imported")
+    for ipid, ifd, ipool in importers:
+        [f] = [f for f in matched if f.pid == ipid]
+        assert f.what == f"fd {ifd} imported as pool {ipool:#x}"
+        assert f.peer == epid and f"pid {epid}'s pool {pool:#x}" in f.detail, f

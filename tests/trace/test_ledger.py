@@ -5,6 +5,7 @@ from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -18,6 +19,8 @@ from vmmtui.stream.observed import (
 from vmmtui.trace.ledger import Ledger
 
 SOCK = SocketEnd(100, 101, "@vmm")
+#: the receiving end: the socket the sends are queued on
+PEER = SocketEnd(101, 100, "@vmm")
 A, B = 1000, 2000
 
 
@@ -43,14 +46,14 @@ def test_a_send_is_matched_to_its_receive_by_the_open_file():
                 B,
                 5,
                 "recvmsg",
-                SOCK,
+                PEER,
                 [
                     9,
                 ],
                 ["f1"],
                 1,
             ),
-            FdsReceived(B, B, 6, "recvmsg", SOCK, [8], ["f2"], 1),
+            FdsReceived(B, B, 6, "recvmsg", PEER, [8], ["f2"], 1),
             FdCloseCall(B, B, 7, 9, "f1", 0),
             FdCloseCall(B, B, 7, 8, "f2", 0),
             FdCloseCall(A, A, 8, 5, "f1", 0),
@@ -69,7 +72,7 @@ def test_a_received_fd_never_closed_is_a_leak_at_exit():
     _, found = fold(
         [
             FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f1"], 1),
-            FdsReceived(B, B, 2, "recvmsg", SOCK, [7], ["f1"], 1),
+            FdsReceived(B, B, 2, "recvmsg", PEER, [7], ["f1"], 1),
             ProcessExit(B, B, 3, 0),
         ]
     )
@@ -123,7 +126,7 @@ def test_in_flight_is_the_kernels_word_that_the_fd_was_left_queued():
     ledger, found = fold(
         [
             FdsSent(A, A, 2, "sendmsg", SOCK, [6], ["f2"], 1),
-            QueuedAtRelease(B, B, 3, 0x77, ("f2",), 3),
+            QueuedAtRelease(B, B, 3, SOCK.ino, ("f2",), 3),
         ]
     )
     [f] = found
@@ -155,7 +158,7 @@ def test_close_range_closes_every_fd_in_it():
     ledger, found = fold(
         [
             FdsSent(A, A, 1, "sendmsg", SOCK, [5, 6], ["f1", "f2"], 1),
-            FdsReceived(B, B, 2, "recvmsg", SOCK, [7, 8], ["f1", "f2"], 1),
+            FdsReceived(B, B, 2, "recvmsg", PEER, [7, 8], ["f1", "f2"], 1),
             FdCloseCall(B, B, 3, 3, "", 0, last=2**31 - 1, call="close_range"),
             ProcessExit(B, B, 4, 0),
         ]
@@ -173,7 +176,7 @@ def vmm_story(exporter_exits_first: bool):
         cuda(A, 1, "cuMemCreate", size=2 << 20, device=0, handle_types=1, handle=0xA1),
         cuda(A, 2, "cuMemExportToShareableHandle", handle=0xA1, fd=37, handle_types=1),
         FdsSent(A, A, 3, "sendmsg", SOCK, [37], ["g1"], 1),
-        FdsReceived(B, B, 4, "recvmsg", SOCK, [38], ["g1"], 1),
+        FdsReceived(B, B, 4, "recvmsg", PEER, [38], ["g1"], 1),
         cuda(B, 5, "cuMemImportFromShareableHandle", handle=0xB1, fd=38),
         FdCloseCall(B, B, 6, 38, "g1", 0),
         cuda(B, 7, "cuMemMap", ptr=0x7000, size=2 << 20, handle=0xB1),
@@ -207,7 +210,7 @@ def test_pins_say_who_keeps_an_allocation_alive():
         cuda(A, 1, "cuMemCreate", size=4096, device=0, handle_types=1, handle=0xA1),
         cuda(A, 2, "cuMemExportToShareableHandle", handle=0xA1, fd=37),
         FdsSent(A, A, 3, "sendmsg", SOCK, [37], ["g1"], 1),
-        FdsReceived(B, B, 4, "recvmsg", SOCK, [38], ["g1"], 1),
+        FdsReceived(B, B, 4, "recvmsg", PEER, [38], ["g1"], 1),
         cuda(B, 5, "cuMemImportFromShareableHandle", handle=0xB1, fd=38),
         cuda(A, 6, "cuMemRelease", handle=0xA1),
         FdCloseCall(A, A, 7, 37, "g1", 0),
@@ -262,7 +265,7 @@ def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
         [
             MemfdCreated(A, A, 1, "pool", 5, "f1"),
             FdsSent(A, A, 2, "sendmsg", SOCK, [5], ["f1"], 1),
-            FdsReceived(B, B, 3, "recvmsg", SOCK, [7], ["f1"], 1),
+            FdsReceived(B, B, 3, "recvmsg", PEER, [7], ["f1"], 1),
             ProcessExit(A, A, 4, 9),  # kill -9
             FdCloseCall(B, B, 5, 7, "f1", 0),
             ProcessExit(B, B, 6, 0),
@@ -325,3 +328,32 @@ def test_fds_inherited_in_a_process_tree_are_no_share_at_an_exit():
         ]
     )
     assert found == []
+
+
+def test_one_file_over_two_sockets_names_the_sender_of_each_socket():
+    other, other_peer = SocketEnd(200, 201, "@b"), SocketEnd(201, 200, "@b")
+    C = 3000
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f"], 1),
+            FdsSent(C, C, 2, "sendmsg", other, [7], ["f"], 1),  # the same open file
+            FdsReceived(B, B, 3, "recvmsg", other_peer, [9], ["f"], 1),
+            FdsReceived(B + 1, B + 1, 4, "recvmsg", PEER, [9], ["f"], 1),
+        ]
+    )
+    assert [(f.pid, f.peer, f.what) for f in found] == [
+        (B, C, "fd 9 = pid 3000's fd 7"),
+        (B + 1, A, "fd 9 = pid 1000's fd 5"),
+    ]
+
+
+def test_an_fd_dropped_by_read_ends_its_send():
+    ledger, found = fold(
+        [
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["f"], 1),
+            FdsDropped(B, B, 2, "read", PEER, ("f",), 1),
+        ]
+    )
+    [f] = found
+    assert (f.kind, f.pid, f.peer, f.file) == ("fds-dropped", B, A, "f")
+    assert not ledger.in_flight and not ledger.finish()

@@ -18,6 +18,8 @@ from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.order import KernelOrder
 
 SOCK = SocketEnd(100, 101, "@vmm")
+#: the receiving end: the socket the sends are queued on
+PEER = SocketEnd(101, 100, "@vmm")
 A, B = 1000, 2000
 MS = 1_000_000
 W = 150 * MS
@@ -32,7 +34,7 @@ def fold(events, ledger=None):
 def test_the_window_lets_records_go_in_the_kernels_order_and_only_once_old_enough():
     order = KernelOrder(window_ns=W)
     send = FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1)
-    recv = FdsReceived(B, B, 11 * MS, "recvmsg", SOCK, [7], ["f1"], 1)
+    recv = FdsReceived(B, B, 11 * MS, "recvmsg", PEER, [7], ["f1"], 1)
     assert order.push(recv) == [] and order.push(send) == []  # arrived receive first
     assert order.release(100 * MS) == []  # younger than the window: held
     assert order.release(11 * MS + W) == [send, recv]
@@ -62,7 +64,7 @@ def test_a_receive_before_its_send_within_the_window_is_matched():
     ledger, found = fold(
         [
             MemfdCreated(A, A, 1 * MS, "x", 5, "f1"),
-            FdsReceived(B, B, 2 * MS, "recvmsg", SOCK, [7], ["f1"], 1),
+            FdsReceived(B, B, 2 * MS, "recvmsg", PEER, [7], ["f1"], 1),
             FdsSent(A, A, 3 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
             FdCloseCall(B, B, 4 * MS, 7, "f1", 0),
             ProcessExit(B, B, 5 * MS, 0),
@@ -76,7 +78,7 @@ def test_a_receive_before_its_send_within_the_window_is_matched():
 
 def test_a_receive_whose_send_never_came_is_from_a_process_not_traced_after_the_window():
     ledger = Ledger(window_ns=W)
-    assert ledger.apply(FdsReceived(B, B, 2 * MS, "recvmsg", SOCK, [7], ["f1"], 1)) == []
+    assert ledger.apply(FdsReceived(B, B, 2 * MS, "recvmsg", PEER, [7], ["f1"], 1)) == []
     assert ledger.apply(FdCloseCall(B, B, 3 * MS, 7, "f1", 0)) == []  # still within the window
     [f] = ledger.apply(FdCloseCall(B, B, 2 * MS + W + 1, 99, "", -9))
     assert (f.kind, f.what) == ("shared", "fd 7 received")
@@ -91,7 +93,7 @@ def test_twenty_thousand_shares_arriving_out_of_order_give_no_false_claim():
         t = (i + 1) * 200_000  # 5,000 a second
         f = f"{i:012x}"
         send = FdsSent(A, A, t, "sendmsg", SOCK, [5], [f], 1)
-        recv = FdsReceived(B, B, t + 50_000, "recvmsg", SOCK, [7], [f], 1)
+        recv = FdsReceived(B, B, t + 50_000, "recvmsg", PEER, [7], [f], 1)
         close = FdCloseCall(B, B, t + 60_000, 7, f, 0)
         events += [recv, send, close] if i % 3 == 0 else [send, recv, close]
     events.append(ProcessExit(B, B, 20_001 * 200_000, 0))
@@ -107,7 +109,7 @@ def test_a_leak_whose_close_may_be_lost_is_unknown_with_the_window():
         [
             TraceStarted("ebpf", [A], ktime0=t0),
             FdsSent(A, A, t0 + 1 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
-            FdsReceived(B, B, t0 + 2 * MS, "recvmsg", SOCK, [7], ["f1"], 1),
+            FdsReceived(B, B, t0 + 2 * MS, "recvmsg", PEER, [7], ["f1"], 1),
             TraceLost(812, t0 + 30 * MS, 1, t0 + 5 * MS, t0 + 30 * MS),
             TraceLost(10, t0 + 30 * MS, 0, t0 + 5 * MS, t0 + 30 * MS),
             ProcessExit(B, B, t0 + 40 * MS, 0),
@@ -126,7 +128,7 @@ def test_a_loss_before_the_fd_was_received_leaves_its_leak_a_leak():
         [
             TraceLost(5, 3 * MS, 0, 1 * MS, 3 * MS),
             FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
-            FdsReceived(B, B, 11 * MS, "recvmsg", SOCK, [7], ["f1"], 1),
+            FdsReceived(B, B, 11 * MS, "recvmsg", PEER, [7], ["f1"], 1),
             ProcessExit(B, B, 12 * MS, 0),
         ]
     )
@@ -139,7 +141,7 @@ def test_an_unreceived_send_with_a_loss_after_it_is_unknown_not_in_flight():
             FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
             FdsSent(A, A, 11 * MS, "sendmsg", SOCK, [6], ["f2"], 1),
             TraceLost(40, 30 * MS, 0, 12 * MS, 30 * MS),
-            FdsReceived(B, B, 31 * MS, "recvmsg", SOCK, [8], ["f2"], 1),
+            FdsReceived(B, B, 31 * MS, "recvmsg", PEER, [8], ["f2"], 1),
         ]
     )
     assert [f.kind for f in found] == ["shared", "unknown"]
@@ -153,7 +155,7 @@ def test_the_kernels_queued_at_release_is_in_flight_even_across_losses():
         [
             FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
             TraceLost(40, 30 * MS, 0, 12 * MS, 30 * MS),
-            QueuedAtRelease(A, A, 40 * MS, 0x99, ("f1",), 1),
+            QueuedAtRelease(A, A, 40 * MS, SOCK.ino, ("f1",), 1),
         ]
     )
     assert [(f.kind, f.pid) for f in found] == [("in-flight", A)]
@@ -170,7 +172,7 @@ def test_loss_windows_merge_and_an_old_recordings_unplaced_loss_makes_every_leak
     _, found = fold(
         [
             FdsSent(A, A, 10, "sendmsg", SOCK, [5], ["f1"], 1),
-            FdsReceived(B, B, 11, "recvmsg", SOCK, [7], ["f1"], 1),
+            FdsReceived(B, B, 11, "recvmsg", PEER, [7], ["f1"], 1),
             TraceLost(3),
             ProcessExit(B, B, 12, 0),
         ]

@@ -2,7 +2,13 @@
 records make one event with every fd; a continuation that never came is counted as fds not read
 (never guessed); the fds freed in a socket's queue come as one event whatever their number."""
 
-from vmmtui.stream.observed import FdsReceived, FdsSent, MemfdCreated, QueuedAtRelease
+from vmmtui.stream.observed import (
+    FdsDropped,
+    FdsReceived,
+    FdsSent,
+    MemfdCreated,
+    QueuedAtRelease,
+)
 from vmmtui.trace import records as r
 
 
@@ -14,14 +20,20 @@ def pad(values, fill):
     return list(values) + [fill] * (r.MAXFDS - len(values))
 
 
-def message(kind, total, fds, tid=10, ktime=1000) -> bytes:
-    tail = r.MSG.pack(7, 8, 1, 0, b"", *pad(fds, -1), *pad([0x1000 + f for f in fds], 0))
+#: trace.bpf.c's file_kind of a memfd: tmpfs's magic, no device, a regular file (0o100777)
+MEMFD_KIND = 0x01021994 << 32 | 0o100777
+
+
+def message(kind, total, fds, tid=10, ktime=1000, sk=0x51, peer_sk=0x52) -> bytes:
+    files, kinds = pad([0x1000 + f for f in fds], 0), pad([MEMFD_KIND] * len(fds), 0)
+    tail = r.MSG.pack(7, 8, sk, peer_sk, 1, 0, b"", *pad(fds, -1), *files, *kinds)
     return head(kind, tid, len(fds), ktime, 1, (3, total, 46)) + tail
 
 
-def more(total, first, fds, tid=10, ktime=1000, kind=r.FDS, arg=None) -> bytes:
-    tail = r.FDLIST.pack(*pad(fds, -1), *pad([0x1000 + f for f in fds], 0))
-    return head(kind, tid, len(fds), ktime, 0, arg or (first, total, 46)) + tail
+def more(total, first, fds, tid=10, ktime=1000, kind=r.FDS, arg=None, ret=0, file=0) -> bytes:
+    files, kinds = pad([0x1000 + f for f in fds], 0), pad([MEMFD_KIND] * len(fds), 0)
+    tail = r.FDLIST.pack(*pad(fds, -1), *files, *kinds)
+    return head(kind, tid, len(fds), ktime, ret, arg or (first, total, 46), file) + tail
 
 
 def memfd(tid=10) -> bytes:
@@ -40,6 +52,7 @@ def test_a_message_of_253_fds_is_one_event_with_every_fd():
     events, d = run(*raws)
     (e,) = events
     assert isinstance(e, FdsSent) and e.fds == fds and e.fds_not_read == 0
+    assert e.kinds == ["memfd"] * 253  # what each file is, read in the kernel at the send
     assert len(set(e.files)) == 253 and not d.flush()
 
 
@@ -49,6 +62,7 @@ def test_a_missing_continuation_is_counted_not_guessed():
     events, _ = run(*raws)  # the records of 32..63 were lost; that thread's next record ends it
     e = events[0]
     assert isinstance(e, FdsReceived) and e.fds == fds[:32] and e.fds_not_read == 32
+    assert e.sock.sk and e.sock.peer_sk and e.sock.sk != e.sock.peer_sk
     assert isinstance(events[1], MemfdCreated)
 
 
@@ -87,6 +101,27 @@ def test_fds_freed_in_a_queue_come_as_one_event():
     (e,) = events
     assert isinstance(e, QueuedAtRelease)
     assert e.socket_file == 77 and e.count == 20 and len(e.files) == 20
+
+
+def test_fds_a_read_dropped_come_as_one_event_naming_the_receiving_socket():
+    files = list(range(20))
+    raws = [
+        more(20, 0, files[:16], kind=r.DROPPED, arg=(77, 20, 0), ret=0, file=0x51),
+        more(20, 16, files[16:], kind=r.DROPPED, arg=(77, 20, 16), ret=0, file=0x51),
+    ]
+    events, _ = run(*raws)
+    (e,) = events
+    assert isinstance(e, FdsDropped) and e.call == "read" and e.count == 20
+    assert len(e.files) == 20 and e.sock.ino == 77
+    # the receiving socket is named as a send's peer is: the sock's keyed hash
+    assert e.sock.sk == r.FileNames(b"k" * 16)(0x51)
+
+
+def test_the_kind_of_a_file_sent_is_named_from_the_kernels_inode():
+    assert r.file_kind(MEMFD_KIND) == "memfd"
+    assert r.file_kind(0x534F434B << 32 | 0o140777) == "socket"
+    assert r.file_kind(0x1373 << 32 | 195 << 16 | 0o020666) == "gpu"  # /dev/nvidia0 (devtmpfs)
+    assert r.file_kind(0) == ""
 
 
 def close(tid=10, fd=4, ktime=3000) -> bytes:

@@ -13,17 +13,36 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceClock,
 )
-from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.session import RecordingSource, TraceSession
 
 SOCK = SocketEnd(100, 101, "@w")
+#: the receiving end: the socket the sends are queued on
+PEER = SocketEnd(101, 100, "@w")
 A, B = 1000, 2000
 MIB = 1 << 20
 
 
+class Run:
+    """The ledger and the refcount book of one run, as the trace session folds them."""
+
+    def __init__(self, **kw):
+        self.session = TraceSession(RecordingSource([]), live=False, **kw)
+        self.book = self.session.refs.book
+
+    def apply(self, e):
+        return self.session.fold(e)
+
+    def finish(self, at=0):
+        return [*self.session.ledger.finish(at), *self.session.refs.finish(at)]
+
+    def export_of_import(self, pid, handle):
+        return self.session.refs.export_of_import(pid, handle)
+
+
 def fold(events, **kw):
-    ledger = Ledger(**kw)
-    out = [f for e in events for f in [*ledger.apply(e), *ledger.take_pinned()]]
-    return ledger, out
+    run = Run(**kw)
+    out = [f for e in events for f in run.apply(e)]
+    return run, out
 
 
 def found(out, kind):
@@ -37,7 +56,7 @@ def share(t, handle, fd, rfd, file, size=MIB):
         CudaCall(A, A, t + 1, "cuMemExportToShareableHandle", 0, handle=handle, fd=fd,
                  handle_types=1),
         FdsSent(A, A, t + 2, "sendmsg", SOCK, [fd], [file], 1),
-        FdsReceived(B, B, t + 3, "recvmsg", SOCK, [rfd], [file], 1),
+        FdsReceived(B, B, t + 3, "recvmsg", PEER, [rfd], [file], 1),
     ]  # fmt: skip
 
 

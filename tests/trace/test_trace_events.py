@@ -9,7 +9,7 @@ import pytest
 import vmmtui.stream.observed as te
 from vmmtui.stream.events import Event
 
-SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc")
+SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc", "unix", "5a5a", "6b6b")
 EXAMPLES = [
     te.TraceStarted("ebpf", [10, 11], ["python3", "x.py"], True, "why", ["sendmsg"], ["cuda"], 7),
     te.FdsSent(10, 12, 99, "sendmsg", SOCK, [5, 6], ["a1", "b2"], 1, ["memfd:x", "memfd:y"], 3),
@@ -22,9 +22,12 @@ EXAMPLES = [
     te.ProcessForked(10, 10, 106, 11, "python3"),
     te.ProcessExec(11, 11, 107, "/usr/bin/python3", "python3"),
     te.ProcessExit(11, 11, 108, 256, "python3"),
-    te.CudaCall(10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500),
+    te.CudaCall(
+        10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500, "a1"
+    ),
     te.TraceLost(3, 110, 1, 105, 110),
-    te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2),
+    te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2, "5a5a"),
+    te.FdsDropped(11, 13, 111, "read", SOCK, ("a1",), 2),
     te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2, "ebpf", 1),
     te.CallRefused(
         11,

@@ -23,6 +23,8 @@ from vmmtui.view.roads import transfer_road
 
 A, B, MIB, T0 = 1000, 2000, 1 << 20, 1_000_000_000
 SOCK = SocketEnd(100, 101, "@w")
+#: the receiving end: the socket the sends are queued on
+PEER = SocketEnd(101, 100, "@w")
 
 
 def leaking_steps(steps: int = 3, gap: int = 100_000_000) -> list:
@@ -36,7 +38,7 @@ def leaking_steps(steps: int = 3, gap: int = 100_000_000) -> list:
             CudaCall(A, A, t + 1, "cuMemExportToShareableHandle", 0, handle=h, fd=fd,
                      handle_types=1),
             FdsSent(A, A, t + 2, "sendmsg", SOCK, [fd], [file], 1),
-            FdsReceived(B, B, t + 3, "recvmsg", SOCK, [rfd], [file], 1),
+            FdsReceived(B, B, t + 3, "recvmsg", PEER, [rfd], [file], 1),
             CudaCall(B, B, t + 4, "cuMemImportFromShareableHandle", 0, handle=0xB0 + 2 * step,
                      fd=rfd, handle_types=1),
             CudaCall(B, B, t + 5, "cuMemImportFromShareableHandle", 0, handle=0xB1 + 2 * step,
@@ -114,7 +116,7 @@ def test_an_import_of_a_reused_fd_and_file_is_of_the_newest_allocation():
     events = leaking_steps(2)
     for i, e in enumerate(events):  # the kernel reused the fd number and the struct file
         if isinstance(e, FdsSent | FdsReceived):
-            events[i] = type(e)(e.pid, e.tid, e.ktime, e.call, SOCK, e.fds, ["same"], 1)
+            events[i] = type(e)(e.pid, e.tid, e.ktime, e.call, e.sock, e.fds, ["same"], 1)
         elif isinstance(e, CudaCall) and e.func == "cuMemExportToShareableHandle":
             events[i] = CudaCall(A, A, e.ktime, e.func, 0, handle=e.handle, fd=5, handle_types=1)
     v = screen(refold(events))

@@ -237,6 +237,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         finally:
             source.stopping = True
             source.close()
+            captured = getattr(source, "stdout", None)
+            if captured is not None and not isinstance(captured, int):  # the screen's capture
+                print_output(captured, command, said)
             if recorder is not None:
                 recorder.close()
                 if recorder.failed:
@@ -285,9 +288,15 @@ def _start(request: TraceRequest, args: argparse.Namespace):
     """The running source and why it polls (``TraceRequest.start``), or an exit code when the
     command cannot be started (one line said)."""
     from vmmtui.trace.command import CommandNotFound
+    from vmmtui.trace.output import Output
 
-    try:  # under --json the stream is alone on stdout: the command's goes to 2
-        return request.start(stdout=2 if args.json else None)
+    # under --json the stream is alone on stdout: the command's goes to 2; under the inspector
+    # its stdout and stderr are captured (the screen is the inspector's); else the terminal's
+    stdout: int | Output | None = 2 if args.json else None
+    if _wants_screen(args) and request.command:
+        stdout = Output()
+    try:
+        return request.start(stdout=stdout)
     except CommandNotFound as exc:
         print(f"vmmtui {getattr(args, 'said_as', 'trace')}: {exc}", file=sys.stderr)
         return exc.code
@@ -304,15 +313,18 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
     inspector runs the session on the source, and every event goes to the recording and the
     exporters. Returns the signal that ended it (Ctrl-C: SIGINT), and whether it stopped the
     command (q while it ran)."""
+    from vmmtui.trace.output import Output
     from vmmtui.tui.trace import TraceApp
 
     what = " ".join(source.command) if getattr(source, "command", None) else ""
+    output = getattr(source, "stdout", None)
     app = TraceApp(
         source,
         title=f"polling · {what or 'pids'}"[:100],
         sink=tee,
         cast=args.cast,
         started=True,
+        output=output if isinstance(output, Output) else None,
         never_imported_s=args.never_imported_after,
     )
     try:
@@ -342,23 +354,26 @@ class Tee:
 def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list) -> int:
     """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
     command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
+    from vmmtui.trace.output import Output
     from vmmtui.tui.trace import TraceApp
 
     said = getattr(args, "said_as", "trace")
     tee = Tee(recorder, sinks, bool(args.perfetto))
+    command = list(request.command)
+    # the screen is the inspector's: the command's stdout and stderr are captured, shown on O
+    # and printed once the inspector closes
+    output = Output() if command else None
 
     def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
-        return request.tracer(
-            quiet=True
-        )  # the screen is the inspector's: the command's output goes nowhere
+        return request.tracer(stdout=output)
 
-    command = list(request.command)
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
     app = TraceApp(
         make_tracer,
         title=f"eBPF · {what}"[:100],
         sink=tee,
         cast=args.cast,
+        output=output,
         never_imported_s=args.never_imported_after,
     )
     try:
@@ -367,6 +382,9 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
         app.end_trace()
         if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
             app.tracer.finished.wait(1.0)
+        if output is not None:
+            output.finish()
+            print_output(output, command, said)
         if recorder is not None:
             recorder.close()
             if recorder.failed:
@@ -383,6 +401,38 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
     if command and tracer is not None and tracer.exit is not None:
         return tracer.exit.status  # it ended by itself
     return EXIT_OK if not command else EXIT_FAILED
+
+
+def print_output(output, command: list[str], said: str) -> None:
+    """After the inspector: what the command wrote while it had the terminal, as it wrote it
+    (stdout to stdout, stderr to stderr, in the order it came), after one line on stderr that
+    says whose it is and what of it was dropped. Nothing written: nothing said."""
+    from vmmtui.words.names import shown
+    from vmmtui.words.sizes import format_size
+
+    kept = output.kept()
+    if not kept.total:
+        return
+    dropped = (
+        f"; the first {format_size(kept.dropped)} were dropped, the last "
+        f"{format_size(kept.total - kept.dropped)} follow"
+        if kept.dropped
+        else ""
+    )
+    sys.stdout.flush()
+    print(
+        f"vmmtui {said}: the output of {shown(' '.join(command), 120)} while the inspector was "
+        f"open ({format_size(kept.total)}{dropped}):",
+        file=sys.stderr,
+        flush=True,
+    )
+    for chunk in kept.chunks:
+        stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
+        stream.buffer.write(chunk.data)
+        stream.buffer.flush()
+    if not kept.chunks[-1].data.endswith(b"\n"):
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 def _import_the_fold() -> None:

@@ -106,7 +106,6 @@ class SharingFacts:
         if isinstance(e, TraceLost):
             self.lost += e.count
         self.ledger.apply(e)  # the state; its findings are the stream's (below)
-        self.ledger.take_pinned()  # the stream's own PinnedBytes are the numbers (below)
         if isinstance(e, PinnedBytes):
             self.pinned[e.pid] = e.bytes
         elif isinstance(e, LedgerFinding):

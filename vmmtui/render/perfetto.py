@@ -79,8 +79,8 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
             t0 = e.ktime0 or t0
         for made in session.fold(e):
             if isinstance(made, PinnedBytes):  # a counter track per exporter
-                start = made.ktime if t0 is None else t0
-                out.append(_pinned(made, (made.ktime - start) / 1e3))
+                zero = made.ktime if t0 is None else t0
+                out.append(_pinned(made, (made.ktime - zero) / 1e3))
         if not isinstance(e, TraceCall):
             continue
         t0 = e.ktime if t0 is None else t0

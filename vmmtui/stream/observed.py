@@ -186,12 +186,17 @@ class TraceCall(TraceEvent):
 @dataclass(frozen=True)
 class SocketEnd:
     """A Unix socket as the kernel knows it: its inode, its peer's inode and the bound name
-    (``@name`` for an abstract one, ``""`` when unnamed); ``family`` other than ``unix`` is said."""
+    (``@name`` for an abstract one, ``""`` when unnamed); ``family`` other than ``unix`` is said.
+    ``sk`` and ``peer_sk`` name the socket's and its peer's ``struct sock`` (keyed hashes, as
+    ``file``): a send's message is queued on its ``peer_sk``, so a receive on that socket is that
+    send's (a peer not yet accepted has a sock but no inode; ``""`` where none)."""
 
     ino: int
     peer_ino: int = 0
     name: str = ""
     family: str = "unix"
+    sk: str = ""
+    peer_sk: str = ""
 
 
 @dataclass(frozen=True)
@@ -328,6 +333,8 @@ class CudaCall(TraceCall):
     flags: int = 0
     ipc: str = ""
     duration_ns: int = 0
+    #: the open file the exported or imported fd names (read in the kernel at the call)
+    file: str = ""
 
 
 @dataclass(frozen=True)
@@ -336,9 +343,24 @@ class QueuedAtRelease(TraceCall):
     message was released (closed, its process exited) or collected with it unreceived. The
     kernel's own statement that these files were sent and never received. ``socket_file`` is the
     sending socket's inode (``SocketEnd.ino`` of the send; 0 when it is already gone), ``files``
-    the files as the send named them, ``count`` the fds the message carried."""
+    the files as the send named them, ``count`` the fds the message carried. ``sender`` is the
+    sending socket's ``SocketEnd.sk``."""
 
     socket_file: int
+    files: tuple[str, ...]
+    count: int
+    sender: str = ""
+
+
+@dataclass(frozen=True)
+class FdsDropped(TraceCall):
+    """A receive without room for SCM_RIGHTS (``read``, ``readv``, ``recvfrom``, ``recvmsg``
+    without a control buffer) took a message's data: the kernel closed the fds it carried, so
+    they were never received. ``sock`` is the receiving socket (its ``ino`` and ``sk``),
+    ``files`` the files as the send named them, ``count`` the fds the message carried."""
+
+    call: str
+    sock: SocketEnd
     files: tuple[str, ...]
     count: int
 

@@ -178,6 +178,8 @@ class Early:
     at: int
     via: str
     matched: bool = False
+    #: (receiving socket, file): where its send is looked for (``matching``)
+    key: tuple[str, str] = ("", "")
 
 
 @dataclass

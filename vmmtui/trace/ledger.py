@@ -2,11 +2,11 @@
 what, and who pins it now. No Textual, no /proc: everything comes from the events, so a recording
 folds into the same ledger as the live trace.
 
-An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): the fd a
-sender sent and the fd its receiver got carry the same ``file``, so a send is matched to its
-receive exactly. GPU allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle
-bytes. ``apply`` returns the findings an event brings (a matched share, a refused call, a leak at
-an exit); ``finish`` those the end brings (receives whose send never came).
+An open file is named by ``file`` (the keyed hash of the kernel's ``struct file *``): a receive
+is the send of the same ``file`` queued on the receiving socket (``matching``), exactly. GPU
+allocations are keyed by (exporter pid, handle); legacy IPC by the 64 handle bytes. ``apply``
+returns the findings an event brings (a matched share, a refused call, a leak at an exit);
+``finish`` those the end brings (receives whose send never came).
 
 What the ledger claims, the kernel said. "In-flight" (sent, never received) is said only where
 the kernel reported the fd still queued when its socket was released (``QueuedAtRelease``): a
@@ -25,7 +25,6 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof
-from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook, HandleFact, Pinned
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -33,13 +32,13 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
     LedgerFinding,
     MemfdCreated,
     PidfdOpened,
-    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
@@ -67,11 +66,12 @@ from vmmtui.trace.entries import (
     Transfer,
 )
 from vmmtui.trace.held import files_held_after_exit, kcmp_shares
+from vmmtui.trace.matching import SendQueue, destination, receiver
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
-from vmmtui.trace.roads import with_road
-from vmmtui.trace.words import ended_words, handle_finding, socket_words
+from vmmtui.trace.unreceived import dropped
+from vmmtui.trace.words import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
@@ -80,23 +80,17 @@ CUDA_SUCCESS = 0
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
-    def __init__(
-        self, window_ns: int = WINDOW_NS, never_imported_s: float = NEVER_IMPORTED_S
-    ) -> None:
+    def __init__(self, window_ns: int = WINDOW_NS) -> None:
         self.window_ns = window_ns
-        #: the refcount book (``model/handles.py``): opens and closes per importer, exports never
-        #: imported, second releases, bytes pinned per exporter
-        self.book = HandleBook(self.export_of_import, never_imported_s)
-        self.pinned: list[PinnedBytes] = []
         #: the newest kernel timestamp folded (receives waiting for their send mature by it)
         self.clock = 0
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
         self.history: list[Holding] = []  # closed holdings, oldest first
-        #: sends not (yet) matched to a receive, by file: not a finding by themselves
-        self.in_flight: dict[str, deque[Pending]] = {}
-        #: receives folded before their send, by file and in the order folded
-        self.early: dict[str, deque[Early]] = {}
+        #: sends not yet received, by socket pair and file (``matching``): no finding by themselves
+        self.in_flight: SendQueue[Pending] = SendQueue()
+        #: receives folded before their send, by (receiving socket, file), in the order folded
+        self.early: dict[tuple[str, str], deque[Early]] = {}
         self._early_order: deque[Early] = deque()
         self.losses = Losses()
         #: fds that records did not hold, by record (sent, received, queued): nothing is claimed
@@ -136,15 +130,13 @@ class Ledger:
         return [h for h in self.holdings.values() if h.file == file]
 
     def allocation_of_file(self, file: str) -> Allocation | None:
-        """The newest allocation exported as ``file`` (the kernel hands a freed struct file's
-        address, so its name, to a later export: a live file is always the newest's)."""
-        for a in reversed(self.allocations.values()):
+        for a in reversed(self.allocations.values()):  # the newest: the kernel reuses a freed file
             if any(f == file for _, f in a.exported):
                 return a
         return None
 
     def pool_of_file(self, file: str) -> Pool | None:
-        for p in reversed(self.pools.values()):
+        for p in reversed(self.pools.values()):  # the newest, as for allocations
             if any(f == file for _, f in p.exported):
                 return p
         return None
@@ -202,40 +194,9 @@ class Ledger:
         handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
-        out = [with_road(self, e, f) if isinstance(f, LedgerFinding) else f for f in out]
-        out += self._book(e)
         for f in out:
             (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
         return out
-
-    def take_pinned(self) -> list[PinnedBytes]:
-        """The exporters' pinned bytes that changed since the last call (``PinnedBytes``)."""
-        out, self.pinned = self.pinned, []
-        return out
-
-    # -- the refcount book ---------------------------------------------------------------------
-    def export_of_import(self, pid: int, handle: int) -> tuple[int, int] | None:
-        """The allocation (exporter pid, handle) an import of ``pid`` was made from."""
-        a = self.imports.get((pid, handle), (None, None))[0]
-        return (a.pid, a.handle) if a is not None else None
-
-    def _book(self, e: Event) -> list[LedgerFinding]:
-        """What the refcount book finds in ``e`` (and the clock), worded; the pinned bytes that
-        changed wait in ``pinned`` (``take_pinned``)."""
-        facts: list[HandleFact] = []
-        pins: list[Pinned] = []
-        if isinstance(e, CudaCall):
-            facts, pins = self.book.call(
-                base_name(e.func), e.pid, e.ktime, e.result, handle=e.handle, ptr=e.ptr,
-                size=e.size, fd=e.fd, handle_types=e.handle_types, ipc=e.ipc,
-            )  # fmt: skip
-        elif isinstance(e, ProcessExit):
-            facts, pins = self.book.exit(e.pid, e.ktime)
-        if self.clock:
-            facts += self.book.clock(self.clock)
-        self.pinned += [PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins]
-        # a lost record (a close, a release, an import) may overturn any of them: unknown then
-        return [self._unknown_if_lost(handle_finding(f), f.since) for f in facts]
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """Findings the end of the trace gives: receives still waiting for their send, and sends
@@ -245,12 +206,11 @@ class Ledger:
         out: list[LedgerFinding] = []
         self._mature(None, out)
         unknown: dict[int, list[Pending]] = {}
-        for queue in self.in_flight.values():
-            for p in queue:
-                if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
-                    unknown.setdefault(p.pid, []).append(p)
-                else:
-                    self.unreceived += 1
+        for p in self.in_flight.pending():
+            if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
+                unknown.setdefault(p.pid, []).append(p)
+            else:
+                self.unreceived += 1
         for pid, sends in unknown.items():
             first = min(p.at for p in sends)
             n, lo, hi = self.losses.between(first, max(self.clock, at, first))
@@ -270,10 +230,6 @@ class Ledger:
                 )
             )
         self.in_flight.clear()
-        out += [
-            self._unknown_if_lost(handle_finding(f), f.since)
-            for f in self.book.finish(max(self.clock, at))
-        ]
         self.findings.extend(out)
         return out
 
@@ -307,11 +263,11 @@ class Ledger:
         q = self._early_order
         while q and (until is None or q[0].at <= until):
             r = q.popleft()
-            waiting = self.early.get(r.file)
+            waiting = self.early.get(r.key)
             if waiting and waiting[0] is r:
                 waiting.popleft()
                 if not waiting:
-                    del self.early[r.file]
+                    del self.early[r.key]
             if r.matched:
                 continue
             f = LedgerFinding(
@@ -436,28 +392,26 @@ class Ledger:
                 self._rename(held.file, file)  # a file shared before the trace, now named
             elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
-            waiting = self.early.get(file)
+            key = (destination(e.sock), file)
+            waiting = self.early.get(key)
             if waiting:  # its receive was folded first (it ended on another CPU)
                 r = waiting.popleft()
                 if not waiting:
-                    del self.early[file]
+                    del self.early[key]
                 r.matched = True
                 held = self.holdings.get((r.pid, r.fd))
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
                 self._matched(Pending(e.pid, fd, e.ktime, via), r.pid, r.fd, file, r.at, r.via, out)
                 continue
-            self.in_flight.setdefault(file, deque()).append(Pending(e.pid, fd, e.ktime, via))
+            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, via))
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
         if e.count > len(e.files):
             self.fds_not_read["queued"] += e.count - len(e.files)
         for file in e.files:
-            queue = self.in_flight.get(file)
-            sent = queue.popleft() if queue else None
-            if queue is not None and not queue:
-                del self.in_flight[file]
+            sent = self.in_flight.released(e.sender, e.socket_file, file)
             who = (
                 f"pid {sent.pid} sent fd {sent.fd} over {sent.via}"
                 if sent
@@ -475,6 +429,11 @@ class Ledger:
                     file=file,
                 )
             )
+
+    def _on_FdsDropped(self, e: FdsDropped, out: list) -> None:  # a read(): their send is over
+        if e.count > len(e.files):
+            self.fds_not_read["dropped"] += e.count - len(e.files)
+        out += [dropped(e, f, self.in_flight.received(e.sock, f)) for f in e.files]
 
     def _rename(self, old: str, file: str) -> None:
         """Every fd kcmp proved to be one open file takes the kernel's name for it."""
@@ -501,14 +460,11 @@ class Ledger:
             self.fds_not_read["received"] += e.fds_not_read
         via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
-            queue = self.in_flight.get(file)
-            sent = queue.popleft() if queue else None
-            if queue is not None and not queue:
-                del self.in_flight[file]
+            sent = self.in_flight.received(e.sock, file)
             if sent is None:  # its send may still come (folded later): it waits the window
                 self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, via))
-                r = Early(e.pid, fd, file, e.ktime, via)
-                self.early.setdefault(file, deque()).append(r)
+                r = Early(e.pid, fd, file, e.ktime, via, key=(receiver(e.sock), file))
+                self.early.setdefault(r.key, deque()).append(r)
                 self._early_order.append(r)
                 continue
             self._hold(Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, via))
@@ -584,10 +540,6 @@ class Ledger:
         if e.result != CUDA_SUCCESS and (probe := self._probe(e)) is not None:
             out.append(probe)  # failed by design: what the program asked, not a problem
             return
-        if e.result != CUDA_SUCCESS and self.book.explains(
-            base_name(e.func), e.pid, e.handle, e.ptr, e.result, e.ipc
-        ):
-            return  # the refcount book says why (a second release, a legacy export of VMM)
         if e.result != CUDA_SUCCESS:
             out.append(
                 LedgerFinding(
@@ -611,14 +563,14 @@ class Ledger:
                 a = Allocation(e.pid, e.handle, 0, -1, 0, e.ktime)
                 self.allocations[(e.pid, e.handle)] = a
             if e.fd >= 0:
+                a.exported.append((e.fd, ""))
                 h = Holding(
-                    e.pid, e.fd, "", "exported", e.ktime, via="cuMemExportToShareableHandle"
+                    e.pid, e.fd, e.file, "exported", e.ktime, via="cuMemExportToShareableHandle"
                 )
                 self._hold(h)
-                a.exported.append((e.fd, ""))
         elif f == "cuMemImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            file = held.file if held else ""
+            file = e.file or (held.file if held else "")  # the kernel's, read at the call
             a = self.allocation_of_file(file) if file else None
             imp = Import(e.pid, e.handle, e.fd, file, e.ktime)
             if a is not None:
@@ -701,12 +653,11 @@ class Ledger:
                 via = "cuMemPoolExportToShareableHandle"
                 known = self.holdings.get((e.pid, e.fd))
                 p.exported.append((e.fd, ""))
-                self._hold(
-                    Holding(e.pid, e.fd, known.file if known else "", "exported", e.ktime, via=via)
-                )
+                file = e.file or (known.file if known else "")
+                self._hold(Holding(e.pid, e.fd, file, "exported", e.ktime, via=via))
         elif f == "cuMemPoolImportFromShareableHandle":
             held = self.holdings.get((e.pid, e.fd))
-            file = held.file if held else ""
+            file = e.file or (held.file if held else "")  # the kernel's, read at the call
             p = self.pool_of_file(file) if file else None
             imp = PoolImport(e.pid, e.handle, e.fd, file, e.ktime)
             if p is not None:

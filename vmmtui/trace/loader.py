@@ -207,9 +207,13 @@ FLAVOURS = {
     "tp_btf": ("sys_enter", "sys_exit", "proc_fork", "proc_exec", "proc_exit"),
     "raw_tp": ("raw_sys_enter", "raw_sys_exit", "raw_proc_fork", "raw_proc_exec", "raw_proc_exit"),
 }
-#: the program of each flavour that sees a Unix socket's message freed with its SCM_RIGHTS still
-#: attached (its socket released or collected with it queued: fds sent, never received)
-RELEASE_PROGRAMS = {"tp_btf": "skb_freed", "raw_tp": "raw_skb_freed"}
+#: the programs of each flavour that see SCM_RIGHTS fds the kernel closed unreceived: a Unix
+#: socket's message freed with them still attached (its socket released or collected with it
+#: queued), and a receive without room for them (``read()``: the kernel closes them)
+RELEASE_PROGRAMS = {
+    "tp_btf": ("skb_freed", "fds_dropped"),
+    "raw_tp": ("raw_skb_freed", "raw_fds_dropped"),
+}
 #: the ring buffer's default size: about 6 s of records at 5,000 shares a second (the reader may
 #: stall that long on a loaded machine without a record lost)
 RING_BYTES = 32 << 20
@@ -275,9 +279,11 @@ class Probe:
                 if rc == 0:
                     self.flavour = flavour
                     if not release:
-                        self.release_missing = "the kernel refused the kfree_skb program"
+                        self.release_missing = (
+                            "the kernel refused the kfree_skb and skb_copy_datagram_iovec programs"
+                        )
                     break
-                label = flavour if release else f"{flavour} without the kprobe"
+                label = flavour if release else f"{flavour} without the unreceived-fds hooks"
                 self.refused[label] = f"{os.strerror(-rc)}{self._last()}"
             if self.flavour:
                 break
@@ -310,9 +316,10 @@ class Probe:
             for name in names:
                 prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
                 self.lib.bpf_program__set_autoload(prog, name in FLAVOURS[flavour])
-        for fl, name in RELEASE_PROGRAMS.items():
+        names = {n for group in RELEASE_PROGRAMS.values() for n in group}
+        for name in names:
             prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
-            self.lib.bpf_program__set_autoload(prog, release and fl == flavour)
+            self.lib.bpf_program__set_autoload(prog, release and name in RELEASE_PROGRAMS[flavour])
         events = self.lib.bpf_object__find_map_by_name(self.obj, b"events")
         self.lib.bpf_map__set_max_entries(events, ring_bytes)
         rc = self.lib.bpf_object__load(self.obj)
@@ -374,8 +381,7 @@ class Probe:
                     f"{self._last()}"
                 )
             self.links.append(link)
-        if not self.release_missing:
-            name = RELEASE_PROGRAMS[self.flavour]
+        for name in RELEASE_PROGRAMS[self.flavour] if not self.release_missing else ():
             prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
             link = self.lib.bpf_program__attach(prog)
             if link:
@@ -559,7 +565,7 @@ def readiness() -> list[tuple[str, str, bool | None]]:
         out.append(
             (
                 "queued fds hook",
-                "kfree_skb loads: fds freed unreceived are said"
+                "kfree_skb and skb_copy_datagram_iovec load: fds freed unreceived are said"
                 if not probe.release_missing
                 else f"{probe.release_missing}: fds freed unreceived cannot be said",
                 None if probe.release_missing else True,

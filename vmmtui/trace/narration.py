@@ -18,6 +18,7 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -92,7 +93,10 @@ def lost_words(count: int, first: int, last: int, t0: int = 0) -> str:
 def call_words(e: Event) -> str | None:
     """What the call did, in one phrase (None: not a call)."""
     if isinstance(e, FdsSent):
-        fds = ", ".join(f"{fd}{_file(f)}" for fd, f in zip(e.fds, e.files, strict=False))
+        kinds = [f" {k}" if k else "" for k in e.kinds] or [""] * len(e.fds)
+        fds = ", ".join(
+            f"{fd}{k}{_file(f)}" for fd, f, k in zip(e.fds, e.files, kinds, strict=False)
+        )
         return (
             f"{e.call} over {shown(socket_words(e.sock))}: SCM_RIGHTS fd {fds}"
             f"{_more(e.fds_not_read)} → {_result(e.result)}"
@@ -108,6 +112,13 @@ def call_words(e: Event) -> str | None:
         return (
             f"socket released with {e.count} SCM_RIGHTS fd{'s' if e.count != 1 else ''} still "
             f"queued (never received): file {files}{_more(e.count - len(e.files))}"
+        )
+    if isinstance(e, FdsDropped):
+        files = ", ".join(e.files)
+        return (
+            f"{e.call}() on a unix socket (inode {e.sock.ino}) took a message carrying "
+            f"{e.count} SCM_RIGHTS fd{'s' if e.count != 1 else ''} and had no room for them: the "
+            f"kernel closed them (never received): file {files}{_more(e.count - len(e.files))}"
         )
     if isinstance(e, PidfdOpened):
         return f"pidfd_open({e.target}) → {'pidfd ' + str(e.fd) if e.fd >= 0 else _errno(e.fd)}"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from vmmtui.stream.events import Event, Notice, WatchFinished
 from vmmtui.stream.observed import TraceFinished, TraceStarted
 from vmmtui.trace.command import killed_words
+from vmmtui.trace.output import Output
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
 from vmmtui.trace.procfs.scan import children, holders_of_memory
@@ -64,7 +65,7 @@ class PollingTrace:
         duration: float | None = None,
         interval: float = 0.25,
         nvml: bool = True,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
         reason: str = "",
         once: bool = False,
         leaks: bool = False,

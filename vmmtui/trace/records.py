@@ -17,6 +17,7 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -35,36 +36,99 @@ from vmmtui.trace.cuda import FUNCS
 
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
-FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL = range(9, 16)
+FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL, DROPPED = range(9, 17)
 DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
 FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
+#: the syscalls whose receive dropped fds (EV_DROPPED's h.ret)
+DROP_CALLS = {0: "read", 19: "readv", 45: "recvfrom", 47: "recvmsg"}
 
-#: struct rec of trace.bpf.c, the head of every record: type, tgid, tid, nfds, ktime, ret,
-#: arg[3], file (64 bytes)
-HEAD = struct.Struct("<IIIIQq3QQ")
-#: struct rec_named: comm, name
-NAMED = struct.Struct("<16s128s")
-#: struct rec_msg: sock_ino, peer_ino, family, namelen, the socket's sockaddr_un, fds, files
-MSG = struct.Struct(f"<QQII112s{MAXFDS}i{MAXFDS}Q")
-#: struct rec_fds (EV_FDS, EV_QUEUED): fds, files
-FDLIST = struct.Struct(f"<{MAXFDS}i{MAXFDS}Q")
-#: struct rec_cuda: args[5], dur, name
-CUDAREC = struct.Struct("<5QQ128s")
-#: struct side (of struct rec_refusal: caller, then target): pid, uid, euid, suid, gid, egid,
-#: sgid, userns, pidns, seccomp, filters, dumpable, cap_eff, cap_prm, comm
-SIDE = struct.Struct("<9I3i2Q16s")
+#: each record struct of bpf/trace.h, field by field (``struct`` formats): the Structs below are
+#: made from these, and tests/trace/test_record_layout.py checks them against the object's BTF
+LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
+    # struct rec, the head of every record (64 bytes)
+    "rec": (
+        ("type", "I"), ("tgid", "I"), ("tid", "I"), ("nfds", "I"), ("ktime", "Q"),
+        ("ret", "q"), ("arg", "3Q"), ("file", "Q"),
+    ),
+    # memfd_create, fork, exec, exit
+    "rec_named": (("comm", "16s"), ("name", "128s")),
+    # a message's SCM_RIGHTS: the socket, its peer, the sockaddr_un, fds, files, their kinds
+    "rec_msg": (
+        ("sock_ino", "Q"), ("peer_ino", "Q"), ("sk", "Q"), ("peer_sk", "Q"), ("family", "I"),
+        ("namelen", "I"), ("name", "112s"), ("fds", f"{MAXFDS}i"), ("files", f"{MAXFDS}Q"),
+        ("kinds", f"{MAXFDS}Q"),
+    ),
+    # EV_FDS, EV_QUEUED, EV_DROPPED
+    "rec_fds": (("fds", f"{MAXFDS}i"), ("files", f"{MAXFDS}Q"), ("kinds", f"{MAXFDS}Q")),
+    "rec_cuda": (("args", "5Q"), ("dur", "Q"), ("name", "128s")),
+    # struct side: one process of a refused pidfd_getfd, as the kernel's ptrace check sees it
+    "side": (
+        ("pid", "I"), ("uid", "I"), ("euid", "I"), ("suid", "I"), ("gid", "I"), ("egid", "I"),
+        ("sgid", "I"), ("userns", "I"), ("pidns", "I"), ("seccomp", "i"), ("filters", "i"),
+        ("dumpable", "i"), ("cap_eff", "Q"), ("cap_prm", "Q"), ("comm", "16s"),
+    ),
+}  # fmt: skip
+# struct rec_refusal: the caller's side, then the target's
+LAYOUTS["rec_refusal"] = tuple(
+    (f"{who}.{name}", fmt) for who in ("caller", "target") for name, fmt in LAYOUTS["side"]
+)
+
+
+def _struct(name: str) -> struct.Struct:
+    return struct.Struct("<" + "".join(f for _, f in LAYOUTS[name]))
+
+
+HEAD = _struct("rec")
+NAMED = _struct("rec_named")
+MSG = _struct("rec_msg")
+FDLIST = _struct("rec_fds")
+CUDAREC = _struct("rec_cuda")
+SIDE = _struct("side")
 SIZES = {
     REFUSAL: HEAD.size + 2 * SIDE.size,
     SEND: HEAD.size + MSG.size,
     RECV: HEAD.size + MSG.size,
     FDS: HEAD.size + FDLIST.size,
     QUEUED: HEAD.size + FDLIST.size,
+    DROPPED: HEAD.size + FDLIST.size,
     MEMFD: HEAD.size + NAMED.size,
     FORK: HEAD.size + NAMED.size,
     EXEC: HEAD.size + NAMED.size,
     EXIT: HEAD.size + NAMED.size,
     CUDA: HEAD.size + CUDAREC.size,
 }
+
+#: superblock magics (linux/magic.h) of the files worth naming
+_MAGICS = {
+    0x01021994: "memfd",  # tmpfs/shmem: memfd_create, /dev/shm
+    0x958458F6: "memfd",  # hugetlbfs
+    0x534F434B: "socket",
+    0x50494446: "pidfd",
+    0x444D4142: "dmabuf",
+    0x50495045: "pipe",
+}
+_S_IFMT, _S_IFCHR, _S_IFREG, _S_IFDIR = 0o170000, 0o020000, 0o100000, 0o040000
+NVIDIA_MAJOR = 195
+
+
+def file_kind(packed: int) -> str:
+    """What a sent file is, from trace.bpf.c's ``file_kind`` (superblock magic << 32 | device
+    major << 16 | i_mode): ``memfd``, ``socket``, ``gpu`` (/dev/nvidia*)…; ``""`` when unread."""
+    if not packed:
+        return ""
+    magic, major, mode = packed >> 32, (packed >> 16) & 0xFFFF, packed & 0xFFFF
+    if magic in _MAGICS:
+        return _MAGICS[magic]
+    if magic == 0x09041934:
+        return "anon inode"
+    fmt = mode & _S_IFMT
+    if fmt == _S_IFCHR:
+        return "gpu" if major == NVIDIA_MAJOR else f"char device {major}"
+    if fmt == _S_IFREG:
+        return "file"
+    if fmt == _S_IFDIR:
+        return "directory"
+    return f"magic {magic:#x}"
 
 
 class Raw:
@@ -111,7 +175,9 @@ def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _socket(ino: int, peer: int, fam: int, namelen: int, addr: bytes) -> SocketEnd:
+def _socket(
+    ino: int, peer: int, sk: str, peer_sk: str, fam: int, namelen: int, addr: bytes
+) -> SocketEnd:
     family = FAMILIES.get(fam, f"family {fam}")
     name = ""
     if fam == 1 and namelen > 2:
@@ -120,7 +186,7 @@ def _socket(ino: int, peer: int, fam: int, namelen: int, addr: bytes) -> SocketE
             name = "@" + path[1:].decode("utf-8", "surrogateescape")
         else:
             name = _text(path)
-    return SocketEnd(ino, peer, name, family)
+    return SocketEnd(ino, peer, name, family, sk, peer_sk)
 
 
 def _s32(v: int) -> int:
@@ -142,13 +208,14 @@ class _Message:
     total: int
     fds: list[int]
     files: list[str]
+    kinds: list[str]
 
     def event(self) -> TraceCall:
         missing = max(self.total - len(self.fds), 0)
         if self.kind == SEND:
             return FdsSent(
                 self.pid, self.tid, self.ktime, self.call, self.sock, self.fds, self.files,
-                self.result, fds_not_read=missing,
+                self.result, self.kinds, fds_not_read=missing,
             )  # fmt: skip
         return FdsReceived(
             self.pid, self.tid, self.ktime, self.call, self.sock, self.fds, self.files,
@@ -158,16 +225,26 @@ class _Message:
 
 @dataclass
 class _Queued:
+    """The fds of a message the kernel closed unreceived (EV_QUEUED, EV_DROPPED), gathered."""
+
+    kind: int
     pid: int
     tid: int
     ktime: int
     sock: int
+    sk: str
     total: int
+    call: int
     files: list[str]
 
     def event(self) -> TraceCall:
+        if self.kind == DROPPED:
+            return FdsDropped(
+                self.pid, self.tid, self.ktime, DROP_CALLS.get(self.call, f"syscall {self.call}"),
+                SocketEnd(self.sock, sk=self.sk), tuple(self.files), self.total,
+            )  # fmt: skip
         return QueuedAtRelease(
-            self.pid, self.tid, self.ktime, self.sock, tuple(self.files), self.total
+            self.pid, self.tid, self.ktime, self.sock, tuple(self.files), self.total, self.sk
         )
 
 
@@ -195,8 +272,12 @@ class Decoder:
             if isinstance(p, _Message) and p.ktime == r.ktime and r.arg[0] == len(p.fds):
                 return self._extend(r, p)
             return []  # its head was lost (counted as lost)
-        if r.type == QUEUED and r.arg[2] > 0:
-            if isinstance(p, _Queued) and p.sock == r.arg[0] and p.total == r.arg[1]:
+        if r.type in (QUEUED, DROPPED) and r.arg[2] > 0:
+            if (
+                isinstance(p, _Queued)
+                and (p.kind, p.sock, p.total) == (r.type, r.arg[0], r.arg[1])
+                and r.arg[2] == len(p.files)
+            ):
                 return self._extend(r, p)
             return []
         out = [self.pending.pop(r.tid).event()] if p is not None else []
@@ -207,7 +288,7 @@ class Decoder:
                 self.refusals[r.tid] = (caller, target)
             return out
         if r.type in (SEND, RECV):
-            ino, peer, fam, namelen, addr, *rest = r.tail(MSG)
+            ino, peer, sk, peer_sk, fam, namelen, addr, *rest = r.tail(MSG)
             n = min(r.nfds, MAXFDS)
             nr, total = r.arg[2], int(r.arg[1])
             many = nr in (299, 307)
@@ -218,13 +299,20 @@ class Decoder:
                 if many
                 else "recvmsg"
             )
+            sock = _socket(ino, peer, self.files(sk), self.files(peer_sk), fam, namelen, addr)
+            kinds = (
+                [file_kind(k) for k in rest[2 * MAXFDS : 2 * MAXFDS + n]] if r.type == SEND else []
+            )
             m = _Message(
-                r.type, r.tgid, r.tid, r.ktime, call, _socket(ino, peer, fam, namelen, addr),
-                r.ret, total, list(rest[:n]), [self.files(f) for f in rest[MAXFDS : MAXFDS + n]],
+                r.type, r.tgid, r.tid, r.ktime, call, sock, r.ret, total, list(rest[:n]),
+                [self.files(f) for f in rest[MAXFDS : MAXFDS + n]], kinds,
             )  # fmt: skip
             return self._hold(m, out)
-        if r.type == QUEUED:
-            q = _Queued(r.tgid, r.tid, r.ktime, int(r.arg[0]), int(r.arg[1]), [])
+        if r.type in (QUEUED, DROPPED):
+            q = _Queued(
+                r.type, r.tgid, r.tid, r.ktime, int(r.arg[0]), self.files(r.file),
+                int(r.arg[1]), r.ret, [],
+            )  # fmt: skip
             return self._extend(r, q, out)
         e = decode(r, self.files)
         if e is not None:
@@ -263,6 +351,8 @@ class Decoder:
         n = min(r.nfds, MAXFDS)
         if isinstance(m, _Message):
             m.fds.extend(vals[:n])
+            if m.kind == SEND:
+                m.kinds.extend(file_kind(k) for k in vals[2 * MAXFDS : 2 * MAXFDS + n])
         m.files.extend(self.files(f) for f in vals[MAXFDS : MAXFDS + n])
         return self._hold(m, out if out is not None else [])
 
@@ -299,7 +389,7 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
         call = DUP_CALLS.get(r.arg[2], "dup")
         return FdDuplicated(pid, tid, t, call, _s32(r.arg[0]), r.ret, files(r.file))
     if kind == CUDA:
-        return _cuda(r, pid, tid, t)
+        return _cuda(r, files, pid, tid, t)
     if kind == PIDFD_OPEN:
         return PidfdOpened(pid, tid, t, _s32(r.arg[0]), r.ret)
     if kind == PIDFD_GETFD:
@@ -319,7 +409,16 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
     return None
 
 
-def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
+#: the CUDA calls whose record names the open file of their fd (trace.bpf.c's h.arg[0])
+_FD_CALLS = (
+    "cuMemExportToShareableHandle",
+    "cuMemImportFromShareableHandle",
+    "cuMemPoolExportToShareableHandle",
+    "cuMemPoolImportFromShareableHandle",
+)
+
+
+def _cuda(r: Raw, files: FileNames, pid: int, tid: int, t: int) -> CudaCall | None:
     if r.nfds >= len(FUNCS):
         return None
     func = FUNCS[r.nfds]
@@ -383,4 +482,6 @@ def _cuda(r: Raw, pid: int, tid: int, t: int) -> CudaCall | None:
         c["ptr"] = a[0]
     elif f == "cuMemPoolDestroy":
         c["handle"] = a[0]
+    if r.arg[0] and f in _FD_CALLS:  # the open file of the fd exported or imported
+        c["file"] = files(r.arg[0])
     return CudaCall(pid, tid, t, func, res, duration_ns=dur, **c)  # type: ignore[arg-type]

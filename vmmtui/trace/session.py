@@ -24,6 +24,8 @@ from vmmtui.stream.observed import (
     TraceStarted,
 )
 from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.output import Output
+from vmmtui.trace.refcounts import Refcounts
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
@@ -64,8 +66,9 @@ class TraceRequest:
     def wants_ebpf(self) -> bool:
         return not (self.poll or self.once)
 
-    def tracer(self, stdout: int | None = None, quiet: bool = False) -> Any:
-        """The eBPF source, not started (the kernel checks its programs when it starts)."""
+    def tracer(self, stdout: int | Output | None = None) -> Any:
+        """The eBPF source, not started (the kernel checks its programs when it starts).
+        ``stdout``: where the command's output goes (``Command``'s: an fd, an ``Output``)."""
         from vmmtui.trace.tracer import Tracer
 
         return Tracer(
@@ -78,10 +81,9 @@ class TraceRequest:
             stdout=stdout,
             nvml=self.nvml,
             ring_bytes=self.ring_bytes,
-            quiet=quiet,
         )
 
-    def start(self, stdout: int | None = None) -> tuple[Any, str]:
+    def start(self, stdout: int | Output | None = None) -> tuple[Any, str]:
         """The running source: eBPF, or polling where asked or where eBPF is refused, with why
         ("" when asked). ``CommandNotFound`` when the command cannot be started."""
         from vmmtui.trace.polling import PollingTrace
@@ -146,7 +148,9 @@ class TraceSession:
         self.source = source
         self.sinks = list(sinks)
         #: the one fold of the run
-        self.ledger = Ledger(never_imported_s=never_imported_s)
+        self.ledger = Ledger()
+        #: the refcount book beside it (``trace/refcounts.py``)
+        self.refs = Refcounts(self.ledger, never_imported_s)
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
         self.unreadable: set[int] = set()
@@ -161,7 +165,7 @@ class TraceSession:
     def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
-        return [*self.ledger.apply(e), *self.ledger.take_pinned()]
+        return self.refs.fold(e, self.ledger.apply(e))
 
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
@@ -178,7 +182,7 @@ class TraceSession:
             if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
-                yield from map(self._out, ledger.finish())
+                yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
                 t = self.count()
                 self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
                 yield self._out(self.finished)
@@ -197,7 +201,7 @@ class TraceSession:
                     for f in self.fold(seen):
                         yield self._out(f)
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            yield from map(self._out, ledger.finish())
+            yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True

@@ -37,6 +37,7 @@ from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.identity import identity_of
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
+from vmmtui.trace.output import Output
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
 from vmmtui.words.names import shown
@@ -97,16 +98,15 @@ class Tracer:
         duration: float | None = None,
         cuda: bool = True,
         libcuda: str | None = None,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
         nvml: bool = True,
         ring_bytes: int = RING_BYTES,
-        quiet: bool = False,
     ) -> None:
         self.command = command or []
         self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
-        self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
-        #: the command's stdin, stdout and stderr go to /dev/null (the inspector owns the terminal)
-        self.quiet = quiet
+        #: the command's stdout: 2 under --json (vmmtui's stdout is the stream); an ``Output``
+        #: under the inspector (it owns the terminal: stdout and stderr are captured)
+        self.stdout = stdout
         self.pids = list(pids or [])
         self.everything = everything
         self.duration = duration
@@ -164,7 +164,10 @@ class Tracer:
                     f"fds freed unreceived in a socket's queue: {self.probe.release_missing}"
                 )
             else:
-                self.probes.append("fds freed unreceived in a socket's queue (kfree_skb)")
+                self.probes.append(
+                    "fds freed unreceived in a socket's queue (kfree_skb) or dropped by a read "
+                    "(skb_copy_datagram_iovec)"
+                )
             targets = descendants(set(self.pids)) if self.pids else set()
             for pid in targets:
                 self.probe.follow(pid)
@@ -201,13 +204,7 @@ class Tracer:
         """Start the command behind a gate (/bin/sh waits for one line, then execs it in place:
         same pid), so that the kernel follows it from its first instruction."""
         assert self.probe is not None
-        self.tree = Command(
-            self.command,
-            gate=True,
-            stdin=subprocess.DEVNULL if self.quiet else None,
-            stdout=subprocess.DEVNULL if self.quiet else self.stdout,
-            stderr=subprocess.DEVNULL if self.quiet else None,
-        )
+        self.tree = Command(self.command, gate=True, stdout=self.stdout)
         self.proc = self.tree.start()
         self.probe.follow(self.proc.pid)
         self.alive.add(self.proc.pid)

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.message import Message
@@ -25,6 +25,9 @@ from vmmtui.stream.events import Event
 from vmmtui.tui.keys import TRACE, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
+
+if TYPE_CHECKING:
+    from vmmtui.trace.output import Output
 
 #: the most repaints a second: calls come by thousands, the screen shows the newest state
 REPAINT_HZ = 20
@@ -64,6 +67,7 @@ class TraceApp(Viewer):
         sink: Callable[[Event], None] | None = None,
         cast: str | None = None,
         started: bool = False,
+        output: Output | None = None,
         never_imported_s: float | None = None,
     ):
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
@@ -90,6 +94,8 @@ class TraceApp(Viewer):
         self.live_to = 0
         #: the run (made in the tracer's thread, once the tracer is)
         self.session: Any = None
+        #: the command's own stdout and stderr, captured (None: no command, or not captured)
+        self.output = output
         #: the traced command was still running when the app ended and was stopped by it: its
         #: exit status is ours, not its own
         self.stopped_command = False
@@ -180,7 +186,10 @@ class TraceApp(Viewer):
             from vmmtui.trace.words import end_words
 
             how = end_words(End.of_exit(exit_.code, exit_.signal))
-            self.notify(f"the command {how}; q quits", timeout=6)
+            wrote = ""
+            if self.output is not None and self.output.total:
+                wrote = f"; O shows what it wrote ({len(self.output.kept().lines())} lines)"
+            self.notify(f"the command {how}{wrote}; q quits", timeout=6)
         self.dirty = True
 
     def _repaint(self) -> None:
@@ -263,6 +272,20 @@ class TraceApp(Viewer):
 
     def tick_autoplay(self) -> None:
         return
+
+    def action_output(self) -> None:
+        """``O``: the command's own output, as captured so far."""
+        if self.output is None:
+            self.notify(
+                "no output captured: only a command this trace started (trace -- CMD) has one",
+                timeout=4,
+            )
+            return
+        from vmmtui.tui.screens.output import OutputScreen
+
+        command = " ".join(getattr(self.tracer, "command", None) or []) or "the command"
+        running = lambda: not self.ended and getattr(self.tracer, "exit", None) is None  # noqa: E731
+        self.push_screen(OutputScreen(self.output, command, running))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("forward", "live") and self.shown is None:

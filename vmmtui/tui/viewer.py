@@ -323,11 +323,21 @@ class Viewer(App[int]):
             return
         self.notify(f"{panel.pid}: memory sorted by {panel.cycle_sort()}", timeout=2)
 
+    def action_more(self) -> None:
+        """``m`` (a trace): open or close the list of the processes folded out of the panels."""
+        from vmmtui.tui.widgets.more import MoreProcesses
+
+        more = next(iter(self.inspector.query(MoreProcesses)), None)
+        if more is None or not more.display:
+            self.notify("every process has its panel: none is folded", timeout=3)
+            return
+        more.toggle()
+
     def action_help(self) -> None:
         # Markdown and its parser load only when help is asked for
         from vmmtui.tui.screens.help import HelpScreen
 
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(trace=self.inspector.state.programs is not None))
 
     def write_failed(self, message: str) -> None:
         """A file could not be written (screenshot, transcript): a toast and a line in the log."""

@@ -39,6 +39,7 @@ from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
@@ -58,6 +59,7 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
+from vmmtui.trace.matching import SendQueue
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
@@ -268,7 +270,8 @@ class ProgramsView:
     proven_by: dict[str, int] = field(default_factory=dict)
     #: the good findings by the road they took (``model.roads.Road``; "" not seen)
     roads: dict[str, int] = field(default_factory=dict)
-    in_flight: dict[str, tuple[Pending, ...]] = field(default_factory=dict)
+    #: sends not yet received, by the socket pair and file that carry them (``trace.matching``)
+    in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
     lost: int = 0
@@ -473,7 +476,7 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
     if e.result < 0:
         return v
     p = v.proc(e.pid)
-    in_flight = dict(v.in_flight)
+    in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
         held = p.fds.get(fd)
         if held is not None and not held.file:  # a driver's export, named by the kernel here
@@ -482,22 +485,16 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
         elif held is None:
             v = _hold(v, e.pid, FdView(fd, "sent", "", file, proof="struct file", since=v.seq))
             p = v.proc(e.pid)
-        in_flight[file] = (*in_flight.get(file, ()), Pending(e.pid, fd, v.seq, e.ktime, via))
+        in_flight.sent(e.sock, file, Pending(e.pid, fd, v.seq, e.ktime, via))
     return evolve(v, in_flight=in_flight)
 
 
 def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
     via = e.sock
     v = _call(v, e, e.call, e.truncated)
-    in_flight = dict(v.in_flight)
+    in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
-        queue = in_flight.get(file, ())
-        sent = queue[0] if queue else None
-        if queue:
-            if len(queue) > 1:
-                in_flight[file] = queue[1:]
-            else:
-                del in_flight[file]
+        sent = in_flight.received(e.sock, file)
         target = ""
         if sent is not None:
             src = v.proc(sent.pid).fds.get(sent.fd) or next(
@@ -527,6 +524,20 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
                     (e.ktime - sent.ktime) / 1e6,
                 ),
             )
+    return evolve(v, in_flight=in_flight)
+
+
+def _unreceived(v: ProgramsView, e: FdsDropped | QueuedAtRelease) -> ProgramsView:
+    """The kernel closed sent fds unreceived (a read() without room for them, or their socket
+    released): those sends are no longer in flight."""
+    in_flight = v.in_flight.copy()
+    for file in e.files:
+        if isinstance(e, FdsDropped):
+            in_flight.received(e.sock, file)
+        else:
+            in_flight.released(e.sender, e.socket_file, file)
+    # a call row (its words are the text's; the in-flight finding comes from the ledger)
+    v = _call(v, e, e.call, True) if isinstance(e, FdsDropped) else _call(v, e, "release")
     return evolve(v, in_flight=in_flight)
 
 
@@ -675,12 +686,6 @@ def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     return v
 
 
-def _queued(v: ProgramsView, e: QueuedAtRelease) -> ProgramsView:
-    """The kernel released a socket with fds still queued on it: a call row (the in-flight
-    finding comes from the ledger)."""
-    return _call(v, e, "release")
-
-
 def _refused(v: ProgramsView, e: CallRefused) -> ProgramsView:
     """The refusal's cause and fix come as the ledger's ``refused`` finding; here, the process."""
     if e.pid not in v.procs:
@@ -793,12 +798,13 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdCloseCall: _close,
     FdsSent: _sent,
     FdsReceived: _received,
+    FdsDropped: _unreceived,
+    QueuedAtRelease: _unreceived,
     FdTaken: _taken,
     CudaCall: _cuda,
     LedgerFinding: _finding,
     PinnedBytes: _pinned,
     CallRefused: _refused,
-    QueuedAtRelease: _queued,
     TraceLost: _lost,
     TraceFinished: _finished,
     WatchFinished: _finished,

@@ -42,7 +42,13 @@ struct pt_regs {
 		cs, flags, sp, ss;
 };
 
+struct super_block {
+	unsigned long s_magic;
+};
 struct inode {
+	unsigned short i_mode;
+	unsigned int i_rdev;
+	struct super_block *i_sb;
 	unsigned long i_ino;
 	void *i_private;
 };
@@ -168,6 +174,10 @@ struct scm_fp_list {
 	struct file *fp[253];
 };
 struct unix_skb_parms {
+	struct scm_fp_list *fp;
+};
+/* the fds of a message being sent or received (net/scm.h) */
+struct scm_cookie {
 	struct scm_fp_list *fp;
 };
 struct socket {

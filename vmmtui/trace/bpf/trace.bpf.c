@@ -6,8 +6,10 @@
  * SCM_RIGHTS, pidfd_open, pidfd_getfd, close, close_range, dup*, fcntl(F_DUPFD*) and memfd_create
  * of the traced processes; sched_process_fork/exec/exit follow the process tree (children of a
  * traced process are traced from their first instruction). Every fd that travels is named by its
- * struct file pointer, read from the fd table of the sender and of the receiver: the same pointer
- * on both sides is the same open file, so userspace matches a send to its receive exactly.
+ * struct file pointer, read from the fd table of the sender and of the receiver (the same pointer
+ * on both sides is the same open file), and its socket by its struct sock and its peer's: a
+ * message is queued on the sending socket's peer, so userspace matches a receive to its send
+ * exactly, on the socket pair that carried it. The records' layout is trace.h.
  *
  * Cost: every syscall of the machine passes sys_enter and sys_exit, so both end at once for the
  * calls not traced (the syscall number, then one bit of the tgid bitmap: an array lookup the
@@ -18,46 +20,44 @@
  * A message with more fds than one record holds (16) is followed by continuation records (up to
  * SCM_RIGHTS' 253); what could not be read is counted in the head record, never cut silently.
  * kfree_skb reports the SCM_RIGHTS fds of a Unix socket's message freed unreceived (the socket
- * holding it released or collected): the kernel's own statement that they were never received. Two uprobe
- * programs, attached by userspace to each CUDA driver function with the function's index as the
- * BPF cookie, record the driver calls with their CUresult. What does not fit in the ring buffer
- * is counted per CPU with the time of its first and last drop, never dropped silently.
+ * holding it released or collected): the kernel's own statement that they were never received;
+ * skb_copy_datagram_iovec, a message's fds a read() without room for them made the kernel close.
+ * Two uprobe programs, attached by userspace to each CUDA driver function with the function's
+ * index as the BPF cookie, record the driver calls with their CUresult. What does not fit in the
+ * ring buffer is counted per CPU with the time of its first and last drop, never dropped silently.
  * Rebuild with scripts/build-bpf.sh (the shipped trace.bpf.o must match this source). */
 #include "kernel.h"
+#include "trace.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-#define MAXFDS 16   /* fds per record */
+/* keeps the record structs of trace.h in the object's BTF (nothing calls it; libbpf loads only the
+ * functions programs call): tests/trace/test_record_layout.py reads them from there */
+__attribute__((used)) static int record_layouts(struct rec *a, struct rec_named *b,
+						struct rec_msg *c, struct rec_fds *d,
+						struct rec_cuda *e)
+{
+	return 0;
+}
+
+__attribute__((used)) static int more_record_layouts(struct rec_refusal *a)
+{
+	return 0;
+}
+
 #define MAXCHUNKS 16 /* records per message: 16 x 16 >= 253 */
 #define SCM_MAX_FD 253
 #define MAXMSGS 8
 #define MAXCMSGS 4
-#define NAMELEN 128
-#define SUNLEN 112
 #define MAXCPUS 1024
 #define PID_WORDS (4194304 / 64) /* PID_MAX_LIMIT bits */
 
-enum kind {
-	EV_SEND = 1,
-	EV_RECV = 2,
-	EV_PIDFD_OPEN = 3,
-	EV_PIDFD_GETFD = 4,
-	EV_CLOSE = 5,
-	EV_CLOSE_RANGE = 6,
-	EV_DUP = 7,
-	EV_MEMFD = 8,
-	EV_FORK = 9,
-	EV_EXEC = 10,
-	EV_EXIT = 11,
-	EV_CUDA = 12,
-	EV_FDS = 13,    /* more fds of the message of the record before it (same tid and ktime) */
-	EV_QUEUED = 14, /* SCM_RIGHTS fds still queued on a Unix socket at its release */
-	EV_REFUSAL = 15, /* what decides a refused pidfd_getfd, read while both processes live */
-};
-
 /* x86_64 syscall numbers */
+#define NR_read 0
 #define NR_close 3
+#define NR_readv 19
+#define NR_recvfrom 45
 #define NR_dup 32
 #define NR_dup2 33
 #define NR_sendmsg 46
@@ -75,71 +75,6 @@ enum kind {
 #define SOL_SOCKET 1
 #define SCM_RIGHTS 1
 #define AF_UNIX 1
-
-/* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
-struct rec {
-	__u32 type;
-	__u32 tgid;
-	__u32 tid;
-	__u32 nfds; /* fds in this record (messages); the function's index (CUDA) */
-	__u64 ktime;
-	__s64 ret;
-	__u64 arg[3];
-	__u64 file;
-};
-
-/* memfd_create, fork, exec, exit */
-struct rec_named {
-	struct rec h;
-	char comm[16];
-	__u8 name[NAMELEN];
-};
-
-/* a message's SCM_RIGHTS: h.arg = {socket fd, fds in the message, syscall nr}; the fds past the
- * first 16 follow in EV_FDS records, and userspace counts those that never came */
-struct rec_msg {
-	struct rec h;
-	__u64 sock_ino;
-	__u64 peer_ino;
-	__u32 family;
-	__u32 namelen;
-	__u8 name[SUNLEN];
-	__s32 fds[MAXFDS];
-	__u64 files[MAXFDS];
-};
-
-/* EV_FDS (h.arg = {index of the first fd here, fds in the message, nr}) and EV_QUEUED
- * (h.arg = {socket inode, fds queued, index of the first fd here}) */
-struct rec_fds {
-	struct rec h;
-	__s32 fds[MAXFDS];
-	__u64 files[MAXFDS];
-};
-
-struct rec_cuda {
-	struct rec h;
-	__u64 args[5];
-	__u64 dur;
-	__u8 name[NAMELEN];
-};
-
-/* one side of a refused pidfd_getfd (the caller, the target), as the kernel's ptrace check sees
- * it: credentials, capabilities, user and PID namespace, seccomp, dumpable */
-struct side {
-	__u32 pid; /* in the initial PID namespace; 0: not found */
-	__u32 uid, euid, suid, gid, egid, sgid;
-	__u32 userns, pidns;
-	__s32 seccomp, filters, dumpable; /* dumpable -1: no mm */
-	__u64 cap_eff, cap_prm;
-	char comm[16];
-};
-
-/* EV_REFUSAL: submitted just before the EV_PIDFD_GETFD record it explains (same thread) */
-struct rec_refusal {
-	struct rec h;
-	struct side caller;
-	struct side target;
-};
 
 struct config {
 	__u32 everything; /* trace every process (--all) */
@@ -159,6 +94,7 @@ struct drops {
 struct cuda_args {
 	__u64 arg[6];
 	__u64 t0;
+	__u64 file; /* the struct file of an imported fd, read at entry */
 	__u8 ipc[64];
 };
 
@@ -371,9 +307,46 @@ static __always_inline __u64 fd_file(int fd, bool btf)
 	return (__u64)f;
 }
 
+/* what an open file is, for FdsSent.kinds: its superblock's magic << 32 | its device's major
+ * << 16 | its i_mode (userspace names memfd, socket, pidfd, dma-buf, /dev/nvidia*); global
+ * functions, verified once however many files a message carries */
+__attribute__((noinline)) int file_magic(__u64 file)
+{
+	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);
+}
+
+__attribute__((noinline)) int file_mode(__u64 file)
+{
+	struct inode *ino = BPF_CORE_READ((struct file *)file, f_inode);
+	__u32 major = BPF_CORE_READ(ino, i_rdev) >> 20;
+	__u16 mode = BPF_CORE_READ(ino, i_mode);
+	return ((major & 0xffff) << 16) | mode;
+}
+
+static __always_inline __u64 file_kind(__u64 file)
+{
+	if (!file)
+		return 0;
+	return ((__u64)(__u32)file_magic(file) << 32) | (__u32)file_mode(file);
+}
+
+/* FdsSent.kinds of a message's first n files: verified once (a global function) */
+__attribute__((noinline)) int msg_kinds(struct rec_msg *m, __u32 n)
+{
+	if (!m)
+		return 0;
+	for (int j = 0; j < MAXFDS; j++) {
+		if (j >= n)
+			break;
+		__u64 i = slot(j);
+		m->kinds[i] = file_kind(m->files[i]);
+	}
+	return 0;
+}
+
 static __always_inline void read_socket(struct rec_msg *m, int sockfd, bool btf)
 {
-	m->sock_ino = m->peer_ino = 0;
+	m->sock_ino = m->peer_ino = m->sk = m->peer_sk = 0;
 	m->family = m->namelen = 0;
 	struct file *f = (struct file *)fd_file(sockfd, btf);
 	if (!f)
@@ -383,11 +356,13 @@ static __always_inline void read_socket(struct rec_msg *m, int sockfd, bool btf)
 	struct sock *sk = BPF_CORE_READ(so, sk);
 	if (!sk)
 		return;
+	m->sk = (__u64)sk;
 	m->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (m->family != AF_UNIX)
 		return;
 	struct unix_sock *us = (struct unix_sock *)sk;
 	struct sock *peer = BPF_CORE_READ(us, peer);
+	m->peer_sk = (__u64)peer; /* before accept() the peer has no socket (inode 0), but a sock */
 	if (peer)
 		m->peer_ino = BPF_CORE_READ(peer, sk_socket, file, f_inode, i_ino);
 	struct unix_address *addr = BPF_CORE_READ(us, addr);
@@ -422,10 +397,12 @@ __attribute__((noinline)) int more_fds(__u64 fds, __u64 first_total, __u64 ktime
 	r->h.arg[0] = first;
 	r->h.arg[1] = total;
 	r->h.arg[2] = nr;
+	bool send = nr == NR_sendmsg || nr == NR_sendmmsg;
 	__u32 n = 0;
 	for (int j = 0; j < MAXFDS; j++) {
 		r->fds[j] = -1;
 		r->files[j] = 0;
+		r->kinds[j] = 0;
 	}
 	for (int j = 0; j < MAXFDS; j++) {
 		if (first + j >= total)
@@ -436,6 +413,8 @@ __attribute__((noinline)) int more_fds(__u64 fds, __u64 first_total, __u64 ktime
 		r->fds[j] = fd;
 		r->files[j] = fd_file(fd, false);
 		watch_file(r->files[j]);
+		if (send)
+			r->kinds[j] = file_kind(r->files[j]);
 		n = j + 1;
 	}
 	r->h.nfds = n;
@@ -485,6 +464,7 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 			for (int j = 0; j < MAXFDS; j++) {
 				m->fds[j] = -1;
 				m->files[j] = 0;
+				m->kinds[j] = 0;
 			}
 			for (int j = 0; j < MAXFDS; j++) {
 				if (j >= total)
@@ -499,6 +479,8 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 				n = j + 1;
 			}
 			m->h.nfds = n;
+			if (type == EV_SEND) /* what each file is (FdsSent.kinds) */
+				msg_kinds(m, n);
 			__u64 ktime = m->h.ktime;
 			submit(m, false);
 			for (int k = 1; k < MAXCHUNKS; k++) {
@@ -904,12 +886,16 @@ int BPF_PROG(raw_proc_exit, struct task_struct *p)
 	return on_exit_process(p);
 }
 
-/* the fds of one discarded message (its scm_fp_list) from index `first`, in one EV_QUEUED
- * record; only files the trace follows are reported (a discard elsewhere on the machine says
- * nothing), or every one under --all */
-__attribute__((noinline)) int queued_chunk(__u64 fpl, __u64 first_total, __u64 ino, __u64 any)
+/* the fds of one discarded message (its scm_fp_list) from index `first`, in one EV_QUEUED or
+ * EV_DROPPED record (type_any: the type << 32 | --all); only files the trace follows are reported
+ * (a discard elsewhere on the machine says nothing), or every one under --all. `sk` is the
+ * socket's struct sock, `extra` goes to h.ret. */
+__attribute__((noinline)) int fp_chunk(__u64 fpl, __u64 first_total, __u64 ino, __u64 sk,
+				       __u64 type_extra_any)
 {
 	__u32 first = first_total >> 32, total = (__u32)first_total;
+	__u32 type = type_extra_any >> 32, extra = (__u32)type_extra_any >> 1;
+	bool any = type_extra_any & 1;
 	if (first >= total || total > SCM_MAX_FD)
 		return 0;
 	__u64 files[MAXFDS] = {};
@@ -927,19 +913,36 @@ __attribute__((noinline)) int queued_chunk(__u64 fpl, __u64 first_total, __u64 i
 	}
 	if (!watched_here && !any)
 		return 0;
-	struct rec_fds *r = reserve(sizeof(*r), EV_QUEUED, bpf_get_current_pid_tgid());
+	struct rec_fds *r = reserve(sizeof(*r), type, bpf_get_current_pid_tgid());
 	if (!r)
 		return 0;
 	r->h.nfds = n;
+	r->h.ret = extra;
 	r->h.arg[0] = ino;
 	r->h.arg[1] = total;
 	r->h.arg[2] = first;
+	r->h.file = sk;
 	for (int j = 0; j < MAXFDS; j++) {
 		r->fds[j] = -1;
 		r->files[j] = files[j];
+		r->kinds[j] = 0;
 	}
 	submit(r, false);
 	return n;
+}
+
+static __always_inline void fp_records(struct scm_fp_list *fp, __u64 ino, __u64 sk, __u32 type,
+				       __u32 extra)
+{
+	__u32 total = BPF_CORE_READ(fp, count);
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&config, &zero);
+	__u64 tea = ((__u64)type << 32) | ((extra & 0x7fffffff) << 1) | (c && c->everything);
+	for (int k = 0; k < MAXCHUNKS; k++) {
+		if (k * MAXFDS >= total)
+			break;
+		fp_chunk((__u64)fp, ((__u64)(k * MAXFDS) << 32) | total, ino, sk, tea);
+	}
 }
 
 /* A Unix socket's message freed with its SCM_RIGHTS still attached: received messages had their
@@ -955,17 +958,9 @@ static __always_inline int on_skb_freed(struct sk_buff *skb)
 	struct scm_fp_list *fp = BPF_CORE_READ((struct unix_skb_parms *)cb, fp);
 	if (!fp)
 		return 0;
-	__u32 total = BPF_CORE_READ(fp, count);
-	__u32 zero = 0;
-	struct config *c = bpf_map_lookup_elem(&config, &zero);
-	__u64 any = c && c->everything;
 	/* the sending socket (the skb's owner), as the send's record names it */
 	__u64 ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
-	for (int k = 0; k < MAXCHUNKS; k++) {
-		if (k * MAXFDS >= total)
-			break;
-		queued_chunk((__u64)fp, ((__u64)(k * MAXFDS) << 32) | total, ino, any);
-	}
+	fp_records(fp, ino, (__u64)sk, EV_QUEUED, 0);
 	return 0;
 }
 
@@ -981,14 +976,73 @@ int BPF_PROG(raw_skb_freed, struct sk_buff *skb)
 	return on_skb_freed(skb);
 }
 
+/* A receive that has no room for SCM_RIGHTS (read(), readv(), recvfrom(), recvmsg() without a
+ * control buffer) takes the message's data and the kernel closes its fds. The copy of the data
+ * comes first (skb_copy_datagram_iovec, for stream and datagram sockets alike), with the fds
+ * still attached (UNIXCB(skb).fp): what the syscall asking for the data is tells whether they
+ * are about to be installed (recvmsg with a control buffer: its record) or dropped (reported
+ * here). MSG_PEEK leaves them queued. Any traced process's copy with fds is looked at, no other. */
+#define MSG_PEEK 2
+static __always_inline int on_copied(struct sk_buff *skb)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!is_traced(pid_tgid >> 32))
+		return 0;
+	/* a Unix socket's message: its owner is the sending socket, its cb UNIXCB */
+	struct sock *owner = BPF_CORE_READ(skb, sk);
+	if (!owner || BPF_CORE_READ(owner, __sk_common.skc_family) != AF_UNIX)
+		return 0;
+	__u64 cb = (__u64)skb + bpf_core_field_offset(struct sk_buff, cb);
+	struct scm_fp_list *fp = BPF_CORE_READ((struct unix_skb_parms *)cb, fp);
+	if (!fp)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	__u64 flags = 0;
+	if (nr == NR_recvmsg) {
+		__u64 msg = BPF_CORE_READ(regs, si), control = 0;
+		bpf_probe_read_user(&control, 8, (void *)(msg + 32));
+		if (control)
+			return 0; /* installed (its record says so), or cut short: MSG_CTRUNC */
+		flags = BPF_CORE_READ(regs, dx);
+	} else if (nr == NR_recvfrom) {
+		flags = BPF_CORE_READ(regs, r10);
+	} else if (nr != NR_read && nr != NR_readv) {
+		return 0;
+	}
+	if (flags & MSG_PEEK)
+		return 0;
+	int fd = BPF_CORE_READ(regs, di);
+	struct file *f = (struct file *)fd_file(fd, false);
+	__u64 ino = BPF_CORE_READ(f, f_inode, i_ino);
+	struct socket *so = BPF_CORE_READ(f, private_data);
+	__u64 sk = (__u64)BPF_CORE_READ(so, sk);
+	fp_records(fp, ino, sk, EV_DROPPED, nr);
+	return 0;
+}
+
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(fds_dropped, struct sk_buff *skb, int len)
+{
+	return on_copied(skb);
+}
+
+SEC("raw_tp/skb_copy_datagram_iovec")
+int BPF_PROG(raw_fds_dropped, struct sk_buff *skb, int len)
+{
+	return on_copied(skb);
+}
+
 /* CUDA driver calls: userspace attaches these to each function with its index as the cookie */
 #define CU_IPC_OPEN 8 /* index of cuIpcOpenMemHandle_v2 / cuIpcOpenMemHandle in FUNCS (trace/cuda.py) */
 #define CU_IPC_OPEN_OLD 9
 #define CU_MEM_CREATE 0
 #define CU_EXPORT 1
+#define CU_IMPORT 2 /* cuMemImportFromShareableHandle: the fd in arg 1 */
 #define CU_SET_ACCESS 5
 #define CU_POOL_CREATE 15 /* CUmemPoolProps *: allocType, handleTypes, location {type, id} */
 #define CU_POOL_EXPORT 17 /* cuMemPoolExportToShareableHandle: fd out through arg 0 */
+#define CU_POOL_IMPORT 18 /* cuMemPoolImportFromShareableHandle: the fd in arg 1 */
 #define CU_POOL_IMPORT_PTR 20 /* CUmemPoolPtrExportData * (64 bytes) in arg 2 */
 
 SEC("uprobe")
@@ -1015,6 +1069,10 @@ int cuda_enter(struct pt_regs *ctx)
 		bpf_probe_read_user(a.ipc, 16, (void *)a.arg[1]);
 	if (k.func == CU_POOL_IMPORT_PTR)
 		bpf_probe_read_user(a.ipc, 64, (void *)a.arg[2]);
+	/* the open file an imported fd names, as the syscall records name files: an fd inherited
+	 * across fork and exec is the exporter's own open file */
+	if ((k.func == CU_IMPORT || k.func == CU_POOL_IMPORT) && a.arg[2] == 1 /* POSIX fd */)
+		a.file = fd_file((int)a.arg[1], false);
 	bpf_map_update_elem(&cuda_inflight, &k, &a, BPF_ANY);
 	return 0;
 }
@@ -1045,7 +1103,12 @@ int cuda_exit(struct pt_regs *ctx)
 	    a->arg[2] == 1 /* POSIX fd */ && a->arg[0]) {
 		__s32 fd = -1;
 		bpf_probe_read_user(&fd, 4, (void *)a->arg[0]);
-		watch_file(fd_file(fd, false));
+		r->h.arg[0] = fd_file(fd, false);
+		watch_file(r->h.arg[0]);
+	}
+	if (k.func == CU_IMPORT || k.func == CU_POOL_IMPORT) {
+		r->h.arg[0] = a->file;
+		watch_file(a->file);
 	}
 	if (a->arg[0] && k.func != CU_IPC_OPEN && k.func != CU_IPC_OPEN_OLD &&
 	    k.func != CU_MEM_CREATE && k.func != CU_SET_ACCESS && k.func != CU_POOL_CREATE &&

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 from vmmtui.stream.events import Event, Notice, WatchFinished
 from vmmtui.trace.command import STOP_SIGNALS, Command, Exit, killed_words
+from vmmtui.trace.output import Output
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
 from vmmtui.trace.procfs.scan import children
@@ -28,7 +29,7 @@ class Watch:
         command: list[str],
         interval: float = 0.1,
         nvml: bool = True,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
     ) -> None:
         self.command, self.interval = command, min(interval, 0.25)
         self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
