@@ -21,13 +21,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    a = sub.add_parser(
-        "attach",
-        help="follow the GPU memory, memfds, shm and fds that running processes share, from what "
-        "is already true (= vmmtui trace -p PID…; --all: the polling node agent; --once: one "
-        "scan; --can A B: preflight)",
-    )
+def add_arguments(a: argparse.ArgumentParser) -> None:
+    """``vmmtui attach``'s options, on the parser the command line made for it."""
     a.add_argument("pids", nargs="*", type=int, metavar="PID")
     a.add_argument(
         "--all",

@@ -26,10 +26,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "replay", help="open the inspector on a recording (a file, or a gallery name: --list)"
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``vmmtui replay``'s options, on the parser the command line made for it."""
     p.add_argument(
         "recording",
         nargs="?",

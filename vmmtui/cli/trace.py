@@ -41,13 +41,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    t = sub.add_parser(
-        "trace",
-        help="trace every fd share (SCM_RIGHTS, pidfd_getfd), memfd, close and CUDA VMM/IPC call "
-        "of a command, running pids or everything, with eBPF; a ledger of who holds what "
-        "(exit code: the command's)",
-    )
+def add_arguments(t: argparse.ArgumentParser) -> None:
+    """``vmmtui trace``'s options, on the parser the command line made for it."""
     t.add_argument(
         "-p",
         "--pid",
@@ -155,7 +150,7 @@ def run_as(argv: list[str], said: str, **extra) -> int:
     from vmmtui.cli.options import Parser
 
     parser = Parser(prog="vmmtui")
-    add_parser(parser.add_subparsers(dest="command"))
+    add_arguments(parser.add_subparsers(dest="command").add_parser("trace"))
     args = parser.parse_args(["trace", *argv])
     args.said_as = said
     for name, value in extra.items():

@@ -16,7 +16,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Header, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static
 
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
@@ -86,6 +86,8 @@ class InspectorScreen(Screen):
             if len(consumers) == 1:
                 yield ProcessPanel(consumers[0], self.display_mode)
             else:  # one tab per consumer: readable up to 8, each with its own fd table
+                from textual.widgets import TabbedContent, TabPane  # not for one consumer's frame
+
                 with TabbedContent(id="consumers"):
                     for name in consumers:
                         with TabPane(name, id=f"tab-{name}"):
@@ -143,6 +145,10 @@ class InspectorScreen(Screen):
     def _tab_labels(self) -> None:
         """Several consumers: each tab named in full where all fit, else ``c1`` … ``c8`` (the panel's
         border still names it in full); a tab row cut at the edge hid the last ones with no sign."""
+        if len(self.state.roles) <= 2:  # one consumer: no tabs (nor their module) at all
+            return
+        from textual.widgets import TabbedContent
+
         for tabs in self.query("#consumers").results(TabbedContent):
             names = self.state.roles[1:]
             room = tabs.size.width
@@ -200,6 +206,8 @@ class InspectorScreen(Screen):
             self.query_one(TeachingPanel).show(state, self.note)
             self.query_one(EventLog).show(state)
             if len(state.roles) > 2:  # the consumer of this state in front (the first before any)
+                from textual.widgets import TabbedContent
+
                 tabs = self.query_one("#consumers", TabbedContent)
                 front = f"tab-{state.front or state.roles[1]}"
                 if tabs.active != front:
