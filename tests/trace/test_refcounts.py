@@ -198,14 +198,14 @@ def test_an_exporter_exit_says_what_it_exported_and_nobody_opened():
 
 
 def test_the_help_names_the_default_threshold():
-    from vmmtui.cli.options import Parser
-    from vmmtui.cli.trace import add_parser
+    import argparse
+
+    from vmmtui.cli.trace import add_arguments
     from vmmtui.model.handles import NEVER_IMPORTED_S
 
-    parser = Parser(prog="vmmtui")
-    add_parser(parser.add_subparsers(dest="command"))
-    sub = parser._subparsers._group_actions[0].choices["trace"].format_help()  # noqa: SLF001
-    assert f"(default {NEVER_IMPORTED_S:g};" in " ".join(sub.split())
+    p = argparse.ArgumentParser(prog="trace")
+    add_arguments(p)
+    assert f"(default {NEVER_IMPORTED_S:g};" in " ".join(p.format_help().split())
 
 
 def test_an_open_file_reused_by_the_kernel_names_the_newest_export():
