@@ -251,7 +251,10 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_trace.py --kill-exporter
     if [ -f tests/fixtures/torch_weight_sync.py ]; then
       step python3 -m vmmtui trace --text --record "$shots/trace-weight-sync.jsonl.gz" -- python3 tests/fixtures/torch_weight_sync.py --steps 4
+      step python3 -m vmmtui trace --text --record "$shots/trace-weight-sync-legacy.jsonl.gz" -- python3 tests/fixtures/torch_weight_sync.py --steps 4 --legacy
       step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4
+      step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync-legacy --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4 --legacy
+      step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
     fi
     if [ -f tests/fixtures/torch_legacy_on_vmm.py ]; then
       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_legacy_on_vmm.py
