@@ -266,11 +266,13 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
   fi
   if [ "$part" = bindings-new ]; then
     # the newest cuda-bindings (carried under .gpu/) over the image's: legacy IPC handles and the bench
-    python3 -m venv --system-site-packages /tmp/vmmtui-bindings-new \
-      && /tmp/vmmtui-bindings-new/bin/pip install -q --no-index --no-deps .gpu/cuda_bindings-*.whl .gpu/cuda_pathfinder-*.whl
-    step /tmp/vmmtui-bindings-new/bin/python -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__)"
-    step /tmp/vmmtui-bindings-new/bin/python -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
-    step /tmp/vmmtui-bindings-new/bin/python -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
+    # (a --target directory ahead on PYTHONPATH: the image's interpreter is a venv whose numpy and
+    # torch a --system-site-packages venv would not see)
+    python3 -m pip install -q --no-index --no-deps --target /tmp/vmmtui-bindings-new .gpu/cuda_bindings-*.whl .gpu/cuda_pathfinder-*.whl
+    export PYTHONPATH="/tmp/vmmtui-bindings-new:$PYTHONPATH"
+    step python3 -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__, cuda.bindings.__file__)"
+    step python3 -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    step python3 -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
   fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics
