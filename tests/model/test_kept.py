@@ -2,6 +2,7 @@
 grow with the trace's length, its counts stay whole."""
 
 import tracemalloc
+from functools import partial
 
 from vmmtui.model.kept import Kept
 from vmmtui.stream.observed import (
@@ -22,6 +23,10 @@ def test_kept_drops_the_oldest_and_counts_them_all():
     assert k == [2, 3, 4] and k.total == 5 and k.dropped == 2
     assert k.by == {0: 3, 1: 2}
     assert not Kept() and Kept([1], limit=0) and Kept([1], limit=0) == []
+    k += [5, 7]  # as +=, remove and item assignment change it, the counts follow
+    k.remove(5)
+    k[-1] = 8
+    assert k == [4, 8] and k.total == 6 and k.by == {0: 4, 1: 2}
 
 
 def shares(n: int, first: int = 0):
@@ -50,7 +55,11 @@ def test_a_ledger_keeps_the_newest_closed_entries_and_counts_every_share():
     assert ledger.name(f"{999:012x}") == "share-999"
 
 
-def test_the_count_of_a_long_run_is_whole_when_its_findings_are_not_all_kept():
+def test_the_count_of_a_long_run_is_whole_when_its_findings_are_not_all_kept(monkeypatch):
+    from vmmtui.trace import session as pipeline
+
+    monkeypatch.setattr(pipeline, "Ledger", partial(Ledger, keep=50))
+
     class Source:
         stopping, pids = False, []
 
@@ -60,7 +69,6 @@ def test_the_count_of_a_long_run_is_whole_when_its_findings_are_not_all_kept():
             yield TraceFinished(["load"], 0, None, 1500, 0, 1.0)
 
     session = TraceSession(Source(), live=False)
-    session.ledger = Ledger(keep=50)
     list(session.events())
     assert session.finished is not None and session.finished.findings == 300
     assert session.count().good == 300 and len(session.ledger.findings) == 50

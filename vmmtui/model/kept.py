@@ -45,6 +45,24 @@ class Kept(deque[T], Generic[T]):
         for item in items:
             self.append(item)
 
+    def __iadd__(self, items: Iterable[T]) -> Kept[T]:  # type: ignore[override,misc]
+        self.extend(items)
+        return self
+
+    def remove(self, item: T) -> None:
+        """Take back an entry still kept (it no longer counts)."""
+        super().remove(item)
+        self.total -= 1
+        if self.key is not None:
+            self.by[self.key(item)] -= 1
+
+    def __setitem__(self, index: int, item: T) -> None:  # type: ignore[override]
+        """Replace a kept entry (counted by its new key)."""
+        if self.key is not None:
+            self.by[self.key(self[index])] -= 1
+            self.by[self.key(item)] += 1
+        super().__setitem__(index, item)
+
     @property
     def dropped(self) -> int:
         return self.total - len(self)
