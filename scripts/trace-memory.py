@@ -1,7 +1,7 @@
-"""A trace's memory over time: ``vmmtui trace`` (``--json``, or the inspector in a pseudo-terminal)
+"""A trace's memory over time: ``vmmtui trace`` (``--json``, ``--text``, or the inspector in a pseudo-terminal)
 follows trace-bench.py's load (a memfd shared over a socket, RATE shares a second) for SECONDS,
 and the tracer's resident set size is read from /proc every EVERY seconds; then q (the inspector)
-or the load's end (``--json``) ends it, and how long the end took is said.
+or SIGINT (``--json``, ``--text``) ends it, and how long the end took is said.
 
     sudo python3 scripts/trace-memory.py --mode json --rate 2000 --seconds 600 --out FILE
     sudo python3 scripts/trace-memory.py --mode inspector --rate 2000 --seconds 30 --tree DIR
@@ -57,9 +57,9 @@ def measure(mode: str, rate: int, seconds: float, every: float, tree: Path, pyth
     env = dict(os.environ, PYTHONPATH=str(tree), COLUMNS="160", LINES="48", TERM="xterm-256color")
     cmd = [python, "-m", "vmmtui", "trace", "--no-cuda"]
     master = None
-    if mode == "json":
+    if mode in ("json", "text"):
         proc = subprocess.Popen(
-            [*cmd, "--json", "--", *load],
+            [*cmd, f"--{mode}", "--", *load],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=tree,
@@ -149,7 +149,7 @@ def measure(mode: str, rate: int, seconds: float, every: float, tree: Path, pyth
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["json", "inspector"], default="json")
+    p.add_argument("--mode", choices=["json", "text", "inspector"], default="json")
     p.add_argument("--rate", type=int, default=2000)
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--every", type=float, default=10)

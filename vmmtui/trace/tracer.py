@@ -55,6 +55,10 @@ POLL_MS = 25
 #: 20,000 calls a second take 0.1 % of the ring buffer
 READ_GAP_S = 0.01
 READ_MOST = 4096
+#: records moved out and not yet decoded, at most: past them (the reader of the events is slower
+#: than the calls come, as ``--text`` can be) the reader waits and the kernel's ring buffer holds
+#: the rest, then counts what it cannot (said as records lost): a long trace's memory is bounded
+RAW_MOST = 50_000
 #: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
 #: is known before the records around it are released
 LOSS_READ_S = 0.02
@@ -141,6 +145,9 @@ class Tracer:
         self.decoder = Decoder(self.files)
         #: raw records, moved out of the ring buffer by a thread that does nothing else
         self.raw: queue.SimpleQueue[list[bytes]] = queue.SimpleQueue()
+        #: records in ``raw`` (the reader adds, the consumer takes away)
+        self._queued = 0
+        self._queued_lock = threading.Lock()
         self._reading = threading.Event()
         #: set to wake the reader from its pause between reads (the trace is ending)
         self._halt = threading.Event()
@@ -356,14 +363,27 @@ class Tracer:
         assert probe is not None
         while self._reading.is_set():
             t = time.monotonic()
+            if self._queued >= RAW_MOST:  # the consumer is behind: the ring buffer holds the rest
+                self._halt.wait(READ_GAP_S)
+                continue
             records = probe.poll(POLL_MS)
             if records:
-                self.raw.put(records)
+                self._put(records)
             if len(records) < READ_MOST:  # not a backlog: the next records wait to come together
                 self._halt.wait(READ_GAP_S - (time.monotonic() - t))
         records = probe.poll(0)
         if records:
-            self.raw.put(records)
+            self._put(records)
+
+    def _put(self, records: list[bytes]) -> None:
+        with self._queued_lock:
+            self._queued += len(records)
+        self.raw.put(records)
+
+    def _got(self, batch: list[bytes]) -> list[bytes]:
+        with self._queued_lock:
+            self._queued -= len(batch)
+        return batch
 
     def _drain(self, timeout_ms: int, until: float | None = None) -> list[Event]:
         """The records moved out so far, decoded a batch at a time. A stop (``self.stopping``) ends the decoding
@@ -372,15 +392,15 @@ class Tracer:
         assert self.probe is not None
         if self._reader is None:  # the reader has stopped: what it left, and the ring's rest
             while records := self.probe.poll(0):
-                self.raw.put(records)
+                self._put(records)
         try:
             batch = self.raw.get(timeout=timeout_ms / 1000) if timeout_ms else self.raw.get_nowait()
         except queue.Empty:
             batch = []
-        batches, self._held = [*self._held, batch], []
+        batches, self._held = [*self._held, self._got(batch)], []
         while True:
             try:
-                batches.append(self.raw.get_nowait())
+                batches.append(self._got(self.raw.get_nowait()))
             except queue.Empty:
                 break
         out: list[Event] = []
