@@ -45,7 +45,7 @@ class Kept(deque[T], Generic[T]):
         for item in items:
             self.append(item)
 
-    def __iadd__(self, items: Iterable[T]) -> Kept[T]:  # type: ignore[override,misc]
+    def __iadd__(self, items: Iterable[T]) -> Kept[T]:
         self.extend(items)
         return self
 
