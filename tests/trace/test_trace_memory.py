@@ -36,7 +36,15 @@ def ebpf():
         pytest.skip(f"eBPF unavailable: {reason}")
 
 
+#: the most RSS a trace may reach at this load, whatever its length (MB)
+BOUND_MB = {"json": 200, "inspector": 500}
+
+
 def flat(mode: str, seconds: float, every: float, settled: float) -> dict:
+    """RSS under the mode's bound throughout, and flat after ``settled`` s: under 20 % from the
+    settled sample to the last (a short run), or, over minutes, under 10 % across the second half
+    of the samples after it (RSS is a high-water mark: a backlog while the machine was busy
+    raises it once, for good; growth with the trace's length is a slope)."""
     result = measure()(mode, 2000, seconds, every, ROOT, sys.executable)
     if out := os.environ.get("VMMTUI_MEMORY_OUT"):  # the samples, for bench/results
         with open(out, "a") as f:
@@ -44,10 +52,12 @@ def flat(mode: str, seconds: float, every: float, settled: float) -> dict:
     samples = result["samples"]
     after = [mb for t, mb in samples if t >= settled]
     assert len(after) >= 3, result
-    growth = after[-1] / after[0] - 1
-    # flat: under 20 % from the settled sample to the last (it was +30 % in 15 s before: 2.5 MB
-    # a second at this rate)
-    assert growth < 0.20, f"RSS grew {growth:.0%} after {settled} s: {samples}"
+    assert result["peak_mb"] < BOUND_MB[mode], f"RSS reached {result['peak_mb']} MB: {samples}"
+    # before: +2.5 MB a second (--json), +23 MB a second (the inspector) at this rate
+    span = after if seconds < 300 else after[len(after) // 2 :]
+    growth = span[-1] / span[0] - 1
+    limit = 0.20 if seconds < 300 else 0.10
+    assert growth < limit, f"RSS grew {growth:.0%} after {settled} s: {samples}"
     assert result["bpf_links"] > 0, result  # it traced with eBPF (the probes were attached)
     assert result["ended_s"] < 3, result  # ended promptly; its probes went with its process
     return result
