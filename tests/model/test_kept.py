@@ -2,8 +2,8 @@
 grow with the trace's length, its counts stay whole."""
 
 import tracemalloc
-from functools import partial
 
+from vmmtui.model import kept
 from vmmtui.model.kept import Kept
 from vmmtui.stream.observed import (
     FdCloseCall,
@@ -42,8 +42,9 @@ def shares(n: int, first: int = 0):
         yield FdCloseCall(b, b, t + 40, 3, file, 0)
 
 
-def test_a_ledger_keeps_the_newest_closed_entries_and_counts_every_share():
-    ledger = Ledger(keep=100)
+def test_a_ledger_keeps_the_newest_closed_entries_and_counts_every_share(monkeypatch):
+    monkeypatch.setattr(kept, "LIMIT", 100)
+    ledger = Ledger()
     for e in shares(1000):
         ledger.apply(e)
     assert len(ledger.history) == 100 and ledger.history.total == 2000
@@ -56,9 +57,7 @@ def test_a_ledger_keeps_the_newest_closed_entries_and_counts_every_share():
 
 
 def test_the_count_of_a_long_run_is_whole_when_its_findings_are_not_all_kept(monkeypatch):
-    from vmmtui.trace import session as pipeline
-
-    monkeypatch.setattr(pipeline, "Ledger", partial(Ledger, keep=50))
+    monkeypatch.setattr(kept, "LIMIT", 50)
 
     class Source:
         stopping, pids = False, []
@@ -74,9 +73,10 @@ def test_the_count_of_a_long_run_is_whole_when_its_findings_are_not_all_kept(mon
     assert session.count().good == 300 and len(session.ledger.findings) == 50
 
 
-def test_a_ledgers_memory_is_flat_however_many_shares_it_folds():
+def test_a_ledgers_memory_is_flat_however_many_shares_it_folds(monkeypatch):
     """What the ledger holds after 8,000 more shares is what it held after the first 2,000."""
-    ledger = Ledger(keep=500)
+    monkeypatch.setattr(kept, "LIMIT", 500)
+    ledger = Ledger()
     tracemalloc.start()
     try:
         for e in shares(2000):

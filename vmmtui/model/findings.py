@@ -97,6 +97,11 @@ class Tally:
         return self.good + self.bad
 
 
+def kind_and_proof(f: Any) -> tuple[str, str]:
+    """What a finding is counted by (``tally``'s pairs)."""
+    return (str(f.kind), str(proof_of(f)))
+
+
 def tally(found: Iterable[tuple[str, str]], counted: Mapping[Any, int] | None = None) -> Tally:
     """The count of ``(kind, proof)`` pairs, and of those ``counted`` already (pair -> how many:
     a long run's findings, counted as they came and no longer all kept)."""

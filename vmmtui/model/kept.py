@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -26,10 +26,10 @@ class Kept(deque[T], Generic[T]):
     def __init__(
         self,
         entries: Iterable[T] = (),
-        limit: int = LIMIT,
+        limit: int | None = None,
         key: Callable[[T], Hashable] | None = None,
     ) -> None:
-        super().__init__((), limit)
+        super().__init__((), LIMIT if limit is None else limit)  # None: LIMIT, read now
         self.total = 0
         self.key = key
         self.by: Counter[Hashable] = Counter()
@@ -76,3 +76,13 @@ class Kept(deque[T], Generic[T]):
         return super().__eq__(other)
 
     __hash__ = None
+
+
+def remember_name(names: dict[str, str], file: str, name: str, held: Iterable[Any]) -> None:
+    """``names[file] = name``; past twice ``LIMIT`` names, those of files no longer ``held``
+    (holdings, each naming its ``file``) go, but for the newest ``LIMIT``."""
+    names[file] = name
+    if len(names) > 2 * LIMIT:
+        keep = set(list(names)[-LIMIT:]) | {h.file for h in held}
+        for f in [f for f in names if f not in keep]:
+            del names[f]

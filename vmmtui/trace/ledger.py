@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import Proof, proof_of
-from vmmtui.model.kept import LIMIT, Kept
+from vmmtui.model.findings import Proof, kind_and_proof
+from vmmtui.model.kept import Kept, remember_name
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -81,45 +81,34 @@ CUDA_SUCCESS = 0
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
-    def __init__(self, window_ns: int = WINDOW_NS, keep: int = LIMIT) -> None:
+    def __init__(self, window_ns: int = WINDOW_NS) -> None:
         self.window_ns = window_ns
-        #: closed holdings, transfers, findings kept of each (the newest; all are counted)
-        self.keep = keep
         #: the newest kernel timestamp folded (receives waiting for their send mature by it)
         self.clock = 0
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
-        #: closed holdings, oldest first: the newest ``kept.LIMIT`` (``total``: all of them)
-        self.history: Kept[Holding] = Kept(limit=keep)
+        self.history: Kept[Holding] = Kept()  # closed holdings, oldest first: the newest kept
         #: sends not yet received, by socket pair and file (``matching``): no finding by themselves
         self.in_flight: SendQueue[Pending] = SendQueue()
         #: receives folded before their send, by (receiving socket, file), in the order folded
         self.early: dict[tuple[str, str], deque[Early]] = {}
         self._early_order: deque[Early] = deque()
         self.losses = Losses()
-        #: fds that records did not hold, by record (sent, received, queued): nothing is claimed
-        #: about them
+        #: fds records did not hold, by record (sent, received, queued): nothing is claimed of them
         self.fds_not_read: Counter[str] = Counter()
         #: sends that no traced process was seen receiving and the kernel never said were left
         #: queued (went to a process not traced): counted at the end, not a finding
         self.unreceived = 0
-        #: fds moved between processes: the newest kept, every one counted by how (``by``)
-        self.transfers: Kept[Transfer] = Kept(limit=keep, key=lambda t: t.how)
+        self.transfers: Kept[Transfer] = Kept(key=lambda t: t.how)  # all counted by how
         self.pidfds: dict[tuple[int, int], int] = {}
         self.allocations: dict[tuple[int, int], Allocation] = {}
         self.imports: dict[tuple[int, int], tuple[Allocation | None, Import]] = {}
         self.mappings: dict[tuple[int, int], Mapping] = {}
         self.ipc: dict[str, IpcExport] = {}
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
-        self.refusals: Kept[CallRefused] = Kept(limit=keep)
-        #: the newest findings kept, every one counted by (kind, proof) (``by``: the one count)
-        self.findings: Kept[LedgerFinding] = Kept(
-            limit=keep, key=lambda f: (f.kind, str(proof_of(f)))
-        )
-        self.probes: Kept[CapabilityProbe] = Kept(
-            limit=keep
-        )  # calls that failed by design: no findings
-        #: memfds' names by file: those of files no longer held go once there are too many
+        self.refusals: Kept[CallRefused] = Kept()
+        self.findings: Kept[LedgerFinding] = Kept(key=kind_and_proof)  # ``by``: the one count
+        self.probes: Kept[CapabilityProbe] = Kept()  # calls that failed by design: no findings
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
@@ -189,13 +178,6 @@ class Ledger:
         if any(h.file == file and h.how == "exported" for h in self.holdings.values()):
             return "gpu"
         return ""
-
-    def _forget_names(self) -> None:
-        """Keep the names of the files still held and of the newest ``keep`` made."""
-        held = {h.file for h in self.holdings.values()}
-        newest = list(self.memfd_names)[-self.keep :]
-        keep = set(newest) | (held & self.memfd_names.keys())
-        self.memfd_names = {f: n for f, n in self.memfd_names.items() if f in keep}
 
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
@@ -374,9 +356,7 @@ class Ledger:
 
     def _on_MemfdCreated(self, e: MemfdCreated, out: list) -> None:
         if e.fd >= 0:
-            self.memfd_names[e.file] = e.name
-            if len(self.memfd_names) > 2 * self.keep:
-                self._forget_names()
+            remember_name(self.memfd_names, e.file, e.name, self.holdings.values())
             self._hold(Holding(e.pid, e.fd, e.file, "created", e.ktime))
 
     def _on_PidfdOpened(self, e: PidfdOpened, out: list) -> None:
