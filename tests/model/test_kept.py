@@ -27,6 +27,13 @@ def test_kept_drops_the_oldest_and_counts_them_all():
     k.remove(5)
     k[-1] = 8
     assert k == [4, 8] and k.total == 6 and k.by == {0: 4, 1: 2}
+    # an entry is found by identity from the newest end (refcounts replaces a finding just made
+    # by its index: from the oldest end, each look compared every entry kept)
+    a, b = [1], [1]
+    k = Kept([a, b])
+    assert k.index(b) == 1 and k.index([1]) == 0
+    k.remove(b)
+    assert k[0] is a and k.total == 1
 
 
 def shares(n: int, first: int = 0):

@@ -49,9 +49,18 @@ class Kept(deque[T], Generic[T]):
         self.extend(items)
         return self
 
+    def index(self, item: T, start: int = 0, stop: int | None = None) -> int:
+        """Where ``item`` is kept: looked for from the newest end, by identity first (the entry
+        asked for is nearly always one just appended; from the oldest end each look compared
+        thousands of entries)."""
+        for i in range(len(self) - 1, -1, -1):
+            if self[i] is item:
+                return i
+        return super().index(item, start, len(self) if stop is None else stop)
+
     def remove(self, item: T) -> None:
         """Take back an entry still kept (it no longer counts)."""
-        super().remove(item)
+        del self[self.index(item)]
         self.total -= 1
         if self.key is not None:
             self.by[self.key(item)] -= 1
