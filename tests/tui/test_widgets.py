@@ -21,7 +21,7 @@ from vmmtui.tui.screens.help import HelpScreen
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.status import StatusLine
-from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.tui.widgets.wire import VerdictsPanel, WirePanel
 from vmmtui.words import narration
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
@@ -124,7 +124,7 @@ async def test_one_consumer_screen_shows_verdict_verification_and_status():
         await feed(
             app, pilot, [e for b in batches for e in b][len(upto(batches, "receive", "consumer")) :]
         )
-        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
+        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerdictsPanel))
         status = text_of(app.query_one(StatusLine))
         assert narration.VERIFIED in status and "PASSED" in status
         wire = " ".join(text_of(app.query_one(WirePanel)).split())
@@ -155,7 +155,7 @@ async def test_restart_reset_lands_after_the_old_sessions_events():
         app.post_message(SessionEvents(events, 0, closing=True, then="restart"))
         await pilot.pause()
         await app.rendered()
-        assert app.query_one(VerificationPanel).result is None
+        assert app.query_one(VerdictsPanel).result is None
         assert app.query_one("#consumer-fds", FdTableView).snapshot is None
         assert app.panel("producer").results == {}
         assert app.frames.latest().era == 1  # the next session's lines are told apart
@@ -297,7 +297,7 @@ def test_the_verdicts_list_the_newest_findings_to_look_at_as_the_book_grows():
     another fold."""
     import random
 
-    from vmmtui.tui.widgets.programs import VerdictsPanel
+    from vmmtui.tui.widgets.wire import VerdictsPanel
     from vmmtui.view.programs import Book, FindingView, ProgramsView
 
     rng = random.Random(3)

@@ -1,6 +1,6 @@
-"""The inspector's panels for programs vmmtui did not start (a trace, a polling, their replays):
-one panel per process (its fds of interest, its memory, its last calls), the wire (every transfer
-between processes) and the verdicts (the ledger's findings, with cause and fix).
+"""The inspector's panel for a process vmmtui did not start (a trace, a polling, their replays):
+its fds of interest, its memory, its last calls. The wire and the verdicts panels are the
+screen's own, shared with the demo (``wire.py``).
 
 Each panel renders one ``ProcView`` of the state shown and repaints only when that view (or its
 size, sort or focus) changed. Rows that must stay on screen come first (fds, then memory); the
@@ -10,7 +10,6 @@ words it. Names from the traced processes go through the sanitiser.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -20,7 +19,7 @@ from vmmtui.words.narration import identity_words
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
-    from vmmtui.view.programs import FdView, FindingView, MemView, ProcView, ProgramsView, Via
+    from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView, Via
 
 #: the colours of processes, in the order they appear (the step bar uses the same)
 PALETTE = (
@@ -209,141 +208,3 @@ def via_words(via: Via) -> str:
     from vmmtui.words.names import shown
 
     return shown(socket_words(via), 80)
-
-
-class _Sized(Static):
-    """A panel whose rows depend on its height: drawn again when it is resized."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self._key: tuple = ()
-        self._last: ProgramsView | None = None
-
-    def on_resize(self) -> None:
-        if self._last is not None:
-            self.show(self._last)
-
-    def show(self, v: ProgramsView) -> None:
-        raise NotImplementedError
-
-
-class TransfersPanel(_Sized):
-    """The wire: every transfer between processes, newest last (as many as fit)."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.border_title = "wire: transfers between processes"
-
-    def show(self, v: ProgramsView) -> None:
-        self._last = v
-        key = (v.transfers_len, v.in_flight, self.size, tuple(v.procs))
-        if key == self._key:
-            return
-        self._key = key
-        rows: list[Text] = []
-        for file, queue in v.in_flight.items():
-            for pend in queue:
-                rows.append(
-                    _line(
-                        ("in flight ", "bold yellow"),
-                        (f"{pend.pid}", pid_style(v, pend.pid)),
-                        f" fd {pend.fd} over {via_words(pend.via)} (file {file}) …",
-                    )
-                )
-        n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
-        room = max(1, self.size.height - len(rows))
-        more = n - room
-        start = 0
-        if more > 0:
-            start = n - (room - 1) if room > 1 else n
-            rows.insert(0, _line((f"… {more} earlier", "dim")))
-        items = [t for _, t in v.transfers.entries[start:n]]
-        for t in items:
-            lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
-            fds = f" fd {t.from_fd} → {t.to_pid} fd {t.to_fd}" if t.to_fd >= 0 else f" → {t.to_pid}"
-            rows.append(
-                _line(
-                    (f"{t.t:8.4f} ", "dim"),
-                    (f"{t.how} ", "bold"),
-                    (f"{t.from_pid}", pid_style(v, t.from_pid)),
-                    fds,
-                    (f" · {via_words(t.via)}" if t.via else "", "dim"),
-                    (f" · file {t.file}" if t.file else "", "dim"),
-                    (lat, "dim"),
-                )
-            )
-        if not rows:
-            rows.append(_line(("nothing has gone between processes yet", "dim")))
-        self.update(_join(rows))
-
-
-class VerdictsPanel(_Sized):
-    """The ledger's findings: problems (and unknowns) first, each with its cause and fix, then
-    how many shares and imports were proven."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.border_title = "verdicts"
-        self._bad_of: object = None
-        #: where the findings that are not good news are in ``_bad_of``'s entries
-        self._bad_at: list[int] = []
-        self._bad_seen = 0
-
-    def _newest_bad(self, v: ProgramsView, most: int) -> list[FindingView]:
-        """The newest ``most`` findings that are not good news, oldest first. Where they are in
-        the book of findings is noted as it grows (a book only grows; a state off its tip has a
-        book of its own), so a repaint looks at the findings that came since, not at all."""
-        book = v.findings
-        if book is not self._bad_of:
-            self._bad_of, self._bad_at, self._bad_seen = book, [], 0
-        entries = book.entries
-        for k in range(self._bad_seen, len(entries)):
-            if not entries[k][1].good:
-                self._bad_at.append(k)
-        self._bad_seen = len(entries)
-        upto = bisect_left(self._bad_at, v.findings_len)
-        return [entries[k][1] for k in self._bad_at[max(0, upto - most) : upto]]
-
-    def show(self, v: ProgramsView) -> None:
-        self._last = v
-        key = (v.findings_len, v.lost, v.finished, self.size, v.mode)
-        if key == self._key:
-            return
-        self._key = key
-        from vmmtui.model.findings import Tally
-        from vmmtui.trace.words import proven_words
-
-        bad, nbad = self._newest_bad(v, 20), v.bad_findings
-        good = v.findings_len - nbad
-        head: list[Text] = [
-            _line(
-                ("✓ ", "green"),
-                proven_words(Tally(good, nbad, v.proven_by)),
-                (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
-            )
-        ]
-        if v.lost:
-            head.append(
-                _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")
-            )
-        if v.mode == "polling" and v.reason:
-            head.append(_line(("polling: ", "bold yellow"), v.reason))
-        width = max(10, self.size.width)
-        rows: list[Text] = []
-        for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
-            mark = "✗" if f.kind == "refused" else "⚠"
-            text = Text.assemble(
-                (f"{mark} {f.kind}: ", "bold red" if mark == "✗" else "bold yellow"),
-                f"pid {f.pid} {f.what}",
-                ("\n  fix: " if f.fix else "", "bold green"),
-                (f.fix, "green"),
-                ("\n  cause: ", "bold"),
-                f.detail,
-            )
-            rows += list(text.wrap(self.app.console, width))
-        room = max(1, self.size.height) - len(head)
-        if len(rows) > room and nbad > 1:  # the cut is said
-            rows = rows[: max(0, room - 1)] + [
-                _line(("… older findings: / searches the log", "dim"))
-            ]
-        self.update(_join(head + rows))
