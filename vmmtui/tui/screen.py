@@ -218,7 +218,6 @@ class InspectorScreen(Screen):
         """A panel per process shown (``view.lineup``), made once and moved as the lineup
         changes; the rest folded into the "+N more" line."""
         from vmmtui.tui.widgets.more import MoreProcesses
-        from vmmtui.tui.widgets.programs import ProgramPanel
         from vmmtui.view.lineup import lineup
 
         v = state.programs
@@ -226,27 +225,25 @@ class InspectorScreen(Screen):
         box = self.query_one("#programs", Horizontal)
         line = lineup(v, panels_that_fit(box.size.width or self.size.width))
         shown = list(line.panels)
-        have = {p.pid: p for p in self.query(ProgramPanel)}
-        new = [ProgramPanel(pid) for pid in shown if pid not in have]
+        have = {p.pid: p for p in self.query(ProcessPanel) if p.pid is not None}
+        new = [ProcessPanel(pid, self.display_mode) for pid in shown if pid not in have]
         if new:
             box.mount_all(new)
             have.update({p.pid: p for p in new})
-        order = [p.pid for p in box.query_children(ProgramPanel) if p.pid in shown]
+        order = [p.pid for p in box.query_children(ProcessPanel) if p.pid in shown]
         if order != shown:  # the lineup changed: the panels move, none is made again
             for before, after in pairwise(shown):
                 box.move_child(have[after], after=have[before])
         for pid, panel in have.items():
             panel.display = pid in shown  # folded, or stepping back: not there yet
             if pid in shown:
-                panel.show(v, self.mark)
+                panel.show(state, mark=self.mark)
         self.query_one(MoreProcesses).show(v, line)
 
-    def focused_program(self):
-        """The process panel that has the focus, or the first shown."""
-        from vmmtui.tui.widgets.programs import ProgramPanel
-
-        panels = list(self.query(ProgramPanel))
+    def focused_program(self) -> ProcessPanel | None:
+        """The program's panel that has the focus, or the first shown (None: a session's workers)."""
+        panels = [p for p in self.query(ProcessPanel) if p.pid is not None]
         focused = self.focused
-        if isinstance(focused, ProgramPanel):
+        if isinstance(focused, ProcessPanel) and focused.pid is not None:
             return focused
         return next((p for p in panels if p.display), None)

@@ -1,9 +1,8 @@
-"""The inspector's panel for a process vmmtui did not start (a trace, a polling, their replays):
-its fds of interest, its memory, its last calls. The wire and the verdicts panels are the
-screen's own, shared with the demo (``wire.py``).
+"""The rows of a process vmmtui did not start (a trace, a polling, their replays), drawn in its
+process panel (``process_panel.py``): its fds of interest, its memory, its last calls; and the
+colours of processes that every part of a trace's screen shares.
 
-Each panel renders one ``ProcView`` of the state shown and repaints only when that view (or its
-size, sort or focus) changed. Rows that must stay on screen come first (fds, then memory); the
+Rows that must stay on screen come first (fds, then memory); the
 calls fill what is left, each worded here from its event (``trace/narration.py``), as the text
 words it. Names from the traced processes go through the sanitiser.
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual.widgets import Static
 
 from vmmtui.words.narration import identity_words
 from vmmtui.words.sizes import format_size
@@ -119,85 +117,41 @@ def _sort(v: ProgramsView, pid: int, mems: list[MemView], order: str) -> list[Me
     return mems
 
 
-class ProgramPanel(Static, can_focus=True):
-    """One process: its fds of interest, its allocations/pools/mappings/imports, its last calls."""
+def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
+    """A traced process's rows, ``height`` at most: its fds of interest, its memory (sorted by
+    ``sort``), who it is, then what no longer exists, then the last calls that fit."""
+    rows: list[Text] = []
+    for f in sorted(p.fds.values(), key=lambda f: f.fd):
+        rows.append(fd_row(f))
+    mems = _sort(v, p.pid, list(p.mems.values()), sort)
+    live = [m for m in mems if m.released_at is None]
+    gone = [m for m in mems if m.released_at is not None]
+    rows += [mem_row(v, p.pid, m) for m in live]
+    if p.container or p.pod or p.inner_pid is not None:
+        who = identity_words(p.container, p.pod, p.inner_pid)
+        rows.append(_line(("in ", "bold"), (who, "")))
+    if p.gpu_used:
+        used = ", ".join(
+            f"GPU {d}{' ' + p.gpu_uuids[d] if d in p.gpu_uuids else ''}: {format_size(b)}"
+            for d, b in sorted(p.gpu_used.items())
+        )
+        rows.append(_line(("NVML ", "bold"), used))
+    # what no longer exists comes after what does (the first to go when room is short)
+    rows += [mem_row(v, p.pid, m) for m in gone]
+    rows += [fd_row(f, closed=True) for f in reversed(p.closed)]
+    if not rows:
+        rows.append(_line(("no fd of interest, no GPU memory yet", "dim")))
+    room = height - len(rows) - 1
+    if room > 0:
+        calls = v.calls_of(p.pid, room)
+        if calls:
+            from vmmtui.trace.narration import call_words  # the text's words for a call
 
-    def __init__(self, pid: int, **kw):
-        super().__init__(id=f"pid-{pid}", classes="program", **kw)
-        self.pid = pid
-        self.sort = "time"
-        self._key: tuple = ()
-        self._last: tuple[ProgramsView, str] | None = None
-
-    def _again(self) -> None:
-        if self._last is not None:
-            self.show(*self._last)
-
-    def on_focus(self) -> None:
-        self._again()
-
-    def on_blur(self) -> None:
-        self._again()
-
-    def on_resize(self) -> None:
-        self._again()
-
-    def cycle_sort(self) -> str:
-        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        self._again()
-        return self.sort
-
-    def show(self, v: ProgramsView, mark: str = "") -> None:
-        self._last = (v, mark)
-        p = v.proc(self.pid)
-        key = (p, v.transfers_len, self.size, self.sort, mark, self.has_focus)
-        if key == self._key:
-            return
-        self._key = key
-        self.border_title = Text(p.name, pid_style(v, p.pid))
-        state = "running"
-        if not p.alive:
-            from vmmtui.trace.words import end_words  # with the first trace (not a demo's frame)
-
-            state = end_words(p.end)
-        sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
-        self.border_subtitle = mark or f"{state} · {p.ncalls} calls{sort}"
-        self.set_class(not p.alive, "-gone")
-        self.update(self.render_view(v, p, max(1, self.size.height)))
-
-    def render_view(self, v: ProgramsView, p: ProcView, height: int) -> Text:
-        rows: list[Text] = []
-        for f in sorted(p.fds.values(), key=lambda f: f.fd):
-            rows.append(fd_row(f))
-        mems = _sort(v, p.pid, list(p.mems.values()), self.sort)
-        live = [m for m in mems if m.released_at is None]
-        gone = [m for m in mems if m.released_at is not None]
-        rows += [mem_row(v, p.pid, m) for m in live]
-        if p.container or p.pod or p.inner_pid is not None:
-            who = identity_words(p.container, p.pod, p.inner_pid)
-            rows.append(_line(("in ", "bold"), (who, "")))
-        if p.gpu_used:
-            used = ", ".join(
-                f"GPU {d}{' ' + p.gpu_uuids[d] if d in p.gpu_uuids else ''}: {format_size(b)}"
-                for d, b in sorted(p.gpu_used.items())
-            )
-            rows.append(_line(("NVML ", "bold"), used))
-        # what no longer exists comes after what does (the first to go when room is short)
-        rows += [mem_row(v, p.pid, m) for m in gone]
-        rows += [fd_row(f, closed=True) for f in reversed(p.closed)]
-        if not rows:
-            rows.append(_line(("no fd of interest, no GPU memory yet", "dim")))
-        room = height - len(rows) - 1
-        if room > 0:
-            calls = v.calls_of(p.pid, room)
-            if calls:
-                from vmmtui.trace.narration import call_words  # the text's words for a call
-
-                rows.append(_line(("── last calls", "dim")))
-                for c in calls:
-                    said = call_words(c.event) or c.name
-                    rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
-        return _join(rows[: max(height, 1)])
+            rows.append(_line(("── last calls", "dim")))
+            for c in calls:
+                said = call_words(c.event) or c.name
+                rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
+    return _join(rows[: max(height, 1)])
 
 
 def via_words(via: Via) -> str:
