@@ -315,3 +315,25 @@ def test_the_verdicts_list_the_newest_findings_to_look_at_as_the_book_grows():
     other: Book[FindingView] = Book([(1, FindingView("leak", 9, "fd 4", ""))])
     v = ProgramsView(findings=other, findings_len=1, bad_findings=1)
     assert [f.pid for f in panel._newest_bad(v, 20)] == [9]
+
+
+@pytest.mark.asyncio
+async def test_home_end_and_arrows_go_through_the_live_apps_frames_as_a_replays_do():
+    """The live app goes back and forth with the replay's keys: home to the start, ← and → one
+    frame, end back to live; each frame past the start is marked "as of step N"."""
+    app = offline_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot, upto(session_batches(), "receive", "consumer"))
+        last = app.frames.last
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.shown == 0 and app.inspector.mark == "as of step 0"
+        await pilot.press("right")
+        await pilot.pause()
+        assert app.shown == 1 and app.inspector.mark == "as of step 1"
+        await pilot.press("left", "left")
+        await pilot.pause()
+        assert app.shown == 0  # the start is as far back as it goes
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.shown is None and app.inspector.mark == "" and app.frames.last == last
