@@ -226,10 +226,10 @@ class InspectorScreen(Screen):
         line = lineup(v, panels_that_fit(box.size.width or self.size.width))
         shown = list(line.panels)
         have = {p.pid: p for p in self.query(ProcessPanel) if p.pid is not None}
-        new = [ProcessPanel(pid, self.display_mode) for pid in shown if pid not in have]
+        new = {pid: ProcessPanel(pid, self.display_mode) for pid in shown if pid not in have}
         if new:
-            box.mount_all(new)
-            have.update({p.pid: p for p in new})
+            box.mount_all(list(new.values()))
+            have.update(new)
         order = [p.pid for p in box.query_children(ProcessPanel) if p.pid in shown]
         if order != shown:  # the lineup changed: the panels move, none is made again
             for before, after in pairwise(shown):
