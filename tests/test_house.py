@@ -258,6 +258,9 @@ FOLD_IN_TRACE = (
     "vmmtui.trace.session",
     "vmmtui.trace.words",
     "vmmtui.trace.narration",
+    # the refcount book beside the ledger, and the road of each share it finds
+    "vmmtui.trace.refcounts",
+    "vmmtui.trace.roads",
 )
 
 

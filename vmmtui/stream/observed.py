@@ -488,3 +488,29 @@ class LedgerFinding(TraceEvent):
     #: what matched the two sides of a share or an import (``model.findings.Proof``): ``struct
     #: file``, ``kcmp``, ``handle bytes``, ``export data``; "" where nothing was matched
     proof: str = ""
+    #: the road a share or an import took (``model.roads.Road``: ``scm-rights``, ``pidfd-getfd``,
+    #: ``legacy-ipc``, ``pool-export-data``, ``fabric``, ``kcmp``) and the handle type at each end
+    #: (``model.roads.HandleType``); "" where not known
+    road: str = ""
+    exported_as: str = ""
+    imported_as: str = ""
+
+
+@dataclass(frozen=True)
+class PinnedBytes(TraceEvent):
+    """The bytes ``pid``'s exported memory pins now (its handle or an importer's keeps it alive),
+    made by the ledger's refcount book whenever the number changes: one buffer more per step is a
+    leak seen at step 2."""
+
+    pid: int
+    ktime: int
+    bytes: int
+    buffers: int
+
+
+@dataclass(frozen=True)
+class TraceClock(TraceEvent):
+    """The kernel's clock while nothing else happens (once a second, eBPF): what waits on time
+    (an export no one imported) is decided live in a quiet run."""
+
+    ktime: int

@@ -121,6 +121,8 @@ def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
     """A traced process's rows, ``height`` at most: its fds of interest, its memory (sorted by
     ``sort``), who it is, then what no longer exists, then the last calls that fit."""
     rows: list[Text] = []
+    if p.pinned:
+        rows.append(pinned_row(p.pinned))
     for f in sorted(p.fds.values(), key=lambda f: f.fd):
         rows.append(fd_row(f))
     mems = _sort(v, p.pid, list(p.mems.values()), sort)
@@ -152,6 +154,31 @@ def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
                 said = call_words(c.event) or c.name
                 rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
     return _join(rows[: max(height, 1)])
+
+
+#: the eight heights of a sparkline's cell
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[int], width: int = 24) -> str:
+    """The last ``width`` values as one row of bars, scaled to the largest (0 is the lowest)."""
+    values = values[-width:]
+    top = max(values, default=0)
+    if top <= 0:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(7, (n * 7 + top - 1) // top)] for n in values)
+
+
+def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
+    """The exporter's pinned bytes over the trace's seconds: a leak of one buffer per step is a
+    staircase, seen at step 2."""
+    now = series[-1][1]
+    return _line(
+        ("pinned ", "bold"),
+        (sparkline([b for _, b in series]), "magenta"),
+        f" {format_size(now)} now",
+        (f" · {len(series)} changes in {(series[-1][0] - series[0][0]) / 1e9:.3f} s", "dim"),
+    )
 
 
 def via_words(via: Via) -> str:

@@ -115,6 +115,8 @@ class WirePanel(_Sized):
                         f" fd {pend.fd} over {via_words(pend.via)} (file {file}) …",
                     )
                 )
+        from vmmtui.view.roads import transfer_road  # with the first trace (not a demo's frame)
+
         n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
         room = max(1, self.size.height - len(rows))
         more = n - room
@@ -125,6 +127,8 @@ class WirePanel(_Sized):
         items = [t for _, t in v.transfers.entries[start:n]]
         for t in items:
             lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
+            _, at_export, at_import = transfer_road(v, t)
+            types = f" · {at_export} → {at_import}" if at_export else ""
             fds = f" fd {t.from_fd} → {t.to_pid} fd {t.to_fd}" if t.to_fd >= 0 else f" → {t.to_pid}"
             rows.append(
                 _line(
@@ -132,6 +136,7 @@ class WirePanel(_Sized):
                     (f"{t.how} ", "bold"),
                     (f"{t.from_pid}", pid_style(v, t.from_pid)),
                     fds,
+                    (types, "cyan"),
                     (f" · {via_words(t.via)}" if t.via else "", "dim"),
                     (f" · file {t.file}" if t.file else "", "dim"),
                     (lat, "dim"),
@@ -201,7 +206,7 @@ class VerdictsPanel(_Sized):
 
     def _findings(self, v: ProgramsView) -> Text:
         from vmmtui.model.findings import Tally
-        from vmmtui.trace.words import proven_words
+        from vmmtui.trace.words import proven_words, roads_words
         from vmmtui.tui.widgets.programs import _join, _line
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
@@ -213,6 +218,8 @@ class VerdictsPanel(_Sized):
                 (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
             )
         ]
+        if v.roads:  # a line of its own: the count above keeps its place at 80 columns
+            head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
             head.append(
                 _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")
