@@ -630,8 +630,11 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     if ledger.unreceived:
         said.append(
             f"{ledger.unreceived} fd{'s' if ledger.unreceived != 1 else ''} sent and not seen "
-            "received by a traced process (the kernel did not report them left queued: a "
-            "receiver not traced?)"
+            + (
+                f"received: their receive may be among the {losses.total} records lost"
+                if losses.total
+                else "received by a traced process (the kernel did not report them left queued)"
+            )
         )
     unread = ledger.fds_not_read
     if sum(unread.values()):
