@@ -314,3 +314,35 @@ def test_a_receive_blocked_since_before_the_trace_is_seen_when_it_returns():
     finally:
         probe.close()
         a.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_record_its_cpus_ring_refuses_goes_to_the_next_cpus_ring():
+    """One page a ring and nobody reading: what a process held on one CPU writes past its own
+    ring's page lands in the next CPU's ring, not lost."""
+    from vmmtui.trace.loader import Probe
+
+    cpu = min(os.sched_getaffinity(0))
+    probe = Probe(ring_bytes=4096)
+    try:
+        assert probe.ring_cpu_bytes == 4096
+        probe.attach_syscalls()
+        code = (
+            f"import os, sys; os.sched_setaffinity(0, {{{cpu}}}); sys.stdin.read(1); "
+            "[os.close(os.memfd_create('past-one-page')) for _ in range(20)]"
+        )
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        probe.follow(proc.pid)
+        assert proc.stdin is not None
+        proc.stdin.write("g")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert probe.ring is not None
+        per_ring = [[rec for rec in r.read() if b"past-one-page" in rec] for r in probe.ring.rings]
+        assert probe.lost() == 0
+        assert sum(map(len, per_ring)) == 20  # 20 x (memfd 216 + close 72 bytes): past a page
+        assert per_ring[cpu] and per_ring[(cpu + 1) % probe.ncpu]
+    finally:
+        probe.close()
