@@ -346,3 +346,26 @@ def test_a_record_its_cpus_ring_refuses_goes_to_the_next_cpus_ring():
         assert per_ring[cpu] and per_ring[(cpu + 1) % probe.ncpu]
     finally:
         probe.close()
+
+
+@pytest.mark.slow
+def test_a_memfds_name_is_the_one_asked_read_from_the_kernel():
+    """The name is read from the new file's dentry ("memfd:" and the name asked): the same as
+    the string passed, cut at the record's 127 characters."""
+    from vmmtui.trace.loader import Probe
+
+    probe = Probe(ring_bytes=1 << 20)
+    try:
+        probe.attach_syscalls()
+        names = ["fixture-name", "", "é-ü", "n" * 200]
+        code = f"import os, sys; sys.stdin.read(1); [os.memfd_create(n) for n in {names!r}]"
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+        probe.follow(proc.pid)
+        assert proc.stdin is not None
+        proc.stdin.write("g")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        made = [c for c in Decoder(FileNames()).batch(probe.poll(0)) if isinstance(c, MemfdCreated)]
+        assert [c.name for c in made] == [*names[:3], "n" * 127]
+    finally:
+        probe.close()

@@ -53,9 +53,19 @@ struct inode {
 	unsigned long i_ino;
 	void *i_private;
 };
+struct qstr {
+	const unsigned char *name;
+};
+struct dentry {
+	struct qstr d_name;
+};
+struct path {
+	struct dentry *dentry;
+};
 struct file {
 	void *private_data;
 	struct inode *f_inode;
+	struct path f_path;
 };
 struct fdtable {
 	unsigned int max_fds;

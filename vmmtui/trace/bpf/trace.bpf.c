@@ -866,7 +866,13 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 			watch_file(r->h.file);
 		}
 		__builtin_memset(r->comm, 0, sizeof(r->comm));
-		if (bpf_probe_read_user_str(r->name, NAMELEN, (void *)a0) < 0)
+		/* the name as the kernel keeps it: the new file's dentry is "memfd:" and the name
+		 * asked (a kernel read, cheaper than the user string), else the string asked */
+		const unsigned char *kname = 0;
+		if (btf && r->h.file)
+			kname = CAST(r->h.file, file)->f_path.dentry->d_name.name;
+		if (kname ? bpf_probe_read_kernel_str(r->name, NAMELEN, kname + 6) < 0
+			  : bpf_probe_read_user_str(r->name, NAMELEN, (void *)a0) < 0)
 			r->name[0] = 0;
 		submit(r, false);
 		count(tgid, EV_MEMFD);
