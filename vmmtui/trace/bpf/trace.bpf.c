@@ -116,9 +116,8 @@ struct cuda_key {
 };
 
 /* one ring buffer per CPU, made by userspace after load (sized from --ring-mb) and put here: a
- * record's reservation takes its own CPU's ring lock, never contends with another CPU's (one
- * shared ring lost a few records in a million with the ring nearly empty: since 6.15 its lock is
- * a resilient spinlock, which can give up) */
+ * record's reservation takes its own CPU's ring lock, never contends with another CPU's; a
+ * record its own ring refuses goes to the next CPU's (see reserve) */
 struct ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 12);
