@@ -57,7 +57,7 @@ def floor_ms(pids: list[int]) -> float:
 
 def measure(pids: list[int], seconds: float) -> dict:
     """Run in a subprocess whose sys.path starts at the code to measure (this tree or a reference)."""
-    from vmmtui.attach.follow import Follower
+    from vmmtui.trace.procfs.follow import Follower
 
     f = Follower(set(pids), use_nvml=False)
     t = cpu()

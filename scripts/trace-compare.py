@@ -26,7 +26,7 @@ from vmmtui.stream.observed import (
     FdTaken,
     MemfdCreated,
 )
-from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.session import TraceSession
 
 
 def session(path: str) -> tuple[dict, dict[str, int], dict[tuple[str, str], dict]]:
@@ -53,9 +53,10 @@ def main(run_path: str, trace_path: str) -> int:
     pool = started.get("mechanism") == "pool"
     pidfd = started.get("transport") == "pidfd"
     events = read(trace_path).events
-    ledger = Ledger()
-    for e in events:
-        ledger.apply(e)
+    run = TraceSession.replay(events)
+    for _ in run.events():
+        pass
+    ledger = run.ledger
     rows: list[tuple[str, bool, str]] = []
 
     def check(what: str, ok: bool, detail: str) -> None:

@@ -256,13 +256,13 @@ def test_a_command_that_owns_its_signals_gets_no_raising_handler(monkeypatch):
         seen["after"] = sig.getsignal(sig.SIGTERM)
         return 0
 
-    real = run_command.add_parser
+    real = run_command.add_arguments
 
-    def add_parser(sub):
-        real(sub)
-        sub.choices["run"].set_defaults(func=fake, own_signals=True)
+    def add_arguments(p):
+        real(p)
+        p.set_defaults(func=fake, own_signals=True)
 
-    monkeypatch.setattr(run_command, "add_parser", add_parser)
+    monkeypatch.setattr(run_command, "add_arguments", add_arguments)
     assert main(["run"]) == 0
     assert seen["during"] is interrupts.exit_now and seen["after"] is interrupts.exit_now
     assert seen["own"] not in (interrupts.exit_now, interrupts.interrupt)

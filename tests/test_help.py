@@ -18,7 +18,7 @@ QUOTED = re.compile(r"`(vmmtui[^`]*)`")
 
 
 def parsers() -> dict[str, argparse.ArgumentParser]:
-    top = parser()
+    top = parser(every_command=True)
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     return {"": top, **sub.choices}
 
@@ -86,3 +86,15 @@ def test_every_help_fits_the_terminal_and_cuts_no_word(monkeypatch, width):
         opening = text.split("\n\n")[1]  # after the usage
         assert max(len(line) for line in opening.splitlines()) <= min(width, 100), name
         assert about in " ".join(text.split()), name  # every word of it, whole and in order
+
+
+@pytest.mark.parametrize("name", sorted(parsers()))
+def test_the_help_a_user_asks_for_is_the_whole_command_s(name, capsys, monkeypatch):
+    """A command's module is imported only when the command line names it: ``vmmtui CMD --help``
+    parsed from scratch prints what the parser with every command filled in says."""
+    monkeypatch.setenv("COLUMNS", "100")
+    full = parsers()[name].format_help()
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args([name, "--help"] if name else ["--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == full

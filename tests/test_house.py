@@ -25,9 +25,9 @@ CORE = [
     "vmmtui.render.transcript",
     "vmmtui.bench.run",
     "vmmtui.cli",
-    "vmmtui.attach",
-    "vmmtui.attach.follow",
-    "vmmtui.attach.watch",
+    "vmmtui.trace.procfs",
+    "vmmtui.trace.procfs.follow",
+    "vmmtui.trace.procfs.watch",
     "vmmtui.record",
     "vmmtui.record.timeline",
     "vmmtui.view",
@@ -87,7 +87,7 @@ LAYERS = {
         "vmmtui.worker",
         "vmmtui.backends.cuda",
     ),
-    "vmmtui.attach": (
+    "vmmtui.trace.procfs": (
         "vmmtui.session",
         "vmmtui.worker",
         "vmmtui.tui",
@@ -244,3 +244,109 @@ def test_every_package_directory_is_a_package():
         and not (d / "__init__.py").exists()
     ]
     assert not missing, missing
+
+
+# -- the observer, the model of programs, the screen ---------------------------------------------
+#: the event classes the observer emits: data every layer may read
+OBSERVED = ("vmmtui.stream.events", "vmmtui.stream.observed", "vmmtui.stream")
+#: the fold of observed events that still lives in trace/ (the ledger, its exit findings and
+#: entries, the session that runs it, their words): what the observer rule does not yet cover
+FOLD_IN_TRACE = (
+    "vmmtui.trace.ledger",
+    "vmmtui.trace.held",
+    "vmmtui.trace.entries",
+    "vmmtui.trace.session",
+    "vmmtui.trace.words",
+    "vmmtui.trace.narration",
+    # the refcount book beside the ledger, and the road of each share it finds
+    "vmmtui.trace.refcounts",
+    "vmmtui.trace.roads",
+)
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, ours and others' (lazy ones too)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return out
+
+
+def test_the_model_imports_no_observer_no_words_and_no_screen():
+    """vmmtui/model is data and pure functions: it reads the observed events, never the observer
+    that made them (eBPF, polling), never a wording, a renderer or Textual."""
+    banned = (
+        "vmmtui.trace",
+        "vmmtui.words.narration",
+        "vmmtui.tui",
+        "vmmtui.cli",
+        "vmmtui.view",
+        "vmmtui.render.console",
+        "textual",
+        "rich",
+    )
+    bad = [
+        f"{path.relative_to(ROOT)} imports {m}"
+        for path in (PACKAGE / "model").rglob("*.py")
+        for m in sorted(_all_imports(path))
+        if _under(m, banned) and not _under(m, OBSERVED)
+    ]
+    assert (PACKAGE / "model" / "__init__.py").exists() and not bad, bad
+
+
+def test_the_observer_never_imports_the_model_the_screen_or_the_command_line():
+    banned = ("vmmtui.model", "vmmtui.view", "vmmtui.tui", "vmmtui.cli")
+    bad = [
+        f"{name} imports {d}"
+        for name, deps in graph().items()
+        if _under(name, ("vmmtui.trace",)) and not _under(name, FOLD_IN_TRACE)
+        for d in sorted(deps)
+        if _under(d, banned)
+    ]
+    assert not bad, bad
+
+
+#: what signals a process (the session does, on the screen's word)
+_SIGNALS = ("os.kill", "os.killpg", "signal.pidfd_send_signal", "signal.pthread_kill")
+
+
+def test_the_screen_never_reads_proc_nor_signals_a_process():
+    """The TUI draws what the session tells it; it asks the session to stop a run. A path under
+    /proc in its code, or a call that sends a signal, is the observer's work done in the wrong
+    place (docstrings and help text may speak of /proc)."""
+    bad = []
+    for path in (PACKAGE / "tui").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docs = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        where = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and id(node) not in docs:
+                if isinstance(node.value, str) and node.value.lstrip("'\"").startswith("/proc"):
+                    bad.append(f"{where}:{node.lineno} reads {node.value[:30]!r}")
+            elif isinstance(node, ast.Call):
+                called = ast.unparse(node.func)
+                if called in _SIGNALS or called.endswith((".send_signal", "os.kill")):
+                    bad.append(f"{where}:{node.lineno} calls {called}")
+    assert not bad, bad
+
+
+def test_the_programs_fold_says_no_words():
+    """The screen's fold of observed programs keeps what happened (the call's event, the socket
+    it went over); the panels word it where they draw it."""
+    words = ("vmmtui.trace.narration", "vmmtui.trace.words", "vmmtui.words.narration")
+    deps = graph()["vmmtui.view.programs"]
+    assert not [d for d in deps if _under(d, words)], deps

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from vmmtui.attach.follow import Follower
 from vmmtui.fleet.facts import container_of
 from vmmtui.stream.events import ProcessSeen
 from vmmtui.trace.identity import Container, identity_of, parse_cgroup, parse_nspid
+from vmmtui.trace.procfs.follow import Follower
 from vmmtui.view.model import ScreenState, fold
 from vmmtui.words.narration import process_seen
 
@@ -108,7 +108,7 @@ class _NvmlLib:
 
 
 def test_gpus_are_named_by_the_uuid_nvml_gave_and_none_without_nvml():
-    from vmmtui.attach.nvml import Nvml
+    from vmmtui.trace.procfs.nvml import Nvml
     from vmmtui.words.narration import gpu_memory
 
     nvml = Nvml(

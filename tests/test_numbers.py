@@ -51,7 +51,7 @@ def test_no_option_takes_a_bare_float_and_every_checked_one_is_tested_here():
     """float() takes nan and inf: every non-integer option goes through the one check (and a new
     one is added to OPTIONS above). Whole numbers that name a thing (a pid, --consumers) are
     checked where the thing is known, with their own line."""
-    top = parser()
+    top = parser(every_command=True)
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     actions = [a for p in [top, *sub.choices.values()] for a in p._actions if a.option_strings]
     assert [a.option_strings for a in actions if a.type is float] == []

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from tests.attach.helpers import FIXTURES, vmmtui, watch_json
-from vmmtui.attach.nvml import Nvml
-from vmmtui.attach.scan import scan
-from vmmtui.attach.shares import find_shares
 from vmmtui.stream.events import AttachEvent, Event
 from vmmtui.system.fdtable import KcmpUnavailable, kcmp_order
+from vmmtui.trace.procfs.nvml import Nvml
+from vmmtui.trace.procfs.scan import scan
+from vmmtui.trace.procfs.shares import find_shares
 
 
 def test_a_pid_that_does_not_exist_is_bad_input_in_one_line_as_for_trace():
@@ -72,7 +72,7 @@ def _as_nobody(target: int) -> str:
         try:
             os.setgid(65534)
             os.setuid(65534)
-            from vmmtui.attach.follow import Follower
+            from vmmtui.trace.procfs.follow import Follower
             from vmmtui.words.narration import attach_lines
 
             try:
@@ -116,7 +116,7 @@ def test_kcmp_sorts_open_file_descriptions_in_n_log_n(tmp_path):
         time.sleep(0.3)
         s = scan([os.getpid(), child.pid])
         assert not s.processes[os.getpid()].fds  # a plain file is not a kind attach shows
-        from vmmtui.attach.scan import OpenFd, ProcessScan
+        from vmmtui.trace.procfs.scan import OpenFd, ProcessScan
 
         st = os.stat(path)
         for pid, own in ((os.getpid(), fds + dups), (child.pid, fds[:10] + dups[:3])):
@@ -160,7 +160,7 @@ def test_every_attach_event_of_real_runs_round_trips():
         events += watch_json(fixture)[1]
     res = vmmtui("attach", "--json", "--can", str(os.getpid()), str(os.getppid()))
     events += [Event.from_json(x) for x in res.stdout.splitlines()]
-    from vmmtui.attach.follow import Follower
+    from vmmtui.trace.procfs.follow import Follower
 
     events += Follower({999999999}, use_nvml=False).poll()  # ProcessUnreadable
     events += list(Nvml.open().usage([os.getpid()]).values())  # NVML's answer, or why it has none
@@ -184,7 +184,7 @@ def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch)
     follower that never needed it still closes what was opened."""
     from concurrent.futures import Future
 
-    from vmmtui.attach.follow import Follower
+    from vmmtui.trace.procfs.follow import Follower
 
     closed = []
     soon: Future = Future()

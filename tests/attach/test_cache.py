@@ -10,10 +10,10 @@ import sys
 import textwrap
 import time
 
-from vmmtui.attach.follow import Follower
-from vmmtui.attach.scan import scan
-from vmmtui.attach.shares import find_shares
 from vmmtui.stream.events import FdClosed, FdOpened
+from vmmtui.trace.procfs.follow import Follower
+from vmmtui.trace.procfs.scan import scan
+from vmmtui.trace.procfs.shares import find_shares
 
 #: a child that holds memfd "same" on fd 5 (and the parent's memfd on fd argv[1]) and does what it is told
 CHILD = textwrap.dedent("""

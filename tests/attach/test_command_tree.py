@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.attach.command import MARK, Command, CommandNotFound, marked, resolve
+from vmmtui.trace.command import MARK, Command, CommandNotFound, marked, resolve
 from vmmtui.trace.loader import why_not
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +157,7 @@ def test_the_tree_carries_the_mark_and_stop_ends_it_orphans_included():
 
 @pytest.mark.slow
 def test_a_stop_signal_the_tree_ignores_becomes_sigkill_after_the_grace():
-    from vmmtui.attach.command import SIGNAL_GRACE_S
+    from vmmtui.trace.command import SIGNAL_GRACE_S
 
     marker = f"vmmtui-test-{secrets.token_hex(4)}"
     cmd = Command([sys.executable, "-c", TREE, marker, "deaf"])

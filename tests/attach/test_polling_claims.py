@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
-from vmmtui.attach.follow import Follower
-from vmmtui.attach.scan import scan
-from vmmtui.attach.shares import find_shares
 from vmmtui.stream.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
+from vmmtui.trace.procfs.follow import Follower
+from vmmtui.trace.procfs.scan import scan
+from vmmtui.trace.procfs.shares import find_shares
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

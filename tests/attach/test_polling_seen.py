@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tests.attach.helpers import FIXTURES
-from vmmtui.attach.follow import Follower
 from vmmtui.stream.events import Arrival, FdOpened, SharedFile
+from vmmtui.trace.procfs.follow import Follower
 from vmmtui.words.narration import fd_opened
 
 #: what a child first seen with its parent's file is told (the words a user reads)

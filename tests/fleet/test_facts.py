@@ -5,6 +5,7 @@ import os
 import threading
 
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
+from vmmtui.record.recording import read
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -17,8 +18,10 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceStarted,
 )
+from vmmtui.trace.session import TraceSession
 
 SOCK = SocketEnd(100, 101, "@vmm")
+PEER = SocketEnd(101, 100, "@vmm")
 PEER = SocketEnd(101, 100, "@vmm")
 EXP, IMP = 1000, 2000
 MiB = 1 << 20
@@ -41,11 +44,16 @@ def gpu_share_events(exporter_exits: bool) -> list:
     return events
 
 
-def share_a_gpu_allocation(exporter_exits: bool) -> SharingFacts:
-    facts = SharingFacts()
-    for e in gpu_share_events(exporter_exits):
+def fed(events, facts: SharingFacts | None = None) -> SharingFacts:
+    """The facts as a node agent folds them: fed the trace session's stream (its findings too)."""
+    facts = facts or SharingFacts()
+    for e in TraceSession.replay(events).events():
         facts.feed(e)
     return facts
+
+
+def share_a_gpu_allocation(exporter_exits: bool) -> SharingFacts:
+    return fed(gpu_share_events(exporter_exits))
 
 
 def test_exports_imports_and_live_importers_are_counted_per_process():
@@ -88,14 +96,9 @@ def test_refusals_are_counted_by_call_and_a_bounded_reason():
     )
     assert refusal_reason(seccomp) == "seccomp"
     assert refusal_reason(pidns) == "pid-namespace"
-    f = SharingFacts()
-    for e in (
-        seccomp,
-        seccomp,
-        pidns,
-        CudaCall(IMP, IMP, 1, "cuMemImportFromShareableHandle", 1, fd=3),
-    ):
-        f.feed(e)
+    f = fed(
+        [seccomp, seccomp, pidns, CudaCall(IMP, IMP, 1, "cuMemImportFromShareableHandle", 1, fd=3)]
+    )
     assert f.refused == {
         ("pidfd_getfd", "seccomp"): 2,
         ("pidfd_getfd", "pid-namespace"): 1,
@@ -104,14 +107,14 @@ def test_refusals_are_counted_by_call_and_a_bounded_reason():
 
 
 def test_a_received_fd_never_closed_is_counted_at_the_holders_exit():
-    f = SharingFacts()
-    for e in (
-        MemfdCreated(EXP, EXP, 1, "buf", 5, "fm"),
-        FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
-        FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
-        ProcessExit(IMP, IMP, 4, 0),
-    ):
-        f.feed(e)
+    f = fed(
+        [
+            MemfdCreated(EXP, EXP, 1, "buf", 5, "fm"),
+            FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
+            FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
+            ProcessExit(IMP, IMP, 4, 0),
+        ]
+    )
     assert f.never_closed == {IMP: 1}
 
 
@@ -132,15 +135,15 @@ def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown(
     from vmmtui.fleet.prometheus import LedgerCollector
     from vmmtui.stream.observed import TraceLost
 
-    f = SharingFacts()
-    for e in (
-        FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
-        FdsReceived(IMP, IMP, 3, "recvmsg", SOCK, [8], ["fm"], 1),
-        TraceLost(7, 9, 1, 4, 9),
-        TraceLost(2, 9, 0, 4, 9),
-        ProcessExit(IMP, IMP, 10, 0),
-    ):
-        f.feed(e)
+    f = fed(
+        [
+            FdsSent(EXP, EXP, 2, "sendmsg", SOCK, [5], ["fm"], 1),
+            FdsReceived(IMP, IMP, 3, "recvmsg", PEER, [8], ["fm"], 1),  # the other end
+            TraceLost(7, 9, 1, 4, 9),
+            TraceLost(2, 9, 0, 4, 9),
+            ProcessExit(IMP, IMP, 10, 0),
+        ]
+    )
     assert (f.never_closed, f.unknown, f.lost_by_cpu()) == ({}, 1, {1: 7, 0: 2})
     scraped = {
         (s.name, tuple(s.labels.items())): s.value
@@ -151,3 +154,25 @@ def test_lost_records_are_counted_per_cpu_and_a_leak_they_could_hide_is_unknown(
     assert scraped[("vmmtui_records_lost_total", (("cpu", "1"),))] == 7
     assert scraped[("vmmtui_records_lost_total", (("cpu", "0"),))] == 2
     assert scraped[("vmmtui_fds_in_flight_total", ())] == 0
+
+
+def test_the_metrics_count_the_findings_the_end_line_counts():
+    """One count: the agent's ``vmmtui_findings`` over a run add up to its ``TraceFinished``."""
+    from pathlib import Path
+
+    from vmmtui.fleet.prometheus import LedgerCollector
+    from vmmtui.stream.observed import TraceFinished
+
+    path = Path(__file__).parents[1] / "data" / "traces" / "fake_pool_calls.jsonl.gz"
+    events = list(TraceSession.replay(read(path).events).events())
+    f = SharingFacts()
+    for e in events:
+        f.feed(e)
+    end = next(e for e in events if isinstance(e, TraceFinished))
+    scraped = [
+        s.value
+        for fam in LedgerCollector(f, threading.Lock()).collect()
+        for s in fam.samples
+        if s.name == "vmmtui_findings_total"
+    ]
+    assert sum(scraped) == end.findings > 0

@@ -28,7 +28,7 @@ EXAMPLES = [
     te.TraceLost(3, 110, 1, 105, 110),
     te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2, "5a5a"),
     te.FdsDropped(11, 13, 111, "read", SOCK, ("a1",), 2),
-    te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2),
+    te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2, "ebpf", 1),
     te.CallRefused(
         11,
         "pidfd_getfd",
@@ -42,7 +42,7 @@ EXAMPLES = [
         te.ProcessFacts(10, "exporter", "python3", *[1] * 6, 1 << 19, 1 << 19, 7, 9, 0, 0, 1),
         "1",
     ),
-    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110),
+    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110, "kcmp"),
     te.CapabilityProbe(11, "cuMemCreate", "fabric-handles", "no-imex-channel", 800, 113),
     te.ProcessIdentity(11, "docker 3f2a1b4c5d6e", "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6", 1, 114),
 ]

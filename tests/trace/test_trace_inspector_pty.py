@@ -76,9 +76,9 @@ def test_the_commands_exit_code_is_kept_where_it_ended_by_itself(tmp_path):
     )
     term = Terminal(tmp_path, "trace", "--", sys.executable, "-c", script, width=160, height=48)
     try:
-        term.wait_for("memfd_create('x')", 90)
+        term.wait_for('memfd_create("x")', 90)
         term.wait_for("ENDED · call", 30)
-        assert "exited 5" in term.text
+        assert "exited with code 5" in term.text
         term.press("q")
         assert term.ended_within(10) is not None
         assert term.proc.returncode == 5

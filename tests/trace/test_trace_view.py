@@ -65,3 +65,44 @@ async def test_the_view_shows_a_share_as_it_happens():
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_the_commands_output_and_its_traceback_are_on_a_key():
+    """trace -- CMD under the inspector: what the program writes is kept (not on the screen the
+    inspector draws), shown on O while it runs and after it died of an exception."""
+    from vmmtui.trace.loader import ProbeUnavailable, why_not
+
+    if reason := why_not():
+        pytest.skip(f"eBPF unavailable: {reason}")
+    from vmmtui.trace.output import Output
+    from vmmtui.trace.tracer import Tracer
+    from vmmtui.tui.screens.output import OutputScreen
+    from vmmtui.tui.trace import TraceApp
+
+    output = Output()
+    talks = [sys.executable, str(FIXTURES / "talks.py"), "--hold", "1.5", "--raise"]
+    tracer = Tracer(command=talks, cuda=False, stdout=output)
+    try:
+        tracer.start()
+    except ProbeUnavailable as exc:
+        pytest.skip(f"eBPF unavailable: {exc}")
+    app = TraceApp(tracer, started=True, output=output)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "hello on stdout" in output.kept().text(), timeout=60)
+        await pilot.press("O")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, OutputScreen)
+        text = screen_text(app)
+        assert "talks: hello on stdout" in text and "talks: a warning on stderr" in text
+        assert re.search(r"\(still\W+running\)", text)
+        await wait_for(pilot, lambda: app.ended, timeout=60)
+        await pilot.pause(0.8)  # the pane repaints what came since
+        text = screen_text(app)
+        assert "RuntimeError: talks: something went wrong" in text and "(ended)" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, OutputScreen)
+        await pilot.press("q")
+    assert tracer.exit is not None and tracer.exit.code == 1

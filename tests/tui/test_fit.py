@@ -246,7 +246,7 @@ async def test_at_80x24_a_teachers_note_grows_the_panel_and_a_longer_one_counts_
     from vmmtui.tui.cast import plain, screen_ansi
     from vmmtui.tui.widgets.teaching import TeachingPanel
 
-    rec = gallery.resolve("h100-vmm")
+    rec = gallery.resolve("h100-vmm-1mib")
     lecture = Path(__file__).parents[2] / "docs" / "lecture-notes.md"
     app = ReplayApp(rec, notes=read(str(lecture), Timeline(rec.events)), start_at=3)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -39,7 +39,7 @@ async def tour(pilot, steps: int = 6) -> str:
 
 
 async def replay_text(size) -> tuple[str, int | None]:
-    app = ReplayApp(gallery.resolve("h100-vmm"))
+    app = ReplayApp(gallery.resolve("h100-vmm-1mib"))
     async with app.run_test(size=size) as pilot:
         await pilot.pause(0.3)
         text = await tour(pilot)

@@ -64,7 +64,7 @@ async def test_a_memfd_share_made_and_closed_within_a_millisecond():
         assert "1 shared/imported · 0 to look at" in text
         # the next calls close both: struck through, said closed
         text = await at(pilot, app, last)
-        assert "closed" in text and "exited 0" in text
+        assert "closed" in text and "exited with code 0" in text
 
 
 @pytest.mark.asyncio
@@ -104,7 +104,7 @@ async def test_a_thousand_shares_step_back_to_call_10_and_to_the_last():
         await pilot.press("end")
         await pilot.pause()
         text = screen_text(app)
-        assert f"call {total}/{total}" in text and "exited 0" in text
+        assert f"call {total}/{total}" in text and "exited with code 0" in text
 
 
 @pytest.mark.asyncio
@@ -117,7 +117,7 @@ async def test_a_process_that_exits_mid_trace():
             i for i in range(app.frames.last + 1) if not programs(app, i).proc(child.pid).alive
         )
         text = await at(pilot, app, k)
-        assert re.search(r"exited 0 · \d+ calls", text) and "running ·" in text
+        assert re.search(r"exited with code 0 · \d+ calls", text) and "running ·" in text
         parent = programs(app, k).proc(child.ppid)
         assert parent.alive
         assert re.search(rf"fd {parent.fds and min(parent.fds)}\s+created memfd:refused", text)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from events_fixture import session_events
 
+from vmmtui.model.ends import End
 from vmmtui.record import read
 from vmmtui.record.calls import CallTimeline
 from vmmtui.stream.events import (
@@ -24,7 +25,7 @@ from vmmtui.stream.events import (
     ProcessSeen,
     SharedFile,
 )
-from vmmtui.stream.observed import LedgerFinding
+from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
 
@@ -51,12 +52,12 @@ def test_scm_rights_road_a_share_with_both_fd_numbers_and_the_kernels_file():
     assert v is not None and v.mode == "ebpf"
     [t] = v.transfer_list()
     assert t.how == "SCM_RIGHTS" and t.from_fd == 4 and t.to_fd == 3 and t.file
-    assert "unix socket" in t.via and t.latency_ms is not None
+    assert isinstance(t.via, SocketEnd) and t.via.family == "unix" and t.latency_ms is not None
     sender, receiver = v.procs[t.from_pid], v.procs[t.to_pid]
     got = next(f for f in receiver.closed if f.how == "received")
     assert got.source == (sender.pid, 4) and got.proof == "struct file" and got.file == t.file
     assert got.target == "memfd:fixture-scm"  # named by the sender's memfd_create
-    assert not sender.alive and sender.code == 0 and not receiver.alive
+    assert not sender.alive and sender.end == End(0) and not receiver.alive
     assert [f.kind for f in v.finding_list()] == ["shared"]
 
 
@@ -92,7 +93,7 @@ def test_driver_calls_allocations_imports_and_legacy_handles():
     assert alloc.size == 2 << 20 and alloc.exported == (42,)
     calls = v.calls_of(p.pid)
     create = next(c for c in calls if c.name == "cuMemCreate")
-    assert "CUDA_SUCCESS" in create.words and create.duration_ns > 0
+    assert create.event.result == 0 and not create.failed and create.duration_ns > 0
     assert any(c.failed and c.name == "cuMemExportToShareableHandle" for c in calls)
     assert [t.how for t in v.transfer_list()] == ["IPC handle"]
 

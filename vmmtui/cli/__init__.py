@@ -1,27 +1,44 @@
 """Command line: ``vmmtui`` (the inspector), ``run`` (headless), ``soak``, ``bench``, ``doctor``.
 
-Each command is a module with ``add_parser(sub)`` that sets ``func``; ``main`` parses and
-dispatches. Signals (SIGINT, SIGTERM, SIGHUP; ``vmmtui.system.interrupts``): until a command runs, one
-line and exit 128 + signal at once; while it runs, ``Interrupted`` is raised so that its cleanup
-runs, and it says where, unless the command sets ``own_signals=True`` (``set_defaults``): then it
-installs its own, as an event loop does with ``interrupts.delivered_to``. When ``main`` returns,
-the handlers it found are back (the tests call it in-process).
+Each command is a module with ``add_arguments(parser)`` that sets ``func``; ``main`` parses and
+dispatches. A command's module is imported only when the command line names it (``COMMANDS``
+holds each one's summary for ``vmmtui --help``): the inspector's first frame and ``attach --once``
+do not pay for the other commands' imports. Signals (SIGINT, SIGTERM, SIGHUP;
+``vmmtui.system.interrupts``): until a command runs, one line and exit 128 + signal at once;
+while it runs, ``Interrupted`` is raised so that its cleanup runs, and it says where, unless the
+command sets ``own_signals=True`` (``set_defaults``): then it installs its own, as an event loop
+does with ``interrupts.delivered_to``. When ``main`` returns, the handlers it found are back (the
+tests call it in-process).
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import signal
 import sys
+from typing import cast
 
-from vmmtui.cli import attach, bench, doctor, inspector, replay, run, serve, soak, trace, watch
+from vmmtui.cli import inspector
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, HelpFormatter, Parser
 from vmmtui.system import host
 from vmmtui.system.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
-COMMANDS = (run, soak, bench, doctor, attach, watch, trace, replay, serve)
+#: every command, in ``vmmtui --help``'s order, with its summary there; its module
+#: ``vmmtui.cli.NAME`` (``ABOUT``, ``add_arguments``) is imported when the command line names it
+COMMANDS: dict[str, str] = {
+    "run": "run both workers to the end and print the log (exit 0 only when verified)",
+    "soak": "many sessions in a row: fds, children, session directories and memory must not grow",
+    "bench": "measure every path (VMM, legacy IPC, host-staged copy, memfd) against the device's copy bandwidth; writes JSON and an SVG plot",
+    "doctor": "what this machine can run: driver, device, VMM, fds, kcmp, memfd",
+    "attach": "follow the GPU memory, memfds, shm and fds that running processes share, from what is already true (= vmmtui trace -p PID…; --all: the polling node agent; --once: one scan; --can A B: preflight)",
+    "watch": "run a command and follow the GPU memory, memfds, shm and fds its processes share by polling /proc (= `vmmtui trace --poll -- CMD`; exit code: the command's)",
+    "trace": "trace every fd share (SCM_RIGHTS, pidfd_getfd), memfd, close and CUDA VMM/IPC call of a command, running pids or everything, with eBPF; a ledger of who holds what (exit code: the command's)",
+    "replay": "open the inspector on a recording (a file, or a gallery name: --list)",
+    "serve": "serve the inspector (or `replay FILE`) as a web page, for a class on laptops",
+}
 #: the commands that look at live processes through Linux alone (the sessions' commands ask the
 #: backends, which say the same: ``backends.choose``)
 LINUX_ONLY = {"trace": "eBPF and /proc", "attach": "/proc", "watch": "/proc"}
@@ -39,19 +56,44 @@ examples:
 """
 
 
-def parser() -> argparse.ArgumentParser:
+class Commands(argparse._SubParsersAction):
+    """The commands' sub-parsers, each given its opening text and options (``ABOUT``,
+    ``add_arguments``) only when it is chosen: at parse time, once argparse has read its name."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.filled: set[str] = set()
+
+    def fill(self, name: str) -> None:
+        """Give ``vmmtui NAME``'s parser its opening text and options (once)."""
+        if name in self.filled:
+            return
+        command_parser = self._name_parser_map[name]
+        module = importlib.import_module(f"vmmtui.cli.{name}")
+        command_parser.description = module.ABOUT  # each --help opens with what it is for
+        module.add_arguments(command_parser)
+        self.filled.add(name)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if values and values[0] in self._name_parser_map:
+            self.fill(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def parser(every_command: bool = False) -> argparse.ArgumentParser:
+    """``vmmtui``'s parser; a command's options are added when it is parsed, or all at once with
+    ``every_command`` (to read every command's help and options without parsing)."""
     p = Parser(
         prog="vmmtui",
         description=ABOUT,
         formatter_class=HelpFormatter,
     )
     inspector.add_options(p)
-    sub = p.add_subparsers(dest="command")
-    for command in COMMANDS:
-        command.add_parser(sub)
-    for name, command_parser in sub.choices.items():  # each --help opens with what it is for
-        command_parser.description = sys.modules[f"vmmtui.cli.{name}"].ABOUT
-        command_parser.formatter_class = HelpFormatter
+    sub = cast(Commands, p.add_subparsers(dest="command", action=Commands))
+    for name, summary in COMMANDS.items():
+        sub.add_parser(name, help=summary, formatter_class=HelpFormatter)
+        if every_command:
+            sub.fill(name)
     return p
 
 
@@ -84,4 +126,4 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_FAILED
 
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

@@ -21,13 +21,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    a = sub.add_parser(
-        "attach",
-        help="follow the GPU memory, memfds, shm and fds that running processes share, from what "
-        "is already true (= vmmtui trace -p PID…; --all: the polling node agent; --once: one "
-        "scan; --can A B: preflight)",
-    )
+def add_arguments(a: argparse.ArgumentParser) -> None:
+    """``vmmtui attach``'s options, on the parser the command line made for it."""
     a.add_argument("pids", nargs="*", type=int, metavar="PID")
     a.add_argument(
         "--all",
@@ -107,8 +102,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     if args.can:
-        from vmmtui.attach.preflight import preflight
         from vmmtui.render.console import print_json
+        from vmmtui.trace.procfs.preflight import preflight
         from vmmtui.words.narration import attach_lines
 
         if _bad_pid(args.can):

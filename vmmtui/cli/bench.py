@@ -29,12 +29,8 @@ example:
 """
 
 
-def add_parser(sub) -> None:
-    bn = sub.add_parser(
-        "bench",
-        help="measure every path (VMM, legacy IPC, host-staged copy, memfd) against the "
-        "device's copy bandwidth; writes JSON and an SVG plot",
-    )
+def add_arguments(bn: argparse.ArgumentParser) -> None:
+    """``vmmtui bench``'s options, on the parser the command line made for it."""
     bn.add_argument(
         "--backend",
         choices=NAMES,

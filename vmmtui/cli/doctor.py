@@ -17,10 +17,8 @@ example:
 """
 
 
-def add_parser(sub) -> None:
-    doc = sub.add_parser(
-        "doctor", help="what this machine can run: driver, device, VMM, fds, kcmp, memfd"
-    )
+def add_arguments(doc: argparse.ArgumentParser) -> None:
+    """``vmmtui doctor``'s options, on the parser the command line made for it."""
     doc.add_argument("--device", type=device_arg, default=0, help="CUDA device ordinal (default 0)")
     doc.set_defaults(func=cmd_doctor)
 

@@ -26,10 +26,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "replay", help="open the inspector on a recording (a file, or a gallery name: --list)"
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``vmmtui replay``'s options, on the parser the command line made for it."""
     p.add_argument(
         "recording",
         nargs="?",
@@ -142,27 +140,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from vmmtui.record import Timeline
+    from vmmtui.record.calls import trace_timeline
+
+    timeline = None
+    if args.notes or args.step:  # a trace's frames are its calls, a session's its steps
+        timeline = trace_timeline(recording.events) if trace else Timeline(recording.events)
     notes = None
     if args.notes:
-        from vmmtui.record import Timeline
-        from vmmtui.record.calls import CallTimeline
         from vmmtui.record.notes import NotesError, read
 
         try:
-            notes = read(
-                args.notes,
-                CallTimeline(recording.events) if trace else Timeline(recording.events),  # type: ignore[arg-type]
-            )
+            notes = read(args.notes, timeline)  # type: ignore[arg-type]
         except NotesError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)
             return EXIT_USAGE
-    if args.step:
-        from vmmtui.record import Timeline
-
-        last = Timeline(recording.events).frames[-1].steps
+    if args.step and timeline is not None:
+        last = timeline.frames[-1].steps
+        unit = getattr(timeline, "unit", "step")
         if args.step > last:
             print(
-                f"vmmtui replay: --step {args.step}: {args.recording} has {last} steps "
+                f"vmmtui replay: --step {args.step}: {args.recording} has {last} {unit}s "
                 f"(give 0 to {last})",
                 file=sys.stderr,
             )

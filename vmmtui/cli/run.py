@@ -27,10 +27,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    run = sub.add_parser(
-        "run", help="run both workers to the end and print the log (exit 0 only when verified)"
-    )
+def add_arguments(run: argparse.ArgumentParser) -> None:
+    """``vmmtui run``'s options, on the parser the command line made for it."""
     session_options(run)
     run.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     run.add_argument(

@@ -38,11 +38,8 @@ example:
 """
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="serve the inspector (or `replay FILE`) as a web page, for a class on laptops",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``vmmtui serve``'s options, on the parser the command line made for it."""
     p.add_argument(
         "--host",
         default="localhost",

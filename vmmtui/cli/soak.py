@@ -26,11 +26,8 @@ example:
 """
 
 
-def add_parser(sub) -> None:
-    sk = sub.add_parser(
-        "soak",
-        help="many sessions in a row: fds, children, session directories and memory must not grow",
-    )
+def add_arguments(sk: argparse.ArgumentParser) -> None:
+    """``vmmtui soak``'s options, on the parser the command line made for it."""
     session_options(sk)
     sk.add_argument(
         "--count", type=count_arg(1_000_000), default=200, help="sessions to run (default 200)"

@@ -7,9 +7,9 @@ stream and on stderr), the same stream made by polling /proc (``vmmtui.trace.pol
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from vmmtui import leave_unfreed
 from vmmtui.cli.options import (
@@ -21,6 +21,9 @@ from vmmtui.cli.options import (
     positive_arg,
 )
 from vmmtui.system.interrupts import delivered_to, exit_status
+
+if TYPE_CHECKING:
+    from vmmtui.trace.session import TraceRequest
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -38,13 +41,8 @@ examples:
 """
 
 
-def add_parser(sub) -> None:
-    t = sub.add_parser(
-        "trace",
-        help="trace every fd share (SCM_RIGHTS, pidfd_getfd), memfd, close and CUDA VMM/IPC call "
-        "of a command, running pids or everything, with eBPF; a ledger of who holds what "
-        "(exit code: the command's)",
-    )
+def add_arguments(t: argparse.ArgumentParser) -> None:
+    """``vmmtui trace``'s options, on the parser the command line made for it."""
     t.add_argument(
         "-p",
         "--pid",
@@ -119,6 +117,13 @@ def add_parser(sub) -> None:
         help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
         "at 5,000 shares a second; more for faster programs or a busy machine)",
     )
+    t.add_argument(
+        "--never-imported-after",
+        type=positive_arg,
+        metavar="S",
+        help="say an export no process imported after S seconds, live (default 30; the "
+        "exporter's exit and the end say it too)",
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
@@ -145,7 +150,7 @@ def run_as(argv: list[str], said: str, **extra) -> int:
     from vmmtui.cli.options import Parser
 
     parser = Parser(prog="vmmtui")
-    add_parser(parser.add_subparsers(dest="command"))
+    add_arguments(parser.add_subparsers(dest="command").add_parser("trace"))
     args = parser.parse_args(["trace", *argv])
     args.said_as = said
     for name, value in extra.items():
@@ -167,7 +172,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
             return _usage(f"no process {pid}", said)
     if command:  # refused in one line before any screen opens or probe loads
-        from vmmtui.attach.command import CommandNotFound, resolve
+        from vmmtui.trace.command import CommandNotFound, resolve
 
         try:
             resolve(command)
@@ -190,13 +195,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except RecordingError as exc:
             _close_sinks(sinks, [])
             return _usage(str(exc), said)
-    if _wants_screen(args) and not (args.poll or getattr(args, "once", False)):
+    request = _request(args, command)
+    if _wants_screen(args) and request.wants_ebpf:
         from vmmtui.trace.loader import why_not
 
         if why_not() is None:  # the tracer loads in the app's thread, after the first frame
-            return _inspect(args, command, recorder, sinks)
+            return _inspect(request, args, recorder, sinks)
     _import_the_fold()
-    started = _start(args, command)
+    started = _start(request, args)
     if isinstance(started, int):  # the command could not be started: said in one line
         _discard(recorder, args.record)
         _close_sinks(sinks, [])
@@ -206,22 +212,34 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.polling import fallback_words
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
-    stream = Stream(source, args, recorder, sinks)
+    from vmmtui.model.handles import NEVER_IMPORTED_S
+    from vmmtui.trace.session import TraceSession
+
+    tee = Tee(recorder, sinks, bool(args.perfetto))
+    session: TraceSession | None = (
+        None  # the screen runs its own (in the app's thread); the text runs it here
+    )
     screen: tuple[int | None, bool] | None = None  # how the screen ended, where there was one
     with delivered_to(source.forward):  # the traced command decides when to end; restored after
         try:
             if _wants_screen(args):
-                screen = show(stream, args)
+                screen = show(source, tee, args)
             else:
-                _print(stream, args)
+                session = TraceSession(
+                    source, [tee], never_imported_s=args.never_imported_after or NEVER_IMPORTED_S
+                )
+                _print(session, args)
         finally:
-            stream.stop()
+            source.stopping = True
             source.close()
+            captured = getattr(source, "stdout", None)
+            if captured is not None and not isinstance(captured, int):  # the screen's capture
+                print_output(captured, command, said)
             if recorder is not None:
                 recorder.close()
                 if recorder.failed:
                     print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, stream.seen, args.perfetto, said)
+            _close_sinks(sinks, tee.seen, args.perfetto, said)
             leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
     if screen is not None and (screen[0] is not None or screen[1]):
         return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
@@ -231,7 +249,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
         return 128 + stopped_by
     targets = set(args.pids)
-    if targets and stream.unreadable >= targets:
+    if targets and session is not None and session.unreadable >= targets:
         print(
             f"vmmtui {said}: "
             + ("none of the given processes could" if len(targets) > 1 else "the process could not")
@@ -242,60 +260,41 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _start(args: argparse.Namespace, command: list[str]):
-    """The running source: the eBPF ``Tracer``, or the ``PollingTrace`` when ``--poll`` (or an
-    alias's one poll) asks for it or eBPF is refused, with the reason ("" when asked); an exit
-    code when the command cannot be started (one line said)."""
-    from vmmtui.attach.command import CommandNotFound
-    from vmmtui.trace.polling import PollingTrace
+def _request(args: argparse.Namespace, command: list[str]) -> TraceRequest:
+    from vmmtui.trace.session import TraceRequest
 
-    said = getattr(args, "said_as", "trace")
-    once = getattr(args, "once", False)
-    stdout = 2 if args.json else None  # the stream alone on stdout: the command's goes to 2
-    reason = ""
-    if not (args.poll or once):
-        from vmmtui.trace.loader import ProbeUnavailable, why_not
-        from vmmtui.trace.tracer import Tracer
-
-        reason = why_not() or ""
-        if not reason:
-            tracer = Tracer(
-                command,
-                args.pids,
-                args.all,
-                args.duration,
-                not args.no_cuda,
-                args.libcuda,
-                stdout=stdout,
-                nvml=not args.no_nvml,
-                ring_bytes=args.ring_mb << 20,
-            )
-            try:
-                tracer.start()
-                return tracer, ""
-            except ProbeUnavailable as exc:
-                reason = str(exc)
-            except CommandNotFound as exc:
-                print(f"vmmtui {said}: {exc}", file=sys.stderr)
-                return exc.code
-    polling = PollingTrace(
-        command,
-        args.pids,
+    return TraceRequest(
+        tuple(command),
+        tuple(args.pids),
         args.all,
-        args.duration,
-        args.interval or (0.1 if command else 0.25),
+        args.poll,
+        args.interval,
         not args.no_nvml,
-        stdout=stdout,
-        reason=reason,
-        once=once,
-        leaks=getattr(args, "leaks", False),
+        not args.no_cuda,
+        args.libcuda,
+        args.ring_mb << 20,
+        args.duration,
+        getattr(args, "once", False),
+        getattr(args, "leaks", False),
     )
+
+
+def _start(request: TraceRequest, args: argparse.Namespace):
+    """The running source and why it polls (``TraceRequest.start``), or an exit code when the
+    command cannot be started (one line said)."""
+    from vmmtui.trace.command import CommandNotFound
+    from vmmtui.trace.output import Output
+
+    # under --json the stream is alone on stdout: the command's goes to 2; under the inspector
+    # its stdout and stderr are captured (the screen is the inspector's); else the terminal's
+    stdout: int | Output | None = 2 if args.json else None
+    if _wants_screen(args) and request.command:
+        stdout = Output()
     try:
-        polling.start()
+        return request.start(stdout=stdout)
     except CommandNotFound as exc:
-        print(f"vmmtui {said}: {exc}", file=sys.stderr)
+        print(f"vmmtui {getattr(args, 'said_as', 'trace')}: {exc}", file=sys.stderr)
         return exc.code
-    return polling, reason
 
 
 def _wants_screen(args: argparse.Namespace) -> bool:
@@ -303,21 +302,25 @@ def _wants_screen(args: argparse.Namespace) -> bool:
     return not not_a_terminal() and not (args.json or args.quiet or args.text)
 
 
-def show(stream: Stream, args: argparse.Namespace) -> tuple[int | None, bool]:
+def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
     """The one place a trace's stream (eBPF or polling; ``trace``, ``attach``, ``watch``) is
     rendered to a terminal where the app did not start it (polling, asked or the fallback): the
-    inspector on the source, which gets every event through the stream's recording and
+    inspector runs the session on the source, and every event goes to the recording and the
     exporters. Returns the signal that ended it (Ctrl-C: SIGINT), and whether it stopped the
     command (q while it ran)."""
+    from vmmtui.trace.output import Output
     from vmmtui.tui.trace import TraceApp
 
-    what = " ".join(stream.source.command) if getattr(stream.source, "command", None) else ""
+    what = " ".join(source.command) if getattr(source, "command", None) else ""
+    output = getattr(source, "stdout", None)
     app = TraceApp(
-        stream.source,
+        source,
         title=f"polling · {what or 'pids'}"[:100],
-        sink=stream._tee,
+        sink=tee,
         cast=args.cast,
         started=True,
+        output=output if isinstance(output, Output) else None,
+        never_imported_s=args.never_imported_after,
     )
     try:
         app.run()
@@ -326,101 +329,62 @@ def show(stream: Stream, args: argparse.Namespace) -> tuple[int | None, bool]:
     return app.signalled, app.stopped_command
 
 
-class Stream:
-    """One running trace as the renderers take it: ``events()`` is the whole stream (the source's
-    events, then the ledger's findings each brings), each written to the recording and the
-    exporters as it passes; ``stop()`` ends it. The ledger is folded alongside (``ledger``), so a
-    renderer asking ``worth_a_line`` of an event sees the state before it."""
+class Tee:
+    """What every event of the run also goes to, in the thread that runs it: the recording, the
+    exporters, and the events kept for ``--perfetto`` at the end."""
 
-    def __init__(self, source, args: argparse.Namespace, recorder, sinks: list) -> None:
-        from vmmtui.trace.ledger import Ledger
-        from vmmtui.trace.narration import ProcessNames
+    def __init__(self, recorder, sinks: list, perfetto: bool) -> None:
+        self.recorder, self.sinks, self.perfetto = recorder, sinks, perfetto
+        self.seen: list = []
 
-        self.source, self.recorder, self.sinks = source, recorder, sinks
-        self.perfetto = bool(args.perfetto)
-        self.ledger = Ledger()
-        self.names = ProcessNames()
-        self.seen: list = []  # every event, for --perfetto at the end
-        self.unreadable: set[int] = set()
-        self.leaks = 0
-
-    def _tee(self, e):
+    def __call__(self, e) -> None:
         if self.recorder is not None:
             self.recorder.write(e)
         for sink in self.sinks:
             sink.feed(e)
         if self.perfetto:
             self.seen.append(e)
-        return e
-
-    def events(self, on_batch=None):
-        from vmmtui.stream.events import ProcessUnreadable, WatchFinished
-        from vmmtui.stream.observed import TraceFinished
-
-        for e in self.source.events(on_batch=on_batch):
-            self.names.see(e)
-            if isinstance(e, TraceFinished):
-                for f in self.ledger.finish():
-                    yield self._tee(f)
-                found = len(self.ledger.findings) + self.leaks
-                yield self._tee(dataclasses.replace(e, findings=found))
-                continue
-            if isinstance(e, ProcessUnreadable):
-                self.unreadable.add(e.pid)
-            elif isinstance(e, WatchFinished):
-                self.leaks = e.leaks
-            yield self._tee(e)
-            for said in self.ledger.apply(e):  # findings, and probes
-                yield self._tee(said)
-
-    def stop(self) -> None:
-        self.source.stopping = True
 
 
-def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list) -> int:
+def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list) -> int:
     """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
     command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
+    from vmmtui.trace.output import Output
     from vmmtui.tui.trace import TraceApp
 
     said = getattr(args, "said_as", "trace")
-    seen: list = []
+    tee = Tee(recorder, sinks, bool(args.perfetto))
+    command = list(request.command)
+    # the screen is the inspector's: the command's stdout and stderr are captured, shown on O
+    # and printed once the inspector closes
+    output = Output() if command else None
 
     def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
-        from vmmtui.trace.tracer import Tracer
-
-        return Tracer(
-            command,
-            args.pids,
-            args.all,
-            args.duration,
-            not args.no_cuda,
-            args.libcuda,
-            nvml=not args.no_nvml,
-            ring_bytes=args.ring_mb << 20,
-            quiet=True,  # the screen is the inspector's: the command's output goes nowhere
-        )
-
-    def sink(e) -> None:  # in the tracer's thread
-        if recorder is not None:
-            recorder.write(e)
-        for s in sinks:
-            s.feed(e)
-        if args.perfetto:
-            seen.append(e)
+        return request.tracer(stdout=output)
 
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
-    app = TraceApp(make_tracer, title=f"eBPF · {what}"[:100], sink=sink, cast=args.cast)
+    app = TraceApp(
+        make_tracer,
+        title=f"eBPF · {what}"[:100],
+        sink=tee,
+        cast=args.cast,
+        output=output,
+        never_imported_s=args.never_imported_after,
+    )
     try:
         app.run()
     finally:
         app.end_trace()
         if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
             app.tracer.finished.wait(1.0)
+        if output is not None:
+            output.finish()
+            print_output(output, command, said)
         if recorder is not None:
             recorder.close()
             if recorder.failed:
                 print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-        _close_sinks(sinks, seen if args.perfetto else [], args.perfetto, said)
+        _close_sinks(sinks, tee.seen, args.perfetto, said)
         leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
@@ -432,6 +396,38 @@ def _inspect(args: argparse.Namespace, command: list[str], recorder, sinks: list
     if command and tracer is not None and tracer.exit is not None:
         return tracer.exit.status  # it ended by itself
     return EXIT_OK if not command else EXIT_FAILED
+
+
+def print_output(output, command: list[str], said: str) -> None:
+    """After the inspector: what the command wrote while it had the terminal, as it wrote it
+    (stdout to stdout, stderr to stderr, in the order it came), after one line on stderr that
+    says whose it is and what of it was dropped. Nothing written: nothing said."""
+    from vmmtui.words.names import shown
+    from vmmtui.words.sizes import format_size
+
+    kept = output.kept()
+    if not kept.total:
+        return
+    dropped = (
+        f"; the first {format_size(kept.dropped)} were dropped, the last "
+        f"{format_size(kept.total - kept.dropped)} follow"
+        if kept.dropped
+        else ""
+    )
+    sys.stdout.flush()
+    print(
+        f"vmmtui {said}: the output of {shown(' '.join(command), 120)} while the inspector was "
+        f"open ({format_size(kept.total)}{dropped}):",
+        file=sys.stderr,
+        flush=True,
+    )
+    for chunk in kept.chunks:
+        stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
+        stream.buffer.write(chunk.data)
+        stream.buffer.flush()
+    if not kept.chunks[-1].data.endswith(b"\n"):
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 def _import_the_fold() -> None:
@@ -545,7 +541,7 @@ def _close_sinks(
             print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
 
 
-def _print(stream: Stream, args: argparse.Namespace) -> None:
+def _print(session, args: argparse.Namespace) -> None:
     """The stream as text lines (``--text``, a pipe) or JSON lines (``--json``); ``-q``: only
     the start, the findings and the end."""
     from rich.console import Console
@@ -553,11 +549,11 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
 
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
-    from vmmtui.trace.narration import Bystanders, lines, worth_a_line
+    from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
-    names = stream.names
+    names = ProcessNames()
     bystanders = Bystanders()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
     #: decode of the record behind it)
@@ -584,7 +580,8 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
 
     polling = False
     try:
-        for e in stream.events(on_batch=flush):
+        for e in session.events(on_batch=flush):
+            names.see(e)
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
                 json_lines.append(e.to_json())
                 continue
@@ -592,7 +589,7 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):
                 continue
-            if not worth_a_line(e, stream.ledger):
+            if not worth_a_line(e, session.ledger):
                 continue
             for x in bystanders.see(e):
                 comm = _comm(x.pid, names.comms) if isinstance(x, TraceCall) else ""
@@ -600,7 +597,7 @@ def _print(stream: Stream, args: argparse.Namespace) -> None:
             if isinstance(e, TraceFinished):
                 flush()
                 if not polling:
-                    _summary(console, stream.ledger, names.t0, bystanders.words())
+                    _summary(console, session.ledger, names.t0, bystanders.words())
     finally:
         flush()
 
@@ -666,15 +663,11 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
 
 
 def replay_trace(recording) -> int:
-    """A trace recording, printed as the live trace printed it (the ledger folded again)."""
+    """A trace recording, printed as the live trace printed it (the session run again on it)."""
     from rich.console import Console
 
-    from vmmtui.stream.observed import (
-        LedgerFinding,
-        TraceFinished,
-    )
-    from vmmtui.trace.ledger import Ledger
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines
+    from vmmtui.trace.session import TraceSession
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
@@ -682,21 +675,11 @@ def replay_trace(recording) -> int:
         style="bold",
         markup=False,  # the title and the machine are the recording's words, not markup
     )
-    ledger, names, bystanders = Ledger(), ProcessNames(), Bystanders()
-    for e in recording.events:
+    session, names, bystanders = TraceSession.replay(recording.events), ProcessNames(), Bystanders()
+    for e in session.events():
         names.see(e)
-        if isinstance(e, LedgerFinding):
-            continue  # folded again below, from the calls
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)
-        if isinstance(e, TraceFinished):
-            continue
-        for f in ledger.apply(e):
-            for line in lines(f, names.t0):
-                console.print(line)
-    for f in ledger.finish():
-        for line in lines(f, names.t0):
-            console.print(line)
-    _summary(console, ledger, names.t0, bystanders.words())
+    _summary(console, session.ledger, names.t0, bystanders.words())
     return EXIT_OK

@@ -20,12 +20,8 @@ example:
 """
 
 
-def add_parser(sub) -> None:
-    w = sub.add_parser(
-        "watch",
-        help="run a command and follow the GPU memory, memfds, shm and fds its processes "
-        "share by polling /proc (= `vmmtui trace --poll -- CMD`; exit code: the command's)",
-    )
+def add_arguments(w: argparse.ArgumentParser) -> None:
+    """``vmmtui watch``'s options, on the parser the command line made for it."""
     w.add_argument(
         "--json",
         action="store_true",

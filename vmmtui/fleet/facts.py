@@ -1,8 +1,10 @@
 """What a node agent reports, folded from the one event stream: ``facts = fold(events)``.
 
 Trace events go through the :class:`~vmmtui.trace.ledger.Ledger` (who exported, sent, took,
-imported and released what); attach's polling events add what only a scan of ``/proc`` and
-``/dev/shm`` can see (leaked shm and socket files, NVML's charge). The exporters (Prometheus,
+imported and released what: state only); the findings are the stream's own (the trace
+session's, as the end line and ``--json`` count them), never found a second time here. Polling's
+events add what only a scan of ``/proc`` and ``/dev/shm`` can see (leaked shm and socket files,
+NVML's charge). The exporters (Prometheus,
 OpenTelemetry) read :class:`SharingFacts` and nothing else, so a recording replays into the same
 numbers as the live agent. No Textual and no prometheus-client here: the numbers are plain data.
 """
@@ -13,10 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, SharedFile
+from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
     LedgerFinding,
+    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
@@ -90,6 +93,11 @@ class SharingFacts:
     polled_shares: Counter[str] = field(default_factory=Counter)
     procs: dict[int, ProcessLabel] = field(default_factory=dict)
     proc_root: Path = Path("/proc")
+    #: every finding of the run by kind (shares included): the stream's, and polling's leftover
+    #: files and unreadable processes; the count ``TraceFinished.findings`` says
+    findings: Counter[str] = field(default_factory=Counter)
+    #: exporter pid → the bytes its exported memory pins now (the stream's ``PinnedBytes``)
+    pinned: dict[int, int] = field(default_factory=dict)
 
     def feed(self, e: Event) -> None:
         self.events += 1
@@ -97,10 +105,14 @@ class SharingFacts:
             self.mode = e.mode
         if isinstance(e, TraceLost):
             self.lost += e.count
-        for f in self.ledger.apply(e):
-            if isinstance(f, LedgerFinding):  # a probe (failed by design) is no finding
-                self._finding(f)
-        if isinstance(e, CallRefused):
+        self.ledger.apply(e)  # the state; its findings are the stream's (below)
+        if isinstance(e, PinnedBytes):
+            self.pinned[e.pid] = e.bytes
+        elif isinstance(e, LedgerFinding):
+            self._finding(e)
+        elif isinstance(e, ProcessUnreadable):
+            self.findings["unreadable"] += 1
+        elif isinstance(e, CallRefused):
             self.refused[(shown(e.call, 40), refusal_reason(e))] += 1
         elif isinstance(e, ProcessForked):
             self._label(e.child, e.comm)
@@ -109,22 +121,25 @@ class SharingFacts:
         elif isinstance(e, ProcessSeen):
             self.mode = self.mode or "polling"
             self._label(e.pid, e.name)
-        elif isinstance(e, Leak) and e.kind in ("shm-file", "socket-file"):
-            self.leaked_files[e.kind] += 1
+        elif isinstance(e, Leak):
+            self.findings[str(e.kind)] += 1
+            if e.kind in ("shm-file", "socket-file"):
+                self.leaked_files[e.kind] += 1
         elif isinstance(e, FdOpened) and e.how == "arrived":
             self.polled_transfers += 1
         elif isinstance(e, SharedFile) and len({h.pid for h in e.holders}) >= 2:
             self.polled_shares[shown(e.kind, 16)] += 1
 
     def finish(self) -> None:
-        for f in self.ledger.finish():
-            self._finding(f)
+        """The run ended: the state settles (the end's findings came in the stream)."""
+        self.ledger.finish()
 
     def lost_by_cpu(self) -> dict[int, int]:
         """Records lost on each CPU (-1: a loss whose CPU is not known)."""
         return dict(self.ledger.losses.by_cpu)
 
     def _finding(self, f: LedgerFinding) -> None:
+        self.findings[f.kind] += 1
         if f.kind == "unknown":
             self.unknown += 1
         elif f.kind == "in-flight":

@@ -100,6 +100,13 @@ class LedgerCollector:
                     f.orphaned_bytes(),
                 ),
                 (
+                    Gauge,
+                    "vmmtui_pinned_bytes",
+                    "Bytes an exporter's exported memory pins now (its own handle or an "
+                    "importer's open or mapping keeps it alive), by exporter",
+                    dict(f.pinned),
+                ),
+                (
                     Counter,
                     "vmmtui_received_fds_never_closed",
                     "Received or taken fds a process held until it exited",
@@ -162,8 +169,17 @@ class LedgerCollector:
                 "Fds the kernel found still queued when their socket was released (never received)",
             )
             in_flight.add_metric([], f.in_flight)
+            found = Counter(
+                "vmmtui_findings",
+                "Every finding of the run by kind, shares and imports included (the count the "
+                "trace's end line and --json say)",
+                labels=["kind"],
+            )
+            for kind, n in sorted(f.findings.items()):
+                found.add_metric([kind], n)
         yield from families
         yield from (refused, transfers, shares, leaked, events, lost, lost_cpu, unknown, in_flight)
+        yield found
 
 
 @dataclass

@@ -8,6 +8,8 @@ appended, in constant time per event. No Textual here.
 
 from __future__ import annotations
 
+from vmmtui.model.findings import GOOD
+from vmmtui.model.interest import Interest
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
     Event,
@@ -23,25 +25,17 @@ from vmmtui.stream.events import (
 )
 from vmmtui.stream.observed import (
     CudaCall,
-    FdCloseCall,
-    FdDuplicated,
-    FdsReceived,
-    FdsSent,
     FdTaken,
     LedgerFinding,
     MemfdCreated,
     ProcessExit,
     ProcessForked,
-    TraceCall,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import base_name
 
 #: polling events that are a change of their own (a frame)
 _POLL_FRAMES = (ProcessSeen, ProcessGone, FdOpened, FdClosed, SharedFile)
-_EXPORTS = ("cuMemExportToShareableHandle", "cuMemPoolExportToShareableHandle")
-#: finding kinds that are good news (a frame with another kind is marked on the bar)
-GOOD = ("shared", "imported")
 
 
 class CallTimeline:
@@ -57,8 +51,8 @@ class CallTimeline:
         self.pids: list[int] = [0]
         self.plan: list[tuple[str, str]] = []
         self.closing_from: int | None = None
-        #: fds of interest now, per process (the fold's rule for a call that matters)
-        self._held: dict[int, set[int]] = {}
+        #: which calls matter (the model's one rule: the panels' call rows and log lines too)
+        self.interest = Interest()
         #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
         #: (``trace -p``: their fds, their shares) is part of the frame it comes in
         self.ebpf = False
@@ -81,35 +75,10 @@ class CallTimeline:
                     frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"
 
     def _matters(self, e: Event) -> bool:
-        if isinstance(e, TraceCall):
-            held = self._held.setdefault(e.pid, set())
-            if isinstance(e, FdCloseCall):
-                if e.call == "close_range":
-                    hit = {fd for fd in held if e.fd <= fd <= e.last}
-                else:
-                    hit = {e.fd} & held
-                if hit and e.result >= 0:
-                    held -= hit
-                return bool(hit)
-            if isinstance(e, FdDuplicated):
-                if e.old not in held:
-                    return False
-                if e.fd >= 0:
-                    held.add(e.fd)
-            elif isinstance(e, MemfdCreated | FdTaken) and e.fd >= 0:
-                held.add(e.fd)
-            elif isinstance(e, FdsReceived | FdsSent):
-                held.update(e.fds)
-            elif isinstance(e, CudaCall) and e.fd >= 0 and e.result == 0:
-                if base_name(e.func) in _EXPORTS:
-                    held.add(e.fd)
-            elif isinstance(e, ProcessForked):
-                self._held[e.child] = set(held)
-            elif isinstance(e, ProcessExit):
-                held.clear()
-            return True
         if isinstance(e, TraceStarted):
             self.ebpf = e.mode == "ebpf"
+        if self.interest.see(e):  # a call that matters: the programs panel's rule too
+            return True
         return isinstance(e, _POLL_FRAMES) and not self.ebpf
 
     # -- the Timeline interface --------------------------------------------------------------------
@@ -150,6 +119,14 @@ def _what(e: Event) -> str:
         }.get(type(e), type(e).__name__)
     )
     return f"[{pid}] {name}" if pid else name
+
+
+def trace_timeline(events: list[Event]) -> CallTimeline:
+    """A trace recording's frames, its findings found again by the trace session (as the live
+    trace found them, in today's words): the replay, its page and ``--step`` count these."""
+    from vmmtui.trace.session import refold
+
+    return CallTimeline(refold(events))
 
 
 def is_trace(events: list[Event]) -> bool:

@@ -73,6 +73,12 @@ def _maker(cls: type) -> Callable[[Any], dict[str, Any]]:
     return eval(source, {"_value": _value, "V": VERSION, "N": cls.__name__})  # noqa: S307
 
 
+def base_name(func: str) -> str:
+    """A CUDA function without its version or per-thread-stream suffix (cuMemFreeAsync_ptsz →
+    cuMemFreeAsync): what a ``CudaCall`` did, whichever entry point it came through."""
+    return func.removesuffix("_ptsz").removesuffix("_v2")
+
+
 #: each class's ``to_json`` (events) or JSON object (the small dataclasses in them), made once
 _JSON_MAKERS: dict[tuple[type, bool], Callable[[Any], str]] = {}
 
@@ -382,10 +388,12 @@ class TraceFinished(TraceEvent):
     events: int
     lost: int
     seconds: float
-    #: every finding the ledger said (shares included): the lines the text printed
+    #: every finding (shares included; ``TraceSession.count``): the one count every renderer says
     findings: int = 0
     #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
     mode: str = "ebpf"
+    #: of the findings, the ones to look at (not a share or an import)
+    problems: int = 0
 
 
 @dataclass(frozen=True)
@@ -477,3 +485,32 @@ class LedgerFinding(TraceEvent):
     lost: int = 0
     lost_first_ns: int = 0
     lost_last_ns: int = 0
+    #: what matched the two sides of a share or an import (``model.findings.Proof``): ``struct
+    #: file``, ``kcmp``, ``handle bytes``, ``export data``; "" where nothing was matched
+    proof: str = ""
+    #: the road a share or an import took (``model.roads.Road``: ``scm-rights``, ``pidfd-getfd``,
+    #: ``legacy-ipc``, ``pool-export-data``, ``fabric``, ``kcmp``) and the handle type at each end
+    #: (``model.roads.HandleType``); "" where not known
+    road: str = ""
+    exported_as: str = ""
+    imported_as: str = ""
+
+
+@dataclass(frozen=True)
+class PinnedBytes(TraceEvent):
+    """The bytes ``pid``'s exported memory pins now (its handle or an importer's keeps it alive),
+    made by the ledger's refcount book whenever the number changes: one buffer more per step is a
+    leak seen at step 2."""
+
+    pid: int
+    ktime: int
+    bytes: int
+    buffers: int
+
+
+@dataclass(frozen=True)
+class TraceClock(TraceEvent):
+    """The kernel's clock while nothing else happens (once a second, eBPF): what waits on time
+    (an export no one imported) is decided live in a quiet run."""
+
+    ktime: int

@@ -1,7 +1,7 @@
 """Dying with the process that started us: the kernel's parent-death signal, in one place.
 
 A worker dies with its session, a traced command's first process with its tracer
-(``vmmtui.attach.command``), and a page's inspector (``vmmtui serve``) with its server, by
+(``vmmtui.trace.command``), and a page's inspector (``vmmtui serve``) with its server, by
 PR_SET_PDEATHSIG = SIGKILL, which the kernel delivers however the parent ends (kill -9 included)
 and even to a SIGSTOPped child. A process killed that way runs no cleanup of its own: what it
 started dies the same way, and the producer's reaper removes the session directory.

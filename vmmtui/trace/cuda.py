@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vmmtui.stream.observed import base_name
+
 if TYPE_CHECKING:
     from vmmtui.stream.observed import CudaCall
 
@@ -47,11 +49,6 @@ FUNCS = (
     "cuMemAllocFromPoolAsync_ptsz",
     "cuMemFreeAsync_ptsz",
 )
-
-
-def base_name(func: str) -> str:
-    """The function without its version or per-thread-stream suffix (cuMemFreeAsync_ptsz → cuMemFreeAsync)."""
-    return func.removesuffix("_ptsz").removesuffix("_v2")
 
 
 PLACES = (

@@ -24,7 +24,7 @@ class Follower(Tracer):
     """Follows the pids it is given (``take``); ``drain`` returns what the kernel recorded."""
 
     def __init__(self) -> None:
-        super().__init__(pids=[], cuda=True, nvml=False, quiet=True, ring_bytes=RING_BYTES)
+        super().__init__(pids=[], cuda=True, nvml=False, ring_bytes=RING_BYTES)
         self._start_ns = time.monotonic_ns()
 
     def take(self, pid: int) -> None:

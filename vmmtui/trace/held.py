@@ -5,15 +5,19 @@ memfd, a /dev/shm file, a dma-buf): the memory lives on until the last fd and ma
 receive or take it; ``possible-held-after-exporter-died`` when they shared it before the trace
 began (frame 0 of ``trace -p``: kcmp proves one open file, not which of them made it). Files of
 CUDA allocations and pools are judged by their imports (``Ledger._exporter_died``). No /proc here:
-everything comes from the ledger's fold.
+everything comes from the ledger's fold. Also the shares of such a file that kcmp proved
+(``kcmp_shares``: polling, ``trace -p``'s frame 0).
 """
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING
 
+from vmmtui.model.ends import End
+from vmmtui.model.findings import Proof
+from vmmtui.stream.events import SharedFile
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
+from vmmtui.trace.words import ended_words
 
 if TYPE_CHECKING:
     from vmmtui.trace.entries import Holding
@@ -23,16 +27,6 @@ if TYPE_CHECKING:
 def shown_kind(target: str) -> str:
     """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
     return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
-
-
-def exit_words(status: int) -> str:
-    """How a process ended, from its wait status (``ProcessExit.code``)."""
-    if status & 0x7F:
-        try:
-            return f"was killed by {signal.Signals(status & 0x7F).name}"
-        except ValueError:
-            return f"was killed by signal {status & 0x7F}"
-    return f"exited with code {status >> 8 & 0xFF}"
 
 
 def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]:
@@ -67,7 +61,7 @@ def _held_after_exit(
     before = ledger.shared_before.get(h.file)
     made = ledger.name(h.file)
     name = f"memfd:{made}" if made else (before.target if before else "") or "open file"
-    how = exit_words(e.code)
+    how = ended_words(End.of_status(e.code))
     if known:
         return LedgerFinding(
             "held-after-exporter-died",
@@ -93,3 +87,34 @@ def _held_after_exit(
         peer=e.pid,
         file=h.file,
     )
+
+
+#: the kinds of open file whose sharing (kcmp) is a share of memory
+SHARED_MEMORY = ("memfd", "shm", "dmabuf")
+
+
+def kcmp_shares(
+    e: SharedFile, name: str, said: set[tuple[int, int, int, int]]
+) -> list[LedgerFinding]:
+    """A share of memory (a memfd, a /dev/shm file, a dma-buf) kcmp proved: a ``shared`` finding
+    for each holder after the first, once (``said``: the (dev, ino, pid, fd) already found)."""
+    if e.kind not in SHARED_MEMORY:
+        return []
+    first, out = e.holders[0], []
+    for h in e.holders:
+        key = (e.dev, e.ino, h.pid, h.fd)
+        if h.pid == first.pid or key in said:
+            continue
+        said.add(key)
+        out.append(
+            LedgerFinding(
+                "shared",
+                h.pid,
+                f"fd {h.fd} = pid {first.pid}'s fd {first.fd}",
+                f"one open {e.kind} file, the same description in both (kcmp)",
+                peer=first.pid,
+                file=name,
+                proof=Proof.KCMP,
+            )
+        )
+    return out

@@ -23,6 +23,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
+from vmmtui.model.ends import End
+from vmmtui.model.findings import Proof
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -41,11 +43,11 @@ from vmmtui.stream.observed import (
     ProcessExit,
     ProcessForked,
     QueuedAtRelease,
-    SocketEnd,
     TraceLost,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import base_name, cuda_cause, cuda_fix
+from vmmtui.trace.cuda import cuda_cause, cuda_fix
 from vmmtui.trace.entries import (
     Allocation,
     Early,
@@ -63,28 +65,16 @@ from vmmtui.trace.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.trace.held import exit_words, files_held_after_exit
+from vmmtui.trace.held import files_held_after_exit, kcmp_shares
 from vmmtui.trace.matching import SendQueue, destination, receiver
 from vmmtui.trace.order import WINDOW_NS
 from vmmtui.trace.probes import FABRIC, probe_of
 from vmmtui.trace.probes import Context as ProbeContext
 from vmmtui.trace.unreceived import dropped
+from vmmtui.trace.words import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
-#: CU_MEM_HANDLE_TYPE_* bits
-HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}
-
-
-def handle_type_names(bits: int) -> list[str]:
-    return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
-
-
-def socket_words(s: SocketEnd) -> str:
-    if s.family != "unix":
-        return f"a {s.family} socket"
-    name = f" {s.name}" if s.name else ""
-    return f"unix socket{name} (inode {s.ino}{f', peer {s.peer_ino}' if s.peer_ino else ''})"
 
 
 class Ledger:
@@ -124,6 +114,8 @@ class Ledger:
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
         self.shared_before: dict[str, SharedFile] = {}
         self._handlers: dict[type, Callable[[Any, list], None] | None] = {}
+        #: (dev, ino, pid, fd) of the kcmp shares already found
+        self._kcmp_said: set[tuple[int, int, int, int]] = set()
         #: pools by (pid, CUmemoryPool), created or imported (an import maps to its PoolImport)
         self.pools: dict[tuple[int, int], Pool] = {}
         self.pool_imports: dict[tuple[int, int], tuple[Pool | None, PoolImport]] = {}
@@ -138,13 +130,13 @@ class Ledger:
         return [h for h in self.holdings.values() if h.file == file]
 
     def allocation_of_file(self, file: str) -> Allocation | None:
-        for a in self.allocations.values():
+        for a in reversed(self.allocations.values()):  # the newest: the kernel reuses a freed file
             if any(f == file for _, f in a.exported):
                 return a
         return None
 
     def pool_of_file(self, file: str) -> Pool | None:
-        for p in self.pools.values():
+        for p in reversed(self.pools.values()):  # the newest, as for allocations
             if any(f == file for _, f in p.exported):
                 return p
         return None
@@ -334,21 +326,23 @@ class Ledger:
             self._close(e.pid, e.fd, 0)
 
     def _on_SharedFile(self, e: SharedFile, out: list) -> None:
-        """One open file description held by several processes (kcmp): their ``present`` fds get
-        one name, so an exit can tell who still holds what the dead one shared."""
+        """One open file description held by several processes (kcmp): a share of memory (a
+        memfd, a /dev/shm file, a dma-buf) is a ``shared`` finding proven by kcmp, once per
+        holder; their ``present`` fds get one name, so an exit can tell who still holds what the
+        dead one shared."""
         if e.same_description is not True or len({h.pid for h in e.holders}) < 2:
             return
+        first = e.holders[0]
         held = [self.holdings.get((h.pid, h.fd)) for h in e.holders]
         present = [h for h in held if h is not None and h.how == "present"]
-        if not present:
-            return
-        name = next((h.file for h in present if h.file), "")
-        if not name:
-            first = e.holders[0]
-            name = f"kcmp:{e.dev}:{e.ino}:{first.pid}:{first.fd}"
-        for h in present:
-            h.file = name
-        self.shared_before[name] = e
+        name = next((h.file for h in present if h.file), "") or (
+            f"kcmp:{e.dev}:{e.ino}:{first.pid}:{first.fd}"
+        )
+        out += kcmp_shares(e, name, self._kcmp_said)
+        for kept in present:
+            kept.file = name
+        if present:
+            self.shared_before[name] = e
 
     def _on_ProcessForked(self, e: ProcessForked, out: list) -> None:
         self._proc(e.child).ppid = e.pid
@@ -495,6 +489,7 @@ class Ledger:
                 ktime=at,
                 peer=sent.pid,
                 file=file,
+                proof=Proof.STRUCT_FILE,
             )
         )
 
@@ -520,6 +515,7 @@ class Ledger:
                 ktime=e.ktime,
                 peer=target,
                 file=file,
+                proof=Proof.STRUCT_FILE if file else Proof.NONE,
             )
         )
 
@@ -592,6 +588,7 @@ class Ledger:
                     ktime=e.ktime,
                     peer=a.pid if a else 0,
                     file=file,
+                    proof=Proof.STRUCT_FILE if a else Proof.NONE,
                 )
             )
         elif f == "cuMemMap":
@@ -635,6 +632,7 @@ class Ledger:
                     f"{who} (matched by the 64 handle bytes)",
                     ktime=e.ktime,
                     peer=x.pid if x else 0,
+                    proof=Proof.HANDLE_BYTES if x else Proof.NONE,
                 )
             )
         elif f == "cuIpcCloseMemHandle":
@@ -677,6 +675,7 @@ class Ledger:
                     ktime=e.ktime,
                     peer=p.pid if p else 0,
                     file=file,
+                    proof=Proof.STRUCT_FILE if p else Proof.NONE,
                 )
             )
         elif f == "cuMemPoolExportPointer":
@@ -700,6 +699,7 @@ class Ledger:
                     f"{who} (matched by the 64 export bytes)",
                     ktime=e.ktime,
                     peer=px.pid if px else 0,
+                    proof=Proof.EXPORT_DATA if px else Proof.NONE,
                 )
             )
         elif f == "cuMemFreeAsync":
@@ -854,7 +854,7 @@ class Ledger:
                             "held-after-exporter-died",
                             imp.pid,
                             f"still holds pid {e.pid}'s memory",
-                            f"pid {e.pid} (the exporter) {exit_words(e.code)}; pid {imp.pid}'s "
+                            f"pid {e.pid} (the exporter) {ended_words(End.of_status(e.code))}; pid {imp.pid}'s "
                             f"imported handle {imp.handle:#x} keeps the {a.size or '?'}-byte "
                             "allocation alive (the driver frees it only when every handle is released)",
                             "release the import when the exporter goes (watch its pidfd or socket)",
@@ -874,7 +874,7 @@ class Ledger:
                             "held-after-exporter-died",
                             o.pid,
                             f"still maps pid {e.pid}'s memory (legacy IPC)",
-                            f"pid {e.pid} {exit_words(e.code)}; pid {o.pid}'s IPC mapping at "
+                            f"pid {e.pid} {ended_words(End.of_status(e.code))}; pid {o.pid}'s IPC mapping at "
                             f"{o.ptr:#x} keeps the memory alive",
                             "cuIpcCloseMemHandle when the exporter goes",
                             e.ktime,
@@ -893,7 +893,7 @@ class Ledger:
                             "held-after-exporter-died",
                             held.pid,
                             f"still holds pid {e.pid}'s pool memory",
-                            f"pid {e.pid} (the exporter) {exit_words(e.code)}; pid {held.pid}'s "
+                            f"pid {e.pid} (the exporter) {ended_words(End.of_status(e.code))}; pid {held.pid}'s "
                             f"imported pool pointer {held.ptr:#x} keeps the allocation alive",
                             "cuMemFreeAsync the imported pointer when the exporter goes",
                             e.ktime,

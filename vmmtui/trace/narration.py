@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from vmmtui.model.ends import End
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.observed import (
     CallRefused,
@@ -34,10 +35,11 @@ from vmmtui.stream.observed import (
     TraceFinished,
     TraceLost,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import CUDA_ERRORS, base_name
-from vmmtui.trace.ledger import handle_type_names, socket_words
+from vmmtui.trace.cuda import CUDA_ERRORS
 from vmmtui.trace.probes import classify
+from vmmtui.trace.words import end_words, handle_type_names, road_words, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
 
@@ -139,9 +141,7 @@ def call_words(e: Event) -> str | None:
     if isinstance(e, ProcessExec):
         return f"exec {shown(e.filename)}"
     if isinstance(e, ProcessExit):
-        return (
-            f"exit (status {e.code >> 8 if not e.code & 0x7F else 'signal ' + str(e.code & 0x7F)})"
-        )
+        return f"exit: {end_words(End.of_status(e.code))}"
     if isinstance(e, CudaCall):
         return cuda_words(e)
     return None
@@ -255,6 +255,8 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         else:
             text = Text(f"    {mark} {e.kind}: pid {e.pid} {e.what}: {shown(e.detail, 400)}", style)
+        if e.road or e.exported_as:
+            text.append(f" · {road_words(e.road, e.exported_as, e.imported_as)}", "cyan")
         if e.fix:
             text.append(f" — fix: {e.fix}", "dim")
         return [text]
@@ -284,14 +286,15 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             Text(
                 f"vmmtui trace: {counted}, "
                 f"{e.findings} finding{'s' if e.findings != 1 else ''}"
+                + (f" ({e.problems} to look at)" if e.problems else "")
                 + (f"; the command ended with {how}" if how else ""),
                 "bold",
             )
         ]
     if isinstance(e, AttachEvent | Notice) and not isinstance(e, TraceEvent):
         from vmmtui.words.narration import (
-            attach_lines,  # what polling (and the trace's frame 0) saw
-        )
+            attach_lines,
+        )  # what polling (and the trace's frame 0) saw
 
         return attach_lines(e)
     words = call_words(e)

@@ -1,7 +1,7 @@
 """``vmmtui trace --poll``: the trace's event stream, made by polling /proc instead of eBPF.
 
 Where eBPF is refused (no root, no BTF, no libbpf) or ``--poll`` asks for it, the same command
-follows the same targets with attach's engine (``vmmtui.attach.follow.Follower``: fd tables, kcmp,
+follows the same targets with attach's engine (``vmmtui.trace.procfs.follow.Follower``: fd tables, kcmp,
 maps, sockets, NVML) and emits onto the same stream: ``TraceStarted(mode="polling")``, the attach
 events of each poll, at the end the fd tables, leftover files, what polling may have missed and a
 ``WatchFinished`` summary, then ``TraceFinished``. The object has the ``Tracer``'s interface
@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from vmmtui.attach.command import killed_words
-from vmmtui.attach.follow import Follower
-from vmmtui.attach.leaks import leftover_files
-from vmmtui.attach.scan import children, holders_of_memory
-from vmmtui.attach.watch import Watch
 from vmmtui.stream.events import Event, Notice, WatchFinished
 from vmmtui.stream.observed import TraceFinished, TraceStarted
+from vmmtui.trace.command import killed_words
+from vmmtui.trace.output import Output
+from vmmtui.trace.procfs.follow import Follower
+from vmmtui.trace.procfs.leaks import leftover_files
+from vmmtui.trace.procfs.scan import children, holders_of_memory
+from vmmtui.trace.procfs.watch import Watch
 
 #: how often ``--all`` looks for new processes holding shared memory
 RESCAN_S = 1.0
@@ -64,7 +65,7 @@ class PollingTrace:
         duration: float | None = None,
         interval: float = 0.25,
         nvml: bool = True,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
         reason: str = "",
         once: bool = False,
         leaks: bool = False,
@@ -91,7 +92,7 @@ class PollingTrace:
         return self.watch.exit if self.watch is not None else None
 
     def start(self) -> None:
-        """Start the command (``vmmtui.attach.watch.CommandNotFound``: 127/126 and one line) or
+        """Start the command (``vmmtui.trace.procfs.watch.CommandNotFound``: 127/126 and one line) or
         take the targets."""
         if self.command:
             self.watch = Watch(self.command, self.interval, self.use_nvml, self.stdout)

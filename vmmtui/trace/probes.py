@@ -16,8 +16,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
-from vmmtui.trace.cuda import base_name
+from vmmtui.stream.observed import (
+    CapabilityProbe,
+    CudaCall,
+    LedgerFinding,
+    TraceFinished,
+    base_name,
+)
 
 #: CUmemAllocationHandleType's fabric bit
 FABRIC = 8

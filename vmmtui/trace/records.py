@@ -30,8 +30,9 @@ from vmmtui.stream.observed import (
     QueuedAtRelease,
     SocketEnd,
     TraceCall,
+    base_name,
 )
-from vmmtui.trace.cuda import FUNCS, base_name
+from vmmtui.trace.cuda import FUNCS
 
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)

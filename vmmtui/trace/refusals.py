@@ -16,11 +16,11 @@ from __future__ import annotations
 import errno
 import os
 
-from vmmtui.attach.preflight import SCM_ROAD
 from vmmtui.backends.pidfd import CAP_SYS_PTRACE, Creds, PtraceRules, is_ancestor, ptrace_rules
 from vmmtui.backends.pidfd import creds_of as _creds_of
 from vmmtui.backends.pidfd import ptrace_scope as _ptrace_scope
 from vmmtui.stream.observed import CallRefused, ProcessFacts, RefusalCheck
+from vmmtui.trace.procfs.preflight import SCM_ROAD
 
 #: said where the ptrace rules alone refused: SCM_RIGHTS needs none of them
 SCM_WORKS = "SCM_RIGHTS over a Unix socket would work here: it needs no ptrace access"

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from vmmtui.attach.command import Command, Exit, descendants, killed_words
 from vmmtui.stream.events import Event, Notice
 from vmmtui.stream.observed import (
     FdTaken,
@@ -28,14 +27,17 @@ from vmmtui.stream.observed import (
     ProcessForked,
     ProcessIdentity,
     TraceCall,
+    TraceClock,
     TraceFinished,
     TraceLost,
     TraceStarted,
 )
+from vmmtui.trace.command import Command, Exit, descendants, killed_words
 from vmmtui.trace.cuda import FUNCS, find_libcuda
 from vmmtui.trace.identity import identity_of
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
+from vmmtui.trace.output import Output
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
 from vmmtui.words.names import shown
@@ -96,16 +98,15 @@ class Tracer:
         duration: float | None = None,
         cuda: bool = True,
         libcuda: str | None = None,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
         nvml: bool = True,
         ring_bytes: int = RING_BYTES,
-        quiet: bool = False,
     ) -> None:
         self.command = command or []
         self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
-        self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
-        #: the command's stdin, stdout and stderr go to /dev/null (the inspector owns the terminal)
-        self.quiet = quiet
+        #: the command's stdout: 2 under --json (vmmtui's stdout is the stream); an ``Output``
+        #: under the inspector (it owns the terminal: stdout and stderr are captured)
+        self.stdout = stdout
         self.pids = list(pids or [])
         self.everything = everything
         self.duration = duration
@@ -203,13 +204,7 @@ class Tracer:
         """Start the command behind a gate (/bin/sh waits for one line, then execs it in place:
         same pid), so that the kernel follows it from its first instruction."""
         assert self.probe is not None
-        self.tree = Command(
-            self.command,
-            gate=True,
-            stdin=subprocess.DEVNULL if self.quiet else None,
-            stdout=subprocess.DEVNULL if self.quiet else self.stdout,
-            stderr=subprocess.DEVNULL if self.quiet else None,
-        )
+        self.tree = Command(self.command, gate=True, stdout=self.stdout)
         self.proc = self.tree.start()
         self.probe.follow(self.proc.pid)
         self.alive.add(self.proc.pid)
@@ -292,6 +287,9 @@ class Tracer:
                 if time.monotonic() - last_check > 1.0:
                     last_check = time.monotonic()
                     self._recheck_alive()
+                    # the kernel's clock (CLOCK_MONOTONIC, as bpf_ktime_get_ns): what waits on
+                    # time is decided in a quiet run too
+                    yield from self.order.push(TraceClock(time.monotonic_ns()))
                 if self._done(t0):
                     break
             self._stop_reader()
@@ -329,7 +327,7 @@ class Tracer:
         """What running pids already hold and share when the trace starts (frame 0), read as
         attach reads it: fds, kcmp shares, mapped memfds and /dev/shm, NVML. The probe is attached
         first, so a call made meanwhile waits in the ring buffer and follows these events."""
-        from vmmtui.attach.follow import Follower
+        from vmmtui.trace.procfs.follow import Follower
 
         yield Notice(ALREADY_TRUE)
         f = Follower(set(self.alive), use_nvml=self.use_nvml)

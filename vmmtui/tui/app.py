@@ -23,7 +23,6 @@ from textual.message import Message
 from vmmtui.backends import Choice
 from vmmtui.plan.config import SEED_SHAPE, SessionConfig
 from vmmtui.record.timeline import Timeline
-from vmmtui.render.transcript import Transcript
 from vmmtui.stream.events import (
     Event,
     FdSnapshot,
@@ -48,6 +47,7 @@ from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder
+    from vmmtui.render.transcript import Transcript
     from vmmtui.session import Session
     from vmmtui.tui.widgets.process_panel import ProcessPanel
 
@@ -102,7 +102,11 @@ class InspectorApp(Viewer):
         self.start_error: str | None = None
         self.ever_started = False
         self.screenshots = Path(screenshots) if screenshots else None
-        self.transcript = Transcript(transcript) if transcript else None
+        self.transcript: Transcript | None = None
+        if transcript:  # --transcript alone needs the writer (and its words for each step)
+            from vmmtui.render.transcript import Transcript
+
+            self.transcript = Transcript(transcript)
         self.record_path = record
         self.recorder: Recorder | None = None
         self.start_session = start_session

@@ -86,11 +86,11 @@ def draw_frames(
 
 def steps_of(recording: Recording) -> int:
     """How many steps the page's bar counts: the plan's, or a trace's calls."""
-    from vmmtui.record.calls import CallTimeline
+    from vmmtui.record.calls import trace_timeline
     from vmmtui.tui.replay import is_trace_recording
 
     if is_trace_recording(recording):
-        return CallTimeline(recording.events).frames[-1].steps
+        return trace_timeline(recording.events).frames[-1].steps
     return len(Timeline(recording.events).plan)
 
 

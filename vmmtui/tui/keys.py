@@ -183,6 +183,26 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
     (Binding("s", "screenshot", "Screenshot", tooltip="save an SVG screenshot"), BOTH),
     (
         Binding(
+            "O",
+            "output",
+            "Output",
+            tooltip="the traced command's own output: its stdout and stderr, kept while the "
+            "inspector has the terminal (printed too when it closes)",
+        ),
+        frozenset({TRACE}),
+    ),
+    (
+        Binding(
+            "m",
+            "more",
+            "More",
+            tooltip="a trace: open/close the list of the processes without a panel (wrappers, "
+            "helpers); tab reaches it too",
+        ),
+        frozenset({REPLAY, TRACE}),
+    ),
+    (
+        Binding(
             "o",
             "sort",
             "Sort",

@@ -4,18 +4,21 @@ the state of each frame of the recorded events, forward and back."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from vmmtui.plan.config import SessionConfig
 from vmmtui.record import Recording, Timeline
-from vmmtui.record.calls import CallTimeline, is_trace
-from vmmtui.record.notes import Notes
-from vmmtui.render.transcript import Transcript
+from vmmtui.record.calls import CallTimeline, is_trace, trace_timeline
 from vmmtui.stream.events import SessionStarted
 from vmmtui.tui.keys import REPLAY, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
+
+if TYPE_CHECKING:  # --notes and --transcript alone need them: imported there
+    from vmmtui.record.notes import Notes
+    from vmmtui.render.transcript import Transcript
 
 
 def config_of(recording: Recording) -> SessionConfig:
@@ -71,7 +74,7 @@ class ReplayApp(Viewer):
     ):
         config = config_of(recording)
         if is_trace_recording(recording):  # a trace's calls are its frames
-            frames = FrameStates(CallTimeline(recording.events), ScreenState.for_programs())
+            frames = FrameStates(trace_timeline(recording.events), ScreenState.for_programs())
         else:
             blank = ScreenState.blank(
                 config.consumers, config.scenario, config.mechanism, config.direction
@@ -121,6 +124,8 @@ class ReplayApp(Viewer):
 
     def on_mount(self) -> None:  # after Viewer.on_mount (handlers run for each class)
         if self.transcript_path:  # the transcript of a replay is the recording's, whole
+            from vmmtui.render.transcript import Transcript
+
             transcript = Transcript(self.transcript_path)
             write_with_notes(transcript, self.timeline, self.teacher_notes)
             transcript.close()

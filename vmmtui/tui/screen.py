@@ -8,13 +8,15 @@ worker's own fds on screen from 80×24 up.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Header, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static
 
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.tui.widgets.event_log import EventLog
@@ -32,8 +34,16 @@ MIN_WIDTH, MIN_HEIGHT = 80, 24
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 MEDIUM_HEIGHT = 46
 TINY_HEIGHT = 30
+#: a trace's process panel is never narrower than this (``.program``'s min-width in the tcss)
+PANEL_MIN_WIDTH = 26
 #: a trace's event log holds its newest lines (search reaches every line; a match scrolls there)
 LOG_WINDOW = 40
+
+
+def panels_that_fit(width: int) -> int:
+    """How many process panels a trace shows side by side at ``width`` columns: each at least
+    ``PANEL_MIN_WIDTH``, and the focused one (twice as wide) still inside the screen."""
+    return max(1, (width - PANEL_MIN_WIDTH) // PANEL_MIN_WIDTH)
 
 
 class InspectorScreen(Screen):
@@ -76,6 +86,8 @@ class InspectorScreen(Screen):
             if len(consumers) == 1:
                 yield ProcessPanel(consumers[0], self.display_mode)
             else:  # one tab per consumer: readable up to 8, each with its own fd table
+                from textual.widgets import TabbedContent, TabPane  # not for one consumer's frame
+
                 with TabbedContent(id="consumers"):
                     for name in consumers:
                         with TabPane(name, id=f"tab-{name}"):
@@ -89,10 +101,12 @@ class InspectorScreen(Screen):
     def _compose_programs(self) -> ComposeResult:
         """Programs vmmtui did not start: a panel per process (added as they come), the wire
         and the verdicts, the status, the event log and the timeline of calls."""
+        from vmmtui.tui.widgets.more import MoreProcesses
         from vmmtui.tui.widgets.programs import TransfersPanel, VerdictsPanel
 
         yield Header(show_clock=False, icon="◆")
         yield Horizontal(id="programs")
+        yield MoreProcesses(id="more")
         with Horizontal(id="trace-middle"):
             yield TransfersPanel(id="transfers")
             yield VerdictsPanel(id="verdicts")
@@ -105,6 +119,8 @@ class InspectorScreen(Screen):
 
     def on_mount(self) -> None:
         self.set_class(self.state.programs is not None, "-programs")
+        if self.state.programs is not None:  # the log, as before any panel: the "+N more"
+            self.query_one(EventLog).focus()  # line opens on the focus, not at the start
         self.ready = True  # the widgets exist from here on
         self._tiers(self.size.width, self.size.height)
         self.paint()
@@ -129,6 +145,10 @@ class InspectorScreen(Screen):
     def _tab_labels(self) -> None:
         """Several consumers: each tab named in full where all fit, else ``c1`` … ``c8`` (the panel's
         border still names it in full); a tab row cut at the edge hid the last ones with no sign."""
+        if len(self.state.roles) <= 2:  # one consumer: no tabs (nor their module) at all
+            return
+        from textual.widgets import TabbedContent
+
         for tabs in self.query("#consumers").results(TabbedContent):
             names = self.state.roles[1:]
             room = tabs.size.width
@@ -186,6 +206,8 @@ class InspectorScreen(Screen):
             self.query_one(TeachingPanel).show(state, self.note)
             self.query_one(EventLog).show(state)
             if len(state.roles) > 2:  # the consumer of this state in front (the first before any)
+                from textual.widgets import TabbedContent
+
                 tabs = self.query_one("#consumers", TabbedContent)
                 front = f"tab-{state.front or state.roles[1]}"
                 if tabs.active != front:
@@ -193,22 +215,30 @@ class InspectorScreen(Screen):
 
     # -- programs vmmtui did not start -------------------------------------------------------------
     def _paint_programs(self, state: ScreenState) -> None:
+        from vmmtui.tui.widgets.more import MoreProcesses
         from vmmtui.tui.widgets.programs import ProgramPanel, TransfersPanel, VerdictsPanel
+        from vmmtui.view.lineup import lineup
 
         v = state.programs
         assert v is not None
         with self.app.batch_update():
             box = self.query_one("#programs", Horizontal)
+            line = lineup(v, panels_that_fit(box.size.width or self.size.width))
+            shown = list(line.panels)
             have = {p.pid: p for p in self.query(ProgramPanel)}
-            shown = [p.pid for p in v.shown_procs()]
             new = [ProgramPanel(pid) for pid in shown if pid not in have]
             if new:
                 box.mount_all(new)
                 have.update({p.pid: p for p in new})
+            order = [p.pid for p in box.query_children(ProgramPanel) if p.pid in shown]
+            if order != shown:  # the lineup changed: the panels move, none is made again
+                for before, after in pairwise(shown):
+                    box.move_child(have[after], after=have[before])
             for pid, panel in have.items():
-                panel.display = pid in shown  # stepping back: a process not there yet
+                panel.display = pid in shown  # folded, or stepping back: not there yet
                 if pid in shown:
                     panel.show(v, self.mark)
+            self.query_one(MoreProcesses).show(v, line)
             self.query_one(TransfersPanel).show(v)
             self.query_one(VerdictsPanel).show(v)
             self.query_one(StatusLine).show(state, self.where, self.queued)

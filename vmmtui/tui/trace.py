@@ -1,22 +1,21 @@
 """``vmmtui trace`` in a terminal: the inspector on programs vmmtui did not start, live.
 
-A thread runs the tracer (eBPF) and the ledger, writes the recording and the exporters, and only
-posts batches of events to the app. The app keeps every event (nothing is dropped from the state:
+A thread runs the trace session (``trace.session``: the tracer, the ledger, the recording and
+the exporters) and only posts batches of events to the app; the app never reads /proc or signals
+a process itself. The app keeps every event (nothing is dropped from the state:
 ``FrameStates`` folds them all) and repaints at most ``REPAINT_HZ`` times a second, however fast
 the calls come. Each call is a frame: ←/→, g, the timeline and / go back through them while the
 trace goes on; end goes back to live. q, Ctrl-C, SIGTERM or a closed terminal end the trace: the
-traced command's process tree is stopped (SIGTERM, then SIGKILL), the probes closed.
+session stops the traced command's process tree (SIGTERM, then SIGKILL), the probes close.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.message import Message
@@ -27,6 +26,9 @@ from vmmtui.tui.keys import TRACE, bindings
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 
+if TYPE_CHECKING:
+    from vmmtui.trace.output import Output
+
 #: the most repaints a second: calls come by thousands, the screen shows the newest state
 REPAINT_HZ = 20
 #: the longest a repaint folds new events before it draws (the keys stay answered; the rest is
@@ -34,8 +36,6 @@ REPAINT_HZ = 20
 FOLD_BUDGET_S = 0.03
 #: the tracer's thread starts this long after the app (its first frame written by then)
 THREAD_AFTER_S = 0.25
-#: how long the command's tree gets after SIGTERM before SIGKILL
-TERM_GRACE_S = 0.8
 
 
 @dataclass
@@ -67,8 +67,12 @@ class TraceApp(Viewer):
         sink: Callable[[Event], None] | None = None,
         cast: str | None = None,
         started: bool = False,
+        output: Output | None = None,
+        never_imported_s: float | None = None,
     ):
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
+        #: seconds with no import before an export is said never imported (None: the default)
+        self.never_imported_s = never_imported_s
         #: the tracer, or what makes it (in the app's thread, after the first frame)
         self.tracer: Any = None if callable(tracer) else tracer
         self.make_tracer: Callable[[], Any] | None = tracer if callable(tracer) else None
@@ -88,6 +92,10 @@ class TraceApp(Viewer):
         self.error = ""
         #: events folded into the live state (the newest are folded at the next repaints)
         self.live_to = 0
+        #: the run (made in the tracer's thread, once the tracer is)
+        self.session: Any = None
+        #: the command's own stdout and stderr, captured (None: no command, or not captured)
+        self.output = output
         #: the traced command was still running when the app ended and was stopped by it: its
         #: exit status is ours, not its own
         self.stopped_command = False
@@ -110,16 +118,9 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.stream.observed import TraceFinished, TraceStarted
-        from vmmtui.trace.ledger import Ledger
+        from vmmtui.trace.session import TraceSession, stop_command
 
-        ledger = Ledger()
         batch: list[Event] = []
-
-        def out(e: Event) -> None:
-            batch.append(e)
-            if self.sink is not None:
-                self.sink(e)
 
         def flush() -> None:
             if batch:
@@ -136,7 +137,7 @@ class TraceApp(Viewer):
             if self.quitting:
                 return
         if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
-            from vmmtui.attach.command import CommandNotFound
+            from vmmtui.trace.command import CommandNotFound
             from vmmtui.trace.loader import ProbeUnavailable
 
             try:
@@ -152,22 +153,14 @@ class TraceApp(Viewer):
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
                 self.stopped_command = stop_command(self.tracer) or self.stopped_command
+        sinks = [batch.append] + ([self.sink] if self.sink is not None else [])
+        self.session = (
+            TraceSession(self.tracer, sinks)
+            if self.never_imported_s is None
+            else TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
+        )
         try:
-            for e in self.tracer.events(on_batch=flush):
-                if isinstance(e, TraceStarted):  # then, for -p, who they are (from /proc)
-                    out(e)
-                    for seen in seen_now(getattr(self.tracer, "pids", [])):
-                        out(seen)
-                    continue
-                if isinstance(e, TraceFinished):
-                    for f in ledger.finish():
-                        out(f)
-                    bad = sum(1 for f in ledger.findings if f.kind not in ("shared", "imported"))
-                    out(dataclasses.replace(e, findings=bad))
-                    continue
-                out(e)
-                for said in ledger.apply(e):  # findings, and probes
-                    out(said)
+            for _ in self.session.events(on_batch=flush):
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
@@ -189,8 +182,14 @@ class TraceApp(Viewer):
             self.notify(message.error, severity="error", timeout=20)
         exit_ = getattr(self.tracer, "exit", None)
         if exit_ is not None and self.tracer is not None and self.tracer.command:
-            how = f"signal {exit_.signal}" if exit_.signal else f"exit {exit_.code}"
-            self.notify(f"the command ended ({how}); q quits", timeout=6)
+            from vmmtui.model.ends import End
+            from vmmtui.trace.words import end_words
+
+            how = end_words(End.of_exit(exit_.code, exit_.signal))
+            wrote = ""
+            if self.output is not None and self.output.total:
+                wrote = f"; O shows what it wrote ({len(self.output.kept().lines())} lines)"
+            self.notify(f"the command {how}{wrote}; q quits", timeout=6)
         self.dirty = True
 
     def _repaint(self) -> None:
@@ -274,6 +273,20 @@ class TraceApp(Viewer):
     def tick_autoplay(self) -> None:
         return
 
+    def action_output(self) -> None:
+        """``O``: the command's own output, as captured so far."""
+        if self.output is None:
+            self.notify(
+                "no output captured: only a command this trace started (trace -- CMD) has one",
+                timeout=4,
+            )
+            return
+        from vmmtui.tui.screens.output import OutputScreen
+
+        command = " ".join(getattr(self.tracer, "command", None) or []) or "the command"
+        running = lambda: not self.ended and getattr(self.tracer, "exit", None) is None  # noqa: E731
+        self.push_screen(OutputScreen(self.output, command, running))
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("forward", "live") and self.shown is None:
             return False
@@ -286,64 +299,13 @@ class TraceApp(Viewer):
 
     def end_trace(self) -> None:
         """Stop the command's process tree and the tracer (within about a second)."""
+        from vmmtui.trace.session import stop_command
+
         self.quitting = True
         if self.tracer is None:
             return
+        # the session's, before the session may exist
         self.stopped_command = stop_command(self.tracer) or self.stopped_command
         self.tracer.stopping = True
         if self.thread is not None:
             self.thread.join(1.0)
-
-
-def stop_command(tracer: Any) -> bool:
-    """SIGTERM to the traced command and everything it started (orphans too: they carry its
-    mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
-    left alone). ``vmmtui.attach.command`` is the one place that knows the tree. True when the
-    command was still running (its exit status is then ours, not its own)."""
-    from vmmtui.attach.command import alive
-
-    watch = getattr(tracer, "watch", None)
-    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
-    if tree is None or getattr(tracer, "exit", None) is not None:
-        return False
-    running = alive(tree.pid)
-    tree.stop(TERM_GRACE_S)
-    return running
-
-
-def seen_now(pids: list[int]) -> list[Event]:
-    """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
-    line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
-    from vmmtui.stream.events import ProcessSeen
-    from vmmtui.trace.identity import identity_of
-
-    out: list[Event] = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode("utf-8", "replace")
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except (OSError, ValueError):
-            continue
-        who = identity_of(pid)
-        c = who.container
-        label = c.label() if c else ""
-        out.append(
-            ProcessSeen(
-                pid,
-                ppid,
-                name,
-                cmdline[:500],
-                uid,
-                0.0,
-                None,
-                label,
-                c.pod if c else "",
-                who.inner_pid,
-            )
-        )
-    return out

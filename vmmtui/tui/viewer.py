@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -24,15 +25,16 @@ from textual.app import App
 from textual.css.query import NoMatches
 
 from vmmtui.system.interrupts import handled_by
-from vmmtui.tui.cast import CastWriter
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.messages import Interrupted, StepChosen
 from vmmtui.tui.screen import InspectorScreen
 from vmmtui.tui.widgets.event_log import EventLog
-from vmmtui.tui.widgets.programs import pid_style
 from vmmtui.tui.widgets.step_bar import BarFrame, StepBar, bar_frames
 from vmmtui.view import Display, FrameStates, ScreenState
-from vmmtui.view.search import LogSearch
+
+if TYPE_CHECKING:  # --cast and search (/) alone need them: imported there
+    from vmmtui.tui.cast import CastWriter
+    from vmmtui.view.search import LogSearch
 
 PACES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 #: actions on priority keys (they would scroll the log or move in a list otherwise)
@@ -111,7 +113,9 @@ class Viewer(App[int]):
         self.autoplay_timer = self.set_interval(
             self.pace, self.tick_autoplay, pause=not self.autoplay
         )
-        if self.cast_path:
+        if self.cast_path:  # --cast alone needs its writer
+            from vmmtui.tui.cast import CastWriter
+
             self.cast = CastWriter(self, self.cast_path)
         self._loop = asyncio.get_running_loop()
         if not self.is_headless:  # a terminal's app (a headless one is driven by its caller)
@@ -186,6 +190,7 @@ class Viewer(App[int]):
     def _call_bar(self, timeline) -> list[BarFrame]:
         """A trace's bar: a cell per call, coloured by its process, findings marked; extended as
         calls come (kept between paints: a 100,000-call trace is not rebuilt 20 times a second)."""
+        from vmmtui.tui.widgets.programs import pid_style  # a trace's widgets: not the demo's
 
         bar = self._bar_cache
         v = self.frames.latest().programs
@@ -213,6 +218,8 @@ class Viewer(App[int]):
 
     def _searched(self, query: str | None) -> None:
         if query:
+            from vmmtui.view.search import LogSearch  # asked for after the first frame
+
             self.search, self.search_at = LogSearch(query), None
             self.find()
 
@@ -323,11 +330,21 @@ class Viewer(App[int]):
             return
         self.notify(f"{panel.pid}: memory sorted by {panel.cycle_sort()}", timeout=2)
 
+    def action_more(self) -> None:
+        """``m`` (a trace): open or close the list of the processes folded out of the panels."""
+        from vmmtui.tui.widgets.more import MoreProcesses
+
+        more = next(iter(self.inspector.query(MoreProcesses)), None)
+        if more is None or not more.display:
+            self.notify("every process has its panel: none is folded", timeout=3)
+            return
+        more.toggle()
+
     def action_help(self) -> None:
         # Markdown and its parser load only when help is asked for
         from vmmtui.tui.screens.help import HelpScreen
 
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(trace=self.inspector.state.programs is not None))
 
     def write_failed(self, message: str) -> None:
         """A file could not be written (screenshot, transcript): a toast and a line in the log."""

@@ -556,7 +556,7 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
 
         _TRACE.update(say=narration, events=events, programs=programs)
     trace_say, ev, programs = _TRACE["say"], _TRACE["events"], _TRACE["programs"]
-    TraceCall, TraceEvent, LedgerFinding = ev.TraceCall, ev.TraceEvent, ev.LedgerFinding
+    TraceCall, TraceEvent = ev.TraceCall, ev.TraceEvent
     before = state.programs or programs.ProgramsView()
     v = programs.fold_program_event(before, e)
     state = evolve(state, programs=v, seq=state.seq + 1)
@@ -570,7 +570,7 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
         lines = trace_say.lines(e, v.ktime0)
     else:
         lines = say.attach_lines(e, d)
-    if isinstance(e, LedgerFinding):
+    if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
         bad = v.bad_findings
         text = f"{v.findings_len - bad} shared/imported · {bad} to look at"
         state = evolve(state, status={**state.status, "findings": text})

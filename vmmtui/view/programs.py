@@ -18,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from vmmtui.model.ends import End
+from vmmtui.model.findings import GOOD, Proof, proof_of
+from vmmtui.model.interest import closed_by, matters
 from vmmtui.stream.events import (
     AttachEvent,
     Event,
@@ -43,28 +46,31 @@ from vmmtui.stream.observed import (
     LedgerFinding,
     MemfdCreated,
     PidfdOpened,
+    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
     ProcessIdentity,
     QueuedAtRelease,
+    SocketEnd,
     TraceCall,
     TraceFinished,
     TraceLost,
     TraceStarted,
+    base_name,
 )
-from vmmtui.trace.cuda import base_name
 from vmmtui.trace.matching import SendQueue
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
 T = TypeVar("T")
+#: how something travelled: the Unix socket (the kernel's view of it; worded where it is drawn),
+#: or the name of the call or road
+Via = str | SocketEnd
 
 
 #: closed fds a process view keeps (struck through) after they close
 CLOSED_KEPT = 6
-#: finding kinds that are good news (the rest are problems, or unknowns, to look at)
-GOOD = ("shared", "imported")
 
 
 class Book(Generic[T]):
@@ -98,9 +104,10 @@ class CallRow:
     pid: int
     #: seconds since the trace began
     t: float
-    #: the call (``sendmsg``, ``cuMemCreate``…) and what it did
+    #: the call (``sendmsg``, ``cuMemCreate``…) and the event that says what it did (worded where
+    #: it is drawn)
     name: str
-    words: str
+    event: TraceCall = field(compare=False, repr=False)
     failed: bool = False
     duration_ns: int = 0
 
@@ -118,7 +125,8 @@ class FdView:
     file: str = ""
     #: where it came from: (pid, fd); (0, -1) when none or not traced
     source: tuple[int, int] = (0, -1)
-    via: str = ""
+    #: the route: the socket it came over (``SocketEnd``), or the call that made or took it
+    via: Via = ""
     #: how the sameness is known: "struct file" (eBPF), "kcmp" (polling), ""
     proof: str = ""
     since: int = 0
@@ -157,10 +165,8 @@ class ProcView:
     ppid: int = 0
     uid: int | None = None
     alive: bool = True
-    #: its exit status (``exit(5)``: 5), or None
-    code: int | None = None
-    #: the signal that ended it (0: none)
-    signal: int = 0
+    #: how it ended (None: running, or the end was not seen)
+    end: End | None = None
     gone_at: int | None = None
     #: how many calls of its book (``ProgramsView.call_books[pid]``) this state shows
     ncalls: int = 0
@@ -176,6 +182,9 @@ class ProcView:
     gpu_uuids: dict[int, str] = field(default_factory=dict)
     first: int = 0
     findings: int = 0
+    #: the bytes its exported memory pins, (ns of the trace, bytes), one point per change
+    #: (bounded: ``model.handles.SERIES_POINTS``)
+    pinned: tuple[tuple[int, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -197,7 +206,7 @@ class TransferView:
     from_fd: int
     to_pid: int
     to_fd: int
-    via: str = ""
+    via: Via = ""
     file: str = ""
     seq: int = 0
     t: float = 0.0
@@ -214,6 +223,12 @@ class FindingView:
     fix: str = ""
     peer: int = 0
     seq: int = 0
+    #: what matched the two sides (``Proof``), for a share or an import
+    proof: str = ""
+    #: the road it took and the handle type at each end (``model.roads``), for a share or import
+    road: str = ""
+    exported_as: str = ""
+    imported_as: str = ""
 
     @property
     def good(self) -> bool:
@@ -226,7 +241,7 @@ class Pending:
     fd: int
     seq: int
     ktime: int
-    via: str
+    via: Via
 
 
 @dataclass(frozen=True)
@@ -251,6 +266,10 @@ class ProgramsView:
     findings_len: int = 0
     #: findings that are not good news (problems, unknowns)
     bad_findings: int = 0
+    #: the good findings by what proves them (``Proof``): the verdicts' header, without a walk
+    proven_by: dict[str, int] = field(default_factory=dict)
+    #: the good findings by the road they took (``model.roads.Road``; "" not seen)
+    roads: dict[str, int] = field(default_factory=dict)
     #: sends not yet received, by the socket pair and file that carry them (``trace.matching``)
     in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -317,9 +336,9 @@ def _set(v: ProgramsView, p: ProcView) -> ProgramsView:
     return evolve(v, procs={**v.procs, p.pid: p})
 
 
-def _call(v: ProgramsView, e: TraceCall, name: str, words: str, failed: bool = False,
+def _call(v: ProgramsView, e: TraceCall, name: str, failed: bool = False,
           duration_ns: int = 0) -> ProgramsView:  # fmt: skip
-    row = CallRow(v.seq, e.pid, v.time(e.ktime), name, words, failed, duration_ns)
+    row = CallRow(v.seq, e.pid, v.time(e.ktime), name, e, failed, duration_ns)
     p = v.proc(e.pid)
     old = v.call_books.get(e.pid) or Book()
     book, n = old.add(p.ncalls, v.seq, row)
@@ -378,19 +397,18 @@ def _forked(v: ProgramsView, e: ProcessForked) -> ProgramsView:
     v = _set(v, evolve(child, fds=fds))
     if e.pid not in v.procs:
         v = _set(v, parent)
-    return _call(v, e, "fork", f"fork → pid {e.child}")
+    return _call(v, e, "fork")
 
 
 def _exec(v: ProgramsView, e: ProcessExec) -> ProgramsView:
     p = v.proc(e.pid)
     v = _set(v, evolve(p, exe=e.filename, comm=e.comm or p.comm))
-    return _call(v, e, "exec", f"exec {shown(e.filename, 200)}")
+    return _call(v, e, "exec")
 
 
 def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
-    p = v.proc(e.pid)
-    sig = e.code & 0x7F
-    v = _call(v, e, "exit", f"killed by signal {sig}" if sig else f"exit (status {e.code >> 8})")
+    end = End.of_status(e.code)
+    v = _call(v, e, "exit")
     p = v.proc(e.pid)
     closed = tuple(evolve(f, closed_at=v.seq) for f in p.fds.values())
     mems = {
@@ -402,8 +420,7 @@ def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
         evolve(
             p,
             alive=False,
-            code=None if sig else e.code >> 8,
-            signal=sig,
+            end=end,
             gone_at=v.seq,
             comm=p.comm or e.comm,
             fds={},
@@ -414,8 +431,7 @@ def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
 
 
 def _memfd(v: ProgramsView, e: MemfdCreated) -> ProgramsView:
-    v = _call(v, e, "memfd_create", f"memfd_create({shown(e.name, 60)!r}) → {_fd(e.fd)}",
-              e.fd < 0)  # fmt: skip
+    v = _call(v, e, "memfd_create", e.fd < 0)
     if e.fd >= 0:
         target = f"memfd:{shown(e.name, 60)}"
         v = _hold(
@@ -425,7 +441,7 @@ def _memfd(v: ProgramsView, e: MemfdCreated) -> ProgramsView:
 
 
 def _pidfd(v: ProgramsView, e: PidfdOpened) -> ProgramsView:
-    v = _call(v, e, "pidfd_open", f"pidfd_open({e.target}) → {_fd(e.fd)}", e.fd < 0)
+    v = _call(v, e, "pidfd_open", e.fd < 0)
     if e.fd >= 0:
         v = evolve(v, pidfds={**v.pidfds, (e.pid, e.fd): e.target})
     return v
@@ -433,9 +449,9 @@ def _pidfd(v: ProgramsView, e: PidfdOpened) -> ProgramsView:
 
 def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
     old = v.proc(e.pid).fds.get(e.old)
-    if old is None:
+    if old is None or not matters(v.proc(e.pid).fds, e):
         return v  # an fd of no interest: no call of the panel's
-    v = _call(v, e, e.call, f"{e.call}({e.old}) → {_fd(e.fd)}", e.fd < 0)
+    v = _call(v, e, e.call, e.fd < 0)
     if e.fd >= 0:
         v = _hold(
             v,
@@ -447,29 +463,16 @@ def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
 
 
 def _close(v: ProgramsView, e: FdCloseCall) -> ProgramsView:
-    p = v.proc(e.pid)
-    if e.call == "close_range":
-        fds = [fd for fd in p.fds if e.fd <= fd <= e.last]
-    else:
-        fds = [e.fd] if e.fd in p.fds else []
+    fds = closed_by(v.proc(e.pid).fds, e)
     if not fds:
         return v
-    words = (
-        f"close_range({e.fd}, {e.last})" if e.call == "close_range" else f"close({e.fd})"
-    ) + f" → {e.result}"
-    v = _call(v, e, e.call, words, e.result < 0)
+    v = _call(v, e, e.call, e.result < 0)
     return _drop(v, e.pid, fds) if e.result >= 0 else v
 
 
 def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
-    via = socket_words(e.sock)
-    v = _call(
-        v,
-        e,
-        e.call,
-        f"{e.call} SCM_RIGHTS fd {', '.join(map(str, e.fds))} over {shown(via, 80)} → {e.result}",
-        e.result < 0,
-    )
+    via = e.sock
+    v = _call(v, e, e.call, e.result < 0)
     if e.result < 0:
         return v
     p = v.proc(e.pid)
@@ -487,15 +490,8 @@ def _sent(v: ProgramsView, e: FdsSent) -> ProgramsView:
 
 
 def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
-    via = socket_words(e.sock)
-    v = _call(
-        v,
-        e,
-        e.call,
-        f"{e.call} SCM_RIGHTS over {shown(via, 80)} → new fd {', '.join(map(str, e.fds))}"
-        + (" (MSG_CTRUNC: fds lost)" if e.truncated else ""),
-        e.truncated,
-    )
+    via = e.sock
+    v = _call(v, e, e.call, e.truncated)
     in_flight = v.in_flight.copy()
     for fd, file in zip(e.fds, e.files, strict=False):
         sent = in_flight.received(e.sock, file)
@@ -540,27 +536,14 @@ def _unreceived(v: ProgramsView, e: FdsDropped | QueuedAtRelease) -> ProgramsVie
             in_flight.received(e.sock, file)
         else:
             in_flight.released(e.sender, e.socket_file, file)
-    if isinstance(e, FdsDropped):
-        v = _call(
-            v,
-            e,
-            e.call,
-            f"{e.call}() dropped {e.count} SCM_RIGHTS fd(s): closed by the kernel",
-            True,
-        )
+    # a call row (its words are the text's; the in-flight finding comes from the ledger)
+    v = _call(v, e, e.call, True) if isinstance(e, FdsDropped) else _call(v, e, "release")
     return evolve(v, in_flight=in_flight)
 
 
 def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
     target = e.target or v.pidfds.get((e.pid, e.pidfd), 0)
-    got = f"fd {e.fd}" if e.fd >= 0 else f"error {e.fd}"
-    v = _call(
-        v,
-        e,
-        "pidfd_getfd",
-        f"pidfd_getfd(pidfd {e.pidfd} = pid {target or '?'}, fd {e.target_fd}) → {got}",
-        e.fd < 0,
-    )
+    v = _call(v, e, "pidfd_getfd", e.fd < 0)
     if e.fd < 0:
         return v
     src = v.proc(target).fds.get(e.target_fd)
@@ -577,10 +560,8 @@ def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
 
 
 def _cuda(v: ProgramsView, e: CudaCall) -> ProgramsView:
-    from vmmtui.trace.narration import cuda_words
-
     f = base_name(e.func)
-    v = _call(v, e, f, cuda_words(e), e.result != 0, e.duration_ns)
+    v = _call(v, e, f, e.result != 0, e.duration_ns)
     if e.result != 0:
         return v
     p = v.proc(e.pid)
@@ -667,7 +648,8 @@ def _exporter(v: ProgramsView, file: str, kind: str) -> tuple[int, int, int] | N
     for p in v.procs.values():
         for f in (*p.fds.values(), *p.closed):
             if f.file == file and f.how == "exported":
-                for m in p.mems.values():
+                # the newest first: a later export may reuse the fd number and the kernel's file
+                for m in reversed(p.mems.values()):
                     if m.kind == kind and f.fd in m.exported:
                         return p.pid, m.key, m.size
     return None
@@ -689,12 +671,18 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
 
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
-    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq)
+    proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
+    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq, proof,
+                    e.road, e.exported_as, e.imported_as)  # fmt: skip
     book, n = v.findings.add(v.findings_len, v.seq, f)
     v = evolve(v, findings=book, findings_len=n)
     if e.kind not in GOOD:
         p = v.proc(e.pid)
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
+    else:
+        v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
+        if e.road or e.exported_as:  # the roads the verdicts count, as they come
+            v = evolve(v, roads={**v.roads, e.road: v.roads.get(e.road, 0) + 1})
     return v
 
 
@@ -725,7 +713,7 @@ def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
         evolve(
             p,
             alive=False,
-            code=e.returncode,
+            end=End.of_exit(e.returncode, e.signal),
             gone_at=v.seq,
             comm=p.comm or e.name,
             fds={},
@@ -784,21 +772,19 @@ def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:
     return evolve(v, lost=v.lost + e.count)
 
 
+def _pinned(v: ProgramsView, e: PinnedBytes) -> ProgramsView:
+    """An exporter's pinned bytes changed: one more point of its series (the refcount book's)."""
+    from vmmtui.model.handles import extend_series  # with the first trace (not a demo's frame)
+
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, pinned=extend_series(p.pinned, max(0, e.ktime - v.ktime0), e.bytes)))
+
+
 def _finished(v: ProgramsView, e: Event) -> ProgramsView:
     v = evolve(v, finished=e)
     if isinstance(e, TraceFinished) and v.lost != e.lost and e.lost:
         v = evolve(v, lost=e.lost)
     return v
-
-
-def socket_words(s: Any) -> str:
-    from vmmtui.trace.ledger import socket_words as words  # the ledger's words, loaded once used
-
-    return words(s)
-
-
-def _fd(fd: int) -> str:
-    return f"fd {fd}" if fd >= 0 else f"error {fd}"
 
 
 _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
@@ -817,6 +803,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdTaken: _taken,
     CudaCall: _cuda,
     LedgerFinding: _finding,
+    PinnedBytes: _pinned,
     CallRefused: _refused,
     TraceLost: _lost,
     TraceFinished: _finished,

@@ -1,4 +1,5 @@
-"""The help screen: the keys (made from the app's BINDINGS) and what each panel shows."""
+"""The help screen: the keys (made from the app's BINDINGS) and what each panel on screen shows:
+the demo's workers, or a trace's processes (a live trace and the replay of one)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,47 @@ Press `escape` or `?` to close.
 """
 
 
+TRACE_INTRO = """\
+# vmmtui trace
+
+Programs vmmtui did not start, observed from the kernel (eBPF) or by polling `/proc`: every fd
+that goes from one process to another (`SCM_RIGHTS`, `pidfd_getfd`), every memfd, dup and close,
+and every CUDA sharing call. Each call is a frame: `←`/`→`, `home`, `g` and the timeline go back
+through them; `end` returns to live.
+"""
+
+TRACE_PANELS = """\
+**Process panels** (top row), one per process that matters, as many as fit side by side: first
+those that exported, sent, received, took or imported something, then those with a finding, then
+those that hold fds or GPU memory, then the command's own process. Each panel lists the process's
+fds of interest (how each came: created, exported, sent, received, taken, dup, inherited; `←` the
+process and fd it came from; the kernel's `struct file` or `kcmp` as proof), its memory
+(allocations, pools, mappings, imports, and who pins each), then its last calls. The border says
+whether it runs or how it ended, and how many calls it made. `tab` focuses a panel (wider), `o`
+sorts its memory.
+
+**+N more processes** (under the panels): every process without a panel (wrappers, launchers,
+helpers, and sharers beyond the panels that fit), counted; `tab` to it or `m` lists them.
+
+**wire**: every transfer between processes, newest last, with the fd numbers on both sides, the
+socket it went over and the time it took; `in flight` while sent and not yet received.
+
+**verdicts**: the ledger's findings: how many shares and imports were proven and how, then each
+problem with its cause and its fix (a refused `pidfd_getfd`, an fd never closed, memory still held
+after its exporter died); records the kernel could not hand over are counted here too.
+
+**status line**: live or as of which call, and the count of findings. **event log**: every call
+as the text output words it (`/` searches it). **timeline**: the calls; `✗` marks the calls with a
+finding, `]`/`[` go to the next/previous one.
+
+**Output** (`O`, a live `trace -- CMD`): the command's own stdout and stderr, captured while the
+inspector has the terminal (stderr in red, the newest kept, what was dropped counted) and printed
+when the inspector closes. A recording does not keep it.
+
+Press `escape` or `?` to close.
+"""
+
+
 def key_table(bindings, palette_key: str) -> str:
     """The Markdown table of every key: one row per action, then the command palette's key."""
     rows = [f"| {c.key_text} | {c.help} |" for c in commands(bindings)]
@@ -49,9 +91,15 @@ def key_table(bindings, palette_key: str) -> str:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [("escape", "dismiss", "Close"), ("question_mark", "dismiss", "Close")]
 
+    def __init__(self, trace: bool = False) -> None:
+        super().__init__()
+        #: a trace's panels (a live trace or its replay), not the demo's workers
+        self.trace = trace
+
     def compose(self) -> ComposeResult:
+        intro, panels = (TRACE_INTRO, TRACE_PANELS) if self.trace else (INTRO, PANELS)
         text = "\n".join(
-            [INTRO, key_table(self.app.BINDINGS, self.app.COMMAND_PALETTE_BINDING), PANELS]
+            [intro, key_table(self.app.BINDINGS, self.app.COMMAND_PALETTE_BINDING), panels]
         )
         with VerticalScroll(id="help"):
             yield Markdown(text)

@@ -4,7 +4,8 @@ between processes) and the verdicts (the ledger's findings, with cause and fix).
 
 Each panel renders one ``ProcView`` of the state shown and repaints only when that view (or its
 size, sort or focus) changed. Rows that must stay on screen come first (fds, then memory); the
-calls fill what is left. Names from the traced processes went through the sanitiser in the fold.
+calls fill what is left, each worded here from its event (``trace/narration.py``), as the text
+words it. Names from the traced processes go through the sanitiser.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from vmmtui.words.narration import identity_words
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
-    from vmmtui.view.programs import FdView, FindingView, MemView, ProcView, ProgramsView
+    from vmmtui.view.programs import FdView, FindingView, MemView, ProcView, ProgramsView, Via
 
 #: the colours of processes, in the order they appear (the step bar uses the same)
 PALETTE = (
@@ -157,11 +158,9 @@ class ProgramPanel(Static, can_focus=True):
         self.border_title = Text(p.name, pid_style(v, p.pid))
         state = "running"
         if not p.alive:
-            state = (
-                f"killed by signal {p.signal}"
-                if p.signal
-                else (f"exited {p.code}" if p.code is not None else "exited")
-            )
+            from vmmtui.trace.words import end_words  # with the first trace (not a demo's frame)
+
+            state = end_words(p.end)
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
         self.border_subtitle = mark or f"{state} · {p.ncalls} calls{sort}"
         self.set_class(not p.alive, "-gone")
@@ -169,6 +168,8 @@ class ProgramPanel(Static, can_focus=True):
 
     def render_view(self, v: ProgramsView, p: ProcView, height: int) -> Text:
         rows: list[Text] = []
+        if p.pinned:
+            rows.append(pinned_row(p.pinned))
         for f in sorted(p.fds.values(), key=lambda f: f.fd):
             rows.append(fd_row(f))
         mems = _sort(v, p.pid, list(p.mems.values()), self.sort)
@@ -193,12 +194,48 @@ class ProgramPanel(Static, can_focus=True):
         if room > 0:
             calls = v.calls_of(p.pid, room)
             if calls:
+                from vmmtui.trace.narration import call_words  # the text's words for a call
+
                 rows.append(_line(("── last calls", "dim")))
                 for c in calls:
-                    rows.append(
-                        _line((f"{c.t:8.4f} ", "dim"), (c.words, "red" if c.failed else ""))
-                    )
+                    said = call_words(c.event) or c.name
+                    rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
         return _join(rows[: max(height, 1)])
+
+
+#: the eight heights of a sparkline's cell
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[int], width: int = 24) -> str:
+    """The last ``width`` values as one row of bars, scaled to the largest (0 is the lowest)."""
+    values = values[-width:]
+    top = max(values, default=0)
+    if top <= 0:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(7, (n * 7 + top - 1) // top)] for n in values)
+
+
+def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
+    """The exporter's pinned bytes over the trace's seconds: a leak of one buffer per step is a
+    staircase, seen at step 2."""
+    now = series[-1][1]
+    return _line(
+        ("pinned ", "bold"),
+        (sparkline([b for _, b in series]), "magenta"),
+        f" {format_size(now)} now",
+        (f" · {len(series)} changes in {(series[-1][0] - series[0][0]) / 1e9:.3f} s", "dim"),
+    )
+
+
+def via_words(via: Via) -> str:
+    """How something travelled, as the wire says it: a socket in the text's words, else its name."""
+    if isinstance(via, str):
+        return via
+    from vmmtui.trace.words import socket_words
+    from vmmtui.words.names import shown
+
+    return shown(socket_words(via), 80)
 
 
 class _Sized(Static):
@@ -237,9 +274,11 @@ class TransfersPanel(_Sized):
                     _line(
                         ("in flight ", "bold yellow"),
                         (f"{pend.pid}", pid_style(v, pend.pid)),
-                        f" fd {pend.fd} over {pend.via} (file {file}) …",
+                        f" fd {pend.fd} over {via_words(pend.via)} (file {file}) …",
                     )
                 )
+        from vmmtui.view.roads import transfer_road  # with the first trace (not a demo's frame)
+
         n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
         room = max(1, self.size.height - len(rows))
         more = n - room
@@ -250,6 +289,8 @@ class TransfersPanel(_Sized):
         items = [t for _, t in v.transfers.entries[start:n]]
         for t in items:
             lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
+            _, at_export, at_import = transfer_road(v, t)
+            types = f" · {at_export} → {at_import}" if at_export else ""
             fds = f" fd {t.from_fd} → {t.to_pid} fd {t.to_fd}" if t.to_fd >= 0 else f" → {t.to_pid}"
             rows.append(
                 _line(
@@ -257,7 +298,8 @@ class TransfersPanel(_Sized):
                     (f"{t.how} ", "bold"),
                     (f"{t.from_pid}", pid_style(v, t.from_pid)),
                     fds,
-                    (f" · {t.via}" if t.via else "", "dim"),
+                    (types, "cyan"),
+                    (f" · {via_words(t.via)}" if t.via else "", "dim"),
                     (f" · file {t.file}" if t.file else "", "dim"),
                     (lat, "dim"),
                 )
@@ -300,16 +342,20 @@ class VerdictsPanel(_Sized):
         if key == self._key:
             return
         self._key = key
+        from vmmtui.model.findings import Tally
+        from vmmtui.trace.words import proven_words, roads_words
+
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
         good = v.findings_len - nbad
         head: list[Text] = [
             _line(
                 ("✓ ", "green"),
-                f"{good} shared/imported, proven"
-                + (" by the kernel's struct file" if v.mode == "ebpf" else ""),
+                proven_words(Tally(good, nbad, v.proven_by)),
                 (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
             )
         ]
+        if v.roads:  # a line of its own: the count above keeps its place at 80 columns
+            head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
             head.append(
                 _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")

@@ -11,11 +11,11 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from vmmtui.attach.leaks import LeakFinder
-from vmmtui.attach.lifecycle import Tracker
-from vmmtui.attach.nvml import Nvml
-from vmmtui.attach.scan import REFRESH_POLLS, Scan, children, scan
 from vmmtui.stream.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
+from vmmtui.trace.procfs.leaks import LeakFinder
+from vmmtui.trace.procfs.lifecycle import Tracker
+from vmmtui.trace.procfs.nvml import Nvml
+from vmmtui.trace.procfs.scan import REFRESH_POLLS, Scan, children, scan
 
 #: what /proc, kcmp and NVML cannot show, said once when it applies
 UNSEEN = {

@@ -21,8 +21,6 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.attach.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
-from vmmtui.attach.shares import Shares, find_shares
 from vmmtui.stream.events import (
     Arrival,
     Event,
@@ -36,6 +34,8 @@ from vmmtui.stream.events import (
     SharedFile,
 )
 from vmmtui.trace.identity import identity_of
+from vmmtui.trace.procfs.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
+from vmmtui.trace.procfs.shares import Shares, find_shares
 from vmmtui.words.names import shown
 
 Holder = tuple[int, int]

@@ -65,7 +65,8 @@ class Proc:
     dumpable: bool | None
 
 
-def _status(pid: int) -> Proc:
+def proc_status(pid: int) -> Proc:
+    """What /proc/PID/status says of a process's uids, capabilities, seccomp and namespaces."""
     fields: dict[str, str] = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -106,7 +107,7 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     procs = {}
     for pid in dict.fromkeys((a, b)):  # one check, and one message, when A and B are one pid
         try:
-            procs[pid] = _status(pid)
+            procs[pid] = proc_status(pid)
         except FileNotFoundError:
             check(
                 "processes",

@@ -35,9 +35,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from vmmtui.attach.sockets import SocketTable, read_sockets
 from vmmtui.stream.events import AttachKind
 from vmmtui.system.fdtable import target_class
+from vmmtui.trace.procfs.sockets import SocketTable, read_sockets
 
 #: kinds of fd the attach view shows; everything else is counted only
 KINDS = tuple(AttachKind)

@@ -18,7 +18,9 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from vmmtui.attach.kcmpsort import (
+from vmmtui.stream.events import AttachKind, FdHolder, SharedFile, SocketPair
+from vmmtui.system.fdtable import KcmpUnavailable
+from vmmtui.trace.procfs.kcmpsort import (
     Group,
     Holder,
     runs_of,
@@ -26,9 +28,7 @@ from vmmtui.attach.kcmpsort import (
     still_holds,
     update_group,
 )
-from vmmtui.attach.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
-from vmmtui.stream.events import AttachKind, FdHolder, SharedFile, SocketPair
-from vmmtui.system.fdtable import KcmpUnavailable
+from vmmtui.trace.procfs.scan import MEMORY_KINDS, Mapping, OpenFd, Scan
 
 Key = tuple[int, int]  # (dev, ino)
 #: kcmp's answers when an fd was closed (EBADF) or its process exited (ESRCH) after the scan read it

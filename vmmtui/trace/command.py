@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 
 from vmmtui.system.lifeline import die_with_parent, prctl
+from vmmtui.trace.output import Output
 from vmmtui.words.names import shown
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -218,9 +219,11 @@ class Command:
         *,
         gate: bool = False,
         stdin: int | None = None,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
         stderr: int | None = None,
     ) -> None:
+        """``stdout``: an fd, None (vmmtui's), or an ``Output`` that captures stdout and stderr
+        (stdin then is /dev/null: the keyboard is the inspector's)."""
         self.argv = list(argv)
         self.gate = gate  # held before exec until ``release`` (the tracer follows its pid first)
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
@@ -257,13 +260,17 @@ class Command:
                 os._exit(1)  # vmmtui died before we asked: nothing to trace for
 
         argv = ["/bin/sh", "-c", GATE, "vmmtui-trace", *self.argv] if self.gate else self.argv
+        stdin, stdout, stderr = self.stdin, self.stdout, self.stderr
+        if isinstance(stdout, Output):
+            stdout, stderr = stdout.child_fds()
+            stdin = subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(
                 argv,
                 pass_fds=(9,) if self.gate else (),
-                stdin=self.stdin,
-                stdout=self.stdout,
-                stderr=self.stderr,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
                 env={**os.environ, MARK: self.token},
                 preexec_fn=child,
             )
@@ -275,6 +282,8 @@ class Command:
         finally:
             if gate_r >= 0:
                 os.close(gate_r)
+        if isinstance(self.stdout, Output):
+            self.stdout.started()
         return self.proc
 
     def release(self) -> None:
@@ -390,6 +399,8 @@ class Command:
             self._gate_w = None
         if self.proc is not None:
             self._reap(self.stop())
+        if isinstance(self.stdout, Output):  # the tree has ended: the last of its output
+            self.stdout.finish()
         if self._was_subreaper is not None:  # as it was: orphans of others go where they went
             subreaper(self._was_subreaper)
             self._was_subreaper = None

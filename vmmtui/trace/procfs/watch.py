@@ -13,11 +13,12 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 
-from vmmtui.attach.command import STOP_SIGNALS, Command, Exit, killed_words
-from vmmtui.attach.follow import Follower
-from vmmtui.attach.leaks import leftover_files
-from vmmtui.attach.scan import children
 from vmmtui.stream.events import Event, Notice, WatchFinished
+from vmmtui.trace.command import STOP_SIGNALS, Command, Exit, killed_words
+from vmmtui.trace.output import Output
+from vmmtui.trace.procfs.follow import Follower
+from vmmtui.trace.procfs.leaks import leftover_files
+from vmmtui.trace.procfs.scan import children
 
 
 class Watch:
@@ -28,7 +29,7 @@ class Watch:
         command: list[str],
         interval: float = 0.1,
         nvml: bool = True,
-        stdout: int | None = None,
+        stdout: int | Output | None = None,
     ) -> None:
         self.command, self.interval = command, min(interval, 0.25)
         self.stdout = stdout  # the command's stdout (2 under --json: vmmtui's stdout is the stream)
@@ -48,7 +49,7 @@ class Watch:
         self.killed: set[int] = set()
 
     def start(self) -> None:
-        """Start the command (``vmmtui.attach.command.CommandNotFound``: 127/126, one line)."""
+        """Start the command (``vmmtui.trace.command.CommandNotFound``: 127/126, one line)."""
         self.proc = self.tree.start()
         self.follower = Follower(
             {self.proc.pid}, tree=True, use_nvml=self.use_nvml, interval=self.interval

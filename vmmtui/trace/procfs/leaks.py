@@ -13,9 +13,9 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from vmmtui.attach.lifecycle import Tracker
-from vmmtui.attach.scan import MEMORY_KINDS
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.trace.procfs.lifecycle import Tracker
+from vmmtui.trace.procfs.scan import MEMORY_KINDS
 from vmmtui.words.names import shown
 from vmmtui.words.troubleshooting import close_fix
 
@@ -260,7 +260,7 @@ def leftover_files(
 
 def _held_shm() -> set[tuple[int, int]]:
     """(dev, ino) of every /dev/shm file some readable process has open or mapped."""
-    from vmmtui.attach.scan import all_pids, scan_process
+    from vmmtui.trace.procfs.scan import all_pids, scan_process
 
     held: set[tuple[int, int]] = set()
     for pid in all_pids():

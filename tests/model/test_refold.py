@@ -1,0 +1,36 @@
+"""Re-folding a recording gives the findings it recorded: the same kinds, about the same
+processes, in the same order (their words may be today's), and the one count at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vmmtui.record.recording import read
+from vmmtui.stream.observed import LedgerFinding, TraceFinished
+from vmmtui.trace.session import refold
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = sorted(
+    [
+        *(ROOT / "vmmtui/record/gallery").glob("*trace*.jsonl.gz"),
+        *(ROOT / "tests/data/traces").glob("*.jsonl.gz"),
+    ]
+)
+
+
+def _said(events):
+    return [(f.kind, f.pid, f.peer) for f in events if isinstance(f, LedgerFinding)]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_a_recording_folds_again_to_the_findings_it_recorded(path: Path):
+    recorded = read(path).events
+    again = refold(recorded)
+    assert _said(again) == _said(recorded)
+    end = next((e for e in reversed(again) if isinstance(e, TraceFinished)), None)
+    if end is not None:
+        found = [f for f in again if isinstance(f, LedgerFinding)]
+        assert end.findings == len(found)
+        assert end.problems == sum(f.kind not in ("shared", "imported") for f in found)

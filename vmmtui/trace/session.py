@@ -1,0 +1,268 @@
+"""One observed run of programs, whatever observes them: a ``Source`` (the eBPF tracer, the
+polling, a recording) gives the events, the ledger folds them and adds its findings, every sink
+(the recording, the exporters, a screen) gets the same stream, and the end says the one count of
+findings. ``vmmtui trace`` (text, JSON, the inspector) and ``vmmtui replay`` of a trace all run
+it, so the same run gives the same events, the same findings and the same count everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vmmtui.model.findings import Tally, proof_of, tally
+from vmmtui.model.handles import NEVER_IMPORTED_S
+from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
+from vmmtui.stream.observed import (
+    CapabilityProbe,
+    LedgerFinding,
+    PinnedBytes,
+    TraceFinished,
+    TraceStarted,
+)
+from vmmtui.trace.ledger import Ledger
+from vmmtui.trace.output import Output
+from vmmtui.trace.refcounts import Refcounts
+
+#: what the ledger says of a run (its findings, the calls that probed a capability): found again
+#: from the calls, never taken from a source
+MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
+#: how long the command's tree gets after SIGTERM before SIGKILL
+TERM_GRACE_S = 0.8
+
+
+class Source(Protocol):
+    """What observes the programs: ``events()`` until the run ends; ``stopping`` ends it early."""
+
+    stopping: bool
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]: ...
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """What to observe and how, as ``trace``, ``attach`` and ``watch`` ask it: a command, running
+    pids or every process; eBPF or polling (``poll``, or ``once``: one poll); what to probe."""
+
+    command: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()
+    everything: bool = False
+    poll: bool = False
+    #: polling: seconds between polls (None: 0.1 for a command, 0.25 for pids)
+    interval: float | None = None
+    nvml: bool = True
+    cuda: bool = True
+    libcuda: str | None = None
+    ring_bytes: int = 32 << 20
+    duration: float | None = None
+    #: attach: one poll, then the end; look for leftover files at the end
+    once: bool = False
+    leaks: bool = False
+
+    @property
+    def wants_ebpf(self) -> bool:
+        return not (self.poll or self.once)
+
+    def tracer(self, stdout: int | Output | None = None) -> Any:
+        """The eBPF source, not started (the kernel checks its programs when it starts).
+        ``stdout``: where the command's output goes (``Command``'s: an fd, an ``Output``)."""
+        from vmmtui.trace.tracer import Tracer
+
+        return Tracer(
+            list(self.command),
+            list(self.pids),
+            self.everything,
+            self.duration,
+            self.cuda,
+            self.libcuda,
+            stdout=stdout,
+            nvml=self.nvml,
+            ring_bytes=self.ring_bytes,
+        )
+
+    def start(self, stdout: int | Output | None = None) -> tuple[Any, str]:
+        """The running source: eBPF, or polling where asked or where eBPF is refused, with why
+        ("" when asked). ``CommandNotFound`` when the command cannot be started."""
+        from vmmtui.trace.polling import PollingTrace
+
+        reason = ""
+        if self.wants_ebpf:
+            from vmmtui.trace.loader import ProbeUnavailable, why_not
+
+            reason = why_not() or ""
+            if not reason:
+                tracer = self.tracer(stdout)
+                try:
+                    tracer.start()
+                    return tracer, ""
+                except ProbeUnavailable as exc:
+                    reason = str(exc)
+        polling = PollingTrace(
+            list(self.command),
+            list(self.pids),
+            self.everything,
+            self.duration,
+            self.interval or (0.1 if self.command else 0.25),
+            self.nvml,
+            stdout=stdout,
+            reason=reason,
+            once=self.once,
+            leaks=self.leaks,
+        )
+        polling.start()
+        return polling, reason
+
+
+class RecordingSource:
+    """A recording's events as a source. The findings it recorded are left out: the ledger finds
+    them again (in today's words), as it found them live."""
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.recorded = list(events)
+        self.stopping = False
+        self.command: list[str] = []
+        self.pids: list[int] = []
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        for e in self.recorded:
+            if self.stopping:
+                return
+            if not isinstance(e, MADE_BY_THE_LEDGER):
+                yield e
+
+
+class TraceSession:
+    """The pipeline, once: source → ledger → findings → sinks. ``events()`` is the whole stream
+    (each event, then the findings it brings), each passed to every sink as it goes."""
+
+    def __init__(
+        self,
+        source: Source,
+        sinks: Sequence[Callable[[Event], object]] = (),
+        live: bool = True,
+        never_imported_s: float = NEVER_IMPORTED_S,
+    ) -> None:
+        self.source = source
+        self.sinks = list(sinks)
+        #: the one fold of the run
+        self.ledger = Ledger()
+        #: the refcount book beside it (``trace/refcounts.py``)
+        self.refs = Refcounts(self.ledger, never_imported_s)
+        #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
+        self.live = live
+        self.unreadable: set[int] = set()
+        #: findings the polling said itself (leftover files, unreadable processes)
+        self.polled: list[tuple[str, str]] = []
+        self.finished: TraceFinished | None = None
+
+    @classmethod
+    def replay(cls, events: Iterable[Event]) -> TraceSession:
+        return cls(RecordingSource(events), live=False)
+
+    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
+        """One event into the run's ledger: the findings it brings (what ``events`` adds after
+        it; a reader that needs the state between events, Perfetto's, folds this way)."""
+        return self.refs.fold(e, self.ledger.apply(e))
+
+    def count(self) -> Tally:
+        """The one count of findings: the ledger's (shares included) and the polling's."""
+        return tally([*((f.kind, str(proof_of(f))) for f in self.ledger.findings), *self.polled])
+
+    def _out(self, e: Event) -> Event:
+        for sink in self.sinks:
+            sink(e)
+        return e
+
+    def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        ledger = self.ledger
+        for e in self.source.events(on_batch=on_batch):
+            if isinstance(e, MADE_BY_THE_LEDGER):
+                continue  # made by the ledger below, never taken from a source
+            if isinstance(e, TraceFinished):
+                yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
+                t = self.count()
+                self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
+                yield self._out(self.finished)
+                continue
+            if isinstance(e, ProcessUnreadable):
+                self.unreadable.add(e.pid)
+                self.polled.append(("unreadable", ""))
+            elif isinstance(e, Leak):
+                self.polled.append((str(e.kind), ""))
+            yield self._out(e)
+            for f in self.fold(e):
+                yield self._out(f)
+            if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
+                for seen in seen_now(list(getattr(self.source, "pids", []) or [])):
+                    yield self._out(seen)
+                    for f in self.fold(seen):
+                        yield self._out(f)
+        if self.finished is None:  # a source cut short (a recording that stops mid-run)
+            yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
+
+    def stop(self) -> bool:
+        """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True
+        when the command was still running."""
+        self.source.stopping = True
+        return stop_command(self.source)
+
+
+def refold(events: Iterable[Event]) -> list[Event]:
+    """A recording's stream as the pipeline makes it today: its findings found again."""
+    return list(TraceSession.replay(events).events())
+
+
+def stop_command(tracer: object) -> bool:
+    """SIGTERM to the traced command and everything it started (orphans too: they carry its
+    mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
+    left alone). ``vmmtui.trace.command`` is the one place that knows the tree. True when the
+    command was still running (its exit status is then ours, not its own)."""
+    from vmmtui.trace.command import alive
+
+    watch = getattr(tracer, "watch", None)
+    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
+    if tree is None or getattr(tracer, "exit", None) is not None:
+        return False
+    running = alive(tree.pid)
+    tree.stop(TERM_GRACE_S)
+    return running
+
+
+def seen_now(pids: list[int]) -> list[Event]:
+    """``ProcessSeen`` for processes already running (``trace -p``): their name, parent, command
+    line and uid as /proc says now (the trace sees no exec of theirs to name them)."""
+    from vmmtui.trace.identity import identity_of
+
+    out: list[Event] = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode("utf-8", "replace")
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except (OSError, ValueError):
+            continue
+        who = identity_of(pid)
+        c = who.container
+        label = c.label() if c else ""
+        out.append(
+            ProcessSeen(
+                pid,
+                ppid,
+                name,
+                cmdline[:500],
+                uid,
+                0.0,
+                None,
+                label,
+                c.pod if c else "",
+                who.inner_pid,
+            )
+        )
+    return out
