@@ -95,6 +95,7 @@ def test_each_hook_flavour_that_loads_records_real_calls(flavour):
         probe.close()
     decode = Decoder(FileNames())
     events = [e for raw in records for e in decode(raw)] + decode.flush()
+    events.sort(key=lambda e: e.ktime)  # each CPU's ring in turn: the kernel's order, as the trace
     sent = [e for e in events if isinstance(e, FdsSent)]
     got = [e for e in events if isinstance(e, FdsReceived)]
     made = [e for e in events if isinstance(e, MemfdCreated)]

@@ -114,8 +114,9 @@ def add_arguments(t: argparse.ArgumentParser) -> None:
         type=ring_mb_arg,
         default=32,
         metavar="MB",
-        help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
-        "at 5,000 shares a second; more for faster programs or a busy machine)",
+        help="the kernel's ring buffers in MiB, all CPUs together, a power of two (default 32; "
+        "each CPU's ring gets an equal share, at least 8 MiB where this allows: about 4 s of "
+        "records at 5,000 shares a second on one CPU; more for faster programs or a busy machine)",
     )
     t.add_argument(
         "--never-imported-after",
