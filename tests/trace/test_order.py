@@ -150,6 +150,24 @@ def test_an_unreceived_send_with_a_loss_after_it_is_unknown_not_in_flight():
     assert not any(f.kind == "in-flight" for f in found)
 
 
+def test_a_send_whose_receive_was_lost_before_the_sends_record_is_put_down_to_the_loss():
+    # the receiver took the message, and its record was lost, before the sender's call returned
+    # and wrote the send's record: the loss comes first in the kernel's clock
+    ledger, found = fold(
+        [
+            TraceLost(1, 10 * MS, 0, 9 * MS, 9 * MS),
+            FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
+        ]
+    )
+    assert [f.kind for f in found] == ["unknown"] and ledger.unreceived == 0
+    assert found[0].lost == 1 and "among the records lost" in found[0].detail
+
+
+def test_a_send_never_received_in_a_trace_that_lost_nothing_is_counted_not_found():
+    ledger, found = fold([FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1)])
+    assert found == [] and ledger.unreceived == 1
+
+
 def test_the_kernels_queued_at_release_is_in_flight_even_across_losses():
     _, found = fold(
         [

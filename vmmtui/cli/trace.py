@@ -114,8 +114,9 @@ def add_arguments(t: argparse.ArgumentParser) -> None:
         type=ring_mb_arg,
         default=32,
         metavar="MB",
-        help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
-        "at 5,000 shares a second; more for faster programs or a busy machine)",
+        help="the kernel's ring buffers in MiB, all CPUs together, a power of two (default 32; "
+        "each CPU's ring gets an equal share, at least 8 MiB where this allows: about 4 s of "
+        "records at 5,000 shares a second on one CPU; more for faster programs or a busy machine)",
     )
     t.add_argument(
         "--never-imported-after",
@@ -627,8 +628,11 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     if ledger.unreceived:
         said.append(
             f"{ledger.unreceived} fd{'s' if ledger.unreceived != 1 else ''} sent and not seen "
-            "received by a traced process (the kernel did not report them left queued: a "
-            "receiver not traced?)"
+            + (
+                f"received: their receive may be among the {losses.total} records lost"
+                if losses.total
+                else "received by a traced process (the kernel did not report them left queued)"
+            )
         )
     unread = ledger.fds_not_read
     if sum(unread.values()):

@@ -200,20 +200,22 @@ class Ledger:
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """Findings the end of the trace gives: receives still waiting for their send, and sends
-        never seen received where records were lost after them (unknown). A send never seen
-        received with no loss after it went to a process not traced: counted, not a finding
-        (the kernel says when an fd is left queued)."""
+        never seen received where records were lost (unknown). A loss before the send counts
+        too: a send's record is written as its call returns, and the receiver may have taken
+        the message, and lost its record, before that. A send never seen received in a trace
+        that lost nothing went to a process not traced: counted, not a finding (the kernel says
+        when an fd is left queued)."""
         out: list[LedgerFinding] = []
         self._mature(None, out)
         unknown: dict[int, list[Pending]] = {}
+        end = max([self.clock, at, *(p.at for p in self.in_flight.pending())])
         for p in self.in_flight.pending():
-            if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
+            if self.losses.between(0, end)[0]:
                 unknown.setdefault(p.pid, []).append(p)
             else:
                 self.unreceived += 1
         for pid, sends in unknown.items():
-            first = min(p.at for p in sends)
-            n, lo, hi = self.losses.between(first, max(self.clock, at, first))
+            n, lo, hi = self.losses.between(0, end)
             fds = ", ".join(str(p.fd) for p in sends[:8]) + (" …" if len(sends) > 8 else "")
             out.append(
                 LedgerFinding(
