@@ -57,7 +57,7 @@ def test_the_ledger_says_a_probe_and_no_refusal_and_a_real_failure_stays_one():
 
 
 def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
-    rec = read(find("h100-trace-torch-expandable"))
+    rec = read(find("h100-trace-torch-expandable"), found_again=False)
     probes = [e for e in rec.events if isinstance(e, CapabilityProbe)]
     assert len(probes) == 3 and {p.found for p in probes} == {"no-imex-channel"}
     refused = [e for e in rec.events if isinstance(e, LedgerFinding) and e.kind == "refused"]
@@ -68,5 +68,9 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     last = states.at(states.last)
     assert last.programs is not None and last.programs.bad_findings == 0
     assert "0 to look at" in last.status.get("findings", "0 to look at"), last.status
+    again = read(find("h100-trace-torch-expandable")).events  # its findings found again
+    assert [e for e in again if isinstance(e, CapabilityProbe)] == probes
+    [end] = [e for e in again if isinstance(e, TraceFinished)]
+    assert end.problems == 0 and end.findings == sum(isinstance(e, LedgerFinding) for e in again)
     log = "\n".join(x.text.plain for x in last.log_lines())
     assert "fabric handles unavailable here: no IMEX channel" in log

@@ -28,6 +28,7 @@ from vmmtui.stream.events import (
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
+from vmmtui.words.findings import words_of
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
 
@@ -75,8 +76,8 @@ def test_a_refused_pidfd_getfd_is_a_verdict_with_cause_and_fix():
     v = state.programs
     assert v is not None and v.transfers_len == 0
     [f] = v.finding_list()
-    assert f.kind == "refused" and "pidfd_getfd refused (EPERM)" in f.what
-    assert "uid 65534" in f.detail and "CAP_SYS_PTRACE" in f.fix
+    assert f.kind == "refused" and "pidfd_getfd refused (EPERM)" in words_of(f.of).what
+    assert "uid 65534" in words_of(f.of).detail and "CAP_SYS_PTRACE" in words_of(f.of).fix
     assert state.status["findings"] == "0 shared/imported · 1 to look at"
     child = v.procs[f.pid]
     assert [c.name for c in v.calls_of(child.pid)][-2:] == ["pidfd_getfd", "exit"]
@@ -186,12 +187,13 @@ def test_polling_events_fold_into_the_same_views():
 
 
 def test_a_finding_of_a_kind_the_fold_does_not_know_still_shows():
-    """Other kinds (an "unknown", a queued-at-release) are folded by kind and text."""
-    e = LedgerFinding("queued-at-release", 5, "fd 9 still queued", "the socket closed first", "x")
+    """Other kinds (an "unknown", a queued-at-release) are folded by kind, and said by it."""
+    e = LedgerFinding("queued-at-release", 5, fd=9)
     v = fold([e], ScreenState.for_programs()).programs
     assert v is not None
     [f] = v.finding_list()
-    assert (f.kind, f.what, f.good) == ("queued-at-release", "fd 9 still queued", False)
+    assert (f.kind, f.of, f.good) == ("queued-at-release", e, False)
+    assert words_of(f.of).what == "queued-at-release"
 
 
 def test_the_demo_session_folds_as_before_with_no_programs():

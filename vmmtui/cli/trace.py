@@ -534,6 +534,7 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
+    from vmmtui.words.findings import json_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
@@ -567,7 +568,7 @@ def _print(session, args: argparse.Namespace) -> None:
         for e in session.events(on_batch=flush):
             names.see(e)
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
-                json_lines.append(e.to_json())
+                json_lines.append(json_line(e))
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
@@ -590,6 +591,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
     from vmmtui.trace.narration import lost_words, not_read
+    from vmmtui.words.findings import pin_words
 
     by = Counter(f.kind for f in ledger.findings)
     if bystanders:
@@ -635,7 +637,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():
-        pins = ledger.pins(a)
+        pins = [pin_words(p) for p in ledger.pins(a)]
         console.print(
             f"  allocation {a.handle:#x} of pid {a.pid}: {a.size} bytes, exported as "
             f"{[fd for fd, _ in a.exported]}, imported by {[i.pid for i in a.imports]}; "

@@ -145,9 +145,8 @@ class SharingFacts:
             self.imports[f.pid] += 1
             a = self.ledger.allocation_of_file(f.file) if f.file else None
             self.imported_bytes[f.pid] += a.size if a else 0
-        elif f.kind == "refused" and f.what.startswith("cu"):
-            call = f.what.split(" ", 1)[0]
-            self.refused[(shown(call, 40), "cuda")] += 1
+        elif f.kind == "refused" and f.cuda is not None:
+            self.refused[(shown(f.cuda.func, 40), "cuda")] += 1
 
     def _label(self, pid: int, comm: str, refresh: bool = False) -> ProcessLabel:
         known = self.procs.get(pid)

@@ -246,17 +246,20 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
     if isinstance(e, CapabilityProbe):
         return [Text(f"    · probe: pid {e.pid} {probe_words(e)}", "dim")]
     if isinstance(e, LedgerFinding):
+        from vmmtui.words.findings import finding_words
+
         mark, style = FINDING_STYLES.get(e.kind, ("⚠", "yellow"))
+        w = finding_words(e)
         if e.kind == "unknown":
             text = Text(
                 f"    ? unknown: {lost_words(e.lost, e.lost_first_ns, e.lost_last_ns, t0)}: "
-                f"pid {e.pid} {e.what}: {shown(e.detail, 400)}",
+                f"pid {e.pid} {w.what}: {shown(w.detail, 400)}",
                 "yellow",
             )
         else:
-            text = Text(f"    {mark} {e.kind}: pid {e.pid} {e.what}: {shown(e.detail, 400)}", style)
-        if e.fix:
-            text.append(f" — fix: {e.fix}", "dim")
+            text = Text(f"    {mark} {e.kind}: pid {e.pid} {w.what}: {shown(w.detail, 400)}", style)
+        if w.fix:
+            text.append(f" — fix: {w.fix}", "dim")
         return [text]
     if isinstance(e, CallRefused):  # said once: by the ledger's ``refused`` finding it brings
         return []

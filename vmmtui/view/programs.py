@@ -212,11 +212,12 @@ class TransferView:
 
 @dataclass(frozen=True)
 class FindingView:
+    """A finding as the screen lists it; ``of``: the event that says it, worded where it is
+    drawn (``words.findings.words_of``)."""
+
     kind: str
     pid: int
-    what: str
-    detail: str
-    fix: str = ""
+    of: LedgerFinding | Leak | ProcessUnreadable
     peer: int = 0
     seq: int = 0
     #: what matched the two sides (``Proof``), for a share or an import
@@ -661,11 +662,15 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
-    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq, proof)
+    return _found(v, FindingView(e.kind, e.pid, e, e.peer, v.seq, proof))
+
+
+def _found(v: ProgramsView, f: FindingView) -> ProgramsView:
+    proof = f.proof
     book, n = v.findings.add(v.findings_len, v.seq, f)
     v = evolve(v, findings=book, findings_len=n)
-    if e.kind not in GOOD:
-        p = v.proc(e.pid)
+    if f.kind not in GOOD:
+        p = v.proc(f.pid)
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
     else:
         v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
@@ -747,11 +752,11 @@ def _gpu(v: ProgramsView, e: GpuMemory) -> ProgramsView:
 
 
 def _leak(v: ProgramsView, e: Leak) -> ProgramsView:
-    return _finding(v, LedgerFinding(str(e.kind), e.pid or 0, e.what, e.detail, e.fix))
+    return _found(v, FindingView(str(e.kind), e.pid or 0, e, seq=v.seq))
 
 
 def _unreadable(v: ProgramsView, e: ProcessUnreadable) -> ProgramsView:
-    return _finding(v, LedgerFinding("unreadable", e.pid, "not readable", e.reason))
+    return _found(v, FindingView("unreadable", e.pid, e, seq=v.seq))
 
 
 def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
+from vmmtui.words.findings import words_of
 from vmmtui.words.narration import identity_words
 from vmmtui.words.sizes import format_size
 
@@ -332,13 +333,14 @@ class VerdictsPanel(_Sized):
         rows: list[Text] = []
         for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
             mark = "✗" if f.kind == "refused" else "⚠"
+            w = words_of(f.of)
             text = Text.assemble(
                 (f"{mark} {f.kind}: ", "bold red" if mark == "✗" else "bold yellow"),
-                f"pid {f.pid} {f.what}",
-                ("\n  fix: " if f.fix else "", "bold green"),
-                (f.fix, "green"),
+                f"pid {f.pid} {w.what}",
+                ("\n  fix: " if w.fix else "", "bold green"),
+                (w.fix, "green"),
                 ("\n  cause: ", "bold"),
-                f.detail,
+                w.detail,
             )
             rows += list(text.wrap(self.app.console, width))
         room = max(1, self.size.height) - len(head)
