@@ -347,3 +347,22 @@ def test_the_programs_fold_says_no_words():
     words = ("vmmtui.trace.narration", "vmmtui.trace.words", "vmmtui.words.narration")
     deps = graph()["vmmtui.view.programs"]
     assert not [d for d in deps if _under(d, words)], deps
+
+
+def test_the_folds_word_no_finding_and_no_log_entry():
+    """The model and the screen's folds keep findings and log entries as data (the event, its
+    facts); the words of both are made where they are drawn (``words.findings``, ``words.log``)."""
+    words = (
+        "vmmtui.words.findings",
+        "vmmtui.words.log",
+        "vmmtui.trace.narration",
+        "vmmtui.trace.words",
+    )
+    bad = [
+        f"{name} imports {d}"
+        for name, deps in graph().items()
+        if _under(name, ("vmmtui.view", "vmmtui.model"))
+        for d in sorted(deps)
+        if _under(d, words)
+    ]
+    assert not bad, bad

@@ -15,6 +15,7 @@ from vmmtui.trace.narration import lines
 from vmmtui.trace.probes import Capability, Context, Found, Probe, classify
 from vmmtui.view.frames import FrameStates
 from vmmtui.view.model import ScreenState
+from vmmtui.words.log import log_text
 
 FABRIC, POSIX = 8, 1
 
@@ -72,5 +73,5 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     assert [e for e in again if isinstance(e, CapabilityProbe)] == probes
     [end] = [e for e in again if isinstance(e, TraceFinished)]
     assert end.problems == 0 and end.findings == sum(isinstance(e, LedgerFinding) for e in again)
-    log = "\n".join(x.text.plain for x in last.log_lines())
+    log = "\n".join(log_text(x).plain for x in last.log_lines())
     assert "fabric handles unavailable here: no IMEX channel" in log

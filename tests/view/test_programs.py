@@ -29,6 +29,7 @@ from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
 from vmmtui.words.findings import words_of
+from vmmtui.words.log import log_text
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
 
@@ -148,7 +149,9 @@ def test_step_back_folds_forward_from_a_snapshot_and_agrees_with_a_fold_from_the
         assert got.programs is not None and direct.programs is not None
         assert got.programs.procs == direct.programs.procs
         assert got.programs.transfer_list() == direct.programs.transfer_list()
-        assert [x.text.plain for x in got.log_lines()] == [x.text.plain for x in direct.log_lines()]
+        assert [log_text(x).plain for x in got.log_lines()] == [
+            log_text(x).plain for x in direct.log_lines()
+        ]
 
 
 def test_polling_events_fold_into_the_same_views():
