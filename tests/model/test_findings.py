@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof, tally
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import call_words
 from vmmtui.trace.words import end_words, proven_words
 from vmmtui.view.programs import ProgramsView, fold_program_event

@@ -1,6 +1,8 @@
 """The ledger folds trace events into who holds what; each test is one story a CUDA engineer
 chases (a share, a leak, an exporter killed under its importers)."""
 
+from vmmtui.model.entries import Pin
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -16,8 +18,6 @@ from vmmtui.stream.observed import (
     QueuedAtRelease,
     SocketEnd,
 )
-from vmmtui.trace.entries import Pin
-from vmmtui.trace.ledger import Ledger
 from vmmtui.words.findings import finding_words as said
 from vmmtui.words.findings import pin_words
 

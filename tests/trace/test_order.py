@@ -2,6 +2,7 @@
 order, the ledger matches a receive folded before its send, and a conclusion that a lost record
 could overturn is said as unknown with the loss window, never as a leak or an in-flight."""
 
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
@@ -14,7 +15,6 @@ from vmmtui.stream.observed import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.order import KernelOrder
 from vmmtui.words.findings import finding_words as said
 
@@ -181,3 +181,10 @@ def test_loss_windows_merge_and_an_old_recordings_unplaced_loss_makes_every_leak
         ]
     )
     assert [f.kind for f in found] == ["shared", "unknown"]
+
+
+def test_the_ledger_waits_for_a_send_as_long_as_the_order_holds_a_record():
+    from vmmtui.model import ledger
+    from vmmtui.trace import order
+
+    assert ledger.WINDOW_NS == order.WINDOW_NS == Ledger().window_ns

@@ -1,18 +1,18 @@
 """Calls that fail by design to probe a capability are probes, not refusals: one pure function
-decides (``vmmtui.trace.probes.classify``), the ledger emits a ``CapabilityProbe``, nothing counts it
+decides (``vmmtui.model.probes.classify``), the ledger emits a ``CapabilityProbe``, nothing counts it
 as a problem, and recordings made before say it the same way."""
 
 from __future__ import annotations
 
 import pytest
 
+from vmmtui.model.ledger import Ledger
+from vmmtui.model.probes import Capability, Context, Found, Probe, classify
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.gallery import find
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import lines
-from vmmtui.trace.probes import Capability, Context, Found, Probe, classify
 from vmmtui.view.frames import FrameStates
 from vmmtui.view.model import ScreenState
 from vmmtui.words.log import log_text

@@ -12,6 +12,7 @@ import time
 import pytest
 from rich.console import Console
 
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
@@ -27,7 +28,6 @@ from vmmtui.stream.observed import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import Bystanders, lines, worth_a_line
 
 SOCK = SocketEnd(100, 101, "@vmm")

@@ -420,8 +420,8 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
+    import vmmtui.model.ledger  # noqa: F401
     import vmmtui.render.console  # noqa: F401
-    import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
 

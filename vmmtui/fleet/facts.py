@@ -1,6 +1,6 @@
 """What a node agent reports, folded from the one event stream: ``facts = fold(events)``.
 
-Trace events go through the :class:`~vmmtui.trace.ledger.Ledger` (who exported, sent, took,
+Trace events go through the :class:`~vmmtui.model.ledger.Ledger` (who exported, sent, took,
 imported and released what: state only); the findings are the stream's own (the trace
 session's, as the end line and ``--json`` count them), never found a second time here. Polling's
 events add what only a scan of ``/proc`` and ``/dev/shm`` can see (leaked shm and socket files,
@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmmtui.model.ledger import Allocation, Ledger
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -26,7 +27,6 @@ from vmmtui.stream.observed import (
     TraceStarted,
 )
 from vmmtui.trace.identity import identity_of
-from vmmtui.trace.ledger import Allocation, Ledger
 from vmmtui.words.names import shown
 
 #: the refusal reasons a label may take (a bounded set: anything else is "other")

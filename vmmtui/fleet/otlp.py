@@ -21,9 +21,9 @@ from typing import Any
 
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
+from vmmtui.model.ledger import Allocation, Holding, Transfer
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import CudaCall, FdCloseCall, ProcessExit
-from vmmtui.trace.ledger import Allocation, Holding, Transfer
 from vmmtui.words.findings import road_words
 from vmmtui.words.names import shown
 

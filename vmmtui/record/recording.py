@@ -428,7 +428,7 @@ def read(path: str | Path, found_again: bool = True) -> Recording:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
     if header.backend == "trace":  # a probe recorded as a refusal (older recordings) is a probe
-        from vmmtui.trace.probes import reclassified
+        from vmmtui.model.probes import reclassified
 
         events = list(reclassified(events))
         if found_again:  # the findings as facts, found again from the calls (the file has words)

@@ -453,7 +453,7 @@ class CallRefused(TraceEvent):
 @dataclass(frozen=True)
 class CapabilityProbe(TraceEvent):
     """A call that failed by design: the program asked whether ``capability`` works here and
-    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    learnt ``found`` (``vmmtui.model.probes``: what counts as one). No problem, no fix; ``result``
     is the call's CUresult."""
 
     pid: int

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from vmmtui.model.ends import End
+from vmmtui.model.probes import classify
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.observed import (
     CallRefused,
@@ -38,7 +39,6 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.trace.cuda import CUDA_ERRORS
-from vmmtui.trace.probes import classify
 from vmmtui.trace.words import end_words, handle_type_names, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
@@ -196,7 +196,7 @@ def cuda_words(e: CudaCall) -> str:
     return f"{e.func}({args}) → {res} ({e.duration_ns / 1e3:.0f} µs)"
 
 
-#: what a probe found, by (capability, found): ``vmmtui.trace.probes`` decides which
+#: what a probe found, by (capability, found): ``vmmtui.model.probes`` decides which
 PROBE_FOUND = {
     ("fabric-handles", "no-imex-channel"): "fabric handles unavailable here: no IMEX channel",
     ("fabric-handles", "imex-refused"): (

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vmmtui.model.findings import Tally, proof_of, tally
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, TraceFinished, TraceStarted
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.output import Output
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from vmmtui.model.ends import End
 from vmmtui.model.findings import GOOD, Proof, proof_of
 from vmmtui.model.interest import closed_by, matters
+from vmmtui.model.matching import SendQueue
 from vmmtui.stream.events import (
     AttachEvent,
     Event,
@@ -58,7 +59,6 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
-from vmmtui.trace.matching import SendQueue
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 

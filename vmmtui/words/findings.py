@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vmmtui.model.ends import End
+from vmmtui.model.entries import Pin
 from vmmtui.model.findings import Memory
 from vmmtui.stream.events import Event, Leak, ProcessUnreadable, line_of
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.trace.cuda import cuda_cause, cuda_fix
-from vmmtui.trace.entries import Pin
 from vmmtui.trace.words import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
 

@@ -18,8 +18,8 @@ from vmmtui.stream.events import SharedFile
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
 if TYPE_CHECKING:
-    from vmmtui.trace.entries import Holding
-    from vmmtui.trace.ledger import Ledger
+    from vmmtui.model.entries import Holding
+    from vmmtui.model.ledger import Ledger
 
 
 def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]:

@@ -24,7 +24,30 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from vmmtui.model.entries import (
+    Allocation,
+    Early,
+    Holding,
+    Import,
+    IpcExport,
+    IpcOpen,
+    Losses,
+    Mapping,
+    Pending,
+    Pin,
+    Pool,
+    PoolImport,
+    PoolPtrExport,
+    PoolPtrImport,
+    ProcRecord,
+    Transfer,
+)
 from vmmtui.model.findings import Memory, Proof
+from vmmtui.model.held import files_held_after_exit, kcmp_shares
+from vmmtui.model.matching import SendQueue, destination, receiver
+from vmmtui.model.probes import FABRIC, probe_of
+from vmmtui.model.probes import Context as ProbeContext
+from vmmtui.model.unreceived import dropped
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -48,32 +71,11 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
-from vmmtui.trace.entries import (
-    Allocation,
-    Early,
-    Holding,
-    Import,
-    IpcExport,
-    IpcOpen,
-    Losses,
-    Mapping,
-    Pending,
-    Pin,
-    Pool,
-    PoolImport,
-    PoolPtrExport,
-    PoolPtrImport,
-    ProcRecord,
-    Transfer,
-)
-from vmmtui.trace.held import files_held_after_exit, kcmp_shares
-from vmmtui.trace.matching import SendQueue, destination, receiver
-from vmmtui.trace.order import WINDOW_NS
-from vmmtui.trace.probes import FABRIC, probe_of
-from vmmtui.trace.probes import Context as ProbeContext
-from vmmtui.trace.unreceived import dropped
 
 CUDA_SUCCESS = 0
+#: how long a receive folded before its send waits for it (ns): as long as the observer holds a
+#: record for those stamped before it (``trace.order.WINDOW_NS``)
+WINDOW_NS = 150_000_000
 #: how a received fd came
 SCM = "SCM_RIGHTS"
 

@@ -4,8 +4,8 @@ buffer), naming the send they came from where the trace saw it."""
 
 from __future__ import annotations
 
+from vmmtui.model.entries import Pending
 from vmmtui.stream.observed import FdsDropped, LedgerFinding
-from vmmtui.trace.entries import Pending
 
 
 def dropped(e: FdsDropped, file: str, sent: Pending | None) -> LedgerFinding:
