@@ -211,3 +211,17 @@ def test_each_call_is_a_frame_and_noise_is_not(name):
     v = fold(events, ScreenState.for_programs()).programs
     assert v is not None and timeline.frames[-1].steps == v.calls_len
     assert len(timeline.frames) < len(events)  # closes of stdio and the like are no frames
+
+
+def test_how_an_fd_travelled_is_kept_as_data_and_worded_where_drawn():
+    from vmmtui.stream.observed import FdTaken, MemfdCreated
+    from vmmtui.trace.words import via_words
+    from vmmtui.view.programs import ThroughPidfd
+
+    events = [MemfdCreated(10, 10, 1, "pool", 5, "a1"), FdTaken(11, 11, 2, 9, 10, 5, 7, "a1")]
+    v = fold(events, ScreenState.for_programs()).programs
+    assert v is not None
+    [t] = v.transfer_list()
+    assert (t.how, t.via) == ("pidfd_getfd", ThroughPidfd(9))
+    assert v.proc(11).fds[7].via == ThroughPidfd(9)
+    assert via_words(t.via) == "pidfd_getfd through pidfd 9"

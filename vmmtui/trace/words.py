@@ -4,10 +4,14 @@ the text lines): one wording of each."""
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof, Tally
 from vmmtui.stream.observed import SocketEnd
+
+if TYPE_CHECKING:
+    from vmmtui.view.programs import Via
 
 #: CU_MEM_HANDLE_TYPE_* bits
 HANDLE_TYPES = {1: "posix-fd", 2: "win32", 4: "win32-kmt", 8: "fabric"}
@@ -60,6 +64,21 @@ def proven_words(t: Tally) -> str:
 
 def handle_type_names(bits: int) -> list[str]:
     return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
+
+
+def via_words(via: Via) -> str:
+    """How something travelled, as the wire says it: a socket in the text's words, the pidfd it
+    was taken through, the first bytes of the handle that named it, else the call's name."""
+    from vmmtui.view.programs import HandleBytes, ThroughPidfd
+    from vmmtui.words.names import shown
+
+    if isinstance(via, SocketEnd):
+        return shown(socket_words(via), 80)
+    if isinstance(via, ThroughPidfd):
+        return f"pidfd_getfd through pidfd {via.pidfd}"
+    if isinstance(via, HandleBytes):
+        return f"64 bytes {via.ipc[:16]}…"
+    return via
 
 
 def socket_words(s: SocketEnd) -> str:

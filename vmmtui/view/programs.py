@@ -63,9 +63,27 @@ from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
 T = TypeVar("T")
+
+
 #: how something travelled: the Unix socket (the kernel's view of it; worded where it is drawn),
 #: or the name of the call or road
-Via = str | SocketEnd
+@dataclass(frozen=True)
+class ThroughPidfd:
+    """Taken with pidfd_getfd through this pidfd of the taker."""
+
+    pidfd: int
+
+
+@dataclass(frozen=True)
+class HandleBytes:
+    """No fd: the 64 bytes of an IPC handle or of a pool pointer's export data (their hex)."""
+
+    ipc: str
+
+
+#: how something travelled: the socket it went over, the pidfd it was taken through, the bytes
+#: that named it, or the name of the call (``fork``, ``dup2``, an export)
+Via = str | SocketEnd | ThroughPidfd | HandleBytes
 
 
 #: closed fds a process view keeps (struck through) after they close
@@ -539,7 +557,7 @@ def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
         return v
     src = v.proc(target).fds.get(e.target_fd)
     file = e.file or (src.file if src else "")
-    via = f"pidfd_getfd through pidfd {e.pidfd}"
+    via = ThroughPidfd(e.pidfd)
     f = FdView(e.fd, "taken", src.target if src else "", file, (target, e.target_fd), via,
                "struct file" if file else "", v.seq)  # fmt: skip
     v = _hold(v, e.pid, f)
@@ -611,7 +629,7 @@ def _cuda(v: ProgramsView, e: CudaCall) -> ProgramsView:
             how = "IPC handle" if kind == "ipc open" else "pool export data"
             v = _transfer(
                 v,
-                TransferView(how, src[0], -1, e.pid, -1, f"64 bytes {e.ipc[:16]}…", "", seq,
+                TransferView(how, src[0], -1, e.pid, -1, HandleBytes(e.ipc), "", seq,
                              v.time(e.ktime)),
             )  # fmt: skip
     elif f in ("cuIpcCloseMemHandle",):
