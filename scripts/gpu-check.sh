@@ -251,7 +251,10 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_trace.py --kill-exporter
     if [ -f tests/fixtures/torch_weight_sync.py ]; then
       step python3 -m vmmtui trace --text --record "$shots/trace-weight-sync.jsonl.gz" -- python3 tests/fixtures/torch_weight_sync.py --steps 4
+      step python3 -m vmmtui trace --text --record "$shots/trace-weight-sync-legacy.jsonl.gz" -- python3 tests/fixtures/torch_weight_sync.py --steps 4 --legacy
       step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4
+      step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync-legacy --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4 --legacy
+      step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
     fi
     if [ -f tests/fixtures/torch_legacy_on_vmm.py ]; then
       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_legacy_on_vmm.py
@@ -263,11 +266,13 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
   fi
   if [ "$part" = bindings-new ]; then
     # the newest cuda-bindings (carried under .gpu/) over the image's: legacy IPC handles and the bench
-    python3 -m venv --system-site-packages /tmp/vmmtui-bindings-new \
-      && /tmp/vmmtui-bindings-new/bin/pip install -q --no-index --no-deps .gpu/cuda_bindings-*.whl .gpu/cuda_pathfinder-*.whl
-    step /tmp/vmmtui-bindings-new/bin/python -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__)"
-    step /tmp/vmmtui-bindings-new/bin/python -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
-    step /tmp/vmmtui-bindings-new/bin/python -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
+    # (a --target directory ahead on PYTHONPATH: the image's interpreter is a venv whose numpy and
+    # torch a --system-site-packages venv would not see)
+    python3 -m pip install -q --no-index --no-deps --target /tmp/vmmtui-bindings-new .gpu/cuda_bindings-*.whl .gpu/cuda_pathfinder-*.whl
+    export PYTHONPATH="/tmp/vmmtui-bindings-new:$PYTHONPATH"
+    step python3 -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__, cuda.bindings.__file__)"
+    step python3 -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
+    step python3 -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
   fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics

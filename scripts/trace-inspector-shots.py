@@ -28,6 +28,7 @@ async def shoot(
     libcuda: str | None = None,
 ) -> int:
     from vmmtui.record.recording import Header, Machine, Recorder
+    from vmmtui.trace.output import Output
     from vmmtui.trace.tracer import Tracer
     from vmmtui.tui.trace import TraceApp
 
@@ -45,7 +46,9 @@ async def shoot(
             title=f"trace of {' '.join(command)}"[:120],
         )
         recorder = Recorder(record, header)
-    tracer = Tracer(command, quiet=True, libcuda=libcuda)
+    tracer = Tracer(
+        command, stdout=Output(), libcuda=libcuda
+    )  # the command's output kept, as the inspector does
     app = TraceApp(tracer, title=" ".join(command)[:100], sink=recorder.write if recorder else None)
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()

@@ -117,6 +117,13 @@ def add_arguments(t: argparse.ArgumentParser) -> None:
         help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
         "at 5,000 shares a second; more for faster programs or a busy machine)",
     )
+    t.add_argument(
+        "--never-imported-after",
+        type=positive_arg,
+        metavar="S",
+        help="say an export no process imported after S seconds, live (default 30; the "
+        "exporter's exit and the end say it too)",
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
@@ -205,6 +212,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.polling import fallback_words
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
+    from vmmtui.model.handles import NEVER_IMPORTED_S
     from vmmtui.trace.session import TraceSession
 
     tee = Tee(recorder, sinks, bool(args.perfetto))
@@ -217,7 +225,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if _wants_screen(args):
                 screen = show(source, tee, args)
             else:
-                session = TraceSession(source, [tee])
+                session = TraceSession(
+                    source, [tee], never_imported_s=args.never_imported_after or NEVER_IMPORTED_S
+                )
                 _print(session, args)
         finally:
             source.stopping = True
@@ -310,6 +320,7 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
         cast=args.cast,
         started=True,
         output=output if isinstance(output, Output) else None,
+        never_imported_s=args.never_imported_after,
     )
     try:
         app.run()
@@ -353,7 +364,12 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
 
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
     app = TraceApp(
-        make_tracer, title=f"eBPF · {what}"[:100], sink=tee, cast=args.cast, output=output
+        make_tracer,
+        title=f"eBPF · {what}"[:100],
+        sink=tee,
+        cast=args.cast,
+        output=output,
+        never_imported_s=args.never_imported_after,
     )
     try:
         app.run()

@@ -20,6 +20,7 @@ from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnre
 from vmmtui.stream.observed import (
     CallRefused,
     LedgerFinding,
+    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
@@ -95,6 +96,8 @@ class SharingFacts:
     #: every finding of the run by kind (shares included): the stream's, and polling's leftover
     #: files and unreadable processes; the count ``TraceFinished.findings`` says
     findings: Counter[str] = field(default_factory=Counter)
+    #: exporter pid → the bytes its exported memory pins now (the stream's ``PinnedBytes``)
+    pinned: dict[int, int] = field(default_factory=dict)
 
     def feed(self, e: Event) -> None:
         self.events += 1
@@ -103,7 +106,9 @@ class SharingFacts:
         if isinstance(e, TraceLost):
             self.lost += e.count
         self.ledger.apply(e)  # the state; its findings are the stream's (below)
-        if isinstance(e, LedgerFinding):
+        if isinstance(e, PinnedBytes):
+            self.pinned[e.pid] = e.bytes
+        elif isinstance(e, LedgerFinding):
             self._finding(e)
         elif isinstance(e, ProcessUnreadable):
             self.findings["unreadable"] += 1

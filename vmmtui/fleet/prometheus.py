@@ -100,6 +100,13 @@ class LedgerCollector:
                     f.orphaned_bytes(),
                 ),
                 (
+                    Gauge,
+                    "vmmtui_pinned_bytes",
+                    "Bytes an exporter's exported memory pins now (its own handle or an "
+                    "importer's open or mapping keeps it alive), by exporter",
+                    dict(f.pinned),
+                ),
+                (
                     Counter,
                     "vmmtui_received_fds_never_closed",
                     "Received or taken fds a process held until it exited",

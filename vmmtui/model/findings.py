@@ -26,6 +26,16 @@ class FindingKind(StrEnum):
     POOL_POINTER_NEVER_FREED = "pool-pointer-never-freed"
     POOL_NEVER_DESTROYED = "pool-never-destroyed"
     EXPORTER_DIED = "exporter-died"
+    #: the refcount book (``model/handles.py``): an importer holds two opens of one export
+    OPENED_TWICE = "opened-twice"
+    #: an export no process opened (after the threshold, at its exporter's exit, or at the end)
+    EXPORTED_NEVER_IMPORTED = "exported-never-imported"
+    #: a handle released (or a pointer closed) a second time
+    RELEASED_TWICE = "released-twice"
+    #: the exporter released or freed while an importer still holds or maps the memory
+    FREED_WHILE_MAPPED = "freed-while-mapped"
+    #: cuIpcGetMemHandle on memory mapped with cuMemMap (refused: legacy IPC cannot export it)
+    LEGACY_EXPORT_OF_VMM = "legacy-export-of-vmm"
     #: a conclusion that records lost could overturn
     UNKNOWN = "unknown"
     #: a process polling could not read

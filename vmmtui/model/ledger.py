@@ -133,13 +133,13 @@ class Ledger:
         return [h for h in self.holdings.values() if h.file == file]
 
     def allocation_of_file(self, file: str) -> Allocation | None:
-        for a in self.allocations.values():
+        for a in reversed(self.allocations.values()):  # the newest: the kernel reuses a freed file
             if any(f == file for _, f in a.exported):
                 return a
         return None
 
     def pool_of_file(self, file: str) -> Pool | None:
-        for p in self.pools.values():
+        for p in reversed(self.pools.values()):  # the newest, as for allocations
             if any(f == file for _, f in p.exported):
                 return p
         return None

@@ -23,6 +23,7 @@ from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,
     FdTaken,
+    PinnedBytes,
     TraceCall,
     TraceStarted,
 )
@@ -51,6 +52,12 @@ def _flow(fid: int, name: str, a: tuple[int, int, float], b: tuple[int, int, flo
     return [{**start, "ts": round(a[2], 3)}, {**end, "ts": round(b[2], 3)}]
 
 
+def _pinned(e: PinnedBytes, ts_us: float) -> dict:
+    """The bytes an exporter pins, as a counter: a staircase is a leak of one buffer per step."""
+    return {"name": "pinned bytes", "ph": "C", "pid": e.pid, "ts": ts_us,
+            "args": {"bytes": e.bytes}}  # fmt: skip
+
+
 def _process_name(pid: int, name: str) -> dict:
     return {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}
 
@@ -70,7 +77,10 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
     for e in events:
         if isinstance(e, TraceStarted):
             t0 = e.ktime0 or t0
-        session.fold(e)
+        for made in session.fold(e):
+            if isinstance(made, PinnedBytes):  # a counter track per exporter
+                zero = made.ktime if t0 is None else t0
+                out.append(_pinned(made, (made.ktime - zero) / 1e3))
         if not isinstance(e, TraceCall):
             continue
         t0 = e.ktime if t0 is None else t0

@@ -485,6 +485,12 @@ class LedgerFinding(TraceEvent):
     #: what matched the two sides of a share or an import (``model.findings.Proof``): ``struct
     #: file``, ``kcmp``, ``handle bytes``, ``export data``; "" where nothing was matched
     proof: str = ""
+    #: the road a share or an import took (``model.roads.Road``: ``scm-rights``, ``pidfd-getfd``,
+    #: ``legacy-ipc``, ``pool-export-data``, ``fabric``, ``kcmp``) and the handle type at each end
+    #: (``model.roads.HandleType``); "" where not known
+    road: str = ""
+    exported_as: str = ""
+    imported_as: str = ""
     #: the fd of ``pid`` it is about, and the fd of ``peer`` that is the same open file
     fd: int = -1
     peer_fd: int = -1
@@ -520,3 +526,31 @@ class LedgerFinding(TraceEvent):
     #: the refused call, as the tracer decided it (pidfd_getfd) or as the driver answered it
     refusal: CallRefused | None = None
     cuda: CudaCall | None = None
+    #: the refcount book's: the 64 bytes that named it (hex), the importer's opens outstanding
+    #: and its closes so far, when what it follows happened (the export, the first release, the
+    #: mapping), and the CUresult the driver refused the call with (0: it did not refuse)
+    ipc: str = ""
+    opens: list[int] = field(default_factory=list)
+    closes: int = 0
+    since: int = 0
+    result: int = 0
+
+
+@dataclass(frozen=True)
+class PinnedBytes(TraceEvent):
+    """The bytes ``pid``'s exported memory pins now (its handle or an importer's keeps it alive),
+    made by the ledger's refcount book whenever the number changes: one buffer more per step is a
+    leak seen at step 2."""
+
+    pid: int
+    ktime: int
+    bytes: int
+    buffers: int
+
+
+@dataclass(frozen=True)
+class TraceClock(TraceEvent):
+    """The kernel's clock while nothing else happens (once a second, eBPF): what waits on time
+    (an export no one imported) is decided live in a quiet run."""
+
+    ktime: int

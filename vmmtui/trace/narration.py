@@ -39,7 +39,7 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.trace.cuda import CUDA_ERRORS
-from vmmtui.trace.words import end_words, handle_type_names, socket_words
+from vmmtui.trace.words import end_words, handle_type_names, road_words, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
 
@@ -258,6 +258,8 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             )
         else:
             text = Text(f"    {mark} {e.kind}: pid {e.pid} {w.what}: {shown(w.detail, 400)}", style)
+        if e.road or e.exported_as:
+            text.append(f" · {road_words(e.road, e.exported_as, e.imported_as)}", "cyan")
         if w.fix:
             text.append(f" — fix: {w.fix}", "dim")
         return [text]

@@ -14,9 +14,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from vmmtui.model.findings import Tally, proof_of, tally
+from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.refcounts import Refcounts
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
-from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, TraceFinished, TraceStarted
+from vmmtui.stream.observed import (
+    CapabilityProbe,
+    LedgerFinding,
+    PinnedBytes,
+    TraceFinished,
+    TraceStarted,
+)
 from vmmtui.trace.output import Output
 
 if TYPE_CHECKING:
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
-MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe)
+MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
 #: how long the command's tree gets after SIGTERM before SIGKILL
 TERM_GRACE_S = 0.8
 
@@ -147,12 +155,18 @@ class TraceSession:
     (each event, then the findings it brings), each passed to every sink as it goes."""
 
     def __init__(
-        self, source: Source, sinks: Sequence[Callable[[Event], object]] = (), live: bool = True
+        self,
+        source: Source,
+        sinks: Sequence[Callable[[Event], object]] = (),
+        live: bool = True,
+        never_imported_s: float = NEVER_IMPORTED_S,
     ) -> None:
         self.source = source
         self.sinks = list(sinks)
         #: the one fold of the run
         self.ledger = Ledger()
+        #: the refcount book beside it (``model/refcounts.py``)
+        self.refs = Refcounts(self.ledger, never_imported_s)
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
         self.unreadable: set[int] = set()
@@ -164,10 +178,10 @@ class TraceSession:
     def replay(cls, events: Iterable[Event]) -> TraceSession:
         return cls(RecordingSource(events), live=False)
 
-    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
+    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
-        return self.ledger.apply(e)
+        return self.refs.fold(e, self.ledger.apply(e))
 
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
@@ -184,7 +198,7 @@ class TraceSession:
             if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
-                yield from map(self._out, ledger.finish())
+                yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
                 t = self.count()
                 self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
                 yield self._out(self.finished)
@@ -203,7 +217,7 @@ class TraceSession:
                     for f in self.fold(seen):
                         yield self._out(f)
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            yield from map(self._out, ledger.finish())
+            yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True

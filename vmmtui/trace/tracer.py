@@ -27,6 +27,7 @@ from vmmtui.stream.observed import (
     ProcessForked,
     ProcessIdentity,
     TraceCall,
+    TraceClock,
     TraceFinished,
     TraceLost,
     TraceStarted,
@@ -286,6 +287,9 @@ class Tracer:
                 if time.monotonic() - last_check > 1.0:
                     last_check = time.monotonic()
                     self._recheck_alive()
+                    # the kernel's clock (CLOCK_MONOTONIC, as bpf_ktime_get_ns): what waits on
+                    # time is decided in a quiet run too
+                    yield from self.order.push(TraceClock(time.monotonic_ns()))
                 if self._done(t0):
                     break
             self._stop_reader()

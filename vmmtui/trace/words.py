@@ -62,6 +62,23 @@ def proven_words(t: Tally) -> str:
     return f"{head}, proven by {', '.join(parts)}"
 
 
+def road_words(road: str, exported_as: str, imported_as: str) -> str:
+    """``road scm-rights, posix-fd → posix-fd``: how a share travelled and what it was at each
+    end (a road not seen: ``road not seen``)."""
+    ends = f", {exported_as or '?'} → {imported_as or '?'}" if exported_as or imported_as else ""
+    return f"road {road or 'not seen'}{ends}"
+
+
+def roads_words(counts: dict[str, int]) -> str:
+    """``roads: scm-rights 3, legacy-ipc 1`` (most first); "" when none."""
+    if not counts:
+        return ""
+    parts = [
+        f"{road or 'not seen'} {n}" for road, n in sorted(counts.items(), key=lambda kv: -kv[1])
+    ]
+    return "roads: " + ", ".join(parts)
+
+
 def handle_type_names(bits: int) -> list[str]:
     return [name for bit, name in HANDLE_TYPES.items() if bits & bit] or ["none"]
 

@@ -68,8 +68,11 @@ class TraceApp(Viewer):
         cast: str | None = None,
         started: bool = False,
         output: Output | None = None,
+        never_imported_s: float | None = None,
     ):
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
+        #: seconds with no import before an export is said never imported (None: the default)
+        self.never_imported_s = never_imported_s
         #: the tracer, or what makes it (in the app's thread, after the first frame)
         self.tracer: Any = None if callable(tracer) else tracer
         self.make_tracer: Callable[[], Any] | None = tracer if callable(tracer) else None
@@ -151,7 +154,11 @@ class TraceApp(Viewer):
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
                 self.stopped_command = stop_command(self.tracer) or self.stopped_command
         sinks = [batch.append] + ([self.sink] if self.sink is not None else [])
-        self.session = TraceSession(self.tracer, sinks)
+        self.session = (
+            TraceSession(self.tracer, sinks)
+            if self.never_imported_s is None
+            else TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
+        )
         try:
             for _ in self.session.events(on_batch=flush):
                 if len(batch) >= 4096:

@@ -47,6 +47,7 @@ from vmmtui.stream.observed import (
     LedgerFinding,
     MemfdCreated,
     PidfdOpened,
+    PinnedBytes,
     ProcessExec,
     ProcessExit,
     ProcessForked,
@@ -199,6 +200,9 @@ class ProcView:
     gpu_uuids: dict[int, str] = field(default_factory=dict)
     first: int = 0
     findings: int = 0
+    #: the bytes its exported memory pins, (ns of the trace, bytes), one point per change
+    #: (bounded: ``model.handles.SERIES_POINTS``)
+    pinned: tuple[tuple[int, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -240,6 +244,10 @@ class FindingView:
     seq: int = 0
     #: what matched the two sides (``Proof``), for a share or an import
     proof: str = ""
+    #: the road it took and the handle type at each end (``model.roads``), for a share or import
+    road: str = ""
+    exported_as: str = ""
+    imported_as: str = ""
 
     @property
     def good(self) -> bool:
@@ -279,7 +287,9 @@ class ProgramsView:
     bad_findings: int = 0
     #: the good findings by what proves them (``Proof``): the verdicts' header, without a walk
     proven_by: dict[str, int] = field(default_factory=dict)
-    #: sends not yet received, by the socket pair and file that carry them (``trace.matching``)
+    #: the good findings by the road they took (``model.roads.Road``; "" not seen)
+    roads: dict[str, int] = field(default_factory=dict)
+    #: sends not yet received, by the socket pair and file that carry them (``model.matching``)
     in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
@@ -657,7 +667,8 @@ def _exporter(v: ProgramsView, file: str, kind: str) -> tuple[int, int, int] | N
     for p in v.procs.values():
         for f in (*p.fds.values(), *p.closed):
             if f.file == file and f.how == "exported":
-                for m in p.mems.values():
+                # the newest first: a later export may reuse the fd number and the kernel's file
+                for m in reversed(p.mems.values()):
                     if m.kind == kind and f.fd in m.exported:
                         return p.pid, m.key, m.size
     return None
@@ -680,7 +691,8 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
-    return _found(v, FindingView(e.kind, e.pid, e, e.peer, v.seq, proof))
+    f = FindingView(e.kind, e.pid, e, e.peer, v.seq, proof, e.road, e.exported_as, e.imported_as)
+    return _found(v, f)
 
 
 def _found(v: ProgramsView, f: FindingView) -> ProgramsView:
@@ -692,6 +704,8 @@ def _found(v: ProgramsView, f: FindingView) -> ProgramsView:
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
     else:
         v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
+        if f.road or f.exported_as:  # the roads the verdicts count, as they come
+            v = evolve(v, roads={**v.roads, f.road: v.roads.get(f.road, 0) + 1})
     return v
 
 
@@ -781,6 +795,14 @@ def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:
     return evolve(v, lost=v.lost + e.count)
 
 
+def _pinned(v: ProgramsView, e: PinnedBytes) -> ProgramsView:
+    """An exporter's pinned bytes changed: one more point of its series (the refcount book's)."""
+    from vmmtui.model.handles import extend_series  # with the first trace (not a demo's frame)
+
+    p = v.proc(e.pid)
+    return _set(v, evolve(p, pinned=extend_series(p.pinned, max(0, e.ktime - v.ktime0), e.bytes)))
+
+
 def _finished(v: ProgramsView, e: Event) -> ProgramsView:
     v = evolve(v, finished=e)
     if isinstance(e, TraceFinished) and v.lost != e.lost and e.lost:
@@ -804,6 +826,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdTaken: _taken,
     CudaCall: _cuda,
     LedgerFinding: _finding,
+    PinnedBytes: _pinned,
     CallRefused: _refused,
     TraceLost: _lost,
     TraceFinished: _finished,

@@ -9,7 +9,7 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.entries import Pin
-from vmmtui.model.findings import Memory
+from vmmtui.model.findings import Memory, Proof
 from vmmtui.stream.events import Event, Leak, ProcessUnreadable, line_of
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.trace.cuda import cuda_cause, cuda_fix
@@ -127,6 +127,8 @@ def _refused(f: LedgerFinding) -> Said:
 
 
 def _held_after_exporter_died(f: LedgerFinding) -> Said:
+    if f.how == "mapped":  # the refcount book's: the handle released, the mapping kept
+        return _mapping_after_exporter_died(f)
     ended = _ended(f)
     if f.memory == Memory.IPC:
         return Said(
@@ -258,6 +260,112 @@ def _sends_unseen(f: LedgerFinding) -> Said:
     )
 
 
+# -- the refcount book's facts (model/handles.py) ------------------------------------------------
+_THING = {"allocation": "allocation", "ipc": "legacy IPC handle", "pool-ptr": "pool pointer"}
+
+
+def _proved(f: LedgerFinding) -> str:
+    if f.proof == Proof.STRUCT_FILE:
+        return "the export's fd, matched to the import by the kernel's struct file"
+    if f.proof == Proof.HANDLE_BYTES:
+        return f"the 64 handle bytes {f.ipc[:16]}…" if f.ipc else "the handle bytes"
+    if f.proof == Proof.EXPORT_DATA:
+        return f"the 64 export bytes {f.ipc[:16]}…" if f.ipc else "the export data"
+    return "the handle value the driver returned"
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n else "size not seen"
+
+
+def _opened_twice(f: LedgerFinding) -> Said:
+    thing = _THING.get(f.memory, f.memory)
+    if f.result:
+        return Said(
+            f"opened pid {f.peer}'s {thing} a second time while it maps it at {f.handle:#x}",
+            f"the driver refused the second cuIpcOpenMemHandle (CUDA_ERROR_ALREADY_MAPPED: one "
+            f"open per handle per context; proved by {_proved(f)}, open since the first); "
+            "code that opens per use and closes once leaks or fails here",
+            "keep one open per handle in the process and share its pointer (count the users, "
+            "cuIpcCloseMemHandle when the last goes)",
+        )
+    opens = ", ".join(f"{k:#x}" for k in f.opens)
+    return Said(
+        f"holds {len(f.opens)} opens of pid {f.peer}'s {thing} {f.peer_handle:#x} ({opens})",
+        f"opened {len(f.opens)} times, closed {f.closes} so far; proved by {_proved(f)}; "
+        "each open is a reference the driver counts: one close leaves the memory pinned",
+        "open once and share the mapping within the process, or release every open "
+        "(cuMemRelease / cuIpcCloseMemHandle once per open)",
+    )
+
+
+def _never_imported(f: LedgerFinding) -> Said:
+    thing = _THING.get(f.memory, f.memory)
+    waited = f"no traced process opened it in {(f.ktime - f.since) / 1e9:.1f} s"
+    if f.memory == "allocation":
+        return Said(
+            f"exported {thing} {f.handle:#x}, never imported",
+            f"{waited} ({_size(f.size)}; proved by {_proved(f)} never seen at an import); "
+            "the exported handle pins the memory as long as any copy of the fd lives",
+            "close the exported fd (every copy sent) when no importer comes",
+        )
+    return Said(
+        f"exported {thing} {f.handle:#x}, never imported",
+        f"{waited} ({_size(f.size)}; proved by {_proved(f)} never seen at an open): the "
+        "bytes reached no traced importer (a lost handoff, or an importer not traced)",
+        "check that the receiver got the 64 bytes and opened them (or trace it too)",
+    )
+
+
+def _released_twice(f: LedgerFinding) -> Said:
+    call = "cuMemRelease" if f.memory == "allocation" else (
+        "cuIpcCloseMemHandle" if f.memory == "ipc" else "cuMemFreeAsync"
+    )  # fmt: skip
+    return Said(
+        f"{call}({f.handle:#x}) a second time",
+        f"the same {'handle' if f.memory == 'allocation' else 'pointer'} was released "
+        f"{(f.ktime - f.since) / 1e6:.3f} ms earlier (proved by the handle value the driver "
+        "returned and the first release's call)",
+        "release each handle once: drop your reference after the first release",
+    )
+
+
+def _freed_while_mapped(f: LedgerFinding) -> Said:
+    thing = _THING.get(f.memory, f.memory)
+    return Said(
+        f"released its exported {thing} {f.handle:#x} while pid {f.peer} holds it",
+        f"pid {f.peer} holds {len(f.opens)} open{'s' if len(f.opens) != 1 else ''} or a "
+        f"mapping ({_size(f.size)}; proved by {_proved(f)}): "
+        + (
+            "the memory stays pinned until it releases"
+            if f.memory == "allocation"
+            else "the importer's mapping now points at freed memory"
+        ),
+        "wait for the importer's release (a message back) before freeing the export",
+    )
+
+
+def _legacy_export_of_vmm(f: LedgerFinding) -> Said:
+    return Said(
+        f"cuIpcGetMemHandle({f.handle:#x}) on memory mapped with cuMemMap",
+        f"the pointer lies in the range mapped at {f.since:#x} from handle {f.peer_handle:#x} "
+        f"({_size(f.size)}): legacy IPC cannot export VMM memory (CUDA_ERROR_INVALID_VALUE)",
+        "export the allocation's handle as a POSIX fd (cuMemExportToShareableHandle, "
+        "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and send it over a Unix socket, or use "
+        "torch's expandable-segments IPC",
+    )
+
+
+def _mapping_after_exporter_died(f: LedgerFinding) -> Said:
+    return Said(
+        f"still maps pid {f.peer}'s memory at {f.handle:#x}",
+        f"pid {f.peer} (the exporter) exited; pid {f.pid} released its imported handle but its "
+        f"mapping of allocation {f.peer_handle:#x} ({_size(f.size)}; proved by {_proved(f)}) "
+        "keeps the memory alive",
+        "cuMemUnmap the range when the exporter goes (watch its pidfd or socket)",
+    )
+
+
 WORDS = {
     "shared": _shared,
     "imported": _imported,
@@ -271,6 +379,11 @@ WORDS = {
     "ipc-never-closed": _ipc_never_closed,
     "pool-pointer-never-freed": _pool_pointer_never_freed,
     "pool-never-destroyed": _pool_never_destroyed,
+    "opened-twice": _opened_twice,
+    "exported-never-imported": _never_imported,
+    "released-twice": _released_twice,
+    "freed-while-mapped": _freed_while_mapped,
+    "legacy-export-of-vmm": _legacy_export_of_vmm,
 }
 
 

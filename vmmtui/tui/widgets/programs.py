@@ -169,6 +169,8 @@ class ProgramPanel(Static, can_focus=True):
 
     def render_view(self, v: ProgramsView, p: ProcView, height: int) -> Text:
         rows: list[Text] = []
+        if p.pinned:
+            rows.append(pinned_row(p.pinned))
         for f in sorted(p.fds.values(), key=lambda f: f.fd):
             rows.append(fd_row(f))
         mems = _sort(v, p.pid, list(p.mems.values()), self.sort)
@@ -200,6 +202,31 @@ class ProgramPanel(Static, can_focus=True):
                     said = call_words(c.event) or c.name
                     rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
         return _join(rows[: max(height, 1)])
+
+
+#: the eight heights of a sparkline's cell
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[int], width: int = 24) -> str:
+    """The last ``width`` values as one row of bars, scaled to the largest (0 is the lowest)."""
+    values = values[-width:]
+    top = max(values, default=0)
+    if top <= 0:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(7, (n * 7 + top - 1) // top)] for n in values)
+
+
+def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
+    """The exporter's pinned bytes over the trace's seconds: a leak of one buffer per step is a
+    staircase, seen at step 2."""
+    now = series[-1][1]
+    return _line(
+        ("pinned ", "bold"),
+        (sparkline([b for _, b in series]), "magenta"),
+        f" {format_size(now)} now",
+        (f" · {len(series)} changes in {(series[-1][0] - series[0][0]) / 1e9:.3f} s", "dim"),
+    )
 
 
 def via_words(via: Via) -> str:
@@ -248,6 +275,8 @@ class TransfersPanel(_Sized):
                         f" fd {pend.fd} over {via_words(pend.via)} (file {file}) …",
                     )
                 )
+        from vmmtui.view.roads import transfer_road  # with the first trace (not a demo's frame)
+
         n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
         room = max(1, self.size.height - len(rows))
         more = n - room
@@ -258,6 +287,8 @@ class TransfersPanel(_Sized):
         items = [t for _, t in v.transfers.entries[start:n]]
         for t in items:
             lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
+            _, at_export, at_import = transfer_road(v, t)
+            types = f" · {at_export} → {at_import}" if at_export else ""
             fds = f" fd {t.from_fd} → {t.to_pid} fd {t.to_fd}" if t.to_fd >= 0 else f" → {t.to_pid}"
             rows.append(
                 _line(
@@ -265,6 +296,7 @@ class TransfersPanel(_Sized):
                     (f"{t.how} ", "bold"),
                     (f"{t.from_pid}", pid_style(v, t.from_pid)),
                     fds,
+                    (types, "cyan"),
                     (f" · {via_words(t.via)}" if t.via else "", "dim"),
                     (f" · file {t.file}" if t.file else "", "dim"),
                     (lat, "dim"),
@@ -309,7 +341,7 @@ class VerdictsPanel(_Sized):
             return
         self._key = key
         from vmmtui.model.findings import Tally
-        from vmmtui.trace.words import proven_words
+        from vmmtui.trace.words import proven_words, roads_words
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
         good = v.findings_len - nbad
@@ -320,6 +352,8 @@ class VerdictsPanel(_Sized):
                 (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
             )
         ]
+        if v.roads:  # a line of its own: the count above keeps its place at 80 columns
+            head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
             head.append(
                 _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")

@@ -1,0 +1,287 @@
+"""The refcount book through the ledger, on the calls a trace makes: each test one story of a
+handle whose count never reaches zero (the same stories run as real processes in
+test_refcounts_live.py)."""
+
+from vmmtui.model.findings import FindingKind
+from vmmtui.stream.observed import (
+    CudaCall,
+    FdsReceived,
+    FdsSent,
+    LedgerFinding,
+    PinnedBytes,
+    ProcessExit,
+    SocketEnd,
+    TraceClock,
+)
+from vmmtui.trace.session import RecordingSource, TraceSession
+from vmmtui.words.findings import finding_words as said
+
+SOCK = SocketEnd(100, 101, "@w")
+#: the receiving end: the socket the sends are queued on
+PEER = SocketEnd(101, 100, "@w")
+A, B = 1000, 2000
+MIB = 1 << 20
+
+
+class Run:
+    """The ledger and the refcount book of one run, as the trace session folds them."""
+
+    def __init__(self, **kw):
+        self.session = TraceSession(RecordingSource([]), live=False, **kw)
+        self.book = self.session.refs.book
+
+    def apply(self, e):
+        return self.session.fold(e)
+
+    def finish(self, at=0):
+        return [*self.session.ledger.finish(at), *self.session.refs.finish(at)]
+
+    def export_of_import(self, pid, handle):
+        return self.session.refs.export_of_import(pid, handle)
+
+
+def fold(events, **kw):
+    run = Run(**kw)
+    out = [f for e in events for f in run.apply(e)]
+    return run, out
+
+
+def found(out, kind):
+    return [f for f in out if isinstance(f, LedgerFinding) and f.kind == kind]
+
+
+def share(t, handle, fd, rfd, file, size=MIB):
+    """A exports ``handle`` as ``fd`` and sends it; B receives it as ``rfd``."""
+    return [
+        CudaCall(A, A, t, "cuMemCreate", 0, size=size, handle=handle, handle_types=1),
+        CudaCall(A, A, t + 1, "cuMemExportToShareableHandle", 0, handle=handle, fd=fd,
+                 handle_types=1),
+        FdsSent(A, A, t + 2, "sendmsg", SOCK, [fd], [file], 1),
+        FdsReceived(B, B, t + 3, "recvmsg", PEER, [rfd], [file], 1),
+    ]  # fmt: skip
+
+
+def imp(t, rfd, handle):
+    return CudaCall(B, B, t, "cuMemImportFromShareableHandle", 0, handle=handle, fd=rfd,
+                    handle_types=1)  # fmt: skip
+
+
+def test_a_second_open_is_flagged_at_that_open_with_what_proves_it():
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1), imp(30, 9, 0xB2)]
+    ledger, out = fold(events)
+    [twice] = found(out, FindingKind.OPENED_TWICE)
+    assert (twice.pid, twice.peer, twice.ktime, twice.proof) == (B, A, 30, "struct file")
+    assert "2 opens" in said(twice).what and "0xb1, 0xb2" in said(twice).what
+    # one close leaves one open: no second word, and the count is right in the book
+    ledger.apply(CudaCall(B, B, 40, "cuMemRelease", 0, handle=0xB1))
+    x = ledger.book.exports[0]
+    assert x.opens[B] == [0xB2] and x.closes[B] == 1
+
+
+def test_one_open_one_close_is_no_finding():
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)]
+    events += [CudaCall(B, B, 30, "cuMemRelease", 0, handle=0xB1), imp(40, 9, 0xB2)]
+    _, out = fold(events)
+    assert not found(out, FindingKind.OPENED_TWICE)
+
+
+def test_exported_never_imported_is_said_live_after_the_threshold_and_once():
+    events = [
+        CudaCall(A, A, 1_000, "cuMemCreate", 0, size=MIB, handle=0xA1, handle_types=1),
+        CudaCall(A, A, 2_000, "cuMemExportToShareableHandle", 0, handle=0xA1, fd=5, handle_types=1),
+        TraceClock(int(1.5e9)),
+        TraceClock(int(2.5e9)),
+        TraceClock(int(3.5e9)),
+    ]
+    ledger, out = fold(events, never_imported_s=2.0)
+    [never] = found(out, FindingKind.EXPORTED_NEVER_IMPORTED)
+    assert never.ktime == int(2.5e9) and never.pid == A and never.proof == "struct file"
+    assert not found(ledger.finish(), FindingKind.EXPORTED_NEVER_IMPORTED)
+
+
+def test_exported_never_imported_at_the_end_and_not_when_imported():
+    _, out = fold([*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)])
+    ledger, _ = fold(share(10, 0xA1, 5, 9, "f1"))
+    assert not found(out, FindingKind.EXPORTED_NEVER_IMPORTED)
+    [end] = found(ledger.finish(100), FindingKind.EXPORTED_NEVER_IMPORTED)
+    assert end.pid == A
+
+
+def test_a_double_release_is_said_instead_of_a_bare_refusal():
+    events = [
+        CudaCall(A, A, 10, "cuMemCreate", 0, size=MIB, handle=0xA1, handle_types=1),
+        CudaCall(A, A, 20, "cuMemRelease", 0, handle=0xA1),
+        CudaCall(A, A, 30, "cuMemRelease", 1, handle=0xA1),
+    ]
+    _, out = fold(events)
+    [twice] = found(out, FindingKind.RELEASED_TWICE)
+    assert twice.ktime == 30 and "cuMemRelease(0xa1)" in said(twice).what
+    assert not found(out, "refused")
+
+
+def test_a_legacy_export_of_vmm_memory_is_explained_with_its_fix():
+    events = [
+        CudaCall(A, A, 10, "cuMemCreate", 0, size=2 * MIB, handle=0xA1, handle_types=1),
+        CudaCall(A, A, 20, "cuMemMap", 0, ptr=0x7F0000, size=2 * MIB, handle=0xA1),
+        CudaCall(A, A, 30, "cuIpcGetMemHandle", 1, ptr=0x7F1000),
+    ]
+    _, out = fold(events)
+    [legacy] = found(out, FindingKind.LEGACY_EXPORT_OF_VMM)
+    assert "cuMemExportToShareableHandle" in said(legacy).fix and "expandable" in said(legacy).fix
+    assert not found(out, "refused")
+    # a pointer outside every mapping is a refusal as before
+    _, other = fold([*events[:2], CudaCall(A, A, 30, "cuIpcGetMemHandle", 1, ptr=0x100)])
+    assert found(other, "refused") and not found(other, FindingKind.LEGACY_EXPORT_OF_VMM)
+
+
+def test_the_exporter_freeing_while_the_importer_maps_is_said():
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)]
+    events += [
+        CudaCall(B, B, 25, "cuMemMap", 0, ptr=0x9000, size=MIB, handle=0xB1),
+        CudaCall(A, A, 30, "cuMemRelease", 0, handle=0xA1),
+    ]
+    _, out = fold(events)
+    [freed] = found(out, FindingKind.FREED_WHILE_MAPPED)
+    assert (freed.pid, freed.peer, freed.ktime) == (A, B, 30)
+
+
+def test_pinned_bytes_grow_one_buffer_per_step_when_one_open_of_two_is_released():
+    events = []
+    for step in range(3):
+        t = 100 * (step + 1)
+        h, rfd, file = 0xA0 + step, 9 + step, f"f{step}"
+        events += share(t, h, 5 + step, rfd, file)
+        events += [imp(t + 10, rfd, 0xB0 + 2 * step), imp(t + 11, rfd, 0xB1 + 2 * step)]
+        events += [
+            CudaCall(B, B, t + 20, "cuMemRelease", 0, handle=0xB0 + 2 * step),
+            CudaCall(A, A, t + 30, "cuMemRelease", 0, handle=h),
+        ]
+    _, out = fold(events)
+    pins = [p.bytes for p in out if isinstance(p, PinnedBytes) and p.pid == A]
+    assert pins == [MIB, 2 * MIB, 3 * MIB]
+    assert len(found(out, FindingKind.OPENED_TWICE)) == 3
+
+
+def test_the_road_and_handle_types_of_a_share_and_an_import():
+    _, out = fold([*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)])
+    [shared] = found(out, "shared")
+    [imported] = found(out, "imported")
+    assert (shared.road, shared.exported_as) == ("scm-rights", "posix-fd")
+    assert (imported.road, imported.exported_as, imported.imported_as) == (
+        "scm-rights",
+        "posix-fd",
+        "posix-fd",
+    )
+    ipc = "5a" * 64
+    _, legacy = fold([
+        CudaCall(A, A, 10, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
+        CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+    ])  # fmt: skip
+    [opened] = found(legacy, "imported")
+    assert (opened.road, opened.exported_as, opened.imported_as) == (
+        "legacy-ipc",
+        "ipc-handle",
+        "ipc-handle",
+    )
+
+
+def test_an_exporter_exit_says_what_it_exported_and_nobody_opened():
+    ledger, out = fold(
+        [
+            CudaCall(A, A, 10, "cuMemCreate", 0, size=MIB, handle=0xA1, handle_types=1),
+            CudaCall(A, A, 20, "cuMemExportToShareableHandle", 0, handle=0xA1, fd=5,
+                     handle_types=1),
+            ProcessExit(A, A, 30, 0),
+        ]
+    )  # fmt: skip
+    [never] = found(out, FindingKind.EXPORTED_NEVER_IMPORTED)
+    assert never.ktime == 30
+
+
+def test_the_help_names_the_default_threshold():
+    import argparse
+
+    from vmmtui.cli.trace import add_arguments
+    from vmmtui.model.handles import NEVER_IMPORTED_S
+
+    p = argparse.ArgumentParser(prog="trace")
+    add_arguments(p)
+    assert f"(default {NEVER_IMPORTED_S:g};" in " ".join(p.format_help().split())
+
+
+def test_an_open_file_reused_by_the_kernel_names_the_newest_export():
+    """The kernel frees a closed export's struct file and may hand the same address (so the same
+    ``file``) to the next export: an import of it is of the newest allocation."""
+    events = []
+    for step in range(2):
+        t = 100 * (step + 1)
+        events += [*share(t, 0xA0 + step, 5, 9, "same"), imp(t + 10, 9, 0xB0 + step)]
+    ledger, out = fold(events)
+    imported = found(out, "imported")
+    assert [said(f).detail.split("allocation ")[1].split()[0] for f in imported] == ["0xa0", "0xa1"]
+    assert ledger.export_of_import(B, 0xB1) == (A, 0xA1)
+
+
+def test_a_second_open_after_lost_records_is_unknown_not_a_problem():
+    from vmmtui.stream.observed import TraceLost
+
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)]
+    events += [TraceLost(5, 24, 0, 22, 24), imp(30, 9, 0xB2)]  # the first release may be lost
+    _, out = fold(events)
+    assert not found(out, FindingKind.OPENED_TWICE)
+    [unknown] = found(out, "unknown")
+    assert "opened-twice" in said(unknown).detail and unknown.lost == 5
+
+
+def test_legacy_ipc_closed_twice_and_freed_under_its_importer():
+    ipc = "5a" * 64
+    events = [
+        CudaCall(A, A, 10, "cuMemAlloc_v2", 0, ptr=0x5000, size=MIB),
+        CudaCall(A, A, 11, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
+        CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+        CudaCall(A, A, 30, "cuMemFree_v2", 0, ptr=0x5000),
+        CudaCall(B, B, 40, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+        CudaCall(B, B, 50, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+    ]
+    _, out = fold(events)
+    [freed] = found(out, FindingKind.FREED_WHILE_MAPPED)
+    assert (freed.pid, freed.peer, freed.proof) == (A, B, "handle bytes")
+    assert "freed memory" in said(freed).detail
+    [twice] = found(out, FindingKind.RELEASED_TWICE)
+    assert (twice.pid, twice.ktime) == (B, 50) and "cuIpcCloseMemHandle" in said(twice).what
+
+
+def test_a_pool_pointer_exported_never_imported_is_proved_by_its_export_data():
+    data = "07" * 64
+    ledger, _ = fold([CudaCall(A, A, 10, "cuMemPoolExportPointer", 0, ptr=0xB000, ipc=data)])
+    [never] = found(ledger.finish(20), FindingKind.EXPORTED_NEVER_IMPORTED)
+    assert never.proof == "export data" and "pool pointer" in said(never).what
+
+
+def test_a_mapping_left_after_the_import_was_released_is_said_when_the_exporter_dies():
+    events = [*share(10, 0xA1, 5, 9, "f1"), imp(20, 9, 0xB1)]
+    events += [
+        CudaCall(B, B, 25, "cuMemMap", 0, ptr=0x9000, size=MIB, handle=0xB1),
+        CudaCall(B, B, 26, "cuMemRelease", 0, handle=0xB1),  # the mapping keeps the memory
+        ProcessExit(A, A, 40, 9),
+    ]
+    _, out = fold(events)
+    [held] = found(out, "held-after-exporter-died")
+    assert (held.pid, held.peer, held.ktime) == (B, A, 40) and "0x9000" in said(held).what
+
+
+def test_a_second_legacy_open_refused_as_already_mapped_is_said_as_opened_twice():
+    ipc = "5a" * 64
+    events = [
+        CudaCall(A, A, 10, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
+        CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+        CudaCall(B, B, 30, "cuIpcOpenMemHandle_v2", 208, ipc=ipc),
+    ]
+    _, out = fold(events)
+    [twice] = found(out, FindingKind.OPENED_TWICE)
+    assert (twice.pid, twice.peer, twice.ktime, twice.proof) == (B, A, 30, "handle bytes")
+    assert "CUDA_ERROR_ALREADY_MAPPED" in said(twice).detail and "0x7000" in said(twice).what
+    assert not found(out, "refused")
+    # refused with nothing open in this process: a refusal as before
+    _, other = fold([events[0], CudaCall(B, B, 30, "cuIpcOpenMemHandle_v2", 208, ipc=ipc)])
+    assert found(other, "refused") and not found(other, FindingKind.OPENED_TWICE)

@@ -1,0 +1,158 @@
+"""The refcount book on real processes, traced with eBPF through the stand-in libcuda
+(fake_libcuda.c): each finding is said live, while the process it is about still waits (the
+fixture blocks until this test has read the finding on the trace's output), and the pinned
+bytes of an exporter that leaks one buffer per step grow one buffer per step (root, BTF, libbpf,
+a C compiler)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from vmmtui.record.recording import read
+from vmmtui.stream.observed import CudaCall, LedgerFinding, PinnedBytes
+from vmmtui.words.findings import finding_words
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory) -> Path:
+    from vmmtui.trace.loader import why_not
+
+    if reason := why_not():
+        pytest.skip(f"eBPF unavailable: {reason}")
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda")
+    out = tmp_path_factory.mktemp("refs") / "libcuda.so.1"
+    src = str(FIXTURES / "fake_libcuda.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), src], check=True)
+    return out
+
+
+def trace(lib: Path, tmp: Path, mode: str, *args: str, go: dict[str, str], extra=()):
+    """Run the fixture under ``vmmtui trace``; when a line of the trace's output holds a key of
+    ``go``, the file ``go[key]`` is made (the fixture waits for it). The lines, with the time
+    each go file was made, and the recording."""
+    rec = tmp / f"{mode}.jsonl"
+    cmd = [sys.executable, "-m", "vmmtui", "trace", "--libcuda", str(lib), "--record", str(rec),
+           *extra, "--", sys.executable, str(FIXTURES / "refcount_share.py"), str(lib), str(tmp),
+           mode, *args]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    made: dict[str, int] = {}
+
+    def read_lines() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            for key, name in go.items():
+                if key in line and name not in made:
+                    made[name] = len(lines)
+                    (tmp / name).touch()
+
+    reader = threading.Thread(target=read_lines)
+    reader.start()
+    try:
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(10)
+    assert proc.returncode == 0, "".join(lines)
+    return lines, made, read(rec).events
+
+
+def findings(events, kind):
+    return [f for f in events if isinstance(f, LedgerFinding) and f.kind == kind]
+
+
+def calls(events, func, pid=None):
+    return [
+        e for e in events
+        if isinstance(e, CudaCall) and e.func == func and (pid is None or e.pid == pid)
+    ]  # fmt: skip
+
+
+def said(lines, word):
+    return [line for line in lines if line.startswith(word)]
+
+
+def test_two_opens_one_close_is_said_at_the_second_open_and_pinned_bytes_grow(lib, tmp_path):
+    lines, made, events = trace(lib, tmp_path, "steps", "3", go={"opened-twice:": "go-step1"})
+    assert "go-step1" in made, "".join(lines)
+    [imported] = said(lines, "IMPORTED 1")
+    # live: the importer printed what it did, then waited; the finding was read before it went on
+    finding = made["go-step1"] - 1  # the index of the line that said it
+    assert lines.index(imported) < finding
+    assert said(lines, "RELEASED 1") and lines.index(said(lines, "RELEASED 1")[0]) > finding
+    importer = int(imported.split()[2])
+    twice = findings(events, "opened-twice")
+    assert len(twice) == 3 and {f.pid for f in twice} == {importer}
+    imports = calls(events, "cuMemImportFromShareableHandle", importer)
+    assert [f.ktime for f in twice] == [e.ktime for e in imports[1::2]]  # at each second open
+    assert all(f.proof == "struct file" for f in twice)
+    exporter = twice[0].peer
+    # each step's second open is of that step's allocation (the kernel may reuse fd and file)
+    made = [hex(e.handle) for e in calls(events, "cuMemCreate", exporter)]
+    assert [finding_words(f).what.split("allocation ")[1].split()[0] for f in twice] == made
+    pins = [p.bytes for p in events if isinstance(p, PinnedBytes) and p.pid == exporter]
+    assert pins[:3] == [MIB, 2 * MIB, 3 * MIB], pins
+    # the exporter released each allocation while the importer still held and mapped it
+    assert len(findings(events, "freed-while-mapped")) == 3
+    shares = findings(events, "imported")
+    assert {(f.road, f.exported_as, f.imported_as) for f in shares} == {
+        ("scm-rights", "posix-fd", "posix-fd")
+    }
+
+
+def test_an_importer_that_maps_after_its_exporter_was_killed_is_said_live(lib, tmp_path):
+    lines, made, events = trace(lib, tmp_path, "kill", go={"held-after-exporter-died:": "go-died"})
+    assert "go-died" in made, "".join(lines)
+    [held] = said(lines, "HELD")
+    assert made["go-died"] - 1 < lines.index(held)  # said while the importer still waited
+    [f] = findings(events, "held-after-exporter-died")
+    assert f.pid == int(held.split()[1])
+
+
+def test_never_imported_a_second_release_and_a_legacy_export_of_vmm(lib, tmp_path):
+    lines, made, events = trace(
+        lib,
+        tmp_path,
+        "misc",
+        go={"exported-never-imported:": "go-never"},
+        extra=("--never-imported-after", "0.5"),
+    )
+    assert "go-never" in made, "".join(lines)  # said live, while the exporter waited
+    [never] = findings(events, "exported-never-imported")
+    assert never.proof == "struct file"
+    [twice] = findings(events, "released-twice")
+    assert "cuMemRelease" in finding_words(twice).what
+    assert said(lines, "SECOND-RELEASE") and said(lines, "SECOND-RELEASE")[0].split()[2] == "1"
+    [legacy] = findings(events, "legacy-export-of-vmm")
+    assert "cuMemExportToShareableHandle" in finding_words(legacy).fix
+    assert said(lines, "LEGACY 1")
+    assert not [f for f in findings(events, "refused") if "cuIpcGetMemHandle" in finding_words(f).what]
+
+
+def test_a_second_legacy_open_refused_already_mapped_is_said_while_the_importer_waits(
+    lib, tmp_path
+):
+    lines, made, events = trace(lib, tmp_path, "ipc", go={"opened-twice:": "go-ipc"})
+    assert "go-ipc" in made, "".join(lines)
+    [again] = said(lines, "OPENED-AGAIN")
+    assert again.split()[2] == "208"  # CUDA_ERROR_ALREADY_MAPPED, as the driver answers
+    [twice] = findings(events, "opened-twice")
+    refused = [e for e in calls(events, "cuIpcOpenMemHandle_v2") if e.result == 208]
+    assert [twice.ktime] == [e.ktime for e in refused] and twice.proof == "handle bytes"
+    assert twice.pid == int(again.split()[1])
+    assert not findings(events, "refused")

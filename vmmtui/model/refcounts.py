@@ -1,0 +1,110 @@
+"""The refcount book beside the ledger: after the ledger folds an event, ``Refcounts.fold`` feeds
+the same event to the book (``model/handles.py``), words its facts (``trace/words.py``) into the
+ledger's findings, names the road of each share and import (``model/share_roads.py``), and hands the
+exporters' pinned bytes that changed as ``PinnedBytes`` events. A failed call the book explains
+(a second release, a legacy export of VMM memory, a second open refused as already mapped) is
+said by the book alone, not also as a bare refusal. ``TraceSession`` runs it on every event, so
+a live trace, its recording and Perfetto's export fold alike."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vmmtui.model.findings import FindingKind
+from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook, HandleFact, Pinned
+from vmmtui.model.share_roads import with_road
+from vmmtui.stream.events import Event
+from vmmtui.stream.observed import (
+    CapabilityProbe,
+    CudaCall,
+    LedgerFinding,
+    PinnedBytes,
+    ProcessExit,
+    base_name,
+)
+
+if TYPE_CHECKING:
+    from vmmtui.model.ledger import Ledger
+
+CUDA_SUCCESS = 0
+
+
+class Refcounts:
+    """The book of one run, fed after the ledger (whose state links an import to its export)."""
+
+    def __init__(self, ledger: Ledger, never_imported_s: float = NEVER_IMPORTED_S) -> None:
+        self.ledger = ledger
+        self.book = HandleBook(self.export_of_import, never_imported_s)
+
+    def export_of_import(self, pid: int, handle: int) -> tuple[int, int] | None:
+        """The allocation (exporter pid, handle) the ledger matched an import of ``pid`` to."""
+        a = self.ledger.imports.get((pid, handle), (None, None))[0]
+        return (a.pid, a.handle) if a is not None else None
+
+    def fold(
+        self, e: Event, found: list[LedgerFinding | CapabilityProbe]
+    ) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
+        """``found`` (what the ledger made of ``e``) with roads, less a refusal the book words
+        itself, then the book's findings and the pinned bytes that changed."""
+        explained = isinstance(e, CudaCall) and e.result != CUDA_SUCCESS and self._explains(e)
+        out: list[LedgerFinding | CapabilityProbe | PinnedBytes] = []
+        for f in found:
+            if isinstance(f, LedgerFinding):
+                if explained and f.kind == "refused":
+                    self.ledger.findings.remove(f)
+                    continue
+                road = with_road(self.ledger, e, f)
+                if road is not f:
+                    self.ledger.findings[self.ledger.findings.index(f)] = road
+                f = road
+            out.append(f)
+        facts: list[HandleFact] = []
+        pins: list[Pinned] = []
+        if isinstance(e, CudaCall):
+            facts, pins = self.book.call(
+                base_name(e.func), e.pid, e.ktime, e.result, handle=e.handle, ptr=e.ptr,
+                size=e.size, fd=e.fd, handle_types=e.handle_types, ipc=e.ipc,
+            )  # fmt: skip
+        elif isinstance(e, ProcessExit):
+            facts, pins = self.book.exit(e.pid, e.ktime)
+        if self.ledger.clock:
+            facts += self.book.clock(self.ledger.clock)
+        said = self._said(facts)
+        return [*out, *said, *(PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins)]
+
+    def finish(self, at: int = 0) -> list[LedgerFinding]:
+        """What the end says: exports nobody opened."""
+        return self._said(self.book.finish(max(self.ledger.clock, at)))
+
+    def _explains(self, e: CudaCall) -> bool:
+        return self.book.explains(base_name(e.func), e.pid, e.handle, e.ptr, e.result, e.ipc)
+
+    def _said(self, facts: list[HandleFact]) -> list[LedgerFinding]:
+        """The facts worded, ``unknown`` where a lost record (a close, a release, an import) may
+        overturn them; kept with the ledger's findings (its count and its end summary)."""
+        unknown_if_lost = self.ledger._unknown_if_lost  # noqa: SLF001 (the ledger's one rule)
+        said = [unknown_if_lost(finding_of(f), f.since) for f in facts]
+        self.ledger.findings += said
+        return said
+
+
+def finding_of(f: HandleFact) -> LedgerFinding:
+    """A fact of the refcount book as the ledger's finding, its facts kept (``words.findings``
+    words it)."""
+    return LedgerFinding(
+        str(f.kind),
+        f.pid,
+        f.ktime,
+        peer=f.peer,
+        proof=str(f.proof),
+        memory=str(f.thing),
+        handle=f.key,
+        peer_handle=f.exported,
+        size=f.size,
+        ipc=f.ipc,
+        opens=list(f.opens),
+        closes=f.closes,
+        since=f.since,
+        result=f.refused,
+        how="mapped" if f.kind == FindingKind.HELD_AFTER_EXPORTER_DIED else "",
+    )
