@@ -109,3 +109,11 @@ def test_the_status_counts_polling_leaks_as_the_verdicts_do():
     )
     assert state.status["findings"] == "0 shared/imported · 1 to look at"
     assert state.programs is not None and state.programs.bad_findings == 1
+
+
+def test_a_finding_holds_facts_and_no_words():
+    """The words of a finding are made where it is drawn (``words.findings``), from its facts."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(LedgerFinding)}
+    assert names.isdisjoint({"what", "detail", "fix", "cause"}), names
