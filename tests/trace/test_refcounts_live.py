@@ -141,7 +141,9 @@ def test_never_imported_a_second_release_and_a_legacy_export_of_vmm(lib, tmp_pat
     [legacy] = findings(events, "legacy-export-of-vmm")
     assert "cuMemExportToShareableHandle" in finding_words(legacy).fix
     assert said(lines, "LEGACY 1")
-    assert not [f for f in findings(events, "refused") if "cuIpcGetMemHandle" in finding_words(f).what]
+    assert not [
+        f for f in findings(events, "refused") if "cuIpcGetMemHandle" in finding_words(f).what
+    ]
 
 
 def test_a_second_legacy_open_refused_already_mapped_is_said_while_the_importer_waits(

@@ -7,6 +7,7 @@ import io
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -192,6 +193,9 @@ def stop_with(args: list[str], sig: int) -> int:
     )
     assert p.stdout is not None
     assert "vmmtui trace: eBPF" in p.stdout.readline()  # the trace runs
+    # read what it prints, as a terminal does: with --all on a busy machine the findings fill a
+    # pipe nobody reads, and the trace then waits in its write, not on the signal
+    threading.Thread(target=p.stdout.read, daemon=True).start()
     time.sleep(0.5)
     p.send_signal(sig)
     try:
