@@ -13,6 +13,7 @@ import time
 import pytest
 from rich.console import Console
 
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
@@ -28,7 +29,6 @@ from vmmtui.stream.observed import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import Bystanders, lines, worth_a_line
 
 SOCK = SocketEnd(100, 101, "@vmm")
@@ -100,9 +100,10 @@ def test_a_loss_and_an_unknown_say_how_many_records_and_between_when():
             LedgerFinding(
                 "unknown",
                 20,
-                "fd 7 held until exit",
-                "would be fd-never-closed (…), but a lost record may say otherwise",
                 ktime=T0 + 40_000_000,
+                fd=7,
+                how="received",
+                was="fd-never-closed",
                 lost=812,
                 lost_first_ns=T0 + 5_000_000,
                 lost_last_ns=T0 + 30_000_000,

@@ -437,8 +437,8 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
+    import vmmtui.model.ledger  # noqa: F401
     import vmmtui.render.console  # noqa: F401
-    import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
 
@@ -551,6 +551,7 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
+    from vmmtui.words.findings import json_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
@@ -584,7 +585,7 @@ def _print(session, args: argparse.Namespace) -> None:
         for e in session.events(on_batch=flush):
             names.see(e)
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
-                json_lines.append(e.to_json())
+                json_lines.append(json_line(e))
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
@@ -607,6 +608,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
     from vmmtui.trace.narration import lost_words, not_read
+    from vmmtui.words.findings import pin_words
 
     by = Counter(f.kind for f in ledger.findings)
     if bystanders:
@@ -655,7 +657,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():
-        pins = ledger.pins(a)
+        pins = [pin_words(p) for p in ledger.pins(a)]
         console.print(
             f"  allocation {a.handle:#x} of pid {a.pid}: {a.size} bytes, exported as "
             f"{[fd for fd, _ in a.exported]}, imported by {[i.pid for i in a.imports]}; "

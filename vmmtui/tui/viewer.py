@@ -241,7 +241,9 @@ class Viewer(App[int]):
         first = len(latest.log_lines()) - len(
             lines
         )  # lines of earlier sessions (ctrl+r) are skipped
-        texts = [line.text.plain for line in lines]
+        from vmmtui.words.log import log_text
+
+        texts = [log_text(line).plain for line in lines]
         # a new search starts at the top of the whole log (N: at its end); n and N go on from the match
         start = self.search_at if self.search_at is not None else (len(texts) if backward else -1)
         found = self.search.next(texts, start, backward)

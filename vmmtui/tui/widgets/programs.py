@@ -182,10 +182,7 @@ def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
 
 
 def via_words(via: Via) -> str:
-    """How something travelled, as the wire says it: a socket in the text's words, else its name."""
-    if isinstance(via, str):
-        return via
-    from vmmtui.trace.words import socket_words
-    from vmmtui.words.names import shown
+    """How something travelled, as the wire says it (``trace.words.via_words``)."""
+    from vmmtui.trace.words import via_words as said
 
-    return shown(socket_words(via), 80)
+    return said(via)

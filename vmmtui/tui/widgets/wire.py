@@ -228,15 +228,18 @@ class VerdictsPanel(_Sized):
             head.append(_line(("polling: ", "bold yellow"), v.reason))
         width = max(10, self.size.width)
         rows: list[Text] = []
+        from vmmtui.words.findings import words_of  # with the first finding
+
         for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
             mark = "✗" if f.kind == "refused" else "⚠"
+            w = words_of(f.of)  # worded here: the fold keeps the finding as facts
             text = Text.assemble(
                 (f"{mark} {f.kind}: ", "bold red" if mark == "✗" else "bold yellow"),
-                f"pid {f.pid} {f.what}",
-                ("\n  fix: " if f.fix else "", "bold green"),
-                (f.fix, "green"),
+                f"pid {f.pid} {w.what}",
+                ("\n  fix: " if w.fix else "", "bold green"),
+                (w.fix, "green"),
                 ("\n  cause: ", "bold"),
-                f.detail,
+                w.detail,
             )
             rows += list(text.wrap(self.app.console, width))
         room = max(1, self.size.height) - len(head)
