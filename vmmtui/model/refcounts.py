@@ -51,11 +51,11 @@ class Refcounts:
         for f in found:
             if isinstance(f, LedgerFinding):
                 if explained and f.kind == "refused":
-                    self.ledger.findings.remove(f)
+                    _swap(self.ledger.findings, f, None)
                     continue
                 road = with_road(self.ledger, e, f)
                 if road is not f:
-                    self.ledger.findings[self.ledger.findings.index(f)] = road
+                    _swap(self.ledger.findings, f, road)
                 f = road
             out.append(f)
         facts: list[HandleFact] = []
@@ -86,6 +86,19 @@ class Refcounts:
         said = [unknown_if_lost(finding_of(f), f.since) for f in facts]
         self.ledger.findings += said
         return said
+
+
+def _swap(findings: list[LedgerFinding], old: LedgerFinding, new: LedgerFinding | None) -> None:
+    """Put ``new`` where the ledger just appended ``old`` (or take ``old`` out): looked for from
+    the end and by identity, so a long trace's thousands of findings cost nothing per event (a
+    search from the front with dataclass equality made every event slower than the last)."""
+    for i in range(len(findings) - 1, -1, -1):
+        if findings[i] is old:
+            if new is None:
+                del findings[i]
+            else:
+                findings[i] = new
+            return
 
 
 def finding_of(f: HandleFact) -> LedgerFinding:
