@@ -249,19 +249,9 @@ def test_every_package_directory_is_a_package():
 # -- the observer, the model of programs, the screen ---------------------------------------------
 #: the event classes the observer emits: data every layer may read
 OBSERVED = ("vmmtui.stream.events", "vmmtui.stream.observed", "vmmtui.stream")
-#: the fold of observed events that still lives in trace/ (the ledger, its exit findings and
-#: entries, the session that runs it, their words): what the observer rule does not yet cover
-FOLD_IN_TRACE = (
-    "vmmtui.trace.ledger",
-    "vmmtui.trace.held",
-    "vmmtui.trace.entries",
-    "vmmtui.trace.session",
-    "vmmtui.trace.words",
-    "vmmtui.trace.narration",
-    # the refcount book beside the ledger, and the road of each share it finds
-    "vmmtui.trace.refcounts",
-    "vmmtui.trace.roads",
-)
+#: the modules of trace/ that are not the observer: the pipeline of a run, where the observer's
+#: events meet the model's fold (``trace.session``), and the words of observed programs
+NOT_THE_OBSERVER = ("vmmtui.trace.session", "vmmtui.trace.narration", "vmmtui.trace.words")
 
 
 def _under(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -306,7 +296,7 @@ def test_the_observer_never_imports_the_model_the_screen_or_the_command_line():
     bad = [
         f"{name} imports {d}"
         for name, deps in graph().items()
-        if _under(name, ("vmmtui.trace",)) and not _under(name, FOLD_IN_TRACE)
+        if _under(name, ("vmmtui.trace",)) and not _under(name, NOT_THE_OBSERVER)
         for d in sorted(deps)
         if _under(d, banned)
     ]
@@ -350,3 +340,22 @@ def test_the_programs_fold_says_no_words():
     words = ("vmmtui.trace.narration", "vmmtui.trace.words", "vmmtui.words.narration")
     deps = graph()["vmmtui.view.programs"]
     assert not [d for d in deps if _under(d, words)], deps
+
+
+def test_the_folds_word_no_finding_and_no_log_entry():
+    """The model and the screen's folds keep findings and log entries as data (the event, its
+    facts); the words of both are made where they are drawn (``words.findings``, ``words.log``)."""
+    words = (
+        "vmmtui.words.findings",
+        "vmmtui.words.log",
+        "vmmtui.trace.narration",
+        "vmmtui.trace.words",
+    )
+    bad = [
+        f"{name} imports {d}"
+        for name, deps in graph().items()
+        if _under(name, ("vmmtui.view", "vmmtui.model"))
+        for d in sorted(deps)
+        if _under(d, words)
+    ]
+    assert not bad, bad

@@ -29,6 +29,7 @@ OPTIONS = [
     ["watch", "--interval"],
     ["trace", "--interval"],
     ["trace", "--duration"],
+    ["trace", "--never-imported-after"],
     ["attach", "--duration"],
 ]
 #: 0 is a fine --step and --device

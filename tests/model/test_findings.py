@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import Proof, tally
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import call_words
 from vmmtui.trace.words import end_words, proven_words
 from vmmtui.view.programs import ProgramsView, fold_program_event
+from vmmtui.words.findings import finding_words as said
 
 A, B = 1000, 2000
 IPC = "ab" * 64
@@ -42,7 +43,9 @@ def test_an_end_is_computed_once_and_worded_once():
     assert view.procs[A].end == End(None, 9)
     assert call_words(view.calls_of(A)[-1].event) == "exit: killed by SIGKILL"
     held = next(f for f in found if f.kind == "held-after-exporter-died")
-    assert f"pid {A} was killed by SIGKILL" in held.detail and "code 9" not in held.detail
+    assert (
+        f"pid {A} was killed by SIGKILL" in said(held).detail and "code 9" not in said(held).detail
+    )
 
 
 def test_each_finding_says_what_proves_it_and_the_verdicts_say_it():
@@ -84,12 +87,12 @@ def test_a_memfd_polling_proves_shared_is_a_share_on_the_verdicts():
 
 
 def test_a_finding_recorded_before_proofs_were_kept_is_proven_by_its_file():
-    old = LedgerFinding("shared", B, "fd 3 = pid 1's fd 4", "", file="857aceaad812")
+    old = LedgerFinding("shared", B, file="857aceaad812", fd=3, peer_fd=4)
     assert Proof(old.proof or "") == Proof.NONE
     from vmmtui.model.findings import proof_of
 
     assert proof_of(old) == Proof.STRUCT_FILE
-    assert proof_of(LedgerFinding("imported", B, "", "")) == Proof.NONE
+    assert proof_of(LedgerFinding("imported", B)) == Proof.NONE
 
 
 def test_the_status_counts_polling_leaks_as_the_verdicts_do():
@@ -106,3 +109,11 @@ def test_the_status_counts_polling_leaks_as_the_verdicts_do():
     )
     assert state.status["findings"] == "0 shared/imported · 1 to look at"
     assert state.programs is not None and state.programs.bad_findings == 1
+
+
+def test_a_finding_holds_facts_and_no_words():
+    """The words of a finding are made where it is drawn (``words.findings``), from its facts."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(LedgerFinding)}
+    assert names.isdisjoint({"what", "detail", "fix", "cause"}), names

@@ -5,6 +5,7 @@ import tracemalloc
 
 from vmmtui.model import kept
 from vmmtui.model.kept import Kept
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
@@ -14,7 +15,6 @@ from vmmtui.stream.observed import (
     TraceFinished,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.session import TraceSession
 
 

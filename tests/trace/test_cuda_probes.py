@@ -12,6 +12,7 @@ import pytest
 
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding
+from vmmtui.words.findings import finding_words as said
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -122,7 +123,9 @@ def test_ipc_handle_bytes_on_both_sides(traced):
     matched = [
         f
         for f in events
-        if isinstance(f, LedgerFinding) and f.kind == "imported" and "64 handle bytes" in f.detail
+        if isinstance(f, LedgerFinding)
+        and f.kind == "imported"
+        and "64 handle bytes" in said(f).detail
     ]
     assert matched and matched[0].peer == got.pid
 
@@ -132,7 +135,7 @@ def test_a_failed_call_is_a_refusal_with_its_cause(traced):
     failed = one(events, "cuMemExportToShareableHandle", result=801)
     assert failed.handle_types == 8 and failed.fd == -1
     [refused] = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "refused"]
-    assert "requestedHandleTypes" in refused.fix
+    assert "requestedHandleTypes" in said(refused).fix
     assert "CUDA_ERROR_NOT_SUPPORTED" in out
 
 
@@ -143,7 +146,7 @@ def test_a_fabric_probe_is_a_probe_not_a_refusal(traced):
     [probe] = [e for e in events if isinstance(e, CapabilityProbe)]
     assert (probe.pid, probe.ktime, probe.found) == (call.pid, call.ktime, "no-imex-channel")
     refused = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "refused"]
-    assert not [f for f in refused if f.what.startswith("cuMemCreate")], refused
+    assert not [f for f in refused if said(f).what.startswith("cuMemCreate")], refused
     assert "probe: pid" in out and "fabric handles unavailable here: no IMEX channel" in out
 
 
@@ -208,10 +211,10 @@ def test_pool_calls_come_back_with_their_arguments_and_outputs(pool_traced):
 def test_pool_fd_and_pointers_are_matched_to_their_exporter(pool_traced):
     (epid, efd, pool, *_), (ipid, ifd, ipool, i0, i1), _, events = pool_traced
     matched = findings(events, "imported")
-    by_fd = [f for f in matched if f"imported as pool {ipool:#x}" in f.what]
-    assert len(by_fd) == 1 and by_fd[0].peer == epid and f"pool {pool:#x}" in by_fd[0].detail
-    by_bytes = [f for f in matched if "64 export bytes" in f.detail]
-    assert sorted(f.what for f in by_bytes) == sorted(
+    by_fd = [f for f in matched if f"imported as pool {ipool:#x}" in said(f).what]
+    assert len(by_fd) == 1 and by_fd[0].peer == epid and f"pool {pool:#x}" in said(by_fd[0]).detail
+    by_bytes = [f for f in matched if "64 export bytes" in said(f).detail]
+    assert sorted(said(f).what for f in by_bytes) == sorted(
         f"pool pointer imported at {p:#x}" for p in (i0, i1)
     )
     assert all(f.pid == ipid and f.peer == epid for f in by_bytes)
@@ -220,11 +223,13 @@ def test_pool_fd_and_pointers_are_matched_to_their_exporter(pool_traced):
 def test_pool_leaks_and_an_importer_outliving_its_exporter(pool_traced):
     (epid, _, pool, *_), (ipid, _, ipool, i0, i1), _, events = pool_traced
     [never_freed] = findings(events, "pool-pointer-never-freed")
-    assert (never_freed.pid, never_freed.peer) == (ipid, epid) and f"{i1:#x}" in never_freed.what
+    assert (never_freed.pid, never_freed.peer) == (ipid, epid) and f"{i1:#x}" in said(
+        never_freed
+    ).what
     [never_destroyed] = findings(events, "pool-never-destroyed")  # the exporter destroyed its own
-    assert never_destroyed.pid == ipid and f"{ipool:#x}" in never_destroyed.what
+    assert never_destroyed.pid == ipid and f"{ipool:#x}" in said(never_destroyed).what
     [held] = findings(events, "held-after-exporter-died")
-    assert (held.pid, held.peer) == (ipid, epid) and f"{i1:#x}" in held.detail
+    assert (held.pid, held.peer) == (ipid, epid) and f"{i1:#x}" in said(held).detail
 
 
 def test_a_pool_fd_inherited_across_exec_is_matched_to_its_export(tmp_path):
@@ -267,5 +272,5 @@ def test_a_pool_fd_inherited_across_exec_is_matched_to_its_export(tmp_path):
     matched = findings(events, "imported")
     for ipid, ifd, ipool in importers:
         [f] = [f for f in matched if f.pid == ipid]
-        assert f.what == f"fd {ifd} imported as pool {ipool:#x}"
-        assert f.peer == epid and f"pid {epid}'s pool {pool:#x}" in f.detail, f
+        assert said(f).what == f"fd {ifd} imported as pool {ipool:#x}"
+        assert f.peer == epid and f"pid {epid}'s pool {pool:#x}" in said(f).detail, f

@@ -1,6 +1,8 @@
 """The ledger folds trace events into who holds what; each test is one story a CUDA engineer
 chases (a share, a leak, an exporter killed under its importers)."""
 
+from vmmtui.model.entries import Pin
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -16,7 +18,8 @@ from vmmtui.stream.observed import (
     QueuedAtRelease,
     SocketEnd,
 )
-from vmmtui.trace.ledger import Ledger
+from vmmtui.words.findings import finding_words as said
+from vmmtui.words.findings import pin_words
 
 SOCK = SocketEnd(100, 101, "@vmm")
 #: the receiving end: the socket the sends are queued on
@@ -63,7 +66,7 @@ def test_a_send_is_matched_to_its_receive_by_the_open_file():
     assert kinds(found) == [("shared", B), ("shared", B)]
     t = {(x.from_fd, x.to_fd) for x in ledger.transfers}
     assert t == {(5, 9), (6, 8)}  # by file, not by order
-    assert found[0].peer == A and "fd 9 = pid 1000's fd 5" in found[0].what
+    assert found[0].peer == A and "fd 9 = pid 1000's fd 5" in said(found[0]).what
     assert [h.fd for h in ledger.holders("f2")] == [6]  # A's own copy; B's went at exit
     assert ledger.finish() == []
 
@@ -94,7 +97,7 @@ def test_the_fix_for_an_fd_never_closed_follows_what_the_fd_is():
             ]
         )
         [never] = [f for f in found if f.kind == "fd-never-closed"]
-        return never.fix
+        return said(never).fix
 
     unseen = fix([])
     assert "import" not in unseen and "cuMem" not in unseen and "receive" in unseen
@@ -131,7 +134,7 @@ def test_in_flight_is_the_kernels_word_that_the_fd_was_left_queued():
     )
     [f] = found
     assert (f.kind, f.pid, f.file) == ("in-flight", A, "f2")
-    assert "fd 6 sent, never received" in f.what and "still queued" in f.detail
+    assert "fd 6 sent, never received" in said(f).what and "still queued" in said(f).detail
     assert ledger.fds_not_read == {
         "queued": 2
     }  # the kernel counted 3, the record held 1: nothing claimed
@@ -151,7 +154,7 @@ def test_pidfd_getfd_is_a_share_and_its_refusal_carries_the_cause():
         ]
     )
     assert kinds(found) == [("shared", B), ("refused", B)]
-    assert found[0].peer == A and found[1].fix == "--pid=host"
+    assert found[0].peer == A and said(found[1]).fix == "--pid=host"
 
 
 def test_close_range_closes_every_fd_in_it():
@@ -194,7 +197,7 @@ def test_an_import_is_traced_back_to_its_exporters_allocation():
     assert [(i.pid, i.handle) for i in alloc.imports] == [(B, 0xB1)]
     assert [m.ptr for m in alloc.mappings] == [0x7000]
     imported = [f for f in found if f.kind == "imported"]
-    assert imported[0].peer == A and "2097152 bytes" in imported[0].detail
+    assert imported[0].peer == A and "2097152 bytes" in said(imported[0]).detail
     assert ("import-never-released", B) in kinds(found)
 
 
@@ -217,7 +220,11 @@ def test_pins_say_who_keeps_an_allocation_alive():
     ]:
         ledger.apply(e)
     pins = ledger.pins(ledger.allocations[(A, 0xA1)])
-    assert pins == ["pid 2000: fd 38 (received)", "pid 2000: imported handle 0xb1"]
+    assert pins == [Pin(B, "fd", 38, "received"), Pin(B, "import", 0xB1)]
+    assert [pin_words(p) for p in pins] == [
+        "pid 2000: fd 38 (received)",
+        "pid 2000: imported handle 0xb1",
+    ]
 
 
 def test_legacy_ipc_is_matched_by_the_handle_bytes():
@@ -239,7 +246,7 @@ def test_legacy_ipc_is_matched_by_the_handle_bytes():
 
 def test_a_failed_driver_call_is_a_refusal_with_a_fix():
     _, found = fold([cuda(A, 1, "cuMemExportToShareableHandle", result=801, handle=1)])
-    assert found[0].kind == "refused" and "requestedHandleTypes" in found[0].fix
+    assert found[0].kind == "refused" and "requestedHandleTypes" in said(found[0]).fix
 
 
 def test_a_refused_fabric_allocation_is_a_probe_until_fabric_worked_then_names_the_imex_channel():
@@ -255,8 +262,8 @@ def test_a_refused_fabric_allocation_is_a_probe_until_fabric_worked_then_names_t
         ]
     )
     assert kinds(found) == [("refused", A)]
-    assert "CUDA_ERROR_NOT_PERMITTED" in found[0].detail and "IMEX" in found[0].detail
-    assert "nvidia-imex" in found[0].fix
+    assert "CUDA_ERROR_NOT_PERMITTED" in said(found[0]).detail and "IMEX" in said(found[0]).detail
+    assert "nvidia-imex" in said(found[0]).fix
 
 
 def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
@@ -273,8 +280,8 @@ def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
     )
     assert kinds(found) == [("shared", B), ("held-after-exporter-died", B)]
     held = found[1]
-    assert held.peer == A and held.file == "f1" and "SIGKILL" in held.detail
-    assert "memfd pool" in held.detail and "fd 7" in held.detail
+    assert held.peer == A and held.file == "f1" and "SIGKILL" in said(held).detail
+    assert "memfd pool" in said(held).detail and "fd 7" in said(held).detail
 
 
 def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_direction():
@@ -297,10 +304,10 @@ def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_dir
     assert (
         found[0].proof == "kcmp"
         and found[0].peer == A
-        and found[0].what == f"fd 3 = pid {A}'s fd 4"
+        and said(found[0]).what == f"fd 3 = pid {A}'s fd 4"
     )
     assert kinds(found) == [*shares, ("possible-held-after-exporter-died", B)]  # once for B's two
-    assert "which of them made it was not seen" in found[-1].detail and found[-1].peer == A
+    assert "which of them made it was not seen" in said(found[-1]).detail and found[-1].peer == A
     ledger, found = fold(
         [*start, FdsSent(B, B, 2, "sendmsg", SOCK, [3], ["f9"], 1), ProcessExit(A, A, 10, 0)]
     )
@@ -341,7 +348,7 @@ def test_one_file_over_two_sockets_names_the_sender_of_each_socket():
             FdsReceived(B + 1, B + 1, 4, "recvmsg", PEER, [9], ["f"], 1),
         ]
     )
-    assert [(f.pid, f.peer, f.what) for f in found] == [
+    assert [(f.pid, f.peer, said(f).what) for f in found] == [
         (B, C, "fd 9 = pid 3000's fd 7"),
         (B + 1, A, "fd 9 = pid 1000's fd 5"),
     ]

@@ -2,8 +2,8 @@
 socket, never the oldest of the file anywhere; sends end where the kernel says their fds were
 freed, by the socket that held them."""
 
+from vmmtui.model.matching import SendQueue
 from vmmtui.stream.observed import SocketEnd
-from vmmtui.trace.matching import SendQueue
 
 #: two connected pairs: a1 ↔ a2, b1 ↔ b2 (socks named as records name them, inodes too)
 A1, A2 = SocketEnd(11, 12, sk="a1", peer_sk="a2"), SocketEnd(12, 11, sk="a2", peer_sk="a1")

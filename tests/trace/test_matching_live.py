@@ -16,6 +16,7 @@ import pytest
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import FdsDropped, FdsSent, LedgerFinding
 from vmmtui.view.programs import ProgramsView, fold_program_event
+from vmmtui.words.findings import finding_words
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "match_cases.py"
 
@@ -52,7 +53,7 @@ def senders(events: list) -> dict[tuple[int, int], tuple[int, int]]:
     out = {}
     for f in events:
         if isinstance(f, LedgerFinding) and f.kind == "shared":
-            m = re.fullmatch(r"fd (\d+) = pid (\d+)'s fd (\d+)", f.what)
+            m = re.fullmatch(r"fd (\d+) = pid (\d+)'s fd (\d+)", finding_words(f).what)
             if m:
                 out[(f.pid, int(m[1]))] = (int(m[2]), int(m[3]))
     return out
@@ -103,7 +104,7 @@ def test_an_fd_dropped_by_read_is_said_dropped_not_in_flight(tmp_path):
     assert (drop.pid, drop.call, drop.count) == (reader["pid"], "read", 1)
     [said] = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "fds-dropped"]
     assert (said.pid, said.peer) == (reader["pid"], sent["pid"])
-    assert f"fd {sent['fd']} of pid {sent['pid']}" in said.what
+    assert f"fd {sent['fd']} of pid {sent['pid']}" in finding_words(said).what
     assert not [f for f in events if isinstance(f, LedgerFinding) and f.kind == "in-flight"]
     v = ProgramsView()
     for e in events:

@@ -2,6 +2,7 @@
 order, the ledger matches a receive folded before its send, and a conclusion that a lost record
 could overturn is said as unknown with the loss window, never as a leak or an in-flight."""
 
+from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
@@ -14,8 +15,8 @@ from vmmtui.stream.observed import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.order import KernelOrder
+from vmmtui.words.findings import finding_words as said
 
 SOCK = SocketEnd(100, 101, "@vmm")
 #: the receiving end: the socket the sends are queued on
@@ -81,8 +82,8 @@ def test_a_receive_whose_send_never_came_is_from_a_process_not_traced_after_the_
     assert ledger.apply(FdsReceived(B, B, 2 * MS, "recvmsg", PEER, [7], ["f1"], 1)) == []
     assert ledger.apply(FdCloseCall(B, B, 3 * MS, 7, "f1", 0)) == []  # still within the window
     [f] = ledger.apply(FdCloseCall(B, B, 2 * MS + W + 1, 99, "", -9))
-    assert (f.kind, f.what) == ("shared", "fd 7 received")
-    assert "not traced" in f.detail
+    assert (f.kind, said(f).what) == ("shared", "fd 7 received")
+    assert "not traced" in said(f).detail
 
 
 def test_twenty_thousand_shares_arriving_out_of_order_give_no_false_claim():
@@ -119,7 +120,9 @@ def test_a_leak_whose_close_may_be_lost_is_unknown_with_the_window():
     assert shared.kind == "shared"
     assert (unknown.kind, unknown.pid, unknown.lost) == ("unknown", B, 822)
     assert (unknown.lost_first_ns, unknown.lost_last_ns) == (t0 + 5 * MS, t0 + 30 * MS)
-    assert "fd-never-closed" in unknown.detail and "fd 7 held until exit" in unknown.what
+    assert (
+        "fd-never-closed" in said(unknown).detail and "fd 7 held until exit" in said(unknown).what
+    )
     assert ledger.losses.by_cpu == {1: 812, 0: 10}
 
 
@@ -146,8 +149,26 @@ def test_an_unreceived_send_with_a_loss_after_it_is_unknown_not_in_flight():
     )
     assert [f.kind for f in found] == ["shared", "unknown"]
     u = found[1]
-    assert u.pid == A and u.lost == 40 and "1 fd sent (fd 5)" in u.what
+    assert u.pid == A and u.lost == 40 and "1 fd sent (fd 5)" in said(u).what
     assert not any(f.kind == "in-flight" for f in found)
+
+
+def test_a_send_whose_receive_was_lost_before_the_sends_record_is_put_down_to_the_loss():
+    # the receiver took the message, and its record was lost, before the sender's call returned
+    # and wrote the send's record: the loss comes first in the kernel's clock
+    ledger, found = fold(
+        [
+            TraceLost(1, 10 * MS, 0, 9 * MS, 9 * MS),
+            FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1),
+        ]
+    )
+    assert [f.kind for f in found] == ["unknown"] and ledger.unreceived == 0
+    assert found[0].lost == 1 and "among the records lost" in said(found[0]).detail
+
+
+def test_a_send_never_received_in_a_trace_that_lost_nothing_is_counted_not_found():
+    ledger, found = fold([FdsSent(A, A, 10 * MS, "sendmsg", SOCK, [5], ["f1"], 1)])
+    assert found == [] and ledger.unreceived == 1
 
 
 def test_the_kernels_queued_at_release_is_in_flight_even_across_losses():
@@ -178,3 +199,10 @@ def test_loss_windows_merge_and_an_old_recordings_unplaced_loss_makes_every_leak
         ]
     )
     assert [f.kind for f in found] == ["shared", "unknown"]
+
+
+def test_the_ledger_waits_for_a_send_as_long_as_the_order_holds_a_record():
+    from vmmtui.model import ledger
+    from vmmtui.trace import order
+
+    assert ledger.WINDOW_NS == order.WINDOW_NS == Ledger().window_ns

@@ -1,20 +1,21 @@
 """Calls that fail by design to probe a capability are probes, not refusals: one pure function
-decides (``vmmtui.trace.probes.classify``), the ledger emits a ``CapabilityProbe``, nothing counts it
+decides (``vmmtui.model.probes.classify``), the ledger emits a ``CapabilityProbe``, nothing counts it
 as a problem, and recordings made before say it the same way."""
 
 from __future__ import annotations
 
 import pytest
 
+from vmmtui.model.ledger import Ledger
+from vmmtui.model.probes import Capability, Context, Found, Probe, classify
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.gallery import find
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.narration import lines
-from vmmtui.trace.probes import Capability, Context, Found, Probe, classify
 from vmmtui.view.frames import FrameStates
 from vmmtui.view.model import ScreenState
+from vmmtui.words.log import log_text
 
 FABRIC, POSIX = 8, 1
 
@@ -57,7 +58,7 @@ def test_the_ledger_says_a_probe_and_no_refusal_and_a_real_failure_stays_one():
 
 
 def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
-    rec = read(find("h100-trace-torch-expandable"))
+    rec = read(find("h100-trace-torch-expandable"), found_again=False)
     probes = [e for e in rec.events if isinstance(e, CapabilityProbe)]
     assert len(probes) == 3 and {p.found for p in probes} == {"no-imex-channel"}
     refused = [e for e in rec.events if isinstance(e, LedgerFinding) and e.kind == "refused"]
@@ -68,5 +69,9 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     last = states.at(states.last)
     assert last.programs is not None and last.programs.bad_findings == 0
     assert "0 to look at" in last.status.get("findings", "0 to look at"), last.status
-    log = "\n".join(x.text.plain for x in last.log_lines())
+    again = read(find("h100-trace-torch-expandable")).events  # its findings found again
+    assert [e for e in again if isinstance(e, CapabilityProbe)] == probes
+    [end] = [e for e in again if isinstance(e, TraceFinished)]
+    assert end.problems == 0 and end.findings == sum(isinstance(e, LedgerFinding) for e in again)
+    log = "\n".join(log_text(x).plain for x in last.log_lines())
     assert "fabric handles unavailable here: no IMEX channel" in log

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from vmmtui.model.ledger import Ledger
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import FdsSent
-from vmmtui.trace.ledger import Ledger
 
 pytestmark = pytest.mark.slow
 

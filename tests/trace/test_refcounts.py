@@ -14,6 +14,7 @@ from vmmtui.stream.observed import (
     TraceClock,
 )
 from vmmtui.trace.session import RecordingSource, TraceSession
+from vmmtui.words.findings import finding_words as said
 
 SOCK = SocketEnd(100, 101, "@w")
 #: the receiving end: the socket the sends are queued on
@@ -70,7 +71,7 @@ def test_a_second_open_is_flagged_at_that_open_with_what_proves_it():
     ledger, out = fold(events)
     [twice] = found(out, FindingKind.OPENED_TWICE)
     assert (twice.pid, twice.peer, twice.ktime, twice.proof) == (B, A, 30, "struct file")
-    assert "2 opens" in twice.what and "0xb1, 0xb2" in twice.what
+    assert "2 opens" in said(twice).what and "0xb1, 0xb2" in said(twice).what
     # one close leaves one open: no second word, and the count is right in the book
     ledger.apply(CudaCall(B, B, 40, "cuMemRelease", 0, handle=0xB1))
     x = ledger.book.exports[0]
@@ -114,7 +115,7 @@ def test_a_double_release_is_said_instead_of_a_bare_refusal():
     ]
     _, out = fold(events)
     [twice] = found(out, FindingKind.RELEASED_TWICE)
-    assert twice.ktime == 30 and "cuMemRelease(0xa1)" in twice.what
+    assert twice.ktime == 30 and "cuMemRelease(0xa1)" in said(twice).what
     assert not found(out, "refused")
 
 
@@ -126,7 +127,7 @@ def test_a_legacy_export_of_vmm_memory_is_explained_with_its_fix():
     ]
     _, out = fold(events)
     [legacy] = found(out, FindingKind.LEGACY_EXPORT_OF_VMM)
-    assert "cuMemExportToShareableHandle" in legacy.fix and "expandable" in legacy.fix
+    assert "cuMemExportToShareableHandle" in said(legacy).fix and "expandable" in said(legacy).fix
     assert not found(out, "refused")
     # a pointer outside every mapping is a refusal as before
     _, other = fold([*events[:2], CudaCall(A, A, 30, "cuIpcGetMemHandle", 1, ptr=0x100)])
@@ -217,7 +218,7 @@ def test_an_open_file_reused_by_the_kernel_names_the_newest_export():
         events += [*share(t, 0xA0 + step, 5, 9, "same"), imp(t + 10, 9, 0xB0 + step)]
     ledger, out = fold(events)
     imported = found(out, "imported")
-    assert [f.detail.split("allocation ")[1].split()[0] for f in imported] == ["0xa0", "0xa1"]
+    assert [said(f).detail.split("allocation ")[1].split()[0] for f in imported] == ["0xa0", "0xa1"]
     assert ledger.export_of_import(B, 0xB1) == (A, 0xA1)
 
 
@@ -229,7 +230,7 @@ def test_a_second_open_after_lost_records_is_unknown_not_a_problem():
     _, out = fold(events)
     assert not found(out, FindingKind.OPENED_TWICE)
     [unknown] = found(out, "unknown")
-    assert "opened-twice" in unknown.detail and unknown.lost == 5
+    assert "opened-twice" in said(unknown).detail and unknown.lost == 5
 
 
 def test_legacy_ipc_closed_twice_and_freed_under_its_importer():
@@ -245,16 +246,16 @@ def test_legacy_ipc_closed_twice_and_freed_under_its_importer():
     _, out = fold(events)
     [freed] = found(out, FindingKind.FREED_WHILE_MAPPED)
     assert (freed.pid, freed.peer, freed.proof) == (A, B, "handle bytes")
-    assert "freed memory" in freed.detail
+    assert "freed memory" in said(freed).detail
     [twice] = found(out, FindingKind.RELEASED_TWICE)
-    assert (twice.pid, twice.ktime) == (B, 50) and "cuIpcCloseMemHandle" in twice.what
+    assert (twice.pid, twice.ktime) == (B, 50) and "cuIpcCloseMemHandle" in said(twice).what
 
 
 def test_a_pool_pointer_exported_never_imported_is_proved_by_its_export_data():
     data = "07" * 64
     ledger, _ = fold([CudaCall(A, A, 10, "cuMemPoolExportPointer", 0, ptr=0xB000, ipc=data)])
     [never] = found(ledger.finish(20), FindingKind.EXPORTED_NEVER_IMPORTED)
-    assert never.proof == "export data" and "pool pointer" in never.what
+    assert never.proof == "export data" and "pool pointer" in said(never).what
 
 
 def test_a_mapping_left_after_the_import_was_released_is_said_when_the_exporter_dies():
@@ -266,7 +267,7 @@ def test_a_mapping_left_after_the_import_was_released_is_said_when_the_exporter_
     ]
     _, out = fold(events)
     [held] = found(out, "held-after-exporter-died")
-    assert (held.pid, held.peer, held.ktime) == (B, A, 40) and "0x9000" in held.what
+    assert (held.pid, held.peer, held.ktime) == (B, A, 40) and "0x9000" in said(held).what
 
 
 def test_a_second_legacy_open_refused_as_already_mapped_is_said_as_opened_twice():
@@ -279,7 +280,7 @@ def test_a_second_legacy_open_refused_as_already_mapped_is_said_as_opened_twice(
     _, out = fold(events)
     [twice] = found(out, FindingKind.OPENED_TWICE)
     assert (twice.pid, twice.peer, twice.ktime, twice.proof) == (B, A, 30, "handle bytes")
-    assert "CUDA_ERROR_ALREADY_MAPPED" in twice.detail and "0x7000" in twice.what
+    assert "CUDA_ERROR_ALREADY_MAPPED" in said(twice).detail and "0x7000" in said(twice).what
     assert not found(out, "refused")
     # refused with nothing open in this process: a refusal as before
     _, other = fold([events[0], CudaCall(B, B, 30, "cuIpcOpenMemHandle_v2", 208, ipc=ipc)])

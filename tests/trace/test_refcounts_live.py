@@ -16,6 +16,7 @@ import pytest
 
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import CudaCall, LedgerFinding, PinnedBytes
+from vmmtui.words.findings import finding_words
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +104,7 @@ def test_two_opens_one_close_is_said_at_the_second_open_and_pinned_bytes_grow(li
     exporter = twice[0].peer
     # each step's second open is of that step's allocation (the kernel may reuse fd and file)
     made = [hex(e.handle) for e in calls(events, "cuMemCreate", exporter)]
-    assert [f.what.split("allocation ")[1].split()[0] for f in twice] == made
+    assert [finding_words(f).what.split("allocation ")[1].split()[0] for f in twice] == made
     pins = [p.bytes for p in events if isinstance(p, PinnedBytes) and p.pid == exporter]
     assert pins[:3] == [MIB, 2 * MIB, 3 * MIB], pins
     # the exporter released each allocation while the importer still held and mapped it
@@ -135,12 +136,14 @@ def test_never_imported_a_second_release_and_a_legacy_export_of_vmm(lib, tmp_pat
     [never] = findings(events, "exported-never-imported")
     assert never.proof == "struct file"
     [twice] = findings(events, "released-twice")
-    assert "cuMemRelease" in twice.what
+    assert "cuMemRelease" in finding_words(twice).what
     assert said(lines, "SECOND-RELEASE") and said(lines, "SECOND-RELEASE")[0].split()[2] == "1"
     [legacy] = findings(events, "legacy-export-of-vmm")
-    assert "cuMemExportToShareableHandle" in legacy.fix
+    assert "cuMemExportToShareableHandle" in finding_words(legacy).fix
     assert said(lines, "LEGACY 1")
-    assert not [f for f in findings(events, "refused") if "cuIpcGetMemHandle" in f.what]
+    assert not [
+        f for f in findings(events, "refused") if "cuIpcGetMemHandle" in finding_words(f).what
+    ]
 
 
 def test_a_second_legacy_open_refused_already_mapped_is_said_while_the_importer_waits(

@@ -10,6 +10,22 @@ import vmmtui.stream.observed as te
 from vmmtui.stream.events import Event
 
 SOCK = te.SocketEnd(4242, 4243, "@nccl-socket-0-abc", "unix", "5a5a", "6b6b")
+CUDA = te.CudaCall(
+    10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500, "a1"
+)
+REFUSED = te.CallRefused(
+    11,
+    "pidfd_getfd",
+    "EPERM",
+    10,
+    "other pid ns",
+    "share it",
+    111,
+    [te.RefusalCheck("pid namespace", False, "differs")],
+    te.ProcessFacts(11, "importer", "python3", *[65534] * 6, 0, 0, 7, 8, 2, 1, 1),
+    te.ProcessFacts(10, "exporter", "python3", *[1] * 6, 1 << 19, 1 << 19, 7, 9, 0, 0, 1),
+    "1",
+)
 EXAMPLES = [
     te.TraceStarted("ebpf", [10, 11], ["python3", "x.py"], True, "why", ["sendmsg"], ["cuda"], 7),
     te.FdsSent(10, 12, 99, "sendmsg", SOCK, [5, 6], ["a1", "b2"], 1, ["memfd:x", "memfd:y"], 3),
@@ -22,27 +38,52 @@ EXAMPLES = [
     te.ProcessForked(10, 10, 106, 11, "python3"),
     te.ProcessExec(11, 11, 107, "/usr/bin/python3", "python3"),
     te.ProcessExit(11, 11, 108, 256, "python3"),
-    te.CudaCall(
-        10, 12, 109, "cuMemCreate", 1, 2 << 20, 1, 1, 0x10, 5, 0x7F00, 3, "ab" * 64, 1500, "a1"
-    ),
+    CUDA,
     te.TraceLost(3, 110, 1, 105, 110),
     te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2, "5a5a"),
     te.FdsDropped(11, 13, 111, "read", SOCK, ("a1",), 2),
     te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2, "ebpf", 1),
-    te.CallRefused(
+    REFUSED,
+    te.LedgerFinding(
+        "unknown",
         11,
-        "pidfd_getfd",
-        "EPERM",
+        112,
         10,
-        "other pid ns",
-        "share it",
-        111,
-        [te.RefusalCheck("pid namespace", False, "differs")],
-        te.ProcessFacts(11, "importer", "python3", *[65534] * 6, 0, 0, 7, 8, 2, 1, 1),
-        te.ProcessFacts(10, "exporter", "python3", *[1] * 6, 1 << 19, 1 << 19, 7, 9, 0, 0, 1),
-        "1",
+        "a1",
+        40,
+        105,
+        110,
+        "kcmp",
+        fd=7,
+        peer_fd=3,
+        was="shared",
+        via="SCM_RIGHTS",
+        sock=te.SocketEnd(5, 6, "@x"),
+        gap_ns=-4,
+        fds=[7, 8],
+        name="memfd",
+        handle=1,
+        peer_handle=2,
+        ptr=3,
+        peer_ptr=4,
+        size=5,
+        memory="file",
+        how="received",
+        pidfd=6,
+        status=9,
+        refusal=REFUSED,
+        cuda=CUDA,
+        road="scm-rights",
+        exported_as="posix-fd",
+        imported_as="posix-fd",
+        ipc="ab" * 64,
+        opens=[0xB1, 0xB2],
+        closes=1,
+        since=100,
+        result=208,
     ),
-    te.LedgerFinding("unknown", 11, "fd 7", "detail", "fix", 112, 10, "a1", 40, 105, 110, "kcmp"),
+    te.PinnedBytes(10, 115, 2 << 20, 1),
+    te.TraceClock(116),
     te.CapabilityProbe(11, "cuMemCreate", "fabric-handles", "no-imex-channel", 800, 113),
     te.ProcessIdentity(11, "docker 3f2a1b4c5d6e", "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6", 1, 114),
 ]
@@ -99,7 +140,7 @@ def test_to_json_written_out_is_the_encoders_text():
         FdsSent(1, 2, 3, "sendmsg", SocketEnd(5, 6, "@" + odd), [3, 4], ["a", odd], 1),
         FdsReceived(1, 2, 3, "recvmsg", SocketEnd(5, 6), [3], ["abc"], 1, truncated=True),
         QueuedAtRelease(1, 2, 3, 4, ("a", "b"), 2),
-        LedgerFinding("shared", 1, "fd 3", odd),
+        LedgerFinding("shared", 1, file=odd, fd=3, name=odd),
         TraceStarted("ebpf", [1], ["x"], True, "", ["p"], [], 0),
         TraceFinished(["x"], None, "SIGTERM", 5, 0, 1.5),
     ]
@@ -108,3 +149,20 @@ def test_to_json_written_out_is_the_encoders_text():
         assert Event.from_json(e.to_json()) == e
     unexpected = FdsSent(True, 2, 3, "sendmsg", SocketEnd(5), [1, True], [None], 1)  # type: ignore[arg-type]
     assert unexpected.to_json() == json_safe(_ENCODE(unexpected.to_dict()))
+
+
+def test_a_findings_json_carries_its_words_made_when_written_and_reads_back_to_its_facts():
+    import json
+
+    from vmmtui.words.findings import finding_words, json_line
+
+    f = te.LedgerFinding(
+        "shared", 11, 100, 10, "a1", fd=7, peer_fd=5, via="SCM_RIGHTS", sock=SOCK, gap_ns=2_000_000
+    )
+    line = json_line(f)
+    data = json.loads(line)
+    said = finding_words(f)
+    assert (data["what"], data["detail"], data["fix"]) == (said.what, said.detail, said.fix)
+    assert data["what"] == "fd 7 = pid 10's fd 5" and "2.000 ms after the send" in data["detail"]
+    assert Event.from_json(line) == f  # the words are read past: the facts make them again
+    assert "what" not in json.loads(f.to_json())

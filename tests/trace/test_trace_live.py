@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from vmmtui.model.ledger import Ledger
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import (
     CallRefused,
@@ -28,7 +29,6 @@ from vmmtui.stream.observed import (
     PidfdOpened,
     TraceFinished,
 )
-from vmmtui.trace.ledger import Ledger
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

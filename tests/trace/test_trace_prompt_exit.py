@@ -81,8 +81,17 @@ def test_a_long_busy_trace_ends_and_detaches_within_a_second(tmp_path, how):
             term.proc.send_signal(signal.SIGTERM)
         took = term.ended_within(10)
         assert took is not None and took < WITHIN_S, f"{how}: ended after {took} s"
-        left = sorted(p for p in progs if program_exists(p))
-        assert left == [], f"{how}: programs {left} still loaded after the exit"
-        assert "Traceback" not in term.text
+        # the kernel frees a program once its last link and fd are closed, from a work queue
+        # after an RCU grace period: asked until the second is up
+        deadline = time.monotonic() + max(0.2, WITHIN_S - took)
+        while (
+            left := sorted(p for p in progs if program_exists(p))
+        ) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert left == [], f"{how}: programs {left} still loaded {WITHIN_S} s after the signal"
+        # vmmtui's own text: the command's output, printed after the inspector under its own
+        # line, is the command's (a load cut off mid-send may well print a traceback there)
+        ours = term.text.split("while the inspector was open")[0]
+        assert "Traceback" not in ours
     finally:
         term.close()

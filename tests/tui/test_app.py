@@ -15,7 +15,7 @@ from vmmtui.system.fdtable import FdTable
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.screens.scenarios import ScenarioScreen
 from vmmtui.tui.widgets.fd_table import FdTableView
-from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.tui.widgets.wire import VerdictsPanel, WirePanel
 
 PLAN = build_plan()
 
@@ -55,7 +55,7 @@ async def test_stepping_to_the_end_shows_verified_fds_and_kcmp(tmp_path):
         await pilot.press("r")
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         await pilot.pause(0.3)
-        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
+        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerdictsPanel))
         await pilot.press("q")
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
     assert os.listdir(tmp_path) == []

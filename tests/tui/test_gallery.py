@@ -10,7 +10,7 @@ from vmmtui.record import gallery
 from vmmtui.stream.events import ScenarioOutcome, SessionFinished
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.status import StatusLine
-from vmmtui.tui.widgets.wire import VerificationPanel
+from vmmtui.tui.widgets.wire import VerdictsPanel
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -63,7 +63,7 @@ async def test_each_gallery_recording_replays_to_its_end(entry):
         if outcome is None:  # a run that should verify: the panel and the status say PASSED
             finished = next(e for e in rec.events if isinstance(e, SessionFinished))
             assert finished.verified
-            assert "PASSED" in text_of(app.query_one(VerificationPanel)), entry.name
+            assert "PASSED" in text_of(app.query_one(VerdictsPanel)), entry.name
         else:  # a failure scenario: it failed as it promised, and the status line says so
             assert outcome.as_expected, entry.name
             assert f"scenario {outcome.name}: ended with {outcome.outcome}" in status, status

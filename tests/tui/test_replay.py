@@ -14,7 +14,7 @@ from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
-from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.tui.widgets.wire import VerdictsPanel, WirePanel
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -68,13 +68,13 @@ async def test_back_and_forth_draws_each_step_as_it_was():
             forward[k] = panels(app)
             await pilot.press("space")
         assert app.frame == len(app.timeline) - 1 and "PASSED" in text_of(
-            app.query_one(VerificationPanel)
+            app.query_one(VerdictsPanel)
         )
         for k in reversed(range(len(app.timeline) - 1)):
             await pilot.press("left")
             assert app.frame == k
             assert panels(app) == forward[k], f"frame {k} differs after stepping back"
-        assert "not yet verified" in text_of(app.query_one(VerificationPanel))
+        assert "not yet verified" in text_of(app.query_one(VerdictsPanel))
         await pilot.press("end")
         assert panels(app) == forward[len(app.timeline) - 1]
         await pilot.press("home")
@@ -148,18 +148,18 @@ async def test_live_step_back_shows_the_past_while_the_session_stays(tmp_path):
             await wait_for(pilot, lambda b=before: app.session.position > b and not app.busy)
         await pilot.pause(0.5)
         await app.rendered()
-        assert "PASSED" in text_of(app.query_one(VerificationPanel))
+        assert "PASSED" in text_of(app.query_one(VerdictsPanel))
         await pilot.press("left", "left")
         assert app.as_of is not None and app.timeline.frames[app.as_of].steps == verify - 1
         assert app.panel("producer").border_subtitle.startswith(f"as of step {verify - 1}")
         assert f"AS OF STEP {verify - 1}" in app.sub_title
-        assert "not yet verified" in text_of(app.query_one(VerificationPanel))
+        assert "not yet verified" in text_of(app.query_one(VerdictsPanel))
         assert app.session.position == verify + 1  # the session stayed where it was
         await pilot.pause(0.6)  # live fd refreshes land meanwhile: kept, not drawn
-        assert "not yet verified" in text_of(app.query_one(VerificationPanel))
+        assert "not yet verified" in text_of(app.query_one(VerdictsPanel))
         await pilot.press("end")
         assert app.as_of is None and app.panel("producer").border_subtitle == ""
-        assert "PASSED" in text_of(app.query_one(VerificationPanel))
+        assert "PASSED" in text_of(app.query_one(VerdictsPanel))
         await pilot.press("r")
         await wait_for(pilot, lambda: app.session.finished and not app.busy)
         await pilot.press("q")

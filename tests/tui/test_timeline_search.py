@@ -7,6 +7,7 @@ from vmmtui.record import gallery
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.step_bar import StepBar
+from vmmtui.words.log import log_text
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow
@@ -64,14 +65,14 @@ async def test_search_jumps_the_panels_to_the_step_of_the_match():
         await pilot.pause()
         # every line of the whole log that names cuMemMap, and the step each belongs to
         lines = app.frames.latest().log_lines()
-        hits = [k for k, line in enumerate(lines) if "cumemmap" in line.text.plain.lower()]
+        hits = [k for k, line in enumerate(lines) if "cumemmap" in log_text(line).plain.lower()]
         steps = [lines[k].steps for k in hits]
         assert len(hits) >= 2 and steps[0] < steps[-1]
         await pilot.press("slash", *"cumemmap", "enter")
         await pilot.pause()
         log = app.inspector.query_one(EventLog)
         assert (app.search_at, app.timeline.frames[app.frame].steps) == (hits[0], steps[0])
-        assert log.found == hits[0] and "cuMemMap" in log.entries[log.found].text.plain
+        assert log.found == hits[0] and "cuMemMap" in log_text(log.entries[log.found]).plain
         await pilot.press("n")
         await pilot.pause()
         assert (app.search_at, app.timeline.frames[app.frame].steps) == (hits[1], steps[1])

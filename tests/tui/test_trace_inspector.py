@@ -200,7 +200,7 @@ def test_the_gallery_lists_a_trace_recording(tmp_path):
 
 @pytest.mark.asyncio
 async def test_a_process_panel_takes_the_focus_and_sorts_its_memory():
-    from vmmtui.tui.widgets.programs import ProgramPanel
+    from vmmtui.tui.widgets.process_panel import ProcessPanel
 
     app = app_of("fake_pool_calls")
     async with app.run_test(size=(160, 48)) as pilot:
@@ -213,7 +213,7 @@ async def test_a_process_panel_takes_the_focus_and_sorts_its_memory():
         await pilot.press("tab")
         await pilot.pause()
         panel = app.focused
-        assert isinstance(panel, ProgramPanel)
+        assert isinstance(panel, ProcessPanel)
         await pilot.press("o")
         await pilot.pause()
         assert panel.sort == "size" and "sorted by size" in screen_text(app)

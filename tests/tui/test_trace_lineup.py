@@ -14,7 +14,7 @@ from vmmtui.record import read
 from vmmtui.record.gallery import find
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.more import MoreProcesses
-from vmmtui.tui.widgets.programs import ProgramPanel
+from vmmtui.tui.widgets.process_panel import ProcessPanel
 
 
 def sharers(app: ReplayApp) -> set[int]:
@@ -52,7 +52,7 @@ async def test_the_sharers_have_their_panels_and_the_rest_is_one_line(size):
         await at_end(pilot)
         pair = sharers(app)
         assert len(pair) == 2
-        panels = {p.pid: p for p in app.screen.query(ProgramPanel) if p.display}
+        panels = {p.pid: p for p in app.screen.query(ProcessPanel) if p.display}
         assert pair <= set(panels)
         for pid in pair:
             assert on_screen(app, panels[pid])
@@ -107,16 +107,16 @@ async def test_tab_never_lands_on_an_empty_area_and_reaches_the_folded(size):
             focused = app.focused
             assert focused is not None and on_screen(app, focused), focused
             text = screen_text(app)
-            if isinstance(focused, ProgramPanel):
+            if isinstance(focused, ProcessPanel):
                 v = app.frames.at(app.frames.last).programs
                 assert v is not None and v.proc(focused.pid).name in text
                 # every other shown panel is still on screen beside the wider focused one
-                for panel in app.screen.query(ProgramPanel):
+                for panel in app.screen.query(ProcessPanel):
                     assert not panel.display or on_screen(app, panel)
             landed.add(type(focused).__name__)
             if focused is more:
                 assert "m closes" in text and "helper · exited with code 0" in text
-        assert {"ProgramPanel", "MoreProcesses"} <= landed
+        assert {"ProcessPanel", "MoreProcesses"} <= landed
 
 
 @pytest.mark.asyncio

@@ -21,7 +21,7 @@ from vmmtui.tui.screens.help import HelpScreen
 from vmmtui.tui.widgets.event_log import EventLog
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.tui.widgets.status import StatusLine
-from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.tui.widgets.wire import VerdictsPanel, WirePanel
 from vmmtui.words import narration
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
@@ -124,7 +124,7 @@ async def test_one_consumer_screen_shows_verdict_verification_and_status():
         await feed(
             app, pilot, [e for b in batches for e in b][len(upto(batches, "receive", "consumer")) :]
         )
-        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerificationPanel))
+        assert "PASSED 262144 integers verified" in text_of(app.query_one(VerdictsPanel))
         status = text_of(app.query_one(StatusLine))
         assert narration.VERIFIED in status and "PASSED" in status
         wire = " ".join(text_of(app.query_one(WirePanel)).split())
@@ -155,7 +155,7 @@ async def test_restart_reset_lands_after_the_old_sessions_events():
         app.post_message(SessionEvents(events, 0, closing=True, then="restart"))
         await pilot.pause()
         await app.rendered()
-        assert app.query_one(VerificationPanel).result is None
+        assert app.query_one(VerdictsPanel).result is None
         assert app.query_one("#consumer-fds", FdTableView).snapshot is None
         assert app.panel("producer").results == {}
         assert app.frames.latest().era == 1  # the next session's lines are told apart
@@ -297,7 +297,7 @@ def test_the_verdicts_list_the_newest_findings_to_look_at_as_the_book_grows():
     another fold."""
     import random
 
-    from vmmtui.tui.widgets.programs import VerdictsPanel
+    from vmmtui.tui.widgets.wire import VerdictsPanel
     from vmmtui.view.programs import Book, FindingView, ProgramsView
 
     rng = random.Random(3)
@@ -315,3 +315,25 @@ def test_the_verdicts_list_the_newest_findings_to_look_at_as_the_book_grows():
     other: Book[FindingView] = Book([(1, FindingView("leak", 9, "fd 4", ""))])
     v = ProgramsView(findings=other, findings_len=1, bad_findings=1)
     assert [f.pid for f in panel._newest_bad(v, 20)] == [9]
+
+
+@pytest.mark.asyncio
+async def test_home_end_and_arrows_go_through_the_live_apps_frames_as_a_replays_do():
+    """The live app goes back and forth with the replay's keys: home to the start, ← and → one
+    frame, end back to live; each frame past the start is marked "as of step N"."""
+    app = offline_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed(app, pilot, upto(session_batches(), "receive", "consumer"))
+        last = app.frames.last
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.shown == 0 and app.inspector.mark == "as of step 0"
+        await pilot.press("right")
+        await pilot.pause()
+        assert app.shown == 1 and app.inspector.mark == "as of step 1"
+        await pilot.press("left", "left")
+        await pilot.pause()
+        assert app.shown == 0  # the start is as far back as it goes
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.shown is None and app.inspector.mark == "" and app.frames.last == last

@@ -11,6 +11,7 @@ from vmmtui.stream.observed import FdsReceived, FdsSent, SocketEnd, TraceStarted
 from vmmtui.trace.narration import kernel_step_line
 from vmmtui.view import ScreenState, fold
 from vmmtui.view.kernel import OUTSIDE
+from vmmtui.words.log import log_text
 
 PLAN = build_plan()
 SEND, RECEIVE = PLAN.index(("producer", "send")), PLAN.index(("consumer", "receive"))
@@ -41,7 +42,7 @@ def test_a_receive_of_the_sent_struct_file_names_the_senders_fd_in_its_step():
         "kernel: producer sendmsg SCM_RIGHTS fd 38 → consumer fd 39 (recvmsg), same struct file"
     )
     assert state.kernel.at(OUTSIDE) == ()
-    assert any(ln.text.plain.startswith("kern eBPF follows") for ln in state.log_lines())
+    assert any(log_text(ln).plain.startswith("kern eBPF follows") for ln in state.log_lines())
 
 
 def test_a_receive_of_another_struct_file_claims_nothing():
@@ -60,6 +61,6 @@ def test_stable_mode_masks_the_runs_file_keys_and_inodes():
     from vmmtui.view import Display
 
     state = fold(stream("f00d")[:-2], display=Display(stable=True))
-    line = state.log_lines()[-1].text.plain
+    line = log_text(state.log_lines()[-1]).plain
     assert line.startswith("kern producer sendmsg SCM_RIGHTS fd 38 over unix socket")
     assert "(inode …, peer …)" in line and "11" not in line

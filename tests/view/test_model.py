@@ -9,6 +9,7 @@ from vmmtui.plan.steps import build_plan
 from vmmtui.record import Timeline, gallery
 from vmmtui.stream.events import FdRow, FdSnapshot, StepStarted, WorkerExited
 from vmmtui.view import FrameStates, ScreenState, fold, fold_one
+from vmmtui.words.log import log_text
 
 PLAN = build_plan()
 
@@ -35,7 +36,7 @@ def test_fold_of_a_whole_session_has_every_part():
     assert producer.results["cleanup"][0] and producer.state_text == "exited: code 0"
     assert "verified" in state.wire.ack and SAME in state.status["kcmp"]
     assert state.log_len == len(state.log_lines()) > len(PLAN)
-    assert state.log_lines()[-1].text.plain.startswith("Closed cleanly")
+    assert log_text(state.log_lines()[-1]).plain.startswith("Closed cleanly")
 
 
 def test_next_step_running_step_and_the_fd_table_of_each_step():
@@ -90,8 +91,8 @@ def test_states_per_frame_equal_a_fold_of_each_prefix_in_any_order():
         want = fold(timeline.events[: timeline.frames[k].end], closing_from=timeline.closing_from)
         got = frames.at(k)
         assert got == want, k
-        assert [ln.text.plain for ln in got.log_lines()] == [
-            ln.text.plain for ln in want.log_lines()
+        assert [log_text(ln).plain for ln in got.log_lines()] == [
+            log_text(ln).plain for ln in want.log_lines()
         ]
     assert frames.at(3) is frames.at(3)  # cached
 

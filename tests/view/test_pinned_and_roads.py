@@ -103,12 +103,12 @@ def test_a_transfer_row_names_its_road_and_both_ends():
 
 
 def test_the_exporter_panel_draws_its_pinned_bytes_first():
-    from vmmtui.tui.widgets.programs import ProgramPanel
+    from vmmtui.tui.widgets.programs import program_rows
 
     v = screen(refold(leaking_steps()))
-    rows = ProgramPanel(A).render_view(v, v.proc(A), 20).plain.splitlines()
+    rows = program_rows(v, v.proc(A), "time", 20).plain.splitlines()
     assert rows[0].startswith("pinned ▄▆█ 3 MiB now"), rows
-    importer = ProgramPanel(B).render_view(v, v.proc(B), 20).plain
+    importer = program_rows(v, v.proc(B), "time", 20).plain
     assert "pinned" not in importer
 
 

@@ -28,6 +28,8 @@ from vmmtui.stream.events import (
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
+from vmmtui.words.findings import words_of
+from vmmtui.words.log import log_text
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
 
@@ -75,8 +77,8 @@ def test_a_refused_pidfd_getfd_is_a_verdict_with_cause_and_fix():
     v = state.programs
     assert v is not None and v.transfers_len == 0
     [f] = v.finding_list()
-    assert f.kind == "refused" and "pidfd_getfd refused (EPERM)" in f.what
-    assert "uid 65534" in f.detail and "CAP_SYS_PTRACE" in f.fix
+    assert f.kind == "refused" and "pidfd_getfd refused (EPERM)" in words_of(f.of).what
+    assert "uid 65534" in words_of(f.of).detail and "CAP_SYS_PTRACE" in words_of(f.of).fix
     assert state.status["findings"] == "0 shared/imported · 1 to look at"
     child = v.procs[f.pid]
     assert [c.name for c in v.calls_of(child.pid)][-2:] == ["pidfd_getfd", "exit"]
@@ -147,7 +149,9 @@ def test_step_back_folds_forward_from_a_snapshot_and_agrees_with_a_fold_from_the
         assert got.programs is not None and direct.programs is not None
         assert got.programs.procs == direct.programs.procs
         assert got.programs.transfer_list() == direct.programs.transfer_list()
-        assert [x.text.plain for x in got.log_lines()] == [x.text.plain for x in direct.log_lines()]
+        assert [log_text(x).plain for x in got.log_lines()] == [
+            log_text(x).plain for x in direct.log_lines()
+        ]
 
 
 def test_polling_events_fold_into_the_same_views():
@@ -186,12 +190,13 @@ def test_polling_events_fold_into_the_same_views():
 
 
 def test_a_finding_of_a_kind_the_fold_does_not_know_still_shows():
-    """Other kinds (an "unknown", a queued-at-release) are folded by kind and text."""
-    e = LedgerFinding("queued-at-release", 5, "fd 9 still queued", "the socket closed first", "x")
+    """Other kinds (an "unknown", a queued-at-release) are folded by kind, and said by it."""
+    e = LedgerFinding("queued-at-release", 5, fd=9)
     v = fold([e], ScreenState.for_programs()).programs
     assert v is not None
     [f] = v.finding_list()
-    assert (f.kind, f.what, f.good) == ("queued-at-release", "fd 9 still queued", False)
+    assert (f.kind, f.of, f.good) == ("queued-at-release", e, False)
+    assert words_of(f.of).what == "queued-at-release"
 
 
 def test_the_demo_session_folds_as_before_with_no_programs():
@@ -206,3 +211,17 @@ def test_each_call_is_a_frame_and_noise_is_not(name):
     v = fold(events, ScreenState.for_programs()).programs
     assert v is not None and timeline.frames[-1].steps == v.calls_len
     assert len(timeline.frames) < len(events)  # closes of stdio and the like are no frames
+
+
+def test_how_an_fd_travelled_is_kept_as_data_and_worded_where_drawn():
+    from vmmtui.stream.observed import FdTaken, MemfdCreated
+    from vmmtui.trace.words import via_words
+    from vmmtui.view.programs import ThroughPidfd
+
+    events = [MemfdCreated(10, 10, 1, "pool", 5, "a1"), FdTaken(11, 11, 2, 9, 10, 5, 7, "a1")]
+    v = fold(events, ScreenState.for_programs()).programs
+    assert v is not None
+    [t] = v.transfer_list()
+    assert (t.how, t.via) == ("pidfd_getfd", ThroughPidfd(9))
+    assert v.proc(11).fds[7].via == ThroughPidfd(9)
+    assert via_words(t.via) == "pidfd_getfd through pidfd 9"

@@ -114,8 +114,9 @@ def add_arguments(t: argparse.ArgumentParser) -> None:
         type=ring_mb_arg,
         default=32,
         metavar="MB",
-        help="the kernel's ring buffer in MiB, a power of two (default 32: about 6 s of records "
-        "at 5,000 shares a second; more for faster programs or a busy machine)",
+        help="the kernel's ring buffers in MiB, all CPUs together, a power of two (default 32; "
+        "each CPU's ring gets an equal share, at least 8 MiB where this allows: about 4 s of "
+        "records at 5,000 shares a second on one CPU; more for faster programs or a busy machine)",
     )
     t.add_argument(
         "--never-imported-after",
@@ -436,8 +437,8 @@ def _import_the_fold() -> None:
     would compete with it on a busy machine."""
     import rich.console  # noqa: F401
 
+    import vmmtui.model.ledger  # noqa: F401
     import vmmtui.render.console  # noqa: F401
-    import vmmtui.trace.ledger  # noqa: F401
     import vmmtui.trace.narration  # noqa: F401
 
 
@@ -550,6 +551,7 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
+    from vmmtui.words.findings import json_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
@@ -583,7 +585,7 @@ def _print(session, args: argparse.Namespace) -> None:
         for e in session.events(on_batch=flush):
             names.see(e)
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
-                json_lines.append(e.to_json())
+                json_lines.append(json_line(e))
                 continue
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
@@ -606,6 +608,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
     from vmmtui.trace.narration import lost_words, not_read
+    from vmmtui.words.findings import pin_words
 
     by: Counter[str] = Counter()
     for (kind, _), n in ledger.findings.by.items():  # every finding, kept or not
@@ -629,8 +632,11 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     if ledger.unreceived:
         said.append(
             f"{ledger.unreceived} fd{'s' if ledger.unreceived != 1 else ''} sent and not seen "
-            "received by a traced process (the kernel did not report them left queued: a "
-            "receiver not traced?)"
+            + (
+                f"received: their receive may be among the {losses.total} records lost"
+                if losses.total
+                else "received by a traced process (the kernel did not report them left queued)"
+            )
         )
     unread = ledger.fds_not_read
     if sum(unread.values()):
@@ -653,7 +659,7 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():
-        pins = ledger.pins(a)
+        pins = [pin_words(p) for p in ledger.pins(a)]
         console.print(
             f"  allocation {a.handle:#x} of pid {a.pid}: {a.size} bytes, exported as "
             f"{[fd for fd, _ in a.exported]}, imported by {[i.pid for i in a.imports]}; "

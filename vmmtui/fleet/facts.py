@@ -1,6 +1,6 @@
 """What a node agent reports, folded from the one event stream: ``facts = fold(events)``.
 
-Trace events go through the :class:`~vmmtui.trace.ledger.Ledger` (who exported, sent, took,
+Trace events go through the :class:`~vmmtui.model.ledger.Ledger` (who exported, sent, took,
 imported and released what: state only); the findings are the stream's own (the trace
 session's, as the end line and ``--json`` count them), never found a second time here. Polling's
 events add what only a scan of ``/proc`` and ``/dev/shm`` can see (leaked shm and socket files,
@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmmtui.model.ledger import Allocation, Ledger
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -27,7 +28,6 @@ from vmmtui.stream.observed import (
     TraceStarted,
 )
 from vmmtui.trace.identity import identity_of
-from vmmtui.trace.ledger import Allocation, Ledger
 from vmmtui.words.names import shown
 
 #: the refusal reasons a label may take (a bounded set: anything else is "other")
@@ -150,9 +150,8 @@ class SharingFacts:
             self.imports[f.pid] += 1
             a = self.ledger.allocation_of_file(f.file) if f.file else None
             self.imported_bytes[f.pid] += a.size if a else 0
-        elif f.kind == "refused" and f.what.startswith("cu"):
-            call = f.what.split(" ", 1)[0]
-            self.refused[(shown(call, 40), "cuda")] += 1
+        elif f.kind == "refused" and f.cuda is not None:
+            self.refused[(shown(f.cuda.func, 40), "cuda")] += 1
 
     def _label(self, pid: int, comm: str, refresh: bool = False) -> ProcessLabel:
         known = self.procs.get(pid)

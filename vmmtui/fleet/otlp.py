@@ -21,9 +21,10 @@ from typing import Any
 
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
+from vmmtui.model.ledger import Allocation, Holding, Transfer
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import CudaCall, FdCloseCall, ProcessExit
-from vmmtui.trace.ledger import Allocation, Holding, Transfer
+from vmmtui.words.findings import road_words
 from vmmtui.words.names import shown
 
 FINISHING = (FdCloseCall, CudaCall, ProcessExit)
@@ -90,7 +91,7 @@ def _transfer_span(facts: SharingFacts, t: Transfer) -> SpanPlan:
         "vmmtui.how": t.how,
         "vmmtui.from_fd": t.from_fd,
         "vmmtui.to_fd": t.to_fd,
-        "vmmtui.via": shown(t.via, 120),
+        "vmmtui.via": shown(road_words(t.how, t.sock, t.pidfd), 120),
         **_proc_attrs(facts, t.from_pid, "vmmtui.from"),
         **_proc_attrs(facts, t.to_pid, "vmmtui.to"),
     }

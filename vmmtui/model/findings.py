@@ -65,6 +65,21 @@ class Proof(StrEnum):
     NONE = ""
 
 
+class Memory(StrEnum):
+    """What memory a finding is about: how it is named between the processes."""
+
+    #: a VMM allocation (cuMemCreate), shared as an fd
+    ALLOCATION = "allocation"
+    #: legacy IPC: a device pointer shared as 64 handle bytes
+    IPC = "ipc"
+    #: a memory pool, shared as an fd
+    POOL = "pool"
+    #: a pool's allocation, shared as 64 export bytes
+    POOL_POINTER = "pool pointer"
+    #: an open file (a memfd, a /dev/shm file, a dma-buf)
+    FILE = "file"
+
+
 class HasProof(Protocol):
     @property
     def file(self) -> str: ...

@@ -42,6 +42,7 @@ from vmmtui.stream.events import (
     StepDone,
     StepStarted,
 )
+from vmmtui.words.findings import json_line
 from vmmtui.words.names import defanged
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
@@ -279,7 +280,7 @@ class Recorder:
         if self.full:
             self.skipped += 1
             return
-        line = event.to_json() + "\n"
+        line = json_line(event) + "\n"
         if self.size + len(line.encode()) > MAX_BYTES - 1024:  # room left for the note
             from vmmtui.words.sizes import format_size
 
@@ -340,14 +341,17 @@ class Recording:
     cut: str = ""
 
 
-def read(path: str | Path) -> Recording:
+def read(path: str | Path, found_again: bool = True) -> Recording:
     """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot.
 
     Everything in it comes from outside: every string of every line (header included) goes through
     :func:`vmmtui.words.names.defanged` here, where it enters, so that no field of any event, one added
     later included, reaches a terminal, a page or a Markdown file with a control or bidi character
     in it. Here, not in the codec: the codec also reads our own workers' reports, whose names are
-    compared with what /proc says; and not in each renderer, which would each have to remember."""
+    compared with what /proc says; and not in each renderer, which would each have to remember.
+
+    A trace's findings are found again from its calls (``found_again``): the file carries them in
+    the words of the vmmtui that wrote it, the ledger makes them as facts."""
     path = Path(path)
     name = str(path)
     try:
@@ -424,9 +428,13 @@ def read(path: str | Path) -> Recording:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
     if header.backend == "trace":  # a probe recorded as a refusal (older recordings) is a probe
-        from vmmtui.trace.probes import reclassified
+        from vmmtui.model.probes import reclassified
 
         events = list(reclassified(events))
+        if found_again:  # the findings as facts, found again from the calls (the file has words)
+            from vmmtui.trace.session import refold
+
+            events = refold(events)
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
 
 

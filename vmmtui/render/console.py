@@ -192,6 +192,8 @@ class LogPrinter:
 def print_json(e: Event, out: TextIO, flush: bool = True) -> None:
     """One event as one JSON line: exactly ``Event.to_json()``, what ``Event.from_json`` reads back.
     ``flush=False``: the caller flushes once a batch (a write per event cost more than the event)."""
-    out.write(e.to_json() + "\n")
+    from vmmtui.words.findings import json_line
+
+    out.write(json_line(e) + "\n")
     if flush:
         out.flush()

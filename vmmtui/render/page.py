@@ -92,7 +92,8 @@ def build(
     the recording shows), ``steps`` (the plan's length, for "step N of M"); ``keys``: the keys the
     page handles, from the inspector's binding table (``vmmtui.tui.keys.page_keys``): the script
     and the keys line are made from them, so the page offers no key that does nothing there;
-    ``log``: the event log's lines, of which each frame shows its first ``PageFrame.log``, in a
+    ``log``: the event log's entries (an entry may say several lines, or none), of which each
+    frame shows its first ``PageFrame.log``, in a
     box of text that scrolls (the frames' SVGs leave the log out)."""
     where = positions(frames, steps)
     data = {
@@ -260,7 +261,7 @@ async function go(k) {
   document.getElementById("note-on").textContent = f.note ? `teacher's note (${f.note.on})` : "";
   document.getElementById("note").textContent = f.note ? f.note.text : "";
   const log = document.getElementById("log");
-  log.textContent = data.log.slice(0, f.log).join("\\n");
+  log.textContent = data.log.slice(0, f.log).filter((l) => l).join("\\n");
   log.scrollTop = log.scrollHeight;  // the frame's last lines, as the inspector's log follows
   [...bar.children].forEach((c, i) => c.classList.toggle("here", i === k));
   [...chapters.children].forEach(li => li.classList.toggle("here", +li.dataset.frame === k));

@@ -26,6 +26,7 @@ from vmmtui.stream.events import (
     WorkerStarted,
 )
 from vmmtui.words import narration as say
+from vmmtui.words.findings import json_line
 from vmmtui.words.names import shown
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -55,7 +56,7 @@ class Transcript:
         if self.error:
             return
         try:
-            self.file.write(e.to_json() + "\n" if self.json else self.markdown(e))
+            self.file.write(json_line(e) + "\n" if self.json else self.markdown(e))
             self.file.flush()
         except OSError as exc:
             self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here, the session goes on"

@@ -22,6 +22,12 @@ from vmmtui.words.troubleshooting import Failure
 #: one encoder for every event (``json.dumps`` with options builds a new one each call)
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
+
+def line_of(data: dict[str, Any]) -> str:
+    """An event's JSON object as its one line: nothing a terminal acts on is written raw."""
+    return json_safe(_ENCODE(data))
+
+
 #: the event format's version: recordings and --json carry it in every line
 VERSION = 1
 
@@ -66,7 +72,7 @@ class Event:
     def to_json(self) -> str:
         # names from /proc, the wire or recordings stay raw in the data; nothing in them that a
         # terminal acts on is written raw (json_safe)
-        return json_safe(_ENCODE(self.to_dict()))
+        return line_of(self.to_dict())
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Event:

@@ -453,7 +453,7 @@ class CallRefused(TraceEvent):
 @dataclass(frozen=True)
 class CapabilityProbe(TraceEvent):
     """A call that failed by design: the program asked whether ``capability`` works here and
-    learnt ``found`` (``vmmtui.trace.probes``: what counts as one). No problem, no fix; ``result``
+    learnt ``found`` (``vmmtui.model.probes``: what counts as one). No problem, no fix; ``result``
     is the call's CUresult."""
 
     pid: int
@@ -466,18 +466,15 @@ class CapabilityProbe(TraceEvent):
 
 @dataclass(frozen=True)
 class LedgerFinding(TraceEvent):
-    """What the ledger concluded: ``kind`` is ``shared`` (a send matched to its receive, or a
-    pidfd_getfd), ``imported``, ``refused``, ``in-flight`` (sent, never received: the kernel said
-    so), ``fd-never-closed``, ``import-never-released``, ``held-after-exporter-died``,
-    ``ipc-never-closed``, ``exporter-died``, or ``unknown`` (a conclusion records lost could
-    overturn: ``lost`` of them between ``lost_first_ns`` and ``lost_last_ns``, the kernel's clock;
-    0, 0 when the window is not known); ``pid`` the process it is about."""
+    """What the ledger concluded, as facts: ``kind`` is a ``model.findings.FindingKind``
+    (``shared``, ``imported``, ``refused``, ``in-flight``, ``fd-never-closed``…, or ``unknown``: a
+    conclusion records lost could overturn, ``lost`` of them between ``lost_first_ns`` and
+    ``lost_last_ns``, the kernel's clock; 0, 0 when the window is not known), ``pid`` the process
+    it is about. No words: ``words.findings.finding_words`` makes them where it is drawn (a
+    recording's JSON carries them too, made from the same function when it is written)."""
 
     kind: str
     pid: int
-    what: str
-    detail: str
-    fix: str = ""
     ktime: int = 0
     #: the other process of a share (sender, exporter); 0 when none
     peer: int = 0
@@ -494,6 +491,49 @@ class LedgerFinding(TraceEvent):
     road: str = ""
     exported_as: str = ""
     imported_as: str = ""
+    #: the fd of ``pid`` it is about, and the fd of ``peer`` that is the same open file
+    fd: int = -1
+    peer_fd: int = -1
+    #: ``pid``'s CUDA handle or pool, and the exporter's (``peer``)
+    handle: int = 0
+    peer_handle: int = 0
+    #: ``pid``'s device pointer (an IPC mapping, a pool pointer), and the exporter's
+    ptr: int = 0
+    peer_ptr: int = 0
+    #: the allocation's size in bytes; 0 when not seen
+    size: int = 0
+    #: what the memory is (``model.findings.Memory``): allocation, ipc, pool, pool pointer, file
+    memory: str = ""
+    #: how ``pid`` got the fd (``created``, ``received``, ``taken``, ``present``) or the pool
+    #: (``created``, ``imported``)
+    how: str = ""
+    #: the call it came by (``SCM_RIGHTS``, ``pidfd_getfd``, ``fork``, ``kcmp``…), or the call
+    #: that dropped it (``read``), with the socket or the pidfd it came through
+    via: str = ""
+    sock: SocketEnd | None = None
+    pidfd: int = -1
+    #: the wait status of the process whose exit it was found at (``peer``'s, for an exporter's
+    #: death); -1 when none
+    status: int = -1
+    #: nanoseconds from the send to its receive (negative: the send's record ended after it)
+    gap_ns: int = 0
+    #: the open file: its kind (``memfd``, ``gpu``), or its name (``memfd:x``, a path)
+    name: str = ""
+    #: the fds of an ``unknown`` list of sends
+    fds: list[int] = field(default_factory=list)
+    #: for ``unknown``: the kind it would be without the records lost ("" for sends unseen)
+    was: str = ""
+    #: the refused call, as the tracer decided it (pidfd_getfd) or as the driver answered it
+    refusal: CallRefused | None = None
+    cuda: CudaCall | None = None
+    #: the refcount book's: the 64 bytes that named it (hex), the importer's opens outstanding
+    #: and its closes so far, when what it follows happened (the export, the first release, the
+    #: mapping), and the CUresult the driver refused the call with (0: it did not refuse)
+    ipc: str = ""
+    opens: list[int] = field(default_factory=list)
+    closes: int = 0
+    since: int = 0
+    result: int = 0
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ _U32 = struct.Struct("<I")
 
 
 class Ring:
-    """The ring buffer map read in place (mmap), as libbpf's ring_buffer__consume reads it but
+    """One ring buffer map read in place (mmap), as libbpf's ring_buffer__consume reads it but
     without a ctypes call back into Python for each record: the consumer position page (ours to
     write), the producer position page and the data pages, mapped twice by the kernel so that a
     record is always contiguous. x86_64 only (as the programs are): loads are not reordered with
@@ -166,12 +166,6 @@ class Ring:
             self.consumer.close()
             raise
         self.view = memoryview(self.data)
-        self.epoll = select.epoll()
-        self.epoll.register(map_fd, select.EPOLLIN)
-
-    def wait(self, timeout_ms: int) -> None:
-        if timeout_ms > 0 and not self.pending():
-            self.epoll.poll(timeout_ms / 1000)
 
     def pending(self) -> bool:
         return _U64.unpack_from(self.view, 0)[0] > _U64.unpack_from(self.consumer, 0)[0]
@@ -195,10 +189,46 @@ class Ring:
         return out
 
     def close(self) -> None:
-        self.epoll.close()
         self.view.release()
         self.data.close()
         self.consumer.close()
+
+
+class Rings:
+    """The per-CPU ring buffers, read together: one wait for all (epoll), each read in turn. A
+    message's records come from one program run on one CPU, so they stay together in one ring;
+    records of different CPUs are put in the kernel's order downstream (by their time)."""
+
+    def __init__(self, map_fds: list[int], size: int) -> None:
+        self.rings: list[Ring] = []
+        self.epoll = select.epoll()
+        try:
+            for fd in map_fds:
+                self.rings.append(Ring(fd, size))
+                self.epoll.register(fd, select.EPOLLIN)
+        except BaseException:
+            self.close()
+            raise
+
+    def wait(self, timeout_ms: int) -> None:
+        if timeout_ms > 0 and not self.pending():
+            self.epoll.poll(timeout_ms / 1000)
+
+    def pending(self) -> bool:
+        return any(r.pending() for r in self.rings)
+
+    def read(self, most: int = 4096) -> list[bytes]:
+        """The committed records of every ring (at most ``most`` from each)."""
+        out: list[bytes] = []
+        for r in self.rings:
+            out += r.read(most)
+        return out
+
+    def close(self) -> None:
+        self.epoll.close()
+        for r in self.rings:
+            r.close()
+        self.rings = []
 
 
 #: the programs of each flavour of the syscall hooks (tp_btf preferred: arguments read directly
@@ -214,12 +244,26 @@ RELEASE_PROGRAMS = {
     "tp_btf": ("skb_freed", "fds_dropped"),
     "raw_tp": ("raw_skb_freed", "raw_fds_dropped"),
 }
-#: the ring buffer's default size: about 6 s of records at 5,000 shares a second (the reader may
-#: stall that long on a loaded machine without a record lost)
+#: the ring buffers' default size, all CPUs together: about 4 s of records at 5,000 shares a
+#: second (the reader may stall that long on a loaded machine without a record lost)
 RING_BYTES = 32 << 20
+#: each CPU's ring holds at least this much (or the whole size asked, if smaller): one busy CPU
+#: on a machine of many still has seconds of room
+RING_MIN_PER_CPU = 8 << 20
+
+
+def ring_per_cpu(ring_bytes: int, ncpu: int) -> int:
+    """Each CPU's ring buffer: an equal share of ``ring_bytes``, a power of two, at least a page
+    and at least RING_MIN_PER_CPU where ``ring_bytes`` allows it."""
+    share = max(ring_bytes // max(ncpu, 1), mmap.PAGESIZE)
+    share = 1 << (share.bit_length() - 1)  # a power of two, rounded down
+    return max(share, min(ring_bytes, RING_MIN_PER_CPU))
+
+
 #: struct drops of trace.bpf.c, one per CPU (count, seen, first, last, unread)
 _DROPS = struct.Struct("<QQQQQ")
 MAXCPUS = 1024
+BPF_MAP_TYPE_RINGBUF = 27
 
 
 @dataclass(frozen=True)
@@ -238,7 +282,8 @@ class Probe:
     """The loaded BPF object: attach, add pids, poll records (bytes), close.
 
     ``flavours`` are tried in order (``tp_btf``, then ``raw_tp``); ``self.flavour`` says which
-    loaded. ``ring_bytes`` sizes the ring buffer (a power of two, at least a page)."""
+    loaded. ``ring_bytes`` sizes the ring buffers, all CPUs together (a power of two, at least
+    a page; see ``ring_per_cpu``)."""
 
     def __init__(
         self,
@@ -263,7 +308,9 @@ class Probe:
         self.records: list[bytes] = []
         self._sample = _SAMPLE(self._on_sample)
         self.rb = None
-        self.ring: Ring | None = None
+        self.ring: Rings | None = None
+        #: the per-CPU ring buffer maps (made here, after the load)
+        self.ring_fds: list[int] = []
         self.obj = None
         self._drops: mmap.mmap | None = None
         self.flavour = ""
@@ -272,6 +319,12 @@ class Probe:
         #: why each flavour tried before the one that loaded was refused
         self.refused: dict[str, str] = {}
         self.ring_bytes = ring_bytes
+        self.ncpu = self.lib.libbpf_num_possible_cpus()
+        if self.ncpu <= 0 or self.ncpu > MAXCPUS:
+            raise ProbeUnavailable(
+                f"libbpf counts {self.ncpu} possible CPUs here; the trace handles 1 to {MAXCPUS}"
+            )
+        self.ring_cpu_bytes = ring_per_cpu(ring_bytes, self.ncpu)
         rc = 0
         for flavour in flavours:
             for release in (True, False):
@@ -298,9 +351,32 @@ class Probe:
             name: self.lib.bpf_map__fd(
                 self.lib.bpf_object__find_map_by_name(self.obj, name.encode())
             )
-            for name in ("events", "traced", "config", "lost", "counts")
+            for name in ("rings", "traced", "config", "lost", "counts")
         }
-        self.ncpu = self.lib.libbpf_num_possible_cpus()
+        self._make_rings()
+
+    def _make_rings(self) -> None:
+        """One ring buffer map per possible CPU, put in ``rings`` at its CPU's index."""
+        for cpu in range(self.ncpu):
+            fd = self.lib.bpf_map_create(
+                BPF_MAP_TYPE_RINGBUF, f"vmmtui_ring{cpu}".encode(), 0, 0, self.ring_cpu_bytes, None
+            )
+            if fd < 0:
+                self.close()
+                raise ProbeUnavailable(
+                    f"cannot make a ring buffer of {self.ring_cpu_bytes >> 10} KiB for CPU {cpu} "
+                    f"({os.strerror(-fd)}): try a smaller --ring-mb"
+                )
+            self.ring_fds.append(fd)
+            key, value = ctypes.c_uint32(cpu), ctypes.c_uint32(fd)
+            rc = self.lib.bpf_map_update_elem(
+                self.maps["rings"], ctypes.byref(key), ctypes.byref(value), 0
+            )
+            if rc != 0:
+                self.close()
+                raise ProbeUnavailable(
+                    f"cannot put CPU {cpu}'s ring buffer in place ({os.strerror(abs(rc))})"
+                )
 
     def _open_and_load(self, path: Path, flavour: str, release: bool, ring_bytes: int) -> int:
         """Open the object with only ``flavour``'s syscall programs (and the release kprobe when
@@ -320,8 +396,8 @@ class Probe:
         for name in names:
             prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
             self.lib.bpf_program__set_autoload(prog, release and name in RELEASE_PROGRAMS[flavour])
-        events = self.lib.bpf_object__find_map_by_name(self.obj, b"events")
-        self.lib.bpf_map__set_max_entries(events, ring_bytes)
+        rings = self.lib.bpf_object__find_map_by_name(self.obj, b"rings")
+        self.lib.bpf_map__set_max_entries(rings, self.ncpu)
         rc = self.lib.bpf_object__load(self.obj)
         return -abs(rc) if rc else 0
 
@@ -349,6 +425,12 @@ class Probe:
             ("ring_buffer__consume", c.c_int, [vp]),
             ("ring_buffer__free", None, [vp]),
             ("libbpf_num_possible_cpus", c.c_int, []),
+            (
+                "bpf_map_create",
+                c.c_int,
+                [c.c_int, c.c_char_p, c.c_uint32, c.c_uint32, c.c_uint32, vp],
+            ),
+            ("ring_buffer__add", c.c_int, [vp, c.c_int, _SAMPLE, vp]),
             ("libbpf_set_print", vp, [_PRINT]),
         ]:
             fn = getattr(L, name)
@@ -390,13 +472,16 @@ class Probe:
                 err = ctypes.get_errno()
                 self.release_missing = f"cannot attach {name} ({os.strerror(err)})"
         try:
-            self.ring = Ring(self.maps["events"], self.ring_bytes)
+            self.ring = Rings(self.ring_fds, self.ring_cpu_bytes)
             return
         except (OSError, ValueError):
             self.ring = None  # read through libbpf instead
-        self.rb = self.lib.ring_buffer__new(self.maps["events"], self._sample, None, None)
-        if not self.rb:
-            raise ProbeUnavailable(f"cannot open the ring buffer{self._last()}")
+        self.rb = self.lib.ring_buffer__new(self.ring_fds[0], self._sample, None, None)
+        if not self.rb or any(
+            self.lib.ring_buffer__add(self.rb, fd, self._sample, None) != 0
+            for fd in self.ring_fds[1:]
+        ):
+            raise ProbeUnavailable(f"cannot open the ring buffers{self._last()}")
 
     def attach_uprobe(self, library: str, func: str, cookie: int) -> str | None:
         """Entry and return probes on ``func`` of ``library``; None, or why not."""
@@ -491,6 +576,9 @@ class Probe:
         if self.obj:
             self.lib.bpf_object__close(self.obj)
             self.obj = None
+        for fd in self.ring_fds:
+            os.close(fd)
+        self.ring_fds = []
 
 
 def unprivileged_bpf() -> str:

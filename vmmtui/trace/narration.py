@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from vmmtui.model.ends import End
+from vmmtui.model.probes import classify
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.observed import (
     CallRefused,
@@ -38,7 +39,6 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.trace.cuda import CUDA_ERRORS
-from vmmtui.trace.probes import classify
 from vmmtui.trace.words import end_words, handle_type_names, road_words, socket_words
 from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
@@ -196,7 +196,7 @@ def cuda_words(e: CudaCall) -> str:
     return f"{e.func}({args}) → {res} ({e.duration_ns / 1e3:.0f} µs)"
 
 
-#: what a probe found, by (capability, found): ``vmmtui.trace.probes`` decides which
+#: what a probe found, by (capability, found): ``vmmtui.model.probes`` decides which
 PROBE_FOUND = {
     ("fabric-handles", "no-imex-channel"): "fabric handles unavailable here: no IMEX channel",
     ("fabric-handles", "imex-refused"): (
@@ -246,19 +246,22 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
     if isinstance(e, CapabilityProbe):
         return [Text(f"    · probe: pid {e.pid} {probe_words(e)}", "dim")]
     if isinstance(e, LedgerFinding):
+        from vmmtui.words.findings import finding_words
+
         mark, style = FINDING_STYLES.get(e.kind, ("⚠", "yellow"))
+        w = finding_words(e)
         if e.kind == "unknown":
             text = Text(
                 f"    ? unknown: {lost_words(e.lost, e.lost_first_ns, e.lost_last_ns, t0)}: "
-                f"pid {e.pid} {e.what}: {shown(e.detail, 400)}",
+                f"pid {e.pid} {w.what}: {shown(w.detail, 400)}",
                 "yellow",
             )
         else:
-            text = Text(f"    {mark} {e.kind}: pid {e.pid} {e.what}: {shown(e.detail, 400)}", style)
+            text = Text(f"    {mark} {e.kind}: pid {e.pid} {w.what}: {shown(w.detail, 400)}", style)
         if e.road or e.exported_as:
             text.append(f" · {road_words(e.road, e.exported_as, e.imported_as)}", "cyan")
-        if e.fix:
-            text.append(f" — fix: {e.fix}", "dim")
+        if w.fix:
+            text.append(f" — fix: {w.fix}", "dim")
         return [text]
     if isinstance(e, CallRefused):  # said once: by the ledger's ``refused`` finding it brings
         return []

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 from vmmtui.stream.events import Event, Notice, WatchFinished
 from vmmtui.stream.observed import TraceFinished, TraceStarted
-from vmmtui.trace.command import killed_words
+from vmmtui.trace.command import Command, Exit, killed_words
 from vmmtui.trace.output import Output
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.leaks import leftover_files
@@ -87,9 +87,14 @@ class PollingTrace:
         self.finished = threading.Event()
 
     @property
-    def exit(self):
+    def exit(self) -> Exit | None:
         """How the command ended (``Exit``: ``code``, ``signal``, ``status``), or None."""
         return self.watch.exit if self.watch is not None else None
+
+    @property
+    def tree(self) -> Command | None:
+        """The command it started and its tree (None: it follows running processes)."""
+        return self.watch.tree if self.watch is not None else None
 
     def start(self) -> None:
         """Start the command (``vmmtui.trace.procfs.watch.CommandNotFound``: 127/126 and one line) or

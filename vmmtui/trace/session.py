@@ -11,10 +11,12 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vmmtui.model.findings import Tally, tally
 from vmmtui.model.handles import NEVER_IMPORTED_S
+from vmmtui.model.ledger import Ledger
+from vmmtui.model.refcounts import Refcounts
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.observed import (
     CapabilityProbe,
@@ -23,9 +25,11 @@ from vmmtui.stream.observed import (
     TraceFinished,
     TraceStarted,
 )
-from vmmtui.trace.ledger import Ledger
 from vmmtui.trace.output import Output
-from vmmtui.trace.refcounts import Refcounts
+
+if TYPE_CHECKING:
+    from vmmtui.trace.command import Command, Exit
+    from vmmtui.trace.tracer import Tracer
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
@@ -35,9 +39,18 @@ TERM_GRACE_S = 0.8
 
 
 class Source(Protocol):
-    """What observes the programs: ``events()`` until the run ends; ``stopping`` ends it early."""
+    """What observes the programs: ``events()`` until the run ends; ``stopping`` ends it early.
+    ``pids``: the running processes it was asked to follow (``trace -p``); ``tree`` the command
+    it started (None: none, or not yet), ``exit`` how that command ended (None: not yet)."""
 
     stopping: bool
+    pids: list[int]
+
+    @property
+    def tree(self) -> Command | None: ...
+
+    @property
+    def exit(self) -> Exit | None: ...
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]: ...
 
@@ -66,7 +79,7 @@ class TraceRequest:
     def wants_ebpf(self) -> bool:
         return not (self.poll or self.once)
 
-    def tracer(self, stdout: int | Output | None = None) -> Any:
+    def tracer(self, stdout: int | Output | None = None) -> Tracer:
         """The eBPF source, not started (the kernel checks its programs when it starts).
         ``stdout``: where the command's output goes (``Command``'s: an fd, an ``Output``)."""
         from vmmtui.trace.tracer import Tracer
@@ -83,7 +96,7 @@ class TraceRequest:
             ring_bytes=self.ring_bytes,
         )
 
-    def start(self, stdout: int | Output | None = None) -> tuple[Any, str]:
+    def start(self, stdout: int | Output | None = None) -> tuple[Source, str]:
         """The running source: eBPF, or polling where asked or where eBPF is refused, with why
         ("" when asked). ``CommandNotFound`` when the command cannot be started."""
         from vmmtui.trace.polling import PollingTrace
@@ -125,6 +138,9 @@ class RecordingSource:
         self.stopping = False
         self.command: list[str] = []
         self.pids: list[int] = []
+        #: a recording starts no command
+        self.tree: Command | None = None
+        self.exit: Exit | None = None
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
         for e in self.recorded:
@@ -149,7 +165,7 @@ class TraceSession:
         self.sinks = list(sinks)
         #: the one fold of the run
         self.ledger = Ledger()
-        #: the refcount book beside it (``trace/refcounts.py``)
+        #: the refcount book beside it (``model/refcounts.py``)
         self.refs = Refcounts(self.ledger, never_imported_s)
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
@@ -196,7 +212,7 @@ class TraceSession:
             for f in self.fold(e):
                 yield self._out(f)
             if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
-                for seen in seen_now(list(getattr(self.source, "pids", []) or [])):
+                for seen in seen_now(list(self.source.pids)):
                     yield self._out(seen)
                     for f in self.fold(seen):
                         yield self._out(f)
@@ -215,16 +231,15 @@ def refold(events: Iterable[Event]) -> list[Event]:
     return list(TraceSession.replay(events).events())
 
 
-def stop_command(tracer: object) -> bool:
+def stop_command(source: Source) -> bool:
     """SIGTERM to the traced command and everything it started (orphans too: they carry its
     mark), SIGKILL to what is left after TERM_GRACE_S (a ``trace -p`` target is not ours: it is
     left alone). ``vmmtui.trace.command`` is the one place that knows the tree. True when the
     command was still running (its exit status is then ours, not its own)."""
     from vmmtui.trace.command import alive
 
-    watch = getattr(tracer, "watch", None)
-    tree = getattr(tracer, "tree", None) or getattr(watch, "tree", None)
-    if tree is None or getattr(tracer, "exit", None) is not None:
+    tree = source.tree
+    if tree is None or source.exit is not None:
         return False
     running = alive(tree.pid)
     tree.stop(TERM_GRACE_S)

@@ -502,37 +502,12 @@ class InspectorApp(Viewer):
         self.action_restart()
 
     # -- looking back ------------------------------------------------------------------------------
-    def go(self, index: int | None) -> None:
-        """Show frame ``index`` as the session stays where it is (None, or the latest: live)."""
-        if index is None or index >= self.frames.last:
-            if self.shown is None:
-                return
-            self.shown = None
-            self.inspector.mark = ""
-            if self.autoplay:
-                self.autoplay_timer.resume()
-        else:
-            self.autoplay_timer.pause()
-            self.shown = max(0, index)
-            self.inspector.mark = f"as of step {self.frames.frames[self.shown].steps}"
-        self.paint()
-
-    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
-        self.go((self.shown if self.shown is not None else self.frames.last) - 1)
-
-    def action_forward(self) -> None:
+    def arrived(self) -> None:
+        """Looking back pauses autoplay; back to live, it goes on."""
         if self.shown is not None:
-            self.go(self.shown + 1)
-
-    def action_live(self) -> None:
-        self.search = None  # n is the next step again
-        self.go(None)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # forward and live mean nothing while live: the keys scroll the log instead
-        if action in ("forward", "live") and self.shown is None:
-            return False
-        return super().check_action(action, parameters)
+            self.autoplay_timer.pause()
+        elif self.autoplay:
+            self.autoplay_timer.resume()
 
     # -- the end -----------------------------------------------------------------------------------
     async def action_quit(self) -> None:

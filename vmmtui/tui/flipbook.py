@@ -13,6 +13,7 @@ from vmmtui.record.notes import Notes
 from vmmtui.render.page import PageFrame, build
 from vmmtui.tui.keys import page_keys
 from vmmtui.tui.replay import ReplayApp
+from vmmtui.words.log import log_text
 from vmmtui.words.names import shown
 
 #: the page's terminal: 120 columns, so that a frame as wide as a 1024 px screen has text of
@@ -67,7 +68,7 @@ def draw_frames(
             except Exception as exc:  # noqa: BLE001 - said in one line, never a traceback
                 failed.append(f"frame {k} ({f.label}): {type(exc).__name__}: {exc}")
                 break
-        log.extend(line.text.plain for line in app.frames.at(app.frames.last).log_lines())
+        log.extend(log_text(line).plain for line in app.frames.at(app.frames.last).log_lines())
         app.exit(0)
 
     try:

@@ -87,6 +87,17 @@ TABLE: list[tuple[Binding, frozenset[str]]] = [
         Binding("end", "last", "Last", tooltip="the end of the recording", priority=True),
         frozenset({REPLAY, PAGE}),
     ),
+    (
+        Binding(
+            "home",
+            "first",
+            "First",
+            show=False,
+            tooltip="back to the start: the panels before step 1 (the session stays where it is)",
+            priority=True,
+        ),
+        frozenset({LIVE}),
+    ),
     (Binding("r", "last", "Last", show=False, priority=True), frozenset({REPLAY})),
     (Binding("ctrl+r", "first", "First", show=False, priority=True), frozenset({REPLAY})),
     (

@@ -167,17 +167,14 @@ class ReplayApp(Viewer):
         )
 
     # -- frames ------------------------------------------------------------------------------------
-    def go(self, index: int | None) -> None:
-        index = self.frames.last if index is None else max(0, min(index, self.frames.last))
-        self.shown = index
-        note = self.teacher_notes.at(index) if self.teacher_notes else None
+    def arrived(self) -> None:
+        note = self.teacher_notes.at(self.frame) if self.teacher_notes else None
         self.inspector.note = None if note is None else (note.label, note.shown)
-        self.paint()
-        if self.shot_dir and index not in self.shot_taken:
-            self.shot_taken.add(index)
-            self.call_after_refresh(self._frame_screenshot, index)
+        if self.shot_dir and self.frame not in self.shot_taken:
+            self.shot_taken.add(self.frame)
+            self.call_after_refresh(self._frame_screenshot, self.frame)
 
-    goto = go  # the flipbook (--html) draws every frame through it
+    goto = Viewer.go  # the flipbook (--html) draws every frame through it
 
     def _frame_screenshot(self, index: int) -> None:
         f = self.timeline.frames[index]
@@ -199,31 +196,6 @@ class ReplayApp(Viewer):
             self.notify("The recording ends here: home goes back to the start.", timeout=3)
             return
         self.go(self.frame + 1)
-
-    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
-        self.go(self.frame - 1)
-
-    def action_chapter(self, direction: int) -> None:
-        """``]``/``[``: the next/previous frame with a teacher's note."""
-        marks = sorted(self.teacher_notes.by_frame) if self.teacher_notes else []
-        if not marks and isinstance(self.timeline, CallTimeline):  # a trace: its findings
-            marks = [k for k, f in enumerate(self.timeline.frames) if f.failed]
-            if not marks:
-                self.notify("no finding to go to (and no --notes)", timeout=3)
-                return
-        ahead = [k for k in marks if (k - self.frame) * direction > 0]
-        if not ahead:
-            self.notify(
-                "no further note that way" if marks else "no notes: --notes NOTES.md", timeout=3
-            )
-            return
-        self.go(min(ahead) if direction > 0 else max(ahead))
-
-    def action_first(self) -> None:
-        self.go(0)
-
-    def action_last(self) -> None:
-        self.go(self.frames.last)
 
     def tick_autoplay(self) -> None:
         if self.frame >= self.frames.last:

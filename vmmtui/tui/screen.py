@@ -25,7 +25,7 @@ from vmmtui.tui.widgets.process_panel import ProcessPanel
 from vmmtui.tui.widgets.status import StatusLine
 from vmmtui.tui.widgets.step_bar import StepBar
 from vmmtui.tui.widgets.teaching import TeachingPanel
-from vmmtui.tui.widgets.wire import VerificationPanel, WirePanel
+from vmmtui.tui.widgets.wire import VerdictsPanel, WirePanel
 from vmmtui.view import Display, ScreenState
 
 #: the smallest terminal the inspector is drawn on; below it, one centred line says so
@@ -71,18 +71,39 @@ class InspectorScreen(Screen):
         self.ready = False
 
     def compose(self) -> ComposeResult:
+        """One body for every source: the processes, the wire and the verdicts, the status, the
+        plan's teaching strip (only where there is a plan), the event log and the timeline."""
         yield Static(id="too-small")
-        state = self.state
-        if state.programs is not None:
-            yield from self._compose_programs()
-            return
         yield Header(show_clock=False, icon="◆")
+        if self.state.programs is not None:  # programs vmmtui did not start: panels as they come
+            from vmmtui.tui.widgets.more import MoreProcesses
+
+            yield Horizontal(id="programs")
+            yield MoreProcesses(id="more")
+            with Horizontal(id="trace-middle"):
+                yield WirePanel(self.display_mode, id="transfers")
+                yield VerdictsPanel(id="verdicts")
+        else:
+            yield from self._compose_workers()
+        yield StatusLine(id="status")
+        if self.state.plan:
+            yield TeachingPanel(self.replay, self.display_mode, id="teaching")
+        log = EventLog(id="log")
+        if self.state.programs is not None:
+            log.window = LOG_WINDOW
+        yield log
+        yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
+        yield KeysFooter()
+
+    def _compose_workers(self) -> ComposeResult:
+        """The session's workers: the producer, the wire and the verdicts between it and the
+        consumers (one tab each where there are several)."""
         with Horizontal(id="main"):
             yield ProcessPanel(PRODUCER, self.display_mode)
             with Vertical(id="middle"):
                 yield WirePanel(self.display_mode, id="wire")
-                yield VerificationPanel(id="verification")
-            consumers = state.roles[1:]
+                yield VerdictsPanel(id="verification")
+            consumers = self.state.roles[1:]
             if len(consumers) == 1:
                 yield ProcessPanel(consumers[0], self.display_mode)
             else:  # one tab per consumer: readable up to 8, each with its own fd table
@@ -92,30 +113,6 @@ class InspectorScreen(Screen):
                     for name in consumers:
                         with TabPane(name, id=f"tab-{name}"):
                             yield ProcessPanel(name, self.display_mode)
-        yield StatusLine(id="status")
-        yield TeachingPanel(self.replay, self.display_mode, id="teaching")
-        yield EventLog(id="log")
-        yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
-        yield KeysFooter()
-
-    def _compose_programs(self) -> ComposeResult:
-        """Programs vmmtui did not start: a panel per process (added as they come), the wire
-        and the verdicts, the status, the event log and the timeline of calls."""
-        from vmmtui.tui.widgets.more import MoreProcesses
-        from vmmtui.tui.widgets.programs import TransfersPanel, VerdictsPanel
-
-        yield Header(show_clock=False, icon="◆")
-        yield Horizontal(id="programs")
-        yield MoreProcesses(id="more")
-        with Horizontal(id="trace-middle"):
-            yield TransfersPanel(id="transfers")
-            yield VerdictsPanel(id="verdicts")
-        yield StatusLine(id="status")
-        log = EventLog(id="log")
-        log.window = LOG_WINDOW
-        yield log
-        yield StepBar("REPLAY" if self.replay else "LIVE", id="timeline")
-        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.set_class(self.state.programs is not None, "-programs")
@@ -178,7 +175,7 @@ class InspectorScreen(Screen):
             return
         for panel in self.query(ProcessPanel):
             panel.show_mark(mark)  # beside what the panel says it left out
-        for widget in [self.query_one("#wire"), self.query_one("#teaching")]:
+        for widget in [self.query_one(WirePanel), *self.query(TeachingPanel)]:
             widget.border_subtitle = mark
 
     def panel(self, role: str) -> ProcessPanel:
@@ -194,62 +191,59 @@ class InspectorScreen(Screen):
             return
 
     def _paint(self, state: ScreenState) -> None:
-        if state.programs is not None:
-            self._paint_programs(state)
-            return
         with self.app.batch_update():
-            for panel in self.query(ProcessPanel):
-                panel.show(state, self.show_all_fds)
+            if state.programs is not None:
+                self._paint_programs(state)
+            else:
+                self._paint_workers(state)
             self.query_one(WirePanel).show(state)
-            self.query_one(VerificationPanel).show(state)
+            self.query_one(VerdictsPanel).show(state)
             self.query_one(StatusLine).show(state, self.where, self.queued)
-            self.query_one(TeachingPanel).show(state, self.note)
+            for teaching in self.query(TeachingPanel).results(TeachingPanel):
+                teaching.show(state, self.note)
             self.query_one(EventLog).show(state)
-            if len(state.roles) > 2:  # the consumer of this state in front (the first before any)
-                from textual.widgets import TabbedContent
 
-                tabs = self.query_one("#consumers", TabbedContent)
-                front = f"tab-{state.front or state.roles[1]}"
-                if tabs.active != front:
-                    tabs.active = front
+    def _paint_workers(self, state: ScreenState) -> None:
+        for panel in self.query(ProcessPanel):
+            panel.show(state, self.show_all_fds)
+        if len(state.roles) > 2:  # the consumer of this state in front (the first before any)
+            from textual.widgets import TabbedContent
 
-    # -- programs vmmtui did not start -------------------------------------------------------------
+            tabs = self.query_one("#consumers", TabbedContent)
+            front = f"tab-{state.front or state.roles[1]}"
+            if tabs.active != front:
+                tabs.active = front
+
     def _paint_programs(self, state: ScreenState) -> None:
+        """A panel per process shown (``view.lineup``), made once and moved as the lineup
+        changes; the rest folded into the "+N more" line."""
         from vmmtui.tui.widgets.more import MoreProcesses
-        from vmmtui.tui.widgets.programs import ProgramPanel, TransfersPanel, VerdictsPanel
         from vmmtui.view.lineup import lineup
 
         v = state.programs
         assert v is not None
-        with self.app.batch_update():
-            box = self.query_one("#programs", Horizontal)
-            line = lineup(v, panels_that_fit(box.size.width or self.size.width))
-            shown = list(line.panels)
-            have = {p.pid: p for p in self.query(ProgramPanel)}
-            new = [ProgramPanel(pid) for pid in shown if pid not in have]
-            if new:
-                box.mount_all(new)
-                have.update({p.pid: p for p in new})
-            order = [p.pid for p in box.query_children(ProgramPanel) if p.pid in shown]
-            if order != shown:  # the lineup changed: the panels move, none is made again
-                for before, after in pairwise(shown):
-                    box.move_child(have[after], after=have[before])
-            for pid, panel in have.items():
-                panel.display = pid in shown  # folded, or stepping back: not there yet
-                if pid in shown:
-                    panel.show(v, self.mark)
-            self.query_one(MoreProcesses).show(v, line)
-            self.query_one(TransfersPanel).show(v)
-            self.query_one(VerdictsPanel).show(v)
-            self.query_one(StatusLine).show(state, self.where, self.queued)
-            self.query_one(EventLog).show(state)
+        box = self.query_one("#programs", Horizontal)
+        line = lineup(v, panels_that_fit(box.size.width or self.size.width))
+        shown = list(line.panels)
+        have = {p.pid: p for p in self.query(ProcessPanel) if p.pid is not None}
+        new = {pid: ProcessPanel(pid, self.display_mode) for pid in shown if pid not in have}
+        if new:
+            box.mount_all(list(new.values()))
+            have.update(new)
+        order = [p.pid for p in box.query_children(ProcessPanel) if p.pid in shown]
+        if order != shown:  # the lineup changed: the panels move, none is made again
+            for before, after in pairwise(shown):
+                box.move_child(have[after], after=have[before])
+        for pid, panel in have.items():
+            panel.display = pid in shown  # folded, or stepping back: not there yet
+            if pid in shown:
+                panel.show(state, mark=self.mark)
+        self.query_one(MoreProcesses).show(v, line)
 
-    def focused_program(self):
-        """The process panel that has the focus, or the first shown."""
-        from vmmtui.tui.widgets.programs import ProgramPanel
-
-        panels = list(self.query(ProgramPanel))
+    def focused_program(self) -> ProcessPanel | None:
+        """The program's panel that has the focus, or the first shown (None: a session's workers)."""
+        panels = [p for p in self.query(ProcessPanel) if p.pid is not None]
         focused = self.focused
-        if isinstance(focused, ProgramPanel):
+        if isinstance(focused, ProcessPanel) and focused.pid is not None:
             return focused
         return next((p for p in panels if p.display), None)

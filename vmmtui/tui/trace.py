@@ -275,40 +275,6 @@ class TraceApp(Viewer):
     def subtitle(self, state: ScreenState) -> str:
         return self.sub
 
-    # -- frames ------------------------------------------------------------------------------------
-    def go(self, index: int | None) -> None:
-        if index is None or index >= self.frames.last:
-            self.shown = None
-            self.inspector.mark = ""
-        else:
-            self.shown = max(0, index)
-            self.inspector.mark = f"as of call {self.frames.frames[self.shown].steps}"
-        self.paint()
-
-    async def action_back(self) -> None:
-        self.go((self.shown if self.shown is not None else self.frames.last) - 1)
-
-    def action_forward(self) -> None:
-        if self.shown is not None:
-            self.go(self.shown + 1)
-
-    def action_live(self) -> None:
-        self.search = None
-        self.go(None)
-
-    def action_first(self) -> None:
-        self.go(0)
-
-    def action_chapter(self, direction: int) -> None:
-        """``]``/``[``: the next/previous call with a finding (marked ✗ on the timeline)."""
-        marks = [k for k, f in enumerate(self.timeline.frames) if f.failed]
-        here = self.shown if self.shown is not None else self.frames.last
-        ahead = [k for k in marks if (k - here) * direction > 0]
-        if not ahead:
-            self.notify("no further finding that way", timeout=3)
-            return
-        self.go(min(ahead) if direction > 0 else max(ahead))
-
     def tick_autoplay(self) -> None:
         return
 
@@ -325,11 +291,6 @@ class TraceApp(Viewer):
         command = " ".join(getattr(self.tracer, "command", None) or []) or "the command"
         running = lambda: not self.ended and getattr(self.tracer, "exit", None) is None  # noqa: E731
         self.push_screen(OutputScreen(self.output, command, running))
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("forward", "live") and self.shown is None:
-            return False
-        return super().check_action(action, parameters)
 
     # -- the end -----------------------------------------------------------------------------------
     def finish(self, code: int) -> None:

@@ -26,6 +26,7 @@ from textual.css.query import NoMatches
 
 from vmmtui.system.interrupts import handled_by
 from vmmtui.tui.commands import InspectorCommands
+from vmmtui.tui.keys import REPLAY
 from vmmtui.tui.messages import Interrupted, StepChosen
 from vmmtui.tui.screen import InspectorScreen
 from vmmtui.tui.widgets.event_log import EventLog
@@ -205,9 +206,7 @@ class Viewer(App[int]):
     def _jumped(self, message: StepBar.Jump) -> None:
         """A click or a drag on the timeline: that frame (live: the latest frame, or a step not run
         yet, is live)."""
-        self.go(
-            None if message.frame >= self.frames.last and self.MODE != "replay" else message.frame
-        )
+        self.go(None if message.frame >= self.frames.last else message.frame)
 
     # -- search in the event log -------------------------------------------------------------------
     def action_search(self) -> None:
@@ -242,7 +241,9 @@ class Viewer(App[int]):
         first = len(latest.log_lines()) - len(
             lines
         )  # lines of earlier sessions (ctrl+r) are skipped
-        texts = [line.text.plain for line in lines]
+        from vmmtui.words.log import log_text
+
+        texts = [log_text(line).plain for line in lines]
         # a new search starts at the top of the whole log (N: at its end); n and N go on from the match
         start = self.search_at if self.search_at is not None else (len(texts) if backward else -1)
         found = self.search.next(texts, start, backward)
@@ -254,7 +255,7 @@ class Viewer(App[int]):
         steps = lines[found].steps
         if steps is not None:
             frame = self.frames.timeline.frame_of_step(steps)
-            self.go(None if self.MODE != "replay" and frame >= self.frames.last else frame)
+            self.go(None if frame >= self.frames.last else frame)
         matches = self.search.matches(texts)
         where = "" if steps is None else f", step {steps}"
         rank, total = matches.index(found) + 1, len(matches)
@@ -274,20 +275,85 @@ class Viewer(App[int]):
         """A click on a done step or an event-log line: the panels as of that step."""
         self.go(self.frames.timeline.frame_of_step(message.steps))
 
+    # -- going back and forth: written once for the live app, the replay and a live trace ------
+    @property
+    def here(self) -> int:
+        """The frame on show (live: the latest)."""
+        return self.frames.last if self.shown is None else self.shown
+
     def go(self, index: int | None) -> None:
-        """Show frame ``index`` (None: the latest)."""
-        raise NotImplementedError
+        """Show frame ``index``. While frames still come (the live app, a live trace), None or the
+        latest frame is live and an earlier one is marked "as of"; a replay has no live: None is
+        its last frame and an index past either end stops there."""
+        if self.MODE == REPLAY:
+            self.shown = self.frames.last if index is None else max(0, min(index, self.frames.last))
+        elif index is None or index >= self.frames.last:
+            if self.shown is None:  # live already: nothing changes
+                return
+            self.shown = None
+            self.inspector.mark = ""
+        else:
+            self.shown = max(0, index)
+            unit = getattr(self.frames.timeline, "unit", "step")
+            self.inspector.mark = f"as of {unit} {self.frames.frames[self.shown].steps}"
+        self.arrived()
+        self.paint()
+
+    def arrived(self) -> None:
+        """What a mode does on reaching a frame, before it is painted (the live app pauses or
+        resumes autoplay, the replay puts the frame's note up)."""
+
+    async def action_back(self) -> None:  # App.action_back is a coroutine: same kind here
+        self.go(self.here - 1)
+
+    def action_forward(self) -> None:
+        if self.shown is not None:
+            self.go(self.shown + 1)
+
+    def action_first(self) -> None:
+        self.go(0)
+
+    def action_last(self) -> None:
+        self.go(self.frames.last)
+
+    def action_live(self) -> None:
+        self.search = None  # live, n is the next step again
+        self.go(None)
+
+    def action_chapter(self, direction: int) -> None:
+        """``]``/``[``: the next/previous frame with a teacher's note (replay --notes), else, in a
+        trace, the next/previous call with a finding (marked ✗ on the timeline)."""
+        notes = getattr(self, "teacher_notes", None)
+        marks = sorted(notes.by_frame) if notes else []
+        what = "note"
+        if not marks and getattr(self.frames.timeline, "unit", "step") == "call":
+            marks, what = [k for k, f in enumerate(self.frames.frames) if f.failed], "finding"
+            if not marks:
+                self.notify(
+                    "no finding to go to" + (" (and no --notes)" if self.MODE == REPLAY else ""),
+                    timeout=3,
+                )
+                return
+        ahead = [k for k in marks if (k - self.here) * direction > 0]
+        if not ahead:
+            self.notify(
+                f"no further {what} that way" if marks else "no notes: --notes NOTES.md", timeout=3
+            )
+            return
+        self.go(min(ahead) if direction > 0 else max(ahead))
 
     def action_goto(self) -> None:
         from vmmtui.tui.screens.steps import StepPicker
 
-        current = self.shown if self.shown is not None else self.frames.last
         self.push_screen(
-            StepPicker(self.frames.frames, current), lambda i: None if i is None else self.go(i)
+            StepPicker(self.frames.frames, self.here), lambda i: None if i is None else self.go(i)
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The frame keys (priority bindings) belong to a picker or the help while one is open."""
+        """The frame keys (priority bindings) belong to a picker or the help while one is open;
+        forward and live mean nothing while live (the keys scroll the log instead)."""
+        if action in ("forward", "live") and self.shown is None:
+            return False
         return not (action in FRAME_ACTIONS and self.screen.is_modal)
 
     # -- autoplay ----------------------------------------------------------------------------------

@@ -3,15 +3,17 @@
 A state is immutable: ``fold_one(state, event)`` returns a new one that shares every part the
 event did not touch (a renderer repaints only the parts that are not the same object). The event
 log is the one growing part: every state of one fold shares one append-only ``LogBook`` and holds
-how many of its lines it shows, so a state per frame costs no copy of the log.
+how many of its entries it shows, so a state per frame costs no copy of the log. An entry is data
+(the event and what its words need: ``LogEntry``); ``words.log`` words it where it is drawn.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -54,28 +56,54 @@ HIDDEN_METADATA = ("ipc_handle", "export_data", "type", "v")
 UNSAID = {"transport": "scm-rights", "pid": 0, "fd": -1}
 
 
+class Where(StrEnum):
+    """Whose event an entry of the log is: how it is worded."""
+
+    #: the demo's session (its workers' steps, the wire, the end)
+    SESSION = "session"
+    #: a program vmmtui did not start (a trace, a polling, their recordings)
+    PROGRAM = "program"
+    #: the kernel's record of the demo's own workers (eBPF)
+    KERNEL = "kernel"
+    #: the app's own (a file that could not be written; a session that could not start)
+    APP = "app"
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """What one entry of the event log says, as data: the event, and what its words need from
+    the fold; ``words.log`` words it when the log draws it or a search reads it (a trace writes
+    thousands a second)."""
+
+    where: Where
+    event: Event | None = None
+    display: Display = field(default_factory=Display, compare=False)
+    #: the kernel clock of the trace's first event, and the calling process's name
+    t0: int = 0
+    comm: str = ""
+    #: how many consumers the session had (its end line)
+    consumers: int = 0
+    #: the kernel's record of a worker's call, as filed under its step; and the workers by pid
+    fact: KernelFact | None = None
+    roles: dict[int, str] = field(default_factory=dict)
+    #: the app's own line (it made it), or why the session could not start
+    note: Text | None = None
+    start_error: str = ""
+
+
 @dataclass(frozen=True)
 class LogLine:
-    """One line of the event log and the step it belongs to (a click on it shows that step)."""
+    """One entry of the event log and the step it belongs to (a click on it shows that step)."""
 
-    #: the line, or what makes it when it is first read (a trace writes thousands a second; a
-    #: line is drawn only when the log shows it or a search reads it)
-    body: Text | Callable[[], Text]
+    entry: LogEntry
     #: how many plan steps had run when it was written (None: before any session)
     steps: int | None
     #: which session of the app wrote it (ctrl+r starts the next): older lines are no step of this one
     era: int = 0
     #: the event (its number in the fold) that wrote it; 0: the app, not an event
     seq: int = 0
-
-    @property
-    def text(self) -> Text:
-        body = self.body
-        if isinstance(body, Text):
-            return body
-        made = body()
-        object.__setattr__(self, "body", made)  # made once, kept
-        return made
+    #: its words once made (``words.log.log_text``), kept: an entry is worded once
+    said: Any = field(default=None, compare=False, repr=False)
 
 
 class LogBook:
@@ -281,7 +309,7 @@ class ScreenState:
     # -- what the app adds that no event says ------------------------------------------------------
     def noted(self, text: Text) -> ScreenState:
         """One more line in the log (a file that could not be written, say)."""
-        return _log(self, [text], seq=0)
+        return _log(self, LogEntry(Where.APP, note=text), seq=0)
 
     def running(self, role: str, step: str) -> ScreenState:
         """``role`` runs ``step`` now (before its StepStarted arrives)."""
@@ -305,7 +333,7 @@ class ScreenState:
             panels=panels,
             status={**self.status, "error": f"could not start: {message}"},
         )
-        return _log(state, [Text(f"could not start: {message}", style="bold red")], seq=0)
+        return _log(state, LogEntry(Where.APP, start_error=message), seq=0)
 
 
 def fold(
@@ -343,7 +371,7 @@ def fold_one(
         case WorkerStarted():
             p = state.panel(e.role)
             state = _panel(state, replace(p, pid=e.pid, backend=e.backend, state_text="waiting"))
-            return _log(state, [_tag(e.role, say.worker_started(e, d))])
+            return _log(state, _said(e, d))
         case StepStarted():
             if e.index >= 0:
                 state = replace(state, steps=max(state.steps, e.index + 1))
@@ -360,11 +388,10 @@ def fold_one(
             state = _panel(state, replace(p, state_text=say.exit_state(e), running=None))
             if not e.expected and not closing and state.crash is None:
                 state = replace(state, crash=e)
-            lines = [_tag(e.role, say.exited(e, d))] + [_tag(e.role, t) for t in say.log_tail(e, d)]
-            return _log(state, lines)
+            return _log(state, _said(e, d))
         case SessionFailed():
             state = _failed_after_done(replace(state, failure=(e.role, e.step, e.failure)), e)
-            return _log(state, say.failed(e, d))
+            return _log(state, _said(e, d))
         case SessionFinished():
             state = replace(
                 state,
@@ -372,11 +399,11 @@ def fold_one(
                 wire=replace(state.wire, finished=e),
                 status={**state.status, "done": say.verdict(e.verified).plain},
             )
-            return _log(state, [say.finished(e, len(state.roles) - 1)])
+            return _log(state, LogEntry(Where.SESSION, e, d, consumers=len(state.roles) - 1))
         case SessionClosed():
-            return _log(replace(state, closed=e), [say.closed(e, d)])
+            return _log(replace(state, closed=e), _said(e, d))
         case Notice():
-            return _log(state, [say.notice(e, d)])
+            return _log(state, _said(e, d))
         case ScenarioOutcome():
             status = {k: v for k, v in state.status.items() if k != "scenario"}
             state = replace(
@@ -385,7 +412,7 @@ def fold_one(
                 scenario=state.scenario or e.name,
                 status={**status, "scenario": say.outcome(e).plain},  # the verdict reads last
             )
-            return _log(state, [say.outcome(e)])
+            return _log(state, _said(e, d))
     return state
 
 
@@ -420,7 +447,7 @@ def _started(state: ScreenState, e: SessionStarted, d: Display) -> ScreenState:
         steps=0,
         wire=replace(state.wire, socket_path=e.socket_path),
     )
-    return _log(state, say.started(e, d), steps=0)
+    return _log(state, _said(e, d), steps=0)
 
 
 def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
@@ -453,9 +480,7 @@ def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
     nxt = state.next_step
     if nxt is not None and kind(nxt[0]) != PRODUCER and len(state.roles) > 2:
         state = replace(state, front=nxt[0])
-    lines = [_tag(r.role, say.call(c, d)) for c in r.calls]
-    lines += [_tag(r.role, say.log_line(line, d)) for line in r.log]
-    return _log(state, lines)
+    return _log(state, _said(e, d)) if r.calls or r.log else state
 
 
 def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
@@ -557,47 +582,40 @@ def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
     if state.kcmp_told.get(e.consumer) == told:
         return state
     state = replace(state, kcmp_told={**state.kcmp_told, e.consumer: told})
-    return _log(state, [_tag(say.KERNEL, say.kcmp_line(e))])
+    return _log(state, _said(e, Display()))
 
 
-#: the trace's narration and events, once a trace event is folded
+#: the trace's events and fold, once a trace event is folded
 _TRACE: dict = {}
 
 
 def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
-    """A trace's or a polling's event: its process views, wire and verdicts, and its log line."""
+    """A trace's or a polling's event: its process views, wire and verdicts, and its log entry."""
     if not _TRACE:  # imported at the first trace event: the demo starts faster without them
         from vmmtui.stream import observed as events
-        from vmmtui.trace import narration
         from vmmtui.view import programs
 
-        _TRACE.update(say=narration, events=events, programs=programs)
-    trace_say, ev, programs = _TRACE["say"], _TRACE["events"], _TRACE["programs"]
-    TraceCall, TraceEvent = ev.TraceCall, ev.TraceEvent
+        _TRACE.update(events=events, programs=programs)
+    ev, programs = _TRACE["events"], _TRACE["programs"]
     before = state.programs or programs.ProgramsView()
     v = programs.fold_program_event(before, e)
     state = evolve(state, programs=v, seq=state.seq + 1)
-    if isinstance(e, TraceCall):
+    if isinstance(e, ev.TraceCall):
         if v.calls_len == before.calls_len:
             return state  # a call of no interest (a close of an fd never shared): no line
-        t0, comm = v.ktime0, v.proc(e.pid).comm
-        made: list[Callable[[], Text]] = [lambda: trace_say.lines(e, t0, comm)[0]]
-        return _log(state, made, steps=v.calls_len)  # one line a call, made when read
-    elif isinstance(e, TraceEvent):
-        lines = trace_say.lines(e, v.ktime0)
-    else:
-        lines = say.attach_lines(e, d)
+        entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0, comm=v.proc(e.pid).comm)
+        return _log(state, entry, steps=v.calls_len)
+    entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0)
     if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
         bad = v.bad_findings
         text = f"{v.findings_len - bad} shared/imported · {bad} to look at"
         state = evolve(state, status={**state.status, "findings": text})
-    return _log(state, lines, steps=v.calls_len)
+    return _log(state, entry, steps=v.calls_len)
 
 
 def _kernel(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     """A call the kernel recorded in a worker (eBPF): filed under the step that ran, one log line."""
     from vmmtui.stream.observed import TraceFinished, TraceStarted
-    from vmmtui.trace import narration as trace_say
     from vmmtui.view.kernel import OUTSIDE, fold_kernel
 
     state = evolve(state, seq=state.seq + 1)
@@ -606,19 +624,9 @@ def _kernel(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     step = state.steps - 1 if running and state.steps > 0 else OUTSIDE
     view, fact = fold_kernel(state.kernel, e, roles, step)
     state = evolve(state, kernel=view)
-    if fact is not None:
-        text = trace_say.kernel_fact(fact)
-    elif isinstance(e, TraceStarted):
-        text = trace_say.kernel_started(e, roles)
-    elif isinstance(e, TraceFinished):
-        text = trace_say.kernel_finished(e)
-    else:
+    if fact is None and not isinstance(e, TraceStarted | TraceFinished):
         return state
-    if text.plain.startswith("kernel: "):  # the log's tag says it
-        text = text[len("kernel: ") :]
-    if d.stable:
-        text = Text(d.text(text.plain), text.style)
-    return _log(state, [_tag(say.KERNEL, text)])
+    return _log(state, LogEntry(Where.KERNEL, e, d, fact=fact, roles=roles))
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -626,32 +634,22 @@ def _panel(state: ScreenState, p: PanelView) -> ScreenState:
     return replace(state, panels={**state.panels, p.role: p})
 
 
-def _tag(role: str, text: Text) -> Text:
-    return Text(f"{role[:4]} ", style=say.role_style(role)) + text
+def _said(e: Event, d: Display) -> LogEntry:
+    return LogEntry(Where.SESSION, e, d)
 
 
 def _log(
-    state: ScreenState,
-    texts: list[Text] | list[Callable[[], Text]],
-    steps: int | None = None,
-    seq: int | None = None,
+    state: ScreenState, entry: LogEntry, steps: int | None = None, seq: int | None = None
 ) -> ScreenState:
-    """The state with ``texts`` appended to its log (a state off the book's tip gets its own copy)."""
-    if not texts:
-        return state
+    """The state with ``entry`` appended to its log (a state off the book's tip gets its own copy)."""
     seq = state.seq if seq is None else seq
     book = state.log
     n = state.log_len
     if n != len(book):
-        end, at = n + len(texts), n - book.base
-        if (
-            seq
-            and at >= 0
-            and end <= len(book)
-            and book.lines[at].seq == seq == book.lines[end - 1 - book.base].seq
-        ):
-            return evolve(state, log_len=end)  # folded again: the same lines
+        at = n - book.base
+        if seq and 0 <= at < len(book.lines) and book.lines[at].seq == seq:
+            return evolve(state, log_len=n + 1)  # folded again: the same entry
         book = LogBook(book.lines[: max(0, at)], book.base)
     tag = steps if steps is not None else (state.steps if state.started else None)
-    book.lines.extend(LogLine(t, tag, state.era, seq) for t in texts)
+    book.lines.append(LogLine(entry, tag, state.era, seq))
     return evolve(state, log=book, log_len=len(book))

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from vmmtui.model.ends import End
 from vmmtui.model.findings import GOOD, Proof, proof_of
 from vmmtui.model.interest import closed_by, matters
+from vmmtui.model.matching import SendQueue
 from vmmtui.stream.events import (
     AttachEvent,
     Event,
@@ -59,14 +60,31 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
-from vmmtui.trace.matching import SendQueue
 from vmmtui.view.sharing import evolve
 from vmmtui.words.names import shown
 
 T = TypeVar("T")
+
+
 #: how something travelled: the Unix socket (the kernel's view of it; worded where it is drawn),
 #: or the name of the call or road
-Via = str | SocketEnd
+@dataclass(frozen=True)
+class ThroughPidfd:
+    """Taken with pidfd_getfd through this pidfd of the taker."""
+
+    pidfd: int
+
+
+@dataclass(frozen=True)
+class HandleBytes:
+    """No fd: the 64 bytes of an IPC handle or of a pool pointer's export data (their hex)."""
+
+    ipc: str
+
+
+#: how something travelled: the socket it went over, the pidfd it was taken through, the bytes
+#: that named it, or the name of the call (``fork``, ``dup2``, an export)
+Via = str | SocketEnd | ThroughPidfd | HandleBytes
 
 
 #: closed fds a process view keeps (struck through) after they close
@@ -233,11 +251,12 @@ class TransferView:
 
 @dataclass(frozen=True)
 class FindingView:
+    """A finding as the screen lists it; ``of``: the event that says it, worded where it is
+    drawn (``words.findings.words_of``)."""
+
     kind: str
     pid: int
-    what: str
-    detail: str
-    fix: str = ""
+    of: LedgerFinding | Leak | ProcessUnreadable
     peer: int = 0
     seq: int = 0
     #: what matched the two sides (``Proof``), for a share or an import
@@ -287,7 +306,7 @@ class ProgramsView:
     proven_by: dict[str, int] = field(default_factory=dict)
     #: the good findings by the road they took (``model.roads.Road``; "" not seen)
     roads: dict[str, int] = field(default_factory=dict)
-    #: sends not yet received, by the socket pair and file that carry them (``trace.matching``)
+    #: sends not yet received, by the socket pair and file that carry them (``model.matching``)
     in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
     ktime0: int = 0
@@ -565,7 +584,7 @@ def _taken(v: ProgramsView, e: FdTaken) -> ProgramsView:
         return v
     src = v.proc(target).fds.get(e.target_fd)
     file = e.file or (src.file if src else "")
-    via = f"pidfd_getfd through pidfd {e.pidfd}"
+    via = ThroughPidfd(e.pidfd)
     f = FdView(e.fd, "taken", src.target if src else "", file, (target, e.target_fd), via,
                "struct file" if file else "", v.seq)  # fmt: skip
     v = _hold(v, e.pid, f)
@@ -637,7 +656,7 @@ def _cuda(v: ProgramsView, e: CudaCall) -> ProgramsView:
             how = "IPC handle" if kind == "ipc open" else "pool export data"
             v = _transfer(
                 v,
-                TransferView(how, src[0], -1, e.pid, -1, f"64 bytes {e.ipc[:16]}…", "", seq,
+                TransferView(how, src[0], -1, e.pid, -1, HandleBytes(e.ipc), "", seq,
                              v.time(e.ktime)),
             )  # fmt: skip
     elif f in ("cuIpcCloseMemHandle",):
@@ -689,17 +708,21 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
-    f = FindingView(e.kind, e.pid, e.what, e.detail, e.fix, e.peer, v.seq, proof,
-                    e.road, e.exported_as, e.imported_as)  # fmt: skip
+    f = FindingView(e.kind, e.pid, e, e.peer, v.seq, proof, e.road, e.exported_as, e.imported_as)
+    return _found(v, f)
+
+
+def _found(v: ProgramsView, f: FindingView) -> ProgramsView:
+    proof = f.proof
     book, n = v.findings.add(v.findings_len, v.seq, f)
     v = evolve(v, findings=book, findings_len=n)
-    if e.kind not in GOOD:
-        p = v.proc(e.pid)
+    if f.kind not in GOOD:
+        p = v.proc(f.pid)
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
     else:
         v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
-        if e.road or e.exported_as:  # the roads the verdicts count, as they come
-            v = evolve(v, roads={**v.roads, e.road: v.roads.get(e.road, 0) + 1})
+        if f.road or f.exported_as:  # the roads the verdicts count, as they come
+            v = evolve(v, roads={**v.roads, f.road: v.roads.get(f.road, 0) + 1})
     return v
 
 
@@ -778,11 +801,11 @@ def _gpu(v: ProgramsView, e: GpuMemory) -> ProgramsView:
 
 
 def _leak(v: ProgramsView, e: Leak) -> ProgramsView:
-    return _finding(v, LedgerFinding(str(e.kind), e.pid or 0, e.what, e.detail, e.fix))
+    return _found(v, FindingView(str(e.kind), e.pid or 0, e, seq=v.seq))
 
 
 def _unreadable(v: ProgramsView, e: ProcessUnreadable) -> ProgramsView:
-    return _finding(v, LedgerFinding("unreadable", e.pid, "not readable", e.reason))
+    return _found(v, FindingView("unreadable", e.pid, e, seq=v.seq))
 
 
 def _lost(v: ProgramsView, e: TraceLost) -> ProgramsView:

@@ -26,6 +26,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
+	BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
 	BPF_MAP_TYPE_RINGBUF = 27,
 	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
@@ -52,9 +53,19 @@ struct inode {
 	unsigned long i_ino;
 	void *i_private;
 };
+struct qstr {
+	const unsigned char *name;
+};
+struct dentry {
+	struct qstr d_name;
+};
+struct path {
+	struct dentry *dentry;
+};
 struct file {
 	void *private_data;
 	struct inode *f_inode;
+	struct path f_path;
 };
 struct fdtable {
 	unsigned int max_fds;

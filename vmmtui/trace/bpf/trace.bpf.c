@@ -13,9 +13,14 @@
  *
  * Cost: every syscall of the machine passes sys_enter and sys_exit, so both end at once for the
  * calls not traced (the syscall number, then one bit of the tgid bitmap: an array lookup the
- * verifier inlines, no helper call). A traced call writes one small record of its own kind,
- * reserved and submitted in place in the ring buffer; the arguments are read at exit (the saved
- * user registers still hold them), so only a close of a watched file has work at enter.
+ * verifier inlines, no helper call). sys_enter decides what a close or dup is worth (the file
+ * its fd names must be watched) and stashes that in the task's storage; sys_exit finds it, or
+ * ends. A traced call writes one record of its own kind, reserved and submitted in place in its
+ * CPU's ring buffer; a message is read at exit (the saved user registers still hold the
+ * arguments), its control buffer only when there is one, a cmsg's header and its first 16 fds in
+ * one read. Under tp_btf the kernel's structures are read by plain loads the verifier guards
+ * (bpf_rdonly_cast), not a probe-read helper call per field; the per-fd work is global functions,
+ * verified once.
  *
  * A message with more fds than one record holds (16) is followed by continuation records (up to
  * SCM_RIGHTS' 253); what could not be read is counted in the head record, never cut silently.
@@ -23,14 +28,21 @@
  * holding it released or collected): the kernel's own statement that they were never received;
  * skb_copy_datagram_iovec, a message's fds a read() without room for them made the kernel close.
  * Two uprobe programs, attached by userspace to each CUDA driver function with the function's
- * index as the BPF cookie, record the driver calls with their CUresult. What does not fit in the
- * ring buffer is counted per CPU with the time of its first and last drop, never dropped silently.
+ * index as the BPF cookie, record the driver calls with their CUresult. What does not fit in its
+ * CPU's ring buffer is counted per CPU with the time of its first and last drop, never dropped
+ * silently.
  * Rebuild with scripts/build-bpf.sh (the shipped trace.bpf.o must match this source). */
 #include "kernel.h"
 #include "trace.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+
+/* a kernel pointer held as a number, typed again for the verifier (tp_btf): fields are then read
+ * by plain loads it guards (a fault reads 0), not a probe-read helper call each; the kfunc
+ * compiles to a register move */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+#define CAST(p, T) ((struct T *)bpf_rdonly_cast((void *)(__u64)(p), bpf_core_type_id_kernel(struct T)))
 
 /* keeps the record structs of trace.h in the object's BTF (nothing calls it; libbpf loads only the
  * functions programs call): tests/trace/test_record_layout.py reads them from there */
@@ -103,11 +115,20 @@ struct cuda_key {
 	__u32 func;
 };
 
-/* sized by userspace before load (--ring-mb) */
-struct {
+/* one ring buffer per CPU, made by userspace after load (sized from --ring-mb) and put here: a
+ * record's reservation takes its own CPU's ring lock, never contends with another CPU's; a
+ * record its own ring refuses goes to the next CPU's (see reserve) */
+struct ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 24);
-} events SEC(".maps");
+	__uint(max_entries, 1 << 12);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAXCPUS); /* the possible CPUs, set by userspace */
+	__type(key, __u32);
+	__array(values, struct ring);
+} rings SEC(".maps");
 
 /* one bit per tgid: word tgid / 64, bit tgid % 64 */
 struct {
@@ -133,21 +154,28 @@ struct {
 	__type(value, __u8);
 } watched SEC(".maps");
 
-/* a close of a watched file between enter (the file the fd named) and exit (the result): in the
- * task's own storage (tp_btf), else in a hash by thread id */
+/* what sys_enter decided a call is worth, for its sys_exit: the syscall, its arguments, and for a
+ * close or dup the watched file its fd names. In the task's own storage (tp_btf), else in a hash
+ * by thread id; nr 0 (read) is never stashed, so 0 means "nothing to do at exit" */
+struct pending {
+	__u64 nr;
+	__u64 a0;
+	__u64 file;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, __u64);
-} closing_task SEC(".maps");
+	__type(value, struct pending);
+} pending_task SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, __u64);
-} closing SEC(".maps");
+	__type(value, struct pending);
+} pending_tid SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -230,9 +258,8 @@ static __always_inline bool is_watched(__u64 f)
 #define BPF_RB_FORCE_WAKEUP 2
 #define BPF_RB_AVAIL_DATA 0
 
-static __always_inline void dropped(void)
+static __always_inline void dropped(__u32 cpu, void *ring)
 {
-	__u32 cpu = bpf_get_smp_processor_id() & (MAXCPUS - 1);
 	struct drops *d = bpf_map_lookup_elem(&lost, &cpu);
 	if (!d)
 		return;
@@ -240,20 +267,33 @@ static __always_inline void dropped(void)
 	if (d->count == d->seen)
 		d->first = now;
 	d->last = now;
-	d->unread = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	d->unread = ring ? bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) : 0;
 	__sync_fetch_and_add(&d->count, 1);
 }
 
-/* a record of `size` bytes in the ring buffer, its head filled (NULL, counted, when full) */
+/* a record of `size` bytes in this CPU's ring buffer, its head filled (NULL, counted, when
+ * full). The program stays on its CPU from here to the submit (migration is disabled while a
+ * BPF program runs), so a message's records follow each other in one ring. */
 static __always_inline void *reserve(__u64 size, __u32 type, __u64 pid_tgid)
 {
-	struct rec *r = bpf_ringbuf_reserve(&events, size, 0);
-	/* a reserve can fail with room left: the ring's lock given up (6.15+ rqspinlock, its holder's
-	 * vCPU descheduled, say); one more try before the record is counted as lost */
-	if (!r)
-		r = bpf_ringbuf_reserve(&events, size, 0);
+	__u32 cpu = bpf_get_smp_processor_id() & (MAXCPUS - 1);
+	void *ring = bpf_map_lookup_elem(&rings, &cpu);
+	struct rec *r = ring ? bpf_ringbuf_reserve(ring, size, 0) : 0;
 	if (!r) {
-		dropped();
+		/* a reservation can fail with its ring nearly empty (seen on CPU 0 of a 2-CPU VM,
+		 * about once in 250,000 records, at once, and again when tried again at once): the
+		 * next CPU's ring (the first after the last), its lock another, takes the record */
+		__u32 next = cpu + 1 < MAXCPUS ? cpu + 1 : 0;
+		void *other = bpf_map_lookup_elem(&rings, &next);
+		if (!other) {
+			next = 0;
+			other = bpf_map_lookup_elem(&rings, &next);
+		}
+		if (other && other != ring)
+			r = bpf_ringbuf_reserve(other, size, 0);
+	}
+	if (!r) {
+		dropped(cpu, ring);
 		return 0;
 	}
 	r->type = type;
@@ -282,8 +322,9 @@ static __always_inline __u64 slot(__u64 i)
 	return i;
 }
 
-/* the struct file an fd of the current process names (0 when none); btf: the task's pointers
- * loaded directly (tp_btf), else by probe reads (raw_tp, kprobes) */
+/* the struct file an fd of the current process names (0 when none); btf: every pointer loaded
+ * directly (tp_btf: the slot of the fd array read through a one-pointer kernel type, no helper),
+ * else by probe reads (raw_tp, kprobes) */
 static __always_inline __u64 fd_file(int fd, bool btf)
 {
 	struct fdtable *fdt;
@@ -300,77 +341,88 @@ static __always_inline __u64 fd_file(int fd, bool btf)
 		max = BPF_CORE_READ(fdt, max_fds);
 		arr = BPF_CORE_READ(fdt, fd);
 	}
-	struct file *f = 0;
 	if (fd < 0 || (unsigned int)fd >= max)
 		return 0;
+	if (btf) /* struct hlist_head is { first }: one pointer, as arr[fd] is */
+		return (__u64)CAST(&arr[fd], hlist_head)->first;
+	struct file *f = 0;
 	bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]);
 	return (__u64)f;
 }
 
 /* what an open file is, for FdsSent.kinds: its superblock's magic << 32 | its device's major
- * << 16 | its i_mode (userspace names memfd, socket, pidfd, dma-buf, /dev/nvidia*); global
- * functions, verified once however many files a message carries */
-__attribute__((noinline)) int file_magic(__u64 file)
-{
-	return BPF_CORE_READ((struct file *)file, f_inode, i_sb, s_magic);
-}
-
-__attribute__((noinline)) int file_mode(__u64 file)
-{
-	struct inode *ino = BPF_CORE_READ((struct file *)file, f_inode);
-	__u32 major = BPF_CORE_READ(ino, i_rdev) >> 20;
-	__u16 mode = BPF_CORE_READ(ino, i_mode);
-	return ((major & 0xffff) << 16) | mode;
-}
-
-static __always_inline __u64 file_kind(__u64 file)
+ * << 16 | its i_mode (userspace names memfd, socket, pidfd, dma-buf, /dev/nvidia*) */
+static __always_inline __u64 file_kind(__u64 file, bool btf)
 {
 	if (!file)
 		return 0;
-	return ((__u64)(__u32)file_magic(file) << 32) | (__u32)file_mode(file);
-}
-
-/* FdsSent.kinds of a message's first n files: verified once (a global function) */
-__attribute__((noinline)) int msg_kinds(struct rec_msg *m, __u32 n)
-{
-	if (!m)
-		return 0;
-	for (int j = 0; j < MAXFDS; j++) {
-		if (j >= n)
-			break;
-		__u64 i = slot(j);
-		m->kinds[i] = file_kind(m->files[i]);
+	__u32 magic, major;
+	__u16 mode;
+	if (btf) {
+		struct inode *ino = CAST(file, file)->f_inode;
+		magic = ino->i_sb->s_magic;
+		major = ino->i_rdev >> 20;
+		mode = ino->i_mode;
+	} else {
+		struct inode *ino = BPF_CORE_READ((struct file *)file, f_inode);
+		magic = BPF_CORE_READ(ino, i_sb, s_magic);
+		major = BPF_CORE_READ(ino, i_rdev) >> 20;
+		mode = BPF_CORE_READ(ino, i_mode);
 	}
-	return 0;
+	return ((__u64)magic << 32) | ((major & 0xffff) << 16) | mode;
 }
 
+/* the socket an fd names, and its peer's: inodes, struct socks, family, bound name */
 static __always_inline void read_socket(struct rec_msg *m, int sockfd, bool btf)
 {
 	m->sock_ino = m->peer_ino = m->sk = m->peer_sk = 0;
 	m->family = m->namelen = 0;
-	struct file *f = (struct file *)fd_file(sockfd, btf);
-	if (!f)
+	__u64 file = fd_file(sockfd, btf);
+	if (!file)
 		return;
-	m->sock_ino = BPF_CORE_READ(f, f_inode, i_ino);
-	struct socket *so = BPF_CORE_READ(f, private_data);
-	struct sock *sk = BPF_CORE_READ(so, sk);
-	if (!sk)
-		return;
-	m->sk = (__u64)sk;
-	m->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (m->family != AF_UNIX)
-		return;
-	struct unix_sock *us = (struct unix_sock *)sk;
-	struct sock *peer = BPF_CORE_READ(us, peer);
-	m->peer_sk = (__u64)peer; /* before accept() the peer has no socket (inode 0), but a sock */
-	if (peer)
-		m->peer_ino = BPF_CORE_READ(peer, sk_socket, file, f_inode, i_ino);
-	struct unix_address *addr = BPF_CORE_READ(us, addr);
-	if (!addr && peer)
-		addr = BPF_CORE_READ((struct unix_sock *)peer, addr);
+	struct unix_address *addr;
+	if (btf) {
+		struct file *f = CAST(file, file);
+		m->sock_ino = f->f_inode->i_ino;
+		struct sock *sk = CAST(f->private_data, socket)->sk;
+		if (!sk)
+			return;
+		m->sk = (__u64)sk;
+		m->family = sk->__sk_common.skc_family;
+		if (m->family != AF_UNIX)
+			return;
+		struct unix_sock *us = CAST(sk, unix_sock);
+		struct sock *peer = us->peer;
+		m->peer_sk = (__u64)peer; /* before accept() the peer has no socket (inode 0) */
+		addr = us->addr;
+		if (peer) {
+			m->peer_ino = peer->sk_socket->file->f_inode->i_ino;
+			if (!addr)
+				addr = CAST(peer, unix_sock)->addr;
+		}
+	} else {
+		struct file *f = (struct file *)file;
+		m->sock_ino = BPF_CORE_READ(f, f_inode, i_ino);
+		struct socket *so = BPF_CORE_READ(f, private_data);
+		struct sock *sk = BPF_CORE_READ(so, sk);
+		if (!sk)
+			return;
+		m->sk = (__u64)sk;
+		m->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+		if (m->family != AF_UNIX)
+			return;
+		struct unix_sock *us = (struct unix_sock *)sk;
+		struct sock *peer = BPF_CORE_READ(us, peer);
+		m->peer_sk = (__u64)peer;
+		if (peer)
+			m->peer_ino = BPF_CORE_READ(peer, sk_socket, file, f_inode, i_ino);
+		addr = BPF_CORE_READ(us, addr);
+		if (!addr && peer)
+			addr = BPF_CORE_READ((struct unix_sock *)peer, addr);
+	}
 	if (!addr)
 		return;
-	int len = BPF_CORE_READ(addr, len);
+	int len = btf ? CAST(addr, unix_address)->len : BPF_CORE_READ(addr, len);
 	if (len <= 0)
 		return;
 	if (len > 110)
@@ -381,6 +433,32 @@ static __always_inline void read_socket(struct rec_msg *m, int sockfd, bool btf)
 		return;
 	m->namelen = n;
 	bpf_probe_read_kernel(m->name, n, &addr->name);
+}
+
+/* fd i of a message's head record: the file it names (now followed: watched) and, for a send,
+ * what that file is. Global functions: verified once, not once for each of the 16 fds */
+static __always_inline void msg_fd(struct rec_msg *m, __u64 i, bool send, bool btf)
+{
+	i = slot(i);
+	__u64 f = fd_file(m->fds[i], btf);
+	m->files[i] = f;
+	watch_file(f);
+	if (send)
+		m->kinds[i] = file_kind(f, btf);
+}
+
+__attribute__((noinline)) int msg_fd_btf(struct rec_msg *m, __u64 i, __u64 send)
+{
+	if (m)
+		msg_fd(m, i, send, true);
+	return 0;
+}
+
+__attribute__((noinline)) int msg_fd_raw(struct rec_msg *m, __u64 i, __u64 send)
+{
+	if (m)
+		msg_fd(m, i, send, false);
+	return 0;
 }
 
 /* fds [first, first + 16) of a message (user array at `fds`) in an EV_FDS record: verified once
@@ -414,7 +492,7 @@ __attribute__((noinline)) int more_fds(__u64 fds, __u64 first_total, __u64 ktime
 		r->files[j] = fd_file(fd, false);
 		watch_file(r->files[j]);
 		if (send)
-			r->kinds[j] = file_kind(r->files[j]);
+			r->kinds[j] = file_kind(r->files[j], false);
 		n = j + 1;
 	}
 	r->h.nfds = n;
@@ -422,36 +500,49 @@ __attribute__((noinline)) int more_fds(__u64 fds, __u64 first_total, __u64 ktime
 	return n;
 }
 
-/* the SCM_RIGHTS of one user msghdr (at `msg`): a head record per SCM_RIGHTS cmsg with its
- * first 16 fds, then EV_FDS records for the rest. On exit: a send's fds are still in the
+/* a msghdr's control buffer and its length */
+struct ctl {
+	__u64 control;
+	__u64 controllen;
+};
+
+/* the SCM_RIGHTS of one user msghdr (at `msg`; a receive's control length is what the kernel
+ * wrote): a head record per SCM_RIGHTS cmsg with its first 16 fds (the cmsg's header and those
+ * fds in one read), then EV_FDS records for the rest. Read at exit, as the call returns (a call
+ * that blocked since before the trace began is seen too): a send's fds are still in the
  * sender's table, a receive's were installed by the kernel. */
 static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, long ret, bool btf)
 {
 	__u32 type = type_nr >> 32, nr = (__u32)type_nr;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 control = 0, controllen = 0;
-	bpf_probe_read_user(&control, 8, (void *)(msg + 32));
-	bpf_probe_read_user(&controllen, 8, (void *)(msg + 40));
-	if (!control || controllen < 16)
+	struct ctl mh = {};
+	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)(msg + 32)) || !mh.control ||
+	    mh.controllen < 16)
 		return;
 	__u64 off = 0;
 	for (int c = 0; c < MAXCMSGS; c++) {
-		if (off + 16 > controllen)
+		if (off + 16 > mh.controllen)
 			break;
 		struct {
 			__u64 len;
 			__s32 level;
 			__s32 type;
+			__s32 fd[MAXFDS];
 		} h = {};
-		if (bpf_probe_read_user(&h, sizeof(h), (void *)(control + off)))
+		__u64 size = mh.controllen - off;
+		if (size > sizeof(h))
+			size = sizeof(h);
+		asm volatile("%0 &= 127" : "+r"(size));
+		if (size < 16 || size > sizeof(h) ||
+		    bpf_probe_read_user(&h, size, (void *)(mh.control + off)))
 			break;
-		if (h.len < 16 || off + h.len > controllen)
+		if (h.len < 16 || off + h.len > mh.controllen)
 			break;
 		if (h.level == SOL_SOCKET && h.type == SCM_RIGHTS) {
 			__u64 total = (h.len - 16) / 4;
 			if (total > SCM_MAX_FD)
 				total = SCM_MAX_FD;
-			__u64 fds = control + off + 16;
+			__u64 fds = mh.control + off + 16;
 			struct rec_msg *m = reserve(sizeof(*m), type, pid_tgid);
 			if (!m)
 				return;
@@ -460,27 +551,22 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 			m->h.arg[1] = total;
 			m->h.arg[2] = nr;
 			read_socket(m, sockfd, btf);
-			__u32 n = 0;
+			/* the head's fds came with the header: 16 + 4 * n <= h.len, and <= size */
+			__u64 n = total < MAXFDS ? total : MAXFDS;
 			for (int j = 0; j < MAXFDS; j++) {
-				m->fds[j] = -1;
-				m->files[j] = 0;
-				m->kinds[j] = 0;
-			}
-			for (int j = 0; j < MAXFDS; j++) {
-				if (j >= total)
-					break;
-				__s32 fd = -1;
-				if (bpf_probe_read_user(&fd, 4, (void *)(fds + j * 4)))
-					break;
 				__u64 i = slot(j);
-				m->fds[i] = fd;
-				m->files[i] = fd_file(fd, btf);
-				watch_file(m->files[i]);
-				n = j + 1;
+				m->fds[i] = -1;
+				m->files[i] = 0;
+				m->kinds[i] = 0;
+				if (j >= n)
+					continue;
+				m->fds[i] = h.fd[i];
+				if (btf)
+					msg_fd_btf(m, i, type == EV_SEND);
+				else
+					msg_fd_raw(m, i, type == EV_SEND);
 			}
 			m->h.nfds = n;
-			if (type == EV_SEND) /* what each file is (FdsSent.kinds) */
-				msg_kinds(m, n);
 			__u64 ktime = m->h.ktime;
 			submit(m, false);
 			for (int k = 1; k < MAXCHUNKS; k++) {
@@ -493,7 +579,8 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 	}
 }
 
-/* verified once each (global functions), however many messages a call carries */
+/* verified once each (global functions), however many messages a call carries; fd_ret: the
+ * socket fd << 32 | the result (32 bits, sign-extended back) */
 __attribute__((noinline)) int rights_btf(__u64 msg, __u64 type_nr, __u64 sockfd, __u64 ret)
 {
 	read_rights(msg, type_nr, (int)sockfd, (long)ret, true);
@@ -583,27 +670,84 @@ static __always_inline void refusal(__u64 pid_tgid, int pidfd, bool btf)
 
 #define REG(regs, f) (btf ? (regs)->f : BPF_CORE_READ(regs, f))
 
+/* the syscalls the trace records; every other one ends here, at enter and at exit */
+static __always_inline bool wanted(long id)
+{
+	switch (id) {
+	case NR_close:
+	case NR_sendmsg:
+	case NR_recvmsg:
+	case NR_sendmmsg:
+	case NR_recvmmsg:
+	case NR_close_range:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+	case NR_memfd_create:
+	case NR_pidfd_open:
+	case NR_pidfd_getfd:
+		return true;
+	}
+	return false;
+}
+
+/* the calls sys_enter decides on: a close or dup matters only for a watched file, and the file
+ * an fd named is gone from the table at exit. The rest are read at exit alone, as they return:
+ * a message's control buffer costs one read there as at enter, and a send or receive that
+ * blocked since before the trace (or this process's following) began is seen too. */
+static __always_inline bool decided_at_enter(long id)
+{
+	switch (id) {
+	case NR_close:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+		return true;
+	}
+	return false;
+}
+
+/* sys_enter decides: the syscall number, then the tracked-process bit, then the file (a close
+ * or dup of a file not watched, a fcntl that is no dup: nothing). What is left is stashed for
+ * sys_exit, which then only finds it. */
 static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 {
-	/* only close needs the moment before the call (the file its fd named) */
-	if (id != NR_close)
+	if (!decided_at_enter(id))
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_traced(pid_tgid >> 32))
 		return 0;
-	int fd = REG(regs, di);
-	__u64 f = fd_file(fd, btf);
-	if (!is_watched(f))
-		return 0;
+	struct pending p = {.nr = id};
+	p.a0 = REG(regs, di);
+	switch (id) {
+	case NR_fcntl: {
+		long cmd = REG(regs, si);
+		if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
+			return 0;
+	}
+		/* fall through */
+	case NR_close:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+		/* only the files the trace follows: their close, their dups (the new fd names the
+		 * same file) */
+		p.file = fd_file((int)p.a0, btf);
+		if (!is_watched(p.file))
+			return 0;
+		break;
+	}
 	if (btf) {
-		__u64 *slot = bpf_task_storage_get(&closing_task, bpf_get_current_task_btf(), 0,
-						   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct pending *slot = bpf_task_storage_get(
+			&pending_task, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (slot)
-			*slot = f;
+			*slot = p;
 		return 0;
 	}
 	__u32 tid = (__u32)pid_tgid;
-	bpf_map_update_elem(&closing, &tid, &f, BPF_ANY);
+	bpf_map_update_elem(&pending_tid, &tid, &p, BPF_ANY);
 	return 0;
 }
 
@@ -613,10 +757,7 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	__u64 pid_tgid;
 	if (btf) { /* the syscall number first: a load, no helper */
 		id = regs->orig_ax;
-		if (id != NR_close && id != NR_sendmsg && id != NR_recvmsg && id != NR_sendmmsg &&
-		    id != NR_recvmmsg && id != NR_close_range && id != NR_dup && id != NR_dup2 &&
-		    id != NR_dup3 && id != NR_fcntl && id != NR_memfd_create && id != NR_pidfd_open &&
-		    id != NR_pidfd_getfd)
+		if (!wanted(id))
 			return 0;
 		pid_tgid = bpf_get_current_pid_tgid();
 		if (!is_traced(pid_tgid >> 32))
@@ -626,26 +767,35 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		if (!is_traced(pid_tgid >> 32))
 			return 0;
 		id = BPF_CORE_READ(regs, orig_ax);
+		if (!wanted(id))
+			return 0;
+	}
+	/* the arguments are still in the saved user registers */
+	__u64 a0 = REG(regs, di), a1 = REG(regs, si);
+	__u64 file = 0;
+	if (decided_at_enter(id)) {
+		__u32 tid = (__u32)pid_tgid;
+		struct pending *slot =
+			btf ? bpf_task_storage_get(&pending_task, bpf_get_current_task_btf(), 0, 0)
+			    : bpf_map_lookup_elem(&pending_tid, &tid);
+		if (!slot || slot->nr != id || slot->a0 != a0)
+			return 0; /* decided at enter: nothing to record */
+		file = slot->file;
+		if (btf)
+			slot->nr = 0;
+		else
+			bpf_map_delete_elem(&pending_tid, &tid);
 	}
 	__u32 tgid = pid_tgid >> 32;
 	switch (id) {
 	case NR_close: {
-		__u32 tid = (__u32)pid_tgid;
-		__u64 *f = btf ? bpf_task_storage_get(&closing_task, bpf_get_current_task_btf(), 0, 0)
-			       : bpf_map_lookup_elem(&closing, &tid);
-		if (!f || !*f)
-			return 0;
 		struct rec *r = reserve(sizeof(*r), EV_CLOSE, pid_tgid);
 		if (r) {
 			r->ret = ret;
-			r->arg[0] = (int)REG(regs, di);
-			r->file = *f;
+			r->arg[0] = (int)a0;
+			r->file = file;
 			submit(r, false);
 		}
-		if (btf)
-			*f = 0;
-		else
-			bpf_map_delete_elem(&closing, &tid);
 		count(tgid, EV_CLOSE);
 		return 0;
 	}
@@ -654,7 +804,7 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		__u32 type = id == NR_sendmsg ? EV_SEND : EV_RECV;
 		if (type == EV_RECV && ret < 0)
 			return 0;
-		rights(REG(regs, si), type, id, (int)REG(regs, di), ret, btf);
+		rights(a1, type, id, (int)a0, ret, btf);
 		count(tgid, type);
 		return 0;
 	}
@@ -663,8 +813,8 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		__u32 type = id == NR_sendmmsg ? EV_SEND : EV_RECV;
 		if (type == EV_RECV && ret < 0)
 			return 0;
-		__u64 vec = REG(regs, si), vlen = REG(regs, dx);
-		int sockfd = (int)REG(regs, di);
+		__u64 vec = a1, vlen = REG(regs, dx);
+		int sockfd = (int)a0;
 		/* the messages that went (a refused call: the first, with the error) */
 		__u64 n = ret > 0 ? (__u64)ret : 1;
 		if (n > vlen)
@@ -681,33 +831,25 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		struct rec *r = reserve(sizeof(*r), EV_CLOSE_RANGE, pid_tgid);
 		if (r) {
 			r->ret = ret;
-			r->arg[0] = (__u32)REG(regs, di);
-			r->arg[1] = (__u32)REG(regs, si);
+			r->arg[0] = (__u32)a0;
+			r->arg[1] = (__u32)a1;
 			submit(r, false);
 		}
 		count(tgid, EV_CLOSE_RANGE);
 		return 0;
 	}
-	case NR_fcntl: {
-		long cmd = REG(regs, si);
-		if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
-			return 0;
-	}
-		/* fall through */
+	case NR_fcntl:
 	case NR_dup:
 	case NR_dup2:
 	case NR_dup3: {
 		if (ret < 0) /* a refused dup of a watched fd: the old fd still names the file */
 			return 0;
-		__u64 f = fd_file((int)ret, btf); /* the new fd names the old one's file */
-		if (!is_watched(f))
-			return 0;
 		struct rec *r = reserve(sizeof(*r), EV_DUP, pid_tgid);
 		if (r) {
 			r->ret = ret;
-			r->arg[0] = (int)REG(regs, di);
+			r->arg[0] = (int)a0;
 			r->arg[2] = id;
-			r->file = f;
+			r->file = file; /* the new fd names the old one's file */
 			submit(r, false);
 		}
 		count(tgid, EV_DUP);
@@ -723,7 +865,13 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 			watch_file(r->h.file);
 		}
 		__builtin_memset(r->comm, 0, sizeof(r->comm));
-		if (bpf_probe_read_user_str(r->name, NAMELEN, (void *)REG(regs, di)) < 0)
+		/* the name as the kernel keeps it: the new file's dentry is "memfd:" and the name
+		 * asked (a kernel read, cheaper than the user string), else the string asked */
+		const unsigned char *kname = 0;
+		if (btf && r->h.file)
+			kname = CAST(r->h.file, file)->f_path.dentry->d_name.name;
+		if (kname ? bpf_probe_read_kernel_str(r->name, NAMELEN, kname + 6) < 0
+			  : bpf_probe_read_user_str(r->name, NAMELEN, (void *)a0) < 0)
 			r->name[0] = 0;
 		submit(r, false);
 		count(tgid, EV_MEMFD);
@@ -733,7 +881,7 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		struct rec *r = reserve(sizeof(*r), EV_PIDFD_OPEN, pid_tgid);
 		if (r) {
 			r->ret = ret;
-			r->arg[0] = (int)REG(regs, di);
+			r->arg[0] = (int)a0;
 			if (ret >= 0) {
 				r->file = fd_file((int)ret, btf);
 				watch_file(r->file);
@@ -745,21 +893,21 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		return 0;
 	}
 	case NR_pidfd_getfd: {
+		int pidfd = (int)a0;
 		if (ret < 0)
-			refusal(pid_tgid, (int)REG(regs, di), btf);
+			refusal(pid_tgid, pidfd, btf);
 		struct rec *r = reserve(sizeof(*r), EV_PIDFD_GETFD, pid_tgid);
 		if (!r)
 			return 0;
-		int pidfd = (int)REG(regs, di);
 		r->ret = ret;
 		r->arg[0] = pidfd;
-		r->arg[1] = (int)REG(regs, si);
+		r->arg[1] = (int)a1;
 		struct file *pf = (struct file *)fd_file(pidfd, btf);
 		if (pf) { /* pidfs keeps the struct pid in the inode (6.9+), older kernels in the file */
-			struct pid *p = BPF_CORE_READ(pf, f_inode, i_private);
-			if (!p)
-				p = BPF_CORE_READ(pf, private_data);
-			r->arg[2] = BPF_CORE_READ(p, numbers[0].nr);
+			struct pid *pp = BPF_CORE_READ(pf, f_inode, i_private);
+			if (!pp)
+				pp = BPF_CORE_READ(pf, private_data);
+			r->arg[2] = BPF_CORE_READ(pp, numbers[0].nr);
 		}
 		if (ret >= 0) {
 			r->file = fd_file((int)ret, btf);
@@ -886,6 +1034,13 @@ int BPF_PROG(raw_proc_exit, struct task_struct *p)
 	return on_exit_process(p);
 }
 
+/* is_watched as a global function: verified once, its answer a number for the caller (no path
+ * for each answer of each of 16 fds) */
+__attribute__((noinline)) int file_watched(__u64 f)
+{
+	return is_watched(f);
+}
+
 /* the fds of one discarded message (its scm_fp_list) from index `first`, in one EV_QUEUED or
  * EV_DROPPED record (type_any: the type << 32 | --all); only files the trace follows are reported
  * (a discard elsewhere on the machine says nothing), or every one under --all. `sk` is the
@@ -908,7 +1063,7 @@ __attribute__((noinline)) int fp_chunk(__u64 fpl, __u64 first_total, __u64 ino, 
 		__u64 f = 0;
 		bpf_probe_read_kernel(&f, 8, &fp->fp[i]);
 		files[j] = f;
-		watched_here += is_watched(f);
+		watched_here |= file_watched(f);
 		n = j + 1;
 	}
 	if (!watched_here && !any)

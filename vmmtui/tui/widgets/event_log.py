@@ -124,6 +124,8 @@ class EventLog(ScrollView, can_focus=True):
         self.entries = self.entries[:entries]
 
     def _wrap_new(self) -> None:
+        from vmmtui.words.log import log_text  # with the first entry: not before the first frame
+
         width = self.scrollable_content_region.width
         if width <= 0:  # not laid out yet: wrapped on the first resize
             return
@@ -133,11 +135,13 @@ class EventLog(ScrollView, can_focus=True):
         console: Console = self.app.console
         options = console.options.update_width(width)
         for k in range(len(self._wrapped), len(self.entries)):
-            lines = list(
-                Segment.split_lines(
-                    console.render(self.entries[k].text, options.update(no_wrap=False))
-                )
-            )
+            said = log_text(self.entries[k])  # worded here, once: the fold keeps it as data
+            if (
+                not said.plain
+            ):  # an entry with nothing to say (a refusal its finding says) has no row
+                self._wrapped.append(0)
+                continue
+            lines = list(Segment.split_lines(console.render(said, options.update(no_wrap=False))))
             strips = [
                 Strip([Segment(t, s or PLAIN, c) for t, s, c in line]).adjust_cell_length(
                     width, PLAIN

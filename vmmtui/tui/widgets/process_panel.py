@@ -1,6 +1,14 @@
-"""One worker's panel: who it is, its steps with ✓ ▶ ✗ and durations, its mapping card, its fds."""
+"""One process's panel, for every source: who it is and what it holds.
+
+A worker of the session: its header, its steps with ✓ ▶ ✗ and durations (the plan over it), its
+mapping card and its fd table, each part repainted only when what it shows changed. A program
+vmmtui did not start: its fds of interest, its memory and its last calls (``programs.py``'s rows),
+focusable, its memory sorted by ``o``. Both draw one ``ProcessPanelView`` (``view.panels``).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -15,18 +23,41 @@ from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.view import Display, PanelView, ScreenState
 from vmmtui.view.budget import Window, share, window
+from vmmtui.view.panels import ProcessPanelView, process_view
 from vmmtui.words.sizes import format_size
+
+if TYPE_CHECKING:
+    from vmmtui.view.programs import ProcView
+
+#: how a program's memory can be sorted (``o`` cycles)
+SORTS = ("time", "size", "pins")
+
+
+class _Rows(Static):
+    """A program's rows: as many as its height holds, drawn again when it is resized."""
+
+    def on_resize(self) -> None:
+        panel = self.parent
+        if isinstance(panel, ProcessPanel):
+            panel.again()
 
 
 class ProcessPanel(Vertical):
-    """Producer or consumer: header, step list, mapping card and fd table, from the state shown.
+    """One process, from the state shown: a worker (``who``: its role) or a program vmmtui did not
+    start (``who``: its pid).
 
     ``show(state)`` repaints each part only when what it shows changed.
     """
 
-    def __init__(self, role: str, display: Display, **kw):
-        super().__init__(id=role, classes="process", **kw)
+    def __init__(self, who: str | int, display: Display, **kw):
+        program = isinstance(who, int)
+        role = f"pid-{who}" if program else str(who)
+        super().__init__(id=role, classes="program" if program else "process", **kw)
+        #: a program's panel takes the focus (tab), for ``o``; a worker's does not
+        self.can_focus = program
         self.role = role
+        #: the traced process's pid (None: a worker, whose pid is its view's)
+        self.pid: int | None = who if isinstance(who, int) else None
         self.fmt = display
         self.border_title = role
         self.view = PanelView(role)
@@ -45,6 +76,10 @@ class ProcessPanel(Vertical):
         self.mark = ""
         #: the rows of a mapping card left out for want of rows (0: shown, or nothing in it)
         self.card_left_out = 0
+        #: a program's memory order (``o``), and what it was last drawn from
+        self.sort = "time"
+        self._key: tuple = ()
+        self._last: tuple[ProcessPanelView, str] | None = None
 
     # what the tests and the app read
     @property
@@ -60,6 +95,9 @@ class ProcessPanel(Vertical):
         return self.view.state_text
 
     def compose(self) -> ComposeResult:
+        if self.pid is not None:
+            yield _Rows(classes="rows")
+            return
         yield Static(id=f"{self.role}-head", classes="head")
         # the compact layout hides the step list, and shows the next step here instead
         yield Static(id=f"{self.role}-next", classes="next")
@@ -67,31 +105,84 @@ class ProcessPanel(Vertical):
         yield FdTableView(self.role, self.fmt, id=f"{self.role}-fds")
         yield Static(id=f"{self.role}-card", classes="card")
 
-    def show(self, state: ScreenState, show_all: bool = False) -> None:
-        view = state.panel(self.role)
-        nxt = state.next_step
-        self.view, self.plan, self.mechanism = view, state.plan, state.mechanism
-        self.transport = state.transport
-        self.next_step = nxt[1] if nxt and nxt[0] == self.role else None
-        self.front = state.front or (state.roles[1] if len(state.roles) > 1 else None)
+    def show(self, state: ScreenState, show_all: bool = False, mark: str = "") -> None:
+        view = process_view(state, self.role if self.pid is None else self.pid)
+        if view.program is not None:
+            self._show_program(view, mark)
+            return
+        assert view.worker is not None and view.plan is not None
+        self.view, self.plan, self.mechanism = view.worker, view.plan.plan, view.plan.mechanism
+        self.transport = view.plan.transport
+        self.next_step = view.plan.next_step
+        self.front = view.front
         self.show_all = show_all
         self._budget()
+        w = self.view
         self._part(
             "head",
-            (view.pid, view.backend, view.state_text, view.worker_state, view.results, self.plan),
+            (w.pid, w.backend, w.state_text, w.worker_state, w.results, self.plan),
             self._head,
         )
         self._part("next", (self.next_step, self.mechanism, self.transport), self._next)
         self._part(
             "steps",
-            (view.results, self.next_step, self.plan, self.mechanism, self.step_room),
+            (w.results, self.next_step, self.plan, self.mechanism, self.step_room),
             self._steps,
         )
-        self._part("card", (view.worker_state, view.backend, self.mechanism), self._card)
+        self._part("card", (w.worker_state, w.backend, self.mechanism), self._card)
         for table in self.query(FdTableView):
-            table.show(view, show_all, self.front)
+            table.show(w, show_all, self.front)
 
+    # -- a program vmmtui did not start ------------------------------------------------------------
+    def _show_program(self, view: ProcessPanelView, mark: str) -> None:
+        self._last = (view, mark)
+        p, v = view.program, view.programs
+        assert p is not None and v is not None
+        rows = next(iter(self.query(_Rows)), None)
+        if rows is None:  # not composed yet (or being removed)
+            return
+        key = (p, v.transfers_len, rows.size, self.sort, mark, self.has_focus)
+        if key == self._key:
+            return
+        self._key = key
+        from vmmtui.tui.widgets.programs import pid_style, program_rows
+
+        self.border_title = Text(p.name, pid_style(v, p.pid))
+        self.border_subtitle = mark or self._program_state(p)
+        self.set_class(not p.alive, "-gone")
+        rows.update(program_rows(v, p, self.sort, max(1, rows.size.height)))
+
+    def _program_state(self, p: ProcView) -> str:
+        state = "running"
+        if not p.alive:
+            from vmmtui.trace.words import end_words  # with the first trace (not a demo's frame)
+
+            state = end_words(p.end)
+        sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
+        return f"{state} · {p.ncalls} calls{sort}"
+
+    def again(self) -> None:
+        """A program's panel drawn again from its last view (resized, focused, sorted)."""
+        if self._last is not None:
+            self._show_program(*self._last)
+
+    def on_focus(self) -> None:
+        self.again()
+
+    def on_blur(self) -> None:
+        self.again()
+
+    def cycle_sort(self) -> str:
+        """``o``: the program's memory by time, size or who pins it."""
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.again()
+        return self.sort
+
+    # -- a worker of the session -------------------------------------------------------------------
     def on_resize(self) -> None:
+        if self.pid is not None:
+            self.again()
+            return
         room = self.step_room
         self._budget()
         if room != self.step_room:
@@ -159,6 +250,8 @@ class ProcessPanel(Vertical):
 
     def on_click(self, event: events.Click) -> None:
         """A click on a done step of the list: the app shows the panels as of it."""
+        if self.pid is not None:  # a program has no plan, no step list
+            return
         steps = self.query_one(f"#{self.role}-steps", Static)
         offset = event.get_content_offset(steps) if event.widget is steps else None
         names = role_steps(self.role, list(self.plan))

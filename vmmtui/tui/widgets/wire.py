@@ -1,36 +1,77 @@
-"""The wire between the two processes: socket, peer, metadata, the fd in flight, the ACK, and the
-kernel's verdict on the fd pair; and the verification result."""
+"""The wire and the verdicts panels, one of each for every source.
+
+The wire says what went between processes: the demo's socket (peer, metadata, the fd in flight,
+kcmp's verdict on the fd pair, the ACK) or, for programs vmmtui did not start, every transfer
+seen (newest last, as many as fit) and what is still in flight. The verdicts say what was
+checked: the demo's verification of the data, or the ledger's findings (problems first, each with
+its cause and fix, then how many shares and imports were proven). Each draws one view
+(``view.panels``) and repaints only when it, or its size, changed.
+"""
 
 from __future__ import annotations
+
+from bisect import bisect_left
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.backends.pattern import Verification
-from vmmtui.view import Display, ScreenState, WireView
+from vmmtui.view import Display, ScreenState
+from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_view
 from vmmtui.words import narration as say
 from vmmtui.words.sizes import format_size
 
+if TYPE_CHECKING:
+    from vmmtui.backends.pattern import Verification
+    from vmmtui.view.programs import FindingView, ProgramsView
 
-class WirePanel(Static):
+#: each panel's border title, by source
+WIRE_TITLES = {"session": "the wire", "programs": "wire: transfers between processes"}
+VERDICT_TITLES = {"session": "verification", "programs": "verdicts"}
+
+
+class _Sized(Static):
+    """A panel whose rows may depend on its height: drawn again when it is resized."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._key: tuple = ()
+        self._last: ScreenState | None = None
+
+    def on_resize(self) -> None:
+        if self._last is not None and self._last.programs is not None:
+            self._key = ()
+            self.show(self._last)
+
+    def show(self, state: ScreenState) -> None:
+        raise NotImplementedError
+
+
+class WirePanel(_Sized):
     """The wire of the state shown."""
 
     def __init__(self, display: Display, **kw):
         super().__init__(**kw)
         self.fmt = display
-        self.border_title = "the wire"
-        self._key: tuple = ()
+        self.border_title = WIRE_TITLES["session"]
 
     def show(self, state: ScreenState) -> None:
-        key = (state.wire, state.mechanism, len(state.roles) - 1)
+        self._last = state
+        view = wire_view(state)
+        key = (view.key, self.size if view.programs is not None else None)
         if key == self._key:
             return
         self._key = key
-        self.update(self._text(*key))
+        self.border_title = WIRE_TITLES[view.key[0]]
+        if view.programs is not None:
+            self.update(self._transfers(view.programs))
+        elif view.session is not None:
+            self.update(self._session(view))
 
-    def _text(self, w: WireView, mechanism: str, consumers: int) -> Table:
-        d = self.fmt
+    def _session(self, view: WirePanelView) -> Table:
+        d, w = self.fmt, view.session
+        assert w is not None
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
@@ -52,13 +93,61 @@ class WirePanel(Static):
             t.add_row(
                 "kcmp",
                 say.kcmp_summary(
-                    w.finished.kcmp or w.kcmps.values(), w.finished.mechanism, consumers
+                    w.finished.kcmp or w.kcmps.values(), w.finished.mechanism, view.consumers
                 ),
             )
         elif w.kcmps:
-            t.add_row("kcmp", say.kcmp_summary(w.kcmps.values(), mechanism))
+            t.add_row("kcmp", say.kcmp_summary(w.kcmps.values(), view.mechanism))
         t.add_row("ACK", w.ack)
         return t
+
+    def _transfers(self, v: ProgramsView) -> Text:
+        # a trace's words and colours: imported with the first trace, not a demo's frame
+        from vmmtui.tui.widgets.programs import _join, _line, pid_style, via_words
+
+        rows: list[Text] = []
+        for file, queue in v.in_flight.items():
+            for pend in queue:
+                rows.append(
+                    _line(
+                        ("in flight ", "bold yellow"),
+                        (f"{pend.pid}", pid_style(v, pend.pid)),
+                        f" fd {pend.fd} over {via_words(pend.via)} (file {file}) …",
+                    )
+                )
+        from vmmtui.view.roads import transfer_road  # with the first trace (not a demo's frame)
+
+        n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
+        room = max(1, self.size.height - len(rows))
+        more = n - room
+        start = 0
+        if more > 0:
+            start = n - (room - 1) if room > 1 else n
+            rows.insert(0, _line((f"… {more} earlier", "dim")))
+        start = max(start, v.transfers.base)  # a long trace's oldest are no longer kept
+        if start > 0 and not more > 0:
+            rows.insert(0, _line((f"… {start} earlier", "dim")))
+        items = v.transfers.between(start, n)
+        for t in items:
+            lat = f" {t.latency_ms:.3f} ms" if t.latency_ms is not None else ""
+            _, at_export, at_import = transfer_road(v, t)
+            types = f" · {at_export} → {at_import}" if at_export else ""
+            fds = f" fd {t.from_fd} → {t.to_pid} fd {t.to_fd}" if t.to_fd >= 0 else f" → {t.to_pid}"
+            rows.append(
+                _line(
+                    (f"{t.t:8.4f} ", "dim"),
+                    (f"{t.how} ", "bold"),
+                    (f"{t.from_pid}", pid_style(v, t.from_pid)),
+                    fds,
+                    (types, "cyan"),
+                    (f" · {via_words(t.via)}" if t.via else "", "dim"),
+                    (f" · file {t.file}" if t.file else "", "dim"),
+                    (lat, "dim"),
+                )
+            )
+        if not rows:
+            rows.append(_line(("nothing has gone between processes yet", "dim")))
+        return _join(rows)
 
 
 def size_line(claimed: int, reported: int | None, source: str, ok: bool) -> Text:
@@ -71,18 +160,97 @@ def size_line(claimed: int, reported: int | None, source: str, ok: bool) -> Text
     )
 
 
-class VerificationPanel(Static):
+class VerdictsPanel(_Sized):
+    """What was checked in the state shown: the verification, or the ledger's findings."""
+
     def __init__(self, **kw):
         super().__init__(**kw)
-        self.border_title = "verification"
+        self.border_title = VERDICT_TITLES["session"]
+        #: the session's verification on show (None: not yet verified)
         self.result: Verification | None = None
-        self._shown = False
+        self._bad_of: object = None
+        #: where the findings that are not good news are in ``_bad_of``'s entries
+        self._bad_at: list[int] = []
+        self._bad_seen = 0
 
     def show(self, state: ScreenState) -> None:
-        if self._shown and state.verification is self.result:
+        self._last = state
+        view = verdicts_view(state)
+        key = (view.key, self.size if view.programs is not None else None)
+        if key == self._key:
             return
-        self._shown, self.result = True, state.verification
-        if self.result is None:
-            self.update(Text("not yet verified", style="dim"))
+        self._key = key
+        self.border_title = VERDICT_TITLES[view.key[0]]
+        if view.programs is not None:
+            self.update(self._findings(view.programs))
         else:
-            self.update(say.verification(self.result))
+            self.update(self._verification(view))
+
+    def _verification(self, view: VerdictsView) -> Text:
+        self.result = view.verification
+        if self.result is None:
+            return Text("not yet verified", style="dim")
+        return say.verification(self.result)
+
+    def _newest_bad(self, v: ProgramsView, most: int) -> list[FindingView]:
+        """The newest ``most`` findings that are not good news, oldest first. Where they are in
+        the book of findings is noted as it grows (a book only grows; a state off its tip has a
+        book of its own), so a repaint looks at the findings that came since, not at all."""
+        book = v.findings
+        if book is not self._bad_of:
+            self._bad_of, self._bad_at, self._bad_seen = book, [], 0
+        entries, base = book.entries, book.base  # a long trace forgets the oldest (``base``)
+        for k in range(max(self._bad_seen, base), base + len(entries)):
+            if not entries[k - base][1].good:
+                self._bad_at.append(k)
+        self._bad_seen = base + len(entries)
+        upto = bisect_left(self._bad_at, v.findings_len)
+        return [entries[k - base][1] for k in self._bad_at[max(0, upto - most) : upto] if k >= base]
+
+    def _findings(self, v: ProgramsView) -> Text:
+        from vmmtui.model.findings import Tally
+        from vmmtui.trace.words import proven_words, roads_words
+        from vmmtui.tui.widgets.programs import _join, _line
+
+        bad, nbad = self._newest_bad(v, 20), v.bad_findings
+        good = v.findings_len - nbad
+        head: list[Text] = [
+            _line(
+                ("✓ ", "green"),
+                proven_words(Tally(good, nbad, v.proven_by)),
+                (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
+            )
+        ]
+        if v.roads:  # a line of its own: the count above keeps its place at 80 columns
+            head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
+        if v.lost:
+            head.append(
+                _line(("⚠ ", "bold yellow"), f"{v.lost} records lost: the ledger may miss calls")
+            )
+        if v.mode == "polling" and v.reason:
+            head.append(_line(("polling: ", "bold yellow"), v.reason))
+        width = max(10, self.size.width)
+        rows: list[Text] = []
+        from vmmtui.words.findings import words_of  # with the first finding
+
+        for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
+            mark = "✗" if f.kind == "refused" else "⚠"
+            w = words_of(f.of)  # worded here: the fold keeps the finding as facts
+            text = Text.assemble(
+                (f"{mark} {f.kind}: ", "bold red" if mark == "✗" else "bold yellow"),
+                f"pid {f.pid} {w.what}",
+                ("\n  fix: " if w.fix else "", "bold green"),
+                (w.fix, "green"),
+                ("\n  cause: ", "bold"),
+                w.detail,
+            )
+            rows += list(text.wrap(self.app.console, width))
+        if len(bad) < min(20, nbad):  # a long trace forgot them (kept in its recording)
+            said = f"… {nbad - len(bad)} older findings not kept: see the recording"
+            rows.append(_line((said, "dim")))
+        room = max(1, self.size.height) - len(head)
+        if len(rows) > room and nbad > 1:  # the cut is said
+            rows = rows[: max(0, room - 1)] + [
+                _line(("… older findings: / searches the log", "dim"))
+            ]
+        return _join(head + rows)

@@ -13,20 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vmmtui.model.ends import End
-from vmmtui.model.findings import Proof
+from vmmtui.model.findings import Memory, Proof
 from vmmtui.stream.events import SharedFile
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
-from vmmtui.trace.words import ended_words
 
 if TYPE_CHECKING:
-    from vmmtui.trace.entries import Holding
-    from vmmtui.trace.ledger import Ledger
-
-
-def shown_kind(target: str) -> str:
-    """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
-    return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
+    from vmmtui.model.entries import Holding
+    from vmmtui.model.ledger import Ledger
 
 
 def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]:
@@ -61,31 +54,33 @@ def _held_after_exit(
     before = ledger.shared_before.get(h.file)
     made = ledger.name(h.file)
     name = f"memfd:{made}" if made else (before.target if before else "") or "open file"
-    how = ended_words(End.of_status(e.code))
     if known:
         return LedgerFinding(
             "held-after-exporter-died",
             o.pid,
-            f"still holds pid {e.pid}'s memory",
-            f"pid {e.pid} made the {shown_kind(name)} and {how}; pid {o.pid}'s fd {o.fd} "
-            f"({o.how} via {o.via}) "
-            "keeps the memory alive: the kernel frees it only when the last fd and mapping go",
-            "close the fd (and munmap) when the exporter goes (watch its pidfd or socket)",
             e.ktime,
             peer=e.pid,
             file=h.file,
+            fd=o.fd,
+            memory=Memory.FILE,
+            how=o.how,
+            via=o.via,
+            sock=o.sock,
+            pidfd=o.pidfd,
+            status=e.code,
+            name=name,
         )
     return LedgerFinding(
         "possible-held-after-exporter-died",
         o.pid,
-        f"still holds memory it shared with pid {e.pid}",
-        f"pid {e.pid} {how}; pid {o.pid}'s fd {o.fd} ({shown_kind(name)}) is the same open file as pid "
-        f"{e.pid}'s fd {h.fd} (kcmp, when the trace began) and keeps the memory alive; which of "
-        "them made it was not seen (they shared it before the trace began)",
-        f"if pid {e.pid} exported it, close the fd (and munmap) in pid {o.pid} when it goes",
         e.ktime,
         peer=e.pid,
         file=h.file,
+        fd=o.fd,
+        peer_fd=h.fd,
+        memory=Memory.FILE,
+        status=e.code,
+        name=name,
     )
 
 
@@ -110,11 +105,13 @@ def kcmp_shares(
             LedgerFinding(
                 "shared",
                 h.pid,
-                f"fd {h.fd} = pid {first.pid}'s fd {first.fd}",
-                f"one open {e.kind} file, the same description in both (kcmp)",
                 peer=first.pid,
                 file=name,
                 proof=Proof.KCMP,
+                fd=h.fd,
+                peer_fd=first.fd,
+                via="kcmp",
+                name=e.kind,
             )
         )
     return out

@@ -12,7 +12,7 @@ from vmmtui.stream.events import Event
 from vmmtui.stream.observed import CudaCall, FdsReceived, FdTaken, LedgerFinding, base_name
 
 if TYPE_CHECKING:
-    from vmmtui.trace.ledger import Ledger
+    from vmmtui.model.ledger import Ledger
 
 _FD_ROADS = {"received": Road.SCM_RIGHTS, "taken": Road.PIDFD_GETFD, "present": Road.KCMP}
 

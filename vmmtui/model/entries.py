@@ -9,7 +9,7 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
-from vmmtui.stream.observed import TraceLost
+from vmmtui.stream.observed import SocketEnd, TraceLost
 
 
 @dataclass
@@ -25,8 +25,23 @@ class Holding:
     since: int
     source_pid: int = 0
     source_fd: int = -1
+    #: the call it came by (``SCM_RIGHTS``, ``pidfd_getfd``, ``fork``, ``dup2``, the export),
+    #: with the socket or the pidfd it came through
     via: str = ""
     closed_at: int | None = None
+    sock: SocketEnd | None = None
+    pidfd: int = -1
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One thing that keeps an allocation's memory alive: ``pid``'s ``handle`` (not released),
+    ``fd`` (``how`` it came), ``exported fd`` (its file not yet seen), ``import`` (a handle) or ``mapping`` (at ``value``)."""
+
+    pid: int
+    what: str
+    value: int
+    how: str = ""
 
 
 @dataclass
@@ -41,7 +56,9 @@ class Transfer:
     to_fd: int
     sent_at: int
     received_at: int
-    via: str = ""
+    #: the socket it went over (SCM_RIGHTS), the pidfd it was taken through (pidfd_getfd)
+    sock: SocketEnd | None = None
+    pidfd: int = -1
 
 
 @dataclass
@@ -165,7 +182,8 @@ class Pending:
     pid: int
     fd: int
     at: int
-    via: str
+    #: the socket it was sent over
+    sock: SocketEnd
 
 
 @dataclass
@@ -176,7 +194,8 @@ class Early:
     fd: int
     file: str
     at: int
-    via: str
+    #: the socket it was received on
+    sock: SocketEnd
     matched: bool = False
     #: (receiving socket, file): where its send is looked for (``matching``)
     key: tuple[str, str] = ("", "")

@@ -1,6 +1,6 @@
 """The refcount book beside the ledger: after the ledger folds an event, ``Refcounts.fold`` feeds
 the same event to the book (``model/handles.py``), words its facts (``trace/words.py``) into the
-ledger's findings, names the road of each share and import (``trace/roads.py``), and hands the
+ledger's findings, names the road of each share and import (``model/share_roads.py``), and hands the
 exporters' pinned bytes that changed as ``PinnedBytes`` events. A failed call the book explains
 (a second release, a legacy export of VMM memory, a second open refused as already mapped) is
 said by the book alone, not also as a bare refusal. ``TraceSession`` runs it on every event, so
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vmmtui.model.findings import FindingKind
 from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook, HandleFact, Pinned
+from vmmtui.model.share_roads import with_road
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import (
     CapabilityProbe,
@@ -20,11 +22,9 @@ from vmmtui.stream.observed import (
     ProcessExit,
     base_name,
 )
-from vmmtui.trace.roads import with_road
-from vmmtui.trace.words import handle_finding
 
 if TYPE_CHECKING:
-    from vmmtui.trace.ledger import Ledger
+    from vmmtui.model.ledger import Ledger
 
 CUDA_SUCCESS = 0
 
@@ -51,11 +51,11 @@ class Refcounts:
         for f in found:
             if isinstance(f, LedgerFinding):
                 if explained and f.kind == "refused":
-                    self.ledger.findings.remove(f)
+                    _swap(self.ledger.findings, f, None)
                     continue
                 road = with_road(self.ledger, e, f)
                 if road is not f:
-                    self.ledger.findings[self.ledger.findings.index(f)] = road
+                    _swap(self.ledger.findings, f, road)
                 f = road
             out.append(f)
         facts: list[HandleFact] = []
@@ -83,6 +83,41 @@ class Refcounts:
         """The facts worded, ``unknown`` where a lost record (a close, a release, an import) may
         overturn them; kept with the ledger's findings (its count and its end summary)."""
         unknown_if_lost = self.ledger._unknown_if_lost  # noqa: SLF001 (the ledger's one rule)
-        said = [unknown_if_lost(handle_finding(f), f.since) for f in facts]
+        said = [unknown_if_lost(finding_of(f), f.since) for f in facts]
         self.ledger.findings += said
         return said
+
+
+def _swap(findings: list[LedgerFinding], old: LedgerFinding, new: LedgerFinding | None) -> None:
+    """Put ``new`` where the ledger just appended ``old`` (or take ``old`` out): looked for from
+    the end and by identity, so a long trace's thousands of findings cost nothing per event (a
+    search from the front with dataclass equality made every event slower than the last)."""
+    for i in range(len(findings) - 1, -1, -1):
+        if findings[i] is old:
+            if new is None:
+                del findings[i]
+            else:
+                findings[i] = new
+            return
+
+
+def finding_of(f: HandleFact) -> LedgerFinding:
+    """A fact of the refcount book as the ledger's finding, its facts kept (``words.findings``
+    words it)."""
+    return LedgerFinding(
+        str(f.kind),
+        f.pid,
+        f.ktime,
+        peer=f.peer,
+        proof=str(f.proof),
+        memory=str(f.thing),
+        handle=f.key,
+        peer_handle=f.exported,
+        size=f.size,
+        ipc=f.ipc,
+        opens=list(f.opens),
+        closes=f.closes,
+        since=f.since,
+        result=f.refused,
+        how="mapped" if f.kind == FindingKind.HELD_AFTER_EXPORTER_DIED else "",
+    )

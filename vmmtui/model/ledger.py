@@ -21,11 +21,34 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from vmmtui.model.ends import End
-from vmmtui.model.findings import Proof, kind_and_proof
+from vmmtui.model.entries import (
+    Allocation,
+    Early,
+    Holding,
+    Import,
+    IpcExport,
+    IpcOpen,
+    Losses,
+    Mapping,
+    Pending,
+    Pin,
+    Pool,
+    PoolImport,
+    PoolPtrExport,
+    PoolPtrImport,
+    ProcRecord,
+    Transfer,
+)
+from vmmtui.model.findings import Memory, Proof, kind_and_proof
+from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.kept import Kept, remember_name
+from vmmtui.model.matching import SendQueue, destination, receiver
+from vmmtui.model.probes import FABRIC, probe_of
+from vmmtui.model.probes import Context as ProbeContext
+from vmmtui.model.unreceived import dropped
 from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import (
     CallRefused,
@@ -44,38 +67,18 @@ from vmmtui.stream.observed import (
     ProcessExit,
     ProcessForked,
     QueuedAtRelease,
+    SocketEnd,
     TraceLost,
     TraceStarted,
     base_name,
 )
-from vmmtui.trace.cuda import cuda_cause, cuda_fix
-from vmmtui.trace.entries import (
-    Allocation,
-    Early,
-    Holding,
-    Import,
-    IpcExport,
-    IpcOpen,
-    Losses,
-    Mapping,
-    Pending,
-    Pool,
-    PoolImport,
-    PoolPtrExport,
-    PoolPtrImport,
-    ProcRecord,
-    Transfer,
-)
-from vmmtui.trace.held import files_held_after_exit, kcmp_shares
-from vmmtui.trace.matching import SendQueue, destination, receiver
-from vmmtui.trace.order import WINDOW_NS
-from vmmtui.trace.probes import FABRIC, probe_of
-from vmmtui.trace.probes import Context as ProbeContext
-from vmmtui.trace.unreceived import dropped
-from vmmtui.trace.words import ended_words, socket_words
-from vmmtui.words.troubleshooting import close_fix
 
 CUDA_SUCCESS = 0
+#: how long a receive folded before its send waits for it (ns): as long as the observer holds a
+#: record for those stamped before it (``trace.order.WINDOW_NS``)
+WINDOW_NS = 150_000_000
+#: how a received fd came
+SCM = "SCM_RIGHTS"
 
 
 class Ledger:
@@ -141,22 +144,22 @@ class Ledger:
                 return p
         return None
 
-    def pins(self, a: Allocation) -> list[str]:
-        """Everything that keeps ``a``'s memory alive now, one phrase each."""
+    def pins(self, a: Allocation) -> list[Pin]:
+        """Everything that keeps ``a``'s memory alive now."""
         out = []
         if a.released_at is None:
-            out.append(f"pid {a.pid}: its handle {a.handle:#x} (not released)")
+            out.append(Pin(a.pid, "handle", a.handle))
         for fd, file in a.exported:
             for h in self.holders(file) if file else []:
-                out.append(f"pid {h.pid}: fd {h.fd} ({h.how})")
+                out.append(Pin(h.pid, "fd", h.fd, h.how))
             if not file and (a.pid, fd) in self.holdings:
-                out.append(f"pid {a.pid}: exported fd {fd}")
+                out.append(Pin(a.pid, "exported fd", fd))
         for imp in a.imports:
             if imp.released_at is None:
-                out.append(f"pid {imp.pid}: imported handle {imp.handle:#x}")
+                out.append(Pin(imp.pid, "import", imp.handle))
         for m in a.mappings:
             if m.unmapped_at is None:
-                out.append(f"pid {m.pid}: mapping at {m.ptr:#x}")
+                out.append(Pin(m.pid, "mapping", m.ptr))
         return out
 
     def alive(self, pid: int) -> bool:
@@ -200,33 +203,31 @@ class Ledger:
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """Findings the end of the trace gives: receives still waiting for their send, and sends
-        never seen received where records were lost after them (unknown). A send never seen
-        received with no loss after it went to a process not traced: counted, not a finding
-        (the kernel says when an fd is left queued)."""
+        never seen received where records were lost (unknown). A loss before the send counts
+        too: a send's record is written as its call returns, and the receiver may have taken
+        the message, and lost its record, before that. A send never seen received in a trace
+        that lost nothing went to a process not traced: counted, not a finding (the kernel says
+        when an fd is left queued)."""
         out: list[LedgerFinding] = []
         self._mature(None, out)
         unknown: dict[int, list[Pending]] = {}
+        end = max([self.clock, at, *(p.at for p in self.in_flight.pending())])
         for p in self.in_flight.pending():
-            if self.losses.between(p.at, max(self.clock, at, p.at))[0]:
+            if self.losses.between(0, end)[0]:
                 unknown.setdefault(p.pid, []).append(p)
             else:
                 self.unreceived += 1
         for pid, sends in unknown.items():
-            first = min(p.at for p in sends)
-            n, lo, hi = self.losses.between(first, max(self.clock, at, first))
-            fds = ", ".join(str(p.fd) for p in sends[:8]) + (" …" if len(sends) > 8 else "")
+            n, lo, hi = self.losses.between(0, end)
             out.append(
                 LedgerFinding(
                     "unknown",
                     pid,
-                    f"{len(sends)} fd{'s' if len(sends) != 1 else ''} sent (fd {fds}), receive not seen",
-                    "their receive, or the kernel's word that they were left queued, may be among "
-                    "the records lost",
-                    "trace again with fewer calls per second, or a larger ring buffer",
                     at or self.clock,
                     lost=n,
                     lost_first_ns=lo,
                     lost_last_ns=hi,
+                    fds=[p.fd for p in sends],
                 )
             )
         self.in_flight.clear()
@@ -243,18 +244,8 @@ class Ledger:
         n, lo, hi = self.losses.between(since, f.ktime or self.clock)
         if not n:
             return f
-        return LedgerFinding(
-            "unknown",
-            f.pid,
-            f.what,
-            f"would be {f.kind} ({f.detail}), but a lost record may say otherwise",
-            "",
-            f.ktime,
-            f.peer,
-            f.file,
-            lost=n,
-            lost_first_ns=lo,
-            lost_last_ns=hi,
+        return replace(
+            f, kind="unknown", was=f.kind, proof="", lost=n, lost_first_ns=lo, lost_last_ns=hi
         )
 
     def _mature(self, until: int | None, out: list) -> None:
@@ -271,12 +262,7 @@ class Ledger:
             if r.matched:
                 continue
             f = LedgerFinding(
-                "shared",
-                r.pid,
-                f"fd {r.fd} received",
-                f"over {r.via} from a process not traced",
-                ktime=r.at,
-                file=r.file,
+                "shared", r.pid, r.at, file=r.file, fd=r.fd, via="SCM_RIGHTS", sock=r.sock
             )
             out.append(self._unknown_if_lost(f, 0))
 
@@ -385,7 +371,6 @@ class Ledger:
             return
         if e.fds_not_read:
             self.fds_not_read["sent"] += e.fds_not_read
-        via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
             held = self.holdings.get((e.pid, fd))
             if held is not None and held.file.startswith("kcmp:"):
@@ -402,9 +387,11 @@ class Ledger:
                 held = self.holdings.get((r.pid, r.fd))
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
-                self._matched(Pending(e.pid, fd, e.ktime, via), r.pid, r.fd, file, r.at, r.via, out)
+                self._matched(
+                    Pending(e.pid, fd, e.ktime, e.sock), r.pid, r.fd, file, r.at, r.sock, out
+                )
                 continue
-            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, via))
+            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, e.sock))
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
@@ -412,21 +399,15 @@ class Ledger:
             self.fds_not_read["queued"] += e.count - len(e.files)
         for file in e.files:
             sent = self.in_flight.released(e.sender, e.socket_file, file)
-            who = (
-                f"pid {sent.pid} sent fd {sent.fd} over {sent.via}"
-                if sent
-                else "its send was not seen"
-            )
             out.append(
                 LedgerFinding(
                     "in-flight",
                     sent.pid if sent else e.pid,
-                    f"fd {sent.fd} sent, never received" if sent else "an fd sent, never received",
-                    f"{who}; the kernel released the socket with it still queued (no process "
-                    "received it)",
-                    "receive it (recvmsg with room for SCM_RIGHTS) before closing the socket",
                     e.ktime,
                     file=file,
+                    fd=sent.fd if sent else -1,
+                    via="SCM_RIGHTS",
+                    sock=sent.sock if sent else None,
                 )
             )
 
@@ -458,36 +439,38 @@ class Ledger:
     def _on_FdsReceived(self, e: FdsReceived, out: list) -> None:
         if e.fds_not_read:
             self.fds_not_read["received"] += e.fds_not_read
-        via = socket_words(e.sock)
         for fd, file in zip(e.fds, e.files, strict=False):
             sent = self.in_flight.received(e.sock, file)
             if sent is None:  # its send may still come (folded later): it waits the window
-                self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, via))
-                r = Early(e.pid, fd, file, e.ktime, via, key=(receiver(e.sock), file))
+                self._hold(Holding(e.pid, fd, file, "received", e.ktime, 0, -1, SCM, sock=e.sock))
+                r = Early(e.pid, fd, file, e.ktime, e.sock, key=(receiver(e.sock), file))
                 self.early.setdefault(r.key, deque()).append(r)
                 self._early_order.append(r)
                 continue
-            self._hold(Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, via))
-            self._matched(sent, e.pid, fd, file, e.ktime, via, out)
+            self._hold(
+                Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, SCM, sock=e.sock)
+            )
+            self._matched(sent, e.pid, fd, file, e.ktime, e.sock, out)
 
     def _matched(
-        self, sent: Pending, pid: int, fd: int, file: str, at: int, via: str, out: list
+        self, sent: Pending, pid: int, fd: int, file: str, at: int, sock: SocketEnd, out: list
     ) -> None:
         self.transfers.append(
-            Transfer(file, "SCM_RIGHTS", sent.pid, sent.fd, pid, fd, sent.at, at, via)
+            Transfer(file, SCM, sent.pid, sent.fd, pid, fd, sent.at, at, sock=sock)
         )
-        gap = (at - sent.at) / 1e6
         out.append(
             LedgerFinding(
                 "shared",
                 pid,
-                f"fd {fd} = pid {sent.pid}'s fd {sent.fd}",
-                f"SCM_RIGHTS over {via}, same open file, "
-                + (f"{gap:.3f} ms after the send" if gap >= 0 else "the send ended after it"),
-                ktime=at,
+                at,
                 peer=sent.pid,
                 file=file,
                 proof=Proof.STRUCT_FILE,
+                fd=fd,
+                peer_fd=sent.fd,
+                via=SCM,
+                sock=sock,
+                gap_ns=at - sent.at,
             )
         )
 
@@ -499,37 +482,31 @@ class Ledger:
         file = e.file or (src.file if src else "")
         if src is not None and not src.file and file:
             self._learn_file(target, e.target_fd, file)
-        via = f"pidfd_getfd through pidfd {e.pidfd}"
-        self._hold(Holding(e.pid, e.fd, file, "taken", e.ktime, target, e.target_fd, via))
+        via = "pidfd_getfd"
+        self._hold(
+            Holding(e.pid, e.fd, file, "taken", e.ktime, target, e.target_fd, via, pidfd=e.pidfd)
+        )
         self.transfers.append(
-            Transfer(file, "pidfd_getfd", target, e.target_fd, e.pid, e.fd, e.ktime, e.ktime, via)
+            Transfer(file, via, target, e.target_fd, e.pid, e.fd, e.ktime, e.ktime, pidfd=e.pidfd)
         )
         out.append(
             LedgerFinding(
                 "shared",
                 e.pid,
-                f"fd {e.fd} = pid {target}'s fd {e.target_fd}",
-                f"taken with pidfd_getfd (pidfd {e.pidfd}), same open file",
-                ktime=e.ktime,
+                e.ktime,
                 peer=target,
                 file=file,
                 proof=Proof.STRUCT_FILE if file else Proof.NONE,
+                fd=e.fd,
+                peer_fd=e.target_fd,
+                via=via,
+                pidfd=e.pidfd,
             )
         )
 
     def _on_CallRefused(self, e: CallRefused, out: list) -> None:
         self.refusals.append(e)
-        out.append(
-            LedgerFinding(
-                "refused",
-                e.pid,
-                f"{e.call} refused ({e.errno})",
-                e.cause,
-                e.fix,
-                e.ktime,
-                peer=e.target,
-            )
-        )
+        out.append(LedgerFinding("refused", e.pid, e.ktime, peer=e.target, via=e.call, refusal=e))
 
     # -- CUDA ----------------------------------------------------------------------------------
     def _probe(self, e: CudaCall) -> CapabilityProbe | None:
@@ -541,16 +518,7 @@ class Ledger:
             out.append(probe)  # failed by design: what the program asked, not a problem
             return
         if e.result != CUDA_SUCCESS:
-            out.append(
-                LedgerFinding(
-                    "refused",
-                    e.pid,
-                    f"{e.func} failed (CUresult {e.result})",
-                    cuda_cause(e),
-                    cuda_fix(e),
-                    e.ktime,
-                )
-            )
+            out.append(LedgerFinding("refused", e.pid, e.ktime, via=e.func, cuda=e))
             return
         f = base_name(e.func)
         if f == "cuMemCreate":
@@ -576,17 +544,19 @@ class Ledger:
             if a is not None:
                 a.imports.append(imp)
             self.imports[(e.pid, e.handle)] = (a, imp)
-            src = f"pid {a.pid}'s allocation {a.handle:#x}" if a else "an allocation not traced"
             out.append(
                 LedgerFinding(
                     "imported",
                     e.pid,
-                    f"fd {e.fd} imported as handle {e.handle:#x}",
-                    f"the memory of {src}" + (f" ({a.size} bytes)" if a and a.size else ""),
-                    ktime=e.ktime,
+                    e.ktime,
                     peer=a.pid if a else 0,
                     file=file,
                     proof=Proof.STRUCT_FILE if a else Proof.NONE,
+                    fd=e.fd,
+                    handle=e.handle,
+                    peer_handle=a.handle if a else 0,
+                    size=a.size if a else 0,
+                    memory=Memory.ALLOCATION,
                 )
             )
         elif f == "cuMemMap":
@@ -617,20 +587,16 @@ class Ledger:
             if x is not None:
                 x.opens.append(o)
             self.ipc_opens[(e.pid, e.ptr)] = (x, o)
-            who = (
-                f"pid {x.pid}'s memory at {x.ptr:#x}"
-                if x
-                else "a handle made by a process not traced"
-            )
             out.append(
                 LedgerFinding(
                     "imported",
                     e.pid,
-                    f"IPC handle opened at {e.ptr:#x}",
-                    f"{who} (matched by the 64 handle bytes)",
-                    ktime=e.ktime,
+                    e.ktime,
                     peer=x.pid if x else 0,
                     proof=Proof.HANDLE_BYTES if x else Proof.NONE,
+                    ptr=e.ptr,
+                    peer_ptr=x.ptr if x else 0,
+                    memory=Memory.IPC,
                 )
             )
         elif f == "cuIpcCloseMemHandle":
@@ -663,17 +629,18 @@ class Ledger:
             if p is not None:
                 p.imports.append(imp)
             self.pool_imports[(e.pid, e.handle)] = (p, imp)
-            src = f"pid {p.pid}'s pool {p.pool:#x}" if p else "a pool not traced"
             out.append(
                 LedgerFinding(
                     "imported",
                     e.pid,
-                    f"fd {e.fd} imported as pool {e.handle:#x}",
-                    f"{src} (matched by the fd's open file)",
-                    ktime=e.ktime,
+                    e.ktime,
                     peer=p.pid if p else 0,
                     file=file,
                     proof=Proof.STRUCT_FILE if p else Proof.NONE,
+                    fd=e.fd,
+                    handle=e.handle,
+                    peer_handle=p.pool if p else 0,
+                    memory=Memory.POOL,
                 )
             )
         elif f == "cuMemPoolExportPointer":
@@ -684,20 +651,16 @@ class Ledger:
             if px is not None:
                 px.imports.append(pimp)
             self.pool_ptr_imports[(e.pid, e.ptr)] = (px, pimp)
-            who = (
-                f"pid {px.pid}'s allocation at {px.ptr:#x}"
-                if px
-                else "a pointer exported by a process not traced"
-            )
             out.append(
                 LedgerFinding(
                     "imported",
                     e.pid,
-                    f"pool pointer imported at {e.ptr:#x}",
-                    f"{who} (matched by the 64 export bytes)",
-                    ktime=e.ktime,
+                    e.ktime,
                     peer=px.pid if px else 0,
                     proof=Proof.EXPORT_DATA if px else Proof.NONE,
+                    ptr=e.ptr,
+                    peer_ptr=px.ptr if px else 0,
+                    memory=Memory.POOL_POINTER,
                 )
             )
         elif f == "cuMemFreeAsync":
@@ -733,14 +696,16 @@ class Ledger:
                     LedgerFinding(
                         "fd-never-closed",
                         e.pid,
-                        f"fd {fd} held until exit",
-                        f"pid {e.pid} {h.how} it"
-                        + (f" from pid {h.source_pid} (fd {h.source_fd})" if h.source_pid else "")
-                        + f" via {h.via} and never closed it; the exit closed it",
-                        close_fix(self.file_kind(h.file)),
                         e.ktime,
                         peer=h.source_pid,
                         file=h.file,
+                        fd=fd,
+                        peer_fd=h.source_fd,
+                        how=h.how,
+                        via=h.via,
+                        sock=h.sock,
+                        pidfd=h.pidfd,
+                        name=self.file_kind(h.file),
                     ),
                 )
             self._close(pid, fd, e.ktime)
@@ -755,12 +720,11 @@ class Ledger:
                 LedgerFinding(
                     "import-never-released",
                     e.pid,
-                    f"imported handle {handle:#x} never released",
-                    "the process exited holding it"
-                    + (f" (pid {a.pid}'s allocation {a.handle:#x})" if a else ""),
-                    "cuMemUnmap and cuMemRelease every imported handle before exit",
                     e.ktime,
                     peer=a.pid if a else 0,
+                    handle=handle,
+                    peer_handle=a.handle if a else 0,
+                    memory=Memory.ALLOCATION,
                 ),
             )
         for (pid, ptr), (x, o) in list(self.ipc_opens.items()):
@@ -774,12 +738,11 @@ class Ledger:
                 LedgerFinding(
                     "ipc-never-closed",
                     e.pid,
-                    f"IPC mapping at {ptr:#x} never closed",
-                    "the process exited with cuIpcOpenMemHandle's mapping open"
-                    + (f" (pid {x.pid}'s memory)" if x else ""),
-                    "cuIpcCloseMemHandle (cudaIpcCloseMemHandle) before exit",
                     e.ktime,
                     peer=x.pid if x else 0,
+                    ptr=ptr,
+                    peer_ptr=x.ptr if x else 0,
+                    memory=Memory.IPC,
                 ),
             )
         self._pools_at_exit(e, out)
@@ -800,13 +763,11 @@ class Ledger:
                 LedgerFinding(
                     "pool-pointer-never-freed",
                     e.pid,
-                    f"imported pool pointer {ptr:#x} never freed",
-                    "the process exited holding it"
-                    + (f" (pid {x.pid}'s allocation at {x.ptr:#x})" if x else ""),
-                    "cuMemFreeAsync every imported pointer (and synchronize) before the exporter "
-                    "frees it and before exit",
                     e.ktime,
                     peer=x.pid if x else 0,
+                    ptr=ptr,
+                    peer_ptr=x.ptr if x else 0,
+                    memory=Memory.POOL_POINTER,
                 ),
             )
         for key, p in list(self.pools.items()):
@@ -829,12 +790,11 @@ class Ledger:
         return LedgerFinding(
             "pool-never-destroyed",
             e.pid,
-            f"{how} pool {pool:#x} never destroyed",
-            "the process exited with the pool alive"
-            + (f" (imported from pid {peer}'s pool)" if peer else ""),
-            "cuMemPoolDestroy every pool (created or imported) before exit",
             e.ktime,
             peer=peer,
+            handle=pool,
+            how=how,
+            memory=Memory.POOL,
         )
 
     def _exporter_died(self, e: ProcessExit, out: list) -> None:
@@ -851,13 +811,13 @@ class Ledger:
                         LedgerFinding(
                             "held-after-exporter-died",
                             imp.pid,
-                            f"still holds pid {e.pid}'s memory",
-                            f"pid {e.pid} (the exporter) {ended_words(End.of_status(e.code))}; pid {imp.pid}'s "
-                            f"imported handle {imp.handle:#x} keeps the {a.size or '?'}-byte "
-                            "allocation alive (the driver frees it only when every handle is released)",
-                            "release the import when the exporter goes (watch its pidfd or socket)",
                             e.ktime,
                             peer=e.pid,
+                            handle=imp.handle,
+                            peer_handle=a.handle,
+                            size=a.size,
+                            memory=Memory.ALLOCATION,
+                            status=e.code,
                         ),
                     )
         for x in self.ipc.values():
@@ -871,12 +831,12 @@ class Ledger:
                         LedgerFinding(
                             "held-after-exporter-died",
                             o.pid,
-                            f"still maps pid {e.pid}'s memory (legacy IPC)",
-                            f"pid {e.pid} {ended_words(End.of_status(e.code))}; pid {o.pid}'s IPC mapping at "
-                            f"{o.ptr:#x} keeps the memory alive",
-                            "cuIpcCloseMemHandle when the exporter goes",
                             e.ktime,
                             peer=e.pid,
+                            ptr=o.ptr,
+                            peer_ptr=x.ptr,
+                            memory=Memory.IPC,
+                            status=e.code,
                         ),
                     )
         for px in self.pool_ptrs.values():
@@ -890,11 +850,11 @@ class Ledger:
                         LedgerFinding(
                             "held-after-exporter-died",
                             held.pid,
-                            f"still holds pid {e.pid}'s pool memory",
-                            f"pid {e.pid} (the exporter) {ended_words(End.of_status(e.code))}; pid {held.pid}'s "
-                            f"imported pool pointer {held.ptr:#x} keeps the allocation alive",
-                            "cuMemFreeAsync the imported pointer when the exporter goes",
                             e.ktime,
                             peer=e.pid,
+                            ptr=held.ptr,
+                            peer_ptr=px.ptr,
+                            memory=Memory.POOL_POINTER,
+                            status=e.code,
                         ),
                     )

@@ -4,22 +4,18 @@ buffer), naming the send they came from where the trace saw it."""
 
 from __future__ import annotations
 
+from vmmtui.model.entries import Pending
 from vmmtui.stream.observed import FdsDropped, LedgerFinding
-from vmmtui.trace.entries import Pending
 
 
 def dropped(e: FdsDropped, file: str, sent: Pending | None) -> LedgerFinding:
-    who = f"pid {sent.pid} sent fd {sent.fd} over {sent.via}" if sent else "sent"
     return LedgerFinding(
         "fds-dropped",
         e.pid,
-        f"fd {sent.fd} of pid {sent.pid} dropped by {e.call}()"
-        if sent
-        else f"an fd dropped by {e.call}()",
-        f"{who}; pid {e.pid} read the message with {e.call}(), which has no room for "
-        "SCM_RIGHTS, so the kernel closed the fd: it was never received",
-        "receive fd-carrying messages with recvmsg and a control buffer (CMSG_SPACE for every fd)",
         e.ktime,
         peer=sent.pid if sent else 0,
         file=file,
+        peer_fd=sent.fd if sent else -1,
+        via=e.call,
+        sock=sent.sock if sent else None,
     )

@@ -1,0 +1,430 @@
+"""A finding in words: what, the detail and the fix, made from its kind and its facts, once, for
+every renderer (the trace's text lines, the inspector, fleet, the JSON written of a recording).
+The ledger and the views keep findings as data; only this module words them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vmmtui.model.ends import End
+from vmmtui.model.entries import Pin
+from vmmtui.model.findings import Memory, Proof
+from vmmtui.stream.events import Event, Leak, ProcessUnreadable, line_of
+from vmmtui.stream.observed import LedgerFinding, SocketEnd
+from vmmtui.trace.cuda import cuda_cause, cuda_fix
+from vmmtui.trace.words import ended_words, socket_words
+from vmmtui.words.troubleshooting import close_fix
+
+
+@dataclass(frozen=True)
+class Said:
+    """A finding's words: one line of what, the detail that proves or explains it, the fix."""
+
+    what: str
+    detail: str
+    fix: str = ""
+
+
+IN_FLIGHT_FIX = "receive it (recvmsg with room for SCM_RIGHTS) before closing the socket"
+DROPPED_FIX = (
+    "receive fd-carrying messages with recvmsg and a control buffer (CMSG_SPACE for every fd)"
+)
+LOST_FIX = "trace again with fewer calls per second, or a larger ring buffer"
+
+
+def road_words(via: str, sock: SocketEnd | None = None, pidfd: int = -1) -> str:
+    """How an fd came: ``unix socket /run/x (inode 5)``, ``pidfd_getfd through pidfd 4``, or the
+    call (``fork``, ``dup2``, ``cuMemExportToShareableHandle``)."""
+    if sock is not None:
+        return socket_words(sock)
+    if via == "pidfd_getfd" and pidfd >= 0:
+        return f"pidfd_getfd through pidfd {pidfd}"
+    return via
+
+
+def pin_words(p: Pin) -> str:
+    """``pid 5: fd 7 (received)``, ``pid 5: imported handle 0x2``…"""
+    if p.what == "handle":
+        return f"pid {p.pid}: its handle {p.value:#x} (not released)"
+    if p.what == "fd":
+        return f"pid {p.pid}: fd {p.value} ({p.how})"
+    if p.what == "exported fd":
+        return f"pid {p.pid}: exported fd {p.value}"
+    if p.what == "import":
+        return f"pid {p.pid}: imported handle {p.value:#x}"
+    return f"pid {p.pid}: mapping at {p.value:#x}"
+
+
+def shown_kind(target: str) -> str:
+    """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
+    return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
+
+
+def _ended(f: LedgerFinding) -> str:
+    return ended_words(End.of_status(f.status) if f.status >= 0 else None)
+
+
+def _shared(f: LedgerFinding) -> Said:
+    if f.via == "kcmp":
+        return Said(
+            f"fd {f.fd} = pid {f.peer}'s fd {f.peer_fd}",
+            f"one open {f.name} file, the same description in both (kcmp)",
+        )
+    if f.via == "pidfd_getfd":
+        return Said(
+            f"fd {f.fd} = pid {f.peer}'s fd {f.peer_fd}",
+            f"taken with pidfd_getfd (pidfd {f.pidfd}), same open file",
+        )
+    over = road_words(f.via, f.sock)
+    if not f.peer:
+        return Said(f"fd {f.fd} received", f"over {over} from a process not traced")
+    gap = f.gap_ns / 1e6
+    return Said(
+        f"fd {f.fd} = pid {f.peer}'s fd {f.peer_fd}",
+        f"SCM_RIGHTS over {over}, same open file, "
+        + (f"{gap:.3f} ms after the send" if gap >= 0 else "the send ended after it"),
+    )
+
+
+def _imported(f: LedgerFinding) -> Said:
+    if f.memory == Memory.IPC:
+        who = (
+            f"pid {f.peer}'s memory at {f.peer_ptr:#x}"
+            if f.peer
+            else "a handle made by a process not traced"
+        )
+        return Said(f"IPC handle opened at {f.ptr:#x}", f"{who} (matched by the 64 handle bytes)")
+    if f.memory == Memory.POOL:
+        src = f"pid {f.peer}'s pool {f.peer_handle:#x}" if f.peer else "a pool not traced"
+        return Said(
+            f"fd {f.fd} imported as pool {f.handle:#x}", f"{src} (matched by the fd's open file)"
+        )
+    if f.memory == Memory.POOL_POINTER:
+        who = (
+            f"pid {f.peer}'s allocation at {f.peer_ptr:#x}"
+            if f.peer
+            else "a pointer exported by a process not traced"
+        )
+        return Said(
+            f"pool pointer imported at {f.ptr:#x}", f"{who} (matched by the 64 export bytes)"
+        )
+    src = f"pid {f.peer}'s allocation {f.peer_handle:#x}" if f.peer else "an allocation not traced"
+    return Said(
+        f"fd {f.fd} imported as handle {f.handle:#x}",
+        f"the memory of {src}" + (f" ({f.size} bytes)" if f.peer and f.size else ""),
+    )
+
+
+def _refused(f: LedgerFinding) -> Said:
+    if f.refusal is not None:
+        r = f.refusal
+        return Said(f"{r.call} refused ({r.errno})", r.cause, r.fix)
+    if f.cuda is not None:
+        c = f.cuda
+        return Said(f"{c.func} failed (CUresult {c.result})", cuda_cause(c), cuda_fix(c))
+    return Said(f"{f.via or 'a call'} refused", "")
+
+
+def _held_after_exporter_died(f: LedgerFinding) -> Said:
+    if f.how == "mapped":  # the refcount book's: the handle released, the mapping kept
+        return _mapping_after_exporter_died(f)
+    ended = _ended(f)
+    if f.memory == Memory.IPC:
+        return Said(
+            f"still maps pid {f.peer}'s memory (legacy IPC)",
+            f"pid {f.peer} {ended}; pid {f.pid}'s IPC mapping at {f.ptr:#x} keeps the memory alive",
+            "cuIpcCloseMemHandle when the exporter goes",
+        )
+    if f.memory == Memory.POOL_POINTER:
+        return Said(
+            f"still holds pid {f.peer}'s pool memory",
+            f"pid {f.peer} (the exporter) {ended}; pid {f.pid}'s imported pool pointer "
+            f"{f.ptr:#x} keeps the allocation alive",
+            "cuMemFreeAsync the imported pointer when the exporter goes",
+        )
+    if f.memory == Memory.FILE:
+        return Said(
+            f"still holds pid {f.peer}'s memory",
+            f"pid {f.peer} made the {shown_kind(f.name)} and {ended}; pid {f.pid}'s fd {f.fd} "
+            f"({f.how} via {road_words(f.via, f.sock, f.pidfd)}) keeps the memory alive: the "
+            "kernel frees it only when the last fd and mapping go",
+            "close the fd (and munmap) when the exporter goes (watch its pidfd or socket)",
+        )
+    return Said(
+        f"still holds pid {f.peer}'s memory",
+        f"pid {f.peer} (the exporter) {ended}; pid {f.pid}'s imported handle {f.handle:#x} keeps "
+        f"the {f.size or '?'}-byte allocation alive (the driver frees it only when every handle "
+        "is released)",
+        "release the import when the exporter goes (watch its pidfd or socket)",
+    )
+
+
+def _possibly_held(f: LedgerFinding) -> Said:
+    return Said(
+        f"still holds memory it shared with pid {f.peer}",
+        f"pid {f.peer} {_ended(f)}; pid {f.pid}'s fd {f.fd} ({shown_kind(f.name)}) is the same "
+        f"open file as pid {f.peer}'s fd {f.peer_fd} (kcmp, when the trace began) and keeps the "
+        "memory alive; which of them made it was not seen (they shared it before the trace began)",
+        f"if pid {f.peer} exported it, close the fd (and munmap) in pid {f.pid} when it goes",
+    )
+
+
+def _in_flight(f: LedgerFinding) -> Said:
+    if f.fd < 0:
+        return Said(
+            "an fd sent, never received",
+            "its send was not seen; the kernel released the socket with it still queued (no "
+            "process received it)",
+            IN_FLIGHT_FIX,
+        )
+    return Said(
+        f"fd {f.fd} sent, never received",
+        f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; the kernel released "
+        "the socket with it still queued (no process received it)",
+        IN_FLIGHT_FIX,
+    )
+
+
+def _dropped(f: LedgerFinding) -> Said:
+    who = (
+        f"pid {f.peer} sent fd {f.peer_fd} over {road_words('SCM_RIGHTS', f.sock)}"
+        if f.peer
+        else "sent"
+    )
+    return Said(
+        f"fd {f.peer_fd} of pid {f.peer} dropped by {f.via}()"
+        if f.peer
+        else f"an fd dropped by {f.via}()",
+        f"{who}; pid {f.pid} read the message with {f.via}(), which has no room for SCM_RIGHTS, "
+        "so the kernel closed the fd: it was never received",
+        DROPPED_FIX,
+    )
+
+
+def _never_closed(f: LedgerFinding) -> Said:
+    return Said(
+        f"fd {f.fd} held until exit",
+        f"pid {f.pid} {f.how} it"
+        + (f" from pid {f.peer} (fd {f.peer_fd})" if f.peer else "")
+        + f" via {road_words(f.via, f.sock, f.pidfd)} and never closed it; the exit closed it",
+        close_fix(f.name),
+    )
+
+
+def _import_never_released(f: LedgerFinding) -> Said:
+    return Said(
+        f"imported handle {f.handle:#x} never released",
+        "the process exited holding it"
+        + (f" (pid {f.peer}'s allocation {f.peer_handle:#x})" if f.peer else ""),
+        "cuMemUnmap and cuMemRelease every imported handle before exit",
+    )
+
+
+def _ipc_never_closed(f: LedgerFinding) -> Said:
+    return Said(
+        f"IPC mapping at {f.ptr:#x} never closed",
+        "the process exited with cuIpcOpenMemHandle's mapping open"
+        + (f" (pid {f.peer}'s memory)" if f.peer else ""),
+        "cuIpcCloseMemHandle (cudaIpcCloseMemHandle) before exit",
+    )
+
+
+def _pool_pointer_never_freed(f: LedgerFinding) -> Said:
+    return Said(
+        f"imported pool pointer {f.ptr:#x} never freed",
+        "the process exited holding it"
+        + (f" (pid {f.peer}'s allocation at {f.peer_ptr:#x})" if f.peer else ""),
+        "cuMemFreeAsync every imported pointer (and synchronize) before the exporter frees it "
+        "and before exit",
+    )
+
+
+def _pool_never_destroyed(f: LedgerFinding) -> Said:
+    return Said(
+        f"{f.how} pool {f.handle:#x} never destroyed",
+        "the process exited with the pool alive"
+        + (f" (imported from pid {f.peer}'s pool)" if f.peer else ""),
+        "cuMemPoolDestroy every pool (created or imported) before exit",
+    )
+
+
+def _sends_unseen(f: LedgerFinding) -> Said:
+    n = len(f.fds)
+    fds = ", ".join(str(fd) for fd in f.fds[:8]) + (" …" if n > 8 else "")
+    return Said(
+        f"{n} fd{'s' if n != 1 else ''} sent (fd {fds}), receive not seen",
+        "their receive, or the kernel's word that they were left queued, may be among the "
+        "records lost",
+        LOST_FIX,
+    )
+
+
+# -- the refcount book's facts (model/handles.py) ------------------------------------------------
+_THING = {"allocation": "allocation", "ipc": "legacy IPC handle", "pool-ptr": "pool pointer"}
+
+
+def _proved(f: LedgerFinding) -> str:
+    if f.proof == Proof.STRUCT_FILE:
+        return "the export's fd, matched to the import by the kernel's struct file"
+    if f.proof == Proof.HANDLE_BYTES:
+        return f"the 64 handle bytes {f.ipc[:16]}…" if f.ipc else "the handle bytes"
+    if f.proof == Proof.EXPORT_DATA:
+        return f"the 64 export bytes {f.ipc[:16]}…" if f.ipc else "the export data"
+    return "the handle value the driver returned"
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n else "size not seen"
+
+
+def _opened_twice(f: LedgerFinding) -> Said:
+    thing = _THING.get(f.memory, f.memory)
+    if f.result:
+        return Said(
+            f"opened pid {f.peer}'s {thing} a second time while it maps it at {f.handle:#x}",
+            f"the driver refused the second cuIpcOpenMemHandle (CUDA_ERROR_ALREADY_MAPPED: one "
+            f"open per handle per context; proved by {_proved(f)}, open since the first); "
+            "code that opens per use and closes once leaks or fails here",
+            "keep one open per handle in the process and share its pointer (count the users, "
+            "cuIpcCloseMemHandle when the last goes)",
+        )
+    opens = ", ".join(f"{k:#x}" for k in f.opens)
+    return Said(
+        f"holds {len(f.opens)} opens of pid {f.peer}'s {thing} {f.peer_handle:#x} ({opens})",
+        f"opened {len(f.opens)} times, closed {f.closes} so far; proved by {_proved(f)}; "
+        "each open is a reference the driver counts: one close leaves the memory pinned",
+        "open once and share the mapping within the process, or release every open "
+        "(cuMemRelease / cuIpcCloseMemHandle once per open)",
+    )
+
+
+def _never_imported(f: LedgerFinding) -> Said:
+    thing = _THING.get(f.memory, f.memory)
+    waited = f"no traced process opened it in {(f.ktime - f.since) / 1e9:.1f} s"
+    if f.memory == "allocation":
+        return Said(
+            f"exported {thing} {f.handle:#x}, never imported",
+            f"{waited} ({_size(f.size)}; proved by {_proved(f)} never seen at an import); "
+            "the exported handle pins the memory as long as any copy of the fd lives",
+            "close the exported fd (every copy sent) when no importer comes",
+        )
+    return Said(
+        f"exported {thing} {f.handle:#x}, never imported",
+        f"{waited} ({_size(f.size)}; proved by {_proved(f)} never seen at an open): the "
+        "bytes reached no traced importer (a lost handoff, or an importer not traced)",
+        "check that the receiver got the 64 bytes and opened them (or trace it too)",
+    )
+
+
+def _released_twice(f: LedgerFinding) -> Said:
+    call = "cuMemRelease" if f.memory == "allocation" else (
+        "cuIpcCloseMemHandle" if f.memory == "ipc" else "cuMemFreeAsync"
+    )  # fmt: skip
+    return Said(
+        f"{call}({f.handle:#x}) a second time",
+        f"the same {'handle' if f.memory == 'allocation' else 'pointer'} was released "
+        f"{(f.ktime - f.since) / 1e6:.3f} ms earlier (proved by the handle value the driver "
+        "returned and the first release's call)",
+        "release each handle once: drop your reference after the first release",
+    )
+
+
+def _freed_while_mapped(f: LedgerFinding) -> Said:
+    thing = _THING.get(f.memory, f.memory)
+    return Said(
+        f"released its exported {thing} {f.handle:#x} while pid {f.peer} holds it",
+        f"pid {f.peer} holds {len(f.opens)} open{'s' if len(f.opens) != 1 else ''} or a "
+        f"mapping ({_size(f.size)}; proved by {_proved(f)}): "
+        + (
+            "the memory stays pinned until it releases"
+            if f.memory == "allocation"
+            else "the importer's mapping now points at freed memory"
+        ),
+        "wait for the importer's release (a message back) before freeing the export",
+    )
+
+
+def _legacy_export_of_vmm(f: LedgerFinding) -> Said:
+    return Said(
+        f"cuIpcGetMemHandle({f.handle:#x}) on memory mapped with cuMemMap",
+        f"the pointer lies in the range mapped at {f.since:#x} from handle {f.peer_handle:#x} "
+        f"({_size(f.size)}): legacy IPC cannot export VMM memory (CUDA_ERROR_INVALID_VALUE)",
+        "export the allocation's handle as a POSIX fd (cuMemExportToShareableHandle, "
+        "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and send it over a Unix socket, or use "
+        "torch's expandable-segments IPC",
+    )
+
+
+def _mapping_after_exporter_died(f: LedgerFinding) -> Said:
+    return Said(
+        f"still maps pid {f.peer}'s memory at {f.handle:#x}",
+        f"pid {f.peer} (the exporter) exited; pid {f.pid} released its imported handle but its "
+        f"mapping of allocation {f.peer_handle:#x} ({_size(f.size)}; proved by {_proved(f)}) "
+        "keeps the memory alive",
+        "cuMemUnmap the range when the exporter goes (watch its pidfd or socket)",
+    )
+
+
+WORDS = {
+    "shared": _shared,
+    "imported": _imported,
+    "refused": _refused,
+    "in-flight": _in_flight,
+    "fds-dropped": _dropped,
+    "fd-never-closed": _never_closed,
+    "import-never-released": _import_never_released,
+    "held-after-exporter-died": _held_after_exporter_died,
+    "possible-held-after-exporter-died": _possibly_held,
+    "ipc-never-closed": _ipc_never_closed,
+    "pool-pointer-never-freed": _pool_pointer_never_freed,
+    "pool-never-destroyed": _pool_never_destroyed,
+    "opened-twice": _opened_twice,
+    "exported-never-imported": _never_imported,
+    "released-twice": _released_twice,
+    "freed-while-mapped": _freed_while_mapped,
+    "legacy-export-of-vmm": _legacy_export_of_vmm,
+}
+
+
+def finding_words(f: LedgerFinding) -> Said:
+    """The finding in words. An ``unknown`` says what it would be without the records lost."""
+    if f.kind == "unknown":
+        if not f.was:
+            return _sends_unseen(f)
+        inner = finding_words_of_kind(f.was, f)
+        return Said(
+            inner.what,
+            f"would be {f.was} ({inner.detail}), but a lost record may say otherwise",
+        )
+    return finding_words_of_kind(f.kind, f)
+
+
+def finding_words_of_kind(kind: str, f: LedgerFinding) -> Said:
+    words = WORDS.get(kind)
+    return words(f) if words is not None else Said(kind, "")
+
+
+def words_of(e: LedgerFinding | Leak | ProcessUnreadable) -> Said:
+    """Any finding the screen lists in words: the ledger's, made from its facts; polling's leak,
+    as polling said it; a process polling could not read."""
+    if isinstance(e, LedgerFinding):
+        return finding_words(e)
+    if isinstance(e, Leak):
+        return Said(e.what, e.detail, e.fix)
+    return Said("not readable", e.reason)
+
+
+def worded(e: Event) -> dict[str, Any]:
+    """The event's JSON object; a finding's words (what, detail, fix) with it, made now."""
+    data = e.to_dict()
+    if isinstance(e, LedgerFinding):
+        said = finding_words(e)
+        data.update(what=said.what, detail=said.detail, fix=said.fix)
+    return data
+
+
+def json_line(e: Event) -> str:
+    """One event as one JSON line, what ``Event.from_json`` reads back (the words of a finding
+    are read past: they are made again from its facts)."""
+    return line_of(worded(e)) if isinstance(e, LedgerFinding) else e.to_json()
