@@ -8,6 +8,7 @@ a live trace, its recording and Perfetto's export fold alike."""
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind
@@ -88,7 +89,9 @@ class Refcounts:
         return said
 
 
-def _swap(findings: list[LedgerFinding], old: LedgerFinding, new: LedgerFinding | None) -> None:
+def _swap(
+    findings: MutableSequence[LedgerFinding], old: LedgerFinding, new: LedgerFinding | None
+) -> None:
     """Put ``new`` where the ledger just appended ``old`` (or take ``old`` out): looked for from
     the end and by identity, so a long trace's thousands of findings cost nothing per event (a
     search from the front with dataclass equality made every event slower than the last)."""
