@@ -9,6 +9,7 @@ carry the peer's name (``accept:consumer-2``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -515,3 +516,22 @@ def build_plan(
 def role_steps(role: str, plan: list[tuple[str, str]]) -> list[str]:
     """The names of ``role``'s steps in plan order."""
     return [name for r, name in plan if r == role]
+
+
+#: a teaching sentence about the CPU backend begins so (its ``memfd_create``, ``mmap``, ``dup``)
+_MEMFD_SENTENCE = re.compile(
+    r"(?:^|(?<=[.);]\s))(?:The )?memfd(?::| (?:writes|compares|has|backend)\b)"
+)
+
+
+def teaching_for(text: str, backend: str) -> str:
+    """A step's teaching text for the backend the session runs: on the cuda backend the sentences
+    about what the memfd backend does instead are left out (they named a backend that is not
+    running); on memfd every sentence stays (the lesson is CUDA's, its memfd stand-in said)."""
+    if backend != "cuda":
+        return text
+    m = _MEMFD_SENTENCE.search(text)
+    if m is None:
+        return text
+    kept = text[: m.start()].rstrip()
+    return kept[:-1] + "." if kept.endswith((";", ",")) else kept

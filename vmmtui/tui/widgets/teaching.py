@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.plan.steps import step_info
+from vmmtui.plan.steps import step_info, teaching_for
 from vmmtui.view import Display, ScreenState
 from vmmtui.words import narration as say
 
@@ -151,5 +151,5 @@ class TeachingPanel(Static):
             )
         s = step_info(nxt[0], nxt[1], state.mechanism, state.transport)
         return f"next: {nxt[0]} · {s.title}", Text.assemble(
-            (", ".join(s.apis) + " — ", "bold cyan"), s.teaching
+            (", ".join(s.apis) + " — ", "bold cyan"), teaching_for(s.teaching, state.backend)
         )
