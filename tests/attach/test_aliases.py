@@ -17,6 +17,7 @@ from tests.attach.helpers import FIXTURES, ROOT, of, vmmtui
 from vmmtui.stream.events import Event, FdOpened, Leak, SharedFile, WatchFinished
 from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
 from vmmtui.trace.loader import why_not
+from vmmtui.words.findings import finding_words
 
 EBPF = why_not() is None
 
@@ -137,8 +138,9 @@ def test_kill_9_of_an_exporter_whose_importer_imported_before_the_trace_is_repor
             assert found.pid == importer, found
             if not poll:
                 assert found.kind == "possible-held-after-exporter-died" and found.peer == exporter
-                assert "SIGKILL" in found.detail and "fixture-held" in found.detail
-                assert "which of them made it was not seen" in found.detail
+                detail = finding_words(found).detail
+                assert "SIGKILL" in detail and "fixture-held" in detail
+                assert "which of them made it was not seen" in detail
             proc.stdin.close()  # the importer lets go and exits: the trace ends with its targets
             err = finish(p)
         finally:
