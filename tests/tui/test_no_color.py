@@ -64,6 +64,7 @@ class Played:
     command = None
     exit = None
     proc = None
+    tree = None
     pids: list[int] = []
 
     def __init__(self, events):
