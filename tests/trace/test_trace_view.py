@@ -92,15 +92,21 @@ async def test_the_commands_output_and_its_traceback_are_on_a_key():
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "hello on stdout" in output.kept().text(), timeout=60)
         await pilot.press("O")
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, OutputScreen)
+        await wait_for(pilot, lambda: isinstance(app.screen, OutputScreen), timeout=30)
+        await wait_for(pilot, lambda: "talks: a warning on stderr" in screen_text(app), timeout=30)
         text = screen_text(app)
         assert "talks: hello on stdout" in text and "talks: a warning on stderr" in text
         assert re.search(r"\(still\W+running\)", text)
         await wait_for(pilot, lambda: app.ended, timeout=60)
-        await pilot.pause(0.8)  # the pane repaints what came since
-        text = screen_text(app)
-        assert "RuntimeError: talks: something went wrong" in text and "(ended)" in text
+        # the pane repaints what came since: the traceback and "(ended)", however loaded the machine
+        await wait_for(
+            pilot,
+            lambda: (
+                "RuntimeError: talks: something went wrong" in screen_text(app)
+                and "(ended)" in screen_text(app)
+            ),
+            timeout=30,
+        )
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, OutputScreen)
