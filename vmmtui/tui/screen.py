@@ -175,8 +175,9 @@ class InspectorScreen(Screen):
             return
         for panel in self.query(ProcessPanel):
             panel.show_mark(mark)  # beside what the panel says it left out
-        for widget in [self.query_one(WirePanel), *self.query(TeachingPanel)]:
-            widget.border_subtitle = mark
+        self.query_one(WirePanel).border_subtitle = mark
+        for teaching in self.query(TeachingPanel).results(TeachingPanel):
+            teaching.show_mark(mark)  # beside what its cut left out
 
     def panel(self, role: str) -> ProcessPanel:
         return self.query_one(f"#{role}", ProcessPanel)
