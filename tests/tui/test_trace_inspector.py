@@ -224,19 +224,26 @@ async def test_a_process_panel_takes_the_focus_and_sorts_its_memory():
 
 @pytest.mark.asyncio
 async def test_the_status_line_and_the_closing_line_give_one_count_of_calls():
-    """The status line said "call 132/132" and the log "135 calls": the frames leave out closes of
-    fds that never held a share, the tracer counts every call. The status line now says both, and
-    the log's count is the one it says; its parts are separated by "·"."""
+    """The status line said "call 132/132 · 135 traced" beside the log's "135 calls": two totals
+    that read as two answers. The frames leave out closes of fds that never held a share, the
+    tracer counts every call: the status line now counts the frames once and says how many calls
+    it left out and which, and the two add up to the log's count."""
     app = app_of("scm_pair")
     async with app.run_test(size=(160, 48)) as pilot:
         text = await at(pilot, app, app.frames.last)
         logged = re.search(r"vmmtui trace: (\d+) calls in", text)
-        status = re.search(r"REPLAY · call (\d+)/(\d+) · (\d+) traced · \d+ shared/imported", text)
+        status = re.search(
+            r"REPLAY · call (\d+)/(\d+) · \+(\d+) calls not drawn: close_range on fds with nothing "
+            r"shared · \d+ shared/imported",
+            text,
+        )
         assert logged and status, text
-        framed, traced = int(status.group(2)), int(status.group(3))
-        assert traced == int(logged.group(1)) and framed < traced
-        assert f"call {framed}/{framed}" in text  # the timeline's count is the frames'
+        framed, left_out = int(status.group(2)), int(status.group(3))
+        assert framed + left_out == int(logged.group(1))
+        assert "traced ·" not in text and f"call {framed}/{framed}" in text  # the timeline's too
+        await at(pilot, app, 5)  # any frame: the same calls are left out
+        assert f"REPLAY · call 5/{framed} · +{left_out} calls not drawn" in screen_text(app)
     app = app_of("quick_share")  # no call left out: the frames' count alone
     async with app.run_test(size=(160, 48)) as pilot:
         text = await at(pilot, app, app.frames.last)
-        assert "traced" not in text and re.search(r"REPLAY · call (\d+)/\1 · \d+ shared", text)
+        assert "not drawn" not in text and re.search(r"REPLAY · call (\d+)/\1 · \d+ shared", text)

@@ -171,23 +171,6 @@ class Viewer(App[int]):
         frames = bar_frames(timeline, ahead=self.MODE != "replay")
         bar.show(frames, index, frame.steps, len(timeline.plan), mode)
 
-    def traced_beyond_frames(self) -> str:
-        """A trace's frames are its calls on fds that held a share (a close of any other fd is no
-        frame); the tracer's closing line counts every call. Where the two differ the status line
-        says the tracer's count beside the frames', so that one screen gives one answer: "call
-        132/132 · 135 traced" beside the log's "135 calls in 0.6 s". "" otherwise."""
-        timeline = self.frames.timeline
-        if getattr(timeline, "unit", "step") != "call":
-            return ""
-        from vmmtui.stream.observed import TraceFinished  # a trace's: the demo never imports it
-
-        for e in reversed(timeline.events[-64:]):  # the findings of the end come after it
-            if isinstance(e, TraceFinished):
-                framed = timeline.frames[-1].steps
-                more = e.events > framed and e.mode == "ebpf"
-                return f" · {e.events} traced" if more else ""
-        return ""
-
     def _call_bar(self, timeline) -> list[BarFrame]:
         """A trace's bar: a cell per call, coloured by its process, findings marked; extended as
         calls come (kept between paints: a 100,000-call trace is not rebuilt 20 times a second)."""
