@@ -158,7 +158,7 @@ class ReplayApp(Viewer):
         from vmmtui.words.status import replay_where
 
         at = self.frames.frames[self.frame].steps
-        return replay_where(self.unit, at, self.total, getattr(self.timeline, "unframed", None))
+        return replay_where(self.unit, at, self.total)
 
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]

@@ -259,7 +259,6 @@ class TraceApp(Viewer):
             ended=self.ended,
             starting=not timeline.events and not self.ended,
             folding=len(timeline.events) - self.live_to,
-            unframed=timeline.unframed,
             dropped=timeline.dropped,
             recorded=getattr(self.sink, "recorder", None) is not None,
         )

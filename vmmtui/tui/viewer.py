@@ -145,6 +145,7 @@ class Viewer(App[int]):
         screen = self.inspector
         screen.state = state
         screen.where = self.where()
+        screen.aside = self.aside()
         if screen.ready and not self.ending:  # the header exists (and is not being taken down)
             self.sub_title = self.subtitle(state)
             self._paint_timeline(screen)
@@ -248,6 +249,16 @@ class Viewer(App[int]):
     def where(self) -> str:
         """What the status line says first (REPLAY · step N/M, as of a past step)."""
         return ""
+
+    def aside(self) -> str:
+        """What the status line says last: what the frames leave out (a trace's calls)."""
+        timeline = self.frames.timeline
+        unframed = getattr(timeline, "unframed", None)  # a trace's (vmmtui.record.calls)
+        if not unframed:
+            return ""
+        from vmmtui.words.status import calls_not_drawn
+
+        return calls_not_drawn(unframed)
 
     def subtitle(self, state: ScreenState) -> str:
         return state.subtitle

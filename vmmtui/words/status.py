@@ -1,4 +1,4 @@
-"""The status line's first words: where the screen is (live, a past frame, a replay) and what the
+"""The status line's words: first where the screen is (live, a past frame, a replay), last what the
 frames leave out. One count per concept: a frame is a call that matters, so "call N/M" counts
 frames; the calls the tracer counted beyond them (its closing line's "N calls") are said once, as
 the calls not drawn, never as a second total beside the first."""
@@ -43,7 +43,6 @@ def trace_where(
     ended: bool = False,
     starting: bool = False,
     folding: int = 0,
-    unframed: Mapping[str, int] | None = None,
     dropped: int = 0,
     recorded: bool = False,
 ) -> str:
@@ -51,13 +50,12 @@ def trace_where(
     (``shown``: ``AS OF CALL 12 of 57 · end: live``); ``folding``: events not yet folded."""
     if starting:
         return "STARTING · loading the eBPF probes (the kernel checks each program first)"
-    beyond = calls_not_drawn(unframed or {})
     kept = calls_not_kept(dropped, recorded)
     if shown is None:
         busy = f"folding {folding} more events" if folding > 0 else ""
         first = f"{'ENDED' if ended else 'LIVE'} · call {latest}"
-        return SEP.join(p for p in (first, busy, beyond, kept) if p)
-    return SEP.join(p for p in (f"AS OF CALL {shown} of {latest}", beyond, "end: live", kept) if p)
+        return SEP.join(p for p in (first, busy, kept) if p)
+    return SEP.join(p for p in (f"AS OF CALL {shown} of {latest}", "end: live", kept) if p)
 
 
 def replay_where(unit: str, at: int, total: int, unframed: Mapping[str, int] | None = None) -> str:
