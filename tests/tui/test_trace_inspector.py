@@ -248,3 +248,27 @@ async def test_the_status_line_and_the_closing_line_give_one_count_of_calls():
     async with app.run_test(size=(160, 48)) as pilot:
         text = await at(pilot, app, app.frames.last)
         assert "not drawn" not in text and re.search(r"REPLAY · call (\d+)/\1 · \d+ shared", text)
+
+
+@pytest.mark.asyncio
+async def test_a_process_panel_cut_short_says_what_it_left_out():
+    """At 80x24 a panel showed its 6 last calls under "── last calls" beside "21 calls" on its
+    border, and rows past its height went without a sign: each cut now says what it left out."""
+    from vmmtui.tui.widgets.programs import program_rows
+
+    app = app_of("scm_pair")
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = await at(pilot, app, app.frames.last)
+        v = programs(app, app.frames.last)
+        p = max(v.shown_procs(), key=lambda p: p.ncalls)
+        assert p.ncalls == 21 and "· 21 calls" in text
+        shown = re.search(r"── last (\d+) of 21 calls", text)
+        assert shown and 0 < int(shown.group(1)) < 21, text
+    closed = len(p.closed)
+    assert closed == 2 and not p.fds and not p.mems  # the memfd and its dup, both closed
+    rows = lambda h: program_rows(v, p, "time", h).plain.splitlines()  # noqa: E731
+    assert rows(1) == ["+2 more: 2 closed fd"]
+    assert rows(2)[-1].startswith("fd 5") and len(rows(2)) == 2  # the rows fit, the border counts
+    assert rows(3)[-1] == "── 21 calls, not shown here (the event log has them)"
+    assert rows(6)[2:] == ["── last 3 of 21 calls", *rows(6)[3:]] and len(rows(6)) == 6
+    assert rows(40)[2] == "── last calls" and len(rows(40)) == 3 + 21
