@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+from driving import text_of
 
 from vmmtui.record import read
 from vmmtui.tui.replay import ReplayApp
+from vmmtui.tui.widgets.wire import WirePanel
 from vmmtui.view.programs import ProgramsView
 from vmmtui.words.sizes import format_size
 
@@ -272,3 +274,21 @@ async def test_a_process_panel_cut_short_says_what_it_left_out():
     assert rows(3)[-1] == "── 21 calls, not shown here (the event log has them)"
     assert rows(6)[2:] == ["── last 3 of 21 calls", *rows(6)[3:]] and len(rows(6)) == 6
     assert rows(40)[2] == "── last calls" and len(rows(40)) == 3 + 21
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_wire_counts_every_transfer_it_folds(size):
+    """At 80x24 the wire said "… 2 earlier" above 3 of nginx's 6 transfers: the fold line's own
+    row was taken from the transfers shown and not counted. Shown and folded now add up."""
+    app = app_of("shares_1000")
+    async with app.run_test(size=size) as pilot:
+        for frame in (app.frames.last, app.frames.last // 2, 12):
+            await at(pilot, app, frame)
+            n = programs(app, frame).transfers_len
+            wire = app.query_one(WirePanel)
+            lines = text_of(wire).splitlines()
+            folded = re.match(r"… (\d+) earlier", lines[0].strip())
+            shown = sum(1 for line in lines if re.match(r"\s*\d+\.\d{4} ", line))
+            assert (int(folded.group(1)) if folded else 0) + shown == n, (size, frame, lines)
+            assert "earlier" not in text_of(wire) or folded

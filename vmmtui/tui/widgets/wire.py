@@ -119,13 +119,11 @@ class WirePanel(_Sized):
 
         n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
         room = max(1, self.size.height - len(rows))
-        more = n - room
-        start = 0
-        if more > 0:
-            start = n - (room - 1) if room > 1 else n
-            rows.insert(0, _line((f"… {more} earlier", "dim")))
+        # past the room: the newest that fit under a line that counts every one above them (it
+        # once counted one short: its own row was taken from the transfers shown)
+        start = 0 if n <= room else max(0, n - (room - 1))
         start = max(start, v.transfers.base)  # a long trace's oldest are no longer kept
-        if start > 0 and not more > 0:
+        if start > 0:
             rows.insert(0, _line((f"… {start} earlier", "dim")))
         items = v.transfers.between(start, n)
         for t in items:
