@@ -292,3 +292,13 @@ async def test_the_wire_counts_every_transfer_it_folds(size):
             shown = sum(1 for line in lines if re.match(r"\s*\d+\.\d{4} ", line))
             assert (int(folded.group(1)) if folded else 0) + shown == n, (size, frame, lines)
             assert "earlier" not in text_of(wire) or folded
+
+
+@pytest.mark.asyncio
+async def test_a_panel_with_one_call_says_one_call():
+    """A process's border said "running · 1 calls"."""
+    app = app_of("scm_pair")
+    async with app.run_test(size=(160, 48)) as pilot:
+        text = await at(pilot, app, 1)
+        assert [p.ncalls for p in programs(app, 1).shown_procs()] == [1]
+        assert "· 1 call ─" in text and "1 calls" not in text, text

@@ -159,7 +159,7 @@ class ProcessPanel(Vertical):
 
             state = end_words(p.end)
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
-        return f"{state} · {p.ncalls} calls{sort}"
+        return f"{state} · {p.ncalls} call{'' if p.ncalls == 1 else 's'}{sort}"
 
     def again(self) -> None:
         """A program's panel drawn again from its last view (resized, focused, sorted)."""
