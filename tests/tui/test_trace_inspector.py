@@ -302,3 +302,22 @@ async def test_a_panel_with_one_call_says_one_call():
         text = await at(pilot, app, 1)
         assert [p.ncalls for p in programs(app, 1).shown_procs()] == [1]
         assert "· 1 call ─" in text and "1 calls" not in text, text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_verdicts_count_the_findings_they_leave_out(size):
+    """The verdicts ended in "… older findings" with no count beside "3 to look at": the findings
+    drawn and the count of the rest now add up to it at every size."""
+    from vmmtui.tui.widgets.wire import VerdictsPanel
+
+    app = app_of("fake_pool_calls")
+    async with app.run_test(size=size) as pilot:
+        text = await at(pilot, app, app.frames.last)
+        nbad = programs(app, app.frames.last).bad_findings
+        assert nbad == 3 and "· 3 to look at" in text
+        lines = text_of(app.query_one(VerdictsPanel)).splitlines()
+        drawn = sum(1 for line in lines if re.match(r"[⚠✗] [a-z-]+: pid", line))
+        more = re.search(r"… \+(\d+) more to look at: / searches the log", "\n".join(lines))
+        assert drawn >= 1 and drawn + (int(more.group(1)) if more else 0) == nbad, (size, lines)
+        assert "older findings" not in text

@@ -228,7 +228,7 @@ class VerdictsPanel(_Sized):
         if v.mode == "polling" and v.reason:
             head.append(_line(("polling: ", "bold yellow"), v.reason))
         width = max(10, self.size.width)
-        rows: list[Text] = []
+        blocks: list[list[Text]] = []  # each finding's rows, the newest first
         from vmmtui.words.findings import words_of  # with the first finding
 
         for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
@@ -242,13 +242,32 @@ class VerdictsPanel(_Sized):
                 ("\n  cause: ", "bold"),
                 w.detail,
             )
-            rows += list(text.wrap(self.app.console, width))
-        if len(bad) < min(20, nbad):  # a long trace forgot them (kept in its recording)
-            said = f"… {nbad - len(bad)} older findings not kept: see the recording"
-            rows.append(_line((said, "dim")))
+            blocks.append(list(text.wrap(self.app.console, width)))
         room = max(1, self.size.height) - len(head)
-        if len(rows) > room and nbad > 1:  # the cut is said
-            rows = rows[: max(0, room - 1)] + [
-                _line(("… older findings: / searches the log", "dim"))
-            ]
+        rows = self._fit(blocks, room, nbad, forgot=len(bad) < min(20, nbad))
         return _join(head + rows)
+
+    @staticmethod
+    def _fit(blocks: list[list[Text]], room: int, nbad: int, forgot: bool) -> list[Text]:
+        """The newest findings whole that fit ``room`` rows (the newest cut short where even it
+        does not), and a last line that counts those left out: it once said "… older findings"
+        with no count beside "41 to look at"."""
+        from vmmtui.tui.widgets.programs import _line
+
+        rows: list[Text] = []
+        shown = 0
+        for block in blocks:
+            sign = 1 if nbad - shown - 1 > 0 else 0  # a row for the count of those after it
+            if len(rows) + len(block) + sign > room:
+                break
+            rows += block
+            shown += 1
+        cut = False
+        if shown == 0 and blocks and room > 1:  # not even the newest whole: its first rows
+            rows, shown, cut = blocks[0][: room - 1], 1, True
+        left = nbad - shown
+        if not left and not cut:
+            return rows
+        where = "see the recording" if forgot else "/ searches the log"
+        said = f"… +{left} more to look at: {where}" if left else f"… the rest: {where}"
+        return rows[: max(0, room - 1)] + [_line((said, "dim"))]
