@@ -219,7 +219,9 @@ def _never_closed(f: LedgerFinding) -> Said:
         "memory"
     )
     return Said(
-        f"fd {f.fd} held until exit",
+        f"fd {f.fd} ({file_kind_words(f.name)}) held until exit"
+        if f.name
+        else f"fd {f.fd} held until exit",
         f"{_came(f)} and never closed it; the exit closed it. It is {what}",
         close_fix(f.name),
     )
@@ -242,7 +244,7 @@ _FILE_KINDS = {
     "anon inode": ("anon inode (eventfd, epoll, timerfd…)", "anon inodes"),
     "file": ("file on disk", "files on disk"),
     "directory": ("directory", "directories"),
-    "memfd": ("memfd or /dev/shm file", "memfds"),
+    "memfd": ("memfd", "memfds"),
     "shm": ("/dev/shm file", "/dev/shm files"),
     "dmabuf": ("dma-buf", "dma-bufs"),
     "gpu": ("GPU fd (/dev/nvidia*, a driver export)", "GPU fds"),
@@ -258,15 +260,15 @@ def file_kind_words(kind: str, many: bool = False) -> str:
 
 
 def quiet_words(n: int, by: dict[str, int]) -> str:
-    """The quiet facts folded into one phrase: ``45 other received fds held until exit
-    (sockets 30, pipes 12, files on disk 3)``."""
+    """The quiet facts folded into one phrase: ``45 other received fds held until exit:
+    30 sockets, 12 pipes, 3 files on disk``."""
     if not n:
         return ""
     parts = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
-    kinds = ", ".join(f"{file_kind_words(k, many=True)} {c}" for k, c in parts[:5])
+    kinds = ", ".join(f"{c} {file_kind_words(k, many=c != 1)}" for k, c in parts[:5])
     more = f", {len(parts) - 5} more kinds" if len(parts) > 5 else ""
     return f"{n} other received fd{'s' if n != 1 else ''} held until exit" + (
-        f" ({kinds}{more})" if kinds else ""
+        f": {kinds}{more}" if kinds else ""
     )
 
 
