@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from vmmtui.model.findings import Tally, Weight
 from vmmtui.view import Display, ScreenState
 from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_view
 from vmmtui.words import narration as say
@@ -197,6 +196,8 @@ class VerdictsPanel(_Sized):
         """The newest ``most`` findings to look at (not good news, not a quiet fact), oldest first. Where they are in
         the book of findings is noted as it grows (a book only grows; a state off its tip has a
         book of its own), so a repaint looks at the findings that came since, not at all."""
+        from vmmtui.model.findings import Weight  # with the first trace: not the demo's frame
+
         book = v.findings
         if book is not self._bad_of:
             self._bad_of, self._bad_at, self._bad_seen = book, [], 0
@@ -209,6 +210,7 @@ class VerdictsPanel(_Sized):
         return [entries[k - base][1] for k in self._bad_at[max(0, upto - most) : upto] if k >= base]
 
     def _findings(self, v: ProgramsView) -> Text:
+        from vmmtui.model.findings import Tally
         from vmmtui.trace.words import proven_words, roads_words
         from vmmtui.tui.widgets.programs import _join, _line
         from vmmtui.words.findings import quiet_words
