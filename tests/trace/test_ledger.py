@@ -7,6 +7,7 @@ from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
+    FdDuplicated,
     FdsDropped,
     FdsReceived,
     FdsSent,
@@ -172,6 +173,23 @@ def test_a_socket_taken_with_pidfd_getfd_is_what_its_holder_was_sent():
             FdsReceived(A, A, 2, "recvmsg", PEER, [5], ["fs"], 1),
             FdTaken(B, B, 3, pidfd=4, target=A, target_fd=5, fd=9, file="fs"),
             ProcessExit(B, B, 4, 0),
+        ]
+    )
+    assert [(f.pid, f.kind, f.name) for f in found if f.kind != "shared"] == [
+        (B, "fd-closed-by-exit", "socket")
+    ]
+
+
+def test_what_a_file_is_follows_its_fd_through_a_fork_and_a_dup():
+    C, A2 = 3000, 1001
+    _, found = fold(
+        [
+            FdsSent(C, C, 1, "sendmsg", SOCK, [4], ["fs"], 1, ["socket"]),
+            FdsReceived(A, A, 2, "recvmsg", PEER, [5], ["fs"], 1),
+            ProcessForked(A, A, 3, A2, "worker"),
+            FdDuplicated(A2, A2, 4, "dup", 5, 6, "fs"),
+            FdTaken(B, B, 5, pidfd=4, target=A2, target_fd=6, fd=9, file="fs"),
+            ProcessExit(B, B, 6, 0),
         ]
     )
     assert [(f.pid, f.kind, f.name) for f in found if f.kind != "shared"] == [

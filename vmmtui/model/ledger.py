@@ -335,7 +335,11 @@ class Ledger:
         # the child inherits every fd: its copies name the same files
         for (pid, fd), h in list(self.holdings.items()):
             if pid == e.pid:
-                self._hold(Holding(e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork"))
+                self._hold(
+                    Holding(
+                        e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork", kind=h.kind
+                    )
+                )
 
     def _on_ProcessExec(self, e: ProcessExec, out: list) -> None:
         p = self._proc(e.pid)
@@ -355,7 +359,8 @@ class Ledger:
             return
         old = self.holdings.get((e.pid, e.old))
         file = e.file or (old.file if old else "")
-        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call))
+        kind = old.kind if old is not None and old.file == file else ""
+        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call, kind=kind))
 
     def _on_FdCloseCall(self, e: FdCloseCall, out: list) -> None:
         if e.result < 0:
