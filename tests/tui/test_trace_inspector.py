@@ -96,6 +96,9 @@ async def test_a_kept_memfd_is_to_look_at_and_a_kept_socket_and_pipe_are_folded_
         assert "2 other received fds held until exit: 1 pipe, 1 socket" in text
         assert re.search(r"⚠ fd-never-closed: pid \d+ fd 6 \(memfd\) held until exit", text)
         assert "⚠ fd-closed-by-exit" not in text
+        # the timeline marks the one call with something to look at, named by it (] and [ go there)
+        marked = [f.label for f in app.frames.frames if f.failed]
+        assert len(marked) == 1 and marked[0].endswith("(fd-never-closed)"), marked
 
 
 @pytest.mark.asyncio
