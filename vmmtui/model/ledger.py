@@ -42,7 +42,7 @@ from vmmtui.model.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.model.findings import Memory, Proof, carries_memory, counted_as
+from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, carries_memory, counted_as
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
@@ -301,7 +301,7 @@ class Ledger:
     def _on_FdOpened(self, e: FdOpened, out: list) -> None:
         """An fd already open when first read (``present``): held since before the trace. Later
         polled opens are polling's to judge (its leaks), not the ledger's."""
-        memory = e.kind in ("memfd", "shm", "gpu", "dmabuf")
+        memory = e.kind in MEMORY_FILES
         if e.how == Arrival.PRESENT and memory and (e.pid, e.fd) not in self.holdings:
             self._hold(Holding(e.pid, e.fd, "", "present", 0))
 
