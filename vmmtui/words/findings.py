@@ -205,7 +205,7 @@ def _dropped(f: LedgerFinding) -> Said:
 
 def _came(f: LedgerFinding) -> str:
     return (
-        f"pid {f.pid} {f.how} it"
+        f"pid {f.pid} {'took' if f.how == 'taken' else f.how} it"
         + (f" from pid {f.peer} (fd {f.peer_fd})" if f.peer else "")
         + f" via {road_words(f.via, f.sock, f.pidfd)}"
     )
