@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.fleet.facts import SharingFacts
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import MEMORY_FILES, Weight, weigh
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding
 
@@ -115,3 +115,22 @@ def test_nginx_workers_keeping_their_channels_is_no_problem(tmp_path):
     assert {d["name"] for d in lines if d.get("kind") == "fd-closed-by-exit"} == {"socket"}
     end = one_count(events, lines)
     assert end["problems"] == 0 and end["quiet_by"] == {"socket": kinds["fd-closed-by-exit"]}
+
+
+def test_chromium_keeping_its_channels_and_files_is_no_problem(tmp_path):
+    """Chromium's processes keep the Mojo sockets and the resource files they were sent until
+    they exit (a headless run: dozens): facts. The memfds they keep are still to look at."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    res = trace(
+        "--json", sys.executable, str(FIXTURES / "real_run.py"), str(tmp_path), "", "chromium"
+    )
+    events, lines = stream(res)
+    found = [d for d in lines if d["event"] == "LedgerFinding"]
+    quiet = [d for d in found if d["kind"] == "fd-closed-by-exit"]
+    never = [d for d in found if d["kind"] == "fd-never-closed"]
+    assert len(quiet) >= 10, Counter(d["kind"] for d in found)
+    assert {d["name"] for d in quiet} <= {"socket", "file", "pipe", "anon inode"}, quiet[:3]
+    assert {d["name"] for d in never} <= MEMORY_FILES | {""}, never[:3]
+    end = one_count(events, lines)
+    assert end["quiet"] == len(quiet) and end["problems"] >= len(never)
