@@ -166,3 +166,24 @@ def test_a_findings_json_carries_its_words_made_when_written_and_reads_back_to_i
     assert data["what"] == "fd 7 = pid 10's fd 5" and "2.000 ms after the send" in data["detail"]
     assert Event.from_json(line) == f  # the words are read past: the facts make them again
     assert "what" not in json.loads(f.to_json())
+
+
+def test_a_findings_line_is_the_encoders_line_of_its_words_with_names_made_safe():
+    """The finding's line is written from its fields' own line with the words appended: the same
+    text as the encoder's line of ``worded``, every unsafe character of a name escaped in both."""
+    import json
+
+    from vmmtui.stream.events import line_of
+    from vmmtui.words.findings import json_line, worded
+
+    odd = 'memfd:x\u009b2J\u202e\u2028"q\\\n\u00e9'
+    sock = te.SocketEnd(7, 8, odd)
+    for f in (
+        te.LedgerFinding("shared", 11, 100, 10, "a1", fd=7, peer_fd=5, via="SCM_RIGHTS", sock=sock),
+        te.LedgerFinding("fd-never-closed", 11, 100, file="a1", fd=3, name=odd, opens=[1, 2]),
+        te.LedgerFinding("unknown", 11, 100, was="shared", lost=2, fds=[4, 5], name=odd),
+    ):
+        line = json_line(f)
+        assert line == line_of(worded(f))
+        assert not any(ch in line for ch in "\u009b\u202e\u2028\n")
+        assert Event.from_json(line) == f and json.loads(line)["what"] == worded(f)["what"]
