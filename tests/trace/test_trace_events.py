@@ -121,6 +121,7 @@ def test_to_json_written_out_is_the_encoders_text():
     (a bool where an int is declared) included, and reads back as the same event."""
     from vmmtui.stream.events import _ENCODE, Event
     from vmmtui.stream.observed import (
+        CudaCall,
         FdCloseCall,
         FdsReceived,
         FdsSent,
@@ -141,6 +142,9 @@ def test_to_json_written_out_is_the_encoders_text():
         FdsReceived(1, 2, 3, "recvmsg", SocketEnd(5, 6), [3], ["abc"], 1, truncated=True),
         QueuedAtRelease(1, 2, 3, 4, ("a", "b"), 2),
         LedgerFinding("shared", 1, file=odd, fd=3, name=odd),
+        LedgerFinding(
+            "imported", 1, sock=SocketEnd(5, 6, odd), cuda=CudaCall(1, 2, 3, odd, 0), opens=[1]
+        ),
         TraceStarted("ebpf", [1], ["x"], True, "", ["p"], [], 0),
         TraceFinished(["x"], None, "SIGTERM", 5, 0, 1.5),
     ]
@@ -149,6 +153,8 @@ def test_to_json_written_out_is_the_encoders_text():
         assert Event.from_json(e.to_json()) == e
     unexpected = FdsSent(True, 2, 3, "sendmsg", SocketEnd(5), [1, True], [None], 1)  # type: ignore[arg-type]
     assert unexpected.to_json() == json_safe(_ENCODE(unexpected.to_dict()))
+    odd_optional = LedgerFinding("shared", 1, sock=7, cuda="x")  # type: ignore[arg-type]
+    assert odd_optional.to_json() == json_safe(_ENCODE(odd_optional.to_dict()))
 
 
 def test_a_findings_json_carries_its_words_made_when_written_and_reads_back_to_its_facts():
