@@ -193,3 +193,25 @@ def test_a_findings_line_is_the_encoders_line_of_its_words_with_names_made_safe(
         assert line == line_of(worded(f))
         assert not any(ch in line for ch in "\u009b\u202e\u2028\n")
         assert Event.from_json(line) == f and json.loads(line)["what"] == worded(f)["what"]
+
+
+def test_a_finding_made_quickly_is_the_finding_init_makes():
+    """``LedgerFinding.of`` and ``but`` (the ledger's share path) make what ``__init__`` and
+    ``dataclasses.replace`` make: equal, each with lists of its own, a wrong name refused."""
+    f = te.LedgerFinding.of("shared", 11, 100, peer=10, file="a1", fd=7, sock=SOCK, gap_ns=5)
+    assert f == te.LedgerFinding("shared", 11, 100, 10, "a1", fd=7, sock=SOCK, gap_ns=5)
+    assert f.to_json() == te.LedgerFinding("shared", 11, 100, 10, "a1", fd=7, sock=SOCK,
+                                           gap_ns=5).to_json()  # fmt: skip
+    g = te.LedgerFinding.of("shared", 11)
+    g.fds.append(3)
+    assert te.LedgerFinding.of("shared", 11).fds == [] and te.LedgerFinding("x", 1).fds == []
+    assert f.but(road="scm-rights", fd=8) == dataclasses.replace(f, road="scm-rights", fd=8)
+    assert f.road == "" and f.fd == 7
+    with pytest.raises(TypeError):
+        te.LedgerFinding.of("shared", 11, colour="red")
+    with pytest.raises(TypeError):
+        f.but(colour="red")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.fd = 9  # type: ignore[misc]
+    # both set the fields as they are: a finding validates nothing at __init__
+    assert not hasattr(te.LedgerFinding, "__post_init__")

@@ -541,6 +541,37 @@ class LedgerFinding(TraceEvent):
     since: int = 0
     result: int = 0
 
+    @classmethod
+    def of(cls, kind: str, pid: int, ktime: int = 0, **facts: Any) -> LedgerFinding:
+        """``LedgerFinding(kind, pid, ktime, **facts)`` at a fifth of its cost: the fields set
+        as ``__init__`` sets them (the defaults, a new list for each list, then the facts), not
+        one frozen ``__setattr__`` each (the ledger makes one for every share of a trace). A
+        name that is not a field is refused, as ``__init__`` refuses it."""
+        if not _FINDING_FIELDS.issuperset(facts):
+            raise TypeError(f"not fields of a finding: {sorted(set(facts) - _FINDING_FIELDS)}")
+        new = object.__new__(cls)
+        new.__dict__.update(_FINDING_DEFAULTS, fds=[], opens=[], kind=kind, pid=pid, ktime=ktime)
+        new.__dict__.update(facts)
+        return new
+
+    def but(self, **changes: Any) -> LedgerFinding:
+        """``dataclasses.replace(self, **changes)`` at a fifth of its cost, as ``of``: the fields
+        copied as they are (a list is shared, as ``replace`` shares it), then the changes."""
+        if not _FINDING_FIELDS.issuperset(changes):
+            raise TypeError(f"not fields of a finding: {sorted(set(changes) - _FINDING_FIELDS)}")
+        new = object.__new__(self.__class__)
+        new.__dict__.update(self.__dict__, **changes)
+        return new
+
+
+#: what ``LedgerFinding.of`` starts from: every field's default (the lists are made anew)
+_FINDING_DEFAULTS = {
+    f.name: f.default
+    for f in fields(LedgerFinding)
+    if f.name not in ("kind", "pid", "fds", "opens")
+}
+_FINDING_FIELDS = frozenset(f.name for f in fields(LedgerFinding))
+
 
 @dataclass(frozen=True)
 class PinnedBytes(TraceEvent):
