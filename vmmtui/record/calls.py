@@ -8,7 +8,7 @@ appended, in constant time per event. No Textual here.
 
 from __future__ import annotations
 
-from vmmtui.model.findings import GOOD
+from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.interest import Interest
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
@@ -73,7 +73,7 @@ class CallTimeline:
                 self.pids.append(pid)
             else:
                 frames[-1].end = len(self.events)
-                bad = (isinstance(e, LedgerFinding) and e.kind not in GOOD) or isinstance(e, Leak)
+                bad = isinstance(e, LedgerFinding | Leak) and weigh(e) is Weight.PROBLEM
                 if bad and not frames[-1].failed:
                     frames[-1].failed = True
                     frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"
