@@ -12,7 +12,7 @@ memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.w
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from json.encoder import encode_basestring as _text
 from typing import Any
 
@@ -554,8 +554,11 @@ class LedgerFinding(TraceEvent):
         if not _FINDING_FIELDS.issuperset(facts):
             raise TypeError(f"not fields of a finding: {sorted(set(facts) - _FINDING_FIELDS)}")
         new = object.__new__(cls)
-        new.__dict__.update(_FINDING_DEFAULTS, fds=[], opens=[], kind=kind, pid=pid, ktime=ktime)
-        new.__dict__.update(facts)
+        d = new.__dict__
+        d.update(_FINDING_DEFAULTS, kind=kind, pid=pid, ktime=ktime)
+        for name, make in _FINDING_FACTORIES:
+            d[name] = make()
+        d.update(facts)
         return new
 
     def but(self, **changes: Any) -> LedgerFinding:
@@ -568,12 +571,12 @@ class LedgerFinding(TraceEvent):
         return new
 
 
-#: what ``LedgerFinding.of`` starts from: every field's default (the lists are made anew)
-_FINDING_DEFAULTS = {
-    f.name: f.default
-    for f in fields(LedgerFinding)
-    if f.name not in ("kind", "pid", "fds", "opens")
-}
+#: what ``LedgerFinding.of`` starts from: every field's default, and the fields whose default is
+#: made anew for each finding (the lists)
+_FINDING_DEFAULTS = {f.name: f.default for f in fields(LedgerFinding) if f.default is not MISSING}
+_FINDING_FACTORIES = [
+    (f.name, f.default_factory) for f in fields(LedgerFinding) if f.default_factory is not MISSING
+]
 _FINDING_FIELDS = frozenset(f.name for f in fields(LedgerFinding))
 
 
