@@ -191,7 +191,7 @@ def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT, pairs:
     imports, and the kernel's verifier run on the load of the object, charged to the tracer) is
     a fixed cost, said apart (``startup_cpu_s``): over an 8 s run it alone is 5-20 % of a core.
     Between the same two reads: the ring buffer reader's share of the CPU (its threads apart from
-    the main one), and the tracer's context switches (voluntary: its waits; involuntary: taken
+    the main one), the kernel's share (system time), and the tracer's context switches (voluntary: its waits; involuntary: taken
     off a CPU). ``pairs``: see ``load``."""
     import psutil
 
@@ -199,7 +199,7 @@ def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT, pairs:
         int(per_second * seconds), per_second, traced=True, json_out=True, tree=tree, pairs=pairs
     )
     tracer = psutil.Process(proc.pid)
-    marks: dict[str, tuple[float, float, int, int]] = {}
+    marks: dict[str, tuple[float, float, int, int, float]] = {}
 
     def cpu_now(mark: str = "") -> float:
         try:
@@ -209,7 +209,7 @@ def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT, pairs:
                     x.user_time + x.system_time for x in tracer.threads() if x.id != proc.pid
                 )
                 ctx = tracer.num_ctx_switches()
-                marks[mark] = (t.user + t.system, others, ctx.voluntary, ctx.involuntary)
+                marks[mark] = (t.user + t.system, others, ctx.voluntary, ctx.involuntary, t.system)
             return t.user + t.system
         except psutil.Error:
             return float("nan")
@@ -275,6 +275,7 @@ def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT, pairs:
             a, b = marks["first"], marks["last"]
             out.update(
                 reader_thread_cpu_s=round(b[1] - a[1], 3),
+                system_cpu_s=round(b[4] - a[4], 3),
                 voluntary_switches_per_s=round((b[2] - a[2]) / span, 1),
                 involuntary_switches_per_s=round((b[3] - a[3]) / span, 1),
             )
