@@ -155,6 +155,8 @@ def test_to_json_written_out_is_the_encoders_text():
     assert unexpected.to_json() == json_safe(_ENCODE(unexpected.to_dict()))
     odd_optional = LedgerFinding("shared", 1, sock=7, cuda="x")  # type: ignore[arg-type]
     assert odd_optional.to_json() == json_safe(_ENCODE(odd_optional.to_dict()))
+    one_odd = FdsSent(1, 2, 3, "sendmsg", SocketEnd(5), [True], [odd], 1)  # type: ignore[list-item]
+    assert one_odd.to_json() == json_safe(_ENCODE(one_odd.to_dict()))
 
 
 def test_a_findings_json_carries_its_words_made_when_written_and_reads_back_to_its_facts():

@@ -100,6 +100,7 @@ def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
     for a terminal (``json_safe``)."""
     text = _text
     parts = [f'"v":{VERSION},"event":{text(cls.__name__)}'] if event else []
+    small_of: dict[str, type] = {}
     for f in fields(cls):
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
         x = f"s.{f.name}"
@@ -111,6 +112,14 @@ def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
             value = f"('true' if {x} is True else 'false' if {x} is False else _other({x}))"
         elif kind in ("list[int]", "list[str]"):
             value = f"_list({x})"
+        elif _small(kind.removesuffix(" | None")):
+            # a small dataclass of this module (a socket, a call): its own maker, looked up
+            name = kind.removesuffix(" | None")
+            none = f"'null' if {x} is None else " if kind.endswith(" | None") else ""
+            value = (
+                f"({none}_json_of({name}, False)({x}) if {x}.__class__ is {name} else _other({x}))"
+            )
+            small_of[name] = globals()[name]
         elif kind.endswith(" | None"):
             value = f"('null' if {x} is None else _other({x}))"
         else:
@@ -119,7 +128,8 @@ def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
     # the keys hold no brace, no backslash and no three quotes in a row: the literal text of a
     # triple-quoted f-string as it is; the expressions quote with '
     source = 'lambda s: f"""{{' + ",".join(parts) + '}}"""'
-    make = eval(source, {"_other": _other, "_text": text, "_list": _list})  # noqa: S307
+    scope = {"_other": _other, "_text": text, "_list": _list, "_json_of": _json_of, **small_of}
+    make = eval(source, scope)  # noqa: S307
     if not event:
         return make
     from vmmtui.words.names import json_safe
@@ -127,9 +137,21 @@ def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
     return lambda s: json_safe(make(s))
 
 
+def _small(name: str) -> bool:
+    """Whether ``name`` is a dataclass of this module (a field's type, as its annotation says)."""
+    found = globals().get(name)
+    return isinstance(found, type) and hasattr(found, "__dataclass_fields__")
+
+
 def _list(v: Any) -> str:
     """A list of ints or of strs as JSON (anything else through the encoder)."""
     if v.__class__ is list:
+        if len(v) == 1:  # most lists of a trace: one fd, one file
+            x = v[0]
+            if x.__class__ is int:
+                return f"[{x}]"
+            if x.__class__ is str:
+                return f"[{_text(x)}]"
         if all(x.__class__ is int for x in v):
             return f"[{','.join(map(str, v))}]"
         if all(x.__class__ is str for x in v):
