@@ -9,7 +9,7 @@ appended, in constant time per event. No Textual here.
 from __future__ import annotations
 
 from vmmtui.model.findings import GOOD
-from vmmtui.model.interest import Interest
+from vmmtui.model.ledger import Ledger
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
     Event,
@@ -51,8 +51,9 @@ class CallTimeline:
         self.pids: list[int] = [0]
         self.plan: list[tuple[str, str]] = []
         self.closing_from: int | None = None
-        #: which calls matter (the model's one rule: the panels' call rows and log lines too)
-        self.interest = Interest()
+        #: which calls matter: the ledger's fds of interest under the one rule
+        #: (``model.interest``), as for the panels' call rows and the log's lines
+        self.ledger = Ledger()
         #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
         #: (``trace -p``: their fds, their shares) is part of the frame it comes in
         self.ebpf = False
@@ -81,9 +82,9 @@ class CallTimeline:
     def _matters(self, e: Event) -> bool:
         if isinstance(e, TraceStarted):
             self.ebpf = e.mode == "ebpf"
-        if self.interest.see(e):  # a call that matters: the programs panel's rule too
-            return True
-        return isinstance(e, _POLL_FRAMES) and not self.ebpf
+        call = self.ledger.matters(e)  # asked of the state before ``e``
+        self.ledger.apply(e)
+        return call or (isinstance(e, _POLL_FRAMES) and not self.ebpf)
 
     def forget(self, k0: int) -> int:
         """Forget the frames before frame ``k0`` and the events that drew them: frame ``k0``

@@ -44,6 +44,7 @@ from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
+    from vmmtui.model.ledger import Ledger
     from vmmtui.view.kernel import KernelFact
 
 FINDING_STYLES = {
@@ -318,16 +319,15 @@ def _failed(e: Event) -> bool:
     return False
 
 
-def worth_a_line(e: Event, ledger) -> bool:
-    """Plain output and the view leave out closes and dups of fds that never held shared memory;
-    --json and --record keep every call. ``ledger`` is the state before ``e``."""
-    if isinstance(e, FdCloseCall):
-        if e.call == "close_range":
-            return any(p == e.pid and e.fd <= fd <= e.last for p, fd in ledger.holdings)
-        return (e.pid, e.fd) in ledger.holdings or (e.pid, e.fd) in ledger.pidfds
-    if isinstance(e, FdDuplicated):
-        return (e.pid, e.old) in ledger.holdings
-    return True
+def worth_a_line(e: Event, ledger: Ledger) -> bool:
+    """Plain output, as the view, leaves out closes and dups of fds of no interest (the ledger's
+    one rule: ``Ledger.matters``), and says the close of a pidfd too; --json and --record keep
+    every call. ``ledger`` is the state before ``e``."""
+    if not isinstance(e, TraceCall):
+        return True
+    if isinstance(e, FdCloseCall) and e.call != "close_range" and (e.pid, e.fd) in ledger.pidfds:
+        return True
+    return ledger.matters(e)
 
 
 @dataclass
