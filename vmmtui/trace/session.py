@@ -193,31 +193,40 @@ class TraceSession:
         return e
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        for e, _ in self.marked(on_batch):
+            yield e
+
+    def marked(self, on_batch: Callable[[], None] | None = None) -> Iterator[tuple[Event, bool]]:
+        """The stream, each event with whether it is a call that matters (the ledger's one rule,
+        asked just before the ledger folds it): the call timeline cuts its frames there, so it
+        folds no ledger of its own."""
         ledger = self.ledger
         for e in self.source.events(on_batch=on_batch):
             if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
-                yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
+                for f in [*ledger.finish(), *self.refs.finish()]:
+                    yield self._out(f), False
                 t = self.count()
                 self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
-                yield self._out(self.finished)
+                yield self._out(self.finished), False
                 continue
             if isinstance(e, ProcessUnreadable):
                 self.unreadable.add(e.pid)
                 self.polled.append(("unreadable", ""))
             elif isinstance(e, Leak):
                 self.polled.append((str(e.kind), ""))
-            yield self._out(e)
+            yield self._out(e), ledger.matters(e)
             for f in self.fold(e):
-                yield self._out(f)
+                yield self._out(f), False
             if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
                 for seen in seen_now(list(self.source.pids)):
-                    yield self._out(seen)
+                    yield self._out(seen), False
                     for f in self.fold(seen):
-                        yield self._out(f)
+                        yield self._out(f), False
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
+            for f in [*ledger.finish(), *self.refs.finish()]:
+                yield self._out(f), False
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True
