@@ -205,8 +205,8 @@ class TraceSession:
             if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
-                for f in [*ledger.finish(), *self.refs.finish()]:
-                    yield self._out(f), False
+                for end in [*ledger.finish(), *self.refs.finish()]:
+                    yield self._out(end), False
                 t = self.count()
                 self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
                 yield self._out(self.finished), False
@@ -225,8 +225,8 @@ class TraceSession:
                     for f in self.fold(seen):
                         yield self._out(f), False
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            for f in [*ledger.finish(), *self.refs.finish()]:
-                yield self._out(f), False
+            for end in [*ledger.finish(), *self.refs.finish()]:
+                yield self._out(end), False
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True

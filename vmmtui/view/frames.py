@@ -61,10 +61,11 @@ class FrameStates:
     def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
         """More events; ``calls``: which are calls that matter, where the trace session said
         (``TraceSession.marked``: a call timeline then folds no ledger of its own)."""
+        timeline: Any = self.timeline  # a call timeline takes the marks; a step timeline none
         if calls is None:
-            self.timeline.extend(events)
+            timeline.extend(events)
         else:
-            self.timeline.extend(events, calls)
+            timeline.extend(events, calls)
 
     def at(self, index: int) -> ScreenState:
         """The state after frame ``index`` (clamped to the frames there are)."""
