@@ -151,6 +151,22 @@ def test_a_dup_of_an_fd_of_no_interest_is_nothing_anywhere():
     assert CallTimeline(events).frames[-1].steps == v.calls_len == 2
 
 
+def test_a_dup2_onto_an_fd_of_interest_closes_it_everywhere():
+    """``dup2(log, 4)`` over a memfd's fd 4: the kernel closed the memfd's fd. The ledger and the
+    panel both let it go, and the call is a row, a frame and a line."""
+    events: list[Event] = [
+        TraceStarted("ebpf", [A]),
+        MemfdCreated(A, A, 1, "buf", 4, "f4"),
+        FdDuplicated(A, A, 2, "dup2", 3, 4, "flog"),
+    ]
+    session, v, said = _fold_both(events[:2])
+    assert worth_a_line(events[2], session.ledger)
+    session, v, said = _fold_both(events)
+    assert said == [] and not session.ledger.fds_of(A) and not v.proc(A).fds
+    assert not session.ledger.holders("f4")
+    assert CallTimeline(events).frames[-1].steps == v.calls_len == 2
+
+
 def test_polling_folds_to_the_same_fds():
     """Polling's fds (a memfd and a socket open at the first poll, one that arrived later, a
     kcmp share) and a process gone: the same fds in the ledger as on the panel."""

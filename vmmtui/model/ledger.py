@@ -393,9 +393,13 @@ class Ledger:
             self.pidfds[(e.pid, e.fd)] = e.target
 
     def _on_FdDuplicated(self, e: FdDuplicated, out: list) -> None:
-        """A copy of an fd of interest is one too; a dup of any other fd is nothing to hold."""
+        """A copy of an fd of interest is one too; a dup of any other fd is nothing to hold, and
+        one onto an fd of interest (``dup2``) closed that fd."""
         old = self.holdings.get((e.pid, e.old))
-        if e.fd < 0 or old is None:
+        if e.fd < 0:
+            return
+        if old is None:
+            self._close(e.pid, e.fd, e.ktime)
             return
         file = e.file or old.file
         self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call))
