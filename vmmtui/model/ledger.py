@@ -98,7 +98,9 @@ POLLED = "polled"
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
-    def __init__(self, window_ns: int = WINDOW_NS) -> None:
+    def __init__(self, window_ns: int = WINDOW_NS, keep: int | None = None) -> None:
+        """``keep``: how many closed holdings, transfers, findings… it keeps of each (None: the
+        newest ``kept.LIMIT``; 0 for a ledger asked only what is open, every one still counted)."""
         self.window_ns = window_ns
         #: the newest kernel timestamp folded (receives waiting for their send mature by it)
         self.clock = 0
@@ -106,7 +108,9 @@ class Ledger:
         self.holdings: dict[tuple[int, int], Holding] = {}
         #: the keys of ``holdings`` by process (``fds_of``, asked at every call)
         self._fds: dict[int, set[int]] = {}
-        self.history: Kept[Holding] = Kept()  # closed holdings, oldest first: the newest kept
+        self.history: Kept[Holding] = Kept(
+            limit=keep
+        )  # closed holdings, oldest first: the newest kept
         #: sends not yet received, by socket pair and file (``matching``): no finding by themselves
         self.in_flight: SendQueue[Pending] = SendQueue()
         #: receives folded before their send, by (receiving socket, file), in the order folded
@@ -118,16 +122,18 @@ class Ledger:
         #: sends that no traced process was seen receiving and the kernel never said were left
         #: queued (went to a process not traced): counted at the end, not a finding
         self.unreceived = 0
-        self.transfers: Kept[Transfer] = Kept(key=lambda t: t.how)  # all counted by how
+        self.transfers: Kept[Transfer] = Kept(limit=keep, key=lambda t: t.how)  # all counted by how
         self.pidfds: dict[tuple[int, int], int] = {}
         self.allocations: dict[tuple[int, int], Allocation] = {}
         self.imports: dict[tuple[int, int], tuple[Allocation | None, Import]] = {}
         self.mappings: dict[tuple[int, int], Mapping] = {}
         self.ipc: dict[str, IpcExport] = {}
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
-        self.refusals: Kept[CallRefused] = Kept()
-        self.findings: Kept[LedgerFinding] = Kept(key=kind_and_proof)  # ``by``: the one count
-        self.probes: Kept[CapabilityProbe] = Kept()  # calls that failed by design: no findings
+        self.refusals: Kept[CallRefused] = Kept(limit=keep)
+        self.findings: Kept[LedgerFinding] = Kept(limit=keep, key=kind_and_proof)  # ``by``: count
+        self.probes: Kept[CapabilityProbe] = Kept(
+            limit=keep
+        )  # calls that failed by design: no findings
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)

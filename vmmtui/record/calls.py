@@ -72,7 +72,7 @@ class CallTimeline:
         without it the timeline folds a ledger of its own over the events."""
         frames = self.frames
         if calls is None and self.ledger is None:
-            self.ledger = Ledger()
+            self.ledger = Ledger(keep=0)  # asked only which fds are open: keeps nothing closed
         for i, e in enumerate(events):
             self.events.append(e)
             if self._matters(e, calls[i] if calls is not None else None):
