@@ -83,6 +83,25 @@ async def test_a_pidfd_getfd_refused_across_uids_shows_cause_and_fix():
 
 
 @pytest.mark.asyncio
+async def test_a_kept_memfd_is_to_look_at_and_a_kept_socket_and_pipe_are_folded_facts():
+    """keeps_received: the receiver exits holding a socket, a pipe and a memfd. The verdicts
+    list the memfd with its fix; the socket and the pipe are one dim line of facts."""
+    app = app_of("keeps_received")
+    async with app.run_test(size=(160, 48)) as pilot:
+        v = programs(app, app.frames.last)
+        assert (v.bad_findings, v.quiet_findings) == (1, 2)
+        assert v.quiet_by == {"socket": 1, "pipe": 1}
+        text = await at(pilot, app, app.frames.last)
+        assert "3 shared/imported · 1 to look at" in text
+        assert "2 other received fds held until exit: 1 pipe, 1 socket" in text
+        assert re.search(r"⚠ fd-never-closed: pid \d+ fd 6 \(memfd\) held until exit", text)
+        assert "⚠ fd-closed-by-exit" not in text
+        # the timeline marks the one call with something to look at, named by it (] and [ go there)
+        marked = [f.label for f in app.frames.frames if f.failed]
+        assert len(marked) == 1 and marked[0].endswith("(fd-never-closed)"), marked
+
+
+@pytest.mark.asyncio
 async def test_a_thousand_shares_step_back_to_call_10_and_to_the_last():
     app = app_of("shares_1000")
     async with app.run_test(size=(160, 48)) as pilot:

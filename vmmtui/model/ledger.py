@@ -43,7 +43,7 @@ from vmmtui.model.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.model.findings import Memory, Proof, kind_and_proof
+from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, carries_memory, counted_as
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
@@ -130,10 +130,9 @@ class Ledger:
         self.ipc: dict[str, IpcExport] = {}
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
         self.refusals: Kept[CallRefused] = Kept(limit=keep)
-        self.findings: Kept[LedgerFinding] = Kept(limit=keep, key=kind_and_proof)  # ``by``: count
-        self.probes: Kept[CapabilityProbe] = Kept(
-            limit=keep
-        )  # calls that failed by design: no findings
+        self.findings: Kept[LedgerFinding] = Kept(limit=keep, key=counted_as)  # ``by``: the count
+        #: calls that failed by design: no findings
+        self.probes: Kept[CapabilityProbe] = Kept(limit=keep)
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
@@ -201,18 +200,19 @@ class Ledger:
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
 
-    def file_kind(self, file: str) -> str:
-        """What the open file is, as far as the trace saw it made: ``gpu`` (a driver export),
-        ``memfd``, or "" (made before the trace or by a call not traced: a socket, a file)."""
+    def file_kind(self, file: str, said: str = "") -> str:
+        """What the open file is: ``gpu`` (a driver export) or ``memfd`` as the trace saw it
+        made; else what the kernel said it was at a send (``said``: ``socket``, ``pipe``,
+        ``memfd``, ``gpu``…); "" where neither was seen."""
         if not file:
-            return ""
+            return said
         if self.allocation_of_file(file) is not None or self.pool_of_file(file) is not None:
             return "gpu"
         if file in self.memfd_names:
             return "memfd"
         if any(h.file == file and h.how == "exported" for h in self.holdings.values()):
             return "gpu"
-        return ""
+        return said
 
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
@@ -340,7 +340,7 @@ class Ledger:
         polling's to judge, not the ledger's."""
         if (e.pid, e.fd) in self.holdings:
             return
-        memory = e.kind in ("memfd", "shm", "gpu", "dmabuf")
+        memory = e.kind in MEMORY_FILES
         how = "present" if e.how == Arrival.PRESENT and memory else POLLED
         self._hold(Holding(e.pid, e.fd, "", how, 0))
 
@@ -383,7 +383,11 @@ class Ledger:
         # the child inherits every fd: its copies name the same files
         for (pid, fd), h in list(self.holdings.items()):
             if pid == e.pid:
-                self._hold(Holding(e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork"))
+                self._hold(
+                    Holding(
+                        e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork", kind=h.kind
+                    )
+                )
 
     def _on_ProcessExec(self, e: ProcessExec, out: list) -> None:
         p = self._proc(e.pid)
@@ -408,7 +412,8 @@ class Ledger:
             self._close(e.pid, e.fd, e.ktime)
             return
         file = e.file or old.file
-        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call))
+        kind = old.kind if old.file == file else ""
+        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call, kind=kind))
 
     def _on_FdCloseCall(self, e: FdCloseCall, out: list) -> None:
         if e.result < 0:
@@ -423,14 +428,18 @@ class Ledger:
             return
         if e.fds_not_read:
             self.fds_not_read["sent"] += e.fds_not_read
-        for fd, file in zip(e.fds, e.files, strict=False):
+        kinds = e.kinds + [""] * (len(e.fds) - len(e.kinds))
+        for fd, file, said in zip(e.fds, e.files, kinds, strict=False):
             held = self.holdings.get((e.pid, fd))
             if held is not None and held.file.startswith("kcmp:"):
                 self._rename(held.file, file)  # a file shared before the trace, now named
             elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
             elif held is None:  # an fd the trace did not see made: the sender holds it still
-                self._hold(Holding(e.pid, fd, file, "sent", e.ktime, via=e.call, sock=e.sock))
+                sent = Holding(e.pid, fd, file, "sent", e.ktime, via=e.call, sock=e.sock, kind=said)
+                self._hold(sent)
+            if held is not None and said:
+                held.kind = said
             key = (destination(e.sock), file)
             waiting = self.early.get(key)
             if waiting:  # its receive was folded first (it ended on another CPU)
@@ -441,11 +450,12 @@ class Ledger:
                 held = self.holdings.get((r.pid, r.fd))
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
+                    held.kind = held.kind or said
                 self._matched(
-                    Pending(e.pid, fd, e.ktime, e.sock), r.pid, r.fd, file, r.at, r.sock, out
+                    Pending(e.pid, fd, e.ktime, e.sock, said), r.pid, r.fd, file, r.at, r.sock, out
                 )
                 continue
-            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, e.sock))
+            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, e.sock, said))
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
@@ -502,7 +512,18 @@ class Ledger:
                 self._early_order.append(r)
                 continue
             self._hold(
-                Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, SCM, sock=e.sock)
+                Holding(
+                    e.pid,
+                    fd,
+                    file,
+                    "received",
+                    e.ktime,
+                    sent.pid,
+                    sent.fd,
+                    SCM,
+                    sock=e.sock,
+                    kind=sent.kind,
+                )
             )
             self._matched(sent, e.pid, fd, file, e.ktime, e.sock, out)
 
@@ -537,8 +558,20 @@ class Ledger:
         if src is not None and not src.file and file:
             self._learn_file(target, e.target_fd, file)
         via = "pidfd_getfd"
+        kind = src.kind if src is not None and src.file == file else ""
         self._hold(
-            Holding(e.pid, e.fd, file, "taken", e.ktime, target, e.target_fd, via, pidfd=e.pidfd)
+            Holding(
+                e.pid,
+                e.fd,
+                file,
+                "taken",
+                e.ktime,
+                target,
+                e.target_fd,
+                via,
+                pidfd=e.pidfd,
+                kind=kind,
+            )
         )
         self.transfers.append(
             Transfer(file, via, target, e.target_fd, e.pid, e.fd, e.ktime, e.ktime, pidfd=e.pidfd)
@@ -744,11 +777,12 @@ class Ledger:
             if pid != e.pid:
                 continue
             if h.how in ("received", "taken"):
+                kind = self.file_kind(h.file, h.kind)
                 self._leak(
                     out,
                     h.since,
                     LedgerFinding(
-                        "fd-never-closed",
+                        "fd-never-closed" if carries_memory(kind) else "fd-closed-by-exit",
                         e.pid,
                         e.ktime,
                         peer=h.source_pid,
@@ -759,7 +793,7 @@ class Ledger:
                         via=h.via,
                         sock=h.sock,
                         pidfd=h.pidfd,
-                        name=self.file_kind(h.file),
+                        name=kind,
                     ),
                 )
             self._close(pid, fd, e.ktime)

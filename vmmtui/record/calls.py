@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vmmtui.model.findings import GOOD
+from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.ledger import Ledger
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
@@ -82,7 +82,7 @@ class CallTimeline:
                 self.pids.append(pid)
             else:
                 frames[-1].end = len(self.events)
-                bad = (isinstance(e, LedgerFinding) and e.kind not in GOOD) or isinstance(e, Leak)
+                bad = isinstance(e, LedgerFinding | Leak) and weigh(e) is Weight.PROBLEM
                 if bad and not frames[-1].failed:
                     frames[-1].failed = True
                     frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"

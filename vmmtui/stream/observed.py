@@ -392,8 +392,12 @@ class TraceFinished(TraceEvent):
     findings: int = 0
     #: ``ebpf``: ``events`` counts the calls seen; ``polling``: the events the polls gave
     mode: str = "ebpf"
-    #: of the findings, the ones to look at (not a share or an import)
+    #: of the findings, the ones to look at (not a share, an import or a quiet fact)
     problems: int = 0
+    #: of the findings, the quiet facts (``model.findings.QUIET``: a received socket or pipe
+    #: held until exit), and how many by the kind of file
+    quiet: int = 0
+    quiet_by: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

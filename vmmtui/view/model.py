@@ -622,7 +622,8 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
         return _log(state, entry, steps=v.calls_len)
     entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0)
     if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
-        found = Found(v.findings_len - v.bad_findings, v.bad_findings)
+        bad, quiet = v.bad_findings, v.quiet_findings
+        found = Found(v.findings_len - bad - quiet, bad)
         state = evolve(state, status={**state.status, "findings": found})
     return _log(state, entry, steps=v.calls_len)
 

@@ -193,15 +193,17 @@ class VerdictsPanel(_Sized):
         return say.verification(self.result)
 
     def _newest_bad(self, v: ProgramsView, most: int) -> list[FindingView]:
-        """The newest ``most`` findings that are not good news, oldest first. Where they are in
+        """The newest ``most`` findings to look at (not good news, not a quiet fact), oldest first. Where they are in
         the book of findings is noted as it grows (a book only grows; a state off its tip has a
         book of its own), so a repaint looks at the findings that came since, not at all."""
+        from vmmtui.model.findings import Weight  # with the first trace: not the demo's frame
+
         book = v.findings
         if book is not self._bad_of:
             self._bad_of, self._bad_at, self._bad_seen = book, [], 0
         entries, base = book.entries, book.base  # a long trace forgets the oldest (``base``)
         for k in range(max(self._bad_seen, base), base + len(entries)):
-            if not entries[k - base][1].good:
+            if entries[k - base][1].weight is Weight.PROBLEM:
                 self._bad_at.append(k)
         self._bad_seen = base + len(entries)
         upto = bisect_left(self._bad_at, v.findings_len)
@@ -211,9 +213,10 @@ class VerdictsPanel(_Sized):
         from vmmtui.model.findings import Tally
         from vmmtui.trace.words import proven_words, roads_words
         from vmmtui.tui.widgets.programs import _join, _line
+        from vmmtui.words.findings import quiet_words
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
-        good = v.findings_len - nbad
+        good = v.findings_len - nbad - v.quiet_findings
         head: list[Text] = [
             _line(
                 ("✓ ", "green"),
@@ -221,6 +224,8 @@ class VerdictsPanel(_Sized):
                 (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
             )
         ]
+        if v.quiet_findings:  # facts, folded into one dim line (the log has each)
+            head.append(_line(("  ", ""), (quiet_words(v.quiet_findings, v.quiet_by), "dim")))
         if v.roads:  # a line of its own: the count above keeps its place at 80 columns
             head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
