@@ -494,6 +494,8 @@ class Ledger:
         self._link_export(pid, fd, file)
 
     def _link_export(self, pid: int, fd: int, file: str) -> None:
+        if not self.allocations and not self.pools:
+            return  # no driver export to link (a trace of fds alone: every fd held comes here)
         exporters: list[Allocation | Pool] = [*self.allocations.values(), *self.pools.values()]
         for a in exporters:
             a.exported = [
@@ -534,7 +536,7 @@ class Ledger:
             Transfer(file, SCM, sent.pid, sent.fd, pid, fd, sent.at, at, sock=sock)
         )
         out.append(
-            LedgerFinding(
+            LedgerFinding.of(
                 "shared",
                 pid,
                 at,

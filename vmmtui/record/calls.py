@@ -32,6 +32,7 @@ from vmmtui.stream.observed import (
     MemfdCreated,
     ProcessExit,
     ProcessForked,
+    TraceCall,
     TraceStarted,
     base_name,
 )
@@ -64,6 +65,9 @@ class CallTimeline:
         self.dropped = 0
         #: the events they drew (before ``events[0]``)
         self.events_dropped = 0
+        #: the calls traced that are no frame (a close or a dup of an fd of no interest), by call
+        #: name: with the frames, every call the tracer counted (its closing line's "N calls")
+        self.unframed: dict[str, int] = {}
         self.extend(events or [], calls)
 
     def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
@@ -82,6 +86,9 @@ class CallTimeline:
                 self.pids.append(pid)
             else:
                 frames[-1].end = len(self.events)
+                if isinstance(e, TraceCall):
+                    name = getattr(e, "call", "") or type(e).__name__
+                    self.unframed[name] = self.unframed.get(name, 0) + 1
                 bad = isinstance(e, LedgerFinding | Leak) and weigh(e) is Weight.PROBLEM
                 if bad and not frames[-1].failed:
                     frames[-1].failed = True

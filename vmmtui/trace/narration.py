@@ -486,6 +486,11 @@ def kernel_step_line(facts: Sequence[KernelFact]) -> Text | None:
     return text
 
 
+def kernel_line_left_out(step: int) -> str:
+    """The teaching panel's border where the kernel's line of ``step`` had no row: where it is."""
+    return f"+ kernel's record of step {step} (in the event log)"
+
+
 def kernel_step_facts(facts: Sequence[KernelFact]) -> list[KernelFact]:
     """The facts a step's line shows, the most telling first: a send whose struct file arrived
     in the same step is told by its receive."""

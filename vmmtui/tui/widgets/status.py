@@ -17,9 +17,10 @@ class StatusLine(Static):
         super().__init__(**kw)
         self._key: tuple = ()
 
-    def show(self, state: ScreenState, where: str = "", queued: int = 0) -> None:
+    def show(self, state: ScreenState, where: str = "", queued: int = 0, aside: str = "") -> None:
+        """``aside`` comes last (cut first where the line is short): what the frames leave out."""
         parts = " · ".join(v for v in status_words(state.status).values() if v)
-        key = (parts, state.start_error, where, queued)
+        key = (parts, state.start_error, where, queued, aside)
         if key == self._key:
             return
         self._key = key
@@ -33,4 +34,7 @@ class StatusLine(Static):
             if parts:
                 text.append(" · ")
         text.append(parts or ("" if where else IDLE), "bold red" if state.start_error else "bold")
+        if aside:
+            text.append(" · " if text.plain else "")
+            text.append(aside)
         self.update(text)
