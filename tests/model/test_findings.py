@@ -11,6 +11,7 @@ from vmmtui.trace.narration import call_words
 from vmmtui.trace.words import end_words, proven_words
 from vmmtui.view.programs import ProgramsView, fold_program_event
 from vmmtui.words.findings import finding_words as said
+from vmmtui.words.status import status_words
 
 A, B = 1000, 2000
 IPC = "ab" * 64
@@ -107,7 +108,7 @@ def test_the_status_counts_polling_leaks_as_the_verdicts_do():
         ],
         ScreenState.for_programs(),
     )
-    assert state.status["findings"] == "0 shared/imported · 1 to look at"
+    assert status_words(state.status)["findings"] == "0 shared/imported · 1 to look at"
     assert state.programs is not None and state.programs.bad_findings == 1
 
 

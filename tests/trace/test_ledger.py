@@ -252,7 +252,7 @@ def test_close_range_closes_every_fd_in_it():
         ]
     )
     assert [k for k, _ in kinds(found)] == ["shared", "shared"]
-    assert not ledger.holders("f1")
+    assert [(h.pid, h.how) for h in ledger.holders("f1")] == [(A, "sent")]  # never closed its own
 
 
 def cuda(pid, t, func, **kw):

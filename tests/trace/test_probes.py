@@ -16,6 +16,7 @@ from vmmtui.trace.narration import lines
 from vmmtui.view.frames import FrameStates
 from vmmtui.view.model import ScreenState
 from vmmtui.words.log import log_text
+from vmmtui.words.status import status_words
 
 FABRIC, POSIX = 8, 1
 
@@ -68,7 +69,7 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     states = FrameStates(CallTimeline(rec.events), ScreenState.for_programs())
     last = states.at(states.last)
     assert last.programs is not None and last.programs.bad_findings == 0
-    assert "0 to look at" in last.status.get("findings", "0 to look at"), last.status
+    assert "0 to look at" in status_words(last.status).get("findings", "0 to look at"), last.status
     again = read(find("h100-trace-torch-expandable")).events  # its findings found again
     assert [e for e in again if isinstance(e, CapabilityProbe)] == probes
     [end] = [e for e in again if isinstance(e, TraceFinished)]

@@ -10,6 +10,7 @@ from vmmtui.record import Timeline, gallery
 from vmmtui.stream.events import FdRow, FdSnapshot, StepStarted, WorkerExited
 from vmmtui.view import FrameStates, ScreenState, fold, fold_one
 from vmmtui.words.log import log_text
+from vmmtui.words.status import status_words
 
 PLAN = build_plan()
 
@@ -34,7 +35,7 @@ def test_fold_of_a_whole_session_has_every_part():
     assert state.steps == len(PLAN)
     producer = state.panel("producer")
     assert producer.results["cleanup"][0] and producer.state_text == "exited: code 0"
-    assert "verified" in state.wire.ack and SAME in state.status["kcmp"]
+    assert "verified" in state.wire.ack and SAME in status_words(state.status)["kcmp"]
     assert state.log_len == len(state.log_lines()) > len(PLAN)
     assert log_text(state.log_lines()[-1]).plain.startswith("Closed cleanly")
 

@@ -28,8 +28,10 @@ from vmmtui.stream.events import (
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.view import FrameStates, ScreenState, fold
 from vmmtui.view.frames import EVERY
+from vmmtui.view.model import Found
 from vmmtui.words.findings import words_of
 from vmmtui.words.log import log_text
+from vmmtui.words.status import status_words
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
 
@@ -79,7 +81,8 @@ def test_a_refused_pidfd_getfd_is_a_verdict_with_cause_and_fix():
     [f] = v.finding_list()
     assert f.kind == "refused" and "pidfd_getfd refused (EPERM)" in words_of(f.of).what
     assert "uid 65534" in words_of(f.of).detail and "CAP_SYS_PTRACE" in words_of(f.of).fix
-    assert state.status["findings"] == "0 shared/imported · 1 to look at"
+    assert state.status["findings"] == Found(0, 1)  # a fact; words.status words it
+    assert status_words(state.status)["findings"] == "0 shared/imported · 1 to look at"
     child = v.procs[f.pid]
     assert [c.name for c in v.calls_of(child.pid)][-2:] == ["pidfd_getfd", "exit"]
     assert v.calls_of(child.pid)[-2].failed

@@ -20,7 +20,8 @@ class Holding:
     fd: int
     file: str
     #: created (memfd_create) | exported (cuMemExportToShareableHandle) | received (SCM_RIGHTS)
-    #: | taken (pidfd_getfd) | dup
+    #: | taken (pidfd_getfd) | dup | inherited (fork) | sent (an fd first seen sent) | present
+    #: (memory open before the trace) | polled (any other fd polling saw)
     how: str
     since: int
     source_pid: int = 0

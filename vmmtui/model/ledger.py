@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
@@ -44,12 +45,21 @@ from vmmtui.model.entries import (
 )
 from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, carries_memory, counted_as
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
+from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
 from vmmtui.model.probes import FABRIC, probe_of
 from vmmtui.model.probes import Context as ProbeContext
 from vmmtui.model.unreceived import dropped
-from vmmtui.stream.events import Arrival, Event, FdClosed, FdOpened, ProcessSeen, SharedFile
+from vmmtui.stream.events import (
+    Arrival,
+    Event,
+    FdClosed,
+    FdOpened,
+    ProcessGone,
+    ProcessSeen,
+    SharedFile,
+)
 from vmmtui.stream.observed import (
     CallRefused,
     CapabilityProbe,
@@ -68,6 +78,7 @@ from vmmtui.stream.observed import (
     ProcessForked,
     QueuedAtRelease,
     SocketEnd,
+    TraceCall,
     TraceLost,
     TraceStarted,
     base_name,
@@ -79,18 +90,27 @@ CUDA_SUCCESS = 0
 WINDOW_NS = 150_000_000
 #: how a received fd came
 SCM = "SCM_RIGHTS"
+#: how an fd polling saw is held when it is no memory open before the trace (a socket, a device)
+#: or came after the first poll: the ledger keeps it (an fd of interest), polling judges it
+POLLED = "polled"
 
 
 class Ledger:
     """Fold trace events (live or recorded) into who holds what; ``apply`` returns findings."""
 
-    def __init__(self, window_ns: int = WINDOW_NS) -> None:
+    def __init__(self, window_ns: int = WINDOW_NS, keep: int | None = None) -> None:
+        """``keep``: how many closed holdings, transfers, findings… it keeps of each (None: the
+        newest ``kept.LIMIT``; 0 for a ledger asked only what is open, every one still counted)."""
         self.window_ns = window_ns
         #: the newest kernel timestamp folded (receives waiting for their send mature by it)
         self.clock = 0
         self.procs: dict[int, ProcRecord] = {}
         self.holdings: dict[tuple[int, int], Holding] = {}
-        self.history: Kept[Holding] = Kept()  # closed holdings, oldest first: the newest kept
+        #: the keys of ``holdings`` by process (``fds_of``, asked at every call)
+        self._fds: dict[int, set[int]] = {}
+        self.history: Kept[Holding] = Kept(
+            limit=keep
+        )  # closed holdings, oldest first: the newest kept
         #: sends not yet received, by socket pair and file (``matching``): no finding by themselves
         self.in_flight: SendQueue[Pending] = SendQueue()
         #: receives folded before their send, by (receiving socket, file), in the order folded
@@ -102,16 +122,17 @@ class Ledger:
         #: sends that no traced process was seen receiving and the kernel never said were left
         #: queued (went to a process not traced): counted at the end, not a finding
         self.unreceived = 0
-        self.transfers: Kept[Transfer] = Kept(key=lambda t: t.how)  # all counted by how
+        self.transfers: Kept[Transfer] = Kept(limit=keep, key=lambda t: t.how)  # all counted by how
         self.pidfds: dict[tuple[int, int], int] = {}
         self.allocations: dict[tuple[int, int], Allocation] = {}
         self.imports: dict[tuple[int, int], tuple[Allocation | None, Import]] = {}
         self.mappings: dict[tuple[int, int], Mapping] = {}
         self.ipc: dict[str, IpcExport] = {}
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
-        self.refusals: Kept[CallRefused] = Kept()
-        self.findings: Kept[LedgerFinding] = Kept(key=counted_as)  # ``by``: the one count
-        self.probes: Kept[CapabilityProbe] = Kept()  # calls that failed by design: no findings
+        self.refusals: Kept[CallRefused] = Kept(limit=keep)
+        self.findings: Kept[LedgerFinding] = Kept(limit=keep, key=counted_as)  # ``by``: the count
+        #: calls that failed by design: no findings
+        self.probes: Kept[CapabilityProbe] = Kept(limit=keep)
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
         #: the name the ledger gives them (``kcmp:…`` until a call shows the kernel's ``file``)
@@ -128,6 +149,16 @@ class Ledger:
         ] = {}
 
     # -- queries -------------------------------------------------------------------------------
+    def fds_of(self, pid: int) -> AbstractSet[int]:
+        """``pid``'s fds of interest now: those a call made, received, took, exported, sent or
+        duplicated from one of them, and those polling (or a trace's frame 0) saw open."""
+        return self._fds.get(pid) or frozenset()
+
+    def matters(self, e: Event) -> bool:
+        """Whether ``e`` (before it is folded) is a call that matters (``model.interest``): the
+        timeline's frames, the panels' call rows and the log's lines count these."""
+        return isinstance(e, TraceCall) and matters(self.fds_of(e.pid), e)
+
     def holders(self, file: str) -> list[Holding]:
         """Who pins this open file now (open fds naming it)."""
         return [h for h in self.holdings.values() if h.file == file]
@@ -278,6 +309,7 @@ class Ledger:
             old.closed_at = h.since
             self.history.append(old)
         self.holdings[(h.pid, h.fd)] = h
+        self._fds.setdefault(h.pid, set()).add(h.fd)
         self._proc(h.pid)
         if h.file:  # a driver export whose fd the kernel named first (memfd inside the call)
             self._link_export(h.pid, h.fd, h.file)
@@ -287,6 +319,10 @@ class Ledger:
         if h is not None:
             h.closed_at = at
             self.history.append(h)
+            held = self._fds[pid]
+            held.discard(fd)
+            if not held:
+                del self._fds[pid]
         return h
 
     def _on_TraceStarted(self, e: TraceStarted, out: list) -> None:
@@ -299,24 +335,36 @@ class Ledger:
         p.ppid, p.comm = p.ppid or e.ppid, p.comm or e.name
 
     def _on_FdOpened(self, e: FdOpened, out: list) -> None:
-        """An fd already open when first read (``present``): held since before the trace. Later
-        polled opens are polling's to judge (its leaks), not the ledger's."""
+        """Memory already open when first read (``present``): held since before the trace. Any
+        other fd polling saw is held as ``polled``: an fd of interest, whose opens and leaks are
+        polling's to judge, not the ledger's."""
+        if (e.pid, e.fd) in self.holdings:
+            return
         memory = e.kind in MEMORY_FILES
-        if e.how == Arrival.PRESENT and memory and (e.pid, e.fd) not in self.holdings:
-            self._hold(Holding(e.pid, e.fd, "", "present", 0))
+        how = "present" if e.how == Arrival.PRESENT and memory else POLLED
+        self._hold(Holding(e.pid, e.fd, "", how, 0))
 
     def _on_FdClosed(self, e: FdClosed, out: list) -> None:
-        h = self.holdings.get((e.pid, e.fd))
-        if h is not None and h.how == "present":
-            self._close(e.pid, e.fd, 0)
+        self._close(e.pid, e.fd, 0)
+
+    def _on_ProcessGone(self, e: ProcessGone, out: list) -> None:
+        """Polling found the process gone: its fds went with it (what it leaked is polling's)."""
+        self._proc(e.pid).alive = False
+        for key in [k for k in self.holdings if k[0] == e.pid]:
+            self._close(*key, 0)
 
     def _on_SharedFile(self, e: SharedFile, out: list) -> None:
         """One open file description held by several processes (kcmp): a share of memory (a
         memfd, a /dev/shm file, a dma-buf) is a ``shared`` finding proven by kcmp, once per
         holder; their ``present`` fds get one name, so an exit can tell who still holds what the
         dead one shared."""
-        if e.same_description is not True or len({h.pid for h in e.holders}) < 2:
-            return
+        if e.same_description is True and len({h.pid for h in e.holders}) >= 2:
+            self._name_shared(e, out)
+        for h in e.holders:  # each holder's fd is of interest from now (polling read it open)
+            if (h.pid, h.fd) not in self.holdings:
+                self._hold(Holding(h.pid, h.fd, "", POLLED, 0))
+
+    def _name_shared(self, e: SharedFile, out: list) -> None:
         first = e.holders[0]
         held = [self.holdings.get((h.pid, h.fd)) for h in e.holders]
         present = [h for h in held if h is not None and h.how == "present"]
@@ -355,22 +403,25 @@ class Ledger:
             self.pidfds[(e.pid, e.fd)] = e.target
 
     def _on_FdDuplicated(self, e: FdDuplicated, out: list) -> None:
+        """A copy of an fd of interest is one too; a dup of any other fd is nothing to hold, and
+        one onto an fd of interest (``dup2``) closed that fd."""
+        old = self.holdings.get((e.pid, e.old))
         if e.fd < 0:
             return
-        old = self.holdings.get((e.pid, e.old))
-        file = e.file or (old.file if old else "")
-        kind = old.kind if old is not None and old.file == file else ""
+        if old is None:
+            self._close(e.pid, e.fd, e.ktime)
+            return
+        file = e.file or old.file
+        kind = old.kind if old.file == file else ""
         self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call, kind=kind))
 
     def _on_FdCloseCall(self, e: FdCloseCall, out: list) -> None:
         if e.result < 0:
             return
-        if e.last < 0:
-            self._close(e.pid, e.fd, e.ktime)
+        if e.call != "close_range":
             self.pidfds.pop((e.pid, e.fd), None)
-            return
-        for pid, fd in [k for k in self.holdings if k[0] == e.pid and e.fd <= k[1] <= e.last]:
-            self._close(pid, fd, e.ktime)
+        for fd in closed_by(self.fds_of(e.pid), e):  # the one rule of what a close names
+            self._close(e.pid, fd, e.ktime)
 
     def _on_FdsSent(self, e: FdsSent, out: list) -> None:
         if e.result < 0:
@@ -384,6 +435,9 @@ class Ledger:
                 self._rename(held.file, file)  # a file shared before the trace, now named
             elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
+            elif held is None:  # an fd the trace did not see made: the sender holds it still
+                sent = Holding(e.pid, fd, file, "sent", e.ktime, via=e.call, sock=e.sock, kind=said)
+                self._hold(sent)
             if held is not None and said:
                 held.kind = said
             key = (destination(e.sock), file)

@@ -8,8 +8,10 @@ appended, in constant time per event. No Textual here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from vmmtui.model.findings import Weight, weigh
-from vmmtui.model.interest import Interest
+from vmmtui.model.ledger import Ledger
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
     Event,
@@ -45,15 +47,17 @@ class CallTimeline:
 
     unit = "call"
 
-    def __init__(self, events: list[Event] | None = None):
+    def __init__(self, events: list[Event] | None = None, calls: Sequence[bool] | None = None):
         self.events: list[Event] = []
         self.frames: list[Frame] = [Frame(0, 0, "start", None)]
         #: the pid of each frame's call (0: the start, or a polling change of no one process)
         self.pids: list[int] = [0]
         self.plan: list[tuple[str, str]] = []
         self.closing_from: int | None = None
-        #: which calls matter (the model's one rule: the panels' call rows and log lines too)
-        self.interest = Interest()
+        #: which calls matter, where the trace session does not say (``TraceSession.marked``):
+        #: the ledger's fds of interest under the one rule (``model.interest``), as for the
+        #: panels' call rows and the log's lines; made at the first events that come unmarked
+        self.ledger: Ledger | None = None
         #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
         #: (``trace -p``: their fds, their shares) is part of the frame it comes in
         self.ebpf = False
@@ -64,13 +68,18 @@ class CallTimeline:
         #: the calls traced that are no frame (a close or a dup of an fd of no interest), by call
         #: name: with the frames, every call the tracer counted (its closing line's "N calls")
         self.unframed: dict[str, int] = {}
-        self.extend(events or [])
+        self.extend(events or [], calls)
 
-    def extend(self, events: list[Event]) -> None:
+    def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
+        """Cut frames over ``events``; ``calls``: for each, whether it is a call that matters,
+        as the trace session's ledger said (``TraceSession.marked``). Give it always or never:
+        without it the timeline folds a ledger of its own over the events."""
         frames = self.frames
-        for e in events:
+        if calls is None and self.ledger is None:
+            self.ledger = Ledger(keep=0)  # asked only which fds are open: keeps nothing closed
+        for i, e in enumerate(events):
             self.events.append(e)
-            if self._matters(e):
+            if self._matters(e, calls[i] if calls is not None else None):
                 k = self.dropped + len(frames)
                 pid = getattr(e, "pid", 0) or 0
                 frames.append(Frame(len(self.events), k, f"call {k}: {_what(e)}", None))
@@ -85,12 +94,13 @@ class CallTimeline:
                     frames[-1].failed = True
                     frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"
 
-    def _matters(self, e: Event) -> bool:
+    def _matters(self, e: Event, call: bool | None) -> bool:
         if isinstance(e, TraceStarted):
             self.ebpf = e.mode == "ebpf"
-        if self.interest.see(e):  # a call that matters: the programs panel's rule too
-            return True
-        return isinstance(e, _POLL_FRAMES) and not self.ebpf
+        if call is None and self.ledger is not None:
+            call = self.ledger.matters(e)  # asked of the state before ``e``
+            self.ledger.apply(e)
+        return bool(call) or (isinstance(e, _POLL_FRAMES) and not self.ebpf)
 
     def forget(self, k0: int) -> int:
         """Forget the frames before frame ``k0`` and the events that drew them: frame ``k0``
@@ -151,9 +161,10 @@ def _what(e: Event) -> str:
 def trace_timeline(events: list[Event]) -> CallTimeline:
     """A trace recording's frames, its findings found again by the trace session (as the live
     trace found them, in today's words): the replay, its page and ``--step`` count these."""
-    from vmmtui.trace.session import refold
+    from vmmtui.trace.session import TraceSession
 
-    return CallTimeline(refold(events))
+    marked = list(TraceSession.replay(events).marked())
+    return CallTimeline([e for e, _ in marked], [call for _, call in marked])
 
 
 def is_trace(events: list[Event]) -> bool:

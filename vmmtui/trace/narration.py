@@ -45,6 +45,7 @@ from vmmtui.words.names import shown
 from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
+    from vmmtui.model.ledger import Ledger
     from vmmtui.view.kernel import KernelFact
 
 FINDING_STYLES = {
@@ -330,19 +331,18 @@ def _weighed(problems: int, quiet: int, quiet_by: dict[str, int]) -> str:
     return f" ({'; '.join(said)})" if said else ""
 
 
-def worth_a_line(e: Event, ledger) -> bool:
-    """Plain output and the view leave out closes and dups of fds that never held shared memory,
-    and the quiet facts (counted on the end line); --json and --record keep every call and
-    finding. ``ledger`` is the state before ``e``."""
+def worth_a_line(e: Event, ledger: Ledger) -> bool:
+    """Plain output, as the view, leaves out closes and dups of fds of no interest (the ledger's
+    one rule: ``Ledger.matters``) and the quiet facts (counted on the end line), and says the
+    close of a pidfd too; --json and --record keep every call and finding. ``ledger`` is the
+    state before ``e``."""
     if isinstance(e, LedgerFinding):
         return weigh(e) is not Weight.QUIET
-    if isinstance(e, FdCloseCall):
-        if e.call == "close_range":
-            return any(p == e.pid and e.fd <= fd <= e.last for p, fd in ledger.holdings)
-        return (e.pid, e.fd) in ledger.holdings or (e.pid, e.fd) in ledger.pidfds
-    if isinstance(e, FdDuplicated):
-        return (e.pid, e.old) in ledger.holdings
-    return True
+    if not isinstance(e, TraceCall):
+        return True
+    if isinstance(e, FdCloseCall) and e.call != "close_range" and (e.pid, e.fd) in ledger.pidfds:
+        return True
+    return ledger.matters(e)
 
 
 @dataclass

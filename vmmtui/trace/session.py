@@ -193,33 +193,42 @@ class TraceSession:
         return e
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
+        for e, _ in self.marked(on_batch):
+            yield e
+
+    def marked(self, on_batch: Callable[[], None] | None = None) -> Iterator[tuple[Event, bool]]:
+        """The stream, each event with whether it is a call that matters (the ledger's one rule,
+        asked just before the ledger folds it): the call timeline cuts its frames there, so it
+        folds no ledger of its own."""
         ledger = self.ledger
         for e in self.source.events(on_batch=on_batch):
             if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
-                yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
+                for end in [*ledger.finish(), *self.refs.finish()]:
+                    yield self._out(end), False
                 t = self.count()
                 self.finished = dataclasses.replace(
                     e, findings=t.total, problems=t.bad, quiet=t.quiet, quiet_by=t.quiet_by
                 )
-                yield self._out(self.finished)
+                yield self._out(self.finished), False
                 continue
             if isinstance(e, ProcessUnreadable):
                 self.unreadable.add(e.pid)
                 self.polled.append(Counted("unreadable"))
             elif isinstance(e, Leak):
                 self.polled.append(counted_as(e))
-            yield self._out(e)
+            yield self._out(e), ledger.matters(e)
             for f in self.fold(e):
-                yield self._out(f)
+                yield self._out(f), False
             if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
                 for seen in seen_now(list(self.source.pids)):
-                    yield self._out(seen)
+                    yield self._out(seen), False
                     for f in self.fold(seen):
-                        yield self._out(f)
+                        yield self._out(f), False
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
+            for end in [*ledger.finish(), *self.refs.finish()]:
+                yield self._out(end), False
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True

@@ -48,9 +48,11 @@ BEHIND_FOLDS = 5
 
 @dataclass
 class TraceEvents(Message):
-    """Events of the trace, in order (tracer thread → app)."""
+    """Events of the trace, in order (tracer thread → app); ``calls``: for each, whether it is
+    a call that matters, as the run's ledger said (the timeline's frames)."""
 
     events: list[Event]
+    calls: list[bool]
 
 
 @dataclass
@@ -129,11 +131,13 @@ class TraceApp(Viewer):
         from vmmtui.trace.session import TraceSession, stop_command
 
         batch: list[Event] = []
+        calls: list[bool] = []
 
         def flush() -> None:
             if batch:
-                self.post_message(TraceEvents(batch[:]))
+                self.post_message(TraceEvents(batch[:], calls[:]))
                 batch.clear()
+                calls.clear()
 
         error = ""
         if self.tracer is None and self.make_tracer is not None:
@@ -161,14 +165,16 @@ class TraceApp(Viewer):
                 return
             if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
                 self.stopped_command = stop_command(self.tracer) or self.stopped_command
-        sinks = [batch.append] + ([self.sink] if self.sink is not None else [])
+        sinks = [self.sink] if self.sink is not None else []
         self.session = (
             TraceSession(self.tracer, sinks)
             if self.never_imported_s is None
             else TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
         )
         try:
-            for _ in self.session.events(on_batch=flush):
+            for e, call in self.session.marked(on_batch=flush):
+                batch.append(e)
+                calls.append(call)
                 if len(batch) >= 4096:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
@@ -179,7 +185,7 @@ class TraceApp(Viewer):
 
     # -- events in ---------------------------------------------------------------------------------
     def on_trace_events(self, message: TraceEvents) -> None:
-        self.frames.extend(message.events)
+        self.frames.extend(message.events, message.calls)
         self.dirty = True
 
     def on_trace_ended(self, message: TraceEnded) -> None:

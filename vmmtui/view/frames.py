@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from vmmtui.record.timeline import Frame, Timeline
@@ -57,8 +58,14 @@ class FrameStates:
         """The index of the latest frame (live: where the session is)."""
         return len(self.timeline) - 1
 
-    def extend(self, events: list[Event]) -> None:
-        self.timeline.extend(events)
+    def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
+        """More events; ``calls``: which are calls that matter, where the trace session said
+        (``TraceSession.marked``: a call timeline then folds no ledger of its own)."""
+        timeline: Any = self.timeline  # a call timeline takes the marks; a step timeline none
+        if calls is None:
+            timeline.extend(events)
+        else:
+            timeline.extend(events, calls)
 
     def at(self, index: int) -> ScreenState:
         """The state after frame ``index`` (clamped to the frames there are)."""

@@ -70,6 +70,20 @@ class Where(StrEnum):
 
 
 @dataclass(frozen=True)
+class Found:
+    """The findings so far: good news (shared, imported) and those to look at."""
+
+    good: int
+    bad: int
+
+
+#: a part of the status line as a fact: the scenario (its name, then its outcome), the message
+#: of a start that failed, the session's end, the verification, the kernel's kcmp verdict, the
+#: findings
+StatusFact = str | ScenarioOutcome | SessionFinished | Verification | KcmpVerdict | Found
+
+
+@dataclass(frozen=True)
 class LogEntry:
     """What one entry of the event log says, as data: the event, and what its words need from
     the fold; ``words.log`` words it when the log draws it or a search reads it (a trace writes
@@ -197,8 +211,9 @@ class ScreenState:
     started: bool = False
     wire: WireView = field(default_factory=WireView)
     verification: Verification | None = None
-    #: the status line's parts, in the order they first appeared
-    status: dict[str, str] = field(default_factory=dict)
+    #: the status line's parts, in the order they first appeared, as facts (worded where drawn:
+    #: ``words.status``)
+    status: dict[str, StatusFact] = field(default_factory=dict)
     #: how many steps of the plan have run (started or done)
     steps: int = 0
     failure: tuple[str, str, Failure] | None = None
@@ -254,7 +269,7 @@ class ScreenState:
             mechanism=mechanism,
             direction=direction,
             scenario=scenario,
-            status={"scenario": f"scenario {scenario}"} if scenario else {},
+            status={"scenario": scenario} if scenario else {},
         )
         if after is not None:
             state = replace(
@@ -331,7 +346,7 @@ class ScreenState:
             self,
             start_error=message,
             panels=panels,
-            status={**self.status, "error": f"could not start: {message}"},
+            status={**self.status, "error": message},
         )
         return _log(state, LogEntry(Where.APP, start_error=message), seq=0)
 
@@ -397,7 +412,7 @@ def fold_one(
                 state,
                 finished=e,
                 wire=replace(state.wire, finished=e),
-                status={**state.status, "done": say.verdict(e.verified).plain},
+                status={**state.status, "done": e},
             )
             return _log(state, LogEntry(Where.SESSION, e, d, consumers=len(state.roles) - 1))
         case SessionClosed():
@@ -410,7 +425,7 @@ def fold_one(
                 state,
                 outcome=e,
                 scenario=state.scenario or e.name,
-                status={**status, "scenario": say.outcome(e).plain},  # the verdict reads last
+                status={**status, "scenario": e},  # the verdict reads last
             )
             return _log(state, _said(e, d))
     return state
@@ -473,7 +488,7 @@ def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
         state = replace(
             state,
             verification=s.verification,
-            status={**state.status, "verify": say.verification_word(s.verification)},
+            status={**state.status, "verify": s.verification},
         )
     if kind(r.role) != PRODUCER and r.role in state.roles and len(state.roles) > 2:
         state = replace(state, front=r.role)
@@ -576,7 +591,7 @@ def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
     state = replace(
         state,
         wire=replace(state.wire, kcmps={**state.wire.kcmps, e.consumer: e}),
-        status={**state.status, "kcmp": say.kcmp_verdict(e).plain},
+        status={**state.status, "kcmp": e},
     )
     told = say.kcmp_verdict(e).plain
     if state.kcmp_told.get(e.consumer) == told:
@@ -607,9 +622,9 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
         return _log(state, entry, steps=v.calls_len)
     entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0)
     if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
-        bad = v.bad_findings
-        text = f"{v.findings_len - bad - v.quiet_findings} shared/imported · {bad} to look at"
-        state = evolve(state, status={**state.status, "findings": text})
+        bad, quiet = v.bad_findings, v.quiet_findings
+        found = Found(v.findings_len - bad - quiet, bad)
+        state = evolve(state, status={**state.status, "findings": found})
     return _log(state, entry, steps=v.calls_len)
 
 

@@ -494,10 +494,12 @@ def _pidfd(v: ProgramsView, e: PidfdOpened) -> ProgramsView:
 
 def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
     old = v.proc(e.pid).fds.get(e.old)
-    if old is None or not matters(v.proc(e.pid).fds, e):
+    if not matters(v.proc(e.pid).fds, e):
         return v  # an fd of no interest: no call of the panel's
     v = _call(v, e, e.call, e.fd < 0)
-    if e.fd >= 0:
+    if e.fd >= 0 and old is None:  # dup2 of an fd of no interest onto one: that one closed
+        v = _drop(v, e.pid, [e.fd])
+    elif e.fd >= 0 and old is not None:
         v = _hold(
             v,
             e.pid,

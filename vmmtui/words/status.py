@@ -1,11 +1,20 @@
 """The status line's words: first where the screen is (live, a past frame, a replay), last what the
 frames leave out. One count per concept: a frame is a call that matters, so "call N/M" counts
 frames; the calls the tracer counted beyond them (its closing line's "N calls") are said once, as
-the calls not drawn, never as a second total beside the first."""
+the calls not drawn, never as a second total beside the first.
+Then the parts of ``ScreenState.status``, each a fact (a verdict, a count) worded here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from vmmtui.backends.pattern import Verification
+from vmmtui.stream.events import KcmpVerdict, ScenarioOutcome, SessionFinished
+from vmmtui.words import narration as say
+
+if TYPE_CHECKING:
+    from vmmtui.view.model import StatusFact
 
 SEP = " · "
 
@@ -68,3 +77,22 @@ def replay_where(unit: str, at: int, total: int, unframed: Mapping[str, int] | N
 def session_where(shown: int | None) -> str:
     """The live demo: nothing while live; ``AS OF STEP 4 · end: live`` at a past step."""
     return "" if shown is None else f"AS OF STEP {shown} · end: live"
+
+
+def status_words(status: Mapping[str, StatusFact]) -> dict[str, str]:
+    """Each part of the status line, worded, in its order."""
+    return {key: part_words(key, fact) for key, fact in status.items()}
+
+
+def part_words(key: str, fact: StatusFact) -> str:
+    if isinstance(fact, ScenarioOutcome):
+        return say.outcome(fact).plain
+    if isinstance(fact, SessionFinished):
+        return say.verdict(fact.verified).plain
+    if isinstance(fact, Verification):
+        return say.verification_word(fact)
+    if isinstance(fact, KcmpVerdict):
+        return say.kcmp_verdict(fact).plain
+    if isinstance(fact, str):
+        return f"could not start: {fact}" if key == "error" else f"scenario {fact}"
+    return f"{fact.good} shared/imported · {fact.bad} to look at"

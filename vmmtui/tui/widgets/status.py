@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from vmmtui.view import ScreenState
+from vmmtui.words.status import status_words
 
 IDLE = "space: next step · ?: help"
 
@@ -18,12 +19,12 @@ class StatusLine(Static):
 
     def show(self, state: ScreenState, where: str = "", queued: int = 0, aside: str = "") -> None:
         """``aside`` comes last (cut first where the line is short): what the frames leave out."""
-        key = (tuple(state.status.items()), state.start_error, where, queued, aside)
+        parts = " · ".join(v for v in status_words(state.status).values() if v)
+        key = (parts, state.start_error, where, queued, aside)
         if key == self._key:
             return
         self._key = key
         text = Text()
-        parts = " · ".join(v for v in state.status.values() if v)
         if where:
             text.append(where, "bold reverse")
             if queued or parts:
