@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ def unread(tmp_path, *argv: str, filled: int = 0) -> tuple[subprocess.Popen, int
     return proc, read_end
 
 
-def wait_in_write(proc: subprocess.Popen) -> None:
+def wait_in_write(proc: subprocess.Popen, waits_in: str = "pipe_write") -> None:
     """Until the command's main thread waits in a write to the full pipe (the kernel's wchan)."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -69,7 +70,7 @@ def wait_in_write(proc: subprocess.Popen) -> None:
             pytest.fail(f"ended ({proc.returncode}) before its output filled the pipe")
         try:
             with open(f"/proc/{proc.pid}/wchan") as f:
-                if f.read().endswith("pipe_write"):
+                if waits_in in f.read():
                     return
         except OSError:
             pass
@@ -84,10 +85,12 @@ def descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def stopped(proc: subprocess.Popen, read_end: int, signum: int) -> str:
+def stopped(
+    proc: subprocess.Popen, read_end: int, signum: int, waits_in: str = "pipe_write"
+) -> str:
     """Sends ``signum`` (SIGINT to the group, as Ctrl-C) to a command waiting in its write; its
     stderr once it ended, within ``ENDS_WITHIN_S``, with nothing of it left running."""
-    wait_in_write(proc)
+    wait_in_write(proc, waits_in)
     family = descendants(proc.pid)
     if signum == signal.SIGINT:
         os.killpg(proc.pid, signum)
@@ -212,3 +215,44 @@ def test_attach_into_a_pipe_nobody_reads(request, tmp_path, signum, how):
     finally:
         target.kill()
         target.wait()
+
+
+@pytest.mark.slow
+def test_a_reader_that_reads_after_the_signal_gets_every_line(tmp_path):
+    """The relay drops only what the reader does not take: one that reads once the signal came
+    gets the rest of the stream whole, the session's close included."""
+    proc, read_end = unread(tmp_path, "run", "--backend", "memfd", "--json")
+    wait_in_write(proc)
+    proc.send_signal(signal.SIGTERM)
+    with os.fdopen(read_end, "rb") as reader:  # reads to the end: the command's exit closes it
+        out = reader.read().decode()
+    _, err = proc.communicate(timeout=ENDS_WITHIN_S)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    lines = out.splitlines()
+    assert all(line.startswith('{"v":1,') and line.endswith("}") for line in lines), lines
+    assert '"event":"SessionClosed","clean":true' in lines[-1], lines[-1]
+
+
+@pytest.mark.parametrize("signum", SIGNALS)
+def test_a_socket_nobody_reads(tmp_path, signum):
+    """stdout a stream socket (as a service manager's log) whose reader does not read."""
+    ours, theirs = socket.socketpair()
+    for s in (ours, theirs):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", "replay", "h100-trace-torch-expandable", "--text"],
+        stdout=theirs.fileno(),
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(environ, TMPDIR=str(tmp_path)),
+        start_new_session=True,
+    )
+    theirs.close()
+    try:
+        err = stopped(proc, os.dup(ours.fileno()), signum, waits_in="sock_")
+    finally:
+        ours.close()
+    assert proc.returncode == 128 + signum
+    assert err == "vmmtui: interrupted; nothing was left running\n"
