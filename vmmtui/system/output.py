@@ -21,12 +21,15 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import socket
 import stat
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+
+from vmmtui import STOP_SIGNALS
 
 #: how long the reader may take nothing before what is left for it is dropped
 GRACE_S = 0.5
@@ -43,17 +46,15 @@ class Relay:
     write_end: int
     read_end: int
     target: int | socket.socket | None  # a non-blocking way into the original; None: dropped
-    dropped: int = 0
-    gone: bool = False
+    gone: bool = False  # the reader took nothing for GRACE_S, or left: the rest is dropped
     thread: threading.Thread | None = field(default=None, repr=False)
 
     def run(self) -> None:
-        """Until every write end is closed: what comes in goes on, or is counted as dropped."""
+        """Until every write end is closed: what comes in goes on, or is dropped."""
         try:
             while chunk := os.read(self.read_end, 1 << 16):
-                if self.gone or not self._send(memoryview(chunk)):
+                if not self.gone and not self._send(memoryview(chunk)):
                     self.gone = True
-                    self.dropped += len(chunk)
         except OSError:
             self.gone = True
         finally:
@@ -131,25 +132,43 @@ def _nonblocking(original: int) -> int | socket.socket | None:
 
 def unblock() -> None:
     """From here on no write to our stdout or stderr waits on their reader (see the module).
-    Called by every stop signal's handler; once is enough, again does nothing."""
-    for fd in STREAMS:
-        if fd in _relays or not can_fill(fd):
-            continue
-        try:
-            original = os.dup(fd)
-            read_end, write_end = os.pipe()
-        except OSError:  # out of fds: left as it is
-            continue
-        relay = Relay(fd, original, write_end, read_end, _nonblocking(original))
-        os.dup2(write_end, fd)  # a write waiting on the old pipe returns EINTR and comes here
-        relay.thread = threading.Thread(target=relay.run, name=f"output-{fd}", daemon=True)
+    Called by every stop signal's handler; once is enough, again does nothing. A second signal
+    meanwhile waits until the fds are moved (its handler would find one half done)."""
+    if not hasattr(signal, "pthread_sigmask") or not hasattr(select, "poll"):
+        return  # Windows: no signal masks, no poll (and no live runs)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for fd in STREAMS:
+            if fd not in _relays and can_fill(fd):
+                _move(fd)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _move(fd: int) -> None:
+    try:
+        original = os.dup(fd)
+    except OSError:  # out of fds: left as it is
+        return
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        os.close(original)
+        return
+    relay = Relay(fd, original, write_end, read_end, _nonblocking(original))
+    relay.thread = threading.Thread(target=relay.run, name=f"output-{fd}", daemon=True)
+    try:
         relay.thread.start()
-        _relays[fd] = relay
-
-
-def engaged() -> bool:
-    """Whether a stop signal moved an fd (``unblock``)."""
-    return bool(_relays)
+    except RuntimeError:  # no thread to be had: the fd is left as it is
+        for end in (write_end, read_end, original):
+            os.close(end)
+        if isinstance(relay.target, socket.socket):
+            relay.target.close()
+        elif relay.target is not None:
+            os.close(relay.target)
+        return
+    os.dup2(write_end, fd)  # a write waiting on the old pipe returns EINTR and comes here
+    _relays[fd] = relay
 
 
 def settle() -> None:
