@@ -281,10 +281,15 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     # 400,000 shares at 20,000/s with nothing lost, and the first frames against a bare Textual app
     if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
     [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    before=(); [ -d .before/vmmtui ] && before=(--before-tree .before)
+    # the earlier tree is git-ignored: the run that calls this part carries it (carry: .before)
+    before=(); if [ -d .before/vmmtui ]; then before=(--before-tree .before); else
+      echo "NO .before/vmmtui here: the earlier tree is not measured (carry .before with this part)"; fi
+    echo "CPUs online $(nproc), possible $(cat /sys/devices/system/cpu/possible): one ring buffer per possible CPU"
     mkdir -p "$out/bench"
     step python3 scripts/trace-bench.py --bpf-only --calls 500000 --out "$out/bench" --note "tracer part"
-    step python3 scripts/trace-bench.py --user-only "${before[@]}" --out "$out/bench" --note "tracer part"
+    # --spread: the 10,000 calls/s again from a pinned sender-receiver pair per two CPUs (every
+    # CPU's ring in use); each row says the ring reader's CPU and the tracer's context switches
+    step python3 scripts/trace-bench.py --user-only --spread "${before[@]}" --out "$out/bench" --note "tracer part"
     step python3 scripts/trace-bench.py --lossless 20000 --seconds 20 --ring-mb 64 --out "$out/bench"
     step python3 scripts/startup-time.py --runs 7 "${before[@]}" --json "$out/bench/startup.json"
   fi

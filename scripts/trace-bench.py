@@ -15,12 +15,14 @@
    traced calls a second (target: under 5 % of one core);
 4. the user side (``--user-only`` runs it with the BPF time alone): the tracer's CPU per traced
    call at 10,000 calls a second (``trace --json``, from its first call to its last: start-up
-   apart), the calls lost, and the inspector's lag at 20,000 calls a second
-   (scripts/trace-inspector-bench.py), for this checkout and, with ``--before-tree DIR``, an
-   earlier one in the same run; ``summary`` puts the figures the targets name first.
+   apart; its ring reader's share and its context switches; with ``--spread``, again from a
+   pinned sender-receiver pair per two CPUs, every CPU's ring in use), the calls lost, and the
+   inspector's lag at 20,000 calls a second (scripts/trace-inspector-bench.py), for this
+   checkout and, with ``--before-tree DIR``, an earlier one in the same run; ``summary`` puts the figures the targets name first.
 
 Usage: python scripts/trace-bench.py [--out bench/results] [--rounds 5] [--shares 3000]
-       [--before main] [--bpf-only] [--user-only] [--before-tree DIR] [--note "what else ran"]
+       [--before main] [--bpf-only] [--user-only] [--before-tree DIR] [--spread]
+       [--note "what else ran"]
 Needs root (eBPF). Results: bench/results/trace-<host>-<date>.json
 """
 
@@ -44,12 +46,39 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def load(shares: int, per_second: float) -> None:
-    """The measured program: share a memfd ``shares`` times (0 per_second: as fast as it can)."""
+def load(shares: int, per_second: float, pairs: int = 0) -> None:
+    """The measured program: share a memfd ``shares`` times (0 per_second: as fast as it can).
+    ``pairs`` (1 or more): that many sender-receiver pairs share them between them, each process
+    pinned to a CPU of its own in turn, so that the records come from every CPU's ring buffer (as
+    on a many-CPU machine running many programs), not from the one or two the scheduler prefers;
+    0: one pair, where the scheduler puts it."""
+    if pairs <= 0:
+        _pair(shares, per_second)
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    kids = []
+    for i in range(pairs):
+        mine = shares // pairs + (1 if i < shares % pairs else 0)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.sched_setaffinity(0, {cpus[(2 * i) % len(cpus)]})
+                _pair(mine, per_second * mine / shares, cpus[(2 * i + 1) % len(cpus)])
+            finally:
+                os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+
+
+def _pair(shares: int, per_second: float, receiver_cpu: int | None = None) -> None:
+    """One sender (this process) and its receiver (a child, on ``receiver_cpu`` when given)."""
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         a.close()
+        if receiver_cpu is not None:
+            os.sched_setaffinity(0, {receiver_cpu})
         while True:
             fds = array.array("i")
             data, anc, _, _ = b.recvmsg(1, socket.CMSG_LEN(4))
@@ -79,9 +108,10 @@ def run_load(
     traced: bool = False,
     json_out: bool = False,
     tree: Path = ROOT,
+    pairs: int = 0,
 ):
     """The load, traced by the vmmtui of ``tree`` (a checkout: its ``python -m vmmtui``)."""
-    cmd = [sys.executable, __file__, "--load", str(shares), str(per_second)]
+    cmd = [sys.executable, __file__, "--load", str(shares), str(per_second), str(pairs)]
     if traced:
         cmd = [
             sys.executable,
@@ -155,19 +185,31 @@ def wall_of_load_kernel_only(shares: int) -> tuple[float, int]:
         probe.close()
 
 
-def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT) -> dict:
+def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT, pairs: int = 0) -> dict:
     """Event-to-line latency and the tracer's CPU under a steady load. The CPU is read (psutil)
     at the first and the last traced call: that is the cost per call. The tracer's start-up (the
     imports, and the kernel's verifier run on the load of the object, charged to the tracer) is
-    a fixed cost, said apart (``startup_cpu_s``): over an 8 s run it alone is 5-20 % of a core."""
+    a fixed cost, said apart (``startup_cpu_s``): over an 8 s run it alone is 5-20 % of a core.
+    Between the same two reads: the ring buffer reader's share of the CPU (its threads apart from
+    the main one), the kernel's share (system time), and the tracer's context switches (voluntary: its waits; involuntary: taken
+    off a CPU). ``pairs``: see ``load``."""
     import psutil
 
-    proc = run_load(int(per_second * seconds), per_second, traced=True, json_out=True, tree=tree)
+    proc = run_load(
+        int(per_second * seconds), per_second, traced=True, json_out=True, tree=tree, pairs=pairs
+    )
     tracer = psutil.Process(proc.pid)
+    marks: dict[str, tuple[float, float, int, int, float]] = {}
 
-    def cpu_now() -> float:
+    def cpu_now(mark: str = "") -> float:
         try:
             t = tracer.cpu_times()
+            if mark:
+                others = sum(
+                    x.user_time + x.system_time for x in tracer.threads() if x.id != proc.pid
+                )
+                ctx = tracer.num_ctx_switches()
+                marks[mark] = (t.user + t.system, others, ctx.voluntary, ctx.involuntary, t.system)
             return t.user + t.system
         except psutil.Error:
             return float("nan")
@@ -202,9 +244,9 @@ def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT) -> dic
             calls += 1
             lat.append((now - e["ktime"]) / 1e6)
             if first is None:
-                first = (now, cpu_now())
+                first = (now, cpu_now("first"))
             elif calls % 100 == 0:  # psutil's read is not free: every 100th call
-                last = (now, cpu_now(), calls - 1)
+                last = (now, cpu_now("last"), calls - 1)
     proc.wait()
     lat.sort()
     out = {
@@ -229,6 +271,15 @@ def latency_and_cpu(per_second: float, seconds: float, tree: Path = ROOT) -> dic
             startup_cpu_s=round(first[1], 3),
             whole_life_cpu_s=round(whole["t"], 3),
         )
+        if "first" in marks and "last" in marks:
+            a, b = marks["first"], marks["last"]
+            out.update(
+                reader_thread_cpu_s=round(b[1] - a[1], 3),
+                system_cpu_s=round(b[4] - a[4], 3),
+                voluntary_switches_per_s=round((b[2] - a[2]) / span, 1),
+                involuntary_switches_per_s=round((b[3] - a[3]) / span, 1),
+            )
+    out["pairs"] = pairs
     return out
 
 
@@ -631,17 +682,47 @@ def inspector_lag(rate: float, calls: int, tree: Path = ROOT) -> dict:
         return {"tree": str(tree), **json.loads(out.read_text())["live"]}
 
 
-def user_side(before_tree: Path | None, seconds: float) -> dict:
+def user_side(before_tree: Path | None, seconds: float, spread: bool = False) -> dict:
     """The tracer's CPU a traced call at 10,000 calls a second, and the inspector's lag at 20,000,
-    for this checkout and (``before_tree``) an earlier one, alternated in the same run."""
+    for this checkout and (``before_tree``) an earlier one, alternated in the same run; with
+    ``spread``, the 10,000 calls a second again from a sender-receiver pair per two CPUs, each
+    process on a CPU of its own (every CPU's ring buffer in use)."""
     trees = [ROOT] + ([before_tree] if before_tree else [])
-    out: dict = {"at_10000_calls_per_s": [], "inspector_at_20000_calls_per_s": []}
+    out: dict = {"rings": rings_here(), "at_10000_calls_per_s": [],
+                 "inspector_at_20000_calls_per_s": []}  # fmt: skip
+    pairs = max(len(os.sched_getaffinity(0)) // 2, 1)
+    if spread:
+        out["at_10000_calls_per_s_spread"] = []
     for tree in trees:
         out["at_10000_calls_per_s"].append(latency_and_cpu(2000, seconds, tree))
+        if spread:
+            out["at_10000_calls_per_s_spread"].append(latency_and_cpu(2000, seconds, tree, pairs))
         out["inspector_at_20000_calls_per_s"].append(
             inspector_lag(20_000, int(20_000 * seconds), tree)
         )
     return out
+
+
+def rings_here() -> dict:
+    """The ring buffers this checkout's tracer makes here: one per possible CPU (the kernel's
+    list, which may name more CPUs than are online), each of ``ring_per_cpu`` bytes."""
+    from vmmtui.trace.loader import RING_BYTES, ring_per_cpu
+
+    try:
+        possible = Path("/sys/devices/system/cpu/possible").read_text().strip()
+    except OSError:
+        possible = ""
+    n = 0
+    for part in possible.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            n += int(hi or lo) - int(lo) + 1
+    return {
+        "possible_cpus": possible,
+        "rings": n,
+        "online_cpus": os.cpu_count(),
+        "ring_bytes_each": ring_per_cpu(RING_BYTES, n) if n else None,
+    }
 
 
 def summary(result: dict) -> dict:
@@ -652,6 +733,11 @@ def summary(result: dict) -> dict:
         out[f"tracer_percent_of_a_core@{row['tree']}"] = row.get("tracer_cpu_percent_of_a_core")
         out[f"lost@{row['tree']}"] = row.get("lost")
         out[f"calls_seen_of_made@{row['tree']}"] = f"{row['traced_calls']}/{row['calls_made']}"
+    for row in result.get("user_side", {}).get("at_10000_calls_per_s_spread", []):
+        out[f"spread_over_cpus_tracer_us_cpu_per_call@{row['tree']}"] = row.get(
+            "tracer_cpu_us_per_call"
+        )
+        out[f"spread_over_cpus_lost@{row['tree']}"] = row.get("lost")
     for row in result.get("user_side", {}).get("inspector_at_20000_calls_per_s", []):
         out[f"inspector_lag_s@{row['tree']}"] = row.get("lag_after_last_call_s")
         out[f"inspector_repaints_per_s@{row['tree']}"] = row.get("repaints_per_s")
@@ -667,7 +753,7 @@ def summary(result: dict) -> dict:
 
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "--load":
-        load(int(sys.argv[2]), float(sys.argv[3]))
+        load(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 0)
         return
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -702,6 +788,12 @@ def main() -> None:
         help="only: share RATE memfds a second for --seconds under trace --json; exit 1 if any "
         "record was lost or any share is missing",
     )
+    p.add_argument(
+        "--spread",
+        action="store_true",
+        help="with --user-only: the 10,000 calls a second also from a sender-receiver pair per "
+        "two CPUs, each process pinned to its own CPU (every CPU's ring buffer in use)",
+    )
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--ring-mb", type=int, default=64)
     args = p.parse_args()
@@ -723,7 +815,7 @@ def main() -> None:
             "loadavg_before": os.getloadavg(),
             "note": args.note,
             "bpf_time": bpf,
-            "user_side": user_side(before_tree, args.seconds),
+            "user_side": user_side(before_tree, args.seconds, args.spread),
             "loadavg_after": os.getloadavg(),
         }
         result = {"summary": summary(result), **result}

@@ -72,6 +72,9 @@ class PacedTracer:
     def __init__(self, events: list, rate: float):
         self.all, self.rate = events, rate
         self.command, self.exit, self.proc, self.stopping = ["bench"], None, None, False
+        #: the Source protocol's: no running pids followed, no command tree of its own
+        self.pids: list[int] = []
+        self.tree = None
         self.finished = threading.Event()
         self.posted_last = 0.0
 
@@ -122,6 +125,8 @@ async def live(events: list, rate: float) -> dict:
         elapsed = (shown_all or time.perf_counter()) - t0
         v = app.frames.latest().programs
         assert v is not None
+        if app.error:  # the app said why the trace stopped: a figure without the calls is none
+            raise SystemExit(f"the inspector stopped: {app.error}")
         window = [p for p in paints if t0 <= p <= t0 + calls / rate]
         rates = len(window) / (calls / rate) if window else 0.0
         app.exit(0)

@@ -1,7 +1,6 @@
 """A stop signal that comes after the command has finished and said so (while the interpreter shuts
 down) ends the process with the command's own status, never as "killed by SIGTERM"."""
 
-import signal
 import subprocess
 import sys
 

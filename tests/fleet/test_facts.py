@@ -176,3 +176,32 @@ def test_the_metrics_count_the_findings_the_end_line_counts():
         if s.name == "vmmtui_findings_total"
     ]
     assert sum(scraped) == end.findings > 0
+
+
+def test_the_metrics_weigh_the_findings_as_the_end_line_does():
+    """A receiver that kept a socket, a pipe and a memfd until exit (a real run, recorded): the
+    memfd is the one problem and the one fd never closed; the socket and the pipe are quiet."""
+    from pathlib import Path
+
+    from vmmtui.fleet.prometheus import LedgerCollector
+    from vmmtui.stream.observed import TraceFinished
+
+    path = Path(__file__).parents[1] / "data" / "traces" / "keeps_received.jsonl.gz"
+    events = list(TraceSession.replay(read(path).events).events())
+    f = SharingFacts()
+    for e in events:
+        f.feed(e)
+    end = next(e for e in events if isinstance(e, TraceFinished))
+    scraped = {
+        (s.name, tuple(s.labels.values())): s.value
+        for fam in LedgerCollector(f, threading.Lock()).collect()
+        for s in fam.samples
+    }
+    weights = {
+        w: scraped[("vmmtui_findings_by_weight_total", (w,))] for w in ("good", "problem", "quiet")
+    }
+    assert weights == {"good": 3, "problem": end.problems, "quiet": end.quiet}
+    assert (end.problems, end.quiet, end.quiet_by) == (1, 2, {"socket": 1, "pipe": 1})
+    assert sum(weights.values()) == end.findings
+    [never] = [v for (n, _), v in scraped.items() if n == "vmmtui_received_fds_never_closed_total"]
+    assert never == 1

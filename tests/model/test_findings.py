@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import Proof, tally
+from vmmtui.model.findings import Proof, counted_as, tally
 from vmmtui.model.ledger import Ledger
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
@@ -58,7 +58,7 @@ def test_each_finding_says_what_proves_it_and_the_verdicts_say_it():
         ]
     )
     assert [f.proof for f in found] == [Proof.HANDLE_BYTES, Proof.NONE]
-    t = tally((f.kind, f.proof) for f in view.finding_list())
+    t = tally(counted_as(f.of) for f in view.finding_list())
     assert t.good == 2 and t.bad == 0 and t.total == 2
     words = proven_words(t)
     assert "struct file" not in words and "the 64 IPC handle bytes (1)" in words
@@ -80,7 +80,7 @@ def test_a_memfd_polling_proves_shared_is_a_share_on_the_verdicts():
         ]
     )
     assert [(f.kind, f.pid, f.peer, f.proof) for f in found] == [("shared", B, A, "kcmp")]
-    assert tally((f.kind, f.proof) for f in view.finding_list()).good == 1
+    assert tally(counted_as(f.of) for f in view.finding_list()).good == 1
     # one of a socket (not memory) is not a share of memory
     _, found = _fold([SharedFile("socket", "socket:[9]", 1, 9, [FdHolder(A, 3), FdHolder(B, 3)])])
     assert found == []

@@ -3,10 +3,12 @@ processes, in the same order (their words may be today's), and the one count at 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from vmmtui.model.findings import Weight, quiet_file, weigh
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding, TraceFinished
 from vmmtui.trace.session import refold
@@ -33,4 +35,8 @@ def test_a_recording_folds_again_to_the_findings_it_recorded(path: Path):
     if end is not None:
         found = [f for f in again if isinstance(f, LedgerFinding)]
         assert end.findings == len(found)
-        assert end.problems == sum(f.kind not in ("shared", "imported") for f in found)
+        weights = Counter(weigh(f) for f in found)
+        assert (end.problems, end.quiet) == (weights[Weight.PROBLEM], weights[Weight.QUIET])
+        assert end.quiet_by == dict(
+            Counter(quiet_file(f) for f in found if weigh(f) is Weight.QUIET)
+        )

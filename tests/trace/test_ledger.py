@@ -7,6 +7,7 @@ from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
     FdCloseCall,
+    FdDuplicated,
     FdsDropped,
     FdsReceived,
     FdsSent,
@@ -110,6 +111,90 @@ def test_the_fix_for_an_fd_never_closed_follows_what_the_fd_is():
         ]
     )
     assert "cuMemImportFromShareableHandle" in export
+
+
+def test_a_kept_fd_is_a_problem_where_its_file_carries_memory_and_a_quiet_fact_elsewhere():
+    """nginx's workers and Chromium's processes keep the sockets and pipes they were sent until
+    they exit: a fact, not a leak of shared memory. A memfd kept so is one, and so is a file whose
+    kind the trace did not see (it may carry memory). The one count says so."""
+    from vmmtui.model.findings import tally
+
+    ledger, found = fold(
+        [
+            FdsSent(
+                A,
+                A,
+                1,
+                "sendmsg",
+                SOCK,
+                [5, 6, 7],
+                ["fs", "fp", "fm"],
+                1,
+                ["socket", "pipe", "memfd"],
+            ),
+            FdsReceived(B, B, 2, "recvmsg", PEER, [8, 9, 10], ["fs", "fp", "fm"], 1),
+            FdsSent(A, A, 3, "sendmsg", SOCK, [11], ["fu"], 1),  # an old record: no kinds
+            FdsReceived(B, B, 4, "recvmsg", PEER, [12], ["fu"], 1),
+            ProcessExit(B, B, 5, 0),
+        ]
+    )
+    kept = {f.fd: (f.kind, f.name) for f in found if f.kind != "shared"}
+    assert kept == {
+        8: ("fd-closed-by-exit", "socket"),
+        9: ("fd-closed-by-exit", "pipe"),
+        10: ("fd-never-closed", "memfd"),
+        12: ("fd-never-closed", ""),
+    }
+    t = tally([], ledger.findings.by)
+    assert (t.good, t.bad, t.quiet, t.total) == (4, 2, 2, 8)
+    assert t.quiet_by == {"socket": 1, "pipe": 1}
+    at_exit = {f.fd: said(f) for f in found if f.kind != "shared"}
+    assert at_exit[8].fix == "" and "a socket carries no memory" in at_exit[8].detail
+    assert "memfd" in at_exit[10].detail and "mapped" in at_exit[10].fix
+    assert "may carry memory" in at_exit[12].detail and at_exit[12].fix
+
+
+def test_a_receive_folded_before_its_send_learns_what_the_file_is_from_the_send():
+    _, found = fold(
+        [
+            FdsReceived(B, B, 2, "recvmsg", PEER, [8], ["fs"], 1),
+            FdsSent(A, A, 1, "sendmsg", SOCK, [5], ["fs"], 1, ["socket"]),
+            ProcessExit(B, B, 3, 0),
+        ]
+    )
+    assert [(f.kind, f.name) for f in found] == [("shared", ""), ("fd-closed-by-exit", "socket")]
+
+
+def test_a_socket_taken_with_pidfd_getfd_is_what_its_holder_was_sent():
+    C = 3000
+    _, found = fold(
+        [
+            FdsSent(C, C, 1, "sendmsg", SOCK, [4], ["fs"], 1, ["socket"]),
+            FdsReceived(A, A, 2, "recvmsg", PEER, [5], ["fs"], 1),
+            FdTaken(B, B, 3, pidfd=4, target=A, target_fd=5, fd=9, file="fs"),
+            ProcessExit(B, B, 4, 0),
+        ]
+    )
+    assert [(f.pid, f.kind, f.name) for f in found if f.kind != "shared"] == [
+        (B, "fd-closed-by-exit", "socket")
+    ]
+
+
+def test_what_a_file_is_follows_its_fd_through_a_fork_and_a_dup():
+    C, A2 = 3000, 1001
+    _, found = fold(
+        [
+            FdsSent(C, C, 1, "sendmsg", SOCK, [4], ["fs"], 1, ["socket"]),
+            FdsReceived(A, A, 2, "recvmsg", PEER, [5], ["fs"], 1),
+            ProcessForked(A, A, 3, A2, "worker"),
+            FdDuplicated(A2, A2, 4, "dup", 5, 6, "fs"),
+            FdTaken(B, B, 5, pidfd=4, target=A2, target_fd=6, fd=9, file="fs"),
+            ProcessExit(B, B, 6, 0),
+        ]
+    )
+    assert [(f.pid, f.kind, f.name) for f in found if f.kind != "shared"] == [
+        (B, "fd-closed-by-exit", "socket")
+    ]
 
 
 def test_a_failed_send_sends_nothing_and_an_unreceived_one_is_no_finding_by_itself():

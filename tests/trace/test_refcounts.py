@@ -285,3 +285,39 @@ def test_a_second_legacy_open_refused_as_already_mapped_is_said_as_opened_twice(
     # refused with nothing open in this process: a refusal as before
     _, other = fold([events[0], CudaCall(B, B, 30, "cuIpcOpenMemHandle_v2", 208, ipc=ipc)])
     assert found(other, "refused") and not found(other, FindingKind.OPENED_TWICE)
+
+
+def test_a_call_that_brings_nothing_never_reaches_the_book_and_a_waiting_export_still_matures():
+    """The book's fast path: a close, a memfd or a send with no finding and no export waiting
+    costs three tests, not the book's clock and words; with an export waiting, any call's clock
+    (not only the trace's own ticks) says it never imported."""
+    from vmmtui.stream.observed import FdCloseCall, MemfdCreated
+
+    run = Run(never_imported_s=2.0)
+
+    def untouched(*_a, **_k):
+        raise AssertionError("the book was asked about a call that brings nothing")
+
+    run.book.clock = untouched  # type: ignore[method-assign]
+    plain = [MemfdCreated(A, A, 10, "x", 5, "f"), FdCloseCall(A, A, 11, 5, "f", 0)]
+    assert [f for e in plain for f in run.apply(e)] == []
+    del run.book.clock
+    out = [f for e in [
+        CudaCall(A, A, 1_000, "cuMemCreate", 0, size=MIB, handle=0xA1, handle_types=1),
+        CudaCall(A, A, 2_000, "cuMemExportToShareableHandle", 0, handle=0xA1, fd=5, handle_types=1),
+        FdCloseCall(A, A, int(2.5e9), 7, "g", 0),
+    ] for f in run.apply(e)]  # fmt: skip
+    [never] = found(out, FindingKind.EXPORTED_NEVER_IMPORTED)
+    assert never.ktime == int(2.5e9) and never.pid == A
+
+
+def test_a_shares_road_is_the_finding_replaced_and_the_ledger_keeps_that_one():
+    import dataclasses
+
+    run, out = fold(share(10, 0xA1, 5, 9, "f1"))
+    [shared] = found(out, "shared")
+    [kept] = found(run.session.ledger.findings, "shared")
+    assert kept is shared and shared.road == "scm-rights"
+    bare = dataclasses.replace(shared, road="", exported_as="", imported_as="")
+    assert dataclasses.replace(bare, road="scm-rights", exported_as="posix-fd",
+                               imported_as="posix-fd") == shared  # fmt: skip

@@ -121,6 +121,7 @@ def test_to_json_written_out_is_the_encoders_text():
     (a bool where an int is declared) included, and reads back as the same event."""
     from vmmtui.stream.events import _ENCODE, Event
     from vmmtui.stream.observed import (
+        CudaCall,
         FdCloseCall,
         FdsReceived,
         FdsSent,
@@ -141,6 +142,9 @@ def test_to_json_written_out_is_the_encoders_text():
         FdsReceived(1, 2, 3, "recvmsg", SocketEnd(5, 6), [3], ["abc"], 1, truncated=True),
         QueuedAtRelease(1, 2, 3, 4, ("a", "b"), 2),
         LedgerFinding("shared", 1, file=odd, fd=3, name=odd),
+        LedgerFinding(
+            "imported", 1, sock=SocketEnd(5, 6, odd), cuda=CudaCall(1, 2, 3, odd, 0), opens=[1]
+        ),
         TraceStarted("ebpf", [1], ["x"], True, "", ["p"], [], 0),
         TraceFinished(["x"], None, "SIGTERM", 5, 0, 1.5),
     ]
@@ -149,6 +153,10 @@ def test_to_json_written_out_is_the_encoders_text():
         assert Event.from_json(e.to_json()) == e
     unexpected = FdsSent(True, 2, 3, "sendmsg", SocketEnd(5), [1, True], [None], 1)  # type: ignore[arg-type]
     assert unexpected.to_json() == json_safe(_ENCODE(unexpected.to_dict()))
+    odd_optional = LedgerFinding("shared", 1, sock=7, cuda="x")  # type: ignore[arg-type]
+    assert odd_optional.to_json() == json_safe(_ENCODE(odd_optional.to_dict()))
+    one_odd = FdsSent(1, 2, 3, "sendmsg", SocketEnd(5), [True], [odd], 1)  # type: ignore[list-item]
+    assert one_odd.to_json() == json_safe(_ENCODE(one_odd.to_dict()))
 
 
 def test_a_findings_json_carries_its_words_made_when_written_and_reads_back_to_its_facts():
@@ -166,3 +174,46 @@ def test_a_findings_json_carries_its_words_made_when_written_and_reads_back_to_i
     assert data["what"] == "fd 7 = pid 10's fd 5" and "2.000 ms after the send" in data["detail"]
     assert Event.from_json(line) == f  # the words are read past: the facts make them again
     assert "what" not in json.loads(f.to_json())
+
+
+def test_a_findings_line_is_the_encoders_line_of_its_words_with_names_made_safe():
+    """The finding's line is written from its fields' own line with the words appended: the same
+    text as the encoder's line of ``worded``, every unsafe character of a name escaped in both."""
+    import json
+
+    from vmmtui.stream.events import line_of
+    from vmmtui.words.findings import json_line, worded
+
+    odd = 'memfd:x\u009b2J\u202e\u2028"q\\\n\u00e9'
+    sock = te.SocketEnd(7, 8, odd)
+    for f in (
+        te.LedgerFinding("shared", 11, 100, 10, "a1", fd=7, peer_fd=5, via="SCM_RIGHTS", sock=sock),
+        te.LedgerFinding("fd-never-closed", 11, 100, file="a1", fd=3, name=odd, opens=[1, 2]),
+        te.LedgerFinding("unknown", 11, 100, was="shared", lost=2, fds=[4, 5], name=odd),
+    ):
+        line = json_line(f)
+        assert line == line_of(worded(f))
+        assert not any(ch in line for ch in "\u009b\u202e\u2028\n")
+        assert Event.from_json(line) == f and json.loads(line)["what"] == worded(f)["what"]
+
+
+def test_a_finding_made_quickly_is_the_finding_init_makes():
+    """``LedgerFinding.of`` and ``but`` (the ledger's share path) make what ``__init__`` and
+    ``dataclasses.replace`` make: equal, each with lists of its own, a wrong name refused."""
+    f = te.LedgerFinding.of("shared", 11, 100, peer=10, file="a1", fd=7, sock=SOCK, gap_ns=5)
+    assert f == te.LedgerFinding("shared", 11, 100, 10, "a1", fd=7, sock=SOCK, gap_ns=5)
+    assert f.to_json() == te.LedgerFinding("shared", 11, 100, 10, "a1", fd=7, sock=SOCK,
+                                           gap_ns=5).to_json()  # fmt: skip
+    g = te.LedgerFinding.of("shared", 11)
+    g.fds.append(3)
+    assert te.LedgerFinding.of("shared", 11).fds == [] and te.LedgerFinding("x", 1).fds == []
+    assert f.but(road="scm-rights", fd=8) == dataclasses.replace(f, road="scm-rights", fd=8)
+    assert f.road == "" and f.fd == 7
+    with pytest.raises(TypeError):
+        te.LedgerFinding.of("shared", 11, colour="red")
+    with pytest.raises(TypeError):
+        f.but(colour="red")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.fd = 9  # type: ignore[misc]
+    # both set the fields as they are: a finding validates nothing at __init__
+    assert not hasattr(te.LedgerFinding, "__post_init__")

@@ -296,3 +296,23 @@ async def test_a_mapping_card_left_out_is_said_on_its_panels_border(size):
                 assert re.search(r"\+ mapping card \(\d+ rows\)", border), (frame, border)
                 seen += 1
         assert seen  # some card was left out at this size, and said
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_workers_header_keeps_n_of_n_steps_on_one_line(size):
+    """At 80x24 a header wrapped between "3/10" and "steps", and "steps" alone on a line read as
+    the title of an empty step list: the count and its word now go to the next line together."""
+    app = ReplayApp(gallery.resolve("h100-vmm-1mib"))
+    async with app.run_test(size=size) as pilot:
+        for frame in (0, 8, 14, app.frames.last):
+            app.go(frame)
+            await pilot.pause()
+            for panel in app.query(ProcessPanel):
+                head = drawn(panel.query_one(f"#{panel.role}-head"))
+                assert "steps" not in [line.strip() for line in head], (size, frame, head)
+                assert any(re.search(r"\d+/\d+ steps", line) for line in head), (size, head)
+        await pilot.resize_terminal(160, 48)  # wide enough: one line again
+        await pilot.pause()
+        for panel in app.query(ProcessPanel):
+            assert len(drawn(panel.query_one(f"#{panel.role}-head"))) == 1

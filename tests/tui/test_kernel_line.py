@@ -121,3 +121,40 @@ async def test_a_recording_made_with_it_replays_the_line(tmp_path):
         await pilot.pause()
         teaching = " ".join(text_of(app.query_one("#teaching")).split())
         assert f"kernel: producer sendmsg SCM_RIGHTS fd {sent.fds[0]} over unix socket" in teaching
+
+
+@pytest.mark.asyncio
+async def test_the_kernel_line_is_shown_or_said_left_out_at_every_size(tmp_path):
+    """At 80x24 the step panel has no row for the kernel's line: it went without a sign. Now the
+    panel's border says which step's record the event log holds; where the line fits it is drawn
+    whole and the border says nothing of it."""
+    from vmmtui.trace.narration import kernel_step_line
+
+    config = SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path), kernel=True)
+    app = InspectorApp(config, MEMFD)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        teaching = app.query_one("#teaching")
+        seen = {}
+        for step in (RECEIVE - 1, RECEIVE):  # the send, then the receive as the kernel saw them
+            await step_to(pilot, app, step)
+            line = kernel_step_line(app.state_shown().kernel_facts())
+            assert line is not None
+            log = " ".join(" ".join(e.text for e in app.query_one(EventLog).lines).split())
+            assert f"kern {line.plain.removeprefix('kernel: ')}"[:50] in log, log
+            for size in ((80, 24), (120, 40), (160, 48)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.3)
+                drawn = " ".join(text_of(teaching).split())
+                whole = " ".join(line.plain.split()) in drawn
+                sign = f"+ kernel's record of step {step} (in the event log)"
+                said = sign in str(teaching.border_subtitle)
+                assert whole != said, (size, step, drawn, teaching.border_subtitle)
+                seen[size, step] = whole
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.3)
+        # 80x24 has no row for it, 160x48 has
+        assert not seen[(80, 24), RECEIVE] and seen[(160, 48), RECEIVE], seen
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+    assert os.listdir(tmp_path) == []

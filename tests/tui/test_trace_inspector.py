@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+from driving import text_of
 
 from vmmtui.record import read
 from vmmtui.tui.replay import ReplayApp
+from vmmtui.tui.widgets.wire import WirePanel
 from vmmtui.view.programs import ProgramsView
 from vmmtui.words.sizes import format_size
 
@@ -80,6 +82,25 @@ async def test_a_pidfd_getfd_refused_across_uids_shows_cause_and_fix():
         assert "cause: pidfd_getfd needs ptrace access" in text
         assert "1 to look at" in text
         assert "✗" in str(app.inspector.query_one("#timeline").render())  # marked on the bar
+
+
+@pytest.mark.asyncio
+async def test_a_kept_memfd_is_to_look_at_and_a_kept_socket_and_pipe_are_folded_facts():
+    """keeps_received: the receiver exits holding a socket, a pipe and a memfd. The verdicts
+    list the memfd with its fix; the socket and the pipe are one dim line of facts."""
+    app = app_of("keeps_received")
+    async with app.run_test(size=(160, 48)) as pilot:
+        v = programs(app, app.frames.last)
+        assert (v.bad_findings, v.quiet_findings) == (1, 2)
+        assert v.quiet_by == {"socket": 1, "pipe": 1}
+        text = await at(pilot, app, app.frames.last)
+        assert "3 shared/imported · 1 to look at" in text
+        assert "2 other received fds held until exit: 1 pipe, 1 socket" in text
+        assert re.search(r"⚠ fd-never-closed: pid \d+ fd 6 \(memfd\) held until exit", text)
+        assert "⚠ fd-closed-by-exit" not in text
+        # the timeline marks the one call with something to look at, named by it (] and [ go there)
+        marked = [f.label for f in app.frames.frames if f.failed]
+        assert len(marked) == 1 and marked[0].endswith("(fd-never-closed)"), marked
 
 
 @pytest.mark.asyncio
@@ -224,19 +245,98 @@ async def test_a_process_panel_takes_the_focus_and_sorts_its_memory():
 
 @pytest.mark.asyncio
 async def test_the_status_line_and_the_closing_line_give_one_count_of_calls():
-    """The status line said "call 132/132" and the log "135 calls": the frames leave out closes of
-    fds that never held a share, the tracer counts every call. The status line now says both, and
-    the log's count is the one it says; its parts are separated by "·"."""
+    """The status line said "call 132/132 · 135 traced" beside the log's "135 calls": two totals
+    that read as two answers. The frames leave out closes of fds that never held a share, the
+    tracer counts every call: the status line now counts the frames once and says how many calls
+    it left out and which, and the two add up to the log's count."""
     app = app_of("scm_pair")
     async with app.run_test(size=(160, 48)) as pilot:
         text = await at(pilot, app, app.frames.last)
         logged = re.search(r"vmmtui trace: (\d+) calls in", text)
-        status = re.search(r"REPLAY · call (\d+)/(\d+) · (\d+) traced · \d+ shared/imported", text)
+        status = re.search(
+            r"REPLAY · call (\d+)/(\d+) · \d+ shared/imported · \d+ to look at · \+(\d+) calls not "
+            r"drawn: close_range on fds with nothing shared",
+            text,
+        )
         assert logged and status, text
-        framed, traced = int(status.group(2)), int(status.group(3))
-        assert traced == int(logged.group(1)) and framed < traced
-        assert f"call {framed}/{framed}" in text  # the timeline's count is the frames'
+        framed, left_out = int(status.group(2)), int(status.group(3))
+        assert framed + left_out == int(logged.group(1))
+        assert "traced ·" not in text and f"call {framed}/{framed}" in text  # the timeline's too
+        await at(pilot, app, 5)  # any frame: the same calls are left out
+        assert f"· +{left_out} calls not drawn" in screen_text(app)
+        assert f"REPLAY · call 5/{framed} ·" in screen_text(app)
     app = app_of("quick_share")  # no call left out: the frames' count alone
     async with app.run_test(size=(160, 48)) as pilot:
         text = await at(pilot, app, app.frames.last)
-        assert "traced" not in text and re.search(r"REPLAY · call (\d+)/\1 · \d+ shared", text)
+        assert "not drawn" not in text and re.search(r"REPLAY · call (\d+)/\1 · \d+ shared", text)
+
+
+@pytest.mark.asyncio
+async def test_a_process_panel_cut_short_says_what_it_left_out():
+    """At 80x24 a panel showed its 6 last calls under "── last calls" beside "21 calls" on its
+    border, and rows past its height went without a sign: each cut now says what it left out."""
+    from vmmtui.tui.widgets.programs import program_rows
+
+    app = app_of("scm_pair")
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = await at(pilot, app, app.frames.last)
+        v = programs(app, app.frames.last)
+        p = max(v.shown_procs(), key=lambda p: p.ncalls)
+        assert p.ncalls == 21 and "· 21 calls" in text
+        shown = re.search(r"── last (\d+) of 21 calls", text)
+        assert shown and 0 < int(shown.group(1)) < 21, text
+    closed = len(p.closed)
+    assert closed == 2 and not p.fds and not p.mems  # the memfd and its dup, both closed
+    rows = lambda h: program_rows(v, p, "time", h).plain.splitlines()  # noqa: E731
+    assert rows(1) == ["+2 more: 2 closed fd"]
+    assert rows(2)[-1].startswith("fd 5") and len(rows(2)) == 2  # the rows fit, the border counts
+    assert rows(3)[-1] == "── 21 calls, not shown here (the event log has them)"
+    assert rows(6)[2:] == ["── last 3 of 21 calls", *rows(6)[3:]] and len(rows(6)) == 6
+    assert rows(40)[2] == "── last calls" and len(rows(40)) == 3 + 21
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_wire_counts_every_transfer_it_folds(size):
+    """At 80x24 the wire said "… 2 earlier" above 3 of nginx's 6 transfers: the fold line's own
+    row was taken from the transfers shown and not counted. Shown and folded now add up."""
+    app = app_of("shares_1000")
+    async with app.run_test(size=size) as pilot:
+        for frame in (app.frames.last, app.frames.last // 2, 12):
+            await at(pilot, app, frame)
+            n = programs(app, frame).transfers_len
+            wire = app.query_one(WirePanel)
+            lines = text_of(wire).splitlines()
+            folded = re.match(r"… (\d+) earlier", lines[0].strip())
+            shown = sum(1 for line in lines if re.match(r"\s*\d+\.\d{4} ", line))
+            assert (int(folded.group(1)) if folded else 0) + shown == n, (size, frame, lines)
+            assert "earlier" not in text_of(wire) or folded
+
+
+@pytest.mark.asyncio
+async def test_a_panel_with_one_call_says_one_call():
+    """A process's border said "running · 1 calls"."""
+    app = app_of("scm_pair")
+    async with app.run_test(size=(160, 48)) as pilot:
+        text = await at(pilot, app, 1)
+        assert [p.ncalls for p in programs(app, 1).shown_procs()] == [1]
+        assert "· 1 call ─" in text and "1 calls" not in text, text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_verdicts_count_the_findings_they_leave_out(size):
+    """The verdicts ended in "… older findings" with no count beside "3 to look at": the findings
+    drawn and the count of the rest now add up to it at every size."""
+    from vmmtui.tui.widgets.wire import VerdictsPanel
+
+    app = app_of("fake_pool_calls")
+    async with app.run_test(size=size) as pilot:
+        text = await at(pilot, app, app.frames.last)
+        nbad = programs(app, app.frames.last).bad_findings
+        assert nbad == 3 and "· 3 to look at" in text
+        lines = text_of(app.query_one(VerdictsPanel)).splitlines()
+        drawn = sum(1 for line in lines if re.match(r"[⚠✗] [a-z-]+: pid", line))
+        more = re.search(r"… \+(\d+) more to look at: / searches the log", "\n".join(lines))
+        assert drawn >= 1 and drawn + (int(more.group(1)) if more else 0) == nbad, (size, lines)
+        assert "older findings" not in text

@@ -611,8 +611,8 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from vmmtui.words.findings import pin_words
 
     by: Counter[str] = Counter()
-    for (kind, _), n in ledger.findings.by.items():  # every finding, kept or not
-        by[kind] += n
+    for counted, n in ledger.findings.by.items():  # every finding, kept or not
+        by[counted.kind] += n
     if bystanders:
         console.print(bystanders)
     losses = ledger.losses

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.ledger import Allocation, Ledger
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.observed import (
@@ -79,7 +80,8 @@ class SharingFacts:
     events: int = 0
     lost: int = 0
     refused: Counter[tuple[str, str]] = field(default_factory=Counter)  # (call, reason)
-    never_closed: Counter[int] = field(default_factory=Counter)  # pid → received fds never closed
+    #: pid → received fds of memory (``model.findings.carries_memory``) held until exit
+    never_closed: Counter[int] = field(default_factory=Counter)
     #: conclusions records lost could overturn, said as unknown (by the kind they would have been)
     unknown: int = 0
     #: fds sent and left queued when their socket was released (the kernel's word)
@@ -96,6 +98,9 @@ class SharingFacts:
     #: every finding of the run by kind (shares included): the stream's, and polling's leftover
     #: files and unreadable processes; the count ``TraceFinished.findings`` says
     findings: Counter[str] = field(default_factory=Counter)
+    #: the same findings by weight (``model.findings.Weight``: good, problem, quiet): "problem"
+    #: is the end line's "to look at"
+    weights: Counter[str] = field(default_factory=Counter)
     #: exporter pid → the bytes its exported memory pins now (the stream's ``PinnedBytes``)
     pinned: dict[int, int] = field(default_factory=dict)
 
@@ -112,6 +117,7 @@ class SharingFacts:
             self._finding(e)
         elif isinstance(e, ProcessUnreadable):
             self.findings["unreadable"] += 1
+            self.weights[Weight.PROBLEM] += 1
         elif isinstance(e, CallRefused):
             self.refused[(shown(e.call, 40), refusal_reason(e))] += 1
         elif isinstance(e, ProcessForked):
@@ -123,6 +129,7 @@ class SharingFacts:
             self._label(e.pid, e.name)
         elif isinstance(e, Leak):
             self.findings[str(e.kind)] += 1
+            self.weights[weigh(e)] += 1
             if e.kind in ("shm-file", "socket-file"):
                 self.leaked_files[e.kind] += 1
         elif isinstance(e, FdOpened) and e.how == "arrived":
@@ -140,6 +147,7 @@ class SharingFacts:
 
     def _finding(self, f: LedgerFinding) -> None:
         self.findings[f.kind] += 1
+        self.weights[weigh(f)] += 1
         if f.kind == "unknown":
             self.unknown += 1
         elif f.kind == "in-flight":

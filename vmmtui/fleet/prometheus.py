@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vmmtui.fleet.facts import SharingFacts
+from vmmtui.model.findings import Weight
 from vmmtui.stream.events import Event
 
 PROCESS = ["pid", "comm", "container"]
@@ -109,7 +110,9 @@ class LedgerCollector:
                 (
                     Counter,
                     "vmmtui_received_fds_never_closed",
-                    "Received or taken fds a process held until it exited",
+                    "Received or taken fds of memory (a CUDA export, a memfd, a /dev/shm file, a "
+                    "dma-buf, a GPU fd, or a file whose kind was not seen) a process held until it "
+                    "exited; sockets and pipes kept so are vmmtui_findings{kind=fd-closed-by-exit}",
                     dict(f.never_closed),
                 ),
             ]
@@ -177,9 +180,18 @@ class LedgerCollector:
             )
             for kind, n in sorted(f.findings.items()):
                 found.add_metric([kind], n)
+            weighed = Counter(
+                "vmmtui_findings_by_weight",
+                "The same findings by weight: good (shares, imports), problem (the end line's "
+                '"to look at"), quiet (facts: a received socket or pipe held until exit)',
+                labels=["weight"],
+            )
+            for w in Weight:
+                weighed.add_metric([str(w)], f.weights[w])
         yield from families
         yield from (refused, transfers, shares, leaked, events, lost, lost_cpu, unknown, in_flight)
         yield found
+        yield weighed
 
 
 @dataclass

@@ -31,6 +31,9 @@ class Holding:
     closed_at: int | None = None
     sock: SocketEnd | None = None
     pidfd: int = -1
+    #: what the open file is as the kernel said it at a send (``trace.records.file_kind``:
+    #: ``socket``, ``pipe``, ``memfd``…); "" where no send of it was seen
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,8 @@ class Pending:
     at: int
     #: the socket it was sent over
     sock: SocketEnd
+    #: what the file is, as the kernel said it at the send ("" where not read)
+    kind: str = ""
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""The verdicts about programs as data: their kinds, what proves each, and the one count of them
-that the end line, ``--json``, the screen and the metrics all give. No words here: a renderer
-words a finding where it draws it."""
+"""The verdicts about programs as data: their kinds, what proves each, how much each weighs (good
+news, a problem to look at, or a quiet fact), and the one count of them that the end line,
+``--json``, the screen and the metrics all give. No words here: a renderer words a finding where
+it draws it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class FindingKind(StrEnum):
@@ -18,7 +19,12 @@ class FindingKind(StrEnum):
     IMPORTED = "imported"
     REFUSED = "refused"
     IN_FLIGHT = "in-flight"
+    #: a received fd of a file that carries memory (``MEMORY_FILES``, or a file of a kind not
+    #: seen) held until the process exited: the memory lived as long as the process
     FD_NEVER_CLOSED = "fd-never-closed"
+    #: a received fd of a file that carries no memory (a socket, a pipe, an eventfd, a file on
+    #: disk) held until exit: a fact, what servers and browsers do with their channels
+    FD_CLOSED_BY_EXIT = "fd-closed-by-exit"
     IMPORT_NEVER_RELEASED = "import-never-released"
     HELD_AFTER_EXPORTER_DIED = "held-after-exporter-died"
     POSSIBLE_HELD_AFTER_EXPORTER_DIED = "possible-held-after-exporter-died"
@@ -46,8 +52,46 @@ class FindingKind(StrEnum):
 GOOD = frozenset({FindingKind.SHARED, FindingKind.IMPORTED})
 
 
+#: the kinds that are facts, not problems: counted and kept, never "to look at"
+QUIET = frozenset({FindingKind.FD_CLOSED_BY_EXIT})
+
+#: the kinds of open file that carry memory (``trace.records.file_kind``'s names and the
+#: ledger's): a received fd of one kept until exit keeps that memory alive until then
+MEMORY_FILES = frozenset({"gpu", "memfd", "shm", "dmabuf"})
+
+
 def is_good(kind: str) -> bool:
     return kind in GOOD
+
+
+def carries_memory(file_kind: str) -> bool:
+    """Whether an open file of ``file_kind`` may carry memory: a kind not seen ("") may, so it
+    is never cleared as a quiet fact."""
+    return not file_kind or file_kind in MEMORY_FILES
+
+
+class Weight(StrEnum):
+    """How much a finding weighs: good news, a problem to look at, or a quiet fact."""
+
+    GOOD = "good"
+    PROBLEM = "problem"
+    QUIET = "quiet"
+
+
+def weight(kind: str, was: str = "") -> Weight:
+    """The weight of a finding of ``kind`` (``was``: what an ``unknown`` would be without the
+    records lost; a lost close can only make a quiet fact quieter)."""
+    if kind in GOOD:
+        return Weight.GOOD
+    if kind in QUIET or (kind == FindingKind.UNKNOWN and was in QUIET):
+        return Weight.QUIET
+    return Weight.PROBLEM
+
+
+def weigh(f: Any) -> Weight:
+    """The weight of a finding (a ``LedgerFinding``, a polling ``Leak``, anything with a
+    ``kind``)."""
+    return weight(str(f.kind), getattr(f, "was", ""))
 
 
 class Proof(StrEnum):
@@ -100,32 +144,57 @@ def proof_of(f: HasProof) -> Proof:
 
 @dataclass(frozen=True)
 class Tally:
-    """The one count of findings: every finding (shares included), the good among them, and the
-    good by what proves them."""
+    """The one count of findings: every finding (shares and quiet facts included), the good
+    among them by what proves them, the problems (``bad``: "to look at") and the quiet facts by
+    the kind of file they are about."""
 
     good: int = 0
     bad: int = 0
     proven_by: dict[str, int] = field(default_factory=dict)
+    quiet: int = 0
+    quiet_by: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return self.good + self.bad
+        return self.good + self.bad + self.quiet
 
 
-def kind_and_proof(f: Any) -> tuple[str, str]:
-    """What a finding is counted by (``tally``'s pairs)."""
-    return (str(f.kind), str(proof_of(f)))
+class Counted(NamedTuple):
+    """What a finding is counted by: its kind, its proof (good news), its weight and, for a
+    quiet fact, the kind of file it is about."""
+
+    kind: str
+    proof: str = ""
+    weight: Weight = Weight.PROBLEM
+    file: str = ""
 
 
-def tally(found: Iterable[tuple[str, str]], counted: Mapping[Any, int] | None = None) -> Tally:
-    """The count of ``(kind, proof)`` pairs, and of those ``counted`` already (pair -> how many:
-    a long run's findings, counted as they came and no longer all kept)."""
-    good = bad = 0
+def counted_as(f: Any) -> Counted:
+    """What a finding is counted by (``tally``'s keys)."""
+    w = weigh(f)
+    if w is Weight.GOOD:
+        return Counted(str(f.kind), str(proof_of(f)), w)
+    return Counted(str(f.kind), "", w, quiet_file(f) if w is Weight.QUIET else "")
+
+
+def quiet_file(f: Any) -> str:
+    """The kind of file a quiet fact is counted under (``Tally.quiet_by``)."""
+    return getattr(f, "name", "") or "other"
+
+
+def tally(found: Iterable[Counted], counted: Mapping[Any, int] | None = None) -> Tally:
+    """The count of ``found``, and of those ``counted`` already (``Counted`` -> how many: a long
+    run's findings, counted as they came and no longer all kept)."""
+    good = bad = quiet = 0
     proofs: Counter[str] = Counter()
-    for (kind, proof), n in [*((pair, 1) for pair in found), *(counted or {}).items()]:
-        if kind in GOOD:
+    files: Counter[str] = Counter()
+    for c, n in [*((c, 1) for c in found), *(counted or {}).items()]:
+        if c.weight is Weight.GOOD:
             good += n
-            proofs[proof] += n
+            proofs[c.proof] += n
+        elif c.weight is Weight.QUIET:
+            quiet += n
+            files[c.file] += n
         else:
             bad += n
-    return Tally(good, bad, dict(proofs))
+    return Tally(good, bad, dict(proofs), quiet, dict(files))

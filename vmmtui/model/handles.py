@@ -150,6 +150,10 @@ class HandleBook:
         self.pinned: dict[int, int] = {}
 
     # -- queries -----------------------------------------------------------------------------
+    def waiting(self) -> bool:
+        """Whether an export waits for its first open (``clock`` may then have a fact to say)."""
+        return bool(self._waiting)
+
     def mapped_at(self, pid: int, ptr: int) -> tuple[int, int, int] | None:
         """(base, size, handle) of the cuMemMap'd range of ``pid`` that holds ``ptr``."""
         for base, (size, handle) in self.mapped.get(pid, {}).items():

@@ -42,7 +42,7 @@ from vmmtui.model.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.model.findings import Memory, Proof, kind_and_proof
+from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, carries_memory, counted_as
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
@@ -110,7 +110,7 @@ class Ledger:
         self.ipc: dict[str, IpcExport] = {}
         self.ipc_opens: dict[tuple[int, int], tuple[IpcExport | None, IpcOpen]] = {}
         self.refusals: Kept[CallRefused] = Kept()
-        self.findings: Kept[LedgerFinding] = Kept(key=kind_and_proof)  # ``by``: the one count
+        self.findings: Kept[LedgerFinding] = Kept(key=counted_as)  # ``by``: the one count
         self.probes: Kept[CapabilityProbe] = Kept()  # calls that failed by design: no findings
         self.memfd_names: dict[str, str] = {}
         #: open files shared before the trace began (frame 0: kcmp-proven, direction unseen), by
@@ -169,18 +169,19 @@ class Ledger:
     def name(self, file: str) -> str:
         return self.memfd_names.get(file, "")
 
-    def file_kind(self, file: str) -> str:
-        """What the open file is, as far as the trace saw it made: ``gpu`` (a driver export),
-        ``memfd``, or "" (made before the trace or by a call not traced: a socket, a file)."""
+    def file_kind(self, file: str, said: str = "") -> str:
+        """What the open file is: ``gpu`` (a driver export) or ``memfd`` as the trace saw it
+        made; else what the kernel said it was at a send (``said``: ``socket``, ``pipe``,
+        ``memfd``, ``gpu``…); "" where neither was seen."""
         if not file:
-            return ""
+            return said
         if self.allocation_of_file(file) is not None or self.pool_of_file(file) is not None:
             return "gpu"
         if file in self.memfd_names:
             return "memfd"
         if any(h.file == file and h.how == "exported" for h in self.holdings.values()):
             return "gpu"
-        return ""
+        return said
 
     # -- the fold ------------------------------------------------------------------------------
     def apply(self, e: Event) -> list[LedgerFinding | CapabilityProbe]:
@@ -300,7 +301,7 @@ class Ledger:
     def _on_FdOpened(self, e: FdOpened, out: list) -> None:
         """An fd already open when first read (``present``): held since before the trace. Later
         polled opens are polling's to judge (its leaks), not the ledger's."""
-        memory = e.kind in ("memfd", "shm", "gpu", "dmabuf")
+        memory = e.kind in MEMORY_FILES
         if e.how == Arrival.PRESENT and memory and (e.pid, e.fd) not in self.holdings:
             self._hold(Holding(e.pid, e.fd, "", "present", 0))
 
@@ -334,7 +335,11 @@ class Ledger:
         # the child inherits every fd: its copies name the same files
         for (pid, fd), h in list(self.holdings.items()):
             if pid == e.pid:
-                self._hold(Holding(e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork"))
+                self._hold(
+                    Holding(
+                        e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork", kind=h.kind
+                    )
+                )
 
     def _on_ProcessExec(self, e: ProcessExec, out: list) -> None:
         p = self._proc(e.pid)
@@ -354,7 +359,8 @@ class Ledger:
             return
         old = self.holdings.get((e.pid, e.old))
         file = e.file or (old.file if old else "")
-        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call))
+        kind = old.kind if old is not None and old.file == file else ""
+        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call, kind=kind))
 
     def _on_FdCloseCall(self, e: FdCloseCall, out: list) -> None:
         if e.result < 0:
@@ -371,12 +377,15 @@ class Ledger:
             return
         if e.fds_not_read:
             self.fds_not_read["sent"] += e.fds_not_read
-        for fd, file in zip(e.fds, e.files, strict=False):
+        kinds = e.kinds + [""] * (len(e.fds) - len(e.kinds))
+        for fd, file, said in zip(e.fds, e.files, kinds, strict=False):
             held = self.holdings.get((e.pid, fd))
             if held is not None and held.file.startswith("kcmp:"):
                 self._rename(held.file, file)  # a file shared before the trace, now named
             elif held is not None and not held.file:
                 self._learn_file(e.pid, fd, file)
+            if held is not None and said:
+                held.kind = said
             key = (destination(e.sock), file)
             waiting = self.early.get(key)
             if waiting:  # its receive was folded first (it ended on another CPU)
@@ -387,11 +396,12 @@ class Ledger:
                 held = self.holdings.get((r.pid, r.fd))
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
+                    held.kind = held.kind or said
                 self._matched(
-                    Pending(e.pid, fd, e.ktime, e.sock), r.pid, r.fd, file, r.at, r.sock, out
+                    Pending(e.pid, fd, e.ktime, e.sock, said), r.pid, r.fd, file, r.at, r.sock, out
                 )
                 continue
-            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, e.sock))
+            self.in_flight.sent(e.sock, file, Pending(e.pid, fd, e.ktime, e.sock, said))
 
     def _on_QueuedAtRelease(self, e: QueuedAtRelease, out: list) -> None:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
@@ -430,6 +440,8 @@ class Ledger:
         self._link_export(pid, fd, file)
 
     def _link_export(self, pid: int, fd: int, file: str) -> None:
+        if not self.allocations and not self.pools:
+            return  # no driver export to link (a trace of fds alone: every fd held comes here)
         exporters: list[Allocation | Pool] = [*self.allocations.values(), *self.pools.values()]
         for a in exporters:
             a.exported = [
@@ -448,7 +460,18 @@ class Ledger:
                 self._early_order.append(r)
                 continue
             self._hold(
-                Holding(e.pid, fd, file, "received", e.ktime, sent.pid, sent.fd, SCM, sock=e.sock)
+                Holding(
+                    e.pid,
+                    fd,
+                    file,
+                    "received",
+                    e.ktime,
+                    sent.pid,
+                    sent.fd,
+                    SCM,
+                    sock=e.sock,
+                    kind=sent.kind,
+                )
             )
             self._matched(sent, e.pid, fd, file, e.ktime, e.sock, out)
 
@@ -459,7 +482,7 @@ class Ledger:
             Transfer(file, SCM, sent.pid, sent.fd, pid, fd, sent.at, at, sock=sock)
         )
         out.append(
-            LedgerFinding(
+            LedgerFinding.of(
                 "shared",
                 pid,
                 at,
@@ -483,8 +506,20 @@ class Ledger:
         if src is not None and not src.file and file:
             self._learn_file(target, e.target_fd, file)
         via = "pidfd_getfd"
+        kind = src.kind if src is not None and src.file == file else ""
         self._hold(
-            Holding(e.pid, e.fd, file, "taken", e.ktime, target, e.target_fd, via, pidfd=e.pidfd)
+            Holding(
+                e.pid,
+                e.fd,
+                file,
+                "taken",
+                e.ktime,
+                target,
+                e.target_fd,
+                via,
+                pidfd=e.pidfd,
+                kind=kind,
+            )
         )
         self.transfers.append(
             Transfer(file, via, target, e.target_fd, e.pid, e.fd, e.ktime, e.ktime, pidfd=e.pidfd)
@@ -690,11 +725,12 @@ class Ledger:
             if pid != e.pid:
                 continue
             if h.how in ("received", "taken"):
+                kind = self.file_kind(h.file, h.kind)
                 self._leak(
                     out,
                     h.since,
                     LedgerFinding(
-                        "fd-never-closed",
+                        "fd-never-closed" if carries_memory(kind) else "fd-closed-by-exit",
                         e.pid,
                         e.ktime,
                         peer=h.source_pid,
@@ -705,7 +741,7 @@ class Ledger:
                         via=h.via,
                         sock=h.sock,
                         pidfd=h.pidfd,
-                        name=self.file_kind(h.file),
+                        name=kind,
                     ),
                 )
             self._close(pid, fd, e.ktime)

@@ -46,7 +46,11 @@ class Refcounts:
         self, e: Event, found: list[LedgerFinding | CapabilityProbe]
     ) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """``found`` (what the ledger made of ``e``) with roads, less a refusal the book words
-        itself, then the book's findings and the pinned bytes that changed."""
+        itself, then the book's findings and the pinned bytes that changed. Most events (closes,
+        memfds, sends) bring nothing to either: they leave after three tests (this runs on every
+        event of a trace, tens of thousands a second)."""
+        if not found and not self.book.waiting() and not isinstance(e, (CudaCall, ProcessExit)):
+            return []
         explained = isinstance(e, CudaCall) and e.result != CUDA_SUCCESS and self._explains(e)
         out: list[LedgerFinding | CapabilityProbe | PinnedBytes] = []
         for f in found:

@@ -4,7 +4,6 @@ gets its road (``model.roads.Road``) and the handle type at export and at import
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from vmmtui.model.roads import HandleType, Road, handle_type
@@ -54,6 +53,4 @@ def with_road(ledger: Ledger, e: Event, f: LedgerFinding) -> LedgerFinding:
             imported = HandleType.POOL_PTR
     if road is None and exported is HandleType.NONE:
         return f
-    return dataclasses.replace(
-        f, road=str(road or ""), exported_as=str(exported), imported_as=str(imported)
-    )
+    return f.but(road=str(road or ""), exported_as=str(exported), imported_as=str(imported))

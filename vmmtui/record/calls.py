@@ -8,7 +8,7 @@ appended, in constant time per event. No Textual here.
 
 from __future__ import annotations
 
-from vmmtui.model.findings import GOOD
+from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.interest import Interest
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
@@ -30,6 +30,7 @@ from vmmtui.stream.observed import (
     MemfdCreated,
     ProcessExit,
     ProcessForked,
+    TraceCall,
     TraceStarted,
     base_name,
 )
@@ -60,6 +61,9 @@ class CallTimeline:
         self.dropped = 0
         #: the events they drew (before ``events[0]``)
         self.events_dropped = 0
+        #: the calls traced that are no frame (a close or a dup of an fd of no interest), by call
+        #: name: with the frames, every call the tracer counted (its closing line's "N calls")
+        self.unframed: dict[str, int] = {}
         self.extend(events or [])
 
     def extend(self, events: list[Event]) -> None:
@@ -73,7 +77,10 @@ class CallTimeline:
                 self.pids.append(pid)
             else:
                 frames[-1].end = len(self.events)
-                bad = (isinstance(e, LedgerFinding) and e.kind not in GOOD) or isinstance(e, Leak)
+                if isinstance(e, TraceCall):
+                    name = getattr(e, "call", "") or type(e).__name__
+                    self.unframed[name] = self.unframed.get(name, 0) + 1
+                bad = isinstance(e, LedgerFinding | Leak) and weigh(e) is Weight.PROBLEM
                 if bad and not frames[-1].failed:
                     frames[-1].failed = True
                     frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from vmmtui.model.ends import End
+from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.probes import classify
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.observed import (
@@ -250,6 +251,8 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
 
         mark, style = FINDING_STYLES.get(e.kind, ("⚠", "yellow"))
         w = finding_words(e)
+        if weigh(e) is Weight.QUIET:  # a fact: dim, whatever lost records may say of it
+            return [Text(f"    · {e.kind}: pid {e.pid} {w.what}: {shown(w.detail, 400)}", "dim")]
         if e.kind == "unknown":
             text = Text(
                 f"    ? unknown: {lost_words(e.lost, e.lost_first_ns, e.lost_last_ns, t0)}: "
@@ -289,7 +292,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
             Text(
                 f"vmmtui trace: {counted}, "
                 f"{e.findings} finding{'s' if e.findings != 1 else ''}"
-                + (f" ({e.problems} to look at)" if e.problems else "")
+                + _weighed(e.problems, e.quiet, e.quiet_by)
                 + (f"; the command ended with {how}" if how else ""),
                 "bold",
             )
@@ -318,9 +321,21 @@ def _failed(e: Event) -> bool:
     return False
 
 
+def _weighed(problems: int, quiet: int, quiet_by: dict[str, int]) -> str:
+    """The end line's weights: `` (3 to look at; 45 other received fds held until exit (…))``."""
+    from vmmtui.words.findings import quiet_words
+
+    said = [f"{problems} to look at" if problems else "", quiet_words(quiet, quiet_by)]
+    said = [x for x in said if x]
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def worth_a_line(e: Event, ledger) -> bool:
-    """Plain output and the view leave out closes and dups of fds that never held shared memory;
-    --json and --record keep every call. ``ledger`` is the state before ``e``."""
+    """Plain output and the view leave out closes and dups of fds that never held shared memory,
+    and the quiet facts (counted on the end line); --json and --record keep every call and
+    finding. ``ledger`` is the state before ``e``."""
+    if isinstance(e, LedgerFinding):
+        return weigh(e) is not Weight.QUIET
     if isinstance(e, FdCloseCall):
         if e.call == "close_range":
             return any(p == e.pid and e.fd <= fd <= e.last for p, fd in ledger.holdings)
@@ -469,6 +484,11 @@ def kernel_step_line(facts: Sequence[KernelFact]) -> Text | None:
     if len(kept) > 1:
         text.append(f" (+{len(kept) - 1} more in the log)", "dim")
     return text
+
+
+def kernel_line_left_out(step: int) -> str:
+    """The teaching panel's border where the kernel's line of ``step`` had no row: where it is."""
+    return f"+ kernel's record of step {step} (in the event log)"
 
 
 def kernel_step_facts(facts: Sequence[KernelFact]) -> list[KernelFact]:

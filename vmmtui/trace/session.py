@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from vmmtui.model.findings import Tally, tally
+from vmmtui.model.findings import Counted, Tally, counted_as, tally
 from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
@@ -171,7 +171,7 @@ class TraceSession:
         self.live = live
         self.unreadable: set[int] = set()
         #: findings the polling said itself (leftover files, unreadable processes)
-        self.polled: list[tuple[str, str]] = []
+        self.polled: list[Counted] = []
         self.finished: TraceFinished | None = None
 
     @classmethod
@@ -200,14 +200,16 @@ class TraceSession:
             if isinstance(e, TraceFinished):
                 yield from map(self._out, [*ledger.finish(), *self.refs.finish()])
                 t = self.count()
-                self.finished = dataclasses.replace(e, findings=t.total, problems=t.bad)
+                self.finished = dataclasses.replace(
+                    e, findings=t.total, problems=t.bad, quiet=t.quiet, quiet_by=t.quiet_by
+                )
                 yield self._out(self.finished)
                 continue
             if isinstance(e, ProcessUnreadable):
                 self.unreadable.add(e.pid)
-                self.polled.append(("unreadable", ""))
+                self.polled.append(Counted("unreadable"))
             elif isinstance(e, Leak):
-                self.polled.append((str(e.kind), ""))
+                self.polled.append(counted_as(e))
             yield self._out(e)
             for f in self.fold(e):
                 yield self._out(f)

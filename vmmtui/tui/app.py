@@ -171,7 +171,9 @@ class InspectorApp(Viewer):
     def where(self) -> str:
         if self.shown is None:
             return ""
-        return f"AS OF STEP {self.frames.frames[self.shown].steps} · end: live"
+        from vmmtui.words.status import session_where  # not on the first frame's path
+
+        return session_where(self.frames.frames[self.shown].steps)
 
     def subtitle(self, state: ScreenState) -> str:
         if self.shown is None:

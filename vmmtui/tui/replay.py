@@ -155,8 +155,10 @@ class ReplayApp(Viewer):
         return len(getattr(self.timeline, "plan", ())) or self.frames.frames[-1].steps
 
     def where(self) -> str:
-        where = f"REPLAY · {self.unit} {self.frames.frames[self.frame].steps}/{self.total}"
-        return where + self.traced_beyond_frames()
+        from vmmtui.words.status import replay_where
+
+        at = self.frames.frames[self.frame].steps
+        return replay_where(self.unit, at, self.total)
 
     def subtitle(self, state: ScreenState) -> str:
         frame = self.frames.frames[self.frame]

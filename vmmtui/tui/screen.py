@@ -52,6 +52,8 @@ class InspectorScreen(Screen):
     state: reactive[ScreenState] = reactive(ScreenState.blank, always_update=True, init=False)
     #: where the screen is, first on the status line: "REPLAY · step 3/27", "AS OF STEP 4"
     where: reactive[str] = reactive("", init=False)
+    #: last on the status line, after the verdicts: what the frames leave out (a trace's calls)
+    aside: reactive[str] = reactive("", init=False)
     #: "as of step N" under each panel's border while a past step is shown
     mark: reactive[str] = reactive("", init=False)
     #: keys pressed during a step, waiting their turn (shown on the status line)
@@ -163,6 +165,9 @@ class InspectorScreen(Screen):
     def watch_where(self) -> None:
         self.paint()
 
+    def watch_aside(self) -> None:
+        self.paint()
+
     def watch_queued(self) -> None:
         self.paint()
 
@@ -175,8 +180,9 @@ class InspectorScreen(Screen):
             return
         for panel in self.query(ProcessPanel):
             panel.show_mark(mark)  # beside what the panel says it left out
-        for widget in [self.query_one(WirePanel), *self.query(TeachingPanel)]:
-            widget.border_subtitle = mark
+        self.query_one(WirePanel).border_subtitle = mark
+        for teaching in self.query(TeachingPanel).results(TeachingPanel):
+            teaching.show_mark(mark)  # beside what its cut left out
 
     def panel(self, role: str) -> ProcessPanel:
         return self.query_one(f"#{role}", ProcessPanel)
@@ -198,7 +204,7 @@ class InspectorScreen(Screen):
                 self._paint_workers(state)
             self.query_one(WirePanel).show(state)
             self.query_one(VerdictsPanel).show(state)
-            self.query_one(StatusLine).show(state, self.where, self.queued)
+            self.query_one(StatusLine).show(state, self.where, self.queued, self.aside)
             for teaching in self.query(TeachingPanel).results(TeachingPanel):
                 teaching.show(state, self.note)
             self.query_one(EventLog).show(state)

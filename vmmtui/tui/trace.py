@@ -238,16 +238,6 @@ class TraceApp(Viewer):
             self.shown = max(0, self.shown - k0)
         del self._bar_cache[:k0]
 
-    def not_kept(self) -> str:
-        """What the screen says of the calls it forgot ("" when none)."""
-        n = self.timeline.dropped
-        if not n:
-            return ""
-        recorded = getattr(self.sink, "recorder", None) is not None
-        return f" · … {n} older calls not kept" + (
-            ": see the recording" if recorded else " (--record FILE keeps every call)"
-        )
-
     # -- what the screen says ----------------------------------------------------------------------
     def state_shown(self) -> ScreenState:
         state = self.frames.after(self.live_to) if self.shown is None else super().state_shown()
@@ -260,17 +250,18 @@ class TraceApp(Viewer):
         self.paint()
 
     def where(self) -> str:
-        calls = self.frames.frames[-1].steps
-        if not self.frames.timeline.events and not self.ended:
-            return "STARTING · loading the eBPF probes (the kernel checks each program first)"
-        if self.shown is None:
-            behind = len(self.timeline.events) - self.live_to
-            folding = f" · folding {behind} more events" if behind > 0 else ""
-            ended = "ENDED" if self.ended else "LIVE"
-            return f"{ended} · call {calls}{folding}{self.traced_beyond_frames()}{self.not_kept()}"
-        shown = self.frames.frames[self.shown].steps
-        beyond = self.traced_beyond_frames()
-        return f"AS OF CALL {shown} of {calls}{beyond} · end: live{self.not_kept()}"
+        from vmmtui.words.status import trace_where
+
+        timeline = self.timeline
+        return trace_where(
+            self.frames.frames[-1].steps,
+            None if self.shown is None else self.frames.frames[self.shown].steps,
+            ended=self.ended,
+            starting=not timeline.events and not self.ended,
+            folding=len(timeline.events) - self.live_to,
+            dropped=timeline.dropped,
+            recorded=getattr(self.sink, "recorder", None) is not None,
+        )
 
     def subtitle(self, state: ScreenState) -> str:
         return self.sub

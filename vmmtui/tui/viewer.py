@@ -145,6 +145,7 @@ class Viewer(App[int]):
         screen = self.inspector
         screen.state = state
         screen.where = self.where()
+        screen.aside = self.aside()
         if screen.ready and not self.ending:  # the header exists (and is not being taken down)
             self.sub_title = self.subtitle(state)
             self._paint_timeline(screen)
@@ -170,23 +171,6 @@ class Viewer(App[int]):
             return
         frames = bar_frames(timeline, ahead=self.MODE != "replay")
         bar.show(frames, index, frame.steps, len(timeline.plan), mode)
-
-    def traced_beyond_frames(self) -> str:
-        """A trace's frames are its calls on fds that held a share (a close of any other fd is no
-        frame); the tracer's closing line counts every call. Where the two differ the status line
-        says the tracer's count beside the frames', so that one screen gives one answer: "call
-        132/132 · 135 traced" beside the log's "135 calls in 0.6 s". "" otherwise."""
-        timeline = self.frames.timeline
-        if getattr(timeline, "unit", "step") != "call":
-            return ""
-        from vmmtui.stream.observed import TraceFinished  # a trace's: the demo never imports it
-
-        for e in reversed(timeline.events[-64:]):  # the findings of the end come after it
-            if isinstance(e, TraceFinished):
-                framed = timeline.frames[-1].steps
-                more = e.events > framed and e.mode == "ebpf"
-                return f" · {e.events} traced" if more else ""
-        return ""
 
     def _call_bar(self, timeline) -> list[BarFrame]:
         """A trace's bar: a cell per call, coloured by its process, findings marked; extended as
@@ -265,6 +249,16 @@ class Viewer(App[int]):
     def where(self) -> str:
         """What the status line says first (REPLAY · step N/M, as of a past step)."""
         return ""
+
+    def aside(self) -> str:
+        """What the status line says last: what the frames leave out (a trace's calls)."""
+        timeline = self.frames.timeline
+        unframed = getattr(timeline, "unframed", None)  # a trace's (vmmtui.record.calls)
+        if not unframed:
+            return ""
+        from vmmtui.words.status import calls_not_drawn
+
+        return calls_not_drawn(unframed)
 
     def subtitle(self, state: ScreenState) -> str:
         return state.subtitle

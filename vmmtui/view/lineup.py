@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from vmmtui.model.findings import Weight
 from vmmtui.view.programs import ProcView, ProgramsView
 
 #: fds that say the process took part in a share (``sent``: the sender's side of SCM_RIGHTS)
@@ -48,8 +49,8 @@ class Lineup:
 
 @dataclass(frozen=True)
 class Parties:
-    """The pids at either end of a transfer, and those a finding that is not good news names
-    (the refused caller and the process it asked for)."""
+    """The pids at either end of a transfer, and those a finding to look at names (the refused
+    caller and the process it asked for; not a quiet fact's)."""
 
     moved: frozenset[int]
     found: frozenset[int]
@@ -57,7 +58,13 @@ class Parties:
     @classmethod
     def of(cls, v: ProgramsView) -> Parties:
         moved = {pid for t in v.transfer_list() for pid in (t.from_pid, t.to_pid)}
-        found = {pid for f in v.finding_list() if not f.good for pid in (f.pid, f.peer) if pid}
+        found = {
+            pid
+            for f in v.finding_list()
+            if f.weight is Weight.PROBLEM
+            for pid in (f.pid, f.peer)
+            if pid
+        }
         return cls(frozenset(moved), frozenset(found))
 
 

@@ -608,7 +608,7 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0)
     if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
         bad = v.bad_findings
-        text = f"{v.findings_len - bad} shared/imported · {bad} to look at"
+        text = f"{v.findings_len - bad - v.quiet_findings} shared/imported · {bad} to look at"
         state = evolve(state, status={**state.status, "findings": text})
     return _log(state, entry, steps=v.calls_len)
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import GOOD, Proof, proof_of
+from vmmtui.model.findings import GOOD, Proof, Weight, proof_of, quiet_file
+from vmmtui.model.findings import weight as weight_of
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.matching import SendQueue
 from vmmtui.stream.events import (
@@ -270,6 +271,11 @@ class FindingView:
     def good(self) -> bool:
         return self.kind in GOOD
 
+    @property
+    def weight(self) -> Weight:
+        """Good news, a problem to look at, or a quiet fact (``model.findings.weight``)."""
+        return weight_of(self.kind, getattr(self.of, "was", ""))
+
 
 @dataclass(frozen=True)
 class Pending:
@@ -300,8 +306,11 @@ class ProgramsView:
     transfers_len: int = 0
     findings: Book[FindingView] = field(default_factory=Book, compare=False, repr=False)
     findings_len: int = 0
-    #: findings that are not good news (problems, unknowns)
+    #: findings to look at (problems, unknowns): neither good news nor a quiet fact
     bad_findings: int = 0
+    #: the quiet facts (a received socket or pipe held until exit), and by the kind of file
+    quiet_findings: int = 0
+    quiet_by: dict[str, int] = field(default_factory=dict)
     #: the good findings by what proves them (``Proof``): the verdicts' header, without a walk
     proven_by: dict[str, int] = field(default_factory=dict)
     #: the good findings by the road they took (``model.roads.Road``; "" not seen)
@@ -716,7 +725,15 @@ def _found(v: ProgramsView, f: FindingView) -> ProgramsView:
     proof = f.proof
     book, n = v.findings.add(v.findings_len, v.seq, f)
     v = evolve(v, findings=book, findings_len=n)
-    if f.kind not in GOOD:
+    w = f.weight  # the one count's weight (``model.findings``)
+    if w is Weight.QUIET:
+        file = quiet_file(f.of)
+        return evolve(
+            v,
+            quiet_findings=v.quiet_findings + 1,
+            quiet_by={**v.quiet_by, file: v.quiet_by.get(file, 0) + 1},
+        )
+    if w is not Weight.GOOD:
         p = v.proc(f.pid)
         v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
     else:

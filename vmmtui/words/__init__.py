@@ -1,3 +1,3 @@
 """Words, written once: the wording of every session event (``narration``), every failure's cause and
-fix (``troubleshooting``), byte sizes (``sizes``) and the one sanitiser for text from outside
+fix (``troubleshooting``), the status line's first words (``status``), byte sizes (``sizes``) and the one sanitiser for text from outside
 (``names``). Renderers call these; the model never does."""

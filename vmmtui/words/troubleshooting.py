@@ -286,8 +286,10 @@ BY_CALL: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
-#: what to do about a received fd held until exit, by what the fd is (``AttachKind`` values, and
-#: "" for a file whose kind was not seen): the advice follows the fd, not the program
+#: what to do about a received fd held until exit, by what the fd is (``AttachKind``'s memory
+#: values, and "" for a file whose kind was not seen): the advice follows the fd, not the program.
+#: A socket, a pipe or an eventfd held until exit carries no memory: a fact, with no fix
+#: (``fd-closed-by-exit``)
 CLOSE_FIXES = {
     "gpu": (
         "close the fd once it is imported (cuMemImportFromShareableHandle keeps its own reference; "
@@ -302,11 +304,6 @@ CLOSE_FIXES = {
         "done with it"
     ),
     "dmabuf": "close the fd once the buffer is imported or mapped (that keeps its own reference)",
-    "socket": (
-        "close a received socket once its connection is done with, or in every process that does "
-        "not serve it: each copy keeps the connection (or the listening port) open"
-    ),
-    "pidfd": "close the pidfd once done with the process it names",
     "": (
         "close every fd you receive once done with it: the sender's close leaves your copy open, "
         "and only your close or your exit ends it"

@@ -71,7 +71,9 @@ class OutputScreen(ModalScreen[None]):
         self.command = command
         #: whether the command still runs (asked at each repaint)
         self.running = running
-        self._version = -1
+        #: what was last painted: the output's version and whether the command ran then (a
+        #: command can end after its last line: "(ended)" is news without new output)
+        self._painted: tuple[int, bool] | None = None
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="output"):
@@ -85,12 +87,12 @@ class OutputScreen(ModalScreen[None]):
         self.set_interval(REFRESH_S, self.refresh_output)
 
     def refresh_output(self) -> None:
-        version = self.output.version
-        if version == self._version:
-            return
-        self._version = version
-        kept = self.output.kept()
         running = bool(self.running()) if callable(self.running) else bool(self.running)
+        painted = (self.output.version, running)
+        if painted == self._painted:
+            return
+        self._painted = painted
+        kept = self.output.kept()
         self.query_one("#output-head", Static).update(output_head(kept, self.command, running))
         self.query_one("#output-body", Static).update(output_body(kept))
         self.query_one("#output", VerticalScroll).scroll_end(animate=False)

@@ -118,11 +118,7 @@ class ProcessPanel(Vertical):
         self.show_all = show_all
         self._budget()
         w = self.view
-        self._part(
-            "head",
-            (w.pid, w.backend, w.state_text, w.worker_state, w.results, self.plan),
-            self._head,
-        )
+        self._part("head", self._shown_head_key(), self._head)
         self._part("next", (self.next_step, self.mechanism, self.transport), self._next)
         self._part(
             "steps",
@@ -159,7 +155,7 @@ class ProcessPanel(Vertical):
 
             state = end_words(p.end)
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
-        return f"{state} · {p.ncalls} calls{sort}"
+        return f"{state} · {p.ncalls} call{'' if p.ncalls == 1 else 's'}{sort}"
 
     def again(self) -> None:
         """A program's panel drawn again from its last view (resized, focused, sorted)."""
@@ -183,6 +179,9 @@ class ProcessPanel(Vertical):
         if self.pid is not None:
             self.again()
             return
+        if self._shown.get("head") is not None:  # its "n/N steps" goes where the width has room
+            self._shown.pop("head")
+            self._part("head", self._shown_head_key(), self._head)
         room = self.step_room
         self._budget()
         if room != self.step_room:
@@ -265,6 +264,10 @@ class ProcessPanel(Vertical):
             self.post_message(StepChosen(index + 1))
 
     # -- rendering ---------------------------------------------------------------------------------
+    def _shown_head_key(self) -> tuple:
+        w = self.view
+        return (w.pid, w.backend, w.state_text, w.worker_state, w.results, self.plan, self.size)
+
     def _head(self) -> Text:
         d, v = self.fmt, self.view
         head = Text.assemble(
@@ -282,7 +285,12 @@ class ProcessPanel(Vertical):
             head.append(f"  GPU {s.device}", "bold cyan")
             if s.peer_access:
                 head.append(" (peer access to the producer's GPU)", "cyan")
-        head.append(f"  {done}/{len(steps)} steps", "dim")
+        # "3/10 steps" is one unit: where it does not fit beside the rest it takes the next line
+        # whole (a wrap between the two left "steps" alone, read as the title of an empty list)
+        tail = f"{done}/{len(steps)} steps"
+        width = self.content_region.width
+        sep = "\n" if 0 < width < head.cell_len + 2 + len(tail) else "  "
+        head.append(sep + tail, "dim")
         return head
 
     def _next(self) -> Text:

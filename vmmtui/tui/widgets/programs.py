@@ -119,41 +119,58 @@ def _sort(v: ProgramsView, pid: int, mems: list[MemView], order: str) -> list[Me
 
 def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
     """A traced process's rows, ``height`` at most: its fds of interest, its memory (sorted by
-    ``sort``), who it is, then what no longer exists, then the last calls that fit."""
-    rows: list[Text] = []
+    ``sort``), who it is, then what no longer exists, then the last calls that fit. A cut says
+    what it left out: rows past the height on a "+N more" line counted by kind, calls not shown
+    in the calls' heading ("last 6 of 21 calls")."""
+    rows: list[tuple[str, Text]] = []  # (its kind, for the count of a cut; the row)
     if p.pinned:
-        rows.append(pinned_row(p.pinned))
+        rows.append(("pinned", pinned_row(p.pinned)))
     for f in sorted(p.fds.values(), key=lambda f: f.fd):
-        rows.append(fd_row(f))
+        rows.append(("fd", fd_row(f)))
     mems = _sort(v, p.pid, list(p.mems.values()), sort)
     live = [m for m in mems if m.released_at is None]
     gone = [m for m in mems if m.released_at is not None]
-    rows += [mem_row(v, p.pid, m) for m in live]
+    rows += [("memory", mem_row(v, p.pid, m)) for m in live]
     if p.container or p.pod or p.inner_pid is not None:
         who = identity_words(p.container, p.pod, p.inner_pid)
-        rows.append(_line(("in ", "bold"), (who, "")))
+        rows.append(("identity", _line(("in ", "bold"), (who, ""))))
     if p.gpu_used:
         used = ", ".join(
             f"GPU {d}{' ' + p.gpu_uuids[d] if d in p.gpu_uuids else ''}: {format_size(b)}"
             for d, b in sorted(p.gpu_used.items())
         )
-        rows.append(_line(("NVML ", "bold"), used))
+        rows.append(("NVML", _line(("NVML ", "bold"), used)))
     # what no longer exists comes after what does (the first to go when room is short)
-    rows += [mem_row(v, p.pid, m) for m in gone]
-    rows += [fd_row(f, closed=True) for f in reversed(p.closed)]
+    rows += [("released memory", mem_row(v, p.pid, m)) for m in gone]
+    rows += [("closed fd", fd_row(f, closed=True)) for f in reversed(p.closed)]
     if not rows:
-        rows.append(_line(("no fd of interest, no GPU memory yet", "dim")))
+        rows.append(("", _line(("no fd of interest, no GPU memory yet", "dim"))))
+    height = max(height, 1)
+    if len(rows) > height:  # the last line counts what did not fit, by kind
+        from vmmtui.view.budget import folded_line
+
+        keep = height - 1
+        return _join(
+            [r for _, r in rows[:keep]] + [_line((folded_line([k for k, _ in rows[keep:]]), "dim"))]
+        )
+    shown = [r for _, r in rows]
     room = height - len(rows) - 1
     if room > 0:
         calls = v.calls_of(p.pid, room)
         if calls:
             from vmmtui.trace.narration import call_words  # the text's words for a call
 
-            rows.append(_line(("── last calls", "dim")))
+            n = max(p.ncalls, len(calls))
+            head = "── last calls" if len(calls) == n else f"── last {len(calls)} of {n} calls"
+            shown.append(_line((head, "dim")))
             for c in calls:
                 said = call_words(c.event) or c.name
-                rows.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
-    return _join(rows[: max(height, 1)])
+                shown.append(_line((f"{c.t:8.4f} ", "dim"), (said, "red" if c.failed else "")))
+    elif p.ncalls and len(rows) < height:  # a row for the heading alone: the calls are counted
+        shown.append(
+            _line((f"── {p.ncalls} calls, not shown here (the event log has them)", "dim"))
+        )
+    return _join(shown)
 
 
 #: the eight heights of a sparkline's cell

@@ -16,8 +16,9 @@ class StatusLine(Static):
         super().__init__(**kw)
         self._key: tuple = ()
 
-    def show(self, state: ScreenState, where: str = "", queued: int = 0) -> None:
-        key = (tuple(state.status.items()), state.start_error, where, queued)
+    def show(self, state: ScreenState, where: str = "", queued: int = 0, aside: str = "") -> None:
+        """``aside`` comes last (cut first where the line is short): what the frames leave out."""
+        key = (tuple(state.status.items()), state.start_error, where, queued, aside)
         if key == self._key:
             return
         self._key = key
@@ -32,4 +33,7 @@ class StatusLine(Static):
             if parts:
                 text.append(" · ")
         text.append(parts or ("" if where else IDLE), "bold red" if state.start_error else "bold")
+        if aside:
+            text.append(" · " if text.plain else "")
+            text.append(aside)
         self.update(text)

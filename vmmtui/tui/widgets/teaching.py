@@ -27,6 +27,11 @@ class TeachingPanel(Static):
         self.kernel_text = Text("")
         #: the teacher's note on the frame shown (replay --notes): (what it is on, its text)
         self.note: tuple[str, str] | None = None
+        #: "as of step N" (a past frame), on the bottom border beside what a cut left out
+        self.mark = ""
+        #: the plan step whose kernel line is left out for want of rows (0: none is)
+        self.kernel_left_out = 0
+        self._kernel_step = 0
 
     def show(self, state: ScreenState, note: tuple[str, str] | None = None) -> None:
         self.note = note
@@ -50,6 +55,7 @@ class TeachingPanel(Static):
         self.set_class(self.note is not None, "-noted")
         self.step_text, self.note_text = text, Text("")
         self.kernel_text = self._kernel(state)
+        self._kernel_step = state.steps
         self.set_class(bool(self.kernel_text.plain), "-kernel")
         if self.kernel_text.plain:
             text = Text.assemble(text, "\n" if text.plain else "", self.kernel_text)
@@ -60,16 +66,35 @@ class TeachingPanel(Static):
             sep = "\n" if text.plain else ""
             text = Text.assemble(text, sep, self.note_text)
         self.full = text
-        self.update(self._fitted())
+        self._refit()
 
     def on_resize(self) -> None:
+        self._refit()
+
+    def _refit(self) -> None:
         self.update(self._fitted())
+        self.show_mark(self.mark)
+
+    def show_mark(self, mark: str) -> None:
+        """The bottom border: "as of step N" (``mark``) and the kernel's line, where it was cut:
+        at 80x24 it once went without a sign."""
+        self.mark = mark
+        out = ""
+        if self.kernel_left_out:  # the record's words: imported only where there is a record
+            from vmmtui.trace.narration import kernel_line_left_out
+
+            out = kernel_line_left_out(self.kernel_left_out)
+        subtitle = " · ".join(part for part in (mark, out) if part)
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
 
     def _fitted(self) -> Text:
         """The text cut to the rows the panel may take (its max-height less its border), a cut
         part's last row ending in "…": a small terminal once dropped the rest silently. The
         teacher's note keeps its rows first; the step's text gives way to it. The kernel's line
-        (eBPF) is the first to go where rows are short: the event log holds it too."""
+        (eBPF) is the first to go where rows are short: the event log holds it too, and the
+        border says so (``kernel_left_out``)."""
+        self.kernel_left_out = 0
         text, limit = self.full, self.styles.max_height
         width = self.size.width  # the content's: inside the border and the padding
         if limit is None or width <= 0:
@@ -79,6 +104,7 @@ class TeachingPanel(Static):
         if rows <= 0 or len(text.wrap(console, width)) <= rows:
             return text
         if self.kernel_text.plain:
+            self.kernel_left_out = self._kernel_step
             text = Text("\n").join(t for t in (self.step_text, self.note_text) if t.plain)
             if len(text.wrap(console, width)) <= rows:
                 return text

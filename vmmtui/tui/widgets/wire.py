@@ -119,13 +119,11 @@ class WirePanel(_Sized):
 
         n = v.transfers_len  # only the newest that fit are read: a long trace has thousands
         room = max(1, self.size.height - len(rows))
-        more = n - room
-        start = 0
-        if more > 0:
-            start = n - (room - 1) if room > 1 else n
-            rows.insert(0, _line((f"… {more} earlier", "dim")))
+        # past the room: the newest that fit under a line that counts every one above them (it
+        # once counted one short: its own row was taken from the transfers shown)
+        start = 0 if n <= room else max(0, n - (room - 1))
         start = max(start, v.transfers.base)  # a long trace's oldest are no longer kept
-        if start > 0 and not more > 0:
+        if start > 0:
             rows.insert(0, _line((f"… {start} earlier", "dim")))
         items = v.transfers.between(start, n)
         for t in items:
@@ -193,15 +191,17 @@ class VerdictsPanel(_Sized):
         return say.verification(self.result)
 
     def _newest_bad(self, v: ProgramsView, most: int) -> list[FindingView]:
-        """The newest ``most`` findings that are not good news, oldest first. Where they are in
+        """The newest ``most`` findings to look at (not good news, not a quiet fact), oldest first. Where they are in
         the book of findings is noted as it grows (a book only grows; a state off its tip has a
         book of its own), so a repaint looks at the findings that came since, not at all."""
+        from vmmtui.model.findings import Weight  # with the first trace: not the demo's frame
+
         book = v.findings
         if book is not self._bad_of:
             self._bad_of, self._bad_at, self._bad_seen = book, [], 0
         entries, base = book.entries, book.base  # a long trace forgets the oldest (``base``)
         for k in range(max(self._bad_seen, base), base + len(entries)):
-            if not entries[k - base][1].good:
+            if entries[k - base][1].weight is Weight.PROBLEM:
                 self._bad_at.append(k)
         self._bad_seen = base + len(entries)
         upto = bisect_left(self._bad_at, v.findings_len)
@@ -211,9 +211,10 @@ class VerdictsPanel(_Sized):
         from vmmtui.model.findings import Tally
         from vmmtui.trace.words import proven_words, roads_words
         from vmmtui.tui.widgets.programs import _join, _line
+        from vmmtui.words.findings import quiet_words
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
-        good = v.findings_len - nbad
+        good = v.findings_len - nbad - v.quiet_findings
         head: list[Text] = [
             _line(
                 ("✓ ", "green"),
@@ -221,6 +222,8 @@ class VerdictsPanel(_Sized):
                 (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
             )
         ]
+        if v.quiet_findings:  # facts, folded into one dim line (the log has each)
+            head.append(_line(("  ", ""), (quiet_words(v.quiet_findings, v.quiet_by), "dim")))
         if v.roads:  # a line of its own: the count above keeps its place at 80 columns
             head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
@@ -230,7 +233,7 @@ class VerdictsPanel(_Sized):
         if v.mode == "polling" and v.reason:
             head.append(_line(("polling: ", "bold yellow"), v.reason))
         width = max(10, self.size.width)
-        rows: list[Text] = []
+        blocks: list[list[Text]] = []  # each finding's rows, the newest first
         from vmmtui.words.findings import words_of  # with the first finding
 
         for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
@@ -244,13 +247,32 @@ class VerdictsPanel(_Sized):
                 ("\n  cause: ", "bold"),
                 w.detail,
             )
-            rows += list(text.wrap(self.app.console, width))
-        if len(bad) < min(20, nbad):  # a long trace forgot them (kept in its recording)
-            said = f"… {nbad - len(bad)} older findings not kept: see the recording"
-            rows.append(_line((said, "dim")))
+            blocks.append(list(text.wrap(self.app.console, width)))
         room = max(1, self.size.height) - len(head)
-        if len(rows) > room and nbad > 1:  # the cut is said
-            rows = rows[: max(0, room - 1)] + [
-                _line(("… older findings: / searches the log", "dim"))
-            ]
+        rows = self._fit(blocks, room, nbad, forgot=len(bad) < min(20, nbad))
         return _join(head + rows)
+
+    @staticmethod
+    def _fit(blocks: list[list[Text]], room: int, nbad: int, forgot: bool) -> list[Text]:
+        """The newest findings whole that fit ``room`` rows (the newest cut short where even it
+        does not), and a last line that counts those left out: it once said "… older findings"
+        with no count beside "41 to look at"."""
+        from vmmtui.tui.widgets.programs import _line
+
+        rows: list[Text] = []
+        shown = 0
+        for block in blocks:
+            sign = 1 if nbad - shown - 1 > 0 else 0  # a row for the count of those after it
+            if len(rows) + len(block) + sign > room:
+                break
+            rows += block
+            shown += 1
+        cut = False
+        if shown == 0 and blocks and room > 1:  # not even the newest whole: its first rows
+            rows, shown, cut = blocks[0][: room - 1], 1, True
+        left = nbad - shown
+        if not left and not cut:
+            return rows
+        where = "see the recording" if forgot else "/ searches the log"
+        said = f"… +{left} more to look at: {where}" if left else f"… the rest: {where}"
+        return rows[: max(0, room - 1)] + [_line((said, "dim"))]

@@ -1,0 +1,70 @@
+"""The status line's words: first where the screen is (live, a past frame, a replay), last what the
+frames leave out. One count per concept: a frame is a call that matters, so "call N/M" counts
+frames; the calls the tracer counted beyond them (its closing line's "N calls") are said once, as
+the calls not drawn, never as a second total beside the first."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+SEP = " · "
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def calls_not_drawn(unframed: Mapping[str, int]) -> str:
+    """The calls traced that have no frame, by call: ``+3 calls not drawn: close on fds with
+    nothing shared`` (with the frames' count, the tracer's). "" when every call is a frame."""
+    n = sum(unframed.values())
+    if not n:
+        return ""
+    if len(unframed) == 1:
+        kinds = next(iter(unframed))
+    else:
+        parts = sorted(unframed.items(), key=lambda kv: (-kv[1], kv[0]))
+        kinds = ", ".join(f"{c} {name}" for name, c in parts)
+    return f"+{n} call{_s(n)} not drawn: {kinds} on fds with nothing shared"
+
+
+def calls_not_kept(dropped: int, recorded: bool) -> str:
+    """The frames a long live trace forgot (``dropped``), and where they still are."""
+    if not dropped:
+        return ""
+    where = ": see the recording" if recorded else " (--record FILE keeps every call)"
+    return f"… {dropped} older call{_s(dropped)} not kept{where}"
+
+
+def trace_where(
+    latest: int,
+    shown: int | None = None,
+    *,
+    ended: bool = False,
+    starting: bool = False,
+    folding: int = 0,
+    dropped: int = 0,
+    recorded: bool = False,
+) -> str:
+    """A live trace: ``LIVE · call 57`` (``latest``: the frames' count), or a past frame
+    (``shown``: ``AS OF CALL 12 of 57 · end: live``); ``folding``: events not yet folded."""
+    if starting:
+        return "STARTING · loading the eBPF probes (the kernel checks each program first)"
+    kept = calls_not_kept(dropped, recorded)
+    if shown is None:
+        busy = f"folding {folding} more events" if folding > 0 else ""
+        first = f"{'ENDED' if ended else 'LIVE'} · call {latest}"
+        return SEP.join(p for p in (first, busy, kept) if p)
+    return SEP.join(p for p in (f"AS OF CALL {shown} of {latest}", "end: live", kept) if p)
+
+
+def replay_where(unit: str, at: int, total: int, unframed: Mapping[str, int] | None = None) -> str:
+    """A replay: ``REPLAY · step 3/23``; a trace's, with the calls its frames leave out."""
+    return SEP.join(
+        p for p in (f"REPLAY · {unit} {at}/{total}", calls_not_drawn(unframed or {})) if p
+    )
+
+
+def session_where(shown: int | None) -> str:
+    """The live demo: nothing while live; ``AS OF STEP 4 · end: live`` at a past step."""
+    return "" if shown is None else f"AS OF STEP {shown} · end: live"
