@@ -25,6 +25,11 @@ F_SETPIPE_SZ = 1031
 #: that runs the tests may be busy)
 ENDS_WITHIN_S = 15
 SIGNALS = [pytest.param(s, id=s.name) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+#: the quick ones: SIGTERM in the default run, the other two in the slow tier
+SIGTERM_FIRST = [
+    pytest.param(s, id=s.name, marks=[] if s == signal.SIGTERM else [pytest.mark.slow])
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+]
 #: a program that makes and closes a memfd without end: events for a trace or a poll, a line each
 CHURN = (
     "import os, signal, time\n"
@@ -123,7 +128,7 @@ def running(p: psutil.Process) -> bool:
         return False
 
 
-@pytest.mark.parametrize("signum", SIGNALS)
+@pytest.mark.parametrize("signum", SIGTERM_FIRST)
 def test_replay_text_into_a_pipe_nobody_reads(tmp_path, signum):
     proc, read_end = unread(tmp_path, "replay", "h100-trace-torch-expandable", "--text")
     err = stopped(proc, read_end, signum)
@@ -131,7 +136,7 @@ def test_replay_text_into_a_pipe_nobody_reads(tmp_path, signum):
     assert err == "vmmtui: interrupted; nothing was left running\n"
 
 
-@pytest.mark.parametrize("signum", SIGNALS)
+@pytest.mark.parametrize("signum", SIGTERM_FIRST)
 def test_the_last_lines_into_a_pipe_nobody_reads(tmp_path, signum):
     """The gallery's listing is still in Python's buffer when the command returns: the write that
     waits is its last flush, which must come while a stop signal still ends the command (the
@@ -233,7 +238,7 @@ def test_a_reader_that_reads_after_the_signal_gets_every_line(tmp_path):
     assert '"event":"SessionClosed","clean":true' in lines[-1], lines[-1]
 
 
-@pytest.mark.parametrize("signum", SIGNALS)
+@pytest.mark.parametrize("signum", SIGTERM_FIRST)
 def test_a_socket_nobody_reads(tmp_path, signum):
     """stdout a stream socket (as a service manager's log) whose reader does not read."""
     ours, theirs = socket.socketpair()
