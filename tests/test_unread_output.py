@@ -136,12 +136,13 @@ def test_replay_text_into_a_pipe_nobody_reads(tmp_path, signum):
     assert err == "vmmtui: interrupted; nothing was left running\n"
 
 
+@pytest.mark.parametrize("argv", [["replay", "--list"], ["--help"]], ids=["listing", "help"])
 @pytest.mark.parametrize("signum", SIGTERM_FIRST)
-def test_the_last_lines_into_a_pipe_nobody_reads(tmp_path, signum):
-    """The gallery's listing is still in Python's buffer when the command returns: the write that
-    waits is its last flush, which must come while a stop signal still ends the command (the
-    interpreter's own flush at exit holds them)."""
-    proc, read_end = unread(tmp_path, "replay", "--list", filled=4000)
+def test_the_last_lines_into_a_pipe_nobody_reads(tmp_path, signum, argv):
+    """The gallery's listing, or the help, is still in Python's buffer when the command returns:
+    the write that waits is its last flush, which must come while a stop signal still ends the
+    command (the interpreter's own flush at exit holds them)."""
+    proc, read_end = unread(tmp_path, *argv, filled=4000)
     err = stopped(proc, read_end, signum)
     assert proc.returncode == 128 + signum
     assert err == "vmmtui: interrupted; nothing was left running\n"

@@ -100,7 +100,14 @@ def parser(every_command: bool = False) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     with exit_at_once():
-        args = parser().parse_args(argv)
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit:  # --help (or a usage error): its text is written here, where a stop
+            try:  # signal still ends a wait for a reader that does not read, not in the exit
+                sys.stdout.flush()
+            except OSError:  # the reader left (| head -1): the rest goes nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise
         if args.command in LINUX_ONLY and (
             elsewhere := host.needs_linux(f"vmmtui {args.command}", LINUX_ONLY[args.command])
         ):
