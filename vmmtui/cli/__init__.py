@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if getattr(args, "own_signals", False):  # an event loop that installs its own
                 code = args.func(args)  # (interrupts.delivered_to) within this exit_at_once
+                sys.stdout.flush()  # what it printed after its screen: a signal ends the wait
             else:
                 with interruptible():
                     code = args.func(args)
