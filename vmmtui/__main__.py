@@ -34,8 +34,8 @@ def run() -> int:
 
 def flush() -> None:
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+        with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: a handler's
+            stream.flush()  # flush inside the flush it interrupted
 
 
 def ended_with(code: int) -> None:
@@ -45,7 +45,11 @@ def ended_with(code: int) -> None:
     by SIGTERM"; ``hold_stop_signals`` closes that last window."""
 
     def at_once(signum: int, frame: object) -> None:
+        from vmmtui.system import output  # imported by then (cli.main): no import in a handler
+
+        output.unblock()  # a last flush into a pipe nobody reads must not wait
         flush()
+        output.settle()
         os._exit(code)
 
     for signum in STOP_SIGNALS:

@@ -8,7 +8,8 @@ do not pay for the other commands' imports. Signals (SIGINT, SIGTERM, SIGHUP;
 while it runs, ``Interrupted`` is raised so that its cleanup runs, and it says where, unless the
 command sets ``own_signals=True`` (``set_defaults``): then it installs its own, as an event loop
 does with ``interrupts.delivered_to``. When ``main`` returns, the handlers it found are back (the
-tests call it in-process).
+tests call it in-process). After a stop signal no write waits on the output's reader
+(``system.output``); ``main`` settles that before it returns.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import cast
 
 from vmmtui.cli import inspector
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, HelpFormatter, Parser
-from vmmtui.system import host
+from vmmtui.system import host, output
 from vmmtui.system.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
 
 #: every command, in ``vmmtui --help``'s order, with its summary there; its module
@@ -99,7 +100,14 @@ def parser(every_command: bool = False) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     with exit_at_once():
-        args = parser().parse_args(argv)
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit:  # --help (or a usage error): its text is written here, where a stop
+            try:  # signal still ends a wait for a reader that does not read, not in the exit
+                sys.stdout.flush()
+            except OSError:  # the reader left (| head -1): the rest goes nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise
         if args.command in LINUX_ONLY and (
             elsewhere := host.needs_linux(f"vmmtui {args.command}", LINUX_ONLY[args.command])
         ):
@@ -107,9 +115,15 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         try:
             if getattr(args, "own_signals", False):  # an event loop that installs its own
-                return args.func(args)  # (interrupts.delivered_to) within this exit_at_once
-            with interruptible():
-                return args.func(args)
+                code = args.func(args)  # (interrupts.delivered_to) within this exit_at_once
+                sys.stdout.flush()  # what it printed after its screen: a signal ends the wait
+            else:
+                with interruptible():
+                    code = args.func(args)
+                    # the last lines, still buffered: written while a stop signal can end the
+                    # wait for a reader that does not read (not later, in the interpreter's exit)
+                    sys.stdout.flush()
+            return code
         except KeyboardInterrupt as exc:  # a command that had nothing to clean up, or it is done
             signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
             print(NOTHING_LEFT, file=sys.stderr)
@@ -124,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the rest is dropped
             print(f"vmmtui: cannot write the output: {exc.strerror}", file=sys.stderr)
             return EXIT_FAILED
+        finally:  # after a stop signal: what is left goes to the reader, if it takes it at once
+            output.settle()
 
 
 __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main", "parser"]

@@ -1,3 +1,3 @@
 """This host and this process: what the host can run (``host``, ``doctor``), the stop signals
-(``interrupts``), dying with our parent (``lifeline``) and each process's fd table as the kernel
-shows it (``fdtable``)."""
+(``interrupts``) and our output after one (``output``), dying with our parent (``lifeline``) and
+each process's fd table as the kernel shows it (``fdtable``)."""

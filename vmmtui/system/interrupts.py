@@ -16,6 +16,11 @@ with ``delivered_to(callback)`` (its command sets ``own_signals=True`` so that `
 not install ``interruptible()`` around it), and what was there comes back when it ends.
 The full-screen commands (the inspector, a replay, the trace inspector, the attach and watch
 screens) share one exit-status rule, ``exit_status``. No Textual here.
+
+A handler that goes on after the signal (``interruptible``, ``delivered_to``) first makes every
+later write to our stdout and stderr one that never waits on their reader (``output.unblock``):
+a stream into a pipe nobody reads (``| sleep 1000``) would otherwise keep the process in write()
+past the signal, and its cleanup's lines in the next one.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from vmmtui import STOP_SIGNALS
+from vmmtui.system import output
 
 #: what ``signals_held`` holds back: the stop signals and SIGQUIT, where the platform has them
 HELD = set(STOP_SIGNALS) | {s for s in [getattr(signal, "SIGQUIT", None)] if s is not None}
@@ -58,6 +64,7 @@ def exit_now(signum: int, frame: FrameType | None = None) -> None:
 
 
 def interrupt(signum: int, frame: FrameType | None = None) -> None:
+    output.unblock()  # the cleanup's lines must not wait on a reader that does not read
     raise Interrupted(signum)
 
 
@@ -92,7 +99,12 @@ def interruptible() -> contextlib.AbstractContextManager[None]:
 def delivered_to(callback: Callable[[int], object]) -> contextlib.AbstractContextManager[None]:
     """Within: a stop signal calls ``callback(signum)`` (in the main thread, between bytecodes;
     an event loop posts itself a message from it) instead of raising."""
-    return handled_by(lambda signum, frame: callback(signum))
+
+    def deliver(signum: int, frame: FrameType | None) -> None:
+        output.unblock()  # a write interrupted by the signal starts again: it must not wait
+        callback(signum)
+
+    return handled_by(deliver)
 
 
 @contextlib.contextmanager

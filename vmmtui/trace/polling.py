@@ -5,7 +5,8 @@ follows the same targets with attach's engine (``vmmtui.trace.procfs.follow.Foll
 maps, sockets, NVML) and emits onto the same stream: ``TraceStarted(mode="polling")``, the attach
 events of each poll, at the end the fd tables, leftover files, what polling may have missed and a
 ``WatchFinished`` summary, then ``TraceFinished``. The object has the ``Tracer``'s interface
-(``start``, ``events``, ``forward``, ``close``, ``exit``, ``stopping``, ``finished``), so the CLI and
+(``start``, ``events``, ``forward``, ``close``, ``exit``, ``stopping``, ``stopped_by``,
+``finished``), so the CLI and
 every renderer take either. No Textual.
 """
 
@@ -82,6 +83,9 @@ class PollingTrace:
         self.watch: Watch | None = None
         self.follower: Follower | None = None
         self.stopping = False
+        #: the signal that ended a poll of pids or of everything (its exit is 128 + it), as the
+        #: Tracer's
+        self.stopped_by: int | None = None
         self.count = 0
         self.started_wall = time.time()
         self.finished = threading.Event()
@@ -118,6 +122,7 @@ class PollingTrace:
             self.stopping = self.stopping or self.watch.stop
         else:
             self.stopping = True
+            self.stopped_by = self.stopped_by or signum
 
     def _done(self, t0: float) -> bool:
         f = self.follower
