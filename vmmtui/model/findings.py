@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
+from vmmtui.stream.observed import MEMORY_FILES
+
 
 class FindingKind(StrEnum):
     """Every kind of finding: the good news (a share, an import) and the rest to look at."""
@@ -54,10 +56,6 @@ GOOD = frozenset({FindingKind.SHARED, FindingKind.IMPORTED})
 
 #: the kinds that are facts, not problems: counted and kept, never "to look at"
 QUIET = frozenset({FindingKind.FD_CLOSED_BY_EXIT})
-
-#: the kinds of open file that carry memory (``trace.records.file_kind``'s names and the
-#: ledger's): a received fd of one kept until exit keeps that memory alive until then
-MEMORY_FILES = frozenset({"gpu", "memfd", "shm", "dmabuf"})
 
 
 def is_good(kind: str) -> bool:

@@ -43,7 +43,8 @@ from vmmtui.model.entries import (
     ProcRecord,
     Transfer,
 )
-from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, carries_memory, counted_as
+from vmmtui.model.exits import leaks_at_exit
+from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, counted_as
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
@@ -314,7 +315,7 @@ class Ledger:
         if h.file:  # a driver export whose fd the kernel named first (memfd inside the call)
             self._link_export(h.pid, h.fd, h.file)
 
-    def _close(self, pid: int, fd: int, at: int) -> Holding | None:
+    def close_fd(self, pid: int, fd: int, at: int) -> Holding | None:
         h = self.holdings.pop((pid, fd), None)
         if h is not None:
             h.closed_at = at
@@ -345,13 +346,13 @@ class Ledger:
         self._hold(Holding(e.pid, e.fd, "", how, 0))
 
     def _on_FdClosed(self, e: FdClosed, out: list) -> None:
-        self._close(e.pid, e.fd, 0)
+        self.close_fd(e.pid, e.fd, 0)
 
     def _on_ProcessGone(self, e: ProcessGone, out: list) -> None:
         """Polling found the process gone: its fds went with it (what it leaked is polling's)."""
         self._proc(e.pid).alive = False
         for key in [k for k in self.holdings if k[0] == e.pid]:
-            self._close(*key, 0)
+            self.close_fd(*key, 0)
 
     def _on_SharedFile(self, e: SharedFile, out: list) -> None:
         """One open file description held by several processes (kcmp): a share of memory (a
@@ -409,7 +410,7 @@ class Ledger:
         if e.fd < 0:
             return
         if old is None:
-            self._close(e.pid, e.fd, e.ktime)
+            self.close_fd(e.pid, e.fd, e.ktime)
             return
         file = e.file or old.file
         kind = old.kind if old.file == file else ""
@@ -421,7 +422,7 @@ class Ledger:
         if e.call != "close_range":
             self.pidfds.pop((e.pid, e.fd), None)
         for fd in closed_by(self.fds_of(e.pid), e):  # the one rule of what a close names
-            self._close(e.pid, fd, e.ktime)
+            self.close_fd(e.pid, fd, e.ktime)
 
     def _on_FdsSent(self, e: FdsSent, out: list) -> None:
         if e.result < 0:
@@ -764,8 +765,8 @@ class Ledger:
             if ended is not None:
                 ended[1].destroyed_at = e.ktime
 
-    # -- exits: where leaks are decided ----------------------------------------------------------
-    def _leak(self, out: list, since: int, f: LedgerFinding) -> None:
+    # -- exits: where leaks are decided (``model/exits.py``) -----------------------------------------
+    def leak(self, out: list, since: int, f: LedgerFinding) -> None:
         """A leak found at an exit, or ``unknown`` where the record that ends it (a close, a
         release) may be among records lost since ``since``."""
         out.append(self._unknown_if_lost(f, since))
@@ -775,176 +776,6 @@ class Ledger:
         p.alive, p.code, p.exited_at = False, e.code, e.ktime
         p.comm = e.comm or p.comm
         out += files_held_after_exit(self, e)
-        for (pid, fd), h in list(self.holdings.items()):
-            if pid != e.pid:
-                continue
-            if h.how in ("received", "taken"):
-                kind = self.file_kind(h.file, h.kind)
-                self._leak(
-                    out,
-                    h.since,
-                    LedgerFinding(
-                        "fd-never-closed" if carries_memory(kind) else "fd-closed-by-exit",
-                        e.pid,
-                        e.ktime,
-                        peer=h.source_pid,
-                        file=h.file,
-                        fd=fd,
-                        peer_fd=h.source_fd,
-                        how=h.how,
-                        via=h.via,
-                        sock=h.sock,
-                        pidfd=h.pidfd,
-                        name=kind,
-                    ),
-                )
-            self._close(pid, fd, e.ktime)
-        for (pid, handle), (a, imp) in list(self.imports.items()):
-            if pid != e.pid:
-                continue
-            del self.imports[(pid, handle)]
-            imp.released_at = e.ktime
-            self._leak(
-                out,
-                imp.at,
-                LedgerFinding(
-                    "import-never-released",
-                    e.pid,
-                    e.ktime,
-                    peer=a.pid if a else 0,
-                    handle=handle,
-                    peer_handle=a.handle if a else 0,
-                    memory=Memory.ALLOCATION,
-                ),
-            )
-        for (pid, ptr), (x, o) in list(self.ipc_opens.items()):
-            if pid != e.pid:
-                continue
-            del self.ipc_opens[(pid, ptr)]
-            o.closed_at = e.ktime
-            self._leak(
-                out,
-                o.at,
-                LedgerFinding(
-                    "ipc-never-closed",
-                    e.pid,
-                    e.ktime,
-                    peer=x.pid if x else 0,
-                    ptr=ptr,
-                    peer_ptr=x.ptr if x else 0,
-                    memory=Memory.IPC,
-                ),
-            )
-        self._pools_at_exit(e, out)
-        self._exporter_died(e, out)
+        leaks_at_exit(self, e, out)
         for key in [k for k in self.pidfds if k[0] == e.pid]:
             del self.pidfds[key]
-
-    def _pools_at_exit(self, e: ProcessExit, out: list) -> None:
-        """Pool pointers imported and never freed, pools never destroyed: found at the exit."""
-        for (pid, ptr), (x, imp) in list(self.pool_ptr_imports.items()):
-            if pid != e.pid:
-                continue
-            del self.pool_ptr_imports[(pid, ptr)]
-            imp.freed_at = e.ktime
-            self._leak(
-                out,
-                imp.at,
-                LedgerFinding(
-                    "pool-pointer-never-freed",
-                    e.pid,
-                    e.ktime,
-                    peer=x.pid if x else 0,
-                    ptr=ptr,
-                    peer_ptr=x.ptr if x else 0,
-                    memory=Memory.POOL_POINTER,
-                ),
-            )
-        for key, p in list(self.pools.items()):
-            if p.pid != e.pid:
-                continue
-            del self.pools[key]
-            p.destroyed_at = p.destroyed_at or e.ktime
-            self._leak(out, p.created_at, self._pool_leak(e, p.pool, "created", 0))
-        for (pid, pool), (src, pool_imp) in list(self.pool_imports.items()):
-            if pid != e.pid:
-                continue
-            del self.pool_imports[(pid, pool)]
-            pool_imp.destroyed_at = e.ktime
-            self._leak(
-                out, pool_imp.at, self._pool_leak(e, pool, "imported", src.pid if src else 0)
-            )
-
-    @staticmethod
-    def _pool_leak(e: ProcessExit, pool: int, how: str, peer: int) -> LedgerFinding:
-        return LedgerFinding(
-            "pool-never-destroyed",
-            e.pid,
-            e.ktime,
-            peer=peer,
-            handle=pool,
-            how=how,
-            memory=Memory.POOL,
-        )
-
-    def _exporter_died(self, e: ProcessExit, out: list) -> None:
-        for a in self.allocations.values():
-            if a.pid != e.pid:
-                continue
-            if a.released_at is None:
-                a.released_at = e.ktime
-            for imp in a.imports:
-                if imp.released_at is None and self._proc(imp.pid).alive:
-                    self._leak(
-                        out,
-                        imp.at,
-                        LedgerFinding(
-                            "held-after-exporter-died",
-                            imp.pid,
-                            e.ktime,
-                            peer=e.pid,
-                            handle=imp.handle,
-                            peer_handle=a.handle,
-                            size=a.size,
-                            memory=Memory.ALLOCATION,
-                            status=e.code,
-                        ),
-                    )
-        for x in self.ipc.values():
-            if x.pid != e.pid:
-                continue
-            for o in x.opens:
-                if o.closed_at is None and self._proc(o.pid).alive:
-                    self._leak(
-                        out,
-                        o.at,
-                        LedgerFinding(
-                            "held-after-exporter-died",
-                            o.pid,
-                            e.ktime,
-                            peer=e.pid,
-                            ptr=o.ptr,
-                            peer_ptr=x.ptr,
-                            memory=Memory.IPC,
-                            status=e.code,
-                        ),
-                    )
-        for px in self.pool_ptrs.values():
-            if px.pid != e.pid:
-                continue
-            for held in px.imports:
-                if held.freed_at is None and self._proc(held.pid).alive:
-                    self._leak(
-                        out,
-                        held.at,
-                        LedgerFinding(
-                            "held-after-exporter-died",
-                            held.pid,
-                            e.ktime,
-                            peer=e.pid,
-                            ptr=held.ptr,
-                            peer_ptr=px.ptr,
-                            memory=Memory.POOL_POINTER,
-                            status=e.code,
-                        ),
-                    )

@@ -18,6 +18,10 @@ from typing import Any
 
 from vmmtui.stream.events import _ENCODE, VERSION, AttachEvent
 
+#: the kinds of open file that carry memory (``trace.records.file_kind``'s names, the ledger's and
+#: polling's): a received fd of one kept until exit keeps that memory alive until then
+MEMORY_FILES = frozenset({"gpu", "memfd", "shm", "dmabuf"})
+
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 

@@ -35,8 +35,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from vmmtui.model.findings import MEMORY_FILES
 from vmmtui.stream.events import AttachKind
+from vmmtui.stream.observed import MEMORY_FILES
 from vmmtui.system.fdtable import target_class
 from vmmtui.trace.procfs.sockets import SocketTable, read_sockets
 
@@ -44,7 +44,7 @@ from vmmtui.trace.procfs.sockets import SocketTable, read_sockets
 KINDS = tuple(AttachKind)
 #: every process is read in full at least once per this many scans, whatever its runtime says
 REFRESH_POLLS = 20
-#: kinds whose files hold memory (what "sharing" means here; ``model.findings.MEMORY_FILES``, as
+#: kinds whose files hold memory (what "sharing" means here; ``stream.observed.MEMORY_FILES``, as
 #: the trace weighs a kept fd); sockets are shared too but carry fds
 MEMORY_KINDS = tuple(k for k in AttachKind if k in MEMORY_FILES)
 
