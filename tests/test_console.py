@@ -30,13 +30,20 @@ def test_each_role_speaks_and_kcmp_is_told_once_per_consumer():
         )
     summary = out.strip().splitlines()[-1]
     assert summary.startswith(narration.VERIFIED + " 262144 integers (1 MiB)")
-    assert "kcmp: 2/2 consumers' fds are the producer's open file description" in summary
+    # said after the cleanup closed both fds: what kcmp found, and when
+    assert (
+        "kcmp: 2/2 consumers' fds were the producer's open file description (before cleanup)"
+        in summary
+    )
     assert "match /proc" in summary and narration.CLEAN in summary
 
 
 def test_one_consumer_summary_carries_the_verdict():
     out, _ = printed(session_events())
-    assert f"kcmp: producer fd 5 ≡ consumer fd 5: {SAME}" in out.strip().splitlines()[-1]
+    assert (
+        f"kcmp: producer fd 5 ≡ consumer fd 5 were the {SAME} (before cleanup)"
+        in out.strip().splitlines()[-1]
+    )
 
 
 def test_a_failed_session_is_not_verified_and_says_why():

@@ -34,6 +34,7 @@ def test_markdown_tells_steps_kcmp_once_and_the_result(tmp_path):
     result = text.split("## Result", 1)[1]
     assert (
         narration.VERIFIED in result
-        and "2/2 consumers' fds are the producer's open file description" in result
+        and "2/2 consumers' fds were the producer's open file description (before cleanup)"
+        in result
     )
     assert narration.CLEAN in text

@@ -152,12 +152,15 @@ class LogPrinter:
                 self.line(role, text)
 
     def kcmp_summary(self) -> Text:
-        """kcmp's summary from SessionFinished when the session got there, else from what was seen."""
+        """kcmp's summary from SessionFinished when the session got there, else from what was seen;
+        said at the end, once the cleanup has closed the fds kcmp compared: in the past."""
         consumers = len(self.started.consumers) if self.started else None
         if self.finished is not None:
-            return say.kcmp_summary(self.finished.kcmp, self.finished.mechanism, consumers)
+            return say.kcmp_summary(
+                self.finished.kcmp, self.finished.mechanism, consumers, past=True
+            )
         mechanism = self.started.mechanism if self.started else "vmm"
-        return say.kcmp_summary(self.kcmp.values(), mechanism, consumers)
+        return say.kcmp_summary(self.kcmp.values(), mechanism, consumers, past=True)
 
     def summary(self) -> str:
         """One line (console markup): scenario outcome, verdict, fd cross-check, kcmp, cleanliness."""

@@ -10,7 +10,7 @@ how many of its entries it shows, so a state per frame costs no copy of the log.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -77,10 +77,29 @@ class Found:
     bad: int
 
 
+@dataclass(frozen=True)
+class KcmpSeen:
+    """kcmp's answer on one exported/received pair, the step on show when it came (1-based) and
+    whether both fds are still open, as the fd tables, the exits and the session's end say: the
+    answer is a fact about now only while they are."""
+
+    verdict: KcmpVerdict
+    step: int
+    open: bool = True
+
+
+def kcmp_tense(seen: Iterable[KcmpSeen]) -> tuple[bool, int | None]:
+    """(past, step) for the words of several answers: past once any pair has closed, and the step
+    they share (None where they came at different steps)."""
+    seen = list(seen)
+    steps = {s.step for s in seen}
+    return any(not s.open for s in seen), (steps.pop() if len(steps) == 1 else None)
+
+
 #: a part of the status line as a fact: the scenario (its name, then its outcome), the message
 #: of a start that failed, the session's end, the verification, the kernel's kcmp verdict, the
 #: findings
-StatusFact = str | ScenarioOutcome | SessionFinished | Verification | KcmpVerdict | Found
+StatusFact = str | ScenarioOutcome | SessionFinished | Verification | KcmpSeen | Found
 
 
 @dataclass(frozen=True)
@@ -189,7 +208,8 @@ class WireView:
     ack: str = "-"
     handle: str = ""
     acks: dict[str, str] = field(default_factory=dict)
-    kcmps: dict[str, KcmpVerdict] = field(default_factory=dict)
+    #: kcmp's last answer per consumer, and whether its pair is still open
+    kcmps: dict[str, KcmpSeen] = field(default_factory=dict)
     size_told: SizeTold | None = None
     finished: SessionFinished | None = None
 
@@ -401,6 +421,7 @@ def fold_one(
         case WorkerExited():
             p = state.panel(e.role)
             state = _panel(state, replace(p, state_text=say.exit_state(e), running=None))
+            state = _kcmp_closed(state, lambda v: e.role in (PRODUCER, v.consumer))
             if not e.expected and not closing and state.crash is None:
                 state = replace(state, crash=e)
             return _log(state, _said(e, d))
@@ -408,6 +429,8 @@ def fold_one(
             state = _failed_after_done(replace(state, failure=(e.role, e.step, e.failure)), e)
             return _log(state, _said(e, d))
         case SessionFinished():
+            # the plan ran through every cleanup step, none of which left an fd open
+            state = _kcmp_closed(state, lambda v: True)
             state = replace(
                 state,
                 finished=e,
@@ -581,17 +604,40 @@ def _fds(state: ScreenState, e: FdSnapshot) -> ScreenState:
         before = {r.fd for r in p.fds.rows}
         fresh = frozenset(now - before)
         closed = tuple(r for r in p.fds.rows if r.fd not in now)
-    return _panel(state, replace(p, fds=e, fresh=fresh, closed=closed))
+    state = _panel(state, replace(p, fds=e, fresh=fresh, closed=closed))
+    if e.error:  # the table could not be read: nothing known of the pair
+        return state
+    reused = {r.fd for r in e.closed if r.check == FdCheck.REUSED}
+    gone = lambda fd: fd not in now or fd in reused  # noqa: E731
+    if e.role == PRODUCER:
+        return _kcmp_closed(state, lambda v: v.producer_pid == e.pid and gone(v.producer_fd))
+    return _kcmp_closed(
+        state, lambda v: v.consumer == e.role and v.consumer_pid == e.pid and gone(v.consumer_fd)
+    )
+
+
+def _kcmp_closed(state: ScreenState, closed: Callable[[KcmpVerdict], bool]) -> ScreenState:
+    """Each kcmp answer whose pair ``closed`` says has an fd closed now is one about the past."""
+    kcmps = state.wire.kcmps
+    shut = {c: replace(s, open=False) for c, s in kcmps.items() if s.open and closed(s.verdict)}
+    if not shut:
+        return state
+    status = state.status
+    fact = status.get("kcmp")
+    if isinstance(fact, KcmpSeen) and fact.verdict.consumer in shut:
+        status = {**status, "kcmp": shut[fact.verdict.consumer]}
+    return replace(state, wire=replace(state.wire, kcmps={**kcmps, **shut}), status=status)
 
 
 def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
     for role in (PRODUCER, e.consumer):
         if role in state.panels:
             state = _panel(state, replace(state.panel(role), kcmp=e))
+    seen = KcmpSeen(e, state.steps)
     state = replace(
         state,
-        wire=replace(state.wire, kcmps={**state.wire.kcmps, e.consumer: e}),
-        status={**state.status, "kcmp": e},
+        wire=replace(state.wire, kcmps={**state.wire.kcmps, e.consumer: seen}),
+        status={**state.status, "kcmp": seen},
     )
     told = say.kcmp_verdict(e).plain
     if state.kcmp_told.get(e.consumer) == told:

@@ -104,12 +104,33 @@ def verification_word(v: Verification) -> str:
     return "PASSED" if v.passed else "FAILED"
 
 
-def kcmp_verdict(v: KcmpVerdict) -> Text:
-    """The kernel's answer on one exported/received pair: ``producer fd 5 ≡ consumer fd 5: …``."""
-    return Text(
-        f"producer fd {v.producer_fd} {SIGNS[v.same]} {v.consumer} fd {v.consumer_fd}: {v.detail}",
-        KCMP_STYLES[v.same],
-    )
+#: when kcmp answered, where the words cannot name the step (a session's end: the plan's cleanup
+#: steps closed the fds after the last answer)
+BEFORE_CLEANUP = "before cleanup"
+
+
+def kcmp_when(step: int | None) -> str:
+    """When kcmp answered a claim about fds closed since: ``at step 21`` or ``before cleanup``."""
+    return BEFORE_CLEANUP if step is None else f"at step {step}"
+
+
+def kcmp_verdict(
+    v: KcmpVerdict, past: bool = False, step: int | None = None, terse: bool = False
+) -> Text:
+    """The kernel's answer on one exported/received pair: ``producer fd 5 ≡ consumer fd 5: …``.
+
+    ``past``: either fd has closed since kcmp answered, so the answer is said as what it was and
+    when (``step``, see ``kcmp_when``): "are" would be a claim about fds no process holds. Where
+    the words stand beside a "kcmp" label (the wire, the end lines); ``terse``: the status line's,
+    which has no label and no room (``… ≡ consumer fd 5 at step 21 (kcmp; closed)``).
+    """
+    pair = f"producer fd {v.producer_fd} {SIGNS[v.same]} {v.consumer} fd {v.consumer_fd}"
+    if not past or v.same is None:  # "unavailable" says nothing of the fds now
+        return Text(f"{pair}: {v.detail}", KCMP_STYLES[v.same])
+    if terse:
+        return Text(f"{pair} {kcmp_when(step)} (kcmp; closed)", KCMP_STYLES[v.same])
+    what = "the same open file description" if v.same else "different open file descriptions"
+    return Text(f"{pair} were {what} ({kcmp_when(step)})", KCMP_STYLES[v.same])
 
 
 def kcmp_pair_note(v: KcmpVerdict, role: str) -> str:
@@ -127,13 +148,17 @@ def kcmp_line(v: KcmpVerdict) -> Text:
 
 
 def kcmp_summary(
-    verdicts: Iterable[KcmpVerdict], mechanism: str = Mechanism.VMM, consumers: int | None = None
+    verdicts: Iterable[KcmpVerdict],
+    mechanism: str = Mechanism.VMM,
+    consumers: int | None = None,
+    past: bool = False,
+    step: int | None = None,
 ) -> Text:
     """What kcmp proved for the whole session, from ``SessionFinished.kcmp`` or the verdicts seen so far.
 
     One verdict: the verdict itself; several: how many consumers' fds are the producer's open file
     description, out of ``consumers`` (or the verdicts given); legacy IPC: why there is nothing to
-    compare.
+    compare. ``past`` and ``step``: as ``kcmp_verdict``'s, once any of the fds has closed.
     """
     found = list(verdicts)
     if mechanism == Mechanism.LEGACY:
@@ -144,13 +169,17 @@ def kcmp_summary(
     if not found:
         return Text("not checked", "dim")
     if len(found) == 1:
-        return kcmp_verdict(found[0])
+        return kcmp_verdict(found[0], past, step)
     same = sum(1 for v in found if v.same)
     total = max(consumers or 0, len(found))
-    return Text(
-        f"{same}/{total} consumers' fds are the producer's open file description",
-        "bold green" if same == total else "bold red",
-    )
+    style = "bold green" if same == total else "bold red"
+    if past:
+        return Text(
+            f"{same}/{total} consumers' fds were the producer's open file description "
+            f"({kcmp_when(step)})",
+            style,
+        )
+    return Text(f"{same}/{total} consumers' fds are the producer's open file description", style)
 
 
 class Repeats:
@@ -298,7 +327,8 @@ def finished(e: SessionFinished, consumers: int | None = None) -> Text:
     if e.verified:
         line.append(f" {e.integers} integers ({format_size(e.integers * 4)})", "")
     line.append(f" · {e.fd_checks} fd checks, {e.fd_problems} problems · kcmp: ", "")
-    line.append(kcmp_summary(e.kcmp, e.mechanism, consumers).plain, "")
+    # the plan's cleanup steps have run: the fds kcmp compared are closed
+    line.append(kcmp_summary(e.kcmp, e.mechanism, consumers, past=True).plain, "")
     return line
 
 

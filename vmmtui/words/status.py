@@ -7,14 +7,14 @@ Then the parts of ``ScreenState.status``, each a fact (a verdict, a count) worde
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from vmmtui.backends.pattern import Verification
-from vmmtui.stream.events import KcmpVerdict, ScenarioOutcome, SessionFinished
+from vmmtui.stream.events import ScenarioOutcome, SessionFinished
 from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
-    from vmmtui.view.model import StatusFact
+    from vmmtui.view.model import KcmpSeen, StatusFact
 
 SEP = " · "
 
@@ -91,8 +91,9 @@ def part_words(key: str, fact: StatusFact) -> str:
         return say.verdict(fact.verified).plain
     if isinstance(fact, Verification):
         return say.verification_word(fact)
-    if isinstance(fact, KcmpVerdict):
-        return say.kcmp_verdict(fact).plain
     if isinstance(fact, str):
         return f"could not start: {fact}" if key == "error" else f"scenario {fact}"
+    if key == "kcmp":
+        seen = cast("KcmpSeen", fact)  # the fold's: words do not import the view
+        return say.kcmp_verdict(seen.verdict, not seen.open, seen.step, terse=True).plain
     return f"{fact.good} shared/imported · {fact.bad} to look at"

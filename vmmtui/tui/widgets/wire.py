@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from vmmtui.view import Display, ScreenState
+from vmmtui.view.model import kcmp_tense
 from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_view
 from vmmtui.words import narration as say
 from vmmtui.words.sizes import format_size
@@ -89,15 +90,17 @@ class WirePanel(_Sized):
         if w.size_told is not None:
             s = w.size_told
             t.add_row("size", size_line(s.claimed, s.reported, s.source, s.ok))
-        if w.finished is not None:
+        if w.kcmps:
+            past, step = kcmp_tense(w.kcmps.values())
+            verdicts = [s.verdict for s in w.kcmps.values()]
+            mechanism = w.finished.mechanism if w.finished is not None else view.mechanism
+            consumers = view.consumers if w.finished is not None else None
+            t.add_row("kcmp", say.kcmp_summary(verdicts, mechanism, consumers, past, step))
+        elif w.finished is not None:  # the session's own list (its end is after every cleanup)
             t.add_row(
                 "kcmp",
-                say.kcmp_summary(
-                    w.finished.kcmp or w.kcmps.values(), w.finished.mechanism, view.consumers
-                ),
+                say.kcmp_summary(w.finished.kcmp, w.finished.mechanism, view.consumers, past=True),
             )
-        elif w.kcmps:
-            t.add_row("kcmp", say.kcmp_summary(w.kcmps.values(), view.mechanism))
         t.add_row("ACK", w.ack)
         return t
 
