@@ -34,6 +34,28 @@ def test_one_verdict_is_the_kernels_answer():
     assert narration.kcmp_summary([verdict()]).plain == f"producer fd 5 ≡ consumer fd 5: {SAME}"
 
 
+def test_a_verdict_on_fds_closed_since_is_said_in_the_past_with_when():
+    assert (
+        narration.kcmp_verdict(verdict(), past=True, step=21).plain
+        == f"producer fd 5 ≡ consumer fd 5 were the {SAME} (at step 21)"
+    )
+    assert narration.kcmp_verdict(verdict(same=False), past=True).plain == (
+        "producer fd 5 ≢ consumer fd 5 were different open file descriptions (before cleanup)"
+    )
+    assert (
+        narration.kcmp_verdict(verdict(), True, 21, terse=True).plain
+        == "producer fd 5 ≡ consumer fd 5 at step 21 (kcmp; closed)"
+    )
+    # kcmp would not say: nothing was claimed of the fds, then or now
+    assert narration.kcmp_verdict(verdict(same=None), past=True).plain == (
+        narration.kcmp_verdict(verdict(same=None)).plain
+    )
+    several = [verdict(f"consumer-{k}") for k in range(1, 4)]
+    assert narration.kcmp_summary(several, past=True, step=7).plain == (
+        "3/3 consumers' fds were the producer's open file description (at step 7)"
+    )
+
+
 def test_several_consumers_none_and_legacy():
     several = [verdict(f"consumer-{k}") for k in range(1, 5)]
     assert (

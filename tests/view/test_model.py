@@ -7,7 +7,7 @@ from events_fixture import session_batches
 
 from vmmtui.plan.steps import build_plan
 from vmmtui.record import Timeline, gallery
-from vmmtui.stream.events import FdRow, FdSnapshot, StepStarted, WorkerExited
+from vmmtui.stream.events import FdCheck, FdClass, FdRow, FdSnapshot, StepStarted, WorkerExited
 from vmmtui.view import FrameStates, ScreenState, fold, fold_one
 from vmmtui.words.log import log_text
 from vmmtui.words.status import status_words
@@ -117,3 +117,34 @@ def test_fd_rows_of_the_fold_are_the_events_rows():
     row = FdRow(7, "socket:[1]", "listener", check="ok")
     state = fold([FdSnapshot("producer", 1, "S", [row])])
     assert state.panel("producer").fds.rows == [row]
+
+
+def test_kcmp_is_of_the_present_until_a_table_an_exit_or_the_end_says_its_fds_closed():
+    batches = session_batches(consumers=3)
+    events = [e for b in batches for e in b]
+    first_cleanup = next(i for i, e in enumerate(events) if getattr(e, "step", None) == "cleanup")
+    state = fold(events[:first_cleanup])
+    assert all(s.open for s in state.wire.kcmps.values()) and len(state.wire.kcmps) == 3
+    assert state.status["kcmp"].open
+    seen = state.wire.kcmps["consumer-1"]
+    v = seen.verdict
+    rows = state.panel("consumer-1").fds.rows
+    # a table that could not be read says nothing of the pair
+    unread = FdSnapshot("consumer-1", v.consumer_pid, "gone", [], error="EACCES")
+    assert fold_one(state, unread).wire.kcmps["consumer-1"].open
+    # the same number, now another file: the pair is gone
+    other = [r if r.fd != v.consumer_fd else FdRow(r.fd, "pipe:[9]", FdClass.PIPE) for r in rows]
+    gone = FdRow(v.consumer_fd, "/memfd:x", FdClass.CLOSED, check=FdCheck.REUSED)
+    reused = FdSnapshot("consumer-1", v.consumer_pid, "ok", other, [gone])
+    after = fold_one(state, reused)
+    assert not after.wire.kcmps["consumer-1"].open
+    assert after.wire.kcmps["consumer-2"].open and after.status["kcmp"].open  # consumer-3's
+    assert after.wire.kcmps["consumer-1"].step == seen.step
+    # another consumer's table, or another process's, does not touch it
+    kept = FdSnapshot("consumer-2", v.consumer_pid + 1, "ok", [])
+    assert fold_one(state, kept).wire.kcmps["consumer-1"].open
+    # the producer's exit closes every pair
+    exited = fold_one(state, WorkerExited("producer", v.producer_pid, None, "SIGKILL", False))
+    assert not any(s.open for s in exited.wire.kcmps.values())
+    assert not exited.status["kcmp"].open
+    assert status_words(exited.status)["kcmp"].endswith("(kcmp; closed)")
