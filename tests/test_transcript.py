@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from events_fixture import SAME, session_events
 
 from vmmtui.render.transcript import Transcript
@@ -38,3 +40,29 @@ def test_markdown_tells_steps_kcmp_once_and_the_result(tmp_path):
         in result
     )
     assert narration.CLEAN in text
+
+
+def test_the_end_lines_of_run_the_transcript_and_the_log_say_the_result_the_same_way(tmp_path):
+    from test_console import printed
+
+    from vmmtui.view import fold
+    from vmmtui.words.log import log_text
+
+    for consumers in (1, 3):
+        events = session_events(consumers=consumers)
+        run = printed(events)[0].strip().splitlines()[-1]
+        md = write(tmp_path / f"t{consumers}.md", events).split("## Result", 1)[1].strip()
+        md = md.splitlines()[0]
+        state = fold(events)
+        logged = next(
+            log_text(line).plain
+            for line in reversed(state.log_lines())
+            if log_text(line).plain.startswith(narration.VERIFIED)
+        )
+        assert md == logged, (md, logged)
+        # vmmtui run's line says the same (its count is its own: the fixture's session made up
+        # another), with the close after it
+        run = re.sub(r"\d+/\d+ match", "N/N match", run)
+        assert run.startswith(re.sub(r"\d+/\d+ match", "N/N match", md) + " · "), (run, md)
+        assert run.endswith(narration.CLEAN)
+        assert "fd cross-check: " in md and "(before cleanup)" in md

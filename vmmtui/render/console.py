@@ -179,12 +179,8 @@ class LogPrinter:
             )
         else:
             parts.append(f"[bold red]{escape(say.verdict(False, self.failed).plain)}[/]")
-        if self.fd_problems:
-            parts.append(
-                f"[red]fd cross-check: {len(self.fd_problems)} problem(s) in {self.fd_checks} checks[/]"
-            )
-        else:
-            parts.append(f"fd cross-check: {self.fd_checks}/{self.fd_checks} match /proc")
+        checked = say.fd_cross_check(self.fd_checks, len(self.fd_problems))
+        parts.append(f"[red]{checked.plain}[/]" if self.fd_problems else checked.plain)
         parts.append(f"kcmp: {escape(self.kcmp_summary().plain)}")
         if self.closed is not None:
             text = say.closed(self.closed).plain

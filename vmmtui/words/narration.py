@@ -321,12 +321,19 @@ def log_tail(e: WorkerExited, m: Masks = PLAIN) -> list[Text]:
     return [Text(m.text(f"log: {line}"), "dim") for line in e.log_tail]
 
 
+def fd_cross_check(checks: int, problems: int) -> Text:
+    """The end lines' count of the declared fds checked against /proc."""
+    if problems:
+        return Text(f"fd cross-check: {problems} problem(s) in {checks} checks", "red")
+    return Text(f"fd cross-check: {checks}/{checks} match /proc")
+
+
 def finished(e: SessionFinished, consumers: int | None = None) -> Text:
     """The result: VERIFIED or not, how much, the fd cross-check and kcmp's summary."""
     line = verdict(e.verified)
     if e.verified:
         line.append(f" {e.integers} integers ({format_size(e.integers * 4)})", "")
-    line.append(f" · {e.fd_checks} fd checks, {e.fd_problems} problems · kcmp: ", "")
+    line.append(f" · {fd_cross_check(e.fd_checks, e.fd_problems).plain} · kcmp: ", "")
     # the plan's cleanup steps have run: the fds kcmp compared are closed
     line.append(kcmp_summary(e.kcmp, e.mechanism, consumers, past=True).plain, "")
     return line
