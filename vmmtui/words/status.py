@@ -14,7 +14,7 @@ from vmmtui.stream.events import ScenarioOutcome, SessionFinished
 from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
-    from vmmtui.view.model import KcmpSeen, StatusFact
+    from vmmtui.view.model import Found, KcmpSeen, StatusFact
 
 SEP = " · "
 
@@ -96,4 +96,5 @@ def part_words(key: str, fact: StatusFact) -> str:
     if key == "kcmp":
         seen = cast("KcmpSeen", fact)  # the fold's: words do not import the view
         return say.kcmp_verdict(seen.verdict, not seen.open, seen.step, terse=True).plain
-    return f"{fact.good} shared/imported · {fact.bad} to look at"
+    found = cast("Found", fact)
+    return f"{found.good} shared/imported · {found.bad} to look at"
