@@ -77,10 +77,20 @@ class WirePanelView:
 
     @property
     def key(self) -> tuple:
-        """What a repaint compares: the panel is drawn again only when it changed."""
+        """What a repaint compares: the panel is drawn again only when it changed. A transfer's
+        row changes after it came too: its handle type at import once the receiver imports it
+        (each process's memory) and what the ledger found of it (the findings)."""
         v = self.programs
         if v is not None:
-            return ("programs", v.transfers_len, v.in_flight, tuple(v.procs))
+            memory = tuple(len(p.mems) for p in v.procs.values())
+            return (
+                "programs",
+                v.transfers_len,
+                v.in_flight,
+                tuple(v.procs),
+                memory,
+                v.findings_len,
+            )
         return ("session", self.session, self.mechanism, self.consumers)
 
 
