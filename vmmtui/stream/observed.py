@@ -304,6 +304,39 @@ class FdDuplicated(TraceCall):
 
 
 @dataclass(frozen=True)
+class MemoryMapped(TraceCall):
+    """``mmap`` of an fd that may carry memory: the mapping pins the file's memory until
+    ``munmap`` or exit, whether or not the fd stays open (mmap(2): "closing the file descriptor
+    does not unmap the region"). ``file`` is the struct file's key as the other records name it,
+    ``addr`` the address the kernel returned (``result`` is ``-errno`` when refused, else 0)."""
+
+    fd: int
+    file: str
+    addr: int
+    length: int
+    result: int = 0
+    prot: int = 0
+    flags: int = 0
+    offset: int = 0
+    #: what the file is (``memfd:x``, ``/dev/shm/x``, ``/dev/nvidia-uvm``…), read at the call
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryUnmapped(TraceCall):
+    """``munmap(addr, length)``, or the old range of an ``mremap`` that moved or shrank it
+    (``call`` names which): whatever of that range was mapped is no longer pinned by this process.
+    For ``mremap`` ``new_addr``/``new_length`` are where the mapping went (0 when it did not move)."""
+
+    addr: int
+    length: int
+    result: int = 0
+    call: str = "munmap"
+    new_addr: int = 0
+    new_length: int = 0
+
+
+@dataclass(frozen=True)
 class MemfdCreated(TraceCall):
     name: str
     fd: int
