@@ -104,19 +104,20 @@ def test_the_panel_and_the_ledger_agree_at_every_event(path: Path):
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
-def test_the_timeline_cuts_where_the_session_s_ledger_says(path: Path):
+def test_the_timeline_cuts_where_the_session_s_world_says(path: Path):
     """The call timeline takes the run's word for which calls matter (``TraceSession.marked``);
-    left to itself it folds a ledger of its own: the same frames, and the same fds as the run's."""
+    given a recording alone, it runs it through the one pipeline and keeps that fold's world:
+    the same frames, and the same fds as the run's."""
     raw = read(path, found_again=False).events
     session = TraceSession.replay(raw)
     marked = list(session.marked())
     told = CallTimeline([e for e, _ in marked], [call for _, call in marked])
-    alone = CallTimeline([e for e, _ in marked])
-    assert told.ledger is None and alone.ledger is not None
+    alone = CallTimeline(raw)
+    assert told.world is None and alone.world is not None
     assert [f.label for f in told.frames] == [f.label for f in alone.frames]
     assert len(told.frames) > 1
-    pids = set(session.ledger.procs) | set(alone.ledger.procs)
-    assert {p: set(alone.ledger.fds_of(p)) for p in pids} == {
+    pids = set(session.ledger.procs) | set(alone.world.ledger.procs)
+    assert {p: set(alone.world.ledger.fds_of(p)) for p in pids} == {
         p: set(session.ledger.fds_of(p)) for p in pids
     }
 

@@ -667,12 +667,13 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         )
 
 
-def replay_trace(recording) -> int:
-    """A trace recording, printed as the live trace printed it (the session run again on it)."""
+def replay_trace(recording, folded=None) -> int:
+    """A trace recording, printed as the live trace printed it: the stream of its one fold
+    (``folded``: ``record.calls.trace_timeline``, the replay's; made here where not given)."""
     from rich.console import Console
 
+    from vmmtui.record.calls import trace_timeline
     from vmmtui.trace.narration import Bystanders, ProcessNames, lines
-    from vmmtui.trace.session import TraceSession
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
@@ -680,11 +681,14 @@ def replay_trace(recording) -> int:
         style="bold",
         markup=False,  # the title and the machine are the recording's words, not markup
     )
-    session, names, bystanders = TraceSession.replay(recording.events), ProcessNames(), Bystanders()
-    for e in session.events():
+    folded = folded or trace_timeline(recording.events)
+    names, bystanders = ProcessNames(), Bystanders()
+    for e in folded.events:
         names.see(e)
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)
-    _summary(console, session.ledger, names.t0, bystanders.words())
+    if folded.world is None:  # a live run's timeline: its session holds the world
+        raise ValueError("replay_trace takes a recording's timeline (trace_timeline)")
+    _summary(console, folded.world.ledger, names.t0, bystanders.words())
     return EXIT_OK

@@ -17,6 +17,7 @@ from vmmtui.model.findings import Counted, Tally, counted_as, tally
 from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
+from vmmtui.model.world import Keyframes, World
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.observed import (
     CapabilityProbe,
@@ -160,13 +161,19 @@ class TraceSession:
         sinks: Sequence[Callable[[Event], object]] = (),
         live: bool = True,
         never_imported_s: float = NEVER_IMPORTED_S,
+        world: World | None = None,
+        keyframes: bool = False,
     ) -> None:
+        """``world``: the run's world, where a sink reads it too (else a new one);
+        ``keyframes``: keep a clone of it every ``model.world.EVERY`` events (``keyframes``), so
+        that the world at any event can be asked (a replay's step back, its pages)."""
         self.source = source
         self.sinks = list(sinks)
-        #: the one fold of the run
-        self.ledger = Ledger()
-        #: the refcount book beside it (``model/refcounts.py``)
-        self.refs = Refcounts(self.ledger, never_imported_s)
+        #: the one fold of the run: the ledger and its refcount book (``model/world.py``)
+        self.world = world if world is not None else World(never_imported_s)
+        self.ledger: Ledger = self.world.ledger
+        self.refs: Refcounts = self.world.refs
+        self.keyframes: Keyframes | None = Keyframes(self.world) if keyframes else None
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
         self.unreadable: set[int] = set()
@@ -175,13 +182,19 @@ class TraceSession:
         self.finished: TraceFinished | None = None
 
     @classmethod
-    def replay(cls, events: Iterable[Event]) -> TraceSession:
-        return cls(RecordingSource(events), live=False)
+    def replay(cls, events: Iterable[Event], keyframes: bool = False) -> TraceSession:
+        return cls(RecordingSource(events), live=False, keyframes=keyframes)
 
     def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
-        """One event into the run's ledger: the findings it brings (what ``events`` adds after
-        it; a reader that needs the state between events, Perfetto's, folds this way)."""
-        return self.refs.fold(e, self.ledger.apply(e))
+        """One event into the run's world: the findings it brings (what ``events`` adds after
+        it), the world kept as a keyframe where its turn comes."""
+        made = self.world.fold(e)
+        if self.keyframes is not None:
+            self.keyframes.folded(e, self.world)
+        return made
+
+    def _finish(self) -> list[LedgerFinding]:
+        return self.world.finish()
 
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
@@ -205,7 +218,7 @@ class TraceSession:
             if isinstance(e, MADE_BY_THE_LEDGER):
                 continue  # made by the ledger below, never taken from a source
             if isinstance(e, TraceFinished):
-                for end in [*ledger.finish(), *self.refs.finish()]:
+                for end in self._finish():
                     yield self._out(end), False
                 t = self.count()
                 self.finished = dataclasses.replace(
@@ -227,7 +240,7 @@ class TraceSession:
                     for f in self.fold(seen):
                         yield self._out(f), False
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            for end in [*ledger.finish(), *self.refs.finish()]:
+            for end in self._finish():
                 yield self._out(end), False
 
     def stop(self) -> bool:

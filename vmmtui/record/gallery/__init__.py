@@ -107,15 +107,16 @@ def find(name: str, folder: Path = HERE) -> Path | None:
     return matches[0].path if matches else None
 
 
-def resolve(arg: str, folder: Path = HERE):
-    """A path on disk, else a gallery name: the Recording, or RecordingError saying what exists."""
+def resolve(arg: str, folder: Path = HERE, found_again: bool = True):
+    """A path on disk, else a gallery name: the Recording, or RecordingError saying what exists.
+    ``found_again``: as ``read``'s (False where the reader folds the recording itself, once)."""
     path = Path(arg)
     if path.exists() or "/" in arg or arg.endswith(SUFFIXES):
-        return read(path)
+        return read(path, found_again)
     found = find(arg, folder)
     if found is None:
         names = ", ".join(e.name for e in entries(folder)) or "none"
         raise RecordingError(
             f"{arg}: no such file, and no gallery recording of that name (gallery: {names})"
         )
-    return read(found)
+    return read(found, found_again)
