@@ -26,7 +26,9 @@ SHARES = ROOT / "tests/data/traces/shares_1000.jsonl.gz"
 
 def _folded(path: Path) -> list:
     """The events a world folds of a recording (what the pipeline would make is left out)."""
-    return [e for e in read(path, found_again=False).events if not isinstance(e, MADE_BY_THE_LEDGER)]
+    return [
+        e for e in read(path, found_again=False).events if not isinstance(e, MADE_BY_THE_LEDGER)
+    ]
 
 
 def _seen(w: World) -> dict:
@@ -36,8 +38,12 @@ def _seen(w: World) -> dict:
     return {
         "procs": {p: (r.alive, r.comm, r.code) for p, r in g.procs.items()},
         "fds": {p: sorted(g.fds_of(p)) for p in g.procs},
-        "holdings": sorted((k, h.file, h.how, h.source_pid, h.source_fd) for k, h in g.holdings.items()),
-        "allocations": {k: (a.released_at, len(a.imports), len(g.pins(a))) for k, a in g.allocations.items()},
+        "holdings": sorted(
+            (k, h.file, h.how, h.source_pid, h.source_fd) for k, h in g.holdings.items()
+        ),
+        "allocations": {
+            k: (a.released_at, len(a.imports), len(g.pins(a))) for k, a in g.allocations.items()
+        },
         "findings": [(f.kind, f.pid, f.peer, f.ktime) for f in g.findings],
         "by": dict(g.findings.by),
         "transfers": dict(g.transfers.by),

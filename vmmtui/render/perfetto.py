@@ -87,7 +87,9 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
     out: list[dict] = []
     t0: int | None = None
     comms: dict[int, str] = {}
-    where: dict[tuple[str, int, int], tuple[int, int, float]] = {}  # (kind, pid, fd) → (pid, tid, ts)
+    where: dict[
+        tuple[str, int, int], tuple[int, int, float]
+    ] = {}  # (kind, pid, fd) → (pid, tid, ts)
     exports: dict[str, tuple[int, int, float]] = {}  # file → export call's position
     #: where the last receive of each process and the last import of each handle was drawn
     received: dict[int, tuple[int, int, float]] = {}
