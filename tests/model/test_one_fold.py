@@ -1,11 +1,16 @@
-"""The programs panel and the ledger agree: the same processes, the same fds of interest for each
-at every event, the same transfers and the same count of findings, over every recorded trace and
-over polling's events. Which fds are of interest is the ledger's (``Ledger.fds_of``); the panel,
-the timeline's frames and plain output's lines all ask the one rule (``model.interest``) of them.
+"""One fold: the run's world (``model.world``: the ledger and its refcount book) is folded once,
+by the trace session, and the renderers, the exporters and the timeline read it or its stream;
+none of them builds or folds one of its own. The programs panel's own per-frame fold
+(``view/programs.py``) is still one, proven equal here: the same processes, the same fds of
+interest for each at every event, the same transfers and the same count of findings, over every
+recorded trace and over polling's events. Which fds are of interest is the ledger's
+(``Ledger.fds_of``); the panel, the timeline's frames and plain output's lines all ask the one
+rule (``model.interest``) of them.
 """
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from pathlib import Path
 
@@ -50,6 +55,46 @@ TRACES = sorted(
 A, B = 1000, 2000
 SOCK = SocketEnd(100, 101, "@vmm")
 PEER = SocketEnd(101, 100, "@vmm")
+
+
+#: what makes or moves a world: built only by ``model/world.py`` (the ledger, the book) and the
+#: pipeline (the session), folded only by the session
+BUILDS = {"Ledger", "Refcounts", "HandleBook", "TraceSession"}
+FOLDS = {"apply", "fold", "finish"}
+#: the packages that read the world or its stream: the screen's state, storage and the timeline,
+#: the renderers, the exporters
+READERS = ("view", "record", "render", "fleet")
+
+
+def _folds_in(path: Path) -> list[str]:
+    """Each place in a module that builds a ledger, a book or a session, or folds a world or a
+    ledger (``x.apply(...)``, ``x.fold(...)``, ``x.finish()`` of something named for one)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        owner = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ""
+        folds = name in FOLDS and any(
+            w in owner.lower() for w in ("ledger", "world", "session", "refs")
+        )
+        if name in BUILDS or owner in BUILDS or folds:
+            out.append(f"{path.name}:{node.lineno} {ast.unparse(f)}")
+    return out
+
+
+def test_no_reader_of_the_world_builds_or_folds_one_of_its_own():
+    """The timeline, Perfetto's file, the exporters and the screen's state take the run's world
+    (or its stream); a recording's timeline goes through the one pipeline (``trace_timeline``),
+    the one place in them that starts it."""
+    found = []
+    for package in READERS:
+        for path in sorted((ROOT / "vmmtui" / package).rglob("*.py")):
+            found += [f"{package}/{x}" for x in _folds_in(path)]
+    assert [(x.split(":")[0], x.split(" ")[1]) for x in found] == [
+        ("record/calls.py", "TraceSession.replay")
+    ], found
 
 
 def _disagree(ledger: Ledger, v: ProgramsView) -> list[tuple[int, set[int], set[int]]]:

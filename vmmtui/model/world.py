@@ -14,6 +14,7 @@ one clone per ``EVERY`` events. No words, no Textual, no /proc.
 from __future__ import annotations
 
 import copy
+import threading
 from bisect import bisect_right
 
 from vmmtui.model.handles import NEVER_IMPORTED_S
@@ -42,6 +43,9 @@ class World:
         self.refs = Refcounts(self.ledger, never_imported_s)
         #: events folded
         self.folded = 0
+        #: held while an event is folded: a reader in another thread (the metrics endpoint's
+        #: scrape) holds it to read the world between two events, never in the middle of one
+        self.lock = threading.Lock()
 
     def matters(self, e: Event) -> bool:
         """Whether ``e``, before it is folded, is a call that matters (``Ledger.matters``)."""
@@ -49,12 +53,14 @@ class World:
 
     def fold(self, e: Event) -> list[Made]:
         """One event: the findings, probes and pinned bytes it brings."""
-        self.folded += 1
-        return self.refs.fold(e, self.ledger.apply(e))
+        with self.lock:
+            self.folded += 1
+            return self.refs.fold(e, self.ledger.apply(e))
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """What the end of the run brings (``Ledger.finish``, then the book's)."""
-        return [*self.ledger.finish(at), *self.refs.finish()]
+        with self.lock:
+            return [*self.ledger.finish(at), *self.refs.finish()]
 
     def clone(self) -> World:
         """A copy that folds on apart. The ledger's open entries are mutable records (a shallow
@@ -64,7 +70,9 @@ class World:
         world and most of what a deep copy would cost."""
         kept = [v for v in vars(self.ledger).values() if isinstance(v, Kept)]
         memo: dict[int, object] = {id(k): copy.copy(k) for k in kept}
-        return copy.deepcopy(self, memo)
+        memo[id(self.lock)] = threading.Lock()  # a lock of its own (a lock is not copied)
+        with self.lock:
+            return copy.deepcopy(self, memo)
 
 
 class Keyframes:

@@ -210,38 +210,52 @@ class TraceSession:
             yield e
 
     def marked(self, on_batch: Callable[[], None] | None = None) -> Iterator[tuple[Event, bool]]:
-        """The stream, each event with whether it is a call that matters (the ledger's one rule,
-        asked just before the ledger folds it): the call timeline cuts its frames there, so it
-        folds no ledger of its own."""
-        ledger = self.ledger
+        """The stream, each event with whether it is a call that matters (the world's one rule,
+        asked just before the world folds it): the call timeline cuts its frames there, so it
+        folds nothing of its own."""
         for e in self.source.events(on_batch=on_batch):
-            if isinstance(e, MADE_BY_THE_LEDGER):
-                continue  # made by the ledger below, never taken from a source
-            if isinstance(e, TraceFinished):
-                for end in self._finish():
-                    yield self._out(end), False
-                t = self.count()
-                self.finished = dataclasses.replace(
-                    e, findings=t.total, problems=t.bad, quiet=t.quiet, quiet_by=t.quiet_by
-                )
-                yield self._out(self.finished), False
-                continue
-            if isinstance(e, ProcessUnreadable):
-                self.unreadable.add(e.pid)
-                self.polled.append(Counted("unreadable"))
-            elif isinstance(e, Leak):
-                self.polled.append(counted_as(e))
-            yield self._out(e), ledger.matters(e)
-            for f in self.fold(e):
-                yield self._out(f), False
-            if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
-                for seen in seen_now(list(self.source.pids)):
-                    yield self._out(seen), False
-                    for f in self.fold(seen):
-                        yield self._out(f), False
+            yield from self.through(e)
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
             for end in self._finish():
                 yield self._out(end), False
+
+    def through(self, e: Event) -> Iterator[tuple[Event, bool]]:
+        """One event of the source through the run: the event with its mark, then what the world
+        found in it. The caller gets the event before the world folds it (the text asks the
+        world as it stood before: ``worth_a_line``), every sink after (an exporter reads the
+        world as the event left it), each in the stream's order. ``marked`` is this over the
+        source; whoever has its events one at a time pushes them here."""
+        if isinstance(e, MADE_BY_THE_LEDGER):
+            return  # made by the world below, never taken from a source
+        if isinstance(e, TraceFinished):
+            for end in self._finish():
+                yield self._out(end), False
+            t = self.count()
+            self.finished = dataclasses.replace(
+                e, findings=t.total, problems=t.bad, quiet=t.quiet, quiet_by=t.quiet_by
+            )
+            yield self._out(self.finished), False
+            return
+        if isinstance(e, ProcessUnreadable):
+            self.unreadable.add(e.pid)
+            self.polled.append(Counted("unreadable"))
+        elif isinstance(e, Leak):
+            self.polled.append(counted_as(e))
+        yield from self._folded(e)
+        if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
+            for seen in seen_now(list(self.source.pids)):
+                yield from self._folded(seen)
+
+    def _folded(self, e: Event) -> Iterator[tuple[Event, bool]]:
+        yield e, self.world.matters(e)
+        made = self.fold(e)
+        self._out(e)
+        for f in made:
+            yield self._out(f), False
+
+    def push(self, *events: Event) -> list[Event]:
+        """``events`` through the run, one after the other (``through``): the stream they make."""
+        return [out for e in events for out, _ in self.through(e)]
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True

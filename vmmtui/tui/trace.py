@@ -28,6 +28,7 @@ from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 
 if TYPE_CHECKING:
+    from vmmtui.model.world import World
     from vmmtui.trace.output import Output
 
 #: the most repaints a second: calls come by thousands, the screen shows the newest state
@@ -79,10 +80,13 @@ class TraceApp(Viewer):
         started: bool = False,
         output: Output | None = None,
         never_imported_s: float | None = None,
+        world: World | None = None,
     ):
+        """``world``: the run's, where others read it too (the exporters): the session folds it."""
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
         #: seconds with no import before an export is said never imported (None: the default)
         self.never_imported_s = never_imported_s
+        self.world = world
         #: the tracer, or what makes it (in the app's thread, after the first frame)
         self.tracer: Any = None if callable(tracer) else tracer
         self.make_tracer: Callable[[], Any] | None = tracer if callable(tracer) else None
@@ -167,8 +171,8 @@ class TraceApp(Viewer):
                 self.stopped_command = stop_command(self.tracer) or self.stopped_command
         sinks = [self.sink] if self.sink is not None else []
         self.session = (
-            TraceSession(self.tracer, sinks)
-            if self.never_imported_s is None
+            TraceSession(self.tracer, sinks, world=self.world)
+            if self.world is not None or self.never_imported_s is None
             else TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
         )
         try:
