@@ -144,3 +144,23 @@ def test_the_inspector_s_replay_folds_once(applied):
     assert applied[0] == _once()
     assert app.frames.timeline.world is not None  # the fold's world, kept for its frames
     assert resolve(str(RUN)).events  # read() alone still finds the findings again
+
+
+@pytest.mark.parametrize("path", [TORCH, RUN, SHARES], ids=lambda p: p.name)
+def test_the_world_at_each_frame_holds_the_fds_the_panel_shows_there(path: Path):
+    """A replay's frame N asks its one fold's keyframes for the world there: the processes and
+    the fds of interest of each are those the programs panel draws at that frame."""
+    from vmmtui.record.calls import trace_timeline
+    from vmmtui.view import FrameStates, ScreenState
+
+    timeline = trace_timeline(read(path, found_again=False).events)
+    states = FrameStates(timeline, ScreenState.for_programs())
+    frames = range(len(timeline.frames))
+    step = max(1, len(timeline.frames) // 40)
+    for k in [*frames[::step], frames[-1]]:
+        world, v = timeline.world_at(k), states.at(k).programs
+        assert v is not None
+        pids = set(world.ledger.procs) | set(v.procs)
+        assert {p: set(world.ledger.fds_of(p)) for p in pids} == {
+            p: set(v.proc(p).fds) for p in pids
+        }, k

@@ -64,6 +64,9 @@ class CallTimeline:
         #: session holds them)
         self.world: World | None = None
         self.keyframes: Keyframes | None = None
+        #: for each event of the stream, how many events the world had folded after it (the
+        #: findings it made and the end are no event it folds)
+        self.folded: list[int] = []
         if events and calls is None:
             from vmmtui.trace.session import TraceSession
 
@@ -71,6 +74,11 @@ class CallTimeline:
             marked = list(session.marked())
             events, calls = [e for e, _ in marked], [call for _, call in marked]
             self.world, self.keyframes = session.world, session.keyframes
+            if self.keyframes is not None:
+                took, n = self.keyframes.events, 0
+                for e in events:
+                    n += n < len(took) and e is took[n]
+                    self.folded.append(n)
         self.events: list[Event] = []
         self.frames: list[Frame] = [Frame(0, 0, "start", None)]
         #: the pid of each frame's call (0: the start, or a polling change of no one process)
@@ -132,6 +140,15 @@ class CallTimeline:
         self.dropped += k0
         self.events_dropped += cut
         return cut
+
+    def world_at(self, index: int) -> World:
+        """The world after frame ``index`` (a recording's timeline: from the keyframes of its one
+        fold, a clone that is yours), as step back, a page or a replay's frame asks it."""
+        if self.keyframes is None:
+            raise ValueError("a live run's timeline: its session holds the world")
+        index = max(0, min(index, len(self.frames) - 1))
+        end = self.frames[index].end
+        return self.keyframes.at(self.folded[end - 1] if end else 0)
 
     # -- the Timeline interface --------------------------------------------------------------------
     def __len__(self) -> int:
