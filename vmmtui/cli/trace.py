@@ -333,7 +333,7 @@ class Tee:
     exporters, and the events kept for ``--perfetto`` at the end. ``world``: the run's, which
     the session that feeds the tee folds and the exporters read."""
 
-    def __init__(self, recorder, sinks: list, perfetto: bool, world) -> None:
+    def __init__(self, recorder, sinks: list, perfetto: bool, world=None) -> None:
         self.recorder, self.sinks, self.perfetto = recorder, sinks, perfetto
         self.world = world
         self.seen: list = []
