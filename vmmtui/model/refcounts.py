@@ -35,7 +35,21 @@ class Refcounts:
 
     def __init__(self, ledger: Ledger, never_imported_s: float = NEVER_IMPORTED_S) -> None:
         self.ledger = ledger
-        self.book = HandleBook(self.export_of_import, never_imported_s)
+        self.book = HandleBook(self.export_of_import, never_imported_s, self.export_pins)
+
+    def export_pins(self, pid: int, handle: int) -> bool:
+        """Whether a copy of an fd the allocation was exported as is open in some process (the
+        exporter's, one in flight, a receiver's): the export then pins the memory by itself.
+        An allocation the ledger does not know is taken to pin (nothing is cleared unseen)."""
+        a = self.ledger.allocations.get((pid, handle))
+        if a is None or not a.exported:
+            return True
+        for fd, file in a.exported:
+            if file and self.ledger.holders(file):
+                return True
+            if not file and (pid, fd) in self.ledger.holdings:
+                return True
+        return False
 
     def export_of_import(self, pid: int, handle: int) -> tuple[int, int] | None:
         """The allocation (exporter pid, handle) the ledger matched an import of ``pid`` to."""
@@ -87,7 +101,7 @@ class Refcounts:
     def _said(self, facts: list[HandleFact]) -> list[LedgerFinding]:
         """The facts worded, ``unknown`` where a lost record (a close, a release, an import) may
         overturn them; kept with the ledger's findings (its count and its end summary)."""
-        unknown_if_lost = self.ledger._unknown_if_lost  # noqa: SLF001 (the ledger's one rule)
+        unknown_if_lost = self.ledger.unknown_if_lost
         said = [unknown_if_lost(finding_of(f), f.since) for f in facts]
         self.ledger.findings += said
         return said

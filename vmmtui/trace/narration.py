@@ -168,6 +168,8 @@ def cuda_words(e: CudaCall) -> str:
         )
     elif f == "cuMemRelease":
         args = f"handle {e.handle:#x}"
+    elif f == "cuMemRetainAllocationHandle":
+        args = f"{e.ptr:#x} → handle {e.handle:#x} (one more reference)"
     elif f == "cuIpcGetMemHandle":
         args = f"{e.ptr:#x} → handle {e.ipc[:16]}…"
     elif f == "cuIpcOpenMemHandle":
