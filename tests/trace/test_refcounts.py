@@ -193,8 +193,8 @@ def test_the_road_and_handle_types_of_a_share_and_an_import():
 
 
 def test_an_exporter_exit_says_what_it_exported_and_nobody_opened():
-    """Said at the exit while a copy of the exported fd outlives the exporter (the receiver's,
-    never imported); an fd that only the exporter held went with it and pins nothing."""
+    """Said at the exit where the exported fd pinned the memory until then (kept by the
+    exporter to its exit, or a copy outliving it); one closed at once pinned nothing."""
     ledger, out = fold([*share(10, 0xA1, 5, 9, "f1"), ProcessExit(A, A, 30, 0)])
     [never] = found(out, FindingKind.EXPORTED_NEVER_IMPORTED)
     assert never.ktime == 30
@@ -203,6 +203,16 @@ def test_an_exporter_exit_says_what_it_exported_and_nobody_opened():
             CudaCall(A, A, 10, "cuMemCreate", 0, size=MIB, handle=0xA1, handle_types=1),
             CudaCall(A, A, 20, "cuMemExportToShareableHandle", 0, handle=0xA1, fd=5,
                      handle_types=1),
+            ProcessExit(A, A, 30, 0),
+        ]
+    )  # fmt: skip
+    assert [f.ktime for f in found(out, FindingKind.EXPORTED_NEVER_IMPORTED)] == [30]
+    _, out = fold(
+        [
+            CudaCall(A, A, 10, "cuMemCreate", 0, size=MIB, handle=0xA1, handle_types=1),
+            CudaCall(A, A, 20, "cuMemExportToShareableHandle", 0, handle=0xA1, fd=5,
+                     handle_types=1),
+            FdCloseCall(A, A, 25, 5, "", 0),
             ProcessExit(A, A, 30, 0),
         ]
     )  # fmt: skip

@@ -182,11 +182,7 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
         if a.released_at is None:
             a.released_at = e.ktime
         for imp in a.imports:
-            if ledger.alive(imp.pid) and (
-                imp.released_at is None
-                or any(m.pid == imp.pid and m.handle == imp.handle for m in a.mappings
-                       if m.unmapped_at is None)
-            ):  # fmt: skip
+            if ledger.alive(imp.pid) and imp.released_at is None:  # said below: its end too
                 ledger.after_death[(imp.pid, f"handle:{imp.handle:x}")] = HeldAfterDeath(
                     imp.pid, e.pid, e.ktime, e.code, Memory.ALLOCATION, handle=imp.handle,
                     size=a.size,

@@ -33,10 +33,11 @@ ROUNDS = 3
 
 @dataclass
 class Pair:
-    """One importer's pins on one exporter's memory: what it pins now (key → bytes) and the
+    """One importer's pins on one exporter's memory: the pieces of memory it pins now (each with
+    its bytes and the pins that hold it: two imports of one allocation are one piece) and the
     count at the start of each round."""
 
-    pins: dict[str, int] = field(default_factory=dict)
+    pieces: dict[str, tuple[int, set[str]]] = field(default_factory=dict)
     last: int = -1
     #: (when, pins before the round's first arrival) of each round, the newest last
     starts: list[tuple[int, int]] = field(default_factory=list)
@@ -48,21 +49,32 @@ class Growth:
 
     def __init__(self) -> None:
         self.pairs: dict[tuple[int, int], Pair] = {}
-        self._of: dict[tuple[int, str], tuple[int, int]] = {}
+        #: (importer, pin) → (importer, exporter) and the piece it holds
+        self._of: dict[tuple[int, str], tuple[tuple[int, int], str]] = {}
 
     def arrived(
-        self, ledger: Ledger, pid: int, peer: int, key: str, size: int, at: int, out: list
+        self,
+        ledger: Ledger,
+        pid: int,
+        peer: int,
+        piece: str,
+        pin: str,
+        size: int,
+        at: int,
+        out: list,
     ) -> None:
-        """``pid`` pins a new piece of ``peer``'s memory (``size`` bytes, 0 where not seen)."""
+        """``pid`` pins ``piece`` of ``peer``'s memory (``size`` bytes, 0 where not seen) by
+        ``pin`` (an fd's file, an import handle, an IPC or pool pointer)."""
         pair = self.pairs.setdefault((pid, peer), Pair())
-        if key in pair.pins:
+        self._of[(pid, pin)] = ((pid, peer), piece)
+        if piece in pair.pieces:
+            pair.pieces[piece][1].add(pin)
             return
         if pair.last < 0 or at - pair.last >= ROUND_GAP_NS:
-            pair.starts.append((at, len(pair.pins)))
+            pair.starts.append((at, len(pair.pieces)))
             del pair.starts[:-ROUNDS]
         pair.last = at
-        pair.pins[key] = size
-        self._of[(pid, key)] = (pid, peer)
+        pair.pieces[piece] = (size, {pin})
         if pair.said or len(pair.starts) < ROUNDS:
             return
         counts = [n for _, n in pair.starts]
@@ -75,19 +87,24 @@ class Growth:
                         pid,
                         at,
                         peer=peer,
-                        size=sum(pair.pins.values()),
+                        size=sum(size for size, _ in pair.pieces.values()),
                         since=pair.starts[0][0],
-                        opens=counts + [len(pair.pins)],
+                        opens=[*counts, len(pair.pieces)],
                     ),
                     pair.starts[0][0],
                 )
             )
 
-    def gone(self, pid: int, key: str) -> None:
-        """A pin of ``pid`` went: it no longer counts."""
-        pair_key = self._of.pop((pid, key), None)
-        if pair_key is not None and (pair := self.pairs.get(pair_key)) is not None:
-            pair.pins.pop(key, None)
+    def gone(self, pid: int, pin: str) -> None:
+        """A pin of ``pid`` went: the piece it held no longer counts once its last pin went."""
+        of = self._of.pop((pid, pin), None)
+        if of is None or (pair := self.pairs.get(of[0])) is None:
+            return
+        held = pair.pieces.get(of[1])
+        if held is not None:
+            held[1].discard(pin)
+            if not held[1]:
+                del pair.pieces[of[1]]
 
     def exited(self, pid: int) -> None:
         """The importer (or the exporter) ended: its pairs end with it."""

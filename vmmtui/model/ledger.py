@@ -25,6 +25,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
+from vmmtui.model import kept as kept_limits
 from vmmtui.model.entries import (
     Allocation,
     Early,
@@ -50,7 +51,6 @@ from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, counted_as
 from vmmtui.model.growth import Growth
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
-from vmmtui.model import kept
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
 from vmmtui.model.pins import came_from, let_go, pins_on
@@ -473,7 +473,7 @@ class Ledger:
         if e.fd >= 0:
             remember_name(self.memfd_names, e.file, e.name, self.holdings.values())
             self.makers[e.file] = e.pid
-            if len(self.makers) > 2 * kept.LIMIT:  # only what a name or a pin still needs
+            if len(self.makers) > 2 * kept_limits.LIMIT:  # only what a name or a pin still needs
                 keep = set(self.memfd_names) | {f for _, f in self.came}
                 self.makers = {f: p for f, p in self.makers.items() if f in keep}
             self._hold(Holding(e.pid, e.fd, e.file, "created", e.ktime))
@@ -722,8 +722,9 @@ class Ledger:
             self.handle_refs[(e.pid, e.handle)] += 1
             if a is not None and a.pid != e.pid:
                 self.growth.arrived(
-                    self, e.pid, a.pid, f"handle:{e.handle:x}", a.size, e.ktime, out
-                )
+                    self, e.pid, a.pid, f"alloc:{a.pid}:{a.handle:x}", f"handle:{e.handle:x}",
+                    a.size, e.ktime, out,
+                )  # fmt: skip
             out.append(
                 LedgerFinding(
                     "imported",
@@ -785,7 +786,9 @@ class Ledger:
                 x.opens.append(o)
             self.ipc_opens[(e.pid, e.ptr)] = (x, o)
             if x is not None and x.pid != e.pid:
-                self.growth.arrived(self, e.pid, x.pid, f"ipc:{e.ptr:x}", x.size, e.ktime, out)
+                self.growth.arrived(
+                    self, e.pid, x.pid, f"ipc:{x.ipc}", f"ipc:{e.ptr:x}", x.size, e.ktime, out
+                )
             out.append(
                 LedgerFinding(
                     "imported",
@@ -853,7 +856,9 @@ class Ledger:
                 px.imports.append(pimp)
             self.pool_ptr_imports[(e.pid, e.ptr)] = (px, pimp)
             if px is not None and px.pid != e.pid:
-                self.growth.arrived(self, e.pid, px.pid, f"ptr:{e.ptr:x}", 0, e.ktime, out)
+                self.growth.arrived(
+                    self, e.pid, px.pid, f"ptr:{px.data}", f"ptr:{e.ptr:x}", 0, e.ktime, out
+                )
             out.append(
                 LedgerFinding(
                     "imported",

@@ -45,8 +45,17 @@ def came_from(ledger: Ledger, h: Holding) -> None:
         return
     ledger.came[key] = h
     peer = h.source_pid or ledger.makers.get(h.file, 0)
-    if peer and peer != h.pid and _memory(ledger, h):
-        ledger.growth.arrived(ledger, h.pid, peer, f"file:{h.file}", 0, h.since, ledger.later)
+    if not peer or peer == h.pid or not _memory(ledger, h):
+        return
+    pin = f"file:{h.file}"
+    a = ledger.allocation_of_file(h.file)
+    if a is not None:  # a driver export's fd: the allocation it carries is the piece
+        ledger.growth.arrived(
+            ledger, h.pid, a.pid, f"alloc:{a.pid}:{a.handle:x}", pin, a.size, h.since,
+            ledger.later,
+        )  # fmt: skip
+    else:
+        ledger.growth.arrived(ledger, h.pid, peer, pin, pin, 0, h.since, ledger.later)
 
 
 def _memory(ledger: Ledger, h: Holding) -> bool:

@@ -36,6 +36,21 @@ class Refcounts:
     def __init__(self, ledger: Ledger, never_imported_s: float = NEVER_IMPORTED_S) -> None:
         self.ledger = ledger
         self.book = HandleBook(self.export_of_import, never_imported_s, self.export_pins)
+        #: the open files an exiting process held just before its exit closed them: an export
+        #: whose fd it kept until then pinned memory until then (said at the exit, live or
+        #: replayed alike)
+        self._held_at_exit: set[str] = set()
+
+    def before(self, e: Event) -> None:
+        """Called before the ledger folds ``e``: what an exit is about to close is noted."""
+        if isinstance(e, ProcessExit):
+            ledger = self.ledger
+            self._held_at_exit = {
+                ledger.holdings[(e.pid, fd)].file or f"fd:{e.pid}:{fd}"
+                for fd in ledger.fds_of(e.pid)
+            }
+        elif self._held_at_exit:
+            self._held_at_exit = set()
 
     def export_pins(self, pid: int, handle: int) -> bool:
         """Whether a copy of an fd the allocation was exported as is open in some process (the
@@ -45,9 +60,11 @@ class Refcounts:
         if a is None or not a.exported:
             return True
         for fd, file in a.exported:
-            if file and self.ledger.holders(file):
+            if file and (file in self._held_at_exit or self.ledger.holders(file)):
                 return True
-            if not file and (pid, fd) in self.ledger.holdings:
+            if not file and (
+                (pid, fd) in self.ledger.holdings or f"fd:{pid}:{fd}" in self._held_at_exit
+            ):
                 return True
         return False
 

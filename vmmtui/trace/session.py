@@ -181,6 +181,7 @@ class TraceSession:
     def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
+        self.refs.before(e)
         return self.refs.fold(e, self.ledger.apply(e))
 
     def count(self) -> Tally:

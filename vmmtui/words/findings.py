@@ -183,16 +183,17 @@ _LET_GO = {
 
 def _released_after_exporter_died(f: LedgerFinding) -> Said:
     held = (f.ktime - f.since) / 1e9
-    what = {
-        "ipc": "legacy IPC mapping",
-        "pool pointer": "pool pointer",
-        "allocation": "imported allocation",
-    }.get(f.memory, shown_kind(f.name) or "memory")
+    pin = {
+        "ipc": f"legacy IPC mapping at {f.ptr:#x}",
+        "pool pointer": f"imported pool pointer {f.ptr:#x}",
+        "allocation": f"imported handle {f.handle:#x}"
+        + (f" ({format_size(f.size)})" if f.size else ""),
+    }.get(f.memory, shown_kind(f.name) or "copy of the memory")
     by = _LET_GO.get(f.via, f.via)
     return Said(
         f"held pid {f.peer}'s memory {held:.1f} s after pid {f.peer} {_ended(f)}; released by {by}",
-        f"pid {f.pid} held the {what} of pid {f.peer} for {held:.2f} s after pid {f.peer} "
-        f"{_ended(f)}, then let its last pin go by {by}: nothing of it is pinned now",
+        f"pid {f.pid}'s {pin} kept pid {f.peer}'s memory alive {held:.2f} s after pid {f.peer} "
+        f"{_ended(f)}; its last pin went by {by}: nothing of it is pinned now",
     )
 
 

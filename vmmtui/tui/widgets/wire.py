@@ -218,11 +218,21 @@ class VerdictsPanel(_Sized):
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
         good = v.findings_len - nbad - v.quiet_findings
+        # polling sees what is there at each poll, not the calls: finding nothing there is not
+        # "nothing wrong" (what arrived and went between two polls left no trace)
+        polled = v.mode == "polling"
         head: list[Text] = [
             _line(
-                ("✓ ", "green"),
+                ("✓ ", "green") if not polled else ("· ", "dim"),
                 proven_words(Tally(good, nbad, v.proven_by)),
-                (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
+                (
+                    f" · {nbad} to look at"
+                    if nbad
+                    else (
+                        " · nothing polling can see wrong" if polled else " · nothing wrong found"
+                    ),
+                    "bold",
+                ),
             )
         ]
         if v.quiet_findings:  # facts, folded into one dim line (the log has each)
