@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from vmmtui.model.entries import HeldAfterDeath
 from vmmtui.model.findings import Memory, carries_memory
-from vmmtui.model.pins import pins_on
+from vmmtui.model.pins import after_death_over, pins_on
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
     """Everything process ``e.pid`` held is let go at its exit: each leak found is added to ``out``."""
     for pid, key in [k for k in ledger.after_death if k[0] == e.pid]:
-        ledger.after_death_over(pid, key, e.ktime, "exit")  # its exit let go of what it held
+        after_death_over(ledger, pid, key, e.ktime, "exit")  # its exit let go of what it held
     _held_by_other_pins(ledger, e, out)
     for (pid, fd), h in list(ledger.holdings.items()):
         if pid != e.pid:

@@ -53,7 +53,15 @@ from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
-from vmmtui.model.pins import came_from, let_go, pins_on
+from vmmtui.model.pins import (
+    after_death_over,
+    came_from,
+    import_gone,
+    let_go,
+    mapped,
+    pins_on,
+    unmapped,
+)
 from vmmtui.model.probes import FABRIC, probe_of
 from vmmtui.model.probes import Context as ProbeContext
 from vmmtui.model.unreceived import dropped
@@ -442,32 +450,10 @@ class Ledger:
     # -- mappings of files that carry memory (``MemoryMapped``: mmap of an fd of interest) ------
     def _on_MemoryMapped(self, e: MemoryMapped, out: list) -> None:
         """The mapping pins the file's memory until munmap, exec or exit, fd open or not."""
-        if e.result < 0 or not e.file:
-            return
-        self.maps.setdefault(e.pid, {})[e.addr] = FileMap(
-            e.pid, e.file, e.addr, e.length, e.ktime, e.fd, e.kind
-        )
-        self._proc(e.pid)
+        mapped(self, e)
 
     def _on_MemoryUnmapped(self, e: MemoryUnmapped, out: list) -> None:
-        """``munmap`` (or ``mremap``'s old range): each mapping wholly inside the range goes; one
-        cut in part stays (what is left still pins the file); a moved one moves."""
-        if e.result < 0:
-            return
-        mine = self.maps.get(e.pid)
-        if not mine:
-            return
-        lo, hi = e.addr, e.addr + max(e.length, 1)
-        for addr, m in list(mine.items()):
-            if not (lo <= addr and addr + max(m.length, 1) <= hi):
-                continue
-            del mine[addr]
-            if e.call == "mremap" and e.new_addr:
-                mine[e.new_addr] = replace(m, addr=e.new_addr, length=e.new_length or m.length)
-            elif (e.pid, m.file) in self.came:
-                let_go(self, e.pid, m.file, e.ktime, e.call)
-        if not mine:
-            del self.maps[e.pid]
+        unmapped(self, e)
 
     def _on_MemfdCreated(self, e: MemfdCreated, out: list) -> None:
         if e.fd >= 0:
@@ -753,7 +739,7 @@ class Ledger:
             unmapped = self.mappings.pop((e.pid, e.ptr), None)
             if unmapped is not None:
                 unmapped.unmapped_at = e.ktime
-                self._import_gone(e.pid, unmapped.handle, e.ktime, "cuMemUnmap")
+                import_gone(self, e.pid, unmapped.handle, e.ktime, "cuMemUnmap")
         elif f == "cuMemRelease":
             # "The memory allocation will be freed when all outstanding mappings to the memory
             # are unmapped and when all outstanding references to the handle (including its
@@ -767,7 +753,7 @@ class Ledger:
             imported = self.imports.pop((e.pid, e.handle), None)
             if imported is not None:
                 imported[1].released_at = e.ktime
-                self._import_gone(e.pid, e.handle, e.ktime, "cuMemRelease")
+                import_gone(self, e.pid, e.handle, e.ktime, "cuMemRelease")
             a = self.allocations.get((e.pid, e.handle))
             if a is not None:
                 a.released_at = e.ktime
@@ -806,7 +792,7 @@ class Ledger:
             if got is not None:
                 got[1].closed_at = e.ktime
                 self.growth.gone(e.pid, f"ipc:{e.ptr:x}")
-                self.after_death_over(e.pid, f"ipc:{e.ptr:x}", e.ktime, "cuIpcCloseMemHandle")
+                after_death_over(self, e.pid, f"ipc:{e.ptr:x}", e.ktime, "cuIpcCloseMemHandle")
         else:
             self._on_pool_call(f, e, out)
 
@@ -876,7 +862,7 @@ class Ledger:
             if freed is not None:
                 freed[1].freed_at = e.ktime
                 self.growth.gone(e.pid, f"ptr:{e.ptr:x}")
-                self.after_death_over(e.pid, f"ptr:{e.ptr:x}", e.ktime, "cuMemFreeAsync")
+                after_death_over(self, e.pid, f"ptr:{e.ptr:x}", e.ktime, "cuMemFreeAsync")
         elif f == "cuMemPoolDestroy":
             gone = self.pools.pop((e.pid, e.handle), None)
             if gone is not None:
@@ -884,40 +870,6 @@ class Ledger:
             ended = self.pool_imports.pop((e.pid, e.handle), None)
             if ended is not None:
                 ended[1].destroyed_at = e.ktime
-
-    def _import_gone(self, pid: int, handle: int, at: int, via: str) -> None:
-        """An import pins its exporter's memory while its handle is referenced or any range is
-        mapped from it: when the last of them goes, the pin is over."""
-        if (pid, handle) in self.imports:
-            return
-        if any(m.pid == pid and m.handle == handle for m in self.mappings.values()):
-            return
-        self.growth.gone(pid, f"handle:{handle:x}")
-        self.after_death_over(pid, f"handle:{handle:x}", at, via)
-
-    def after_death_over(self, pid: int, key: str, at: int, via: str) -> None:
-        """A pin held after its exporter died is over: said in the past
-        (``released-after-exporter-died``), once."""
-        held = self.after_death.pop((pid, key), None)
-        if held is None:
-            return
-        self.later.append(
-            LedgerFinding(
-                "released-after-exporter-died",
-                pid,
-                at,
-                peer=held.peer,
-                file=held.file,
-                handle=held.handle,
-                ptr=held.ptr,
-                size=held.size,
-                memory=held.memory,
-                via=via,
-                status=held.status,
-                since=held.died_at,
-                name=held.name,
-            )
-        )
 
     # -- exits: where leaks are decided (``model/exits.py``) -----------------------------------------
     def leak(self, out: list, since: int, f: LedgerFinding) -> None:

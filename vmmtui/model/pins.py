@@ -9,9 +9,11 @@ words, no /proc: the ledger's fold only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vmmtui.model.entries import Pin
+from vmmtui.model.entries import FileMap, Pin
+from vmmtui.stream.observed import LedgerFinding, MemoryMapped, MemoryUnmapped
 
 if TYPE_CHECKING:
     from vmmtui.model.entries import Holding
@@ -71,4 +73,73 @@ def let_go(ledger: Ledger, pid: int, file: str, at: int, via: str) -> None:
         return
     ledger.came.pop((pid, file), None)
     ledger.growth.gone(pid, f"file:{file}")
-    ledger.after_death_over(pid, f"file:{file}", at, via)
+    after_death_over(ledger, pid, f"file:{file}", at, via)
+
+
+def mapped(ledger: Ledger, e: MemoryMapped) -> None:
+    """``mmap`` of a file that may carry memory: the mapping pins it until munmap, exec or exit,
+    fd open or not."""
+    if e.result < 0 or not e.file:
+        return
+    ledger.maps.setdefault(e.pid, {})[e.addr] = FileMap(
+        e.pid, e.file, e.addr, e.length, e.ktime, e.fd, e.kind
+    )
+
+
+def unmapped(ledger: Ledger, e: MemoryUnmapped) -> None:
+    """``munmap`` (or ``mremap``'s old range): each mapping wholly inside the range goes; one cut
+    in part stays (what is left still pins the file); a moved one moves."""
+    if e.result < 0:
+        return
+    mine = ledger.maps.get(e.pid)
+    if not mine:
+        return
+    lo, hi = e.addr, e.addr + max(e.length, 1)
+    for addr, m in list(mine.items()):
+        if not (lo <= addr and addr + max(m.length, 1) <= hi):
+            continue
+        del mine[addr]
+        if e.call == "mremap" and e.new_addr:
+            mine[e.new_addr] = replace(m, addr=e.new_addr, length=e.new_length or m.length)
+        elif (e.pid, m.file) in ledger.came:
+            let_go(ledger, e.pid, m.file, e.ktime, e.call)
+    if not mine:
+        del ledger.maps[e.pid]
+
+
+def import_gone(ledger: Ledger, pid: int, handle: int, at: int, via: str) -> None:
+    """An import pins its exporter's memory while its handle is referenced or any range is
+    mapped from it ("The memory allocation will be freed when all outstanding mappings to the
+    memory are unmapped and when all outstanding references to the handle ... are also
+    released", CUDA Driver API, cuMemRelease): when the last of them goes, the pin is over."""
+    if (pid, handle) in ledger.imports:
+        return
+    if any(m.pid == pid and m.handle == handle for m in ledger.mappings.values()):
+        return
+    ledger.growth.gone(pid, f"handle:{handle:x}")
+    after_death_over(ledger, pid, f"handle:{handle:x}", at, via)
+
+
+def after_death_over(ledger: Ledger, pid: int, key: str, at: int, via: str) -> None:
+    """A pin held after its exporter died is over: said in the past
+    (``released-after-exporter-died``), once, with the call that let it go."""
+    held = ledger.after_death.pop((pid, key), None)
+    if held is None:
+        return
+    ledger.later.append(
+        LedgerFinding(
+            "released-after-exporter-died",
+            pid,
+            at,
+            peer=held.peer,
+            file=held.file,
+            handle=held.handle,
+            ptr=held.ptr,
+            size=held.size,
+            memory=held.memory,
+            via=via,
+            status=held.status,
+            since=held.died_at,
+            name=held.name,
+        )
+    )
