@@ -24,14 +24,18 @@ CAME = ("received", "taken")
 
 
 def pins_on(ledger: Ledger, pid: int, file: str) -> list[Pin]:
-    """``pid``'s pins on the open file ``file`` now: its fds naming it, then its mappings."""
+    """``pid``'s pins on the open file ``file`` that came from another process: its fds naming
+    it, then its mappings, made since the file came (a copy inherited from the maker before it
+    was ever sent is the process tree's own, not a share: no pin on another's memory)."""
+    came = ledger.came.get((pid, file))
+    since = came.since if came is not None and came.pid == pid else 0
     out = []
     for fd in sorted(ledger.fds_of(pid)):
         h = ledger.holdings[(pid, fd)]
-        if h.file == file:
+        if h.file == file and (h.since >= since or h is came):
             out.append(Pin(pid, "fd", fd, h.how))
     for m in ledger.maps.get(pid, {}).values():
-        if m.file == file:
+        if m.file == file and m.at >= since:
             out.append(Pin(pid, "mapping", m.addr, "mmap"))
     return out
 
