@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vmmtui.model.entries import FileMap, Pin
+from vmmtui.model.findings import carries_memory
 from vmmtui.stream.observed import LedgerFinding, MemoryMapped, MemoryUnmapped
 
 if TYPE_CHECKING:
@@ -30,10 +31,12 @@ def pins_on(ledger: Ledger, pid: int, file: str) -> list[Pin]:
     came = ledger.came.get((pid, file))
     since = came.since if came is not None and came.pid == pid else 0
     out = []
-    for fd in sorted(ledger.fds_of(pid)):
-        h = ledger.holdings[(pid, fd)]
+    holdings = ledger.holdings
+    for fd in ledger.fds_of(pid):
+        h = holdings[(pid, fd)]
         if h.file == file and (h.since >= since or h is came):
             out.append(Pin(pid, "fd", fd, h.how))
+    out.sort(key=lambda p: p.value)
     for m in ledger.maps.get(pid, {}).values():
         if m.file == file and m.at >= since:
             out.append(Pin(pid, "mapping", m.addr, "mmap"))
@@ -51,10 +54,12 @@ def came_from(ledger: Ledger, h: Holding) -> None:
         return
     ledger.came[key] = h
     peer = h.source_pid or ledger.makers.get(h.file, 0)
-    if not peer or peer == h.pid or not _memory(ledger, h):
+    if not peer or peer == h.pid:
+        return
+    a = ledger.allocation_of_file(h.file) if ledger.allocations else None
+    if a is None and not carries_memory(h.kind or ledger.file_kind(h.file)):
         return
     pin = f"file:{h.file}"
-    a = ledger.allocation_of_file(h.file)
     if a is not None:  # a driver export's fd: the allocation it carries is the piece
         ledger.growth.arrived(
             ledger, h.pid, a.pid, f"alloc:{a.pid}:{a.handle:x}", pin, a.size, h.since,
@@ -62,12 +67,6 @@ def came_from(ledger: Ledger, h: Holding) -> None:
         )  # fmt: skip
     else:
         ledger.growth.arrived(ledger, h.pid, peer, pin, pin, 0, h.since, ledger.later)
-
-
-def _memory(ledger: Ledger, h: Holding) -> bool:
-    from vmmtui.model.findings import carries_memory
-
-    return carries_memory(ledger.file_kind(h.file, h.kind))
 
 
 def let_go(ledger: Ledger, pid: int, file: str, at: int, via: str) -> None:

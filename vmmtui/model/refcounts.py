@@ -41,16 +41,13 @@ class Refcounts:
         #: replayed alike)
         self._held_at_exit: set[str] = set()
 
-    def before(self, e: Event) -> None:
-        """Called before the ledger folds ``e``: what an exit is about to close is noted."""
-        if isinstance(e, ProcessExit):
-            ledger = self.ledger
-            self._held_at_exit = {
-                ledger.holdings[(e.pid, fd)].file or f"fd:{e.pid}:{fd}"
-                for fd in ledger.fds_of(e.pid)
-            }
-        elif self._held_at_exit:
-            self._held_at_exit = set()
+    def before_exit(self, e: ProcessExit) -> None:
+        """Called before the ledger folds an exit: what the exit is about to close is noted (for
+        ``fold`` of the same exit only)."""
+        ledger = self.ledger
+        self._held_at_exit = {
+            ledger.holdings[(e.pid, fd)].file or f"fd:{e.pid}:{fd}" for fd in ledger.fds_of(e.pid)
+        }
 
     def export_pins(self, pid: int, handle: int) -> bool:
         """Whether a copy of an fd the allocation was exported as is open in some process (the
@@ -103,6 +100,7 @@ class Refcounts:
             )  # fmt: skip
         elif isinstance(e, ProcessExit):
             facts, pins = self.book.exit(e.pid, e.ktime)
+            self._held_at_exit = set()
         if self.ledger.clock:
             facts += self.book.clock(self.ledger.clock)
         said = self._said(facts)
