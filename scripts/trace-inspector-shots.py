@@ -31,6 +31,7 @@ async def shoot(
     from vmmtui.trace.output import Output
     from vmmtui.trace.tracer import Tracer
     from vmmtui.tui.trace import TraceApp
+    from vmmtui.words.findings import json_line
 
     out.mkdir(parents=True, exist_ok=True)
     recorder = None
@@ -45,7 +46,7 @@ async def shoot(
             options={"command": command, "pids": [], "all": False},
             title=f"trace of {' '.join(command)}"[:120],
         )
-        recorder = Recorder(record, header)
+        recorder = Recorder(record, header, json_line)
     tracer = Tracer(
         command, stdout=Output(), libcuda=libcuda
     )  # the command's output kept, as the inspector does

@@ -251,7 +251,7 @@ def test_every_package_directory_is_a_package():
 OBSERVED = ("vmmtui.stream.events", "vmmtui.stream.observed", "vmmtui.stream")
 #: the modules of trace/ that are not the observer: the pipeline of a run, where the observer's
 #: events meet the model's fold (``trace.session``), and the words of observed programs
-NOT_THE_OBSERVER = ("vmmtui.trace.session", "vmmtui.trace.narration", "vmmtui.trace.words")
+NOT_THE_OBSERVER = ("vmmtui.pipeline.session", "vmmtui.words.trace", "vmmtui.words.programs")
 
 
 def _under(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -337,7 +337,7 @@ def test_the_screen_never_reads_proc_nor_signals_a_process():
 def test_the_programs_fold_says_no_words():
     """The screen's fold of observed programs keeps what happened (the call's event, the socket
     it went over); the panels word it where they draw it."""
-    words = ("vmmtui.trace.narration", "vmmtui.trace.words", "vmmtui.words.narration")
+    words = ("vmmtui.words.trace", "vmmtui.words.programs", "vmmtui.words.narration")
     deps = graph()["vmmtui.view.programs"]
     assert not [d for d in deps if _under(d, words)], deps
 
@@ -348,8 +348,8 @@ def test_the_folds_word_no_finding_and_no_log_entry():
     words = (
         "vmmtui.words.findings",
         "vmmtui.words.log",
-        "vmmtui.trace.narration",
-        "vmmtui.trace.words",
+        "vmmtui.words.trace",
+        "vmmtui.words.programs",
     )
     bad = [
         f"{name} imports {d}"

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from driving import make_app, wait_for
 
-from vmmtui.record import gallery, read
+from vmmtui.pipeline.replay import read
+from vmmtui.record import gallery
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.trace import TraceApp
 

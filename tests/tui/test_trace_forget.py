@@ -9,8 +9,8 @@ pytest.importorskip("textual", reason="the view needs textual (not on the GPU im
 from tests.model.test_kept import shares  # noqa: E402
 from tests.trace.test_trace_view import screen_text  # noqa: E402
 from tests.tui.driving import wait_for  # noqa: E402
+from vmmtui.pipeline.session import RecordingSource  # noqa: E402
 from vmmtui.stream.observed import TraceFinished, TraceStarted  # noqa: E402
-from vmmtui.trace.session import RecordingSource  # noqa: E402
 
 
 @pytest.mark.asyncio

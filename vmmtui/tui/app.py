@@ -44,6 +44,7 @@ from vmmtui.tui.messages import (
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 from vmmtui.words import narration as say
+from vmmtui.words.troubleshooting import with_words
 
 if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder
@@ -351,7 +352,7 @@ class InspectorApp(Viewer):
             failed = StartFailed(str(exc), generation, refused=not self.ever_started)
         except SessionError as exc:
             events = session.close()
-            failed = StartFailed(str(exc), generation)
+            failed = StartFailed(with_words(str(exc), exc.failure), generation)
         except Exception as exc:  # noqa: BLE001 - any reason at all: shown, never a traceback
             events = session.close()
             failed = StartFailed(f"{type(exc).__name__}: {exc}", generation)

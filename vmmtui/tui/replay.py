@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from vmmtui.pipeline.replay import trace_timeline
 from vmmtui.plan.config import SessionConfig
 from vmmtui.record import Recording, Timeline
-from vmmtui.record.calls import CallTimeline, is_trace, trace_timeline
+from vmmtui.record.calls import CallTimeline, is_trace
 from vmmtui.stream.events import SessionStarted
 from vmmtui.tui.keys import REPLAY, bindings
 from vmmtui.tui.viewer import Viewer

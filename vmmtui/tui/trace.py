@@ -128,7 +128,7 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.session import TraceSession, stop_command
+        from vmmtui.pipeline.session import TraceSession, stop_command
 
         batch: list[Event] = []
         calls: list[bool] = []
@@ -197,7 +197,7 @@ class TraceApp(Viewer):
         exit_ = getattr(self.tracer, "exit", None)
         if exit_ is not None and self.tracer is not None and self.tracer.command:
             from vmmtui.model.ends import End
-            from vmmtui.trace.words import end_words
+            from vmmtui.words.programs import end_words
 
             how = end_words(End.of_exit(exit_.code, exit_.signal))
             wrote = ""
@@ -296,7 +296,7 @@ class TraceApp(Viewer):
 
     def end_trace(self) -> None:
         """Stop the command's process tree and the tracer (within about a second)."""
-        from vmmtui.trace.session import stop_command
+        from vmmtui.pipeline.session import stop_command
 
         self.quitting = True
         if self.tracer is None:

@@ -416,8 +416,8 @@ class Viewer(App[int]):
         raise NotImplementedError
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        from vmmtui.stream.names import screenshot_name
         from vmmtui.system.lifeline import served_shots
-        from vmmtui.words.names import screenshot_name
 
         served, shots = served_shots()
         if served and shots is None:  # a page of `vmmtui serve`: nothing lands where it runs
@@ -443,7 +443,7 @@ class Viewer(App[int]):
         """``name``.svg in ``directory``; False (and said once) when it cannot be written."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            from vmmtui.words.names import file_name
+            from vmmtui.stream.names import file_name
 
             self.save_screenshot(filename=f"{file_name(name)}.svg", path=str(directory))
         except OSError as exc:
