@@ -104,7 +104,7 @@ async def live(events: list, rate: float) -> dict:
 
     calls = sum(1 for e in events if hasattr(e, "tid"))
     tracer = PacedTracer([e for e in events if type(e).__name__ != "LedgerFinding"], rate)
-    app = TraceApp(tracer, title="bench", started=True)
+    app = TraceApp(tracer, title="bench")
     paints: list[float] = []
     real_paint = app.paint
 

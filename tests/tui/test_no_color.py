@@ -80,7 +80,7 @@ class Played:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_the_trace_inspector_without_colour(monkeypatch, size):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = TraceApp(Played(read(TRACES / "scm_pair.jsonl.gz").events), started=True)
+    app = TraceApp(Played(read(TRACES / "scm_pair.jsonl.gz").events))
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.ended, timeout=20)
         await pilot.pause(0.2)

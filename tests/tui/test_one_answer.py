@@ -124,7 +124,7 @@ async def test_the_text_and_the_inspector_record_the_same_run_alike(capsys):
         _print(TraceSession(_Replayed(path, target.pid), [text]), args)
         capsys.readouterr()
         screen: list = []
-        app = TraceApp(_Replayed(path, target.pid), sink=screen.append, started=True)
+        app = TraceApp(_Replayed(path, target.pid), sink=screen.append)
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(200):
                 await pilot.pause(0.02)

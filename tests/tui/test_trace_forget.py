@@ -27,7 +27,7 @@ async def test_a_long_trace_forgets_its_oldest_frames_and_says_so(monkeypatch):
             TraceFinished(["load"], 0, None, 5 * n, 0, 1.0),
         ]
     )
-    app = trace.TraceApp(source, started=True)
+    app = trace.TraceApp(source)
     async with app.run_test(size=(160, 48)) as pilot:
 
         def done() -> bool:

@@ -213,7 +213,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.polling import fallback_words
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
-    from vmmtui.model.handles import NEVER_IMPORTED_S
     from vmmtui.pipeline.session import TraceSession
 
     tee = Tee(recorder, sinks, bool(args.perfetto))
@@ -227,7 +226,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 screen = show(source, tee, args)
             else:
                 session = TraceSession(
-                    source, [tee], never_imported_s=args.never_imported_after or NEVER_IMPORTED_S
+                    source, [tee], never_imported_s=args.never_imported_after or None
                 )
                 _print(session, args)
         finally:
@@ -319,7 +318,6 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
         title=f"polling · {what or 'pids'}"[:100],
         sink=tee,
         cast=args.cast,
-        started=True,
         output=output if isinstance(output, Output) else None,
         never_imported_s=args.never_imported_after,
     )
@@ -360,12 +358,12 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
     # and printed once the inspector closes
     output = Output() if command else None
 
-    def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
-        return request.tracer(stdout=output)
+    def start():  # in the app's thread: the tracer's imports come after the first frame
+        return request.start(stdout=output)
 
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
     app = TraceApp(
-        make_tracer,
+        start=start,
         title=f"eBPF · {what}"[:100],
         sink=tee,
         cast=args.cast,

@@ -22,7 +22,7 @@ from textual.message import Message
 
 from vmmtui.backends import Choice
 from vmmtui.plan.config import SEED_SHAPE, SessionConfig
-from vmmtui.record.timeline import Timeline
+from vmmtui.record.timeline import Frames, Timeline
 from vmmtui.stream.events import (
     Event,
     FdSnapshot,
@@ -134,7 +134,7 @@ class InspectorApp(Viewer):
 
     # -- what tests and scripts read -----------------------------------------------------------------
     @property
-    def timeline(self) -> Timeline:
+    def timeline(self) -> Frames:
         return self.frames.timeline
 
     @property
