@@ -14,9 +14,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from vmmtui.pipeline.session import MADE_BY_THE_LEDGER, refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding, TraceFinished
-from vmmtui.trace.session import MADE_BY_THE_LEDGER, refold
 from vmmtui.words.findings import json_line
 
 ROOT = Path(__file__).resolve().parents[1]
