@@ -27,6 +27,8 @@ from vmmtui.stream.observed import (
     FdTaken,
     LedgerFinding,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     ProcessExec,
     ProcessExit,
@@ -130,7 +132,16 @@ def call_words(e: Event) -> str | None:
     if isinstance(e, FdCloseCall):
         if e.call == "close_range":
             return f"close_range({e.fd}, {e.last}) → {_result(e.result)}"
+        if e.call == "exec":
+            return f"exec closed fd {e.fd}{_file(e.file)} (close-on-exec)"
         return f"close({e.fd}){_file(e.file)} → {_result(e.result)}"
+    if isinstance(e, MemoryMapped):
+        what = f" {shown(e.kind)}" if e.kind else ""
+        how = _SHARING.get(e.flags & 3, "")
+        got = f"{e.addr:#x}" if e.result == 0 else _errno(e.result)
+        return f"mmap(fd {e.fd}{what}{_file(e.file)}, {format_size(e.length)}{how}) → {got}"
+    if isinstance(e, MemoryUnmapped):
+        return _unmap_words(e)
     if isinstance(e, FdDuplicated):
         return (
             f"{e.call}({e.old}) → {'fd ' + str(e.fd) if e.fd >= 0 else _errno(e.fd)}{_file(e.file)}"
@@ -147,6 +158,20 @@ def call_words(e: Event) -> str | None:
     if isinstance(e, CudaCall):
         return cuda_words(e)
     return None
+
+
+#: mmap's sharing type (flags & 3)
+_SHARING = {1: ", shared", 2: ", private", 3: ", shared"}
+
+
+def _unmap_words(e: MemoryUnmapped) -> str:
+    """munmap, mremap, or an mmap(MAP_FIXED) landing on what was mapped (the kernel unmaps it)."""
+    if e.call == "mremap":
+        got = f"{e.new_addr:#x}, {format_size(e.new_length)}" if e.result == 0 else _errno(e.result)
+        return f"mremap({e.addr:#x}, {format_size(e.length)}) → {got}"
+    if e.call == "mmap":
+        return f"mmap(MAP_FIXED) over {e.addr:#x}, {format_size(e.length)}: what was mapped there is unmapped"
+    return f"{e.call}({e.addr:#x}, {format_size(e.length)}) → {_result(e.result)}"
 
 
 def cuda_words(e: CudaCall) -> str:
