@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vmmtui.model.world import World  # noqa: E402
-from vmmtui.record.recording import read  # noqa: E402
-from vmmtui.trace.session import MADE_BY_THE_LEDGER  # noqa: E402
+from vmmtui.pipeline.replay import read  # noqa: E402
+from vmmtui.pipeline.session import MADE_BY_THE_LEDGER  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ap = argparse.ArgumentParser()

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 from tests.fleet.test_facts import EXP, IMP, gpu_share_events
-from vmmtui.record.gallery import resolve
+from vmmtui.pipeline.replay import resolve
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.render import perfetto
-from vmmtui.trace.session import TraceSession
 
 
 def check_shape(body: list[dict]) -> None:

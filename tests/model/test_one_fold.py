@@ -18,6 +18,9 @@ import pytest
 
 from vmmtui.model.findings import Memory
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.probes import reclassified
+from vmmtui.pipeline.replay import trace_timeline
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.recording import read
 from vmmtui.stream.events import (
@@ -41,9 +44,8 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceStarted,
 )
-from vmmtui.trace.narration import worth_a_line
-from vmmtui.trace.session import TraceSession
 from vmmtui.view.programs import ProgramsView, fold_program_event
+from vmmtui.words.trace import worth_a_line
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted(
@@ -86,15 +88,13 @@ def _folds_in(path: Path) -> list[str]:
 
 def test_no_reader_of_the_world_builds_or_folds_one_of_its_own():
     """The timeline, Perfetto's file, the exporters and the screen's state take the run's world
-    (or its stream); a recording's timeline goes through the one pipeline (``trace_timeline``),
-    the one place in them that starts it."""
+    (or its stream); a recording is run through the pipeline by the replay
+    (``pipeline.replay.trace_timeline``), never by them."""
     found = []
     for package in READERS:
         for path in sorted((ROOT / "vmmtui" / package).rglob("*.py")):
             found += [f"{package}/{x}" for x in _folds_in(path)]
-    assert [(x.split(":")[0], x.split(" ")[1]) for x in found] == [
-        ("record/calls.py", "TraceSession.replay")
-    ], found
+    assert found == []
 
 
 def _disagree(ledger: Ledger, v: ProgramsView) -> list[tuple[int, set[int], set[int]]]:
@@ -123,7 +123,7 @@ def _fold_both(events: list[Event]) -> tuple[TraceSession, ProgramsView, list[st
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_the_panel_and_the_ledger_agree_at_every_event(path: Path):
-    session, v, said = _fold_both(read(path, found_again=False).events)
+    session, v, said = _fold_both(list(reclassified(read(path).events)))
     assert said == []
     ledger = session.ledger
     assert _disagree(ledger, v) == []
@@ -151,13 +151,13 @@ def test_the_panel_and_the_ledger_agree_at_every_event(path: Path):
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_the_timeline_cuts_where_the_session_s_world_says(path: Path):
     """The call timeline takes the run's word for which calls matter (``TraceSession.marked``);
-    given a recording alone, it runs it through the one pipeline and keeps that fold's world:
-    the same frames, and the same fds as the run's."""
-    raw = read(path, found_again=False).events
+    given a recording alone, the replay runs it through the one pipeline and keeps that fold's
+    world (``trace_timeline``): the same frames, and the same fds as the run's."""
+    raw = list(reclassified(read(path).events))
     session = TraceSession.replay(raw)
     marked = list(session.marked())
     told = CallTimeline([e for e, _ in marked], [call for _, call in marked])
-    alone = CallTimeline(raw)
+    alone = trace_timeline(raw)
     assert told.world is None and alone.world is not None
     assert [f.label for f in told.frames] == [f.label for f in alone.frames]
     assert len(told.frames) > 1
@@ -195,7 +195,7 @@ def test_a_dup_of_an_fd_of_no_interest_is_nothing_anywhere():
     assert said == [] and session.ledger.fds_of(A) == {4, 10}
     assert not worth_a_line(FdCloseCall(A, A, 4, 9, "flog", 0), session.ledger)
     assert worth_a_line(FdCloseCall(A, A, 4, 10, "f4", 0), session.ledger)
-    assert CallTimeline(events).frames[-1].steps == v.calls_len == 2
+    assert trace_timeline(events).frames[-1].steps == v.calls_len == 2
 
 
 def test_a_dup2_onto_an_fd_of_interest_closes_it_everywhere():
@@ -211,7 +211,7 @@ def test_a_dup2_onto_an_fd_of_interest_closes_it_everywhere():
     session, v, said = _fold_both(events)
     assert said == [] and not session.ledger.fds_of(A) and not v.proc(A).fds
     assert not session.ledger.holders("f4")
-    assert CallTimeline(events).frames[-1].steps == v.calls_len == 2
+    assert trace_timeline(events).frames[-1].steps == v.calls_len == 2
 
 
 def test_polling_folds_to_the_same_fds():

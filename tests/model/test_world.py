@@ -12,10 +12,10 @@ import pytest
 from vmmtui.cli import main
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.world import Keyframes, World
-from vmmtui.record.gallery import find, resolve
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read, resolve
+from vmmtui.pipeline.session import MADE_BY_THE_LEDGER, TraceSession
+from vmmtui.record.gallery import find
 from vmmtui.stream.observed import TraceFinished
-from vmmtui.trace.session import MADE_BY_THE_LEDGER, TraceSession
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCH = find("h100-trace-torch-kill-exporter")
@@ -150,7 +150,7 @@ def test_the_inspector_s_replay_folds_once(applied):
 def test_the_world_at_each_frame_holds_the_fds_the_panel_shows_there(path: Path):
     """A replay's frame N asks its one fold's keyframes for the world there: the processes and
     the fds of interest of each are those the programs panel draws at that frame."""
-    from vmmtui.record.calls import trace_timeline
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.view import FrameStates, ScreenState
 
     timeline = trace_timeline(read(path, found_again=False).events)

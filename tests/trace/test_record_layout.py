@@ -43,7 +43,9 @@ def test_the_head_of_every_record_is_struct_rec(btf):
     assert records.HEAD.size == btf.struct("rec").size_or_type == 64
 
 
-@pytest.mark.parametrize("name", ["rec_named", "rec_msg", "rec_fds", "rec_cuda", "rec_refusal"])
+@pytest.mark.parametrize(
+    "name", ["rec_named", "rec_msg", "rec_fds", "rec_cuda", "rec_refusal", "rec_map"]
+)
 def test_each_record_tail_is_its_struct_after_the_head(btf, name):
     got = btf_fields(btf, name)
     head = [(f"h.{n}", o, s, e) for n, o, s, e in python_fields("rec")]
@@ -73,7 +75,8 @@ def test_the_kinds_are_the_headers():
         name: getattr(records, name)
         for name in (
             "SEND", "RECV", "PIDFD_OPEN", "PIDFD_GETFD", "CLOSE", "CLOSE_RANGE", "DUP", "MEMFD",
-            "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "REFUSAL", "DROPPED",
+            "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "REFUSAL", "DROPPED", "MMAP",
+            "MUNMAP",
         )
     }  # fmt: skip
     assert int(re.search(r"#define MAXFDS (\d+)", text).group(1)) == records.MAXFDS

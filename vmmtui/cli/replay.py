@@ -92,8 +92,8 @@ def load(name: str):
     """The Recording, or None after printing the one-line reason it cannot be read. A trace's
     is read as recorded: the replay folds it once (``trace_timeline``), and everything it shows
     (the inspector, the page, the text, Perfetto's file) is that one fold."""
+    from vmmtui.pipeline.replay import resolve
     from vmmtui.record import RecordingError
-    from vmmtui.record.gallery import resolve
 
     try:
         return resolve(name, found_again=False)
@@ -142,8 +142,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.record import Timeline
-    from vmmtui.record.calls import trace_timeline
 
     timeline = None
     folded = trace_timeline(recording.events) if trace else None  # the one fold of a trace

@@ -22,7 +22,7 @@ from vmmtui.model.kept import Kept
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
 from vmmtui.stream.events import Event
-from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, PinnedBytes
+from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, PinnedBytes, ProcessExit
 
 #: a keyframe every this many events folded: about what one clone of a busy trace's world costs
 #: in events folded (``scripts/trace-world-k.py``: on a 2-core VM a clone of the world of
@@ -55,6 +55,8 @@ class World:
         """One event: the findings, probes and pinned bytes it brings."""
         with self.lock:
             self.folded += 1
+            if type(e) is ProcessExit:  # what the exit is about to close, noted for the book
+                self.refs.before_exit(e)
             return self.refs.fold(e, self.ledger.apply(e))
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:

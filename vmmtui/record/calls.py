@@ -56,29 +56,16 @@ class CallTimeline:
     unit = "call"
 
     def __init__(self, events: list[Event] | None = None, calls: Sequence[bool] | None = None):
-        """``events`` with ``calls`` (which of them are calls that matter, as the run's world
-        said); ``events`` alone are a recording's: they go through the one pipeline
-        (``trace_timeline``) and this timeline is cut over the stream it makes."""
+        """``events`` with ``calls``: which of them are calls that matter, as the run's world
+        said (``TraceSession.marked``; a recording's: ``pipeline.replay.trace_timeline``)."""
         #: the world of the fold that marked these events, and its keyframes, where this
-        #: timeline was made from a recording (``trace_timeline``); None for a live run's (its
-        #: session holds them)
+        #: timeline was made from a recording (``kept``); None for a live run's (its session
+        #: holds them)
         self.world: World | None = None
         self.keyframes: Keyframes | None = None
         #: for each event of the stream, how many events the world had folded after it (the
         #: findings it made and the end are no event it folds)
         self.folded: list[int] = []
-        if events and calls is None:
-            from vmmtui.trace.session import TraceSession
-
-            session = TraceSession.replay(events, keyframes=True)
-            marked = list(session.marked())
-            events, calls = [e for e, _ in marked], [call for _, call in marked]
-            self.world, self.keyframes = session.world, session.keyframes
-            if self.keyframes is not None:
-                took, n = self.keyframes.events, 0
-                for e in events:
-                    n += n < len(took) and e is took[n]
-                    self.folded.append(n)
         self.events: list[Event] = []
         self.frames: list[Frame] = [Frame(0, 0, "start", None)]
         #: the pid of each frame's call (0: the start, or a polling change of no one process)
@@ -95,11 +82,12 @@ class CallTimeline:
         #: the calls traced that are no frame (a close or a dup of an fd of no interest), by call
         #: name: with the frames, every call the tracer counted (its closing line's "N calls")
         self.unframed: dict[str, int] = {}
-        self.extend(events or [], calls if calls is not None else ())
+        self.extend(events or [], calls)
 
-    def extend(self, events: list[Event], calls: Sequence[bool] = ()) -> None:
+    def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
         """Cut frames over ``events``; ``calls``: for each, whether it is a call that matters,
         as the run's world said (``TraceSession.marked``)."""
+        calls = () if calls is None else calls
         if len(calls) != len(events):
             raise ValueError("a call timeline is cut where the run's world says: give its marks")
         frames = self.frames
@@ -140,6 +128,15 @@ class CallTimeline:
         self.dropped += k0
         self.events_dropped += cut
         return cut
+
+    def kept(self, world: World, keyframes: Keyframes) -> None:
+        """The fold that marked these events (a recording's, folded once): its world at the end
+        and its keyframes, so that ``world_at`` answers for any frame."""
+        self.world, self.keyframes = world, keyframes
+        took, n, self.folded = keyframes.events, 0, []
+        for e in self.events:
+            n += n < len(took) and e is took[n]
+            self.folded.append(n)
 
     def world_at(self, index: int) -> World:
         """The world after frame ``index`` (a recording's timeline: from the keyframes of its one
@@ -188,13 +185,6 @@ def _what(e: Event) -> str:
         }.get(type(e), type(e).__name__)
     )
     return f"[{pid}] {name}" if pid else name
-
-
-def trace_timeline(events: list[Event]) -> CallTimeline:
-    """A trace recording's frames, its findings found again by the trace session (as the live
-    trace found them, in today's words), folded once: the replay, its page, ``--step``, the
-    text and Perfetto's file all take this one timeline (its ``world``, its ``keyframes``)."""
-    return CallTimeline(events)
 
 
 def is_trace(events: list[Event]) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 from vmmtui.model.findings import Memory
 from vmmtui.plan.steps import base, peer_of
 from vmmtui.stream.events import Event, ProcessSeen, SessionStarted, StepDone, WorkerStarted
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CudaCall,
     FdsReceived,
@@ -32,7 +33,6 @@ from vmmtui.stream.observed import (
     TraceCall,
     TraceStarted,
 )
-from vmmtui.words.names import shown
 
 #: the flows of a session: (producer's step, consumer's step, what travels)
 SESSION_FLOWS = (("send", "receive", "fd"), ("export", "import", "allocation"))

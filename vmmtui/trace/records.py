@@ -3,7 +3,7 @@
 Kernel pointers never leave this module: a ``struct file *`` becomes a keyed hash (``FileNames``:
 a fresh random key per trace), enough to match a send to its receive and useless to anyone
 reading a recording. Bytes from the traced processes (comm, memfd and socket names) are decoded
-as text here and shown only through ``vmmtui.words.names.shown`` by the renderers.
+as text here and shown only through ``vmmtui.stream.names.shown`` by the renderers.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from vmmtui.stream.observed import (
     FdsSent,
     FdTaken,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     ProcessExec,
     ProcessExit,
@@ -37,6 +39,12 @@ from vmmtui.trace.cuda import FUNCS
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
 FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL, DROPPED = range(9, 17)
+MMAP, MUNMAP = 17, 18
+#: EV_CLOSE's h.arg[1]: a close(2), or a watched fd the kernel closed at an execve (close-on-exec)
+CLOSED_BY_CLOSE, CLOSED_AT_EXEC = 0, 1
+#: the syscalls of an EV_MUNMAP (its h.nfds)
+UNMAP_CALLS = {11: "munmap", 25: "mremap", 9: "mmap"}
+PATHLEN = 256
 DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
 FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
 #: the syscalls whose receive dropped fds (EV_DROPPED's h.ret)
@@ -61,6 +69,8 @@ LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     # EV_FDS, EV_QUEUED, EV_DROPPED
     "rec_fds": (("fds", f"{MAXFDS}i"), ("files", f"{MAXFDS}Q"), ("kinds", f"{MAXFDS}Q")),
     "rec_cuda": (("args", "5Q"), ("dur", "Q"), ("name", "128s")),
+    # EV_MMAP: the protection and flags asked, what the file is (file_kind), its name
+    "rec_map": (("prot", "I"), ("flags", "I"), ("kind", "Q"), ("path", f"{PATHLEN}s")),
     # struct side: one process of a refused pidfd_getfd, as the kernel's ptrace check sees it
     "side": (
         ("pid", "I"), ("uid", "I"), ("euid", "I"), ("suid", "I"), ("gid", "I"), ("egid", "I"),
@@ -83,6 +93,7 @@ NAMED = _struct("rec_named")
 MSG = _struct("rec_msg")
 FDLIST = _struct("rec_fds")
 CUDAREC = _struct("rec_cuda")
+MAPREC = _struct("rec_map")
 SIDE = _struct("side")
 SIZES = {
     REFUSAL: HEAD.size + 2 * SIDE.size,
@@ -96,6 +107,7 @@ SIZES = {
     EXEC: HEAD.size + NAMED.size,
     EXIT: HEAD.size + NAMED.size,
     CUDA: HEAD.size + CUDAREC.size,
+    MMAP: HEAD.size + MAPREC.size,
 }
 
 #: superblock magics (linux/magic.h) of the files worth naming
@@ -109,14 +121,19 @@ _MAGICS = {
 }
 _S_IFMT, _S_IFCHR, _S_IFREG, _S_IFDIR = 0o170000, 0o020000, 0o100000, 0o040000
 NVIDIA_MAJOR = 195
+#: trace.h's KIND_DEV_SHM: a tmpfs file on the tmpfs mounted at /dev/shm (not a memfd)
+KIND_DEV_SHM = 1 << 31
 
 
 def file_kind(packed: int) -> str:
     """What a sent file is, from trace.bpf.c's ``file_kind`` (superblock magic << 32 | device
-    major << 16 | i_mode): ``memfd``, ``socket``, ``gpu`` (/dev/nvidia*)…; ``""`` when unread."""
+    major << 16 | i_mode, with ``KIND_DEV_SHM`` for a /dev/shm file): ``memfd``, ``shm``
+    (/dev/shm), ``socket``, ``gpu`` (/dev/nvidia*)…; ``""`` when unread."""
     if not packed:
         return ""
-    magic, major, mode = packed >> 32, (packed >> 16) & 0xFFFF, packed & 0xFFFF
+    magic, major, mode = packed >> 32, (packed >> 16) & 0x7FFF, packed & 0xFFFF
+    if packed & KIND_DEV_SHM:
+        return "shm"
     if magic in _MAGICS:
         return _MAGICS[magic]
     if magic == 0x09041934:
@@ -329,7 +346,8 @@ class Decoder:
                 continue
             kind, tgid, tid, nfds, ktime, ret, a0, a1, a2, file = unpack(raw)
             if kind == CLOSE and tid not in pending:
-                out.append(FdCloseCall(tgid, tid, ktime, _s32(a0), files(file), ret))
+                call = "exec" if a1 == CLOSED_AT_EXEC else "close"
+                out.append(FdCloseCall(tgid, tid, ktime, _s32(a0), files(file), ret, call=call))
             elif kind == MEMFD and tid not in pending and len(raw) >= SIZES[MEMFD]:
                 name = NAMED.unpack_from(raw, head)[1]
                 out.append(MemfdCreated(tgid, tid, ktime, _text(name), ret, files(file)))
@@ -381,7 +399,12 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
     kinds first, each reading only its own fields: this runs once per record."""
     kind, pid, tid, t = r.type, r.tgid, r.tid, r.ktime
     if kind == CLOSE:
-        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file), r.ret)
+        call = "exec" if r.arg[1] == CLOSED_AT_EXEC else "close"
+        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file), r.ret, call=call)
+    if kind == MMAP:
+        return _mapped(r, files)
+    if kind == MUNMAP:
+        return _unmapped(r)
     if kind == MEMFD:
         name = r.tail(NAMED)[1]
         return MemfdCreated(pid, tid, t, _text(name), r.ret, files(r.file))
@@ -407,6 +430,31 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
     if kind == EXIT:
         return ProcessExit(pid, tid, t, r.ret, _text(r.tail(NAMED)[0]))
     return None
+
+
+def _mapped(r: Raw, files: FileNames) -> MemoryMapped:
+    """EV_MMAP: the kernel's return is the address (``result`` 0) or ``-errno`` (``addr`` 0).
+    ``kind`` is the file's name as /proc/PID/maps gives it (``memfd:x``, ``/dev/shm/x``,
+    ``/dev/nvidia-uvm``), else what it is (``file_kind``)."""
+    prot, flags, packed, path = r.tail(MAPREC)
+    ret = r.ret
+    return MemoryMapped(
+        r.tgid, r.tid, r.ktime, _s32(r.arg[0]), files(r.file), max(ret, 0), int(r.arg[1]),
+        min(ret, 0), prot, flags, int(r.arg[2]), _text(path) or file_kind(packed),
+    )  # fmt: skip
+
+
+def _unmapped(r: Raw) -> MemoryUnmapped:
+    """EV_MUNMAP: an unmap that touched a range a traced process mapped from a file of interest
+    (the kernel keeps those ranges; other unmaps never come). An ``mremap``'s return is where
+    the mapping went (``new_addr``; it equals ``addr`` when resized in place)."""
+    call = UNMAP_CALLS.get(r.nfds, f"syscall {r.nfds}")
+    ret = r.ret
+    moved = call == "mremap" and ret >= 0
+    return MemoryUnmapped(
+        r.tgid, r.tid, r.ktime, int(r.arg[0]), int(r.arg[1]), min(ret, 0), call,
+        ret if moved else 0, int(r.arg[2]) if moved else 0,
+    )  # fmt: skip
 
 
 #: the CUDA calls whose record names the open file of their fd (trace.bpf.c's h.arg[0])
@@ -450,6 +498,8 @@ def _cuda(r: Raw, files: FileNames, pid: int, tid: int, t: int) -> CudaCall | No
         c.update(ptr=a[0], size=a[1], device=dev, flags=flags)
     elif f == "cuMemRelease":
         c["handle"] = a[0]
+    elif f == "cuMemRetainAllocationHandle":
+        c.update(handle=out, ptr=a[1])
     elif f == "cuIpcGetMemHandle":
         c["ptr"] = a[1]
         c["ipc"] = after.hex() if res == 0 else ""

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.notes import Notes
 from vmmtui.render.page import PageFrame, build
+from vmmtui.stream.names import shown
 from vmmtui.tui.keys import page_keys
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.words.log import log_text
-from vmmtui.words.names import shown
 
 if TYPE_CHECKING:
     from vmmtui.record.calls import CallTimeline
@@ -95,7 +95,7 @@ def draw_frames(
 def steps_of(recording: Recording, folded: CallTimeline | None = None) -> int:
     """How many steps the page's bar counts: the plan's, or a trace's calls (``folded``: its
     one fold, where the caller has it)."""
-    from vmmtui.record.calls import trace_timeline
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.tui.replay import is_trace_recording
 
     if is_trace_recording(recording):
@@ -108,7 +108,7 @@ def write_page(
 ) -> tuple[int, int, int | None]:
     """Write the page: (frames, bytes, None); or, stopped by a signal, nothing: (0, 0, signal).
     A trace is folded once (``folded``, or here): the frames and the bar's count share it."""
-    from vmmtui.record.calls import trace_timeline
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.tui.replay import is_trace_recording
 
     if folded is None and is_trace_recording(recording):

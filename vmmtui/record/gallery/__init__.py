@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmmtui.record.recording import MAGIC, Header, RecordingError, read, untrusted
-from vmmtui.words.names import shown
+from vmmtui.stream.names import shown
 
 HERE = Path(__file__).resolve().parent
 SUFFIXES = (".jsonl.gz", ".jsonl")
@@ -107,16 +107,15 @@ def find(name: str, folder: Path = HERE) -> Path | None:
     return matches[0].path if matches else None
 
 
-def resolve(arg: str, folder: Path = HERE, found_again: bool = True):
-    """A path on disk, else a gallery name: the Recording, or RecordingError saying what exists.
-    ``found_again``: as ``read``'s (False where the reader folds the recording itself, once)."""
+def resolve(arg: str, folder: Path = HERE):
+    """A path on disk, else a gallery name: the Recording, or RecordingError saying what exists."""
     path = Path(arg)
     if path.exists() or "/" in arg or arg.endswith(SUFFIXES):
-        return read(path, found_again)
+        return read(path)
     found = find(arg, folder)
     if found is None:
         names = ", ".join(e.name for e in entries(folder)) or "none"
         raise RecordingError(
             f"{arg}: no such file, and no gallery recording of that name (gallery: {names})"
         )
-    return read(found, found_again)
+    return read(found)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -46,6 +47,10 @@ class Source(Protocol):
 
     stopping: bool
     pids: list[int]
+    #: the command it runs ([]: none)
+    command: list[str]
+    #: set once its events have ended (the probes detached, the polls over)
+    finished: threading.Event
 
     @property
     def tree(self) -> Command | None: ...
@@ -139,16 +144,20 @@ class RecordingSource:
         self.stopping = False
         self.command: list[str] = []
         self.pids: list[int] = []
+        self.finished = threading.Event()
         #: a recording starts no command
         self.tree: Command | None = None
         self.exit: Exit | None = None
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
-        for e in self.recorded:
-            if self.stopping:
-                return
-            if not isinstance(e, MADE_BY_THE_LEDGER):
-                yield e
+        try:
+            for e in self.recorded:
+                if self.stopping:
+                    return
+                if not isinstance(e, MADE_BY_THE_LEDGER):
+                    yield e
+        finally:
+            self.finished.set()
 
 
 class TraceSession:
@@ -160,17 +169,22 @@ class TraceSession:
         source: Source,
         sinks: Sequence[Callable[[Event], object]] = (),
         live: bool = True,
-        never_imported_s: float = NEVER_IMPORTED_S,
+        never_imported_s: float | None = None,
         world: World | None = None,
         keyframes: bool = False,
     ) -> None:
-        """``world``: the run's world, where a sink reads it too (else a new one);
-        ``keyframes``: keep a clone of it every ``model.world.EVERY`` events (``keyframes``), so
-        that the world at any event can be asked (a replay's step back, its pages)."""
+        """``never_imported_s``: seconds with no import before an export is said never imported
+        (None: ``NEVER_IMPORTED_S``); ``world``: the run's world, where a sink reads it too (else
+        a new one); ``keyframes``: keep a clone of it every ``model.world.EVERY`` events, so that
+        the world at any event can be asked (a replay's step back, its pages)."""
         self.source = source
         self.sinks = list(sinks)
         #: the one fold of the run: the ledger and its refcount book (``model/world.py``)
-        self.world = world if world is not None else World(never_imported_s)
+        self.world = (
+            world
+            if world is not None
+            else World(NEVER_IMPORTED_S if never_imported_s is None else never_imported_s)
+        )
         self.ledger: Ledger = self.world.ledger
         self.refs: Refcounts = self.world.refs
         self.keyframes: Keyframes | None = Keyframes(self.world) if keyframes else None
