@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from rich.text import Text
 
+from vmmtui.model.ends import End
 from vmmtui.plan.config import SEED_SHAPE, Mechanism
 from vmmtui.plan.steps import CONSUMER, PRODUCER, kind
 from vmmtui.stream.calls import Call
@@ -34,6 +35,7 @@ from vmmtui.stream.events import (
 from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.stream.verification import Verification
+from vmmtui.words.programs import end_words
 from vmmtui.words.troubleshooting import close_fix, worded
 
 VERIFIED = "VERIFIED"
@@ -307,14 +309,15 @@ def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
 
 
 def exited(e: WorkerExited, m: Masks = PLAIN) -> Text:
-    """``consumer (pid 123) killed by SIGKILL`` or ``… exit code 1``."""
-    how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    """``consumer (pid 123) killed by SIGKILL`` or ``… exited with code 1``: a worker's end in
+    the words of a traced program's (``words.programs.end_words``)."""
+    how = end_words(End.of_exit(e.returncode, e.signal))
     return Text(m.text(f"{e.role} (pid {e.pid}) {how}"), "dim" if e.expected else "bold red")
 
 
 def exit_state(e: WorkerExited) -> str:
-    """The process panel's state after an exit: ``exited: killed by SIGKILL`` / ``exited: code 1``."""
-    return f"exited: {'killed by ' + e.signal if e.signal else f'code {e.returncode}'}"
+    """The process panel's state after an exit: ``killed by SIGKILL``, ``exited with code 1``."""
+    return end_words(End.of_exit(e.returncode, e.signal))
 
 
 def log_tail(e: WorkerExited, m: Masks = PLAIN) -> list[Text]:
@@ -460,13 +463,7 @@ def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
 
 
 def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
-    how = (
-        f"killed by {e.signal}"
-        if e.signal
-        else f"exit code {e.returncode}"
-        if e.returncode is not None
-        else "exited"
-    )
+    how = end_words(End.of_exit(e.returncode, e.signal))
     return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} {how}"), "dim")
 
 
@@ -565,7 +562,7 @@ def leak(e: Leak) -> list[Text]:
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:
-    how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    how = end_words(End.of_exit(e.returncode, e.signal))
     what = f"{shown(' '.join(e.command), 100)}: {how}" if e.command else "polling ended"
     lines = [
         Text(

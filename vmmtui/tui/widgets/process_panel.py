@@ -307,11 +307,11 @@ class ProcessPanel(Vertical):
         )
 
     def _state_style(self) -> str:
-        s = self.state_text
+        s, ended = self.state_text, self.view.ended
+        if ended is not None:  # killed, or an exit status that is not 0
+            return "red" if ended.signal or ended.returncode != 0 else "yellow"
         return (
-            "red"
-            if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1"))
-            else ("green" if s == "done" else "yellow")
+            "red" if s.startswith(("failed", "stopped")) else ("green" if s == "done" else "yellow")
         )
 
     def _steps(self) -> Table:
