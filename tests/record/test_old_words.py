@@ -45,3 +45,13 @@ def test_an_old_worker_log_line_keeps_its_facts_and_drops_the_old_words():
         "other line",
     ]
     assert read.report.failure == old  # the facts as recorded; worded where drawn
+
+
+def test_a_replay_keeps_an_old_failure_s_facts_and_leaves_its_words_to_today_s_tables():
+    from vmmtui.pipeline.replay import facts_only
+
+    read = facts_only(SessionFailed("producer", "create", _old()))
+    assert isinstance(read, SessionFailed)
+    assert read.failure == Failure(OOM, "cuMemCreate", "out of memory")
+    gone = facts_only(SessionFailed("producer", "create", _old("GONE")))
+    assert isinstance(gone, SessionFailed) and gone.failure == _old("GONE")

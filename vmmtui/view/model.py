@@ -40,7 +40,7 @@ from vmmtui.stream.events import (
 )
 from vmmtui.stream.failures import Failure, leaked_fds
 from vmmtui.stream.state import WorkerState
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Verification
 from vmmtui.view.display import Display
 from vmmtui.view.sharing import evolve
 

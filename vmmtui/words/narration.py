@@ -15,10 +15,8 @@ from typing import Any, Protocol
 
 from rich.text import Text
 
-from vmmtui.model.ends import End
 from vmmtui.plan.config import SEED_SHAPE, Mechanism
 from vmmtui.plan.steps import CONSUMER, PRODUCER, kind
-from vmmtui.stream.calls import Call
 from vmmtui.stream.events import (
     FdRow,
     FdSnapshot,
@@ -34,8 +32,7 @@ from vmmtui.stream.events import (
 )
 from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
-from vmmtui.stream.verification import Verification
-from vmmtui.words.programs import end_words
+from vmmtui.stream.values import Call, Verification
 from vmmtui.words.troubleshooting import close_fix, worded
 
 VERIFIED = "VERIFIED"
@@ -311,13 +308,13 @@ def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
 def exited(e: WorkerExited, m: Masks = PLAIN) -> Text:
     """``consumer (pid 123) killed by SIGKILL`` or ``… exited with code 1``: a worker's end in
     the words of a traced program's (``words.programs.end_words``)."""
-    how = end_words(End.of_exit(e.returncode, e.signal))
+    how = _ended(e.returncode, e.signal)
     return Text(m.text(f"{e.role} (pid {e.pid}) {how}"), "dim" if e.expected else "bold red")
 
 
 def exit_state(e: WorkerExited) -> str:
     """The process panel's state after an exit: ``killed by SIGKILL``, ``exited with code 1``."""
-    return end_words(End.of_exit(e.returncode, e.signal))
+    return _ended(e.returncode, e.signal)
 
 
 def log_tail(e: WorkerExited, m: Masks = PLAIN) -> list[Text]:
@@ -463,7 +460,7 @@ def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
 
 
 def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
-    how = end_words(End.of_exit(e.returncode, e.signal))
+    how = _ended(e.returncode, e.signal)
     return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} {how}"), "dim")
 
 
@@ -562,7 +559,7 @@ def leak(e: Leak) -> list[Text]:
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:
-    how = end_words(End.of_exit(e.returncode, e.signal))
+    how = _ended(e.returncode, e.signal)
     what = f"{shown(' '.join(e.command), 100)}: {how}" if e.command else "polling ended"
     lines = [
         Text(
@@ -623,3 +620,13 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
             )
         ]
     return [Text(f"{type(e).__name__}", "dim")] if not isinstance(e, AttachEvent) else []
+
+
+def _ended(returncode: int | None, signal: str | None) -> str:
+    """How a worker or a polled process ended, in the one wording of a process's end
+    (``words.programs.end_words``; imported when the first process ends, not for the first
+    frame)."""
+    from vmmtui.model.ends import End
+    from vmmtui.words.programs import end_words
+
+    return end_words(End.of_exit(returncode, signal))

@@ -24,7 +24,7 @@ from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_
 from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
-    from vmmtui.stream.verification import Verification
+    from vmmtui.stream.values import Verification
     from vmmtui.view.programs import FindingView, ProgramsView
 
 #: each panel's border title, by source
