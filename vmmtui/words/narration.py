@@ -32,7 +32,8 @@ from vmmtui.stream.events import (
 )
 from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
-from vmmtui.stream.values import Call, Verification
+from vmmtui.stream.values import Ack, Call, Verification
+from vmmtui.view.model import Flight, How, Peer
 from vmmtui.words.troubleshooting import close_fix, worded
 
 VERIFIED = "VERIFIED"
@@ -630,3 +631,52 @@ def _ended(returncode: int | None, signal: str | None) -> str:
     from vmmtui.words.programs import end_words
 
     return end_words(End.of_exit(returncode, signal))
+
+
+# -- the wire of the demo ---------------------------------------------------------------------------
+def wire_peer(p: Peer | None, m: Masks = PLAIN) -> str:
+    """``consumer pid 123 (SO_PEERCRED uid 1000); refused 2 intruder(s)``, or ``-``."""
+    if p is None:
+        return "-"
+    text = f"{p.name} pid {m.pid(p.pid)} (SO_PEERCRED uid {p.uid})"
+    return text + (f"; refused {p.refused} intruder(s)" if p.refused else "")
+
+
+def wire_flight(f: Flight | None, m: Masks = PLAIN) -> str:
+    """Where the fd (or the handle bytes) is on its way, as the last send or receive left it."""
+    if f is None:
+        return "-"
+    match f.how:
+        case How.HANDLE_SENT:
+            return f"no fd: 64 handle bytes in the message → {f.consumer}"
+        case How.PIDFD_SENT:
+            return (
+                f"no fd in the message: pid {m.pid(f.pid)} and fd number {f.fd} → {f.consumer}; "
+                "it takes the fd with pidfd_getfd …"
+            )
+        case How.SENT:
+            return f"producer fd {f.fd} → SCM_RIGHTS → {f.consumer} …"
+        case How.HANDLE_ARRIVED:
+            return f"handle bytes arrived; no new fd in {f.consumer}"
+        case How.TAKEN:
+            return f"taken by {f.consumer} with pidfd_open + pidfd_getfd: fd {f.fd} there"
+    return f"arrived as {f.consumer} fd {f.fd}"
+
+
+def _ack_what(ack: Ack | None) -> str:
+    if ack is not None and ack.slice:
+        return f"slice {ack.slice[0]}–{ack.slice[1]} written"
+    return f"{ack.checked if ack else 0} integers"
+
+
+def wire_ack(acks: dict[str, Ack | None]) -> str:
+    """The consumers' verdicts: ``verified (262144 integers)`` for one; for several, how many
+    acknowledged and the newest: ``2/3 consumers acknowledged; last: consumer-3 ok (…)``."""
+    if not acks:
+        return "-"
+    ok = {peer: bool(a and a.verified) for peer, a in acks.items()}
+    last = next(reversed(acks))
+    if len(acks) == 1:
+        return f"{'verified' if ok[last] else 'FAILED'} ({_ack_what(acks[last])})"
+    said = f"{'ok' if ok[last] else 'FAILED'} ({_ack_what(acks[last])})"
+    return f"{sum(ok.values())}/{len(acks)} consumers acknowledged; last: {last} {said}"
