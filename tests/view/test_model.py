@@ -35,7 +35,7 @@ def test_fold_of_a_whole_session_has_every_part():
     assert state.next_step is None and state.done
     assert state.steps == len(PLAN)
     producer = state.panel("producer")
-    assert producer.results["cleanup"][0] and producer.state_text == "exited"
+    assert producer.results["cleanup"][0] and say.panel_state(producer) == "exited with code 0"
     assert producer.ended is not None and producer.ended.returncode == 0
     assert "verified" in say.wire_ack(state.wire.acks)
     # every fd kcmp compared has closed: its answer is told as one of the past
@@ -56,7 +56,7 @@ def test_next_step_running_step_and_the_fd_table_of_each_step():
     assert exported in state.panel("producer").fresh  # new at this step: highlighted
     nxt = state.next_step
     running = fold_one(state, StepStarted(state.steps, *nxt))
-    assert running.panel(nxt[0]).state_text == f"running {nxt[1]}"
+    assert say.panel_state(running.panel(nxt[0])) == f"running {nxt[1]}"
     assert state.panel(nxt[0]).running is None  # the state before is untouched
 
 

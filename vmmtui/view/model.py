@@ -159,6 +159,20 @@ class LogBook:
         return drop
 
 
+class PanelState(StrEnum):
+    """Where a worker stands, as its panel's head line says it."""
+
+    STARTING = "starting"
+    WAITING = "waiting"
+    RUNNING = "running"
+    FAILED = "failed"
+    DONE = "done"
+    EXITED = "exited"
+    #: the session did not start: this worker never started, or was stopped
+    NOT_STARTED = "not started"
+    STOPPED = "stopped"
+
+
 @dataclass(frozen=True)
 class PanelView:
     """One worker's panel: who it is, its steps, its mapping card and its fd table."""
@@ -166,7 +180,11 @@ class PanelView:
     role: str
     pid: int | None = None
     backend: str = ""
-    state_text: str = "starting"
+    #: where the worker stands (with ``running``, ``failed_at`` and ``ended``: the facts the
+    #: panel's head line words, ``words.narration.panel_state``)
+    state: PanelState = PanelState.STARTING
+    #: the step that failed (``PanelState.FAILED``)
+    failed_at: str = ""
     #: how the worker ended, once it has (its words are the panel's: ``words.narration.exit_state``)
     ended: WorkerExited | None = None
     #: step name -> (ok, duration ns)
@@ -383,15 +401,13 @@ class ScreenState:
     def running(self, role: str, step: str) -> ScreenState:
         """``role`` runs ``step`` now (before its StepStarted arrives)."""
         p = self.panel(role)
-        return _panel(self, replace(p, running=step, state_text=f"running {step}"))
+        return _panel(self, replace(p, running=step, state=PanelState.RUNNING))
 
     def could_not_start(self, message: str) -> ScreenState:
         panels = {
             r: replace(
                 p,
-                state_text="failed to start (see below)"
-                if p.pid is None
-                else "stopped: the session did not start",
+                state=PanelState.NOT_STARTED if p.pid is None else PanelState.STOPPED,
                 running=None,
             )
             for r, p in self.panels.items()
@@ -439,13 +455,15 @@ def fold_one(
             return _started(state, e, d)
         case WorkerStarted():
             p = state.panel(e.role)
-            state = _panel(state, replace(p, pid=e.pid, backend=e.backend, state_text="waiting"))
+            state = _panel(
+                state, replace(p, pid=e.pid, backend=e.backend, state=PanelState.WAITING)
+            )
             return _log(state, _said(e, d))
         case StepStarted():
             if e.index >= 0:
                 state = replace(state, steps=max(state.steps, e.index + 1))
             p = state.panel(e.role)
-            return _panel(state, replace(p, running=e.step, state_text=f"running {e.step}"))
+            return _panel(state, replace(p, running=e.step, state=PanelState.RUNNING))
         case StepDone():
             return _step_done(state, e, d)
         case FdSnapshot():
@@ -454,7 +472,7 @@ def fold_one(
             return _kcmp(state, e)
         case WorkerExited():
             p = state.panel(e.role)
-            state = _panel(state, replace(p, state_text="exited", ended=e, running=None))
+            state = _panel(state, replace(p, state=PanelState.EXITED, ended=e, running=None))
             state = _kcmp_closed(state, lambda v: e.role in (PRODUCER, v.consumer))
             if not e.expected and not closing and state.crash is None:
                 state = replace(state, crash=e)
@@ -495,7 +513,12 @@ def _failed_after_done(state: ScreenState, e: SessionFailed) -> ScreenState:
     if p is None or e.step not in p.results:
         return state
     ns = p.results[e.step][1]
-    p = replace(p, results={**p.results, e.step: (False, ns)}, state_text=f"failed at {e.step}")
+    p = replace(
+        p,
+        results={**p.results, e.step: (False, ns)},
+        state=PanelState.FAILED,
+        failed_at=e.step,
+    )
     leaked = leaked_fds(e.failure)
     if leaked and p.fds is not None:
         rows = [replace(r, check=FdCheck.LEAKED) if r.fd in leaked else r for r in p.fds.rows]
@@ -535,9 +558,12 @@ def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
             indices={**p.indices, r.step: e.index},
             worker_state=s,
             running=None,
-            state_text=(
-                ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
+            state=(
+                (PanelState.DONE if r.step == "cleanup" else PanelState.WAITING)
+                if r.ok
+                else PanelState.FAILED
             ),
+            failed_at="" if r.ok else r.step,
         ),
     )
     state = replace(state, wire=_wire(state.wire, e))

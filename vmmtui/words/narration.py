@@ -33,7 +33,7 @@ from vmmtui.stream.events import (
 from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.stream.values import Ack, Call, Verification
-from vmmtui.view.model import Flight, How, Peer
+from vmmtui.view.model import Flight, How, PanelState, PanelView, Peer
 from vmmtui.words.troubleshooting import close_fix, worded
 
 VERIFIED = "VERIFIED"
@@ -680,3 +680,20 @@ def wire_ack(acks: dict[str, Ack | None]) -> str:
         return f"{'verified' if ok[last] else 'FAILED'} ({_ack_what(acks[last])})"
     said = f"{'ok' if ok[last] else 'FAILED'} ({_ack_what(acks[last])})"
     return f"{sum(ok.values())}/{len(acks)} consumers acknowledged; last: {last} {said}"
+
+
+def panel_state(p: PanelView) -> str:
+    """A worker panel's head line: ``running export``, ``failed at import``, ``killed by
+    SIGKILL`` (how it ended, once it has), ``waiting``, ``done``…"""
+    if p.ended is not None:
+        return exit_state(p.ended)
+    match p.state:
+        case PanelState.RUNNING:
+            return f"running {p.running}"
+        case PanelState.FAILED:
+            return f"failed at {p.failed_at}"
+        case PanelState.NOT_STARTED:
+            return "failed to start (see below)"
+        case PanelState.STOPPED:
+            return "stopped: the session did not start"
+    return str(p.state)
