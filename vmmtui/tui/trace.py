@@ -1,6 +1,6 @@
 """``vmmtui trace`` in a terminal: the inspector on programs vmmtui did not start, live.
 
-A thread runs the trace session (``trace.session``: the tracer, the ledger, the recording and
+A thread runs the trace session (``pipeline.session``: the tracer, the ledger, the recording and
 the exporters) and only posts batches of events to the app; the app never reads /proc or signals
 a process itself. The app folds every event (nothing is dropped from the state: ``FrameStates``
 folds them all), keeps the frames of the newest ``KEEP_EVENTS`` to step back through (older
