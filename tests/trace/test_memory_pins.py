@@ -110,3 +110,26 @@ def test_held_after_the_exporter_died_is_said_in_the_past_once_released():
     assert weigh(over) is Weight.QUIET and problems(events) == [
         f"held-after-exporter-died: {finding_words(held).what}"
     ]
+
+
+def test_a_receiver_keeping_only_mappings_holds_the_memory_to_exit_by_them():
+    """mmap(2): "closing the file descriptor does not unmap the region": the fd closed, each
+    mapping still pins its memfd; the exit names the mapping."""
+    events, _ = trace("maps", 4)
+    held = found(events, "held-at-exit")
+    assert len(held) == 4, problems(events)
+    assert all(f.how == "mapping" and f.fds == [] and f.ptr and f.opens == [f.ptr] for f in held)
+    maps = {e.addr for e in events if type(e).__name__ == "MemoryMapped"}
+    assert {f.ptr for f in held} <= maps
+    assert "a mapping at" in finding_words(held[0]).what
+    assert len(found(events, "growth")) == 1
+
+
+def test_an_importer_that_only_maps_after_its_exporter_was_killed_then_unmaps():
+    events, _ = trace("killed-maps", 1)
+    [held] = found(events, "held-after-exporter-died")
+    assert held.fd == -1 and held.ptr and "still maps" in finding_words(held).what
+    events, _ = trace("killed-maps-release", 1)
+    [held] = found(events, "held-after-exporter-died")
+    [over] = found(events, "released-after-exporter-died")
+    assert over.via == "munmap" and "released by munmap" in finding_words(over).what

@@ -388,3 +388,24 @@ def test_a_shares_road_is_the_finding_replaced_and_the_ledger_keeps_that_one():
     bare = dataclasses.replace(shared, road="", exported_as="", imported_as="")
     assert dataclasses.replace(bare, road="scm-rights", exported_as="posix-fd",
                                imported_as="posix-fd") == shared  # fmt: skip
+
+
+def test_a_legacy_handle_opened_again_in_one_context_is_a_reference_closed_once_per_open():
+    """cuIpcOpenMemHandle: "If the memory handle has already been opened by the current
+    context, the reference count on the handle is incremented by 1 and the existing device
+    pointer is returned": two opens, two closes, nothing held when the exporter goes; one close
+    of two leaves it held."""
+    ipc = "5a" * 64
+    opened = [
+        CudaCall(A, A, 10, "cuMemAlloc_v2", 0, ptr=0x5000, size=MIB),
+        CudaCall(A, A, 11, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
+        CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+        CudaCall(B, B, 21, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
+        CudaCall(B, B, 30, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+    ]
+    _, out = fold([*opened, CudaCall(B, B, 31, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+                   ProcessExit(A, A, 40, 0)])  # fmt: skip
+    assert [f.kind for f in out if isinstance(f, LedgerFinding)] == ["imported"]
+    _, out = fold([*opened, ProcessExit(A, A, 40, 0)])
+    [held] = found(out, "held-after-exporter-died")
+    assert held.pid == B and not found(out, FindingKind.OPENED_TWICE)

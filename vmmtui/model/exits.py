@@ -68,6 +68,7 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
         if pid != e.pid:
             continue
         del ledger.ipc_opens[(pid, ptr)]
+        ledger.ipc_refs.pop((pid, ptr), None)
         o.closed_at = e.ktime
         ledger.leak(
             out,

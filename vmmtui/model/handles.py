@@ -7,8 +7,11 @@ Folded from the driver calls the trace saw (``CudaCall``), the exits, and the cl
 linked to its export by the caller's ``Link`` (the ledger matches a VMM import to its allocation
 by the fd's open file); legacy IPC and pool pointers by their 64 bytes. What the book says:
 
-- ``opened-twice``: a second cuIpcOpenMemHandle of the same 64 bytes in one process, which the
-  driver refuses (CUDA_ERROR_ALREADY_MAPPED). A second *import* of a VMM allocation is legal and
+- ``opened-twice``: a second cuIpcOpenMemHandle of the same 64 bytes in one process that the
+  driver refuses (CUDA_ERROR_ALREADY_MAPPED: a second context); one it grants is a reference
+  counted ("If the memory handle has already been opened by the current context, the reference
+  count on the handle is incremented by 1 and the existing device pointer is returned",
+  cuIpcOpenMemHandle), closed once per open, no finding. A second *import* of a VMM allocation is legal and
   is no finding: "Each time a recipient process imports a shareable handle, it needs to pair it
   with cuMemRelease" (CUDA Driver API, cuMemRelease) -- an import never paired is said at the
   importer's exit (``import-never-released``) or while it grows (``model/growth.py``);
@@ -358,7 +361,7 @@ class HandleBook:
         opens.append(key)
         self.opened[(pid, key, thing)] = x
         touched.add(x.pid)
-        if len(opens) >= 2 and pid not in x.warned and thing is not Thing.ALLOCATION:
+        if len(opens) >= 2 and pid not in x.warned and thing is Thing.POOL_PTR:
             x.warned.add(pid)
             out.append(
                 HandleFact(FindingKind.OPENED_TWICE, pid, t, x.thing, peer=x.pid, proof=x.proof,

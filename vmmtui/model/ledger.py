@@ -25,7 +25,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
-from vmmtui.model import kept as kept_limits
 from vmmtui.model.entries import (
     Allocation,
     Early,
@@ -57,8 +56,11 @@ from vmmtui.model.pins import (
     after_death_over,
     came_from,
     import_gone,
+    last_reference,
     let_go,
+    made,
     mapped,
+    opened_again,
     pins_on,
     unmapped,
 )
@@ -168,6 +170,9 @@ class Ledger:
         #: cuMemCreate, cuMemImportFromShareableHandle, cuMemRetainAllocationHandle +1,
         #: cuMemRelease -1 (the allocation is let go only at 0)
         self.handle_refs: Counter[tuple[int, int]] = Counter()
+        #: (pid, pointer) → the references on a legacy IPC open (opened again in one context:
+        #: the same pointer, one more reference; closed at 0)
+        self.ipc_refs: Counter[tuple[int, int]] = Counter()
         #: pid → address → an ``mmap`` of a file that may carry memory, until munmap/exec/exit
         self.maps: dict[int, dict[int, FileMap]] = {}
         #: file → the pid that made it (memfd_create, a driver export), kept after its fds close
@@ -458,10 +463,7 @@ class Ledger:
     def _on_MemfdCreated(self, e: MemfdCreated, out: list) -> None:
         if e.fd >= 0:
             remember_name(self.memfd_names, e.file, e.name, self.holdings.values())
-            self.makers[e.file] = e.pid
-            if len(self.makers) > 2 * kept_limits.LIMIT:  # only what a name or a pin still needs
-                keep = set(self.memfd_names) | {f for _, f in self.came}
-                self.makers = {f: p for f, p in self.makers.items() if f in keep}
+            made(self, e.file, e.pid)
             self._hold(Holding(e.pid, e.fd, e.file, "created", e.ktime))
 
     def _on_PidfdOpened(self, e: PidfdOpened, out: list) -> None:
@@ -741,15 +743,8 @@ class Ledger:
                 unmapped.unmapped_at = e.ktime
                 import_gone(self, e.pid, unmapped.handle, e.ktime, "cuMemUnmap")
         elif f == "cuMemRelease":
-            # "The memory allocation will be freed when all outstanding mappings to the memory
-            # are unmapped and when all outstanding references to the handle (including its
-            # shareable counterparts) are also released" (CUDA Driver API, cuMemRelease): a
-            # handle is let go when its last reference is, retains counted
-            left = self.handle_refs.get((e.pid, e.handle), 0)
-            if left > 1:
-                self.handle_refs[(e.pid, e.handle)] = left - 1
+            if not last_reference(self.handle_refs, e.pid, e.handle):  # retains counted
                 return
-            self.handle_refs.pop((e.pid, e.handle), None)
             imported = self.imports.pop((e.pid, e.handle), None)
             if imported is not None:
                 imported[1].released_at = e.ktime
@@ -767,6 +762,8 @@ class Ledger:
             )
         elif f == "cuIpcOpenMemHandle":
             x = self.ipc.get(e.ipc)
+            if opened_again(self, e.pid, e.ptr, x):
+                return
             o = IpcOpen(e.pid, e.ptr, e.ktime, e.result)
             if x is not None:
                 x.opens.append(o)
@@ -788,6 +785,8 @@ class Ledger:
                 )
             )
         elif f == "cuIpcCloseMemHandle":
+            if not last_reference(self.ipc_refs, e.pid, e.ptr):
+                return
             got = self.ipc_opens.pop((e.pid, e.ptr), None)
             if got is not None:
                 got[1].closed_at = e.ktime
@@ -887,4 +886,7 @@ class Ledger:
             del self.pidfds[key]
         for came in [k for k in self.came if k[0] == e.pid]:
             del self.came[came]
+        for refs in (self.handle_refs, self.ipc_refs):  # what the exit let go
+            for key in [k for k in refs if k[0] == e.pid]:
+                del refs[key]
         self.growth.exited(e.pid)

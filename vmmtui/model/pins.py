@@ -9,15 +9,17 @@ words, no /proc: the ledger's fold only."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from vmmtui.model import kept
 from vmmtui.model.entries import FileMap, Pin
 from vmmtui.model.findings import carries_memory
 from vmmtui.stream.observed import LedgerFinding, MemoryMapped, MemoryUnmapped
 
 if TYPE_CHECKING:
-    from vmmtui.model.entries import Holding
+    from vmmtui.model.entries import Holding, IpcExport
     from vmmtui.model.ledger import Ledger
 
 #: how a file came from another process (an fd made here, or inherited, did not come)
@@ -146,3 +148,37 @@ def after_death_over(ledger: Ledger, pid: int, key: str, at: int, via: str) -> N
             name=held.name,
         )
     )
+
+
+def made(ledger: Ledger, file: str, pid: int) -> None:
+    """``pid`` made the memory file (memfd_create): its maker is kept after its fds close, past
+    twice ``kept.LIMIT`` only where a name or a pin still needs it."""
+    ledger.makers[file] = pid
+    if len(ledger.makers) > 2 * kept.LIMIT:
+        keep = set(ledger.memfd_names) | {f for _, f in ledger.came}
+        ledger.makers = {f: p for f, p in ledger.makers.items() if f in keep}
+
+
+def opened_again(ledger: Ledger, pid: int, ptr: int, x: IpcExport | None) -> bool:
+    """A legacy IPC open: one more reference; True when it is a re-open in one context ("If
+    the memory handle has already been opened by the current context, the reference count on
+    the handle is incremented by 1 and the existing device pointer is returned", CUDA Driver
+    API, cuIpcOpenMemHandle) -- the same open, no new one."""
+    ledger.ipc_refs[(pid, ptr)] += 1
+    again = ledger.ipc_opens.get((pid, ptr))
+    return again is not None and again[0] is x
+
+
+def last_reference(refs: Counter[tuple[int, int]], pid: int, key: int) -> bool:
+    """One reference of ``refs[(pid, key)]`` released: True when it was the last (or one not
+    counted: made before the trace). cuMemRelease: "The memory allocation will be freed when
+    all outstanding mappings to the memory are unmapped and when all outstanding references to
+    the handle (including its shareable counterparts) are also released"; cuIpcCloseMemHandle:
+    "Decrements the reference count ... When the reference count reaches 0, this API unmaps the
+    memory"."""
+    left = refs.get((pid, key), 0)
+    if left > 1:
+        refs[(pid, key)] = left - 1
+        return False
+    refs.pop((pid, key), None)
+    return True
