@@ -1157,14 +1157,24 @@ static __always_inline bool decided_at_enter(long id)
  * sys_exit, which then only finds it. */
 static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 {
-	if (id == NR_execve || id == NR_execveat) {
+	/* one switch on the number: every other syscall of the machine ends at its default */
+	switch (id) {
+	case NR_execve:
+	case NR_execveat: {
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
 		if (is_traced(pid_tgid >> 32))
 			exec_stash_fds((__u32)pid_tgid);
 		return 0;
 	}
-	if (!decided_at_enter(id))
+	case NR_close:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+		break;
+	default:
 		return 0;
+	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_traced(pid_tgid >> 32))
 		return 0;
