@@ -421,7 +421,13 @@ static __always_inline __u64 file_kind(__u64 file, bool btf)
 		mode = BPF_CORE_READ(ino, i_mode);
 	}
 	__u64 kind = ((__u64)magic << 32) | ((major & 0xffff) << 16) | mode;
-	if (magic == TMPFS_MAGIC && on_dev_shm(file))
+	if (magic != TMPFS_MAGIC)
+		return kind;
+	/* a memfd (the kernel's internal tmpfs mount) is told at once, by plain loads under tp_btf;
+	 * only a tmpfs file on a mount of its own walks its path (on_dev_shm) */
+	int flags = btf ? CAST(file, file)->f_path.mnt->mnt_flags
+			: BPF_CORE_READ((struct file *)file, f_path.mnt, mnt_flags);
+	if (!(flags & MNT_INTERNAL) && on_dev_shm(file))
 		kind |= KIND_DEV_SHM;
 	return kind;
 }
