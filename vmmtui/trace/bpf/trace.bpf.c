@@ -253,6 +253,23 @@ struct {
 	__type(value, struct exec_fds);
 } exec_stash SEC(".maps");
 
+/* the calls of traced processes the kernel looked at and decided were worth no record, by kind
+ * (trace.h's UNREC_*), per CPU: userspace reads them (Probe.unrecorded), so a trace can say how
+ * many calls it saw, not only how many it recorded */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UNREC_KINDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} unrecorded SEC(".maps");
+
+static __always_inline void unrec(__u32 kind)
+{
+	__u64 *n = bpf_map_lookup_elem(&unrecorded, &kind);
+	if (n)
+		*n += 1;
+}
+
 static __always_inline bool is_traced(__u32 tgid)
 {
 	__u32 w = tgid >> 6, zero = 0;
@@ -579,8 +596,10 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct ctl mh = {};
 	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)(msg + 32)) || !mh.control ||
-	    mh.controllen < 16)
+	    mh.controllen < 16) {
+		unrec(UNREC_MSG);
 		return;
+	}
 	__u64 off = 0;
 	for (int c = 0; c < MAXCMSGS; c++) {
 		if (off + 16 > mh.controllen)
@@ -1024,12 +1043,16 @@ __attribute__((noinline)) int on_mmap(__u64 addr, __u64 len, __u64 prot_flags, _
 	long res = (long)ret;
 	if ((flags & MAP_FIXED) && res >= 0 && ranges_hit(tgid, addr, page_end(addr, len), 1))
 		unmapped(pid_tgid, NR_mmap, 0, addr, len, 0);
-	if (flags & MAP_ANONYMOUS)
+	if (flags & MAP_ANONYMOUS) {
+		unrec(UNREC_MMAP);
 		return 0;
+	}
 	int fd = (int)(fd_off >> 32);
 	__u64 file = fd_file(fd, false);
-	if (!map_worth(file))
+	if (!map_worth(file)) {
+		unrec(UNREC_MMAP);
 		return 0;
+	}
 	struct rec_map *r = reserve(sizeof(*r), EV_MMAP, pid_tgid);
 	if (r) {
 		r->h.ret = res;
@@ -1200,8 +1223,10 @@ static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 		/* only the files the trace follows: their close, their dups (the new fd names the
 		 * same file) */
 		p.file = fd_file((int)p.a0, btf);
-		if (!is_watched(p.file))
+		if (!is_watched(p.file)) {
+			unrec(id == NR_close ? UNREC_CLOSE : UNREC_DUP);
 			return 0;
+		}
 		break;
 	}
 	if (btf) {
@@ -1264,14 +1289,18 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	case NR_munmap: {
 		if (ranges_hit(tgid, a0, page_end(a0, a1), ret == 0))
 			unmapped(pid_tgid, NR_munmap, ret, a0, a1, 0);
+		else
+			unrec(UNREC_UNMAP);
 		return 0;
 	}
 	case NR_mremap: {
 		/* mremap(old, old_len, new_len, flags, new_addr): the old range goes (old_len 0 copies
 		 * a shared mapping and leaves it), the new is kept where the kernel put it */
 		__u64 new_len = REG(regs, dx);
-		if (!ranges_hit(tgid, a0, page_end(a0, a1), ret >= 0 && a1))
+		if (!ranges_hit(tgid, a0, page_end(a0, a1), ret >= 0 && a1)) {
+			unrec(UNREC_UNMAP);
 			return 0;
+		}
 		if (ret >= 0)
 			ranges_add(tgid, ret, page_end(ret, new_len));
 		unmapped(pid_tgid, NR_mremap, ret, a0, a1, new_len);
