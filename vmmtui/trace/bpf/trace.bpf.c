@@ -771,14 +771,28 @@ static __always_inline __u32 name4(struct dentry *d)
 #define NAME_DEV 0x00766564 /* "dev\0" */
 
 /* one step of a walk from a dentry up to its root, across mounts: at a mount's root, to the
- * dentry it is mounted on; else to the parent, counting the names passed and keeping the last
- * two (the path's top two components at the end) */
+ * dentry it is mounted on; else to the parent, counting the names passed, keeping the last two
+ * (the path's top two components at the end) and the first PATHDEPTH (the file's own first).
+ * The walk's state is in a per-CPU map, not the stack: the verifier reads it back as numbers it
+ * does not follow, so bpf_loop's callback is verified in a few passes, not one per step. */
+#define PATHDEPTH 8
 struct walk {
 	__u64 m, d, top, second, named, whole;
+	__u64 names[PATHDEPTH];
 };
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk);
+} walks SEC(".maps");
 
-static long walk_up(__u64 i, struct walk *w)
+static long walk_up(__u64 i, void *unused)
 {
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 1;
 	struct mount *m = (struct mount *)w->m;
 	struct dentry *d = (struct dentry *)w->d;
 	if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
@@ -798,9 +812,26 @@ static long walk_up(__u64 i, struct walk *w)
 	}
 	w->second = w->top;
 	w->top = (__u64)d;
-	w->named++;
+	__u64 n = w->named;
+	if (n < PATHDEPTH)
+		w->names[n & (PATHDEPTH - 1)] = (__u64)BPF_CORE_READ(d, d_name.name);
+	w->named = n + 1;
 	w->d = (__u64)up;
 	return 0;
+}
+
+/* the walk from a file's dentry, in this CPU's `walks` (NULL: no map) */
+static __always_inline struct walk *walk_file(struct vfsmount *v, struct dentry *d, __u32 steps)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 0;
+	w->m = (__u64)real_mount(v);
+	w->d = (__u64)d;
+	w->top = w->second = w->named = w->whole = 0;
+	bpf_loop(steps, walk_up, 0, 0);
+	return bpf_map_lookup_elem(&walks, &zero);
 }
 
 /* is this file under /dev/shm (of its mount namespace)? Its path, walked up to the root across
@@ -815,20 +846,50 @@ __attribute__((noinline)) int on_dev_shm(__u64 file)
 	struct dentry *d = BPF_CORE_READ((struct file *)file, f_path.dentry);
 	if (!v || !d || (BPF_CORE_READ(v, mnt_flags) & MNT_INTERNAL))
 		return 0;
-	struct walk w = {.m = (__u64)real_mount(v), .d = (__u64)d};
-	bpf_loop(32, walk_up, &w, 0);
-	return w.whole && w.named >= 3 && name4((struct dentry *)w.top) == NAME_DEV &&
-	       name4((struct dentry *)w.second) == NAME_SHM;
+	struct walk *w = walk_file(v, d, 32);
+	return w && w->whole && w->named >= 3 && name4((struct dentry *)w->top) == NAME_DEV &&
+	       name4((struct dentry *)w->second) == NAME_SHM;
 }
 
-#define PATHDEPTH 8
+/* the path being written, per CPU (a record's worth: too big for the stack beside its callers),
+ * with the writing's state (read back by the verifier as numbers, as the walk's) */
+struct pathbuf {
+	__u64 n, off;
+	__u64 names[PATHDEPTH];
+	char buf[PATHLEN + 64];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pathbuf);
+} paths SEC(".maps");
+
+/* one component of the path, from the root down: "/" and its name (at most 63 bytes) */
+static long write_one(__u64 i, void *unused)
+{
+	__u32 zero = 0;
+	struct pathbuf *p = bpf_map_lookup_elem(&paths, &zero);
+	if (!p || i >= p->n || p->off >= 127)
+		return 1;
+	__u64 o = p->off;
+	asm volatile("%0 &= 127" : "+r"(o));
+	p->buf[o] = '/';
+	long got = bpf_probe_read_kernel_str(p->buf + o + 1, 64,
+					     (void *)p->names[(p->n - 1 - i) & (PATHDEPTH - 1)]);
+	if (got <= 0)
+		return 1;
+	p->off = o + got; /* o + 1 + (got - 1): over the NUL */
+	return 0;
+}
 
 /* the name of a mapped file as /proc/PID/maps gives it: on the kernel's internal mounts (memfd,
  * dma-buf) the dentry's name ("memfd:x"), else the path up to the root of the mount namespace,
  * crossing mounts, its last PATHDEPTH components after "..." when deeper. Rare (an mmap of a
- * file of interest): probe reads throughout. */
+ * file of interest): probe reads, and bpf_loop for both walks. */
 __attribute__((noinline)) int file_path(struct rec_map *r, __u64 file)
 {
+	__u32 zero = 0;
 	if (!r || !file)
 		return 0;
 	r->path[0] = 0;
@@ -841,54 +902,27 @@ __attribute__((noinline)) int file_path(struct rec_map *r, __u64 file)
 		bpf_probe_read_kernel_str(r->path, 128, BPF_CORE_READ(d, d_name.name));
 		return 0;
 	}
-	struct mount *m = real_mount(v);
-	const unsigned char *names[PATHDEPTH] = {};
-	__u32 n = 0;
-	bool whole = false;
-	for (int i = 0; i < 2 * PATHDEPTH; i++) {
-		if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
-			struct mount *parent = BPF_CORE_READ(m, mnt_parent);
-			if (!parent || parent == m) {
-				whole = true;
-				break;
-			}
-			d = BPF_CORE_READ(m, mnt_mountpoint);
-			m = parent;
-			continue;
-		}
-		struct dentry *up = BPF_CORE_READ(d, d_parent);
-		if (!up || up == d) {
-			whole = true;
-			break;
-		}
-		if (n >= PATHDEPTH)
-			break;
-		names[n & (PATHDEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
-		n++;
-		d = up;
+	struct walk *w = walk_file(v, d, 4 * PATHDEPTH);
+	struct pathbuf *p = bpf_map_lookup_elem(&paths, &zero);
+	if (!w || !p)
+		return 0;
+	p->n = w->named < PATHDEPTH ? w->named : PATHDEPTH;
+	for (int k = 0; k < PATHDEPTH; k++)
+		p->names[k] = w->names[k];
+	p->off = 0;
+	p->buf[0] = 0;
+	if (!w->whole || w->named > PATHDEPTH) {
+		p->buf[0] = p->buf[1] = p->buf[2] = '.';
+		p->buf[3] = 0;
+		p->off = 3;
 	}
-	__u64 off = 0;
-	if (!whole) {
-		r->path[0] = r->path[1] = r->path[2] = '.';
-		off = 3;
+	bpf_loop(PATHDEPTH, write_one, 0, 0);
+	if (p->off == 0) { /* the root itself */
+		p->buf[0] = '/';
+		p->buf[1] = 0;
 	}
-	for (int k = PATHDEPTH - 1; k >= 0; k--) {
-		if (k >= n)
-			continue;
-		if (off >= 127)
-			break;
-		__u64 o = off;
-		asm volatile("%0 &= 127" : "+r"(o));
-		r->path[o] = '/';
-		long got = bpf_probe_read_kernel_str(r->path + o + 1, 64, names[k & (PATHDEPTH - 1)]);
-		if (got <= 0)
-			break;
-		off = o + got; /* o + 1 + (got - 1): over the NUL */
-	}
-	if (off == 0) { /* the root itself */
-		r->path[0] = '/';
-		r->path[1] = 0;
-	}
+	bpf_probe_read_kernel(r->path, PATHLEN, p->buf);
+	r->path[PATHLEN - 1] = 0;
 	return 0;
 }
 
