@@ -1315,6 +1315,10 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	case NR_mmap: {
 		/* mmap(addr, length, prot, flags, fd, offset): flags in r10, fd in r8, offset in r9 */
 		__u64 flags = (__u32)REG(regs, r10), prot = (__u32)REG(regs, dx);
+		if ((flags & (MAP_ANONYMOUS | MAP_FIXED)) == MAP_ANONYMOUS) {
+			unrec(UNREC_MMAP); /* an allocator's fresh memory (most mmaps): nothing to do */
+			return 0;
+		}
 		__u64 fd = (__u32)REG(regs, r8), off = REG(regs, r9);
 		/* the offset travels in pages (mmap's is page-aligned; else the call failed) */
 		on_mmap(a0, a1, prot << 32 | flags, fd << 32 | (__u32)(off / PAGE_SIZE), ret);
