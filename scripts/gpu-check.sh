@@ -9,6 +9,9 @@ part=${1:-all}
 out=${OUT:-.}
 log="$out/gpu-check-$part.log"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# no NVLink multicast for any GPU command of any part (children included): NCCL, torch and
+# NVSHMEM keep to point-to-point and the plain IPC paths the checks look at
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # carried wheels (textual and friends), if any
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
