@@ -247,7 +247,7 @@ struct exec_fds {
 	__u64 file[EXECFDS];
 };
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* an execve that fails leaves its entry: the oldest go */
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, struct exec_fds);
