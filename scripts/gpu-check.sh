@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens house bindings-new tracer world all; each is an `if` below)
+#        app-lite interrupts serve screens house bindings-new tracer tracer-floor world all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -295,6 +295,31 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/trace-bench.py --user-only --spread "${before[@]}" --out "$out/bench" --note "tracer part"
     step python3 scripts/trace-bench.py --lossless 20000 --seconds 20 --ring-mb 64 --out "$out/bench"
     step python3 scripts/startup-time.py --runs 7 "${before[@]}" --json "$out/bench/startup.json"
+  fi
+  if [ "$part" = tracer-floor ]; then
+    # issues 41 and 43 from the kernel side, on one GPU: the BPF time per traced call and an
+    # unrelated syscall's tax beside the trivial program's, this object and the carried earlier
+    # tree's (.before) in the same run; the tracer's CPU per call at 10,000 calls/s, both trees;
+    # then what a CUDA program's mappings look like to the trace (MemoryMapped by kind: the
+    # /dev/nvidia* maps CUDA makes of its own, the memfds and /dev/shm files torch shares)
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    before=(); bpf_before=(); if [ -d .before/vmmtui ]; then before=(--before-tree .before); bpf_before=(--before .before); else
+      echo "NO .before/vmmtui here: the earlier tree is not measured (carry .before with this part)"; fi
+    echo "CPUs online $(nproc), possible $(cat /sys/devices/system/cpu/possible)"
+    mkdir -p "$out/bench"
+    step python3 scripts/trace-bench.py --bpf-only --calls 500000 "${bpf_before[@]}" --out "$out/bench" --note "tracer-floor part"
+    step python3 scripts/trace-bench.py --user-only "${before[@]}" --out "$out/bench" --note "tracer-floor part"
+    step python3 -m pytest -q -p no:cacheprovider tests/trace/test_trace_mappings.py
+    step python3 -m vmmtui trace --json -q --record "$out/mappings-torch.jsonl" -- python3 tests/fixtures/torch_share.py
+    step python3 -c 'import collections, json, sys
+kinds = collections.Counter(); unmaps = collections.Counter()
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("event") == "MemoryMapped": kinds[e["kind"].split("/")[1] if e["kind"].startswith("/") else e["kind"].split(":")[0]] += 1
+    if e.get("event") == "MemoryUnmapped": unmaps[e["call"]] += 1
+print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", dict(unmaps))' "$out/mappings-torch.jsonl"
   fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics

@@ -11,9 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
+from vmmtui.model.probes import reclassified
 from vmmtui.pipeline.session import MADE_BY_THE_LEDGER, refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding, TraceFinished
@@ -35,17 +36,34 @@ def _made(line: str) -> bool:
         return False
 
 
+def _said(line: str) -> tuple[str, str, int, int]:
+    d = json.loads(line)
+    return (d.get("event", ""), d.get("kind", ""), d.get("pid", 0), d.get("peer", 0))
+
+
 def refold_file(path: Path) -> str:
     lines = [x for x in _lines(path) if x.strip()]
     header = lines[0] if "vmmtui-recording" in lines[0] else None
-    source = [x for x in (lines[1:] if header else lines) if not _made(x)]
-    recorded = read(path).events
+    body = lines[1:] if header else lines
+    source = [x for x in body if not _made(x)]
+    recorded = list(reclassified(read(path).events))  # as a replay reads it
     again = refold(recorded)
+    # a finding found again as it was recorded keeps its line (the words of the vmmtui that
+    # wrote it): only what the ledger now finds anew, or no longer, changes
+    was = deque((line, _said(line)) for line in body if _made(line))
     out = [header] if header else []
     kept = iter(source)
     for e in again:
         if isinstance(e, MADE_BY_THE_LEDGER):
-            out.append(json_line(e))
+            now = (
+                type(e).__name__,
+                getattr(e, "kind", ""),
+                getattr(e, "pid", 0),
+                getattr(e, "peer", 0),
+            )
+            while was and was[0][1] != now and now in {k for _, k in was}:
+                was.popleft()  # a line the ledger no longer makes
+            out.append(was.popleft()[0] if was and was[0][1] == now else json_line(e))
         elif isinstance(e, TraceFinished):  # its counts are the findings': made again too
             next(kept)
             out.append(json_line(e))

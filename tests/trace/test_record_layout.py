@@ -88,3 +88,15 @@ def test_a_field_added_on_one_side_only_is_caught(btf, monkeypatch):
     layout["rec_fds"] = (("extra", "Q"), *layout["rec_fds"])
     monkeypatch.setattr(records, "LAYOUTS", layout)
     assert btf_fields(btf, "rec_fds")[8:] != python_fields("rec_fds", records.HEAD.size)
+
+
+def test_the_unrecorded_kinds_are_the_headers():
+    """The loader names the kernel's counts of calls worth no record in trace.h's order."""
+    from vmmtui.trace.loader import UNRECORDED
+
+    text = (BPF / "trace.h").read_text()
+    kinds = dict(re.findall(r"\bUNREC_(\w+) = (\d+)", text))
+    assert int(kinds.pop("KINDS")) == len(UNRECORDED)
+    assert [name for name, _ in sorted(kinds.items(), key=lambda kv: int(kv[1]))] == [
+        "CLOSE", "DUP", "MMAP", "UNMAP", "MSG",
+    ]  # fmt: skip

@@ -53,6 +53,7 @@ from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
 from vmmtui.model.pins import (
+    CAME,
     after_death_over,
     came_from,
     import_gone,
@@ -358,7 +359,8 @@ class Ledger:
         self._proc(h.pid)
         if h.file:  # a driver export whose fd the kernel named first (memfd inside the call)
             self._link_export(h.pid, h.fd, h.file)
-            came_from(self, h)
+            if h.how in CAME:  # from another process: its fds and mappings pin the other's memory
+                came_from(self, h)
 
     def close_fd(self, pid: int, fd: int, at: int) -> Holding | None:
         h = self.holdings.pop((pid, fd), None)

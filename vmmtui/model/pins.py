@@ -45,6 +45,18 @@ def pins_on(ledger: Ledger, pid: int, file: str) -> list[Pin]:
     return out
 
 
+def _pinned(ledger: Ledger, pid: int, file: str) -> bool:
+    """Whether ``pins_on`` has anything (asked at every close of a file that came: no list)."""
+    came = ledger.came.get((pid, file))
+    since = came.since if came is not None and came.pid == pid else 0
+    holdings = ledger.holdings
+    for fd in ledger.fds_of(pid):
+        h = holdings[(pid, fd)]
+        if h.file == file and (h.since >= since or h is came):
+            return True
+    return any(m.file == file and m.at >= since for m in ledger.maps.get(pid, {}).values())
+
+
 def came_from(ledger: Ledger, h: Holding) -> None:
     """Note how ``h``'s file first came to its process from another (received or taken): from
     now every fd and mapping of it there pins the other's memory. A memory file's arrival is a
@@ -74,7 +86,7 @@ def came_from(ledger: Ledger, h: Holding) -> None:
 def let_go(ledger: Ledger, pid: int, file: str, at: int, via: str) -> None:
     """One of ``pid``'s pins on ``file`` went (``via``: close, munmap, mremap, exec, exit): if it
     was the last, its hold on the memory is over."""
-    if pins_on(ledger, pid, file):
+    if _pinned(ledger, pid, file):
         return
     ledger.came.pop((pid, file), None)
     ledger.growth.gone(pid, f"file:{file}")

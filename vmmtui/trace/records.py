@@ -94,6 +94,14 @@ MSG = _struct("rec_msg")
 FDLIST = _struct("rec_fds")
 CUDAREC = _struct("rec_cuda")
 MAPREC = _struct("rec_map")
+#: a message record's socket part (sock_ino … name), then where its fds and files start
+_SOCK = struct.Struct("<QQQQII112s")
+_FDS_AT = HEAD.size + _SOCK.size
+_FILES_AT = _FDS_AT + 4 * MAXFDS
+_KINDS_AT = _FILES_AT + 8 * MAXFDS
+#: n fds, n files or n kinds of a message record, for n = 0..16
+_INTS = [struct.Struct(f"<{n}i") for n in range(MAXFDS + 1)]
+_U64S = [struct.Struct(f"<{n}Q") for n in range(MAXFDS + 1)]
 SIDE = _struct("side")
 SIZES = {
     REFUSAL: HEAD.size + 2 * SIDE.size,
@@ -271,9 +279,17 @@ class Decoder:
     every fd has come, or, with ``fds_not_read`` counting the rest, when that thread's next record
     or the end of the trace shows that no more will."""
 
+    #: sockets kept (one ``SocketEnd`` for every message on a socket), at most
+    SOCKETS = 4096
+
     def __init__(self, files: FileNames) -> None:
         self.files = files
         self.pending: dict[int, _Message | _Queued] = {}
+        #: a socket's SocketEnd by its record's bytes: made once, one object for all its messages
+        #: (a ledger that keeps each transfer keeps one socket, not one a message)
+        self.sockets: dict[bytes, SocketEnd] = {}
+        #: what a sent file is (``file_kind``) by its packed kind
+        self.kinds: dict[int, str] = {}
         #: a refused pidfd_getfd's facts (EV_REFUSAL, just before its call's record), by thread:
         #: (importer, exporter or None), taken by whoever explains the refusal
         self.refusals: dict[int, tuple[ProcessFacts, ProcessFacts | None]] = {}
@@ -305,7 +321,7 @@ class Decoder:
                 self.refusals[r.tid] = (caller, target)
             return out
         if r.type in (SEND, RECV):
-            ino, peer, sk, peer_sk, fam, namelen, addr, *rest = r.tail(MSG)
+            rest = r.tail(MSG)[7:]  # the socket (its first 7 fields) comes from _socket
             n = min(r.nfds, MAXFDS)
             nr, total = r.arg[2], int(r.arg[1])
             many = nr in (299, 307)
@@ -316,9 +332,9 @@ class Decoder:
                 if many
                 else "recvmsg"
             )
-            sock = _socket(ino, peer, self.files(sk), self.files(peer_sk), fam, namelen, addr)
+            sock = self._socket(r.raw)
             kinds = (
-                [file_kind(k) for k in rest[2 * MAXFDS : 2 * MAXFDS + n]] if r.type == SEND else []
+                [self._kind(k) for k in rest[2 * MAXFDS : 2 * MAXFDS + n]] if r.type == SEND else []
             )
             m = _Message(
                 r.type, r.tgid, r.tid, r.ktime, call, sock, r.ret, total, list(rest[:n]),
@@ -341,6 +357,7 @@ class Decoder:
         (the most of a trace), the messages and continuations through ``__call__``."""
         out: list[TraceCall] = []
         pending, files, head, unpack = self.pending, self.files, HEAD.size, HEAD.unpack_from
+        msg_size = SIZES[SEND]
         for raw in records:
             if len(raw) < head:
                 continue
@@ -351,9 +368,53 @@ class Decoder:
             elif kind == MEMFD and tid not in pending and len(raw) >= SIZES[MEMFD]:
                 name = NAMED.unpack_from(raw, head)[1]
                 out.append(MemfdCreated(tgid, tid, ktime, _text(name), ret, files(file)))
+            elif (
+                kind in (SEND, RECV)
+                and nfds == a1  # the whole message in this record: no continuation to wait for
+                and nfds <= MAXFDS
+                and tid not in pending
+                and len(raw) >= msg_size
+            ):
+                out.append(self._message(raw, kind, tgid, tid, nfds, ktime, ret, a2))
             else:
                 out += self(raw)
         return out
+
+    def _message(
+        self, raw: bytes, kind: int, pid: int, tid: int, n: int, ktime: int, ret: int, nr: int
+    ) -> TraceCall:
+        """A message whose record holds all its fds (most messages), decoded in one pass: the
+        event ``__call__`` makes of it, without the gathering a message of more fds needs."""
+        sock = self._socket(raw)
+        fds = list(_INTS[n].unpack_from(raw, _FDS_AT))
+        names = self.files
+        files = [names(f) for f in _U64S[n].unpack_from(raw, _FILES_AT)]
+        many = nr in (299, 307)
+        if kind == SEND:
+            kinds = [self._kind(k) for k in _U64S[n].unpack_from(raw, _KINDS_AT)]
+            call = "sendmmsg" if many else "sendmsg"
+            return FdsSent(pid, tid, ktime, call, sock, fds, files, ret, kinds)
+        return FdsReceived(
+            pid, tid, ktime, "recvmmsg" if many else "recvmsg", sock, fds, files, ret
+        )
+
+    def _socket(self, raw: bytes) -> SocketEnd:
+        """The socket of a message record, made once per socket (its bytes are its key)."""
+        key = raw[HEAD.size : _FDS_AT]
+        sock = self.sockets.get(key)
+        if sock is None:
+            if len(self.sockets) >= self.SOCKETS:
+                self.sockets.clear()
+            ino, peer, sk, peer_sk, fam, namelen, addr = _SOCK.unpack_from(raw, HEAD.size)
+            sock = _socket(ino, peer, self.files(sk), self.files(peer_sk), fam, namelen, addr)
+            self.sockets[key] = sock
+        return sock
+
+    def _kind(self, packed: int) -> str:
+        name = self.kinds.get(packed)
+        if name is None:
+            name = self.kinds[packed] = file_kind(packed)
+        return name
 
     def _hold(self, m: _Message | _Queued, out: list[TraceCall]) -> list[TraceCall]:
         have = len(m.fds) if isinstance(m, _Message) else len(m.files)
@@ -370,7 +431,7 @@ class Decoder:
         if isinstance(m, _Message):
             m.fds.extend(vals[:n])
             if m.kind == SEND:
-                m.kinds.extend(file_kind(k) for k in vals[2 * MAXFDS : 2 * MAXFDS + n])
+                m.kinds.extend(self._kind(k) for k in vals[2 * MAXFDS : 2 * MAXFDS + n])
         m.files.extend(self.files(f) for f in vals[MAXFDS : MAXFDS + n])
         return self._hold(m, out if out is not None else [])
 

@@ -247,11 +247,28 @@ struct exec_fds {
 	__u64 file[EXECFDS];
 };
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* an execve that fails leaves its entry: the oldest go */
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, struct exec_fds);
 } exec_stash SEC(".maps");
+
+/* the calls of traced processes the kernel looked at and decided were worth no record, by kind
+ * (trace.h's UNREC_*), per CPU: userspace reads them (Probe.unrecorded), so a trace can say how
+ * many calls it saw, not only how many it recorded */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UNREC_KINDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} unrecorded SEC(".maps");
+
+static __always_inline void unrec(__u32 kind)
+{
+	__u64 *n = bpf_map_lookup_elem(&unrecorded, &kind);
+	if (n)
+		*n += 1;
+}
 
 static __always_inline bool is_traced(__u32 tgid)
 {
@@ -421,7 +438,13 @@ static __always_inline __u64 file_kind(__u64 file, bool btf)
 		mode = BPF_CORE_READ(ino, i_mode);
 	}
 	__u64 kind = ((__u64)magic << 32) | ((major & 0xffff) << 16) | mode;
-	if (magic == TMPFS_MAGIC && on_dev_shm(file))
+	if (magic != TMPFS_MAGIC)
+		return kind;
+	/* a memfd (the kernel's internal tmpfs mount) is told at once, by plain loads under tp_btf;
+	 * only a tmpfs file on a mount of its own walks its path (on_dev_shm) */
+	int flags = btf ? CAST(file, file)->f_path.mnt->mnt_flags
+			: BPF_CORE_READ((struct file *)file, f_path.mnt, mnt_flags);
+	if (!(flags & MNT_INTERNAL) && on_dev_shm(file))
 		kind |= KIND_DEV_SHM;
 	return kind;
 }
@@ -573,8 +596,10 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct ctl mh = {};
 	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)(msg + 32)) || !mh.control ||
-	    mh.controllen < 16)
+	    mh.controllen < 16) {
+		unrec(UNREC_MSG);
 		return;
+	}
 	__u64 off = 0;
 	for (int c = 0; c < MAXCMSGS; c++) {
 		if (off + 16 > mh.controllen)
@@ -746,14 +771,28 @@ static __always_inline __u32 name4(struct dentry *d)
 #define NAME_DEV 0x00766564 /* "dev\0" */
 
 /* one step of a walk from a dentry up to its root, across mounts: at a mount's root, to the
- * dentry it is mounted on; else to the parent, counting the names passed and keeping the last
- * two (the path's top two components at the end) */
+ * dentry it is mounted on; else to the parent, counting the names passed, keeping the last two
+ * (the path's top two components at the end) and the first PATHDEPTH (the file's own first).
+ * The walk's state is in a per-CPU map, not the stack: the verifier reads it back as numbers it
+ * does not follow, so bpf_loop's callback is verified in a few passes, not one per step. */
+#define PATHDEPTH 8
 struct walk {
 	__u64 m, d, top, second, named, whole;
+	__u64 names[PATHDEPTH];
 };
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk);
+} walks SEC(".maps");
 
-static long walk_up(__u64 i, struct walk *w)
+static long walk_up(__u64 i, void *unused)
 {
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 1;
 	struct mount *m = (struct mount *)w->m;
 	struct dentry *d = (struct dentry *)w->d;
 	if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
@@ -773,9 +812,26 @@ static long walk_up(__u64 i, struct walk *w)
 	}
 	w->second = w->top;
 	w->top = (__u64)d;
-	w->named++;
+	__u64 n = w->named;
+	if (n < PATHDEPTH)
+		w->names[n & (PATHDEPTH - 1)] = (__u64)BPF_CORE_READ(d, d_name.name);
+	w->named = n + 1;
 	w->d = (__u64)up;
 	return 0;
+}
+
+/* the walk from a file's dentry, in this CPU's `walks` (NULL: no map) */
+static __always_inline struct walk *walk_file(struct vfsmount *v, struct dentry *d, __u32 steps)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 0;
+	w->m = (__u64)real_mount(v);
+	w->d = (__u64)d;
+	w->top = w->second = w->named = w->whole = 0;
+	bpf_loop(steps, walk_up, 0, 0);
+	return bpf_map_lookup_elem(&walks, &zero);
 }
 
 /* is this file under /dev/shm (of its mount namespace)? Its path, walked up to the root across
@@ -790,20 +846,50 @@ __attribute__((noinline)) int on_dev_shm(__u64 file)
 	struct dentry *d = BPF_CORE_READ((struct file *)file, f_path.dentry);
 	if (!v || !d || (BPF_CORE_READ(v, mnt_flags) & MNT_INTERNAL))
 		return 0;
-	struct walk w = {.m = (__u64)real_mount(v), .d = (__u64)d};
-	bpf_loop(32, walk_up, &w, 0);
-	return w.whole && w.named >= 3 && name4((struct dentry *)w.top) == NAME_DEV &&
-	       name4((struct dentry *)w.second) == NAME_SHM;
+	struct walk *w = walk_file(v, d, 32);
+	return w && w->whole && w->named >= 3 && name4((struct dentry *)w->top) == NAME_DEV &&
+	       name4((struct dentry *)w->second) == NAME_SHM;
 }
 
-#define PATHDEPTH 8
+/* the path being written, per CPU (a record's worth: too big for the stack beside its callers),
+ * with the writing's state (read back by the verifier as numbers, as the walk's) */
+struct pathbuf {
+	__u64 n, off;
+	__u64 names[PATHDEPTH];
+	char buf[PATHLEN + 64];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pathbuf);
+} paths SEC(".maps");
+
+/* one component of the path, from the root down: "/" and its name (at most 63 bytes) */
+static long write_one(__u64 i, void *unused)
+{
+	__u32 zero = 0;
+	struct pathbuf *p = bpf_map_lookup_elem(&paths, &zero);
+	if (!p || i >= p->n || p->off >= 127)
+		return 1;
+	__u64 o = p->off;
+	asm volatile("%0 &= 127" : "+r"(o));
+	p->buf[o] = '/';
+	long got = bpf_probe_read_kernel_str(p->buf + o + 1, 64,
+					     (void *)p->names[(p->n - 1 - i) & (PATHDEPTH - 1)]);
+	if (got <= 0)
+		return 1;
+	p->off = o + got; /* o + 1 + (got - 1): over the NUL */
+	return 0;
+}
 
 /* the name of a mapped file as /proc/PID/maps gives it: on the kernel's internal mounts (memfd,
  * dma-buf) the dentry's name ("memfd:x"), else the path up to the root of the mount namespace,
  * crossing mounts, its last PATHDEPTH components after "..." when deeper. Rare (an mmap of a
- * file of interest): probe reads throughout. */
+ * file of interest): probe reads, and bpf_loop for both walks. */
 __attribute__((noinline)) int file_path(struct rec_map *r, __u64 file)
 {
+	__u32 zero = 0;
 	if (!r || !file)
 		return 0;
 	r->path[0] = 0;
@@ -816,54 +902,27 @@ __attribute__((noinline)) int file_path(struct rec_map *r, __u64 file)
 		bpf_probe_read_kernel_str(r->path, 128, BPF_CORE_READ(d, d_name.name));
 		return 0;
 	}
-	struct mount *m = real_mount(v);
-	const unsigned char *names[PATHDEPTH] = {};
-	__u32 n = 0;
-	bool whole = false;
-	for (int i = 0; i < 2 * PATHDEPTH; i++) {
-		if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
-			struct mount *parent = BPF_CORE_READ(m, mnt_parent);
-			if (!parent || parent == m) {
-				whole = true;
-				break;
-			}
-			d = BPF_CORE_READ(m, mnt_mountpoint);
-			m = parent;
-			continue;
-		}
-		struct dentry *up = BPF_CORE_READ(d, d_parent);
-		if (!up || up == d) {
-			whole = true;
-			break;
-		}
-		if (n >= PATHDEPTH)
-			break;
-		names[n & (PATHDEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
-		n++;
-		d = up;
+	struct walk *w = walk_file(v, d, 4 * PATHDEPTH);
+	struct pathbuf *p = bpf_map_lookup_elem(&paths, &zero);
+	if (!w || !p)
+		return 0;
+	p->n = w->named < PATHDEPTH ? w->named : PATHDEPTH;
+	for (int k = 0; k < PATHDEPTH; k++)
+		p->names[k] = w->names[k];
+	p->off = 0;
+	p->buf[0] = 0;
+	if (!w->whole || w->named > PATHDEPTH) {
+		p->buf[0] = p->buf[1] = p->buf[2] = '.';
+		p->buf[3] = 0;
+		p->off = 3;
 	}
-	__u64 off = 0;
-	if (!whole) {
-		r->path[0] = r->path[1] = r->path[2] = '.';
-		off = 3;
+	bpf_loop(PATHDEPTH, write_one, 0, 0);
+	if (p->off == 0) { /* the root itself */
+		p->buf[0] = '/';
+		p->buf[1] = 0;
 	}
-	for (int k = PATHDEPTH - 1; k >= 0; k--) {
-		if (k >= n)
-			continue;
-		if (off >= 127)
-			break;
-		__u64 o = off;
-		asm volatile("%0 &= 127" : "+r"(o));
-		r->path[o] = '/';
-		long got = bpf_probe_read_kernel_str(r->path + o + 1, 64, names[k & (PATHDEPTH - 1)]);
-		if (got <= 0)
-			break;
-		off = o + got; /* o + 1 + (got - 1): over the NUL */
-	}
-	if (off == 0) { /* the root itself */
-		r->path[0] = '/';
-		r->path[1] = 0;
-	}
+	bpf_probe_read_kernel(r->path, PATHLEN, p->buf);
+	r->path[PATHLEN - 1] = 0;
 	return 0;
 }
 
@@ -1018,12 +1077,16 @@ __attribute__((noinline)) int on_mmap(__u64 addr, __u64 len, __u64 prot_flags, _
 	long res = (long)ret;
 	if ((flags & MAP_FIXED) && res >= 0 && ranges_hit(tgid, addr, page_end(addr, len), 1))
 		unmapped(pid_tgid, NR_mmap, 0, addr, len, 0);
-	if (flags & MAP_ANONYMOUS)
+	if (flags & MAP_ANONYMOUS) {
+		unrec(UNREC_MMAP);
 		return 0;
+	}
 	int fd = (int)(fd_off >> 32);
 	__u64 file = fd_file(fd, false);
-	if (!map_worth(file))
+	if (!map_worth(file)) {
+		unrec(UNREC_MMAP);
 		return 0;
+	}
 	struct rec_map *r = reserve(sizeof(*r), EV_MMAP, pid_tgid);
 	if (r) {
 		r->h.ret = res;
@@ -1157,14 +1220,24 @@ static __always_inline bool decided_at_enter(long id)
  * sys_exit, which then only finds it. */
 static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 {
-	if (id == NR_execve || id == NR_execveat) {
+	/* one switch on the number: every other syscall of the machine ends at its default */
+	switch (id) {
+	case NR_execve:
+	case NR_execveat: {
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
 		if (is_traced(pid_tgid >> 32))
 			exec_stash_fds((__u32)pid_tgid);
 		return 0;
 	}
-	if (!decided_at_enter(id))
+	case NR_close:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+		break;
+	default:
 		return 0;
+	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_traced(pid_tgid >> 32))
 		return 0;
@@ -1184,8 +1257,10 @@ static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 		/* only the files the trace follows: their close, their dups (the new fd names the
 		 * same file) */
 		p.file = fd_file((int)p.a0, btf);
-		if (!is_watched(p.file))
+		if (!is_watched(p.file)) {
+			unrec(id == NR_close ? UNREC_CLOSE : UNREC_DUP);
 			return 0;
+		}
 		break;
 	}
 	if (btf) {
@@ -1240,6 +1315,10 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	case NR_mmap: {
 		/* mmap(addr, length, prot, flags, fd, offset): flags in r10, fd in r8, offset in r9 */
 		__u64 flags = (__u32)REG(regs, r10), prot = (__u32)REG(regs, dx);
+		if ((flags & (MAP_ANONYMOUS | MAP_FIXED)) == MAP_ANONYMOUS) {
+			unrec(UNREC_MMAP); /* an allocator's fresh memory (most mmaps): nothing to do */
+			return 0;
+		}
 		__u64 fd = (__u32)REG(regs, r8), off = REG(regs, r9);
 		/* the offset travels in pages (mmap's is page-aligned; else the call failed) */
 		on_mmap(a0, a1, prot << 32 | flags, fd << 32 | (__u32)(off / PAGE_SIZE), ret);
@@ -1248,14 +1327,18 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	case NR_munmap: {
 		if (ranges_hit(tgid, a0, page_end(a0, a1), ret == 0))
 			unmapped(pid_tgid, NR_munmap, ret, a0, a1, 0);
+		else
+			unrec(UNREC_UNMAP);
 		return 0;
 	}
 	case NR_mremap: {
 		/* mremap(old, old_len, new_len, flags, new_addr): the old range goes (old_len 0 copies
 		 * a shared mapping and leaves it), the new is kept where the kernel put it */
 		__u64 new_len = REG(regs, dx);
-		if (!ranges_hit(tgid, a0, page_end(a0, a1), ret >= 0 && a1))
+		if (!ranges_hit(tgid, a0, page_end(a0, a1), ret >= 0 && a1)) {
+			unrec(UNREC_UNMAP);
 			return 0;
+		}
 		if (ret >= 0)
 			ranges_add(tgid, ret, page_end(ret, new_len));
 		unmapped(pid_tgid, NR_mremap, ret, a0, a1, new_len);

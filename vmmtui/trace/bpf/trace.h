@@ -120,6 +120,18 @@ struct rec_refusal {
 
 #define PATHLEN 256
 
+/* the kinds of call the kernel looked at for a traced process and recorded nothing of (the
+ * `unrecorded` map's keys): a close or a dup of a file not followed, an mmap of no file of
+ * interest, an unmap touching no range kept, a send or receive with no control data */
+enum unrec {
+	UNREC_CLOSE = 0,
+	UNREC_DUP = 1,
+	UNREC_MMAP = 2,
+	UNREC_UNMAP = 3,
+	UNREC_MSG = 4,
+	UNREC_KINDS = 5,
+};
+
 /* EV_MMAP: h.ret = the kernel's return (the address, or -errno), h.arg = {fd, length, offset},
  * h.file = the file mapped; kind as file_kind() packs it, path as /proc/PID/maps would name it
  * (memfd:x, /dev/shm/x, /dev/nvidia-uvm; the last components when deeper, after "...")
