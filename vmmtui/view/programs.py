@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.findings import GOOD, Proof, Weight, proof_of, quiet_file
@@ -48,6 +48,8 @@ from vmmtui.stream.observed import (
     FdTaken,
     LedgerFinding,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     PinnedBytes,
     ProcessExec,
@@ -62,9 +64,8 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
+from vmmtui.view.book import Book
 from vmmtui.view.sharing import evolve
-
-T = TypeVar("T")
 
 
 #: how something travelled: the Unix socket (the kernel's view of it; worded where it is drawn),
@@ -88,48 +89,17 @@ class HandleBytes:
 Via = str | SocketEnd | ThroughPidfd | HandleBytes
 
 
+#: the targets of files that carry memory (``stream.observed.MEMORY_FILES``): a memfd, a
+#: /dev/shm file, a dma-buf, a driver's export (an allocation or a pool, as ``_cuda`` names it)
+MEMORY_TARGETS = ("memfd:", "/memfd:", "/dev/shm/", "dmabuf", "anon_inode:dmabuf", "allocation ",
+                  "pool ")  # fmt: skip
+
+#: the roads on which the world saw a file come to a process from the one that sent it (a kcmp
+#: share of polling names two holders, not who made it: no pin claimed)
+CAME_VIA = ("SCM_RIGHTS", "pidfd_getfd")
+
 #: closed fds a process view keeps (struck through) after they close
 CLOSED_KEPT = 6
-
-
-class Book(Generic[T]):
-    """Entries that only grow, shared by every state of one fold; each entry remembers the event
-    (its sequence number in the fold) that wrote it. A long trace forgets the oldest: ``base``
-    entries came before ``entries[0]`` (lengths and indices stay those of the whole fold)."""
-
-    def __init__(self, entries: list[tuple[int, T]] | None = None, base: int = 0):
-        self.entries: list[tuple[int, T]] = entries or []
-        self.base = base
-
-    def add(self, length: int, seq: int, item: T) -> tuple[Book[T], int]:
-        """This book (or a copy, for a state off its tip) with ``item`` after ``length`` entries.
-        A fold forward from a snapshot writes what it wrote before: the entry is reused."""
-        at = length - self.base
-        if at < len(self.entries):
-            if at >= 0 and self.entries[at][0] == seq:
-                return self, length + 1
-            book: Book[T] = Book(self.entries[: max(0, at)], self.base)
-        else:
-            book = self
-        book.entries.append((seq, item))
-        return book, length + 1
-
-    def between(self, start: int, end: int) -> list[T]:
-        """Entries ``start`` to ``end`` (of the whole fold) that are still kept."""
-        lo, hi = max(0, start - self.base), max(0, end - self.base)
-        return [item for _, item in self.entries[lo:hi]]
-
-    def items(self, length: int) -> list[T]:
-        return self.between(0, length)
-
-    def forget(self, before: int) -> int:
-        """Forget the entries before entry ``before`` (of the whole fold); how many went."""
-        drop = min(len(self.entries), before - self.base)
-        if drop <= 0:
-            return 0
-        del self.entries[:drop]
-        self.base += drop
-        return drop
 
 
 @dataclass(frozen=True)
@@ -318,6 +288,15 @@ class ProgramsView:
     #: sends not yet received, by the socket pair and file that carry them (``model.matching``)
     in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: the open files that came to a process from another, as the world said (its ``shared``
+    #: findings): (pid, file) -> the peer whose memory every fd of it there pins
+    came: dict[tuple[int, str], int] = field(default_factory=dict)
+    #: the holds after an exporter died that the world said are over (its
+    #: ``released-after-exporter-died``), by ``after_death_key``: the held finding is then
+    #: said in the past
+    ended: dict[tuple[int, int, int, str, str, int, int], LedgerFinding] = field(
+        default_factory=dict
+    )
     ktime0: int = 0
     lost: int = 0
     #: events folded (the sequence number of the next)
@@ -364,6 +343,23 @@ class ProgramsView:
                 if other.of == (owner, m.key) and other.released_at is None:
                     out.append(f"{p.pid} {other.kind}")
         return out
+
+    def pinned_by_fd(self, pid: int, f: FdView) -> int:
+        """The process whose memory ``pid``'s open fd ``f`` pins (0: none said): any fd naming an
+        open file that came to ``pid`` from another, the one received and every dup of it alike
+        (dup(2): "the two file descriptors refer to the same open file description"; a memfd,
+        /dev/shm file or dma-buf lives until the last fd and mapping go). Which file came from
+        whom is the world's word (its ``shared`` finding, ``model.pins``), not this view's."""
+        if not f.file or f.closed_at is not None or not f.target.startswith(MEMORY_TARGETS):
+            return 0
+        return self.came.get((pid, f.file), 0)
+
+    def ended_of(self, f: FindingView) -> LedgerFinding | None:
+        """The world's word that the hold ``f`` (``held-after-exporter-died``) is over, if it
+        has said so by this frame: the verdict is then said in the past."""
+        if f.kind != "held-after-exporter-died" or not isinstance(f.of, LedgerFinding):
+            return None
+        return self.ended.get(after_death_key(f.of, f.of.ktime))
 
     def time(self, ktime: int) -> float:
         return (ktime - self.ktime0) / 1e9 if self.ktime0 and ktime >= self.ktime0 else 0.0
@@ -574,6 +570,13 @@ def _received(v: ProgramsView, e: FdsReceived) -> ProgramsView:
     return evolve(v, in_flight=in_flight)
 
 
+def _mapping(v: ProgramsView, e: MemoryMapped | MemoryUnmapped) -> ProgramsView:
+    """``mmap`` of a file that may carry memory, or ``munmap``/``mremap`` of one: a call of the
+    panel's, as it is a frame of the timeline (``model.interest``); what the mapping pins is the
+    world's (``model.pins``)."""
+    return _call(v, e, "mmap" if isinstance(e, MemoryMapped) else e.call, e.result < 0)
+
+
 def _unreceived(v: ProgramsView, e: FdsDropped | QueuedAtRelease) -> ProgramsView:
     """The kernel closed sent fds unreceived (a read() without room for them, or their socket
     released): those sends are no longer in flight."""
@@ -717,7 +720,18 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
     return None
 
 
+def after_death_key(e: LedgerFinding, died_at: int) -> tuple[int, int, int, str, str, int, int]:
+    """What names one hold after an exporter died, in its ``held-…`` finding (``died_at``: its
+    time) and in the ``released-…`` that ends it (``since``): the holder, the exporter, when it
+    died, and the memory (``model.entries.HeldAfterDeath``)."""
+    return (e.pid, e.peer, died_at, str(e.memory), e.file, e.handle, e.ptr)
+
+
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
+    if e.kind == "shared" and e.via in CAME_VIA and e.file and e.peer not in (0, e.pid):
+        v = evolve(v, came={**v.came, (e.pid, e.file): e.peer})
+    elif e.kind == "released-after-exporter-died":
+        v = evolve(v, ended={**v.ended, after_death_key(e, e.since): e})
     proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE
     f = FindingView(e.kind, e.pid, e, e.peer, v.seq, proof, e.road, e.exported_as, e.imported_as)
     return _found(v, f)
@@ -860,6 +874,8 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     FdsDropped: _unreceived,
     QueuedAtRelease: _unreceived,
     FdTaken: _taken,
+    MemoryMapped: _mapping,
+    MemoryUnmapped: _mapping,
     CudaCall: _cuda,
     LedgerFinding: _finding,
     PinnedBytes: _pinned,

@@ -254,7 +254,8 @@ class VerdictsPanel(_Sized):
 
         for f in reversed(bad):  # the newest first; each: what, then the fix, the cause
             mark = "✗" if f.kind == "refused" else "⚠"
-            w = words_of(f.of)  # worded here: the fold keeps the finding as facts
+            # a hold after its exporter died that the world says is over: said in the past
+            w = words_of(v.ended_of(f) or f.of)  # worded here: the fold keeps the facts
             text = Text.assemble(
                 (f"{mark} {f.kind}: ", "bold red" if mark == "✗" else "bold yellow"),
                 f"pid {f.pid} {w.what}",
