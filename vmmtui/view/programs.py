@@ -90,9 +90,8 @@ Via = str | SocketEnd | ThroughPidfd | HandleBytes
 
 
 #: the targets of files that carry memory (``stream.observed.MEMORY_FILES``): a memfd, a
-#: /dev/shm file, a dma-buf, a driver's export (an allocation or a pool, as ``_cuda`` names it)
-MEMORY_TARGETS = ("memfd:", "/memfd:", "/dev/shm/", "dmabuf", "anon_inode:dmabuf", "allocation ",
-                  "pool ")  # fmt: skip
+#: /dev/shm file, a dma-buf, a driver's export of an allocation (as ``_cuda`` names it)
+MEMORY_TARGETS = ("memfd:", "/memfd:", "/dev/shm/", "dmabuf", "anon_inode:dmabuf", "allocation ")
 
 #: the roads on which the world saw a file come to a process from the one that sent it (a kcmp
 #: share of polling names two holders, not who made it: no pin claimed)
@@ -137,6 +136,18 @@ class FdView:
     proof: str = ""
     since: int = 0
     closed_at: int | None = None
+    #: the process whose memory this fd pins: the world said the file came from it (its
+    #: ``shared`` finding), to this fd or to the one it is a dup of; 0 none said
+    came_from: int = 0
+
+    @property
+    def pins(self) -> int:
+        """The process whose memory this open fd pins (0: none said): the one received or
+        taken and every dup of it alike (dup(2): "the two file descriptors refer to the same
+        open file description"; a memfd, /dev/shm file or dma-buf lives until the last fd and
+        mapping go). Whence it came is the world's word (``model.pins``), not this view's."""
+        live = self.closed_at is None and self.target.startswith(MEMORY_TARGETS)
+        return self.came_from if live else 0
 
 
 @dataclass(frozen=True)
@@ -288,9 +299,6 @@ class ProgramsView:
     #: sends not yet received, by the socket pair and file that carry them (``model.matching``)
     in_flight: SendQueue[Pending] = field(default_factory=SendQueue)
     pidfds: dict[tuple[int, int], int] = field(default_factory=dict)
-    #: the open files that came to a process from another, as the world said (its ``shared``
-    #: findings): (pid, file) -> the peer whose memory every fd of it there pins
-    came: dict[tuple[int, str], int] = field(default_factory=dict)
     #: the holds after an exporter died that the world said are over (its
     #: ``released-after-exporter-died``), by ``after_death_key``: the held finding is then
     #: said in the past
@@ -343,16 +351,6 @@ class ProgramsView:
                 if other.of == (owner, m.key) and other.released_at is None:
                     out.append(f"{p.pid} {other.kind}")
         return out
-
-    def pinned_by_fd(self, pid: int, f: FdView) -> int:
-        """The process whose memory ``pid``'s open fd ``f`` pins (0: none said): any fd naming an
-        open file that came to ``pid`` from another, the one received and every dup of it alike
-        (dup(2): "the two file descriptors refer to the same open file description"; a memfd,
-        /dev/shm file or dma-buf lives until the last fd and mapping go). Which file came from
-        whom is the world's word (its ``shared`` finding, ``model.pins``), not this view's."""
-        if not f.file or f.closed_at is not None or not f.target.startswith(MEMORY_TARGETS):
-            return 0
-        return self.came.get((pid, f.file), 0)
 
     def ended_of(self, f: FindingView) -> LedgerFinding | None:
         """The world's word that the hold ``f`` (``held-after-exporter-died``) is over, if it
@@ -500,7 +498,7 @@ def _dup(v: ProgramsView, e: FdDuplicated) -> ProgramsView:
             v,
             e.pid,
             FdView(e.fd, "dup", old.target, e.file or old.file, (e.pid, e.old), e.call, old.proof,
-                   v.seq),
+                   v.seq, came_from=old.came_from),
         )  # fmt: skip
     return v
 
@@ -729,7 +727,9 @@ def after_death_key(e: LedgerFinding, died_at: int) -> tuple[int, int, int, str,
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
     if e.kind == "shared" and e.via in CAME_VIA and e.file and e.peer not in (0, e.pid):
-        v = evolve(v, came={**v.came, (e.pid, e.file): e.peer})
+        got = v.proc(e.pid).fds.get(e.fd)
+        if got is not None and got.file == e.file:
+            v = _hold(v, e.pid, evolve(got, came_from=e.peer))
     elif e.kind == "released-after-exporter-died":
         v = evolve(v, ended={**v.ended, after_death_key(e, e.since): e})
     proof = str(proof_of(e)) if e.kind in GOOD else Proof.NONE

@@ -63,8 +63,7 @@ def _join(rows: list[Text]) -> Text:
     return text
 
 
-def fd_row(f: FdView, closed: bool = False, pins: int = 0) -> Text:
-    """One fd; ``pins``: the process whose memory it pins (``ProgramsView.pinned_by_fd``)."""
+def fd_row(f: FdView, closed: bool = False) -> Text:
     # an arrow only where the way it went was seen; "unknown" and "present" share a file, no more
     sign = " ≡ " if f.how in ("unknown", "present") else " ← "
     source = f"{sign}{f.source[0]} fd {f.source[1]}" if f.source[0] else ""
@@ -81,7 +80,7 @@ def fd_row(f: FdView, closed: bool = False, pins: int = 0) -> Text:
         (" (closed)" if closed else "", "dim"),
         (f" {f.target}" if f.target else "", "" if closed else "cyan"),
         (source + via, style),
-        (f" · pins pid {pins}'s memory" if pins and not closed else "", "yellow"),
+        (f" · pins pid {f.pins}'s memory" if f.pins and not closed else "", "yellow"),
         (proof, "dim"),
     )
 
@@ -128,7 +127,7 @@ def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
     if p.pinned:
         rows.append(("pinned", pinned_row(p.pinned)))
     for f in sorted(p.fds.values(), key=lambda f: f.fd):
-        rows.append(("fd", fd_row(f, pins=v.pinned_by_fd(p.pid, f))))
+        rows.append(("fd", fd_row(f)))
     mems = _sort(v, p.pid, list(p.mems.values()), sort)
     live = [m for m in mems if m.released_at is None]
     gone = [m for m in mems if m.released_at is not None]
