@@ -152,7 +152,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui watch -- python3 tests/fixtures/torch_share.py
     step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
       python3 -m vmmtui watch -- python3 tests/fixtures/torch_share.py
-    step python3 -m pytest -q tests/attach -p no:cacheprovider
+    step python3 -m pytest -q tests/trace/procfs -p no:cacheprovider
     step python3 scripts/attach-bench.py --out "$out/bench"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
@@ -220,7 +220,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step nvcc -o /tmp/vmm_pair tests/fixtures/vmm_pair.cu -lcuda
     step python3 -m vmmtui trace --record "$out/trace-vmm-pair.jsonl" -- /tmp/vmm_pair
     step python3 -m vmmtui replay "$out/trace-vmm-pair.jsonl"
-    step python3 -m pytest -q tests/trace -p no:cacheprovider
+    step python3 -m pytest -q tests/trace tests/model -p no:cacheprovider
     step python3 scripts/trace-bench.py --out "$out/bench" --note "gpu-check trace part"
     # the kernel side's cost (bpf_stats: floor, vmmtui) and no record lost at 20,000 shares a second
     step python3 scripts/trace-bench.py --bpf-only
@@ -262,7 +262,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
     (cd "$out" && tar czf house.tgz house && rm -rf house)
     step python3 -m pytest -q -m gpu tests -p no:cacheprovider -x
-    [ -n "${HOUSE_TRACE_TESTS:-}" ] && step python3 -m pytest -q tests/trace tests/session/test_kernel_record.py -m "" -p no:cacheprovider
+    [ -n "${HOUSE_TRACE_TESTS:-}" ] && step python3 -m pytest -q tests/trace tests/model tests/session/test_kernel_record.py -m "" -p no:cacheprovider
   fi
   if [ "$part" = bindings-new ]; then
     # the newest cuda-bindings (carried under .gpu/) over the image's: legacy IPC handles and the bench
@@ -454,6 +454,6 @@ print(f"rate {sys.argv[2]}: shared {kinds['shared']} unknown {kinds['unknown']} 
       f"lost {sum(per_cpu.values())} per cpu {dict(per_cpu)} windows {len(lost)}")
 PY
     done
-    step python3 -m pytest -q -m slow tests/trace/test_ledger_live.py tests/trace/test_trace_text.py -p no:cacheprovider -rs
+    step python3 -m pytest -q -m slow tests/model/test_ledger_live.py tests/trace/test_trace_text.py -p no:cacheprovider -rs
   fi
 } 2>&1 | tee "$log"

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, ROOT
 from tests.fleet.conftest import free_port
+from tests.trace.procfs.helpers import FIXTURES, ROOT
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

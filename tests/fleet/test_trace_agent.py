@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from tests.attach.helpers import ROOT
 from tests.fleet.test_otlp import Collector
 from tests.fleet.test_prometheus import stop
+from tests.trace.procfs.helpers import ROOT
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 pytestmark = pytest.mark.slow

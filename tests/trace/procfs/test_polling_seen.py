@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.attach.helpers import FIXTURES
+from tests.trace.procfs.helpers import FIXTURES
 from vmmtui.stream.events import Arrival, FdOpened, SharedFile
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.words.narration import fd_opened

@@ -20,7 +20,7 @@ import pytest
 from vmmtui.trace.command import MARK, Command, CommandNotFound, marked, resolve
 from vmmtui.trace.loader import why_not
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 #: a command with a tree: a child, and a grandchild orphaned at once into a session of its own
