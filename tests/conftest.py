@@ -31,6 +31,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def ebpf() -> None:
+    """Skips a test where ``vmmtui trace`` cannot use eBPF here, saying why (tests/tracing.py:
+    what the machine lacks, else the kernel's refusal of a real load, tried once per process).
+    A module whose every test traces names it once: ``pytest.mark.usefixtures("ebpf")``."""
+    from tests.tracing import ebpf_refused
+
+    if reason := ebpf_refused():
+        pytest.skip(f"eBPF unavailable: {reason}")
+
+
 def open_fds() -> set[int]:
     return {int(n) for n in os.listdir("/proc/self/fd")}
 

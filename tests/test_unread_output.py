@@ -165,19 +165,6 @@ def test_run_into_a_pipe_nobody_reads(tmp_path, signum, json):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.fixture
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["--json", "--text"])
 @pytest.mark.parametrize("signum", SIGNALS)

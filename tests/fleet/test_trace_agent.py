@@ -22,17 +22,8 @@ FIXTURE = ROOT / "tests" / "fixtures" / "trace_share.py"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ebpf():
+def agent_can_run(ebpf):
     pytest.importorskip("prometheus_client", reason="prometheus-client not installed")
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
 
 
 def fixture(*args: str) -> subprocess.CompletedProcess:

@@ -14,18 +14,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "tui"))
 from terminal import Terminal, alive  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
 
 #: a command whose tree lives long: a shell and its child
 LONG = ["sh", "-c", "sleep 120 & sleep 120; wait"]
-
-
-@pytest.fixture(autouse=True)
-def _ebpf():
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
 
 
 def tree_of(term: Terminal) -> list[int]:

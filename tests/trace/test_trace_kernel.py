@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from tests.tracing import trace_share
 from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,
@@ -27,34 +27,9 @@ from vmmtui.stream.observed import (
 )
 from vmmtui.trace.records import Decoder, FileNames
 
+pytestmark = pytest.mark.usefixtures("ebpf")
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_share.py"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
-def trace(tmp_path, *fixture_args, extra=(), timeout=180):
-    rec = tmp_path / "trace.jsonl"
-    cmd = [sys.executable, "-m", "vmmtui", "trace", "-q", "--no-cuda", "--record", str(rec), *extra]
-    res = subprocess.run(
-        [*cmd, "--", sys.executable, str(FIXTURE), *fixture_args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    truth = [json.loads(line[6:]) for line in res.stdout.splitlines() if line.startswith("TRUTH ")]
-    assert truth, res.stdout[-2000:] + res.stderr[-2000:]
-    return res, truth, read(rec).events
 
 
 def gated(*args: str) -> subprocess.Popen:
@@ -107,7 +82,7 @@ def test_each_hook_flavour_that_loads_records_real_calls(flavour):
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [64, 253])
 def test_a_message_of_many_fds_is_followed_whole(tmp_path, n):
-    res, truth, events = trace(tmp_path, "burst", str(n))
+    res, truth, events = trace_share(tmp_path, "burst", str(n))
     sent = [e for e in events if isinstance(e, FdsSent)]
     got = [e for e in events if isinstance(e, FdsReceived)]
     assert len(sent) == len(got) == 1
@@ -121,7 +96,7 @@ def test_a_message_of_many_fds_is_followed_whole(tmp_path, n):
 
 @pytest.mark.slow
 def test_a_memfd_left_in_a_sockets_queue_at_close_is_said_by_the_kernel(tmp_path):
-    _, truth, events = trace(tmp_path, "queued")
+    _, truth, events = trace_share(tmp_path, "queued")
     (sent,) = [e for e in events if isinstance(e, FdsSent)]
     queued = [e for e in events if isinstance(e, QueuedAtRelease)]
     assert len(queued) == 1, events
@@ -133,7 +108,7 @@ def test_a_memfd_left_in_a_sockets_queue_at_close_is_said_by_the_kernel(tmp_path
 
 @pytest.mark.slow
 def test_a_received_message_is_not_said_to_be_queued(tmp_path):
-    _, _, events = trace(tmp_path, "scm", "50")
+    _, _, events = trace_share(tmp_path, "scm", "50")
     assert not [e for e in events if isinstance(e, QueuedAtRelease)]
 
 

@@ -29,15 +29,6 @@ def measure():
     return module.measure
 
 
-@pytest.fixture
-def ebpf():
-    from vmmtui.trace.loader import why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-
-
 #: the most RSS a trace may reach at this load, whatever its length (MB)
 BOUND_MB = {"json": 200, "inspector": 500}
 

@@ -147,19 +147,6 @@ os.close(os.pidfd_open(os.getpid()))
 """
 
 
-@pytest.fixture
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 @pytest.mark.slow
 def test_a_newcomers_trace_through_a_wrapper(ebpf, tmp_path):
     """A wrapper script (as a pyenv shim is) runs helpers, then the program that shares."""

@@ -11,6 +11,8 @@ import time
 import pytest
 from terminal import Terminal, alive
 
+from tests.tracing import ebpf_refused
+
 
 @pytest.mark.parametrize("term", ["dumb", None], ids=["TERM=dumb", "no-TERM"])
 @pytest.mark.parametrize(
@@ -60,12 +62,6 @@ CASES = [
     ("attach-poll", "SIGTERM"),
     *[("watch", end) for end in ENDS],
 ]
-
-
-def ebpf_refused() -> str | None:
-    from vmmtui.trace.loader import why_not
-
-    return why_not()
 
 
 @pytest.mark.slow
