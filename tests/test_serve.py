@@ -174,6 +174,7 @@ async def open_page_then_interrupt(url: str, server: subprocess.Popen) -> tuple[
         return after, time.monotonic() - t0, viewers
 
 
+@pytest.mark.serial  # stops within 10 s
 def test_ctrl_c_with_a_page_open_stops_soon_and_the_page_says_so():
     port = free_port()
     server, url = started("--host", "127.0.0.1", "--port", str(port), "replay", "cpu-memfd-1mib")

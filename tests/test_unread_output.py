@@ -17,7 +17,11 @@ import time
 import psutil
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pipes, /proc and signals")
+#: serial: every process gone within 5 s of the signal; attach --all
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="pipes, /proc and signals"),
+    pytest.mark.serial,
+]
 
 #: Linux's F_SETPIPE_SZ: the pipe made as small as it goes (one page) fills with the first lines
 F_SETPIPE_SZ = 1031

@@ -15,7 +15,8 @@ from tests.fleet.conftest import free_port
 from tests.trace.procfs.helpers import FIXTURES, ROOT
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
+#: serial: the agent watches every process of the machine (--all)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 pytest.importorskip("prometheus_client", reason="prometheus-client not installed (vmmtui[fleet])")
 

@@ -16,7 +16,8 @@ from tests.fleet.test_prometheus import stop
 from tests.trace.procfs.helpers import ROOT
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
+#: serial: the agent traces every process of the machine (--all)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIXTURE = ROOT / "tests" / "fixtures" / "trace_share.py"
 

@@ -14,7 +14,8 @@ import pytest
 
 from tests.tracing import stream, vmmtui_trace
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
+#: serial: 20,000 memfds shared as fast as two processes can, the load itself
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memfd_flood.py"
 #: what a lost record must never become

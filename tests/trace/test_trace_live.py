@@ -32,7 +32,8 @@ from vmmtui.stream.observed import (
 )
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
+#: serial: 1,000 fds a second traced with not one record lost
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_share.py"
 

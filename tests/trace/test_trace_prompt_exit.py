@@ -18,7 +18,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "tui"))
 from terminal import Terminal  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
+#: serial: a busy trace ends and detaches within a second
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "trace_share.py"
 #: memfds shared a second (each: memfd_create, sendmsg, close, recvmsg, close: 5 traced calls)

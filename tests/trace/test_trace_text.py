@@ -193,6 +193,7 @@ def stop_with(args: list[str], sig: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.serial  # traces every process (--all)
 def test_trace_all_stopped_by_a_signal_exits_128_plus_it(ebpf, sig):
     assert stop_with(["--all", "-q"], sig) == 128 + sig
 

@@ -66,6 +66,7 @@ CASES = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("screen, end", CASES, ids=[f"{s}-{e}" for s, e in CASES])
+@pytest.mark.serial  # its workers gone within 2 s
 def test_every_screen_ends_with_one_exit_status_rule(tmp_path, screen, end):
     """q gave 143 in the trace inspector (the command it stopped had died of SIGTERM), so did
     Ctrl-C and SIGHUP; Ctrl-C gave 0 in attach and ``trace -p``."""

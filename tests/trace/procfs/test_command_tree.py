@@ -20,6 +20,10 @@ import pytest
 from vmmtui.trace.command import MARK, Command, CommandNotFound, marked, resolve
 
 ROOT = Path(__file__).resolve().parents[3]
+
+#: serial: kills timed to the moment and a grace of under 4 s
+pytestmark = pytest.mark.serial
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 #: a command with a tree: a child, and a grandchild orphaned at once into a session of its own
