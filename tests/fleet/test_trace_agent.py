@@ -14,6 +14,7 @@ import pytest
 from tests.fleet.test_otlp import Collector
 from tests.fleet.test_prometheus import stop
 from tests.trace.procfs.helpers import ROOT
+from tests.tracing import vmmtui_trace
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
 #: serial: the agent traces every process of the machine (--all)
@@ -70,29 +71,12 @@ def test_a_real_trace_to_perfetto_and_otlp(tmp_path):
     c = Collector()
     try:
         out = tmp_path / "t.json"
-        res = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "vmmtui",
-                "trace",
-                "-q",
-                "--no-cuda",
-                "--perfetto",
-                str(out),
-                "--otlp",
-                f"http://127.0.0.1:{c.server_port}",
-                "--",
-                sys.executable,
-                str(FIXTURE),
-                "scm",
-                "5",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        otlp = f"http://127.0.0.1:{c.server_port}"
+        command = (sys.executable, str(FIXTURE), "scm", "5")
+        res = vmmtui_trace(
+            "-q", "--no-cuda", "--perfetto", str(out), "--otlp", otlp, "--", *command,
+            timeout=120, env={"PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
         assert res.returncode == 0, res.stderr
     finally:
         c.shutdown()

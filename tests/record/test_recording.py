@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
 from tests.events_fixture import session_events
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
@@ -18,19 +19,6 @@ from vmmtui.record.recording import LACKS
 from vmmtui.stream.events import Event, FdSnapshot, SessionClosed, StepDone
 
 PLAN = build_plan()
-
-
-def vmmtui(*args, tmp=None):
-    env = dict(os.environ)
-    if tmp:
-        env["TMPDIR"] = str(tmp)
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")

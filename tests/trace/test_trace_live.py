@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tracing import trace_share
+from tests.tracing import trace_share, vmmtui_trace
 from vmmtui.model.ledger import Ledger
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import (
@@ -171,24 +171,8 @@ def test_the_trace_agrees_with_a_sessions_own_stream(tmp_path):
     """scripts/trace-compare.py (the GPU check's judge) on a memfd session with two consumers."""
     run, rec = tmp_path / "run.jsonl", tmp_path / "trace.jsonl"
     inner = f"{sys.executable} -m vmmtui run --backend memfd --consumers 2 --json > {run}"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vmmtui",
-            "trace",
-            "-q",
-            "--no-cuda",
-            "--record",
-            str(rec),
-            "--",
-            "sh",
-            "-c",
-            inner,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    res = vmmtui_trace(
+        "-q", "--no-cuda", "--record", str(rec), "--", "sh", "-c", inner, timeout=120
     )
     assert res.returncode == 0, res.stderr
     script = Path(__file__).resolve().parents[2] / "scripts" / "trace-compare.py"
