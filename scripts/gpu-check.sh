@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens house bindings-new tracer all; each is an `if` below)
+#        app-lite interrupts serve screens house bindings-new tracer ci all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -455,5 +455,14 @@ print(f"rate {sys.argv[2]}: shared {kinds['shared']} unknown {kinds['unknown']} 
 PY
     done
     step python3 -m pytest -q -m slow tests/model/test_ledger_live.py tests/trace/test_trace_text.py -p no:cacheprovider -rs
+  fi
+  if [ "$part" = ci ]; then
+    # the suite's options on a machine without pytest-xdist (this image): addopts' --numprocesses
+    # is still understood (tests/conftest.py) and the tests run in one process; the GPU tests and
+    # the trace and model tests from their new folders (tests/model, tests/trace/procfs)
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    step python3 -c "import importlib.util as u; print('pytest-xdist', 'installed' if u.find_spec('xdist') else 'missing')"
+    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -p no:cacheprovider
+    step python3 -m pytest -q tests/model tests/trace/procfs tests/trace/test_cuda_probes.py -p no:cacheprovider -rs
   fi
 } 2>&1 | tee "$log"

@@ -33,6 +33,22 @@ pytestmark = [pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_share.py"
 
 
+def memfds_on(probe, cpu: int, name: str, n: int) -> None:
+    """A process held on ``cpu`` makes and closes ``n`` memfds named ``name``, followed by
+    ``probe`` from before its first call (it waits for a byte on stdin)."""
+    code = (
+        f"import os, sys; os.sched_setaffinity(0, {{{cpu}}}); sys.stdin.read(1); "
+        f"[os.close(os.memfd_create({name!r})) for _ in range({n})]"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # held on its CPU before it is followed
+    probe.follow(proc.pid)
+    assert proc.stdin is not None
+    proc.stdin.write("g")
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+
+
 def gated(*args: str) -> subprocess.Popen:
     """A fixture run that waits for a byte on stdin before it starts (so it is followed first)."""
     code = (
@@ -226,17 +242,7 @@ def test_a_call_is_recorded_in_the_ring_of_the_cpu_it_ran_on():
     try:
         assert len(probe.ring_fds) == probe.ncpu
         probe.attach_syscalls()
-        code = (
-            f"import os, sys; os.sched_setaffinity(0, {{{cpu}}}); sys.stdin.read(1); "
-            "[os.close(os.memfd_create('on-one-cpu')) for _ in range(50)]"
-        )
-        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
-        time.sleep(0.5)  # held on its CPU before it is followed
-        probe.follow(proc.pid)
-        assert proc.stdin is not None
-        proc.stdin.write("g")
-        proc.stdin.close()
-        assert proc.wait(timeout=60) == 0
+        memfds_on(probe, cpu, "on-one-cpu", 50)
         assert probe.ring is not None
         per_ring = [r.read() for r in probe.ring.rings]
         kinds = Counter(int.from_bytes(rec[:4], "little") for rec in per_ring[cpu])
@@ -305,17 +311,7 @@ def test_a_record_its_cpus_ring_refuses_goes_to_the_next_cpus_ring():
     try:
         assert probe.ring_cpu_bytes == 4096
         probe.attach_syscalls()
-        code = (
-            f"import os, sys; os.sched_setaffinity(0, {{{cpu}}}); sys.stdin.read(1); "
-            "[os.close(os.memfd_create('past-one-page')) for _ in range(20)]"
-        )
-        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
-        time.sleep(0.5)
-        probe.follow(proc.pid)
-        assert proc.stdin is not None
-        proc.stdin.write("g")
-        proc.stdin.close()
-        assert proc.wait(timeout=60) == 0
+        memfds_on(probe, cpu, "past-one-page", 20)
         assert probe.ring is not None
         per_ring = [[rec for rec in r.read() if b"past-one-page" in rec] for r in probe.ring.rings]
         assert probe.lost() == 0

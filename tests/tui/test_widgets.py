@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from driving import wait_for
 from events_fixture import SAME, session_batches
 from rich.console import Console
 from textual.widgets import Markdown
@@ -287,7 +288,9 @@ async def test_at_80x24_the_footer_shows_help_and_help_lists_every_key(replay):
 
     app = ReplayApp(gallery.resolve("cpu-memfd-1mib")) if replay else offline_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        # the footer is drawn once the app has had the CPU for its first frame (later when the
+        # machine is busy: four workers on two cores)
+        await wait_for(pilot, lambda: plain(screen_ansi(app)).splitlines()[-1].strip() != "")
         footer = plain(screen_ansi(app)).splitlines()[-1]
         assert "? Help" in footer and "q Quit" in footer and "Next" in footer, footer
         await pilot.press("question_mark")
