@@ -67,15 +67,28 @@ def pytest_configure_node(node) -> None:
     node.workerinput["vmmtui_locks"] = config.stash[LOCKS]
 
 
+SHORT_BASETEMP = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     where = getattr(config, "workerinput", {}).get("vmmtui_locks")
     if where:
         config.stash[QUIET] = Quiet(where)
+    if config.getoption("numprocesses", None) and not config.option.basetemp:
+        # a worker's tmp_path has one more level (popen-gw3/): a session's sockets under it
+        # (TMPDIR=tmp_path) would pass AF_UNIX's 107 bytes, and the session would put its
+        # directory in /tmp instead of where the test looks. The run's base is made short,
+        # before pytest's tmp_path and the workers read it, and removed at the run's end.
+        config.option.basetemp = tempfile.mkdtemp(prefix="vt-")
+        config.stash[SHORT_BASETEMP] = config.option.basetemp
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if LOCKS in config.stash:  # the controller, once its workers are gone
         shutil.rmtree(config.stash[LOCKS], ignore_errors=True)
+    if SHORT_BASETEMP in config.stash:
+        shutil.rmtree(config.stash[SHORT_BASETEMP], ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)
