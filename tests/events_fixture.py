@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 
-from vmmtui.backends.base import Call
-from vmmtui.backends.pattern import Verification
 from vmmtui.plan.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.stream.events import (
     Event,
@@ -25,7 +23,7 @@ from vmmtui.stream.events import (
     WorkerStarted,
 )
 from vmmtui.stream.state import Mapping, Peer, StepReport, WorkerState
-from vmmtui.wire.channel import Ack, AllocMessage
+from vmmtui.stream.values import Ack, AllocMessage, Call, Verification
 
 SIZE = 1 << 20
 INTEGERS = SIZE // 4

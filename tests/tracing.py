@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.events import Event
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

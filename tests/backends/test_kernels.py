@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vmmtui.backends.pattern import pattern
+from vmmtui.words.troubleshooting import worded
 
 pytestmark = pytest.mark.gpu
 
@@ -135,7 +136,7 @@ def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(
 ):
     """What a driver older than the shipped PTX says: the same code path, with a PTX ISA no driver knows."""
     from vmmtui.backends.kernel_image import NVRTC_ENV, PTX_ENV, PTX_FILE, load_module
-    from vmmtui.words.troubleshooting import StepError
+    from vmmtui.stream.failures import StepError
 
     b = mapped[0]
     future = tmp_path / "future.ptx"
@@ -146,5 +147,9 @@ def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(
         load_module(b, b.kernels.arch)
     f = exc.value.failure
     assert f.call == "cuModuleLoadData (PTX)" and f.code.startswith("CUDA_ERROR_"), f.one_line()
-    assert "R580" in f.cause and "--verify host" in f.fix and "NVRTC, the second way" in f.message
+    assert (
+        "R580" in worded(f)[0]
+        and "--verify host" in worded(f)[1]
+        and "NVRTC, the second way" in f.message
+    )
     print(f.one_line())

@@ -18,7 +18,7 @@ import pytest
 
 from tests.tracing import trace_share, vmmtui_trace
 from vmmtui.model.ledger import Ledger
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import (
     CallRefused,
     FdCloseCall,

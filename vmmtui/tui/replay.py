@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from vmmtui.pipeline.replay import trace_timeline
 from vmmtui.plan.config import SessionConfig
 from vmmtui.record import Recording, Timeline
-from vmmtui.record.calls import CallTimeline, is_trace, trace_timeline
+from vmmtui.record.calls import CallTimeline, is_trace
+from vmmtui.record.timeline import Frames
 from vmmtui.stream.events import SessionStarted
 from vmmtui.tui.keys import REPLAY, bindings
 from vmmtui.tui.viewer import Viewer
@@ -43,7 +45,7 @@ def is_trace_recording(recording: Recording) -> bool:
     return recording.header.backend == "trace" or is_trace(recording.events)
 
 
-def write_with_notes(transcript: Transcript, timeline: Timeline, notes: Notes | None) -> None:
+def write_with_notes(transcript: Transcript, timeline: Frames, notes: Notes | None) -> None:
     """The recording's events, each teacher's note after the events of the frame it is on."""
     ends = {} if notes is None else {timeline.frames[n.frame].end: n for n in notes.chapters()}
     if 0 in ends:
@@ -103,13 +105,13 @@ class ReplayApp(Viewer):
             self.title = f"vmmtui REPLAY · {h.title} · {h.where} · {h.when}"
 
     @property
-    def timeline(self) -> Timeline:
+    def timeline(self) -> Frames:
         return self.frames.timeline
 
     @property
     def unit(self) -> str:
         """What a frame is: a "step" of a session, a "call" of a trace."""
-        return getattr(self.timeline, "unit", "step")
+        return self.timeline.unit
 
     @property
     def frame(self) -> int:
@@ -152,7 +154,7 @@ class ReplayApp(Viewer):
     def total(self) -> int:
         """The plan's length: the one step total of every place (a failed run stops short of
         it: "step 12/17", not "12/12" beside the timeline's "12/17"); a trace: its calls."""
-        return len(getattr(self.timeline, "plan", ())) or self.frames.frames[-1].steps
+        return len(self.timeline.plan) or self.frames.frames[-1].steps
 
     def where(self) -> str:
         from vmmtui.words.status import replay_where

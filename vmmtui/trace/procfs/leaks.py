@@ -14,10 +14,9 @@ import stat
 from dataclasses import dataclass, field
 
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.stream.names import shown
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
-from vmmtui.words.names import shown
-from vmmtui.words.troubleshooting import close_fix
 
 #: why a shared fd's origin is not known, by FdOpened.how
 ORIGIN_UNSEEN = {
@@ -70,8 +69,9 @@ class LeakFinder:
                     f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
-                    close_fix(e.kind),
+                    "",
                     at,
+                    memory=e.kind,
                 ),
             )
         out += self._possible(t, at)
@@ -126,8 +126,9 @@ class LeakFinder:
                     pid,
                     f"still open, not mapped any more (/proc/PID/maps), after every process it was "
                     f"shared with exited ({names}); {ORIGIN_UNSEEN[e.how]}: a leak if it was received",
-                    close_fix(e.kind),
+                    "",
                     at,
+                    memory=e.kind,
                 ),
             )
         return out
@@ -145,8 +146,30 @@ class LeakFinder:
                         pid,
                         "kept after every process it was shared with exited, and still open at the "
                         f"last scan before this one exited; {ORIGIN_UNSEEN[e.how]}",
-                        close_fix(e.kind),
+                        "",
                         at,
+                        memory=e.kind,
+                    ),
+                )
+            if e.how == "opened" and e.kind in MEMORY_KINDS and e.kind != "gpu":
+                # polling sees an fd appear, not the call that put it there: a memfd or a
+                # /dev/shm file that arrived after the trace began and was still open at the end
+                # may have been received (its sender closed its own copy between two polls, so
+                # kcmp had nothing to match) -- said as possible, never cleared as fine
+                out += self._once(
+                    ("possible-exit", pid, e.fd, e.target),
+                    Leak(
+                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
+                        pid,
+                        f"appeared at {e.at:.2f} s, no longer mapped, and still open at the last "
+                        "scan before the process exited: only its exit closed it. Polling cannot "
+                        "tell whether this process made it or received it (it sees no sendmsg or "
+                        "recvmsg, and no other process held it at a poll); received, it is a leak "
+                        "(trace as root, with eBPF, to know)",
+                        "",
+                        at,
+                        memory=e.kind,
                     ),
                 )
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
@@ -163,8 +186,9 @@ class LeakFinder:
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
                         "the process exited: only its exit closed it",
-                        close_fix(e.kind),
+                        "",
                         at,
+                        memory=e.kind,
                     ),
                 )
         return out

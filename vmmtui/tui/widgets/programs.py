@@ -3,7 +3,7 @@ process panel (``process_panel.py``): its fds of interest, its memory, its last 
 colours of processes that every part of a trace's screen shares.
 
 Rows that must stay on screen come first (fds, then memory); the
-calls fill what is left, each worded here from its event (``trace/narration.py``), as the text
+calls fill what is left, each worded here from its event (``words/trace.py``), as the text
 words it. Names from the traced processes go through the sanitiser.
 """
 
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from vmmtui.stream.sizes import format_size
 from vmmtui.words.narration import identity_words
-from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
     from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView, Via
@@ -158,7 +158,7 @@ def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
     if room > 0:
         calls = v.calls_of(p.pid, room)
         if calls:
-            from vmmtui.trace.narration import call_words  # the text's words for a call
+            from vmmtui.words.trace import call_words  # the text's words for a call
 
             n = max(p.ncalls, len(calls))
             head = "── last calls" if len(calls) == n else f"── last {len(calls)} of {n} calls"
@@ -199,7 +199,7 @@ def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
 
 
 def via_words(via: Via) -> str:
-    """How something travelled, as the wire says it (``trace.words.via_words``)."""
-    from vmmtui.trace.words import via_words as said
+    """How something travelled, as the wire says it (``words.programs.via_words``)."""
+    from vmmtui.words.programs import via_words as said
 
     return said(via)

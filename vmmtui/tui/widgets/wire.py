@@ -17,14 +17,14 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from vmmtui.stream.sizes import format_size
 from vmmtui.view import Display, ScreenState
 from vmmtui.view.model import kcmp_tense
 from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_view
 from vmmtui.words import narration as say
-from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
-    from vmmtui.backends.pattern import Verification
+    from vmmtui.stream.values import Verification
     from vmmtui.view.programs import FindingView, ProgramsView
 
 #: each panel's border title, by source
@@ -80,13 +80,13 @@ class WirePanel(_Sized):
             "socket",
             Text(d.text(w.socket_path) + (" (listening)" if w.listening else ""), overflow="fold"),
         )
-        t.add_row("peer", d.text(w.peer))
+        t.add_row("peer", d.text(say.wire_peer(w.peer, d)))
         t.add_row("metadata", w.metadata or "-")
         if w.handle:
             # 12 bytes a line: the widest that fits the panel's value column, so no byte is cut
             lines = [w.handle[i : i + 24] for i in range(0, len(w.handle), 24)]
             t.add_row("handle", Text("\n".join(lines), style="bold"))
-        t.add_row("fd", w.in_flight)
+        t.add_row("fd", say.wire_flight(w.flight, d))
         if w.size_told is not None:
             s = w.size_told
             t.add_row("size", size_line(s.claimed, s.reported, s.source, s.ok))
@@ -101,7 +101,7 @@ class WirePanel(_Sized):
                 "kcmp",
                 say.kcmp_summary(w.finished.kcmp, w.finished.mechanism, view.consumers, past=True),
             )
-        t.add_row("ACK", w.ack)
+        t.add_row("ACK", say.wire_ack(w.acks))
         return t
 
     def _transfers(self, v: ProgramsView) -> Text:
@@ -211,22 +211,35 @@ class VerdictsPanel(_Sized):
         return [entries[k - base][1] for k in self._bad_at[max(0, upto - most) : upto] if k >= base]
 
     def _findings(self, v: ProgramsView) -> Text:
-        from vmmtui.model.findings import Tally
-        from vmmtui.trace.words import proven_words, roads_words
+        from vmmtui.model.findings import RELEASED_LATE, Tally
         from vmmtui.tui.widgets.programs import _join, _line
         from vmmtui.words.findings import quiet_words
+        from vmmtui.words.programs import proven_words, roads_words
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
         good = v.findings_len - nbad - v.quiet_findings
+        # polling sees what is there at each poll, not the calls: finding nothing there is not
+        # "nothing wrong" (what arrived and went between two polls left no trace)
+        polled = v.mode == "polling"
         head: list[Text] = [
             _line(
-                ("✓ ", "green"),
+                ("✓ ", "green") if not polled else ("· ", "dim"),
                 proven_words(Tally(good, nbad, v.proven_by)),
-                (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
+                (
+                    f" · {nbad} to look at"
+                    if nbad
+                    else (
+                        " · nothing polling can see wrong" if polled else " · nothing wrong found"
+                    ),
+                    "bold",
+                ),
             )
         ]
-        if v.quiet_findings:  # facts, folded into one dim line (the log has each)
-            head.append(_line(("  ", ""), (quiet_words(v.quiet_findings, v.quiet_by), "dim")))
+        # facts, folded into one dim line (the log has each); the end of a hold after its exporter
+        # died is the past of a finding listed below, not a line of its own here
+        kept = {k: n for k, n in v.quiet_by.items() if k != RELEASED_LATE}
+        if kept:
+            head.append(_line(("  ", ""), (quiet_words(sum(kept.values()), kept), "dim")))
         if v.roads:  # a line of its own: the count above keeps its place at 80 columns
             head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
