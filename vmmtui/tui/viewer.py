@@ -24,7 +24,7 @@ from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
 
-from vmmtui.system.interrupts import handled_by
+from vmmtui.system.interrupts import handled_by, heard
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.keys import REPLAY
 from vmmtui.tui.messages import Interrupted, StepChosen
@@ -457,6 +457,7 @@ class Viewer(App[int]):
     def _on_signal(self, signum: int, frame) -> None:
         """In the main thread, between any two bytecodes: hand the signal to the event loop. While
         the app is being taken down, Textual may wait on a terminal that is gone: then end now."""
+        heard()  # the terminal's watcher sends no SIGHUP of its own after this one
         if self.ending:
             if self.signalled is None:
                 self.signalled = signum
