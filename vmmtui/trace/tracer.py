@@ -197,11 +197,9 @@ class Tracer:
             )
             return
         assert self.probe is not None
-        done: list[str] = []
-        missing: list[str] = []
-        for cookie, func in enumerate(FUNCS):
-            why = self.probe.attach_uprobe(lib, func, cookie)
-            (missing if why else done).append(func if not why else f"{func} ({why})")
+        unprobed = self.probe.attach_uprobes(lib, list(enumerate(FUNCS)))
+        done = [func for func in FUNCS if func not in unprobed]
+        missing = [f"{func} ({why})" for func, why in unprobed.items()]
         if done:
             self.probes.append(f"CUDA: {', '.join(done)} in {lib}")
         if missing:
