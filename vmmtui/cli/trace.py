@@ -375,9 +375,7 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
     try:
         app.run()
     finally:
-        app.end_trace()
-        if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
-            app.tracer.finished.wait(1.0)
+        app.end_trace()  # waits for the tracer's thread, at most END_WAIT_S after q in all
         if output is not None:
             output.finish()
             print_output(output, command, said)

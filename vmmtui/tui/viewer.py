@@ -137,7 +137,12 @@ class Viewer(App[int]):
         self.paint()
 
     def state_shown(self) -> ScreenState:
-        return self.frames.latest() if self.shown is None else self.frames.at(self.shown)
+        return self.live_state() if self.shown is None else self.frames.at(self.shown)
+
+    def live_state(self) -> ScreenState:
+        """The newest state the screen draws: every event's (a live trace: those folded so far,
+        so that no paint folds a backlog the repaints are folding a share at a time)."""
+        return self.frames.latest()
 
     def paint(self, state: ScreenState | None = None) -> None:
         """Put the state of the frame on show on the screen; the cast gets a frame of it."""
@@ -178,7 +183,7 @@ class Viewer(App[int]):
         from vmmtui.tui.widgets.programs import pid_style  # a trace's widgets: not the demo's
 
         bar = self._bar_cache
-        v = self.frames.latest().programs
+        v = self.live_state().programs
         if bar:  # the last frame cached may have had a finding since (it comes after the call)
             bar.pop()
         for k in range(len(bar), len(timeline.frames)):
@@ -220,7 +225,7 @@ class Viewer(App[int]):
         if self.search is None:
             self.notify("search the event log with / first", timeout=3)
             return
-        latest = self.frames.latest()
+        latest = self.live_state()
         lines = [line for line in latest.log_lines() if line.era == latest.era]
         first = len(latest.log_lines()) - len(
             lines
