@@ -44,7 +44,11 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
             if not known and o.how != "present":
                 continue
             said.add((o.pid, h.file))
-            out.append(_held_after_exit(ledger, e, h, o, known))
+            found = _held_after_exit(ledger, e, h, o, known)
+            if known:  # certain only where no record since the holder got it was lost: a lost
+                ledger.leak(out, o.since, found)  # one may be its exit or its close (unknown)
+            else:
+                out.append(found)
     return out
 
 
