@@ -235,16 +235,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
             captured = getattr(source, "stdout", None)
             if captured is not None and not isinstance(captured, int):  # the screen's capture
                 print_output(captured, command, said)
-            if recorder is not None:
-                recorder.close()
-                if recorder.failed:
-                    print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, tee.seen, args.perfetto, said)
+            lost = _close_files(recorder, sinks, tee.seen, args.perfetto, said)
             leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
     if screen is not None and (screen[0] is not None or screen[1]):
         return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
-        return source.exit.status if source.exit else EXIT_FAILED
+        code = source.exit.status if source.exit else EXIT_FAILED
+        return code or (EXIT_FAILED if lost else EXIT_OK)  # a file asked for and not written
     stopped_by = getattr(source, "stopped_by", None)
     if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
         return 128 + stopped_by
@@ -257,7 +254,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED if lost else EXIT_OK
 
 
 def _request(args: argparse.Namespace, command: list[str]) -> TraceRequest:
@@ -377,22 +374,21 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
         if output is not None:
             output.finish()
             print_output(output, command, said)
-        if recorder is not None:
-            recorder.close()
-            if recorder.failed:
-                print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-        _close_sinks(sinks, tee.seen, args.perfetto, said)
+        lost = _close_files(recorder, sinks, tee.seen, args.perfetto, said)
         leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
         if app.code and (tracer is None or tracer.exit is None):
             return app.code
+    failed = EXIT_FAILED if lost or app.lost() else EXIT_OK  # a file asked for, not written
+    for line in app.lost():
+        print(f"vmmtui {said}: {line}", file=sys.stderr)
     if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
-        return exit_status(app.signalled)
+        return exit_status(app.signalled, failed)
     if command and tracer is not None and tracer.exit is not None:
-        return tracer.exit.status  # it ended by itself
-    return EXIT_OK if not command else EXIT_FAILED
+        return tracer.exit.status or failed  # it ended by itself
+    return failed if not command else EXIT_FAILED
 
 
 def print_output(output, command: list[str], said: str) -> None:
@@ -519,9 +515,24 @@ def _sinks(args: argparse.Namespace) -> list | int:
     return sinks
 
 
+def _close_files(recorder, sinks: list, events: list, perfetto: str | None, said: str) -> list[str]:
+    """The recording closed and the exporters' files written, each failure said in one line:
+    those lines (the command then exits 1 where it would have exited 0)."""
+    lost: list[str] = []
+    if recorder is not None:
+        recorder.close()
+        if recorder.failed:
+            print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
+            lost.append(recorder.failed)
+    if not _close_sinks(sinks, events, perfetto, said):
+        lost.append(f"--perfetto {perfetto}")
+    return lost
+
+
 def _close_sinks(
     sinks: list, events: list, perfetto: str | None = None, said: str = "trace"
-) -> None:
+) -> bool:
+    """The exporters closed and the Perfetto file written: False when it could not be (said)."""
     for sink in sinks:
         sink.close()
         if problem := getattr(sink, "problem", ""):
@@ -536,7 +547,13 @@ def _close_sinks(
                 file=sys.stderr,
             )
         except OSError as exc:
-            print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
+            print(
+                f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}; nothing was "
+                "written",
+                file=sys.stderr,
+            )
+            return False
+    return True
 
 
 def _print(session, args: argparse.Namespace) -> None:

@@ -107,6 +107,9 @@ class Viewer(App[int]):
         self.teacher_notes: Notes | None = None
         #: where a screenshot goes (None: the current directory)
         self.screenshots: Path | None = None
+        #: files that could not be written, one line each with the cause: said again after the
+        #: screen closes, and the command then exits 1 (``lost``)
+        self.lost_files: list[str] = []
 
     # -- the screen --------------------------------------------------------------------------------
     def get_default_screen(self) -> InspectorScreen:
@@ -421,8 +424,16 @@ class Viewer(App[int]):
 
         self.push_screen(HelpScreen(trace=self.inspector.state.programs is not None))
 
+    def lost(self) -> list[str]:
+        """Every file this app could not write (the cast's last frame included): for the command
+        to say after the screen, and exit 1 (``interrupts.exit_status``'s ``own``)."""
+        cast = [self.cast.error] if self.cast is not None and self.cast.error else []
+        return [*self.lost_files, *(c for c in cast if c not in self.lost_files)]
+
     def write_failed(self, message: str) -> None:
         """A file could not be written (screenshot, transcript): a toast and a line in the log."""
+        if message not in self.lost_files:
+            self.lost_files.append(message)
         self.note(Text(message, style="bold red"))
         self.notify(message, severity="error", timeout=8)
 
