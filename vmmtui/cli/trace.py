@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -240,6 +241,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if screen is not None and (screen[0] is not None or screen[1]):
         return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
+        if getattr(source, "timed_out", False) and command_stopped(source):
+            print(
+                f"vmmtui {said}: --duration {args.duration:g} s ended the trace while the command "
+                "still ran: it was stopped, so it has no exit status of its own (exit 1)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
         code = source.exit.status if source.exit else EXIT_FAILED
         return code or (EXIT_FAILED if lost else EXIT_OK)  # a file asked for and not written
     stopped_by = getattr(source, "stopped_by", None)
@@ -384,6 +392,13 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
     failed = EXIT_FAILED if lost or app.lost() else EXIT_OK  # a file asked for, not written
     for line in app.lost():
         print(f"vmmtui {said}: {line}", file=sys.stderr)
+    if app.signalled is None and command and tracer is None:  # q before the trace had started
+        print(
+            f"vmmtui {said}: quit while the trace was starting (the probes loading): the command "
+            "did not run",
+            file=sys.stderr,
+        )
+        return failed  # the screen's rule: q is 0 (1 where a file asked for was not written)
     if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
         return exit_status(app.signalled, failed)
     if command and tracer is not None and tracer.exit is not None:
@@ -513,6 +528,13 @@ def _sinks(args: argparse.Namespace) -> list | int:
         )
         return EXIT_FAILED
     return sinks
+
+
+def command_stopped(source) -> bool:
+    """Whether the traced command did not end by itself: no exit of its own was seen, or the
+    stop signal the trace sent ended it (SIGTERM, then SIGKILL)."""
+    ex = getattr(source, "exit", None)
+    return ex is None or ex.signal in (signal.SIGTERM, signal.SIGKILL)
 
 
 def _close_files(recorder, sinks: list, events: list, perfetto: str | None, said: str) -> list[str]:

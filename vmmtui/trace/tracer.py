@@ -129,6 +129,8 @@ class Tracer:
         #: pids seen in a container or a PID namespace of their own (their children are read too)
         self.placed: set[int] = set()
         self.stopping = False
+        #: --duration ended the trace (not the command's end, nor a stop)
+        self.timed_out = False
         #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
         self.stopped_by: int | None = None
         self.files = FileNames()
@@ -251,6 +253,7 @@ class Tracer:
         if self.stopping:
             return True
         if self.duration is not None and time.monotonic() - t0 >= self.duration:
+            self.timed_out = True  # --duration ended it (the command may still have been running)
             return True
         if self.everything:
             return False
