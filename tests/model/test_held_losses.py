@@ -45,3 +45,23 @@ def test_a_loss_after_the_holder_got_it_makes_the_claim_unknown():
 def test_a_loss_before_the_holder_got_it_overturns_nothing():
     found = story(TraceLost(5, ktime=25, cpu=1, t_first_ns=24, t_last_ns=25))
     assert ("held-after-exporter-died", B) in [(f.kind, f.pid) for f in found]
+
+
+def test_the_possible_held_finding_keeps_a_paths_leading_slash():
+    from vmmtui.stream.observed import LedgerFinding
+    from vmmtui.words.findings import finding_words
+
+    f = LedgerFinding(
+        "possible-held-after-exporter-died", B, 50, peer=A, fd=4, peer_fd=3, name="/dev/shm/x"
+    )
+    assert "(/dev/shm/x)" in finding_words(f).detail
+    memfd = LedgerFinding(
+        "possible-held-after-exporter-died",
+        B,
+        50,
+        peer=A,
+        fd=4,
+        peer_fd=3,
+        name="/memfd:m (deleted)",
+    )
+    assert "(memfd m)" in finding_words(memfd).detail

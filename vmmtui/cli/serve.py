@@ -265,7 +265,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ListenError as exc:
         print(f"vmmtui serve: {exc}", file=sys.stderr)
         return exc.exit_code
-    what = " ".join(args.args) or " ".join(["the inspector", *live])
+    # what each page runs, as a sentence: "the inspector with --record run.jsonl", not the
+    # options glued to its name
+    what = " ".join(args.args) or (
+        f"the inspector with {shlex.join(live)}" if live else "the inspector"
+    )
     token = new_token()
     where = f"screenshots (s) go to {shots}" if shots else "screenshots (s) are off in pages"
     print(

@@ -530,6 +530,11 @@ def _sinks(args: argparse.Namespace) -> list | int:
     return sinks
 
 
+def counted(n: int, thing: str) -> str:
+    """``1 fd transfer``, ``2 fd transfers``."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def command_stopped(source) -> bool:
     """Whether the traced command did not end by itself: no exit of its own was seen, or the
     stop signal the trace sent ended it (SIGTERM, then SIGKILL)."""
@@ -690,8 +695,10 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     console.print(
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
-        + f"; {ledger.transfers.total} fd transfers, {len(ledger.allocations)} allocations, "
-        f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
+        + f"; {counted(ledger.transfers.total, 'fd transfer')}, "
+        f"{counted(len(ledger.allocations), 'allocation')}, "
+        f"{counted(len(ledger.ipc), 'IPC handle')}, "
+        f"{counted(len(ledger.pool_ptrs), 'pool pointer')} exported"
         + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():

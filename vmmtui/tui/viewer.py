@@ -366,7 +366,16 @@ class Viewer(App[int]):
         forward and live mean nothing while live (the keys scroll the log instead)."""
         if action in ("forward", "live") and self.shown is None:
             return False
+        if action not in ("quit", "interrupt") and self._too_small():
+            return False  # nothing on screen to act on: only q (and Ctrl-C) mean anything
         return not (action in FRAME_ACTIONS and self.screen.is_modal)
+
+    def _too_small(self) -> bool:
+        """The terminal is under 80x24: the screen says so and shows nothing else."""
+        try:
+            return self.inspector.has_class("-too-small")
+        except IndexError:  # no screen yet
+            return False
 
     # -- autoplay ----------------------------------------------------------------------------------
     def tick_autoplay(self) -> None:
