@@ -238,3 +238,21 @@ def test_the_summary_says_losses_per_cpu_the_fds_not_read_and_the_sends_not_seen
     assert "1 conclusion they could overturn said as unknown, none as a leak" in out
     assert "48 more fds not read (sent) and 48 more fds not read (received)" in out
     assert "16 shared" in out and "1 unknown" in out
+
+
+def test_the_commands_program_comes_before_a_later_line_of_another_process():
+    """The command's exec waited for its exit, so another process's exit at 3.15 s was printed
+    before the command's exec at 0.14 s: now the text keeps the kernel's order."""
+    b = Bystanders()
+    shown = []
+    for e in [
+        TraceStarted("ebpf", [10], ["python3"], ktime0=T0),
+        ProcessExec(10, 10, T0 + 1, "/usr/bin/python3.11", "python3"),
+        ProcessForked(10, 10, T0 + 2, 12, "python3"),
+        FdsReceived(12, 12, T0 + 3, "recvmsg", SOCK, [6], ["f1"], 1),
+        ProcessExit(12, 12, T0 + 4, 0),
+        ProcessExit(10, 10, T0 + 5, 0),
+    ]:
+        shown += b.see(e)
+    stamps = [e.ktime for e in shown if hasattr(e, "ktime")]
+    assert stamps == sorted(stamps) and len(stamps) == 5, shown

@@ -530,7 +530,7 @@ def _sinks(args: argparse.Namespace) -> list | int:
     return sinks
 
 
-def counted(n: int, thing: str) -> str:
+def how_many(n: int, thing: str) -> str:
     """``1 fd transfer``, ``2 fd transfers``."""
     return f"{n} {thing}{'' if n == 1 else 's'}"
 
@@ -695,10 +695,10 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     console.print(
         "ledger: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
-        + f"; {counted(ledger.transfers.total, 'fd transfer')}, "
-        f"{counted(len(ledger.allocations), 'allocation')}, "
-        f"{counted(len(ledger.ipc), 'IPC handle')}, "
-        f"{counted(len(ledger.pool_ptrs), 'pool pointer')} exported"
+        + f"; {how_many(ledger.transfers.total, 'fd transfer')}, "
+        f"{how_many(len(ledger.allocations), 'allocation')}, "
+        f"{how_many(len(ledger.ipc), 'IPC handle')}, "
+        f"{how_many(len(ledger.pool_ptrs), 'pool pointer')} exported"
         + "".join(f"; {x}" for x in said)
     )
     for a in ledger.allocations.values():

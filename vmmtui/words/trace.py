@@ -380,7 +380,22 @@ class Bystanders:
     hidden: int = 0
 
     def see(self, e: Event) -> list[Event]:
-        """The events to show now for ``e`` (none, ``e``, or the lines that waited, then ``e``)."""
+        """The events to show now for ``e`` (none, ``e``, or the lines that waited, then ``e``).
+
+        The command's own program (a target's last exec) goes out before any later line of
+        another process, so that the text keeps the kernel's order: it waited for the command's
+        exit, and an exec at 0.14 s came after another process's exit at 3.15 s."""
+        out = self._see(e)
+        if not out or isinstance(e, TraceStarted | TraceFinished):
+            return out
+        early: list[Event] = []
+        for pid in sorted(self.targets):
+            if pid not in self.shown and self.waiting.get(pid):
+                early += self.waiting.pop(pid)
+                self.shown.add(pid)
+        return [*early, *out]
+
+    def _see(self, e: Event) -> list[Event]:
         if isinstance(e, TraceStarted):
             self.targets = set(e.targets)
             return [e]
