@@ -256,3 +256,25 @@ def test_the_commands_program_comes_before_a_later_line_of_another_process():
         shown += b.see(e)
     stamps = [e.ktime for e in shown if hasattr(e, "ktime")]
     assert stamps == sorted(stamps) and len(stamps) == 5, shown
+
+
+def test_a_worker_sending_an_fd_to_itself_is_said_to_be_the_rehearsal():
+    """The demo's first kernel lines show the producer sending an fd to itself (its rehearsal of
+    the send, on a socketpair of its own, at step 1): said so, not left to read as the share."""
+    from vmmtui.stream.observed import FdsReceived, SocketEnd
+    from vmmtui.view.kernel import KernelFact, Source
+    from vmmtui.words.trace import kernel_fact
+
+    sock = SocketEnd(1, 2, "")
+    own = KernelFact(
+        "producer",
+        FdsReceived(7, 7, 1, "recvmsg", sock, [7], ["f"], 1),
+        (Source("producer", 7, 6, "sendmsg"),),
+    )
+    assert "rehearsal" in kernel_fact(own).plain
+    peer = KernelFact(
+        "consumer",
+        FdsReceived(8, 8, 1, "recvmsg", sock, [5], ["f"], 1),
+        (Source("producer", 7, 5, "sendmsg"),),
+    )
+    assert "rehearsal" not in kernel_fact(peer).plain
