@@ -9,6 +9,9 @@ part=${1:-all}
 out=${OUT:-.}
 log="$out/gpu-check-$part.log"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# no NVLink multicast for any GPU command of any part (children included): NCCL, torch and
+# NVSHMEM keep to point-to-point and the plain IPC paths the checks look at
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # carried wheels (textual and friends), if any
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -421,7 +424,6 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
   if [ "$part" = screens-round3 ]; then
     # issue 44: the real libcuda's uprobes on uprobe_multi links (one step to detach); ending a
     # trace with them by SIGTERM and by SIGKILL must take under a second (it took 4.7-5.7 s)
-    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
     export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     python3 -c 'from vmmtui.trace.loader import uprobe_multi_here; print("uprobe_multi links:", uprobe_multi_here())'
