@@ -319,7 +319,7 @@ class Recorder:
         self.failed = (
             f"cannot write the recording {self.path}: {exc.strerror or exc}; it is cut where "
             f"writing stopped (`vmmtui replay {self.path}` shows what reached it and says where "
-            "it is cut)"
+            "it is cut); free space there, or record to another file system"
         )
         with contextlib.suppress(OSError):
             self.file.close()  # the buffer that failed is dropped; the file is closed all the same

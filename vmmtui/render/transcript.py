@@ -157,7 +157,7 @@ class Transcript:
         """Writing failed: nothing is left under the name, and ``error`` says so in one line."""
         self.error = (
             f"cannot write the transcript {self.path}: {exc.strerror or exc}; nothing was written "
-            "(the session goes on)"
+            "(the session goes on); free space there, or name a file on another file system"
         )
         self.out.abort()
 
@@ -170,5 +170,5 @@ class Transcript:
         except OSError as exc:  # the last write or the rename failed (a full disk)
             self.error = self.error or (
                 f"cannot write the transcript {self.path}: {exc.strerror or exc}; nothing was "
-                "written"
+                "written: free space there, or name a file on another file system"
             )

@@ -101,7 +101,8 @@ class CastWriter:
 
     def _lost(self, exc: OSError) -> None:
         self.error = (
-            f"cannot write the cast {self.path}: {exc.strerror or exc}; nothing was written"
+            f"cannot write the cast {self.path}: {exc.strerror or exc}; nothing was written: free "
+            "space there, or name a file on another file system"
         )
         self.out.abort()
 
@@ -114,7 +115,5 @@ class CastWriter:
             return
         try:
             self.out.commit()
-        except OSError as exc:
-            self.error = (
-                f"cannot write the cast {self.path}: {exc.strerror or exc}; nothing was written"
-            )
+        except OSError as exc:  # the last write or the rename (the temporary file is gone)
+            self._lost(exc)
