@@ -10,6 +10,8 @@ machines the trace runs on.
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from pathlib import Path
 
@@ -27,8 +29,16 @@ class ElfError(ValueError):
 def function_offsets(path: str | Path, names: set[str]) -> dict[str, int]:
     """The file offset of each defined function of ``names`` in the ELF file at ``path`` (the
     dynamic symbols first, then the full table where it is kept); a name not found is absent."""
-    data = Path(path).read_bytes()
-    if len(data) < _EHDR.size or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size < _EHDR.size:
+            raise ElfError(f"{path}: not a 64-bit little-endian ELF file")
+        # mapped, not read: a driver's libcuda is tens of MB, of which the symbols are a little
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _offsets(path, data, names)
+
+
+def _offsets(path: str | Path, data: mmap.mmap, names: set[str]) -> dict[str, int]:
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise ElfError(f"{path}: not a 64-bit little-endian ELF file")
     fields = _EHDR.unpack_from(data)
     shoff, shentsize, shnum = fields[6], fields[11], fields[12]
