@@ -83,7 +83,11 @@ def _made_and_still_pinned(
         ledger.after_death[(pid, f"file:{file}")] = HeldAfterDeath(
             pid, e.pid, e.ktime, e.code, Memory.FILE, file=file, ptr=ptr, name=name
         )
-        out.append(
+        # certain only where no record since the file came was lost: a lost one may be the
+        # holder's exit, a close or an munmap (then ``unknown``, with the loss: Ledger.leak)
+        ledger.leak(
+            out,
+            came.since,
             LedgerFinding(
                 "held-after-exporter-died",
                 pid,
@@ -99,7 +103,7 @@ def _made_and_still_pinned(
                 pidfd=came.pidfd,
                 status=e.code,
                 name=name,
-            )
+            ),
         )
 
 
