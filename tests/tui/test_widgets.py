@@ -346,3 +346,12 @@ async def test_home_end_and_arrows_go_through_the_live_apps_frames_as_a_replays_
         await pilot.press("end")
         await pilot.pause()
         assert app.shown is None and app.inspector.mark == "" and app.frames.last == last
+
+
+def test_the_wires_socket_path_breaks_after_a_slash_never_mid_name():
+    """The wire's socket path folded at the panel's edge mid-name ('…/vmmtu' then 'i.sock')."""
+    from vmmtui.tui.widgets.wire import at_slashes
+
+    lines = at_slashes("/tmp/vmmtui-1273-b3czdq2m/vmmtui.sock (listening)", 32).splitlines()
+    assert lines == ["/tmp/vmmtui-1273-b3czdq2m/", "vmmtui.sock (listening)"]
+    assert at_slashes("/tmp/a.sock", 32) == "/tmp/a.sock"
