@@ -65,6 +65,7 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.view.book import Book
+from vmmtui.view.pinned import CAME_VIA, after_death_key, carries_memory
 from vmmtui.view.sharing import evolve
 
 
@@ -88,14 +89,6 @@ class HandleBytes:
 #: that named it, or the name of the call (``fork``, ``dup2``, an export)
 Via = str | SocketEnd | ThroughPidfd | HandleBytes
 
-
-#: the targets of files that carry memory (``stream.observed.MEMORY_FILES``): a memfd, a
-#: /dev/shm file, a dma-buf, a driver's export of an allocation (as ``_cuda`` names it)
-MEMORY_TARGETS = ("memfd:", "/memfd:", "/dev/shm/", "dmabuf", "anon_inode:dmabuf", "allocation ")
-
-#: the roads on which the world saw a file come to a process from the one that sent it (a kcmp
-#: share of polling names two holders, not who made it: no pin claimed)
-CAME_VIA = ("SCM_RIGHTS", "pidfd_getfd")
 
 #: closed fds a process view keeps (struck through) after they close
 CLOSED_KEPT = 6
@@ -146,8 +139,7 @@ class FdView:
         taken and every dup of it alike (dup(2): "the two file descriptors refer to the same
         open file description"; a memfd, /dev/shm file or dma-buf lives until the last fd and
         mapping go). Whence it came is the world's word (``model.pins``), not this view's."""
-        live = self.closed_at is None and self.target.startswith(MEMORY_TARGETS)
-        return self.came_from if live else 0
+        return self.came_from if self.closed_at is None and carries_memory(self.target) else 0
 
 
 @dataclass(frozen=True)
@@ -726,13 +718,6 @@ def _ipc_exporter(v: ProgramsView, ipc: str, kind: str) -> tuple[int, int] | Non
             if m.kind == kind and m.ipc == ipc and ipc:
                 return p.pid, m.key
     return None
-
-
-def after_death_key(e: LedgerFinding, died_at: int) -> tuple[int, int, int, str, str, int, int]:
-    """What names one hold after an exporter died, in its ``held-…`` finding (``died_at``: its
-    time) and in the ``released-…`` that ends it (``since``): the holder, the exporter, when it
-    died, and the memory (``model.entries.HeldAfterDeath``)."""
-    return (e.pid, e.peer, died_at, str(e.memory), e.file, e.handle, e.ptr)
 
 
 def _finding(v: ProgramsView, e: LedgerFinding) -> ProgramsView:
