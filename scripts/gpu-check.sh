@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens house bindings-new tracer tracer-floor all; each is an `if` below)
+#        app-lite interrupts serve screens house bindings-new tracer tracer-floor world all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -457,6 +457,52 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
     step python3 -c 'import time; t = time.perf_counter(); from vmmtui.backends.probe import probe; r = probe(); print(f"probe {time.perf_counter() - t:.3f} s", r.error or [d.name for d in r.devices])'
     step python3 -c 'import time; t = time.perf_counter(); import cuda.bindings.driver, numpy; print(f"import cuda.bindings.driver, numpy {time.perf_counter() - t:.3f} s")'
     python3 -X importtime -c 'import vmmtui.cli, vmmtui.tui.app' 2>&1 | sort -t'|' -k2 -n | tail -12
+  fi
+  if [ "$part" = world ]; then
+    # issue 41 (2-GPU kind): the verdict follows the memory. Healthy programs: 0 to look at (NCCL
+    # all-reduce with cuMem and with legacy handles, symmetric memory on two ranks, a weight sync
+    # that drops each bucket); a weight sync that keeps every bucket: growth said live by step 3
+    # with its bytes (expandable segments and legacy IPC). Each run prints its end line and its
+    # verdict line; each recording lands in $out/world-*.jsonl.gz for replay.
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nvidia-smi --query-gpu=index,name --format=csv
+    world() {  # world NAME ENV... -- COMMAND...: traced, its verdict and its problems by kind
+      name=$1; shift
+      envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+      echo; echo "\$ ${envs[*]} vmmtui trace --text -- $*"
+      env "${envs[@]}" python3 -m vmmtui trace --text --record "$out/world-$name.jsonl.gz" -- "$@" > "$out/world-$name.log" 2>&1
+      echo "[exit $?]"
+      grep -E '^(rank|TRAINER done|RECEIVER (step|done))' "$out/world-$name.log" | tail -6
+      grep -E '^ *⚠ growth' "$out/world-$name.log" | head -2
+      grep -E '^(vmmtui trace:|verdict:)' "$out/world-$name.log"
+      python3 - "$out/world-$name.jsonl.gz" <<'PY'
+import collections, sys
+from vmmtui.model.findings import Weight, weigh
+from vmmtui.record.recording import read
+from vmmtui.stream.observed import LedgerFinding, TraceStarted
+ev = read(sys.argv[1]).events
+t0 = next((e.ktime0 for e in ev if isinstance(e, TraceStarted)), 0)
+found = [e for e in ev if isinstance(e, LedgerFinding)]
+print("  problems by kind:", dict(collections.Counter(f.kind for f in found if weigh(f) is Weight.PROBLEM)) or "none")
+print("  good:", sum(weigh(f) is Weight.GOOD for f in found))
+for f in found:
+    if f.kind == "growth":
+        print(f"  growth at {(f.ktime - t0) / 1e9:.2f} s (ktime {f.ktime}, compare TRAINER t=): pid {f.pid} on pid {f.peer}: {f.size} bytes, pins by round {f.opens}")
+PY
+    }
+    world nccl-cumem1 NCCL_CUMEM_ENABLE=1 -- python3 tests/fixtures/nccl_allreduce.py
+    world nccl-cumem0 NCCL_CUMEM_ENABLE=0 -- python3 tests/fixtures/nccl_allreduce.py
+    world symm-mem -- python3 tests/fixtures/torch_symm_mem.py
+    for road in expandable legacy; do
+      flag=$([ $road = legacy ] && echo --legacy || echo --expandable)
+      world "sync-keep-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --keep $flag
+      grep -E '^TRAINER step 3' "$out/world-sync-keep-$road.log"  # growth must come before this step's t= ends
+      world "sync-drop-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --drop $flag
+    done
+    step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = ledger-load ]; then
     # the ledger under load on a 16-core machine: 40,000 memfds shared at 2,000 and 20,000 a second

@@ -559,6 +559,8 @@ def _cuda(r: Raw, files: FileNames, pid: int, tid: int, t: int) -> CudaCall | No
         c.update(ptr=a[0], size=a[1], device=dev, flags=flags)
     elif f == "cuMemRelease":
         c["handle"] = a[0]
+    elif f == "cuMemRetainAllocationHandle":
+        c.update(handle=out, ptr=a[1])
     elif f == "cuIpcGetMemHandle":
         c["ptr"] = a[1]
         c["ipc"] = after.hex() if res == 0 else ""

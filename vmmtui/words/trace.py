@@ -193,6 +193,8 @@ def cuda_words(e: CudaCall) -> str:
         )
     elif f == "cuMemRelease":
         args = f"handle {e.handle:#x}"
+    elif f == "cuMemRetainAllocationHandle":
+        args = f"{e.ptr:#x} → handle {e.handle:#x} (one more reference)"
     elif f == "cuIpcGetMemHandle":
         args = f"{e.ptr:#x} → handle {e.ipc[:16]}…"
     elif f == "cuIpcOpenMemHandle":
@@ -358,11 +360,12 @@ def _weighed(problems: int, quiet: int, quiet_by: dict[str, int]) -> str:
 
 def worth_a_line(e: Event, ledger: Ledger) -> bool:
     """Plain output, as the view, leaves out closes and dups of fds of no interest (the ledger's
-    one rule: ``Ledger.matters``) and the quiet facts (counted on the end line), and says the
-    close of a pidfd too; --json and --record keep every call and finding. ``ledger`` is the
+    one rule: ``Ledger.matters``) and the quiet facts (counted on the end line) but the end of a
+    hold after its exporter died (the line that puts the warning above it in the past), and says
+    the close of a pidfd too; --json and --record keep every call and finding. ``ledger`` is the
     state before ``e``."""
-    if isinstance(e, LedgerFinding):
-        return weigh(e) is not Weight.QUIET
+    if isinstance(e, LedgerFinding):  # the end of a hold after its exporter died: its past tense
+        return weigh(e) is not Weight.QUIET or e.kind == "released-after-exporter-died"
     if not isinstance(e, TraceCall):
         return True
     if isinstance(e, FdCloseCall) and e.call != "close_range" and (e.pid, e.fd) in ledger.pidfds:
