@@ -141,6 +141,8 @@ class Tracer:
         self.unprobed: list[str] = []
         self.count = 0
         self.lost = 0
+        #: the calls the kernel looked at and recorded nothing of, by kind (read at the end)
+        self.unrecorded: dict[str, int] = {}
         #: when (monotonic) the per-CPU loss counters were last read
         self.lost_checked = 0.0
         #: the kernel's order: records wait here until those stamped before them have arrived
@@ -323,6 +325,8 @@ class Tracer:
                     "read: the calls they hold are not in this trace"
                 )
             self._reap()
+            if self.probe is not None:  # detached: its maps are still there to read
+                self.unrecorded = self.probe.unrecorded()
             yield from self.order.extend(
                 [*self._calls(self.decoder.flush()), *self._losses(force=True)]
             )
@@ -338,8 +342,9 @@ class Tracer:
             self.finished.set()
         ex = self.exit or Exit(None, None)
         yield TraceFinished(
-            self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
-        )
+            self.command, ex.code, ex.signal, self.count, self.lost,
+            round(time.monotonic() - t0, 3), unrecorded=self.unrecorded,
+        )  # fmt: skip
 
     def _already_true(self) -> Iterator[Event]:
         """What running pids already hold and share when the trace starts (frame 0), read as
