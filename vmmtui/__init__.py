@@ -8,6 +8,10 @@ anything heavy: see ``take_signals``.
 import os as _os
 import signal as _signal
 import sys as _sys
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from vmmtui.api import tracing
 
 __version__ = "0.1.0"
 
@@ -56,6 +60,16 @@ def _is_the_command() -> bool:
         if arg in ("-m", "-c") or not arg.startswith("-"):
             break  # the first of these ends the interpreter's options
     return _os.path.basename(_sys.argv[0]) == "vmmtui"
+
+
+def __getattr__(name: str):
+    """``vmmtui.tracing``, the verdict as an assertion (``vmmtui.api``), imported when first
+    asked for: ``import vmmtui`` stays as cheap as the command needs it."""
+    if name == "tracing":
+        from vmmtui.api import tracing
+
+        return tracing
+    raise AttributeError(f"module 'vmmtui' has no attribute {name!r}")
 
 
 if _is_the_command():

@@ -74,6 +74,8 @@ class TraceRequest:
     #: attach: one poll, then the end; look for leftover files at the end
     once: bool = False
     leaks: bool = False
+    #: the traced code runs in this process (``vmmtui.tracing``): see ``Tracer.in_process``
+    in_process: bool = False
 
     @property
     def wants_ebpf(self) -> bool:
@@ -94,6 +96,7 @@ class TraceRequest:
             stdout=stdout,
             nvml=self.nvml,
             ring_bytes=self.ring_bytes,
+            in_process=self.in_process,
         )
 
     def start(self, stdout: int | Output | None = None) -> tuple[Source, str]:
