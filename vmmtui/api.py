@@ -37,8 +37,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind, Weight, weigh
-from vmmtui.stream.events import Event, Leak, Notice, ProcessUnreadable
-from vmmtui.stream.observed import LedgerFinding, PinnedBytes, TraceFinished, TraceStarted
+from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, Notice, ProcessUnreadable
+from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, PinnedBytes, TraceStarted
 
 if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder
@@ -49,6 +49,8 @@ OVER_BUDGET = "pinned-over-budget"
 #: the open files that carry memory whose size ``os.stat`` of the fd tells (a GPU fd's is the
 #: driver's: counted from the refcount book instead)
 _SIZED_FILES = ("memfd", "shm", "dmabuf")
+#: how polling saw a memory fd come from another process (kcmp: one open file description)
+_CROSSED = (Arrival.ARRIVED, Arrival.UNKNOWN)
 
 
 class Mode(StrEnum):
@@ -172,7 +174,11 @@ class Tracing:
     _thread: threading.Thread | None = field(default=None, repr=False)
     _recorder: Recorder | None = field(default=None, repr=False)
     _reason: str = ""
-    _events: list[Event] = field(default_factory=list, repr=False)
+    _found: list[LedgerFinding | Leak | ProcessUnreadable] = field(default_factory=list, repr=False)
+    _pinned_now: dict[int, PinnedBytes] = field(default_factory=dict, repr=False)
+    _notices: list[str] = field(default_factory=list, repr=False)
+    #: polling: memory fds seen arriving from another process (the ledger keeps them unnamed)
+    _arrived: list[FdOpened] = field(default_factory=list, repr=False)
     _error: BaseException | None = field(default=None, repr=False)
     _started: threading.Event = field(default_factory=threading.Event, repr=False)
     final_path: Path | None = field(default=None, repr=False)
@@ -252,8 +258,14 @@ class Tracing:
     def _keep(self, e: Event) -> None:
         if isinstance(e, TraceStarted):
             self._started.set()
-        if isinstance(e, (LedgerFinding, Leak, ProcessUnreadable, PinnedBytes, Notice)):
-            self._events.append(e)
+        if isinstance(e, (LedgerFinding, Leak, ProcessUnreadable)):
+            self._found.append(e)
+        elif isinstance(e, PinnedBytes):
+            self._pinned_now[e.pid] = e  # the refcount book's last word on this exporter
+        elif isinstance(e, Notice) and ("not yet read" in e.text or "lost" in e.text):
+            self._notices.append(e.text)  # the trace's word on what it holds not
+        elif isinstance(e, FdOpened) and e.how in _CROSSED and e.kind in MEMORY_FILES:
+            self._arrived.append(e)
 
     def _run(self) -> None:
         assert self._session is not None
@@ -316,7 +328,7 @@ class Tracing:
         if r is None:
             return None
         r.close()
-        if r.failed:
+        if r.failed or self.final_path is None:
             with contextlib.suppress(OSError):
                 r.path.unlink()
             return None
@@ -327,20 +339,17 @@ class Tracing:
         from vmmtui.words.findings import words_of
 
         found: list[Finding] = []
-        notices: list[str] = []
-        for e in self._events:
-            if isinstance(e, Notice):
-                if "not yet read" in e.text or "lost" in e.text:
-                    notices.append(e.text)
-                continue
-            if isinstance(e, PinnedBytes):
-                continue
+        for e in self._found:
             said = words_of(e)
-            pid = e.pid or 0
-            kind = str(e.kind) if not isinstance(e, ProcessUnreadable) else "unreadable"
-            w = weigh(e) if not isinstance(e, ProcessUnreadable) else Weight.PROBLEM
+            if isinstance(e, ProcessUnreadable):
+                found.append(Finding("unreadable", Weight.PROBLEM, e.pid, said.what, said.detail))
+                continue
             proof = e.proof if isinstance(e, LedgerFinding) else ""
-            found.append(Finding(kind, w, pid, said.what, said.detail, said.fix, proof, e))
+            found.append(
+                Finding(
+                    str(e.kind), weigh(e), e.pid or 0, said.what, said.detail, said.fix, proof, e
+                )
+            )
         pinned, pins = self._pinned(session)
         problems = [f for f in found if f.weight is Weight.PROBLEM and f.kind not in self.allow]
         allowed = [f for f in found if f.weight is Weight.PROBLEM and f.kind in self.allow]
@@ -372,41 +381,45 @@ class Tracing:
             self.max_pinned_bytes,
             unseen,
             recording,
-            tuple(notices),
+            tuple(self._notices),
         )
 
     def _pinned(self, session: TraceSession) -> tuple[int, list[str]]:
         """The bytes that crossed processes and are still pinned now, with what pins them: CUDA
         memory by the refcount book's last word per exporter (``PinnedBytes``: a handle or an
         importer keeps it alive), and memory files (memfd, /dev/shm, dma-buf) that a live
-        process received or took, sized by the kernel (``stat`` of the fd), each file once."""
-        last: dict[int, PinnedBytes] = {}
-        for e in self._events:
-            if isinstance(e, PinnedBytes):
-                last[e.pid] = e
+        process received or took (eBPF: the ledger's holdings; polling: the fds kcmp saw
+        arrive), sized by the kernel (``stat`` of the fd, still naming that file), each file
+        once."""
         total = 0
         pins: list[str] = []
-        for p in last.values():
+        for p in self._pinned_now.values():
             if p.bytes:
                 total += p.bytes
                 pins.append(f"pid {p.pid}'s exported CUDA memory ({_size(p.bytes)})")
         ledger = session.ledger
-        seen: set[tuple[int, int]] = set()
+        held: list[tuple[int, int, str, str]] = []  # pid, fd, how, the target it must still name
         for h in list(ledger.holdings.values()):
             if h.how not in ("received", "taken") or not ledger.alive(h.pid):
                 continue
             kind = ledger.file_kind(h.file, h.kind)
-            if kind and kind not in _SIZED_FILES:
-                continue
+            if not kind or kind in _SIZED_FILES:  # a kind not seen may carry memory
+                held.append((h.pid, h.fd, h.how, ""))
+        held += [(e.pid, e.fd, "received", e.target) for e in self._arrived if e.kind != "gpu"]
+        seen: set[tuple[int, int]] = set()
+        for pid, fd, how, target in held:
+            path = f"/proc/{pid}/fd/{fd}"
             try:
-                st = os.stat(f"/proc/{h.pid}/fd/{h.fd}")
+                if target and os.readlink(path) != target:
+                    continue  # the number names another file now: that one was closed
+                st = os.stat(path)
             except OSError:
                 continue  # closed since, or the process is gone: it pins nothing now
             if (st.st_dev, st.st_ino) in seen:
                 continue
             seen.add((st.st_dev, st.st_ino))
             total += st.st_size
-            pins.append(f"pid {h.pid}'s fd {h.fd} ({_size(st.st_size)}, {h.how})")
+            pins.append(f"pid {pid}'s fd {fd} ({_size(st.st_size)}, {how})")
         return total, pins
 
 

@@ -17,6 +17,7 @@ test: every hook returns at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -171,26 +172,37 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         pytest.fail(f"vmmtui: {exc}", pytrace=False)
     except TypeError as exc:  # a marker option tracing() does not take
         pytest.fail(f"vmmtui: @pytest.mark.vmmtui: {exc}", pytrace=False)
-    failed = True
     try:
         result = yield
-        failed = False
-    finally:
-        try:
-            t.__exit__(None, None, None)
-        except TraceError as exc:
-            if not failed:
-                pytest.fail(f"vmmtui: {exc}", pytrace=False)
-    verdict = t.verdict
-    assert verdict is not None
-    run.traced.append(Traced(item.nodeid, verdict))
-    if verdict.problems:
+    except BaseException:  # the test's own failure is the test's: the verdict is said beside it
+        if (verdict := _end(t, item, run)) is not None:
+            item.add_report_section("call", "vmmtui", verdict.report())
+        raise
+    verdict = _end(t, item, run)
+    if verdict is not None and verdict.problems:
         pytest.fail(verdict.report(), pytrace=False)
-    item.add_report_section("call", "vmmtui", verdict.report())
-    if not run.keep and verdict.recording is not None:
+    if verdict is not None and not run.keep and verdict.recording is not None:
         with contextlib.suppress(OSError):
             os.unlink(verdict.recording)
+        verdict = dataclasses.replace(verdict, recording=None)
+    if verdict is not None:
+        item.add_report_section("call", "vmmtui", verdict.report())
     return result
+
+
+def _end(t: Tracing, item: pytest.Item, run: Run) -> Verdict | None:
+    """The block's end: its verdict (kept for the summary), or None where the trace failed
+    (said in the test's report: the test's own outcome stands)."""
+    from vmmtui.api import TraceError
+
+    try:
+        t.__exit__(None, None, None)
+    except TraceError as exc:
+        item.add_report_section("call", "vmmtui", f"vmmtui: {exc}")
+        return None
+    if t.verdict is not None:
+        run.traced.append(Traced(item.nodeid, t.verdict))
+    return t.verdict
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -207,16 +219,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             f"not eBPF ({v.reason}); polling cannot see: " + "; ".join(v.unseen)
         )
     bad = [t for t in run.traced if t.verdict.problems]
+    modes = sorted({"eBPF" if t.verdict.mode == "ebpf" else "polling /proc" for t in run.traced})
     tr.write_line(
-        f"{len(run.traced)} test{'s' if len(run.traced) != 1 else ''} traced, "
-        f"{len(bad)} with problems"
+        f"{len(run.traced)} test{'s' if len(run.traced) != 1 else ''} traced by "
+        f"{' and '.join(modes)}, {len(bad)} with problems"
     )
     for t in bad:
         first = t.verdict.problems[0]
         more = len(t.verdict.problems) - 1
         tr.write_line(
-            f"FAILED {t.nodeid}: {first.kind}: {first.what}"
-            + (f" (+{more} more)" if more else "")
+            f"FAILED {t.nodeid}: {first.kind}: {first.what}" + (f" (+{more} more)" if more else "")
         )
         if t.verdict.recording is not None:
             tr.write_line(f"    vmmtui replay {t.verdict.recording}")
