@@ -131,6 +131,14 @@ def imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for n in ast.walk(node)
     }
+    if name == "vmmtui":  # the root's lazy re-exports (PEP 562 ``__getattr__``: ``vmmtui.tracing``)
+        # run when a user asks for them, long after the package is loaded: no layer's edge
+        skip |= {
+            id(n)
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for n in ast.walk(node)
+        }
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
     for node in ast.walk(tree):

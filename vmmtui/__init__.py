@@ -11,7 +11,7 @@ import sys as _sys
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
-    from vmmtui.api import tracing
+    from vmmtui.api import tracing as tracing
 
 __version__ = "0.1.0"
 
@@ -66,7 +66,7 @@ def __getattr__(name: str):
     """``vmmtui.tracing``, the verdict as an assertion (``vmmtui.api``), imported when first
     asked for: ``import vmmtui`` stays as cheap as the command needs it."""
     if name == "tracing":
-        from vmmtui.api import tracing
+        from vmmtui.api import tracing as tracing
 
         return tracing
     raise AttributeError(f"module 'vmmtui' has no attribute {name!r}")

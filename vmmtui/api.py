@@ -197,15 +197,16 @@ class Tracing:
             libcuda=self.libcuda,
             in_process=True,
         )
+        self._recorder = self._open_recording()  # a path that cannot be written: before all
         try:
             source, reason = request.start()
         except (ProbeUnavailable, OSError) as exc:
+            self._close_recording(keep=False)
             raise TraceError(
                 f"vmmtui could not start a trace: {exc}; run `vmmtui doctor` for what this "
                 "machine can run"
             ) from None
         self._source, self._reason = source, reason or ("asked (poll=True)" if self.poll else "")
-        self._recorder = self._open_recording()
         sinks = [self._keep] + ([self._recorder.write] if self._recorder is not None else [])
         self._session = TraceSession(source, sinks)
         self._thread = threading.Thread(target=self._run, name="vmmtui-tracing", daemon=True)
@@ -312,9 +313,7 @@ class Tracing:
         assert source is not None and session is not None and thread is not None
         source.stopping = True
         thread.join()
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
+        source.close()
         recording = self._close_recording()
         if self._error is not None:
             raise TraceError(
@@ -323,12 +322,14 @@ class Tracing:
             ) from self._error
         return self._verdict(session, recording)
 
-    def _close_recording(self) -> Path | None:
+    def _close_recording(self, keep: bool = True) -> Path | None:
+        """The recording renamed to its name (whole), or removed (``keep`` False, or a write
+        failed: what is at the name is never a part)."""
         r = self._recorder
         if r is None:
             return None
         r.close()
-        if r.failed or self.final_path is None:
+        if r.failed or self.final_path is None or not keep:
             with contextlib.suppress(OSError):
                 r.path.unlink()
             return None

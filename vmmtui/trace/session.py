@@ -54,6 +54,10 @@ class Source(Protocol):
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]: ...
 
+    def close(self) -> None:
+        """What it holds goes (the probe, the poller's NVML), the command's tree with it."""
+        ...
+
 
 @dataclass(frozen=True)
 class TraceRequest:
@@ -151,6 +155,9 @@ class RecordingSource:
                 return
             if not isinstance(e, MADE_BY_THE_LEDGER):
                 yield e
+
+    def close(self) -> None:
+        """A recording holds nothing open."""
 
 
 class TraceSession:

@@ -1,0 +1,205 @@
+"""``vmmtui.tracing``: a block of this process traced with the processes it starts, by
+``multiprocessing`` (fork and spawn) and by ``subprocess``, real memfds passed over SCM_RIGHTS;
+the verdict's findings are the inspector's, the recording replays to them, the budget weighs the
+memory still pinned at the end, and this process's own fds cause nothing."""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.reduction import recv_handle, send_handle
+from pathlib import Path
+
+import pytest
+
+import vmmtui
+from vmmtui.api import OVER_BUDGET, Mode, TraceError
+from vmmtui.model.findings import Weight
+from vmmtui.record.recording import read
+from vmmtui.stream.observed import LedgerFinding
+from vmmtui.trace.session import refold
+
+SUITE = Path(__file__).resolve().parent / "fixtures" / "verdict_suite"
+sys.path.insert(0, str(SUITE))
+from buckets import BUCKET, bucket, send_fd, sync  # noqa: E402
+
+MODES = ["ebpf", "polling"]
+
+
+def needs(mode: str) -> bool:
+    """Whether the block polls (``mode`` polling), skipping where eBPF is asked and refused."""
+    if mode == "ebpf":
+        from vmmtui.trace.loader import why_not
+
+        if reason := why_not():
+            pytest.skip(f"eBPF unavailable: {reason}")
+    return mode == "polling"
+
+
+def keeper(conn, keep: bool) -> None:
+    """A multiprocessing child: takes a memfd through ``multiprocessing.reduction`` (SCM_RIGHTS),
+    maps and checks it, answers, and keeps its fd to exit (``keep``) or closes it."""
+    fd = recv_handle(conn)
+    with mmap.mmap(fd, BUCKET) as m:
+        assert m[:8] == (7).to_bytes(8, "little")
+    conn.send("ok")
+    conn.recv()  # the parent has seen the answer (a poll saw both ends hold it)
+    if not keep:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_multiprocessing_child_that_keeps_what_it_took_is_the_problem(start, tmp_path):
+    needs("ebpf")
+    ctx = multiprocessing.get_context(start)
+    if start == "spawn":  # spawn's resource tracker keeps a pipe for the rest of the run
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    before = set(os.listdir("/proc/self/fd"))
+    results = {}
+    for keep in (True, False):
+        parent, child = ctx.Pipe()
+        with vmmtui.tracing(record=tmp_path / f"{keep}.jsonl") as t:
+            p = ctx.Process(target=keeper, args=(child, keep))
+            p.start()
+            fd = bucket(7)
+            send_handle(parent, fd, p.pid)
+            assert parent.recv() == "ok"
+            parent.send("go")
+            p.join(30)
+            os.close(fd)
+        parent.close()
+        child.close()
+        assert p.exitcode == 0
+        results[keep] = (t, p.pid)
+        p.close()
+    t, pid = results[True]
+    assert t.mode is Mode.EBPF and t.reason == ""
+    (problem,) = t.problems
+    assert problem.kind == "fd-never-closed" and problem.pid == pid
+    assert problem.what.endswith("(memfd) held until exit")
+    assert f"received it from pid {os.getpid()}" in problem.detail and problem.fix
+    assert isinstance(problem.event, LedgerFinding) and problem.event.peer == os.getpid()
+    assert f"fd-never-closed · pid {pid}" in t.report()
+    shared = [f for f in t.findings if f.kind == "shared"]
+    assert [f.pid for f in shared] == [pid] and shared[0].proof == "struct file"
+    t, pid = results[False]
+    assert not t.problems, t.report()
+    assert [f.pid for f in t.findings if f.kind == "shared"] == [pid]
+    assert "nothing wrong found" in t.report()
+    assert set(os.listdir("/proc/self/fd")) == before  # the probe's fds went with the block
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_subprocesses_sharing_buckets_the_recording_replays_to_the_same_verdict(mode, tmp_path):
+    poll = needs(mode)
+    path = tmp_path / "sync.jsonl"
+    with vmmtui.tracing(poll=poll, record=path) as t:
+        sync(steps=3, keep=True)
+    assert t.mode == mode and t.recording == path and path.exists()
+    assert not list(tmp_path.glob("*.part"))
+    assert len(t.problems) == 3, t.report()
+    assert {f.kind for f in t.problems} == ({"held-until-exit"} if poll else {"fd-never-closed"})
+    assert len({f.pid for f in t.problems}) == 1  # the receiver
+    if poll:
+        assert t.reason == "asked (poll=True)"
+        assert "polling (asked (poll=True)): " in t.report()
+        assert "CUDA calls: not seen by polling" in t.report()
+    # the recording says the same when replayed
+    replayed = [e for e in refold(read(path).events) if isinstance(e, LedgerFinding)]
+    live = [f.event for f in t.findings if isinstance(f.event, LedgerFinding)]
+    assert [(e.kind, e.pid) for e in replayed] == [(e.kind, e.pid) for e in live]
+    # and the healthy loop is healthy
+    with vmmtui.tracing(poll=poll, record=False) as t:
+        sync(steps=3, keep=False)
+    assert not t.problems, t.report()
+    assert t.recording is None
+    if not poll:  # polling sees a share only where a poll falls while both hold it
+        assert len([f for f in t.findings if f.kind == "shared"]) == 3
+
+
+HOLDER = """
+import array, os, socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+fds = array.array("i")
+_, anc, _, _ = sock.recvmsg(1, socket.CMSG_LEN(fds.itemsize))
+fds.frombytes(anc[0][2][: fds.itemsize])
+sock.send(b"ok")
+sys.stdin.read()  # holds the bucket until the test lets it go
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_the_budget_weighs_what_a_live_process_still_pins_at_the_end(mode, tmp_path):
+    poll = needs(mode)
+    for budget in (BUCKET - 1, BUCKET):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with vmmtui.tracing(poll=poll, max_pinned_bytes=budget, record=False) as t:
+            holder = subprocess.Popen(
+                [sys.executable, "-c", HOLDER, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.PIPE,
+            )
+            theirs.close()
+            fd = bucket(3)
+            send_fd(ours, fd)
+            assert ours.recv(8) == b"ok"
+            time.sleep(0.2)  # polling: a poll sees both hold it (kcmp: it crossed)
+            os.close(fd)
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert holder.wait(30) == 0
+        ours.close()
+        assert t.verdict is not None and t.verdict.pinned_bytes == BUCKET, t.report()
+        if budget < BUCKET:
+            (over,) = t.problems
+            assert over.kind == OVER_BUDGET and over.weight is Weight.PROBLEM
+            assert "1 MiB pinned across processes at the end of the block" in over.what
+            assert f"pid {holder.pid}'s fd" in over.detail
+        else:
+            assert not t.problems, t.report()
+
+
+def test_this_process_own_fds_cause_nothing(tmp_path):
+    """The block's own process (a test runner: files, pipes, sockets, even a memfd of its own)
+    is alive at the end and shared nothing: no finding."""
+    needs("ebpf")
+    with vmmtui.tracing(record=False) as t:
+        r, w = os.pipe()
+        a, b = socket.socketpair()
+        memfd = os.memfd_create("ours", 0)
+        with open(tmp_path / "f", "w") as f:
+            f.write("x")
+        dup = os.dup(memfd)
+        for fd in (r, w, memfd, dup):
+            os.close(fd)
+        a.close()
+        b.close()
+    assert t.findings == () and t.verdict is not None and t.verdict.pinned_bytes == 0
+
+
+def test_the_verdict_comes_after_the_block_and_allow_takes_kinds(tmp_path):
+    needs("ebpf")
+    with vmmtui.tracing(allow=["fd-never-closed"], record=False) as t:
+        with pytest.raises(TraceError, match="after the block"):
+            _ = t.problems
+        sync(steps=1, keep=True)
+    assert not t.problems and t.verdict is not None
+    assert [f.kind for f in t.verdict.allowed] == ["fd-never-closed"]
+    assert "1 allowed" in t.report()
+
+
+def test_a_recording_that_cannot_be_written_is_one_line_before_the_block(tmp_path):
+    with (
+        pytest.raises(TraceError) as caught,
+        vmmtui.tracing(poll=True, record=tmp_path / "no" / "such" / "dir.jsonl"),
+    ):
+        pytest.fail("the block ran")
+    assert "\n" not in str(caught.value) and "record=" in str(caught.value)
