@@ -8,6 +8,7 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -203,3 +204,42 @@ def test_a_recording_that_cannot_be_written_is_one_line_before_the_block(tmp_pat
     ):
         pytest.fail("the block ran")
     assert "\n" not in str(caught.value) and "record=" in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory) -> Path:
+    """The project's stand-in libcuda (tests/fixtures/fake_libcuda.c), built for this module."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda")
+    out = tmp_path_factory.mktemp("cuda") / "libcuda.so.1"
+    src = str(SUITE.parent / "fake_libcuda.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), src], check=True)
+    return out
+
+
+@pytest.mark.slow
+def test_the_budget_counts_cuda_memory_an_importer_still_holds(fake_libcuda, tmp_path):
+    """An exporter shares a 1 MiB allocation (cuMemExportToShareableHandle, SCM_RIGHTS); its
+    importer imports it twice, maps it and still holds it when the block ends: 1 MiB pinned by
+    another process, over a budget of 0, named with both pids."""
+    needs("ebpf")
+    script = SUITE.parent / "refcount_share.py"
+    with vmmtui.tracing(libcuda=str(fake_libcuda), max_pinned_bytes=0, record=False) as t:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(fake_libcuda), str(tmp_path), "steps", "1"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("IMPORTED 1"):
+                importer = int(line.split()[2])
+                break
+    (tmp_path / "go-step1").touch()
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert t.verdict is not None and t.verdict.pinned_bytes == 1 << 20, t.report()
+    over = [f for f in t.problems if f.kind == OVER_BUDGET]
+    assert len(over) == 1 and f"by pid {importer}" in over[0].detail, t.report()
+    assert "CUDA allocation" in over[0].detail

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind, Weight, weigh
 from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, Notice, ProcessUnreadable
-from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, PinnedBytes, TraceStarted
+from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceStarted
 
 if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder
@@ -175,7 +175,6 @@ class Tracing:
     _recorder: Recorder | None = field(default=None, repr=False)
     _reason: str = ""
     _found: list[LedgerFinding | Leak | ProcessUnreadable] = field(default_factory=list, repr=False)
-    _pinned_now: dict[int, PinnedBytes] = field(default_factory=dict, repr=False)
     _notices: list[str] = field(default_factory=list, repr=False)
     #: polling: memory fds seen arriving from another process (the ledger keeps them unnamed)
     _arrived: list[FdOpened] = field(default_factory=list, repr=False)
@@ -261,8 +260,6 @@ class Tracing:
             self._started.set()
         if isinstance(e, (LedgerFinding, Leak, ProcessUnreadable)):
             self._found.append(e)
-        elif isinstance(e, PinnedBytes):
-            self._pinned_now[e.pid] = e  # the refcount book's last word on this exporter
         elif isinstance(e, Notice) and ("not yet read" in e.text or "lost" in e.text):
             self._notices.append(e.text)  # the trace's word on what it holds not
         elif isinstance(e, FdOpened) and e.how in _CROSSED and e.kind in MEMORY_FILES:
@@ -387,17 +384,16 @@ class Tracing:
 
     def _pinned(self, session: TraceSession) -> tuple[int, list[str]]:
         """The bytes that crossed processes and are still pinned now, with what pins them: CUDA
-        memory by the refcount book's last word per exporter (``PinnedBytes``: a handle or an
-        importer keeps it alive), and memory files (memfd, /dev/shm, dma-buf) that a live
+        exports a live importer still opens or maps (the refcount book), and memory files (memfd, /dev/shm, dma-buf) that a live
         process received or took (eBPF: the ledger's holdings; polling: the fds kcmp saw
         arrive), sized by the kernel (``stat`` of the fd, still naming that file), each file
         once."""
         total = 0
         pins: list[str] = []
-        for p in self._pinned_now.values():
-            if p.bytes:
-                total += p.bytes
-                pins.append(f"pid {p.pid}'s exported CUDA memory ({_size(p.bytes)})")
+        for x, importers in session.refs.book.held_by_importers():
+            total += x.size
+            pids = ", ".join(str(p) for p in importers)
+            pins.append(f"pid {x.pid}'s CUDA {x.thing} {x.key:#x} ({_size(x.size)}) by pid {pids}")
         ledger = session.ledger
         held: list[tuple[int, int, str, str]] = []  # pid, fd, how, the target it must still name
         for h in list(ledger.holdings.values()):
