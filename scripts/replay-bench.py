@@ -57,7 +57,7 @@ def record(backend: str, size: str, path: Path) -> float:
 
 async def replay_times(path: Path) -> dict:
     t0 = time.perf_counter()
-    from vmmtui.record import read
+    from vmmtui.pipeline.replay import read
     from vmmtui.tui.replay import ReplayApp
 
     t_import = time.perf_counter() - t0

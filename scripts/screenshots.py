@@ -29,8 +29,8 @@ from pathlib import Path
 from vmmtui.backends import choose
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
+from vmmtui.stream.sizes import parse_size
 from vmmtui.tui.app import InspectorApp
-from vmmtui.words.sizes import parse_size
 
 CHROMIUMS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 
@@ -134,8 +134,8 @@ async def shoot_replay(
     name: str, steps: list[int], out: Path, width: int, height: int, notes: str | None
 ) -> list[Path]:
     """The replay app on a recording, at each of ``steps`` (stepped to with →)."""
+    from vmmtui.pipeline.replay import resolve
     from vmmtui.record import Timeline
-    from vmmtui.record.gallery import resolve
     from vmmtui.record.notes import read as read_notes
     from vmmtui.tui.replay import ReplayApp
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import sys
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.stream.observed import (
     CudaCall,
     FdCloseCall,
@@ -26,7 +27,6 @@ from vmmtui.stream.observed import (
     FdTaken,
     MemfdCreated,
 )
-from vmmtui.trace.session import TraceSession
 
 
 def session(path: str) -> tuple[dict, dict[str, int], dict[tuple[str, str], dict]]:

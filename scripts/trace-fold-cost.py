@@ -16,9 +16,9 @@ import json
 import time
 from pathlib import Path
 
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.recording import read
-from vmmtui.trace.session import TraceSession
 from vmmtui.view.programs import ProgramsView, fold_program_event
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ ap.add_argument("--copies", type=int, default=10)
 ap.add_argument("--rounds", type=int, default=7)
 args = ap.parse_args()
 COPIES, N = args.copies, args.rounds
-raw = read(args.recording, found_again=False).events
+raw = read(args.recording).events
 
 
 def moved(e, k):

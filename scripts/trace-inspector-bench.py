@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vmmtui.pipeline.session import TraceSession  # noqa: E402
 from vmmtui.stream.observed import (  # noqa: E402
     FdCloseCall,
     FdsReceived,
@@ -40,7 +41,6 @@ from vmmtui.stream.observed import (  # noqa: E402
     TraceFinished,
     TraceStarted,
 )
-from vmmtui.trace.session import TraceSession  # noqa: E402
 
 CALLS_PER_SHARE = 5
 
@@ -104,7 +104,7 @@ async def live(events: list, rate: float) -> dict:
 
     calls = sum(1 for e in events if hasattr(e, "tid"))
     tracer = PacedTracer([e for e in events if type(e).__name__ != "LedgerFinding"], rate)
-    app = TraceApp(tracer, title="bench", started=True)
+    app = TraceApp(tracer, title="bench")
     paints: list[float] = []
     real_paint = app.paint
 

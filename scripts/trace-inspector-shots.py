@@ -27,10 +27,11 @@ async def shoot(
     record: str,
     libcuda: str | None = None,
 ) -> int:
+    from vmmtui.pipeline.session import TraceRequest
     from vmmtui.record.recording import Header, Machine, Recorder
     from vmmtui.trace.output import Output
-    from vmmtui.trace.tracer import Tracer
     from vmmtui.tui.trace import TraceApp
+    from vmmtui.words.findings import json_line
 
     out.mkdir(parents=True, exist_ok=True)
     recorder = None
@@ -45,11 +46,15 @@ async def shoot(
             options={"command": command, "pids": [], "all": False},
             title=f"trace of {' '.join(command)}"[:120],
         )
-        recorder = Recorder(record, header)
-    tracer = Tracer(
-        command, stdout=Output(), libcuda=libcuda
-    )  # the command's output kept, as the inspector does
-    app = TraceApp(tracer, title=" ".join(command)[:100], sink=recorder.write if recorder else None)
+        recorder = Recorder(record, header, json_line)
+    # the trace's one start, as `vmmtui trace` makes it; the command's output kept, as the
+    # inspector does
+    request = TraceRequest(tuple(command), libcuda=libcuda)
+    app = TraceApp(
+        start=lambda: request.start(stdout=Output()),
+        title=" ".join(command)[:100],
+        sink=recorder.write if recorder else None,
+    )
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
     async with app.run_test(size=size) as pilot:
@@ -74,7 +79,7 @@ async def shoot(
         await pilot.press("q")
     if recorder is not None:
         recorder.close()
-    exit_ = tracer.exit
+    exit_ = app.tracer.exit if app.tracer is not None else None
     return 0 if exit_ is None else exit_.status
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vmmtui.pipeline.session import TraceSession  # noqa: E402
 from vmmtui.record.calls import CallTimeline  # noqa: E402
 from vmmtui.stream.observed import (  # noqa: E402
     FdCloseCall,
@@ -28,7 +29,6 @@ from vmmtui.stream.observed import (  # noqa: E402
     SocketEnd,
     TraceStarted,
 )
-from vmmtui.trace.session import TraceSession  # noqa: E402
 from vmmtui.tui.trace import KEEP_EVENTS, MAX_EVENTS  # noqa: E402
 from vmmtui.view import FrameStates, ScreenState  # noqa: E402
 

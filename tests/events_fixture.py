@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import copy
 
-from vmmtui.backends.base import Call
-from vmmtui.backends.pattern import Verification
 from vmmtui.plan.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
+from vmmtui.stream.calls import Call
 from vmmtui.stream.events import (
     Event,
     FdRow,
@@ -24,8 +23,9 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.stream.messages import Ack, AllocMessage
 from vmmtui.stream.state import Mapping, Peer, StepReport, WorkerState
-from vmmtui.wire.channel import Ack, AllocMessage
+from vmmtui.stream.verification import Verification
 
 SIZE = 1 << 20
 INTEGERS = SIZE // 4

@@ -6,9 +6,10 @@ import threading
 import pytest
 
 from vmmtui.stream.codec import encode
+from vmmtui.stream.failures import StepError
+from vmmtui.stream.messages import Ack, AllocMessage
 from vmmtui.wire import channel
-from vmmtui.wire.channel import Ack, AllocMessage
-from vmmtui.words.troubleshooting import StepError
+from vmmtui.words.troubleshooting import worded
 
 ALLOC = AllocMessage(65536, 65536, 4096, 0, "CPU memory (memfd)", "memfd", "vmm")
 
@@ -170,7 +171,7 @@ def test_connect_retries_then_deadline(tmp_path):
     with pytest.raises(StepError) as err:
         channel.connect(path, 0.2)
     assert err.value.failure.code == "ENOENT"
-    assert "producer" in err.value.failure.fix
+    assert "producer" in worded(err.value.failure)[1]
 
 
 def test_connect_succeeds_once_producer_listens(tmp_path):

@@ -285,3 +285,11 @@ def test_output_to_a_full_disk_is_one_line_and_exit_1(args):
         )
     assert res.returncode == 1, res.stderr[-3000:]
     assert res.stderr == "vmmtui: cannot write the output: No space left on device\n"
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_prints_the_package_s_version_and_exits_0(flag):
+    from importlib.metadata import version
+
+    out = run_cli(flag)
+    assert (out.returncode, out.stdout, out.stderr) == (0, f"vmmtui {version('vmmtui')}\n", "")

@@ -8,8 +8,8 @@ from events_fixture import SAME, session_batches, session_events
 
 from vmmtui.render.console import LogPrinter, print_json
 from vmmtui.stream.events import Event, SessionFailed
+from vmmtui.stream.failures import failure
 from vmmtui.words import narration
-from vmmtui.words.troubleshooting import failure
 
 
 def printed(events, **kw) -> tuple[str, LogPrinter]:

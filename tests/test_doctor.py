@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from vmmtui.backends.probe import DeviceRecord, ProbeRecord
-from vmmtui.system import doctor
-from vmmtui.system.doctor import fabric_finding, kernels_finding
+from vmmtui.doctor import checks
+from vmmtui.doctor.checks import fabric_finding, kernels_finding
 
 H100 = DeviceRecord(
     index=0,
@@ -68,9 +68,9 @@ def test_doctor_prints_the_h100_as_it_is(monkeypatch, capsys):
     from vmmtui.cli.doctor import cmd_doctor
 
     monkeypatch.setattr(
-        doctor, "probe", lambda: ProbeRecord(True, driver_version=13000, devices=[H100])
+        checks, "probe", lambda: ProbeRecord(True, driver_version=13000, devices=[H100])
     )
-    monkeypatch.setattr(doctor, "imex_channels", lambda: NO_CHANNEL)
+    monkeypatch.setattr(checks, "imex_channels", lambda: NO_CHANNEL)
     monkeypatch.setenv("COLUMNS", "200")
     assert cmd_doctor(argparse.Namespace(device=0)) == 0
     out = capsys.readouterr().out
@@ -80,7 +80,7 @@ def test_doctor_prints_the_h100_as_it_is(monkeypatch, capsys):
 
 
 def test_the_pidfd_road_is_tried_for_real_on_a_child():
-    f = doctor.pidfd_finding()
+    f = checks.pidfd_finding()
     assert f.value.startswith("pidfd_getfd on a child: ")
     assert "seccomp" in f.value and "CAP_SYS_PTRACE" in f.value and "Yama" in f.value
     assert f.ok is ("works (took fd" in f.value)
@@ -93,8 +93,8 @@ def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
     import sys
 
     code = (
-        "from vmmtui.backends import pidfd; from vmmtui.system import doctor; pidfd.deny_pidfd_getfd(); "
-        "f = doctor.pidfd_finding(); print(f.ok); print(f.value)"
+        "from vmmtui.backends import pidfd; from vmmtui.doctor import checks; pidfd.deny_pidfd_getfd(); "
+        "f = checks.pidfd_finding(); print(f.ok); print(f.value)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     ok, value = out.stdout.split("\n", 1)
@@ -104,17 +104,17 @@ def test_under_a_seccomp_filter_the_pidfd_road_says_eperm_and_the_fix():
 
 
 def test_pools_say_whether_the_pool_road_can_run():
-    yes = doctor.pool_finding("device 0", replace(H100, memory_pools=True, pool_handle_types=9))
+    yes = checks.pool_finding("device 0", replace(H100, memory_pools=True, pool_handle_types=9))
     assert yes.ok and "--mechanism pool can run" in yes.value
-    no_fd = doctor.pool_finding("device 0", replace(H100, memory_pools=True, pool_handle_types=8))
+    no_fd = checks.pool_finding("device 0", replace(H100, memory_pools=True, pool_handle_types=8))
     assert no_fd.ok is False and "no POSIX fd" in no_fd.value
-    none = doctor.pool_finding("device 0", replace(H100, memory_pools=False))
+    none = checks.pool_finding("device 0", replace(H100, memory_pools=False))
     assert none.ok is False and "cannot run" in none.value
 
 
 def _trace_lines() -> dict[str, tuple[str, bool | None]]:
     found: list = []
-    doctor.trace_findings(found.append)
+    checks.trace_findings(found.append)
     return {f.name.strip(): (f.value, f.ok) for f in found}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import LedgerFinding, PinnedBytes
 
 pytestmark = pytest.mark.gpu

@@ -1,4 +1,11 @@
-"""The architecture holds: layers ignorant of the ones above, no import cycle, small modules."""
+"""The architecture holds: packages that stack in one order, no import cycle, small modules.
+
+The house is one list of layers, the ground floor first (``LAYERS``). A package imports only
+itself and the packages below it; ``stream/``, the event vocabulary every layer reads, imports
+nothing of ours but itself. So the layers below ``words/`` build no sentence from our words, the
+model below the screen knows no screen, the sources know no model, and storage runs no pipeline,
+each without a rule of its own. docs/layout.md draws the same order.
+"""
 
 import ast
 import subprocess
@@ -9,108 +16,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vmmtui"
-CORE = [
-    "vmmtui.plan.config",
-    "vmmtui.session",
-    "vmmtui.worker",
-    "vmmtui.worker.core",
-    "vmmtui.backends",
-    "vmmtui.backends.memfd",
-    "vmmtui.backends.cuda",
-    "vmmtui.stream.events",
-    "vmmtui.scenarios",
-    "vmmtui.stream.state",
-    "vmmtui.words.narration",
-    "vmmtui.render.console",
-    "vmmtui.render.transcript",
-    "vmmtui.bench.run",
-    "vmmtui.cli",
-    "vmmtui.trace.procfs",
-    "vmmtui.trace.procfs.follow",
-    "vmmtui.trace.procfs.watch",
-    "vmmtui.record",
-    "vmmtui.record.timeline",
-    "vmmtui.view",
-    "vmmtui.view.model",
-    "vmmtui.view.frames",
-    "vmmtui.view.search",
-    "vmmtui.record.notes",
-    "vmmtui.render.page",
+#: the layers, ground floor first: each package may import only the packages before it.
+#: "vmmtui" is the root package's own module (it takes the stop signals, ``system.early``),
+#: "__main__" is ``python -m vmmtui``
+LAYERS = [
+    "stream",  # the event vocabulary: events, value types, the codec, names and sizes
+    "system",  # this host and this process: signals, output, fd tables, lifeline
+    "backends",  # the driver and system calls that make, share and map memory
+    "wire",  # the sockets between our own processes
+    "plan",  # what a session is asked to do
+    "scenarios",  # the failures to make real
+    "worker",  # one role's steps in its own process
+    "trace",  # the sources of a trace: eBPF and polling
+    "session",  # launches and drives the workers (follows them with the trace's probe)
+    "model",  # the world of observed programs as data: the ledger, findings, refcounts
+    "record",  # recordings: write, read, cut into frames
+    "view",  # the screen's state: a fold of the events, no words
+    "pipeline",  # a run: a source into the model and its sinks; a recording replayed
+    "doctor",  # what this machine can run, asked of every layer
+    "words",  # every sentence, made from the facts
+    "render",  # the console, transcripts, the page, Perfetto
+    "fleet",  # the node agent's exporters
+    "bench",  # measurement
+    "tui",  # the Textual app
+    "cli",  # one thin module per command
+    "__main__",
+    "vmmtui",
 ]
-#: package prefix -> packages it must never import (the layers above it)
-LAYERS = {
-    "vmmtui.backends": (
-        "vmmtui.worker",
-        "vmmtui.session",
-        "vmmtui.scenarios",
-        "vmmtui.tui",
-        "vmmtui.stream.events",
-        "vmmtui.words.narration",
-        "vmmtui.render.console",
-        "vmmtui.render.transcript",
-        "vmmtui.cli",
-    ),
-    "vmmtui.worker": (
-        "vmmtui.session",
-        "vmmtui.scenarios",
-        "vmmtui.tui",
-        "vmmtui.stream.events",
-        "vmmtui.words.narration",
-        "vmmtui.render.console",
-        "vmmtui.render.transcript",
-        "vmmtui.cli",
-    ),
-    "vmmtui.session": (
-        "vmmtui.worker",
-        "vmmtui.tui",
-        "vmmtui.words.narration",
-        "vmmtui.render.console",
-        "vmmtui.render.transcript",
-        "vmmtui.cli",
-    ),
-    "vmmtui.scenarios": (
-        "vmmtui.session",
-        "vmmtui.worker",
-        "vmmtui.tui",
-        "vmmtui.words.narration",
-        "vmmtui.cli",
-    ),
-    "vmmtui.tui": (
-        "vmmtui.backends.cuda",
-        "vmmtui.backends.memfd",
-        "vmmtui.backends.kernels",
-        "vmmtui.worker",
-    ),
-    "vmmtui.words.narration": (
-        "vmmtui.tui",
-        "vmmtui.session",
-        "vmmtui.worker",
-        "vmmtui.backends.cuda",
-    ),
-    "vmmtui.trace.procfs": (
-        "vmmtui.session",
-        "vmmtui.worker",
-        "vmmtui.tui",
-        "vmmtui.render.console",
-        "vmmtui.render.transcript",
-        "vmmtui.cli",
-    ),
-    "vmmtui.view": (
-        "vmmtui.session",
-        "vmmtui.worker",
-        "vmmtui.tui",
-        "vmmtui.backends.cuda",
-        "vmmtui.backends.memfd",
-        "vmmtui.cli",
-    ),
-    "vmmtui.record": (
-        "vmmtui.session",
-        "vmmtui.worker",
-        "vmmtui.tui",
-        "vmmtui.backends.cuda",
-        "vmmtui.cli",
-    ),
-}
 
 
 def modules() -> dict[str, Path]:
@@ -199,24 +131,111 @@ def test_no_import_cycle():
             pytest.fail("import cycle: " + " → ".join(cycle))
 
 
-def test_layers_do_not_import_the_layers_above():
+def layer_of(module: str) -> str:
+    """The layer a module lives in: its package under vmmtui (``vmmtui`` for the root's own)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward(g: dict[str, set[str]], layers: list[str]) -> list[str]:
+    """Every import in ``g`` that runs from a layer to one above it (or to a package ``layers``
+    does not place), one line each. Within a layer, anything goes (the cycle test watches it)."""
+    rank = {name: i for i, name in enumerate(layers)}
     bad = []
-    for name, deps in graph().items():
-        for prefix, banned in LAYERS.items():
-            if name == prefix or name.startswith(prefix + "."):
-                bad += [
-                    f"{name} imports {d}"
-                    for d in deps
-                    if any(d == b or d.startswith(b + ".") for b in banned)
-                ]
+    for module, deps in sorted(g.items()):
+        here = layer_of(module)
+        for dep in sorted(deps):
+            there = layer_of(dep)
+            if here == there:
+                continue
+            if here not in rank or there not in rank:
+                bad.append(f"{module} → {dep}: {here if here not in rank else there} has no layer")
+            elif rank[there] > rank[here]:
+                bad.append(f"{module} → {dep}: {there} is above {here}")
+    return bad
+
+
+def test_every_package_has_its_layer():
+    found = {layer_of(m) for m in modules()}
+    assert found == set(LAYERS), (sorted(found - set(LAYERS)), sorted(set(LAYERS) - found))
+
+
+def test_a_package_imports_only_the_packages_below_it():
+    bad = upward(graph(), LAYERS)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_stream_imports_nothing_of_ours_but_itself():
+    """The event vocabulary is the ground floor: a worker, a renderer and a reader of recordings
+    all load it, and it drags none of them in."""
+    bad = [
+        f"{m} → {d}"
+        for m, deps in graph().items()
+        if layer_of(m) == "stream"
+        for d in sorted(deps)
+        if layer_of(d) != "stream"
+    ]
+    assert LAYERS[0] == "stream" and not bad, bad
+
+
+def test_words_are_made_only_at_the_edge():
+    """No layer below words/ imports it: backends, workers, sources, the model and the screen's
+    fold emit facts (a failure's code, a leak's fd kind, how a process ended), worded where drawn."""
+    below = set(LAYERS[: LAYERS.index("words")])
+    bad = [
+        f"{m} → {d}"
+        for m, deps in graph().items()
+        if layer_of(m) in below
+        for d in sorted(deps)
+        if layer_of(d) == "words"
+    ]
     assert not bad, bad
 
 
-def test_the_core_never_imports_textual():
+def test_the_rule_catches_an_import_planted_upward(tmp_path, monkeypatch):
+    """The checker on a real module tree with one import running up (model → tui) and one
+    running down: it names the upward one, and only it."""
+    pkg = tmp_path / "vmmtui"
+    for name, body in {
+        "__init__.py": "",
+        "model/__init__.py": "",
+        "model/ledger.py": "from vmmtui.stream.events import Event\nimport vmmtui.tui.app\n",
+        "stream/__init__.py": "",
+        "stream/events.py": "class Event: ...\n",
+        "tui/__init__.py": "",
+        "tui/app.py": "from vmmtui.model import ledger\n",
+    }.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(body)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    g = graph()
+    assert g["vmmtui.model.ledger"] == {"vmmtui.stream.events", "vmmtui.tui.app"}
+    assert upward(g, ["stream", "model", "tui", "vmmtui"]) == [
+        "vmmtui.model.ledger → vmmtui.tui.app: tui is above model"
+    ]
+    assert upward(g, ["stream", "tui", "model", "vmmtui"]) == [
+        "vmmtui.tui.app → vmmtui.model.ledger: model is above tui"
+    ]
+    assert upward(g, ["model", "tui", "vmmtui"]) == [
+        "vmmtui.model.ledger → vmmtui.stream.events: stream has no layer",
+        "vmmtui.model.ledger → vmmtui.tui.app: tui is above model",
+    ]
+
+
+def test_below_the_renderers_nothing_loads_textual():
+    """Every module of every layer below words/ imports without loading Textual: the workers,
+    the sources and the model start fast and run where no terminal is."""
+    below = set(LAYERS[: LAYERS.index("words")])
+    names = sorted(
+        m
+        for m, path in modules().items()
+        if layer_of(m) in below and path.name != "__main__.py" and "gallery" not in m
+    )
     code = (
-        "import sys\n"
-        + "".join(f"import {m}\n" for m in CORE)
-        + "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
+        "import importlib, sys\n"
+        f"for m in {names!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
@@ -254,63 +273,7 @@ def test_every_package_directory_is_a_package():
     assert not missing, missing
 
 
-# -- the observer, the model of programs, the screen ---------------------------------------------
-#: the event classes the observer emits: data every layer may read
-OBSERVED = ("vmmtui.stream.events", "vmmtui.stream.observed", "vmmtui.stream")
-#: the modules of trace/ that are not the observer: the pipeline of a run, where the observer's
-#: events meet the model's fold (``trace.session``), and the words of observed programs
-NOT_THE_OBSERVER = ("vmmtui.trace.session", "vmmtui.trace.narration", "vmmtui.trace.words")
-
-
-def _under(name: str, prefixes: tuple[str, ...]) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in prefixes)
-
-
-def _all_imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, ours and others' (lazy ones too)."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-    return out
-
-
-def test_the_model_imports_no_observer_no_words_and_no_screen():
-    """vmmtui/model is data and pure functions: it reads the observed events, never the observer
-    that made them (eBPF, polling), never a wording, a renderer or Textual."""
-    banned = (
-        "vmmtui.trace",
-        "vmmtui.words.narration",
-        "vmmtui.tui",
-        "vmmtui.cli",
-        "vmmtui.view",
-        "vmmtui.render.console",
-        "textual",
-        "rich",
-    )
-    bad = [
-        f"{path.relative_to(ROOT)} imports {m}"
-        for path in (PACKAGE / "model").rglob("*.py")
-        for m in sorted(_all_imports(path))
-        if _under(m, banned) and not _under(m, OBSERVED)
-    ]
-    assert (PACKAGE / "model" / "__init__.py").exists() and not bad, bad
-
-
-def test_the_observer_never_imports_the_model_the_screen_or_the_command_line():
-    banned = ("vmmtui.model", "vmmtui.view", "vmmtui.tui", "vmmtui.cli")
-    bad = [
-        f"{name} imports {d}"
-        for name, deps in graph().items()
-        if _under(name, ("vmmtui.trace",)) and not _under(name, NOT_THE_OBSERVER)
-        for d in sorted(deps)
-        if _under(d, banned)
-    ]
-    assert not bad, bad
-
-
+# -- the screen ---------------------------------------------------------------------------------
 #: what signals a process (the session does, on the screen's word)
 _SIGNALS = ("os.kill", "os.killpg", "signal.pidfd_send_signal", "signal.pthread_kill")
 
@@ -339,31 +302,4 @@ def test_the_screen_never_reads_proc_nor_signals_a_process():
                 called = ast.unparse(node.func)
                 if called in _SIGNALS or called.endswith((".send_signal", "os.kill")):
                     bad.append(f"{where}:{node.lineno} calls {called}")
-    assert not bad, bad
-
-
-def test_the_programs_fold_says_no_words():
-    """The screen's fold of observed programs keeps what happened (the call's event, the socket
-    it went over); the panels word it where they draw it."""
-    words = ("vmmtui.trace.narration", "vmmtui.trace.words", "vmmtui.words.narration")
-    deps = graph()["vmmtui.view.programs"]
-    assert not [d for d in deps if _under(d, words)], deps
-
-
-def test_the_folds_word_no_finding_and_no_log_entry():
-    """The model and the screen's folds keep findings and log entries as data (the event, its
-    facts); the words of both are made where they are drawn (``words.findings``, ``words.log``)."""
-    words = (
-        "vmmtui.words.findings",
-        "vmmtui.words.log",
-        "vmmtui.trace.narration",
-        "vmmtui.trace.words",
-    )
-    bad = [
-        f"{name} imports {d}"
-        for name, deps in graph().items()
-        if _under(name, ("vmmtui.view", "vmmtui.model"))
-        for d in sorted(deps)
-        if _under(d, words)
-    ]
     assert not bad, bad

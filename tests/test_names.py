@@ -2,7 +2,7 @@
 
 import json
 
-from vmmtui.words.names import is_clean, shown
+from vmmtui.stream.names import is_clean, shown
 
 
 def test_printable_names_stay_as_they_are():

@@ -11,7 +11,7 @@ import pytest
 from vmmtui.backends import ram_available
 from vmmtui.cli import main, parser
 from vmmtui.plan.config import SessionConfig, validate
-from vmmtui.words.sizes import format_size
+from vmmtui.stream.sizes import format_size
 
 BAD = ["nan", "inf", "-inf", "1e999", "-1", "0", "x"]
 #: every numeric option of every command, with its command line up to it

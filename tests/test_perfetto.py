@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from tests.fleet.test_facts import EXP, IMP, gpu_share_events
-from vmmtui.record.gallery import resolve
+from vmmtui.pipeline.replay import resolve
 from vmmtui.render import perfetto
 
 

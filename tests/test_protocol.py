@@ -3,11 +3,12 @@ import socket
 
 import pytest
 
-from vmmtui.backends.base import Call
+from vmmtui.stream.calls import Call
 from vmmtui.stream.codec import encode
+from vmmtui.stream.failures import failure
 from vmmtui.stream.state import HeldFd, StepReport, WorkerState
 from vmmtui.wire.protocol import Hello, LineChannel, ProtocolError, decode_hello, decode_report
-from vmmtui.words.troubleshooting import failure
+from vmmtui.words.troubleshooting import worded
 
 
 def test_step_report_round_trips_through_json():
@@ -32,7 +33,7 @@ def test_step_report_round_trips_through_json():
         LineChannel(a).send({"type": "report", "report": encode(report)})
         got = LineChannel(b).receive(timeout=1)
     assert decode_report(got["report"]) == report
-    assert "granularity" in report.failure.cause
+    assert "granularity" in worded(report.failure)[0]
 
 
 def test_hello_round_trips_and_a_wrong_one_is_a_protocol_error():

@@ -16,7 +16,7 @@ from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient, TestServer
 
 from vmmtui.cli.webserver import FORBIDDEN, ViewerServer
-from vmmtui.system.doctor import serve_finding
+from vmmtui.doctor.checks import serve_finding
 from vmmtui.trace.loader import privileges_missing
 
 TOKEN = "t" * 43

@@ -1,6 +1,6 @@
 import pytest
 
-from vmmtui.words.sizes import SizeError, align_up, format_size, parse_size
+from vmmtui.stream.sizes import SizeError, align_up, format_size, parse_size
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-from vmmtui import STOP_SIGNALS, _unfreed, take_signals
+from vmmtui.system.early import STOP_SIGNALS, take_signals, unfreed
 
 
 def run() -> int:
@@ -26,7 +26,7 @@ def run() -> int:
 
     code = main()
     ended_with(code)
-    if _unfreed[0]:  # a large heap (leave_unfreed): the output flushed, the memory left as is
+    if unfreed[0]:  # a large heap (leave_unfreed): the output flushed, the memory left as is
         flush()
         os._exit(code)
     return code

@@ -19,7 +19,7 @@ from vmmtui.backends.kernel_image import (
     ptx_image,
     source_digest,
 )
-from vmmtui.words.troubleshooting import StepError
+from vmmtui.stream.failures import StepError
 
 ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc")

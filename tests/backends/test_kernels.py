@@ -135,7 +135,7 @@ def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(
 ):
     """What a driver older than the shipped PTX says: the same code path, with a PTX ISA no driver knows."""
     from vmmtui.backends.kernel_image import NVRTC_ENV, PTX_ENV, PTX_FILE, load_module
-    from vmmtui.words.troubleshooting import StepError
+    from vmmtui.stream.failures import StepError
 
     b = mapped[0]
     future = tmp_path / "future.ptx"

@@ -44,7 +44,7 @@ def test_two_mappings_of_one_memfd_share_pages():
 def test_memfd_has_no_legacy_ipc_and_says_so():
     import pytest
 
-    from vmmtui.words.troubleshooting import StepError
+    from vmmtui.stream.failures import StepError
 
     b = MemfdBackend()
     for call in (

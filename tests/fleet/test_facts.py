@@ -5,7 +5,8 @@ import os
 import threading
 
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -18,7 +19,6 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceStarted,
 )
-from vmmtui.trace.session import TraceSession
 
 SOCK = SocketEnd(100, 101, "@vmm")
 PEER = SocketEnd(101, 100, "@vmm")

@@ -7,11 +7,11 @@ from vmmtui.model.findings import Proof, counted_as, tally
 from vmmtui.model.ledger import Ledger
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
-from vmmtui.trace.narration import call_words
-from vmmtui.trace.words import end_words, proven_words
 from vmmtui.view.programs import ProgramsView, fold_program_event
 from vmmtui.words.findings import finding_words as said
+from vmmtui.words.programs import end_words, proven_words
 from vmmtui.words.status import status_words
+from vmmtui.words.trace import call_words
 
 A, B = 1000, 2000
 IPC = "ab" * 64

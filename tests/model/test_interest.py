@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from vmmtui.pipeline.replay import read
+from vmmtui.pipeline.session import refold
 from vmmtui.record.calls import CallTimeline
-from vmmtui.record.recording import read
 from vmmtui.stream.events import FdOpened
 from vmmtui.stream.observed import FdCloseCall, FdDuplicated, QueuedAtRelease, TraceStarted
-from vmmtui.trace.session import refold
 from vmmtui.view.programs import ProgramsView, fold_program_event
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ import tracemalloc
 from vmmtui.model import kept
 from vmmtui.model.kept import Kept
 from vmmtui.model.ledger import Ledger
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdsReceived,
@@ -15,7 +16,6 @@ from vmmtui.stream.observed import (
     TraceFinished,
     TraceStarted,
 )
-from vmmtui.trace.session import TraceSession
 
 
 def test_kept_drops_the_oldest_and_counts_them_all():

@@ -13,6 +13,8 @@ import pytest
 
 from vmmtui.model.findings import Memory
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.probes import reclassified
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.recording import read
 from vmmtui.stream.events import (
@@ -36,9 +38,8 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceStarted,
 )
-from vmmtui.trace.narration import worth_a_line
-from vmmtui.trace.session import TraceSession
 from vmmtui.view.programs import ProgramsView, fold_program_event
+from vmmtui.words.trace import worth_a_line
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted(
@@ -78,7 +79,7 @@ def _fold_both(events: list[Event]) -> tuple[TraceSession, ProgramsView, list[st
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_the_panel_and_the_ledger_agree_at_every_event(path: Path):
-    session, v, said = _fold_both(read(path, found_again=False).events)
+    session, v, said = _fold_both(list(reclassified(read(path).events)))
     assert said == []
     ledger = session.ledger
     assert _disagree(ledger, v) == []
@@ -107,7 +108,7 @@ def test_the_panel_and_the_ledger_agree_at_every_event(path: Path):
 def test_the_timeline_cuts_where_the_session_s_ledger_says(path: Path):
     """The call timeline takes the run's word for which calls matter (``TraceSession.marked``);
     left to itself it folds a ledger of its own: the same frames, and the same fds as the run's."""
-    raw = read(path, found_again=False).events
+    raw = list(reclassified(read(path).events))
     session = TraceSession.replay(raw)
     marked = list(session.marked())
     told = CallTimeline([e for e, _ in marked], [call for _, call in marked])

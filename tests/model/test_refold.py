@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from vmmtui.model.findings import Weight, quiet_file, weigh
+from vmmtui.model.probes import reclassified
+from vmmtui.pipeline.session import refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding, TraceFinished
-from vmmtui.trace.session import refold
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted(
@@ -28,7 +29,7 @@ def _said(events):
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_a_recording_folds_again_to_the_findings_it_recorded(path: Path):
-    recorded = read(path, found_again=False).events
+    recorded = list(reclassified(read(path).events))  # as a replay reads it
     again = refold(recorded)
     assert _said(again) == _said(recorded)
     end = next((e for e in reversed(again) if isinstance(e, TraceFinished)), None)

@@ -18,9 +18,9 @@ import os
 import sys
 
 from vmmtui.backends.pattern import pattern
+from vmmtui.stream.failures import StepError
+from vmmtui.stream.messages import Ack, AllocMessage
 from vmmtui.wire import channel
-from vmmtui.wire.channel import Ack, AllocMessage
-from vmmtui.words.troubleshooting import StepError
 
 
 def say(**event) -> None:
@@ -52,7 +52,7 @@ def not_memfd(kind: str, real: int) -> tuple[int, int, str, None]:
 
 def cuda(real: int) -> tuple[int, int, str, object]:
     from vmmtui.backends.cuda import CudaBackend
-    from vmmtui.words.sizes import align_up
+    from vmmtui.stream.sizes import align_up
 
     b = CudaBackend()
     b.init(0)

@@ -19,9 +19,9 @@ from vmmtui.stream.events import (
     StepDone,
     WorkerExited,
 )
+from vmmtui.stream.failures import StepError
+from vmmtui.stream.messages import AllocMessage
 from vmmtui.stream.state import Peer
-from vmmtui.wire.channel import AllocMessage
-from vmmtui.words.troubleshooting import StepError
 from vmmtui.worker import transport
 from vmmtui.worker.core import Worker
 

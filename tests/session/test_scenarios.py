@@ -178,7 +178,7 @@ def test_fabric_without_imex_can_be_shown_only_where_the_probe_was_refused():
 
 
 def test_fabric_refusal_has_its_own_cause_and_fix():
-    from vmmtui.words.troubleshooting import failure
+    from vmmtui.stream.failures import failure
 
     f = failure("CUDA_ERROR_NOT_PERMITTED", "cuMemCreate (fabric)")
     assert (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding
 from vmmtui.words.findings import finding_words as said
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import FdsDropped, FdsSent, LedgerFinding
 from vmmtui.view.programs import ProgramsView, fold_program_event
 from vmmtui.words.findings import finding_words

@@ -12,11 +12,11 @@ from vmmtui.record.calls import CallTimeline
 from vmmtui.record.gallery import find
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
-from vmmtui.trace.narration import lines
 from vmmtui.view.frames import FrameStates
 from vmmtui.view.model import ScreenState
 from vmmtui.words.log import log_text
 from vmmtui.words.status import status_words
+from vmmtui.words.trace import lines
 
 FABRIC, POSIX = 8, 1
 
@@ -59,7 +59,11 @@ def test_the_ledger_says_a_probe_and_no_refusal_and_a_real_failure_stays_one():
 
 
 def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
-    rec = read(find("h100-trace-torch-expandable"), found_again=False)
+    from vmmtui.model.probes import reclassified
+    from vmmtui.pipeline.replay import replayed
+
+    rec = read(find("h100-trace-torch-expandable"))
+    rec.events = list(reclassified(rec.events))  # an older recording's refusals read as probes
     probes = [e for e in rec.events if isinstance(e, CapabilityProbe)]
     assert len(probes) == 3 and {p.found for p in probes} == {"no-imex-channel"}
     refused = [e for e in rec.events if isinstance(e, LedgerFinding) and e.kind == "refused"]
@@ -70,7 +74,7 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     last = states.at(states.last)
     assert last.programs is not None and last.programs.bad_findings == 0
     assert "0 to look at" in status_words(last.status).get("findings", "0 to look at"), last.status
-    again = read(find("h100-trace-torch-expandable")).events  # its findings found again
+    again = replayed(read(find("h100-trace-torch-expandable"))).events  # findings found again
     assert [e for e in again if isinstance(e, CapabilityProbe)] == probes
     [end] = [e for e in again if isinstance(e, TraceFinished)]
     assert end.problems == 0 and end.findings == sum(isinstance(e, LedgerFinding) for e in again)

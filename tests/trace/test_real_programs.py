@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.model.ledger import Ledger
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import FdsSent
 
 pytestmark = pytest.mark.slow

@@ -3,6 +3,7 @@ handle whose count never reaches zero (the same stories run as real processes in
 test_refcounts_live.py)."""
 
 from vmmtui.model.findings import FindingKind
+from vmmtui.pipeline.session import RecordingSource, TraceSession
 from vmmtui.stream.observed import (
     CudaCall,
     FdsReceived,
@@ -13,7 +14,6 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceClock,
 )
-from vmmtui.trace.session import RecordingSource, TraceSession
 from vmmtui.words.findings import finding_words as said
 
 SOCK = SocketEnd(100, 101, "@w")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import CudaCall, LedgerFinding, PinnedBytes
 from vmmtui.words.findings import finding_words
 

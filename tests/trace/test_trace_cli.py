@@ -175,7 +175,7 @@ def test_the_page_of_a_trace_recording_draws_every_call(tmp_path):
         timeout=600,
     )
     assert res.returncode == 0, res.stderr
-    from vmmtui.record import read
+    from vmmtui.pipeline.replay import read
     from vmmtui.record.calls import CallTimeline
 
     calls = CallTimeline(read(rec).events)

@@ -120,6 +120,7 @@ def test_to_json_written_out_is_the_encoders_text():
     with untrusted names (C1, bidi, quotes, a lone surrogate) and values of an unexpected type
     (a bool where an int is declared) included, and reads back as the same event."""
     from vmmtui.stream.events import _ENCODE, Event
+    from vmmtui.stream.names import json_safe
     from vmmtui.stream.observed import (
         CudaCall,
         FdCloseCall,
@@ -132,7 +133,6 @@ def test_to_json_written_out_is_the_encoders_text():
         TraceFinished,
         TraceStarted,
     )
-    from vmmtui.words.names import json_safe
 
     odd = 'é\u009b\x1b"\\\u202e\udcff'
     events = [

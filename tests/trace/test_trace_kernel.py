@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.model.ledger import Ledger
-from vmmtui.record.recording import read
+from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import (
     CallRefused,
     FdCloseCall,

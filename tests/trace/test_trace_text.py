@@ -29,7 +29,7 @@ from vmmtui.stream.observed import (
     TraceLost,
     TraceStarted,
 )
-from vmmtui.trace.narration import Bystanders, lines, worth_a_line
+from vmmtui.words.trace import Bystanders, lines, worth_a_line
 
 SOCK = SocketEnd(100, 101, "@vmm")
 T0 = 1_000_000_000

@@ -44,7 +44,7 @@ async def test_the_view_shows_a_share_as_it_happens():
             tracer.start()
         except ProbeUnavailable as exc:
             pytest.skip(f"eBPF unavailable: {exc}")
-        app = TraceApp(tracer, started=True)
+        app = TraceApp(tracer)
         async with app.run_test(size=(160, 48)) as pilot:
 
             def shared() -> bool:
@@ -88,7 +88,7 @@ async def test_the_commands_output_and_its_traceback_are_on_a_key():
         tracer.start()
     except ProbeUnavailable as exc:
         pytest.skip(f"eBPF unavailable: {exc}")
-    app = TraceApp(tracer, started=True, output=output)
+    app = TraceApp(tracer, output=output)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "hello on stdout" in output.kept().text(), timeout=60)
         await pilot.press("O")

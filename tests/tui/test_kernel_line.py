@@ -9,9 +9,9 @@ import sys
 import pytest
 from driving import MEMFD, step_to, text_of, wait_for
 
+from vmmtui.pipeline.replay import read
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
-from vmmtui.record import read
 from vmmtui.session.kernel import OFF_ENV
 from vmmtui.tui.app import InspectorApp
 from vmmtui.tui.replay import ReplayApp
@@ -128,7 +128,7 @@ async def test_the_kernel_line_is_shown_or_said_left_out_at_every_size(tmp_path)
     """At 80x24 the step panel has no row for the kernel's line: it went without a sign. Now the
     panel's border says which step's record the event log holds; where the line fits it is drawn
     whole and the border says nothing of it."""
-    from vmmtui.trace.narration import kernel_step_line
+    from vmmtui.words.trace import kernel_step_line
 
     config = SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp_path), kernel=True)
     app = InspectorApp(config, MEMFD)

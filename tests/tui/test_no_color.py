@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from driving import make_app, wait_for
 
-from vmmtui.record import gallery, read
+from vmmtui.pipeline.replay import read
+from vmmtui.record import gallery
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.trace import TraceApp
 
@@ -79,7 +80,7 @@ class Played:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_the_trace_inspector_without_colour(monkeypatch, size):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = TraceApp(Played(read(TRACES / "scm_pair.jsonl.gz").events), started=True)
+    app = TraceApp(Played(read(TRACES / "scm_pair.jsonl.gz").events))
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.ended, timeout=20)
         await pilot.pause(0.2)

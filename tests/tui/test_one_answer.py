@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from vmmtui.cli import main
-from vmmtui.record import read
-from vmmtui.record.calls import trace_timeline
+from vmmtui.pipeline.replay import read, trace_timeline
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.words.findings import finding_words, words_of
 
@@ -78,8 +77,8 @@ def test_the_end_line_and_json_give_one_count(capsys):
     path = TRACES / "scm_pair.jsonl.gz"  # recorded by a pipeline that counted 0 for its share
     assert main(["replay", str(path), "--text"]) == 0
     out = capsys.readouterr().out
+    from vmmtui.pipeline.session import refold
     from vmmtui.stream.observed import LedgerFinding, TraceFinished
-    from vmmtui.trace.session import refold
 
     again = refold(read(path).events)
     found = [e for e in again if isinstance(e, LedgerFinding)]
@@ -94,7 +93,7 @@ class _Replayed:
     ``-p`` target is a real process (this one's child), read from /proc as a live run reads it."""
 
     def __init__(self, path: Path, pid: int) -> None:
-        from vmmtui.trace.session import RecordingSource
+        from vmmtui.pipeline.session import RecordingSource
 
         self.inner = RecordingSource(read(path).events)
         self.pids, self.command, self.proc, self.exit = [pid], [], None, None
@@ -113,8 +112,8 @@ async def test_the_text_and_the_inspector_record_the_same_run_alike(capsys):
     import sys
 
     from vmmtui.cli.trace import Tee, _print
+    from vmmtui.pipeline.session import TraceSession
     from vmmtui.stream.observed import LedgerFinding, TraceFinished
-    from vmmtui.trace.session import TraceSession
     from vmmtui.tui.trace import TraceApp
 
     path = TRACES / "fake_cuda_calls.jsonl.gz"
@@ -125,7 +124,7 @@ async def test_the_text_and_the_inspector_record_the_same_run_alike(capsys):
         _print(TraceSession(_Replayed(path, target.pid), [text]), args)
         capsys.readouterr()
         screen: list = []
-        app = TraceApp(_Replayed(path, target.pid), sink=screen.append, started=True)
+        app = TraceApp(_Replayed(path, target.pid), sink=screen.append)
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(200):
                 await pilot.pause(0.02)

@@ -7,9 +7,10 @@ import re
 import pytest
 from driving import MEMFD, wait_for
 
+from vmmtui.pipeline.replay import read
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
-from vmmtui.record import Timeline, gallery, read
+from vmmtui.record import Timeline, gallery
 from vmmtui.tui.app import InspectorApp as LiveInspector
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
@@ -212,7 +213,7 @@ async def test_a_replays_failure_box_offers_no_restart():
     rec = gallery.resolve("cpu-memfd-1mib")
     from vmmtui.record.recording import Recording
     from vmmtui.stream.events import SessionFailed
-    from vmmtui.words.troubleshooting import Failure
+    from vmmtui.stream.failures import Failure
 
     failed = SessionFailed("consumer", "import", Failure("EBADF", "import", "bad fd", "c", "f"))
     events = [*rec.events[:40], failed]

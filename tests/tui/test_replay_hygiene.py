@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from vmmtui.record.gallery import resolve
+from vmmtui.pipeline.replay import resolve
 from vmmtui.tui.replay import ReplayApp
 
 
@@ -32,7 +32,7 @@ async def test_screenshots_of_a_replay_have_ascii_names(tmp_path, monkeypatch):
 #: a replay at an autoplay interval far below what Textual's timer can keep: q must still end it
 STARVED = """
 import asyncio
-from vmmtui.record.gallery import resolve
+from vmmtui.pipeline.replay import resolve
 from vmmtui.tui.replay import ReplayApp
 
 async def main():

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.record import gallery, read
+from vmmtui.pipeline.replay import read
+from vmmtui.record import gallery
 from vmmtui.tui.replay import ReplayApp
 
 TRACE = Path(__file__).parent.parent / "data" / "traces" / "scm_pair.jsonl.gz"

@@ -9,8 +9,8 @@ pytest.importorskip("textual", reason="the view needs textual (not on the GPU im
 from tests.model.test_kept import shares  # noqa: E402
 from tests.trace.test_trace_view import screen_text  # noqa: E402
 from tests.tui.driving import wait_for  # noqa: E402
+from vmmtui.pipeline.session import RecordingSource  # noqa: E402
 from vmmtui.stream.observed import TraceFinished, TraceStarted  # noqa: E402
-from vmmtui.trace.session import RecordingSource  # noqa: E402
 
 
 @pytest.mark.asyncio
@@ -27,7 +27,7 @@ async def test_a_long_trace_forgets_its_oldest_frames_and_says_so(monkeypatch):
             TraceFinished(["load"], 0, None, 5 * n, 0, 1.0),
         ]
     )
-    app = trace.TraceApp(source, started=True)
+    app = trace.TraceApp(source)
     async with app.run_test(size=(160, 48)) as pilot:
 
         def done() -> bool:

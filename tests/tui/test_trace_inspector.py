@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from driving import text_of
 
-from vmmtui.record import read
+from vmmtui.pipeline.replay import read
+from vmmtui.stream.sizes import format_size
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.wire import WirePanel
 from vmmtui.view.programs import ProgramsView
-from vmmtui.words.sizes import format_size
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
 SIZES = [(80, 24), (120, 40), (160, 48)]

@@ -10,7 +10,7 @@ import re
 import pytest
 from test_trace_inspector import SIZES, TRACES, screen_text
 
-from vmmtui.record import read
+from vmmtui.pipeline.replay import read
 from vmmtui.record.gallery import find
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.more import MoreProcesses

@@ -7,9 +7,9 @@ import tracemalloc
 import pytest
 
 from tests.model.test_kept import shares
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.record.calls import CallTimeline
 from vmmtui.stream.observed import TraceStarted
-from vmmtui.trace.session import TraceSession
 from vmmtui.view import FrameStates, ScreenState
 
 

@@ -8,10 +8,10 @@ from events_fixture import PRODUCER_PID, pid_of, session_batches
 from vmmtui.plan.steps import build_plan
 from vmmtui.stream.events import StepStarted
 from vmmtui.stream.observed import FdsReceived, FdsSent, SocketEnd, TraceStarted
-from vmmtui.trace.narration import kernel_step_line
 from vmmtui.view import ScreenState, fold
 from vmmtui.view.kernel import OUTSIDE
 from vmmtui.words.log import log_text
+from vmmtui.words.trace import kernel_step_line
 
 PLAN = build_plan()
 SEND, RECEIVE = PLAN.index(("producer", "send")), PLAN.index(("consumer", "receive"))

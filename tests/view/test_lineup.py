@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vmmtui.record import read
+from vmmtui.pipeline.replay import read
 from vmmtui.view import ScreenState, fold
 from vmmtui.view.lineup import Parties, Rank, lineup, rank
 from vmmtui.view.programs import ProgramsView

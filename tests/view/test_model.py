@@ -34,7 +34,8 @@ def test_fold_of_a_whole_session_has_every_part():
     assert state.next_step is None and state.done
     assert state.steps == len(PLAN)
     producer = state.panel("producer")
-    assert producer.results["cleanup"][0] and producer.state_text == "exited: code 0"
+    assert producer.results["cleanup"][0] and producer.state_text == "exited"
+    assert producer.ended is not None and producer.ended.returncode == 0
     assert "verified" in state.wire.ack
     # every fd kcmp compared has closed: its answer is told as one of the past
     assert status_words(state.status)["kcmp"].endswith("(kcmp; closed)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from events_fixture import session_events
 
-from vmmtui.record import read
+from vmmtui.pipeline.replay import read
 from vmmtui.view import ScreenState, fold
 from vmmtui.view.panels import process_view, verdicts_view, wire_view
 

@@ -8,6 +8,7 @@ import threading
 
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.model.handles import SERIES_POINTS, extend_series
+from vmmtui.pipeline.session import refold
 from vmmtui.stream.observed import (
     CudaCall,
     FdsReceived,
@@ -16,7 +17,6 @@ from vmmtui.stream.observed import (
     SocketEnd,
     TraceStarted,
 )
-from vmmtui.trace.session import refold
 from vmmtui.tui.widgets.programs import pinned_row, sparkline
 from vmmtui.view.programs import ProgramsView, fold_program_event
 from vmmtui.view.roads import transfer_road

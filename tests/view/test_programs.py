@@ -10,7 +10,7 @@ import pytest
 from events_fixture import session_events
 
 from vmmtui.model.ends import End
-from vmmtui.record import read
+from vmmtui.pipeline.replay import read
 from vmmtui.record.calls import CallTimeline
 from vmmtui.stream.events import (
     Arrival,
@@ -218,8 +218,8 @@ def test_each_call_is_a_frame_and_noise_is_not(name):
 
 def test_how_an_fd_travelled_is_kept_as_data_and_worded_where_drawn():
     from vmmtui.stream.observed import FdTaken, MemfdCreated
-    from vmmtui.trace.words import via_words
     from vmmtui.view.programs import ThroughPidfd
+    from vmmtui.words.programs import via_words
 
     events = [MemfdCreated(10, 10, 1, "pool", 5, "a1"), FdTaken(11, 11, 2, 9, 10, 5, 7, "a1")]
     v = fold(events, ScreenState.for_programs()).programs

@@ -135,7 +135,7 @@ def test_connect_deadline_and_bad_commands(tmp_path):
 
 def test_a_consumer_whose_gpu_cannot_reach_the_producers_says_so():
     """Where peers cannot reach each other: a clear failure with a fix, not a crash."""
-    from vmmtui.words.troubleshooting import StepError
+    from vmmtui.stream.failures import StepError
     from vmmtui.worker import consumer
     from vmmtui.worker.core import Worker
 

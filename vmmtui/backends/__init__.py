@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from vmmtui.backends.labels import LABELS, NAMES
 
 if TYPE_CHECKING:  # the probe module is for the session's side: workers start without it
-    from vmmtui.backends.base import Backend, Call, CallLog, DeviceInfo
+    from vmmtui.backends.base import Backend, CallLog, DeviceInfo
     from vmmtui.backends.probe import DeviceRecord, ProbeRecord
 
 #: re-exported from base on first use: the command line reads NAMES without loading the backends' classes
-_FROM_BASE = ("Backend", "Call", "CallLog", "DeviceInfo")
+_FROM_BASE = ("Backend", "CallLog", "DeviceInfo")
 
 
 def __getattr__(name: str) -> Any:
@@ -146,7 +146,6 @@ def cuda_unusable(info: ProbeRecord, device: int) -> str | None:
 
 __all__ = [
     "Backend",
-    "Call",
     "CallLog",
     "Choice",
     "DeviceInfo",

@@ -8,19 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.backends.pattern import Verification
-from vmmtui.words.troubleshooting import StepError, failure
-
-
-@dataclass
-class Call:
-    """One driver or system call as the inspector shows it: name, arguments, result, duration."""
-
-    name: str
-    args: dict[str, Any]
-    result: str
-    duration_ns: int
-    ok: bool = True
+from vmmtui.stream.calls import Call
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.verification import Verification
 
 
 @dataclass

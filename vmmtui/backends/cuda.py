@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vmmtui.backends.base import Backend, Call, DeviceInfo, SizeCheck
+from vmmtui.backends.base import Backend, DeviceInfo, SizeCheck
 
 # imported with the backend, not on first use: there it cost 2-3 ms (a fresh checkout compiles it)
 # inside the pool road's timed query and import steps on the H100
@@ -22,8 +22,10 @@ from vmmtui.backends.cuda_size import (
 from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.backends.ipc_bytes import ipc_bytes, ipc_handle
 from vmmtui.backends.labels import LABELS
-from vmmtui.backends.pattern import CHUNK, Verification, pattern, verify_chunks
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import CHUNK, pattern, verify_chunks
+from vmmtui.stream.calls import Call
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.verification import Verification
 
 if TYPE_CHECKING:
     from vmmtui.backends.kernels import PatternKernels

@@ -15,7 +15,7 @@ import ctypes
 from typing import Any, Protocol
 
 from vmmtui.backends.errors import cu
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.stream.failures import StepError, failure
 
 EXPORT_DATA_BYTES = 64
 POSIX_FD = "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR"

@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vmmtui.backends.base import Call, CallLog
+from vmmtui.backends.base import CallLog
 from vmmtui.backends.ipc_bytes import ipc_bytes, is_ipc_handle
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.stream.calls import Call
+from vmmtui.stream.failures import StepError, failure
 
 try:
     from cuda.bindings import driver as cu

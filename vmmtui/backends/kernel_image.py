@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.stream.failures import StepError, failure
 
 HERE = Path(__file__).resolve().parent
 SOURCE_FILE = HERE / "pattern_kernels.cu"
@@ -147,7 +147,7 @@ def load_module(b: Any, arch: str) -> tuple[Any, str]:
     Returns the module and how it was made; raises the PTX's StepError when neither way works."""
     from cuda.bindings import driver as cu
 
-    from vmmtui.backends.base import Call
+    from vmmtui.stream.calls import Call
 
     image, label = ptx_image()
     try:

@@ -17,11 +17,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vmmtui.backends.base import Call, CallLog, DeviceInfo
+from vmmtui.backends.base import CallLog, DeviceInfo
 from vmmtui.backends.errors import error_name, error_text
 from vmmtui.backends.kernel_image import load_module
-from vmmtui.backends.pattern import Verification, pattern
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import pattern
+from vmmtui.stream.calls import Call
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.verification import Verification
 
 
 class Driver(Protocol):

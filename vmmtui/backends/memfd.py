@@ -20,9 +20,10 @@ import numpy as np
 
 from vmmtui.backends.base import Backend, DeviceInfo, SizeCheck
 from vmmtui.backends.labels import LABELS
-from vmmtui.backends.pattern import CHUNK, Verification, pattern, verify_chunks
-from vmmtui.words.names import shown
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.backends.pattern import CHUNK, pattern, verify_chunks
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.names import shown
+from vmmtui.stream.verification import Verification
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

@@ -6,8 +6,9 @@ Both work chunk by chunk so that a multi-GiB buffer never needs a second full-si
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from vmmtui.stream.verification import Verification
 
 if (
     TYPE_CHECKING
@@ -23,33 +24,6 @@ def pattern(start: int, count: int) -> np.ndarray:
 
     i = np.arange(start, start + count, dtype=np.uint64)
     return ((i * np.uint64(2) + np.uint64(1337)) ^ np.uint64(0xDEADBEEF)).astype(np.uint32)
-
-
-@dataclass
-class Verification:
-    """What a verification found: how many integers, how many differ, and the first that did."""
-
-    checked: int
-    mismatches: int
-    first_index: int | None = None
-    first_expected: int | None = None
-    first_got: int | None = None
-    #: where it was checked: host (numpy), device (the verify kernel) or both
-    on: str = "host"
-
-    @property
-    def passed(self) -> bool:
-        return self.mismatches == 0 and self.checked > 0
-
-    def describe(self) -> str:
-        if self.passed:
-            return f"Data verification PASSED ({self.checked} integers verified)"
-        if self.first_index is None:
-            return f"Data verification FAILED ({self.checked} integers checked)"
-        return (
-            f"Data verification FAILED ({self.mismatches} of {self.checked} integers differ; first at "
-            f"index {self.first_index}: expected 0x{self.first_expected:08x}, got 0x{self.first_got:08x})"
-        )
 
 
 def verify_chunks(count: int, read: Callable[[int, int], np.ndarray]) -> Verification:

@@ -114,7 +114,7 @@ def measure(
     progress: Callable[[str], None],
 ) -> dict[str, dict[int, PathSummary]]:
     """Both rows at every size in ``sizes`` (already those that fit): {path: {size: summary}}."""
-    from vmmtui.words.sizes import format_size
+    from vmmtui.stream.sizes import format_size
 
     out: dict[str, dict[int, PathSummary]] = {p: {} for p in PEER_PATHS}
     binary, why = build_c_floor()

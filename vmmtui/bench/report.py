@@ -9,7 +9,7 @@ from rich.markup import escape as escape_markup
 from rich.table import Table
 
 from vmmtui.bench.result import BenchResult, median
-from vmmtui.words.sizes import format_size
+from vmmtui.stream.sizes import format_size
 
 PATHS = {  # path -> (label, colour)
     "vmm": ("VMM, fd over SCM_RIGHTS", "#1f77b4"),

@@ -36,9 +36,10 @@ from vmmtui.bench.result import (
 from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
 from vmmtui.stream.events import StepDone
+from vmmtui.stream.failures import StepError
+from vmmtui.stream.sizes import format_size
 from vmmtui.stream.state import WorkerState
-from vmmtui.words.sizes import format_size
-from vmmtui.words.troubleshooting import StepError
+from vmmtui.words.troubleshooting import one_line
 
 if TYPE_CHECKING:
     from vmmtui.backends.cuda import CudaBackend
@@ -143,7 +144,7 @@ def run_session(config: SessionConfig, choice: Choice) -> SessionSample:
         rtt,
         size / (fill_ms / 1e3) / 1e9 if fill_ms else None,
         size / (verify_ms / 1e3) / 1e9 if verify_ms else None,
-        s.failure.one_line() if s.failure else "",
+        one_line(s.failure) if s.failure else "",
     )
 
 
@@ -246,7 +247,7 @@ class Bench:
         except (
             StepError
         ) as exc:  # sessions then check on the host (--verify auto), and the ceiling is skipped
-            self.kernels_error = exc.failure.one_line()
+            self.kernels_error = one_line(exc.failure)
             self.progress(f"the fill/verify kernels cannot load: {self.kernels_error}")
         free, total = device.free_memory()
         api = info.extra.get("driver_version")

@@ -57,6 +57,20 @@ examples:
 """
 
 
+class Version(argparse.Action):
+    """``--version``/``-V``: ``vmmtui X.Y.Z`` from the installed package's metadata, exit 0.
+    The version is looked up only when asked for (not on every start)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from vmmtui.system.early import version
+
+        print(f"vmmtui {version()}")
+        parser.exit(EXIT_OK)
+
+
 class Commands(argparse._SubParsersAction):
     """The commands' sub-parsers, each given its opening text and options (``ABOUT``,
     ``add_arguments``) only when it is chosen: at parse time, once argparse has read its name."""
@@ -89,6 +103,7 @@ def parser(every_command: bool = False) -> argparse.ArgumentParser:
         description=ABOUT,
         formatter_class=HelpFormatter,
     )
+    p.add_argument("-V", "--version", action=Version, help="print vmmtui's version and exit")
     inspector.add_options(p)
     sub = cast(Commands, p.add_subparsers(dest="command", action=Commands))
     for name, summary in COMMANDS.items():

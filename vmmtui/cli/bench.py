@@ -17,7 +17,7 @@ from vmmtui.cli.options import (
     size_arg,
     sizes_arg,
 )
-from vmmtui.words.sizes import parse_size
+from vmmtui.stream.sizes import parse_size
 
 #: what ``vmmtui bench --help`` opens with: what it is for, and an example
 ABOUT = """\

@@ -27,7 +27,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from vmmtui.system.doctor import diagnose
+    from vmmtui.doctor.checks import diagnose
 
     rep = diagnose(args.device)
     table = Table(title="vmmtui doctor", show_header=False)

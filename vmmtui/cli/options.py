@@ -19,8 +19,8 @@ from vmmtui.plan.config import (
     size_note,
     validate,
 )
+from vmmtui.stream.sizes import SizeError, parse_size
 from vmmtui.system.interrupts import Interrupted, interrupt  # noqa: F401 - their home was here
-from vmmtui.words.sizes import SizeError, parse_size
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

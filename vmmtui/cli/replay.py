@@ -90,8 +90,8 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
 
 def load(name: str):
     """The Recording, or None after printing the one-line reason it cannot be read."""
+    from vmmtui.pipeline.replay import resolve
     from vmmtui.record import RecordingError
-    from vmmtui.record.gallery import resolve
 
     try:
         return resolve(name)
@@ -140,8 +140,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.record import Timeline
-    from vmmtui.record.calls import trace_timeline
 
     timeline = None
     if args.notes or args.step:  # a trace's frames are its calls, a session's its steps

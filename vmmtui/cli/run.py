@@ -66,6 +66,7 @@ def list_scenarios() -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from vmmtui.render.console import LogPrinter, print_json
     from vmmtui.session import ConfigError, Session, SessionError
+    from vmmtui.words.troubleshooting import with_words
 
     if args.list_scenarios:
         print(list_scenarios())
@@ -131,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 128 + interrupted.signum
     if refused is not None:
-        print(f"vmmtui: {refused}", file=sys.stderr)
+        print(f"vmmtui: {with_words(str(refused), refused.failure)}", file=sys.stderr)
         return EXIT_USAGE if isinstance(refused, ConfigError) else EXIT_FAILED
     if not args.json:
         printer.console.print(printer.summary())

@@ -41,6 +41,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
     from vmmtui.bench.soak import soak
     from vmmtui.session import ConfigError, SessionError
+    from vmmtui.words.troubleshooting import with_words
 
     choice = choice_or_refuse(args)
     if choice is None:
@@ -59,7 +60,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     try:
         result = soak(config, args.count, progress, choice)
     except SessionError as exc:
-        print(f"vmmtui: {exc}", file=sys.stderr)
+        print(f"vmmtui: {with_words(str(exc), exc.failure)}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
     if args.json:
         print(json.dumps(result.to_dict()))

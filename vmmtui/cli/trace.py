@@ -11,7 +11,6 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from vmmtui import leave_unfreed
 from vmmtui.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -20,10 +19,11 @@ from vmmtui.cli.options import (
     number_arg,
     positive_arg,
 )
+from vmmtui.system.early import leave_unfreed
 from vmmtui.system.interrupts import delivered_to, exit_status
 
 if TYPE_CHECKING:
-    from vmmtui.trace.session import TraceRequest
+    from vmmtui.pipeline.session import TraceRequest
 
 #: what ``vmmtui trace --help`` opens with: what it is for, and an example
 ABOUT = """\
@@ -213,8 +213,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.polling import fallback_words
 
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
-    from vmmtui.model.handles import NEVER_IMPORTED_S
-    from vmmtui.trace.session import TraceSession
+    from vmmtui.pipeline.session import TraceSession
 
     tee = Tee(recorder, sinks, bool(args.perfetto))
     session: TraceSession | None = (
@@ -227,7 +226,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 screen = show(source, tee, args)
             else:
                 session = TraceSession(
-                    source, [tee], never_imported_s=args.never_imported_after or NEVER_IMPORTED_S
+                    source, [tee], never_imported_s=args.never_imported_after or None
                 )
                 _print(session, args)
         finally:
@@ -262,7 +261,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _request(args: argparse.Namespace, command: list[str]) -> TraceRequest:
-    from vmmtui.trace.session import TraceRequest
+    from vmmtui.pipeline.session import TraceRequest
 
     return TraceRequest(
         tuple(command),
@@ -319,7 +318,6 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
         title=f"polling · {what or 'pids'}"[:100],
         sink=tee,
         cast=args.cast,
-        started=True,
         output=output if isinstance(output, Output) else None,
         never_imported_s=args.never_imported_after,
     )
@@ -360,12 +358,12 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
     # and printed once the inspector closes
     output = Output() if command else None
 
-    def make_tracer():  # in the app's thread: the tracer's imports come after the first frame
-        return request.tracer(stdout=output)
+    def start():  # in the app's thread: the tracer's imports come after the first frame
+        return request.start(stdout=output)
 
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
     app = TraceApp(
-        make_tracer,
+        start=start,
         title=f"eBPF · {what}"[:100],
         sink=tee,
         cast=args.cast,
@@ -403,8 +401,8 @@ def print_output(output, command: list[str], said: str) -> None:
     """After the inspector: what the command wrote while it had the terminal, as it wrote it
     (stdout to stdout, stderr to stderr, in the order it came), after one line on stderr that
     says whose it is and what of it was dropped. Nothing written: nothing said."""
-    from vmmtui.words.names import shown
-    from vmmtui.words.sizes import format_size
+    from vmmtui.stream.names import shown
+    from vmmtui.stream.sizes import format_size
 
     kept = output.kept()
     if not kept.total:
@@ -439,13 +437,14 @@ def _import_the_fold() -> None:
 
     import vmmtui.model.ledger  # noqa: F401
     import vmmtui.render.console  # noqa: F401
-    import vmmtui.trace.narration  # noqa: F401
+    import vmmtui.words.trace  # noqa: F401
 
 
 def _recorder(args: argparse.Namespace, command: list[str]):
     import datetime
 
     from vmmtui.record.recording import Header, Machine, Recorder, RecordingError
+    from vmmtui.words.findings import json_line
 
     what = " ".join(command) if command else ("every process" if args.all else f"pids {args.pids}")
     header = Header(
@@ -457,7 +456,7 @@ def _recorder(args: argparse.Namespace, command: list[str]):
         title=f"trace of {what}"[:120],
     )
     try:
-        return Recorder(args.record, header)
+        return Recorder(args.record, header, json_line)
     except OSError as exc:
         raise RecordingError(
             f"cannot write the recording {args.record}: {exc.strerror or exc}; "
@@ -550,8 +549,8 @@ def _print(session, args: argparse.Namespace) -> None:
 
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
-    from vmmtui.trace.narration import Bystanders, ProcessNames, lines, worth_a_line
     from vmmtui.words.findings import json_line
+    from vmmtui.words.trace import Bystanders, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
@@ -607,8 +606,8 @@ def _print(session, args: argparse.Namespace) -> None:
 def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
-    from vmmtui.trace.narration import lost_words, not_read
     from vmmtui.words.findings import pin_words
+    from vmmtui.words.trace import lost_words, not_read
 
     by: Counter[str] = Counter()
     for counted, n in ledger.findings.by.items():  # every finding, kept or not
@@ -671,8 +670,8 @@ def replay_trace(recording) -> int:
     """A trace recording, printed as the live trace printed it (the session run again on it)."""
     from rich.console import Console
 
-    from vmmtui.trace.narration import Bystanders, ProcessNames, lines
-    from vmmtui.trace.session import TraceSession
+    from vmmtui.pipeline.session import TraceSession
+    from vmmtui.words.trace import Bystanders, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(

@@ -18,6 +18,7 @@ from pathlib import Path
 from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.ledger import Allocation, Ledger
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CallRefused,
     LedgerFinding,
@@ -29,7 +30,6 @@ from vmmtui.stream.observed import (
     TraceStarted,
 )
 from vmmtui.trace.identity import identity_of
-from vmmtui.words.names import shown
 
 #: the refusal reasons a label may take (a bounded set: anything else is "other")
 REASONS = ("seccomp", "yama", "pid-namespace", "capability", "uid", "bad-fd", "cuda", "other")

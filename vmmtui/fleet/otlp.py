@@ -23,9 +23,9 @@ from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
 from vmmtui.model.ledger import Allocation, Holding, Transfer
 from vmmtui.stream.events import Event
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import CudaCall, FdCloseCall, ProcessExit
 from vmmtui.words.findings import road_words
-from vmmtui.words.names import shown
 
 FINISHING = (FdCloseCall, CudaCall, ProcessExit)
 

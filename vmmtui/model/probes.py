@@ -7,7 +7,7 @@ fabric handles work on this node; without an IMEX channel the driver answers
 program falls back to POSIX fds. That answer is what the program asked for, not a problem: it is a
 *probe*, with what it found. ``classify`` is the one place that decides (a pure function of the call,
 the handle types requested, the result and what is known of the process); the words are
-``vmmtui.trace.narration``'s.
+``vmmtui.words.trace``'s.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def validate(
     ``scenario`` is the resolved Scenario (or None); ``capacity`` the bytes the backend can hold;
     ``device_probe`` the capability probe's record of the device (some scenarios depend on it).
     """
-    from vmmtui.words.sizes import format_size
+    from vmmtui.stream.sizes import format_size
 
     c = config
     if c.verify not in choices(Verify):
@@ -222,7 +222,7 @@ SLOW_MEMFD = 1 << 30
 def size_note(config: SessionConfig, backend: str) -> str | None:
     """One line before a session whose size will take a while to fill and check (seconds per GiB
     on the memfd backend, where the steps show nothing until they end); None otherwise."""
-    from vmmtui.words.sizes import format_size
+    from vmmtui.stream.sizes import format_size
 
     if backend == BackendName.CUDA or config.size < SLOW_MEMFD:
         return None

@@ -158,15 +158,6 @@ def _what(e: Event) -> str:
     return f"[{pid}] {name}" if pid else name
 
 
-def trace_timeline(events: list[Event]) -> CallTimeline:
-    """A trace recording's frames, its findings found again by the trace session (as the live
-    trace found them, in today's words): the replay, its page and ``--step`` count these."""
-    from vmmtui.trace.session import TraceSession
-
-    marked = list(TraceSession.replay(events).marked())
-    return CallTimeline([e for e, _ in marked], [call for _, call in marked])
-
-
 def is_trace(events: list[Event]) -> bool:
     """Whether these are a trace's or a polling's events (not a demo session's)."""
     from vmmtui.stream.events import AttachEvent

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmmtui.record.timeline import Timeline
-from vmmtui.words.names import defanged
+from vmmtui.stream.names import defanged
 
 #: the largest notes file read (a lecture's notes are a few KiB)
 MAX_BYTES = 1 << 20

@@ -22,11 +22,11 @@ import re
 import socket
 import stat
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from vmmtui import __version__
 from vmmtui.plan.config import SessionConfig
 from vmmtui.stream import observed as _trace_events  # registers the trace events
 from vmmtui.stream.codec import DecodeError, decode, encode
@@ -42,8 +42,8 @@ from vmmtui.stream.events import (
     StepDone,
     StepStarted,
 )
-from vmmtui.words.findings import json_line
-from vmmtui.words.names import defanged
+from vmmtui.stream.names import defanged
+from vmmtui.system.early import version
 
 #: the recording format: 1 was the bare event stream (``--json``, ``.jsonl`` transcripts), with no
 #: header and fd tables read only after each step; 2 adds the header and the fd tables that changed
@@ -96,7 +96,7 @@ class Header:
 
     format: int = FORMAT
     events_version: int = VERSION
-    vmmtui_version: str = __version__
+    vmmtui_version: str = field(default_factory=version)
     #: ISO 8601 with the UTC offset, when the recording started
     date: str = ""
     machine: Machine = field(default_factory=Machine)
@@ -203,7 +203,7 @@ def cuda_identity(device: int) -> tuple[str, str]:
 def describe(config: SessionConfig) -> str:
     """``vmm · 1 MiB · 1 consumer · producer-writes`` (and the scenario): the gallery's one-line title."""
     from vmmtui import scenarios
-    from vmmtui.words.sizes import format_size
+    from vmmtui.stream.sizes import format_size
 
     n = config.consumers
     scenario = scenarios.get(config.scenario) if config.scenario else None
@@ -251,8 +251,13 @@ class Recorder:
     """Writes the header, then each event as one JSON line, leaving out fd tables and kcmp verdicts
     that repeat the last one kept (the live refresh reads the same table many times)."""
 
-    def __init__(self, path: str | Path, header: Header):
+    def __init__(
+        self, path: str | Path, header: Header, line: Callable[[Event], str] | None = None
+    ):
+        """``line`` writes one event as its JSON line (``Event.to_json`` unless given): a trace
+        gives the one that adds a finding's words for readers of the file (storage has none)."""
         self.path = Path(path)
+        self.line = line or Event.to_json
         self.file = _create(self.path)
         first = header.to_json() + "\n"
         self.file.write(first)
@@ -280,9 +285,9 @@ class Recorder:
         if self.full:
             self.skipped += 1
             return
-        line = json_line(event) + "\n"
+        line = self.line(event) + "\n"
         if self.size + len(line.encode()) > MAX_BYTES - 1024:  # room left for the note
-            from vmmtui.words.sizes import format_size
+            from vmmtui.stream.sizes import format_size
 
             self.full = True
             line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
@@ -341,23 +346,23 @@ class Recording:
     cut: str = ""
 
 
-def read(path: str | Path, found_again: bool = True) -> Recording:
+def read(path: str | Path) -> Recording:
     """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot.
 
     Everything in it comes from outside: every string of every line (header included) goes through
-    :func:`vmmtui.words.names.defanged` here, where it enters, so that no field of any event, one added
+    :func:`vmmtui.stream.names.defanged` here, where it enters, so that no field of any event, one added
     later included, reaches a terminal, a page or a Markdown file with a control or bidi character
     in it. Here, not in the codec: the codec also reads our own workers' reports, whose names are
     compared with what /proc says; and not in each renderer, which would each have to remember.
 
-    A trace's findings are found again from its calls (``found_again``): the file carries them in
-    the words of the vmmtui that wrote it, the ledger makes them as facts."""
+    Storage only: the events as they were written. Whoever replays them runs today's pipeline
+    over them (``vmmtui.pipeline.replay``: a trace's findings found again from its calls)."""
     path = Path(path)
     name = str(path)
     try:
         data = _read_bounded(path)
         if len(data) > MAX_BYTES:
-            from vmmtui.words.sizes import format_size
+            from vmmtui.stream.sizes import format_size
 
             at_line = data.count(b"\n", 0, MAX_BYTES) + 1
             raise RecordingError(
@@ -427,14 +432,6 @@ def read(path: str | Path, found_again: bool = True) -> Recording:
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
-    if header.backend == "trace":  # a probe recorded as a refusal (older recordings) is a probe
-        from vmmtui.model.probes import reclassified
-
-        events = list(reclassified(events))
-        if found_again:  # the findings as facts, found again from the calls (the file has words)
-            from vmmtui.trace.session import refold
-
-            events = refold(events)
     return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
 
 
@@ -536,14 +533,15 @@ def _check_workers(
 
 
 def in_our_words(e: Event) -> Event:
-    """The event with the words that are vmmtui's own taken from today's tables, not from the
-    recording: a failure's cause and fix (``troubleshooting``), a scenario's explanation (its
-    catalogue entry). The facts (codes, calls, messages, numbers) stay as they were recorded."""
+    """The event with the words that are vmmtui's own taken out or from today's catalogue, not
+    from the recording: a worker's log line no longer quotes a failure's cause and fix (an older
+    vmmtui wrote them into it; the failure is worded where it is drawn,
+    ``words.troubleshooting.worded``), and a scenario's explanation is its catalogue entry's.
+    The facts (codes, calls, messages, numbers) stay as they were recorded."""
     from dataclasses import replace
 
     from vmmtui import scenarios
-    from vmmtui.stream.events import Notice, ScenarioOutcome, SessionFailed, StepDone
-    from vmmtui.words.troubleshooting import Failure, explain
+    from vmmtui.stream.events import Notice, ScenarioOutcome, StepDone
 
     def known(name: str) -> scenarios.Scenario | None:
         """The scenario of that name; None for a name this vmmtui does not know."""
@@ -552,21 +550,13 @@ def in_our_words(e: Event) -> Event:
         except KeyError:
             return None
 
-    def reworded(f: Failure) -> Failure:
-        cause, fix = explain(f.code, f.call)
-        known = (cause, fix) != explain("", "")  # a code the tables do not know keeps its words
-        return replace(f, cause=cause, fix=fix) if known else f
-
     match e:
-        case SessionFailed():
-            return replace(e, failure=reworded(e.failure))
-        case StepDone() if e.report.failure is not None:
-            old, new = e.report.failure, reworded(e.report.failure)
-            log = [  # the worker's ERROR line quotes the cause and the fix
-                line.replace(old.cause, new.cause).replace(old.fix, new.fix) if old.cause else line
+        case StepDone() if (f := e.report.failure) is not None and (f.cause or f.fix):
+            log = [  # an older worker's ERROR line: `call: code (message) - cause; fix: fix`
+                line.replace(f" - {f.cause}", "", 1).replace(f"; fix: {f.fix}", "", 1)
                 for line in e.report.log
             ]
-            return replace(e, report=replace(e.report, failure=new, log=log))
+            return replace(e, report=replace(e.report, log=log))
         case ScenarioOutcome() if (scenario := known(e.name)) is not None:
             return replace(e, explanation=scenario.explanation)
         case Notice() if e.text.startswith("scenario "):

@@ -10,7 +10,9 @@ No Textual here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from vmmtui.stream.events import (
     Event,
@@ -49,20 +51,63 @@ class Frame:
     closing: bool = False
 
 
+class Frames(Protocol):
+    """Events cut into frames, as the screen's states (``view.FrameStates``) and the viewer read
+    them: a session's, one frame per step (``Timeline``), or a trace's, one per call that matters
+    (``record.calls.CallTimeline``). The viewer asks this, never which kind it has."""
+
+    #: what a frame is, as the bar and "as of … N" say it: "step" or "call"
+    unit: str
+    events: list[Event]
+    frames: list[Frame]
+    #: the plan's (role, step) in order; empty for a trace
+    plan: list[tuple[str, str]]
+    #: the calls that are no frame, by call name (a trace's; a session's are all frames)
+    unframed: dict[str, int]
+
+    def __len__(self) -> int: ...
+
+    def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None: ...
+
+    def forget(self, k0: int) -> int: ...
+
+    def frame_of_step(self, steps: int) -> int: ...
+
+    def is_closing(self, index: int) -> bool: ...
+
+    def exits(self) -> list[WorkerExited]: ...
+
+    def notices(self) -> list[Notice]: ...
+
+    def started(self) -> SessionStarted | None: ...
+
+    def verified(self) -> bool | None: ...
+
+
 class Timeline:
     """Frames over a list of events, recomputed as events are added (the live inspector adds them)."""
+
+    unit = "step"
 
     def __init__(self, events: list[Event] | None = None):
         self.events: list[Event] = []
         self.frames: list[Frame] = []
         self.plan: list[tuple[str, str]] = []
+        #: every event of a session cuts a frame or belongs to one: none is left out
+        self.unframed: dict[str, int] = {}
         #: index of the first event of the close (events from there on are the session's close)
         self.closing_from: int | None = None
         self.extend(events or [])
 
-    def extend(self, events: list[Event]) -> None:
+    def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
+        """More events, the frames cut again; ``calls`` is a trace's (its calls that matter):
+        a session's frames are its steps, whatever the calls."""
         self.events.extend(events)
         self._cut()
+
+    def forget(self, k0: int) -> int:
+        """A session keeps every frame (its plan bounds them): nothing is forgotten."""
+        return 0
 
     def _cut(self) -> None:
         ev = self.events

@@ -27,8 +27,8 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.stream.sizes import format_size
 from vmmtui.words import narration as say
-from vmmtui.words.sizes import format_size
 
 
 class LogPrinter:
@@ -116,8 +116,8 @@ class LogPrinter:
     def _kernel(self, e: AttachEvent) -> None:
         """A call the kernel recorded in a worker: kept for its step, or said now outside one."""
         from vmmtui.stream.observed import TraceFinished, TraceStarted
-        from vmmtui.trace import narration as trace_say
         from vmmtui.view.kernel import OUTSIDE, fold_kernel
+        from vmmtui.words import trace as trace_say
 
         self.kernel, fact = fold_kernel(self.kernel, e, self.pids, 0 if self.in_step else OUTSIDE)
         if fact is not None and self.in_step:
@@ -141,7 +141,7 @@ class LogPrinter:
         if not self.step_facts:
             self.in_step = False
             return
-        from vmmtui.trace import narration as trace_say
+        from vmmtui.words import trace as trace_say
 
         facts, self.step_facts, self.in_step = self.step_facts, [], False
         kept = {id(f) for f in trace_say.kernel_step_facts(facts)}

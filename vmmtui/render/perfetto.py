@@ -16,8 +16,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.plan.steps import base, peer_of
 from vmmtui.stream.events import Event, SessionStarted, StepDone, WorkerStarted
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CudaCall,
     FdsReceived,
@@ -27,8 +29,6 @@ from vmmtui.stream.observed import (
     TraceCall,
     TraceStarted,
 )
-from vmmtui.trace.session import TraceSession
-from vmmtui.words.names import shown
 
 #: the flows of a session: (producer's step, consumer's step, what travels)
 SESSION_FLOWS = (("send", "receive", "fd"), ("export", "import", "allocation"))

@@ -25,9 +25,9 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.stream.names import shown
 from vmmtui.words import narration as say
 from vmmtui.words.findings import json_line
-from vmmtui.words.names import shown
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
@@ -116,7 +116,7 @@ class Transcript:
     def _program(self, e: AttachEvent) -> str:
         """A trace's or a polling's event, as the trace prints it (the calls as a code block)."""
         from vmmtui.stream.observed import TraceEvent
-        from vmmtui.trace.narration import ProcessNames, lines
+        from vmmtui.words.trace import ProcessNames, lines
 
         if not isinstance(e, TraceEvent):
             return "".join(f"- {t.plain}\n" for t in say.attach_lines(e))

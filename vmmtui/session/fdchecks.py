@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.session.processes import WorkerProcess
 from vmmtui.stream.events import FdCheck, FdClass, FdRow, FdSnapshot, KcmpVerdict, Notice
+from vmmtui.stream.failures import Failure, failure, leak_message
 from vmmtui.stream.state import HeldKind
 from vmmtui.system.fdtable import FdTable, kcmp_same_file, target_class
-from vmmtui.words.troubleshooting import Failure, failure, leak_message
 
 #: /proc targets that are shared memory whoever opened them (memfd's allocation, /dev/shm files)
 SHARED_TARGETS = ("/memfd:vmmtui-alloc",)

@@ -55,15 +55,21 @@ from vmmtui.stream.events import (
     StepStarted,
     WorkerStarted,
 )
+from vmmtui.stream.failures import Failure, failure
 from vmmtui.stream.state import HeldKind, StepReport
 from vmmtui.system.fdtable import FdTable
 from vmmtui.system.interrupts import signals_held
 from vmmtui.wire.protocol import StepArgs
-from vmmtui.words.troubleshooting import Failure, failure
 
 
 class SessionError(Exception):
-    """The session could not start; the message is one line for the user."""
+    """The session could not start; the message is one line for the user, of facts: where the
+    failure of a call is the reason (``failure``), its cause and fix are worded where the line is
+    shown (``words.troubleshooting.with_words``)."""
+
+    def __init__(self, text: str, failure: Failure | None = None):
+        super().__init__(text)
+        self.failure = failure
 
 
 class ConfigError(SessionError):
@@ -275,7 +281,9 @@ class Session:
         problem = read_hello(w, self.config.start_timeout)
         if problem:
             raise SessionError(
-                f"{role} worker did not start: {problem}; log: {' | '.join(w.log_tail(3))}"
+                f"{role} worker did not start: {problem.one_line()}; "
+                f"log: {' | '.join(w.log_tail(3))}",
+                problem,
             )
         self._launching.remove(w)
         self.workers[role] = w

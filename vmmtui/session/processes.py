@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from vmmtui.plan.config import WorkerConfig
 from vmmtui.stream.events import WorkerExited
+from vmmtui.stream.failures import Failure, failure
 from vmmtui.stream.state import HeldFd, HeldKind, StepReport, WorkerState
 from vmmtui.wire.protocol import (
     Bye,
@@ -34,7 +35,6 @@ from vmmtui.wire.protocol import (
     command_message,
     decode_reply,
 )
-from vmmtui.words.troubleshooting import Failure, failure
 
 #: fd kinds that refer to the shared memory; each must be gone from /proc after its worker's cleanup
 SHARED_KINDS = (HeldKind.ALLOCATION, HeldKind.EXPORTED, HeldKind.RECEIVED, HeldKind.IMPORTED)
@@ -277,12 +277,12 @@ def launch(config: WorkerConfig, log_dir: str) -> WorkerProcess:
     return WorkerProcess(config.role, proc, LineChannel(parent), log)
 
 
-def read_hello(w: WorkerProcess, timeout: float) -> str | None:
+def read_hello(w: WorkerProcess, timeout: float) -> Failure | None:
     """Wait for the worker's hello; None when it arrived, else why the worker did not start."""
     hello = w.receive(timeout)
     if isinstance(hello, Failure):
-        return hello.one_line()
+        return hello
     if not isinstance(hello, Hello):
-        return f"unexpected first message {str(hello)[:80]}"
+        return failure("BAD_MESSAGE", "hello", f"unexpected first message {str(hello)[:80]}")
     w.held = hello.held
     return None

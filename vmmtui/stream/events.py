@@ -15,9 +15,9 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from vmmtui.stream.codec import DecodeError, decode, encode
+from vmmtui.stream.failures import Failure
+from vmmtui.stream.names import json_safe
 from vmmtui.stream.state import HeldKind, StepReport
-from vmmtui.words.names import json_safe
-from vmmtui.words.troubleshooting import Failure
 
 #: one encoder for every event (``json.dumps`` with options builds a new one each call)
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -455,8 +455,13 @@ class Leak(AttachEvent):
     what: str
     pid: int | None
     detail: str
+    #: what to do; "" where it follows from the fd's kind (``memory``), worded where it is drawn
+    #: (``words.troubleshooting.close_fix``)
     fix: str
     at: float = 0.0
+    #: an fd's kind as the kernel showed it (``AttachKind``'s memory values: gpu, memfd, shm,
+    #: dmabuf; "" when not seen): the fact its fix is worded from
+    memory: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ holds the process (``pid``: the tgid), the thread (``tid``) and the kernel's mon
 nanoseconds (``ktime``). Open files are named by ``file``: a per-run keyed hash of the kernel's
 ``struct file *`` (the pointer itself is never shown), so the fd a sender sent and the fd its
 receiver got are matched exactly, whatever their numbers. Names from the traced processes (comm,
-memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.words.names.shown``.
+memfd names, socket paths) are untrusted: renderers show them through ``vmmtui.stream.names.shown``.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def _json_maker(cls: type, event: bool) -> Callable[[Any], str]:
     make = eval(source, scope)  # noqa: S307
     if not event:
         return make
-    from vmmtui.words.names import json_safe
+    from vmmtui.stream.names import json_safe
 
     return lambda s: json_safe(make(s))
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from vmmtui.backends.base import Call
-from vmmtui.backends.pattern import Verification
-from vmmtui.wire.channel import Ack, AllocMessage
-from vmmtui.words.troubleshooting import Failure
+from vmmtui.stream.calls import Call
+from vmmtui.stream.failures import Failure
+from vmmtui.stream.messages import Ack, AllocMessage
+from vmmtui.stream.verification import Verification
 
 
 class HeldKind(StrEnum):

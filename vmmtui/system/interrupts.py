@@ -31,8 +31,8 @@ import signal
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from vmmtui import STOP_SIGNALS
 from vmmtui.system import output
+from vmmtui.system.early import STOP_SIGNALS
 
 #: what ``signals_held`` holds back: the stop signals and SIGQUIT, where the platform has them
 HELD = set(STOP_SIGNALS) | {s for s in [getattr(signal, "SIGQUIT", None)] if s is not None}

@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from vmmtui import STOP_SIGNALS
+from vmmtui.system.early import STOP_SIGNALS
 
 #: how long the reader may take nothing before what is left for it is dropped
 GRACE_S = 0.5

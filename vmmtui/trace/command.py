@@ -35,9 +35,9 @@ import sys
 import time
 from dataclasses import dataclass
 
+from vmmtui.stream.names import shown
 from vmmtui.system.lifeline import die_with_parent, prctl
 from vmmtui.trace.output import Output
-from vmmtui.words.names import shown
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37

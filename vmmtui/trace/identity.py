@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmmtui.words.names import shown
+from vmmtui.stream.names import shown
 
 #: a container id as runtimes write it: 64 hex digits (shown as its first 12, as docker ps does)
 _ID = r"([0-9a-f]{64})"

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmmtui.words.names import shown
+from vmmtui.stream.names import shown
 
 OBJECT = Path(__file__).with_name("bpf") / "trace.bpf.o"
 BTF = Path("/sys/kernel/btf/vmlinux")

@@ -3,7 +3,7 @@
 Kernel pointers never leave this module: a ``struct file *`` becomes a keyed hash (``FileNames``:
 a fresh random key per trace), enough to match a send to its receive and useless to anyone
 reading a recording. Bytes from the traced processes (comm, memfd and socket names) are decoded
-as text here and shown only through ``vmmtui.words.names.shown`` by the renderers.
+as text here and shown only through ``vmmtui.stream.names.shown`` by the renderers.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from vmmtui.stream.events import Event, Notice
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     FdTaken,
     PidfdOpened,
@@ -40,7 +41,6 @@ from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.output import Output
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
-from vmmtui.words.names import shown
 
 #: said before what ``trace -p`` reads from /proc at its start (frame 0)
 ALREADY_TRUE = (

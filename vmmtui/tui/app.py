@@ -22,7 +22,7 @@ from textual.message import Message
 
 from vmmtui.backends import Choice
 from vmmtui.plan.config import SEED_SHAPE, SessionConfig
-from vmmtui.record.timeline import Timeline
+from vmmtui.record.timeline import Frames, Timeline
 from vmmtui.stream.events import (
     Event,
     FdSnapshot,
@@ -44,6 +44,7 @@ from vmmtui.tui.messages import (
 from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 from vmmtui.words import narration as say
+from vmmtui.words.troubleshooting import with_words
 
 if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder
@@ -133,7 +134,7 @@ class InspectorApp(Viewer):
 
     # -- what tests and scripts read -----------------------------------------------------------------
     @property
-    def timeline(self) -> Timeline:
+    def timeline(self) -> Frames:
         return self.frames.timeline
 
     @property
@@ -351,7 +352,7 @@ class InspectorApp(Viewer):
             failed = StartFailed(str(exc), generation, refused=not self.ever_started)
         except SessionError as exc:
             events = session.close()
-            failed = StartFailed(str(exc), generation)
+            failed = StartFailed(with_words(str(exc), exc.failure), generation)
         except Exception as exc:  # noqa: BLE001 - any reason at all: shown, never a traceback
             events = session.close()
             failed = StartFailed(f"{type(exc).__name__}: {exc}", generation)

@@ -11,10 +11,10 @@ import signal
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.notes import Notes
 from vmmtui.render.page import PageFrame, build
+from vmmtui.stream.names import shown
 from vmmtui.tui.keys import page_keys
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.words.log import log_text
-from vmmtui.words.names import shown
 
 #: the page's terminal: 120 columns, so that a frame as wide as a 1024 px screen has text of
 #: 12 px or more (a 160-column frame had 5 px); 38 rows: the whole frame, the keys and the note
@@ -87,7 +87,7 @@ def draw_frames(
 
 def steps_of(recording: Recording) -> int:
     """How many steps the page's bar counts: the plan's, or a trace's calls."""
-    from vmmtui.record.calls import trace_timeline
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.tui.replay import is_trace_recording
 
     if is_trace_recording(recording):

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from vmmtui.pipeline.replay import trace_timeline
 from vmmtui.plan.config import SessionConfig
 from vmmtui.record import Recording, Timeline
-from vmmtui.record.calls import CallTimeline, is_trace, trace_timeline
+from vmmtui.record.calls import CallTimeline, is_trace
+from vmmtui.record.timeline import Frames
 from vmmtui.stream.events import SessionStarted
 from vmmtui.tui.keys import REPLAY, bindings
 from vmmtui.tui.viewer import Viewer
@@ -43,7 +45,7 @@ def is_trace_recording(recording: Recording) -> bool:
     return recording.header.backend == "trace" or is_trace(recording.events)
 
 
-def write_with_notes(transcript: Transcript, timeline: Timeline, notes: Notes | None) -> None:
+def write_with_notes(transcript: Transcript, timeline: Frames, notes: Notes | None) -> None:
     """The recording's events, each teacher's note after the events of the frame it is on."""
     ends = {} if notes is None else {timeline.frames[n.frame].end: n for n in notes.chapters()}
     if 0 in ends:
@@ -103,7 +105,7 @@ class ReplayApp(Viewer):
             self.title = f"vmmtui REPLAY · {h.title} · {h.where} · {h.when}"
 
     @property
-    def timeline(self) -> Timeline:
+    def timeline(self) -> Frames:
         return self.frames.timeline
 
     @property

@@ -28,6 +28,7 @@ from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 
 if TYPE_CHECKING:
+    from vmmtui.pipeline.session import Source
     from vmmtui.trace.output import Output
 
 #: the most repaints a second: calls come by thousands, the screen shows the newest state
@@ -71,25 +72,26 @@ class TraceApp(Viewer):
 
     def __init__(
         self,
-        tracer: Any,
+        source: Source | None = None,
         *,
+        start: Callable[[], tuple[Source, str]] | None = None,
         title: str = "",
         sink: Callable[[Event], None] | None = None,
         cast: str | None = None,
-        started: bool = False,
         output: Output | None = None,
         never_imported_s: float | None = None,
     ):
+        """``source``: a trace already running (polling, a recording played); or ``start``, the
+        trace's one start (``TraceRequest.start``, as the text trace's), called in the app's
+        thread after the first frame: loading the probes takes the kernel's verifier seconds."""
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
         #: seconds with no import before an export is said never imported (None: the default)
         self.never_imported_s = never_imported_s
-        #: the tracer, or what makes it (in the app's thread, after the first frame)
-        self.tracer: Any = None if callable(tracer) else tracer
-        self.make_tracer: Callable[[], Any] | None = tracer if callable(tracer) else None
-        #: the user quit before the tracer was made: it is not started
+        #: the running source (None until ``start`` has made it)
+        self.tracer: Source | None = source
+        self.start = start
+        #: the user quit before the trace started: it is stopped as soon as it has
         self.quitting = False
-        #: False: the app's thread loads the probes and starts the command, after the first frame
-        self.tracer_started = started
         #: the exit status an error calls for (the command not found: 127)
         self.code = 0
         #: what else gets every event (the recording, the exporters), in the tracer's thread
@@ -128,7 +130,7 @@ class TraceApp(Viewer):
 
     # -- the tracer's thread (posts messages only) -------------------------------------------------
     def _trace(self) -> None:
-        from vmmtui.trace.session import TraceSession, stop_command
+        from vmmtui.pipeline.session import TraceSession, stop_command
 
         batch: list[Event] = []
         calls: list[bool] = []
@@ -140,37 +142,24 @@ class TraceApp(Viewer):
                 calls.clear()
 
         error = ""
-        if self.tracer is None and self.make_tracer is not None:
-            try:
-                self.tracer = self.make_tracer()
-            except Exception as exc:  # noqa: BLE001 - said on screen in one line
-                self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
-                return
-            if self.quitting:
-                return
-        if not self.tracer_started:  # after the first frame: the kernel's verifier takes seconds
+        if self.tracer is None and self.start is not None:
             from vmmtui.trace.command import CommandNotFound
-            from vmmtui.trace.loader import ProbeUnavailable
 
-            try:
-                self.tracer.start()
-            except ProbeUnavailable as exc:
-                self.post_message(TraceEnded(f"eBPF unavailable: {exc}", 1))
-                return
+            try:  # eBPF, or polling where the kernel refuses the probes (its notice says why)
+                source, _ = self.start()
             except CommandNotFound as exc:
                 self.post_message(TraceEnded(str(exc), exc.code))
                 return
             except Exception as exc:  # noqa: BLE001 - said on screen in one line
                 self.post_message(TraceEnded(f"the trace did not start: {exc}", 1))
                 return
-            if self.tracer.stopping:  # the user quit while the probes loaded: no command runs on
-                self.stopped_command = stop_command(self.tracer) or self.stopped_command
+            self.tracer = source
+            if self.quitting:  # the user quit while the probes loaded: no command runs on
+                self.stopped_command = stop_command(source) or self.stopped_command
+                source.stopping = True
+        assert self.tracer is not None, "a source, or the start that makes it"
         sinks = [self.sink] if self.sink is not None else []
-        self.session = (
-            TraceSession(self.tracer, sinks)
-            if self.never_imported_s is None
-            else TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
-        )
+        self.session = TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
         try:
             for e, call in self.session.marked(on_batch=flush):
                 batch.append(e)
@@ -197,7 +186,7 @@ class TraceApp(Viewer):
         exit_ = getattr(self.tracer, "exit", None)
         if exit_ is not None and self.tracer is not None and self.tracer.command:
             from vmmtui.model.ends import End
-            from vmmtui.trace.words import end_words
+            from vmmtui.words.programs import end_words
 
             how = end_words(End.of_exit(exit_.code, exit_.signal))
             wrote = ""
@@ -296,7 +285,7 @@ class TraceApp(Viewer):
 
     def end_trace(self) -> None:
         """Stop the command's process tree and the tracer (within about a second)."""
-        from vmmtui.trace.session import stop_command
+        from vmmtui.pipeline.session import stop_command
 
         self.quitting = True
         if self.tracer is None:

@@ -34,6 +34,7 @@ from vmmtui.tui.widgets.step_bar import BarFrame, StepBar, bar_frames
 from vmmtui.view import Display, FrameStates, ScreenState
 
 if TYPE_CHECKING:  # --cast and search (/) alone need them: imported there
+    from vmmtui.record.notes import Notes
     from vmmtui.tui.cast import CastWriter
     from vmmtui.view.search import LogSearch
 
@@ -100,6 +101,12 @@ class Viewer(App[int]):
         self.search: LogSearch | None = None
         self.search_at: int | None = None
         self._bar_cache: list[BarFrame] = []
+        #: a trace whose program has ended (the bar says ENDED, not LIVE)
+        self.ended = False
+        #: the teacher's notes by frame (replay --notes)
+        self.teacher_notes: Notes | None = None
+        #: where a screenshot goes (None: the current directory)
+        self.screenshots: Path | None = None
 
     # -- the screen --------------------------------------------------------------------------------
     def get_default_screen(self) -> InspectorScreen:
@@ -159,13 +166,13 @@ class Viewer(App[int]):
         index = self.frames.last if self.shown is None else self.shown
         frame = timeline.frames[index]
         mode = "REPLAY" if self.MODE == "replay" else ("LIVE" if self.shown is None else "AS OF")
-        if mode == "LIVE" and getattr(self, "ended", False):  # a trace whose program has ended
+        if mode == "LIVE" and self.ended:  # a trace whose program has ended
             mode = "ENDED"
         try:
             bar = screen.query_one(StepBar)
         except NoMatches:  # the app is ending and its widgets are being removed
             return
-        if getattr(timeline, "unit", "step") == "call":  # a trace's (vmmtui.record.calls)
+        if timeline.unit == "call":  # a trace's (vmmtui.record.calls)
             bar.unit = "call"
             bar.show(self._call_bar(timeline), index, frame.steps, timeline.frames[-1].steps, mode)
             return
@@ -206,9 +213,12 @@ class Viewer(App[int]):
             self.search, self.search_at = LogSearch(query), None
             self.find()
 
+    def action_step(self) -> None:
+        """The next step: the live app runs it, the replay shows it; a trace runs by itself."""
+
     def action_search_next(self) -> None:
         if self.search is None and self.MODE != "replay":  # live: n is the next step, as before
-            getattr(self, "action_step")()  # noqa: B009 - the live app's; a replay has no live step
+            self.action_step()
             return
         self.find()
 
@@ -253,7 +263,7 @@ class Viewer(App[int]):
     def aside(self) -> str:
         """What the status line says last: what the frames leave out (a trace's calls)."""
         timeline = self.frames.timeline
-        unframed = getattr(timeline, "unframed", None)  # a trace's (vmmtui.record.calls)
+        unframed = timeline.unframed  # a trace's calls that are no frame
         if not unframed:
             return ""
         from vmmtui.words.status import calls_not_drawn
@@ -288,7 +298,7 @@ class Viewer(App[int]):
             self.inspector.mark = ""
         else:
             self.shown = max(0, index)
-            unit = getattr(self.frames.timeline, "unit", "step")
+            unit = self.frames.timeline.unit
             self.inspector.mark = f"as of {unit} {self.frames.frames[self.shown].steps}"
         self.arrived()
         self.paint()
@@ -317,10 +327,10 @@ class Viewer(App[int]):
     def action_chapter(self, direction: int) -> None:
         """``]``/``[``: the next/previous frame with a teacher's note (replay --notes), else, in a
         trace, the next/previous call with a finding (marked ✗ on the timeline)."""
-        notes = getattr(self, "teacher_notes", None)
+        notes = self.teacher_notes
         marks = sorted(notes.by_frame) if notes else []
         what = "note"
-        if not marks and getattr(self.frames.timeline, "unit", "step") == "call":
+        if not marks and self.frames.timeline.unit == "call":
             marks, what = [k for k, f in enumerate(self.frames.frames) if f.failed], "finding"
             if not marks:
                 self.notify(
@@ -416,8 +426,8 @@ class Viewer(App[int]):
         raise NotImplementedError
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        from vmmtui.stream.names import screenshot_name
         from vmmtui.system.lifeline import served_shots
-        from vmmtui.words.names import screenshot_name
 
         served, shots = served_shots()
         if served and shots is None:  # a page of `vmmtui serve`: nothing lands where it runs
@@ -426,7 +436,7 @@ class Viewer(App[int]):
                 timeout=5,
             )
             return
-        where = shots or str(getattr(self, "screenshots", None) or os.getcwd())
+        where = shots or str(self.screenshots or os.getcwd())
         try:
             path = self.save_screenshot(
                 filename=filename or screenshot_name(self.title), path=where
@@ -443,7 +453,7 @@ class Viewer(App[int]):
         """``name``.svg in ``directory``; False (and said once) when it cannot be written."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            from vmmtui.words.names import file_name
+            from vmmtui.stream.names import file_name
 
             self.save_screenshot(filename=f"{file_name(name)}.svg", path=str(directory))
         except OSError as exc:

@@ -14,9 +14,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
-from vmmtui.record.timeline import Frame, Timeline
+from vmmtui.record.timeline import Frame, Frames, Timeline
 from vmmtui.stream.events import Event
 from vmmtui.view.display import Display
 from vmmtui.view.model import ScreenState, fold_one
@@ -34,11 +33,11 @@ class FrameStates:
 
     def __init__(
         self,
-        timeline: Timeline | Any | None = None,
+        timeline: Frames | None = None,
         blank: ScreenState | None = None,
         display: Display | None = None,
     ):
-        self.timeline = timeline if timeline is not None else Timeline()
+        self.timeline: Frames = timeline if timeline is not None else Timeline()
         self.display = display or Display()
         #: events folded -> the state after them, every EVERY events (ends kept sorted)
         self._states: dict[int, ScreenState] = {0: blank or ScreenState.blank()}
@@ -61,11 +60,7 @@ class FrameStates:
     def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
         """More events; ``calls``: which are calls that matter, where the trace session said
         (``TraceSession.marked``: a call timeline then folds no ledger of its own)."""
-        timeline: Any = self.timeline  # a call timeline takes the marks; a step timeline none
-        if calls is None:
-            timeline.extend(events)
-        else:
-            timeline.extend(events, calls)
+        self.timeline.extend(events, calls)
 
     def at(self, index: int) -> ScreenState:
         """The state after frame ``index`` (clamped to the frames there are)."""
@@ -105,11 +100,13 @@ class FrameStates:
         process's calls) the ``rows`` newest as of that frame are kept; every count stays
         whole. How many events went."""
         timeline = self.timeline
-        if k0 <= 0 or not hasattr(timeline, "forget"):
+        if k0 <= 0:
             return 0
         cut = timeline.frames[min(k0, self.last)].end
         start = self.after(cut)
         gone = timeline.forget(k0)
+        if gone == 0:  # a session's timeline keeps every frame
+            return 0
         self._states = {n - gone: s for n, s in self._states.items() if n > gone}
         self._states[0] = start
         self._ends = sorted(self._states)

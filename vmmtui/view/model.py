@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from vmmtui.backends.pattern import Verification
 from vmmtui.plan.config import SEED_SHAPE
 from vmmtui.plan.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
 from vmmtui.stream.codec import encode
@@ -39,11 +38,11 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
+from vmmtui.stream.failures import Failure, leaked_fds
 from vmmtui.stream.state import WorkerState
+from vmmtui.stream.verification import Verification
 from vmmtui.view.display import Display
 from vmmtui.view.sharing import evolve
-from vmmtui.words import narration as say
-from vmmtui.words.troubleshooting import Failure, leaked_fds
 
 if TYPE_CHECKING:  # the programs' side (and the trace's events) load with the first trace event
     from vmmtui.view.kernel import KernelFact, KernelView
@@ -168,6 +167,8 @@ class PanelView:
     pid: int | None = None
     backend: str = ""
     state_text: str = "starting"
+    #: how the worker ended, once it has (its words are the panel's: ``words.narration.exit_state``)
+    ended: WorkerExited | None = None
     #: step name -> (ok, duration ns)
     results: dict[str, tuple[bool, int]] = field(default_factory=dict)
     #: step name -> its index in the plan
@@ -247,7 +248,7 @@ class ScreenState:
     #: the consumer whose tab is in front (several consumers)
     front: str | None = None
     #: kcmp wording last logged per consumer (the 4 Hz refresh repeats it: told once per change)
-    kcmp_told: dict[str, str] = field(default_factory=dict)
+    kcmp_told: dict[str, tuple[int, int, bool | None, str]] = field(default_factory=dict)
     era: int = 0
     log: LogBook = field(default_factory=LogBook, compare=False, repr=False)
     log_len: int = 0
@@ -420,7 +421,7 @@ def fold_one(
             return _kcmp(state, e)
         case WorkerExited():
             p = state.panel(e.role)
-            state = _panel(state, replace(p, state_text=say.exit_state(e), running=None))
+            state = _panel(state, replace(p, state_text="exited", ended=e, running=None))
             state = _kcmp_closed(state, lambda v: e.role in (PRODUCER, v.consumer))
             if not e.expected and not closing and state.crash is None:
                 state = replace(state, crash=e)
@@ -639,7 +640,7 @@ def _kcmp(state: ScreenState, e: KcmpVerdict) -> ScreenState:
         wire=replace(state.wire, kcmps={**state.wire.kcmps, e.consumer: seen}),
         status={**state.status, "kcmp": seen},
     )
-    told = say.kcmp_verdict(e).plain
+    told = (e.producer_fd, e.consumer_fd, e.same, e.detail)  # what the log's entry would say
     if state.kcmp_told.get(e.consumer) == told:
         return state
     state = replace(state, kcmp_told={**state.kcmp_told, e.consumer: told})

@@ -36,6 +36,7 @@ from vmmtui.stream.events import (
     SharedFile,
     WatchFinished,
 )
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -62,7 +63,6 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.view.sharing import evolve
-from vmmtui.words.names import shown
 
 T = TypeVar("T")
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, fields
 from typing import TypeVar
 
 from vmmtui.stream.codec import DecodeError, decode, encode, warm
-from vmmtui.words.troubleshooting import StepError, failure
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.messages import Ack, AllocMessage
 
 VERSION = 1
 #: the largest message read; a longer one arrives truncated (MSG_TRUNC) and is refused
@@ -41,45 +42,6 @@ BACKLOG = 16
 CONNECT_RETRY = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
 #: refused peers kept in the worker's state; a flood is counted, not listed
 MAX_REFUSED_SHOWN = 16
-
-
-@dataclass
-class AllocMessage:
-    """What the producer tells each consumer beside the fd (or, for legacy IPC, the handle bytes).
-
-    Nothing in it is trusted: the consumer checks the size against what the kernel or the driver
-    reports for the fd it received."""
-
-    requested_size: int
-    alloc_size: int
-    granularity: int
-    device: int
-    device_name: str
-    backend: str
-    mechanism: str
-    #: legacy IPC: the 64-byte cuIpcMemHandle in hex; empty for VMM (the fd travels as SCM_RIGHTS)
-    ipc_handle: str = ""
-    type: str = "alloc"
-    #: how the fd travels: ``scm-rights`` (in this message) or ``pidfd`` (the consumer takes it)
-    transport: str = "scm-rights"
-    #: pidfd: the producer's pid and the number of the fd to take (untrusted: checked by the consumer)
-    pid: int = 0
-    fd: int = -1
-    #: pool: the 64-byte CUmemPoolPtrExportData of the allocation, in hex
-    export_data: str = ""
-
-
-@dataclass
-class Ack:
-    """The consumer's verdict, sent back so that the producer does not release memory in use."""
-
-    verified: bool
-    detail: str
-    #: integers the consumer checked (producer-writes)
-    checked: int = 0
-    #: integers [start, end) the consumer wrote (consumer-writes)
-    slice: tuple[int, int] | None = None
-    type: str = "ack"
 
 
 M = TypeVar("M", AllocMessage, Ack)

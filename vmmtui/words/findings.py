@@ -12,10 +12,10 @@ from vmmtui.model.ends import End
 from vmmtui.model.entries import Pin
 from vmmtui.model.findings import Memory, Proof
 from vmmtui.stream.events import Event, Leak, ProcessUnreadable
+from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.trace.cuda import cuda_cause, cuda_fix
-from vmmtui.trace.words import ended_words, socket_words
-from vmmtui.words.names import json_safe, shown
+from vmmtui.words.programs import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
 
 
@@ -492,6 +492,10 @@ def json_line(e: Event) -> str:
     written as its fields' own line (``to_json``: no dict, no encoder) with the words' three keys
     appended: a trace writes one for every share, and going through the encoder cost as much as
     the rest of the event's path."""
+    if isinstance(e, Leak) and not e.fix:  # a reader of the file gets the fix worded
+        from dataclasses import replace
+
+        return replace(e, fix=close_fix(e.memory)).to_json()
     if not isinstance(e, LedgerFinding):
         return e.to_json()
     said = finding_words(e)

@@ -79,7 +79,7 @@ def _session(x: LogEntry) -> list[Text]:
 
 def _program(x: LogEntry) -> list[Text]:
     from vmmtui.stream.observed import TraceCall, TraceEvent
-    from vmmtui.trace import narration as trace_say
+    from vmmtui.words import trace as trace_say
 
     e = x.event
     if isinstance(e, TraceCall):
@@ -91,7 +91,7 @@ def _program(x: LogEntry) -> list[Text]:
 
 def _kernel(x: LogEntry) -> list[Text]:
     from vmmtui.stream.observed import TraceFinished, TraceStarted
-    from vmmtui.trace import narration as trace_say
+    from vmmtui.words import trace as trace_say
 
     e, d = x.event, x.display
     if x.fact is not None:

@@ -15,10 +15,9 @@ from typing import Any, Protocol
 
 from rich.text import Text
 
-from vmmtui.backends.base import Call
-from vmmtui.backends.pattern import Verification
 from vmmtui.plan.config import SEED_SHAPE, Mechanism
 from vmmtui.plan.steps import CONSUMER, PRODUCER, kind
+from vmmtui.stream.calls import Call
 from vmmtui.stream.events import (
     FdRow,
     FdSnapshot,
@@ -32,8 +31,10 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.words.names import shown
-from vmmtui.words.sizes import format_size
+from vmmtui.stream.names import shown
+from vmmtui.stream.sizes import format_size
+from vmmtui.stream.verification import Verification
+from vmmtui.words.troubleshooting import close_fix, worded
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
@@ -299,10 +300,9 @@ def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
             "bold red",
         )
     ]
-    if f.cause:
-        lines.append(Text(m.text(f"  cause: {f.cause}")))
-    if f.fix:
-        lines.append(Text(m.text(f"  fix:   {f.fix}")))
+    cause, fix = worded(f)
+    lines.append(Text(m.text(f"  cause: {cause}")))
+    lines.append(Text(m.text(f"  fix:   {fix}")))
     return lines
 
 
@@ -561,7 +561,7 @@ def leak(e: Leak) -> list[Text]:
         head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {e.what}: {e.detail}", "yellow")
     else:
         head = Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red")
-    return [head, Text(f"    fix: {e.fix}")]
+    return [head, Text(f"    fix: {e.fix or close_fix(e.memory)}")]
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
-from vmmtui.backends.pattern import Verification
 from vmmtui.stream.events import ScenarioOutcome, SessionFinished
+from vmmtui.stream.verification import Verification
 from vmmtui.words import narration as say
 
 if TYPE_CHECKING:

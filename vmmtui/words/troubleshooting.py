@@ -6,38 +6,7 @@ has an entry here, so no error reaches the screen without an explanation.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-
-@dataclass
-class Failure:
-    """One failed call: the error's name, the call that raised it, what it said, cause and fix."""
-
-    code: str
-    call: str
-    message: str
-    cause: str = ""
-    fix: str = ""
-
-    def one_line(self) -> str:
-        text = f"{self.call}: {self.code}"
-        if self.message and self.message != self.code:
-            text += f" ({self.message})"
-        if self.cause:
-            text += f" - {self.cause}"
-        if self.fix:
-            text += f"; fix: {self.fix}"
-        return text
-
-
-class StepError(Exception):
-    """Raised inside a worker step; carries the Failure that the step report shows."""
-
-    def __init__(self, failure: Failure):
-        super().__init__(failure.one_line())
-        self.failure = failure
-
+from vmmtui.stream.failures import Failure
 
 # code -> (cause, fix)
 TABLE: dict[str, tuple[str, str]] = {
@@ -324,22 +293,29 @@ def explain(code: str, call: str = "") -> tuple[str, str]:
     return TABLE.get(code, ("unexpected error", "see the message; report it if it persists"))
 
 
-def failure(code: str, call: str, message: str = "") -> Failure:
-    """A Failure with cause and fix filled in from the tables."""
-    cause, fix = explain(code, call)
-    return Failure(code=code, call=call, message=message or code, cause=cause, fix=fix)
+def known(code: str, call: str = "") -> bool:
+    """Whether today's tables word ``code`` from ``call`` (an unknown one gets the generic words)."""
+    return (call, code) in BY_CALL or (call, "*") in BY_CALL or code in TABLE
 
 
-#: how a leak's message names each fd still open (``leak_message``), read back by ``leaked_fds``
-_LEAKED = re.compile(r"\bfd (\d+) → ")
+def worded(f: Failure) -> tuple[str, str]:
+    """(cause, fix) of a failure as drawn: today's words for a code the tables know; for one
+    they do not, the words an older vmmtui recorded with it, or the generic answer."""
+    if known(f.code, f.call) or not (f.cause or f.fix):
+        return explain(f.code, f.call)
+    return f.cause, f.fix
 
 
-def leak_message(pid: int, leaks: dict[int, str]) -> str:
-    """FD_LEAK's message: ``/proc/PID/fd still has fd 38 → /dev/nvidiactl after cleanup``."""
-    shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
-    return f"/proc/{pid}/fd still has {shown} after cleanup"
+def one_line(f: Failure) -> str:
+    """The failure, its cause and its fix on one line (a notice, a report's error column)."""
+    cause, fix = worded(f)
+    return f"{f.one_line()} - {cause}; fix: {fix}"
 
 
-def leaked_fds(f: Failure) -> set[int]:
-    """The fds an FD_LEAK names (none for any other failure): the screen marks them ✗."""
-    return {int(n) for n in _LEAKED.findall(f.message)} if f.code == "FD_LEAK" else set()
+def with_words(text: str, f: Failure | None) -> str:
+    """A line of facts that a failure explains (a session that could not start), with the
+    failure's cause and fix after it; the line as it is when no failure is its reason."""
+    if f is None:
+        return text
+    cause, fix = worded(f)
+    return f"{text} - {cause}; fix: {fix}"

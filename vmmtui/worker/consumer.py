@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 from vmmtui.plan.config import Direction, Verify
 from vmmtui.plan.steps import PRODUCER
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.messages import Ack, AllocMessage
+from vmmtui.stream.sizes import align_up
 from vmmtui.stream.state import HeldKind, Peer
 from vmmtui.wire import channel
-from vmmtui.wire.channel import Ack, AllocMessage
-from vmmtui.words.sizes import align_up
-from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import memory, transport
 
 if TYPE_CHECKING:

@@ -29,9 +29,9 @@ from vmmtui.plan.steps import (
     peer_of,
     role_steps,
 )
+from vmmtui.stream.failures import Failure, StepError, failure
 from vmmtui.stream.state import HeldKind, StepReport, WorkerState
 from vmmtui.wire.protocol import StepArgs
-from vmmtui.words.troubleshooting import Failure, StepError, failure
 from vmmtui.worker import consumer, crash, memory, producer, transport
 from vmmtui.worker.fdbook import FdBook
 from vmmtui.worker.sharing import LegacySharing, PoolSharing, Sharing, VmmSharing

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from vmmtui.plan.config import Verify
 from vmmtui.plan.steps import CONSUMER
+from vmmtui.stream.failures import StepError, failure
 from vmmtui.stream.state import HeldKind
 from vmmtui.system.interrupts import signals_held
 from vmmtui.wire import channel
-from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import transport
 
 if TYPE_CHECKING:

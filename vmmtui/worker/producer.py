@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 from vmmtui.plan.config import Direction, Verify
 from vmmtui.plan.steps import CONSUMER
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.messages import Ack
 from vmmtui.stream.state import HeldKind, Peer
 from vmmtui.wire import channel
-from vmmtui.wire.channel import Ack
-from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import memory
 
 if TYPE_CHECKING:

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vmmtui.plan.steps import CONSUMER
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.messages import AllocMessage
+from vmmtui.stream.sizes import align_up
 from vmmtui.stream.state import HeldKind
 from vmmtui.wire import channel
-from vmmtui.wire.channel import AllocMessage
-from vmmtui.words.sizes import align_up
-from vmmtui.words.troubleshooting import StepError, failure
 from vmmtui.worker import transport
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from vmmtui.backends import pidfd
 from vmmtui.plan.config import Transport
 from vmmtui.plan.steps import PRODUCER
+from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.messages import AllocMessage
 from vmmtui.stream.state import HeldKind
-from vmmtui.wire.channel import AllocMessage
-from vmmtui.words.troubleshooting import StepError, failure
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker

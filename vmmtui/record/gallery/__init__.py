@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmmtui.record.recording import MAGIC, Header, RecordingError, read, untrusted
-from vmmtui.words.names import shown
+from vmmtui.stream.names import shown
 
 HERE = Path(__file__).resolve().parent
 SUFFIXES = (".jsonl.gz", ".jsonl")

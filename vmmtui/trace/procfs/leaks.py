@@ -14,10 +14,9 @@ import stat
 from dataclasses import dataclass, field
 
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.stream.names import shown
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
-from vmmtui.words.names import shown
-from vmmtui.words.troubleshooting import close_fix
 
 #: why a shared fd's origin is not known, by FdOpened.how
 ORIGIN_UNSEEN = {
@@ -70,8 +69,9 @@ class LeakFinder:
                     f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
                     f"still open after every process it shared with exited ({names}); {seen}",
-                    close_fix(e.kind),
+                    "",
                     at,
+                    memory=e.kind,
                 ),
             )
         out += self._possible(t, at)
@@ -126,8 +126,9 @@ class LeakFinder:
                     pid,
                     f"still open, not mapped any more (/proc/PID/maps), after every process it was "
                     f"shared with exited ({names}); {ORIGIN_UNSEEN[e.how]}: a leak if it was received",
-                    close_fix(e.kind),
+                    "",
                     at,
+                    memory=e.kind,
                 ),
             )
         return out
@@ -145,8 +146,9 @@ class LeakFinder:
                         pid,
                         "kept after every process it was shared with exited, and still open at the "
                         f"last scan before this one exited; {ORIGIN_UNSEEN[e.how]}",
-                        close_fix(e.kind),
+                        "",
                         at,
+                        memory=e.kind,
                     ),
                 )
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
@@ -163,8 +165,9 @@ class LeakFinder:
                         pid,
                         f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
                         "the process exited: only its exit closed it",
-                        close_fix(e.kind),
+                        "",
                         at,
+                        memory=e.kind,
                     ),
                 )
         return out

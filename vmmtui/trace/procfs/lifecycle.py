@@ -33,10 +33,10 @@ from vmmtui.stream.events import (
     ProcessUnreadable,
     SharedFile,
 )
+from vmmtui.stream.names import shown
 from vmmtui.trace.identity import identity_of
 from vmmtui.trace.procfs.scan import MEMORY_KINDS, OpenFd, ProcessScan, Scan
 from vmmtui.trace.procfs.shares import Shares, find_shares
-from vmmtui.words.names import shown
 
 Holder = tuple[int, int]
 

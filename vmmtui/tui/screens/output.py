@@ -10,9 +10,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from vmmtui.stream.names import shown
+from vmmtui.stream.sizes import format_size
 from vmmtui.trace.output import STDERR, Kept, Output
-from vmmtui.words.names import shown
-from vmmtui.words.sizes import format_size
 
 #: how often the pane looks for new output while it is open
 REFRESH_S = 0.5

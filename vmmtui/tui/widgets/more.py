@@ -98,7 +98,7 @@ class MoreProcesses(Static, can_focus=True):
             p = v.proc(pid)
             state = "running" if p.alive else "ended"
             if not p.alive and p.end is not None:
-                from vmmtui.trace.words import end_words
+                from vmmtui.words.programs import end_words
 
                 state = end_words(p.end)
             row = Text.assemble(

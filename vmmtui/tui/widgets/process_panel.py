@@ -18,13 +18,14 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from vmmtui.plan.steps import build_plan, role_steps, step_info
+from vmmtui.stream.sizes import format_size
 from vmmtui.stream.state import WorkerState
 from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.view import Display, PanelView, ScreenState
 from vmmtui.view.budget import Window, share, window
 from vmmtui.view.panels import ProcessPanelView, process_view
-from vmmtui.words.sizes import format_size
+from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
     from vmmtui.view.programs import ProcView
@@ -92,7 +93,9 @@ class ProcessPanel(Vertical):
 
     @property
     def state_text(self) -> str:
-        return self.view.state_text
+        """The state as the head line says it: how the worker ended, once it has."""
+        v = self.view
+        return say.exit_state(v.ended) if v.ended is not None else v.state_text
 
     def compose(self) -> ComposeResult:
         if self.pid is not None:
@@ -151,7 +154,7 @@ class ProcessPanel(Vertical):
     def _program_state(self, p: ProcView) -> str:
         state = "running"
         if not p.alive:
-            from vmmtui.trace.words import end_words  # with the first trace (not a demo's frame)
+            from vmmtui.words.programs import end_words  # with the first trace (not a demo's frame)
 
             state = end_words(p.end)
         sort = f" · sorted by {self.sort}" if self.sort != "time" else ""
@@ -266,7 +269,7 @@ class ProcessPanel(Vertical):
     # -- rendering ---------------------------------------------------------------------------------
     def _shown_head_key(self) -> tuple:
         w = self.view
-        return (w.pid, w.backend, w.state_text, w.worker_state, w.results, self.plan, self.size)
+        return (w.pid, w.backend, self.state_text, w.worker_state, w.results, self.plan, self.size)
 
     def _head(self) -> Text:
         d, v = self.fmt, self.view
@@ -276,7 +279,7 @@ class ProcessPanel(Vertical):
             ("  ", ""),
             (v.backend or "…", "cyan"),
             ("  ", ""),
-            (v.state_text, self._state_style()),
+            (self.state_text, self._state_style()),
         )
         steps = role_steps(self.role, list(self.plan))
         done = sum(1 for ok, _ in v.results.values() if ok)
@@ -304,7 +307,7 @@ class ProcessPanel(Vertical):
         )
 
     def _state_style(self) -> str:
-        s = self.view.state_text
+        s = self.state_text
         return (
             "red"
             if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1"))

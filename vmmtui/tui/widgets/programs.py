@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from vmmtui.stream.sizes import format_size
 from vmmtui.words.narration import identity_words
-from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
     from vmmtui.view.programs import FdView, MemView, ProcView, ProgramsView, Via
@@ -158,7 +158,7 @@ def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
     if room > 0:
         calls = v.calls_of(p.pid, room)
         if calls:
-            from vmmtui.trace.narration import call_words  # the text's words for a call
+            from vmmtui.words.trace import call_words  # the text's words for a call
 
             n = max(p.ncalls, len(calls))
             head = "── last calls" if len(calls) == n else f"── last {len(calls)} of {n} calls"
@@ -200,6 +200,6 @@ def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
 
 def via_words(via: Via) -> str:
     """How something travelled, as the wire says it (``trace.words.via_words``)."""
-    from vmmtui.trace.words import via_words as said
+    from vmmtui.words.programs import via_words as said
 
     return said(via)

@@ -16,7 +16,7 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
-from vmmtui.record.timeline import Frame, Timeline
+from vmmtui.record.timeline import Frame, Frames
 from vmmtui.words import narration as say
 
 #: what a frame looks like in the bar: done (at or before the one on show) and still to come
@@ -36,7 +36,7 @@ class BarFrame:
     style: str = ""
 
 
-def bar_frames(timeline: Timeline, ahead: bool = False) -> list[BarFrame]:
+def bar_frames(timeline: Frames, ahead: bool = False) -> list[BarFrame]:
     """The bar's frames of a timeline: each step's role from the plan, its failure from the frame.
     ``ahead`` (a live session): the plan's steps not run yet follow, so the bar is the whole plan."""
     out = []

@@ -8,6 +8,7 @@ from textual.widgets import Static
 from vmmtui.plan.steps import step_info, teaching_for
 from vmmtui.view import Display, ScreenState
 from vmmtui.words import narration as say
+from vmmtui.words.troubleshooting import worded
 
 
 class TeachingPanel(Static):
@@ -81,7 +82,7 @@ class TeachingPanel(Static):
         self.mark = mark
         out = ""
         if self.kernel_left_out:  # the record's words: imported only where there is a record
-            from vmmtui.trace.narration import kernel_line_left_out
+            from vmmtui.words.trace import kernel_line_left_out
 
             out = kernel_line_left_out(self.kernel_left_out)
         subtitle = " · ".join(part for part in (mark, out) if part)
@@ -136,7 +137,7 @@ class TeachingPanel(Static):
         facts = state.kernel_facts()
         if not facts or state.start_error is not None:
             return Text("")
-        from vmmtui.trace.narration import kernel_step_line
+        from vmmtui.words.trace import kernel_step_line
 
         line = kernel_step_line(facts)
         if line is None:
@@ -153,13 +154,14 @@ class TeachingPanel(Static):
         if state.failure is not None:
             role, step, f = state.failure
             m = self.fmt.text  # --stable: no pids or addresses
+            cause, fix = worded(f)
             return f"FAILED: {role} · {step}", Text.assemble(
                 (f"{f.call} → {f.code}", "bold red"),
                 m(f" ({f.message})\n"),
                 ("cause: ", "bold"),
-                m(f"{f.cause}\n"),
+                m(f"{cause}\n"),
                 ("fix: ", "bold"),
-                m(f"{f.fix}"),
+                m(f"{fix}"),
                 ("" if self.replay else "  (ctrl+r restarts)", "dim"),
             )
         if state.crash is not None:

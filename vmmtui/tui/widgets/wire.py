@@ -17,14 +17,14 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from vmmtui.stream.sizes import format_size
 from vmmtui.view import Display, ScreenState
 from vmmtui.view.model import kcmp_tense
 from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_view
 from vmmtui.words import narration as say
-from vmmtui.words.sizes import format_size
 
 if TYPE_CHECKING:
-    from vmmtui.backends.pattern import Verification
+    from vmmtui.stream.verification import Verification
     from vmmtui.view.programs import FindingView, ProgramsView
 
 #: each panel's border title, by source
@@ -212,9 +212,9 @@ class VerdictsPanel(_Sized):
 
     def _findings(self, v: ProgramsView) -> Text:
         from vmmtui.model.findings import Tally
-        from vmmtui.trace.words import proven_words, roads_words
         from vmmtui.tui.widgets.programs import _join, _line
         from vmmtui.words.findings import quiet_words
+        from vmmtui.words.programs import proven_words, roads_words
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
         good = v.findings_len - nbad - v.quiet_findings

@@ -86,8 +86,8 @@ def handle_type_names(bits: int) -> list[str]:
 def via_words(via: Via) -> str:
     """How something travelled, as the wire says it: a socket in the text's words, the pidfd it
     was taken through, the first bytes of the handle that named it, else the call's name."""
+    from vmmtui.stream.names import shown
     from vmmtui.view.programs import HandleBytes, ThroughPidfd
-    from vmmtui.words.names import shown
 
     if isinstance(via, SocketEnd):
         return shown(socket_words(via), 80)

@@ -1,6 +1,6 @@
 """The words for the trace's events and the ledger's findings, written once (console, --json
 readers' transcripts, the attach view's log). Names from the traced processes go through
-``vmmtui.words.names.shown``. No Textual: rich ``Text`` with semantic styles."""
+``vmmtui.stream.names.shown``. No Textual: rich ``Text`` with semantic styles."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from vmmtui.model.ends import End
 from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.probes import classify
 from vmmtui.stream.events import AttachEvent, Event, Notice
+from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CallRefused,
     CapabilityProbe,
@@ -39,10 +40,9 @@ from vmmtui.stream.observed import (
     TraceStarted,
     base_name,
 )
+from vmmtui.stream.sizes import format_size
 from vmmtui.trace.cuda import CUDA_ERRORS
-from vmmtui.trace.words import end_words, handle_type_names, road_words, socket_words
-from vmmtui.words.names import shown
-from vmmtui.words.sizes import format_size
+from vmmtui.words.programs import end_words, handle_type_names, road_words, socket_words
 
 if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
     from vmmtui.model.ledger import Ledger

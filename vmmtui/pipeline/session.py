@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -45,6 +46,10 @@ class Source(Protocol):
 
     stopping: bool
     pids: list[int]
+    #: the command it runs ([]: none)
+    command: list[str]
+    #: set once its events have ended (the probes detached, the polls over)
+    finished: threading.Event
 
     @property
     def tree(self) -> Command | None: ...
@@ -145,16 +150,20 @@ class RecordingSource:
         self.stopping = False
         self.command: list[str] = []
         self.pids: list[int] = []
+        self.finished = threading.Event()
         #: a recording starts no command
         self.tree: Command | None = None
         self.exit: Exit | None = None
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]:
-        for e in self.recorded:
-            if self.stopping:
-                return
-            if not isinstance(e, MADE_BY_THE_LEDGER):
-                yield e
+        try:
+            for e in self.recorded:
+                if self.stopping:
+                    return
+                if not isinstance(e, MADE_BY_THE_LEDGER):
+                    yield e
+        finally:
+            self.finished.set()
 
     def close(self) -> None:
         """A recording holds nothing open."""
@@ -169,14 +178,18 @@ class TraceSession:
         source: Source,
         sinks: Sequence[Callable[[Event], object]] = (),
         live: bool = True,
-        never_imported_s: float = NEVER_IMPORTED_S,
+        never_imported_s: float | None = None,
     ) -> None:
+        """``never_imported_s``: seconds with no import before an export is said never imported
+        (None: ``NEVER_IMPORTED_S``)."""
         self.source = source
         self.sinks = list(sinks)
         #: the one fold of the run
         self.ledger = Ledger()
         #: the refcount book beside it (``model/refcounts.py``)
-        self.refs = Refcounts(self.ledger, never_imported_s)
+        self.refs = Refcounts(
+            self.ledger, NEVER_IMPORTED_S if never_imported_s is None else never_imported_s
+        )
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
         self.unreadable: set[int] = set()

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from vmmtui.backends import cuda_unusable
 from vmmtui.backends.probe import DeviceRecord, imex_channels, probe
+from vmmtui.stream.sizes import format_size
 from vmmtui.system import host
 from vmmtui.system.fdtable import kcmp_same_file
-from vmmtui.words.sizes import format_size
 
 
 @dataclass
