@@ -443,7 +443,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -c 'from vmmtui.trace.loader import why_not; from vmmtui.trace.cuda import find_libcuda; print("eBPF:", why_not() or "usable"); print("libcuda:", find_libcuda())'
     # the plugin by its entry point where vmmtui is installed, else named
     plugin=""
-    python3 -c 'from importlib.metadata import entry_points as e; exit(not [x for x in e(group="pytest11") if x.name == "vmmtui"])' || plugin="-p vmmtui.pytest_plugin"
+    python3 -c 'from importlib.metadata import entry_points as e; exit(not [x for x in e(group="pytest11") if x.name == "vmmtui"])' || plugin="-p vmmtui.verdict.plugin"
     step python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui --vmmtui-dir "$out/verdict-legacy" \
       tests/fixtures/verdict_suite/torch_sync_suite.py
     step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \

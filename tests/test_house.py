@@ -40,6 +40,7 @@ LAYERS = [
     "bench",  # measurement
     "tui",  # the Textual app
     "cli",  # one thin module per command
+    "verdict",  # the verdict as an assertion: vmmtui.tracing and the pytest plugin
     "__main__",
     "vmmtui",
 ]
@@ -63,14 +64,6 @@ def imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for n in ast.walk(node)
     }
-    if name == "vmmtui":  # the root's lazy re-exports (PEP 562 ``__getattr__``: ``vmmtui.tracing``)
-        # run when a user asks for them, long after the package is loaded: no layer's edge
-        skip |= {
-            id(n)
-            for node in tree.body
-            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
-            for n in ast.walk(node)
-        }
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
     for node in ast.walk(tree):

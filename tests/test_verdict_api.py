@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import vmmtui
-from vmmtui.api import OVER_BUDGET, Mode, TraceError
 from vmmtui.model.findings import Weight
+from vmmtui.pipeline.session import refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding
-from vmmtui.trace.session import refold
+from vmmtui.verdict.api import OVER_BUDGET, Mode, TraceError
 
 SUITE = Path(__file__).resolve().parent / "fixtures" / "verdict_suite"
 sys.path.insert(0, str(SUITE))

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from vmmtui.pipeline.session import refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding
-from vmmtui.trace.session import refold
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "fixtures" / "verdict_suite" / "weight_sync_suite.py"
@@ -42,7 +42,7 @@ def _registered() -> bool:
 
 #: the plugin comes by its entry point where vmmtui is installed; a checkout run from its folder
 #: (PYTHONPATH, as the GPU check does) names it
-PLUGIN = () if _registered() else ("-p", "vmmtui.pytest_plugin")
+PLUGIN = () if _registered() else ("-p", "vmmtui.verdict.plugin")
 
 
 def run_suite(
@@ -220,4 +220,4 @@ def test_the_plugin_is_registered_by_its_entry_point():
     if not _registered():
         pytest.skip("vmmtui is not installed here (run from its folder)")
     (ep,) = [e for e in entry_points(group="pytest11") if e.name == "vmmtui"]
-    assert ep.value == "vmmtui.pytest_plugin"
+    assert ep.value == "vmmtui.verdict.plugin"

@@ -10,7 +10,7 @@ import sys as _sys
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
-    from vmmtui.api import tracing as tracing
+    from vmmtui.verdict.api import tracing as tracing
 
 from vmmtui.system.early import take_signals as _take_signals
 
@@ -28,10 +28,10 @@ def _is_the_command() -> bool:
 
 
 def __getattr__(name: str):
-    """``vmmtui.tracing``, the verdict as an assertion (``vmmtui.api``), imported when first
+    """``vmmtui.tracing``, the verdict as an assertion (``vmmtui.verdict.api``), imported when first
     asked for: ``import vmmtui`` stays as cheap as the command needs it."""
     if name == "tracing":
-        from vmmtui.api import tracing as tracing
+        from vmmtui.verdict.api import tracing as tracing
 
         return tracing
     raise AttributeError(f"module 'vmmtui' has no attribute {name!r}")

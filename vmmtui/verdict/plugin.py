@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from vmmtui.api import Tracing, Verdict
+    from vmmtui.verdict.api import Tracing, Verdict
 
 MARKER = (
     "vmmtui(allow=(), max_pinned_bytes=None): trace this test with vmmtui (it and the processes "
@@ -161,7 +161,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     options = _options(item, run)
     if options is None:
         return (yield)
-    from vmmtui.api import TraceError, tracing
+    from vmmtui.verdict.api import TraceError, tracing
 
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in item.nodeid)[-150:]
     path = run.recordings() / f"{name}.jsonl"
@@ -193,7 +193,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def _end(t: Tracing, item: pytest.Item, run: Run) -> Verdict | None:
     """The block's end: its verdict (kept for the summary), or None where the trace failed
     (said in the test's report: the test's own outcome stands)."""
-    from vmmtui.api import TraceError
+    from vmmtui.verdict.api import TraceError
 
     try:
         t.__exit__(None, None, None)

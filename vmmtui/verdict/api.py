@@ -11,7 +11,7 @@ The block runs in this process, so the trace follows this process and every proc
 (fork, ``multiprocessing``, ``subprocess``: the tracer follows forks of a traced pid): eBPF where
 this process may load it (root, or CAP_BPF + CAP_PERFMON), polling of ``/proc`` otherwise, said in
 ``t.mode`` and ``t.reason``. The events go through the one pipeline of ``vmmtui trace``
-(``trace.session.TraceSession``: the ledger, its refcount book), so a finding here is the finding
+(``pipeline.session.TraceSession``: the ledger, its refcount book), so a finding here is the finding
 the inspector shows, with the same proof and the same words (``words.findings``), and the block's
 recording replays in ``vmmtui replay``.
 
@@ -41,8 +41,8 @@ from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, Notice, Process
 from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceStarted
 
 if TYPE_CHECKING:
+    from vmmtui.pipeline.session import Source, TraceSession
     from vmmtui.record.recording import Recorder
-    from vmmtui.trace.session import Source, TraceSession
 
 #: the kind of the one finding the API adds itself: more bytes pinned at the end than allowed
 OVER_BUDGET = "pinned-over-budget"
@@ -147,7 +147,7 @@ class Verdict:
 
 
 def _size(n: int | None) -> str:
-    from vmmtui.words.sizes import format_size
+    from vmmtui.stream.sizes import format_size
 
     return format_size(n or 0)
 
@@ -184,8 +184,8 @@ class Tracing:
 
     # -- the block -----------------------------------------------------------------------------
     def __enter__(self) -> Tracing:
+        from vmmtui.pipeline.session import TraceRequest, TraceSession
         from vmmtui.trace.loader import ProbeUnavailable
-        from vmmtui.trace.session import TraceRequest, TraceSession
 
         request = TraceRequest(
             pids=(os.getpid(),),
