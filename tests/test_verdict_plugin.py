@@ -221,3 +221,40 @@ def test_the_plugin_is_registered_by_its_entry_point():
         pytest.skip("vmmtui is not installed here (run from its folder)")
     (ep,) = [e for e in entry_points(group="pytest11") if e.name == "vmmtui"]
     assert ep.value == "vmmtui.verdict.plugin"
+
+
+BROKEN = '''
+import pytest
+from vmmtui.model.ledger import Ledger
+
+
+@pytest.fixture(autouse=True)
+def broken_fold(monkeypatch):
+    """A bug in the pipeline (the ledger's fold raises), as a merge can leave one."""
+
+    def apply(self, e):
+        raise NameError("name 'close_fix' is not defined")
+
+    monkeypatch.setattr(Ledger, "apply", apply)
+'''
+
+
+def test_a_trace_that_fails_fails_the_test_it_cannot_judge(folder):
+    """No verdict is no "nothing wrong found": the test fails with the trace's one line, and
+    the summary counts it."""
+    (folder / "conftest.py").write_text(BROKEN)
+    (folder / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VMMTUI_"))}
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *PLUGIN, "--vmmtui"]
+        + ["--vmmtui-poll", "--vmmtui-dir", str(folder / "rec"), "test_ok.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=folder,
+        env=env,
+    )
+    assert res.returncode == 1, res.stdout
+    assert "vmmtui: the trace failed: name 'close_fix' is not defined; " in res.stdout
+    assert "0 tests traced, 0 with problems, 1 whose trace failed" in res.stdout
+    assert "Traceback" not in res.stdout + res.stderr

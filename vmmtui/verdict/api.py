@@ -219,7 +219,12 @@ class Tracing:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.verdict = self._finish()
+        try:
+            self.verdict = self._finish()
+        except TraceError:
+            if exc is None:
+                raise
+            # the block's own exception goes on: a trace that failed too does not hide it
 
     # -- the verdict's parts -------------------------------------------------------------------
     def _done(self) -> Verdict:

@@ -57,6 +57,8 @@ class Run:
     folder: Path | None = None
     made_folder: bool = False
     traced: list[Traced] = field(default_factory=list)
+    #: the tests whose trace failed (each failed with why)
+    failed: list[str] = field(default_factory=list)
 
     def recordings(self) -> Path:
         """Where recordings go: ``--vmmtui-dir``, else a temporary folder made at the first."""
@@ -175,39 +177,40 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
         result = yield
     except BaseException:  # the test's own failure is the test's: the verdict is said beside it
-        if (verdict := _end(t, item, run)) is not None:
-            item.add_report_section("call", "vmmtui", verdict.report())
+        verdict, failed = _end(t, item, run)
+        item.add_report_section("call", "vmmtui", verdict.report() if verdict else failed)
         raise
-    verdict = _end(t, item, run)
-    if verdict is not None and verdict.problems:
+    verdict, failed = _end(t, item, run)
+    if verdict is None:  # a verdict that could not be made is no "nothing wrong found"
+        pytest.fail(failed, pytrace=False)
+    if verdict.problems:
         pytest.fail(verdict.report(), pytrace=False)
-    if verdict is not None and not run.keep and verdict.recording is not None:
+    if not run.keep and verdict.recording is not None:
         with contextlib.suppress(OSError):
             os.unlink(verdict.recording)
         verdict = dataclasses.replace(verdict, recording=None)
-    if verdict is not None:
-        item.add_report_section("call", "vmmtui", verdict.report())
+    item.add_report_section("call", "vmmtui", verdict.report())
     return result
 
 
-def _end(t: Tracing, item: pytest.Item, run: Run) -> Verdict | None:
-    """The block's end: its verdict (kept for the summary), or None where the trace failed
-    (said in the test's report: the test's own outcome stands)."""
+def _end(t: Tracing, item: pytest.Item, run: Run) -> tuple[Verdict | None, str]:
+    """The block's end: its verdict (kept for the summary), or None and why the trace failed
+    (one line, its cause and fix)."""
     from vmmtui.verdict.api import TraceError
 
     try:
         t.__exit__(None, None, None)
     except TraceError as exc:
-        item.add_report_section("call", "vmmtui", f"vmmtui: {exc}")
-        return None
+        run.failed.append(item.nodeid)
+        return None, f"vmmtui: {exc}"
     if t.verdict is not None:
         run.traced.append(Traced(item.nodeid, t.verdict))
-    return t.verdict
+    return t.verdict, ""
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     run = config.stash[_RUN]
-    if not run.traced:
+    if not run.traced and not run.failed:
         return
     tr = terminalreporter
     tr.section("vmmtui")
@@ -221,8 +224,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     bad = [t for t in run.traced if t.verdict.problems]
     modes = sorted({"eBPF" if t.verdict.mode == "ebpf" else "polling /proc" for t in run.traced})
     tr.write_line(
-        f"{len(run.traced)} test{'s' if len(run.traced) != 1 else ''} traced by "
-        f"{' and '.join(modes)}, {len(bad)} with problems"
+        f"{len(run.traced)} test{'s' if len(run.traced) != 1 else ''} traced"
+        + (f" by {' and '.join(modes)}" if modes else "")
+        + f", {len(bad)} with problems"
+        + (f", {len(run.failed)} whose trace failed" if run.failed else "")
     )
     for t in bad:
         first = t.verdict.problems[0]
@@ -232,6 +237,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         )
         if t.verdict.recording is not None:
             tr.write_line(f"    vmmtui replay {t.verdict.recording}")
+    for nodeid in run.failed:
+        tr.write_line(f"FAILED {nodeid}: the trace failed, no verdict (its report says why)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
