@@ -37,8 +37,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind, Weight, weigh
-from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, Notice, ProcessUnreadable
-from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceStarted
+from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, ProcessUnreadable
+from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceLost, TraceStarted
 
 if TYPE_CHECKING:
     from vmmtui.pipeline.session import Source, TraceSession
@@ -85,9 +85,9 @@ class Finding:
     event: LedgerFinding | Leak | ProcessUnreadable | None = None
 
     def __str__(self) -> str:
-        who = f"pid {self.pid}: " if self.pid else ""
-        fix = f"\n    fix: {self.fix}" if self.fix else ""
-        return f"{self.kind} · {who}{self.what}\n    {self.detail}{fix}"
+        from vmmtui.words.verdict import problem
+
+        return problem(self)
 
 
 @dataclass(frozen=True)
@@ -110,46 +110,38 @@ class Verdict:
     unseen: tuple[str, ...] = ()
     #: the block's recording (``vmmtui replay PATH``), whole; None when not kept
     recording: Path | None = None
-    #: said by the trace about itself (records lost, a process it could not read)
-    notices: tuple[str, ...] = ()
+    #: records of the kernel lost (its ring buffer overflowed): what they could overturn is
+    #: said as unknown, never as a leak
+    lost_records: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def report(self) -> str:
-        """The verdict in words: one line, then each problem with its detail and fix."""
-        how = "eBPF" if self.mode is Mode.EBPF else "polling /proc"
+        """The verdict in words (``words.verdict``): one line, then each problem with its detail
+        and fix, what polling cannot see, the records lost, the recording."""
+        from vmmtui.words import verdict as said
+
         good = sum(1 for f in self.findings if f.weight is Weight.GOOD)
-        head = (
-            f"vmmtui ({how}): "
-            + (
-                f"{len(self.problems)} problem{'' if len(self.problems) == 1 else 's'} to look at"
-                if self.problems
-                else "nothing wrong found"
-            )
-            + f"; {good} share{'' if good == 1 else 's'} proven"
-            + (f", {len(self.allowed)} allowed" if self.allowed else "")
-            + f"; {_size(self.pinned_bytes)} pinned across processes at the end"
-            + (
-                f" (budget {_size(self.max_pinned_bytes)})"
-                if self.max_pinned_bytes is not None
-                else ""
-            )
-        )
-        lines = [head, *(str(f) for f in self.problems)]
+        lines = [
+            said.head(
+                self.mode,
+                len(self.problems),
+                good,
+                len(self.allowed),
+                self.pinned_bytes,
+                self.max_pinned_bytes,
+            ),
+            *(said.problem(f) for f in self.problems),
+        ]
         if self.mode is Mode.POLLING:
-            lines.append(f"polling ({self.reason}): " + "; ".join(self.unseen))
-        lines += self.notices
+            lines.append(said.polling(self.reason, self.unseen))
+        if self.lost_records:
+            lines.append(said.lost(self.lost_records))
         if self.recording is not None:
-            lines.append(f"recording: {self.recording} (vmmtui replay {self.recording})")
+            lines.append(said.recording(self.recording))
         return "\n".join(lines)
-
-
-def _size(n: int | None) -> str:
-    from vmmtui.stream.sizes import format_size
-
-    return format_size(n or 0)
 
 
 @dataclass
@@ -175,7 +167,7 @@ class Tracing:
     _recorder: Recorder | None = field(default=None, repr=False)
     _reason: str = ""
     _found: list[LedgerFinding | Leak | ProcessUnreadable] = field(default_factory=list, repr=False)
-    _notices: list[str] = field(default_factory=list, repr=False)
+    _lost: int = 0
     #: polling: memory fds seen arriving from another process (the ledger keeps them unnamed)
     _arrived: list[FdOpened] = field(default_factory=list, repr=False)
     _error: BaseException | None = field(default=None, repr=False)
@@ -186,6 +178,7 @@ class Tracing:
     def __enter__(self) -> Tracing:
         from vmmtui.pipeline.session import TraceRequest, TraceSession
         from vmmtui.trace.loader import ProbeUnavailable
+        from vmmtui.words import verdict as said
 
         request = TraceRequest(
             pids=(os.getpid(),),
@@ -201,10 +194,7 @@ class Tracing:
             source, reason = request.start()
         except (ProbeUnavailable, OSError) as exc:
             self._close_recording(keep=False)
-            raise TraceError(
-                f"vmmtui could not start a trace: {exc}; run `vmmtui doctor` for what this "
-                "machine can run"
-            ) from None
+            raise TraceError(said.not_started(exc)) from None
         self._source, self._reason = source, reason or ("asked (poll=True)" if self.poll else "")
         sinks = [self._keep] + ([self._recorder.write] if self._recorder is not None else [])
         self._session = TraceSession(source, sinks)
@@ -265,8 +255,8 @@ class Tracing:
             self._started.set()
         if isinstance(e, (LedgerFinding, Leak, ProcessUnreadable)):
             self._found.append(e)
-        elif isinstance(e, Notice) and ("not yet read" in e.text or "lost" in e.text):
-            self._notices.append(e.text)  # the trace's word on what it holds not
+        elif isinstance(e, TraceLost):
+            self._lost += e.count
         elif isinstance(e, FdOpened) and e.how in _CROSSED and e.kind in MEMORY_FILES:
             self._arrived.append(e)
 
@@ -305,10 +295,9 @@ class Tracing:
         try:
             return Recorder(path.with_name(path.name + ".part"), header)
         except OSError as exc:
-            raise TraceError(
-                f"cannot write the recording {path}: {exc.strerror or exc}; pass record= a "
-                "writable path, or record=False"
-            ) from None
+            from vmmtui.words.verdict import unwritable
+
+            raise TraceError(unwritable(path, str(exc.strerror or exc))) from None
 
     def _finish(self) -> Verdict:
         source, session, thread = self._source, self._session, self._thread
@@ -318,10 +307,9 @@ class Tracing:
         source.close()
         recording = self._close_recording()
         if self._error is not None:
-            raise TraceError(
-                f"the trace failed: {self._error}; run `vmmtui doctor`, and report it with the "
-                "recording" + (f" {recording}" if recording else "")
-            ) from self._error
+            from vmmtui.words.verdict import trace_failed
+
+            raise TraceError(trace_failed(self._error, recording)) from self._error
         return self._verdict(session, recording)
 
     def _close_recording(self, keep: bool = True) -> Path | None:
@@ -357,16 +345,10 @@ class Tracing:
         problems = [f for f in found if f.weight is Weight.PROBLEM and f.kind not in self.allow]
         allowed = [f for f in found if f.weight is Weight.PROBLEM and f.kind in self.allow]
         if self.max_pinned_bytes is not None and pinned > self.max_pinned_bytes:
-            over = Finding(
-                OVER_BUDGET,
-                Weight.PROBLEM,
-                0,
-                f"{_size(pinned)} pinned across processes at the end of the block, over the "
-                f"budget of {_size(self.max_pinned_bytes)}",
-                "still pinned: " + "; ".join(pins[:8]) + (" …" if len(pins) > 8 else ""),
-                "release what the block shared (close received fds, munmap, cuMemRelease "
-                "imports) before it ends, or raise max_pinned_bytes",
-            )
+            from vmmtui.words.verdict import over_budget
+
+            w = over_budget(pinned, self.max_pinned_bytes, pins)
+            over = Finding(OVER_BUDGET, Weight.PROBLEM, 0, w.what, w.detail, w.fix)
             found.append(over)
             (allowed if OVER_BUDGET in self.allow else problems).append(over)
         unseen: tuple[str, ...] = ()
@@ -384,7 +366,7 @@ class Tracing:
             self.max_pinned_bytes,
             unseen,
             recording,
-            tuple(self._notices),
+            self._lost,
         )
 
     def _pinned(self, session: TraceSession) -> tuple[int, list[str]]:
@@ -393,12 +375,13 @@ class Tracing:
         process received or took (eBPF: the ledger's holdings; polling: the fds kcmp saw
         arrive), sized by the kernel (``stat`` of the fd, still naming that file), each file
         once."""
+        from vmmtui.words import verdict as said
+
         total = 0
         pins: list[str] = []
         for x, importers in session.refs.book.held_by_importers():
             total += x.size
-            pids = ", ".join(str(p) for p in importers)
-            pins.append(f"pid {x.pid}'s CUDA {x.thing} {x.key:#x} ({_size(x.size)}) by pid {pids}")
+            pins.append(said.cuda_pin(x.pid, str(x.thing), x.key, x.size, importers))
         ledger = session.ledger
         held: list[tuple[int, int, str, str]] = []  # pid, fd, how, the target it must still name
         for h in list(ledger.holdings.values()):
@@ -421,7 +404,7 @@ class Tracing:
                 continue
             seen.add((st.st_dev, st.st_ino))
             total += st.st_size
-            pins.append(f"pid {pid}'s fd {fd} ({_size(st.st_size)}, {how})")
+            pins.append(said.file_pin(pid, fd, st.st_size, how))
         return total, pins
 
 

@@ -128,18 +128,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     run = config.stash[_RUN]
     if not run.every:
         return None
-    return "vmmtui: " + _how(run.poll)
-
-
-def _how(poll: bool) -> str:
     from vmmtui.trace.loader import why_not
-
-    reason = "asked (--vmmtui-poll)" if poll else why_not()
-    if not reason:
-        return "every traced test is followed by eBPF (this process and every process it starts)"
     from vmmtui.trace.polling import UNPROBED
+    from vmmtui.words.verdict import how_observed
 
-    return f"polling /proc, not eBPF: {reason}. Polling cannot see: " + "; ".join(UNPROBED)
+    return how_observed("asked (--vmmtui-poll)" if run.poll else why_not(), UNPROBED)
 
 
 def _options(item: pytest.Item, run: Run) -> dict | None:
@@ -212,33 +205,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     run = config.stash[_RUN]
     if not run.traced and not run.failed:
         return
+    from vmmtui.words import verdict as said
+
     tr = terminalreporter
     tr.section("vmmtui")
     polled = [t for t in run.traced if t.verdict.mode == "polling"]
     if polled:  # said once, clearly: what this run could not see
         v = polled[0].verdict
-        tr.write_line(
-            f"{len(polled)} of {len(run.traced)} traced tests were followed by polling /proc, "
-            f"not eBPF ({v.reason}); polling cannot see: " + "; ".join(v.unseen)
-        )
+        tr.write_line(said.polled_tests(len(polled), len(run.traced), v.reason, v.unseen))
     bad = [t for t in run.traced if t.verdict.problems]
-    modes = sorted({"eBPF" if t.verdict.mode == "ebpf" else "polling /proc" for t in run.traced})
-    tr.write_line(
-        f"{len(run.traced)} test{'s' if len(run.traced) != 1 else ''} traced"
-        + (f" by {' and '.join(modes)}" if modes else "")
-        + f", {len(bad)} with problems"
-        + (f", {len(run.failed)} whose trace failed" if run.failed else "")
-    )
+    modes = sorted({str(t.verdict.mode) for t in run.traced})
+    tr.write_line(said.tests_traced(len(run.traced), modes, len(bad), len(run.failed)))
     for t in bad:
-        first = t.verdict.problems[0]
-        more = len(t.verdict.problems) - 1
         tr.write_line(
-            f"FAILED {t.nodeid}: {first.kind}: {first.what}" + (f" (+{more} more)" if more else "")
+            said.failed_test(t.nodeid, t.verdict.problems[0], len(t.verdict.problems) - 1)
         )
         if t.verdict.recording is not None:
             tr.write_line(f"    vmmtui replay {t.verdict.recording}")
     for nodeid in run.failed:
-        tr.write_line(f"FAILED {nodeid}: the trace failed, no verdict (its report says why)")
+        tr.write_line(said.untraced_test(nodeid))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
