@@ -161,6 +161,10 @@ def test_as_another_user_it_polls_says_so_once_and_fails_the_same_tests(folder, 
     # why it polls and what polling cannot see: once in the summary (and in the header)
     said = re.findall(r"^\d+ of 5 traced tests were followed by polling /proc.*$", out, re.M)
     assert len(said) == 1 and "CUDA calls: not seen by polling" in said[0], out
+    # why, with a test run's fix (not the trace command's sudo)
+    assert "eBPF needs root, or CAP_BPF and CAP_PERFMON (uid " in said[0]
+    assert "run the tests as root, or give them CAP_BPF and CAP_PERFMON" in said[0]
+    assert "vmmtui trace" not in said[0]
     assert out.count("held-until-exit · pid") >= 4  # three buckets, the exporter's bucket
     assert "/memfd:bucket-1" in out and "/memfd:bucket-exported" in out
     assert "5 tests traced by polling /proc, 2 with problems" in out

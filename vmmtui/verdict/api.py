@@ -195,6 +195,8 @@ class Tracing:
         except (ProbeUnavailable, OSError) as exc:
             self._close_recording(keep=False)
             raise TraceError(said.not_started(exc)) from None
+        if reason and (lack := _lacks_privileges()):
+            reason = said.polled_because(lack)  # a test run's fix, not the trace command's
         self._source, self._reason = source, reason or ("asked (poll=True)" if self.poll else "")
         sinks = [self._keep] + ([self._recorder.write] if self._recorder is not None else [])
         self._session = TraceSession(source, sinks)
@@ -406,6 +408,13 @@ class Tracing:
             total += st.st_size
             pins.append(said.file_pin(pid, fd, st.st_size, how))
         return total, pins
+
+
+def _lacks_privileges() -> str | None:
+    """What this process lacks for eBPF, where privileges are what it lacks (the facts alone)."""
+    from vmmtui.trace.loader import privileged, why_not
+
+    return None if privileged() else why_not(advice=False)
 
 
 def tracing(

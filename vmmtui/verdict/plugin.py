@@ -128,11 +128,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     run = config.stash[_RUN]
     if not run.every:
         return None
-    from vmmtui.trace.loader import why_not
+    from vmmtui.trace.loader import privileged, why_not
     from vmmtui.trace.polling import UNPROBED
-    from vmmtui.words.verdict import how_observed
+    from vmmtui.words.verdict import how_observed, polled_because
 
-    return how_observed("asked (--vmmtui-poll)" if run.poll else why_not(), UNPROBED)
+    lack = why_not(advice=False)
+    if lack and not privileged():
+        lack = polled_because(lack)
+    return how_observed("asked (--vmmtui-poll)" if run.poll else lack, UNPROBED)
 
 
 def _options(item: pytest.Item, run: Run) -> dict | None:

@@ -114,6 +114,21 @@ def unwritable(path: object, why: str) -> str:
     )
 
 
+#: how a test run gets eBPF (docs/testing.md, "A GPU runner for it")
+PRIVILEGES_FIX = (
+    "run the tests as root, or give them CAP_BPF and CAP_PERFMON (ambient: "
+    "`sudo setpriv --reuid=$(id -u) --regid=$(id -g) --init-groups --inh-caps=+bpf,+perfmon "
+    '--ambient-caps=+bpf,+perfmon "$(command -v python)" -m pytest …`: this user\'s own '
+    "interpreter, for this one run)"
+)
+
+
+def polled_because(lack: str) -> str:
+    """Why a block was polled, where this process lacks the privileges, with the fix for a test
+    run (not the trace command's)."""
+    return f"{lack}: {PRIVILEGES_FIX}"
+
+
 # -- the pytest plugin ---------------------------------------------------------------------------
 def how_observed(reason: str | None, unseen: Sequence[str]) -> str:
     """The run's header (``--vmmtui``): eBPF, or polling with why and what it cannot see."""
