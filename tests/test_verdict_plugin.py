@@ -262,3 +262,27 @@ def test_a_trace_that_fails_fails_the_test_it_cannot_judge(folder):
     assert "vmmtui: the trace failed: name 'close_fix' is not defined; " in res.stdout
     assert "0 tests traced, 0 with problems, 1 whose trace failed" in res.stdout
     assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_a_marker_given_what_it_does_not_take_fails_its_test_in_one_line(folder):
+    (folder / "test_marks.py").write_text(
+        "import pytest\n\n\n"
+        '@pytest.mark.vmmtui("fd-never-closed")\n'
+        "def test_positional():\n    pass\n\n\n"
+        "@pytest.mark.vmmtui(alow=['fd-never-closed'])\n"
+        "def test_misspelt():\n    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VMMTUI_"))}
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *PLUGIN, "--vmmtui-poll"]
+        + ["--vmmtui-dir", str(folder / "rec"), "test_marks.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=folder,
+        env=env,
+    )
+    assert res.returncode == 1 and "2 failed" in res.stdout, res.stdout
+    assert "@pytest.mark.vmmtui takes its options by name" in res.stdout
+    assert "@pytest.mark.vmmtui: tracing() got an unexpected keyword argument 'alow'" in res.stdout
+    assert "Traceback" not in res.stdout + res.stderr

@@ -143,6 +143,12 @@ def _options(item: pytest.Item, run: Run) -> dict | None:
     marker = item.get_closest_marker("vmmtui")
     if marker is None and not run.every:
         return None
+    if marker is not None and marker.args:
+        pytest.fail(
+            f"vmmtui: @pytest.mark.vmmtui takes its options by name (allow=[...], "
+            f"max_pinned_bytes=N, poll=True), not {marker.args!r}",
+            pytrace=False,
+        )
     kw = dict(marker.kwargs) if marker is not None else {}
     allow = kw.pop("allow", run.allow)
     return {
