@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 
 from vmmtui.plan.steps import PRODUCER, base, build_plan, consumer_names, kind, peer_of
-from vmmtui.stream.calls import Call
 from vmmtui.stream.events import (
     Event,
     FdRow,
@@ -23,9 +22,8 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.stream.messages import Ack, AllocMessage
 from vmmtui.stream.state import Mapping, Peer, StepReport, WorkerState
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Ack, AllocMessage, Call, Verification
 
 SIZE = 1 << 20
 INTEGERS = SIZE // 4

@@ -7,7 +7,7 @@ import pytest
 
 from vmmtui.stream.codec import encode
 from vmmtui.stream.failures import StepError
-from vmmtui.stream.messages import Ack, AllocMessage
+from vmmtui.stream.values import Ack, AllocMessage
 from vmmtui.wire import channel
 from vmmtui.words.troubleshooting import worded
 

@@ -32,9 +32,9 @@ LAYERS = [
     "model",  # the world of observed programs as data: the ledger, findings, refcounts
     "record",  # recordings: write, read, cut into frames
     "view",  # the screen's state: a fold of the events, no words
+    "words",  # every sentence, made from the facts
     "pipeline",  # a run: a source into the model and its sinks; a recording replayed
     "doctor",  # what this machine can run, asked of every layer
-    "words",  # every sentence, made from the facts
     "render",  # the console, transcripts, the page, Perfetto
     "fleet",  # the node agent's exporters
     "bench",  # measurement

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from events_fixture import SAME
 
 from vmmtui.stream.events import KcmpVerdict, WorkerExited
@@ -87,7 +88,7 @@ def test_exits_and_role_colours():
     )
     assert (
         narration.exited(WorkerExited("producer", 7, 1, None, False)).plain
-        == "producer (pid 7) exit code 1"
+        == "producer (pid 7) exited with code 1"
     )
     assert (
         narration.role_style("consumer-2") == narration.role_style("consumer") == "medium_purple1"
@@ -134,3 +135,26 @@ def test_closing_says_when_the_exporter_released_first_and_names_the_pool_road()
     assert "the producer released everything first" in pins and "reverse order" not in pins
     assert narration.closing("pool", build_plan("pool")).startswith("The pool's fd went")
     assert narration.closing("vmm", build_plan(), "pidfd").startswith("The consumer took")
+
+
+@pytest.mark.parametrize(
+    ("returncode", "signal", "end"),
+    [
+        (1, None, "exited with code 1"),
+        (None, "SIGKILL", "killed by SIGKILL"),
+        (0, None, "exited with code 0"),
+    ],
+)
+def test_a_worker_s_end_and_a_traced_program_s_are_worded_by_one_function(returncode, signal, end):
+    """A demo worker and a traced program that end alike are said alike: one function words an
+    end (``words.programs.end_words``), in the log, the panel's state and a polled program's."""
+    from vmmtui.model.ends import End
+    from vmmtui.stream.events import ProcessGone
+    from vmmtui.words.programs import end_words
+
+    worker = WorkerExited("producer", 7, returncode, signal, False)
+    assert end_words(End.of_exit(returncode, signal)) == end
+    assert narration.exited(worker).plain == f"producer (pid 7) {end}"
+    assert narration.exit_state(worker) == end
+    gone = ProcessGone(7, "python3", 1.0, returncode, signal)
+    assert narration.process_gone(gone).plain.endswith(f"python3 {end}")

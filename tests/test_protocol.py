@@ -3,10 +3,10 @@ import socket
 
 import pytest
 
-from vmmtui.stream.calls import Call
 from vmmtui.stream.codec import encode
 from vmmtui.stream.failures import failure
 from vmmtui.stream.state import HeldFd, StepReport, WorkerState
+from vmmtui.stream.values import Call
 from vmmtui.wire.protocol import Hello, LineChannel, ProtocolError, decode_hello, decode_report
 from vmmtui.words.troubleshooting import worded
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from vmmtui.pipeline.replay import resolve
 from vmmtui.plan.steps import LEGACY_STEPS, POOL_STEPS, STEPS, step_info
 from vmmtui.record import gallery
 from vmmtui.scenarios import SCENARIOS
@@ -86,7 +87,7 @@ def test_no_seed_number_in_help_causes_steps_scenarios_or_recordings():
     ]
     texts += [f"{s.summary} {s.explanation}" for s in SCENARIOS.values()]
     for entry in gallery.entries():  # what a replay shows: the recording in today's words
-        texts += [e.to_json() for e in gallery.resolve(entry.name).events]
+        texts += [e.to_json() for e in resolve(entry.name).events]
     found = [m.group(0) for t in texts for m in [SEED.search(t)] if m]
     assert not found, found
 

@@ -19,7 +19,7 @@ import sys
 
 from vmmtui.backends.pattern import pattern
 from vmmtui.stream.failures import StepError
-from vmmtui.stream.messages import Ack, AllocMessage
+from vmmtui.stream.values import Ack, AllocMessage
 from vmmtui.wire import channel
 
 

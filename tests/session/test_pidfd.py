@@ -20,8 +20,8 @@ from vmmtui.stream.events import (
     WorkerExited,
 )
 from vmmtui.stream.failures import StepError
-from vmmtui.stream.messages import AllocMessage
 from vmmtui.stream.state import Peer
+from vmmtui.stream.values import AllocMessage
 from vmmtui.worker import transport
 from vmmtui.worker.core import Worker
 

@@ -9,6 +9,7 @@ from vmmtui.plan.steps import build_plan
 from vmmtui.record import Timeline, gallery
 from vmmtui.stream.events import FdCheck, FdClass, FdRow, FdSnapshot, StepStarted, WorkerExited
 from vmmtui.view import FrameStates, ScreenState, fold, fold_one
+from vmmtui.words import narration as say
 from vmmtui.words.log import log_text
 from vmmtui.words.status import status_words
 
@@ -34,9 +35,9 @@ def test_fold_of_a_whole_session_has_every_part():
     assert state.next_step is None and state.done
     assert state.steps == len(PLAN)
     producer = state.panel("producer")
-    assert producer.results["cleanup"][0] and producer.state_text == "exited"
+    assert producer.results["cleanup"][0] and say.panel_state(producer) == "exited with code 0"
     assert producer.ended is not None and producer.ended.returncode == 0
-    assert "verified" in state.wire.ack
+    assert "verified" in say.wire_ack(state.wire.acks)
     # every fd kcmp compared has closed: its answer is told as one of the past
     assert status_words(state.status)["kcmp"].endswith("(kcmp; closed)")
     assert not any(s.open for s in state.wire.kcmps.values())
@@ -55,7 +56,7 @@ def test_next_step_running_step_and_the_fd_table_of_each_step():
     assert exported in state.panel("producer").fresh  # new at this step: highlighted
     nxt = state.next_step
     running = fold_one(state, StepStarted(state.steps, *nxt))
-    assert running.panel(nxt[0]).state_text == f"running {nxt[1]}"
+    assert say.panel_state(running.panel(nxt[0])) == f"running {nxt[1]}"
     assert state.panel(nxt[0]).running is None  # the state before is untouched
 
 
@@ -149,3 +150,22 @@ def test_kcmp_is_of_the_present_until_a_table_an_exit_or_the_end_says_its_fds_cl
     assert not any(s.open for s in exited.wire.kcmps.values())
     assert not exited.status["kcmp"].open
     assert status_words(exited.status)["kcmp"].endswith("(kcmp; closed)")
+
+
+def test_the_wire_is_folded_as_facts_and_worded_where_drawn():
+    """The fold keeps what went over the wire (how, to whom, the fd numbers, each verdict); the
+    words, and the masks of --stable, are the renderer's."""
+    from vmmtui.view.model import Flight, How, Peer
+
+    batches = session_batches()
+    sent = fold(events_upto(batches, "producer", "send")).wire
+    assert isinstance(sent.flight, Flight) and sent.flight.how is How.SENT
+    assert say.wire_flight(sent.flight) == f"producer fd {sent.flight.fd} → SCM_RIGHTS → consumer …"
+    assert isinstance(sent.peer, Peer) and sent.peer.name == "consumer"
+    assert say.wire_peer(sent.peer).startswith(f"consumer pid {sent.peer.pid} (SO_PEERCRED uid")
+    got = fold(events_upto(batches, "consumer", "receive")).wire
+    assert got.flight is not None and got.flight.how is How.ARRIVED
+    assert say.wire_flight(got.flight) == f"arrived as consumer fd {got.flight.fd}"
+    whole = fold([e for b in batches for e in b]).wire
+    [ack] = whole.acks.values()
+    assert ack is not None and say.wire_ack(whole.acks) == f"verified ({ack.checked} integers)"

@@ -8,7 +8,7 @@ from vmmtui.plan.config import SessionConfig, WorkerConfig, validate
 from vmmtui.plan.steps import CONSUMER, PRODUCER, build_plan, step_info
 from vmmtui.scenarios import SCENARIOS
 from vmmtui.stream.failures import StepError
-from vmmtui.stream.messages import AllocMessage
+from vmmtui.stream.values import AllocMessage
 from vmmtui.words.troubleshooting import explain
 from vmmtui.worker.core import Worker
 

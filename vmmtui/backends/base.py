@@ -8,9 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.stream.calls import Call
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Call, Verification
 
 
 @dataclass

@@ -23,9 +23,8 @@ from vmmtui.backends.errors import checked_call, cu, error_name, error_text
 from vmmtui.backends.ipc_bytes import ipc_bytes, ipc_handle
 from vmmtui.backends.labels import LABELS
 from vmmtui.backends.pattern import CHUNK, pattern, verify_chunks
-from vmmtui.stream.calls import Call
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Call, Verification
 
 if TYPE_CHECKING:
     from vmmtui.backends.kernels import PatternKernels

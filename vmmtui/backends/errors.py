@@ -11,8 +11,8 @@ from typing import Any
 
 from vmmtui.backends.base import CallLog
 from vmmtui.backends.ipc_bytes import ipc_bytes, is_ipc_handle
-from vmmtui.stream.calls import Call
 from vmmtui.stream.failures import StepError, failure
+from vmmtui.stream.values import Call
 
 try:
     from cuda.bindings import driver as cu

@@ -147,7 +147,7 @@ def load_module(b: Any, arch: str) -> tuple[Any, str]:
     Returns the module and how it was made; raises the PTX's StepError when neither way works."""
     from cuda.bindings import driver as cu
 
-    from vmmtui.stream.calls import Call
+    from vmmtui.stream.values import Call
 
     image, label = ptx_image()
     try:

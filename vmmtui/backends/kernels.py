@@ -21,9 +21,8 @@ from vmmtui.backends.base import CallLog, DeviceInfo
 from vmmtui.backends.errors import error_name, error_text
 from vmmtui.backends.kernel_image import load_module
 from vmmtui.backends.pattern import pattern
-from vmmtui.stream.calls import Call
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Call, Verification
 
 
 class Driver(Protocol):

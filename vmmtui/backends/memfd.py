@@ -23,7 +23,7 @@ from vmmtui.backends.labels import LABELS
 from vmmtui.backends.pattern import CHUNK, pattern, verify_chunks
 from vmmtui.stream.failures import StepError, failure
 from vmmtui.stream.names import shown
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Verification
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Verification
 
 if (
     TYPE_CHECKING

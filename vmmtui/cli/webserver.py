@@ -37,8 +37,10 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 from vmmtui.cli.options import EXIT_FAILED, EXIT_USAGE
+from vmmtui.model.ends import End
 from vmmtui.system.interrupts import signals_held
 from vmmtui.system.lifeline import SERVED_SHOTS, SERVER_PID
+from vmmtui.words.programs import end_words
 
 #: how long a stop waits for the viewers' processes to quit before it ends anyway
 SHUTDOWN_S = 1.5
@@ -177,7 +179,7 @@ class PageService(AppService):
             await self.ended(await self._how_it_ended())
 
     async def _how_it_ended(self) -> str:
-        """``exit status 1``, ``killed by SIGKILL``: its exit status, read from the kernel."""
+        """``exited with code 1``, ``killed by SIGKILL``: its exit status, read from the kernel."""
         process = self._process
         code = None
         if process is not None:
@@ -185,11 +187,7 @@ class PageService(AppService):
                 code = await asyncio.wait_for(process.wait(), SHUTDOWN_S)
         if code is None:
             return "its output stopped"
-        if code < 0:
-            with contextlib.suppress(ValueError):
-                return f"killed by {signal.Signals(-code).name}"
-            return f"killed by signal {-code}"
-        return f"exit status {code}"
+        return end_words(End.of_returncode(code))  # as a worker's or a traced program's end
 
 
 class ViewerServer(Server):

@@ -1,4 +1,5 @@
-"""A recording replayed: what storage read (``record/``), run through today's pipeline.
+"""A recording replayed: what storage read (``record/``), run through today's pipeline and in
+today's words.
 
 ``record/`` reads and writes recordings and never runs the pipeline; whoever replays one comes
 here. A trace's recording carries its findings in the words of the vmmtui that wrote it: the
@@ -18,17 +19,37 @@ if TYPE_CHECKING:
 
     from vmmtui.record.recording import Recording
     from vmmtui.stream.events import Event
+    from vmmtui.stream.failures import Failure
 
 
 def replayed(recording: Recording) -> Recording:
-    """The recording as the pipeline makes it today: a trace's probes and findings found again;
-    a session's events as they were recorded."""
-    if recording.header.backend != "trace":
-        return recording
-    from vmmtui.model.probes import reclassified
-    from vmmtui.pipeline.session import refold
+    """The recording as the pipeline makes it today: a failure's words left to today's tables
+    where they know its code (``facts_only``); a trace's probes and findings found again."""
+    events = [facts_only(e) for e in recording.events]
+    if recording.header.backend == "trace":
+        from vmmtui.model.probes import reclassified
+        from vmmtui.pipeline.session import refold
 
-    return replace(recording, events=refold(reclassified(recording.events)))
+        events = refold(reclassified(events))
+    return replace(recording, events=events)
+
+
+def facts_only(e: Event) -> Event:
+    """A failure an older vmmtui recorded with its cause and fix as sentences, as this version
+    makes it: its facts (code, call, message) alone where today's tables word that code, which
+    they then do where it is drawn; the old words kept only for a code they no longer know."""
+    from vmmtui.stream.events import SessionFailed, StepDone
+    from vmmtui.words.troubleshooting import known
+
+    def bare(f: Failure) -> Failure:
+        return replace(f, cause="", fix="") if (f.cause or f.fix) and known(f.code, f.call) else f
+
+    match e:
+        case SessionFailed():
+            return replace(e, failure=bare(e.failure))
+        case StepDone() if e.report.failure is not None:
+            return replace(e, report=replace(e.report, failure=bare(e.report.failure)))
+    return e
 
 
 def read(path: str | Path) -> Recording:

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from vmmtui.stream.calls import Call
 from vmmtui.stream.failures import Failure
-from vmmtui.stream.messages import Ack, AllocMessage
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Ack, AllocMessage, Call, Verification
 
 
 class HeldKind(StrEnum):

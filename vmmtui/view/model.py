@@ -40,7 +40,7 @@ from vmmtui.stream.events import (
 )
 from vmmtui.stream.failures import Failure, leaked_fds
 from vmmtui.stream.state import WorkerState
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Ack, Verification
 from vmmtui.view.display import Display
 from vmmtui.view.sharing import evolve
 
@@ -159,6 +159,20 @@ class LogBook:
         return drop
 
 
+class PanelState(StrEnum):
+    """Where a worker stands, as its panel's head line says it."""
+
+    STARTING = "starting"
+    WAITING = "waiting"
+    RUNNING = "running"
+    FAILED = "failed"
+    DONE = "done"
+    EXITED = "exited"
+    #: the session did not start: this worker never started, or was stopped
+    NOT_STARTED = "not started"
+    STOPPED = "stopped"
+
+
 @dataclass(frozen=True)
 class PanelView:
     """One worker's panel: who it is, its steps, its mapping card and its fd table."""
@@ -166,7 +180,11 @@ class PanelView:
     role: str
     pid: int | None = None
     backend: str = ""
-    state_text: str = "starting"
+    #: where the worker stands (with ``running``, ``failed_at`` and ``ended``: the facts the
+    #: panel's head line words, ``words.narration.panel_state``)
+    state: PanelState = PanelState.STARTING
+    #: the step that failed (``PanelState.FAILED``)
+    failed_at: str = ""
     #: how the worker ended, once it has (its words are the panel's: ``words.narration.exit_state``)
     ended: WorkerExited | None = None
     #: step name -> (ok, duration ns)
@@ -196,19 +214,52 @@ class SizeTold:
     ok: bool
 
 
+class How(StrEnum):
+    """How the memory went over the wire at the last send or receive step."""
+
+    SENT = "sent"  # the producer's fd in an SCM_RIGHTS message
+    HANDLE_SENT = "handle-sent"  # legacy IPC: 64 handle bytes in the message, no fd
+    PIDFD_SENT = "pidfd-sent"  # the producer's pid and fd number, for pidfd_getfd
+    ARRIVED = "arrived"  # a new fd in the consumer
+    HANDLE_ARRIVED = "handle-arrived"  # the handle bytes, no new fd
+    TAKEN = "taken"  # the consumer took the fd with pidfd_open + pidfd_getfd
+
+
+@dataclass(frozen=True)
+class Flight:
+    """The fd (or the handle bytes) on its way: how, to or in which consumer, and the numbers
+    (the producer's exported fd, or its pid and fd for pidfd_getfd; the consumer's fd)."""
+
+    how: How
+    consumer: str
+    fd: int | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The consumer the producer accepted, as SO_PEERCRED says it, and the intruders refused."""
+
+    name: str
+    pid: int | None
+    uid: int | None
+    refused: int = 0
+
+
 @dataclass(frozen=True)
 class WireView:
-    """The wire between the processes: socket, peer, metadata, the fd in flight, the ACK, kcmp."""
+    """The wire between the processes: socket, peer, metadata, the fd in flight, the ACKs, kcmp;
+    facts, worded where the wire is drawn (``words.narration.wire_*``)."""
 
     socket_path: str = ""
     listening: bool = False
-    peer: str = "-"
+    peer: Peer | None = None
     peer_pid: int | None = None
     metadata: str = ""
-    in_flight: str = "-"
-    ack: str = "-"
+    flight: Flight | None = None
     handle: str = ""
-    acks: dict[str, str] = field(default_factory=dict)
+    #: each consumer's verdict, in the order they came (the last is the newest)
+    acks: dict[str, Ack | None] = field(default_factory=dict)
     #: kcmp's last answer per consumer, and whether its pair is still open
     kcmps: dict[str, KcmpSeen] = field(default_factory=dict)
     size_told: SizeTold | None = None
@@ -350,15 +401,13 @@ class ScreenState:
     def running(self, role: str, step: str) -> ScreenState:
         """``role`` runs ``step`` now (before its StepStarted arrives)."""
         p = self.panel(role)
-        return _panel(self, replace(p, running=step, state_text=f"running {step}"))
+        return _panel(self, replace(p, running=step, state=PanelState.RUNNING))
 
     def could_not_start(self, message: str) -> ScreenState:
         panels = {
             r: replace(
                 p,
-                state_text="failed to start (see below)"
-                if p.pid is None
-                else "stopped: the session did not start",
+                state=PanelState.NOT_STARTED if p.pid is None else PanelState.STOPPED,
                 running=None,
             )
             for r, p in self.panels.items()
@@ -406,13 +455,15 @@ def fold_one(
             return _started(state, e, d)
         case WorkerStarted():
             p = state.panel(e.role)
-            state = _panel(state, replace(p, pid=e.pid, backend=e.backend, state_text="waiting"))
+            state = _panel(
+                state, replace(p, pid=e.pid, backend=e.backend, state=PanelState.WAITING)
+            )
             return _log(state, _said(e, d))
         case StepStarted():
             if e.index >= 0:
                 state = replace(state, steps=max(state.steps, e.index + 1))
             p = state.panel(e.role)
-            return _panel(state, replace(p, running=e.step, state_text=f"running {e.step}"))
+            return _panel(state, replace(p, running=e.step, state=PanelState.RUNNING))
         case StepDone():
             return _step_done(state, e, d)
         case FdSnapshot():
@@ -421,7 +472,7 @@ def fold_one(
             return _kcmp(state, e)
         case WorkerExited():
             p = state.panel(e.role)
-            state = _panel(state, replace(p, state_text="exited", ended=e, running=None))
+            state = _panel(state, replace(p, state=PanelState.EXITED, ended=e, running=None))
             state = _kcmp_closed(state, lambda v: e.role in (PRODUCER, v.consumer))
             if not e.expected and not closing and state.crash is None:
                 state = replace(state, crash=e)
@@ -462,7 +513,12 @@ def _failed_after_done(state: ScreenState, e: SessionFailed) -> ScreenState:
     if p is None or e.step not in p.results:
         return state
     ns = p.results[e.step][1]
-    p = replace(p, results={**p.results, e.step: (False, ns)}, state_text=f"failed at {e.step}")
+    p = replace(
+        p,
+        results={**p.results, e.step: (False, ns)},
+        state=PanelState.FAILED,
+        failed_at=e.step,
+    )
     leaked = leaked_fds(e.failure)
     if leaked and p.fds is not None:
         rows = [replace(r, check=FdCheck.LEAKED) if r.fd in leaked else r for r in p.fds.rows]
@@ -502,12 +558,15 @@ def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
             indices={**p.indices, r.step: e.index},
             worker_state=s,
             running=None,
-            state_text=(
-                ("done" if r.step == "cleanup" else "waiting") if r.ok else f"failed at {r.step}"
+            state=(
+                (PanelState.DONE if r.step == "cleanup" else PanelState.WAITING)
+                if r.ok
+                else PanelState.FAILED
             ),
+            failed_at="" if r.ok else r.step,
         ),
     )
-    state = replace(state, wire=_wire(state.wire, e, d))
+    state = replace(state, wire=_wire(state.wire, e))
     if base(r.step) == "verify" and s.verification is not None:
         state = replace(
             state,
@@ -522,7 +581,7 @@ def _step_done(state: ScreenState, e: StepDone, d: Display) -> ScreenState:
     return _log(state, _said(e, d)) if r.calls or r.log else state
 
 
-def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
+def _wire(w: WireView, e: StepDone) -> WireView:
     r, s = e.report, e.report.state
     if kind(r.role) == "consumer" and base(r.step) == "import" and s.size_source:
         w = replace(w, size_told=SizeTold(s.size_claimed, s.size_reported, s.size_source, r.ok))
@@ -533,10 +592,8 @@ def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
         return replace(w, listening=True)
     if (role, step) == ("producer", "accept"):
         p = s.peers.get(peer)
-        text = f"{peer} pid {d.pid(p.pid if p else None)} (SO_PEERCRED uid {p.uid if p else None})"
-        if s.refused:
-            text += f"; refused {len(s.refused)} intruder(s)"
-        return replace(w, peer=text, peer_pid=p.pid if p else None)
+        pid, uid = (p.pid, p.uid) if p else (None, None)
+        return replace(w, peer=Peer(peer, pid, uid, len(s.refused)), peer_pid=pid)
     if (role, step) == ("producer", "send"):
         sent = encode(s.sent) if s.sent is not None else {}
         meta = {
@@ -548,43 +605,17 @@ def _wire(w: WireView, e: StepDone, d: Display) -> WireView:
         if s.sent is not None and s.sent.export_data:
             w = replace(w, handle=s.sent.export_data)
         if s.mapping.ipc_handle:
-            return replace(
-                w,
-                handle=s.mapping.ipc_handle,
-                in_flight=f"no fd: 64 handle bytes in the message → {peer}",
-            )
+            return replace(w, handle=s.mapping.ipc_handle, flight=Flight(How.HANDLE_SENT, peer))
         if s.sent is not None and s.sent.transport == "pidfd":
-            return replace(
-                w,
-                in_flight=f"no fd in the message: pid {d.pid(s.sent.pid)} and fd number "
-                f"{s.sent.fd} → {peer}; it takes the fd with pidfd_getfd …",
-            )
-        return replace(w, in_flight=f"producer fd {s.exported_fd} → SCM_RIGHTS → {peer} …")
+            return replace(w, flight=Flight(How.PIDFD_SENT, peer, s.sent.fd, s.sent.pid))
+        return replace(w, flight=Flight(How.SENT, peer, s.exported_fd))
     if (role, step) == ("consumer", "receive"):
         taken = s.received is not None and s.received.transport == "pidfd"
-        return replace(
-            w,
-            in_flight="handle bytes arrived; no new fd in " + r.role
-            if s.mapping.ipc_handle
-            else f"taken by {r.role} with pidfd_open + pidfd_getfd: fd {s.received_fd} there"
-            if taken
-            else f"arrived as {r.role} fd {s.received_fd}",
-        )
+        how = How.HANDLE_ARRIVED if s.mapping.ipc_handle else How.TAKEN if taken else How.ARRIVED
+        return replace(w, flight=Flight(how, r.role, s.received_fd))
     if (role, step) == ("producer", "wait_ack"):
-        ack = s.acks.get(peer)
-        verified = bool(ack and ack.verified)
-        what = (
-            f"slice {ack.slice[0]}–{ack.slice[1]} written"
-            if ack and ack.slice
-            else f"{ack.checked if ack else 0} integers"
-        )
-        acks = {**w.acks, peer: f"{'ok' if verified else 'FAILED'} ({what})"}
-        if len(acks) == 1:
-            text = f"{'verified' if verified else 'FAILED'} ({what})"
-        else:
-            good = sum(1 for a in acks.values() if a.startswith("ok"))
-            text = f"{good}/{len(acks)} consumers acknowledged; last: {peer} {acks[peer]}"
-        return replace(w, acks=acks, ack=text)
+        acks = {k: v for k, v in w.acks.items() if k != peer}  # the newest last
+        return replace(w, acks={**acks, peer: s.acks.get(peer)})
     if (role, step) == ("producer", "cleanup"):
         return replace(w, listening=False)
     return w

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vmmtui.stream.verification import Verification
+    from vmmtui.stream.values import Verification
     from vmmtui.view.model import PanelView, ScreenState, WireView
     from vmmtui.view.programs import ProcView, ProgramsView
 

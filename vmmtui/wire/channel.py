@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from vmmtui.stream.codec import DecodeError, decode, encode, warm
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.messages import Ack, AllocMessage
+from vmmtui.stream.values import Ack, AllocMessage
 
 VERSION = 1
 #: the largest message read; a longer one arrives truncated (MSG_TRUNC) and is refused

@@ -17,7 +17,6 @@ from rich.text import Text
 
 from vmmtui.plan.config import SEED_SHAPE, Mechanism
 from vmmtui.plan.steps import CONSUMER, PRODUCER, kind
-from vmmtui.stream.calls import Call
 from vmmtui.stream.events import (
     FdRow,
     FdSnapshot,
@@ -33,7 +32,8 @@ from vmmtui.stream.events import (
 )
 from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Ack, Call, Verification
+from vmmtui.view.model import Flight, How, PanelState, PanelView, Peer
 from vmmtui.words.troubleshooting import close_fix, worded
 
 VERIFIED = "VERIFIED"
@@ -307,14 +307,15 @@ def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
 
 
 def exited(e: WorkerExited, m: Masks = PLAIN) -> Text:
-    """``consumer (pid 123) killed by SIGKILL`` or ``… exit code 1``."""
-    how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    """``consumer (pid 123) killed by SIGKILL`` or ``… exited with code 1``: a worker's end in
+    the words of a traced program's (``words.programs.end_words``)."""
+    how = _ended(e.returncode, e.signal)
     return Text(m.text(f"{e.role} (pid {e.pid}) {how}"), "dim" if e.expected else "bold red")
 
 
 def exit_state(e: WorkerExited) -> str:
-    """The process panel's state after an exit: ``exited: killed by SIGKILL`` / ``exited: code 1``."""
-    return f"exited: {'killed by ' + e.signal if e.signal else f'code {e.returncode}'}"
+    """The process panel's state after an exit: ``killed by SIGKILL``, ``exited with code 1``."""
+    return _ended(e.returncode, e.signal)
 
 
 def log_tail(e: WorkerExited, m: Masks = PLAIN) -> list[Text]:
@@ -460,13 +461,7 @@ def process_seen(e: ProcessSeen, m: Masks = PLAIN) -> Text:
 
 
 def process_gone(e: ProcessGone, m: Masks = PLAIN) -> Text:
-    how = (
-        f"killed by {e.signal}"
-        if e.signal
-        else f"exit code {e.returncode}"
-        if e.returncode is not None
-        else "exited"
-    )
+    how = _ended(e.returncode, e.signal)
     return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} {shown(e.name)} {how}"), "dim")
 
 
@@ -565,7 +560,7 @@ def leak(e: Leak) -> list[Text]:
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:
-    how = f"killed by {e.signal}" if e.signal else f"exit code {e.returncode}"
+    how = _ended(e.returncode, e.signal)
     what = f"{shown(' '.join(e.command), 100)}: {how}" if e.command else "polling ended"
     lines = [
         Text(
@@ -626,3 +621,79 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
             )
         ]
     return [Text(f"{type(e).__name__}", "dim")] if not isinstance(e, AttachEvent) else []
+
+
+def _ended(returncode: int | None, signal: str | None) -> str:
+    """How a worker or a polled process ended, in the one wording of a process's end
+    (``words.programs.end_words``; imported when the first process ends, not for the first
+    frame)."""
+    from vmmtui.model.ends import End
+    from vmmtui.words.programs import end_words
+
+    return end_words(End.of_exit(returncode, signal))
+
+
+# -- the wire of the demo ---------------------------------------------------------------------------
+def wire_peer(p: Peer | None, m: Masks = PLAIN) -> str:
+    """``consumer pid 123 (SO_PEERCRED uid 1000); refused 2 intruder(s)``, or ``-``."""
+    if p is None:
+        return "-"
+    text = f"{p.name} pid {m.pid(p.pid)} (SO_PEERCRED uid {p.uid})"
+    return text + (f"; refused {p.refused} intruder(s)" if p.refused else "")
+
+
+def wire_flight(f: Flight | None, m: Masks = PLAIN) -> str:
+    """Where the fd (or the handle bytes) is on its way, as the last send or receive left it."""
+    if f is None:
+        return "-"
+    match f.how:
+        case How.HANDLE_SENT:
+            return f"no fd: 64 handle bytes in the message → {f.consumer}"
+        case How.PIDFD_SENT:
+            return (
+                f"no fd in the message: pid {m.pid(f.pid)} and fd number {f.fd} → {f.consumer}; "
+                "it takes the fd with pidfd_getfd …"
+            )
+        case How.SENT:
+            return f"producer fd {f.fd} → SCM_RIGHTS → {f.consumer} …"
+        case How.HANDLE_ARRIVED:
+            return f"handle bytes arrived; no new fd in {f.consumer}"
+        case How.TAKEN:
+            return f"taken by {f.consumer} with pidfd_open + pidfd_getfd: fd {f.fd} there"
+    return f"arrived as {f.consumer} fd {f.fd}"
+
+
+def _ack_what(ack: Ack | None) -> str:
+    if ack is not None and ack.slice:
+        return f"slice {ack.slice[0]}–{ack.slice[1]} written"
+    return f"{ack.checked if ack else 0} integers"
+
+
+def wire_ack(acks: dict[str, Ack | None]) -> str:
+    """The consumers' verdicts: ``verified (262144 integers)`` for one; for several, how many
+    acknowledged and the newest: ``2/3 consumers acknowledged; last: consumer-3 ok (…)``."""
+    if not acks:
+        return "-"
+    ok = {peer: bool(a and a.verified) for peer, a in acks.items()}
+    last = next(reversed(acks))
+    if len(acks) == 1:
+        return f"{'verified' if ok[last] else 'FAILED'} ({_ack_what(acks[last])})"
+    said = f"{'ok' if ok[last] else 'FAILED'} ({_ack_what(acks[last])})"
+    return f"{sum(ok.values())}/{len(acks)} consumers acknowledged; last: {last} {said}"
+
+
+def panel_state(p: PanelView) -> str:
+    """A worker panel's head line: ``running export``, ``failed at import``, ``killed by
+    SIGKILL`` (how it ended, once it has), ``waiting``, ``done``…"""
+    if p.ended is not None:
+        return exit_state(p.ended)
+    match p.state:
+        case PanelState.RUNNING:
+            return f"running {p.running}"
+        case PanelState.FAILED:
+            return f"failed at {p.failed_at}"
+        case PanelState.NOT_STARTED:
+            return "failed to start (see below)"
+        case PanelState.STOPPED:
+            return "stopped: the session did not start"
+    return str(p.state)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
 from vmmtui.stream.events import ScenarioOutcome, SessionFinished
-from vmmtui.stream.verification import Verification
+from vmmtui.stream.values import Verification
 from vmmtui.words import narration as say
 
 if TYPE_CHECKING:

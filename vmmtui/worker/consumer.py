@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from vmmtui.plan.config import Direction, Verify
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.messages import Ack, AllocMessage
 from vmmtui.stream.sizes import align_up
 from vmmtui.stream.state import HeldKind, Peer
+from vmmtui.stream.values import Ack, AllocMessage
 from vmmtui.wire import channel
 from vmmtui.worker import memory, transport
 

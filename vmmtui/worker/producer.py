@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from vmmtui.plan.config import Direction, Verify
 from vmmtui.plan.steps import CONSUMER
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.messages import Ack
 from vmmtui.stream.state import HeldKind, Peer
+from vmmtui.stream.values import Ack
 from vmmtui.wire import channel
 from vmmtui.worker import memory
 

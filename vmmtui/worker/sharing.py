@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from vmmtui.plan.steps import CONSUMER
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.messages import AllocMessage
 from vmmtui.stream.sizes import align_up
 from vmmtui.stream.state import HeldKind
+from vmmtui.stream.values import AllocMessage
 from vmmtui.wire import channel
 from vmmtui.worker import transport
 

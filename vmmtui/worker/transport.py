@@ -17,8 +17,8 @@ from vmmtui.backends import pidfd
 from vmmtui.plan.config import Transport
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.stream.failures import StepError, failure
-from vmmtui.stream.messages import AllocMessage
 from vmmtui.stream.state import HeldKind
+from vmmtui.stream.values import AllocMessage
 
 if TYPE_CHECKING:
     from vmmtui.worker.core import Worker

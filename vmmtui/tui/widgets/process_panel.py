@@ -24,6 +24,7 @@ from vmmtui.tui.messages import StepChosen
 from vmmtui.tui.widgets.fd_table import FdTableView
 from vmmtui.view import Display, PanelView, ScreenState
 from vmmtui.view.budget import Window, share, window
+from vmmtui.view.model import PanelState
 from vmmtui.view.panels import ProcessPanelView, process_view
 from vmmtui.words import narration as say
 
@@ -94,8 +95,7 @@ class ProcessPanel(Vertical):
     @property
     def state_text(self) -> str:
         """The state as the head line says it: how the worker ended, once it has."""
-        v = self.view
-        return say.exit_state(v.ended) if v.ended is not None else v.state_text
+        return say.panel_state(self.view)
 
     def compose(self) -> ComposeResult:
         if self.pid is not None:
@@ -307,12 +307,11 @@ class ProcessPanel(Vertical):
         )
 
     def _state_style(self) -> str:
-        s = self.state_text
-        return (
-            "red"
-            if s.startswith(("failed", "stopped", "exited: killed", "exited: code 1"))
-            else ("green" if s == "done" else "yellow")
-        )
+        v, ended = self.view, self.view.ended
+        if ended is not None:  # killed, or an exit status that is not 0
+            return "red" if ended.signal or ended.returncode != 0 else "yellow"
+        bad = (PanelState.FAILED, PanelState.STOPPED, PanelState.NOT_STARTED)
+        return "red" if v.state in bad else ("green" if v.state is PanelState.DONE else "yellow")
 
     def _steps(self) -> Table:
         """One row a step; the duration has its own column, so it never wraps away from its unit."""

@@ -24,7 +24,7 @@ from vmmtui.view.panels import VerdictsView, WirePanelView, verdicts_view, wire_
 from vmmtui.words import narration as say
 
 if TYPE_CHECKING:
-    from vmmtui.stream.verification import Verification
+    from vmmtui.stream.values import Verification
     from vmmtui.view.programs import FindingView, ProgramsView
 
 #: each panel's border title, by source
@@ -80,13 +80,13 @@ class WirePanel(_Sized):
             "socket",
             Text(d.text(w.socket_path) + (" (listening)" if w.listening else ""), overflow="fold"),
         )
-        t.add_row("peer", d.text(w.peer))
+        t.add_row("peer", d.text(say.wire_peer(w.peer, d)))
         t.add_row("metadata", w.metadata or "-")
         if w.handle:
             # 12 bytes a line: the widest that fits the panel's value column, so no byte is cut
             lines = [w.handle[i : i + 24] for i in range(0, len(w.handle), 24)]
             t.add_row("handle", Text("\n".join(lines), style="bold"))
-        t.add_row("fd", w.in_flight)
+        t.add_row("fd", say.wire_flight(w.flight, d))
         if w.size_told is not None:
             s = w.size_told
             t.add_row("size", size_line(s.claimed, s.reported, s.source, s.ok))
@@ -101,7 +101,7 @@ class WirePanel(_Sized):
                 "kcmp",
                 say.kcmp_summary(w.finished.kcmp, w.finished.mechanism, view.consumers, past=True),
             )
-        t.add_row("ACK", w.ack)
+        t.add_row("ACK", say.wire_ack(w.acks))
         return t
 
     def _transfers(self, v: ProgramsView) -> Text:
