@@ -5,15 +5,13 @@ memory still pinned at the end, and this process's own fds cause nothing."""
 
 from __future__ import annotations
 
-import mmap
-import multiprocessing
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from vmmtui.model.findings import Weight
 from vmmtui.pipeline.session import refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding
-from vmmtui.verdict.api import OVER_BUDGET, Mode, TraceError
+from vmmtui.verdict.api import OVER_BUDGET, TraceError
 
 SUITE = Path(__file__).resolve().parent / "fixtures" / "verdict_suite"
 sys.path.insert(0, str(SUITE))
@@ -42,59 +40,37 @@ def needs(mode: str) -> bool:
     return mode == "polling"
 
 
-def keeper(conn, keep: bool) -> None:
-    """A multiprocessing child: takes a memfd through ``multiprocessing.reduction`` (SCM_RIGHTS),
-    maps and checks it, answers, and keeps its fd to exit (``keep``) or closes it."""
-    fd = recv_handle(conn)
-    with mmap.mmap(fd, BUCKET) as m:
-        assert m[:8] == (7).to_bytes(8, "little")
-    conn.send("ok")
-    conn.recv()  # the parent has seen the answer (a poll saw both ends hold it)
-    if not keep:
-        os.close(fd)
-
-
-@pytest.mark.parametrize("start", ["fork", "spawn"])
+@pytest.mark.parametrize("start", ["fork", "spawn", "forkserver"])
 def test_a_multiprocessing_child_that_keeps_what_it_took_is_the_problem(start, tmp_path):
+    """tests/fixtures/verdict_suite/mp_block.py, in a process of its own (spawn's and
+    forkserver's helpers live as long as the interpreter that used them)."""
     needs("ebpf")
-    ctx = multiprocessing.get_context(start)
-    if start == "spawn":  # spawn's resource tracker keeps a pipe for the rest of the run
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-    before = set(os.listdir("/proc/self/fd"))
-    results = {}
-    for keep in (True, False):
-        parent, child = ctx.Pipe()
-        with vmmtui.tracing(record=tmp_path / f"{keep}.jsonl") as t:
-            p = ctx.Process(target=keeper, args=(child, keep))
-            p.start()
-            fd = bucket(7)
-            send_handle(parent, fd, p.pid)
-            assert parent.recv() == "ok"
-            parent.send("go")
-            p.join(30)
-            os.close(fd)
-        parent.close()
-        child.close()
-        assert p.exitcode == 0
-        results[keep] = (t, p.pid)
-        p.close()
-    t, pid = results[True]
-    assert t.mode is Mode.EBPF and t.reason == ""
-    (problem,) = t.problems
-    assert problem.kind == "fd-never-closed" and problem.pid == pid
-    assert problem.what.endswith("(memfd) held until exit")
-    assert f"received it from pid {os.getpid()}" in problem.detail and problem.fix
-    assert isinstance(problem.event, LedgerFinding) and problem.event.peer == os.getpid()
-    assert f"fd-never-closed · pid {pid}" in t.report()
-    shared = [f for f in t.findings if f.kind == "shared"]
-    assert [f.pid for f in shared] == [pid] and shared[0].proof == "struct file"
-    t, pid = results[False]
-    assert not t.problems, t.report()
-    assert [f.pid for f in t.findings if f.kind == "shared"] == [pid]
-    assert "nothing wrong found" in t.report()
-    assert set(os.listdir("/proc/self/fd")) == before  # the probe's fds went with the block
+    res = subprocess.run(
+        [sys.executable, str(SUITE / "mp_block.py"), start, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=SUITE,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = json.loads(res.stdout.splitlines()[-1])
+    me, keep, drop = said["me"], said["keep"], said["drop"]
+    assert keep["exit"] == 0 and drop["exit"] == 0
+    assert keep["mode"] == "ebpf" and keep["reason"] == ""
+    (problem,) = keep["problems"]
+    assert problem["kind"] == "fd-never-closed" and problem["pid"] == keep["pid"]
+    assert problem["what"].endswith("(memfd) held until exit")
+    assert f"received it from pid {me}" in problem["detail"] and problem["fix"]
+    assert problem["peer"] == me
+    assert f"fd-never-closed · pid {keep['pid']}" in keep["report"]
+    # the bucket's share, proven (forkserver's helper also takes the pipe's fds: shares too)
+    assert [keep["pid"], "struct file"] in keep["shared"]
+    assert drop["problems"] == [], drop["report"]
+    assert [drop["pid"], "struct file"] in drop["shared"]
+    assert "nothing wrong found" in drop["report"]
+    # the probe's fds went with the block (spawn's and forkserver's helpers keep theirs)
+    left = keep["fds_left"] + drop["fds_left"]
+    assert not [t for t in left if "bpf" in t or "perf_event" in t], left
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -243,3 +219,22 @@ def test_the_budget_counts_cuda_memory_an_importer_still_holds(fake_libcuda, tmp
     over = [f for f in t.problems if f.kind == OVER_BUDGET]
     assert len(over) == 1 and f"by pid {importer}" in over[0].detail, t.report()
     assert "CUDA allocation" in over[0].detail
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_zombie_child_of_this_process_is_said_not_read_never_a_problem(mode):
+    """A child that earlier code started and has not waited for (a zombie: its fd table is
+    gone) cannot be read; nothing of it is judged, and nothing fails."""
+    poll = needs(mode)
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    try:
+        with vmmtui.tracing(poll=poll, record=False) as t:
+            time.sleep(0.2)  # polling: a few polls
+    finally:
+        zombie.wait()
+    assert not t.problems, t.report()
+    assert t.verdict is not None and [p for p, _ in t.verdict.unread] in ([], [zombie.pid])

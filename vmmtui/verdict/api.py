@@ -82,7 +82,7 @@ class Finding:
     detail: str
     fix: str = ""
     proof: str = ""
-    event: LedgerFinding | Leak | ProcessUnreadable | None = None
+    event: LedgerFinding | Leak | None = None
 
     def __str__(self) -> str:
         from vmmtui.words.verdict import problem
@@ -113,6 +113,10 @@ class Verdict:
     #: records of the kernel lost (its ring buffer overflowed): what they could overturn is
     #: said as unknown, never as a leak
     lost_records: int = 0
+    #: processes of the block that could not be read (pid, why): most often gone before the
+    #: first look (a zombie left by earlier code, a worker that just exited); said, never a
+    #: problem: nothing of theirs was seen to judge
+    unread: tuple[tuple[int, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -139,6 +143,8 @@ class Verdict:
             lines.append(said.polling(self.reason, self.unseen))
         if self.lost_records:
             lines.append(said.lost(self.lost_records))
+        if self.unread:
+            lines.append(said.unread(self.unread))
         if self.recording is not None:
             lines.append(said.recording(self.recording))
         return "\n".join(lines)
@@ -166,7 +172,8 @@ class Tracing:
     _thread: threading.Thread | None = field(default=None, repr=False)
     _recorder: Recorder | None = field(default=None, repr=False)
     _reason: str = ""
-    _found: list[LedgerFinding | Leak | ProcessUnreadable] = field(default_factory=list, repr=False)
+    _found: list[LedgerFinding | Leak] = field(default_factory=list, repr=False)
+    _unread: list[ProcessUnreadable] = field(default_factory=list, repr=False)
     _lost: int = 0
     #: polling: memory fds seen arriving from another process (the ledger keeps them unnamed)
     _arrived: list[FdOpened] = field(default_factory=list, repr=False)
@@ -255,8 +262,10 @@ class Tracing:
     def _keep(self, e: Event) -> None:
         if isinstance(e, TraceStarted):
             self._started.set()
-        if isinstance(e, (LedgerFinding, Leak, ProcessUnreadable)):
+        if isinstance(e, (LedgerFinding, Leak)):
             self._found.append(e)
+        elif isinstance(e, ProcessUnreadable):
+            self._unread.append(e)
         elif isinstance(e, TraceLost):
             self._lost += e.count
         elif isinstance(e, FdOpened) and e.how in _CROSSED and e.kind in MEMORY_FILES:
@@ -334,9 +343,6 @@ class Tracing:
         found: list[Finding] = []
         for e in self._found:
             said = words_of(e)
-            if isinstance(e, ProcessUnreadable):
-                found.append(Finding("unreadable", Weight.PROBLEM, e.pid, said.what, said.detail))
-                continue
             proof = e.proof if isinstance(e, LedgerFinding) else ""
             found.append(
                 Finding(
@@ -369,6 +375,7 @@ class Tracing:
             unseen,
             recording,
             self._lost,
+            tuple((u.pid, u.reason) for u in self._unread),
         )
 
     def _pinned(self, session: TraceSession) -> tuple[int, list[str]]:

@@ -73,6 +73,13 @@ def lost(records: int) -> str:
     )
 
 
+def unread(processes: Sequence[tuple[int, str]]) -> str:
+    """Processes of the block that could not be read, and why (nothing of theirs was judged)."""
+    shown = "; ".join(f"pid {pid} ({why})" for pid, why in processes[:6])
+    more = f"; {len(processes) - 6} more" if len(processes) > 6 else ""
+    return f"not read, so not judged: {shown}{more}"
+
+
 def file_pin(pid: int, fd: int, size: int, how: str) -> str:
     """A memory file a live process still holds: ``pid 7's fd 3 (1 MiB, received)``."""
     return f"pid {pid}'s fd {fd} ({format_size(size)}, {how})"
