@@ -228,7 +228,7 @@ def test_a_zombie_child_of_this_process_is_said_not_read_never_a_problem(mode):
     poll = needs(mode)
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
-    while open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
         assert time.monotonic() < deadline
         time.sleep(0.01)
     try:
