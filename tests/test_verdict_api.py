@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -238,3 +239,34 @@ def test_a_zombie_child_of_this_process_is_said_not_read_never_a_problem(mode):
         zombie.wait()
     assert not t.problems, t.report()
     assert t.verdict is not None and [p for p, _ in t.verdict.unread] in ([], [zombie.pid])
+
+
+@pytest.mark.slow
+def test_the_uprobes_come_off_behind_the_block_and_leave_nothing(fake_libcuda):
+    """Taking libcuda's uprobes off waits on the kernel for each: the block does not wait for
+    it (the probe is closed in the background), and its fds are gone soon after."""
+    needs("ebpf")
+
+    def probe_fds() -> set[str]:
+        out = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if "bpf" in target or "perf_event" in target:
+                out.add(fd)
+        return out
+
+    before = probe_fds()
+    with vmmtui.tracing(libcuda=str(fake_libcuda), record=False) as t:
+        assert probe_fds() - before  # the probe, its maps and its uprobes are open
+    assert t.verdict is not None and t.findings == ()
+    deadline = time.monotonic() + 60
+
+    def closing() -> bool:
+        return any(t.name == "vmmtui-probe-close" for t in threading.enumerate())
+
+    while probe_fds() - before or closing():
+        assert time.monotonic() < deadline, "the probe outlived its block by a minute"
+        time.sleep(0.1)

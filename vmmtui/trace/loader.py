@@ -313,6 +313,8 @@ class Probe:
         self._print = _PRINT(self._on_print)
         self.lib.libbpf_set_print(self._print)
         self.links: list[int] = []
+        #: the uprobes' links apart: taking one off waits for the kernel (about 0.1 s each)
+        self.uprobes: list[int] = []
         self.records: list[bytes] = []
         self._sample = _SAMPLE(self._on_sample)
         self.rb = None
@@ -501,7 +503,7 @@ class Probe:
             )
             if not link:
                 return os.strerror(ctypes.get_errno()) or "refused"
-            self.links.append(link)
+            self.uprobes.append(link)
         return None
 
     def configure(self, everything: bool, self_pid: int) -> None:
@@ -563,12 +565,16 @@ class Probe:
                 out[(key[0], key[1])] = sum(values)
         return out
 
-    def detach(self) -> None:
+    def detach(self, uprobes: bool = True) -> None:
         """Take every program off its hook (the kernel then writes no more records); the maps
-        and the ring stay readable for what is already in them."""
-        for link in self.links:
+        and the ring stay readable for what is already in them. ``uprobes`` False leaves the
+        uprobes on (each takes about 0.1 s to take off, seconds for libcuda's: ``close`` does
+        it, where a caller can wait for it elsewhere)."""
+        links, self.links = self.links, []
+        if uprobes:
+            links, self.uprobes = links + self.uprobes, []
+        for link in links:
             self.lib.bpf_link__destroy(link)
-        self.links = []
 
     def close(self) -> None:
         if self._drops is not None:

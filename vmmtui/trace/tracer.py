@@ -307,8 +307,9 @@ class Tracer:
                 if self._done(t0):
                     break
             self._stop_reader()
-            if self.probe is not None:
-                self.probe.detach()  # no more records: the user waits for nothing that comes now
+            if self.probe is not None:  # no more records: the user waits for nothing that comes now
+                # (in process the uprobes stay on: ``close`` takes them off behind the caller)
+                self.probe.detach(uprobes=not self.in_process)
             # what the kernel had written before: all of it when the trace ended by itself; when
             # it was stopped (q, a signal), what STOP_DRAIN_S decodes, the rest counted and said
             # (in process: all of it, however long it takes)
@@ -503,6 +504,12 @@ class Tracer:
         """The end: what still runs of the command's tree is ended (as on q), the probe closed."""
         if self.tree is not None:
             self.tree.close()
-        if self.probe is not None:
-            self.probe.close()
-            self.probe = None
+        probe, self.probe = self.probe, None
+        if probe is None:
+            return
+        if self.in_process and probe.uprobes:
+            # the caller's block is over and its records read: the uprobes come off (seconds for
+            # libcuda's, a grace period each) in the background, not in the caller's next test
+            threading.Thread(target=probe.close, name="vmmtui-probe-close", daemon=True).start()
+        else:
+            probe.close()
