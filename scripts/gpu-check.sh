@@ -2,13 +2,16 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens house bindings-new tracer verdict all; each is an `if` below)
+#        app-lite interrupts serve screens house bindings-new tracer tracer-floor world verdict all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
 out=${OUT:-.}
 log="$out/gpu-check-$part.log"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# no NVLink multicast for any GPU command of any part (children included): NCCL, torch and
+# NVSHMEM keep to point-to-point and the plain IPC paths the checks look at
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # carried wheels (textual and friends), if any
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -293,6 +296,31 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 scripts/trace-bench.py --lossless 20000 --seconds 20 --ring-mb 64 --out "$out/bench"
     step python3 scripts/startup-time.py --runs 7 "${before[@]}" --json "$out/bench/startup.json"
   fi
+  if [ "$part" = tracer-floor ]; then
+    # issues 41 and 43 from the kernel side, on one GPU: the BPF time per traced call and an
+    # unrelated syscall's tax beside the trivial program's, this object and the carried earlier
+    # tree's (.before) in the same run; the tracer's CPU per call at 10,000 calls/s, both trees;
+    # then what a CUDA program's mappings look like to the trace (MemoryMapped by kind: the
+    # /dev/nvidia* maps CUDA makes of its own, the memfds and /dev/shm files torch shares)
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    before=(); bpf_before=(); if [ -d .before/vmmtui ]; then before=(--before-tree .before); bpf_before=(--before .before); else
+      echo "NO .before/vmmtui here: the earlier tree is not measured (carry .before with this part)"; fi
+    echo "CPUs online $(nproc), possible $(cat /sys/devices/system/cpu/possible)"
+    mkdir -p "$out/bench"
+    step python3 scripts/trace-bench.py --bpf-only --calls 500000 "${bpf_before[@]}" --out "$out/bench" --note "tracer-floor part"
+    step python3 scripts/trace-bench.py --user-only "${before[@]}" --out "$out/bench" --note "tracer-floor part"
+    step python3 -m pytest -q -p no:cacheprovider tests/trace/test_trace_mappings.py
+    step python3 -m vmmtui trace --json -q --record "$out/mappings-torch.jsonl" -- python3 tests/fixtures/torch_share.py
+    step python3 -c 'import collections, json, sys
+kinds = collections.Counter(); unmaps = collections.Counter()
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("event") == "MemoryMapped": kinds[e["kind"].split("/")[1] if e["kind"].startswith("/") else e["kind"].split(":")[0]] += 1
+    if e.get("event") == "MemoryUnmapped": unmaps[e["call"]] += 1
+print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", dict(unmaps))' "$out/mappings-torch.jsonl"
+  fi
   if [ "$part" = fleet ]; then
     # issue 22: the eBPF node agent exposes a traced vmmtui run's allocation in its /metrics
     if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
@@ -429,6 +457,52 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -c 'import time; t = time.perf_counter(); from vmmtui.backends.probe import probe; r = probe(); print(f"probe {time.perf_counter() - t:.3f} s", r.error or [d.name for d in r.devices])'
     step python3 -c 'import time; t = time.perf_counter(); import cuda.bindings.driver, numpy; print(f"import cuda.bindings.driver, numpy {time.perf_counter() - t:.3f} s")'
     python3 -X importtime -c 'import vmmtui.cli, vmmtui.tui.app' 2>&1 | sort -t'|' -k2 -n | tail -12
+  fi
+  if [ "$part" = world ]; then
+    # issue 41 (2-GPU kind): the verdict follows the memory. Healthy programs: 0 to look at (NCCL
+    # all-reduce with cuMem and with legacy handles, symmetric memory on two ranks, a weight sync
+    # that drops each bucket); a weight sync that keeps every bucket: growth said live by step 3
+    # with its bytes (expandable segments and legacy IPC). Each run prints its end line and its
+    # verdict line; each recording lands in $out/world-*.jsonl.gz for replay.
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nvidia-smi --query-gpu=index,name --format=csv
+    world() {  # world NAME ENV... -- COMMAND...: traced, its verdict and its problems by kind
+      name=$1; shift
+      envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+      echo; echo "\$ ${envs[*]} vmmtui trace --text -- $*"
+      env "${envs[@]}" python3 -m vmmtui trace --text --record "$out/world-$name.jsonl.gz" -- "$@" > "$out/world-$name.log" 2>&1
+      echo "[exit $?]"
+      grep -E '^(rank|TRAINER done|RECEIVER (step|done))' "$out/world-$name.log" | tail -6
+      grep -E '^ *⚠ growth' "$out/world-$name.log" | head -2
+      grep -E '^(vmmtui trace:|verdict:)' "$out/world-$name.log"
+      python3 - "$out/world-$name.jsonl.gz" <<'PY'
+import collections, sys
+from vmmtui.model.findings import Weight, weigh
+from vmmtui.record.recording import read
+from vmmtui.stream.observed import LedgerFinding, TraceStarted
+ev = read(sys.argv[1]).events
+t0 = next((e.ktime0 for e in ev if isinstance(e, TraceStarted)), 0)
+found = [e for e in ev if isinstance(e, LedgerFinding)]
+print("  problems by kind:", dict(collections.Counter(f.kind for f in found if weigh(f) is Weight.PROBLEM)) or "none")
+print("  good:", sum(weigh(f) is Weight.GOOD for f in found))
+for f in found:
+    if f.kind == "growth":
+        print(f"  growth at {(f.ktime - t0) / 1e9:.2f} s (ktime {f.ktime}, compare TRAINER t=): pid {f.pid} on pid {f.peer}: {f.size} bytes, pins by round {f.opens}")
+PY
+    }
+    world nccl-cumem1 NCCL_CUMEM_ENABLE=1 -- python3 tests/fixtures/nccl_allreduce.py
+    world nccl-cumem0 NCCL_CUMEM_ENABLE=0 -- python3 tests/fixtures/nccl_allreduce.py
+    world symm-mem -- python3 tests/fixtures/torch_symm_mem.py
+    for road in expandable legacy; do
+      flag=$([ $road = legacy ] && echo --legacy || echo --expandable)
+      world "sync-keep-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --keep $flag
+      grep -E '^TRAINER step 3' "$out/world-sync-keep-$road.log"  # growth must come before this step's t= ends
+      world "sync-drop-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --drop $flag
+    done
+    step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = verdict ]; then
     # issue 45: the verdict in a test. One GPU, root (eBPF). A PyTorch weight sync under the pytest

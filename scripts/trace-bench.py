@@ -469,6 +469,8 @@ def traced_bpf_ns(probe, stats, shares: int) -> dict:
 
     reader = threading.Thread(target=drain)
     reader.start()
+    unrecorded = getattr(probe, "unrecorded", dict)  # an object without the counts: {}
+    u0 = unrecorded()
     s0 = stats()
     assert proc.stdin is not None
     proc.stdin.write(b"g")
@@ -477,6 +479,7 @@ def traced_bpf_ns(probe, stats, shares: int) -> dict:
     s1 = stats()
     done.set()
     reader.join()
+    u1 = unrecorded()
     runs, spent = s1[1] - s0[1], s1[0] - s0[0]
     traced_calls = records[0]  # one record per traced call (memfd, send, close, recv, close)
     other = max(runs - 2 * traced_calls, 0)
@@ -486,62 +489,33 @@ def traced_bpf_ns(probe, stats, shares: int) -> dict:
         "untraced_ns_per_run": round(untraced_run, 1),
         "bpf_ns_per_traced_call": round((spent - other * untraced_run) / max(traced_calls, 1), 1),
         "bpf_ns_per_run_all": round(spent / max(runs, 1), 1),
+        # the load's calls the kernel looked at and kept to itself (its start-up's closes, mmaps)
+        "unrecorded": {k: u1[k] - u0.get(k, 0) for k in u1},
     }
 
 
 def old_probe(rev: str, tmp: Path):
-    """The object of an earlier revision (``git show REV:…``), loaded with its own maps: its
-    sys_enter/sys_exit, a tgid hash ``traced``, ``config`` = {everything, self}. None when that
-    revision has no such object."""
+    """The object of an earlier revision (``git show REV:…``, or ``REV`` a tree's directory),
+    loaded by this checkout's loader (the maps it reads are the same since the per-CPU rings).
+    None when that revision has no such object."""
     from vmmtui.trace.loader import Probe
 
-    blob = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:vmmtui/trace/bpf/trace.bpf.o"],
-        capture_output=True,
-    )
-    if blob.returncode != 0:
-        return None
-    path = tmp / "before.bpf.o"
-    path.write_bytes(blob.stdout)
+    tree = Path(rev) / "vmmtui" / "trace" / "bpf" / "trace.bpf.o"
+    if tree.is_file():  # a tree (--before-tree's, or one carried where there is no git)
+        path = tree
+    else:
+        blob = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:vmmtui/trace/bpf/trace.bpf.o"],
+            capture_output=True,
+        )
+        if blob.returncode != 0:
+            return None
+        path = tmp / "before.bpf.o"
+        path.write_bytes(blob.stdout)
 
-    class Old(Probe):
-        def __init__(self) -> None:  # noqa: D107 - the old object has one flavour, no fallbacks
-            from vmmtui.trace import loader
-
-            self.lib = ctypes.CDLL(loader.libbpf_path(), use_errno=True)
-            self._declare()
-            self.messages, self.links, self.records = [], [], []
-            self._libc = ctypes.CDLL(None)
-            self._print = loader._PRINT(self._on_print)
-            self.lib.libbpf_set_print(self._print)
-            self._sample = loader._SAMPLE(self._on_sample)
-            self.rb, self.ring, self._drops = None, None, None
-            self.flavour, self.release_missing = "tp_btf", "n/a"
-            self.obj = self.lib.bpf_object__open_file(str(path).encode(), None)
-            if self.lib.bpf_object__load(self.obj) != 0:
-                raise RuntimeError(f"the object of {rev} does not load here")
-            self.maps = {
-                n: self.lib.bpf_map__fd(self.lib.bpf_object__find_map_by_name(self.obj, n.encode()))
-                for n in ("events", "traced", "config")
-            }
-            events = self.lib.bpf_object__find_map_by_name(self.obj, b"events")
-            self.ring_bytes = self.lib.bpf_map__max_entries(events)
-
-        def attach_syscalls(self) -> None:
-            for name in ("sys_enter", "sys_exit", "proc_fork", "proc_exec", "proc_exit"):
-                prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
-                self.links.append(self.lib.bpf_program__attach(prog))
-            from vmmtui.trace.loader import Ring
-
-            self.ring = Ring(self.maps["events"], self.ring_bytes)
-
-        def follow(self, pid: int) -> None:
-            key, one = ctypes.c_uint32(pid), ctypes.c_uint8(1)
-            self.lib.bpf_map_update_elem(
-                self.maps["traced"], ctypes.byref(key), ctypes.byref(one), 0
-            )
-
-    return Old()
+    # the loader of this checkout loads the older object: they share the maps it reads (rings,
+    # traced, config, lost, counts) since the per-CPU rings
+    return Probe(path=path)
 
 
 def bpf_time(shares: int, calls: int, before: str | None) -> dict:
@@ -766,7 +740,8 @@ def main() -> None:
     p.add_argument(
         "--before",
         default="",
-        help="also measure the BPF object of this git revision (e.g. main) in the same run",
+        help="also measure the BPF object of this git revision (e.g. main), or of the tree at this "
+        "path (DIR/vmmtui/trace/bpf/trace.bpf.o), in the same run",
     )
     p.add_argument("--bpf-only", action="store_true", help="only the bpf_stats part")
     p.add_argument(

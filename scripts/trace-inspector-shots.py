@@ -54,6 +54,7 @@ async def shoot(
         start=lambda: request.start(stdout=Output()),
         title=" ".join(command)[:100],
         sink=recorder.write if recorder else None,
+        recorded=recorder is not None,
     )
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()

@@ -90,7 +90,12 @@ def test_lines_that_are_not_events_say_why(line, says):
 
 
 def test_every_line_carries_the_format_version():
-    assert json.loads(Notice("x").to_json()) == {"v": VERSION, "event": "Notice", "text": "x"}
+    assert json.loads(Notice("x").to_json()) == {
+        "v": VERSION,
+        "event": "Notice",
+        "text": "x",
+        "failure": None,
+    }
 
 
 # -- every event type, built from the registry with every field filled ------------------------------

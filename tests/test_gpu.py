@@ -8,6 +8,7 @@ from vmmtui.plan.config import SessionConfig
 from vmmtui.session import Session
 from vmmtui.stream.events import KcmpVerdict, SessionClosed, StepDone
 from vmmtui.system.fdtable import FdTable
+from vmmtui.words.troubleshooting import worded
 
 pytestmark = pytest.mark.gpu
 
@@ -111,7 +112,7 @@ def test_cuda_scenario_happens_as_described_and_memory_comes_back(name, clean_st
     if name == "legacy-second-context":
         assert (
             s.failure.call == "cuIpcOpenMemHandle (second context)"
-            and "one context per device" in s.failure.cause
+            and "one context per device" in worded(s.failure)[0]
         )
     if name == "leaked-fd":
         assert "/dev/nvidia" in s.failure.message

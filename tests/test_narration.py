@@ -158,3 +158,20 @@ def test_a_worker_s_end_and_a_traced_program_s_are_worded_by_one_function(return
     assert narration.exit_state(worker) == end
     gone = ProcessGone(7, "python3", 1.0, returncode, signal)
     assert narration.process_gone(gone).plain.endswith(f"python3 {end}")
+
+
+def test_a_notice_about_a_failed_call_says_its_cause_and_fix_where_it_is_drawn():
+    """A worker's cleanup that failed is a notice of facts carrying the failure; the words come
+    from the tables when it is drawn, as a failed step's do."""
+    from vmmtui.stream.events import Notice
+    from vmmtui.stream.failures import failure
+    from vmmtui.words.troubleshooting import explain
+
+    f = failure("CUDA_ERROR_INVALID_VALUE", "cuMemRelease")
+    e = Notice(f"producer cleanup: {f.one_line()}", f)
+    cause, fix = explain(f.code, f.call)
+    assert (
+        narration.notice(e).plain == f"note: producer cleanup: {f.one_line()} - {cause}; fix: {fix}"
+    )
+    assert Notice.from_json(e.to_json()) == e
+    assert narration.notice(Notice("plain")).plain == "note: plain"

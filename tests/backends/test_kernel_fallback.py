@@ -5,7 +5,7 @@ import pytest
 from vmmtui.backends import Choice
 from vmmtui.backends.probe import DeviceRecord
 from vmmtui.plan.config import resolve_verify
-from vmmtui.words.troubleshooting import explain
+from vmmtui.words.troubleshooting import explain, worded
 
 WHY = "the driver cannot JIT the shipped PTX 9.0 sm_75 (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)"
 
@@ -90,6 +90,8 @@ def test_cuda_verify_device_asked_for_fails_with_cause_and_fix(future_ptx, clean
     events = s.lifetime()
     print("\n" + s.failure.one_line())
     assert (
-        not s.verified and s.failure.call == "cuModuleLoadData (PTX)" and "R580" in s.failure.cause
+        not s.verified
+        and s.failure.call == "cuModuleLoadData (PTX)"
+        and "R580" in worded(s.failure)[0]
     )
     assert s.failed_at[1] == "init" and isinstance(events[-1], SessionClosed) and events[-1].clean

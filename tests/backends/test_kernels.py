@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vmmtui.backends.pattern import pattern
+from vmmtui.words.troubleshooting import worded
 
 pytestmark = pytest.mark.gpu
 
@@ -146,5 +147,9 @@ def test_a_ptx_the_driver_cannot_jit_without_nvrtc_fails_with_cause_and_fix(
         load_module(b, b.kernels.arch)
     f = exc.value.failure
     assert f.call == "cuModuleLoadData (PTX)" and f.code.startswith("CUDA_ERROR_"), f.one_line()
-    assert "R580" in f.cause and "--verify host" in f.fix and "NVRTC, the second way" in f.message
+    assert (
+        "R580" in worded(f)[0]
+        and "--verify host" in worded(f)[1]
+        and "NVRTC, the second way" in f.message
+    )
     print(f.one_line())

@@ -23,6 +23,7 @@ from vmmtui.backends.memfd import SEALS, MemfdBackend
 from vmmtui.plan.config import WorkerConfig
 from vmmtui.wire import channel
 from vmmtui.wire.protocol import LineChannel, decode_report
+from vmmtui.words.troubleshooting import worded
 
 LIAR = str(Path(__file__).with_name("liar.py"))
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
@@ -210,7 +211,7 @@ def test_connect_to_a_full_backlog_gives_up_at_its_deadline(tmp_path):
         with pytest.raises(channel.StepError) as err:
             channel.connect(path, 0.5, retries.append)
         assert err.value.failure.code == "LISTENER_UNRESPONSIVE"
-        assert "flooding" in err.value.failure.cause and retries and set(retries) == {"EAGAIN"}
+        assert "flooding" in worded(err.value.failure)[0] and retries and set(retries) == {"EAGAIN"}
     finally:
         for s in strays:
             s.close()
@@ -337,7 +338,7 @@ def test_a_small_memfd_claimed_large_is_refused_before_mapping(short_tmp, claime
     s = r.state
     assert (s.size_claimed, s.size_reported, s.size_source) == (claimed, 4096, "kernel fstat")
     assert s.mapping.va is None  # nothing was reserved or mapped
-    assert "SIGBUS" in r.failure.cause
+    assert "SIGBUS" in worded(r.failure)[0]
 
 
 def test_a_claim_beyond_the_consumers_own_size_is_refused_on_receipt(short_tmp):
@@ -347,7 +348,7 @@ def test_a_claim_beyond_the_consumers_own_size_is_refused_on_receipt(short_tmp):
     r = refused("memfd", short_tmp, claimed, claimed, "sparse", at="receive")
     assert r.failure.code == "SIZE_MISMATCH" and r.failure.call == "recvmsg"
     assert f"claimed {claimed} bytes; this consumer shares --size 4096" in r.failure.message
-    assert "--size" in r.failure.fix
+    assert "--size" in worded(r.failure)[1]
     assert r.state.mapping.va is None and r.state.received_fd is None
     assert [h.kind for h in r.held] == ["control", "connection"]  # the fd that came is closed
 
@@ -380,7 +381,7 @@ def test_an_fd_that_is_not_a_memfd_is_refused_saying_what_it_is(short_tmp, kind,
     r = refused("memfd", short_tmp, 65536, 65536, kind, size=65536)
     assert r.failure.code == "NOT_MEMFD", r.failure.one_line()
     assert r.failure.message.startswith(f"the fd that arrived is {says}"), r.failure.message
-    assert "memfd carries" not in r.failure.one_line() and "not a memfd" in r.failure.cause
+    assert "memfd carries" not in r.failure.one_line() and "not a memfd" in worded(r.failure)[0]
     assert r.state.mapping.va is None  # nothing was reserved or mapped
 
 
@@ -429,7 +430,10 @@ def test_cuda_a_small_allocation_claimed_large_is_refused_by_the_driver_check(sh
         print(" ", c.name, c.args, c.result)
     assert r.failure.code == "SIZE_MISMATCH" and r.state.size_claimed == claimed
     assert r.state.mapping.size == 0  # nothing was mapped
-    assert "capab" not in r.failure.cause.lower() and "not supported by" not in r.failure.cause
+    assert (
+        "capab" not in worded(r.failure)[0].lower()
+        and "not supported by" not in worded(r.failure)[0]
+    )
     if claimed == 1 << 40:
         assert r.state.size_source == "driver cuDeviceTotalMem"
         assert r.state.mapping.va is None

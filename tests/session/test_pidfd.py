@@ -22,6 +22,7 @@ from vmmtui.stream.events import (
 from vmmtui.stream.failures import StepError
 from vmmtui.stream.state import Peer
 from vmmtui.stream.values import AllocMessage
+from vmmtui.words.troubleshooting import worded
 from vmmtui.worker import transport
 from vmmtui.worker.core import Worker
 
@@ -110,7 +111,7 @@ def test_a_pid_from_the_wire_that_is_not_the_peer_is_refused(tmp_path):
 def test_seccomp_scenario_refuses_pidfd_getfd_with_eperm(clean_state):
     s, events = run_scenario(clean_state, "pidfd-seccomp")
     assert s.failure.code == "EPERM" and s.failed_at == (CONSUMER, "receive")
-    assert s.failure.call == "pidfd_getfd (seccomp)" and "SYS_PTRACE" in s.failure.fix
+    assert s.failure.call == "pidfd_getfd (seccomp)" and "SYS_PTRACE" in worded(s.failure)[1]
     init = report(events, CONSUMER, "init")
     assert any(c.name.startswith("prctl(PR_SET_NO_NEW_PRIVS)") and c.ok for c in init.calls)
     receive = [e for e in events if getattr(e, "step", "") == "receive" and hasattr(e, "report")]
@@ -132,7 +133,7 @@ def test_pidns_scenario_the_pid_names_nobody(clean_state):
     s, events = run_scenario(clean_state, "pidfd-pidns")
     assert s.failed_at == (CONSUMER, "receive")
     assert s.failure.code in ("ESRCH", "PIDFD_WRONG_PROCESS")
-    assert "PID namespace" in s.failure.cause and "SCM_RIGHTS" in s.failure.fix
+    assert "PID namespace" in worded(s.failure)[0] and "SCM_RIGHTS" in worded(s.failure)[1]
     assert s.outcome.as_expected and closed_clean(events)
 
 
@@ -148,7 +149,7 @@ def test_yama_scenario_runs_or_says_why_not(clean_state):
     s, events = run_scenario(clean_state, "pidfd-yama")
     assert s.failure.code == "EPERM" and s.failure.call.startswith("pidfd_getfd")
     if pidfd.seccomp_mode()[0] != 2:  # under a container's filter too, the two cannot be told apart
-        assert s.failure.call == "pidfd_getfd (Yama)" and "PR_SET_PTRACER" in s.failure.fix
+        assert s.failure.call == "pidfd_getfd (Yama)" and "PR_SET_PTRACER" in worded(s.failure)[1]
     assert s.outcome.as_expected and closed_clean(events)
 
 
@@ -195,7 +196,7 @@ def test_the_teaching_text_follows_the_transport():
 def test_producer_gone_before_the_take_is_esrch(clean_state):
     s, events = run_scenario(clean_state, "pidfd-producer-gone")
     assert s.failure.code == "ESRCH" and s.failed_at == (CONSUMER, "receive")
-    assert s.failure.call == "pidfd_open" and "exited" in s.failure.cause
+    assert s.failure.call == "pidfd_open" and "exited" in worded(s.failure)[0]
     assert any(isinstance(e, WorkerExited) and e.role == PRODUCER for e in events)
     assert s.outcome.as_expected and closed_clean(events)
 

@@ -18,6 +18,7 @@ from vmmtui.stream.events import (
     StepDone,
     WorkerExited,
 )
+from vmmtui.words.troubleshooting import worded
 
 
 def run_scenario(tmp, name: str, **kw) -> tuple[Session, list]:
@@ -182,11 +183,11 @@ def test_fabric_refusal_has_its_own_cause_and_fix():
 
     f = failure("CUDA_ERROR_NOT_PERMITTED", "cuMemCreate (fabric)")
     assert (
-        "IMEX channel" in f.cause
-        and "/dev/nvidia-caps-imex-channels" in f.cause
-        and "nvidia-imex" in f.fix
+        "IMEX channel" in worded(f)[0]
+        and "/dev/nvidia-caps-imex-channels" in worded(f)[0]
+        and "nvidia-imex" in worded(f)[1]
     )
-    assert "GB200" in f.cause and "POSIX_FILE_DESCRIPTOR" in f.fix
+    assert "GB200" in worded(f)[0] and "POSIX_FILE_DESCRIPTOR" in worded(f)[1]
 
 
 def test_fabric_without_imex_on_memfd_exits_2_saying_why():
@@ -216,4 +217,4 @@ def test_cuda_fabric_without_imex_is_refused_by_the_driver(clean_state):
         session.failure.call == "cuMemCreate (fabric)"
         and session.failure.code == probe.fabric_create
     )
-    assert "IMEX" in session.failure.cause and closed_clean(events)
+    assert "IMEX" in worded(session.failure)[0] and closed_clean(events)

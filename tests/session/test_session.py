@@ -20,6 +20,7 @@ from vmmtui.stream.events import (
     StepDone,
 )
 from vmmtui.system.fdtable import FdTable
+from vmmtui.words.troubleshooting import worded
 
 PLAN = build_plan()
 
@@ -129,7 +130,7 @@ def test_producer_death_is_named_with_its_signal(clean_state):
     failed = next(e for e in events if isinstance(e, SessionFailed))
     assert failed.failure.code == "WORKER_DIED"
     assert "SIGKILL" in failed.failure.message
-    assert failed.failure.fix
+    assert worded(failed.failure)[1]
 
 
 def test_unusable_backend_refuses_to_start(clean_state):

@@ -2,6 +2,7 @@
 chases (a share, a leak, an exporter killed under its importers)."""
 
 from vmmtui.model.entries import Pin
+from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
     CallRefused,
@@ -363,10 +364,21 @@ def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
             ProcessExit(B, B, 6, 0),
         ]
     )
-    assert kinds(found) == [("shared", B), ("held-after-exporter-died", B)]
-    held = found[1]
+    assert kinds(found) == [
+        ("shared", B),
+        ("held-after-exporter-died", B),
+        ("released-after-exporter-died", B),
+    ]
+    held, over = found[1], found[2]
     assert held.peer == A and held.file == "f1" and "SIGKILL" in said(held).detail
     assert "memfd pool" in said(held).detail and "fd 7" in said(held).detail
+    # once B closes its fd the hold is over: said in the past, a fact (the problem counted once)
+    assert (over.ktime, over.since, over.via) == (5, 4, "close")
+    assert (
+        said(over).what
+        == f"held pid {A}'s memory 0.0 s after pid {A} was killed by SIGKILL; released by close"
+    )
+    assert weigh(over) is Weight.QUIET
 
 
 def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_direction():

@@ -43,7 +43,9 @@ def test_the_head_of_every_record_is_struct_rec(btf):
     assert records.HEAD.size == btf.struct("rec").size_or_type == 64
 
 
-@pytest.mark.parametrize("name", ["rec_named", "rec_msg", "rec_fds", "rec_cuda", "rec_refusal"])
+@pytest.mark.parametrize(
+    "name", ["rec_named", "rec_msg", "rec_fds", "rec_cuda", "rec_refusal", "rec_map"]
+)
 def test_each_record_tail_is_its_struct_after_the_head(btf, name):
     got = btf_fields(btf, name)
     head = [(f"h.{n}", o, s, e) for n, o, s, e in python_fields("rec")]
@@ -73,7 +75,8 @@ def test_the_kinds_are_the_headers():
         name: getattr(records, name)
         for name in (
             "SEND", "RECV", "PIDFD_OPEN", "PIDFD_GETFD", "CLOSE", "CLOSE_RANGE", "DUP", "MEMFD",
-            "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "REFUSAL", "DROPPED",
+            "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "REFUSAL", "DROPPED", "MMAP",
+            "MUNMAP",
         )
     }  # fmt: skip
     assert int(re.search(r"#define MAXFDS (\d+)", text).group(1)) == records.MAXFDS
@@ -85,3 +88,15 @@ def test_a_field_added_on_one_side_only_is_caught(btf, monkeypatch):
     layout["rec_fds"] = (("extra", "Q"), *layout["rec_fds"])
     monkeypatch.setattr(records, "LAYOUTS", layout)
     assert btf_fields(btf, "rec_fds")[8:] != python_fields("rec_fds", records.HEAD.size)
+
+
+def test_the_unrecorded_kinds_are_the_headers():
+    """The loader names the kernel's counts of calls worth no record in trace.h's order."""
+    from vmmtui.trace.loader import UNRECORDED
+
+    text = (BPF / "trace.h").read_text()
+    kinds = dict(re.findall(r"\bUNREC_(\w+) = (\d+)", text))
+    assert int(kinds.pop("KINDS")) == len(UNRECORDED)
+    assert [name for name, _ in sorted(kinds.items(), key=lambda kv: int(kv[1]))] == [
+        "CLOSE", "DUP", "MMAP", "UNMAP", "MSG",
+    ]  # fmt: skip

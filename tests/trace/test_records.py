@@ -147,3 +147,21 @@ def test_a_batch_decodes_as_the_records_one_by_one():
     kinds = [type(e).__name__ for e in batched]
     assert kinds == ["MemfdCreated", "FdsSent", "FdCloseCall", "FdCloseCall", "MemfdCreated"]
     assert batched[1].fds_not_read == 4
+
+
+def test_whole_messages_decode_in_one_pass_and_a_socket_is_one_object():
+    """A message whose record holds all its fds is decoded inline by the batch (the most of a
+    trace's messages) into the event one record at a time gives; every message on a socket
+    names one SocketEnd, so a ledger that keeps each transfer keeps one socket, not one each."""
+    raws = [message(r.SEND, 1, [5], ktime=1000 + i) for i in range(3)]
+    raws += [message(r.RECV, 2, [7, 8], ktime=2000 + i, sk=0x52, peer_sk=0x51) for i in range(3)]
+    raws += [message(r.SEND, 20, list(range(16))), more(20, 16, [16, 17, 18, 19])]
+    one_by_one, _ = run(*raws)
+    batched = r.Decoder(r.FileNames(b"k" * 16)).batch(raws)
+    assert batched == one_by_one and len(batched) == 7
+    sent, got = batched[:3], batched[3:6]
+    assert all(isinstance(e, FdsSent) and e.kinds == ["memfd"] and e.fds == [5] for e in sent)
+    assert all(isinstance(e, FdsReceived) and e.fds == [7, 8] for e in got)
+    assert len({id(e.sock) for e in sent}) == 1 and len({id(e.sock) for e in got}) == 1
+    assert sent[0].sock.sk == got[0].sock.peer_sk
+    assert batched[6].fds == list(range(20)) and batched[6].fds_not_read == 0

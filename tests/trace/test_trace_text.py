@@ -20,6 +20,8 @@ from vmmtui.stream.observed import (
     FdsSent,
     LedgerFinding,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     ProcessExec,
     ProcessExit,
@@ -238,3 +240,27 @@ def test_the_summary_says_losses_per_cpu_the_fds_not_read_and_the_sends_not_seen
     assert "1 conclusion they could overturn said as unknown, none as a leak" in out
     assert "48 more fds not read (sent) and 48 more fds not read (received)" in out
     assert "16 shared" in out and "1 unknown" in out
+
+
+def test_a_mapping_its_unmaps_and_an_execs_closes_are_worded():
+    """mmap of a file of interest, the unmaps that touch it, and the fds an exec closed: one line
+    each, the file's name from the kernel passed through the sanitiser."""
+    said = text(
+        [
+            MemoryMapped(
+                7, 7, T0 + 1, 5, "a1", 0x7F00_0000, 1 << 20, 0, 3, 1, 0, "/dev/shm/x\x1b[2J"
+            ),
+            MemoryMapped(7, 7, T0 + 2, 6, "b2", 0, 1 << 20, -12, 3, 2, 0, "memfd:pin"),
+            MemoryUnmapped(7, 7, T0 + 3, 0x7F00_0000, 1 << 20),
+            MemoryUnmapped(7, 7, T0 + 4, 0x7F00_0000, 1 << 20, 0, "mremap", 0x7E00_0000, 4 << 20),
+            MemoryUnmapped(7, 7, T0 + 5, 0x7F00_0000, 4096, 0, "mmap"),
+            FdCloseCall(7, 7, T0 + 6, 4, "c3", 0, call="exec"),
+        ]
+    )
+    assert "mmap(fd 5 /dev/shm/x" in said and "[file a1], 1 MiB, shared) → 0x7f000000" in said
+    assert "\x1b" not in said
+    assert "mmap(fd 6 memfd:pin [file b2], 1 MiB, private) → -ENOMEM" in said
+    assert "munmap(0x7f000000, 1 MiB) → 0" in said
+    assert "mremap(0x7f000000, 1 MiB) → 0x7e000000, 4 MiB" in said
+    assert "mmap(MAP_FIXED) over 0x7f000000, 4 KiB" in said
+    assert "exec closed fd 4 [file c3] (close-on-exec)" in said

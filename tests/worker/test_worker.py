@@ -13,6 +13,7 @@ from vmmtui.plan.config import WorkerConfig
 from vmmtui.stream.codec import decode, encode
 from vmmtui.stream.state import StepReport
 from vmmtui.wire.protocol import LineChannel, decode_hello, decode_report
+from vmmtui.words.troubleshooting import worded
 
 
 def launch(role, sock_path, **extra):
@@ -121,7 +122,7 @@ def test_connect_deadline_and_bad_commands(tmp_path):
         ch.send({"cmd": "step", "step": "connect"})
         rep = decode_report(ch.receive(timeout=10)["report"])
         assert not rep.ok and rep.failure.code == "ENOENT"
-        assert rep.failure.fix == "start the producer first"
+        assert worded(rep.failure)[1] == "start the producer first"
         ch.send({"cmd": "step", "step": "receive", "args": "not an object"})
         assert ch.receive(timeout=10)["type"] == "error"
         ch.send({"cmd": "quit"})
@@ -148,7 +149,7 @@ def test_a_consumer_whose_gpu_cannot_reach_the_producers_says_so():
         e.value.failure.code == "PEER_UNREACHABLE"
         and "device 1 cannot access memory on device 0" in e.value.failure.message
     )
-    assert "cuDeviceCanAccessPeer" in e.value.failure.call and e.value.failure.fix
+    assert "cuDeviceCanAccessPeer" in e.value.failure.call and worded(e.value.failure)[1]
     w.backend.can_access_peer = lambda owner: True
     consumer._check_peer(w)
     assert w.state.peer_access is True

@@ -317,6 +317,7 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
         source,
         title=f"polling · {what or 'pids'}"[:100],
         sink=tee,
+        recorded=tee.recorder is not None,
         cast=args.cast,
         output=output if isinstance(output, Output) else None,
         never_imported_s=args.never_imported_after,
@@ -366,6 +367,7 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
         start=start,
         title=f"eBPF · {what}"[:100],
         sink=tee,
+        recorded=tee.recorder is not None,
         cast=args.cast,
         output=output,
         never_imported_s=args.never_imported_after,
@@ -606,7 +608,6 @@ def _print(session, args: argparse.Namespace) -> None:
 def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
     from collections import Counter
 
-    from vmmtui.words.findings import pin_words
     from vmmtui.words.trace import lost_words, not_read
 
     by: Counter[str] = Counter()
@@ -650,20 +651,32 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
             else "; ".join(said)
         )
         return
-    console.print(
-        "ledger: "
-        + ", ".join(f"{n} {kind}" for kind, n in sorted(by.items()))
-        + f"; {ledger.transfers.total} fd transfers, {len(ledger.allocations)} allocations, "
-        f"{len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers exported"
-        + "".join(f"; {x}" for x in said)
+    console.print(verdict_line(ledger, by) + "".join(f"; {x}" for x in said))
+
+
+def verdict_line(ledger, by) -> str:
+    """The run's verdict with its counts: what to look at by kind (or nothing), the good news,
+    the quiet facts, and what the ledger followed. Each allocation's pins are in ``--json``
+    (every call and finding of it), not here: a run of NCCL exports hundreds."""
+    from vmmtui.model.findings import Weight, weight
+
+    bad = {k: n for k, n in by.items() if weight(k) is Weight.PROBLEM}
+    good = sum(n for k, n in by.items() if weight(k) is Weight.GOOD)
+    quiet = sum(n for k, n in by.items() if weight(k) is Weight.QUIET)
+    head = (
+        f"verdict: {sum(bad.values())} to look at ("
+        + ", ".join(f"{n} {k}" for k, n in sorted(bad.items(), key=lambda kv: (-kv[1], kv[0])))
+        + ")"
+        if bad
+        else "verdict: nothing to look at"
     )
-    for a in ledger.allocations.values():
-        pins = [pin_words(p) for p in ledger.pins(a)]
-        console.print(
-            f"  allocation {a.handle:#x} of pid {a.pid}: {a.size} bytes, exported as "
-            f"{[fd for fd, _ in a.exported]}, imported by {[i.pid for i in a.imports]}; "
-            + (f"pinned by {', '.join(pins)}" if pins else "nothing pins it now")
-        )
+    return (
+        f"{head}; {good} shared/imported"
+        + (f", {quiet} quiet fact{'s' if quiet != 1 else ''}" if quiet else "")
+        + f"; followed {ledger.transfers.total} fd transfers, {len(ledger.allocations)} "
+        f"allocations, {len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers "
+        "(each one's calls and findings: --json)"
+    )
 
 
 def replay_trace(recording) -> int:

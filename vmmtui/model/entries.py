@@ -122,6 +122,8 @@ class IpcExport:
     ptr: int
     at: int
     opens: list[IpcOpen] = field(default_factory=list)
+    #: the bytes cuMemAlloc gave at ``ptr`` (0 where the trace did not see it)
+    size: int = 0
 
 
 @dataclass
@@ -254,3 +256,37 @@ class Losses:
                 lo = lo or first
                 hi = max(hi, last)
         return n, lo, hi
+
+
+@dataclass
+class FileMap:
+    """One ``mmap`` of a file that may carry memory: it pins the file's memory until ``munmap``
+    (or ``mremap`` away), exec or exit, whether or not any fd of the file stays open (mmap(2):
+    "closing the file descriptor does not unmap the region")."""
+
+    pid: int
+    file: str
+    addr: int
+    length: int
+    at: int
+    fd: int = -1
+    #: what the file is as the kernel named it at the call (``memfd:x``, ``/dev/shm/x``)
+    kind: str = ""
+
+
+@dataclass
+class HeldAfterDeath:
+    """A process that still pinned memory when the process that made it died: said then, and
+    said again, in the past, when its last pin goes (``released-after-exporter-died``)."""
+
+    pid: int
+    #: the exporter that died, when, and how it ended (its wait status)
+    peer: int
+    died_at: int
+    status: int
+    memory: str
+    file: str = ""
+    handle: int = 0
+    ptr: int = 0
+    size: int = 0
+    name: str = ""

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vmmtui.model.entries import HeldAfterDeath
 from vmmtui.model.findings import Memory, carries_memory
+from vmmtui.model.pins import after_death_over, pins_on
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
 if TYPE_CHECKING:
@@ -17,6 +19,9 @@ if TYPE_CHECKING:
 
 def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
     """Everything process ``e.pid`` held is let go at its exit: each leak found is added to ``out``."""
+    for pid, key in [k for k in ledger.after_death if k[0] == e.pid]:
+        after_death_over(ledger, pid, key, e.ktime, "exit")  # its exit let go of what it held
+    _held_by_other_pins(ledger, e, out)
     for (pid, fd), h in list(ledger.holdings.items()):
         if pid != e.pid:
             continue
@@ -63,6 +68,7 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
         if pid != e.pid:
             continue
         del ledger.ipc_opens[(pid, ptr)]
+        ledger.ipc_refs.pop((pid, ptr), None)
         o.closed_at = e.ktime
         ledger.leak(
             out,
@@ -77,8 +83,49 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
                 memory=Memory.IPC,
             ),
         )
+    ledger.maps.pop(e.pid, None)
     _pools_at_exit(ledger, e, out)
     _exporter_died(ledger, e, out)
+
+
+def _held_by_other_pins(ledger: Ledger, e: ProcessExit, out: list) -> None:
+    """Memory files that came to the process (received, taken) whose received fd is gone but
+    that it still pins at its exit by another fd (a dup, ``F_DUPFD``) or a mapping: the memory
+    lived as long as the process, as with a received fd never closed (said by the loop after
+    this one, once per fd). A copy only inherited from a parent is the parent's to answer for."""
+    for (pid, file), came in list(ledger.came.items()):
+        if pid != e.pid or came.how == "inherited":
+            continue
+        if ledger.holdings.get((pid, came.fd)) is came:
+            continue  # the received fd itself is still open: fd-never-closed says it
+        kind = ledger.file_kind(file, came.kind)
+        pins = pins_on(ledger, pid, file)
+        if not pins or not carries_memory(kind):
+            continue
+        fds = [p.value for p in pins if p.what == "fd"]
+        maps = [p.value for p in pins if p.what == "mapping"]
+        ledger.leak(
+            out,
+            came.since,
+            LedgerFinding(
+                "held-at-exit",
+                e.pid,
+                e.ktime,
+                peer=came.source_pid or ledger.makers.get(file, 0),
+                file=file,
+                fd=fds[0] if fds else -1,
+                peer_fd=came.source_fd,
+                fds=fds,
+                ptr=maps[0] if maps else 0,
+                opens=maps,
+                how="dup" if fds else "mapping",
+                via=came.via,
+                sock=came.sock,
+                pidfd=came.pidfd,
+                name=kind,
+                since=came.since,
+            ),
+        )
 
 
 def _pools_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
@@ -136,6 +183,11 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
         if a.released_at is None:
             a.released_at = e.ktime
         for imp in a.imports:
+            if ledger.alive(imp.pid) and imp.released_at is None:  # said below: its end too
+                ledger.after_death[(imp.pid, f"handle:{imp.handle:x}")] = HeldAfterDeath(
+                    imp.pid, e.pid, e.ktime, e.code, Memory.ALLOCATION, handle=imp.handle,
+                    size=a.size,
+                )  # fmt: skip
             if imp.released_at is None and ledger.alive(imp.pid):
                 ledger.leak(
                     out,
@@ -157,6 +209,9 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
             continue
         for o in x.opens:
             if o.closed_at is None and ledger.alive(o.pid):
+                ledger.after_death[(o.pid, f"ipc:{o.ptr:x}")] = HeldAfterDeath(
+                    o.pid, e.pid, e.ktime, e.code, Memory.IPC, ptr=o.ptr, size=x.size
+                )
                 ledger.leak(
                     out,
                     o.at,
@@ -176,6 +231,9 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
             continue
         for held in px.imports:
             if held.freed_at is None and ledger.alive(held.pid):
+                ledger.after_death[(held.pid, f"ptr:{held.ptr:x}")] = HeldAfterDeath(
+                    held.pid, e.pid, e.ktime, e.code, Memory.POOL_POINTER, ptr=held.ptr
+                )
                 ledger.leak(
                     out,
                     held.at,

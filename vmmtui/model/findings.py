@@ -27,6 +27,13 @@ class FindingKind(StrEnum):
     #: a received fd of a file that carries no memory (a socket, a pipe, an eventfd, a file on
     #: disk) held until exit: a fact, what servers and browsers do with their channels
     FD_CLOSED_BY_EXIT = "fd-closed-by-exit"
+    #: a memory file that came from another process, its received fd closed, still pinned at
+    #: exit by another fd (a dup) or a mapping: the memory lived as long as the process
+    HELD_AT_EXIT = "held-at-exit"
+    #: an importer whose pins on one exporter's memory rose round after round (``growth.py``)
+    GROWTH = "growth"
+    #: the end, in the past, of a ``held-after-exporter-died``: its last pin went
+    RELEASED_AFTER_EXPORTER_DIED = "released-after-exporter-died"
     IMPORT_NEVER_RELEASED = "import-never-released"
     HELD_AFTER_EXPORTER_DIED = "held-after-exporter-died"
     POSSIBLE_HELD_AFTER_EXPORTER_DIED = "possible-held-after-exporter-died"
@@ -54,8 +61,9 @@ class FindingKind(StrEnum):
 GOOD = frozenset({FindingKind.SHARED, FindingKind.IMPORTED})
 
 
-#: the kinds that are facts, not problems: counted and kept, never "to look at"
-QUIET = frozenset({FindingKind.FD_CLOSED_BY_EXIT})
+#: the kinds that are facts, not problems: counted and kept, never "to look at" (the end of a
+#: hold after an exporter died is the past of a problem already counted once)
+QUIET = frozenset({FindingKind.FD_CLOSED_BY_EXIT, FindingKind.RELEASED_AFTER_EXPORTER_DIED})
 
 
 def is_good(kind: str) -> bool:
@@ -175,8 +183,14 @@ def counted_as(f: Any) -> Counted:
     return Counted(str(f.kind), "", w, quiet_file(f) if w is Weight.QUIET else "")
 
 
+#: what a quiet fact that is no received fd is counted under (``Tally.quiet_by``)
+RELEASED_LATE = "released after its exporter died"
+
+
 def quiet_file(f: Any) -> str:
     """The kind of file a quiet fact is counted under (``Tally.quiet_by``)."""
+    if str(f.kind) == FindingKind.RELEASED_AFTER_EXPORTER_DIED:
+        return RELEASED_LATE
     return getattr(f, "name", "") or "other"
 
 

@@ -7,24 +7,44 @@ Folded from the driver calls the trace saw (``CudaCall``), the exits, and the cl
 linked to its export by the caller's ``Link`` (the ledger matches a VMM import to its allocation
 by the fd's open file); legacy IPC and pool pointers by their 64 bytes. What the book says:
 
-- ``opened-twice``: an importer holds two opens of one export at once (a second import of the
-  same allocation, or a second cuIpcOpenMemHandle of the same 64 bytes), said at that open;
+- ``opened-twice``: a second cuIpcOpenMemHandle of the same 64 bytes in one process that the
+  driver refuses (CUDA_ERROR_ALREADY_MAPPED: a second context); one it grants is a reference
+  counted ("If the memory handle has already been opened by the current context, the reference
+  count on the handle is incremented by 1 and the existing device pointer is returned",
+  cuIpcOpenMemHandle), closed once per open, no finding. A second *import* of a VMM allocation is legal and
+  is no finding: "Each time a recipient process imports a shareable handle, it needs to pair it
+  with cuMemRelease" (CUDA Driver API, cuMemRelease) -- an import never paired is said at the
+  importer's exit (``import-never-released``) or while it grows (``model/growth.py``);
 - ``exported-never-imported``: no process opened it ``never_imported_ns`` after the export (live,
-  on the clock), or by its exporter's exit or the end;
-- ``released-twice``: cuMemRelease of a handle this process already released, cuIpcCloseMemHandle
-  of a pointer it already closed;
-- ``freed-while-mapped``: the exporter released its handle (or freed the pointer it exported as
-  legacy IPC) while an importer still holds or maps the memory;
+  on the clock), or by its exporter's exit or the end -- and only while the export still pins
+  memory (``Pinning``: a copy of its fd still open somewhere). The 64 bytes of a legacy IPC
+  handle or a pool pointer's export data pin nothing (cuIpcGetMemHandle takes no reference), and
+  an exported fd closed at once (NCCL's proxy closes each as soon as it is sent) pins nothing:
+  neither is a finding;
+- ``released-twice``: a cuMemRelease with no reference left, counting every reference the
+  driver counts: cuMemCreate, cuMemImportFromShareableHandle and cuMemRetainAllocationHandle
+  each +1 ("The returned handle must be released with corresponding number of calls to
+  cuMemRelease", cuMemRetainAllocationHandle), cuMemRelease -1 ("If handle is not a valid handle
+  the behavior is undefined"); NCCL's retain then two releases is no finding. Also
+  cuIpcCloseMemHandle of a pointer already closed;
+- ``freed-while-mapped``: the exporter freed (cuMemFree) the pointer it exported as legacy IPC
+  while an importer still has it open: the importer's mapping then names freed memory. Releasing
+  a VMM handle while a peer maps the memory is legal and no finding: "The memory allocation will
+  be freed when all outstanding mappings to the memory are unmapped and when all outstanding
+  references to the handle (including its shareable counterparts) are also released. The
+  generic memory handle can be freed when there are still outstanding mappings made with this
+  handle" (CUDA Driver API, cuMemRelease);
 - ``legacy-export-of-vmm``: cuIpcGetMemHandle refused on a pointer this process mapped with
   cuMemMap (legacy IPC cannot export VMM memory).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from vmmtui.model.findings import FindingKind, Proof
 from vmmtui.model.roads import HandleType, handle_type
@@ -39,6 +59,17 @@ CUDA_ERROR_ALREADY_MAPPED = 208
 
 #: (importer pid, its import handle) → (exporter pid, the exporter's handle), or None
 Link = Callable[[int, int], "tuple[int, int] | None"]
+
+
+class Pinning(Protocol):
+    """Whether an exported allocation (exporter pid, handle) still has a copy of an exported fd
+    open in some process: the one way an export, by itself, pins memory (the ledger knows)."""
+
+    def __call__(self, pid: int, handle: int) -> bool: ...
+
+
+def _always(pid: int, handle: int) -> bool:
+    return True
 
 
 class Thing(StrEnum):
@@ -133,8 +164,17 @@ class HandleBook:
     """The fold: ``call``, ``exit``, ``clock`` and ``finish`` return the facts each brings and the
     exporters whose pinned bytes changed."""
 
-    def __init__(self, link: Link, never_imported_s: float = NEVER_IMPORTED_S) -> None:
+    def __init__(
+        self, link: Link, never_imported_s: float = NEVER_IMPORTED_S, pinning: Pinning = _always
+    ) -> None:
         self.link = link
+        self.pinning = pinning
+        #: (pid, handle) → the references the driver counts on that handle value in that process
+        #: (created, imported, retained, less released); a handle never seen made is not here
+        self.refs: Counter[tuple[int, int]] = Counter()
+        #: handles retained whose making the trace did not see (made before it began): their
+        #: count is not known, so no release of them is ever said to be one too many
+        self.unseen: set[tuple[int, int]] = set()
         self.never_imported_ns = int(never_imported_s * 1e9)
         self.allocs: dict[tuple[int, int], _Alloc] = {}
         self.exports: list[Export] = []
@@ -167,7 +207,7 @@ class HandleBook:
         """A failed call the book words itself (a second release, a legacy export of VMM
         memory, a second open of IPC bytes this process has open): no generic refusal for it."""
         if func == "cuMemRelease":
-            return (pid, handle, Thing.ALLOCATION) in self.released
+            return (pid, handle, Thing.ALLOCATION) in self.released and not self.refs[(pid, handle)]
         if func == "cuIpcGetMemHandle":
             return self.mapped_at(pid, ptr) is not None
         if func == "cuIpcOpenMemHandle" and result == CUDA_ERROR_ALREADY_MAPPED:
@@ -277,6 +317,11 @@ class HandleBook:
         if func == "cuMemCreate":
             self.allocs[(pid, handle)] = _Alloc(pid, handle, size)
             self.released.pop((pid, handle, Thing.ALLOCATION), None)
+            self.refs[(pid, handle)] = 1
+        elif func == "cuMemRetainAllocationHandle":
+            # one more reference on the handle that maps ``ptr``, to be paired with a release
+            self.released.pop((pid, handle, Thing.ALLOCATION), None)
+            self.refs[(pid, handle)] += 1
         elif func == "cuMemExportToShareableHandle":
             a = self.allocs.setdefault((pid, handle), _Alloc(pid, handle, 0))
             if a.export is None:
@@ -288,6 +333,7 @@ class HandleBook:
                 touched.add(pid)
         elif func == "cuMemImportFromShareableHandle":
             self.released.pop((pid, handle, Thing.ALLOCATION), None)
+            self.refs[(pid, handle)] += 1
             link = self.link(pid, handle)
             made = self.allocs.get(link) if link else None
             if made is not None and made.export is not None:
@@ -339,7 +385,7 @@ class HandleBook:
         opens.append(key)
         self.opened[(pid, key, thing)] = x
         touched.add(x.pid)
-        if len(opens) >= 2 and pid not in x.warned:
+        if len(opens) >= 2 and pid not in x.warned and thing is Thing.POOL_PTR:
             x.warned.add(pid)
             out.append(
                 HandleFact(FindingKind.OPENED_TWICE, pid, t, x.thing, peer=x.pid, proof=x.proof,
@@ -358,7 +404,9 @@ class HandleBook:
     def _release(self, pid: int, handle: int, t: int, ok: bool, out: list[HandleFact],
                  touched: set[int]) -> None:  # fmt: skip
         key = (pid, handle, Thing.ALLOCATION)
-        if key in self.released:
+        left = self.refs.get((pid, handle))
+        if key in self.released and not left and (pid, handle) not in self.unseen:
+            # no reference left, retains counted
             src = self.opened.get(key)
             out.append(
                 HandleFact(FindingKind.RELEASED_TWICE, pid, t, Thing.ALLOCATION, key=handle,
@@ -367,6 +415,10 @@ class HandleBook:
             return
         if not ok:
             return
+        if left:
+            self.refs[(pid, handle)] = left - 1
+            if left > 1:  # a retained (or imported twice) handle: references remain
+                return
         self.released[key] = t
         if (x := self.opened.get(key)) is not None:  # an importer's handle
             self._drop_open(x, pid, handle)
@@ -375,9 +427,8 @@ class HandleBook:
         if a is None:
             return
         a.released_at = t
-        if a.export is not None:
+        if a.export is not None:  # legal while peers map it: their references keep it alive
             touched.add(pid)
-            self._freed_while_held(a.export, t, out)
 
     def _freed_while_held(self, x: Export, t: int, out: list[HandleFact]) -> None:
         for ipid, opens in x.opens.items():
@@ -465,7 +516,15 @@ class HandleBook:
         return [self._never(x, t) for x in self.exports if self._unsaid(x)]
 
     def _unsaid(self, x: Export) -> bool:
-        return not x.opened and not x.said_never and not x.gone
+        """Not opened, not said yet, and still pinning memory by itself: an allocation's
+        exported fd open somewhere (64 bytes of IPC or export data pin nothing)."""
+        return (
+            not x.opened
+            and not x.said_never
+            and not x.gone
+            and x.thing is Thing.ALLOCATION
+            and self.pinning(x.pid, x.key)
+        )
 
     def _never(self, x: Export, t: int) -> HandleFact:
         x.said_never = True

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vmmtui.model.entries import HeldAfterDeath
 from vmmtui.model.findings import Memory, Proof
+from vmmtui.model.pins import pins_on
 from vmmtui.stream.events import SharedFile
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
@@ -30,12 +32,15 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
     are judged by their imports (``Ledger._exporter_died``)."""
     out: list[LedgerFinding] = []
     said: set[tuple[int, str]] = set()
+    _made_and_still_pinned(ledger, e, out, said)
     for h in [h for (pid, _), h in ledger.holdings.items() if pid == e.pid]:
         if not h.file or h.how not in ("created", "present"):
             continue
         if ledger.allocation_of_file(h.file) or ledger.pool_of_file(h.file):
             continue
         known = h.how == "created"
+        if known:
+            continue  # said above, by every pin the others keep
         for o in ledger.holders(h.file):
             if o.pid == e.pid or (o.pid, h.file) in said or not ledger.alive(o.pid):
                 continue
@@ -46,6 +51,52 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
             said.add((o.pid, h.file))
             out.append(_held_after_exit(ledger, e, h, o, known))
     return out
+
+
+def _made_and_still_pinned(
+    ledger: Ledger, e: ProcessExit, out: list[LedgerFinding], said: set[tuple[int, str]]
+) -> None:
+    """Files the dead process made (memfd_create), whether or not it still had an fd of them,
+    that came to live processes (received, taken, or inherited from one it came to) and that
+    they still pin by any fd or mapping: the memory outlives its maker. Each is remembered
+    (``Ledger.after_death``) so that its end is said too, in the past."""
+    made = {f for f, pid in ledger.makers.items() if pid == e.pid}
+    if not made:
+        return
+    for (pid, file), came in list(ledger.came.items()):
+        if file not in made or pid == e.pid or (pid, file) in said or not ledger.alive(pid):
+            continue
+        if ledger.allocation_of_file(file) or ledger.pool_of_file(file):
+            continue
+        pins = pins_on(ledger, pid, file)
+        if not pins:
+            continue
+        said.add((pid, file))
+        fd = next((p.value for p in pins if p.what == "fd"), -1)
+        ptr = next((p.value for p in pins if p.what == "mapping"), 0)
+        made_name = ledger.name(file)
+        name = f"memfd:{made_name}" if made_name else "open file"
+        ledger.after_death[(pid, f"file:{file}")] = HeldAfterDeath(
+            pid, e.pid, e.ktime, e.code, Memory.FILE, file=file, ptr=ptr, name=name
+        )
+        out.append(
+            LedgerFinding(
+                "held-after-exporter-died",
+                pid,
+                e.ktime,
+                peer=e.pid,
+                file=file,
+                fd=fd,
+                ptr=ptr,
+                memory=Memory.FILE,
+                how="mapped" if fd < 0 else came.how,
+                via=came.via,
+                sock=came.sock,
+                pidfd=came.pidfd,
+                status=e.code,
+                name=name,
+            )
+        )
 
 
 def _held_after_exit(

@@ -28,6 +28,8 @@ from typing import Any
 from vmmtui.model.entries import (
     Allocation,
     Early,
+    FileMap,
+    HeldAfterDeath,
     Holding,
     Import,
     IpcExport,
@@ -45,10 +47,24 @@ from vmmtui.model.entries import (
 )
 from vmmtui.model.exits import leaks_at_exit
 from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, counted_as
+from vmmtui.model.growth import Growth
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
+from vmmtui.model.pins import (
+    CAME,
+    after_death_over,
+    came_from,
+    import_gone,
+    last_reference,
+    let_go,
+    made,
+    mapped,
+    opened_again,
+    pins_on,
+    unmapped,
+)
 from vmmtui.model.probes import FABRIC, probe_of
 from vmmtui.model.probes import Context as ProbeContext
 from vmmtui.model.unreceived import dropped
@@ -73,6 +89,8 @@ from vmmtui.stream.observed import (
     FdTaken,
     LedgerFinding,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     ProcessExec,
     ProcessExit,
@@ -148,6 +166,30 @@ class Ledger:
         self.pool_ptr_imports: dict[
             tuple[int, int], tuple[PoolPtrExport | None, PoolPtrImport]
         ] = {}
+        # -- memory and its pins (``model/pins.py``) ----------------------------------------------
+        #: (pid, handle) → the references the driver counts on that handle in that process:
+        #: cuMemCreate, cuMemImportFromShareableHandle, cuMemRetainAllocationHandle +1,
+        #: cuMemRelease -1 (the allocation is let go only at 0)
+        self.handle_refs: Counter[tuple[int, int]] = Counter()
+        #: (pid, pointer) → the references on a legacy IPC open (opened again in one context:
+        #: the same pointer, one more reference; closed at 0)
+        self.ipc_refs: Counter[tuple[int, int]] = Counter()
+        #: pid → address → an ``mmap`` of a file that may carry memory, until munmap/exec/exit
+        self.maps: dict[int, dict[int, FileMap]] = {}
+        #: file → the pid that made it (memfd_create, a driver export), kept after its fds close
+        self.makers: dict[str, int] = {}
+        #: (pid, file) → how the file first came to ``pid`` from another process (received,
+        #: taken, or inherited from a parent it came to): every later fd or mapping of it in
+        #: ``pid`` pins the other's memory
+        self.came: dict[tuple[int, str], Holding] = {}
+        #: (pid, what it pins) → held when its exporter died, until its last pin goes
+        self.after_death: dict[tuple[int, str], HeldAfterDeath] = {}
+        #: cuMemAlloc'd sizes, by (pid, pointer): what a legacy IPC export of it pins
+        self.dev_sizes: dict[tuple[int, int], int] = {}
+        #: an importer's pins on one exporter's memory, round by round (``model/growth.py``)
+        self.growth = Growth()
+        #: findings a pin's end brought where no ``out`` was at hand (a close inside a dup2)
+        self.later: list[LedgerFinding] = []
 
     # -- queries -------------------------------------------------------------------------------
     def fds_of(self, pid: int) -> AbstractSet[int]:
@@ -230,6 +272,9 @@ class Ledger:
         handler = self._handlers[kind]
         if handler is not None:
             handler(e, out)
+        if self.later:
+            out += self.later
+            self.later.clear()
         for f in out:
             (self.findings if isinstance(f, LedgerFinding) else self.probes).append(f)
         return out
@@ -271,7 +316,7 @@ class Ledger:
     def _on_TraceLost(self, e: TraceLost, out: list) -> None:
         self.losses.add(e)
 
-    def _unknown_if_lost(self, f: LedgerFinding, since: int) -> LedgerFinding:
+    def unknown_if_lost(self, f: LedgerFinding, since: int) -> LedgerFinding:
         """``f`` as it stands, or as ``unknown`` where records were lost between ``since`` and
         the finding (a record that would overturn it may be among them)."""
         n, lo, hi = self.losses.between(since, f.ktime or self.clock)
@@ -297,7 +342,7 @@ class Ledger:
             f = LedgerFinding(
                 "shared", r.pid, r.at, file=r.file, fd=r.fd, via="SCM_RIGHTS", sock=r.sock
             )
-            out.append(self._unknown_if_lost(f, 0))
+            out.append(self.unknown_if_lost(f, 0))
 
     def _proc(self, pid: int) -> ProcRecord:
         if pid not in self.procs:
@@ -314,6 +359,8 @@ class Ledger:
         self._proc(h.pid)
         if h.file:  # a driver export whose fd the kernel named first (memfd inside the call)
             self._link_export(h.pid, h.fd, h.file)
+            if h.how in CAME:  # from another process: its fds and mappings pin the other's memory
+                came_from(self, h)
 
     def close_fd(self, pid: int, fd: int, at: int) -> Holding | None:
         h = self.holdings.pop((pid, fd), None)
@@ -324,6 +371,8 @@ class Ledger:
             held.discard(fd)
             if not held:
                 del self._fds[pid]
+            if h.file and (pid, h.file) in self.came:
+                let_go(self, pid, h.file, at, "close")
         return h
 
     def _on_TraceStarted(self, e: TraceStarted, out: list) -> None:
@@ -389,14 +438,34 @@ class Ledger:
                         e.child, fd, h.file, "inherited", e.ktime, e.pid, fd, "fork", kind=h.kind
                     )
                 )
+        # and every shared mapping (fork(2): the child gets a copy of the parent's mappings)
+        for addr, m in self.maps.get(e.pid, {}).items():
+            self.maps.setdefault(e.child, {})[addr] = replace(m, pid=e.child, at=e.ktime)
+        for (pid, file), h in list(self.came.items()):
+            if pid == e.pid and (e.child, file) not in self.came and pins_on(self, e.child, file):
+                self.came[(e.child, file)] = h
 
     def _on_ProcessExec(self, e: ProcessExec, out: list) -> None:
         p = self._proc(e.pid)
         p.exe, p.comm = e.filename, e.comm or p.comm
+        # exec replaces the address space: its mappings go (its fds stay unless close-on-exec,
+        # whose closes the kernel reports as they happen)
+        for m in list(self.maps.pop(e.pid, {}).values()):
+            if (e.pid, m.file) in self.came:
+                let_go(self, e.pid, m.file, e.ktime, "exec")
+
+    # -- mappings of files that carry memory (``MemoryMapped``: mmap of an fd of interest) ------
+    def _on_MemoryMapped(self, e: MemoryMapped, out: list) -> None:
+        """The mapping pins the file's memory until munmap, exec or exit, fd open or not."""
+        mapped(self, e)
+
+    def _on_MemoryUnmapped(self, e: MemoryUnmapped, out: list) -> None:
+        unmapped(self, e)
 
     def _on_MemfdCreated(self, e: MemfdCreated, out: list) -> None:
         if e.fd >= 0:
             remember_name(self.memfd_names, e.file, e.name, self.holdings.values())
+            made(self, e.file, e.pid)
             self._hold(Holding(e.pid, e.fd, e.file, "created", e.ktime))
 
     def _on_PidfdOpened(self, e: PidfdOpened, out: list) -> None:
@@ -493,6 +562,7 @@ class Ledger:
         """An fd the driver made (export) is first seen by its file in a syscall: link them."""
         self.holdings[(pid, fd)].file = file
         self._link_export(pid, fd, file)
+        came_from(self, self.holdings[(pid, fd)])
 
     def _link_export(self, pid: int, fd: int, file: str) -> None:
         if not self.allocations and not self.pools:
@@ -615,6 +685,11 @@ class Ledger:
             self.allocations[(e.pid, e.handle)] = Allocation(
                 e.pid, e.handle, e.size, e.device, e.handle_types, e.ktime
             )
+            self.handle_refs[(e.pid, e.handle)] = 1
+        elif f == "cuMemRetainAllocationHandle":
+            # "The returned handle must be released with corresponding number of calls to
+            # cuMemRelease" (CUDA Driver API, cuMemRetainAllocationHandle): one more reference
+            self.handle_refs[(e.pid, e.handle)] += 1
         elif f == "cuMemExportToShareableHandle":
             a = self.allocations.get((e.pid, e.handle))
             if a is None:  # created before the trace started
@@ -634,6 +709,12 @@ class Ledger:
             if a is not None:
                 a.imports.append(imp)
             self.imports[(e.pid, e.handle)] = (a, imp)
+            self.handle_refs[(e.pid, e.handle)] += 1
+            if a is not None and a.pid != e.pid:
+                self.growth.arrived(
+                    self, e.pid, a.pid, f"alloc:{a.pid}:{a.handle:x}", f"handle:{e.handle:x}",
+                    a.size, e.ktime, out,
+                )  # fmt: skip
             out.append(
                 LedgerFinding(
                     "imported",
@@ -662,21 +743,37 @@ class Ledger:
             unmapped = self.mappings.pop((e.pid, e.ptr), None)
             if unmapped is not None:
                 unmapped.unmapped_at = e.ktime
+                import_gone(self, e.pid, unmapped.handle, e.ktime, "cuMemUnmap")
         elif f == "cuMemRelease":
+            if not last_reference(self.handle_refs, e.pid, e.handle):  # retains counted
+                return
             imported = self.imports.pop((e.pid, e.handle), None)
             if imported is not None:
                 imported[1].released_at = e.ktime
+                import_gone(self, e.pid, e.handle, e.ktime, "cuMemRelease")
             a = self.allocations.get((e.pid, e.handle))
             if a is not None:
                 a.released_at = e.ktime
+        elif f == "cuMemAlloc":
+            self.dev_sizes[(e.pid, e.ptr)] = e.size
+        elif f == "cuMemFree":
+            self.dev_sizes.pop((e.pid, e.ptr), None)
         elif f == "cuIpcGetMemHandle":
-            self.ipc[e.ipc] = IpcExport(e.ipc, e.pid, e.ptr, e.ktime)
+            self.ipc[e.ipc] = IpcExport(
+                e.ipc, e.pid, e.ptr, e.ktime, size=self.dev_sizes.get((e.pid, e.ptr), 0)
+            )
         elif f == "cuIpcOpenMemHandle":
             x = self.ipc.get(e.ipc)
+            if opened_again(self, e.pid, e.ptr, x):
+                return
             o = IpcOpen(e.pid, e.ptr, e.ktime, e.result)
             if x is not None:
                 x.opens.append(o)
             self.ipc_opens[(e.pid, e.ptr)] = (x, o)
+            if x is not None and x.pid != e.pid:
+                self.growth.arrived(
+                    self, e.pid, x.pid, f"ipc:{x.ipc}", f"ipc:{e.ptr:x}", x.size, e.ktime, out
+                )
             out.append(
                 LedgerFinding(
                     "imported",
@@ -690,9 +787,13 @@ class Ledger:
                 )
             )
         elif f == "cuIpcCloseMemHandle":
+            if not last_reference(self.ipc_refs, e.pid, e.ptr):
+                return
             got = self.ipc_opens.pop((e.pid, e.ptr), None)
             if got is not None:
                 got[1].closed_at = e.ktime
+                self.growth.gone(e.pid, f"ipc:{e.ptr:x}")
+                after_death_over(self, e.pid, f"ipc:{e.ptr:x}", e.ktime, "cuIpcCloseMemHandle")
         else:
             self._on_pool_call(f, e, out)
 
@@ -741,6 +842,10 @@ class Ledger:
             if px is not None:
                 px.imports.append(pimp)
             self.pool_ptr_imports[(e.pid, e.ptr)] = (px, pimp)
+            if px is not None and px.pid != e.pid:
+                self.growth.arrived(
+                    self, e.pid, px.pid, f"ptr:{px.data}", f"ptr:{e.ptr:x}", 0, e.ktime, out
+                )
             out.append(
                 LedgerFinding(
                     "imported",
@@ -757,6 +862,8 @@ class Ledger:
             freed = self.pool_ptr_imports.pop((e.pid, e.ptr), None)
             if freed is not None:
                 freed[1].freed_at = e.ktime
+                self.growth.gone(e.pid, f"ptr:{e.ptr:x}")
+                after_death_over(self, e.pid, f"ptr:{e.ptr:x}", e.ktime, "cuMemFreeAsync")
         elif f == "cuMemPoolDestroy":
             gone = self.pools.pop((e.pid, e.handle), None)
             if gone is not None:
@@ -769,7 +876,7 @@ class Ledger:
     def leak(self, out: list, since: int, f: LedgerFinding) -> None:
         """A leak found at an exit, or ``unknown`` where the record that ends it (a close, a
         release) may be among records lost since ``since``."""
-        out.append(self._unknown_if_lost(f, since))
+        out.append(self.unknown_if_lost(f, since))
 
     def _on_ProcessExit(self, e: ProcessExit, out: list) -> None:
         p = self._proc(e.pid)
@@ -779,3 +886,9 @@ class Ledger:
         leaks_at_exit(self, e, out)
         for key in [k for k in self.pidfds if k[0] == e.pid]:
             del self.pidfds[key]
+        for came in [k for k in self.came if k[0] == e.pid]:
+            del self.came[came]
+        for refs in (self.handle_refs, self.ipc_refs):  # what the exit let go
+            for key in [k for k in refs if k[0] == e.pid]:
+                del refs[key]
+        self.growth.exited(e.pid)

@@ -35,7 +35,35 @@ class Refcounts:
 
     def __init__(self, ledger: Ledger, never_imported_s: float = NEVER_IMPORTED_S) -> None:
         self.ledger = ledger
-        self.book = HandleBook(self.export_of_import, never_imported_s)
+        self.book = HandleBook(self.export_of_import, never_imported_s, self.export_pins)
+        #: the open files an exiting process held just before its exit closed them: an export
+        #: whose fd it kept until then pinned memory until then (said at the exit, live or
+        #: replayed alike)
+        self._held_at_exit: set[str] = set()
+
+    def before_exit(self, e: ProcessExit) -> None:
+        """Called before the ledger folds an exit: what the exit is about to close is noted (for
+        ``fold`` of the same exit only)."""
+        ledger = self.ledger
+        self._held_at_exit = {
+            ledger.holdings[(e.pid, fd)].file or f"fd:{e.pid}:{fd}" for fd in ledger.fds_of(e.pid)
+        }
+
+    def export_pins(self, pid: int, handle: int) -> bool:
+        """Whether a copy of an fd the allocation was exported as is open in some process (the
+        exporter's, one in flight, a receiver's): the export then pins the memory by itself.
+        An allocation the ledger does not know is taken to pin (nothing is cleared unseen)."""
+        a = self.ledger.allocations.get((pid, handle))
+        if a is None or not a.exported:
+            return True
+        for fd, file in a.exported:
+            if file and (file in self._held_at_exit or self.ledger.holders(file)):
+                return True
+            if not file and (
+                (pid, fd) in self.ledger.holdings or f"fd:{pid}:{fd}" in self._held_at_exit
+            ):
+                return True
+        return False
 
     def export_of_import(self, pid: int, handle: int) -> tuple[int, int] | None:
         """The allocation (exporter pid, handle) the ledger matched an import of ``pid`` to."""
@@ -72,6 +100,7 @@ class Refcounts:
             )  # fmt: skip
         elif isinstance(e, ProcessExit):
             facts, pins = self.book.exit(e.pid, e.ktime)
+            self._held_at_exit = set()
         if self.ledger.clock:
             facts += self.book.clock(self.ledger.clock)
         said = self._said(facts)
@@ -87,7 +116,7 @@ class Refcounts:
     def _said(self, facts: list[HandleFact]) -> list[LedgerFinding]:
         """The facts worded, ``unknown`` where a lost record (a close, a release, an import) may
         overturn them; kept with the ledger's findings (its count and its end summary)."""
-        unknown_if_lost = self.ledger._unknown_if_lost  # noqa: SLF001 (the ledger's one rule)
+        unknown_if_lost = self.ledger.unknown_if_lost
         said = [unknown_if_lost(finding_of(f), f.since) for f in facts]
         self.ledger.findings += said
         return said

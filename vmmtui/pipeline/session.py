@@ -23,6 +23,7 @@ from vmmtui.stream.observed import (
     CapabilityProbe,
     LedgerFinding,
     PinnedBytes,
+    ProcessExit,
     TraceFinished,
     TraceStarted,
 )
@@ -204,6 +205,8 @@ class TraceSession:
     def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
         """One event into the run's ledger: the findings it brings (what ``events`` adds after
         it; a reader that needs the state between events, Perfetto's, folds this way)."""
+        if type(e) is ProcessExit:
+            self.refs.before_exit(e)
         return self.refs.fold(e, self.ledger.apply(e))
 
     def count(self) -> Tally:

@@ -548,7 +548,7 @@ class Session:
                 report = w.ask("cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10))
                 events += self.kernel.drain()
                 if isinstance(report, Failure):
-                    events.append(Notice(f"{role} cleanup: {report.one_line()}"))
+                    events.append(Notice(f"{role} cleanup: {report.one_line()}", report))
                 else:
                     events.append(StepDone(-1, report, 0, 0))
             # the directory goes while the producer still runs: killed from here on, this process

@@ -104,6 +104,9 @@ class Event:
 @dataclass(frozen=True)
 class Notice(Event):
     text: str
+    #: the failed call the notice is about (a worker's cleanup that failed): its cause and fix
+    #: are worded where the notice is drawn
+    failure: Failure | None = None
 
 
 @dataclass(frozen=True)

@@ -284,7 +284,8 @@ class FdTaken(TraceCall):
 
 @dataclass(frozen=True)
 class FdCloseCall(TraceCall):
-    """``close(fd)`` (``file`` is what it named before), or ``close_range(fd, last)``."""
+    """``close(fd)`` (``file`` is what it named before), or ``close_range(fd, last)``; ``call``
+    ``exec``: a followed fd the kernel closed at a successful execve (close-on-exec)."""
 
     fd: int
     file: str
@@ -324,9 +325,12 @@ class MemoryMapped(TraceCall):
 
 @dataclass(frozen=True)
 class MemoryUnmapped(TraceCall):
-    """``munmap(addr, length)``, or the old range of an ``mremap`` that moved or shrank it
-    (``call`` names which): whatever of that range was mapped is no longer pinned by this process.
-    For ``mremap`` ``new_addr``/``new_length`` are where the mapping went (0 when it did not move)."""
+    """``munmap(addr, length)``, the old range of an ``mremap``, or an ``mmap`` with ``MAP_FIXED``
+    that landed on it (``call`` names which): whatever of that range was mapped is no longer
+    pinned by this process. Only unmaps that touch a range a ``MemoryMapped`` of this process
+    mapped come (the kernel keeps those ranges). For a successful ``mremap`` ``new_addr`` and
+    ``new_length`` are where the mapping is now (``new_addr == addr`` when resized in place; 0
+    for the other calls and when refused)."""
 
     addr: int
     length: int

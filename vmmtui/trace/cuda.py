@@ -48,6 +48,9 @@ FUNCS = (
     "cuMemPoolDestroy",
     "cuMemAllocFromPoolAsync_ptsz",
     "cuMemFreeAsync_ptsz",
+    # one more reference on the handle that maps an address (NCCL frees with it, then releases
+    # twice): the handle comes back through arg 0, as every output does
+    "cuMemRetainAllocationHandle",
 )
 
 

@@ -29,6 +29,10 @@ BTF = Path("/sys/kernel/btf/vmlinux")
 CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
 
 
+#: trace.h's ``enum unrec``, in its order: the kinds of call the kernel decides are worth no record
+UNRECORDED = ("close", "dup", "mmap", "unmap", "message")
+
+
 class ProbeUnavailable(RuntimeError):
     """eBPF cannot be used; the message is one line: what is missing and how to get it."""
 
@@ -361,7 +365,7 @@ class Probe:
             name: self.lib.bpf_map__fd(
                 self.lib.bpf_object__find_map_by_name(self.obj, name.encode())
             )
-            for name in ("rings", "traced", "config", "lost", "counts")
+            for name in ("rings", "traced", "config", "lost", "counts", "unrecorded")
         }
         self._make_rings()
 
@@ -563,6 +567,18 @@ class Probe:
             prev = ctypes.byref(key)
             if self.lib.bpf_map_lookup_elem(fd, prev, values) == 0:
                 out[(key[0], key[1])] = sum(values)
+        return out
+
+    def unrecorded(self) -> dict[str, int]:
+        """The calls of traced processes the kernel looked at and recorded nothing of, by kind
+        (``UNRECORDED``, trace.h's ``enum unrec``), every CPU summed: what a trace saw beyond
+        its records (a close of a file not followed, a malloc arena's munmap…)."""
+        fd, out = self.maps["unrecorded"], {}
+        values = (ctypes.c_uint64 * max(self.ncpu, 1))()
+        for i, name in enumerate(UNRECORDED):
+            key = ctypes.c_uint32(i)
+            if fd >= 0 and self.lib.bpf_map_lookup_elem(fd, ctypes.byref(key), values) == 0:
+                out[name] = sum(values)
         return out
 
     def detach(self, uprobes: bool = True) -> None:

@@ -22,6 +22,8 @@ from vmmtui.stream.observed import (
     FdsSent,
     FdTaken,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     ProcessExec,
     ProcessExit,
@@ -37,6 +39,12 @@ from vmmtui.trace.cuda import FUNCS
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
 FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL, DROPPED = range(9, 17)
+MMAP, MUNMAP = 17, 18
+#: EV_CLOSE's h.arg[1]: a close(2), or a watched fd the kernel closed at an execve (close-on-exec)
+CLOSED_BY_CLOSE, CLOSED_AT_EXEC = 0, 1
+#: the syscalls of an EV_MUNMAP (its h.nfds)
+UNMAP_CALLS = {11: "munmap", 25: "mremap", 9: "mmap"}
+PATHLEN = 256
 DUP_CALLS = {32: "dup", 33: "dup2", 292: "dup3", 72: "fcntl"}
 FAMILIES = {1: "unix", 2: "inet", 10: "inet6", 16: "netlink"}
 #: the syscalls whose receive dropped fds (EV_DROPPED's h.ret)
@@ -61,6 +69,8 @@ LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     # EV_FDS, EV_QUEUED, EV_DROPPED
     "rec_fds": (("fds", f"{MAXFDS}i"), ("files", f"{MAXFDS}Q"), ("kinds", f"{MAXFDS}Q")),
     "rec_cuda": (("args", "5Q"), ("dur", "Q"), ("name", "128s")),
+    # EV_MMAP: the protection and flags asked, what the file is (file_kind), its name
+    "rec_map": (("prot", "I"), ("flags", "I"), ("kind", "Q"), ("path", f"{PATHLEN}s")),
     # struct side: one process of a refused pidfd_getfd, as the kernel's ptrace check sees it
     "side": (
         ("pid", "I"), ("uid", "I"), ("euid", "I"), ("suid", "I"), ("gid", "I"), ("egid", "I"),
@@ -83,6 +93,15 @@ NAMED = _struct("rec_named")
 MSG = _struct("rec_msg")
 FDLIST = _struct("rec_fds")
 CUDAREC = _struct("rec_cuda")
+MAPREC = _struct("rec_map")
+#: a message record's socket part (sock_ino … name), then where its fds and files start
+_SOCK = struct.Struct("<QQQQII112s")
+_FDS_AT = HEAD.size + _SOCK.size
+_FILES_AT = _FDS_AT + 4 * MAXFDS
+_KINDS_AT = _FILES_AT + 8 * MAXFDS
+#: n fds, n files or n kinds of a message record, for n = 0..16
+_INTS = [struct.Struct(f"<{n}i") for n in range(MAXFDS + 1)]
+_U64S = [struct.Struct(f"<{n}Q") for n in range(MAXFDS + 1)]
 SIDE = _struct("side")
 SIZES = {
     REFUSAL: HEAD.size + 2 * SIDE.size,
@@ -96,6 +115,7 @@ SIZES = {
     EXEC: HEAD.size + NAMED.size,
     EXIT: HEAD.size + NAMED.size,
     CUDA: HEAD.size + CUDAREC.size,
+    MMAP: HEAD.size + MAPREC.size,
 }
 
 #: superblock magics (linux/magic.h) of the files worth naming
@@ -109,14 +129,19 @@ _MAGICS = {
 }
 _S_IFMT, _S_IFCHR, _S_IFREG, _S_IFDIR = 0o170000, 0o020000, 0o100000, 0o040000
 NVIDIA_MAJOR = 195
+#: trace.h's KIND_DEV_SHM: a tmpfs file on the tmpfs mounted at /dev/shm (not a memfd)
+KIND_DEV_SHM = 1 << 31
 
 
 def file_kind(packed: int) -> str:
     """What a sent file is, from trace.bpf.c's ``file_kind`` (superblock magic << 32 | device
-    major << 16 | i_mode): ``memfd``, ``socket``, ``gpu`` (/dev/nvidia*)…; ``""`` when unread."""
+    major << 16 | i_mode, with ``KIND_DEV_SHM`` for a /dev/shm file): ``memfd``, ``shm``
+    (/dev/shm), ``socket``, ``gpu`` (/dev/nvidia*)…; ``""`` when unread."""
     if not packed:
         return ""
-    magic, major, mode = packed >> 32, (packed >> 16) & 0xFFFF, packed & 0xFFFF
+    magic, major, mode = packed >> 32, (packed >> 16) & 0x7FFF, packed & 0xFFFF
+    if packed & KIND_DEV_SHM:
+        return "shm"
     if magic in _MAGICS:
         return _MAGICS[magic]
     if magic == 0x09041934:
@@ -254,9 +279,17 @@ class Decoder:
     every fd has come, or, with ``fds_not_read`` counting the rest, when that thread's next record
     or the end of the trace shows that no more will."""
 
+    #: sockets kept (one ``SocketEnd`` for every message on a socket), at most
+    SOCKETS = 4096
+
     def __init__(self, files: FileNames) -> None:
         self.files = files
         self.pending: dict[int, _Message | _Queued] = {}
+        #: a socket's SocketEnd by its record's bytes: made once, one object for all its messages
+        #: (a ledger that keeps each transfer keeps one socket, not one a message)
+        self.sockets: dict[bytes, SocketEnd] = {}
+        #: what a sent file is (``file_kind``) by its packed kind
+        self.kinds: dict[int, str] = {}
         #: a refused pidfd_getfd's facts (EV_REFUSAL, just before its call's record), by thread:
         #: (importer, exporter or None), taken by whoever explains the refusal
         self.refusals: dict[int, tuple[ProcessFacts, ProcessFacts | None]] = {}
@@ -288,7 +321,7 @@ class Decoder:
                 self.refusals[r.tid] = (caller, target)
             return out
         if r.type in (SEND, RECV):
-            ino, peer, sk, peer_sk, fam, namelen, addr, *rest = r.tail(MSG)
+            rest = r.tail(MSG)[7:]  # the socket (its first 7 fields) comes from _socket
             n = min(r.nfds, MAXFDS)
             nr, total = r.arg[2], int(r.arg[1])
             many = nr in (299, 307)
@@ -299,9 +332,9 @@ class Decoder:
                 if many
                 else "recvmsg"
             )
-            sock = _socket(ino, peer, self.files(sk), self.files(peer_sk), fam, namelen, addr)
+            sock = self._socket(r.raw)
             kinds = (
-                [file_kind(k) for k in rest[2 * MAXFDS : 2 * MAXFDS + n]] if r.type == SEND else []
+                [self._kind(k) for k in rest[2 * MAXFDS : 2 * MAXFDS + n]] if r.type == SEND else []
             )
             m = _Message(
                 r.type, r.tgid, r.tid, r.ktime, call, sock, r.ret, total, list(rest[:n]),
@@ -324,18 +357,64 @@ class Decoder:
         (the most of a trace), the messages and continuations through ``__call__``."""
         out: list[TraceCall] = []
         pending, files, head, unpack = self.pending, self.files, HEAD.size, HEAD.unpack_from
+        msg_size = SIZES[SEND]
         for raw in records:
             if len(raw) < head:
                 continue
             kind, tgid, tid, nfds, ktime, ret, a0, a1, a2, file = unpack(raw)
             if kind == CLOSE and tid not in pending:
-                out.append(FdCloseCall(tgid, tid, ktime, _s32(a0), files(file), ret))
+                call = "exec" if a1 == CLOSED_AT_EXEC else "close"
+                out.append(FdCloseCall(tgid, tid, ktime, _s32(a0), files(file), ret, call=call))
             elif kind == MEMFD and tid not in pending and len(raw) >= SIZES[MEMFD]:
                 name = NAMED.unpack_from(raw, head)[1]
                 out.append(MemfdCreated(tgid, tid, ktime, _text(name), ret, files(file)))
+            elif (
+                kind in (SEND, RECV)
+                and nfds == a1  # the whole message in this record: no continuation to wait for
+                and nfds <= MAXFDS
+                and tid not in pending
+                and len(raw) >= msg_size
+            ):
+                out.append(self._message(raw, kind, tgid, tid, nfds, ktime, ret, a2))
             else:
                 out += self(raw)
         return out
+
+    def _message(
+        self, raw: bytes, kind: int, pid: int, tid: int, n: int, ktime: int, ret: int, nr: int
+    ) -> TraceCall:
+        """A message whose record holds all its fds (most messages), decoded in one pass: the
+        event ``__call__`` makes of it, without the gathering a message of more fds needs."""
+        sock = self._socket(raw)
+        fds = list(_INTS[n].unpack_from(raw, _FDS_AT))
+        names = self.files
+        files = [names(f) for f in _U64S[n].unpack_from(raw, _FILES_AT)]
+        many = nr in (299, 307)
+        if kind == SEND:
+            kinds = [self._kind(k) for k in _U64S[n].unpack_from(raw, _KINDS_AT)]
+            call = "sendmmsg" if many else "sendmsg"
+            return FdsSent(pid, tid, ktime, call, sock, fds, files, ret, kinds)
+        return FdsReceived(
+            pid, tid, ktime, "recvmmsg" if many else "recvmsg", sock, fds, files, ret
+        )
+
+    def _socket(self, raw: bytes) -> SocketEnd:
+        """The socket of a message record, made once per socket (its bytes are its key)."""
+        key = raw[HEAD.size : _FDS_AT]
+        sock = self.sockets.get(key)
+        if sock is None:
+            if len(self.sockets) >= self.SOCKETS:
+                self.sockets.clear()
+            ino, peer, sk, peer_sk, fam, namelen, addr = _SOCK.unpack_from(raw, HEAD.size)
+            sock = _socket(ino, peer, self.files(sk), self.files(peer_sk), fam, namelen, addr)
+            self.sockets[key] = sock
+        return sock
+
+    def _kind(self, packed: int) -> str:
+        name = self.kinds.get(packed)
+        if name is None:
+            name = self.kinds[packed] = file_kind(packed)
+        return name
 
     def _hold(self, m: _Message | _Queued, out: list[TraceCall]) -> list[TraceCall]:
         have = len(m.fds) if isinstance(m, _Message) else len(m.files)
@@ -352,7 +431,7 @@ class Decoder:
         if isinstance(m, _Message):
             m.fds.extend(vals[:n])
             if m.kind == SEND:
-                m.kinds.extend(file_kind(k) for k in vals[2 * MAXFDS : 2 * MAXFDS + n])
+                m.kinds.extend(self._kind(k) for k in vals[2 * MAXFDS : 2 * MAXFDS + n])
         m.files.extend(self.files(f) for f in vals[MAXFDS : MAXFDS + n])
         return self._hold(m, out if out is not None else [])
 
@@ -381,7 +460,12 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
     kinds first, each reading only its own fields: this runs once per record."""
     kind, pid, tid, t = r.type, r.tgid, r.tid, r.ktime
     if kind == CLOSE:
-        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file), r.ret)
+        call = "exec" if r.arg[1] == CLOSED_AT_EXEC else "close"
+        return FdCloseCall(pid, tid, t, _s32(r.arg[0]), files(r.file), r.ret, call=call)
+    if kind == MMAP:
+        return _mapped(r, files)
+    if kind == MUNMAP:
+        return _unmapped(r)
     if kind == MEMFD:
         name = r.tail(NAMED)[1]
         return MemfdCreated(pid, tid, t, _text(name), r.ret, files(r.file))
@@ -407,6 +491,31 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
     if kind == EXIT:
         return ProcessExit(pid, tid, t, r.ret, _text(r.tail(NAMED)[0]))
     return None
+
+
+def _mapped(r: Raw, files: FileNames) -> MemoryMapped:
+    """EV_MMAP: the kernel's return is the address (``result`` 0) or ``-errno`` (``addr`` 0).
+    ``kind`` is the file's name as /proc/PID/maps gives it (``memfd:x``, ``/dev/shm/x``,
+    ``/dev/nvidia-uvm``), else what it is (``file_kind``)."""
+    prot, flags, packed, path = r.tail(MAPREC)
+    ret = r.ret
+    return MemoryMapped(
+        r.tgid, r.tid, r.ktime, _s32(r.arg[0]), files(r.file), max(ret, 0), int(r.arg[1]),
+        min(ret, 0), prot, flags, int(r.arg[2]), _text(path) or file_kind(packed),
+    )  # fmt: skip
+
+
+def _unmapped(r: Raw) -> MemoryUnmapped:
+    """EV_MUNMAP: an unmap that touched a range a traced process mapped from a file of interest
+    (the kernel keeps those ranges; other unmaps never come). An ``mremap``'s return is where
+    the mapping went (``new_addr``; it equals ``addr`` when resized in place)."""
+    call = UNMAP_CALLS.get(r.nfds, f"syscall {r.nfds}")
+    ret = r.ret
+    moved = call == "mremap" and ret >= 0
+    return MemoryUnmapped(
+        r.tgid, r.tid, r.ktime, int(r.arg[0]), int(r.arg[1]), min(ret, 0), call,
+        ret if moved else 0, int(r.arg[2]) if moved else 0,
+    )  # fmt: skip
 
 
 #: the CUDA calls whose record names the open file of their fd (trace.bpf.c's h.arg[0])
@@ -450,6 +559,8 @@ def _cuda(r: Raw, files: FileNames, pid: int, tid: int, t: int) -> CudaCall | No
         c.update(ptr=a[0], size=a[1], device=dev, flags=flags)
     elif f == "cuMemRelease":
         c["handle"] = a[0]
+    elif f == "cuMemRetainAllocationHandle":
+        c.update(handle=out, ptr=a[1])
     elif f == "cuIpcGetMemHandle":
         c["ptr"] = a[1]
         c["ipc"] = after.hex() if res == 0 else ""

@@ -77,7 +77,7 @@ def draw_frames(
         for s, handler in before.items():
             signal.signal(s, handler)
     # the app may take the signals itself (Viewer.stop): then it says which one ended it
-    signalled = stopped[0] if stopped else getattr(app, "signalled", None)
+    signalled = stopped[0] if stopped else app.signalled
     if failed:
         raise DrawingError(f"could not draw {failed[0]}")
     if signalled is None and len(frames) < len(app.timeline.frames):

@@ -111,7 +111,7 @@ class ReplayApp(Viewer):
     @property
     def unit(self) -> str:
         """What a frame is: a "step" of a session, a "call" of a trace."""
-        return getattr(self.timeline, "unit", "step")
+        return self.timeline.unit
 
     @property
     def frame(self) -> int:
@@ -154,7 +154,7 @@ class ReplayApp(Viewer):
     def total(self) -> int:
         """The plan's length: the one step total of every place (a failed run stops short of
         it: "step 12/17", not "12/12" beside the timeline's "12/17"); a trace: its calls."""
-        return len(getattr(self.timeline, "plan", ())) or self.frames.frames[-1].steps
+        return len(self.timeline.plan) or self.frames.frames[-1].steps
 
     def where(self) -> str:
         from vmmtui.words.status import replay_where

@@ -1,6 +1,6 @@
 """``vmmtui trace`` in a terminal: the inspector on programs vmmtui did not start, live.
 
-A thread runs the trace session (``trace.session``: the tracer, the ledger, the recording and
+A thread runs the trace session (``pipeline.session``: the tracer, the ledger, the recording and
 the exporters) and only posts batches of events to the app; the app never reads /proc or signals
 a process itself. The app folds every event (nothing is dropped from the state: ``FrameStates``
 folds them all), keeps the frames of the newest ``KEEP_EVENTS`` to step back through (older
@@ -80,6 +80,7 @@ class TraceApp(Viewer):
         cast: str | None = None,
         output: Output | None = None,
         never_imported_s: float | None = None,
+        recorded: bool = False,
     ):
         """``source``: a trace already running (polling, a recording played); or ``start``, the
         trace's one start (``TraceRequest.start``, as the text trace's), called in the app's
@@ -96,6 +97,8 @@ class TraceApp(Viewer):
         self.code = 0
         #: what else gets every event (the recording, the exporters), in the tracer's thread
         self.sink = sink
+        #: a recording keeps every event (the status line says where the forgotten ones are)
+        self.recorded = recorded
         self.sub = title
         self.dirty = False
         self.ended = False
@@ -183,7 +186,7 @@ class TraceApp(Viewer):
         if message.error:
             self.note(Text(message.error, style="bold red"))
             self.notify(message.error, severity="error", timeout=20)
-        exit_ = getattr(self.tracer, "exit", None)
+        exit_ = self.tracer.exit if self.tracer is not None else None
         if exit_ is not None and self.tracer is not None and self.tracer.command:
             from vmmtui.model.ends import End
             from vmmtui.words.programs import end_words
@@ -255,7 +258,7 @@ class TraceApp(Viewer):
             starting=not timeline.events and not self.ended,
             folding=len(timeline.events) - self.live_to,
             dropped=timeline.dropped,
-            recorded=getattr(self.sink, "recorder", None) is not None,
+            recorded=self.recorded,
         )
 
     def subtitle(self, state: ScreenState) -> str:
@@ -274,8 +277,9 @@ class TraceApp(Viewer):
             return
         from vmmtui.tui.screens.output import OutputScreen
 
-        command = " ".join(getattr(self.tracer, "command", None) or []) or "the command"
-        running = lambda: not self.ended and getattr(self.tracer, "exit", None) is None  # noqa: E731
+        tracer = self.tracer
+        command = " ".join(tracer.command if tracer is not None else []) or "the command"
+        running = lambda: not self.ended and (tracer is None or tracer.exit is None)  # noqa: E731
         self.push_screen(OutputScreen(self.output, command, running))
 
     # -- the end -----------------------------------------------------------------------------------

@@ -10,10 +10,11 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.entries import Pin
-from vmmtui.model.findings import Memory, Proof
+from vmmtui.model.findings import RELEASED_LATE, Memory, Proof
 from vmmtui.stream.events import Event, Leak, ProcessUnreadable
 from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
+from vmmtui.stream.sizes import format_size
 from vmmtui.trace.cuda import cuda_cause, cuda_fix
 from vmmtui.words.programs import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
@@ -129,9 +130,17 @@ def _refused(f: LedgerFinding) -> Said:
 
 
 def _held_after_exporter_died(f: LedgerFinding) -> Said:
-    if f.how == "mapped":  # the refcount book's: the handle released, the mapping kept
+    if f.how == "mapped" and f.memory != Memory.FILE:  # the book's: handle released, mapping kept
         return _mapping_after_exporter_died(f)
     ended = _ended(f)
+    if f.memory == Memory.FILE and f.fd < 0:
+        return Said(
+            f"still maps pid {f.peer}'s memory",
+            f"pid {f.peer} made the {shown_kind(f.name)} and {ended}; pid {f.pid} closed its fd "
+            f"but its mapping at {f.ptr:#x} keeps the memory alive (mmap(2): closing the fd "
+            "does not unmap the region)",
+            "munmap when the exporter goes (watch its pidfd or socket)",
+        )
     if f.memory == Memory.IPC:
         return Said(
             f"still maps pid {f.peer}'s memory (legacy IPC)",
@@ -159,6 +168,65 @@ def _held_after_exporter_died(f: LedgerFinding) -> Said:
         f"the {f.size or '?'}-byte allocation alive (the driver frees it only when every handle "
         "is released)",
         "release the import when the exporter goes (watch its pidfd or socket)",
+    )
+
+
+#: how a pin's end is said: the call that let it go
+_LET_GO = {
+    "close": "close",
+    "munmap": "munmap",
+    "mremap": "mremap",
+    "exec": "exec (its mappings went)",
+    "exit": "its exit",
+}
+
+
+def _released_after_exporter_died(f: LedgerFinding) -> Said:
+    held = (f.ktime - f.since) / 1e9
+    pin = {
+        "ipc": f"legacy IPC mapping at {f.ptr:#x}",
+        "pool pointer": f"imported pool pointer {f.ptr:#x}",
+        "allocation": f"imported handle {f.handle:#x}"
+        + (f" ({format_size(f.size)})" if f.size else ""),
+    }.get(f.memory, shown_kind(f.name) or "copy of the memory")
+    by = _LET_GO.get(f.via, f.via)
+    return Said(
+        f"held pid {f.peer}'s memory {held:.1f} s after pid {f.peer} {_ended(f)}; released by {by}",
+        f"pid {f.pid}'s {pin} kept pid {f.peer}'s memory alive {held:.2f} s after pid {f.peer} "
+        f"{_ended(f)}; its last pin went by {by}: nothing of it is pinned now",
+    )
+
+
+def _held_at_exit(f: LedgerFinding) -> Said:
+    pins = [f"fd {fd}" for fd in f.fds] + [f"a mapping at {a:#x}" for a in f.opens]
+    by = ", ".join(pins) or "a pin"
+    kind = file_kind_words(f.name)
+    return Said(
+        f"{kind} of pid {f.peer} held until exit by {by}"
+        if f.peer
+        else f"{kind} held until exit by {by}",
+        f"pid {f.pid} {'took' if f.how == 'taken' else 'received'} it"
+        + (f" from pid {f.peer} (fd {f.peer_fd})" if f.peer else "")
+        + f" via {road_words(f.via, f.sock, f.pidfd)} and closed that fd, but kept "
+        + ("a copy of it (dup)" if f.fds else "it mapped")
+        + ": the memory lives until the last fd and mapping go, so it lived as long as the process",
+        "close every dup and munmap every mapping when done (a dup is the same open file)",
+    )
+
+
+def _growth(f: LedgerFinding) -> Said:
+    secs = max((f.ktime - f.since) / 1e9, 1e-9)
+    counts = f.opens
+    now = counts[-1] if counts else 0
+    size = format_size(f.size) if f.size else "size not seen"
+    rate = f", {format_size(int(f.size / secs))}/s" if f.size else ""
+    steps = " → ".join(str(n) for n in counts)
+    return Said(
+        f"pins on pid {f.peer}'s memory grow: {now} held, {size}{rate}",
+        f"pid {f.pid} took a new piece of pid {f.peer}'s memory each round and let none go "
+        f"(pins at each round: {steps}, over {secs:.1f} s): a loop that keeps every buffer it "
+        "is sent",
+        "drop (close, munmap, release) each received buffer once the next is in use",
     )
 
 
@@ -265,12 +333,22 @@ def quiet_words(n: int, by: dict[str, int]) -> str:
     30 sockets, 12 pipes, 3 files on disk``."""
     if not n:
         return ""
-    parts = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
+    late = by.get(RELEASED_LATE, 0)
+    n -= late
+    parts = sorted(
+        ((k, c) for k, c in by.items() if k != RELEASED_LATE), key=lambda kv: (-kv[1], kv[0])
+    )
     kinds = ", ".join(f"{c} {file_kind_words(k, many=c != 1)}" for k, c in parts[:5])
     more = f", {len(parts) - 5} more kinds" if len(parts) > 5 else ""
-    return f"{n} other received fd{'s' if n != 1 else ''} held until exit" + (
-        f": {kinds}{more}" if kinds else ""
-    )
+    said = []
+    if n > 0:
+        said.append(
+            f"{n} other received fd{'s' if n != 1 else ''} held until exit"
+            + (f": {kinds}{more}" if kinds else "")
+        )
+    if late:
+        said.append(f"{late} hold{'s' if late != 1 else ''} {RELEASED_LATE} (said above)")
+    return "; ".join(said)
 
 
 def _import_never_released(f: LedgerFinding) -> Said:
@@ -438,6 +516,9 @@ WORDS = {
     "import-never-released": _import_never_released,
     "held-after-exporter-died": _held_after_exporter_died,
     "possible-held-after-exporter-died": _possibly_held,
+    "released-after-exporter-died": _released_after_exporter_died,
+    "held-at-exit": _held_at_exit,
+    "growth": _growth,
     "ipc-never-closed": _ipc_never_closed,
     "pool-pointer-never-freed": _pool_pointer_never_freed,
     "pool-never-destroyed": _pool_never_destroyed,

@@ -34,7 +34,7 @@ from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.stream.values import Ack, Call, Verification
 from vmmtui.view.model import Flight, How, PanelState, PanelView, Peer
-from vmmtui.words.troubleshooting import close_fix, worded
+from vmmtui.words.troubleshooting import close_fix, with_words, worded
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
@@ -235,7 +235,8 @@ def worker_started(e: WorkerStarted, m: Masks = PLAIN) -> Text:
 
 
 def notice(e: Notice, m: Masks = PLAIN) -> Text:
-    return Text(m.text(f"note: {e.text}"), "yellow")
+    """``note: …``, with the cause and fix of the failed call it is about, if any."""
+    return Text(m.text(f"note: {with_words(e.text, e.failure)}"), "yellow")
 
 
 #: a recvmsg result of recordings made before the message's own size was kept: the number is the

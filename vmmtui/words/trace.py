@@ -27,6 +27,8 @@ from vmmtui.stream.observed import (
     FdTaken,
     LedgerFinding,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     PidfdOpened,
     ProcessExec,
     ProcessExit,
@@ -130,7 +132,16 @@ def call_words(e: Event) -> str | None:
     if isinstance(e, FdCloseCall):
         if e.call == "close_range":
             return f"close_range({e.fd}, {e.last}) → {_result(e.result)}"
+        if e.call == "exec":
+            return f"exec closed fd {e.fd}{_file(e.file)} (close-on-exec)"
         return f"close({e.fd}){_file(e.file)} → {_result(e.result)}"
+    if isinstance(e, MemoryMapped):
+        what = f" {shown(e.kind)}" if e.kind else ""
+        how = _SHARING.get(e.flags & 3, "")
+        got = f"{e.addr:#x}" if e.result == 0 else _errno(e.result)
+        return f"mmap(fd {e.fd}{what}{_file(e.file)}, {format_size(e.length)}{how}) → {got}"
+    if isinstance(e, MemoryUnmapped):
+        return _unmap_words(e)
     if isinstance(e, FdDuplicated):
         return (
             f"{e.call}({e.old}) → {'fd ' + str(e.fd) if e.fd >= 0 else _errno(e.fd)}{_file(e.file)}"
@@ -147,6 +158,20 @@ def call_words(e: Event) -> str | None:
     if isinstance(e, CudaCall):
         return cuda_words(e)
     return None
+
+
+#: mmap's sharing type (flags & 3)
+_SHARING = {1: ", shared", 2: ", private", 3: ", shared"}
+
+
+def _unmap_words(e: MemoryUnmapped) -> str:
+    """munmap, mremap, or an mmap(MAP_FIXED) landing on what was mapped (the kernel unmaps it)."""
+    if e.call == "mremap":
+        got = f"{e.new_addr:#x}, {format_size(e.new_length)}" if e.result == 0 else _errno(e.result)
+        return f"mremap({e.addr:#x}, {format_size(e.length)}) → {got}"
+    if e.call == "mmap":
+        return f"mmap(MAP_FIXED) over {e.addr:#x}, {format_size(e.length)}: what was mapped there is unmapped"
+    return f"{e.call}({e.addr:#x}, {format_size(e.length)}) → {_result(e.result)}"
 
 
 def cuda_words(e: CudaCall) -> str:
@@ -168,6 +193,8 @@ def cuda_words(e: CudaCall) -> str:
         )
     elif f == "cuMemRelease":
         args = f"handle {e.handle:#x}"
+    elif f == "cuMemRetainAllocationHandle":
+        args = f"{e.ptr:#x} → handle {e.handle:#x} (one more reference)"
     elif f == "cuIpcGetMemHandle":
         args = f"{e.ptr:#x} → handle {e.ipc[:16]}…"
     elif f == "cuIpcOpenMemHandle":
@@ -333,11 +360,12 @@ def _weighed(problems: int, quiet: int, quiet_by: dict[str, int]) -> str:
 
 def worth_a_line(e: Event, ledger: Ledger) -> bool:
     """Plain output, as the view, leaves out closes and dups of fds of no interest (the ledger's
-    one rule: ``Ledger.matters``) and the quiet facts (counted on the end line), and says the
-    close of a pidfd too; --json and --record keep every call and finding. ``ledger`` is the
+    one rule: ``Ledger.matters``) and the quiet facts (counted on the end line) but the end of a
+    hold after its exporter died (the line that puts the warning above it in the past), and says
+    the close of a pidfd too; --json and --record keep every call and finding. ``ledger`` is the
     state before ``e``."""
-    if isinstance(e, LedgerFinding):
-        return weigh(e) is not Weight.QUIET
+    if isinstance(e, LedgerFinding):  # the end of a hold after its exporter died: its past tense
+        return weigh(e) is not Weight.QUIET or e.kind == "released-after-exporter-died"
     if not isinstance(e, TraceCall):
         return True
     if isinstance(e, FdCloseCall) and e.call != "close_range" and (e.pid, e.fd) in ledger.pidfds:

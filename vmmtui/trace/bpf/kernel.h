@@ -57,9 +57,22 @@ struct qstr {
 	const unsigned char *name;
 };
 struct dentry {
+	struct dentry *d_parent;
 	struct qstr d_name;
 };
+/* a mount: the vfsmount a path names is the `mnt` inside its struct mount (fs/mount.h); the
+ * parent mount and the dentry it is mounted on lead a path up to its root */
+struct vfsmount {
+	struct dentry *mnt_root;
+	int mnt_flags;
+};
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+};
 struct path {
+	struct vfsmount *mnt;
 	struct dentry *dentry;
 };
 struct file {

@@ -53,7 +53,7 @@ __attribute__((used)) static int record_layouts(struct rec *a, struct rec_named 
 	return 0;
 }
 
-__attribute__((used)) static int more_record_layouts(struct rec_refusal *a)
+__attribute__((used)) static int more_record_layouts(struct rec_refusal *a, struct rec_map *b)
 {
 	return 0;
 }
@@ -82,6 +82,19 @@ __attribute__((used)) static int more_record_layouts(struct rec_refusal *a)
 #define NR_pidfd_open 434
 #define NR_close_range 436
 #define NR_pidfd_getfd 438
+#define NR_mmap 9
+#define NR_munmap 11
+#define NR_mremap 25
+#define NR_execve 59
+#define NR_execveat 322
+#define MAP_ANONYMOUS 0x20
+#define MAP_FIXED 0x10
+#define PAGE_SIZE 4096
+#define TMPFS_MAGIC 0x01021994
+#define HUGETLBFS_MAGIC 0x958458f6
+#define DMA_BUF_MAGIC 0x444d4142
+#define NVIDIA_MAJOR 195
+#define MNT_INTERNAL 0x4000
 #define F_DUPFD 0
 #define F_DUPFD_CLOEXEC 1030
 #define SOL_SOCKET 1
@@ -203,6 +216,59 @@ struct {
 	__type(key, struct count_key);
 	__type(value, __u64);
 } counts SEC(".maps");
+
+/* The ranges each traced process mapped from files of interest (EV_MMAP), so that only the
+ * munmaps and mremaps that touch one reach userspace: a malloc arena's munmap (most munmaps)
+ * ends at this table. MAXRANGES exact ranges a process; past that, one bounding range (lo, hi)
+ * holds the rest, which can only report an unmap too many, never miss one. A mapping is
+ * inherited across fork (fork(2): the child gets copies of the parent's memory mappings) and
+ * dropped at exec and exit. Threads of one process may race on a slot: a slot is claimed by
+ * compare-and-swap, and a race can at worst report an unmap of a range not kept (userspace
+ * matches an unmap to its mappings by address). */
+#define MAXRANGES 32
+struct ranges {
+	__u64 lo, hi; /* the bounding range of what did not fit; 0, 0: none */
+	__u64 start[MAXRANGES];
+	__u64 end[MAXRANGES]; /* 0: a free slot */
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ranges);
+} mapped SEC(".maps");
+
+/* the fds of watched files a thread had when it called execve, by thread id: at the exec, those
+ * no longer in the table were closed by the kernel (close-on-exec), and are recorded as closes */
+#define EXECFDS 16
+struct exec_fds {
+	__u32 n;
+	__s32 fd[EXECFDS];
+	__u64 file[EXECFDS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* an execve that fails leaves its entry: the oldest go */
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct exec_fds);
+} exec_stash SEC(".maps");
+
+/* the calls of traced processes the kernel looked at and decided were worth no record, by kind
+ * (trace.h's UNREC_*), per CPU: userspace reads them (Probe.unrecorded), so a trace can say how
+ * many calls it saw, not only how many it recorded */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UNREC_KINDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} unrecorded SEC(".maps");
+
+static __always_inline void unrec(__u32 kind)
+{
+	__u64 *n = bpf_map_lookup_elem(&unrecorded, &kind);
+	if (n)
+		*n += 1;
+}
 
 static __always_inline bool is_traced(__u32 tgid)
 {
@@ -352,6 +418,8 @@ static __always_inline __u64 fd_file(int fd, bool btf)
 
 /* what an open file is, for FdsSent.kinds: its superblock's magic << 32 | its device's major
  * << 16 | its i_mode (userspace names memfd, socket, pidfd, dma-buf, /dev/nvidia*) */
+__attribute__((noinline)) int on_dev_shm(__u64 file);
+
 static __always_inline __u64 file_kind(__u64 file, bool btf)
 {
 	if (!file)
@@ -369,7 +437,16 @@ static __always_inline __u64 file_kind(__u64 file, bool btf)
 		major = BPF_CORE_READ(ino, i_rdev) >> 20;
 		mode = BPF_CORE_READ(ino, i_mode);
 	}
-	return ((__u64)magic << 32) | ((major & 0xffff) << 16) | mode;
+	__u64 kind = ((__u64)magic << 32) | ((major & 0xffff) << 16) | mode;
+	if (magic != TMPFS_MAGIC)
+		return kind;
+	/* a memfd (the kernel's internal tmpfs mount) is told at once, by plain loads under tp_btf;
+	 * only a tmpfs file on a mount of its own walks its path (on_dev_shm) */
+	int flags = btf ? CAST(file, file)->f_path.mnt->mnt_flags
+			: BPF_CORE_READ((struct file *)file, f_path.mnt, mnt_flags);
+	if (!(flags & MNT_INTERNAL) && on_dev_shm(file))
+		kind |= KIND_DEV_SHM;
+	return kind;
 }
 
 /* the socket an fd names, and its peer's: inodes, struct socks, family, bound name */
@@ -443,8 +520,10 @@ static __always_inline void msg_fd(struct rec_msg *m, __u64 i, bool send, bool b
 	__u64 f = fd_file(m->fds[i], btf);
 	m->files[i] = f;
 	watch_file(f);
+	/* read back from the record: under tp_btf f is a typed pointer, and the global function
+	 * file_kind calls takes a number */
 	if (send)
-		m->kinds[i] = file_kind(f, btf);
+		m->kinds[i] = file_kind(*(volatile __u64 *)&m->files[i], btf);
 }
 
 __attribute__((noinline)) int msg_fd_btf(struct rec_msg *m, __u64 i, __u64 send)
@@ -517,8 +596,10 @@ static __always_inline void read_rights(__u64 msg, __u64 type_nr, int sockfd, lo
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct ctl mh = {};
 	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)(msg + 32)) || !mh.control ||
-	    mh.controllen < 16)
+	    mh.controllen < 16) {
+		unrec(UNREC_MSG);
 		return;
+	}
 	__u64 off = 0;
 	for (int c = 0; c < MAXCMSGS; c++) {
 		if (off + 16 > mh.controllen)
@@ -668,6 +749,428 @@ static __always_inline void refusal(__u64 pid_tgid, int pidfd, bool btf)
 	submit(r, false);
 }
 
+
+/* ---- mappings: what a process maps of a file that may carry memory, and what it unmaps ---- */
+
+static __always_inline struct mount *real_mount(struct vfsmount *v)
+{
+	return (struct mount *)((void *)v - bpf_core_field_offset(struct mount, mnt));
+}
+
+/* the first four bytes of a dentry's name, as a number ("shm\0", "dev\0") */
+static __always_inline __u32 name4(struct dentry *d)
+{
+	__u32 v = 0;
+	const unsigned char *n = BPF_CORE_READ(d, d_name.name);
+	if (n)
+		bpf_probe_read_kernel(&v, 4, n);
+	return v;
+}
+
+#define NAME_SHM 0x006d6873 /* "shm\0" */
+#define NAME_DEV 0x00766564 /* "dev\0" */
+
+/* one step of a walk from a dentry up to its root, across mounts: at a mount's root, to the
+ * dentry it is mounted on; else to the parent, counting the names passed, keeping the last two
+ * (the path's top two components at the end) and the first PATHDEPTH (the file's own first).
+ * The walk's state is in a per-CPU map, not the stack: the verifier reads it back as numbers it
+ * does not follow, so bpf_loop's callback is verified in a few passes, not one per step. */
+#define PATHDEPTH 8
+struct walk {
+	__u64 m, d, top, second, named, whole;
+	__u64 names[PATHDEPTH];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk);
+} walks SEC(".maps");
+
+static long walk_up(__u64 i, void *unused)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 1;
+	struct mount *m = (struct mount *)w->m;
+	struct dentry *d = (struct dentry *)w->d;
+	if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
+		struct mount *parent = BPF_CORE_READ(m, mnt_parent);
+		if (!parent || parent == m) {
+			w->whole = 1;
+			return 1;
+		}
+		w->d = (__u64)BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = (__u64)parent;
+		return 0;
+	}
+	struct dentry *up = BPF_CORE_READ(d, d_parent);
+	if (!up || up == d) {
+		w->whole = 1;
+		return 1;
+	}
+	w->second = w->top;
+	w->top = (__u64)d;
+	__u64 n = w->named;
+	if (n < PATHDEPTH)
+		w->names[n & (PATHDEPTH - 1)] = (__u64)BPF_CORE_READ(d, d_name.name);
+	w->named = n + 1;
+	w->d = (__u64)up;
+	return 0;
+}
+
+/* the walk from a file's dentry, in this CPU's `walks` (NULL: no map) */
+static __always_inline struct walk *walk_file(struct vfsmount *v, struct dentry *d, __u32 steps)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 0;
+	w->m = (__u64)real_mount(v);
+	w->d = (__u64)d;
+	w->top = w->second = w->named = w->whole = 0;
+	bpf_loop(steps, walk_up, 0, 0);
+	return bpf_map_lookup_elem(&walks, &zero);
+}
+
+/* is this file under /dev/shm (of its mount namespace)? Its path, walked up to the root across
+ * mounts (stacked ones too: /dev/shm is often mounted twice), has "dev" then "shm" at its top. A
+ * memfd is tmpfs too but on the kernel's internal mount (MNT_INTERNAL); a tmpfs at /tmp or /run
+ * is not /dev/shm. Global: verified once, for every fd of every send (only tmpfs files walk). */
+__attribute__((noinline)) int on_dev_shm(__u64 file)
+{
+	if (!file)
+		return 0;
+	struct vfsmount *v = BPF_CORE_READ((struct file *)file, f_path.mnt);
+	struct dentry *d = BPF_CORE_READ((struct file *)file, f_path.dentry);
+	if (!v || !d || (BPF_CORE_READ(v, mnt_flags) & MNT_INTERNAL))
+		return 0;
+	struct walk *w = walk_file(v, d, 32);
+	return w && w->whole && w->named >= 3 && name4((struct dentry *)w->top) == NAME_DEV &&
+	       name4((struct dentry *)w->second) == NAME_SHM;
+}
+
+/* the path being written, per CPU (a record's worth: too big for the stack beside its callers),
+ * with the writing's state (read back by the verifier as numbers, as the walk's) */
+struct pathbuf {
+	__u64 n, off;
+	__u64 names[PATHDEPTH];
+	char buf[PATHLEN + 64];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pathbuf);
+} paths SEC(".maps");
+
+/* one component of the path, from the root down: "/" and its name (at most 63 bytes) */
+static long write_one(__u64 i, void *unused)
+{
+	__u32 zero = 0;
+	struct pathbuf *p = bpf_map_lookup_elem(&paths, &zero);
+	if (!p || i >= p->n || p->off >= 127)
+		return 1;
+	__u64 o = p->off;
+	asm volatile("%0 &= 127" : "+r"(o));
+	p->buf[o] = '/';
+	long got = bpf_probe_read_kernel_str(p->buf + o + 1, 64,
+					     (void *)p->names[(p->n - 1 - i) & (PATHDEPTH - 1)]);
+	if (got <= 0)
+		return 1;
+	p->off = o + got; /* o + 1 + (got - 1): over the NUL */
+	return 0;
+}
+
+/* the name of a mapped file as /proc/PID/maps gives it: on the kernel's internal mounts (memfd,
+ * dma-buf) the dentry's name ("memfd:x"), else the path up to the root of the mount namespace,
+ * crossing mounts, its last PATHDEPTH components after "..." when deeper. Rare (an mmap of a
+ * file of interest): probe reads, and bpf_loop for both walks. */
+__attribute__((noinline)) int file_path(struct rec_map *r, __u64 file)
+{
+	__u32 zero = 0;
+	if (!r || !file)
+		return 0;
+	r->path[0] = 0;
+	struct file *f = (struct file *)file;
+	struct vfsmount *v = BPF_CORE_READ(f, f_path.mnt);
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	if (!v || !d)
+		return 0;
+	if (BPF_CORE_READ(v, mnt_flags) & MNT_INTERNAL) {
+		bpf_probe_read_kernel_str(r->path, 128, BPF_CORE_READ(d, d_name.name));
+		return 0;
+	}
+	struct walk *w = walk_file(v, d, 4 * PATHDEPTH);
+	struct pathbuf *p = bpf_map_lookup_elem(&paths, &zero);
+	if (!w || !p)
+		return 0;
+	p->n = w->named < PATHDEPTH ? w->named : PATHDEPTH;
+	for (int k = 0; k < PATHDEPTH; k++)
+		p->names[k] = w->names[k];
+	p->off = 0;
+	p->buf[0] = 0;
+	if (!w->whole || w->named > PATHDEPTH) {
+		p->buf[0] = p->buf[1] = p->buf[2] = '.';
+		p->buf[3] = 0;
+		p->off = 3;
+	}
+	bpf_loop(PATHDEPTH, write_one, 0, 0);
+	if (p->off == 0) { /* the root itself */
+		p->buf[0] = '/';
+		p->buf[1] = 0;
+	}
+	bpf_probe_read_kernel(r->path, PATHLEN, p->buf);
+	r->path[PATHLEN - 1] = 0;
+	return 0;
+}
+
+/* a zeroed struct ranges, to start a process's table from (too big for the stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ranges);
+} no_ranges SEC(".maps");
+
+/* [start, end) mapped by tgid from a file of interest: into a free slot (claimed by compare-and-
+ * swap: its end goes 0 -> 1 -> end, so a half-written slot names no real range), else into the
+ * bounding range */
+__attribute__((noinline)) int ranges_add(__u64 tgid, __u64 start, __u64 end)
+{
+	__u32 k = tgid, zero = 0;
+	struct ranges *r = bpf_map_lookup_elem(&mapped, &k);
+	if (!r) {
+		struct ranges *blank = bpf_map_lookup_elem(&no_ranges, &zero);
+		if (!blank)
+			return 0;
+		bpf_map_update_elem(&mapped, &k, blank, BPF_NOEXIST);
+		r = bpf_map_lookup_elem(&mapped, &k);
+		if (!r)
+			return 0;
+	}
+	for (int i = 0; i < MAXRANGES; i++) {
+		if (r->end[i] == 0 && __sync_val_compare_and_swap(&r->end[i], 0, 1) == 0) {
+			r->start[i] = start;
+			r->end[i] = end;
+			return 1;
+		}
+	}
+	if (r->hi == 0) {
+		r->lo = start;
+		r->hi = end;
+	} else {
+		if (start < r->lo)
+			r->lo = start;
+		if (end > r->hi)
+			r->hi = end;
+	}
+	return 1;
+}
+
+/* does [start, end) touch a range tgid mapped from a file of interest? With `cut` (the unmap
+ * happened), what it covered is no longer kept: a range covered whole is freed, one cut at an
+ * end shrinks, one cut in its middle keeps its two sides (the tail in a free slot, else in the
+ * bounding range). A bounding range is freed only when covered whole. The slots are gone through
+ * by bpf_loop: one verification of the body, not one per slot and outcome. */
+struct hit_ctx {
+	struct ranges *r;
+	__u64 start, end, cut;
+	__u64 hit, tail_s, tail_e;
+};
+
+static long hit_one(__u64 i, struct hit_ctx *c)
+{
+	struct ranges *r = c->r;
+	if (!r || i >= MAXRANGES)
+		return 1;
+	__u64 s = r->start[i], e = r->end[i];
+	if (e <= 1 || e <= c->start || s >= c->end)
+		return 0;
+	c->hit = 1;
+	if (!c->cut)
+		return 1; /* one touched is enough */
+	if (c->start <= s && c->end >= e) {
+		r->end[i] = 0;
+	} else if (c->start <= s) {
+		r->start[i] = c->end;
+	} else if (c->end >= e) {
+		r->end[i] = c->start;
+	} else {
+		r->end[i] = c->start;
+		c->tail_s = c->end;
+		c->tail_e = e;
+	}
+	return 0;
+}
+
+__attribute__((noinline)) int ranges_hit(__u64 tgid, __u64 start, __u64 end, __u64 cut)
+{
+	__u32 k = tgid;
+	struct ranges *r = bpf_map_lookup_elem(&mapped, &k);
+	if (!r)
+		return 0;
+	struct hit_ctx c = {.r = r, .start = start, .end = end, .cut = cut};
+	bpf_loop(MAXRANGES, hit_one, &c, 0);
+	if (r->hi > start && r->lo < end) {
+		c.hit = 1;
+		if (cut && start <= r->lo && end >= r->hi)
+			r->lo = r->hi = 0;
+	}
+	if (c.tail_e)
+		ranges_add(tgid, c.tail_s, c.tail_e);
+	return c.hit != 0;
+}
+
+static __always_inline __u64 page_end(__u64 addr, __u64 len)
+{
+	return (addr + len + PAGE_SIZE - 1) & ~(__u64)(PAGE_SIZE - 1);
+}
+
+/* is a mapping of this file worth following? A file that carries memory: tmpfs (memfd, /dev/shm,
+ * a tmpfs file elsewhere), hugetlbfs, a dma-buf, an NVIDIA device (/dev/nvidia*; /dev/nvidia-uvm's
+ * major is dynamic: by name). Not "any watched file": `watched` keeps file pointers after their
+ * last close, and a pointer the kernel reuses for a shared library would then be followed. */
+__attribute__((noinline)) int map_worth(__u64 file)
+{
+	if (!file)
+		return 0;
+	struct inode *ino = BPF_CORE_READ((struct file *)file, f_inode);
+	__u64 magic = BPF_CORE_READ(ino, i_sb, s_magic);
+	if (magic == TMPFS_MAGIC || magic == HUGETLBFS_MAGIC || magic == DMA_BUF_MAGIC)
+		return 1;
+	if ((BPF_CORE_READ(ino, i_mode) & 0170000) != 0020000) /* S_IFCHR */
+		return 0;
+	if ((BPF_CORE_READ(ino, i_rdev) >> 20) == NVIDIA_MAJOR)
+		return 1;
+	char name[8] = {};
+	bpf_probe_read_kernel(name, 6, BPF_CORE_READ((struct file *)file, f_path.dentry, d_name.name));
+	return name[0] == 'n' && name[1] == 'v' && name[2] == 'i' && name[3] == 'd' &&
+	       name[4] == 'i' && name[5] == 'a';
+}
+
+/* an unmap (munmap, mremap, an mmap with MAP_FIXED over what was there) that touched a kept range */
+static __always_inline void unmapped(__u64 pid_tgid, __u64 nr, long ret, __u64 addr, __u64 len,
+				     __u64 new_len)
+{
+	struct rec *r = reserve(sizeof(*r), EV_MUNMAP, pid_tgid);
+	if (!r)
+		return;
+	r->nfds = nr;
+	r->ret = ret;
+	r->arg[0] = addr;
+	r->arg[1] = len;
+	r->arg[2] = new_len;
+	submit(r, false);
+}
+
+/* an mmap as it returns: a MAP_FIXED one first unmaps whatever it lands on; one of a file worth
+ * following is recorded (the file, what it is, its name) and its range kept. Global: one
+ * verification for both hook flavours. */
+__attribute__((noinline)) int on_mmap(__u64 addr, __u64 len, __u64 prot_flags, __u64 fd_off,
+				      __u64 ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	__u32 prot = prot_flags >> 32, flags = (__u32)prot_flags;
+	long res = (long)ret;
+	if ((flags & MAP_FIXED) && res >= 0 && ranges_hit(tgid, addr, page_end(addr, len), 1))
+		unmapped(pid_tgid, NR_mmap, 0, addr, len, 0);
+	if (flags & MAP_ANONYMOUS) {
+		unrec(UNREC_MMAP);
+		return 0;
+	}
+	int fd = (int)(fd_off >> 32);
+	__u64 file = fd_file(fd, false);
+	if (!map_worth(file)) {
+		unrec(UNREC_MMAP);
+		return 0;
+	}
+	struct rec_map *r = reserve(sizeof(*r), EV_MMAP, pid_tgid);
+	if (r) {
+		r->h.ret = res;
+		r->h.arg[0] = fd;
+		r->h.arg[1] = len;
+		r->h.arg[2] = (__u32)fd_off * PAGE_SIZE; /* the offset in pages, see on_exit */
+		r->h.file = file;
+		r->prot = prot;
+		r->flags = flags;
+		r->kind = file_kind(file, false);
+		file_path(r, file);
+		submit(r, false);
+	}
+	if (res >= 0) {
+		ranges_add(tgid, ret, page_end(ret, len));
+		watch_file(file); /* its closes and dups matter now: the mapping outlives its fd */
+	}
+	count(tgid, EV_MMAP);
+	return 0;
+}
+
+/* ---- close-on-exec: the watched fds a successful execve closed ---- */
+
+struct exec_scan {
+	__u64 arr;
+	struct exec_fds s;
+};
+
+static long exec_scan_one(__u64 i, struct exec_scan *c)
+{
+	__u64 f = 0;
+	bpf_probe_read_kernel(&f, 8, (void *)(c->arr + i * 8));
+	if (!f || !is_watched(f))
+		return 0;
+	__u32 n = c->s.n;
+	if (n >= EXECFDS)
+		return 1;
+	c->s.fd[n & (EXECFDS - 1)] = i;
+	c->s.file[n & (EXECFDS - 1)] = f;
+	c->s.n = n + 1;
+	return 0;
+}
+
+/* at execve's entry: the watched fds of the caller (up to EXECFDS), for the exec to compare */
+__attribute__((noinline)) int exec_stash_fds(__u64 tid)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	__u32 max = BPF_CORE_READ(fdt, max_fds);
+	struct exec_scan c = {.arr = (__u64)BPF_CORE_READ(fdt, fd)};
+	if (max > 65536)
+		max = 65536;
+	bpf_loop(max, exec_scan_one, &c, 0);
+	__u32 k = tid;
+	bpf_map_update_elem(&exec_stash, &k, &c.s, BPF_ANY);
+	return 0;
+}
+
+/* at the exec (sched_process_exec: the point of no return is past, close-on-exec done): each
+ * stashed fd that no longer names its file was closed by the exec, and is recorded as a close */
+__attribute__((noinline)) int exec_closes(__u64 old_tid)
+{
+	__u32 k = old_tid;
+	struct exec_fds *s = bpf_map_lookup_elem(&exec_stash, &k);
+	if (!s)
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	for (int i = 0; i < EXECFDS; i++) {
+		if (i >= s->n)
+			break;
+		if (fd_file(s->fd[i], false) == s->file[i])
+			continue;
+		struct rec *r = reserve(sizeof(*r), EV_CLOSE, pid_tgid);
+		if (!r)
+			break;
+		r->arg[0] = s->fd[i];
+		r->arg[1] = CLOSED_AT_EXEC;
+		r->file = s->file[i];
+		submit(r, false);
+	}
+	bpf_map_delete_elem(&exec_stash, &k);
+	return 0;
+}
+
 #define REG(regs, f) (btf ? (regs)->f : BPF_CORE_READ(regs, f))
 
 /* the syscalls the trace records; every other one ends here, at enter and at exit */
@@ -687,6 +1190,9 @@ static __always_inline bool wanted(long id)
 	case NR_memfd_create:
 	case NR_pidfd_open:
 	case NR_pidfd_getfd:
+	case NR_mmap:
+	case NR_munmap:
+	case NR_mremap:
 		return true;
 	}
 	return false;
@@ -714,8 +1220,24 @@ static __always_inline bool decided_at_enter(long id)
  * sys_exit, which then only finds it. */
 static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 {
-	if (!decided_at_enter(id))
+	/* one switch on the number: every other syscall of the machine ends at its default */
+	switch (id) {
+	case NR_execve:
+	case NR_execveat: {
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+		if (is_traced(pid_tgid >> 32))
+			exec_stash_fds((__u32)pid_tgid);
 		return 0;
+	}
+	case NR_close:
+	case NR_dup:
+	case NR_dup2:
+	case NR_dup3:
+	case NR_fcntl:
+		break;
+	default:
+		return 0;
+	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_traced(pid_tgid >> 32))
 		return 0;
@@ -735,8 +1257,10 @@ static __always_inline int on_enter(struct pt_regs *regs, long id, bool btf)
 		/* only the files the trace follows: their close, their dups (the new fd names the
 		 * same file) */
 		p.file = fd_file((int)p.a0, btf);
-		if (!is_watched(p.file))
+		if (!is_watched(p.file)) {
+			unrec(id == NR_close ? UNREC_CLOSE : UNREC_DUP);
 			return 0;
+		}
 		break;
 	}
 	if (btf) {
@@ -788,6 +1312,38 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 	}
 	__u32 tgid = pid_tgid >> 32;
 	switch (id) {
+	case NR_mmap: {
+		/* mmap(addr, length, prot, flags, fd, offset): flags in r10, fd in r8, offset in r9 */
+		__u64 flags = (__u32)REG(regs, r10), prot = (__u32)REG(regs, dx);
+		if ((flags & (MAP_ANONYMOUS | MAP_FIXED)) == MAP_ANONYMOUS) {
+			unrec(UNREC_MMAP); /* an allocator's fresh memory (most mmaps): nothing to do */
+			return 0;
+		}
+		__u64 fd = (__u32)REG(regs, r8), off = REG(regs, r9);
+		/* the offset travels in pages (mmap's is page-aligned; else the call failed) */
+		on_mmap(a0, a1, prot << 32 | flags, fd << 32 | (__u32)(off / PAGE_SIZE), ret);
+		return 0;
+	}
+	case NR_munmap: {
+		if (ranges_hit(tgid, a0, page_end(a0, a1), ret == 0))
+			unmapped(pid_tgid, NR_munmap, ret, a0, a1, 0);
+		else
+			unrec(UNREC_UNMAP);
+		return 0;
+	}
+	case NR_mremap: {
+		/* mremap(old, old_len, new_len, flags, new_addr): the old range goes (old_len 0 copies
+		 * a shared mapping and leaves it), the new is kept where the kernel put it */
+		__u64 new_len = REG(regs, dx);
+		if (!ranges_hit(tgid, a0, page_end(a0, a1), ret >= 0 && a1)) {
+			unrec(UNREC_UNMAP);
+			return 0;
+		}
+		if (ret >= 0)
+			ranges_add(tgid, ret, page_end(ret, new_len));
+		unmapped(pid_tgid, NR_mremap, ret, a0, a1, new_len);
+		return 0;
+	}
 	case NR_close: {
 		struct rec *r = reserve(sizeof(*r), EV_CLOSE, pid_tgid);
 		if (r) {
@@ -953,6 +1509,10 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	if (cpid != ctgid || !is_traced(ptgid))
 		return 0;
 	set_traced(ctgid, true);
+	/* the child has copies of the parent's mappings (fork(2)) */
+	struct ranges *kept = bpf_map_lookup_elem(&mapped, &ptgid);
+	if (kept)
+		bpf_map_update_elem(&mapped, &ctgid, kept, BPF_ANY);
 	struct rec_named *r = reserve(sizeof(*r), EV_FORK, bpf_get_current_pid_tgid());
 	if (!r)
 		return 0;
@@ -964,19 +1524,21 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	return 0;
 }
 
-static __always_inline int on_exec(struct task_struct *p, struct linux_binprm *bprm)
+static __always_inline int on_exec(struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	if (!is_traced(tgid))
 		return 0;
+	bpf_map_delete_elem(&mapped, &tgid); /* a new program: a new address space */
 	struct rec_named *r = reserve(sizeof(*r), EV_EXEC, bpf_get_current_pid_tgid());
-	if (!r)
-		return 0;
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
-	const char *fn = BPF_CORE_READ(bprm, filename);
-	if (bpf_probe_read_kernel_str(r->name, NAMELEN, fn) < 0)
-		r->name[0] = 0;
-	submit(r, false);
+	if (r) {
+		bpf_get_current_comm(r->comm, sizeof(r->comm));
+		const char *fn = BPF_CORE_READ(bprm, filename);
+		if (bpf_probe_read_kernel_str(r->name, NAMELEN, fn) < 0)
+			r->name[0] = 0;
+		submit(r, false);
+	}
+	exec_closes((__u32)old_pid);
 	return 0;
 }
 
@@ -995,6 +1557,7 @@ static __always_inline int on_exit_process(struct task_struct *p)
 		submit(r, false);
 	}
 	set_traced(tgid, false);
+	bpf_map_delete_elem(&mapped, &tgid);
 	return 0;
 }
 
@@ -1007,7 +1570,7 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(proc_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
-	return on_exec(p, bprm);
+	return on_exec(p, old_pid, bprm);
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -1025,7 +1588,7 @@ int BPF_PROG(raw_proc_fork, struct task_struct *parent, struct task_struct *chil
 SEC("raw_tp/sched_process_exec")
 int BPF_PROG(raw_proc_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
-	return on_exec(p, bprm);
+	return on_exec(p, old_pid, bprm);
 }
 
 SEC("raw_tp/sched_process_exit")

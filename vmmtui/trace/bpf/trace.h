@@ -27,6 +27,8 @@ enum kind {
 	EV_QUEUED = 14,  /* SCM_RIGHTS fds still queued on a Unix socket at its release */
 	EV_REFUSAL = 15, /* what decides a refused pidfd_getfd, read while both processes live */
 	EV_DROPPED = 16, /* SCM_RIGHTS fds the kernel closed: a receive (read()) had no room for them */
+	EV_MMAP = 17,    /* mmap of a file that may carry memory, or of a watched one */
+	EV_MUNMAP = 18,  /* munmap, mremap or mmap(MAP_FIXED) over a range an EV_MMAP mapped */
 };
 
 /* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
@@ -104,6 +106,43 @@ struct rec_refusal {
 	struct rec h;
 	struct side caller;
 	struct side target;
+};
+
+/* EV_CLOSE: h.arg = {fd, how (CLOSED_BY_CLOSE, CLOSED_AT_EXEC), 0}, h.file = the file it named.
+ * CLOSED_AT_EXEC: a watched fd the kernel closed at a successful execve (close-on-exec). */
+#define CLOSED_BY_CLOSE 0
+#define CLOSED_AT_EXEC 1
+
+/* file_kind()'s flag for a tmpfs file on the tmpfs mounted at /dev/shm (POSIX shm_open, PyTorch's
+ * shared CPU tensors), told from a memfd (tmpfs too, on the kernel's internal mount): bit 31, in
+ * the device-major field, which a regular file leaves 0 */
+#define KIND_DEV_SHM (1ULL << 31)
+
+#define PATHLEN 256
+
+/* the kinds of call the kernel looked at for a traced process and recorded nothing of (the
+ * `unrecorded` map's keys): a close or a dup of a file not followed, an mmap of no file of
+ * interest, an unmap touching no range kept, a send or receive with no control data */
+enum unrec {
+	UNREC_CLOSE = 0,
+	UNREC_DUP = 1,
+	UNREC_MMAP = 2,
+	UNREC_UNMAP = 3,
+	UNREC_MSG = 4,
+	UNREC_KINDS = 5,
+};
+
+/* EV_MMAP: h.ret = the kernel's return (the address, or -errno), h.arg = {fd, length, offset},
+ * h.file = the file mapped; kind as file_kind() packs it, path as /proc/PID/maps would name it
+ * (memfd:x, /dev/shm/x, /dev/nvidia-uvm; the last components when deeper, after "...")
+ * EV_MUNMAP: h.ret = the result (0 or -errno; mremap: the new address), h.arg = {address, length,
+ * new length (mremap)}, h.nfds = the syscall (munmap, mremap, mmap with MAP_FIXED) */
+struct rec_map {
+	struct rec h;
+	__u32 prot;
+	__u32 flags;
+	__u64 kind;
+	__u8 path[PATHLEN];
 };
 
 #endif

@@ -151,6 +151,27 @@ class LeakFinder:
                         memory=e.kind,
                     ),
                 )
+            if e.how == "opened" and e.kind in MEMORY_KINDS and e.kind != "gpu":
+                # polling sees an fd appear, not the call that put it there: a memfd or a
+                # /dev/shm file that arrived after the trace began and was still open at the end
+                # may have been received (its sender closed its own copy between two polls, so
+                # kcmp had nothing to match) -- said as possible, never cleared as fine
+                out += self._once(
+                    ("possible-exit", pid, e.fd, e.target),
+                    Leak(
+                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
+                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
+                        pid,
+                        f"appeared at {e.at:.2f} s, no longer mapped, and still open at the last "
+                        "scan before the process exited: only its exit closed it. Polling cannot "
+                        "tell whether this process made it or received it (it sees no sendmsg or "
+                        "recvmsg, and no other process held it at a poll); received, it is a leak "
+                        "(trace as root, with eBPF, to know)",
+                        "",
+                        at,
+                        memory=e.kind,
+                    ),
+                )
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
                 src = (
                     f"from {shown(t.names.get(e.source.pid, '?'))} ({e.source.pid})"

@@ -3,7 +3,7 @@ process panel (``process_panel.py``): its fds of interest, its memory, its last 
 colours of processes that every part of a trace's screen shares.
 
 Rows that must stay on screen come first (fds, then memory); the
-calls fill what is left, each worded here from its event (``trace/narration.py``), as the text
+calls fill what is left, each worded here from its event (``words/trace.py``), as the text
 words it. Names from the traced processes go through the sanitiser.
 """
 
@@ -199,7 +199,7 @@ def pinned_row(series: tuple[tuple[int, int], ...]) -> Text:
 
 
 def via_words(via: Via) -> str:
-    """How something travelled, as the wire says it (``trace.words.via_words``)."""
+    """How something travelled, as the wire says it (``words.programs.via_words``)."""
     from vmmtui.words.programs import via_words as said
 
     return said(via)

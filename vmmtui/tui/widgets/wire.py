@@ -211,22 +211,35 @@ class VerdictsPanel(_Sized):
         return [entries[k - base][1] for k in self._bad_at[max(0, upto - most) : upto] if k >= base]
 
     def _findings(self, v: ProgramsView) -> Text:
-        from vmmtui.model.findings import Tally
+        from vmmtui.model.findings import RELEASED_LATE, Tally
         from vmmtui.tui.widgets.programs import _join, _line
         from vmmtui.words.findings import quiet_words
         from vmmtui.words.programs import proven_words, roads_words
 
         bad, nbad = self._newest_bad(v, 20), v.bad_findings
         good = v.findings_len - nbad - v.quiet_findings
+        # polling sees what is there at each poll, not the calls: finding nothing there is not
+        # "nothing wrong" (what arrived and went between two polls left no trace)
+        polled = v.mode == "polling"
         head: list[Text] = [
             _line(
-                ("✓ ", "green"),
+                ("✓ ", "green") if not polled else ("· ", "dim"),
                 proven_words(Tally(good, nbad, v.proven_by)),
-                (f" · {nbad} to look at" if nbad else " · nothing wrong found", "bold"),
+                (
+                    f" · {nbad} to look at"
+                    if nbad
+                    else (
+                        " · nothing polling can see wrong" if polled else " · nothing wrong found"
+                    ),
+                    "bold",
+                ),
             )
         ]
-        if v.quiet_findings:  # facts, folded into one dim line (the log has each)
-            head.append(_line(("  ", ""), (quiet_words(v.quiet_findings, v.quiet_by), "dim")))
+        # facts, folded into one dim line (the log has each); the end of a hold after its exporter
+        # died is the past of a finding listed below, not a line of its own here
+        kept = {k: n for k, n in v.quiet_by.items() if k != RELEASED_LATE}
+        if kept:
+            head.append(_line(("  ", ""), (quiet_words(sum(kept.values()), kept), "dim")))
         if v.roads:  # a line of its own: the count above keeps its place at 80 columns
             head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
