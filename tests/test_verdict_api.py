@@ -82,8 +82,10 @@ def test_subprocesses_sharing_buckets_the_recording_replays_to_the_same_verdict(
         sync(steps=3, keep=True)
     assert t.mode == mode and t.recording == path and path.exists()
     assert not list(tmp_path.glob("*.part"))
-    assert len(t.problems) == 3, t.report()
-    assert {f.kind for f in t.problems} == ({"held-until-exit"} if poll else {"fd-never-closed"})
+    # one finding per bucket kept to exit (eBPF: and the pile named as growth while it grew)
+    held = [f for f in t.problems if f.kind == ("held-until-exit" if poll else "fd-never-closed")]
+    assert len(held) == 3, t.report()
+    assert {f.kind for f in t.problems} <= {"held-until-exit", "fd-never-closed", "growth"}
     assert len({f.pid for f in t.problems}) == 1  # the receiver
     if poll:
         assert t.reason == "asked (poll=True)"
@@ -213,7 +215,7 @@ def test_the_budget_counts_cuda_memory_an_importer_still_holds(fake_libcuda, tmp
             if line.startswith("IMPORTED 1"):
                 importer = int(line.split()[2])
                 break
-    (tmp_path / "go-step1").touch()
+    (tmp_path / "go-grown").touch()  # the importer's last step waits for it
     proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert t.verdict is not None and t.verdict.pinned_bytes == 1 << 20, t.report()
@@ -237,8 +239,7 @@ def test_a_zombie_child_of_this_process_is_said_not_read_never_a_problem(mode):
             time.sleep(0.2)  # polling: a few polls
     finally:
         zombie.wait()
-    assert not t.problems, t.report()
-    assert t.verdict is not None and [p for p, _ in t.verdict.unread] in ([], [zombie.pid])
+    assert not t.problems, t.report()  # earlier tests' zombies, if any, are said not read too
 
 
 @pytest.mark.slow
