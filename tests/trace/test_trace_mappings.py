@@ -27,21 +27,10 @@ from vmmtui.stream.observed import (
 )
 from vmmtui.trace.records import Decoder, FileNames
 
+pytestmark = pytest.mark.usefixtures("ebpf")
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mapped_share.py"
 MIB = 1 << 20
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
 
 
 @pytest.fixture(scope="module")

@@ -89,12 +89,14 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
 
 
 def load(name: str):
-    """The Recording, or None after printing the one-line reason it cannot be read."""
+    """The Recording, or None after printing the one-line reason it cannot be read. A trace's
+    is read as recorded: the replay folds it once (``trace_timeline``), and everything it shows
+    (the inspector, the page, the text, Perfetto's file) is that one fold."""
     from vmmtui.pipeline.replay import resolve
     from vmmtui.record import RecordingError
 
     try:
-        return resolve(name)
+        return resolve(name, found_again=False)
     except RecordingError as exc:
         print(f"vmmtui: {exc}", file=sys.stderr)
         return None
@@ -144,8 +146,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.record import Timeline
 
     timeline = None
+    folded = trace_timeline(recording.events) if trace else None  # the one fold of a trace
     if args.notes or args.step:  # a trace's frames are its calls, a session's its steps
-        timeline = trace_timeline(recording.events) if trace else Timeline(recording.events)
+        timeline = folded or Timeline(recording.events)
     notes = None
     if args.notes:
         from vmmtui.record.notes import NotesError, read
@@ -169,13 +172,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if sentence:
             print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
     if args.html:
-        return write_html(args.html, recording, notes)
+        return write_html(args.html, recording, notes, folded)
     if args.perfetto:
-        return write_perfetto(args.perfetto, recording.events)
-    if printed:  # a `vmmtui trace --record` recording, as text
+        return write_perfetto(args.perfetto, folded.events if folded else recording.events)
+    if printed and folded is not None:  # a `vmmtui trace --record` recording, as text
         from vmmtui.cli.trace import replay_trace
 
-        return replay_trace(recording)
+        return replay_trace(recording, folded)
     if no_terminal := terminal_missing(
         "the replay",
         "--html OUT.html writes the replay as one page, --transcript FILE as text, without one",
@@ -196,6 +199,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         cast=args.cast,
         start_at=args.step,
         notes=notes,
+        folded=folded,
     )
     app.run()
     from vmmtui.cli.inspector import ended
@@ -246,6 +250,9 @@ def write_transcript(path: str, recording, notes) -> int:
     except OSError as exc:
         print(f"vmmtui: --transcript {path}: cannot write ({exc.strerror})", file=sys.stderr)
         return 1
+    if transcript.error:  # a full disk: nothing is left under the name, and it is said
+        print(f"vmmtui: {transcript.error}", file=sys.stderr)
+        return 1
     print(f"wrote {path}: {len(recording.events)} events (no terminal: the inspector did not open)")
     return EXIT_OK
 
@@ -283,13 +290,13 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
     return args.screenshots and screenshots_problem(args.screenshots)
 
 
-def write_html(path: str, recording, notes) -> int:
+def write_html(path: str, recording, notes, folded=None) -> int:
     from pathlib import Path
 
     from vmmtui.tui.flipbook import DrawingError, write_page
 
     try:
-        frames, size, stopped = write_page(path, recording, notes)
+        frames, size, stopped = write_page(path, recording, notes, folded)
     except DrawingError as exc:
         print(f"vmmtui: --html {path}: {exc}; nothing written", file=sys.stderr)
         return 1
@@ -312,13 +319,19 @@ def write_html(path: str, recording, notes) -> int:
 
 
 def write_perfetto(path: str, events: list) -> int:
-    """``--perfetto FILE``: the trace file, or one line and exit 2 when it cannot be written."""
+    """``--perfetto FILE``: the trace file, or one line: exit 2 for a path that cannot name a
+    file, 1 when writing failed (a full disk)."""
     from vmmtui.render import perfetto
 
     try:
         n = perfetto.write(path, events)
-    except OSError as exc:
-        print(f"vmmtui: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except OSError as exc:  # nothing is left under the name (system.atomic)
+        print(
+            f"vmmtui: cannot write {path}: {exc.strerror or exc}; nothing was written",
+            file=sys.stderr,
+        )
+        # a path that cannot name a file is bad input (2); a disk that filled is a failure (1)
+        bad = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+        return EXIT_USAGE if isinstance(exc, bad) else 1
     print(f"wrote {path}: {n} trace events; open it at https://ui.perfetto.dev (Open trace file)")
     return EXIT_OK

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -184,7 +185,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return _usage(f"--libcuda {args.libcuda}: no such file", said)
     if args.perfetto and (problem := _unwritable(args.perfetto)):
         return _usage(f"--perfetto {args.perfetto}: {problem}", said)
-    sinks = _sinks(args)
+    world = _world(args)  # the run's one world: its session folds it, the exporters read it
+    sinks = _sinks(args, world)
     if isinstance(sinks, int):
         return sinks
     recorder = None
@@ -201,7 +203,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.loader import why_not
 
         if why_not() is None:  # the tracer loads in the app's thread, after the first frame
-            return _inspect(request, args, recorder, sinks)
+            return _inspect(request, args, recorder, sinks, world)
     _import_the_fold()
     started = _start(request, args)
     if isinstance(started, int):  # the command could not be started: said in one line
@@ -215,7 +217,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
     from vmmtui.pipeline.session import TraceSession
 
-    tee = Tee(recorder, sinks, bool(args.perfetto))
+    tee = Tee(recorder, sinks, bool(args.perfetto), world)
     session: TraceSession | None = (
         None  # the screen runs its own (in the app's thread); the text runs it here
     )
@@ -225,9 +227,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if _wants_screen(args):
                 screen = show(source, tee, args)
             else:
-                session = TraceSession(
-                    source, [tee], never_imported_s=args.never_imported_after or None
-                )
+                session = TraceSession(source, [tee], world=world)
                 _print(session, args)
         finally:
             source.stopping = True
@@ -235,16 +235,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
             captured = getattr(source, "stdout", None)
             if captured is not None and not isinstance(captured, int):  # the screen's capture
                 print_output(captured, command, said)
-            if recorder is not None:
-                recorder.close()
-                if recorder.failed:
-                    print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, tee.seen, args.perfetto, said)
+            lost = _close_files(recorder, sinks, tee.seen, args.perfetto, said)
             leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
     if screen is not None and (screen[0] is not None or screen[1]):
         return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
-        return source.exit.status if source.exit else EXIT_FAILED
+        if getattr(source, "timed_out", False) and command_stopped(source):
+            print(
+                f"vmmtui {said}: --duration {args.duration:g} s ended the trace while the command "
+                "still ran: it was stopped, so it has no exit status of its own (exit 1)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        code = source.exit.status if source.exit else EXIT_FAILED
+        return code or (EXIT_FAILED if lost else EXIT_OK)  # a file asked for and not written
     stopped_by = getattr(source, "stopped_by", None)
     if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
         return 128 + stopped_by
@@ -257,7 +261,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED if lost else EXIT_OK
 
 
 def _request(args: argparse.Namespace, command: list[str]) -> TraceRequest:
@@ -320,7 +324,7 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
         recorded=tee.recorder is not None,
         cast=args.cast,
         output=output if isinstance(output, Output) else None,
-        never_imported_s=args.never_imported_after,
+        world=tee.world,
     )
     try:
         app.run()
@@ -331,10 +335,12 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
 
 class Tee:
     """What every event of the run also goes to, in the thread that runs it: the recording, the
-    exporters, and the events kept for ``--perfetto`` at the end."""
+    exporters, and the events kept for ``--perfetto`` at the end. ``world``: the run's, which
+    the session that feeds the tee folds and the exporters read."""
 
-    def __init__(self, recorder, sinks: list, perfetto: bool) -> None:
+    def __init__(self, recorder, sinks: list, perfetto: bool, world=None) -> None:
         self.recorder, self.sinks, self.perfetto = recorder, sinks, perfetto
+        self.world = world
         self.seen: list = []
 
     def __call__(self, e) -> None:
@@ -346,14 +352,14 @@ class Tee:
             self.seen.append(e)
 
 
-def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list) -> int:
+def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list, world) -> int:
     """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
     command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
     from vmmtui.trace.output import Output
     from vmmtui.tui.trace import TraceApp
 
     said = getattr(args, "said_as", "trace")
-    tee = Tee(recorder, sinks, bool(args.perfetto))
+    tee = Tee(recorder, sinks, bool(args.perfetto), world)
     command = list(request.command)
     # the screen is the inspector's: the command's stdout and stderr are captured, shown on O
     # and printed once the inspector closes
@@ -370,33 +376,37 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
         recorded=tee.recorder is not None,
         cast=args.cast,
         output=output,
-        never_imported_s=args.never_imported_after,
+        world=tee.world,
     )
     try:
         app.run()
     finally:
-        app.end_trace()
-        if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
-            app.tracer.finished.wait(1.0)
+        app.end_trace()  # waits for the tracer's thread, at most END_WAIT_S after q in all
         if output is not None:
             output.finish()
             print_output(output, command, said)
-        if recorder is not None:
-            recorder.close()
-            if recorder.failed:
-                print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-        _close_sinks(sinks, tee.seen, args.perfetto, said)
+        lost = _close_files(recorder, sinks, tee.seen, args.perfetto, said)
         leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
         if app.code and (tracer is None or tracer.exit is None):
             return app.code
+    failed = EXIT_FAILED if lost or app.lost() else EXIT_OK  # a file asked for, not written
+    for line in app.lost():
+        print(f"vmmtui {said}: {line}", file=sys.stderr)
+    if app.signalled is None and command and tracer is None:  # q before the trace had started
+        print(
+            f"vmmtui {said}: quit while the trace was starting (the probes loading): the command "
+            "did not run",
+            file=sys.stderr,
+        )
+        return failed  # the screen's rule: q is 0 (1 where a file asked for was not written)
     if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
-        return exit_status(app.signalled)
+        return exit_status(app.signalled, failed)
     if command and tracer is not None and tracer.exit is not None:
-        return tracer.exit.status  # it ended by itself
-    return EXIT_OK if not command else EXIT_FAILED
+        return tracer.exit.status or failed  # it ended by itself
+    return failed if not command else EXIT_FAILED
 
 
 def print_output(output, command: list[str], said: str) -> None:
@@ -491,20 +501,29 @@ def _unwritable(path: str) -> str:
     return "" if os.access(folder, os.W_OK) else f"cannot write in {folder}"
 
 
-def _sinks(args: argparse.Namespace) -> list | int:
-    """The exporters the options ask for (``feed(e)``, ``close()``), or an exit code after one line."""
+def _world(args: argparse.Namespace):
+    """The run's world (``model.world``), made once: the session folds it, the exporters read it."""
+    from vmmtui.model.handles import NEVER_IMPORTED_S
+    from vmmtui.model.world import World
+
+    return World(args.never_imported_after or NEVER_IMPORTED_S)
+
+
+def _sinks(args: argparse.Namespace, world) -> list | int:
+    """The exporters the options ask for (``feed(e)``, ``close()``), reading the run's
+    ``world``, or an exit code after one line."""
     sinks: list = []
     said = getattr(args, "said_as", "trace")
     try:
         if args.prometheus:
             from vmmtui.fleet.prometheus import MetricsEndpoint
 
-            sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf"))
+            sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf", world=world))
             print(f"vmmtui {said}: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
         if args.otlp:
             from vmmtui.fleet.otlp import OtlpExporter
 
-            sinks.append(OtlpExporter(args.otlp))
+            sinks.append(OtlpExporter(args.otlp, world=world))
     except ValueError as exc:
         _close_sinks(sinks, [])
         return _usage(str(exc), said)
@@ -523,9 +542,36 @@ def _sinks(args: argparse.Namespace) -> list | int:
     return sinks
 
 
+def how_many(n: int, thing: str) -> str:
+    """``1 fd transfer``, ``2 fd transfers``."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
+def command_stopped(source) -> bool:
+    """Whether the traced command did not end by itself: no exit of its own was seen, or the
+    stop signal the trace sent ended it (SIGTERM, then SIGKILL)."""
+    ex = getattr(source, "exit", None)
+    return ex is None or ex.signal in (signal.SIGTERM, signal.SIGKILL)
+
+
+def _close_files(recorder, sinks: list, events: list, perfetto: str | None, said: str) -> list[str]:
+    """The recording closed and the exporters' files written, each failure said in one line:
+    those lines (the command then exits 1 where it would have exited 0)."""
+    lost: list[str] = []
+    if recorder is not None:
+        recorder.close()
+        if recorder.failed:
+            print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
+            lost.append(recorder.failed)
+    if not _close_sinks(sinks, events, perfetto, said):
+        lost.append(f"--perfetto {perfetto}")
+    return lost
+
+
 def _close_sinks(
     sinks: list, events: list, perfetto: str | None = None, said: str = "trace"
-) -> None:
+) -> bool:
+    """The exporters closed and the Perfetto file written: False when it could not be (said)."""
     for sink in sinks:
         sink.close()
         if problem := getattr(sink, "problem", ""):
@@ -540,7 +586,13 @@ def _close_sinks(
                 file=sys.stderr,
             )
         except OSError as exc:
-            print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
+            print(
+                f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}; nothing was "
+                "written",
+                file=sys.stderr,
+            )
+            return False
+    return True
 
 
 def _print(session, args: argparse.Namespace) -> None:
@@ -673,17 +725,20 @@ def verdict_line(ledger, by) -> str:
     return (
         f"{head}; {good} shared/imported"
         + (f", {quiet} quiet fact{'s' if quiet != 1 else ''}" if quiet else "")
-        + f"; followed {ledger.transfers.total} fd transfers, {len(ledger.allocations)} "
-        f"allocations, {len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers "
+        + f"; followed {how_many(ledger.transfers.total, 'fd transfer')}, "
+        f"{how_many(len(ledger.allocations), 'allocation')}, "
+        f"{how_many(len(ledger.ipc), 'IPC handle')}, "
+        f"{how_many(len(ledger.pool_ptrs), 'pool pointer')} "
         "(each one's calls and findings: --json)"
     )
 
 
-def replay_trace(recording) -> int:
-    """A trace recording, printed as the live trace printed it (the session run again on it)."""
+def replay_trace(recording, folded=None) -> int:
+    """A trace recording, printed as the live trace printed it: the stream of its one fold
+    (``folded``: ``pipeline.replay.trace_timeline``, the replay's; made here where not given)."""
     from rich.console import Console
 
-    from vmmtui.pipeline.session import TraceSession
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.words.trace import Bystanders, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
@@ -692,11 +747,14 @@ def replay_trace(recording) -> int:
         style="bold",
         markup=False,  # the title and the machine are the recording's words, not markup
     )
-    session, names, bystanders = TraceSession.replay(recording.events), ProcessNames(), Bystanders()
-    for e in session.events():
+    folded = folded or trace_timeline(recording.events)
+    names, bystanders = ProcessNames(), Bystanders()
+    for e in folded.events:
         names.see(e)
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)
-    _summary(console, session.ledger, names.t0, bystanders.words())
+    if folded.world is None:  # a live run's timeline: its session holds the world
+        raise ValueError("replay_trace takes a recording's timeline (trace_timeline)")
+    _summary(console, folded.world.ledger, names.t0, bystanders.words())
     return EXIT_OK

@@ -59,6 +59,9 @@ READ_MOST = 4096
 #: than the calls come, as ``--text`` can be) the reader waits and the kernel's ring buffer holds
 #: the rest, then counts what it cannot (said as records lost): a long trace's memory is bounded
 RAW_MOST = 50_000
+#: events held for the kernel's order, at most: past them (a flood that never lets the reader
+#: drain the ring) they go by the clock alone, as a reader that keeps up would let them go
+ORDER_MOST = 200_000
 #: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
 #: is known before the records around it are released
 LOSS_READ_S = 0.02
@@ -135,6 +138,8 @@ class Tracer:
         #: pids seen in a container or a PID namespace of their own (their children are read too)
         self.placed: set[int] = set()
         self.stopping = False
+        #: --duration ended the trace (not the command's end, nor a stop)
+        self.timed_out = False
         #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
         self.stopped_by: int | None = None
         self.files = FileNames()
@@ -146,6 +151,9 @@ class Tracer:
         self.lost_checked = 0.0
         #: the kernel's order: records wait here until those stamped before them have arrived
         self.order = KernelOrder()
+        #: every record stamped before this (the kernel's clock) has been read out of the ring:
+        #: the reader found every CPU's ring drained after this time (0: not yet)
+        self.read_upto_ns = 0
         self.ktime0 = 0
         #: set when events() has ended (and closed the probe): another thread may then go on
         self.finished = threading.Event()
@@ -206,11 +214,9 @@ class Tracer:
             )
             return
         assert self.probe is not None
-        done: list[str] = []
-        missing: list[str] = []
-        for cookie, func in enumerate(FUNCS):
-            why = self.probe.attach_uprobe(lib, func, cookie)
-            (missing if why else done).append(func if not why else f"{func} ({why})")
+        unprobed = self.probe.attach_uprobes(lib, list(enumerate(FUNCS)))
+        done = [func for func in FUNCS if func not in unprobed]
+        missing = [f"{func} ({why})" for func, why in unprobed.items()]
         if done:
             self.probes.append(f"CUDA: {', '.join(done)} in {lib}")
         if missing:
@@ -256,6 +262,7 @@ class Tracer:
         if self.stopping:
             return True
         if self.duration is not None and time.monotonic() - t0 >= self.duration:
+            self.timed_out = True  # --duration ended it (the command may still have been running)
             return True
         if self.everything:
             return False
@@ -297,8 +304,9 @@ class Tracer:
                 self._reap()
                 while self.killed:
                     yield self.killed.pop(0)
+                upto = self.read_upto_ns  # before the drain: what it read is in the queue
                 yield from self.order.extend(self._drain(POLL_MS))
-                yield from self.order.release(time.monotonic_ns())
+                yield from self.order.release(self._release_point(upto))
                 if on_batch is not None:
                     on_batch()
                 if time.monotonic() - last_check > 1.0:
@@ -310,9 +318,8 @@ class Tracer:
                 if self._done(t0):
                     break
             self._stop_reader()
-            if self.probe is not None:  # no more records: the user waits for nothing that comes now
-                # (in process the uprobes stay on: ``close`` takes them off behind the caller)
-                self.probe.detach(uprobes=not self.in_process)
+            if self.probe is not None:
+                self.probe.detach()  # no more records: the user waits for nothing that comes now
             # what the kernel had written before: all of it when the trace ended by itself; when
             # it was stopped (q, a signal), what STOP_DRAIN_S decodes, the rest counted and said
             # (in process: all of it, however long it takes)
@@ -357,6 +364,18 @@ class Tracer:
         finally:
             f.close()
 
+    def _release_point(self, upto: int) -> int:
+        """The clock ``KernelOrder.release`` is given: now, but never past the time the reader last
+        drained every ring (``upto``, read before the drain that took its records). A reader
+        behind the calls (a flood, a busy machine) leaves records older than the window in the
+        ring: released by the clock alone, a holder's exit read late went after its exporter's,
+        and the exporter's exit claimed it held the memory still. Past ``ORDER_MOST`` events held,
+        the clock alone (memory is bounded; the straggler is counted as late)."""
+        now = time.monotonic_ns()
+        if self._reader is None or len(self.order) > ORDER_MOST:
+            return now
+        return min(now, upto)
+
     def _start_reader(self) -> None:
         self._reading.set()
         self._halt.clear()
@@ -380,9 +399,12 @@ class Tracer:
             if self._queued >= RAW_MOST:  # the consumer is behind: the ring buffer holds the rest
                 self._halt.wait(READ_GAP_S)
                 continue
+            before = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
             records = probe.poll(POLL_MS)
             if records:
                 self._put(records)
+            if len(records) < READ_MOST:  # every ring drained: all stamped before it is out
+                self.read_upto_ns = before
             if len(records) < READ_MOST:  # not a backlog: the next records wait to come together
                 self._halt.wait(READ_GAP_S - (time.monotonic() - t))
         records = probe.poll(0)
@@ -507,12 +529,6 @@ class Tracer:
         """The end: what still runs of the command's tree is ended (as on q), the probe closed."""
         if self.tree is not None:
             self.tree.close()
-        probe, self.probe = self.probe, None
-        if probe is None:
-            return
-        if self.in_process and probe.uprobes:
-            # the caller's block is over and its records read: the uprobes come off (seconds for
-            # libcuda's, a grace period each) in the background, not in the caller's next test
-            threading.Thread(target=probe.close, name="vmmtui-probe-close", daemon=True).start()
-        else:
-            probe.close()
+        if self.probe is not None:
+            self.probe.close()
+            self.probe = None
