@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens screens-round3 house bindings-new tracer tracer-floor world ci all; each is an `if` below)
+#        app-lite interrupts serve screens screens-round3 house bindings-new tracer tracer-floor world ci verdict all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -523,6 +523,33 @@ PY
       world "sync-drop-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --drop $flag
     done
     step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = verdict ]; then
+    # issue 45: the verdict in a test. One GPU, root (eBPF). A PyTorch weight sync under the pytest
+    # plugin, legacy IPC and expandable segments: expect, in each run's short summary,
+    # "FAILED …test_engine_keeps_every_bucket" with "pinned-over-budget · 256 MiB pinned across
+    # processes at the end of the block" (and any finding of the ledger that names the kept
+    # buckets), "PASSED …test_engine_drops_every_bucket", and the summary "2 tests traced by eBPF,
+    # 1 with problems" with the failing test's recording; then the CPU suites and the API's tests.
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    step python3 -c 'from vmmtui.trace.loader import why_not; from vmmtui.trace.cuda import find_libcuda; print("eBPF:", why_not() or "usable"); print("libcuda:", find_libcuda())'
+    # the plugin by its entry point where vmmtui is installed, else named
+    plugin=""
+    python3 -c 'from importlib.metadata import entry_points as e; exit(not [x for x in e(group="pytest11") if x.name == "vmmtui"])' || plugin="-p vmmtui.verdict.plugin"
+    step python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui --vmmtui-dir "$out/verdict-legacy" \
+      tests/fixtures/verdict_suite/torch_sync_suite.py
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui --vmmtui-dir "$out/verdict-es" \
+      tests/fixtures/verdict_suite/torch_sync_suite.py
+    for rec in "$out"/verdict-legacy/*.jsonl "$out"/verdict-es/*.jsonl; do
+      [ -f "$rec" ] && step python3 -m vmmtui replay "$rec" | tail -5
+    done
+    step python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui tests/fixtures/verdict_suite/weight_sync_suite.py
+    step python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_verdict_api.py tests/test_verdict_plugin.py
+    step python3 scripts/plugin-cost.py --repeat 8
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = ledger-load ]; then
