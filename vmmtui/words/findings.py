@@ -512,7 +512,7 @@ def _freed_at_teardown(f: LedgerFinding) -> Said:
     return Said(
         f"freed {f.handle:#x} {f.gap_ns / 1e9:.2f} s before pid {f.peer} {went}",
         "both sides tore down together (the CUDA docs leave any use in between undefined; "
-        f"no access can be seen; {_size(f.size)}, proved by {_proved(f)})",
+        f"no access can be seen): {_size(f.size)}, proved by {_proved(f)}",
     )
 
 
