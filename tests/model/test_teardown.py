@@ -108,3 +108,9 @@ def test_teardowns_are_counted_as_quiet_facts_by_their_own_kind():
         "1 legacy free let go by the importer within the teardown window"
     )
     assert FindingKind.FREED_AT_TEARDOWN == "freed-at-teardown"
+
+
+def test_a_second_free_of_the_pointer_while_one_waits_is_not_a_second_fact():
+    again = CudaCall(A, A, T0 + 100, "cuMemFree_v2", 0, ptr=0x5000)
+    _, found = run([*shared(), again, close(T0 + S)])
+    assert kinds(found) == ["freed-at-teardown"]

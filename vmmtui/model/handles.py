@@ -458,8 +458,9 @@ class HandleBook:
     def _freed_while_held(self, x: Export, t: int) -> None:
         """The importers that hold ``x`` as it is freed: each waits ``teardown_ns`` for its close
         (``_settle``), the problem said only if it does not come."""
+        waiting = {(id(f.x), f.importer) for f in self.freed}
         for ipid, opens in x.opens.items():
-            if self._holds(x, ipid):
+            if self._holds(x, ipid) and (id(x), ipid) not in waiting:
                 self.freed.append(_Freed(x, ipid, t, tuple(opens)))
 
     def _settle(self, t: int, out: list[HandleFact], via: str, end: bool = False) -> None:
