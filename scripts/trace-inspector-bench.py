@@ -149,8 +149,12 @@ def step_back(events: list, samples: int) -> dict:
     from vmmtui.record.calls import CallTimeline
     from vmmtui.view import FrameStates, ScreenState
 
+    # which calls matter, as the run's session said (the live inspector gets them so): the
+    # timeline folds nothing of its own
+    marked = list(TraceSession.replay(events).marked())
+    events, calls = [e for e, _ in marked], [c for _, c in marked]
     t = time.perf_counter()
-    states = FrameStates(CallTimeline(events), ScreenState.for_programs())
+    states = FrameStates(CallTimeline(events, calls), ScreenState.for_programs())
     states.latest()
     fold_s = time.perf_counter() - t
     rng = random.Random(7)

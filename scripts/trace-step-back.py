@@ -67,19 +67,21 @@ def main() -> None:
     a = p.parse_args()
     states = FrameStates(CallTimeline(), ScreenState.for_programs())
     batch: list = []
+    marks: list[bool] = []
     t0 = time.perf_counter()
-    for e in TraceSession(Load(a.calls // 5), live=False).events():
+    for e, call in TraceSession(Load(a.calls // 5), live=False).marked():
         batch.append(e)
+        marks.append(call)  # the session's world says which calls matter, as live
         if len(batch) == 4096:  # the app's batches; its repaint folds them, then forgets
-            states.extend(batch)
-            batch = []
+            states.extend(batch, marks)
+            batch, marks = [], []
             states.latest()
             if len(states.timeline.events) > MAX_EVENTS:
                 cut = len(states.timeline.events) - KEEP_EVENTS
                 ends = [f.end for f in states.timeline.frames]
 
                 states.forget(bisect_right(ends, cut) - 1)
-    states.extend(batch)
+    states.extend(batch, marks)
     states.latest()
     fold_s = time.perf_counter() - t0
     rng = random.Random(7)

@@ -7,6 +7,7 @@ import sys
 
 from tests.fleet.test_facts import EXP, IMP, gpu_share_events
 from vmmtui.pipeline.replay import resolve
+from vmmtui.pipeline.session import TraceSession
 from vmmtui.render import perfetto
 
 
@@ -48,8 +49,11 @@ def test_a_session_recording_has_a_track_per_worker_and_flows_producer_to_consum
 
 
 def test_a_trace_has_calls_as_slices_and_flows_for_the_fd_and_the_allocation(tmp_path):
+    """Perfetto's file is a projection of the run's stream (each event, then what the world
+    found in it): its flows are the world's matches, drawn without a fold of its own."""
     out = tmp_path / "t.json"
-    perfetto.write(out, gpu_share_events(exporter_exits=False))
+    stream = list(TraceSession.replay(gpu_share_events(exporter_exits=False)).events())
+    perfetto.write(out, stream)
     body = json.loads(out.read_text())["traceEvents"]
     check_shape(body)
     flows = {e["name"]: (e["pid"]) for e in body if e["ph"] == "s"}

@@ -1,7 +1,7 @@
 """The status line's words (vmmtui/words/status.py): one count per concept, what is left out said
 once, and the calls a trace's frames leave out counted from its timeline."""
 
-from vmmtui.record.calls import CallTimeline
+from vmmtui.pipeline.replay import trace_timeline
 from vmmtui.stream.observed import FdCloseCall, FdDuplicated, MemfdCreated, TraceStarted
 from vmmtui.words.status import calls_not_drawn, replay_where, session_where, trace_where
 
@@ -29,7 +29,7 @@ def test_the_timeline_counts_the_calls_that_are_no_frame():
     def call(cls, **kw):
         return cls(pid=10, tid=10, ktime=0, **kw)
 
-    t = CallTimeline(
+    t = trace_timeline(
         [
             TraceStarted(mode="ebpf", targets=[10]),
             call(FdCloseCall, fd=7, file="", result=0),  # an fd that never held anything: no frame

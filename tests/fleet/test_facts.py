@@ -6,7 +6,7 @@ import threading
 
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
 from vmmtui.pipeline.replay import read
-from vmmtui.pipeline.session import TraceSession
+from vmmtui.pipeline.session import RecordingSource, TraceSession
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -44,11 +44,27 @@ def gpu_share_events(exporter_exits: bool) -> list:
     return events
 
 
+def run_of(facts: SharingFacts, sink=None) -> TraceSession:
+    """The run's session, its events pushed one at a time (``TraceSession.push``): it folds the
+    world ``facts`` read, and its sink (``facts``, or the exporter around them) gets its stream,
+    as a live agent's exporters do."""
+    feed = (sink or facts).feed
+    return TraceSession(RecordingSource(()), [feed], live=False, world=facts.world)
+
+
+def push(facts: SharingFacts, *events) -> None:
+    """``events`` through the run whose world ``facts`` read."""
+    run_of(facts).push(*events)
+
+
 def fed(events, facts: SharingFacts | None = None) -> SharingFacts:
-    """The facts as a node agent folds them: fed the trace session's stream (its findings too)."""
+    """The facts as a node agent has them: fed the trace session's stream (its findings too)
+    after the session folded each event into the world the facts read."""
     facts = facts or SharingFacts()
-    for e in TraceSession.replay(events).events():
-        facts.feed(e)
+    for _ in TraceSession(
+        RecordingSource(events), [facts.feed], live=False, world=facts.world
+    ).events():
+        pass
     return facts
 
 
@@ -69,8 +85,11 @@ def test_exports_imports_and_live_importers_are_counted_per_process():
 def test_an_importer_holding_memory_of_a_dead_exporter_is_counted_until_it_releases():
     f = share_a_gpu_allocation(exporter_exits=True)
     assert f.orphaned_bytes() == {IMP: 2 * MiB}
-    f.feed(CudaCall(IMP, IMP, 9, "cuMemUnmap", 0, ptr=0x7F0000))
-    f.feed(CudaCall(IMP, IMP, 10, "cuMemRelease", 0, handle=0xB))
+    push(
+        f,
+        CudaCall(IMP, IMP, 9, "cuMemUnmap", 0, ptr=0x7F0000),
+        CudaCall(IMP, IMP, 10, "cuMemRelease", 0, handle=0xB),
+    )
     assert f.orphaned_bytes() == {}
     assert f.live_importers() == {}
 
@@ -120,7 +139,7 @@ def test_a_received_fd_never_closed_is_counted_at_the_holders_exit():
 
 def test_a_process_label_is_its_host_pid_command_and_container_with_names_sanitised():
     f = SharingFacts()
-    f.feed(MemfdCreated(os.getpid(), os.getpid(), 1, "x", 5, "fx"))
+    push(f, MemfdCreated(os.getpid(), os.getpid(), 1, "x", 5, "fx"))
     f._label(os.getpid(), "\x1b]0;PWNED\x07")
     label = f.label(os.getpid())
     assert label.pid == os.getpid()
@@ -164,10 +183,12 @@ def test_the_metrics_count_the_findings_the_end_line_counts():
     from vmmtui.stream.observed import TraceFinished
 
     path = Path(__file__).parents[1] / "data" / "traces" / "fake_pool_calls.jsonl.gz"
-    events = list(TraceSession.replay(read(path).events).events())
     f = SharingFacts()
-    for e in events:
-        f.feed(e)
+    events = list(
+        TraceSession(
+            RecordingSource(read(path).events), [f.feed], live=False, world=f.world
+        ).events()
+    )
     end = next(e for e in events if isinstance(e, TraceFinished))
     scraped = [
         s.value
@@ -187,10 +208,12 @@ def test_the_metrics_weigh_the_findings_as_the_end_line_does():
     from vmmtui.stream.observed import TraceFinished
 
     path = Path(__file__).parents[1] / "data" / "traces" / "keeps_received.jsonl.gz"
-    events = list(TraceSession.replay(read(path).events).events())
     f = SharingFacts()
-    for e in events:
-        f.feed(e)
+    events = list(
+        TraceSession(
+            RecordingSource(read(path).events), [f.feed], live=False, world=f.world
+        ).events()
+    )
     end = next(e for e in events if isinstance(e, TraceFinished))
     scraped = {
         (s.name, tuple(s.labels.values())): s.value

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from tests.fleet.test_facts import EXP, IMP, MiB, gpu_share_events  # noqa: E402
+from tests.fleet.test_facts import EXP, IMP, MiB, gpu_share_events, run_of  # noqa: E402
 from vmmtui.fleet.otlp import OtlpExporter, traces_url  # noqa: E402
 from vmmtui.stream.observed import CudaCall, FdCloseCall  # noqa: E402
 
@@ -60,13 +60,13 @@ def attrs(span) -> dict:
 
 def test_a_finished_allocation_is_one_trace_export_transfer_import_map(collector):
     exporter = OtlpExporter(f"http://127.0.0.1:{collector.server_port}")
-    for e in gpu_share_events(exporter_exits=False):
-        exporter.feed(e)
-    exporter.feed(CudaCall(IMP, IMP, 9, "cuMemUnmap", 0, ptr=0x7F0000))
-    exporter.feed(CudaCall(IMP, IMP, 10, "cuMemRelease", 0, handle=0xB))
-    exporter.feed(CudaCall(EXP, EXP, 11, "cuMemRelease", 0, handle=0xA))
+    run = run_of(exporter.facts, exporter)
+    run.push(*gpu_share_events(exporter_exits=False))
+    run.push(CudaCall(IMP, IMP, 9, "cuMemUnmap", 0, ptr=0x7F0000))
+    run.push(CudaCall(IMP, IMP, 10, "cuMemRelease", 0, handle=0xB))
+    run.push(CudaCall(EXP, EXP, 11, "cuMemRelease", 0, handle=0xA))
     assert not exporter.sent  # the exporter still holds the exported fd 7: the file lives on
-    exporter.feed(FdCloseCall(EXP, EXP, 12, 7, "f7", 0))
+    run.push(FdCloseCall(EXP, EXP, 12, 7, "f7", 0))
     assert len(exporter.sent) == 1  # sent as soon as the last holder let go
     exporter.close()
     assert collector.paths == ["/v1/traces"] and exporter.problem == ""
@@ -85,8 +85,7 @@ def test_a_finished_allocation_is_one_trace_export_transfer_import_map(collector
 
 def test_what_is_still_held_at_the_end_is_sent_marked_open(collector):
     exporter = OtlpExporter(f"http://127.0.0.1:{collector.server_port}/")
-    for e in gpu_share_events(exporter_exits=False):
-        exporter.feed(e)
+    run_of(exporter.facts, exporter).push(*gpu_share_events(exporter_exits=False))
     assert not exporter.sent
     exporter.close()
     root = next(s for s in collector.spans if s.name == "allocation")
@@ -104,8 +103,7 @@ def test_nothing_listening_is_one_sentence_at_the_end_and_no_sdk_chatter(capfd):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     exporter = OtlpExporter(f"http://127.0.0.1:{port}")
-    for e in gpu_share_events(exporter_exits=False):
-        exporter.feed(e)
+    run_of(exporter.facts, exporter).push(*gpu_share_events(exporter_exits=False))
     exporter.close()
     assert exporter.problem.startswith(f"5 of 5 spans not delivered to http://127.0.0.1:{port}/")
     assert "(Connection refused)" in exporter.problem

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.pipeline.replay import read
+from vmmtui.pipeline.replay import read, trace_timeline
 from vmmtui.pipeline.session import refold
-from vmmtui.record.calls import CallTimeline
 from vmmtui.stream.events import FdOpened
 from vmmtui.stream.observed import FdCloseCall, FdDuplicated, QueuedAtRelease, TraceStarted
 from vmmtui.view.programs import ProgramsView, fold_program_event
@@ -29,7 +28,7 @@ def counted(events) -> tuple[int, int]:
     v = ProgramsView()
     for e in events:
         v = fold_program_event(v, e)
-    return CallTimeline(events).frames[-1].steps, v.calls_len
+    return trace_timeline(events).frames[-1].steps, v.calls_len
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)

@@ -1,11 +1,16 @@
-"""The programs panel and the ledger agree: the same processes, the same fds of interest for each
-at every event, the same transfers and the same count of findings, over every recorded trace and
-over polling's events. Which fds are of interest is the ledger's (``Ledger.fds_of``); the panel,
-the timeline's frames and plain output's lines all ask the one rule (``model.interest``) of them.
+"""One fold: the run's world (``model.world``: the ledger and its refcount book) is folded once,
+by the trace session, and the renderers, the exporters and the timeline read it or its stream;
+none of them builds or folds one of its own. The programs panel's own per-frame fold
+(``view/programs.py``) is still one, proven equal here: the same processes, the same fds of
+interest for each at every event, the same transfers and the same count of findings, over every
+recorded trace and over polling's events. Which fds are of interest is the ledger's
+(``Ledger.fds_of``); the panel, the timeline's frames and plain output's lines all ask the one
+rule (``model.interest``) of them.
 """
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +19,7 @@ import pytest
 from vmmtui.model.findings import Memory
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.probes import reclassified
+from vmmtui.pipeline.replay import trace_timeline
 from vmmtui.pipeline.session import TraceSession
 from vmmtui.record.calls import CallTimeline
 from vmmtui.record.recording import read
@@ -51,6 +57,44 @@ TRACES = sorted(
 A, B = 1000, 2000
 SOCK = SocketEnd(100, 101, "@vmm")
 PEER = SocketEnd(101, 100, "@vmm")
+
+
+#: what makes or moves a world: built only by ``model/world.py`` (the ledger, the book) and the
+#: pipeline (the session), folded only by the session
+BUILDS = {"Ledger", "Refcounts", "HandleBook", "TraceSession"}
+FOLDS = {"apply", "fold", "finish"}
+#: the packages that read the world or its stream: the screen's state, storage and the timeline,
+#: the renderers, the exporters
+READERS = ("view", "record", "render", "fleet")
+
+
+def _folds_in(path: Path) -> list[str]:
+    """Each place in a module that builds a ledger, a book or a session, or folds a world or a
+    ledger (``x.apply(...)``, ``x.fold(...)``, ``x.finish()`` of something named for one)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        owner = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ""
+        folds = name in FOLDS and any(
+            w in owner.lower() for w in ("ledger", "world", "session", "refs")
+        )
+        if name in BUILDS or owner in BUILDS or folds:
+            out.append(f"{path.name}:{node.lineno} {ast.unparse(f)}")
+    return out
+
+
+def test_no_reader_of_the_world_builds_or_folds_one_of_its_own():
+    """The timeline, Perfetto's file, the exporters and the screen's state take the run's world
+    (or its stream); a recording is run through the pipeline by the replay
+    (``pipeline.replay.trace_timeline``), never by them."""
+    found = []
+    for package in READERS:
+        for path in sorted((ROOT / "vmmtui" / package).rglob("*.py")):
+            found += [f"{package}/{x}" for x in _folds_in(path)]
+    assert found == []
 
 
 def _disagree(ledger: Ledger, v: ProgramsView) -> list[tuple[int, set[int], set[int]]]:
@@ -105,19 +149,20 @@ def test_the_panel_and_the_ledger_agree_at_every_event(path: Path):
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
-def test_the_timeline_cuts_where_the_session_s_ledger_says(path: Path):
+def test_the_timeline_cuts_where_the_session_s_world_says(path: Path):
     """The call timeline takes the run's word for which calls matter (``TraceSession.marked``);
-    left to itself it folds a ledger of its own: the same frames, and the same fds as the run's."""
+    given a recording alone, the replay runs it through the one pipeline and keeps that fold's
+    world (``trace_timeline``): the same frames, and the same fds as the run's."""
     raw = list(reclassified(read(path).events))
     session = TraceSession.replay(raw)
     marked = list(session.marked())
     told = CallTimeline([e for e, _ in marked], [call for _, call in marked])
-    alone = CallTimeline([e for e, _ in marked])
-    assert told.ledger is None and alone.ledger is not None
+    alone = trace_timeline(raw)
+    assert told.world is None and alone.world is not None
     assert [f.label for f in told.frames] == [f.label for f in alone.frames]
     assert len(told.frames) > 1
-    pids = set(session.ledger.procs) | set(alone.ledger.procs)
-    assert {p: set(alone.ledger.fds_of(p)) for p in pids} == {
+    pids = set(session.ledger.procs) | set(alone.world.ledger.procs)
+    assert {p: set(alone.world.ledger.fds_of(p)) for p in pids} == {
         p: set(session.ledger.fds_of(p)) for p in pids
     }
 
@@ -150,7 +195,7 @@ def test_a_dup_of_an_fd_of_no_interest_is_nothing_anywhere():
     assert said == [] and session.ledger.fds_of(A) == {4, 10}
     assert not worth_a_line(FdCloseCall(A, A, 4, 9, "flog", 0), session.ledger)
     assert worth_a_line(FdCloseCall(A, A, 4, 10, "f4", 0), session.ledger)
-    assert CallTimeline(events).frames[-1].steps == v.calls_len == 2
+    assert trace_timeline(events).frames[-1].steps == v.calls_len == 2
 
 
 def test_a_dup2_onto_an_fd_of_interest_closes_it_everywhere():
@@ -166,7 +211,7 @@ def test_a_dup2_onto_an_fd_of_interest_closes_it_everywhere():
     session, v, said = _fold_both(events)
     assert said == [] and not session.ledger.fds_of(A) and not v.proc(A).fds
     assert not session.ledger.holders("f4")
-    assert CallTimeline(events).frames[-1].steps == v.calls_len == 2
+    assert trace_timeline(events).frames[-1].steps == v.calls_len == 2
 
 
 def test_polling_folds_to_the_same_fds():

@@ -8,7 +8,7 @@ import pytest
 
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.probes import Capability, Context, Found, Probe, classify
-from vmmtui.record.calls import CallTimeline
+from vmmtui.pipeline.replay import trace_timeline
 from vmmtui.record.gallery import find
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding, TraceFinished
@@ -70,7 +70,7 @@ def test_the_gallery_torch_trace_has_probes_and_nothing_to_look_at():
     assert not refused, refused
     [end] = [e for e in rec.events if isinstance(e, TraceFinished)]
     assert end.findings == 0  # recorded as 3: the probes counted as findings
-    states = FrameStates(CallTimeline(rec.events), ScreenState.for_programs())
+    states = FrameStates(trace_timeline(rec.events), ScreenState.for_programs())
     last = states.at(states.last)
     assert last.programs is not None and last.programs.bad_findings == 0
     assert "0 to look at" in status_words(last.status).get("findings", "0 to look at"), last.status

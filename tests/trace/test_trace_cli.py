@@ -175,10 +175,9 @@ def test_the_page_of_a_trace_recording_draws_every_call(tmp_path):
         timeout=600,
     )
     assert res.returncode == 0, res.stderr
-    from vmmtui.pipeline.replay import read
-    from vmmtui.record.calls import CallTimeline
+    from vmmtui.pipeline.replay import read, trace_timeline
 
-    calls = CallTimeline(read(rec).events)
+    calls = trace_timeline(read(rec).events)
     assert f"wrote {tmp_path / 't.html'}: {len(calls.frames)} frames" in res.stdout, res.stdout
     from vmmtui.tui import flipbook
 

@@ -13,11 +13,14 @@ from vmmtui.stream.observed import TraceStarted
 from vmmtui.view import FrameStates, ScreenState
 
 
-def events(n: int, first: int = 0) -> list:
+def marked(n: int, first: int = 0) -> tuple[list, list[bool]]:
+    """The stream of ``n`` shares as the run's session makes it, with its marks (which events
+    are calls that matter, as the live inspector gets them)."""
     head = [TraceStarted("ebpf", [1000], ["load"], ktime0=10**12)] if first == 0 else []
     source = type("S", (), {"stopping": False, "pids": []})()
     source.events = lambda on_batch=None: iter([*head, *shares(n, first)])
-    return list(TraceSession(source, live=False).events())
+    out = list(TraceSession(source, live=False).marked())
+    return [e for e, _ in out], [c for _, c in out]
 
 
 def counts(s: ScreenState) -> tuple:
@@ -39,12 +42,12 @@ def counts(s: ScreenState) -> tuple:
 
 
 def test_a_kept_frame_is_the_state_the_whole_fold_gives_and_counts_stay_whole():
-    evs = events(3000)
+    evs, calls = marked(3000)
     whole = FrameStates(CallTimeline(), ScreenState.for_programs())
-    whole.extend(evs)
+    whole.extend(evs, calls)
     cut = FrameStates(CallTimeline(), ScreenState.for_programs())
     for k in range(0, len(evs), 1000):  # as the live app folds: batch by batch
-        cut.extend(evs[k : k + 1000])
+        cut.extend(evs[k : k + 1000], calls[k : k + 1000])
         cut.latest()
         if len(cut.timeline.events) > 4000:
             cut.forget(cut.timeline.frame_of_step(cut.frames[-1].steps - 2000), rows=50)
@@ -68,9 +71,9 @@ def test_the_inspectors_memory_is_flat_however_long_the_trace():
     states = FrameStates(CallTimeline(), ScreenState.for_programs())
 
     def feed(n: int, first: int) -> None:
-        evs = events(n, first)
+        evs, calls = marked(n, first)
         for k in range(0, len(evs), 500):
-            states.extend(evs[k : k + 500])
+            states.extend(evs[k : k + 500], calls[k : k + 500])
             states.latest()
             if len(states.timeline.events) > 3000:
                 states.forget(states.last // 2, rows=100)

@@ -64,3 +64,28 @@ def test_stable_mode_masks_the_runs_file_keys_and_inodes():
     line = log_text(state.log_lines()[-1]).plain
     assert line.startswith("kern producer sendmsg SCM_RIGHTS fd 38 over unix socket")
     assert "(inode …, peer …)" in line and "11" not in line
+
+
+def test_a_receive_names_the_send_queued_on_its_own_socket_not_the_file_s_last_sender():
+    """One open file sent twice over two socket pairs (the producer to the consumer; a third
+    process, also to the consumer, later): the consumer's receive on the producer's socket is
+    the producer's send, as the world matches it (``model.matching``), although the other send
+    of the same struct file came last."""
+    consumer, other = pid_of("consumer"), 4242
+    side = SocketEnd(21, 22, "@side", sk="s21", peer_sk="s22")
+    side_peer = SocketEnd(22, 21, "@side", sk="s22", peer_sk="s21")
+    sock = SocketEnd(11, 12, "/tmp/vmmtui-1-x/vmmtui.sock", sk="s11", peer_sk="s12")
+    peer = SocketEnd(12, 11, "/tmp/vmmtui-1-x/vmmtui.sock", sk="s12", peer_sk="s11")
+    events = [
+        *session_batches()[0],
+        TraceStarted("ebpf", [PRODUCER_PID, consumer]),
+        StepStarted(SEND, "producer", "send"),
+        FdsSent(PRODUCER_PID, PRODUCER_PID, 10, "sendmsg", sock, [38], ["f00d"], 229),
+        FdsSent(other, other, 11, "sendmsg", side, [5], ["f00d"], 1),
+        StepStarted(RECEIVE, "consumer", "receive"),
+        FdsReceived(consumer, consumer, 20, "recvmsg", peer, [39], ["f00d"], 229),
+        FdsReceived(consumer, consumer, 21, "recvmsg", side_peer, [40], ["f00d"], 1),
+    ]
+    first, second = fold(events).kernel.at(RECEIVE)
+    assert [(s.pid, s.fd) for s in first.sources if s] == [(PRODUCER_PID, 38)]
+    assert [(s.pid, s.fd) for s in second.sources if s] == [(other, 5)]

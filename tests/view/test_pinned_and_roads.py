@@ -131,7 +131,7 @@ def test_a_staircase_within_one_millisecond_keeps_every_step():
 def test_perfetto_draws_each_exporters_pinned_bytes_as_a_counter():
     from vmmtui.render.perfetto import from_trace
 
-    counters = [x for x in from_trace(leaking_steps()) if x.get("ph") == "C"]
+    counters = [x for x in from_trace(refold(leaking_steps())) if x.get("ph") == "C"]
     assert [(c["pid"], c["args"]["bytes"]) for c in counters] == [
         (A, MIB),
         (A, 2 * MIB),

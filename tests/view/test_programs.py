@@ -10,8 +10,7 @@ import pytest
 from events_fixture import session_events
 
 from vmmtui.model.ends import End
-from vmmtui.pipeline.replay import read
-from vmmtui.record.calls import CallTimeline
+from vmmtui.pipeline.replay import read, trace_timeline
 from vmmtui.stream.events import (
     Arrival,
     AttachKind,
@@ -128,7 +127,7 @@ def test_pool_road_pool_export_data_and_who_pins_what():
 
 def test_a_thousand_shares_fold_and_every_frame_is_a_call():
     events = read(TRACES / "shares_1000.jsonl.gz").events
-    timeline = CallTimeline(events)
+    timeline = trace_timeline(events)
     states = FrameStates(timeline, ScreenState.for_programs())
     last = states.at(states.last).programs
     assert last is not None and last.transfers_len == 1000
@@ -143,7 +142,7 @@ def test_a_thousand_shares_fold_and_every_frame_is_a_call():
 
 def test_step_back_folds_forward_from_a_snapshot_and_agrees_with_a_fold_from_the_start():
     events = read(TRACES / "shares_1000.jsonl.gz").events
-    states = FrameStates(CallTimeline(events), ScreenState.for_programs())
+    states = FrameStates(trace_timeline(events), ScreenState.for_programs())
     states.at(states.last)
     for k in (10, 777, 3001, states.last - 1):
         end = states.timeline.frames[k].end
@@ -189,7 +188,7 @@ def test_polling_events_fold_into_the_same_views():
     assert not v.procs[10].alive
     assert [t.how for t in v.transfer_list()] == ["kcmp"]
     assert [f.kind for f in v.finding_list()] == ["fd-after-peer"]
-    assert len(CallTimeline(events).frames) == 1 + 7  # each change a frame (not GPU, not leak)
+    assert len(trace_timeline(events).frames) == 1 + 7  # each change a frame (not GPU, not leak)
 
 
 def test_a_finding_of_a_kind_the_fold_does_not_know_still_shows():
@@ -210,7 +209,7 @@ def test_the_demo_session_folds_as_before_with_no_programs():
 @pytest.mark.parametrize("name", ["scm_pair", "quick_share", "fake_cuda_calls"])
 def test_each_call_is_a_frame_and_noise_is_not(name):
     events = read(TRACES / f"{name}.jsonl.gz").events
-    timeline = CallTimeline(events)
+    timeline = trace_timeline(events)
     v = fold(events, ScreenState.for_programs()).programs
     assert v is not None and timeline.frames[-1].steps == v.calls_len
     assert len(timeline.frames) < len(events)  # closes of stdio and the like are no frames

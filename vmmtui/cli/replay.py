@@ -89,12 +89,14 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
 
 
 def load(name: str):
-    """The Recording, or None after printing the one-line reason it cannot be read."""
+    """The Recording, or None after printing the one-line reason it cannot be read. A trace's
+    is read as recorded: the replay folds it once (``trace_timeline``), and everything it shows
+    (the inspector, the page, the text, Perfetto's file) is that one fold."""
     from vmmtui.pipeline.replay import resolve
     from vmmtui.record import RecordingError
 
     try:
-        return resolve(name)
+        return resolve(name, found_again=False)
     except RecordingError as exc:
         print(f"vmmtui: {exc}", file=sys.stderr)
         return None
@@ -144,8 +146,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from vmmtui.record import Timeline
 
     timeline = None
+    folded = trace_timeline(recording.events) if trace else None  # the one fold of a trace
     if args.notes or args.step:  # a trace's frames are its calls, a session's its steps
-        timeline = trace_timeline(recording.events) if trace else Timeline(recording.events)
+        timeline = folded or Timeline(recording.events)
     notes = None
     if args.notes:
         from vmmtui.record.notes import NotesError, read
@@ -169,13 +172,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if sentence:
             print(f"vmmtui: {recording.path}: {sentence}", file=sys.stderr)
     if args.html:
-        return write_html(args.html, recording, notes)
+        return write_html(args.html, recording, notes, folded)
     if args.perfetto:
-        return write_perfetto(args.perfetto, recording.events)
-    if printed:  # a `vmmtui trace --record` recording, as text
+        return write_perfetto(args.perfetto, folded.events if folded else recording.events)
+    if printed and folded is not None:  # a `vmmtui trace --record` recording, as text
         from vmmtui.cli.trace import replay_trace
 
-        return replay_trace(recording)
+        return replay_trace(recording, folded)
     if no_terminal := terminal_missing(
         "the replay",
         "--html OUT.html writes the replay as one page, --transcript FILE as text, without one",
@@ -196,6 +199,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         cast=args.cast,
         start_at=args.step,
         notes=notes,
+        folded=folded,
     )
     app.run()
     from vmmtui.cli.inspector import ended
@@ -283,13 +287,13 @@ def outputs_problem(args: argparse.Namespace) -> str | None:
     return args.screenshots and screenshots_problem(args.screenshots)
 
 
-def write_html(path: str, recording, notes) -> int:
+def write_html(path: str, recording, notes, folded=None) -> int:
     from pathlib import Path
 
     from vmmtui.tui.flipbook import DrawingError, write_page
 
     try:
-        frames, size, stopped = write_page(path, recording, notes)
+        frames, size, stopped = write_page(path, recording, notes, folded)
     except DrawingError as exc:
         print(f"vmmtui: --html {path}: {exc}; nothing written", file=sys.stderr)
         return 1

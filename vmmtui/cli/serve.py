@@ -204,15 +204,15 @@ def command_line(args: list[str]) -> list[str] | None:
 def notes_fit(path: str, recording) -> bool:
     """Whether the notes can be read and bound to the recording's steps (else one line, False):
     checked once here, not in every page."""
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.record import Timeline
-    from vmmtui.record.calls import CallTimeline
     from vmmtui.record.notes import NotesError, read
     from vmmtui.tui.replay import is_trace_recording
 
     trace = is_trace_recording(recording)
     try:
         # a trace's calls are its frames, as replay binds them
-        read(path, CallTimeline(recording.events) if trace else Timeline(recording.events))  # type: ignore[arg-type]
+        read(path, trace_timeline(recording.events) if trace else Timeline(recording.events))  # type: ignore[arg-type]
     except NotesError as exc:
         print(f"vmmtui serve: {exc}", file=sys.stderr)
         return False

@@ -184,7 +184,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return _usage(f"--libcuda {args.libcuda}: no such file", said)
     if args.perfetto and (problem := _unwritable(args.perfetto)):
         return _usage(f"--perfetto {args.perfetto}: {problem}", said)
-    sinks = _sinks(args)
+    world = _world(args)  # the run's one world: its session folds it, the exporters read it
+    sinks = _sinks(args, world)
     if isinstance(sinks, int):
         return sinks
     recorder = None
@@ -201,7 +202,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from vmmtui.trace.loader import why_not
 
         if why_not() is None:  # the tracer loads in the app's thread, after the first frame
-            return _inspect(request, args, recorder, sinks)
+            return _inspect(request, args, recorder, sinks, world)
     _import_the_fold()
     started = _start(request, args)
     if isinstance(started, int):  # the command could not be started: said in one line
@@ -215,7 +216,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"vmmtui {said}: {fallback_words(reason)}", file=sys.stderr)
     from vmmtui.pipeline.session import TraceSession
 
-    tee = Tee(recorder, sinks, bool(args.perfetto))
+    tee = Tee(recorder, sinks, bool(args.perfetto), world)
     session: TraceSession | None = (
         None  # the screen runs its own (in the app's thread); the text runs it here
     )
@@ -225,9 +226,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if _wants_screen(args):
                 screen = show(source, tee, args)
             else:
-                session = TraceSession(
-                    source, [tee], never_imported_s=args.never_imported_after or None
-                )
+                session = TraceSession(source, [tee], world=world)
                 _print(session, args)
         finally:
             source.stopping = True
@@ -320,7 +319,7 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
         recorded=tee.recorder is not None,
         cast=args.cast,
         output=output if isinstance(output, Output) else None,
-        never_imported_s=args.never_imported_after,
+        world=tee.world,
     )
     try:
         app.run()
@@ -331,10 +330,12 @@ def show(source, tee: Tee, args: argparse.Namespace) -> tuple[int | None, bool]:
 
 class Tee:
     """What every event of the run also goes to, in the thread that runs it: the recording, the
-    exporters, and the events kept for ``--perfetto`` at the end."""
+    exporters, and the events kept for ``--perfetto`` at the end. ``world``: the run's, which
+    the session that feeds the tee folds and the exporters read."""
 
-    def __init__(self, recorder, sinks: list, perfetto: bool) -> None:
+    def __init__(self, recorder, sinks: list, perfetto: bool, world=None) -> None:
         self.recorder, self.sinks, self.perfetto = recorder, sinks, perfetto
+        self.world = world
         self.seen: list = []
 
     def __call__(self, e) -> None:
@@ -346,14 +347,14 @@ class Tee:
             self.seen.append(e)
 
 
-def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list) -> int:
+def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: list, world) -> int:
     """The inspector on the live trace (stdout is a terminal, as htop's); the exit status is the
     command's where it ended by itself, 128 + the signal that ended the inspector otherwise."""
     from vmmtui.trace.output import Output
     from vmmtui.tui.trace import TraceApp
 
     said = getattr(args, "said_as", "trace")
-    tee = Tee(recorder, sinks, bool(args.perfetto))
+    tee = Tee(recorder, sinks, bool(args.perfetto), world)
     command = list(request.command)
     # the screen is the inspector's: the command's stdout and stderr are captured, shown on O
     # and printed once the inspector closes
@@ -370,7 +371,7 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
         recorded=tee.recorder is not None,
         cast=args.cast,
         output=output,
-        never_imported_s=args.never_imported_after,
+        world=tee.world,
     )
     try:
         app.run()
@@ -491,20 +492,29 @@ def _unwritable(path: str) -> str:
     return "" if os.access(folder, os.W_OK) else f"cannot write in {folder}"
 
 
-def _sinks(args: argparse.Namespace) -> list | int:
-    """The exporters the options ask for (``feed(e)``, ``close()``), or an exit code after one line."""
+def _world(args: argparse.Namespace):
+    """The run's world (``model.world``), made once: the session folds it, the exporters read it."""
+    from vmmtui.model.handles import NEVER_IMPORTED_S
+    from vmmtui.model.world import World
+
+    return World(args.never_imported_after or NEVER_IMPORTED_S)
+
+
+def _sinks(args: argparse.Namespace, world) -> list | int:
+    """The exporters the options ask for (``feed(e)``, ``close()``), reading the run's
+    ``world``, or an exit code after one line."""
     sinks: list = []
     said = getattr(args, "said_as", "trace")
     try:
         if args.prometheus:
             from vmmtui.fleet.prometheus import MetricsEndpoint
 
-            sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf"))
+            sinks.append(MetricsEndpoint.start(args.prometheus, mode="ebpf", world=world))
             print(f"vmmtui {said}: Prometheus metrics at {sinks[-1].url}", file=sys.stderr)
         if args.otlp:
             from vmmtui.fleet.otlp import OtlpExporter
 
-            sinks.append(OtlpExporter(args.otlp))
+            sinks.append(OtlpExporter(args.otlp, world=world))
     except ValueError as exc:
         _close_sinks(sinks, [])
         return _usage(str(exc), said)
@@ -679,11 +689,12 @@ def verdict_line(ledger, by) -> str:
     )
 
 
-def replay_trace(recording) -> int:
-    """A trace recording, printed as the live trace printed it (the session run again on it)."""
+def replay_trace(recording, folded=None) -> int:
+    """A trace recording, printed as the live trace printed it: the stream of its one fold
+    (``folded``: ``pipeline.replay.trace_timeline``, the replay's; made here where not given)."""
     from rich.console import Console
 
-    from vmmtui.pipeline.session import TraceSession
+    from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.words.trace import Bystanders, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
@@ -692,11 +703,14 @@ def replay_trace(recording) -> int:
         style="bold",
         markup=False,  # the title and the machine are the recording's words, not markup
     )
-    session, names, bystanders = TraceSession.replay(recording.events), ProcessNames(), Bystanders()
-    for e in session.events():
+    folded = folded or trace_timeline(recording.events)
+    names, bystanders = ProcessNames(), Bystanders()
+    for e in folded.events:
         names.see(e)
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)
-    _summary(console, session.ledger, names.t0, bystanders.words())
+    if folded.world is None:  # a live run's timeline: its session holds the world
+        raise ValueError("replay_trace takes a recording's timeline (trace_timeline)")
+    _summary(console, folded.world.ledger, names.t0, bystanders.words())
     return EXIT_OK

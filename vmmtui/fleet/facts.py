@@ -1,8 +1,9 @@
-"""What a node agent reports, folded from the one event stream: ``facts = fold(events)``.
+"""What a node agent reports: the run's world (``model.world``: who exported, sent, took,
+imported and released what), read, and counts of the one event stream it is fed.
 
-Trace events go through the :class:`~vmmtui.model.ledger.Ledger` (who exported, sent, took,
-imported and released what: state only); the findings are the stream's own (the trace
-session's, as the end line and ``--json`` count them), never found a second time here. Polling's
+The world is the run's own, folded once by the trace session (``TraceSession(world=...)``): the
+facts never fold it again, they read it. The findings are the stream's own (the trace session's,
+as the end line and ``--json`` count them), never found a second time here. Polling's
 events add what only a scan of ``/proc`` and ``/dev/shm`` can see (leaked shm and socket files,
 NVML's charge). The exporters (Prometheus,
 OpenTelemetry) read :class:`SharingFacts` and nothing else, so a recording replays into the same
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from vmmtui.model.findings import Weight, weigh
 from vmmtui.model.ledger import Allocation, Ledger
+from vmmtui.model.world import World
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
@@ -73,9 +75,11 @@ def refusal_reason(e: CallRefused) -> str:
 
 @dataclass
 class SharingFacts:
-    """The node's sharing ledger as numbers. ``feed`` every event, read the fields."""
+    """The node's sharing ledger as numbers. ``feed`` every event of the run's stream (after
+    ``world`` folded it: the run's session feeds its sinks so), read the fields."""
 
-    ledger: Ledger = field(default_factory=Ledger)
+    #: the run's world, folded by its session (a reader in another thread holds ``world.lock``)
+    world: World = field(default_factory=World)
     mode: str = ""  # ebpf | polling
     events: int = 0
     lost: int = 0
@@ -110,7 +114,6 @@ class SharingFacts:
             self.mode = e.mode
         if isinstance(e, TraceLost):
             self.lost += e.count
-        self.ledger.apply(e)  # the state; its findings are the stream's (below)
         if isinstance(e, PinnedBytes):
             self.pinned[e.pid] = e.bytes
         elif isinstance(e, LedgerFinding):
@@ -137,9 +140,14 @@ class SharingFacts:
         elif isinstance(e, SharedFile) and len({h.pid for h in e.holders}) >= 2:
             self.polled_shares[shown(e.kind, 16)] += 1
 
+    @property
+    def ledger(self) -> Ledger:
+        """The world's ledger (read, never folded here)."""
+        return self.world.ledger
+
     def finish(self) -> None:
-        """The run ended: the state settles (the end's findings came in the stream)."""
-        self.ledger.finish()
+        """The run ended: nothing to settle here (the run's session finished its world; the
+        end's findings came in the stream)."""
 
     def lost_by_cpu(self) -> dict[int, int]:
         """Records lost on each CPU (-1: a loss whose CPU is not known)."""

@@ -22,6 +22,7 @@ from typing import Any
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.fleet.prometheus import MissingLibrary
 from vmmtui.model.ledger import Allocation, Holding, Transfer
+from vmmtui.model.world import World
 from vmmtui.stream.events import Event
 from vmmtui.stream.names import shown
 from vmmtui.stream.observed import CudaCall, FdCloseCall, ProcessExit
@@ -251,10 +252,11 @@ class _Counted:
 class OtlpExporter:
     """Feeds the ledger and sends each finished share as one trace to an OTLP/HTTP endpoint."""
 
-    def __init__(self, endpoint: str, service: str = "vmmtui") -> None:
+    def __init__(self, endpoint: str, service: str = "vmmtui", world: World | None = None) -> None:
+        """``world``: the run's, which its session folds (the exporter reads it)."""
         trace, OTLPSpanExporter, Resource, TracerProvider, BatchSpanProcessor = _sdk()
         self._trace = trace
-        self.facts = SharingFacts()
+        self.facts = SharingFacts(world=world or World())
         resource = Resource.create({"service.name": service, "host.name": _hostname()})
         self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         self.url = traces_url(endpoint)
@@ -273,6 +275,7 @@ class OtlpExporter:
         self.offset = time.time_ns() - time.monotonic_ns()
 
     def feed(self, e: Event) -> None:
+        """``e`` of the run's stream, after the world folded it (``TraceSession.through``)."""
         self.facts.feed(e)
         if not isinstance(e, FINISHING):
             return  # only a close, a release or an exit can finish a share

@@ -19,6 +19,7 @@ from typing import Any
 
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.model.findings import Weight
+from vmmtui.model.world import World
 from vmmtui.stream.events import Event
 
 PROCESS = ["pid", "comm", "container"]
@@ -206,13 +207,15 @@ class MetricsEndpoint:
     thread: Any = None
 
     @classmethod
-    def start(cls, listen: str, mode: str = "") -> MetricsEndpoint:
+    def start(cls, listen: str, mode: str = "", world: World | None = None) -> MetricsEndpoint:
         """Bind ``HOST:PORT`` (raises ValueError for bad input, OSError when the port is taken);
-        ``mode`` (polling, ebpf) labels the event counter from the first scrape."""
+        ``mode`` (polling, ebpf) labels the event counter from the first scrape; ``world``: the
+        run's, which its session folds (a scrape reads it under its lock, between two events)."""
         host, port = parse_listen(listen)
         client, _, _ = _client()
         registry = client.CollectorRegistry(auto_describe=False)
-        facts, lock = SharingFacts(mode=mode), threading.Lock()
+        facts = SharingFacts(world=world or World(), mode=mode)
+        lock = facts.world.lock
         registry.register(LedgerCollector(facts, lock))
         try:
             server, thread = client.start_http_server(port, addr=host, registry=registry)

@@ -72,6 +72,14 @@ class Kept(deque[T], Generic[T]):
             self.by[self.key(item)] += 1
         super().__setitem__(index, item)
 
+    def __copy__(self) -> Kept[T]:
+        """Another container of the same entries and counts (the entries themselves shared:
+        what is kept is over, and a world's clone, ``model.world``, shares it)."""
+        out: Kept[T] = Kept(limit=self.maxlen, key=self.key)
+        deque.extend(out, self)  # not counted again
+        out.total, out.by = self.total, Counter(self.by)
+        return out
+
     @property
     def dropped(self) -> int:
         return self.total - len(self)

@@ -18,12 +18,12 @@ from vmmtui.model.findings import Counted, Tally, counted_as, tally
 from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
+from vmmtui.model.world import Keyframes, World
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.observed import (
     CapabilityProbe,
     LedgerFinding,
     PinnedBytes,
-    ProcessExit,
     TraceFinished,
     TraceStarted,
 )
@@ -36,6 +36,13 @@ if TYPE_CHECKING:
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
 MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
+#: the events ``TraceSession.through`` takes aside (the start, the end, polling's findings, the
+#: world's own): every other event is folded the plain way (``TraceSession.marked``)
+_ASIDE = (*MADE_BY_THE_LEDGER, TraceFinished, TraceStarted, ProcessUnreadable, Leak)
+
+
+#: whether an event type is folded the plain way, asked once per type
+_PLAIN: dict[type, bool] = {}
 #: how long the command's tree gets after SIGTERM before SIGKILL
 TERM_GRACE_S = 0.8
 
@@ -170,17 +177,24 @@ class TraceSession:
         sinks: Sequence[Callable[[Event], object]] = (),
         live: bool = True,
         never_imported_s: float | None = None,
+        world: World | None = None,
+        keyframes: bool = False,
     ) -> None:
         """``never_imported_s``: seconds with no import before an export is said never imported
-        (None: ``NEVER_IMPORTED_S``)."""
+        (None: ``NEVER_IMPORTED_S``); ``world``: the run's world, where a sink reads it too (else
+        a new one); ``keyframes``: keep a clone of it every ``model.world.EVERY`` events, so that
+        the world at any event can be asked (a replay's step back, its pages)."""
         self.source = source
         self.sinks = list(sinks)
-        #: the one fold of the run
-        self.ledger = Ledger()
-        #: the refcount book beside it (``model/refcounts.py``)
-        self.refs = Refcounts(
-            self.ledger, NEVER_IMPORTED_S if never_imported_s is None else never_imported_s
+        #: the one fold of the run: the ledger and its refcount book (``model/world.py``)
+        self.world = (
+            world
+            if world is not None
+            else World(NEVER_IMPORTED_S if never_imported_s is None else never_imported_s)
         )
+        self.ledger: Ledger = self.world.ledger
+        self.refs: Refcounts = self.world.refs
+        self.keyframes: Keyframes | None = Keyframes(self.world) if keyframes else None
         #: the live run reads who ``-p``'s processes are from /proc (a recording has them)
         self.live = live
         self.unreadable: set[int] = set()
@@ -189,15 +203,19 @@ class TraceSession:
         self.finished: TraceFinished | None = None
 
     @classmethod
-    def replay(cls, events: Iterable[Event]) -> TraceSession:
-        return cls(RecordingSource(events), live=False)
+    def replay(cls, events: Iterable[Event], keyframes: bool = False) -> TraceSession:
+        return cls(RecordingSource(events), live=False, keyframes=keyframes)
 
     def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
-        """One event into the run's ledger: the findings it brings (what ``events`` adds after
-        it; a reader that needs the state between events, Perfetto's, folds this way)."""
-        if type(e) is ProcessExit:
-            self.refs.before_exit(e)
-        return self.refs.fold(e, self.ledger.apply(e))
+        """One event into the run's world: the findings it brings (what ``events`` adds after
+        it), the world kept as a keyframe where its turn comes."""
+        made = self.world.fold(e)
+        if self.keyframes is not None:
+            self.keyframes.folded(e, self.world)
+        return made
+
+    def _finish(self) -> list[LedgerFinding]:
+        return self.world.finish()
 
     def count(self) -> Tally:
         """The one count of findings: the ledger's (shares included) and the polling's."""
@@ -213,38 +231,67 @@ class TraceSession:
             yield e
 
     def marked(self, on_batch: Callable[[], None] | None = None) -> Iterator[tuple[Event, bool]]:
-        """The stream, each event with whether it is a call that matters (the ledger's one rule,
-        asked just before the ledger folds it): the call timeline cuts its frames there, so it
-        folds no ledger of its own."""
-        ledger = self.ledger
+        """The stream, each event with whether it is a call that matters (the world's one rule,
+        asked just before the world folds it): the call timeline cuts its frames there, so it
+        folds nothing of its own."""
+        world, sinks = self.world, self.sinks
         for e in self.source.events(on_batch=on_batch):
-            if isinstance(e, MADE_BY_THE_LEDGER):
-                continue  # made by the ledger below, never taken from a source
-            if isinstance(e, TraceFinished):
-                for end in [*ledger.finish(), *self.refs.finish()]:
-                    yield self._out(end), False
-                t = self.count()
-                self.finished = dataclasses.replace(
-                    e, findings=t.total, problems=t.bad, quiet=t.quiet, quiet_by=t.quiet_by
-                )
-                yield self._out(self.finished), False
+            kind = type(e)
+            plain = _PLAIN.get(kind)
+            if plain is None:
+                plain = _PLAIN[kind] = not issubclass(kind, _ASIDE)
+            if not plain:  # the start, the end, polling's findings, what the world makes
+                yield from self.through(e)
                 continue
-            if isinstance(e, ProcessUnreadable):
-                self.unreadable.add(e.pid)
-                self.polled.append(Counted("unreadable"))
-            elif isinstance(e, Leak):
-                self.polled.append(counted_as(e))
-            yield self._out(e), ledger.matters(e)
-            for f in self.fold(e):
+            # the common event (a call), as ``through`` takes it, without its two generators:
+            # tens of thousands a second go this way
+            yield e, world.matters(e)
+            made = self.fold(e)
+            for sink in sinks:
+                sink(e)
+            for f in made:
                 yield self._out(f), False
-            if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
-                for seen in seen_now(list(self.source.pids)):
-                    yield self._out(seen), False
-                    for f in self.fold(seen):
-                        yield self._out(f), False
         if self.finished is None:  # a source cut short (a recording that stops mid-run)
-            for end in [*ledger.finish(), *self.refs.finish()]:
+            for end in self._finish():
                 yield self._out(end), False
+
+    def through(self, e: Event) -> Iterator[tuple[Event, bool]]:
+        """One event of the source through the run: the event with its mark, then what the world
+        found in it. The caller gets the event before the world folds it (the text asks the
+        world as it stood before: ``worth_a_line``), every sink after (an exporter reads the
+        world as the event left it), each in the stream's order. ``marked`` is this over the
+        source; whoever has its events one at a time pushes them here."""
+        if isinstance(e, MADE_BY_THE_LEDGER):
+            return  # made by the world below, never taken from a source
+        if isinstance(e, TraceFinished):
+            for end in self._finish():
+                yield self._out(end), False
+            t = self.count()
+            self.finished = dataclasses.replace(
+                e, findings=t.total, problems=t.bad, quiet=t.quiet, quiet_by=t.quiet_by
+            )
+            yield self._out(self.finished), False
+            return
+        if isinstance(e, ProcessUnreadable):
+            self.unreadable.add(e.pid)
+            self.polled.append(Counted("unreadable"))
+        elif isinstance(e, Leak):
+            self.polled.append(counted_as(e))
+        yield from self._folded(e)
+        if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
+            for seen in seen_now(list(self.source.pids)):
+                yield from self._folded(seen)
+
+    def _folded(self, e: Event) -> Iterator[tuple[Event, bool]]:
+        yield e, self.world.matters(e)
+        made = self.fold(e)
+        self._out(e)
+        for f in made:
+            yield self._out(f), False
+
+    def push(self, *events: Event) -> list[Event]:
+        """``events`` through the run, one after the other (``through``): the stream they make."""
+        return [out for e in events for out, _ in self.through(e)]
 
     def stop(self) -> bool:
         """End the run: the traced command's tree is stopped (a ``-p`` target is not ours); True

@@ -4,14 +4,19 @@ polling's change), and the start. ``close(fd)`` of an fd that never held anythin
 no frame (a Python program closes hundreds at start). Same interface as ``Timeline`` (the demo's
 steps), so ``FrameStates``, the replay and the step bar take either. Frames are cut as events are
 appended, in constant time per event. No Textual here.
+
+Which calls matter is the run's world's word (``TraceSession.marked``, asked of the world just
+before it folds each call): the timeline folds nothing itself. A recording's timeline
+(``trace_timeline``) is the one fold of the recording: it keeps that fold's world and keyframes
+(``model.world``), so a replay asks them "the world at frame N" and folds nothing again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import Weight, weigh
-from vmmtui.model.ledger import Ledger
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
     Event,
@@ -37,6 +42,9 @@ from vmmtui.stream.observed import (
     base_name,
 )
 
+if TYPE_CHECKING:
+    from vmmtui.model.world import Keyframes, World
+
 #: polling events that are a change of their own (a frame)
 _POLL_FRAMES = (ProcessSeen, ProcessGone, FdOpened, FdClosed, SharedFile)
 
@@ -48,16 +56,22 @@ class CallTimeline:
     unit = "call"
 
     def __init__(self, events: list[Event] | None = None, calls: Sequence[bool] | None = None):
+        """``events`` with ``calls``: which of them are calls that matter, as the run's world
+        said (``TraceSession.marked``; a recording's: ``pipeline.replay.trace_timeline``)."""
+        #: the world of the fold that marked these events, and its keyframes, where this
+        #: timeline was made from a recording (``kept``); None for a live run's (its session
+        #: holds them)
+        self.world: World | None = None
+        self.keyframes: Keyframes | None = None
+        #: for each event of the stream, how many events the world had folded after it (the
+        #: findings it made and the end are no event it folds)
+        self.folded: list[int] = []
         self.events: list[Event] = []
         self.frames: list[Frame] = [Frame(0, 0, "start", None)]
         #: the pid of each frame's call (0: the start, or a polling change of no one process)
         self.pids: list[int] = [0]
         self.plan: list[tuple[str, str]] = []
         self.closing_from: int | None = None
-        #: which calls matter, where the trace session does not say (``TraceSession.marked``):
-        #: the ledger's fds of interest under the one rule (``model.interest``), as for the
-        #: panels' call rows and the log's lines; made at the first events that come unmarked
-        self.ledger: Ledger | None = None
         #: an eBPF trace: its calls are the frames; what /proc said of the processes at its start
         #: (``trace -p``: their fds, their shares) is part of the frame it comes in
         self.ebpf = False
@@ -72,14 +86,14 @@ class CallTimeline:
 
     def extend(self, events: list[Event], calls: Sequence[bool] | None = None) -> None:
         """Cut frames over ``events``; ``calls``: for each, whether it is a call that matters,
-        as the trace session's ledger said (``TraceSession.marked``). Give it always or never:
-        without it the timeline folds a ledger of its own over the events."""
+        as the run's world said (``TraceSession.marked``)."""
+        calls = () if calls is None else calls
+        if len(calls) != len(events):
+            raise ValueError("a call timeline is cut where the run's world says: give its marks")
         frames = self.frames
-        if calls is None and self.ledger is None:
-            self.ledger = Ledger(keep=0)  # asked only which fds are open: keeps nothing closed
         for i, e in enumerate(events):
             self.events.append(e)
-            if self._matters(e, calls[i] if calls is not None else None):
+            if self._matters(e, calls[i]):
                 k = self.dropped + len(frames)
                 pid = getattr(e, "pid", 0) or 0
                 frames.append(Frame(len(self.events), k, f"call {k}: {_what(e)}", None))
@@ -94,13 +108,10 @@ class CallTimeline:
                     frames[-1].failed = True
                     frames[-1].label += f" ({getattr(e, 'kind', 'finding')})"
 
-    def _matters(self, e: Event, call: bool | None) -> bool:
+    def _matters(self, e: Event, call: bool) -> bool:
         if isinstance(e, TraceStarted):
             self.ebpf = e.mode == "ebpf"
-        if call is None and self.ledger is not None:
-            call = self.ledger.matters(e)  # asked of the state before ``e``
-            self.ledger.apply(e)
-        return bool(call) or (isinstance(e, _POLL_FRAMES) and not self.ebpf)
+        return call or (isinstance(e, _POLL_FRAMES) and not self.ebpf)
 
     def forget(self, k0: int) -> int:
         """Forget the frames before frame ``k0`` and the events that drew them: frame ``k0``
@@ -117,6 +128,24 @@ class CallTimeline:
         self.dropped += k0
         self.events_dropped += cut
         return cut
+
+    def kept(self, world: World, keyframes: Keyframes) -> None:
+        """The fold that marked these events (a recording's, folded once): its world at the end
+        and its keyframes, so that ``world_at`` answers for any frame."""
+        self.world, self.keyframes = world, keyframes
+        took, n, self.folded = keyframes.events, 0, []
+        for e in self.events:
+            n += n < len(took) and e is took[n]
+            self.folded.append(n)
+
+    def world_at(self, index: int) -> World:
+        """The world after frame ``index`` (a recording's timeline: from the keyframes of its one
+        fold, a clone that is yours), as step back, a page or a replay's frame asks it."""
+        if self.keyframes is None:
+            raise ValueError("a live run's timeline: its session holds the world")
+        index = max(0, min(index, len(self.frames) - 1))
+        end = self.frames[index].end
+        return self.keyframes.at(self.folded[end - 1] if end else 0)
 
     # -- the Timeline interface --------------------------------------------------------------------
     def __len__(self) -> int:

@@ -16,16 +16,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vmmtui.pipeline.session import TraceSession
+from vmmtui.model.findings import Memory
 from vmmtui.plan.steps import base, peer_of
-from vmmtui.stream.events import Event, SessionStarted, StepDone, WorkerStarted
+from vmmtui.stream.events import Event, ProcessSeen, SessionStarted, StepDone, WorkerStarted
 from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CudaCall,
     FdsReceived,
     FdsSent,
     FdTaken,
+    LedgerFinding,
     PinnedBytes,
+    ProcessExec,
+    ProcessExit,
+    ProcessForked,
     TraceCall,
     TraceStarted,
 )
@@ -62,33 +66,65 @@ def _process_name(pid: int, name: str) -> dict:
     return {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}
 
 
+def _comm(comms: dict[int, str], e: Event) -> None:
+    """Each process's name as the world names it (``Ledger``'s rules: the first /proc name, a
+    fork's child its parent's, an exec's or an exit's where given)."""
+    if isinstance(e, ProcessSeen):
+        comms[e.pid] = comms.get(e.pid) or e.name
+    elif isinstance(e, ProcessForked):
+        comms[e.child] = e.comm
+    elif isinstance(e, ProcessExec | ProcessExit):
+        comms[e.pid] = e.comm or comms.get(e.pid, "")
+
+
 def from_trace(events: Iterable[Event]) -> list[dict]:
-    """Trace events → slices (one per call) and flows (send → receive, export → import)."""
+    """Trace events → slices (one per call) and flows (send → receive, export → import).
+
+    ``events`` are the run's stream as the pipeline made it (``TraceSession``: each event, then
+    the findings the world found in it): the flows are the world's matches, read from its
+    ``shared`` and ``imported`` findings, and nothing is folded here (a replay hands the stream
+    of its one fold, ``record.calls.trace_timeline``)."""
     out: list[dict] = []
-    session = TraceSession.replay(())  # the run's ledger, folded one event at a time
-    ledger = session.ledger
     t0: int | None = None
+    comms: dict[int, str] = {}
     where: dict[
         tuple[str, int, int], tuple[int, int, float]
     ] = {}  # (kind, pid, fd) → (pid, tid, ts)
     exports: dict[str, tuple[int, int, float]] = {}  # file → export call's position
+    #: where the last receive of each process and the last import of each handle was drawn
+    received: dict[int, tuple[int, int, float]] = {}
+    imported: dict[tuple[int, int], tuple[int, int, float]] = {}
     flows = 0
     named: set[int] = set()
     for e in events:
         if isinstance(e, TraceStarted):
             t0 = e.ktime0 or t0
-        for made in session.fold(e):
-            if isinstance(made, PinnedBytes):  # a counter track per exporter
-                zero = made.ktime if t0 is None else t0
-                out.append(_pinned(made, (made.ktime - zero) / 1e3))
+        _comm(comms, e)
+        if isinstance(e, PinnedBytes):  # a counter track per exporter
+            zero = e.ktime if t0 is None else t0
+            out.append(_pinned(e, (e.ktime - zero) / 1e3))
+            continue
+        if isinstance(e, LedgerFinding):
+            if e.kind == "shared" and e.via == "SCM_RIGHTS" and e.peer:
+                src = where.get(("sent", e.peer, e.peer_fd))
+                dst = received.get(e.pid)
+                if src is not None and dst is not None:
+                    flows += 1
+                    out += _flow(flows, f"fd {e.peer_fd} → fd {e.fd}", src, dst)
+            elif e.kind == "imported" and e.memory == Memory.ALLOCATION and e.file:
+                src = exports.get(e.file)
+                dst = imported.get((e.pid, e.handle))
+                if src is not None and dst is not None:
+                    flows += 1
+                    out += _flow(flows, "export → import", src, dst)
+            continue
         if not isinstance(e, TraceCall):
             continue
         t0 = e.ktime if t0 is None else t0
         ts = (e.ktime - t0) / 1e3
         if e.pid not in named:
             named.add(e.pid)
-            rec = ledger.procs.get(e.pid)
-            out.append(_process_name(e.pid, f"{shown(rec.comm if rec else '') or 'pid'} {e.pid}"))
+            out.append(_process_name(e.pid, f"{shown(comms.get(e.pid, '')) or 'pid'} {e.pid}"))
         if isinstance(e, CudaCall):
             dur = e.duration_ns / 1e3
             start = ts - dur
@@ -102,11 +138,7 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
             if f == "cuMemExportToShareableHandle" and e.fd >= 0:
                 where[("exported", e.pid, e.fd)] = (e.pid, e.tid, start)
             elif f == "cuMemImportFromShareableHandle" and e.result == 0:
-                h = ledger.holdings.get((e.pid, e.fd))
-                src = exports.get(h.file) if h and h.file else None
-                if src is not None:
-                    flows += 1
-                    out += _flow(flows, "export → import", src, (e.pid, e.tid, start))
+                imported[(e.pid, e.handle)] = (e.pid, e.tid, start)
             continue
         name = type(e).__name__
         args: dict[str, Any] = {}
@@ -118,14 +150,7 @@ def from_trace(events: Iterable[Event]) -> list[dict]:
                     exports[file] = where[("exported", e.pid, fd)]
         elif isinstance(e, FdsReceived):
             name, args = e.call, {"fds": e.fds, "result": e.result}
-            for t in ledger.transfers:
-                if t.to_pid == e.pid and t.to_fd in e.fds and t.received_at == e.ktime:
-                    src = where.get(("sent", t.from_pid, t.from_fd))
-                    if src is not None:
-                        flows += 1
-                        out += _flow(
-                            flows, f"fd {t.from_fd} → fd {t.to_fd}", src, (e.pid, e.tid, ts)
-                        )
+            received[e.pid] = (e.pid, e.tid, ts)
         elif isinstance(e, FdTaken):
             name, args = "pidfd_getfd", {"target": e.target, "target_fd": e.target_fd, "fd": e.fd}
             src = where.get(("exported", e.target, e.target_fd)) or where.get(

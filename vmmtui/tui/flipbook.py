@@ -7,6 +7,7 @@ The replay app runs with Textual's headless driver at a fixed size; each frame i
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
 from vmmtui.record import Recording, Timeline
 from vmmtui.record.notes import Notes
@@ -15,6 +16,9 @@ from vmmtui.stream.names import shown
 from vmmtui.tui.keys import page_keys
 from vmmtui.tui.replay import ReplayApp
 from vmmtui.words.log import log_text
+
+if TYPE_CHECKING:
+    from vmmtui.record.calls import CallTimeline
 
 #: the page's terminal: 120 columns, so that a frame as wide as a 1024 px screen has text of
 #: 12 px or more (a 160-column frame had 5 px); 38 rows: the whole frame, the keys and the note
@@ -27,12 +31,15 @@ class DrawingError(RuntimeError):
 
 
 def draw_frames(
-    recording: Recording, notes: Notes | None = None, size: tuple[int, int] = SIZE
+    recording: Recording,
+    notes: Notes | None = None,
+    size: tuple[int, int] = SIZE,
+    folded: CallTimeline | None = None,
 ) -> tuple[list[PageFrame], list[str], int | None]:
     """The frames, the event log's lines, and the signal (SIGINT, SIGTERM, SIGHUP) that stopped the drawing, if one did
     (the app is left between two frames, so that it closes as it should); DrawingError when a
     frame could not be drawn or the app ended before its last frame."""
-    app = ReplayApp(recording, notes=notes)
+    app = ReplayApp(recording, notes=notes, folded=folded)
     frames: list[PageFrame] = []
     log: list[str] = []
     stopped: list[int] = []
@@ -85,21 +92,28 @@ def draw_frames(
     return frames, log, signalled
 
 
-def steps_of(recording: Recording) -> int:
-    """How many steps the page's bar counts: the plan's, or a trace's calls."""
+def steps_of(recording: Recording, folded: CallTimeline | None = None) -> int:
+    """How many steps the page's bar counts: the plan's, or a trace's calls (``folded``: its
+    one fold, where the caller has it)."""
     from vmmtui.pipeline.replay import trace_timeline
     from vmmtui.tui.replay import is_trace_recording
 
     if is_trace_recording(recording):
-        return trace_timeline(recording.events).frames[-1].steps
+        return (folded or trace_timeline(recording.events)).frames[-1].steps
     return len(Timeline(recording.events).plan)
 
 
 def write_page(
-    path: str, recording: Recording, notes: Notes | None = None
+    path: str, recording: Recording, notes: Notes | None = None, folded: CallTimeline | None = None
 ) -> tuple[int, int, int | None]:
-    """Write the page: (frames, bytes, None); or, stopped by a signal, nothing: (0, 0, signal)."""
-    frames, log, stopped = draw_frames(recording, notes)
+    """Write the page: (frames, bytes, None); or, stopped by a signal, nothing: (0, 0, signal).
+    A trace is folded once (``folded``, or here): the frames and the bar's count share it."""
+    from vmmtui.pipeline.replay import trace_timeline
+    from vmmtui.tui.replay import is_trace_recording
+
+    if folded is None and is_trace_recording(recording):
+        folded = trace_timeline(recording.events)
+    frames, log, stopped = draw_frames(recording, notes, folded=folded)
     if stopped is not None:
         return 0, 0, stopped
     h = recording.header
@@ -107,7 +121,7 @@ def write_page(
         frames,
         title=shown(f"{h.where} · {h.driver or h.backend} · {h.when}"),
         subtitle=shown(notes.title if notes and notes.title else h.label),
-        steps=steps_of(recording),
+        steps=steps_of(recording, folded),
         keys=page_keys(),
         log=log,
     )

@@ -73,10 +73,14 @@ class ReplayApp(Viewer):
         cast: str | None = None,
         start_at: int = 0,
         notes: Notes | None = None,
+        folded: CallTimeline | None = None,
     ):
+        """``folded``: a trace recording's one fold (``trace_timeline``), where the caller has
+        made it already (``vmmtui replay`` makes it once for the screen, --step and --notes)."""
         config = config_of(recording)
         if is_trace_recording(recording):  # a trace's calls are its frames
-            frames = FrameStates(trace_timeline(recording.events), ScreenState.for_programs())
+            timeline = folded or trace_timeline(recording.events)
+            frames = FrameStates(timeline, ScreenState.for_programs())
         else:
             blank = ScreenState.blank(
                 config.consumers, config.scenario, config.mechanism, config.direction

@@ -28,6 +28,7 @@ from vmmtui.tui.viewer import Viewer
 from vmmtui.view import FrameStates, ScreenState
 
 if TYPE_CHECKING:
+    from vmmtui.model.world import World
     from vmmtui.pipeline.session import Source
     from vmmtui.trace.output import Output
 
@@ -80,14 +81,17 @@ class TraceApp(Viewer):
         cast: str | None = None,
         output: Output | None = None,
         never_imported_s: float | None = None,
+        world: World | None = None,
         recorded: bool = False,
     ):
         """``source``: a trace already running (polling, a recording played); or ``start``, the
         trace's one start (``TraceRequest.start``, as the text trace's), called in the app's
-        thread after the first frame: loading the probes takes the kernel's verifier seconds."""
+        thread after the first frame: loading the probes takes the kernel's verifier seconds.
+        ``world``: the run's, where others read it too (the exporters): the session folds it."""
         super().__init__(FrameStates(CallTimeline(), ScreenState.for_programs()), cast=cast)
         #: seconds with no import before an export is said never imported (None: the default)
         self.never_imported_s = never_imported_s
+        self.world = world
         #: the running source (None until ``start`` has made it)
         self.tracer: Source | None = source
         self.start = start
@@ -162,7 +166,9 @@ class TraceApp(Viewer):
                 source.stopping = True
         assert self.tracer is not None, "a source, or the start that makes it"
         sinks = [self.sink] if self.sink is not None else []
-        self.session = TraceSession(self.tracer, sinks, never_imported_s=self.never_imported_s)
+        self.session = TraceSession(
+            self.tracer, sinks, never_imported_s=self.never_imported_s, world=self.world
+        )
         try:
             for e, call in self.session.marked(on_batch=flush):
                 batch.append(e)

@@ -5,20 +5,28 @@ A session that runs where eBPF does carries the trace's events for its workers' 
 when it came (the session drains the record before each step's ``StepDone``), and an fd that
 arrived (``recvmsg``, ``pidfd_getfd``) names where its struct file came from, only where the
 kernel's own file identity says it is the same one: never from fd numbers.
+
+A receive is matched to its send as the world matches every trace's (``model.matching``): the
+oldest send of the same struct file queued on the socket it was received from. Not by the file
+alone: the kernel reuses a freed file's address, and one open file may go over two sockets at
+once, so "the last place this file was seen" can name the wrong sender.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from vmmtui.model.matching import SendQueue
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import (
     CallRefused,
     FdDuplicated,
+    FdsDropped,
     FdsReceived,
     FdsSent,
     FdTaken,
     MemfdCreated,
+    QueuedAtRelease,
     TraceCall,
     TraceEvent,
     TraceFinished,
@@ -58,8 +66,11 @@ class KernelView:
     finished: TraceFinished | None = None
     #: each plan step's facts in the kernel's order (``OUTSIDE``: the start and the close)
     steps: dict[int, tuple[KernelFact, ...]] = field(default_factory=dict)
-    #: where each struct file (the trace's file key) was last seen held or sent
+    #: where each struct file (the trace's file key) was last made, sent or taken: how a taken
+    #: fd's source came (``pidfd_getfd`` names its target fd itself)
     files: dict[str, Source] = field(default_factory=dict)
+    #: sends not yet received, by the socket pair and file that carry them (``model.matching``)
+    in_flight: SendQueue[Source] = field(default_factory=SendQueue)
     lost: int = 0
 
     def at(self, index: int) -> tuple[KernelFact, ...]:
@@ -81,12 +92,21 @@ def fold_kernel(
     pid = getattr(e, "pid", 0)
     role = roles.get(pid, "")
     files = dict(view.files)
+    in_flight = view.in_flight
     sources: tuple[Source | None, ...] = ()
     if isinstance(e, FdsReceived):
-        sources = tuple(files.get(f) if f else None for f in e.files)
+        in_flight = in_flight.copy()
+        sources = tuple(in_flight.received(e.sock, f) if f else None for f in e.files)
         for fd, f in zip(e.fds, e.files, strict=False):
             if f:
                 files[f] = Source(role, pid, fd, e.call)
+    elif isinstance(e, FdsDropped | QueuedAtRelease):  # freed unreceived: no longer in flight
+        in_flight = in_flight.copy()
+        for f in e.files:
+            if isinstance(e, FdsDropped):
+                in_flight.received(e.sock, f)
+            else:
+                in_flight.released(e.sender, e.socket_file, f)
     elif isinstance(e, FdTaken):
         if e.fd >= 0:
             src = files.get(e.file) if e.file else None
@@ -94,13 +114,15 @@ def fold_kernel(
             if e.file:
                 files[e.file] = Source(role, pid, e.fd, "pidfd_getfd")
     elif isinstance(e, FdsSent) and e.result >= 0:
+        in_flight = in_flight.copy()
         for fd, f in zip(e.fds, e.files, strict=False):
             if f:
                 files[f] = Source(role, pid, fd, e.call)
+                in_flight.sent(e.sock, f, files[f])
     elif isinstance(e, MemfdCreated | FdDuplicated) and e.fd >= 0 and e.file:
         call = "memfd_create" if isinstance(e, MemfdCreated) else e.call
         files[e.file] = Source(role, pid, e.fd, call)
     fact = KernelFact(role, e, sources)
     lost = view.lost + (e.count if isinstance(e, TraceLost) else 0)
     steps = {**view.steps, step: (*view.at(step), fact)}
-    return replace(view, steps=steps, files=files, lost=lost), fact
+    return replace(view, steps=steps, files=files, in_flight=in_flight, lost=lost), fact
