@@ -5,24 +5,12 @@ import sys
 
 import pytest
 
+from tests.commands import vmmtui
 from vmmtui.cli import main
 
 
-def run_cli(*args, tmp=None):
-    env = dict(os.environ)
-    if tmp:
-        env["TMPDIR"] = str(tmp)
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
-
 def test_run_memfd_prints_the_seed_log_and_exits_0(tmp_path):
-    res = run_cli("run", "--backend", "memfd", "--size", "64KiB", tmp=tmp_path)
+    res = vmmtui("run", "--backend", "memfd", "--size", "64KiB", tmp=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
     assert "Exported allocation as FD:" in out
@@ -33,7 +21,7 @@ def test_run_memfd_prints_the_seed_log_and_exits_0(tmp_path):
 
 
 def test_run_json_is_one_event_per_line(tmp_path):
-    res = run_cli("run", "--backend", "memfd", "--size", "4096", "--json", tmp=tmp_path)
+    res = vmmtui("run", "--backend", "memfd", "--size", "4096", "--json", tmp=tmp_path)
     assert res.returncode == 0, res.stderr
     events = [json.loads(line) for line in res.stdout.splitlines()]
     kinds = [e["event"] for e in events]
@@ -67,7 +55,7 @@ def test_cuda_without_driver_names_what_is_missing(capsys):
 
 
 def test_doctor_reports_memfd_and_kcmp():
-    res = run_cli("doctor")
+    res = vmmtui("doctor")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "memfd backend" in res.stdout and "kcmp" in res.stdout
 
@@ -97,14 +85,14 @@ def test_list_scenarios_one_line_each(capsys):
 
 
 def test_scenario_memfd_cannot_show_exits_2_with_why(tmp_path):
-    res = run_cli("run", "--backend", "memfd", "--scenario", "out-of-memory", tmp=tmp_path)
+    res = vmmtui("run", "--backend", "memfd", "--scenario", "out-of-memory", tmp=tmp_path)
     assert res.returncode == 2
     assert "cannot be shown on the memfd backend" in res.stderr and "lazily" in res.stderr
     assert os.listdir(tmp_path) == []
 
 
 def test_scenario_run_exits_0_when_it_failed_as_described(tmp_path):
-    res = run_cli("run", "--backend", "memfd", "--scenario", "leaked-fd", tmp=tmp_path)
+    res = vmmtui("run", "--backend", "memfd", "--scenario", "leaked-fd", tmp=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "FD_LEAK" in res.stdout and "as expected" in res.stdout
     assert os.listdir(tmp_path) == []
@@ -113,7 +101,7 @@ def test_scenario_run_exits_0_when_it_failed_as_described(tmp_path):
 def test_socket_path_too_long_falls_back_to_a_short_dir_and_says_so(tmp_path):
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
-    res = run_cli("run", "--backend", "memfd", "--size", "64KiB", tmp=deep)
+    res = vmmtui("run", "--backend", "memfd", "--size", "64KiB", tmp=deep)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "too long for a socket path" in res.stdout and "VERIFIED" in res.stdout
     assert os.listdir(deep) == []
@@ -165,7 +153,7 @@ def test_a_worker_killed_during_start_up_exits_1_not_2(tmp_path, monkeypatch, ca
 
 
 def test_four_consumers_on_memfd_each_verify_and_kcmp_says_so(tmp_path):
-    res = run_cli("run", "--backend", "memfd", "--size", "1MiB", "--consumers", "4", tmp=tmp_path)
+    res = vmmtui("run", "--backend", "memfd", "--size", "1MiB", "--consumers", "4", tmp=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     for k in range(1, 5):
         assert f"consumer-{k} │ Data verification PASSED (262144 integers verified)" in res.stdout
@@ -177,7 +165,7 @@ def test_four_consumers_on_memfd_each_verify_and_kcmp_says_so(tmp_path):
 
 
 def test_consumers_write_their_slices_on_memfd(tmp_path):
-    res = run_cli(
+    res = vmmtui(
         "run",
         "--backend",
         "memfd",
@@ -291,5 +279,5 @@ def test_output_to_a_full_disk_is_one_line_and_exit_1(args):
 def test_version_prints_the_package_s_version_and_exits_0(flag):
     from importlib.metadata import version
 
-    out = run_cli(flag)
+    out = vmmtui(flag)
     assert (out.returncode, out.stdout, out.stderr) == (0, f"vmmtui {version('vmmtui')}\n", "")

@@ -129,11 +129,7 @@ def test_the_ebpf_line_says_where_libbpf_is_missing(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_ebpf_line_names_the_hooks_a_real_load_accepted():
-    from vmmtui.trace.loader import why_not
-
-    if why_not():
-        pytest.skip(f"eBPF unavailable: {why_not()}")
+def test_the_ebpf_line_names_the_hooks_a_real_load_accepted(ebpf):
     lines = _trace_lines()
     assert lines["eBPF trace"] == ("can run", True)
     assert lines["hooks"][1] is True

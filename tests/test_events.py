@@ -57,7 +57,7 @@ def test_every_event_of_real_runs_round_trips(streams):
             seen.add(type(e).__name__)
     session_types = {
         n for n, c in Event.types.items() if not issubclass(c, AttachEvent)
-    }  # attach's: tests/attach
+    }  # attach's: tests/trace/procfs
     assert seen == session_types, f"never produced by a real run: {session_types - seen}"
 
 

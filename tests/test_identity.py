@@ -123,16 +123,12 @@ def test_gpus_are_named_by_the_uuid_nvml_gave_and_none_without_nvml():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
-def test_the_ebpf_trace_says_a_process_runs_in_its_own_pid_namespace():
+def test_the_ebpf_trace_says_a_process_runs_in_its_own_pid_namespace(ebpf):
     """A real trace of a command that starts a PID namespace: the program run in there is pid 1
     in it, said once it runs (``ProcessIdentity``), in --json and in the text."""
     import json
     import sys
 
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
     # the program in there makes a memfd: a call worth a line, so its process is shown in the text
     code = "import os, time; os.memfd_create('in-a-namespace'); time.sleep(0.2)"
     cmd = ["unshare", "-p", "-f", "--kill-child", "--mount-proc", sys.executable, "-c", code]

@@ -17,7 +17,11 @@ import time
 import psutil
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pipes, /proc and signals")
+#: serial: every process gone within 5 s of the signal; attach --all
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="pipes, /proc and signals"),
+    pytest.mark.serial,
+]
 
 #: Linux's F_SETPIPE_SZ: the pipe made as small as it goes (one page) fills with the first lines
 F_SETPIPE_SZ = 1031
@@ -163,19 +167,6 @@ def test_run_into_a_pipe_nobody_reads(tmp_path, signum, json):
     assert len(lines) == 1 and lines[0].startswith("vmmtui: interrupted"), err
     assert lines[0].endswith("workers stopped, everything cleaned up"), err
     assert os.listdir(tmp_path) == []
-
-
-@pytest.fixture
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
 
 
 @pytest.mark.slow

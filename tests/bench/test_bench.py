@@ -13,6 +13,9 @@ from vmmtui.bench.run import Bench, BenchConfig, GiB, MiB, stats, targets, write
 from vmmtui.cli import main
 from vmmtui.plan.steps import build_plan
 
+#: serial: bandwidths measured
+pytestmark = pytest.mark.serial
+
 PLAN = build_plan()
 
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")

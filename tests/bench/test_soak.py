@@ -8,6 +8,9 @@ from vmmtui.backends import Choice
 from vmmtui.bench.soak import soak
 from vmmtui.plan.config import SessionConfig
 
+#: serial: memory and fds that must not grow over 200 sessions
+pytestmark = pytest.mark.serial
+
 MEMFD = Choice("memfd", "memfd backend requested (CPU memory, not GPU memory)")
 
 

@@ -11,11 +11,12 @@ import urllib.request
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, ROOT
 from tests.fleet.conftest import free_port
+from tests.trace.procfs.helpers import FIXTURES, ROOT
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
+#: serial: the agent watches every process of the machine (--all)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 pytest.importorskip("prometheus_client", reason="prometheus-client not installed (vmmtui[fleet])")
 

@@ -11,28 +11,21 @@ import sys
 
 import pytest
 
-from tests.attach.helpers import ROOT
 from tests.fleet.test_otlp import Collector
 from tests.fleet.test_prometheus import stop
+from tests.trace.procfs.helpers import ROOT
+from tests.tracing import vmmtui_trace
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
+#: serial: the agent traces every process of the machine (--all)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIXTURE = ROOT / "tests" / "fixtures" / "trace_share.py"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ebpf():
+def agent_can_run(ebpf):
     pytest.importorskip("prometheus_client", reason="prometheus-client not installed")
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
 
 
 def fixture(*args: str) -> subprocess.CompletedProcess:
@@ -78,29 +71,12 @@ def test_a_real_trace_to_perfetto_and_otlp(tmp_path):
     c = Collector()
     try:
         out = tmp_path / "t.json"
-        res = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "vmmtui",
-                "trace",
-                "-q",
-                "--no-cuda",
-                "--perfetto",
-                str(out),
-                "--otlp",
-                f"http://127.0.0.1:{c.server_port}",
-                "--",
-                sys.executable,
-                str(FIXTURE),
-                "scm",
-                "5",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        otlp = f"http://127.0.0.1:{c.server_port}"
+        command = (sys.executable, str(FIXTURE), "scm", "5")
+        res = vmmtui_trace(
+            "-q", "--no-cuda", "--perfetto", str(out), "--otlp", otlp, "--", *command,
+            timeout=120, env={"PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
         assert res.returncode == 0, res.stderr
     finally:
         c.shutdown()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
 from tests.events_fixture import session_events
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
@@ -18,19 +19,6 @@ from vmmtui.record.recording import LACKS
 from vmmtui.stream.events import Event, FdSnapshot, SessionClosed, StepDone
 
 PLAN = build_plan()
-
-
-def vmmtui(*args, tmp=None):
-    env = dict(os.environ)
-    if tmp:
-        env["TMPDIR"] = str(tmp)
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -103,14 +91,16 @@ def test_the_bare_event_stream_is_format_1_read_with_a_note(recorded, tmp_path):
     assert len(Timeline(rec.events).frames) == len(PLAN) + 2
 
 
-def test_a_truncated_recording_names_its_line_and_exits_2(recorded, tmp_path):
+def test_a_recording_cut_mid_line_replays_up_to_its_cut_and_says_where(recorded, tmp_path):
+    """A full disk or a kill mid-write leaves a last line written in part: the replay shows every
+    event before it and says the line where it is cut (the recorder's message promises it)."""
     text = recorded[0].read_text()
     cut = tmp_path / "cut.jsonl"
     cut.write_text(text[: len(text) - 30])
     line = text[: len(text) - 30].count("\n") + 1
-    res = vmmtui("replay", str(cut))
-    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert f"line {line}: cut short (truncated)" in res.stderr and "Traceback" not in res.stderr
+    rec = read(cut)
+    assert len(rec.events) == line - 2  # the header, then every whole line before the cut
+    assert rec.cut.startswith(f"cut short: line {line} was written in part")
 
 
 def test_a_corrupt_line_is_named(recorded, tmp_path):

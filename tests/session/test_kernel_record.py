@@ -29,25 +29,6 @@ def kernel_wanted(monkeypatch):
     monkeypatch.delenv(OFF_ENV, raising=False)
 
 
-@pytest.fixture(scope="module")
-def ebpf():
-    from vmmtui.session.kernel import why_off
-    from vmmtui.trace.loader import Probe, ProbeUnavailable
-
-    saved = os.environ.pop(OFF_ENV, None)  # the suite's default: this module tests the record
-    try:
-        reason = why_off()
-    finally:
-        if saved is not None:
-            os.environ[OFF_ENV] = saved
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 def run(tmp_path, *args, prefix=(), env=None):
     res = subprocess.run(
         [*prefix, sys.executable, "-m", "vmmtui", "run", "--backend", "memfd"] + list(args),

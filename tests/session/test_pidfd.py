@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from tests.session.runs import closed_clean, report, run_scenario
 from vmmtui.backends import pidfd
 from vmmtui.plan.config import SessionConfig, WorkerConfig, validate
 from vmmtui.plan.steps import CONSUMER, PRODUCER, step_info
@@ -14,9 +15,7 @@ from vmmtui.stream.events import (
     KcmpVerdict,
     Notice,
     ScenarioOutcome,
-    SessionClosed,
     SessionStarted,
-    StepDone,
     WorkerExited,
 )
 from vmmtui.stream.failures import StepError
@@ -25,26 +24,6 @@ from vmmtui.stream.values import AllocMessage
 from vmmtui.words.troubleshooting import worded
 from vmmtui.worker import transport
 from vmmtui.worker.core import Worker
-
-
-def run_scenario(tmp, name: str) -> tuple[Session, list]:
-    s = Session(SessionConfig(backend="memfd", tmpdir=str(tmp), scenario=name))
-    return s, s.lifetime()
-
-
-def report(events, role, step):
-    return next(
-        e.report
-        for e in events
-        if isinstance(e, StepDone)
-        and e.index >= 0
-        and (e.report.role, e.report.step) == (role, step)
-    )
-
-
-def closed_clean(events) -> bool:
-    return [e for e in events if isinstance(e, SessionClosed)][-1].clean
-
 
 #: whether this host lets a process take a child's fd at all (a container's seccomp profile may not)
 ROAD_WORKS, ROAD_DETAIL = pidfd.check_on_child()

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.session.runs import closed_clean, report, run_scenario
 from vmmtui.backends.probe import DeviceRecord
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import CONSUMER, PRODUCER
@@ -13,31 +14,11 @@ from vmmtui.session import Session, SessionError
 from vmmtui.stream.events import (
     Notice,
     ScenarioOutcome,
-    SessionClosed,
     SessionFailed,
     StepDone,
     WorkerExited,
 )
 from vmmtui.words.troubleshooting import worded
-
-
-def run_scenario(tmp, name: str, **kw) -> tuple[Session, list]:
-    s = Session(SessionConfig(backend="memfd", size=1 << 20, tmpdir=str(tmp), scenario=name, **kw))
-    return s, s.lifetime()
-
-
-def report(events, role, step):
-    return next(
-        e.report
-        for e in events
-        if isinstance(e, StepDone)
-        and e.index >= 0
-        and (e.report.role, e.report.step) == (role, step)
-    )
-
-
-def closed_clean(events) -> bool:
-    return [e for e in events if isinstance(e, SessionClosed)][-1].clean
 
 
 def test_every_scenario_is_listed_with_an_expectation():

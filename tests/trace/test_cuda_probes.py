@@ -3,14 +3,12 @@
 ``--libcuda``; every argument, output (through pointers, and a 64-byte handle passed by value on
 the stack) and CUresult must come back as the program saw it (root, BTF, libbpf and a C compiler)."""
 
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from vmmtui.pipeline.replay import read
+from tests.tracing import fake_libcuda, trace_recorded
 from vmmtui.stream.observed import CapabilityProbe, CudaCall, LedgerFinding
 from vmmtui.words.findings import finding_words as said
 
@@ -21,41 +19,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler to build the stand-in libcuda")
+def traced(ebpf, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cuda")
-    lib = tmp / "libcuda.so.1"
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(FIXTURES / "fake_libcuda.c")],
-        check=True,
+    lib = fake_libcuda(tmp)
+    command = (sys.executable, str(FIXTURES / "fake_cuda_calls.py"), str(lib))
+    res, events = trace_recorded(
+        tmp / "trace.jsonl", "--libcuda", str(lib), "--", *command, timeout=120
     )
-    rec = tmp / "trace.jsonl"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vmmtui",
-            "trace",
-            "--libcuda",
-            str(lib),
-            "--record",
-            str(rec),
-            "--",
-            sys.executable,
-            str(FIXTURES / "fake_cuda_calls.py"),
-            str(lib),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
     line = next(x for x in res.stdout.splitlines() if x.startswith("CALLS "))
     h, fd, imported, opened, ptr, ipc = line.split()[1:]
     truth = {
@@ -66,7 +36,7 @@ def traced(tmp_path_factory):
         "ptr": int(ptr),
         "ipc": ipc,
     }
-    return truth, read(rec).events, res.stdout
+    return truth, events, res.stdout
 
 
 def one(events, func, **kw):
@@ -151,33 +121,17 @@ def test_a_fabric_probe_is_a_probe_not_a_refusal(traced):
 
 
 @pytest.fixture(scope="module")
-def pool_traced(tmp_path_factory):
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler to build the stand-in libcuda")
+def pool_traced(ebpf, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pool")
-    lib = tmp / "libcuda.so.1"
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(FIXTURES / "fake_libcuda.c")],
-        check=True,
+    lib = fake_libcuda(tmp)
+    command = (sys.executable, str(FIXTURES / "fake_pool_calls.py"), str(lib))
+    res, events = trace_recorded(
+        tmp / "trace.jsonl", "--libcuda", str(lib), "--", *command, timeout=120
     )
-    rec = tmp / "trace.jsonl"
-    res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", "--libcuda", str(lib), "--record", str(rec)]
-        + ["--", sys.executable, str(FIXTURES / "fake_pool_calls.py"), str(lib)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
     said = {x.split()[0]: x.split()[1:] for x in res.stdout.splitlines() if x[:1].isupper()}
     exporter = [int(v) for v in said["EXPORTER"]]
     importer = [int(v) for v in said["IMPORTER"]]
-    return exporter, importer, said["DATA"], read(rec).events
+    return exporter, importer, said["DATA"], events
 
 
 def findings(events, kind):
@@ -232,36 +186,19 @@ def test_pool_leaks_and_an_importer_outliving_its_exporter(pool_traced):
     assert (held.pid, held.peer) == (ipid, epid) and f"{i1:#x}" in said(held).detail
 
 
-def test_a_pool_fd_inherited_across_exec_is_matched_to_its_export(tmp_path):
+def test_a_pool_fd_inherited_across_exec_is_matched_to_its_export(ebpf, tmp_path):
     """No fd travels: children born with the exported fd (fork + exec) import it. The import's
     record names the fd's open file, read in the kernel at the call, so each import is the
     parent's pool, not "a pool not traced"."""
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler to build the stand-in libcuda")
-    lib = tmp_path / "libcuda.so.1"
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(FIXTURES / "fake_libcuda.c")],
-        check=True,
+    lib = fake_libcuda(tmp_path)
+    command = (sys.executable, str(FIXTURES / "inherited_pool.py"), str(lib), "2")
+    res, events = trace_recorded(
+        tmp_path / "trace.jsonl", "--libcuda", str(lib), "--", *command, timeout=120
     )
-    rec = tmp_path / "trace.jsonl"
-    res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", "--libcuda", str(lib), "--record", str(rec)]
-        + ["--", sys.executable, str(FIXTURES / "inherited_pool.py"), str(lib), "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
     lines = [x.split() for x in res.stdout.splitlines() if x[:1].isupper()]
     [(epid, _, pool)] = [tuple(map(int, x[1:])) for x in lines if x[0] == "EXPORTER"]
     importers = [tuple(map(int, x[1:])) for x in lines if x[0] == "IMPORTER"]
     assert len(importers) == 2
-    events = read(rec).events
     export = one(events, "cuMemPoolExportToShareableHandle")
     imports = [
         e

@@ -20,22 +20,9 @@ from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 from vmmtui.words.findings import finding_words
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
 
 
 def trace(mode: str, rounds: int = 4, *extra: str) -> tuple[list[Event], str]:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.tracing import vmmtui_trace
 from vmmtui.trace.command import Command
 from vmmtui.trace.output import STDERR, STDOUT, Chunk, Kept, Output
 
@@ -96,14 +97,8 @@ def test_a_line_rewritten_after_a_carriage_return_and_colours_as_a_terminal_leav
     assert kept.lines() == [(STDOUT, "100%"), (STDERR, "oops"), (STDOUT, "red end")]
 
 
-def _trace(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        **kw,
-    )
+def _trace(*args: str) -> subprocess.CompletedProcess:
+    return vmmtui_trace(*args, timeout=60)
 
 
 def test_json_keeps_stdout_for_the_stream_and_the_programs_output_goes_to_stderr():

@@ -9,14 +9,13 @@ reason where nginx, Chromium, a C compiler or eBPF is missing."""
 
 import shutil
 import subprocess
-import sys
 from collections import defaultdict, deque
 from pathlib import Path
 
 import pytest
 
+from tests.tracing import trace_program
 from vmmtui.model.ledger import Ledger
-from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import FdsSent
 
 pytestmark = pytest.mark.slow
@@ -25,16 +24,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")
-def shim(tmp_path_factory) -> Path:
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
+def shim(ebpf, tmp_path_factory) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler to build the fd log shim")
@@ -75,18 +65,10 @@ def shim_truth(out: Path) -> tuple[dict[tuple[int, int], tuple[int, int, int]], 
 
 
 def traced(tmp_path: Path, shim: Path, *args: str) -> tuple[dict, dict, int]:
-    rec = tmp_path / "trace.jsonl"
-    res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", "-q", "--no-cuda", "--record", str(rec), "--"]
-        + [sys.executable, str(FIXTURES / "real_run.py"), str(tmp_path), str(shim), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    program = FIXTURES / "real_run.py"
+    _, _, events = trace_program(tmp_path, program, str(tmp_path), str(shim), *args, timeout=300)
     # the ledger's matches, folded from the recording: each names its send by the sender's pid,
     # fd and the send's time, which finds the send's record and so its socket
-    events = read(rec).events
     ledger = Ledger()
     for e in events:
         ledger.apply(e)

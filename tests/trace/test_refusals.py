@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tracing import vmmtui_trace
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import CallRefused, ProcessFacts
 from vmmtui.trace.records import HEAD, REFUSAL, SIDE, Decoder, FileNames
@@ -104,17 +105,10 @@ def test_the_decoder_reads_the_kernels_refusal_record():
 
 # -- real processes, traced ---------------------------------------------------------------------------
 def _trace(*args: str) -> subprocess.CompletedProcess:
-    from vmmtui.trace.loader import why_not
-
-    if why_not() is not None or os.geteuid() != 0:
-        pytest.skip(f"needs root and eBPF: {why_not()}")
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    """A trace of the quick refuser (the test asks for ``ebpf``), which needs root itself."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the refused process runs under another uid")
+    return vmmtui_trace(*args, timeout=120, env={"PYTHONPATH": str(ROOT)})
 
 
 def _refusals(res) -> list[CallRefused]:
@@ -123,7 +117,7 @@ def _refusals(res) -> list[CallRefused]:
 
 
 @pytest.mark.slow
-def test_a_refusal_by_a_process_that_exits_at_once_is_named_with_both_uids_20_of_20():
+def test_a_refusal_by_a_process_that_exits_at_once_is_named_with_both_uids_20_of_20(ebpf):
     named = 0
     for _ in range(20):
         res = _trace("--text", "--", sys.executable, QUICK)
@@ -138,7 +132,7 @@ def test_a_refusal_by_a_process_that_exits_at_once_is_named_with_both_uids_20_of
 
 
 @pytest.mark.slow
-def test_the_refusal_carries_the_kernels_facts_in_the_stream():
+def test_the_refusal_carries_the_kernels_facts_in_the_stream(ebpf):
     res = _trace("--json", "--", sys.executable, QUICK)
     [e] = _refusals(res)
     assert e.caller is not None and e.exporter is not None
@@ -151,7 +145,7 @@ def test_the_refusal_carries_the_kernels_facts_in_the_stream():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare")
-def test_a_refusal_inside_a_pid_namespace_is_explained_with_its_namespace():
+def test_a_refusal_inside_a_pid_namespace_is_explained_with_its_namespace(ebpf):
     res = _trace("--json", "--", "unshare", "-p", "-f", sys.executable, QUICK)
     [e] = _refusals(res)
     mine = os.stat("/proc/self/ns/pid").st_ino
@@ -161,7 +155,7 @@ def test_a_refusal_inside_a_pid_namespace_is_explained_with_its_namespace():
 
 
 @pytest.mark.slow
-def test_a_refusal_by_a_seccomp_filter_is_named_as_such():
+def test_a_refusal_by_a_seccomp_filter_is_named_as_such(ebpf):
     res = _trace("--json", "--", sys.executable, QUICK, "seccomp")
     [e] = _refusals(res)
     assert e.caller.seccomp == 2 and e.caller.filters >= 1 and e.caller.uid == 0

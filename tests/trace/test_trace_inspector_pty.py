@@ -14,18 +14,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "tui"))
 from terminal import Terminal, alive  # noqa: E402
 
-pytestmark = pytest.mark.slow
+#: serial: the trace and its command tree end within 2 s
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 
 #: a command whose tree lives long: a shell and its child
 LONG = ["sh", "-c", "sleep 120 & sleep 120; wait"]
-
-
-@pytest.fixture(autouse=True)
-def _ebpf():
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
 
 
 def tree_of(term: Terminal) -> list[int]:

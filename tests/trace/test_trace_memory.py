@@ -29,15 +29,6 @@ def measure():
     return module.measure
 
 
-@pytest.fixture
-def ebpf():
-    from vmmtui.trace.loader import why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-
-
 #: the most RSS a trace may reach at this load, whatever its length (MB)
 BOUND_MB = {"json": 200, "inspector": 500}
 
@@ -85,11 +76,13 @@ def test_the_trend_sees_a_leak_and_not_one_step():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # RSS trends, and an end within 3 s
 def test_trace_json_memory_is_flat_for_40_s_of_2000_shares_a_second(ebpf):
     flat("json", 40, 5, 10)
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # RSS trends, and an end within 3 s
 def test_trace_inspector_memory_is_flat_for_40_s_of_2000_shares_a_second(ebpf):
     """The inspector in a pseudo-terminal at 160x48 (it forgets frames past 100,000 events,
     about 20 s of this load); q ends it."""
@@ -97,11 +90,13 @@ def test_trace_inspector_memory_is_flat_for_40_s_of_2000_shares_a_second(ebpf):
 
 
 @pytest.mark.soak
+@pytest.mark.serial  # RSS trends, and an end within 3 s
 def test_trace_json_memory_is_flat_for_10_minutes_of_2000_shares_a_second(ebpf):
     flat("json", 600, 10, 60)
 
 
 @pytest.mark.soak
+@pytest.mark.serial  # RSS trends, and an end within 3 s
 def test_trace_inspector_memory_is_flat_for_10_minutes_of_2000_shares_a_second(ebpf):
     """The inspector in a pseudo-terminal at 160x48; q ends it."""
     flat("inspector", 600, 10, 60)

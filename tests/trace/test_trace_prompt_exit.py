@@ -18,7 +18,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "tui"))
 from terminal import Terminal  # noqa: E402
 
-pytestmark = pytest.mark.slow
+#: serial: a busy trace ends and detaches within a second
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "trace_share.py"
 #: memfds shared a second (each: memfd_create, sendmsg, close, recvmsg, close: 5 traced calls)
@@ -28,14 +29,6 @@ RUN_S = 20
 #: the target is 1 s; the margin is for a loaded 2-core machine
 WITHIN_S = 1.8
 BPF_PROG_GET_FD_BY_ID = 13
-
-
-@pytest.fixture(autouse=True)
-def _ebpf():
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
 
 
 def attached_programs(pid: int) -> set[int]:

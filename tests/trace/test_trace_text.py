@@ -149,19 +149,6 @@ os.close(os.pidfd_open(os.getpid()))
 """
 
 
-@pytest.fixture
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 @pytest.mark.slow
 def test_a_newcomers_trace_through_a_wrapper(ebpf, tmp_path):
     """A wrapper script (as a pyenv shim is) runs helpers, then the program that shares."""
@@ -208,6 +195,7 @@ def stop_with(args: list[str], sig: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.serial  # traces every process (--all)
 def test_trace_all_stopped_by_a_signal_exits_128_plus_it(ebpf, sig):
     assert stop_with(["--all", "-q"], sig) == 128 + sig
 
@@ -240,6 +228,46 @@ def test_the_summary_says_losses_per_cpu_the_fds_not_read_and_the_sends_not_seen
     assert "1 conclusion they could overturn said as unknown, none as a leak" in out
     assert "48 more fds not read (sent) and 48 more fds not read (received)" in out
     assert "16 shared" in out and "1 unknown" in out
+
+
+def test_the_commands_program_comes_before_a_later_line_of_another_process():
+    """The command's exec waited for its exit, so another process's exit at 3.15 s was printed
+    before the command's exec at 0.14 s: now the text keeps the kernel's order."""
+    b = Bystanders()
+    shown = []
+    for e in [
+        TraceStarted("ebpf", [10], ["python3"], ktime0=T0),
+        ProcessExec(10, 10, T0 + 1, "/usr/bin/python3.11", "python3"),
+        ProcessForked(10, 10, T0 + 2, 12, "python3"),
+        FdsReceived(12, 12, T0 + 3, "recvmsg", SOCK, [6], ["f1"], 1),
+        ProcessExit(12, 12, T0 + 4, 0),
+        ProcessExit(10, 10, T0 + 5, 0),
+    ]:
+        shown += b.see(e)
+    stamps = [e.ktime for e in shown if hasattr(e, "ktime")]
+    assert stamps == sorted(stamps) and len(stamps) == 5, shown
+
+
+def test_a_worker_sending_an_fd_to_itself_is_said_to_be_the_rehearsal():
+    """The demo's first kernel lines show the producer sending an fd to itself (its rehearsal of
+    the send, on a socketpair of its own, at step 1): said so, not left to read as the share."""
+    from vmmtui.stream.observed import FdsReceived, SocketEnd
+    from vmmtui.view.kernel import KernelFact, Source
+    from vmmtui.words.trace import kernel_fact
+
+    sock = SocketEnd(1, 2, "")
+    own = KernelFact(
+        "producer",
+        FdsReceived(7, 7, 1, "recvmsg", sock, [7], ["f"], 1),
+        (Source("producer", 7, 6, "sendmsg"),),
+    )
+    assert "rehearsal" in kernel_fact(own).plain
+    peer = KernelFact(
+        "consumer",
+        FdsReceived(8, 8, 1, "recvmsg", sock, [5], ["f"], 1),
+        (Source("producer", 7, 5, "sendmsg"),),
+    )
+    assert "rehearsal" not in kernel_fact(peer).plain
 
 
 def test_a_mapping_its_unmaps_and_an_execs_closes_are_worded():

@@ -25,11 +25,8 @@ def screen_text(app) -> str:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-async def test_the_view_shows_a_share_as_it_happens():
-    from vmmtui.trace.loader import ProbeUnavailable, why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
+async def test_the_view_shows_a_share_as_it_happens(ebpf):
+    from vmmtui.trace.loader import ProbeUnavailable
     from vmmtui.trace.tracer import Tracer
     from vmmtui.tui.trace import TraceApp
 
@@ -69,13 +66,10 @@ async def test_the_view_shows_a_share_as_it_happens():
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-async def test_the_commands_output_and_its_traceback_are_on_a_key():
+async def test_the_commands_output_and_its_traceback_are_on_a_key(ebpf):
     """trace -- CMD under the inspector: what the program writes is kept (not on the screen the
     inspector draws), shown on O while it runs and after it died of an exception."""
-    from vmmtui.trace.loader import ProbeUnavailable, why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
+    from vmmtui.trace.loader import ProbeUnavailable
     from vmmtui.trace.output import Output
     from vmmtui.trace.tracer import Tracer
     from vmmtui.tui.screens.output import OutputScreen

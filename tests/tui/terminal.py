@@ -22,7 +22,9 @@ ANSI = re.compile(r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z]
 
 class Terminal:
     """``vmmtui ARGS`` on a pty of ``width`` × ``height``, its own session, the pty its terminal;
-    ``term`` its TERM (None: unset), ``extra`` more of its environment."""
+    ``term`` its TERM (None: unset), ``extra`` more of its environment. ``controlling=False``: the
+    pty is its stdio but not its controlling terminal (``setsid -w vmmtui …``, ``runuser``), so
+    that the kernel sends it no SIGHUP when the terminal goes away."""
 
     def __init__(
         self,
@@ -32,6 +34,7 @@ class Terminal:
         height: int = 40,
         term: str | None = "xterm-256color",
         extra: dict[str, str] | None = None,
+        controlling: bool = True,
     ):
         self.tmp = tmp_path
         master, slave = pty.openpty()
@@ -48,7 +51,7 @@ class Terminal:
             stderr=slave,
             env=env,
             start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+            preexec_fn=(lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)) if controlling else None,
             close_fds=True,
         )
         os.close(slave)

@@ -156,6 +156,7 @@ def running_children() -> list[psutil.Process]:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
+@pytest.mark.serial  # its workers gone within 5 s
 async def test_scenario_picker_runs_a_failure_and_shows_its_outcome(tmp_path):
     from textual.widgets import OptionList
 

@@ -7,7 +7,7 @@ import re
 from collections import defaultdict
 
 import pytest
-from driving import MEMFD, text_of, wait_for
+from driving import MEMFD, step_to, text_of, wait_for
 
 from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
@@ -35,14 +35,6 @@ def screen_lines(app) -> list[str]:
         row.extend(" " * (col + len(text) - len(row)))
         row[col : col + len(text)] = text
     return ["".join(rows[k]) for k in sorted(rows)]
-
-
-async def step_to(pilot, app, index):
-    while app.session.position < index:
-        before = app.session.position
-        await pilot.press("space")
-        await wait_for(pilot, lambda before=before: app.session.position > before and not app.busy)
-    await pilot.pause(0.3)
 
 
 @pytest.mark.asyncio

@@ -18,7 +18,7 @@ from vmmtui.tui.replay import ReplayApp
 from vmmtui.tui.widgets.event_log import EventLog
 
 #: the slow tier: whole sessions with the probe loaded (README)
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
 
 PLAN = build_plan()
 RECEIVE = PLAN.index(("consumer", "receive")) + 1
@@ -28,25 +28,6 @@ RECEIVE = PLAN.index(("consumer", "receive")) + 1
 def kernel_wanted(monkeypatch):
     """The suite turns eBPF off for the other tests (conftest): on here."""
     monkeypatch.delenv(OFF_ENV, raising=False)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.session.kernel import why_off
-    from vmmtui.trace.loader import Probe, ProbeUnavailable
-
-    saved = os.environ.pop(OFF_ENV, None)  # the suite's default: this module tests the record
-    try:
-        reason = why_off()
-    finally:
-        if saved is not None:
-            os.environ[OFF_ENV] = saved
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
 
 
 def kernel_line(exported: int, received: int) -> str:

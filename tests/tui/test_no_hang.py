@@ -15,7 +15,8 @@ import termios
 import pytest
 from terminal import ANSI, Terminal, _winsize
 
-pytestmark = pytest.mark.slow
+#: serial: each way out ends the app within 4 s
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FASTEST = ("replay", "h100-vmm-1mib", "--autoplay", "--pace", "0.01")
 #: a loaded 2-core machine gets some slack over the 2 s promised

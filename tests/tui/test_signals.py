@@ -12,7 +12,8 @@ import pytest
 from terminal import Terminal, alive
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
+#: serial: each signal ends the app within 4 s
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 #: the first frame is drawn; the steps list says the next one
 READY = "space Next"

@@ -11,6 +11,8 @@ import time
 import pytest
 from terminal import Terminal, alive
 
+from tests.tracing import ebpf_refused
+
 
 @pytest.mark.parametrize("term", ["dumb", None], ids=["TERM=dumb", "no-TERM"])
 @pytest.mark.parametrize(
@@ -62,14 +64,9 @@ CASES = [
 ]
 
 
-def ebpf_refused() -> str | None:
-    from vmmtui.trace.loader import why_not
-
-    return why_not()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("screen, end", CASES, ids=[f"{s}-{e}" for s, e in CASES])
+@pytest.mark.serial  # its workers gone within 2 s
 def test_every_screen_ends_with_one_exit_status_rule(tmp_path, screen, end):
     """q gave 143 in the trace inspector (the command it stopped had died of SIGTERM), so did
     Ctrl-C and SIGHUP; Ctrl-C gave 0 in attach and ``trace -p``."""

@@ -65,3 +65,20 @@ async def test_the_footer_shows_each_key_whole_or_not_at_all():
             assert "Next" in said and "Quit" in said and "Help" in said, said
             if size == (80, 24):
                 assert len(shown) < len(keys) - 1  # some did not fit, and are not drawn
+
+
+@pytest.mark.asyncio
+async def test_keys_do_nothing_behind_the_too_small_screen_but_q():
+    """Space and → advanced the replay behind "too small" (at 40×10): nothing on screen to act
+    on, so nothing moves; q still quits."""
+    app = ReplayApp(gallery.resolve("cpu-memfd-1mib"))
+    async with app.run_test(size=(40, 10)) as pilot:
+        await pilot.pause(0.2)
+        before = app.shown
+        for key in ("space", "right", "end", "g"):
+            await pilot.press(key)
+        await pilot.pause(0.2)
+        assert app.shown == before and len(app.screen_stack) == 1
+        await pilot.press("q")
+        await pilot.pause(0.2)
+    assert app.return_code == 0

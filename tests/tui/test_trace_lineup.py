@@ -63,7 +63,8 @@ async def test_the_sharers_have_their_panels_and_the_rest_is_one_line(size):
         assert v is not None
         folded = len(v.procs) - len(panels)
         assert folded > 40
-        assert f"+{folded} more processes (wrappers, helpers)" in text
+        # each folded process said as what it is (here: the wrapper's helpers, none that shares)
+        assert re.search(rf"\+{folded} more processes \((1 wrappers?; )?\d+ helpers\)", text)
         assert on_screen(app, app.screen.query_one(MoreProcesses))
 
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from driving import wait_for
 from events_fixture import SAME, session_batches
 from rich.console import Console
 from textual.widgets import Markdown
@@ -287,7 +288,9 @@ async def test_at_80x24_the_footer_shows_help_and_help_lists_every_key(replay):
 
     app = ReplayApp(gallery.resolve("cpu-memfd-1mib")) if replay else offline_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        # the footer is drawn once the app has had the CPU for its first frame (later when the
+        # machine is busy: four workers on two cores)
+        await wait_for(pilot, lambda: plain(screen_ansi(app)).splitlines()[-1].strip() != "")
         footer = plain(screen_ansi(app)).splitlines()[-1]
         assert "? Help" in footer and "q Quit" in footer and "Next" in footer, footer
         await pilot.press("question_mark")
@@ -343,3 +346,12 @@ async def test_home_end_and_arrows_go_through_the_live_apps_frames_as_a_replays_
         await pilot.press("end")
         await pilot.pause()
         assert app.shown is None and app.inspector.mark == "" and app.frames.last == last
+
+
+def test_the_wires_socket_path_breaks_after_a_slash_never_mid_name():
+    """The wire's socket path folded at the panel's edge mid-name ('…/vmmtu' then 'i.sock')."""
+    from vmmtui.tui.widgets.wire import at_slashes
+
+    lines = at_slashes("/tmp/vmmtui-1273-b3czdq2m/vmmtui.sock (listening)", 32).splitlines()
+    assert lines == ["/tmp/vmmtui-1273-b3czdq2m/", "vmmtui.sock (listening)"]
+    assert at_slashes("/tmp/a.sock", 32) == "/tmp/a.sock"

@@ -18,7 +18,8 @@ import pytest
 from vmmtui.plan.steps import build_plan
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
-pytestmark = pytest.mark.slow
+#: serial: nothing left within 2 s of a kill -9
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 PARENT = r"""
 import json, os, socket, subprocess, sys, tempfile, time

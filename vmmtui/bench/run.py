@@ -487,6 +487,9 @@ def write(result: BenchResult, out_dir: Path, stem: str | None = None) -> tuple[
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = stem or free_stem(out_dir, f"bench-{result.machine.hostname}-{result.date[:10]}")
     js, plot = out_dir / f"{stem}.json", out_dir / f"{stem}.svg"
-    js.write_text(json.dumps(result.to_json(), indent=1) + "\n")
-    plot.write_text(svg(result))
+    from vmmtui.system.atomic import write_whole
+
+    # whole or not at all: a full disk leaves no half a result that a later run would misread
+    write_whole(js, json.dumps(result.to_json(), indent=1) + "\n")
+    write_whole(plot, svg(result))
     return js, plot

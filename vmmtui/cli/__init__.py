@@ -25,7 +25,13 @@ from typing import cast
 from vmmtui.cli import inspector
 from vmmtui.cli.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE, HelpFormatter, Parser
 from vmmtui.system import host, output
-from vmmtui.system.interrupts import NOTHING_LEFT, Interrupted, exit_at_once, interruptible
+from vmmtui.system.interrupts import (
+    NOTHING_LEFT,
+    Interrupted,
+    exit_at_once,
+    interruptible,
+    terminal_watched,
+)
 
 #: every command, in ``vmmtui --help``'s order, with its summary there; its module
 #: ``vmmtui.cli.NAME`` (``ABOUT``, ``add_arguments``) is imported when the command line names it
@@ -129,15 +135,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"vmmtui: {elsewhere}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            if getattr(args, "own_signals", False):  # an event loop that installs its own
-                code = args.func(args)  # (interrupts.delivered_to) within this exit_at_once
-                sys.stdout.flush()  # what it printed after its screen: a signal ends the wait
-            else:
-                with interruptible():
-                    code = args.func(args)
-                    # the last lines, still buffered: written while a stop signal can end the
-                    # wait for a reader that does not read (not later, in the interpreter's exit)
-                    sys.stdout.flush()
+            with (
+                terminal_watched()
+            ):  # a terminal that goes away is SIGHUP, told by the kernel or not
+                if getattr(args, "own_signals", False):  # an event loop that installs its own
+                    code = args.func(args)  # (interrupts.delivered_to) within this exit_at_once
+                    sys.stdout.flush()  # what it printed after its screen: a signal ends the wait
+                else:
+                    with interruptible():
+                        code = args.func(args)
+                        # the last lines, still buffered: written while a stop signal can end the
+                        # wait for a reader that does not read (not later, in the interpreter's
+                        # exit)
+                        sys.stdout.flush()
             return code
         except KeyboardInterrupt as exc:  # a command that had nothing to clean up, or it is done
             signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT

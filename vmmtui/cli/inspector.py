@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from vmmtui.cli.options import (
+    EXIT_FAILED,
     EXIT_USAGE,
     config_from,
     pace_arg,
@@ -181,4 +182,10 @@ def ended(app) -> int:
         name = signal.Signals(app.signalled).name
         with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): no one to tell
             print(f"vmmtui: interrupted by {name}; {app.stopped()}", file=sys.stderr, flush=True)
-    return exit_status(app.signalled, app.return_code or 0)
+    own = app.return_code or 0
+    if lost := app.lost():  # a file asked for could not be written: said, and the status is 1
+        with contextlib.suppress(OSError):
+            for line in lost:
+                print(f"vmmtui: {line}", file=sys.stderr, flush=True)
+        own = own or EXIT_FAILED
+    return exit_status(app.signalled, own)

@@ -250,6 +250,9 @@ def write_transcript(path: str, recording, notes) -> int:
     except OSError as exc:
         print(f"vmmtui: --transcript {path}: cannot write ({exc.strerror})", file=sys.stderr)
         return 1
+    if transcript.error:  # a full disk: nothing is left under the name, and it is said
+        print(f"vmmtui: {transcript.error}", file=sys.stderr)
+        return 1
     print(f"wrote {path}: {len(recording.events)} events (no terminal: the inspector did not open)")
     return EXIT_OK
 
@@ -316,13 +319,19 @@ def write_html(path: str, recording, notes, folded=None) -> int:
 
 
 def write_perfetto(path: str, events: list) -> int:
-    """``--perfetto FILE``: the trace file, or one line and exit 2 when it cannot be written."""
+    """``--perfetto FILE``: the trace file, or one line: exit 2 for a path that cannot name a
+    file, 1 when writing failed (a full disk)."""
     from vmmtui.render import perfetto
 
     try:
         n = perfetto.write(path, events)
-    except OSError as exc:
-        print(f"vmmtui: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except OSError as exc:  # nothing is left under the name (system.atomic)
+        print(
+            f"vmmtui: cannot write {path}: {exc.strerror or exc}; nothing was written",
+            file=sys.stderr,
+        )
+        # a path that cannot name a file is bad input (2); a disk that filled is a failure (1)
+        bad = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+        return EXIT_USAGE if isinstance(exc, bad) else 1
     print(f"wrote {path}: {n} trace events; open it at https://ui.perfetto.dev (Open trace file)")
     return EXIT_OK

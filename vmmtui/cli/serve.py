@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import textwrap
 from collections.abc import Callable
 
-from vmmtui.cli.options import EXIT_OK, EXIT_USAGE
+from vmmtui.cli.options import EXIT_USAGE
 
 #: who can reach the port, and what stops them (--help and docs/serve.md say the same)
 WHO = (
@@ -264,7 +265,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ListenError as exc:
         print(f"vmmtui serve: {exc}", file=sys.stderr)
         return exc.exit_code
-    what = " ".join(args.args) or " ".join(["the inspector", *live])
+    # what each page runs, as a sentence: "the inspector with --record run.jsonl", not the
+    # options glued to its name
+    what = " ".join(args.args) or (
+        f"the inspector with {shlex.join(live)}" if live else "the inspector"
+    )
     token = new_token()
     where = f"screenshots (s) go to {shots}" if shots else "screenshots (s) are off in pages"
     print(
@@ -286,5 +291,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server.serve_on(sockets)
     told = server.told
     pages = f"; {told} open page{'s' if told != 1 else ''} told so" if told else ""
-    print(f"vmmtui: stopped serving{pages}", file=sys.stderr)
-    return EXIT_OK
+    by = server.stopped_by
+    named = f" (interrupted by {signal.Signals(by).name})" if by is not None else ""
+    print(f"vmmtui: stopped serving{named}{pages}", file=sys.stderr)
+    from vmmtui.system.interrupts import exit_status
+
+    return exit_status(by)  # 128 + the signal, as docs/troubleshooting.md promises

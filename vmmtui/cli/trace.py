@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -234,16 +235,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
             captured = getattr(source, "stdout", None)
             if captured is not None and not isinstance(captured, int):  # the screen's capture
                 print_output(captured, command, said)
-            if recorder is not None:
-                recorder.close()
-                if recorder.failed:
-                    print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-            _close_sinks(sinks, tee.seen, args.perfetto, said)
+            lost = _close_files(recorder, sinks, tee.seen, args.perfetto, said)
             leave_unfreed()  # the ledger of a long trace: left to the kernel, not freed in turn
     if screen is not None and (screen[0] is not None or screen[1]):
         return exit_status(screen[0])  # the screen's rule: a signal's 128 + it, q: 0
     if command:
-        return source.exit.status if source.exit else EXIT_FAILED
+        if getattr(source, "timed_out", False) and command_stopped(source):
+            print(
+                f"vmmtui {said}: --duration {args.duration:g} s ended the trace while the command "
+                "still ran: it was stopped, so it has no exit status of its own (exit 1)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        code = source.exit.status if source.exit else EXIT_FAILED
+        return code or (EXIT_FAILED if lost else EXIT_OK)  # a file asked for and not written
     stopped_by = getattr(source, "stopped_by", None)
     if stopped_by is not None:  # Ctrl-C (130) or another stop signal: 128 + it
         return 128 + stopped_by
@@ -256,7 +261,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED if lost else EXIT_OK
 
 
 def _request(args: argparse.Namespace, command: list[str]) -> TraceRequest:
@@ -376,28 +381,32 @@ def _inspect(request: TraceRequest, args: argparse.Namespace, recorder, sinks: l
     try:
         app.run()
     finally:
-        app.end_trace()
-        if app.thread is not None and app.thread.is_alive() and app.tracer is not None:
-            app.tracer.finished.wait(1.0)
+        app.end_trace()  # waits for the tracer's thread, at most END_WAIT_S after q in all
         if output is not None:
             output.finish()
             print_output(output, command, said)
-        if recorder is not None:
-            recorder.close()
-            if recorder.failed:
-                print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
-        _close_sinks(sinks, tee.seen, args.perfetto, said)
+        lost = _close_files(recorder, sinks, tee.seen, args.perfetto, said)
         leave_unfreed()  # every event of the trace is held: freeing them one by one takes seconds
     tracer = app.tracer
     if app.error:
         print(f"vmmtui {said}: {app.error}", file=sys.stderr)
         if app.code and (tracer is None or tracer.exit is None):
             return app.code
+    failed = EXIT_FAILED if lost or app.lost() else EXIT_OK  # a file asked for, not written
+    for line in app.lost():
+        print(f"vmmtui {said}: {line}", file=sys.stderr)
+    if app.signalled is None and command and tracer is None:  # q before the trace had started
+        print(
+            f"vmmtui {said}: quit while the trace was starting (the probes loading): the command "
+            "did not run",
+            file=sys.stderr,
+        )
+        return failed  # the screen's rule: q is 0 (1 where a file asked for was not written)
     if app.signalled is not None or app.stopped_command:  # the screen's rule: 128 + it, q: 0
-        return exit_status(app.signalled)
+        return exit_status(app.signalled, failed)
     if command and tracer is not None and tracer.exit is not None:
-        return tracer.exit.status  # it ended by itself
-    return EXIT_OK if not command else EXIT_FAILED
+        return tracer.exit.status or failed  # it ended by itself
+    return failed if not command else EXIT_FAILED
 
 
 def print_output(output, command: list[str], said: str) -> None:
@@ -533,9 +542,36 @@ def _sinks(args: argparse.Namespace, world) -> list | int:
     return sinks
 
 
+def how_many(n: int, thing: str) -> str:
+    """``1 fd transfer``, ``2 fd transfers``."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
+def command_stopped(source) -> bool:
+    """Whether the traced command did not end by itself: no exit of its own was seen, or the
+    stop signal the trace sent ended it (SIGTERM, then SIGKILL)."""
+    ex = getattr(source, "exit", None)
+    return ex is None or ex.signal in (signal.SIGTERM, signal.SIGKILL)
+
+
+def _close_files(recorder, sinks: list, events: list, perfetto: str | None, said: str) -> list[str]:
+    """The recording closed and the exporters' files written, each failure said in one line:
+    those lines (the command then exits 1 where it would have exited 0)."""
+    lost: list[str] = []
+    if recorder is not None:
+        recorder.close()
+        if recorder.failed:
+            print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
+            lost.append(recorder.failed)
+    if not _close_sinks(sinks, events, perfetto, said):
+        lost.append(f"--perfetto {perfetto}")
+    return lost
+
+
 def _close_sinks(
     sinks: list, events: list, perfetto: str | None = None, said: str = "trace"
-) -> None:
+) -> bool:
+    """The exporters closed and the Perfetto file written: False when it could not be (said)."""
     for sink in sinks:
         sink.close()
         if problem := getattr(sink, "problem", ""):
@@ -550,7 +586,13 @@ def _close_sinks(
                 file=sys.stderr,
             )
         except OSError as exc:
-            print(f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}", file=sys.stderr)
+            print(
+                f"vmmtui {said}: cannot write {perfetto}: {exc.strerror or exc}; nothing was "
+                "written",
+                file=sys.stderr,
+            )
+            return False
+    return True
 
 
 def _print(session, args: argparse.Namespace) -> None:
@@ -683,8 +725,10 @@ def verdict_line(ledger, by) -> str:
     return (
         f"{head}; {good} shared/imported"
         + (f", {quiet} quiet fact{'s' if quiet != 1 else ''}" if quiet else "")
-        + f"; followed {ledger.transfers.total} fd transfers, {len(ledger.allocations)} "
-        f"allocations, {len(ledger.ipc)} IPC handles, {len(ledger.pool_ptrs)} pool pointers "
+        + f"; followed {how_many(ledger.transfers.total, 'fd transfer')}, "
+        f"{how_many(len(ledger.allocations), 'allocation')}, "
+        f"{how_many(len(ledger.ipc), 'IPC handle')}, "
+        f"{how_many(len(ledger.pool_ptrs), 'pool pointer')} "
         "(each one's calls and findings: --json)"
     )
 

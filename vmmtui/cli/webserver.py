@@ -215,6 +215,8 @@ class ViewerServer(Server):
         self.running = 0
         #: the pages told that the server stopped
         self.told = 0
+        #: the signal that ended serving (SIGINT, SIGTERM, SIGHUP), or None
+        self.stopped_by: int | None = None
         #: the pages refused because the server was full
         self.refused = 0
         #: the pages told that their vmmtui ended by itself
@@ -382,7 +384,7 @@ class ViewerServer(Server):
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                loop.add_signal_handler(signum, self.request_exit)
+                loop.add_signal_handler(signum, self._stop_by, signum)
         try:
             web.run_app(
                 self._make_app(),
@@ -396,3 +398,14 @@ class ViewerServer(Server):
         finally:
             for sock in sockets:
                 sock.close()
+            # the loop is closed: a signal from now on must not be written to its wakeup fd,
+            # gone with it ("Exception ignored ... signal wakeup fd" was printed on SIGTERM)
+            with contextlib.suppress(ValueError):
+                signal.set_wakeup_fd(-1)
+
+    def _stop_by(self, signum: int) -> None:
+        """A stop signal: serving ends (its exit status is 128 + the first one's, as every
+        command's: ``interrupts.exit_status``)."""
+        if self.stopped_by is None:
+            self.stopped_by = signum
+        self.request_exit()

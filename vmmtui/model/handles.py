@@ -268,6 +268,30 @@ class HandleBook:
                 n += 1
         return total, n
 
+    def held_by_importers(self) -> list[tuple[Export, list[int]]]:
+        """Each export that a live process other than its exporter still opens or maps, with
+        those processes: the memory that crossed processes and stays pinned by them (the
+        exporter's own handle is its own memory, not theirs). The driver frees an allocation only
+        when every handle and mapping of it is gone (CUDA Driver API, Virtual Memory Management:
+        cuMemRelease "the memory will be released when all outstanding mappings are unmapped")."""
+        out = []
+        for x in self.exports:
+            if x.gone:
+                continue
+            who = {ipid for ipid, opens in x.opens.items() if opens and ipid not in self.dead}
+            who |= {
+                pid
+                for (pid, key, thing), src in self.opened.items()
+                if src is x
+                and pid not in self.dead
+                and thing is Thing.ALLOCATION
+                and any(h == key for _, h in self.mapped.get(pid, {}).values())
+            }
+            who.discard(x.pid)
+            if who:
+                out.append((x, sorted(who)))
+        return out
+
     def _importer_maps(self, x: Export) -> bool:
         return any(
             src is x

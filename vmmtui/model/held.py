@@ -49,7 +49,11 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
             if not known and o.how != "present":
                 continue
             said.add((o.pid, h.file))
-            out.append(_held_after_exit(ledger, e, h, o, known))
+            found = _held_after_exit(ledger, e, h, o, known)
+            if known:  # certain only where no record since the holder got it was lost: a lost
+                ledger.leak(out, o.since, found)  # one may be its exit or its close (unknown)
+            else:
+                out.append(found)
     return out
 
 
@@ -79,7 +83,11 @@ def _made_and_still_pinned(
         ledger.after_death[(pid, f"file:{file}")] = HeldAfterDeath(
             pid, e.pid, e.ktime, e.code, Memory.FILE, file=file, ptr=ptr, name=name
         )
-        out.append(
+        # certain only where no record since the file came was lost: a lost one may be the
+        # holder's exit, a close or an munmap (then ``unknown``, with the loss: Ledger.leak)
+        ledger.leak(
+            out,
+            came.since,
             LedgerFinding(
                 "held-after-exporter-died",
                 pid,
@@ -95,7 +103,7 @@ def _made_and_still_pinned(
                 pidfd=came.pidfd,
                 status=e.code,
                 name=name,
-            )
+            ),
         )
 
 

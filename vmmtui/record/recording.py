@@ -242,6 +242,11 @@ def start_recording(path: str | Path, config: SessionConfig, backend: str, reaso
 
 
 def _create(path: Path) -> IO[str]:
+    """The recording's file, written under its name as the events come (flushed at each batch):
+    unlike the other files vmmtui writes (``system.atomic``), a recording is worth having when its
+    recorder is killed or the disk fills, and it says so itself. Its reader tells a whole one
+    (it ends with the session's or the trace's end) from one cut short, and replays a cut one up
+    to its cut, a last line written in part included."""
     if path.suffix == ".gz":
         return gzip.open(path, "wt", encoding="utf-8")
     return open(path, "w", encoding="utf-8")  # noqa: SIM115 - the caller closes it
@@ -309,10 +314,12 @@ class Recorder:
                 self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
-        """Writing failed: stop, keep what was written, say so once (no traceback, no retry)."""
+        """Writing failed: stop, put what was written in place as a recording cut there, say so
+        once (no traceback, no retry); the command then exits non-zero."""
         self.failed = (
-            f"cannot write the recording {self.path}: {exc.strerror or exc}; it is incomplete "
-            "(a replay shows what reached the file, or says where it is cut)"
+            f"cannot write the recording {self.path}: {exc.strerror or exc}; it is cut where "
+            f"writing stopped (`vmmtui replay {self.path}` shows what reached it and says where "
+            "it is cut); free space there, or record to another file system"
         )
         with contextlib.suppress(OSError):
             self.file.close()  # the buffer that failed is dropped; the file is closed all the same
@@ -326,6 +333,7 @@ class Recorder:
         return None
 
     def close(self) -> None:
+        """The recording complete, or cut (``failed`` says so)."""
         if not self.file.closed:
             try:
                 self.file.close()
@@ -406,6 +414,7 @@ def read(path: str | Path) -> Recording:
         header, body, start, note = Header(format=1), lines, 1, LACKS[1]
     events: list[Event] = []
     numbers: list[int] = []
+    truncated = 0
     for number, line in enumerate(body, start):
         if not line.strip():
             continue
@@ -419,10 +428,11 @@ def read(path: str | Path) -> Recording:
                     "lines are out of order (reversed, as `tac` writes them?); replay the file as "
                     "it was recorded"
                 ) from None
-            last = number == start + len(body) - 1
-            why = "cut short (truncated)" if last and not complete else f"corrupt: {exc}"
+            if number == start + len(body) - 1 and not complete:
+                truncated = number  # written in part (a full disk, a kill): the rest replays
+                break
             raise RecordingError(
-                f"{name} line {number}: {why}; the recording cannot be replayed"
+                f"{name} line {number}: corrupt: {exc}; the recording cannot be replayed"
             ) from None
     if not events:
         raise RecordingError(
@@ -432,7 +442,14 @@ def read(path: str | Path) -> Recording:
     if note == "" and header.format < FORMAT:
         note = LACKS.get(header.format, f"format {header.format}")
     events = [in_our_words(e) for e in events]
-    return Recording(header, events, name, note, _cut(events, start + len(body) - 1))
+    cut = (
+        f"cut short: line {truncated} was written in part (the disk filled, or its recorder was "
+        f"killed while writing); the replay shows the {len(events)} events before it, and the "
+        "rest is missing"
+        if truncated
+        else _cut(events, start + len(body) - 1)
+    )
+    return Recording(header, events, name, note, cut)
 
 
 def untrusted(data: Any) -> Any:

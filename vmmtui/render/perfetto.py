@@ -33,6 +33,7 @@ from vmmtui.stream.observed import (
     TraceCall,
     TraceStarted,
 )
+from vmmtui.system.atomic import write_whole
 
 #: the flows of a session: (producer's step, consumer's step, what travels)
 SESSION_FLOWS = (("send", "receive", "fd"), ("export", "import", "allocation"))
@@ -208,5 +209,6 @@ def write(path: str | Path, events: list[Event]) -> int:
     number of trace events written."""
     is_trace = any(isinstance(e, TraceStarted | TraceCall) for e in events)
     body = from_trace(events) if is_trace else from_session(events)
-    Path(path).write_text(json.dumps({"traceEvents": body, "displayTimeUnit": "ns"}))
+    # whole or not at all: a full disk leaves no half a JSON file under the name
+    write_whole(path, json.dumps({"traceEvents": body, "displayTimeUnit": "ns"}))
     return len(body)

@@ -33,12 +33,18 @@ JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
 class Transcript:
-    """Appends every event to ``path``: ``.jsonl``/``.json`` as JSON lines, anything else as Markdown."""
+    """Appends every event to ``path``: ``.jsonl``/``.json`` as JSON lines, anything else as Markdown.
+
+    Whole or not at all (``system.atomic``): written beside its name and put in place by
+    ``close()``; a write that fails leaves nothing under the name and ``error`` says so."""
 
     def __init__(self, path: str | Path):
+        from vmmtui.system.atomic import AtomicFile
+
         self.path = Path(path)
         self.json = self.path.suffix in JSON_SUFFIXES
-        self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - held open for the session
+        self.out = AtomicFile(self.path)
+        self.file = self.out.file
         #: why writing stopped (one line with the cause), or None
         self.error: str | None = None
         self.repeats = say.Repeats()
@@ -59,8 +65,7 @@ class Transcript:
             self.file.write(json_line(e) + "\n" if self.json else self.markdown(e))
             self.file.flush()
         except OSError as exc:
-            self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here, the session goes on"
-            self.close()
+            self._lost(exc)
 
     def note(self, on: str, text: str) -> None:
         """A teacher's note (replay --notes) as a quote in the Markdown; JSON lines hold only events."""
@@ -70,8 +75,7 @@ class Transcript:
         try:
             self.file.write(f"\n> **teacher's note ({on})**\n>\n{quoted}\n\n")
         except OSError as exc:
-            self.error = f"transcript {self.path}: {exc.strerror}; the transcript stops here"
-            self.close()
+            self._lost(exc)
 
     def markdown(self, e: Event) -> str:
         if isinstance(e, SessionStarted):
@@ -149,9 +153,22 @@ class Transcript:
             body += "\nclosed: " + ", ".join(f"fd {fd}" for fd in r.closed) + "\n"
         return head + body
 
+    def _lost(self, exc: OSError) -> None:
+        """Writing failed: nothing is left under the name, and ``error`` says so in one line."""
+        self.error = (
+            f"cannot write the transcript {self.path}: {exc.strerror or exc}; nothing was written "
+            "(the session goes on); free space there, or name a file on another file system"
+        )
+        self.out.abort()
+
     def close(self) -> None:
-        if not self.file.closed:
-            try:
-                self.file.close()
-            except OSError as exc:  # the last flush failed
-                self.error = self.error or f"transcript {self.path}: {exc.strerror}"
+        """The transcript complete, in place; or ``error`` says why there is none."""
+        if self.out.done:
+            return
+        try:
+            self.out.commit()
+        except OSError as exc:  # the last write or the rename failed (a full disk)
+            self.error = self.error or (
+                f"cannot write the transcript {self.path}: {exc.strerror or exc}; nothing was "
+                "written: free space there, or name a file on another file system"
+            )

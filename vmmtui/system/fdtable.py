@@ -41,8 +41,14 @@ class FdTable:
         try:
             proc = psutil.Process(pid)
             status = proc.status()
-        except psutil.Error as exc:
-            return cls(pid, error=f"process {pid} is gone ({type(exc).__name__})", status="gone")
+        except psutil.NoSuchProcess:
+            return cls(pid, error=f"process {pid} is gone (it exited)", status="gone")
+        except psutil.AccessDenied:
+            return cls(
+                pid, error=f"process {pid} cannot be read (permission denied)", status="gone"
+            )
+        except psutil.Error:
+            return cls(pid, error=f"process {pid} cannot be read", status="gone")
         if status == psutil.STATUS_ZOMBIE:
             return cls(pid, error=f"process {pid} has exited (zombie)", status=status)
         table = cls(pid, status=status)

@@ -10,6 +10,7 @@ carried copy (the GPU machine has none installed).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -19,6 +20,7 @@ import select
 import shlex
 import struct
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +47,35 @@ class _UprobeOpts(ctypes.Structure):
         ("retprobe", ctypes.c_bool),
         ("func_name", ctypes.c_char_p),
     ]
+
+
+#: ``union bpf_attr`` for BPF_LINK_CREATE of a ``uprobe_multi`` link (include/uapi/linux/bpf.h):
+#: prog_fd, target_fd, attach_type, flags, then path, offsets, ref_ctr_offsets, cookies (pointers),
+#: cnt, flags, pid; sent as a zeroed 128-byte union (the kernel checks that its unknown tail is 0)
+_LINK_CREATE_UPROBE_MULTI = struct.Struct("<IIIIQQQQIII")
+_BPF_ATTR_BYTES = 128
+#: the bpf(2) system call, its BPF_LINK_CREATE command, and the uprobe_multi attach type and
+#: return flag (the uapi's numbers, stable by the kernel's ABI rule: checked against this kernel's
+#: BTF in the tests)
+SYS_BPF = {"x86_64": 321, "aarch64": 280}
+BPF_LINK_CREATE = 28
+BPF_TRACE_UPROBE_MULTI = 48
+BPF_F_UPROBE_MULTI_RETURN = 1
+#: the first kernel with uprobe_multi links (6.6: one link for many uprobes, detached in one step)
+UPROBE_MULTI_SINCE = (6, 6)
+#: the CUDA programs, each attached to every probed function of libcuda
+CUDA_PROGRAMS = (("cuda_enter", False), ("cuda_exit", True))
+
+
+def uprobe_multi_here(release: str | None = None) -> bool:
+    """Whether this kernel has uprobe_multi links (by its release: 6.6 and later) and this
+    machine's bpf(2) number is known."""
+    release = release or os.uname().release
+    try:
+        major, minor = (int(x) for x in release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= UPROBE_MULTI_SINCE and os.uname().machine in SYS_BPF
 
 
 _SAMPLE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
@@ -86,9 +117,10 @@ def sudo_advice() -> str:
     return f'`sudo "$(command -v vmmtui)" trace ...` (this vmmtui: {this})'
 
 
-def privileges_missing(caps: int) -> str:
+def privileges_missing(caps: int, advice: bool = True) -> str:
     """What this process lacks for eBPF, read from the system, and the one way to get it that
-    widens nobody else's rights: sudo with the user's own vmmtui, for this one command."""
+    widens nobody else's rights: sudo with the user's own vmmtui, for this one command
+    (``advice`` False: the facts alone, for a caller that is not that command: a test run)."""
     has = [
         name
         for bit, name in ((CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON"))
@@ -114,19 +146,26 @@ def privileges_missing(caps: int) -> str:
         )
     except OSError:
         pass
-    return (
-        f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)}): run your own "
-        f"vmmtui as root for this command, {sudo_advice()}"
-    )
+    lack = f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)})"
+    if not advice:
+        return lack
+    return f"{lack}: run your own vmmtui as root for this command, {sudo_advice()}"
 
 
-def why_not() -> str | None:
-    """One line on what this machine lacks for eBPF tracing (None: nothing we can tell)."""
+def privileged() -> bool:
+    """Whether this process may load and attach the probe: CAP_SYS_ADMIN, or CAP_BPF and
+    CAP_PERFMON (Linux 5.8+)."""
+    caps = _cap_eff()
+    return bool(caps >> CAP_SYS_ADMIN & 1 or (caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1))
+
+
+def why_not(advice: bool = True) -> str | None:
+    """One line on what this machine lacks for eBPF tracing (None: nothing we can tell);
+    ``advice`` False leaves out how to run ``vmmtui trace`` with the privileges."""
     if os.uname().machine != "x86_64":
         return f"eBPF tracing is built for x86_64 only (this is {os.uname().machine})"
-    caps = _cap_eff()
-    if not (caps >> CAP_SYS_ADMIN & 1 or (caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1)):
-        return privileges_missing(caps)
+    if not privileged():
+        return privileges_missing(_cap_eff(), advice)
     if not BTF.exists():
         return (
             "the kernel has no BTF (/sys/kernel/btf/vmlinux): eBPF CO-RE needs a kernel built "
@@ -309,6 +348,11 @@ class Probe:
         self._print = _PRINT(self._on_print)
         self.lib.libbpf_set_print(self._print)
         self.links: list[int] = []
+        #: the uprobe_multi links' fds (two at most: every CUDA function's entry, and its return)
+        self.link_fds: list[int] = []
+        #: the CUDA programs are loaded for uprobe_multi links (one link for every function,
+        #: detached in one step) rather than one perf-event uprobe per function
+        self.multi = uprobe_multi_here()
         self.records: list[bytes] = []
         self._sample = _SAMPLE(self._on_sample)
         self.rb = None
@@ -402,7 +446,14 @@ class Probe:
             self.lib.bpf_program__set_autoload(prog, release and name in RELEASE_PROGRAMS[flavour])
         rings = self.lib.bpf_object__find_map_by_name(self.obj, b"rings")
         self.lib.bpf_map__set_max_entries(rings, self.ncpu)
+        if self.multi:  # attached with BPF_LINK_CREATE later: the load must say so
+            for name, _ret in CUDA_PROGRAMS:
+                prog = self.lib.bpf_object__find_program_by_name(self.obj, name.encode())
+                self.lib.bpf_program__set_expected_attach_type(prog, BPF_TRACE_UPROBE_MULTI)
         rc = self.lib.bpf_object__load(self.obj)
+        if rc and self.multi:  # a kernel that refuses the attach type: one uprobe per function
+            self.multi = False
+            return self._open_and_load(path, flavour, release, ring_bytes)
         return -abs(rc) if rc else 0
 
     def _declare(self) -> None:
@@ -422,6 +473,7 @@ class Probe:
             ("bpf_program__attach", vp, [vp]),
             ("bpf_program__attach_uprobe_opts", vp, [vp, c.c_int, c.c_char_p, c.c_size_t, vp]),
             ("bpf_link__destroy", c.c_int, [vp]),
+            ("bpf_program__set_expected_attach_type", c.c_int, [vp, c.c_int]),
             ("bpf_map_update_elem", c.c_int, [c.c_int, vp, vp, c.c_uint64]),
             ("bpf_map_lookup_elem", c.c_int, [c.c_int, vp, vp]),
             ("ring_buffer__new", vp, [c.c_int, _SAMPLE, vp, vp]),
@@ -487,9 +539,83 @@ class Probe:
         ):
             raise ProbeUnavailable(f"cannot open the ring buffers{self._last()}")
 
+    def attach_uprobes(self, library: str, funcs: list[tuple[int, str]]) -> dict[str, str]:
+        """Entry and return probes on each ``(cookie, function)`` of ``library``: why each one
+        left unprobed is (empty: every one is probed).
+
+        Where the kernel has uprobe_multi links, two links carry them all (the entries, the
+        returns), each function's cookie in its slot: the kernel unregisters a link's uprobes
+        together with one wait for the probes in flight, where one perf-event uprobe per function
+        waited once each (40 links: 4.6 s to end a trace, and as long for a process killed with
+        SIGKILL to be gone). Elsewhere, one uprobe per function, as libbpf places them."""
+        if not self.multi:
+            return {
+                func: why
+                for cookie, func in funcs
+                if (why := self.attach_uprobe(library, func, cookie)) is not None
+            }
+        from vmmtui.trace.elfsyms import ElfError, function_offsets
+
+        try:
+            offsets = function_offsets(library, {func for _, func in funcs})
+        except (OSError, ElfError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            return {func: why for _, func in funcs}
+        missing = {func: "no such function" for _, func in funcs if func not in offsets}
+        probed = [(cookie, func) for cookie, func in funcs if func in offsets]
+        if not probed:
+            return missing
+        for prog_name, ret in CUDA_PROGRAMS:
+            fd = self._link_uprobe_multi(
+                prog_name, library, [offsets[f] for _, f in probed], [c for c, _ in probed], ret
+            )
+            if fd < 0:
+                why = os.strerror(-fd) or "refused"
+                return {**missing, **{func: why for _, func in probed}}
+            self.link_fds.append(fd)
+        return missing
+
+    def _link_uprobe_multi(
+        self, prog_name: str, library: str, offsets: list[int], cookies: list[int], ret: bool
+    ) -> int:
+        """One uprobe_multi link of ``prog_name`` on ``offsets`` of ``library`` (every process:
+        the programs check the traced pids themselves): its fd, or -errno."""
+        prog = self.lib.bpf_object__find_program_by_name(self.obj, prog_name.encode())
+        prog_fd = self.lib.bpf_program__fd(prog)
+        n = len(offsets)
+        path = ctypes.create_string_buffer(library.encode())
+        offs = (ctypes.c_uint64 * n)(*offsets)
+        cooks = (ctypes.c_uint64 * n)(*cookies)
+        attr = ctypes.create_string_buffer(_BPF_ATTR_BYTES)
+        _LINK_CREATE_UPROBE_MULTI.pack_into(
+            attr,
+            0,
+            prog_fd,
+            0,
+            BPF_TRACE_UPROBE_MULTI,
+            0,
+            ctypes.addressof(path),
+            ctypes.addressof(offs),
+            0,
+            ctypes.addressof(cooks),
+            n,
+            BPF_F_UPROBE_MULTI_RETURN if ret else 0,
+            0,
+        )
+        syscall = self._libc.syscall
+        syscall.restype = ctypes.c_long
+        fd = syscall(
+            ctypes.c_long(SYS_BPF[os.uname().machine]),
+            ctypes.c_long(BPF_LINK_CREATE),
+            attr,
+            ctypes.c_uint(_BPF_ATTR_BYTES),
+        )
+        return fd if fd >= 0 else -ctypes.get_errno()
+
     def attach_uprobe(self, library: str, func: str, cookie: int) -> str | None:
-        """Entry and return probes on ``func`` of ``library``; None, or why not."""
-        for prog_name, ret in (("cuda_enter", False), ("cuda_exit", True)):
+        """Entry and return probes on ``func`` of ``library`` (perf-event uprobes, one pair per
+        function: a kernel without uprobe_multi links); None, or why not."""
+        for prog_name, ret in CUDA_PROGRAMS:
             prog = self.lib.bpf_object__find_program_by_name(self.obj, prog_name.encode())
             opts = _UprobeOpts(ctypes.sizeof(_UprobeOpts), 0, cookie, ret, func.encode())
             link = self.lib.bpf_program__attach_uprobe_opts(
@@ -573,10 +699,28 @@ class Probe:
 
     def detach(self) -> None:
         """Take every program off its hook (the kernel then writes no more records); the maps
-        and the ring stay readable for what is already in them."""
-        for link in self.links:
-            self.lib.bpf_link__destroy(link)
-        self.links = []
+        and the ring stay readable for what is already in them.
+
+        All at once: a uprobe_multi link goes with one close; libbpf's links are destroyed side
+        by side in threads (each waits for the probes in flight: one after another, the waits
+        added up to seconds)."""
+        fds, self.link_fds = self.link_fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        links, self.links = self.links, []
+        if len(links) <= 1:
+            for link in links:
+                self.lib.bpf_link__destroy(link)
+            return
+        threads = [
+            threading.Thread(target=self.lib.bpf_link__destroy, args=(link,), daemon=True)
+            for link in links
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def close(self) -> None:
         if self._drops is not None:

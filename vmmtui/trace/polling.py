@@ -83,6 +83,8 @@ class PollingTrace:
         self.watch: Watch | None = None
         self.follower: Follower | None = None
         self.stopping = False
+        #: --duration ended the trace (not the command's end, nor a stop)
+        self.timed_out = False
         #: the signal that ended a poll of pids or of everything (its exit is 128 + it), as the
         #: Tracer's
         self.stopped_by: int | None = None
@@ -130,6 +132,7 @@ class PollingTrace:
         if self.stopping or self.once:
             return True
         if self.duration is not None and time.monotonic() - t0 >= self.duration:
+            self.timed_out = True  # --duration ended it (the command may still have been running)
             return True
         if self.watch is not None:
             return self.watch.exit is not None and (not self.watch.children_left or self.watch.stop)

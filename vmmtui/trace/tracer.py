@@ -59,6 +59,9 @@ READ_MOST = 4096
 #: than the calls come, as ``--text`` can be) the reader waits and the kernel's ring buffer holds
 #: the rest, then counts what it cannot (said as records lost): a long trace's memory is bounded
 RAW_MOST = 50_000
+#: events held for the kernel's order, at most: past them (a flood that never lets the reader
+#: drain the ring) they go by the clock alone, as a reader that keeps up would let them go
+ORDER_MOST = 200_000
 #: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
 #: is known before the records around it are released
 LOSS_READ_S = 0.02
@@ -108,8 +111,14 @@ class Tracer:
         stdout: int | Output | None = None,
         nvml: bool = True,
         ring_bytes: int = RING_BYTES,
+        in_process: bool = False,
     ) -> None:
         self.command = command or []
+        #: the traced code runs in this process (``vmmtui.tracing``, the pytest plugin): its
+        #: objects are the caller's, so the collector is left as it is (``gc.freeze`` would keep
+        #: every cycle the tests make for the rest of the run), and a stop reads every record the
+        #: kernel already wrote (the block's calls are all made by then: none may go unread)
+        self.in_process = in_process
         self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
         #: the command's stdout: 2 under --json (vmmtui's stdout is the stream); an ``Output``
         #: under the inspector (it owns the terminal: stdout and stderr are captured)
@@ -129,6 +138,8 @@ class Tracer:
         #: pids seen in a container or a PID namespace of their own (their children are read too)
         self.placed: set[int] = set()
         self.stopping = False
+        #: --duration ended the trace (not the command's end, nor a stop)
+        self.timed_out = False
         #: the signal that ended a trace of pids or of everything (its exit is 128 + it)
         self.stopped_by: int | None = None
         self.files = FileNames()
@@ -136,10 +147,15 @@ class Tracer:
         self.unprobed: list[str] = []
         self.count = 0
         self.lost = 0
+        #: the calls the kernel looked at and recorded nothing of, by kind (read at the end)
+        self.unrecorded: dict[str, int] = {}
         #: when (monotonic) the per-CPU loss counters were last read
         self.lost_checked = 0.0
         #: the kernel's order: records wait here until those stamped before them have arrived
         self.order = KernelOrder()
+        #: every record stamped before this (the kernel's clock) has been read out of the ring:
+        #: the reader found every CPU's ring drained after this time (0: not yet)
+        self.read_upto_ns = 0
         self.ktime0 = 0
         #: set when events() has ended (and closed the probe): another thread may then go on
         self.finished = threading.Event()
@@ -200,11 +216,9 @@ class Tracer:
             )
             return
         assert self.probe is not None
-        done: list[str] = []
-        missing: list[str] = []
-        for cookie, func in enumerate(FUNCS):
-            why = self.probe.attach_uprobe(lib, func, cookie)
-            (missing if why else done).append(func if not why else f"{func} ({why})")
+        unprobed = self.probe.attach_uprobes(lib, list(enumerate(FUNCS)))
+        done = [func for func in FUNCS if func not in unprobed]
+        missing = [f"{func} ({why})" for func, why in unprobed.items()]
         if done:
             self.probes.append(f"CUDA: {', '.join(done)} in {lib}")
         if missing:
@@ -250,6 +264,7 @@ class Tracer:
         if self.stopping:
             return True
         if self.duration is not None and time.monotonic() - t0 >= self.duration:
+            self.timed_out = True  # --duration ended it (the command may still have been running)
             return True
         if self.everything:
             return False
@@ -281,17 +296,19 @@ class Tracer:
         self._start_reader()
         # a full collection of the ledger's many objects holds the GIL for long enough to stall
         # the ring buffer's reader: objects made so far are left alone, full collections are rare
-        gc.collect()
-        gc.freeze()
         thresholds = gc.get_threshold()
-        gc.set_threshold(max(thresholds[0], 10_000), 50, 1_000)
+        if not self.in_process:
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(max(thresholds[0], 10_000), 50, 1_000)
         try:
             while True:
                 self._reap()
                 while self.killed:
                     yield self.killed.pop(0)
+                upto = self.read_upto_ns  # before the drain: what it read is in the queue
                 yield from self.order.extend(self._drain(POLL_MS))
-                yield from self.order.release(time.monotonic_ns())
+                yield from self.order.release(self._release_point(upto))
                 if on_batch is not None:
                     on_batch()
                 if time.monotonic() - last_check > 1.0:
@@ -307,7 +324,9 @@ class Tracer:
                 self.probe.detach()  # no more records: the user waits for nothing that comes now
             # what the kernel had written before: all of it when the trace ended by itself; when
             # it was stopped (q, a signal), what STOP_DRAIN_S decodes, the rest counted and said
-            until = time.monotonic() + STOP_DRAIN_S if self.stopping else None
+            # (in process: all of it, however long it takes)
+            drain_s = float("inf") if self.in_process else STOP_DRAIN_S
+            until = time.monotonic() + drain_s if self.stopping else None
             yield from self.order.extend(self._drain(0, until))
             if self.unread:
                 yield Notice(
@@ -315,6 +334,8 @@ class Tracer:
                     "read: the calls they hold are not in this trace"
                 )
             self._reap()
+            if self.probe is not None:  # detached: its maps are still there to read
+                self.unrecorded = self.probe.unrecorded()
             yield from self.order.extend(
                 [*self._calls(self.decoder.flush()), *self._losses(force=True)]
             )
@@ -323,15 +344,17 @@ class Tracer:
             # what the trace made stays out of the collector's reach too: given back to it (the
             # old unfreeze), the next full collection walked every event kept, with the
             # interpreter's lock held, for seconds, just as the user had asked to quit
-            gc.freeze()
-            gc.set_threshold(*thresholds)
+            if not self.in_process:
+                gc.freeze()
+                gc.set_threshold(*thresholds)
             self._stop_reader()
             self.close()
             self.finished.set()
         ex = self.exit or Exit(None, None)
         yield TraceFinished(
-            self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
-        )
+            self.command, ex.code, ex.signal, self.count, self.lost,
+            round(time.monotonic() - t0, 3), unrecorded=self.unrecorded,
+        )  # fmt: skip
 
     def _already_true(self) -> Iterator[Event]:
         """What running pids already hold and share when the trace starts (frame 0), read as
@@ -345,6 +368,18 @@ class Tracer:
             yield from f.poll()
         finally:
             f.close()
+
+    def _release_point(self, upto: int) -> int:
+        """The clock ``KernelOrder.release`` is given: now, but never past the time the reader last
+        drained every ring (``upto``, read before the drain that took its records). A reader
+        behind the calls (a flood, a busy machine) leaves records older than the window in the
+        ring: released by the clock alone, a holder's exit read late went after its exporter's,
+        and the exporter's exit claimed it held the memory still. Past ``ORDER_MOST`` events held,
+        the clock alone (memory is bounded; the straggler is counted as late)."""
+        now = time.monotonic_ns()
+        if self._reader is None or len(self.order) > ORDER_MOST:
+            return now
+        return min(now, upto)
 
     def _start_reader(self) -> None:
         self._reading.set()
@@ -369,9 +404,12 @@ class Tracer:
             if self._queued >= RAW_MOST:  # the consumer is behind: the ring buffer holds the rest
                 self._halt.wait(READ_GAP_S)
                 continue
+            before = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
             records = probe.poll(POLL_MS)
             if records:
                 self._put(records)
+            if len(records) < READ_MOST:  # every ring drained: all stamped before it is out
+                self.read_upto_ns = before
             if len(records) < READ_MOST:  # not a backlog: the next records wait to come together
                 self._halt.wait(READ_GAP_S - (time.monotonic() - t))
         records = probe.poll(0)

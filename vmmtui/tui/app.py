@@ -249,6 +249,8 @@ class InspectorApp(Viewer):
                 choice.reason if choice else "",
             )
         self.recorder.write_all(events)
+        if self.recorder.failed and self.recorder.failed not in self.lost_files:
+            self.write_failed(self.recorder.failed)  # said now, and again after the screen
 
     def _react(self, e: Event) -> None:
         """What the app itself does on an event: toasts and autoplay."""
@@ -473,6 +475,8 @@ class InspectorApp(Viewer):
         self.inspector.mark = ""
         if self.recorder is not None:
             self.recorder.close()
+            if self.recorder.failed and self.recorder.failed not in self.lost_files:
+                self.lost_files.append(self.recorder.failed)
             self.recorder = None
         self.paint()
         if self.start_session:
@@ -564,8 +568,12 @@ class InspectorApp(Viewer):
         super().last_words()
         if self.transcript:
             self.transcript.close()
+            if self.transcript.error and self.transcript.error not in self.lost_files:
+                self.lost_files.append(self.transcript.error)
         if self.recorder is not None:
             self.recorder.close()
+            if self.recorder.failed and self.recorder.failed not in self.lost_files:
+                self.lost_files.append(self.recorder.failed)
 
     def _finish_quit(self) -> None:
         if not self.is_running or self.ending:
@@ -582,5 +590,9 @@ class InspectorApp(Viewer):
             session.close()  # the app ends without its quit (a test leaving, say)
         if self.transcript:
             self.transcript.close()
+            if self.transcript.error and self.transcript.error not in self.lost_files:
+                self.lost_files.append(self.transcript.error)
         if self.recorder is not None:
             self.recorder.close()
+            if self.recorder.failed and self.recorder.failed not in self.lost_files:
+                self.lost_files.append(self.recorder.failed)

@@ -51,29 +51,34 @@ def plain(ansi: str) -> str:
 class CastWriter:
     def __init__(self, app: App, path: str | Path):
         self.app = app
+        from vmmtui.system.atomic import AtomicFile
+
         self.path = Path(path)
-        self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - held open while the app runs
+        #: whole or not at all: written beside its name, put in place by ``close``
+        self.out = AtomicFile(self.path)
+        self.file = self.out.file
+        #: why the cast could not be written (one line), or ""
+        self.error = ""
         self.t0 = time.monotonic()
         self.last = ""
         self.frames = 0
         width, height = app.size
-        self.file.write(
-            json.dumps(
-                {
-                    "version": 2,
-                    "width": width,
-                    "height": height,
-                    "timestamp": int(time.time()),
-                    "title": app.title,
-                    "env": {"TERM": "xterm-256color"},
-                }
-            )
-            + "\n"
-        )
+        header = {
+            "version": 2,
+            "width": width,
+            "height": height,
+            "timestamp": int(time.time()),
+            "title": app.title,
+            "env": {"TERM": "xterm-256color"},
+        }
+        try:
+            self.file.write(json.dumps(header) + "\n")
+        except OSError as exc:
+            self._lost(exc)
 
     def capture(self, only_changed: bool = False) -> None:
         """A frame of the screen as it is now (the app calls it after painting a state)."""
-        if self.file.closed or not self.app.is_running:
+        if self.out.done or not self.app.is_running:
             return
         try:
             text = screen_ansi(self.app)
@@ -83,17 +88,32 @@ class CastWriter:
             return
         self.last = text
         self.frames += 1
-        self.file.write(
-            json.dumps(
-                [round(time.monotonic() - self.t0, 6), "o", CLEAR + text], ensure_ascii=False
+        try:
+            self.file.write(
+                json.dumps(
+                    [round(time.monotonic() - self.t0, 6), "o", CLEAR + text], ensure_ascii=False
+                )
+                + "\n"
             )
-            + "\n"
+            self.file.flush()
+        except OSError as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        self.error = (
+            f"cannot write the cast {self.path}: {exc.strerror or exc}; nothing was written: free "
+            "space there, or name a file on another file system"
         )
-        self.file.flush()
+        self.out.abort()
 
     def close(self) -> None:
-        """The last frame, then the file is complete."""
-        if self.file.closed:
+        """The last frame, then the file is complete and in place (or ``error`` says why not)."""
+        if self.out.done:
             return
         self.capture(only_changed=True)
-        self.file.close()
+        if self.out.done:  # the last frame failed
+            return
+        try:
+            self.out.commit()
+        except OSError as exc:  # the last write or the rename (the temporary file is gone)
+            self._lost(exc)

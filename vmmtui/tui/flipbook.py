@@ -126,6 +126,7 @@ def write_page(
         log=log,
     )
     data = page.encode("utf-8")
-    with open(path, "wb") as f:
-        f.write(data)
+    from vmmtui.system.atomic import write_whole
+
+    write_whole(path, data)  # whole or not at all: a full disk leaves no half a page
     return len(frames), len(data), None

@@ -135,6 +135,8 @@ class ReplayApp(Viewer):
             transcript = Transcript(self.transcript_path)
             write_with_notes(transcript, self.timeline, self.teacher_notes)
             transcript.close()
+            if transcript.error:
+                self.write_failed(transcript.error)
         if self.recording.note:
             self.notify(f"older recording: {self.recording.note}", timeout=10)
         if self.recording.cut:

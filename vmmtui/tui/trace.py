@@ -46,15 +46,78 @@ MAX_EVENTS = 100_000
 KEEP_EVENTS = 50_000
 #: more than KEEP_EVENTS events not yet folded: a repaint folds this many times FOLD_BUDGET_S
 BEHIND_FOLDS = 5
+#: the most events waiting to be drawn (taken from the trace, not yet folded into the screen):
+#: past it the screen falls behind on purpose. The calls are counted, not drawn, until half of
+#: the backlog is folded; everything else (a process's start, program and end, the findings, the
+#: losses, the clock) is drawn still. The run's ledger, the recording and the exporters get every
+#: call whatever the screen does: only the drawing drops them, and the status line says how many.
+#: Without a bound, a program sharing 50,000 fds a second grew the inspector by 50 MB a second and
+#: left a queue that q waited behind for minutes.
+BACKLOG_MOST = 20_000
+#: how long after q (or a signal) the tracer's thread is waited for, all waits together: it
+#: stops at once, but a drain under load may not; the recording then says it was cut there
+END_WAIT_S = 0.5
 
 
 @dataclass
 class TraceEvents(Message):
-    """Events of the trace, in order (tracer thread → app); ``calls``: for each, whether it is
-    a call that matters, as the run's ledger said (the timeline's frames)."""
+    """Events of the trace are waiting in the app's inbox (tracer thread → app): one message at
+    a time, however many batches came (a queue of messages was the memory that grew)."""
 
-    events: list[Event]
-    calls: list[bool]
+
+class Inbox:
+    """The events the tracer's thread took for the screen and the app has not yet: a list under a
+    lock, bounded by ``BACKLOG_MOST`` with what the screen already holds unfolded; the calls past
+    the bound are counted, not kept (``not_drawn``)."""
+
+    def __init__(self, most: int = BACKLOG_MOST) -> None:
+        self.most = most
+        self.lock = threading.Lock()
+        self.events: list[Event] = []
+        #: for each event, whether it is a call that matters (the timeline's frames)
+        self.calls: list[bool] = []
+        #: calls the screen did not draw: it was behind (every one is in the ledger's counts)
+        self.not_drawn = 0
+        #: dropping now (until the backlog is down to half the bound)
+        self.behind = False
+        #: a TraceEvents message is on its way to the app (one at a time)
+        self.told = False
+
+    def put(self, e: Event, call: bool, unfolded: int) -> None:
+        """``e`` for the screen, unless the screen is behind (``unfolded``: events it holds not
+        yet folded) and ``e`` is a call that only adds detail."""
+        from vmmtui.stream.observed import ProcessExec, ProcessExit, ProcessForked, TraceCall
+
+        with self.lock:
+            backlog = unfolded + len(self.events)
+            if self.behind and backlog <= self.most // 2:
+                self.behind = False
+            elif not self.behind and backlog >= self.most:
+                self.behind = True
+            if (
+                self.behind
+                and isinstance(e, TraceCall)
+                and not isinstance(e, (ProcessForked, ProcessExec, ProcessExit))
+            ):
+                self.not_drawn += 1
+                return
+            self.events.append(e)
+            self.calls.append(call)
+
+    def take(self) -> tuple[list[Event], list[bool]]:
+        with self.lock:
+            events, calls = self.events, self.calls
+            self.events, self.calls = [], []
+            self.told = False
+        return events, calls
+
+    def tell(self) -> bool:
+        """Whether the app is to be told (no message on its way yet); it is then on its way."""
+        with self.lock:
+            if self.told or not self.events:
+                return False
+            self.told = True
+            return True
 
 
 @dataclass
@@ -118,6 +181,12 @@ class TraceApp(Viewer):
         #: the traced command was still running when the app ended and was stopped by it: its
         #: exit status is ours, not its own
         self.stopped_command = False
+        #: the events on their way from the tracer's thread to the screen
+        self.inbox = Inbox()
+        #: when the trace was asked to end (``time.monotonic()``; None: it was not)
+        self.quit_at: float | None = None
+        #: no repaint before this (``time.monotonic()``): the last one took long
+        self.rest_until = 0.0
 
     @property
     def timeline(self) -> CallTimeline:
@@ -139,14 +208,11 @@ class TraceApp(Viewer):
     def _trace(self) -> None:
         from vmmtui.pipeline.session import TraceSession, stop_command
 
-        batch: list[Event] = []
-        calls: list[bool] = []
+        inbox = self.inbox
 
         def flush() -> None:
-            if batch:
-                self.post_message(TraceEvents(batch[:], calls[:]))
-                batch.clear()
-                calls.clear()
+            if inbox.tell():
+                self.post_message(TraceEvents())
 
         error = ""
         if self.tracer is None and self.start is not None:
@@ -169,11 +235,11 @@ class TraceApp(Viewer):
         self.session = TraceSession(
             self.tracer, sinks, never_imported_s=self.never_imported_s, world=self.world
         )
+        timeline = self.timeline
         try:
-            for e, call in self.session.marked(on_batch=flush):
-                batch.append(e)
-                calls.append(call)
-                if len(batch) >= 4096:
+            for n, (e, call) in enumerate(self.session.marked(on_batch=flush)):
+                inbox.put(e, call, len(timeline.events) - self.live_to)
+                if n % 4096 == 4095:
                     flush()
         except Exception as exc:  # noqa: BLE001 - said on screen in one line, never a traceback
             error = f"the trace stopped: {type(exc).__name__}: {exc}"
@@ -183,8 +249,14 @@ class TraceApp(Viewer):
 
     # -- events in ---------------------------------------------------------------------------------
     def on_trace_events(self, message: TraceEvents) -> None:
-        self.frames.extend(message.events, message.calls)
-        self.dirty = True
+        self.take()
+
+    def take(self) -> None:
+        """What waits in the inbox, into the timeline (folded at the repaints)."""
+        events, calls = self.inbox.take()
+        if events:
+            self.frames.extend(events, calls)
+            self.dirty = True
 
     def on_trace_ended(self, message: TraceEnded) -> None:
         self.ended = True
@@ -207,8 +279,20 @@ class TraceApp(Viewer):
     def _repaint(self) -> None:
         """At most REPAINT_HZ a second: the newest state (live), or the bar only (looking back).
         The new events are folded here, FOLD_BUDGET_S at a time."""
-        if self.ending:
+        if self.ending or time.monotonic() < self.rest_until:
             return
+        began = time.monotonic()
+        try:
+            self._fold_and_paint()
+        finally:
+            # a repaint that took long (a busy machine, a big backlog) is followed by as long a
+            # rest: the loop stays free half the time at least, for q and the other keys
+            took = time.monotonic() - began
+            if took > 1 / REPAINT_HZ:
+                self.rest_until = time.monotonic() + took
+
+    def _fold_and_paint(self) -> None:
+        self.take()
         total = len(self.timeline.events)
         if self.live_to < total:
             t = time.perf_counter()
@@ -243,8 +327,11 @@ class TraceApp(Viewer):
         del self._bar_cache[:k0]
 
     # -- what the screen says ----------------------------------------------------------------------
+    def live_state(self) -> ScreenState:
+        return self.frames.after(self.live_to)
+
     def state_shown(self) -> ScreenState:
-        state = self.frames.after(self.live_to) if self.shown is None else super().state_shown()
+        state = super().state_shown()
         for text in self.notes:
             state = state.noted(text)
         return state
@@ -265,6 +352,8 @@ class TraceApp(Viewer):
             folding=len(timeline.events) - self.live_to,
             dropped=timeline.dropped,
             recorded=self.recorded,
+            not_drawn=self.inbox.not_drawn,
+            behind=self.inbox.behind,
         )
 
     def subtitle(self, state: ScreenState) -> str:
@@ -298,10 +387,19 @@ class TraceApp(Viewer):
         from vmmtui.pipeline.session import stop_command
 
         self.quitting = True
+        if self.quit_at is not None:  # asked again (the command's end after the screen's)
+            self.wait_for_thread()
+            return
+        self.quit_at = time.monotonic()
         if self.tracer is None:
             return
+        self.tracer.stopping = True  # the tracer's loop ends at its next batch
         # the session's, before the session may exist
         self.stopped_command = stop_command(self.tracer) or self.stopped_command
-        self.tracer.stopping = True
-        if self.thread is not None:
-            self.thread.join(1.0)
+        self.wait_for_thread()
+
+    def wait_for_thread(self) -> None:
+        """Wait for the tracer's thread to end, at most until ``END_WAIT_S`` after the end was
+        asked (every wait together: the screen's, the command's)."""
+        if self.thread is not None and self.quit_at is not None:
+            self.thread.join(max(0.0, self.quit_at + END_WAIT_S - time.monotonic()))

@@ -24,7 +24,7 @@ from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
 
-from vmmtui.system.interrupts import handled_by
+from vmmtui.system.interrupts import handled_by, heard
 from vmmtui.tui.commands import InspectorCommands
 from vmmtui.tui.keys import REPLAY
 from vmmtui.tui.messages import Interrupted, StepChosen
@@ -107,6 +107,9 @@ class Viewer(App[int]):
         self.teacher_notes: Notes | None = None
         #: where a screenshot goes (None: the current directory)
         self.screenshots: Path | None = None
+        #: files that could not be written, one line each with the cause: said again after the
+        #: screen closes, and the command then exits 1 (``lost``)
+        self.lost_files: list[str] = []
 
     # -- the screen --------------------------------------------------------------------------------
     def get_default_screen(self) -> InspectorScreen:
@@ -144,7 +147,12 @@ class Viewer(App[int]):
         self.paint()
 
     def state_shown(self) -> ScreenState:
-        return self.frames.latest() if self.shown is None else self.frames.at(self.shown)
+        return self.live_state() if self.shown is None else self.frames.at(self.shown)
+
+    def live_state(self) -> ScreenState:
+        """The newest state the screen draws: every event's (a live trace: those folded so far,
+        so that no paint folds a backlog the repaints are folding a share at a time)."""
+        return self.frames.latest()
 
     def paint(self, state: ScreenState | None = None) -> None:
         """Put the state of the frame on show on the screen; the cast gets a frame of it."""
@@ -185,7 +193,7 @@ class Viewer(App[int]):
         from vmmtui.tui.widgets.programs import pid_style  # a trace's widgets: not the demo's
 
         bar = self._bar_cache
-        v = self.frames.latest().programs
+        v = self.live_state().programs
         if bar:  # the last frame cached may have had a finding since (it comes after the call)
             bar.pop()
         for k in range(len(bar), len(timeline.frames)):
@@ -230,7 +238,7 @@ class Viewer(App[int]):
         if self.search is None:
             self.notify("search the event log with / first", timeout=3)
             return
-        latest = self.frames.latest()
+        latest = self.live_state()
         lines = [line for line in latest.log_lines() if line.era == latest.era]
         first = len(latest.log_lines()) - len(
             lines
@@ -358,7 +366,16 @@ class Viewer(App[int]):
         forward and live mean nothing while live (the keys scroll the log instead)."""
         if action in ("forward", "live") and self.shown is None:
             return False
+        if action not in ("quit", "interrupt") and self._too_small():
+            return False  # nothing on screen to act on: only q (and Ctrl-C) mean anything
         return not (action in FRAME_ACTIONS and self.screen.is_modal)
+
+    def _too_small(self) -> bool:
+        """The terminal is under 80x24: the screen says so and shows nothing else."""
+        try:
+            return self.inspector.has_class("-too-small")
+        except IndexError:  # no screen yet
+            return False
 
     # -- autoplay ----------------------------------------------------------------------------------
     def tick_autoplay(self) -> None:
@@ -416,8 +433,16 @@ class Viewer(App[int]):
 
         self.push_screen(HelpScreen(trace=self.inspector.state.programs is not None))
 
+    def lost(self) -> list[str]:
+        """Every file this app could not write (the cast's last frame included): for the command
+        to say after the screen, and exit 1 (``interrupts.exit_status``'s ``own``)."""
+        cast = [self.cast.error] if self.cast is not None and self.cast.error else []
+        return [*self.lost_files, *(c for c in cast if c not in self.lost_files)]
+
     def write_failed(self, message: str) -> None:
         """A file could not be written (screenshot, transcript): a toast and a line in the log."""
+        if message not in self.lost_files:
+            self.lost_files.append(message)
         self.note(Text(message, style="bold red"))
         self.notify(message, severity="error", timeout=8)
 
@@ -467,6 +492,7 @@ class Viewer(App[int]):
     def _on_signal(self, signum: int, frame) -> None:
         """In the main thread, between any two bytecodes: hand the signal to the event loop. While
         the app is being taken down, Textual may wait on a terminal that is gone: then end now."""
+        heard()  # the terminal's watcher sends no SIGHUP of its own after this one
         if self.ending:
             if self.signalled is None:
                 self.signalled = signum

@@ -1,4 +1,6 @@
-"""Which processes of a trace get a panel, and in what order: the ones that share come first.
+"""Which processes of a trace get a panel, and in what order: a process with a problem comes
+first (a leak, a refused call, memory held after its exporter died: the screen is for it), then
+the ones that share.
 
 A traced command is often a wrapper (``bash -c``, ``python -m``, a launcher) around a tree of
 helpers, and only a few of its processes export, send, receive, take or import anything. Those
@@ -9,6 +11,7 @@ in, pids out; no Textual, no words.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -25,10 +28,11 @@ EXPORTED_MEMS = frozenset({"ipc export", "pool pointer export"})
 class Rank(IntEnum):
     """Why a process has (or would have) a panel; the lower, the sooner it is shown."""
 
+    #: a finding to look at names it (a refused pidfd_getfd, a leak), whether it shares or not:
+    #: with 30 workers of which one leaks, its panel comes before the healthy sharers'
+    FINDING = 0
     #: exported, sent, received, took or imported
-    SHARES = 0
-    #: a finding that is not good news (a refused pidfd_getfd, a leak)
-    FINDING = 1
+    SHARES = 1
     #: holds fds of interest or GPU memory, but nothing went between it and another process
     HOLDS = 2
     #: the command's own process or a target with nothing of interest: a wrapper, a launcher
@@ -45,6 +49,8 @@ class Lineup:
     folded: tuple[int, ...]
     #: how many of the folded ones share (more sharers than panels: said on the line)
     folded_sharing: int = 0
+    #: how many of the folded ones are of each rank, in rank order (the line says each)
+    folded_by: tuple[tuple[Rank, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,11 @@ class Parties:
 
 def rank(v: ProgramsView, p: ProcView, parties: Parties) -> Rank:
     """Why ``p`` matters."""
+    if p.pid in parties.found:
+        return Rank.FINDING
     if p.pid in parties.moved or _shares(p):
         return Rank.SHARES
-    if p.findings or p.pid in parties.found:
+    if p.findings:
         return Rank.FINDING
     if p.interesting:
         return Rank.HOLDS
@@ -108,4 +116,5 @@ def lineup(v: ProgramsView, room: int) -> Lineup:
     shown = {r[2] for r in panels}
     folded = tuple(r[2] for r in ranked if r[2] not in shown)
     sharing = sum(1 for r in ranked if r[2] not in shown and r[0] == Rank.SHARES)
-    return Lineup(tuple(r[2] for r in panels), folded, sharing)
+    by = Counter(r[0] for r in ranked if r[2] not in shown)
+    return Lineup(tuple(r[2] for r in panels), folded, sharing, tuple(sorted(by.items())))

@@ -208,6 +208,8 @@ class ProcView:
     ncalls: int = 0
     fds: dict[int, FdView] = field(default_factory=dict)
     closed: tuple[FdView, ...] = ()
+    #: closed fds older than the CLOSED_KEPT kept: counted, said on the panel
+    closed_dropped: int = 0
     mems: dict[tuple[str, int], MemView] = field(default_factory=dict)
     #: NVML's bytes per device (polling)
     gpu_used: dict[int, int] = field(default_factory=dict)
@@ -396,13 +398,21 @@ def _transfer(v: ProgramsView, t: TransferView) -> ProgramsView:
     return evolve(v, transfers=book, transfers_len=n)
 
 
+def _closing(p: ProcView, gone: list[FdView]) -> dict[str, Any]:
+    """``p``'s closed fds with ``gone`` added: the newest CLOSED_KEPT kept, the rest counted."""
+    closed = (*p.closed, *gone)
+    cut = max(0, len(closed) - CLOSED_KEPT)
+    return {"closed": closed[cut:], "closed_dropped": p.closed_dropped + cut}
+
+
 def _hold(v: ProgramsView, pid: int, f: FdView) -> ProgramsView:
     p = v.proc(pid)
     old = p.fds.get(f.fd)
-    closed = p.closed
     if old is not None and old.since != f.since:  # dup2 onto it, or a close not seen
-        closed = (*closed, evolve(old, closed_at=v.seq))[-CLOSED_KEPT:]
-    return _set(v, evolve(p, fds={**p.fds, f.fd: f}, closed=closed))
+        return _set(
+            v, evolve(p, fds={**p.fds, f.fd: f}, **_closing(p, [evolve(old, closed_at=v.seq)]))
+        )
+    return _set(v, evolve(p, fds={**p.fds, f.fd: f}))
 
 
 def _drop(v: ProgramsView, pid: int, fds: list[int]) -> ProgramsView:
@@ -411,7 +421,7 @@ def _drop(v: ProgramsView, pid: int, fds: list[int]) -> ProgramsView:
         return v
     gone = [evolve(p.fds[fd], closed_at=v.seq) for fd in fds if fd in p.fds]
     kept = {fd: f for fd, f in p.fds.items() if fd not in fds}
-    return _set(v, evolve(p, fds=kept, closed=(*p.closed, *gone)[-CLOSED_KEPT:]))
+    return _set(v, evolve(p, fds=kept, **_closing(p, gone)))
 
 
 def _started(v: ProgramsView, e: TraceStarted) -> ProgramsView:
@@ -469,7 +479,7 @@ def _exit(v: ProgramsView, e: ProcessExit) -> ProgramsView:
             gone_at=v.seq,
             comm=p.comm or e.comm,
             fds={},
-            closed=(*p.closed, *closed)[-CLOSED_KEPT:],
+            **_closing(p, list(closed)),
             mems=mems,
         ),
     )
@@ -776,7 +786,7 @@ def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
             gone_at=v.seq,
             comm=p.comm or e.name,
             fds={},
-            closed=(*p.closed, *closed)[-CLOSED_KEPT:],
+            **_closing(p, list(closed)),
         ),
     )
 

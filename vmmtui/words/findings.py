@@ -60,8 +60,11 @@ def pin_words(p: Pin) -> str:
 
 
 def shown_kind(target: str) -> str:
-    """A file's target as a phrase: ``memfd:x`` is "memfd x"."""
-    return target.removeprefix("/").replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
+    """A file's target as a phrase: ``memfd:x`` (``/memfd:x (deleted)`` as /proc says it) is
+    "memfd x"; a path keeps its leading slash (``/dev/shm/x``)."""
+    if target.startswith("/memfd:"):
+        target = target[1:]
+    return target.replace("memfd:", "memfd ", 1).removesuffix(" (deleted)")
 
 
 def _ended(f: LedgerFinding) -> str:

@@ -45,6 +45,18 @@ def calls_not_kept(dropped: int, recorded: bool) -> str:
     return f"… {dropped} older call{_s(dropped)} not kept{where}"
 
 
+def calls_behind(not_drawn: int, behind: bool, recorded: bool) -> str:
+    """The calls a live screen did not draw because it fell behind the program (``behind``: it
+    still is), and where they are: the run's own counts and findings have every one."""
+    if not not_drawn:
+        return ""
+    where = "the recording keeps them" if recorded else "--record FILE keeps every call"
+    n = f"{not_drawn:,} call{_s(not_drawn)} not drawn"
+    if behind:
+        return f"falling behind: {n}, {where}"
+    return f"{n} while the screen was behind ({where})"
+
+
 def trace_where(
     latest: int,
     shown: int | None = None,
@@ -54,17 +66,21 @@ def trace_where(
     folding: int = 0,
     dropped: int = 0,
     recorded: bool = False,
+    not_drawn: int = 0,
+    behind: bool = False,
 ) -> str:
     """A live trace: ``LIVE · call 57`` (``latest``: the frames' count), or a past frame
-    (``shown``: ``AS OF CALL 12 of 57 · end: live``); ``folding``: events not yet folded."""
+    (``shown``: ``AS OF CALL 12 of 57 · end: live``); ``folding``: events not yet folded;
+    ``not_drawn``: calls the screen left out while it was behind (``behind``: it still is)."""
     if starting:
         return "STARTING · loading the eBPF probes (the kernel checks each program first)"
     kept = calls_not_kept(dropped, recorded)
+    late = calls_behind(not_drawn, behind and not ended, recorded)
     if shown is None:
         busy = f"folding {folding} more events" if folding > 0 else ""
         first = f"{'ENDED' if ended else 'LIVE'} · call {latest}"
-        return SEP.join(p for p in (first, busy, kept) if p)
-    return SEP.join(p for p in (f"AS OF CALL {shown} of {latest}", "end: live", kept) if p)
+        return SEP.join(p for p in (first, late, busy, kept) if p)
+    return SEP.join(p for p in (f"AS OF CALL {shown} of {latest}", "end: live", late, kept) if p)
 
 
 def replay_where(unit: str, at: int, total: int, unframed: Mapping[str, int] | None = None) -> str:

@@ -408,7 +408,22 @@ class Bystanders:
     hidden: int = 0
 
     def see(self, e: Event) -> list[Event]:
-        """The events to show now for ``e`` (none, ``e``, or the lines that waited, then ``e``)."""
+        """The events to show now for ``e`` (none, ``e``, or the lines that waited, then ``e``).
+
+        The command's own program (a target's last exec) goes out before any later line of
+        another process, so that the text keeps the kernel's order: it waited for the command's
+        exit, and an exec at 0.14 s came after another process's exit at 3.15 s."""
+        out = self._see(e)
+        if not out or isinstance(e, TraceStarted | TraceFinished):
+            return out
+        early: list[Event] = []
+        for pid in sorted(self.targets):
+            if pid not in self.shown and self.waiting.get(pid):
+                early += self.waiting.pop(pid)
+                self.shown.add(pid)
+        return [*early, *out]
+
+    def _see(self, e: Event) -> list[Event]:
         if isinstance(e, TraceStarted):
             self.targets = set(e.targets)
             return [e]
@@ -466,14 +481,22 @@ def kernel_fact(fact: KernelFact) -> Text:
     me = _whose(role, pid)
     if isinstance(e, FdsReceived) and fact.sources and all(fact.sources):
         parts = []
+        rehearsal = False
         for fd, src in zip(e.fds, fact.sources, strict=False):
             assert src is not None  # all() above
             to = "itself as fd" if src.pid == pid else f"{me} fd"
+            rehearsal = rehearsal or src.pid == pid
             parts.append(
                 f"{_whose(src.role, src.pid)} {src.call} SCM_RIGHTS fd {src.fd} → {to} {fd} "
                 f"({e.call}), same struct file"
             )
-        return Text("kernel: " + "; ".join(parts) + _more(e.fds_not_read), "yellow")
+        # a worker that sends an fd to itself is rehearsing the share on a socketpair of its
+        # own (the round trip the step times) before any peer is involved: said, so that it does
+        # not read as the share itself
+        why = (
+            " (the worker's rehearsal of the send, on a socketpair of its own)" if rehearsal else ""
+        )
+        return Text("kernel: " + "; ".join(parts) + why + _more(e.fds_not_read), "yellow")
     if isinstance(e, FdsReceived):
         return Text(
             f"kernel: {me} {e.call}: SCM_RIGHTS → new fd {', '.join(map(str, e.fds))}"

@@ -28,13 +28,25 @@ RANK_WORDS = {
 }
 
 
+#: each rank on the folded line, by how many (one, many)
+FOLDED_WORDS = {
+    Rank.FINDING: ("with a finding to look at", "with a finding to look at"),
+    Rank.SHARES: ("that shares", "that share"),
+    Rank.HOLDS: ("that holds fds or memory", "that hold fds or memory"),
+    Rank.WRAPPER: ("wrapper", "wrappers"),
+    Rank.HELPER: ("helper", "helpers"),
+}
+
+
 def folded_words(line: Lineup) -> str:
-    """The one line: how many processes have no panel, and what they are."""
+    """The one line: how many processes have no panel, and what each of them is, by rank
+    (never a process with a finding or a sharer called a wrapper or a helper)."""
     n = len(line.folded)
-    what = "wrappers, helpers"
-    if line.folded_sharing:
-        what = f"{line.folded_sharing} that share, without room; {what}"
-    return f"+{n} more process{'es' if n != 1 else ''} ({what})"
+    parts = [
+        f"{k} {FOLDED_WORDS[r][k != 1]}" + (", without room" if r <= Rank.SHARES else "")
+        for r, k in line.folded_by
+    ] or ["wrappers, helpers"]
+    return f"+{n} more process{'es' if n != 1 else ''} ({'; '.join(parts)})"
 
 
 class MoreProcesses(Static, can_focus=True):
@@ -101,10 +113,22 @@ class MoreProcesses(Static, can_focus=True):
                 from vmmtui.words.programs import end_words
 
                 state = end_words(p.end)
+            said = RANK_WORDS[rank(v, p, parties)]
+            if rank(v, p, parties) is Rank.FINDING:  # which one: the list names it
+                from vmmtui.model.findings import Weight
+                from vmmtui.words.findings import words_of
+
+                found = [
+                    f
+                    for f in v.finding_list()
+                    if f.weight is Weight.PROBLEM and pid in (f.pid, f.peer)
+                ]
+                if found:
+                    said = f"{said}: {words_of(found[-1].of).what}"
             row = Text.assemble(
                 ("  ", ""),
                 (p.name, pid_style(v, pid)),
-                f" · {RANK_WORDS[rank(v, p, parties)]} · {state} · {p.ncalls} calls",
+                f" · {said} · {state} · {p.ncalls} calls",
                 (f" · parent {p.ppid}" if p.ppid else "", "dim"),
             )
             row.no_wrap, row.overflow = True, "ellipsis"

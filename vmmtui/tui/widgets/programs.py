@@ -143,6 +143,11 @@ def program_rows(v: ProgramsView, p: ProcView, sort: str, height: int) -> Text:
     # what no longer exists comes after what does (the first to go when room is short)
     rows += [("released memory", mem_row(v, p.pid, m)) for m in gone]
     rows += [("closed fd", fd_row(f, closed=True)) for f in reversed(p.closed)]
+    if p.closed_dropped:  # the older closed fds the view did not keep: counted, not silent
+        n = p.closed_dropped
+        rows.append(
+            ("closed fd", _line((f"… {n} earlier closed fd{'s' if n != 1 else ''}", "dim")))
+        )
     if not rows:
         rows.append(("", _line(("no fd of interest, no GPU memory yet", "dim"))))
     height = max(height, 1)

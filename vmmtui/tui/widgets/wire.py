@@ -76,10 +76,10 @@ class WirePanel(_Sized):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
-        t.add_row(
-            "socket",
-            Text(d.text(w.socket_path) + (" (listening)" if w.listening else ""), overflow="fold"),
-        )
+        value = d.text(w.socket_path) + (" (listening)" if w.listening else "")
+        # the value column's width: the panel less its borders, padding and the label column
+        room = max(12, self.size.width - 4 - len("metadata") - 1)
+        t.add_row("socket", Text(at_slashes(value, room), overflow="fold"))
         t.add_row("peer", d.text(say.wire_peer(w.peer, d)))
         t.add_row("metadata", w.metadata or "-")
         if w.handle:
@@ -292,3 +292,18 @@ class VerdictsPanel(_Sized):
         where = "see the recording" if forgot else "/ searches the log"
         said = f"… +{left} more to look at: {where}" if left else f"… the rest: {where}"
         return rows[: max(0, room - 1)] + [_line((said, "dim"))]
+
+
+def at_slashes(path: str, width: int) -> str:
+    """``path`` broken into lines of at most ``width`` after a ``/`` (a directory's end), never
+    in the middle of a name; a name longer than a line is left to fold."""
+    lines: list[str] = []
+    line = ""
+    for piece in path.replace("/", "/\0").split("\0"):
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    if line:
+        lines.append(line)
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vmmtui.stream.events import Event
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

@@ -10,10 +10,13 @@ import time
 
 import pytest
 
-from tests.attach.helpers import FIXTURES
+from tests.trace.procfs.helpers import FIXTURES
 from vmmtui.stream.events import Arrival, FdOpened, SharedFile
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.words.narration import fd_opened
+
+#: serial: polls timed to a fork (past one clock tick of /proc's start time) and 2 s windows
+pytestmark = pytest.mark.serial
 
 #: what a child first seen with its parent's file is told (the words a user reads)
 UNSEEN_ARRIVAL = "arrived between two polls (how: not seen)"

@@ -18,9 +18,12 @@ from pathlib import Path
 import pytest
 
 from vmmtui.trace.command import MARK, Command, CommandNotFound, marked, resolve
-from vmmtui.trace.loader import why_not
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
+
+#: serial: kills timed to the moment and a grace of under 4 s
+pytestmark = pytest.mark.serial
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 #: a command with a tree: a child, and a grandchild orphaned at once into a session of its own
@@ -42,7 +45,12 @@ time.sleep(300)
 """
 
 SETTLED = 3
-needs_ebpf = pytest.mark.skipif(why_not() is not None, reason=f"eBPF: {why_not()}")
+
+
+def needs_ebpf(args: list[str], request: pytest.FixtureRequest) -> None:
+    """``trace``'s cases load the probe: the ``ebpf`` fixture skips them where it cannot."""
+    if args[0] == "trace":
+        request.getfixturevalue("ebpf")
 
 
 def with_marker(marker: str, but: int = 0) -> list[str]:
@@ -178,10 +186,10 @@ def test_a_stop_signal_the_tree_ignores_becomes_sigkill_after_the_grace():
 
 # -- kill -9 of vmmtui ---------------------------------------------------------------------------------
 MOMENTS = [
-    pytest.param(["trace", "--text"], "running", False, marks=needs_ebpf, id="trace-text"),
-    pytest.param(["trace", "--json"], "running", False, marks=needs_ebpf, id="trace-json"),
-    pytest.param(["trace", "--text"], "running", True, marks=needs_ebpf, id="trace-stopped"),
-    pytest.param(["trace", "--text"], "starting", False, marks=needs_ebpf, id="trace-starting"),
+    pytest.param(["trace", "--text"], "running", False, id="trace-text"),
+    pytest.param(["trace", "--json"], "running", False, id="trace-json"),
+    pytest.param(["trace", "--text"], "running", True, id="trace-stopped"),
+    pytest.param(["trace", "--text"], "starting", False, id="trace-starting"),
     pytest.param(["watch", "-q"], "running", False, id="watch"),
     pytest.param(["watch", "-q"], "running", True, id="watch-stopped"),
     pytest.param(["watch", "-q"], "starting", False, id="watch-starting"),
@@ -190,9 +198,10 @@ MOMENTS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args,moment,sigstop", MOMENTS)
-def test_kill_9_of_vmmtui_leaves_no_process_of_the_command_tree(args, moment, sigstop):
+def test_kill_9_of_vmmtui_leaves_no_process_of_the_command_tree(args, moment, sigstop, request):
     """``starting``: killed the moment the command's first process exists (the probes may still
     be loading); ``running``: once the whole tree runs; ``sigstop``: SIGSTOP, then SIGKILL."""
+    needs_ebpf(args, request)
     marker = f"vmmtui-test-{secrets.token_hex(4)}"
     proc = start(args, marker)
     try:
@@ -208,10 +217,9 @@ def test_kill_9_of_vmmtui_leaves_no_process_of_the_command_tree(args, moment, si
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "args", [pytest.param(["trace", "--text"], marks=needs_ebpf), ["watch", "-q"]]
-)
-def test_a_command_that_ignores_sigint_and_sigterm_is_killed_after_a_short_grace(args):
+@pytest.mark.parametrize("args", [pytest.param(["trace", "--text"]), ["watch", "-q"]])
+def test_a_command_that_ignores_sigint_and_sigterm_is_killed_after_a_short_grace(args, request):
+    needs_ebpf(args, request)
     marker = f"vmmtui-test-{secrets.token_hex(4)}"
     proc = start(args, marker, deaf=True)
     try:

@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, ROOT, of, vmmtui
+from tests.trace.procfs.helpers import FIXTURES, ROOT, of, vmmtui
 from vmmtui.stream.events import Event, FdOpened, Leak, SharedFile, WatchFinished
 from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
 from vmmtui.trace.loader import why_not

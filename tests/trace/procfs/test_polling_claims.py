@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, ROOT, of, watch_json
+from tests.trace.procfs.helpers import FIXTURES, ROOT, of, watch_json
 from vmmtui.stream.events import FdOpened, Leak, Notice, ProcessGone, ProcessSeen, WatchFinished
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.scan import scan

@@ -1,5 +1,5 @@
 """attach on real processes: bad input, other users, kcmp as a sorting comparator and the JSON round
-trip of every attach event (attach as an alias of trace: tests/attach/test_aliases.py)."""
+trip of every attach event (attach as an alias of trace: tests/trace/procfs/test_aliases.py)."""
 
 import os
 import socket
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, vmmtui, watch_json
+from tests.trace.procfs.helpers import FIXTURES, vmmtui, watch_json
 from vmmtui.stream.events import AttachEvent, Event
 from vmmtui.system.fdtable import KcmpUnavailable, kcmp_order
 from vmmtui.trace.procfs.nvml import Nvml

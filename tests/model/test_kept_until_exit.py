@@ -5,8 +5,6 @@ keep the channels their master sent them. The memfd is "to look at"; the socket,
 nginx's channels are counted apart, on the end line, in --json and in the metrics alike. Slow
 tier; skipped with the reason where eBPF or nginx is missing."""
 
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,43 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from tests.tracing import said, stream, vmmtui_trace
 from vmmtui.fleet.facts import SharingFacts
 from vmmtui.model.findings import MEMORY_FILES, Weight, weigh
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 def trace(mode: str, *command: str) -> subprocess.CompletedProcess:
-    res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", mode, "--no-cuda", "--", *command],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "FIXTURE_HOLD": "0.2", "NO_COLOR": "1"},
-    )
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    env = {"FIXTURE_HOLD": "0.2", "NO_COLOR": "1"}
+    res = vmmtui_trace(mode, "--no-cuda", "--", *command, timeout=300, env=env)
+    assert res.returncode == 0, said(res)
     return res
 
 
-def stream(res: subprocess.CompletedProcess) -> tuple[list[Event], list[dict]]:
-    lines = [json.loads(line) for line in res.stdout.splitlines()]
+def events_of(res: subprocess.CompletedProcess) -> tuple[list[Event], list[dict]]:
+    lines = stream(res)
     return [Event.from_dict(d) for d in lines], lines
 
 
@@ -71,7 +52,7 @@ def one_count(events: list[Event], lines: list[dict]) -> dict:
 
 def test_a_kept_memfd_is_to_look_at_a_kept_socket_and_pipe_are_facts():
     res = trace("--json", sys.executable, str(FIXTURES / "keeps_received.py"))
-    events, lines = stream(res)
+    events, lines = events_of(res)
     kept = {
         d["name"]: d["kind"]
         for d in lines
@@ -108,7 +89,7 @@ def test_nginx_workers_keeping_their_channels_is_no_problem(tmp_path):
     res = trace(
         "--json", sys.executable, str(FIXTURES / "real_run.py"), str(tmp_path), "", "nginx", "4"
     )
-    events, lines = stream(res)
+    events, lines = events_of(res)
     kinds = Counter(d["kind"] for d in lines if d["event"] == "LedgerFinding")
     assert kinds["shared"] >= 6  # 0 + 1 + 2 + 3 channels for the workers before each
     assert kinds["fd-closed-by-exit"] >= 1 and "fd-never-closed" not in kinds, kinds
@@ -125,7 +106,7 @@ def test_chromium_keeping_its_channels_and_files_is_no_problem(tmp_path):
     res = trace(
         "--json", sys.executable, str(FIXTURES / "real_run.py"), str(tmp_path), "", "chromium"
     )
-    events, lines = stream(res)
+    events, lines = events_of(res)
     found = [d for d in lines if d["event"] == "LedgerFinding"]
     quiet = [d for d in found if d["kind"] == "fd-closed-by-exit"]
     never = [d for d in found if d["kind"] == "fd-never-closed"]

@@ -6,7 +6,6 @@ a C compiler)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tracing import fake_libcuda
 from vmmtui.pipeline.replay import read
 from vmmtui.stream.observed import CudaCall, LedgerFinding, PinnedBytes
 from vmmtui.words.findings import finding_words
@@ -25,18 +25,8 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory) -> Path:
-    from vmmtui.trace.loader import why_not
-
-    if reason := why_not():
-        pytest.skip(f"eBPF unavailable: {reason}")
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler to build the stand-in libcuda")
-    out = tmp_path_factory.mktemp("refs") / "libcuda.so.1"
-    src = str(FIXTURES / "fake_libcuda.c")
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), src], check=True)
-    return out
+def lib(ebpf, tmp_path_factory) -> Path:
+    return fake_libcuda(tmp_path_factory.mktemp("refs"))
 
 
 def trace(lib: Path, tmp: Path, mode: str, *args: str, go: dict[str, str], extra=()):

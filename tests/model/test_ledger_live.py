@@ -5,7 +5,6 @@ sharing and however many records the kernel loses. A parent shares 20,000 memfds
 in a socket's queue is said in flight, on the kernel's word. Root, BTF and libbpf: skipped with
 the reason elsewhere."""
 
-import json
 import subprocess
 import sys
 from collections import Counter
@@ -13,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.tracing import stream, vmmtui_trace
+
+#: serial: 20,000 memfds shared as fast as two processes can, the load itself
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ebpf"), pytest.mark.serial]
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "memfd_flood.py"
 #: what a lost record must never become
@@ -26,30 +28,13 @@ FALSE = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 def traced(*args: str, timeout: float = 300) -> tuple[list[dict], str]:
-    res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", "--json", "--no-cuda", "--"]
-        + [sys.executable, str(FIXTURE), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    res = vmmtui_trace(
+        "--json", "--no-cuda", "--", sys.executable, str(FIXTURE), *args, timeout=timeout
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "DONE" in res.stderr, res.stderr[-2000:]
-    return [json.loads(line) for line in res.stdout.splitlines()], res.stderr
+    return stream(res), res.stderr
 
 
 def said(events: list[dict]) -> tuple[Counter, list[dict], list[dict], dict]:

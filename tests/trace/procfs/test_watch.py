@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, of, vmmtui, watch_json
+from tests.trace.procfs.helpers import FIXTURES, of, vmmtui, watch_json
 from vmmtui.stream.events import (
     Event,
     FdOpened,

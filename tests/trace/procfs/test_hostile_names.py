@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.attach.helpers import FIXTURES, ROOT
+from tests.trace.procfs.helpers import FIXTURES, ROOT
 from vmmtui.stream.events import Event, FdOpened, ProcessSeen
 
 HOSTILE = str(FIXTURES / "hostile_names.py")

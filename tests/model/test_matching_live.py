@@ -5,47 +5,24 @@ wrong sender: one file sent over two sockets at once, and a file the kernel reus
 send of another was dropped by read(); and a read() that drops fds is said as such, not left in
 flight. Root, BTF and libbpf: skipped with the reason elsewhere."""
 
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from vmmtui.pipeline.replay import read
+from tests.tracing import trace_program
 from vmmtui.stream.observed import FdsDropped, FdsSent, LedgerFinding
 from vmmtui.view.programs import ProgramsView, fold_program_event
 from vmmtui.words.findings import finding_words
 
+pytestmark = pytest.mark.usefixtures("ebpf")
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "match_cases.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ebpf():
-    from vmmtui.trace.loader import Probe, ProbeUnavailable, why_not
-
-    reason = why_not()
-    if reason:
-        pytest.skip(f"eBPF unavailable: {reason}")
-    try:
-        Probe().close()
-    except ProbeUnavailable as exc:
-        pytest.skip(f"eBPF unavailable: {exc}")
-
-
 def trace(tmp_path: Path, *args: str) -> tuple[list[dict], list]:
-    rec = tmp_path / "trace.jsonl"
-    res = subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", "-q", "--no-cuda", "--record", str(rec), "--"]
-        + [sys.executable, str(FIXTURE), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    truth = [json.loads(line[6:]) for line in res.stdout.splitlines() if line.startswith("TRUTH ")]
-    return truth, read(rec).events
+    _, truth, events = trace_program(tmp_path, FIXTURE, *args)
+    return truth, events
 
 
 def senders(events: list) -> dict[tuple[int, int], tuple[int, int]]:
