@@ -484,7 +484,9 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
     # all-reduce with cuMem and with legacy handles, symmetric memory on two ranks, a weight sync
     # that drops each bucket); a weight sync that keeps every bucket: growth said live by step 3
     # with its bytes (expandable segments and legacy IPC). Each run prints its end line and its
-    # verdict line; each recording lands in $out/world-*.jsonl.gz for replay.
+    # verdict line, its problems and its quiet facts by kind (NCCL with legacy handles: its
+    # teardown's frees before the peer's close as quiet `freed-at-teardown`, none to look at);
+    # each recording lands in $out/world-*.jsonl.gz for replay.
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
     [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -508,6 +510,13 @@ t0 = next((e.ktime0 for e in ev if isinstance(e, TraceStarted)), 0)
 found = [e for e in ev if isinstance(e, LedgerFinding)]
 print("  problems by kind:", dict(collections.Counter(f.kind for f in found if weigh(f) is Weight.PROBLEM)) or "none")
 print("  good:", sum(weigh(f) is Weight.GOOD for f in found))
+quiet = [f for f in found if weigh(f) is Weight.QUIET]
+print("  quiet by kind:", dict(collections.Counter(f.was or f.kind for f in quiet)) or "none")
+from vmmtui.words.findings import finding_words
+for kind in sorted({f.was or f.kind for f in quiet}):  # one of each, in words
+    f = next(f for f in quiet if (f.was or f.kind) == kind)
+    w = finding_words(f)
+    print(f"    e.g. {kind}: pid {f.pid} {w.what}: {w.detail}")
 for f in found:
     if f.kind == "growth":
         print(f"  growth at {(f.ktime - t0) / 1e9:.2f} s (ktime {f.ktime}, compare TRAINER t=): pid {f.pid} on pid {f.peer}: {f.size} bytes, pins by round {f.opens}")
