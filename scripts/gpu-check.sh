@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens screens-round3 house bindings-new tracer tracer-floor world ci all; each is an `if` below)
+#        app-lite interrupts serve screens screens-round3 house bindings-new tracer tracer-floor world ci verdict all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -484,7 +484,9 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
     # all-reduce with cuMem and with legacy handles, symmetric memory on two ranks, a weight sync
     # that drops each bucket); a weight sync that keeps every bucket: growth said live by step 3
     # with its bytes (expandable segments and legacy IPC). Each run prints its end line and its
-    # verdict line; each recording lands in $out/world-*.jsonl.gz for replay.
+    # verdict line, its problems and its quiet facts by kind (NCCL with legacy handles: its
+    # teardown's frees before the peer's close as quiet `freed-at-teardown`, none to look at);
+    # each recording lands in $out/world-*.jsonl.gz for replay.
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
     [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -508,6 +510,13 @@ t0 = next((e.ktime0 for e in ev if isinstance(e, TraceStarted)), 0)
 found = [e for e in ev if isinstance(e, LedgerFinding)]
 print("  problems by kind:", dict(collections.Counter(f.kind for f in found if weigh(f) is Weight.PROBLEM)) or "none")
 print("  good:", sum(weigh(f) is Weight.GOOD for f in found))
+quiet = [f for f in found if weigh(f) is Weight.QUIET]
+print("  quiet by kind:", dict(collections.Counter(f.was or f.kind for f in quiet)) or "none")
+from vmmtui.words.findings import finding_words
+for kind in sorted({f.was or f.kind for f in quiet}):  # one of each, in words
+    f = next(f for f in quiet if (f.was or f.kind) == kind)
+    w = finding_words(f)
+    print(f"    e.g. {kind}: pid {f.pid} {w.what}: {w.detail}")
 for f in found:
     if f.kind == "growth":
         print(f"  growth at {(f.ktime - t0) / 1e9:.2f} s (ktime {f.ktime}, compare TRAINER t=): pid {f.pid} on pid {f.peer}: {f.size} bytes, pins by round {f.opens}")
@@ -523,6 +532,33 @@ PY
       world "sync-drop-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --drop $flag
     done
     step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  fi
+  if [ "$part" = verdict ]; then
+    # issue 45: the verdict in a test. One GPU, root (eBPF). A PyTorch weight sync under the pytest
+    # plugin, legacy IPC and expandable segments: expect, in each run's short summary,
+    # "FAILED …test_engine_keeps_every_bucket" with "pinned-over-budget · 256 MiB pinned across
+    # processes at the end of the block" (and any finding of the ledger that names the kept
+    # buckets), "PASSED …test_engine_drops_every_bucket", and the summary "2 tests traced by eBPF,
+    # 1 with problems" with the failing test's recording; then the CPU suites and the API's tests.
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    step python3 -c 'from vmmtui.trace.loader import why_not; from vmmtui.trace.cuda import find_libcuda; print("eBPF:", why_not() or "usable"); print("libcuda:", find_libcuda())'
+    # the plugin by its entry point where vmmtui is installed, else named
+    plugin=""
+    python3 -c 'from importlib.metadata import entry_points as e; exit(not [x for x in e(group="pytest11") if x.name == "vmmtui"])' || plugin="-p vmmtui.verdict.plugin"
+    step python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui --vmmtui-dir "$out/verdict-legacy" \
+      tests/fixtures/verdict_suite/torch_sync_suite.py
+    step env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1 \
+      python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui --vmmtui-dir "$out/verdict-es" \
+      tests/fixtures/verdict_suite/torch_sync_suite.py
+    for rec in "$out"/verdict-legacy/*.jsonl "$out"/verdict-es/*.jsonl; do
+      [ -f "$rec" ] && step python3 -m vmmtui replay "$rec" | tail -5
+    done
+    step python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui tests/fixtures/verdict_suite/weight_sync_suite.py
+    step python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_verdict_api.py tests/test_verdict_plugin.py
+    step python3 scripts/plugin-cost.py --repeat 8
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = ledger-load ]; then

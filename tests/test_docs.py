@@ -35,13 +35,15 @@ SEPARATORS = {"&&", "||", ";", "|", "&"}
 
 
 def code_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of every line inside a fenced code block."""
-    inside, found = False, []
+    """(line number, text) of every line inside a fenced code block, but a ``text`` block: that
+    is a program's output (a test's failure in docs/testing.md), its lines are not commands."""
+    inside, output, found = False, False, []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if FENCE.match(line.strip()):
             inside = not inside
+            output = inside and line.strip()[3:].strip() == "text"
             continue
-        if inside:
+        if inside and not output:
             found.append((number, line.strip()))
     return found
 

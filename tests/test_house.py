@@ -40,6 +40,7 @@ LAYERS = [
     "bench",  # measurement
     "tui",  # the Textual app
     "cli",  # one thin module per command
+    "verdict",  # the verdict as an assertion: vmmtui.tracing and the pytest plugin
     "__main__",
     "vmmtui",
 ]

@@ -7,6 +7,10 @@ anything heavy: see ``vmmtui.system.early``.
 
 import os as _os
 import sys as _sys
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from vmmtui.verdict.api import tracing as tracing
 
 from vmmtui.system.early import take_signals as _take_signals
 
@@ -21,6 +25,16 @@ def _is_the_command() -> bool:
         if arg in ("-m", "-c") or not arg.startswith("-"):
             break  # the first of these ends the interpreter's options
     return _os.path.basename(_sys.argv[0]) == "vmmtui"
+
+
+def __getattr__(name: str):
+    """``vmmtui.tracing``, the verdict as an assertion (``vmmtui.verdict.api``), imported when first
+    asked for: ``import vmmtui`` stays as cheap as the command needs it."""
+    if name == "tracing":
+        from vmmtui.verdict.api import tracing as tracing
+
+        return tracing
+    raise AttributeError(f"module 'vmmtui' has no attribute {name!r}")
 
 
 if _is_the_command():

@@ -260,21 +260,24 @@ def test_a_second_release_after_lost_records_is_unknown_not_a_problem():
 
 
 def test_legacy_ipc_closed_twice_and_freed_under_its_importer():
+    """The importer closes 3 s after the free, past the teardown window: the problem."""
     ipc = "5a" * 64
+    late = 30 + 3 * 10**9
     events = [
         CudaCall(A, A, 10, "cuMemAlloc_v2", 0, ptr=0x5000, size=MIB),
         CudaCall(A, A, 11, "cuIpcGetMemHandle", 0, ptr=0x5000, ipc=ipc),
         CudaCall(B, B, 20, "cuIpcOpenMemHandle_v2", 0, ptr=0x7000, ipc=ipc),
         CudaCall(A, A, 30, "cuMemFree_v2", 0, ptr=0x5000),
-        CudaCall(B, B, 40, "cuIpcCloseMemHandle", 0, ptr=0x7000),
-        CudaCall(B, B, 50, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+        CudaCall(B, B, late, "cuIpcCloseMemHandle", 0, ptr=0x7000),
+        CudaCall(B, B, late + 10, "cuIpcCloseMemHandle", 0, ptr=0x7000),
     ]
     _, out = fold(events)
     [freed] = found(out, FindingKind.FREED_WHILE_MAPPED)
     assert (freed.pid, freed.peer, freed.proof) == (A, B, "handle bytes")
-    assert "freed memory" in said(freed).detail
+    assert "freed memory" in said(freed).detail and "only 3.00 s after" in said(freed).detail
     [twice] = found(out, FindingKind.RELEASED_TWICE)
-    assert (twice.pid, twice.ktime) == (B, 50) and "cuIpcCloseMemHandle" in said(twice).what
+    assert (twice.pid, twice.ktime) == (B, late + 10)
+    assert "cuIpcCloseMemHandle" in said(twice).what
 
 
 def test_64_export_bytes_never_opened_pin_nothing_and_are_no_finding():

@@ -165,3 +165,36 @@ def test_a_second_legacy_open_refused_already_mapped_is_said_while_the_importer_
     assert [twice.ktime] == [e.ktime for e in refused] and twice.proof == "handle bytes"
     assert twice.pid == int(again.split()[1])
     assert not findings(events, "refused")
+
+
+def test_a_legacy_free_its_importer_closes_within_the_teardown_window_is_a_quiet_fact(
+    lib, tmp_path
+):
+    """Both sides tear down together (as NCCL's legacy p2p road does): the exporter frees its
+    IPC memory, its importer closes it 0.3 s later. The CUDA docs leave that order undefined, so
+    the fact is kept, quiet and in the past: nothing to look at."""
+    lines, _, events = trace(lib, tmp_path, "teardown", "0.3", go={})
+    assert said(lines, "FREED") and said(lines, "CLOSED"), "".join(lines)
+    assert not findings(events, "freed-while-mapped"), "".join(lines)
+    [quiet] = findings(events, "freed-at-teardown")
+    [freed] = said(lines, "FREED")
+    [closed] = said(lines, "CLOSED")
+    assert (quiet.pid, quiet.peer) == (int(freed.split()[1]), int(closed.split()[1]))
+    assert 0.25e9 < quiet.gap_ns < 2e9 and quiet.via == "closed"
+    assert "both sides tore down together" in finding_words(quiet).detail
+    assert any("verdict: nothing to look at" in line for line in lines), "".join(lines[-5:])
+
+
+def test_a_legacy_free_its_importer_still_holds_past_the_window_is_said_live(lib, tmp_path):
+    """The importer keeps the freed memory open: freed-while-mapped, said while it still holds
+    it (it closes only once the trace has said so), with the delay since the free."""
+    lines, made, events = trace(
+        lib, tmp_path, "teardown", "wait", go={"freed-while-mapped:": "go-freed"}
+    )
+    assert "go-freed" in made, "".join(lines)
+    [closed] = said(lines, "CLOSED")
+    assert made["go-freed"] - 1 < lines.index(closed)  # said while the importer held it
+    [problem] = findings(events, "freed-while-mapped")
+    assert problem.gap_ns >= 2e9 and problem.via == ""
+    assert "still held it" in finding_words(problem).detail
+    assert not findings(events, "freed-at-teardown")

@@ -42,7 +42,9 @@ EXAMPLES = [
     te.TraceLost(3, 110, 1, 105, 110),
     te.QueuedAtRelease(11, 11, 110, 4242, ("a1", "b2"), 2, "5a5a"),
     te.FdsDropped(11, 13, 111, "read", SOCK, ("a1",), 2),
-    te.TraceFinished(["python3"], 1, "SIGKILL", 20, 1, 0.5, 2, "ebpf", 1),
+    te.TraceFinished(
+        ["python3"], 1, "SIGKILL", 20, 1, 0.5, 2, "ebpf", 1, 1, {"socket": 1}, {"close": 3}
+    ),
     REFUSED,
     te.LedgerFinding(
         "unknown",

@@ -171,3 +171,18 @@ def test_a_forked_child_unmaps_its_copy_of_a_mapping(probe):
         (child, mapped["addr"]),
         (mapped["pid"], mapped["addr"]),
     ]
+
+
+def test_a_trace_says_what_the_kernel_looked_at_and_kept_to_itself():
+    """The end of a trace (--json) carries the kernel's counts of the calls worth no record: the
+    2,000 anonymous mappings of the malloc loop and their unmaps, which never came as events."""
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--json", "-q", "--no-cuda", "--",
+         sys.executable, str(FIXTURE), "malloc"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    events = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    (end,) = [e for e in events if e["event"] == "TraceFinished"]
+    assert end["unrecorded"]["mmap"] >= 2000 and end["unrecorded"]["unmap"] >= 2000
+    assert sum(e["event"] == "MemoryUnmapped" for e in events) == 1

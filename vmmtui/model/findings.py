@@ -49,6 +49,9 @@ class FindingKind(StrEnum):
     RELEASED_TWICE = "released-twice"
     #: the exporter released or freed while an importer still holds or maps the memory
     FREED_WHILE_MAPPED = "freed-while-mapped"
+    #: a legacy free under an importer's open that the importer closed (or exited) within the
+    #: teardown window (``model/handles.py``, ``TEARDOWN_S``): both sides tore down together
+    FREED_AT_TEARDOWN = "freed-at-teardown"
     #: cuIpcGetMemHandle on memory mapped with cuMemMap (refused: legacy IPC cannot export it)
     LEGACY_EXPORT_OF_VMM = "legacy-export-of-vmm"
     #: a conclusion that records lost could overturn
@@ -62,8 +65,16 @@ GOOD = frozenset({FindingKind.SHARED, FindingKind.IMPORTED})
 
 
 #: the kinds that are facts, not problems: counted and kept, never "to look at" (the end of a
-#: hold after an exporter died is the past of a problem already counted once)
-QUIET = frozenset({FindingKind.FD_CLOSED_BY_EXIT, FindingKind.RELEASED_AFTER_EXPORTER_DIED})
+#: hold after an exporter died is the past of a problem already counted once; a legacy free its
+#: importer closed within the teardown window is the undefined order of a healthy teardown, no
+#: access of the freed memory can be seen in it)
+QUIET = frozenset(
+    {
+        FindingKind.FD_CLOSED_BY_EXIT,
+        FindingKind.RELEASED_AFTER_EXPORTER_DIED,
+        FindingKind.FREED_AT_TEARDOWN,
+    }
+)
 
 
 def is_good(kind: str) -> bool:
@@ -185,12 +196,19 @@ def counted_as(f: Any) -> Counted:
 
 #: what a quiet fact that is no received fd is counted under (``Tally.quiet_by``)
 RELEASED_LATE = "released after its exporter died"
+#: what a legacy free closed by its importer within the teardown window is counted under
+TORN_DOWN = "freed at teardown"
 
 
 def quiet_file(f: Any) -> str:
     """The kind of file a quiet fact is counted under (``Tally.quiet_by``)."""
     if str(f.kind) == FindingKind.RELEASED_AFTER_EXPORTER_DIED:
         return RELEASED_LATE
+    if str(f.kind) == FindingKind.FREED_AT_TEARDOWN or (
+        str(f.kind) == FindingKind.UNKNOWN
+        and getattr(f, "was", "") == FindingKind.FREED_AT_TEARDOWN
+    ):
+        return TORN_DOWN
     return getattr(f, "name", "") or "other"
 
 

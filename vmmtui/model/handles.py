@@ -28,7 +28,14 @@ by the fd's open file); legacy IPC and pool pointers by their 64 bytes. What the
   the behavior is undefined"); NCCL's retain then two releases is no finding. Also
   cuIpcCloseMemHandle of a pointer already closed;
 - ``freed-while-mapped``: the exporter freed (cuMemFree) the pointer it exported as legacy IPC
-  while an importer still has it open: the importer's mapping then names freed memory. Releasing
+  while an importer still has it open: "Calling cuMemFree on an exported memory region before
+  calling cuIpcCloseMemHandle in the importing context will result in undefined behavior"
+  (CUDA Driver API, cuIpcOpenMemHandle). Such a free is held *pending* for ``TEARDOWN_S``: a
+  healthy teardown frees on both sides at once (NCCL's p2p transport frees its own buffer and
+  closes its peer's in the same teardown, each rank on its own clock), so an importer that
+  closes its pointer (or exits) within the window makes it ``freed-at-teardown``, a quiet fact
+  in the past; one that still holds it past the window (or to the trace's end) makes it
+  ``freed-while-mapped``, said then with the delay. Releasing
   a VMM handle while a peer maps the memory is legal and no finding: "The memory allocation will
   be freed when all outstanding mappings to the memory are unmapped and when all outstanding
   references to the handle (including its shareable counterparts) are also released. The
@@ -56,6 +63,12 @@ SERIES_POINTS = 120
 CUDA_SUCCESS = 0
 #: cuIpcOpenMemHandle of 64 bytes this context has open already
 CUDA_ERROR_ALREADY_MAPPED = 208
+#: seconds a legacy cuMemFree under an importer's open waits for that importer's close (or
+#: exit) before it is a problem: both sides of a teardown free and close in one shutdown, each
+#: on its own clock (two NCCL ranks on two H200s: 0.41 s apart), so 2 s is five times what a
+#: healthy teardown took, and short enough that an importer left holding freed memory is said
+#: within 3 s (the trace's clock ticks once a second)
+TEARDOWN_S = 2.0
 
 #: (importer pid, its import handle) → (exporter pid, the exporter's handle), or None
 Link = Callable[[int, int], "tuple[int, int] | None"]
@@ -128,6 +141,10 @@ class HandleFact:
     since: int = 0
     #: the CUresult the driver refused the call with (0: it did not refuse)
     refused: int = 0
+    #: nanoseconds from a legacy free to the importer's close, exit or the moment said
+    gap: int = 0
+    #: how the importer let a freed pointer go (``closed``, ``exited``) or "" if it still holds
+    via: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,17 @@ def extend_series(
 
 
 @dataclass
+class _Freed:
+    """A legacy free while an importer still had the pointer open, waiting ``TEARDOWN_S`` for
+    that importer's close or exit (``HandleBook.freed``)."""
+
+    x: Export
+    importer: int
+    at: int
+    opens: tuple[int, ...]
+
+
+@dataclass
 class _Alloc:
     pid: int
     handle: int
@@ -165,7 +193,11 @@ class HandleBook:
     exporters whose pinned bytes changed."""
 
     def __init__(
-        self, link: Link, never_imported_s: float = NEVER_IMPORTED_S, pinning: Pinning = _always
+        self,
+        link: Link,
+        never_imported_s: float = NEVER_IMPORTED_S,
+        pinning: Pinning = _always,
+        teardown_s: float = TEARDOWN_S,
     ) -> None:
         self.link = link
         self.pinning = pinning
@@ -176,6 +208,9 @@ class HandleBook:
         #: count is not known, so no release of them is ever said to be one too many
         self.unseen: set[tuple[int, int]] = set()
         self.never_imported_ns = int(never_imported_s * 1e9)
+        self.teardown_ns = int(teardown_s * 1e9)
+        #: legacy frees under an importer's open, waiting for its close (oldest first)
+        self.freed: list[_Freed] = []
         self.allocs: dict[tuple[int, int], _Alloc] = {}
         self.exports: list[Export] = []
         self._waiting: deque[Export] = deque()  # exports not yet opened, oldest first
@@ -191,8 +226,9 @@ class HandleBook:
 
     # -- queries -----------------------------------------------------------------------------
     def waiting(self) -> bool:
-        """Whether an export waits for its first open (``clock`` may then have a fact to say)."""
-        return bool(self._waiting)
+        """Whether an export waits for its first open, or a legacy free for its importer's
+        close (``clock`` may then have a fact to say)."""
+        return bool(self._waiting or self.freed)
 
     def mapped_at(self, pid: int, ptr: int) -> tuple[int, int, int] | None:
         """(base, size, handle) of the cuMemMap'd range of ``pid`` that holds ``ptr``."""
@@ -231,6 +267,30 @@ class HandleBook:
                 total += x.size
                 n += 1
         return total, n
+
+    def held_by_importers(self) -> list[tuple[Export, list[int]]]:
+        """Each export that a live process other than its exporter still opens or maps, with
+        those processes: the memory that crossed processes and stays pinned by them (the
+        exporter's own handle is its own memory, not theirs). The driver frees an allocation only
+        when every handle and mapping of it is gone (CUDA Driver API, Virtual Memory Management:
+        cuMemRelease "the memory will be released when all outstanding mappings are unmapped")."""
+        out = []
+        for x in self.exports:
+            if x.gone:
+                continue
+            who = {ipid for ipid, opens in x.opens.items() if opens and ipid not in self.dead}
+            who |= {
+                pid
+                for (pid, key, thing), src in self.opened.items()
+                if src is x
+                and pid not in self.dead
+                and thing is Thing.ALLOCATION
+                and any(h == key for _, h in self.mapped.get(pid, {}).values())
+            }
+            who.discard(x.pid)
+            if who:
+                out.append((x, sorted(who)))
+        return out
 
     def _importer_maps(self, x: Export) -> bool:
         return any(
@@ -406,28 +466,58 @@ class HandleBook:
         if a.export is not None:  # legal while peers map it: their references keep it alive
             touched.add(pid)
 
-    def _freed_while_held(self, x: Export, t: int, out: list[HandleFact]) -> None:
+    def _holds(self, x: Export, ipid: int) -> list[int]:
+        """The opens (and mapped import handles) by which a live ``ipid`` holds ``x``."""
+        if ipid in self.dead:
+            return []
+        maps = [
+            h
+            for (p, k, _), src in self.opened.items()
+            if src is x and p == ipid
+            for _, h in self.mapped.get(p, {}).values()
+            if h == k
+        ]
+        return [*x.opens.get(ipid, []), *maps]
+
+    def _freed_while_held(self, x: Export, t: int) -> None:
+        """The importers that hold ``x`` as it is freed: each waits ``teardown_ns`` for its close
+        (``_settle``), the problem said only if it does not come."""
+        waiting = {(id(f.x), f.importer) for f in self.freed}
         for ipid, opens in x.opens.items():
-            maps = [
-                h
-                for (p, k, _), src in self.opened.items()
-                if src is x and p == ipid
-                for _, h in self.mapped.get(p, {}).values()
-                if h == k
-            ]
-            if (opens or maps) and ipid not in self.dead:
-                out.append(
-                    HandleFact(FindingKind.FREED_WHILE_MAPPED, x.pid, t, x.thing, peer=ipid,
-                               proof=x.proof, key=x.key, ipc=x.ipc, opens=tuple(opens),
-                               size=x.size, since=x.at)
-                )  # fmt: skip
+            if self._holds(x, ipid) and (id(x), ipid) not in waiting:
+                self.freed.append(_Freed(x, ipid, t, tuple(opens)))
+
+    def _settle(self, t: int, out: list[HandleFact], via: str, end: bool = False) -> None:
+        """The frees waiting for their importer: one that let go (``via``) is a quiet
+        ``freed-at-teardown`` within the window and the problem past it; one still held past
+        the window (or at the trace's ``end``) is the problem, said now."""
+        left = []
+        for f in self.freed:
+            gap = t - f.at
+            holds = bool(self._holds(f.x, f.importer))
+            if holds and not end and gap <= self.teardown_ns:
+                left.append(f)
+                continue
+            let_go = "" if holds else ("exited" if f.importer in self.dead else via)
+            kind = (
+                FindingKind.FREED_AT_TEARDOWN
+                if let_go and gap <= self.teardown_ns
+                else FindingKind.FREED_WHILE_MAPPED
+            )
+            x = f.x
+            out.append(
+                HandleFact(kind, x.pid, t, x.thing, peer=f.importer, proof=x.proof, key=x.key,
+                           ipc=x.ipc, opens=f.opens, size=x.size, since=x.at, gap=gap,
+                           via=let_go)
+            )  # fmt: skip
+        self.freed = left
 
     def _free(self, pid: int, ptr: int, t: int, out: list[HandleFact], touched: set[int]) -> None:
         self.dev_sizes.pop((pid, ptr), None)
         for x in self.exports:
             if x.thing is Thing.IPC and x.pid == pid and x.key == ptr and not x.gone:
                 touched.add(pid)
-                self._freed_while_held(x, t, out)
+                self._freed_while_held(x, t)
 
     def _close(self, pid: int, ptr: int, thing: Thing, t: int, out: list[HandleFact],
                touched: set[int]) -> None:  # fmt: skip
@@ -438,6 +528,8 @@ class HandleBook:
             if ptr not in x.opens.get(pid, []):
                 self.released[key] = t
             touched.add(x.pid)
+            if self.freed:
+                self._settle(t, out, "closed")
             return
         if key in self.released:
             out.append(
@@ -451,6 +543,8 @@ class HandleBook:
         self.dead.add(pid)
         out = [self._never(x, t) for x in self.exports if x.pid == pid and self._unsaid(x)]
         out += self._mapped_after_exit(pid, t)
+        if self.freed:
+            self._settle(t, out, "exited")
         touched = {x.pid for x in self.exports if pid in x.opens or x.pid == pid}
         for x in self.exports:
             x.gone = (
@@ -480,8 +574,11 @@ class HandleBook:
         return out
 
     def clock(self, t: int) -> list[HandleFact]:
-        """Exports waiting longer than the threshold with no open: said once, live."""
-        out = []
+        """Exports waiting longer than the threshold with no open: said once, live; legacy
+        frees still held past the teardown window: the problem, live."""
+        out: list[HandleFact] = []
+        if self.freed and t - self.freed[0].at > self.teardown_ns:
+            self._settle(t, out, "")
         while self._waiting and t - self._waiting[0].at >= self.never_imported_ns:
             x = self._waiting.popleft()
             if self._unsaid(x):
@@ -489,7 +586,11 @@ class HandleBook:
         return out
 
     def finish(self, t: int) -> list[HandleFact]:
-        return [self._never(x, t) for x in self.exports if self._unsaid(x)]
+        """The end: exports never opened, and legacy frees still held (no close came)."""
+        out: list[HandleFact] = []
+        if self.freed:
+            self._settle(t, out, "", end=True)
+        return out + [self._never(x, t) for x in self.exports if self._unsaid(x)]
 
     def _unsaid(self, x: Export) -> bool:
         """Not opened, not said yet, and still pinning memory by itself: an allocation's

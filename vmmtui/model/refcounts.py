@@ -155,5 +155,7 @@ def finding_of(f: HandleFact) -> LedgerFinding:
         closes=f.closes,
         since=f.since,
         result=f.refused,
+        gap_ns=f.gap,
+        via=f.via,
         how="mapped" if f.kind == FindingKind.HELD_AFTER_EXPORTER_DIED else "",
     )

@@ -67,6 +67,10 @@ class Source(Protocol):
 
     def events(self, on_batch: Callable[[], None] | None = None) -> Iterator[Event]: ...
 
+    def close(self) -> None:
+        """What it holds goes (the probe, the poller's NVML), the command's tree with it."""
+        ...
+
 
 @dataclass(frozen=True)
 class TraceRequest:
@@ -87,6 +91,8 @@ class TraceRequest:
     #: attach: one poll, then the end; look for leftover files at the end
     once: bool = False
     leaks: bool = False
+    #: the traced code runs in this process (``vmmtui.tracing``): see ``Tracer.in_process``
+    in_process: bool = False
 
     @property
     def wants_ebpf(self) -> bool:
@@ -107,6 +113,7 @@ class TraceRequest:
             stdout=stdout,
             nvml=self.nvml,
             ring_bytes=self.ring_bytes,
+            in_process=self.in_process,
         )
 
     def start(self, stdout: int | Output | None = None) -> tuple[Source, str]:
@@ -165,6 +172,9 @@ class RecordingSource:
                     yield e
         finally:
             self.finished.set()
+
+    def close(self) -> None:
+        """A recording holds nothing open."""
 
 
 class TraceSession:

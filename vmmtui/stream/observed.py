@@ -467,6 +467,10 @@ class TraceFinished(TraceEvent):
     #: held until exit), and how many by the kind of file
     quiet: int = 0
     quiet_by: dict[str, int] = field(default_factory=dict)
+    #: eBPF: the calls of the traced processes the kernel looked at and recorded nothing of, by
+    #: kind (``trace.loader.UNRECORDED``: a close or dup of a file not followed, an anonymous
+    #: mmap, an unmap touching no mapping kept, a message without control data)
+    unrecorded: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -117,9 +117,10 @@ def sudo_advice() -> str:
     return f'`sudo "$(command -v vmmtui)" trace ...` (this vmmtui: {this})'
 
 
-def privileges_missing(caps: int) -> str:
+def privileges_missing(caps: int, advice: bool = True) -> str:
     """What this process lacks for eBPF, read from the system, and the one way to get it that
-    widens nobody else's rights: sudo with the user's own vmmtui, for this one command."""
+    widens nobody else's rights: sudo with the user's own vmmtui, for this one command
+    (``advice`` False: the facts alone, for a caller that is not that command: a test run)."""
     has = [
         name
         for bit, name in ((CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON"))
@@ -145,19 +146,26 @@ def privileges_missing(caps: int) -> str:
         )
     except OSError:
         pass
-    return (
-        f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)}): run your own "
-        f"vmmtui as root for this command, {sudo_advice()}"
-    )
+    lack = f"eBPF needs root, or CAP_BPF and CAP_PERFMON ({'; '.join(facts)})"
+    if not advice:
+        return lack
+    return f"{lack}: run your own vmmtui as root for this command, {sudo_advice()}"
 
 
-def why_not() -> str | None:
-    """One line on what this machine lacks for eBPF tracing (None: nothing we can tell)."""
+def privileged() -> bool:
+    """Whether this process may load and attach the probe: CAP_SYS_ADMIN, or CAP_BPF and
+    CAP_PERFMON (Linux 5.8+)."""
+    caps = _cap_eff()
+    return bool(caps >> CAP_SYS_ADMIN & 1 or (caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1))
+
+
+def why_not(advice: bool = True) -> str | None:
+    """One line on what this machine lacks for eBPF tracing (None: nothing we can tell);
+    ``advice`` False leaves out how to run ``vmmtui trace`` with the privileges."""
     if os.uname().machine != "x86_64":
         return f"eBPF tracing is built for x86_64 only (this is {os.uname().machine})"
-    caps = _cap_eff()
-    if not (caps >> CAP_SYS_ADMIN & 1 or (caps >> CAP_BPF & 1 and caps >> CAP_PERFMON & 1)):
-        return privileges_missing(caps)
+    if not privileged():
+        return privileges_missing(_cap_eff(), advice)
     if not BTF.exists():
         return (
             "the kernel has no BTF (/sys/kernel/btf/vmlinux): eBPF CO-RE needs a kernel built "

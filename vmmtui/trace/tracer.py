@@ -111,8 +111,14 @@ class Tracer:
         stdout: int | Output | None = None,
         nvml: bool = True,
         ring_bytes: int = RING_BYTES,
+        in_process: bool = False,
     ) -> None:
         self.command = command or []
+        #: the traced code runs in this process (``vmmtui.tracing``, the pytest plugin): its
+        #: objects are the caller's, so the collector is left as it is (``gc.freeze`` would keep
+        #: every cycle the tests make for the rest of the run), and a stop reads every record the
+        #: kernel already wrote (the block's calls are all made by then: none may go unread)
+        self.in_process = in_process
         self.use_nvml = nvml  # NVML's charge per process, in what is true at the start (-p)
         #: the command's stdout: 2 under --json (vmmtui's stdout is the stream); an ``Output``
         #: under the inspector (it owns the terminal: stdout and stderr are captured)
@@ -141,6 +147,8 @@ class Tracer:
         self.unprobed: list[str] = []
         self.count = 0
         self.lost = 0
+        #: the calls the kernel looked at and recorded nothing of, by kind (read at the end)
+        self.unrecorded: dict[str, int] = {}
         #: when (monotonic) the per-CPU loss counters were last read
         self.lost_checked = 0.0
         #: the kernel's order: records wait here until those stamped before them have arrived
@@ -288,10 +296,11 @@ class Tracer:
         self._start_reader()
         # a full collection of the ledger's many objects holds the GIL for long enough to stall
         # the ring buffer's reader: objects made so far are left alone, full collections are rare
-        gc.collect()
-        gc.freeze()
         thresholds = gc.get_threshold()
-        gc.set_threshold(max(thresholds[0], 10_000), 50, 1_000)
+        if not self.in_process:
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(max(thresholds[0], 10_000), 50, 1_000)
         try:
             while True:
                 self._reap()
@@ -315,7 +324,9 @@ class Tracer:
                 self.probe.detach()  # no more records: the user waits for nothing that comes now
             # what the kernel had written before: all of it when the trace ended by itself; when
             # it was stopped (q, a signal), what STOP_DRAIN_S decodes, the rest counted and said
-            until = time.monotonic() + STOP_DRAIN_S if self.stopping else None
+            # (in process: all of it, however long it takes)
+            drain_s = float("inf") if self.in_process else STOP_DRAIN_S
+            until = time.monotonic() + drain_s if self.stopping else None
             yield from self.order.extend(self._drain(0, until))
             if self.unread:
                 yield Notice(
@@ -323,6 +334,8 @@ class Tracer:
                     "read: the calls they hold are not in this trace"
                 )
             self._reap()
+            if self.probe is not None:  # detached: its maps are still there to read
+                self.unrecorded = self.probe.unrecorded()
             yield from self.order.extend(
                 [*self._calls(self.decoder.flush()), *self._losses(force=True)]
             )
@@ -331,15 +344,17 @@ class Tracer:
             # what the trace made stays out of the collector's reach too: given back to it (the
             # old unfreeze), the next full collection walked every event kept, with the
             # interpreter's lock held, for seconds, just as the user had asked to quit
-            gc.freeze()
-            gc.set_threshold(*thresholds)
+            if not self.in_process:
+                gc.freeze()
+                gc.set_threshold(*thresholds)
             self._stop_reader()
             self.close()
             self.finished.set()
         ex = self.exit or Exit(None, None)
         yield TraceFinished(
-            self.command, ex.code, ex.signal, self.count, self.lost, round(time.monotonic() - t0, 3)
-        )
+            self.command, ex.code, ex.signal, self.count, self.lost,
+            round(time.monotonic() - t0, 3), unrecorded=self.unrecorded,
+        )  # fmt: skip
 
     def _already_true(self) -> Iterator[Event]:
         """What running pids already hold and share when the trace starts (frame 0), read as

@@ -10,7 +10,7 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.entries import Pin
-from vmmtui.model.findings import RELEASED_LATE, Memory, Proof
+from vmmtui.model.findings import RELEASED_LATE, TORN_DOWN, Memory, Proof
 from vmmtui.stream.events import Event, Leak, ProcessUnreadable
 from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
@@ -337,9 +337,11 @@ def quiet_words(n: int, by: dict[str, int]) -> str:
     if not n:
         return ""
     late = by.get(RELEASED_LATE, 0)
-    n -= late
+    torn = by.get(TORN_DOWN, 0)
+    n -= late + torn
     parts = sorted(
-        ((k, c) for k, c in by.items() if k != RELEASED_LATE), key=lambda kv: (-kv[1], kv[0])
+        ((k, c) for k, c in by.items() if k not in (RELEASED_LATE, TORN_DOWN)),
+        key=lambda kv: (-kv[1], kv[0]),
     )
     kinds = ", ".join(f"{c} {file_kind_words(k, many=c != 1)}" for k, c in parts[:5])
     more = f", {len(parts) - 5} more kinds" if len(parts) > 5 else ""
@@ -351,6 +353,11 @@ def quiet_words(n: int, by: dict[str, int]) -> str:
         )
     if late:
         said.append(f"{late} hold{'s' if late != 1 else ''} {RELEASED_LATE} (said above)")
+    if torn:
+        said.append(
+            f"{torn} legacy free{'s' if torn != 1 else ''} let go by the importer "
+            "within the teardown window"
+        )
     return "; ".join(said)
 
 
@@ -474,16 +481,41 @@ def _released_twice(f: LedgerFinding) -> Said:
 
 def _freed_while_mapped(f: LedgerFinding) -> Said:
     thing = _THING.get(f.memory, f.memory)
+    opens = f"{len(f.opens)} open{'s' if len(f.opens) != 1 else ''}" if f.opens else "a mapping"
+    if f.memory != "allocation" and f.gap_ns:  # a legacy free, said past the teardown window
+        later = f"{f.gap_ns / 1e9:.2f} s after the free"
+        held = (
+            f"pid {f.peer} still held it {later}"
+            if not f.via
+            else f"pid {f.peer} {'closed its handle' if f.via == 'closed' else 'exited'} only "
+            f"{later}"
+        )
+        return Said(
+            f"freed its exported {thing} {f.handle:#x} while pid {f.peer} holds it",
+            f"{held} ({opens}, {_size(f.size)}; proved by {_proved(f)}): the importer's "
+            "mapping points at freed memory (a cuMemFree before the importer's "
+            "cuIpcCloseMemHandle is undefined behaviour by the CUDA docs)",
+            "wait for the importer's cuIpcCloseMemHandle (a message back) before cuMemFree",
+        )
     return Said(
         f"released its exported {thing} {f.handle:#x} while pid {f.peer} holds it",
-        f"pid {f.peer} holds {len(f.opens)} open{'s' if len(f.opens) != 1 else ''} or a "
-        f"mapping ({_size(f.size)}; proved by {_proved(f)}): "
+        f"pid {f.peer} holds {opens} ({_size(f.size)}; proved by {_proved(f)}): "
         + (
             "the memory stays pinned until it releases"
             if f.memory == "allocation"
             else "the importer's mapping now points at freed memory"
         ),
         "wait for the importer's release (a message back) before freeing the export",
+    )
+
+
+def _freed_at_teardown(f: LedgerFinding) -> Said:
+    """The past of a legacy free its importer let go within the teardown window: a fact."""
+    went = "closed its handle" if f.via == "closed" else "exited"
+    return Said(
+        f"freed {f.handle:#x} {f.gap_ns / 1e9:.2f} s before pid {f.peer} {went}",
+        "both sides tore down together (the CUDA docs leave any use in between undefined; "
+        f"no access can be seen): {_size(f.size)}, proved by {_proved(f)}",
     )
 
 
@@ -529,6 +561,7 @@ WORDS = {
     "exported-never-imported": _never_imported,
     "released-twice": _released_twice,
     "freed-while-mapped": _freed_while_mapped,
+    "freed-at-teardown": _freed_at_teardown,
     "legacy-export-of-vmm": _legacy_export_of_vmm,
 }
 
