@@ -6,6 +6,7 @@ and the path of a recording that replays; without ``--vmmtui`` nothing changes."
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import re
@@ -50,7 +51,8 @@ def run_suite(
     folder: Path, *args: str, user: pwd.struct_passwd | None = None, caps: tuple[str, ...] = ()
 ):
     """The suite under ``python -m pytest`` (as ``user`` where given, with ``caps`` as ambient
-    capabilities), recordings in ``folder``."""
+    capabilities), recordings in ``folder``. The project's own ``addopts`` (its workers) are left
+    out: the suite runs in one process unless ``args`` ask for pytest-xdist's workers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VMMTUI_"))}
     env["HOME"] = str(folder)
     prefix: list[str] = []
@@ -63,7 +65,8 @@ def run_suite(
             prefix += [f"--inh-caps={given}", f"--ambient-caps={given}"]
     return subprocess.run(
         [*prefix, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", *PLUGIN]
-        + ["--rootdir", str(ROOT), str(SUITE), "--vmmtui-dir", str(folder / "rec"), *args],
+        + ["-o", "addopts=", "--rootdir", str(ROOT), str(SUITE)]
+        + ["--vmmtui-dir", str(folder / "rec"), *args],
         capture_output=True,
         text=True,
         timeout=240,
@@ -137,7 +140,9 @@ def test_as_root_ebpf_fails_exactly_the_tests_that_leak(folder):
 
     if reason := why_not():
         pytest.skip(f"eBPF unavailable: {reason}")
-    res = run_suite(folder, "--vmmtui")
+    # in pytest-xdist's workers: each traced test's verdict reaches the controller's summary
+    workers = ("-n", "2") if importlib.util.find_spec("xdist") else ()
+    res = run_suite(folder, "--vmmtui", *workers)
     out = res.stdout
     assert outcomes(out) == EXPECTED, out + res.stderr
     assert res.returncode == 1 and "Traceback" not in out + res.stderr

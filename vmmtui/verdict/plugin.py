@@ -37,12 +37,40 @@ MARKER = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Traced:
-    """What the run keeps of each traced test, for its summary."""
+    """What the summary needs of one traced test, in plain values: it travels in the test's
+    report (``user_properties``), which pytest-xdist carries from a worker to the controller, the
+    process that prints the summary. ``mode`` is empty where the trace failed (no verdict)."""
 
     nodeid: str
-    verdict: Verdict
+    mode: str = ""
+    reason: str = ""
+    unseen: tuple[str, ...] = ()
+    problems: int = 0
+    first_kind: str = ""
+    first_what: str = ""
+    recording: str | None = None
+
+    @classmethod
+    def of(cls, nodeid: str, verdict: Verdict | None) -> Traced:
+        if verdict is None:
+            return cls(nodeid)
+        first = verdict.problems[0] if verdict.problems else None
+        return cls(
+            nodeid,
+            str(verdict.mode),
+            verdict.reason,
+            tuple(verdict.unseen),
+            len(verdict.problems),
+            first.kind if first else "",
+            first.what if first else "",
+            str(verdict.recording) if verdict.recording is not None else None,
+        )
+
+
+_PROPERTY = "vmmtui-verdict"
+_TRACED = pytest.StashKey[Traced]()
 
 
 @dataclass
@@ -56,9 +84,8 @@ class Run:
     keep: bool
     folder: Path | None = None
     made_folder: bool = False
+    #: every traced test as its report told it (in this process, or from xdist's workers)
     traced: list[Traced] = field(default_factory=list)
-    #: the tests whose trace failed (each failed with why)
-    failed: list[str] = field(default_factory=list)
 
     def recordings(self) -> Path:
         """Where recordings go: ``--vmmtui-dir``, else a temporary folder made at the first."""
@@ -113,6 +140,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     o = config.option
+    _CONFIG.append(config)
     config.stash[_RUN] = Run(
         every=bool(o.vmmtui),
         poll=bool(o.vmmtui_poll),
@@ -191,6 +219,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         with contextlib.suppress(OSError):
             os.unlink(verdict.recording)
         verdict = dataclasses.replace(verdict, recording=None)
+        item.stash[_TRACED] = Traced.of(item.nodeid, verdict)
     item.add_report_section("call", "vmmtui", verdict.report())
     return result
 
@@ -203,40 +232,71 @@ def _end(t: Tracing, item: pytest.Item, run: Run) -> tuple[Verdict | None, str]:
     try:
         t.__exit__(None, None, None)
     except TraceError as exc:
-        run.failed.append(item.nodeid)
+        item.stash[_TRACED] = Traced.of(item.nodeid, None)
         return None, f"vmmtui: {exc}"
-    if t.verdict is not None:
-        run.traced.append(Traced(item.nodeid, t.verdict))
+    item.stash[_TRACED] = Traced.of(item.nodeid, t.verdict)
     return t.verdict, ""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Generator[None, object, object]:
+    """The traced test's summary rides in its call report, as plain values."""
+    report = yield
+    traced = item.stash.get(_TRACED, None)
+    if call.when == "call" and traced is not None and isinstance(report, pytest.TestReport):
+        report.user_properties.append((_PROPERTY, dataclasses.asdict(traced)))
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each report that carries a traced test's summary, in the process that prints the summary
+    (the only one where pytest-xdist runs; the controller where it does)."""
+    for name, value in report.user_properties:
+        if name == _PROPERTY and isinstance(value, dict):
+            run = _run_of(report)
+            if run is not None:
+                value = {**value, "unseen": tuple(value.get("unseen", ()))}
+                run.traced.append(Traced(**value))
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+def _run_of(report: pytest.TestReport) -> Run | None:
+    return _CONFIG[-1].stash.get(_RUN, None) if _CONFIG else None
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     run = config.stash[_RUN]
-    if not run.traced and not run.failed:
+    if not run.traced:
         return
     from vmmtui.words import verdict as said
 
     tr = terminalreporter
     tr.section("vmmtui")
-    polled = [t for t in run.traced if t.verdict.mode == "polling"]
+    judged = [t for t in run.traced if t.mode]
+    failed = [t for t in run.traced if not t.mode]
+    polled = [t for t in judged if t.mode == "polling"]
     if polled:  # said once, clearly: what this run could not see
-        v = polled[0].verdict
-        tr.write_line(said.polled_tests(len(polled), len(run.traced), v.reason, v.unseen))
-    bad = [t for t in run.traced if t.verdict.problems]
-    modes = sorted({str(t.verdict.mode) for t in run.traced})
-    tr.write_line(said.tests_traced(len(run.traced), modes, len(bad), len(run.failed)))
+        v = polled[0]
+        tr.write_line(said.polled_tests(len(polled), len(judged), v.reason, v.unseen))
+    bad = [t for t in judged if t.problems]
+    modes = sorted({t.mode for t in judged})
+    tr.write_line(said.tests_traced(len(judged), modes, len(bad), len(failed)))
     for t in bad:
-        tr.write_line(
-            said.failed_test(t.nodeid, t.verdict.problems[0], len(t.verdict.problems) - 1)
-        )
-        if t.verdict.recording is not None:
-            tr.write_line(f"    vmmtui replay {t.verdict.recording}")
-    for nodeid in run.failed:
-        tr.write_line(said.untraced_test(nodeid))
+        tr.write_line(said.failed_test(t.nodeid, t.first_kind, t.first_what, t.problems - 1))
+        if t.recording is not None:
+            tr.write_line(f"    vmmtui replay {t.recording}")
+    for t in failed:
+        tr.write_line(said.untraced_test(t.nodeid))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A temporary folder the run made and left empty is removed."""
+    if config in _CONFIG:
+        _CONFIG.remove(config)
     run = config.stash.get(_RUN, None)
     if run is not None and run.made_folder and run.folder is not None:
         with contextlib.suppress(OSError):

@@ -162,8 +162,8 @@ def tests_traced(traced: int, modes: Sequence[str], bad: int, failed: int) -> st
     )
 
 
-def failed_test(nodeid: str, first: Worded, more: int) -> str:
-    return f"FAILED {nodeid}: {first.kind}: {first.what}" + (f" (+{more} more)" if more else "")
+def failed_test(nodeid: str, kind: str, what: str, more: int) -> str:
+    return f"FAILED {nodeid}: {kind}: {what}" + (f" (+{more} more)" if more else "")
 
 
 def untraced_test(nodeid: str) -> str:
