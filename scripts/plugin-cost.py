@@ -12,6 +12,7 @@ poller started, then stopped and the verdict made) and one weight-sync step of
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import statistics
@@ -37,14 +38,28 @@ def test_sync(n):
 """
 
 
+#: the plugin by its entry point where vmmtui is installed, else named (a tree on PYTHONPATH)
+PLUGIN = (
+    []
+    if any(e.name == "vmmtui" for e in importlib.metadata.entry_points(group="pytest11"))
+    else ["-p", "vmmtui.verdict.plugin"]
+)
+
+
 def timed(folder: Path, *args: str) -> dict[str, list[float]]:
     """Each kind of test's call durations (s) in one pytest run with ``args``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VMMTUI_"))}
-    env["PYTHONPATH"] = str(ROOT / "tests" / "fixtures" / "verdict_suite")
+    # the suite's helpers, this tree, and whatever the caller's path already had (a carried site)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(
+            None,
+            [str(ROOT / "tests" / "fixtures" / "verdict_suite"), str(ROOT), env.get("PYTHONPATH")],
+        )
+    )
     env["VERDICT_HOLD"] = "0"
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--durations=0"]
-        + ["--durations-min=0", str(folder / "test_cost.py"), *args],
+        + [*PLUGIN, "--durations-min=0", str(folder / "test_cost.py"), *args],
         capture_output=True,
         text=True,
         cwd=folder,
