@@ -89,3 +89,34 @@ def test_a_receive_names_the_send_queued_on_its_own_socket_not_the_file_s_last_s
     first, second = fold(events).kernel.at(RECEIVE)
     assert [(s.pid, s.fd) for s in first.sources if s] == [(PRODUCER_PID, 38)]
     assert [(s.pid, s.fd) for s in second.sources if s] == [(other, 5)]
+
+
+def test_the_drivers_own_mappings_are_left_out_of_a_steps_line_and_counted():
+    """CUDA maps its own device files (/dev/nvidia*) and moves those mappings by the dozen
+    (MAP_FIXED, munmap): none is shared memory, so a step's line leaves them out and counts them;
+    a mapping of the memfd the worker shares, and its unmap, are told."""
+    from vmmtui.stream.observed import MemfdCreated, MemoryMapped, MemoryUnmapped
+    from vmmtui.view.kernel import fold_kernel
+    from vmmtui.words.trace import kernel_step_facts, plumbing_left_out
+
+    roles = {PRODUCER_PID: "producer"}
+    p = PRODUCER_PID
+    events = [
+        MemoryMapped(p, p, 1, 9, "dev1", 0x200000, 2 << 20, kind="/dev/nvidiactl"),
+        MemoryUnmapped(p, p, 2, 0x200000, 4096, call="mmap"),
+        MemfdCreated(p, p, 3, "buf", 5, "m1"),
+        MemoryMapped(p, p, 4, 5, "m1", 0x7F0000, 1 << 20, kind="memfd:buf"),
+        MemoryUnmapped(p, p, 5, 0x7F0000, 1 << 20),
+        MemoryUnmapped(p, p, 6, 0x900000, 1 << 20),
+    ]
+    view, facts = None, []
+    for e in events:
+        view, fact = fold_kernel(view, e, roles, 3)
+        facts.append(fact)
+    assert [f.plumbing for f in facts] == [True, True, False, False, False, True]
+    told = kernel_step_facts(facts)
+    assert [type(f.event).__name__ for f in told].count("MemoryMapped") == 1
+    assert [type(f.event).__name__ for f in told].count("MemoryUnmapped") == 1
+    assert plumbing_left_out(3) == (
+        "kernel: +3 mappings of the driver's own device files, not shared memory (in --json)"
+    )

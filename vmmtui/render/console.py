@@ -50,6 +50,8 @@ class LogPrinter:
         #: the kernel's record of the workers (eBPF): folded as the inspector folds it, each
         #: step's facts printed dim under the step's own lines
         self.kernel: Any = None
+        #: the driver's own mappings outside a step, left out of the lines and counted
+        self.plumbing = 0
         self.pids: dict[int, str] = {}
         self.in_step = False
         self.step_facts: list[Any] = []
@@ -123,11 +125,21 @@ class LogPrinter:
         if fact is not None and self.in_step:
             self.step_facts.append(fact)
             return
+        if fact is not None and fact.plumbing:  # counted, said with the record's end
+            self.plumbing += 1
+            return
         if fact is not None:
             text = trace_say.kernel_fact(fact)
         elif isinstance(e, TraceStarted):
             text = trace_say.kernel_started(e, self.pids)
         elif isinstance(e, TraceFinished):
+            if self.plumbing:
+                self.line(
+                    say.KERNEL,
+                    Text(
+                        trace_say.plumbing_left_out(self.plumbing).removeprefix("kernel: "), "dim"
+                    ),
+                )
             text = trace_say.kernel_finished(e)
         else:
             return
@@ -150,6 +162,8 @@ class LogPrinter:
                 text = Text("  ") + trace_say.kernel_fact(f)
                 text.stylize("dim")
                 self.line(role, text)
+        if plumbing := sum(f.plumbing for f in facts):
+            self.line(role, Text("  " + trace_say.plumbing_left_out(plumbing), "dim"))
 
     def kcmp_summary(self) -> Text:
         """kcmp's summary from SessionFinished when the session got there, else from what was seen;

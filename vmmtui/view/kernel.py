@@ -26,6 +26,8 @@ from vmmtui.stream.observed import (
     FdsSent,
     FdTaken,
     MemfdCreated,
+    MemoryMapped,
+    MemoryUnmapped,
     QueuedAtRelease,
     TraceCall,
     TraceEvent,
@@ -56,6 +58,10 @@ class KernelFact:
     event: TraceEvent
     #: an fd that arrived: for each fd of the event, where the same struct file was (None: unseen)
     sources: tuple[Source | None, ...] = ()
+    #: a mapping of no memory the workers share: the driver maps its own device files
+    #: (``/dev/nvidia*``) and moves those mappings (MAP_FIXED, munmap) by the dozen; the log keeps
+    #: them, a step's line leaves them out and counts them
+    plumbing: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,9 @@ class KernelView:
     #: sends not yet received, by the socket pair and file that carry them (``model.matching``)
     in_flight: SendQueue[Source] = field(default_factory=SendQueue)
     lost: int = 0
+    #: each worker's mapped ranges of memory it shares (a memfd, a /dev/shm file, a file it made,
+    #: sent or received): an unmap that touches one is telling, any other is the driver's own
+    shared_maps: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def at(self, index: int) -> tuple[KernelFact, ...]:
         return self.steps.get(index, ())
@@ -122,7 +131,22 @@ def fold_kernel(
     elif isinstance(e, MemfdCreated | FdDuplicated) and e.fd >= 0 and e.file:
         call = "memfd_create" if isinstance(e, MemfdCreated) else e.call
         files[e.file] = Source(role, pid, e.fd, call)
-    fact = KernelFact(role, e, sources)
+    plumbing, shared_maps = False, view.shared_maps
+    if isinstance(e, MemoryMapped) and e.result >= 0:
+        if e.file in files or e.kind.startswith(("memfd:", "/dev/shm/")):
+            ranges = (*shared_maps.get(pid, ()), (e.addr, e.addr + e.length))
+            shared_maps = {**shared_maps, pid: ranges}
+        else:
+            plumbing = True
+    elif isinstance(e, MemoryUnmapped):
+        ranges = shared_maps.get(pid, ())
+        touched = [r for r in ranges if r[0] < e.addr + e.length and e.addr < r[1]]
+        if touched:
+            shared_maps = {**shared_maps, pid: tuple(r for r in ranges if r not in touched)}
+        else:
+            plumbing = True
+    fact = KernelFact(role, e, sources, plumbing)
     lost = view.lost + (e.count if isinstance(e, TraceLost) else 0)
     steps = {**view.steps, step: (*view.at(step), fact)}
-    return replace(view, steps=steps, files=files, in_flight=in_flight, lost=lost), fact
+    view = replace(view, steps=steps, files=files, in_flight=in_flight, lost=lost)
+    return replace(view, shared_maps=shared_maps), fact

@@ -537,6 +537,14 @@ def kernel_step_line(facts: Sequence[KernelFact]) -> Text | None:
     return text
 
 
+def plumbing_left_out(count: int) -> str:
+    """A step's lines without the driver's own mappings: how many, and where they are."""
+    maps = "mapping" if count == 1 else "mappings"
+    return (
+        f"kernel: +{count} {maps} of the driver's own device files, not shared memory (in --json)"
+    )
+
+
 def kernel_line_left_out(step: int) -> str:
     """The teaching panel's border where the kernel's line of ``step`` had no row: where it is."""
     return f"+ kernel's record of step {step} (in the event log)"
@@ -554,7 +562,8 @@ def kernel_step_facts(facts: Sequence[KernelFact]) -> list[KernelFact]:
     kept = [
         f
         for f in facts
-        if not (isinstance(f.event, FdsSent) and f.event.files and set(f.event.files) <= arrived)
+        if not f.plumbing
+        and not (isinstance(f.event, FdsSent) and f.event.files and set(f.event.files) <= arrived)
     ]
 
     def rank(f: KernelFact) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING
 
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -77,9 +79,7 @@ class WirePanel(_Sized):
         t.add_column(style="dim", no_wrap=True)
         t.add_column()
         value = d.text(w.socket_path) + (" (listening)" if w.listening else "")
-        # the value column's width: the panel less its borders, padding and the label column
-        room = max(12, self.size.width - 4 - len("metadata") - 1)
-        t.add_row("socket", Text(at_slashes(value, room), overflow="fold"))
+        t.add_row("socket", SlashBroken(value))
         t.add_row("peer", d.text(say.wire_peer(w.peer, d)))
         t.add_row("metadata", w.metadata or "-")
         if w.handle:
@@ -293,6 +293,21 @@ class VerdictsPanel(_Sized):
         where = "see the recording" if forgot else "/ searches the log"
         said = f"… +{left} more to look at: {where}" if left else f"… the rest: {where}"
         return rows[: max(0, room - 1)] + [_line((said, "dim"))]
+
+
+class SlashBroken:
+    """A path broken after a ``/`` to the width it is drawn at (the table's value column, asked
+    at render time): the same frame draws the same lines at the same size, whenever it is drawn."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(at_slashes(self.path, max(1, options.max_width)), overflow="fold")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        pieces = self.path.replace("/", "/\0").split("\0")
+        return Measurement(min(max(map(len, pieces)), options.max_width), len(self.path))
 
 
 def at_slashes(path: str, width: int) -> str:
