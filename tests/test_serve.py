@@ -362,7 +362,7 @@ def test_the_printed_url_works_and_a_fifth_page_is_refused_while_four_are_open(t
         err = stop(server)
     assert "Traceback" not in err
     # no request log in the teacher's terminal: after the serving line, only the last line
-    assert err.strip().splitlines() == ["vmmtui: stopped serving"], err
+    assert err.strip().splitlines() == ["vmmtui: stopped serving (interrupted by SIGINT)"], err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -108,7 +108,7 @@ def test_a_message_of_many_fds_is_followed_whole(tmp_path, n):
     assert len(sent[0].fds) == len(got[0].fds) == n
     assert sent[0].fds_not_read == got[0].fds_not_read == 0
     assert sent[0].files == got[0].files and len(set(sent[0].files)) == n
-    assert f"{n} shared; {n} fd transfers" in res.stdout, res.stdout[-1000:]
+    assert f"{n} shared/imported; followed {n} fd transfers" in res.stdout, res.stdout[-1000:]
 
 
 @pytest.mark.slow

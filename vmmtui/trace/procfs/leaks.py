@@ -151,7 +151,12 @@ class LeakFinder:
                         memory=e.kind,
                     ),
                 )
-            if e.how == "opened" and e.kind in MEMORY_KINDS and e.kind != "gpu":
+            if (
+                e.how == "opened"
+                and e.kind in MEMORY_KINDS
+                and e.kind != "gpu"
+                and (pid, e.fd) not in t.sources  # polling saw it go from here: the origin's own
+            ):
                 # polling sees an fd appear, not the call that put it there: a memfd or a
                 # /dev/shm file that arrived after the trace began and was still open at the end
                 # may have been received (its sender closed its own copy between two polls, so

@@ -81,6 +81,8 @@ class Tracker:
     held_since: dict[Holder, float] = field(default_factory=dict)
     #: pid -> the fds it still held at its last scan before it was gone
     at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
+    #: (pid, fd) another process's fd was seen to come from (arrived or inherited): the origin
+    sources: set[Holder] = field(default_factory=set)
 
     def update(self, scan: Scan, gpu: dict[int, GpuMemory] | None = None) -> list[Event]:
         shares = find_shares(scan, self.shares)
@@ -232,6 +234,8 @@ class Tracker:
         if how == Arrival.ARRIVED and source is not None and not via:
             via = self._evidence(p, source.pid, shares)
         e = FdOpened(p.pid, f.fd, f.target, f.kind, how, scan.at, source, via)
+        if source is not None:
+            self.sources.add((source.pid, source.fd))
         self.open_fds[(p.pid, f.fd)] = e
         self.held_since[(p.pid, f.fd)] = p.read_end
         if how in (Arrival.ARRIVED, Arrival.INHERITED):
