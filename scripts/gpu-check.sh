@@ -612,9 +612,10 @@ PY
       name=$1; shift
       envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
       echo; echo "\$ ${envs[*]} vmmtui trace --text -- $*"
-      timeout -k 5 240 env "${envs[@]}" python3 -m vmmtui trace --text --record "$out/weigh-$name.jsonl.gz" -- "$@" > "$out/weigh-$name.log" 2>&1
+      mkdir -p "$out/weigh"
+      timeout -k 5 240 env "${envs[@]}" python3 -m vmmtui trace --text --record "$out/weigh/$name.jsonl.gz" -- "$@" > "$out/weigh/$name.log" 2>&1
       echo "[exit $?]"
-      grep -vE '^ *(kernel|  )' "$out/weigh-$name.log" | grep -E '⚠|✗|orphan|growth|over budget|held|vmmtui trace:|verdict:|to look at|done|PASS|FAIL|Result|client|server' | head -20
+      grep -vE '^ *(kernel|  )' "$out/weigh/$name.log" | grep -E '⚠|✗|orphan|growth|over budget|held|vmmtui trace:|verdict:|to look at|done|PASS|FAIL|Result|client|server' | head -20
     }
     if [ -d .samples ] && command -v nvcc >/dev/null; then
       (cd .samples/simpleIPC && nvcc -arch=native -I../Common -o simpleIPC simpleIPC.cu ../Common/helper_multiprocess.cpp) \
@@ -642,5 +643,7 @@ PY
     done
     step python3 -m vmmtui run --backend cuda --size 1MiB
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+    # the device tool brings back at most 8 files: every run's log and recording in one archive
+    tar -czf "$out/weigh-logs.tar.gz" -C "$out" weigh && rm -rf "$out/weigh"
   fi
 } 2>&1 | tee "$log"
