@@ -20,8 +20,8 @@ import pytest
 from vmmtui.cli import main
 from vmmtui.system import host
 
-ROOT = Path(__file__).resolve().parent.parent
-ELSEWHERE = Path(__file__).resolve().parent / "fixtures" / "elsewhere"
+ROOT = Path(__file__).resolve().parents[2]
+ELSEWHERE = ROOT / "tests" / "fixtures" / "elsewhere"
 
 
 def elsewhere(*argv: str, without: str, cwd=None, timeout=180) -> subprocess.CompletedProcess:

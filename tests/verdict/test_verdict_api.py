@@ -23,7 +23,7 @@ from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding
 from vmmtui.verdict.api import OVER_BUDGET, TraceError
 
-SUITE = Path(__file__).resolve().parent / "fixtures" / "verdict_suite"
+SUITE = Path(__file__).resolve().parents[1] / "fixtures" / "verdict_suite"
 sys.path.insert(0, str(SUITE))
 from buckets import BUCKET, bucket, send_fd, sync  # noqa: E402
 

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from events_fixture import SAME
 
+from tests.events_fixture import SAME
 from vmmtui.stream.events import KcmpVerdict, WorkerExited
 from vmmtui.words import narration
 
-PKG = Path(__file__).resolve().parent.parent / "vmmtui"
+PKG = Path(__file__).resolve().parents[2] / "vmmtui"
 #: the pre-redesign session module, gone once vmmtui/session/ lands (it still words kcmp itself)
 OLD_SESSION = PKG / "session.py"
 

@@ -19,7 +19,7 @@ from vmmtui.stream.events import StepDone
 from vmmtui.words import narration as say
 from vmmtui.words.troubleshooting import BY_CALL, TABLE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEED = re.compile(r"\bseed\s+0\d\d", re.IGNORECASE)
 COMMANDS = ["run", "soak", "bench", "doctor", "attach", "watch", "trace", "replay", "serve"]
 
