@@ -4,13 +4,13 @@ the wire, the verdicts; the frames are the calls. Assertions are on the rendered
 
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 
 import pytest
 from driving import text_of
 
+from tests.commands import screen_text
 from vmmtui.pipeline.replay import read
 from vmmtui.stream.sizes import format_size
 from vmmtui.tui.replay import ReplayApp
@@ -23,13 +23,6 @@ slow = pytest.mark.slow
 #: the fds each process must show where they exist (how they came to it)
 SHOWN_HOW = ("created", "exported", "received", "taken")
 SHOWN_MEMS = ("allocation", "pool", "import", "pool import", "mapping")
-
-
-def screen_text(app) -> str:
-    """The words on the screen, one string (spans joined, non-breaking spaces as spaces)."""
-    raw = app.export_screenshot()
-    spans = re.findall(r"<text[^>]*>(.*?)</text>", raw, flags=re.S)
-    return html.unescape("".join(spans)).replace("\xa0", " ")
 
 
 def app_of(name: str) -> ReplayApp:
