@@ -266,6 +266,22 @@ def test_every_package_directory_is_a_package():
     assert not missing, missing
 
 
+#: the folders of tests/ that are no package's: data a test reads, and the whole sessions and
+#: traces on a GPU (they cross every layer, skipped where no GPU is)
+_TESTS_OF_NO_PACKAGE = {"fixtures", "data", "gpu"}
+
+
+def test_the_tests_mirror_the_house():
+    """A package's tests live in tests/<package>/, so that a change to one package finds its tests
+    beside it; the top of tests/ keeps the shared helpers (tests/commands.py runs the CLI and reads
+    a screen) and the tests of the house as a whole."""
+    tests = ROOT / "tests"
+    top = sorted(p.name for p in tests.iterdir() if p.is_file() and p.suffix == ".py")
+    assert len(top) <= 12, top
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert not folders - set(LAYERS) - _TESTS_OF_NO_PACKAGE, folders - set(LAYERS)
+
+
 # -- the screen ---------------------------------------------------------------------------------
 #: what signals a process (the session does, on the screen's word)
 _SIGNALS = ("os.kill", "os.killpg", "signal.pidfd_send_signal", "signal.pthread_kill")
