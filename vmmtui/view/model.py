@@ -38,7 +38,7 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.stream.failures import Failure, leaked_fds
+from vmmtui.stream.failures import Failure
 from vmmtui.stream.state import WorkerState
 from vmmtui.stream.values import Ack, Verification
 from vmmtui.view.display import Display
@@ -519,7 +519,7 @@ def _failed_after_done(state: ScreenState, e: SessionFailed) -> ScreenState:
         state=PanelState.FAILED,
         failed_at=e.step,
     )
-    leaked = leaked_fds(e.failure)
+    leaked = set(e.failure.fds) if e.failure.code == "FD_LEAK" else set()
     if leaked and p.fds is not None:
         rows = [replace(r, check=FdCheck.LEAKED) if r.fd in leaked else r for r in p.fds.rows]
         p = replace(p, fds=replace(p.fds, rows=rows))

@@ -34,7 +34,7 @@ from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.stream.values import Ack, Call, Verification
 from vmmtui.view.model import Flight, How, PanelState, PanelView, Peer
-from vmmtui.words.troubleshooting import close_fix, with_words, worded
+from vmmtui.words.troubleshooting import close_fix, said, with_words, worded
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
@@ -297,7 +297,7 @@ def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
     f = e.failure
     lines = [
         Text(
-            m.text(f"{failed_at(e)}: {f.call} → {f.code} ({f.message})"),
+            m.text(f"{failed_at(e)}: {f.call} → {f.code} ({said(f)})"),
             "bold red",
         )
     ]
