@@ -265,7 +265,6 @@ STILL_WORDED = {
     "vmmtui.system.host": 4,
     "vmmtui.system.interrupts": 1,
     "vmmtui.trace.command": 2,
-    "vmmtui.trace.cuda": 8,
     "vmmtui.trace.elfsyms": 1,
     "vmmtui.trace.loader": 24,
     "vmmtui.trace.polling": 4,

@@ -15,7 +15,7 @@ from vmmtui.stream.events import Event, Leak, ProcessUnreadable
 from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.stream.sizes import format_size
-from vmmtui.trace.cuda import cuda_cause, cuda_fix
+from vmmtui.words.cuda import cuda_cause, cuda_fix
 from vmmtui.words.programs import ended_words, socket_words
 from vmmtui.words.troubleshooting import close_fix
 

@@ -43,7 +43,7 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.stream.sizes import format_size
-from vmmtui.trace.cuda import CUDA_ERRORS
+from vmmtui.words.cuda import CUDA_ERRORS
 from vmmtui.words.programs import end_words, handle_type_names, road_words, socket_words
 
 if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
