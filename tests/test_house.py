@@ -252,7 +252,7 @@ STILL_WORDED = {
     "vmmtui.scenarios.rogue": 1,
     "vmmtui.session.fdchecks": 6,
     "vmmtui.session.kernel": 6,
-    "vmmtui.session.loop": 6,
+    "vmmtui.session.loop": 3,
     "vmmtui.session.processes": 2,
     "vmmtui.session.stage": 1,
     "vmmtui.session.tmpdir": 4,
