@@ -273,7 +273,6 @@ STILL_WORDED = {
     "vmmtui.trace.procfs.lifecycle": 6,
     "vmmtui.trace.procfs.preflight": 41,
     "vmmtui.trace.procfs.shares": 3,
-    "vmmtui.trace.refusals": 34,
     "vmmtui.trace.tracer": 6,
     "vmmtui.wire.channel": 10,
     "vmmtui.wire.protocol": 2,

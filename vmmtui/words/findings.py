@@ -17,6 +17,7 @@ from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.cuda import cuda_cause, cuda_fix
 from vmmtui.words.programs import ended_words, socket_words
+from vmmtui.words.refusals import worded as refusal_words
 from vmmtui.words.troubleshooting import close_fix
 
 
@@ -125,7 +126,7 @@ def _imported(f: LedgerFinding) -> Said:
 def _refused(f: LedgerFinding) -> Said:
     if f.refusal is not None:
         r = f.refusal
-        return Said(f"{r.call} refused ({r.errno})", r.cause, r.fix)
+        return Said(f"{r.call} refused ({r.errno})", *refusal_words(r))
     if f.cuda is not None:
         c = f.cuda
         return Said(f"{c.func} failed (CUresult {c.result})", cuda_cause(c), cuda_fix(c))

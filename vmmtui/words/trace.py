@@ -45,6 +45,7 @@ from vmmtui.stream.observed import (
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.cuda import CUDA_ERRORS
 from vmmtui.words.programs import end_words, handle_type_names, road_words, socket_words
+from vmmtui.words.refusals import worded as refusal_words
 
 if TYPE_CHECKING:  # the demo's own record (view/kernel.py) is folded from these words' events
     from vmmtui.model.ledger import Ledger
@@ -521,7 +522,9 @@ def kernel_fact(fact: KernelFact) -> Text:
     if isinstance(e, TraceLost):
         return Text("kernel: ") + lines(e)[0]
     if isinstance(e, CallRefused):  # its own line is the ledger's finding, which a step has not
-        return Text(f"kernel: {me} {e.call} refused ({e.errno}): {shown(e.cause)}", "red")
+        return Text(
+            f"kernel: {me} {e.call} refused ({e.errno}): {shown(refusal_words(e)[0])}", "red"
+        )
     words = call_words(e)
     return Text(f"kernel: {me} {words or type(e).__name__}", "red" if _failed(e) else "yellow")
 
