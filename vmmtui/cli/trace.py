@@ -19,6 +19,7 @@ from vmmtui.cli.options import (
     not_a_terminal,
     number_arg,
     positive_arg,
+    size_arg,
 )
 from vmmtui.system.early import leave_unfreed
 from vmmtui.system.interrupts import delivered_to, exit_status
@@ -126,6 +127,13 @@ def add_arguments(t: argparse.ArgumentParser) -> None:
         help="say an export no process imported after S seconds, live (default 30; the "
         "exporter's exit and the end say it too)",
     )
+    t.add_argument(
+        "--max-pinned",
+        type=size_arg,
+        metavar="BYTES",
+        help="fail (exit 1, one line) when more than BYTES (64MiB, 1G…) of memory that crossed "
+        "processes is pinned by live processes at any point of the run (its peak)",
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
@@ -161,6 +169,25 @@ def run_as(argv: list[str], said: str, **extra) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    """The trace, then its budget (``--max-pinned``): a run over it exits 1 (or the command's
+    own failure) with one line, whatever else it found."""
+    code = _trace(args)
+    budget = getattr(args, "budget", None)
+    if budget is None or not budget.over:
+        return code
+    from vmmtui.words.verdict import trace_over_budget
+
+    t0 = budget.first_at
+    at = (budget.peak_at - t0) / 1e9 if t0 and budget.peak_at >= t0 else 0.0
+    said = getattr(args, "said_as", "trace")
+    print(
+        f"vmmtui {said}: " + trace_over_budget(budget.peak, budget.limit, at, budget.peak_pins),
+        file=sys.stderr,
+    )
+    return code or EXIT_FAILED
+
+
+def _trace(args: argparse.Namespace) -> int:
     said = getattr(args, "said_as", "trace")
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     modes = sum((bool(command), bool(args.pids), bool(args.all)))
@@ -189,6 +216,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     sinks = _sinks(args, world)
     if isinstance(sinks, int):
         return sinks
+    if getattr(args, "max_pinned", None) is not None:  # weighed at every change: its peak
+        from vmmtui.pipeline.pinned import Budget
+
+        args.budget = Budget(world, args.max_pinned)
+        sinks.append(args.budget)
     recorder = None
     if args.record:
         from vmmtui.record.recording import RecordingError

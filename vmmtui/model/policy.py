@@ -328,6 +328,31 @@ def problems_by_kind(counted: Mapping[Any, int]) -> dict[str, int]:
     return out
 
 
+# -- over budget: its evidence (measured by ``pipeline.pinned``) ----------------------------------
+@dataclass(frozen=True)
+class FilePin:
+    """A memory file a live process still holds: its fd, size and how it came."""
+
+    pid: int
+    fd: int
+    size: int
+    how: str
+
+
+@dataclass(frozen=True)
+class CudaPin:
+    """CUDA memory of ``exporter`` that live importers still hold."""
+
+    exporter: int
+    thing: str
+    key: int
+    size: int
+    holders: tuple[int, ...]
+
+
+Pin = FilePin | CudaPin
+
+
 # -- one problem, one finding ----------------------------------------------------------------------
 def _pin_of(f: Any) -> tuple:
     """What one pin of a problem is (a segment, a pointer, a file), so that a pin said twice (live,
@@ -418,7 +443,6 @@ class Problems:
             return None
         p.released += 1
         p.until = max(p.until, int(getattr(f, "ktime", 0) or 0))
-        p.newest = f
         return p
 
     def extend(self, found: Iterable[Any]) -> Problems:
