@@ -87,6 +87,22 @@ def test_a_hold_past_the_teardown_window_is_orphaned_and_said_while_it_lasts(ebp
     assert "verdict: 1 to look at (1 held-after-exporter-died)" in res.stdout
 
 
+def test_twenty_pieces_of_one_orphaned_pool_are_one_problem_said_once(ebpf, tmp_path):
+    """The LMCache#4014 pattern on memfds: a pool of 20 pieces held 3 s after its exporter
+    ended is one orphaned problem: one line while it lasts, one line of its end, the end line's
+    one to look at and the problem whole; every pin in the recording (--json)."""
+    res, pids, _, found = run(tmp_path, "orphan", "3", "20")
+    held = [f for f in found if f.kind == "held-after-exporter-died"]
+    assert len(held) == 20 and len({f.file for f in held}) == 20
+    assert problems(found) == {(Problem.ORPHANED, pids["child"], pids["parent"])}
+    lines = res.stdout.splitlines()
+    assert sum("held-after-exporter-died" in x and "still holds" in x for x in lines) == 1
+    assert sum("released-after-exporter-died" in x for x in lines) == 1
+    assert "verdict: 1 to look at (1 held-after-exporter-died)" in res.stdout
+    whole = f"held-after-exporter-died · pid {pids['child']}: held 20 pins of pid {pids['parent']}"
+    assert whole in res.stdout, said(res)
+
+
 def test_trace_max_pinned_fails_a_run_over_it_in_one_line(ebpf, tmp_path):
     """1 MiB held by the child for a second: over a budget of 64 KiB (exit 1, one line naming
     the peak and what pinned it), within one of 4 MiB (the command's exit, 0)."""

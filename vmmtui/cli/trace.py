@@ -636,10 +636,11 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.words.findings import json_line
-    from vmmtui.words.trace import Bystanders, ProcessNames, lines, worth_a_line
+    from vmmtui.words.trace import Bystanders, OncePerProblem, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
+    once = OncePerProblem()
     names = ProcessNames()
     bystanders = Bystanders()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
@@ -676,7 +677,7 @@ def _print(session, args: argparse.Namespace) -> None:
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):
                 continue
-            if not worth_a_line(e, session.ledger):
+            if not worth_a_line(e, session.ledger) or not once.first(e):
                 continue
             for x in bystanders.see(e):
                 comm = _comm(x.pid, names.comms) if isinstance(x, TraceCall) else ""
@@ -736,6 +737,10 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         )
         return
     console.print(verdict_line(ledger, ledger.findings.by) + "".join(f"; {x}" for x in said))
+    from vmmtui.words.trace import problems_words
+
+    for line in problems_words(list(ledger.findings)):  # each problem of many findings, whole
+        console.print(line, markup=False)
 
 
 def verdict_line(ledger, counted) -> str:
@@ -774,7 +779,7 @@ def replay_trace(recording, folded=None) -> int:
     from rich.console import Console
 
     from vmmtui.pipeline.replay import trace_timeline
-    from vmmtui.words.trace import Bystanders, ProcessNames, lines
+    from vmmtui.words.trace import Bystanders, OncePerProblem, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
@@ -783,9 +788,11 @@ def replay_trace(recording, folded=None) -> int:
         markup=False,  # the title and the machine are the recording's words, not markup
     )
     folded = folded or trace_timeline(recording.events)
-    names, bystanders = ProcessNames(), Bystanders()
+    names, bystanders, once = ProcessNames(), Bystanders(), OncePerProblem()
     for e in folded.events:
         names.see(e)
+        if not once.first(e):
+            continue
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)

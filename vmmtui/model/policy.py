@@ -377,8 +377,9 @@ class ProblemSeen:
     newest: Any
     kinds: Counter[str] = field(default_factory=Counter)
     pins: dict[tuple, int] = field(default_factory=dict)
-    #: pins let go since (a released-after-exporter-died of the same relation)
+    #: pins let go since (a released-after-exporter-died of the same relation), the last of them
     released: int = 0
+    ended: Any = None
     since: int = 0
     until: int = 0
     peak_bytes: int = 0
@@ -442,8 +443,14 @@ class Problems:
         if p is None:
             return None
         p.released += 1
+        p.ended = f
         p.until = max(p.until, int(getattr(f, "ktime", 0) or 0))
         return p
+
+    @staticmethod
+    def over(p: ProblemSeen) -> bool:
+        """Whether every pin of the problem has been let go since (its end said in the past)."""
+        return p.ended is not None and p.released >= len(p.pins)
 
     def extend(self, found: Iterable[Any]) -> Problems:
         for f in found:

@@ -408,11 +408,14 @@ class Tracing:
 def _problem(p: ProblemSeen) -> Finding:
     """One problem as the verdict lists it: its first finding's words, with the pins, bytes and
     duration of every finding of its relation."""
-    from vmmtui.words.findings import words_of
+    from vmmtui.words.findings import Said, words_of
     from vmmtui.words.verdict import one_problem
 
     e = p.first
     said = one_problem(words_of(p.newest), p)  # the newest figures (a growth that grew on)
+    if Problems.over(p) and p.findings == 1:  # let go since: said in the past, as the inspector
+        past = words_of(p.ended)
+        said = Said(past.what, past.detail, said.fix)
     proof = e.proof if isinstance(e, LedgerFinding) else ""
     return Finding(
         str(e.kind), Weight.PROBLEM, e.pid or 0, said.what, said.detail, said.fix, proof, e,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from vmmtui.model.policy import FilePin, Pin, Problem, ProblemSeen
+from vmmtui.model.policy import Fact, FilePin, Pin, Problem, ProblemSeen
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.findings import Said
 
@@ -70,7 +70,8 @@ def one_problem(said: Said, p: ProblemSeen) -> Said:
     what = said.what
     if rel.problem == Problem.ORPHANED and rel.exporter:
         after = f", {p.held_ns / 1e9:.1f} s after pid {rel.exporter} ended" if p.held_ns else ""
-        what = f"holds {size}{_n(pins, 'pin')} of pid {rel.exporter}'s memory{after}"
+        verb = "held" if p.ended is not None and p.released >= pins else "holds"
+        what = f"{verb} {size}{_n(pins, 'pin')} of pid {rel.exporter}'s memory{after}"
     elif pins > 1:
         what = f"{said.what} ({size}{_n(pins, 'pin')})"
     more = p.findings - 1
@@ -100,7 +101,8 @@ def facts(found: Iterable[object]) -> str:
         e = getattr(f, "event", None)
         if getattr(f, "weight", "") == "quiet" and e is not None:
             key = quiet_file(e)
-            by[key] = by.get(key, 0) + 1
+            if key != Fact.RELEASED_LATE:  # the past of a problem listed above: not a fact apart
+                by[key] = by.get(key, 0) + 1
     said = quiet_words(sum(by.values()), by)
     return f"facts (no problem): {said}" if said else ""
 
