@@ -7,7 +7,7 @@ from vmmtui.model.findings import Proof
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.policy import counted_as, tally
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
-from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
+from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit, TraceClock
 from vmmtui.view.programs import ProgramsView, fold_program_event
 from vmmtui.words.findings import finding_words as said
 from vmmtui.words.programs import end_words, proven_words
@@ -40,6 +40,7 @@ def test_an_end_is_computed_once_and_worded_once():
             CudaCall(A, A, 1, "cuIpcGetMemHandle", 0, ptr=0x7000, ipc=IPC),
             CudaCall(B, B, 2, "cuIpcOpenMemHandle", 0, ptr=0x9000, ipc=IPC),
             ProcessExit(A, A, 3, 9),
+            TraceClock(3 + 3_000_000_000),  # the importer holds on past the teardown window
         ]
     )
     assert view.procs[A].end == End(None, 9)

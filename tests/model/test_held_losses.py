@@ -1,7 +1,9 @@
 """A memfd's holder outliving its maker is certain only where nothing was lost: a loss window
 between the holder getting the file and the maker's exit may hold the holder's own exit or its
 close, so the claim is then ``unknown`` with the loss (the flood run that said
-held-after-exporter-died of a holder that had exited first, its exit record lost)."""
+held-after-exporter-died of a holder that had exited first, its exit record lost). The hold is
+said once it outlasts one teardown window (``model/orphans.py``): the trace's clock ticks past
+it."""
 
 from vmmtui.model.ledger import Ledger
 from vmmtui.stream.observed import (
@@ -10,6 +12,7 @@ from vmmtui.stream.observed import (
     MemfdCreated,
     ProcessExit,
     SocketEnd,
+    TraceClock,
     TraceLost,
 )
 
@@ -26,6 +29,7 @@ def story(lost: TraceLost | None) -> list:
         FdsReceived(B, B, 30, "recvmsg", PEER, [4], ["f1"], 1),
         *([lost] if lost else []),
         ProcessExit(A, A, 50, 0),
+        TraceClock(50 + 3_000_000_000),  # the holder still holds 3 s later
     ]
     return [f for e in events for f in ledger.apply(e)]
 

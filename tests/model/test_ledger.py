@@ -20,6 +20,7 @@ from vmmtui.stream.observed import (
     ProcessForked,
     QueuedAtRelease,
     SocketEnd,
+    TraceClock,
 )
 from vmmtui.words.findings import finding_words as said
 from vmmtui.words.findings import pin_words
@@ -28,6 +29,10 @@ SOCK = SocketEnd(100, 101, "@vmm")
 #: the receiving end: the socket the sends are queued on
 PEER = SocketEnd(101, 100, "@vmm")
 A, B = 1000, 2000
+
+
+#: 3 s: past the teardown window (``model/policy.py``), a hold said as orphaned
+LATER = 3_000_000_000
 
 
 def fold(events):
@@ -275,9 +280,9 @@ def vmm_story(exporter_exits_first: bool):
         FdCloseCall(B, B, 6, 38, "g1", 0),
         cuda(B, 7, "cuMemMap", ptr=0x7000, size=2 << 20, handle=0xB1),
     ]
-    if exporter_exits_first:
-        events.append(ProcessExit(A, A, 8, 9))
-    events.append(ProcessExit(B, B, 9, 0))
+    if exporter_exits_first:  # and the importer holds on past the teardown window
+        events += [ProcessExit(A, A, 8, 9), TraceClock(8 + LATER)]
+    events.append(ProcessExit(B, B, 9 + (LATER if exporter_exits_first else 0), 0))
     return fold(events)
 
 
@@ -296,6 +301,7 @@ def test_an_exporter_killed_under_its_importers_is_said():
     ledger, found = vmm_story(True)
     held = [f for f in found if f.kind == "held-after-exporter-died"]
     assert [(f.pid, f.peer) for f in held] == [(B, A)]
+    assert weigh(held[0]) is Weight.PROBLEM and held[0].ktime == 8 + LATER  # said at the tick
 
 
 def test_pins_say_who_keeps_an_allocation_alive():
@@ -326,6 +332,7 @@ def test_legacy_ipc_is_matched_by_the_handle_bytes():
             cuda(B, 2, "cuIpcOpenMemHandle_v2", ptr=0x5000, ipc=ipc),
             cuda(B, 3, "cuIpcOpenMemHandle_v2", ptr=0x6000, ipc="00" * 64),
             ProcessExit(A, A, 4, 9),
+            TraceClock(4 + LATER),
         ]
     )
     assert [(f.kind, f.pid, f.peer) for f in found] == [
@@ -357,18 +364,26 @@ def test_a_refused_fabric_allocation_is_a_probe_until_fabric_worked_then_names_t
     assert "nvidia-imex" in said(found[0]).fix
 
 
-def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
-    """Seen from the first call: A made the memfd and sent it, B received it and holds it."""
+def memfd_held_after_its_maker(close_at: int) -> list:
+    """A made the memfd and sent it, B received it and holds it; A is killed at 4, B closes at
+    ``close_at`` and exits just after."""
     _, found = fold(
         [
             MemfdCreated(A, A, 1, "pool", 5, "f1"),
             FdsSent(A, A, 2, "sendmsg", SOCK, [5], ["f1"], 1),
             FdsReceived(B, B, 3, "recvmsg", PEER, [7], ["f1"], 1),
             ProcessExit(A, A, 4, 9),  # kill -9
-            FdCloseCall(B, B, 5, 7, "f1", 0),
-            ProcessExit(B, B, 6, 0),
+            FdCloseCall(B, B, close_at, 7, "f1", 0),
+            ProcessExit(B, B, close_at + 1, 0),
         ]
     )
+    return found
+
+
+def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
+    """Held past the teardown window: said live (at the first event after it), then in the
+    past when B closes its fd."""
+    found = memfd_held_after_its_maker(4 + LATER)
     assert kinds(found) == [
         ("shared", B),
         ("held-after-exporter-died", B),
@@ -377,13 +392,24 @@ def test_the_exporter_of_a_memfd_dies_while_its_importer_holds_it():
     held, over = found[1], found[2]
     assert held.peer == A and held.file == "f1" and "SIGKILL" in said(held).detail
     assert "memfd pool" in said(held).detail and "fd 7" in said(held).detail
+    assert (held.since, weigh(held)) == (4, Weight.PROBLEM)
     # once B closes its fd the hold is over: said in the past, a fact (the problem counted once)
-    assert (over.ktime, over.since, over.via) == (5, 4, "close")
+    assert (over.ktime, over.since, over.via) == (4 + LATER, 4, "close")
     assert (
         said(over).what
-        == f"held pid {A}'s memory 0.0 s after pid {A} was killed by SIGKILL; released by close"
+        == f"held pid {A}'s memory 3.0 s after pid {A} was killed by SIGKILL; released by close"
     )
     assert weigh(over) is Weight.QUIET
+
+
+def test_a_hold_let_go_within_the_teardown_window_is_one_quiet_fact():
+    """B closes 5 ms after A died (a shutdown's own order): no warning, only its end, a fact
+    counted as let go within the window."""
+    from vmmtui.model.policy import Fact, judge
+
+    found = memfd_held_after_its_maker(4 + 5_000_000)
+    assert kinds(found) == [("shared", B), ("released-after-exporter-died", B)]
+    assert weigh(found[1]) is Weight.QUIET and judge(found[1]).fact == Fact.WITHIN_WINDOW
 
 
 def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_direction():
@@ -402,7 +428,7 @@ def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_dir
         SharedFile("memfd", target, 1, 15, [FdHolder(A, 4), FdHolder(B, 3), FdHolder(B, 5)]),
     ]
     shares = [("shared", B), ("shared", B)]  # B's two fds are A's open file: kcmp proves each
-    ledger, found = fold([*start, ProcessExit(A, A, 10, 9)])
+    ledger, found = fold([*start, ProcessExit(A, A, 10, 9), TraceClock(10 + LATER)])
     assert (
         found[0].proof == "kcmp"
         and found[0].peer == A
@@ -411,11 +437,17 @@ def test_a_share_from_before_the_trace_is_judged_at_an_exit_without_naming_a_dir
     assert kinds(found) == [*shares, ("possible-held-after-exporter-died", B)]  # once for B's two
     assert "which of them made it was not seen" in said(found[-1]).detail and found[-1].peer == A
     ledger, found = fold(
-        [*start, FdsSent(B, B, 2, "sendmsg", SOCK, [3], ["f9"], 1), ProcessExit(A, A, 10, 0)]
+        [
+            *start,
+            FdsSent(B, B, 2, "sendmsg", SOCK, [3], ["f9"], 1),
+            ProcessExit(A, A, 10, 0),
+            TraceClock(10 + LATER),
+        ]
     )
     assert {h.file for h in ledger.holdings.values()} == {"f9"}  # the kernel's name, for all
     assert found[-1].kind == "possible-held-after-exporter-died" and found[-1].file == "f9"
-    _, found = fold([*start, ProcessExit(B, B, 9, 0)])  # either may have made it: said alike
+    # either may have made it: said alike
+    _, found = fold([*start, ProcessExit(B, B, 9, 0), TraceClock(9 + LATER)])
     assert kinds(found) == [*shares, ("possible-held-after-exporter-died", A)]
     ledger, found = fold(
         [

@@ -334,10 +334,19 @@ def test_a_mapping_left_after_the_import_was_released_is_said_when_the_exporter_
         CudaCall(B, B, 25, "cuMemMap", 0, ptr=0x9000, size=MIB, handle=0xB1),
         CudaCall(B, B, 26, "cuMemRelease", 0, handle=0xB1),  # the mapping keeps the memory
         ProcessExit(A, A, 40, 9),
+        TraceClock(40 + 3_000_000_000),  # still mapped past the teardown window
     ]
     _, out = fold(events)
     [held] = found(out, "held-after-exporter-died")
-    assert (held.pid, held.peer, held.ktime) == (B, A, 40) and "0x9000" in said(held).what
+    assert (held.pid, held.peer, held.since) == (B, A, 40) and "0x9000" in said(held).what
+    assert held.ktime == 40 + 3_000_000_000  # said once the window passed, live
+    # unmapped 5 ms after the exporter died: only its end, a quiet fact
+    events[-1] = CudaCall(B, B, 40 + 5_000_000, "cuMemUnmap", 0, ptr=0x9000, size=MIB)
+    _, out = fold(events)
+    assert not found(out, "held-after-exporter-died")
+    assert [f.kind for f in out if isinstance(f, LedgerFinding)][-1] == (
+        "released-after-exporter-died"
+    )
 
 
 def test_a_second_legacy_open_refused_as_already_mapped_is_said_as_opened_twice():
@@ -409,6 +418,6 @@ def test_a_legacy_handle_opened_again_in_one_context_is_a_reference_closed_once_
     _, out = fold([*opened, CudaCall(B, B, 31, "cuIpcCloseMemHandle", 0, ptr=0x7000),
                    ProcessExit(A, A, 40, 0)])  # fmt: skip
     assert [f.kind for f in out if isinstance(f, LedgerFinding)] == ["imported"]
-    _, out = fold([*opened, ProcessExit(A, A, 40, 0)])
+    _, out = fold([*opened, ProcessExit(A, A, 40, 0), TraceClock(40 + 3_000_000_000)])
     [held] = found(out, "held-after-exporter-died")
     assert held.pid == B and not found(out, FindingKind.OPENED_TWICE)

@@ -26,13 +26,23 @@ from vmmtui.stream.observed import LedgerFinding
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tests" / "fixtures" / "verdict_suite" / "weight_sync_suite.py"
-#: what each test of the suite must come to under the plugin
+#: what each test of the suite must come to under the plugin: only problems fail a test
+#: (``model/policy.py``): the loop that keeps a bucket a step is growth, the receiver that holds
+#: its dead exporter's bucket 3 s is orphaned; the one that lets go 5 ms after is a shutdown
 EXPECTED = {
     "test_keeps_a_bucket_a_step": "FAILED",
     "test_lets_each_bucket_go": "PASSED",
     "test_exporter_dies_first": "FAILED",
+    "test_exporter_dies_at_teardown": "PASSED",
     "test_shares_nothing": "PASSED",
     "test_keeps_but_allowed": "PASSED",
+}
+#: polling sees no rounds (no growth: what it keeps is a fact, held until exit), and its
+#: fd-after-peer has no teardown window of its own yet (a poll that falls in the 5 ms would say
+#: it): issue 48's polling part
+POLLED = {
+    **{k: v for k, v in EXPECTED.items() if k != "test_exporter_dies_at_teardown"},
+    "test_keeps_a_bucket_a_step": "PASSED",
 }
 
 
@@ -121,11 +131,11 @@ def recordings_named(out: str) -> list[Path]:
     return sorted({Path(p) for p in re.findall(r"vmmtui replay (\S+\.jsonl)", out)})
 
 
-def check_recordings(out: str, folder: Path) -> None:
+def check_recordings(out: str, folder: Path, failing: tuple[int, ...] = (2,)) -> None:
     """The failing tests' recordings are named, whole, and replay to the same findings; the
     passing tests' are gone."""
     named = recordings_named(out)
-    assert len(named) == 2, out
+    assert len(named) in failing, out
     assert sorted(p.name for p in (folder / "rec").iterdir()) == sorted(p.name for p in named)
     assert not list((folder / "rec").glob("*.part"))
     for path in named:
@@ -147,14 +157,19 @@ def test_as_root_ebpf_fails_exactly_the_tests_that_leak(folder):
     assert outcomes(out) == EXPECTED, out + res.stderr
     assert res.returncode == 1 and "Traceback" not in out + res.stderr
     assert "polling" not in out
-    # the leak a step, in the inspector's words, one finding per bucket kept
-    assert out.count("fd-never-closed · pid") >= 3
-    assert "(memfd) held until exit" in out and "never closed it; the exit closed it" in out
-    # the exporter that died first: the receiver still held its memory
-    assert re.search(r"held-after-exporter-died · pid \d+: still holds pid \d+'s memory", out)
+    # the leak a step, in the inspector's words: one growth; the buckets kept are facts
+    assert out.count("growth · pid") == 1, out
+    assert "facts (no problem): " in out and "held until exit, released by it" in out
+    # the exporter that died first: the receiver held its memory past the window, said in the
+    # past (the verdict comes after the test: its exit let go)
+    assert re.search(
+        r"held-after-exporter-died · pid \d+: held pid \d+'s memory 3\.\d s after pid \d+ was "
+        r"killed by SIGKILL; released by its exit",
+        out,
+    ), out
     assert "was killed by SIGKILL" in out
     # the summary names the failures and their recordings
-    assert "5 tests traced by eBPF, 2 with problems" in out
+    assert "6 tests traced by eBPF, 2 with problems" in out
     check_recordings(out, folder)
     # without -q the header says how the run observes, before the first test
     res = run_suite(folder, "--vmmtui", "--co", "-v")
@@ -165,19 +180,22 @@ def test_as_root_ebpf_fails_exactly_the_tests_that_leak(folder):
 def test_as_another_user_it_polls_says_so_once_and_fails_the_same_tests(folder, other_user):
     res = run_suite(folder, "--vmmtui", user=other_user)
     out = res.stdout
-    assert outcomes(out) == EXPECTED, out + res.stderr
+    got = outcomes(out)
+    got.pop("test_exporter_dies_at_teardown", None)
+    assert got == POLLED, out + res.stderr
     assert "Traceback" not in out + res.stderr
     # why it polls and what polling cannot see: once in the summary (and in the header)
-    said = re.findall(r"^\d+ of 5 traced tests were followed by polling /proc.*$", out, re.M)
+    said = re.findall(r"^\d+ of 6 traced tests were followed by polling /proc.*$", out, re.M)
     assert len(said) == 1 and "CUDA calls: not seen by polling" in said[0], out
     # why, with a test run's fix (not the trace command's sudo)
     assert "eBPF needs root, or CAP_BPF and CAP_PERFMON (uid " in said[0]
     assert "run the tests as root, or give them CAP_BPF and CAP_PERFMON" in said[0]
     assert "vmmtui trace" not in said[0]
-    assert out.count("held-until-exit · pid") >= 4  # three buckets, the exporter's bucket
-    assert "/memfd:bucket-1" in out and "/memfd:bucket-exported" in out
-    assert "5 tests traced by polling /proc, 2 with problems" in out
-    check_recordings(out, folder)
+    # the buckets kept to exit are facts; the dead exporter's bucket held on is the problem
+    assert "held-until-exit · pid" not in out and "fd-after-peer · pid" in out
+    assert "/memfd:bucket-exported" in out
+    assert re.search(r"6 tests traced by polling /proc, [12] with problems", out)
+    check_recordings(out, folder, failing=(1, 2))
     res = run_suite(folder, "--vmmtui", "--co", "-v", user=other_user)
     assert "vmmtui: polling /proc, not eBPF: " in res.stdout
     assert "CAP_BPF" in res.stdout  # the reason names what is missing
@@ -193,7 +211,7 @@ def test_another_user_with_cap_bpf_and_cap_perfmon_gets_ebpf(folder, other_user)
         pytest.skip(f"eBPF unavailable: {reason}")
     res = run_suite(folder, "--vmmtui", user=other_user, caps=("bpf", "perfmon"))
     assert outcomes(res.stdout) == EXPECTED, res.stdout + res.stderr
-    assert "5 tests traced by eBPF, 2 with problems" in res.stdout
+    assert "6 tests traced by eBPF, 2 with problems" in res.stdout
     assert "polling" not in res.stdout
 
 

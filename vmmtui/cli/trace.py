@@ -19,6 +19,7 @@ from vmmtui.cli.options import (
     not_a_terminal,
     number_arg,
     positive_arg,
+    size_arg,
 )
 from vmmtui.system.early import leave_unfreed
 from vmmtui.system.interrupts import delivered_to, exit_status
@@ -126,6 +127,13 @@ def add_arguments(t: argparse.ArgumentParser) -> None:
         help="say an export no process imported after S seconds, live (default 30; the "
         "exporter's exit and the end say it too)",
     )
+    t.add_argument(
+        "--max-pinned",
+        type=size_arg,
+        metavar="BYTES",
+        help="fail (exit 1, one line) when more than BYTES (64MiB, 1G…) of memory that crossed "
+        "processes is pinned by live processes at any point of the run (its peak)",
+    )
     t.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     t.set_defaults(func=cmd_trace)
 
@@ -161,6 +169,25 @@ def run_as(argv: list[str], said: str, **extra) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    """The trace, then its budget (``--max-pinned``): a run over it exits 1 (or the command's
+    own failure) with one line, whatever else it found."""
+    code = _trace(args)
+    budget = getattr(args, "budget", None)
+    if budget is None or not budget.over:
+        return code
+    from vmmtui.words.verdict import trace_over_budget
+
+    t0 = budget.first_at
+    at = (budget.peak_at - t0) / 1e9 if t0 and budget.peak_at >= t0 else 0.0
+    said = getattr(args, "said_as", "trace")
+    print(
+        f"vmmtui {said}: " + trace_over_budget(budget.peak, budget.limit, at, budget.peak_pins),
+        file=sys.stderr,
+    )
+    return code or EXIT_FAILED
+
+
+def _trace(args: argparse.Namespace) -> int:
     said = getattr(args, "said_as", "trace")
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     modes = sum((bool(command), bool(args.pids), bool(args.all)))
@@ -189,6 +216,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     sinks = _sinks(args, world)
     if isinstance(sinks, int):
         return sinks
+    if getattr(args, "max_pinned", None) is not None:  # weighed at every change: its peak
+        from vmmtui.pipeline.pinned import Budget
+
+        args.budget = Budget(world, args.max_pinned)
+        sinks.append(args.budget)
     recorder = None
     if args.record:
         from vmmtui.record.recording import RecordingError
@@ -604,10 +636,11 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.words.findings import json_line
-    from vmmtui.words.trace import Bystanders, ProcessNames, lines, worth_a_line
+    from vmmtui.words.trace import Bystanders, OncePerProblem, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
     quiet = (LedgerFinding, TraceStarted, TraceFinished, Leak, WatchFinished)
+    once = OncePerProblem()
     names = ProcessNames()
     bystanders = Bystanders()
     #: the lines of one batch, printed at once (one console.print per line cost more than the
@@ -644,7 +677,7 @@ def _print(session, args: argparse.Namespace) -> None:
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):
                 continue
-            if not worth_a_line(e, session.ledger):
+            if not worth_a_line(e, session.ledger) or not once.first(e):
                 continue
             for x in bystanders.see(e):
                 comm = _comm(x.pid, names.comms) if isinstance(x, TraceCall) else ""
@@ -704,6 +737,10 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
         )
         return
     console.print(verdict_line(ledger, ledger.findings.by) + "".join(f"; {x}" for x in said))
+    from vmmtui.words.trace import problems_words
+
+    for line in problems_words(list(ledger.findings)):  # each problem of many findings, whole
+        console.print(line, markup=False)
 
 
 def verdict_line(ledger, counted) -> str:
@@ -742,7 +779,7 @@ def replay_trace(recording, folded=None) -> int:
     from rich.console import Console
 
     from vmmtui.pipeline.replay import trace_timeline
-    from vmmtui.words.trace import Bystanders, ProcessNames, lines
+    from vmmtui.words.trace import Bystanders, OncePerProblem, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
     console.print(
@@ -751,9 +788,11 @@ def replay_trace(recording, folded=None) -> int:
         markup=False,  # the title and the machine are the recording's words, not markup
     )
     folded = folded or trace_timeline(recording.events)
-    names, bystanders = ProcessNames(), Bystanders()
+    names, bystanders, once = ProcessNames(), Bystanders(), OncePerProblem()
     for e in folded.events:
         names.see(e)
+        if not once.first(e):
+            continue
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)

@@ -189,9 +189,7 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
                     size=a.size,
                 )  # fmt: skip
             if imp.released_at is None and ledger.alive(imp.pid):
-                ledger.leak(
-                    out,
-                    imp.at,
+                ledger.orphans.wait(  # said once it outlasts one teardown window
                     LedgerFinding(
                         "held-after-exporter-died",
                         imp.pid,
@@ -202,7 +200,10 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
                         size=a.size,
                         memory=Memory.ALLOCATION,
                         status=e.code,
+                        since=e.ktime,
                     ),
+                    imp.at,
+                    key=(imp.pid, f"handle:{imp.handle:x}"),
                 )
     for x in ledger.ipc.values():
         if x.pid != e.pid:
@@ -212,9 +213,7 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
                 ledger.after_death[(o.pid, f"ipc:{o.ptr:x}")] = HeldAfterDeath(
                     o.pid, e.pid, e.ktime, e.code, Memory.IPC, ptr=o.ptr, size=x.size
                 )
-                ledger.leak(
-                    out,
-                    o.at,
+                ledger.orphans.wait(  # said once it outlasts one teardown window
                     LedgerFinding(
                         "held-after-exporter-died",
                         o.pid,
@@ -222,9 +221,13 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
                         peer=e.pid,
                         ptr=o.ptr,
                         peer_ptr=x.ptr,
+                        size=x.size,
                         memory=Memory.IPC,
                         status=e.code,
+                        since=e.ktime,
                     ),
+                    o.at,
+                    key=(o.pid, f"ipc:{o.ptr:x}"),
                 )
     for px in ledger.pool_ptrs.values():
         if px.pid != e.pid:
@@ -234,9 +237,7 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
                 ledger.after_death[(held.pid, f"ptr:{held.ptr:x}")] = HeldAfterDeath(
                     held.pid, e.pid, e.ktime, e.code, Memory.POOL_POINTER, ptr=held.ptr
                 )
-                ledger.leak(
-                    out,
-                    held.at,
+                ledger.orphans.wait(  # said once it outlasts one teardown window
                     LedgerFinding(
                         "held-after-exporter-died",
                         held.pid,
@@ -246,5 +247,8 @@ def _exporter_died(ledger: Ledger, e: ProcessExit, out: list) -> None:
                         peer_ptr=px.ptr,
                         memory=Memory.POOL_POINTER,
                         status=e.code,
+                        since=e.ktime,
                     ),
+                    held.at,
+                    key=(held.pid, f"ptr:{held.ptr:x}"),
                 )

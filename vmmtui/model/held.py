@@ -52,8 +52,8 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
             found = _held_after_exit(ledger, e, h, o, known)
             if known:  # certain only where no record since the holder got it was lost: a lost
                 ledger.leak(out, o.since, found)  # one may be its exit or its close (unknown)
-            else:
-                out.append(found)
+            else:  # said once it outlasts one teardown window (``model/orphans.py``)
+                ledger.orphans.wait(found, 0, fd=o.fd, file=o.file)
     return out
 
 
@@ -83,11 +83,10 @@ def _made_and_still_pinned(
         ledger.after_death[(pid, f"file:{file}")] = HeldAfterDeath(
             pid, e.pid, e.ktime, e.code, Memory.FILE, file=file, ptr=ptr, name=name
         )
-        # certain only where no record since the file came was lost: a lost one may be the
-        # holder's exit, a close or an munmap (then ``unknown``, with the loss: Ledger.leak)
-        ledger.leak(
-            out,
-            came.since,
+        # said once it outlasts one teardown window (``model/orphans.py``); certain only where
+        # no record since the file came was lost: a lost one may be the holder's exit, a close
+        # or an munmap (then ``unknown``, with the loss)
+        ledger.orphans.wait(
             LedgerFinding(
                 "held-after-exporter-died",
                 pid,
@@ -103,7 +102,10 @@ def _made_and_still_pinned(
                 pidfd=came.pidfd,
                 status=e.code,
                 name=name,
+                since=e.ktime,
             ),
+            came.since,
+            key=(pid, f"file:{file}"),
         )
 
 
@@ -140,6 +142,7 @@ def _held_after_exit(
         memory=Memory.FILE,
         status=e.code,
         name=name,
+        since=e.ktime,
     )
 
 

@@ -52,6 +52,7 @@ from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
+from vmmtui.model.orphans import Orphans
 from vmmtui.model.pins import (
     CAME,
     after_death_over,
@@ -183,8 +184,10 @@ class Ledger:
         #: taken, or inherited from a parent it came to): every later fd or mapping of it in
         #: ``pid`` pins the other's memory
         self.came: dict[tuple[int, str], Holding] = {}
-        #: (pid, what it pins) → held when its exporter died, until its last pin goes
+        #: (pid, what it pins) → held when its exporter died, until its last pin goes; each said
+        #: only once it outlasts one teardown window (``orphans``, ``model/orphans.py``)
         self.after_death: dict[tuple[int, str], HeldAfterDeath] = {}
+        self.orphans = Orphans()
         #: cuMemAlloc'd sizes, by (pid, pointer): what a legacy IPC export of it pins
         self.dev_sizes: dict[tuple[int, int], int] = {}
         #: an importer's pins on one exporter's memory, round by round (``model/growth.py``)
@@ -267,6 +270,7 @@ class Ledger:
             self.clock = t
             if self._early_order:
                 self._mature(t - self.window_ns, out)
+            self.orphans.due(self, t, out)
         kind = type(e)
         if kind not in self._handlers:  # looked up once per event type
             self._handlers[kind] = getattr(self, f"_on_{kind.__name__}", None)
@@ -289,6 +293,7 @@ class Ledger:
         when an fd is left queued)."""
         out: list[LedgerFinding] = []
         self._mature(None, out)
+        self.orphans.finish(self, max(self.clock, at), out)
         unknown: dict[int, list[Pending]] = {}
         end = max([self.clock, at, *(p.at for p in self.in_flight.pending())])
         for p in self.in_flight.pending():

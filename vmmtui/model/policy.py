@@ -328,6 +328,31 @@ def problems_by_kind(counted: Mapping[Any, int]) -> dict[str, int]:
     return out
 
 
+# -- over budget: its evidence (measured by ``pipeline.pinned``) ----------------------------------
+@dataclass(frozen=True)
+class FilePin:
+    """A memory file a live process still holds: its fd, size and how it came."""
+
+    pid: int
+    fd: int
+    size: int
+    how: str
+
+
+@dataclass(frozen=True)
+class CudaPin:
+    """CUDA memory of ``exporter`` that live importers still hold."""
+
+    exporter: int
+    thing: str
+    key: int
+    size: int
+    holders: tuple[int, ...]
+
+
+Pin = FilePin | CudaPin
+
+
 # -- one problem, one finding ----------------------------------------------------------------------
 def _pin_of(f: Any) -> tuple:
     """What one pin of a problem is (a segment, a pointer, a file), so that a pin said twice (live,
@@ -352,8 +377,9 @@ class ProblemSeen:
     newest: Any
     kinds: Counter[str] = field(default_factory=Counter)
     pins: dict[tuple, int] = field(default_factory=dict)
-    #: pins let go since (a released-after-exporter-died of the same relation)
+    #: pins let go since (a released-after-exporter-died of the same relation), the last of them
     released: int = 0
+    ended: Any = None
     since: int = 0
     until: int = 0
     peak_bytes: int = 0
@@ -417,9 +443,14 @@ class Problems:
         if p is None:
             return None
         p.released += 1
+        p.ended = f
         p.until = max(p.until, int(getattr(f, "ktime", 0) or 0))
-        p.newest = f
         return p
+
+    @staticmethod
+    def over(p: ProblemSeen) -> bool:
+        """Whether every pin of the problem has been let go since (its end said in the past)."""
+        return p.ended is not None and p.released >= len(p.pins)
 
     def extend(self, found: Iterable[Any]) -> Problems:
         for f in found:

@@ -9,8 +9,10 @@ a live trace, its recording and Perfetto's export fold alike."""
 from __future__ import annotations
 
 from collections.abc import MutableSequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from vmmtui.model.entries import HeldAfterDeath
 from vmmtui.model.findings import FindingKind
 from vmmtui.model.handles import NEVER_IMPORTED_S, HandleBook, HandleFact, Pinned
 from vmmtui.model.share_roads import with_road
@@ -103,8 +105,33 @@ class Refcounts:
             self._held_at_exit = set()
         if self.ledger.clock:
             facts += self.book.clock(self.ledger.clock)
+        if isinstance(e, ProcessExit):
+            facts = self._orphaned(e, facts)
         said = self._said(facts)
         return [*out, *said, *(PinnedBytes(p.pid, p.ktime, p.bytes, p.buffers) for p in pins)]
+
+    def _orphaned(self, e: ProcessExit, facts: list[HandleFact]) -> list[HandleFact]:
+        """The book's holds of a dead exporter's memory (a mapping kept after its import was
+        released) wait one teardown window in the ledger (``model/orphans.py``) like the
+        ledger's own, their end said by the mapping's (``pins.import_gone``)."""
+        ledger, rest = self.ledger, []
+        for f in facts:
+            if f.kind != FindingKind.HELD_AFTER_EXPORTER_DIED:
+                rest.append(f)
+                continue
+            m = ledger.mappings.get((f.pid, f.key))
+            if m is None:  # a mapping the ledger does not know: said now, its length not known
+                rest.append(replace(f, since=0))
+                continue
+            key = (f.pid, f"handle:{m.handle:x}")
+            if key not in ledger.after_death:
+                # named as the book's finding names it (the mapping's base), so its end is its
+                ledger.after_death[key] = HeldAfterDeath(
+                    f.pid, f.peer, e.ktime, e.code, str(f.thing), handle=f.key, size=f.size
+                )  # fmt: skip
+            finding = replace(finding_of(f), since=e.ktime, status=e.code)
+            ledger.orphans.wait(finding, f.since, key=key)
+        return rest
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """What the end says: exports nobody opened."""

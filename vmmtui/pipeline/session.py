@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from vmmtui.model.findings import Counted, Tally
+from vmmtui.model.findings import Counted, Tally, Weight
 from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
-from vmmtui.model.policy import counted_as, tally
+from vmmtui.model.policy import Fact, counted_as, tally
 from vmmtui.model.refcounts import Refcounts
 from vmmtui.model.world import Keyframes, World
-from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
+from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable, WatchFinished
 from vmmtui.stream.observed import (
     CapabilityProbe,
     LedgerFinding,
@@ -285,9 +285,11 @@ class TraceSession:
             return
         if isinstance(e, ProcessUnreadable):
             self.unreadable.add(e.pid)
-            self.polled.append(Counted("unreadable"))
+            self.polled.append(Counted("unreadable", "", Weight.QUIET, Fact.NOT_READ))  # a fact
         elif isinstance(e, Leak):
             self.polled.append(counted_as(e))
+        elif isinstance(e, WatchFinished):  # its leaks: the policy's problems, not every finding
+            e = dataclasses.replace(e, leaks=tally(self.polled).bad)
         yield from self._folded(e)
         if isinstance(e, TraceStarted) and e.mode == "ebpf" and self.live:
             for seen in seen_now(list(self.source.pids)):

@@ -37,9 +37,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind, Weight
-from vmmtui.model.policy import weigh
-from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, ProcessUnreadable
-from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceLost, TraceStarted
+from vmmtui.model.policy import Problems, ProblemSeen, weigh
+from vmmtui.pipeline.pinned import arrived
+from vmmtui.stream.events import Event, FdOpened, Leak, ProcessUnreadable
+from vmmtui.stream.observed import LedgerFinding, TraceLost, TraceStarted
 
 if TYPE_CHECKING:
     from vmmtui.pipeline.session import Source, TraceSession
@@ -47,11 +48,6 @@ if TYPE_CHECKING:
 
 #: the kind of the one finding the API adds itself: more bytes pinned at the end than allowed
 OVER_BUDGET = str(FindingKind.PINNED_OVER_BUDGET)
-#: the open files that carry memory whose size ``os.stat`` of the fd tells (a GPU fd's is the
-#: driver's: counted from the refcount book instead)
-_SIZED_FILES = ("memfd", "shm", "dmabuf")
-#: how polling saw a memory fd come from another process (kcmp: one open file description)
-_CROSSED = (Arrival.ARRIVED, Arrival.UNKNOWN)
 
 
 class Mode(StrEnum):
@@ -84,6 +80,12 @@ class Finding:
     fix: str = ""
     proof: str = ""
     event: LedgerFinding | Leak | None = None
+    #: a problem: the findings it folds (one relation: ``model.policy``), the pins they name,
+    #: the peak of their bytes (summed over the pins), and how long it lasted (ns)
+    findings: int = 1
+    pins: int = 1
+    bytes: int = 0
+    held_ns: int = 0
 
     def __str__(self) -> str:
         from vmmtui.words.verdict import problem
@@ -123,9 +125,10 @@ class Verdict:
     def ok(self) -> bool:
         return not self.problems
 
-    def report(self) -> str:
+    def report(self, per_kind: int | None = None) -> str:
         """The verdict in words (``words.verdict``): one line, then each problem with its detail
-        and fix, what polling cannot see, the records lost, the recording."""
+        and fix (at most ``per_kind`` of a kind, then how many more: the recording has them),
+        the facts as counts, what polling cannot see, the records lost, the recording."""
         from vmmtui.words import verdict as said
 
         good = sum(1 for f in self.findings if f.weight is Weight.GOOD)
@@ -138,8 +141,17 @@ class Verdict:
                 self.pinned_bytes,
                 self.max_pinned_bytes,
             ),
-            *(said.problem(f) for f in self.problems),
         ]
+        shown: dict[str, int] = {}
+        for f in self.problems:
+            shown[f.kind] = shown.get(f.kind, 0) + 1
+            if per_kind is None or shown[f.kind] <= per_kind:
+                lines.append(said.problem(f))
+        for kind, n in shown.items():
+            if per_kind is not None and n > per_kind:
+                lines.append(said.more_problems(kind, n - per_kind, self.recording))
+        if facts := said.facts(self.findings):
+            lines.append(facts)
         if self.mode is Mode.POLLING:
             lines.append(said.polling(self.reason, self.unseen))
         if self.lost_records:
@@ -269,8 +281,8 @@ class Tracing:
             self._unread.append(e)
         elif isinstance(e, TraceLost):
             self._lost += e.count
-        elif isinstance(e, FdOpened) and e.how in _CROSSED and e.kind in MEMORY_FILES:
-            self._arrived.append(e)
+        elif arrived(e):
+            self._arrived.append(e)  # type: ignore[arg-type]
 
     def _run(self) -> None:
         assert self._session is not None
@@ -351,8 +363,12 @@ class Tracing:
                 )
             )
         pinned, pins = self._pinned(session)
-        problems = [f for f in found if f.weight is Weight.PROBLEM and f.kind not in self.allow]
-        allowed = [f for f in found if f.weight is Weight.PROBLEM and f.kind in self.allow]
+        # one problem per relation (holder, exporter, what is wrong): its pins summed, its words
+        # the first finding's, made whole (``words.verdict.one_problem``)
+        folded = Problems().extend(e for e in self._found)
+        each = [_problem(p) for p in folded]
+        problems = [f for f in each if f.kind not in self.allow]
+        allowed = [f for f in each if f.kind in self.allow]
         if self.max_pinned_bytes is not None and pinned > self.max_pinned_bytes:
             from vmmtui.words.verdict import over_budget
 
@@ -380,42 +396,31 @@ class Tracing:
         )
 
     def _pinned(self, session: TraceSession) -> tuple[int, list[str]]:
-        """The bytes that crossed processes and are still pinned now, with what pins them: CUDA
-        exports a live importer still opens or maps (the refcount book), and memory files (memfd, /dev/shm, dma-buf) that a live
-        process received or took (eBPF: the ledger's holdings; polling: the fds kcmp saw
-        arrive), sized by the kernel (``stat`` of the fd, still naming that file), each file
-        once."""
-        from vmmtui.words import verdict as said
+        """The bytes that crossed processes and are still pinned now, with what pins them, in
+        words (``pipeline.pinned.pinned_now``: the one measure of the budget)."""
+        from vmmtui.pipeline.pinned import pinned_now
+        from vmmtui.words.verdict import pin_words
 
-        total = 0
-        pins: list[str] = []
-        for x, importers in session.refs.book.held_by_importers():
-            total += x.size
-            pins.append(said.cuda_pin(x.pid, str(x.thing), x.key, x.size, importers))
-        ledger = session.ledger
-        held: list[tuple[int, int, str, str]] = []  # pid, fd, how, the target it must still name
-        for h in list(ledger.holdings.values()):
-            if h.how not in ("received", "taken") or not ledger.alive(h.pid):
-                continue
-            kind = ledger.file_kind(h.file, h.kind)
-            if not kind or kind in _SIZED_FILES:  # a kind not seen may carry memory
-                held.append((h.pid, h.fd, h.how, ""))
-        held += [(e.pid, e.fd, "received", e.target) for e in self._arrived if e.kind != "gpu"]
-        seen: set[tuple[int, int]] = set()
-        for pid, fd, how, target in held:
-            path = f"/proc/{pid}/fd/{fd}"
-            try:
-                if target and os.readlink(path) != target:
-                    continue  # the number names another file now: that one was closed
-                st = os.stat(path)
-            except OSError:
-                continue  # closed since, or the process is gone: it pins nothing now
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_size
-            pins.append(said.file_pin(pid, fd, st.st_size, how))
-        return total, pins
+        total, pins = pinned_now(session.world, self._arrived)
+        return total, [pin_words(p) for p in pins]
+
+
+def _problem(p: ProblemSeen) -> Finding:
+    """One problem as the verdict lists it: its first finding's words, with the pins, bytes and
+    duration of every finding of its relation."""
+    from vmmtui.words.findings import Said, words_of
+    from vmmtui.words.verdict import one_problem
+
+    e = p.first
+    said = one_problem(words_of(p.newest), p)  # the newest figures (a growth that grew on)
+    if Problems.over(p) and p.findings == 1:  # let go since: said in the past, as the inspector
+        past = words_of(p.ended)
+        said = Said(past.what, past.detail, said.fix)
+    proof = e.proof if isinstance(e, LedgerFinding) else ""
+    return Finding(
+        str(e.kind), Weight.PROBLEM, e.pid or 0, said.what, said.detail, said.fix, proof, e,
+        p.findings, len(p.pins), p.peak_bytes, p.held_ns,
+    )  # fmt: skip
 
 
 def _lacks_privileges() -> str | None:

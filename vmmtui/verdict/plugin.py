@@ -5,8 +5,10 @@ off unless asked.
   max_pinned_bytes=N)`` traces one (its options override the command line's).
 - A traced test is its call phase, followed with ``vmmtui.tracing`` (this process and every
   process it starts, eBPF where allowed, polling otherwise). A test that leaves a problem fails
-  with the verdict's words and the path of its recording (``vmmtui replay PATH``); a passing
-  test's recording is deleted (``--vmmtui-keep`` keeps them all).
+  with the verdict's words (at most ``PER_KIND`` problems of a kind, then how many more) and the
+  path of its recording (``vmmtui replay PATH``); a passing test's recording is deleted
+  (``--vmmtui-keep`` keeps them all). Only problems fail a test (``model/policy.py``): memory kept
+  until a worker's normal exit is a fact, said in the section as a count.
 - The run ends with a summary: how it observed, what polling cannot see (said once), the tests
   the verdict failed, where their recordings are.
 
@@ -30,6 +32,10 @@ import pytest
 
 if TYPE_CHECKING:
     from vmmtui.verdict.api import Tracing, Verdict
+
+#: at most this many problems of a kind are printed in a failing test's section, then how many
+#: more (the recording has every one): a test that leaks 2,000 buffers printed 6,012 lines
+PER_KIND = 5
 
 MARKER = (
     "vmmtui(allow=(), max_pinned_bytes=None): trace this test with vmmtui (it and the processes "
@@ -208,19 +214,19 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         result = yield
     except BaseException:  # the test's own failure is the test's: the verdict is said beside it
         verdict, failed = _end(t, item, run)
-        item.add_report_section("call", "vmmtui", verdict.report() if verdict else failed)
+        item.add_report_section("call", "vmmtui", verdict.report(PER_KIND) if verdict else failed)
         raise
     verdict, failed = _end(t, item, run)
     if verdict is None:  # a verdict that could not be made is no "nothing wrong found"
         pytest.fail(failed, pytrace=False)
     if verdict.problems:
-        pytest.fail(verdict.report(), pytrace=False)
+        pytest.fail(verdict.report(PER_KIND), pytrace=False)
     if not run.keep and verdict.recording is not None:
         with contextlib.suppress(OSError):
             os.unlink(verdict.recording)
         verdict = dataclasses.replace(verdict, recording=None)
         item.stash[_TRACED] = Traced.of(item.nodeid, verdict)
-    item.add_report_section("call", "vmmtui", verdict.report())
+    item.add_report_section("call", "vmmtui", verdict.report(PER_KIND))
     return result
 
 

@@ -353,7 +353,7 @@ class ProgramsView:
         has said so by this frame: the verdict is then said in the past."""
         if f.kind != "held-after-exporter-died" or not isinstance(f.of, LedgerFinding):
             return None
-        return self.ended.get(after_death_key(f.of, f.of.ktime))
+        return self.ended.get(after_death_key(f.of, f.of.since or f.of.ktime))  # since: its death
 
     def time(self, ktime: int) -> float:
         return (ktime - self.ktime0) / 1e9 if self.ktime0 and ktime >= self.ktime0 else 0.0

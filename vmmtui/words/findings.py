@@ -340,8 +340,7 @@ def _facts_named(fact: str, n: int) -> str:
     s = "" if n == 1 else "s"
     said: dict[str, str] = {
         Fact.HELD_UNTIL_EXIT: f"{n} held until exit, released by it",
-        Fact.RELEASED_BY_EXIT: f"{n} CUDA import{s}, IPC open{s} or pool{s} released by their "
-        "process's exit",
+        Fact.RELEASED_BY_EXIT: f"{n} CUDA import{s} released by the importer's exit",
         Fact.RELEASED_LATE: f"{n} hold{s} {RELEASED_LATE} (said above)",
         Fact.TORN_DOWN: f"{n} legacy free{s} let go by the importer within the teardown window",
         Fact.WITHIN_WINDOW: f"{n} hold{s} after the exporter ended, let go within the "

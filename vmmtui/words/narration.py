@@ -552,6 +552,11 @@ def preflight(e: PreflightCheck) -> list[Text]:
 
 
 def leak(e: Leak) -> list[Text]:
+    from vmmtui.model.findings import Weight
+    from vmmtui.model.policy import weigh
+
+    if weigh(e) is Weight.QUIET:  # a fact (``model/policy.py``): released by the exit, no leak
+        return [Text(f"· {e.kind}: {e.what}: {e.detail} (a fact: the exit released it)", "dim")]
     if e.kind.startswith(
         "possible-"
     ):  # the fd's origin was not seen: a leak only if it was received

@@ -4,9 +4,10 @@ once from the verdict's facts; the findings themselves are worded by ``words.fin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from vmmtui.model.policy import Fact, FilePin, Pin, Problem, ProblemSeen
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.findings import Said
 
@@ -57,6 +58,55 @@ def problem(f: Worded) -> str:
     return f"{f.kind} · {who}{f.what}\n    {f.detail}{fix}"
 
 
+def one_problem(said: Said, p: ProblemSeen) -> Said:
+    """One problem of many findings in one finding's words: its pins counted and their bytes
+    summed (``pid 806 holds 4 GiB in 205 pins of pid 805's memory, 5.6 s after it ended``), each
+    pin left to ``--json`` and the recording."""
+    pins = len(p.pins)
+    if pins <= 1 and p.findings <= 1:
+        return said
+    rel = p.relation
+    size = f"{format_size(p.peak_bytes)} in " if p.peak_bytes else ""
+    what = said.what
+    if rel.problem == Problem.ORPHANED and rel.exporter:
+        after = f", {p.held_ns / 1e9:.1f} s after pid {rel.exporter} ended" if p.held_ns else ""
+        verb = "held" if p.ended is not None and p.released >= pins else "holds"
+        what = f"{verb} {size}{_n(pins, 'pin')} of pid {rel.exporter}'s memory{after}"
+    elif pins > 1:
+        what = f"{said.what} ({size}{_n(pins, 'pin')})"
+    more = p.findings - 1
+    detail = said.detail + (
+        f" (and {_n(more, 'more finding')} of the same relation: each pin is in --json and the "
+        "recording)"
+        if more
+        else ""
+    )
+    return Said(what, detail, said.fix)
+
+
+def more_problems(kind: str, n: int, recording: object | None) -> str:
+    """The problems of a kind past those printed: ``+12 more growth (the recording has them)``."""
+    where = f"the recording has them: vmmtui replay {recording}" if recording else "--json has them"
+    return f"+{n} more {kind} ({where})"
+
+
+def facts(found: Iterable[object]) -> str:
+    """The quiet facts of a block as counts, never "to look at": ``facts: 33 held until exit,
+    released by it``; "" where none."""
+    from vmmtui.model.policy import quiet_file
+    from vmmtui.words.findings import quiet_words
+
+    by: dict[str, int] = {}
+    for f in found:
+        e = getattr(f, "event", None)
+        if getattr(f, "weight", "") == "quiet" and e is not None:
+            key = quiet_file(e)
+            if key != Fact.RELEASED_LATE:  # the past of a problem listed above: not a fact apart
+                by[key] = by.get(key, 0) + 1
+    said = quiet_words(sum(by.values()), by)
+    return f"facts (no problem): {said}" if said else ""
+
+
 def polling(reason: str, unseen: Sequence[str]) -> str:
     """Why the block was polled, and what polling cannot see."""
     return f"polling ({reason}): " + "; ".join(unseen)
@@ -89,6 +139,23 @@ def cuda_pin(exporter: int, thing: str, key: int, size: int, holders: Sequence[i
     """CUDA memory other processes still hold: ``pid 7's CUDA allocation 0x2 (1 MiB) by pid 9``."""
     return f"pid {exporter}'s CUDA {thing} {key:#x} ({format_size(size)}) by pid " + ", ".join(
         str(p) for p in holders
+    )
+
+
+def pin_words(p: Pin) -> str:
+    """One pin of the budget's measure (``pipeline.pinned``), in words."""
+    if isinstance(p, FilePin):
+        return file_pin(p.pid, p.fd, p.size, p.how)
+    return cuda_pin(p.exporter, p.thing, p.key, p.size, p.holders)
+
+
+def trace_over_budget(peak: int, budget: int, at_s: float, pins: Sequence[Pin]) -> str:
+    """``vmmtui trace --max-pinned``'s one line when the run went over it (exit 1)."""
+    shown = "; ".join(pin_words(p) for p in pins[:4]) + (" …" if len(pins) > 4 else "")
+    return (
+        f"over budget: {format_size(peak)} pinned across live processes at {at_s:.1f} s, over "
+        f"--max-pinned {format_size(budget)} ({shown}); release what crosses processes sooner, "
+        "or raise --max-pinned (exit 1)"
     )
 
 
