@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,13 +67,15 @@ def the_loop_is_named_live_and_its_bytes_follow(events: list[Event], mode: str) 
 
 
 @pytest.mark.parametrize(
-    "gap", [0.04, 0.4, pytest.param(2.0, marks=pytest.mark.slow)], ids=["40ms", "400ms", "2s"]
+    "gap",
+    [0.04, pytest.param(0.4, marks=pytest.mark.slow), pytest.param(2.0, marks=pytest.mark.slow)],
+    ids=["40ms", "400ms", "2s"],
 )
 def test_a_loop_keeping_every_memfd_is_named_within_five_rounds_whatever_its_step(gap):
     the_loop_is_named_live_and_its_bytes_follow(trace("memfd", ROUNDS, gap), "memfd")
 
 
-@pytest.mark.parametrize("mode", ["fdshm", "named"])
+@pytest.mark.parametrize("mode", [pytest.param("fdshm", marks=pytest.mark.slow), "named"])
 def test_dev_shm_files_kept_as_fds_or_mapped_by_name_grow_as_memfds_do(mode):
     """torch's CPU tensors: ``file_descriptor`` sends the /dev/shm file's fd, ``file_system``
     only its name (the importer opens and maps it); each kept is a piece of the exporter's."""
@@ -85,4 +88,25 @@ def test_three_start_up_bursts_then_flat_are_no_growth():
     events = trace("bursts", 0, 0.15)
     received = [e for e in events if isinstance(e, FdsReceived)]
     assert len(received) == 33
+    assert grown(events) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium here")
+def test_chromium_loading_a_page_is_no_growth(tmp_path):
+    """Chromium headless hands each renderer its shared regions in bursts while a page loads
+    (2, 12, 7, 1, 10, 9… of sizes from 4 bytes to 256 KiB, at no steady pace) and keeps them
+    for the renderer's life: start-up, never a loop."""
+    page = tmp_path / "page.html"
+    frames = "".join(f'<iframe src="data:text/html,<h1>{i}</h1>"></iframe>' for i in range(5))
+    page.write_text(f"<html><body><canvas width=800 height=600></canvas>{frames}</body></html>")
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--json", "--no-cuda", "--", "chromium",
+         "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=1500",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    events = [Event.from_dict(json.loads(line)) for line in res.stdout.splitlines()]
+    assert len([e for e in events if isinstance(e, FdsReceived)]) > 20  # regions were shared
     assert grown(events) == []

@@ -6,13 +6,16 @@ A round is a burst of arrivals from one exporter. Arrivals closer than ``MIN_GAP
 burst; once rounds are seen, the gap that starts the next round grows with them (a quarter of
 the median spacing of the rounds so far), so a loop of 2 s steps whose buckets come 100 ms apart
 is still one round a step, while a loop of 40 ms steps is one round each. A loop is said when,
-at the start of a round, the two rounds before it are alike (they added about as many pieces:
-the larger at most ``ALIKE`` times the smaller), came at a regular pace (their spacings within
-``REGULAR`` of each other) and nothing was let go since the first of them began: three rounds of
-a loop that keeps what it is sent, said live at the third. A start-up's bursts (Chromium hands a
-renderer 2 regions, then 30, then 1, then nothing) are not alike; a library's set-up (NCCL's
-channels, symmetric memory's rendezvous) is one burst; a loop that lets each bucket go before (or
-just after) the next never rises at all.
+at the start of a round, the rounds before it are alike (they added about as many pieces: the
+largest at most ``ALIKE`` times the smallest, their bytes within ``ALIKE_BYTES`` where seen),
+came at a regular pace (their spacings within ``REGULAR`` of each other) and nothing was let go
+since the first of them began: where they are the pair's first rounds, two of them (a loop from
+its start, said live at its third round, as a weight sync is); after rounds that were no loop,
+four (said at the fifth). A start-up's bursts are not alike (Chromium hands a renderer 2
+regions, then 30, then 1, then nothing; or, while a page loads, 2, 12, 7, 1, 10, 9, 1, 2, 1 of
+4 bytes to 256 KiB each, at no steady pace, letting some go); a library's set-up (NCCL's
+channels, symmetric memory's rendezvous) is one burst; a loop that lets each bucket go before
+(or just after) the next never rises at all.
 
 Once said, the finding is said again whenever the pieces or the bytes grow by a quarter (the
 policy keeps one problem per holder and exporter, with the newest figures), and once more with
@@ -43,9 +46,16 @@ ROUND_GAP_NS = MIN_GAP_NS
 #: once rounds are seen, a gap shorter than this share of their median spacing is inside a round
 GAP_SHARE = 4
 #: rounds compared at a round's start, before growth is said (the third round's first arrival)
+#: where they are the pair's first rounds: a loop from its start, as a weight sync is
 ROUNDS = 3
-#: two rounds are alike when the larger added at most this many times the smaller's pieces
+#: the same after rounds that were no loop (a start-up's bursts, then a steady pace): more
+#: rounds alike, the fifth round's first arrival
+SETTLED = 5
+#: rounds are alike when the largest added at most this many times the smallest's pieces...
 ALIKE = 2
+#: ... and, where every piece's size is seen, at most this many times its bytes (else as many
+#: pieces each): a loop's buckets are the same buffers, a start-up's regions all sorts
+ALIKE_BYTES = 1.5
 #: rounds come at a regular pace when one spacing is at most this many times the other
 REGULAR = 4
 #: said again once the pieces or the bytes grew by this share of what was last said (1/4)
@@ -63,6 +73,8 @@ class Piece:
 
     size: int
     pins: set[str]
+    #: the round it came in (its start)
+    came: int = 0
 
 
 @dataclass
@@ -75,6 +87,14 @@ class Round:
     held: int
     added: int = 0
     gone: int = 0
+    #: the bytes of the pieces it added, and how many of them had no size seen
+    bytes: int = 0
+    unsized: int = 0
+
+    def add(self, size: int) -> None:
+        self.added += 1
+        self.bytes += size
+        self.unsized += 0 if size else 1
 
 
 @dataclass
@@ -85,6 +105,8 @@ class Pair:
     rounds: list[Round] = field(default_factory=list)
     #: pieces let go, ever (a round that let one go is no round of a loop that keeps them)
     gone: int = 0
+    #: rounds seen, ever
+    total: int = 0
     #: the first round of the loop once said, and the figures last said (pieces, bytes)
     since: int = 0
     said: tuple[int, int] | None = None
@@ -104,17 +126,27 @@ def _gap(pair: Pair) -> int:
     return max(MIN_GAP_NS, int(spacing) // GAP_SHARE)
 
 
-def _a_loop(pair: Pair, at: int) -> bool:
-    """At the start of a round (its first arrival at ``at``): the two rounds before it alike,
-    at a regular pace, adding pieces, with nothing let go since the first of them began."""
-    if len(pair.rounds) < ROUNDS:
+def _a_loop(pair: Pair) -> bool:
+    """At the start of a round: the rounds before it alike (two, where they were the pair's
+    first; four after rounds that were no loop), at a regular pace, each adding pieces, with
+    nothing let go since the first of them began."""
+    need = ROUNDS if pair.total == ROUNDS else SETTLED
+    if len(pair.rounds) < need:
         return False
-    first, second, now = pair.rounds[-ROUNDS:]
-    if pair.gone != first.gone or not first.added or not second.added:
+    window = pair.rounds[-need:]
+    if pair.gone != window[0].gone:
         return False
-    if max(first.added, second.added) > ALIKE * min(first.added, second.added):
+    done = window[:-1]
+    added = [r.added for r in done]
+    if not min(added) or max(added) > ALIKE * min(added):
         return False
-    apart = (second.at - first.at, now.at - second.at)
+    if not any(r.unsized for r in done):
+        sizes = [r.bytes for r in done]
+        if max(sizes) > ALIKE_BYTES * min(sizes):
+            return False
+    elif len(set(added)) > 1:
+        return False
+    apart = [b.at - a.at for a, b in zip(window, window[1:], strict=False)]
     return min(apart) > 0 and max(apart) <= REGULAR * min(apart)
 
 
@@ -157,16 +189,18 @@ class Growth:
         last = pair.rounds[-1] if pair.rounds else None
         if last is None or at - last.last >= _gap(pair):
             pair.rounds.append(Round(at, at, len(pair.pieces), gone=pair.gone))
+            pair.total += 1
             del pair.rounds[:-KEEP]
-            if pair.said is None and _a_loop(pair, at):
-                pair.since = pair.rounds[-ROUNDS].at
-                pair.pieces[piece] = Piece(size, {pin})
-                pair.rounds[-1].added += 1
+            if pair.said is None and _a_loop(pair):
+                pair.since = pair.rounds[-(ROUNDS if pair.total == ROUNDS else SETTLED)].at
+                pair.pieces[piece] = Piece(size, {pin}, at)
+                pair.rounds[-1].add(size)
                 self._say(ledger, key, pair, at, out)
                 return
-        pair.rounds[-1].last = at
-        pair.rounds[-1].added += 1
-        pair.pieces[piece] = Piece(size, {pin})
+        now = pair.rounds[-1]
+        now.last = at
+        now.add(size)
+        pair.pieces[piece] = Piece(size, {pin}, now.at)
         self._grew(ledger, key, pair, at, out)
 
     def sized(self, ledger: Ledger, piece: str, size: int, at: int, out: list) -> None:
@@ -181,6 +215,10 @@ class Growth:
             pair = self.pairs.get(key)
             held = pair.pieces.get(piece) if pair is not None else None
             if pair is not None and held is not None and held.size < size:
+                came = next((r for r in pair.rounds if r.at == held.came), None)
+                if came is not None:  # the round it came in counts its bytes from now
+                    came.bytes += size - held.size
+                    came.unsized -= 0 if held.size else 1
                 held.size = size
                 self._grew(ledger, key, pair, at, out)
 
