@@ -63,17 +63,17 @@ def relations(events: list[Event], kind: str) -> set[tuple[int, int]]:
     return {(f.pid, f.peer) for f in found(events, kind)}
 
 
-def test_the_pile_of_kept_dups_is_named_as_growth_at_the_third_round_before_the_exit():
-    events, _ = trace("dups", 4)
+def test_the_pile_of_kept_dups_is_named_as_growth_at_the_fourth_round_before_the_exit():
+    events, _ = trace("dups", 5)
     grown, *updates = found(events, "growth")
     assert relations(events, "growth") == {(grown.pid, grown.peer)}  # one problem, updated
-    assert [f.opens[-1] for f in updates] == [4]  # said again as it grew by a quarter
-    assert grown.opens == [0, 1, 2, 3]  # pins at each round's start, then now
+    assert [f.opens[-1] for f in updates] == [5]  # said again as it grew by a quarter
+    assert grown.opens == [0, 1, 2, 3, 4]  # pins at each round's start, then now
     i = events.index(grown)
     [end] = [k for k, e in enumerate(events) if isinstance(e, ProcessExit) and e.pid == grown.pid]
     assert i < end  # said live, while the importer ran
     received = [e for e in events if type(e).__name__ == "FdsReceived" and e.pid == grown.pid]
-    assert grown.ktime == received[2].ktime  # the third memfd's arrival
+    assert grown.ktime == received[3].ktime  # the fourth memfd's arrival
     assert "grow" in finding_words(grown).what
 
 

@@ -9,9 +9,9 @@ is still one round a step, while a loop of 40 ms steps is one round each. A loop
 at the start of a round, the rounds before it are alike (they added about as many pieces: the
 largest at most ``ALIKE`` times the smallest, their bytes within ``ALIKE_BYTES`` where seen),
 came at a regular pace (their spacings within ``REGULAR`` of each other) and nothing was let go
-since the first of them began: where they are the pair's first rounds, two of them (a loop from
-its start, said live at its third round, as a weight sync is); after rounds that were no loop,
-four (said at the fifth). A start-up's bursts are not alike (Chromium hands a renderer 2
+since the first of them began: where they are the pair's first rounds, three of them (a loop
+from its start, said live at its fourth round, as a weight sync is); after rounds that were no
+loop, four (said at the fifth). A start-up's bursts are not alike (Chromium hands a renderer 2
 regions, then 30, then 1, then nothing; or, while a page loads, 2, 12, 7, 1, 10, 9, 1, 2, 1 of
 4 bytes to 256 KiB each, at no steady pace, letting some go); a library's set-up (NCCL's
 channels, symmetric memory's rendezvous) is one burst; a loop that lets each bucket go before
@@ -45,9 +45,10 @@ MIN_GAP_NS = 20_000_000
 ROUND_GAP_NS = MIN_GAP_NS
 #: once rounds are seen, a gap shorter than this share of their median spacing is inside a round
 GAP_SHARE = 4
-#: rounds compared at a round's start, before growth is said (the third round's first arrival)
-#: where they are the pair's first rounds: a loop from its start, as a weight sync is
-ROUNDS = 3
+#: rounds looked at, the one starting included, before growth is said (the fourth round's first
+#: arrival, three alike before it) where they are the pair's first: a loop from its start, as a
+#: weight sync is (Chromium's renderers are handed two alike bursts at its start, now and then)
+ROUNDS = 4
 #: the same after rounds that were no loop (a start-up's bursts, then a steady pace): more
 #: rounds alike, the fifth round's first arrival
 SETTLED = 5
@@ -127,7 +128,7 @@ def _gap(pair: Pair) -> int:
 
 
 def _a_loop(pair: Pair) -> bool:
-    """At the start of a round: the rounds before it alike (two, where they were the pair's
+    """At the start of a round: the rounds before it alike (three, where they were the pair's
     first; four after rounds that were no loop), at a regular pace, each adding pieces, with
     nothing let go since the first of them began."""
     need = ROUNDS if pair.total == ROUNDS else SETTLED
