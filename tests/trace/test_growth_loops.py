@@ -110,3 +110,23 @@ def test_chromium_loading_a_page_is_no_growth(tmp_path):
     events = [Event.from_dict(json.loads(line)) for line in res.stdout.splitlines()]
     assert len([e for e in events if isinstance(e, FdsReceived)]) > 20  # regions were shared
     assert grown(events) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["file_descriptor", "file_system"])
+def test_torch_cpu_tensors_kept_step_after_step_grow(strategy):
+    """torch's own CPU sharing, both strategies (skipped where torch is missing): a receiver
+    keeping every 1 MiB tensor it is sent is growth, named within five steps, its bytes
+    following."""
+    pytest.importorskip("torch")
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "trace", "--json", "--no-cuda", "--",
+         sys.executable, str(FIXTURES / "torch_cpu_keep.py"), strategy, str(ROUNDS), "0.1"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    events = [Event.from_dict(json.loads(line)) for line in res.stdout.splitlines()]
+    said = grown(events)
+    assert said, [e for e in events if isinstance(e, LedgerFinding)][:8]
+    assert len({(f.pid, f.peer) for f in said}) == 1
+    assert said[0].size >= 3 * MIB and said[-1].size >= ROUNDS * MIB
