@@ -63,7 +63,8 @@ def the_loop_is_named_live_and_its_bytes_follow(events: list[Event], mode: str) 
     assert first.size >= 3 * MIB and said[-1].size == ROUNDS * MIB
     assert len(said) < ROUNDS  # said again as it grew by a quarter, not at every piece
     assert "size not seen" not in finding_words(said[-1]).what
-    assert f"{ROUNDS} held, {ROUNDS} MiB" in finding_words(said[-1]).what
+    assert said[-1].how == "peak" and said[-1].ktime == end  # the end says the peak
+    assert f"grew to a peak of {ROUNDS} held, {ROUNDS} MiB" in finding_words(said[-1]).what
 
 
 @pytest.mark.parametrize(
