@@ -1,7 +1,7 @@
 """A PyTorch weight-sync loop that leaks one buffer per step, traced (tests/fixtures/
 torch_weight_sync.py): the receiver's second open of a step's share in one context is one more
 reference on the same open (as the driver counts it), counted by step 2; the trainer's pinned
-bytes grow step by step; a loop that keeps every bucket is named ``growth`` before step 4, with
+bytes grow step by step; a loop that keeps every bucket is named ``growth`` before step 5, with
 the trainer as the peer and the bytes, on both roads. Needs an NVIDIA GPU, PyTorch, root and
 eBPF; skipped elsewhere."""
 
@@ -30,7 +30,7 @@ def trace(tmp: Path, *flags: str):
     rec = tmp / "sync.jsonl"
     res = subprocess.run(
         [sys.executable, "-m", "vmmtui", "trace", "--record", str(rec), "--",
-         sys.executable, str(FIXTURE), "--steps", "4", *flags],
+         sys.executable, str(FIXTURE), "--steps", "5", *flags],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
@@ -125,19 +125,22 @@ def test_the_second_open_is_counted_as_a_second_reference_by_step_2(legacy):
 
 
 @pytest.mark.parametrize("run", ["keep_legacy", "keep_expandable"])
-def test_a_loop_that_keeps_every_bucket_is_named_growth_before_step_4(run, request):
-    """An engine that keeps every bucket it is sent: growth, said live before step 4 began,
-    naming the trainer as the peer, with the bytes it pins: more than two 64 MiB buckets (three
-    legacy buffers are 192 MiB; expandable segments are mapped in pieces, 160 MiB by step 3 on
-    two H200s)."""
+def test_a_loop_that_keeps_every_bucket_is_named_growth_before_step_5(run, request):
+    """An engine that keeps every bucket it is sent: growth, said live before step 5 began (at
+    the fourth step's bucket: three alike before it), naming the trainer as the peer, with the
+    bytes it pins: more than two 64 MiB buckets (four legacy buffers are 256 MiB; expandable
+    segments are mapped in pieces, 160 MiB by step 3 on two H200s); said again as it grows,
+    one problem (one holder, one exporter), its bytes following to the peak."""
     steps, events, out = request.getfixturevalue(run)
-    trainer, step4 = steps[1][0], steps[4][1]
+    trainer, step5 = steps[1][0], steps[5][1]
     grown = [f for f in events if isinstance(f, LedgerFinding) and f.kind == "growth"]
     assert grown, out[-3000:]
     first = grown[0]
     assert first.peer == trainer and first.pid != trainer
-    assert first.ktime < step4, (first.ktime, step4)  # live: before step 4 began
+    assert {(f.pid, f.peer) for f in grown} == {(first.pid, trainer)}  # one relation
+    assert first.ktime < step5, (first.ktime, step5)  # live: before step 5 began
     assert first.size >= 2 * (64 << 20), first.size
+    assert grown[-1].size > first.size, [f.size for f in grown]  # the bytes follow
     assert format_size(first.size) in finding_words(first).what
     problems = {f.kind for f in events if isinstance(f, LedgerFinding) and f.kind != "growth"}
     assert not problems & {"opened-twice", "freed-while-mapped", "released-twice"}, problems

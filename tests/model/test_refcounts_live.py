@@ -81,22 +81,23 @@ def test_one_import_of_two_left_each_step_is_said_as_growth_live_and_pinned_byte
     lib, tmp_path
 ):
     """Two imports a step, one released: a buffer more pinned each step. A second import is a
-    reference the driver counts, no finding by itself; the pile is: growth, said at the third
-    step while the importer waits (before it exits), with the bytes it pins."""
-    lines, made, events = trace(lib, tmp_path, "steps", "3", go={"growth:": "go-grown"})
+    reference the driver counts, no finding by itself; the pile is: growth, said at the fourth
+    step (three alike before it) while the importer waits (before it exits), with the bytes it
+    pins."""
+    lines, made, events = trace(lib, tmp_path, "steps", "4", go={"growth:": "go-grown"})
     assert "go-grown" in made, "".join(lines)
     finding = made["go-grown"] - 1  # the index of the line that said it
-    # live: said while the importer waited at step 3, before anything was released at step 3
-    [released] = [i for i, line in enumerate(lines) if "RELEASED 3" in line]
+    # live: said while the importer waited at step 4, before anything was released at step 4
+    [released] = [i for i, line in enumerate(lines) if "RELEASED 4" in line]
     assert finding < released
-    [grown] = findings(events, "growth")
+    [grown] = findings(events, "growth")  # 4 pieces: not a quarter more than said, no update
     importer = grown.pid
     exporter = grown.peer
-    assert grown.size == 3 * MIB and grown.opens == [0, 1, 2, 3]
-    third = calls(events, "cuMemExportToShareableHandle", exporter)[2]
-    imported = calls(events, "cuMemImportFromShareableHandle", importer)[4]
-    assert third.ktime < grown.ktime <= imported.ktime  # the third step's fd, as it arrived
-    assert "3 MiB" in finding_words(grown).what
+    assert grown.size == 4 * MIB and grown.opens == [0, 1, 2, 3, 4]
+    fourth = calls(events, "cuMemExportToShareableHandle", exporter)[3]
+    imported = calls(events, "cuMemImportFromShareableHandle", importer)[6]
+    assert fourth.ktime < grown.ktime <= imported.ktime  # the fourth step's fd, as it arrived
+    assert "4 MiB" in finding_words(grown).what
     assert not findings(events, "opened-twice") and not findings(events, "freed-while-mapped")
     pins = [p.bytes for p in events if isinstance(p, PinnedBytes) and p.pid == exporter]
     assert pins[:3] == [MIB, 2 * MIB, 3 * MIB], pins
@@ -105,7 +106,7 @@ def test_one_import_of_two_left_each_step_is_said_as_growth_live_and_pinned_byte
         ("scm-rights", "posix-fd", "posix-fd")
     }
     # the exit names each import left: one per step
-    assert len(findings(events, "import-never-released")) == 3
+    assert len(findings(events, "import-never-released")) == 4
 
 
 def test_nccls_free_retain_release_unmap_release_while_the_peer_maps_is_no_finding(lib, tmp_path):

@@ -59,15 +59,22 @@ def test_a_receiver_keeping_dups_of_received_memfds_holds_them_to_exit_by_its_du
     assert all(f.ktime == end.ktime for f in held)
 
 
-def test_the_pile_of_kept_dups_is_named_as_growth_at_the_third_round_before_the_exit():
-    events, _ = trace("dups", 4)
-    [grown] = found(events, "growth")
-    assert grown.opens == [0, 1, 2, 3]  # pins at each round's start, then now
+def relations(events: list[Event], kind: str) -> set[tuple[int, int]]:
+    """The (holder, exporter) pairs of ``kind``: one problem each, however often updated."""
+    return {(f.pid, f.peer) for f in found(events, kind)}
+
+
+def test_the_pile_of_kept_dups_is_named_as_growth_at_the_fourth_round_before_the_exit():
+    events, _ = trace("dups", 5)
+    grown, *updates = found(events, "growth")
+    assert relations(events, "growth") == {(grown.pid, grown.peer)}  # one problem, updated
+    assert [f.opens[-1] for f in updates] == [5]  # said again as it grew by a quarter
+    assert grown.opens == [0, 1, 2, 3, 4]  # pins at each round's start, then now
     i = events.index(grown)
     [end] = [k for k, e in enumerate(events) if isinstance(e, ProcessExit) and e.pid == grown.pid]
     assert i < end  # said live, while the importer ran
     received = [e for e in events if type(e).__name__ == "FdsReceived" and e.pid == grown.pid]
-    assert grown.ktime == received[2].ktime  # the third memfd's arrival
+    assert grown.ktime == received[3].ktime  # the fourth memfd's arrival
     assert "grow" in finding_words(grown).what
 
 
@@ -110,7 +117,7 @@ def test_a_receiver_keeping_only_mappings_holds_the_memory_to_exit_by_them():
     maps = {e.addr for e in events if type(e).__name__ == "MemoryMapped"}
     assert {f.ptr for f in held} <= maps
     assert "a mapping at" in finding_words(held[0]).what
-    assert len(found(events, "growth")) == 1
+    assert len(relations(events, "growth")) == 1
 
 
 def test_an_importer_that_only_maps_after_its_exporter_was_killed_then_unmaps():

@@ -76,7 +76,7 @@ def test_the_kinds_are_the_headers():
         for name in (
             "SEND", "RECV", "PIDFD_OPEN", "PIDFD_GETFD", "CLOSE", "CLOSE_RANGE", "DUP", "MEMFD",
             "FORK", "EXEC", "EXIT", "CUDA", "FDS", "QUEUED", "REFUSAL", "DROPPED", "MMAP",
-            "MUNMAP",
+            "MUNMAP", "TRUNC",
         )
     }  # fmt: skip
     assert int(re.search(r"#define MAXFDS (\d+)", text).group(1)) == records.MAXFDS

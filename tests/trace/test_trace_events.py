@@ -93,6 +93,7 @@ EXAMPLES = [
     te.ProcessIdentity(11, "docker 3f2a1b4c5d6e", "1d2e3f40-5a6b-7c8d-9e0f-a1b2c3d4e5f6", 1, 114),
     te.MemoryMapped(11, 13, 117, 5, "a1", 0x7F00, 1 << 20, -12, 3, 1, 4096, "/dev/shm/x"),
     te.MemoryUnmapped(11, 13, 118, 0x7F00, 1 << 20, -22, "mremap", 0x8F00, 2 << 20),
+    te.FileSized(11, 13, 119, 5, "a1", 1 << 20, -22),
 ]
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vmmtui.model.driver_dups import drivers_at_exit, is_drivers
 from vmmtui.model.entries import HeldAfterDeath
 from vmmtui.model.findings import Memory, carries_memory
 from vmmtui.model.pins import after_death_over, pins_on
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
 if TYPE_CHECKING:
+    from vmmtui.model.entries import Pin
     from vmmtui.model.ledger import Ledger
 
 
@@ -21,6 +23,7 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
     """Everything process ``e.pid`` held is let go at its exit: each leak found is added to ``out``."""
     for pid, key in [k for k in ledger.after_death if k[0] == e.pid]:
         after_death_over(ledger, pid, key, e.ktime, "exit")  # its exit let go of what it held
+    drivers = drivers_at_exit(ledger, e.pid)  # the driver's own dups: its imports' findings'
     _held_by_other_pins(ledger, e, out)
     for (pid, fd), h in list(ledger.holdings.items()):
         if pid != e.pid:
@@ -62,6 +65,7 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
                 handle=handle,
                 peer_handle=a.handle if a else 0,
                 memory=Memory.ALLOCATION,
+                **_by_the_driver(drivers.get(imp.file, [])),
             ),
         )
     for (pid, ptr), (x, o) in list(ledger.ipc_opens.items()):
@@ -84,7 +88,7 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
             ),
         )
     ledger.maps.pop(e.pid, None)
-    _pools_at_exit(ledger, e, out)
+    _pools_at_exit(ledger, e, out, drivers)
     _exporter_died(ledger, e, out)
 
 
@@ -99,7 +103,7 @@ def _held_by_other_pins(ledger: Ledger, e: ProcessExit, out: list) -> None:
         if ledger.holdings.get((pid, came.fd)) is came:
             continue  # the received fd itself is still open: fd-never-closed says it
         kind = ledger.file_kind(file, came.kind)
-        pins = pins_on(ledger, pid, file)
+        pins = [p for p in pins_on(ledger, pid, file) if not _drivers(ledger, p)]
         if not pins or not carries_memory(kind):
             continue
         fds = [p.value for p in pins if p.what == "fd"]
@@ -128,8 +132,22 @@ def _held_by_other_pins(ledger: Ledger, e: ProcessExit, out: list) -> None:
         )
 
 
-def _pools_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
-    """Pool pointers imported and never freed, pools never destroyed: found at the exit."""
+def _drivers(ledger: Ledger, p: Pin) -> bool:
+    """Whether the pin is a dup the driver made inside its call (``model/driver_dups.py``)."""
+    h = ledger.holdings.get((p.pid, p.value)) if p.what == "fd" else None
+    return h is not None and is_drivers(h)
+
+
+def _by_the_driver(fds: list[int]) -> dict:
+    """The facts of an import's finding that name the driver's dups of its fd (none: none)."""
+    return {"fds": fds, "fd": fds[0], "via": "dup by the driver"} if fds else {}
+
+
+def _pools_at_exit(
+    ledger: Ledger, e: ProcessExit, out: list, drivers: dict[str, list[int]]
+) -> None:
+    """Pool pointers imported and never freed, pools never destroyed: found at the exit. An
+    imported pool's finding names the driver's dups of its fd, held to the exit for it."""
     for (pid, ptr), (x, imp) in list(ledger.pool_ptr_imports.items()):
         if pid != e.pid:
             continue
@@ -159,7 +177,8 @@ def _pools_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
             continue
         del ledger.pool_imports[(pid, pool)]
         pool_imp.destroyed_at = e.ktime
-        ledger.leak(out, pool_imp.at, _pool_leak(e, pool, "imported", src.pid if src else 0))
+        leak = _pool_leak(e, pool, "imported", src.pid if src else 0)
+        ledger.leak(out, pool_imp.at, leak.but(**_by_the_driver(drivers.get(pool_imp.file, []))))
 
 
 def _pool_leak(e: ProcessExit, pool: int, how: str, peer: int) -> LedgerFinding:

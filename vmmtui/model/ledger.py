@@ -25,6 +25,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
+from vmmtui.model.driver_dups import DriverCalls, duplicated
 from vmmtui.model.entries import (
     Allocation,
     Early,
@@ -49,8 +50,9 @@ from vmmtui.model.exits import leaks_at_exit
 from vmmtui.model.findings import MEMORY_FILES, Memory, Proof
 from vmmtui.model.growth import Growth
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
+from vmmtui.model.identity import created, sent_as
 from vmmtui.model.interest import closed_by, matters
-from vmmtui.model.kept import Kept, remember_name
+from vmmtui.model.kept import Kept
 from vmmtui.model.matching import SendQueue, destination, receiver
 from vmmtui.model.orphans import Orphans
 from vmmtui.model.pins import (
@@ -60,10 +62,10 @@ from vmmtui.model.pins import (
     import_gone,
     last_reference,
     let_go,
-    made,
     mapped,
     opened_again,
     pins_on,
+    sized,
     unmapped,
 )
 from vmmtui.model.policy import counted_as
@@ -89,6 +91,7 @@ from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,
     FdTaken,
+    FileSized,
     LedgerFinding,
     MemfdCreated,
     MemoryMapped,
@@ -192,6 +195,8 @@ class Ledger:
         self.dev_sizes: dict[tuple[int, int], int] = {}
         #: an importer's pins on one exporter's memory, round by round (``model/growth.py``)
         self.growth = Growth()
+        #: the driver call each thread is inside, for the dups it makes (``model/driver_dups.py``)
+        self.driver = DriverCalls()
         #: findings a pin's end brought where no ``out`` was at hand (a close inside a dup2)
         self.later: list[LedgerFinding] = []
 
@@ -469,27 +474,17 @@ class Ledger:
         unmapped(self, e)
 
     def _on_MemfdCreated(self, e: MemfdCreated, out: list) -> None:
-        if e.fd >= 0:
-            remember_name(self.memfd_names, e.file, e.name, self.holdings.values())
-            made(self, e.file, e.pid)
-            self._hold(Holding(e.pid, e.fd, e.file, "created", e.ktime))
+        created(self, e)  # a new memfd, whatever its key named before (``model/identity.py``)
+
+    def _on_FileSized(self, e: FileSized, out: list) -> None:
+        sized(self, e)
 
     def _on_PidfdOpened(self, e: PidfdOpened, out: list) -> None:
         if e.fd >= 0:
             self.pidfds[(e.pid, e.fd)] = e.target
 
     def _on_FdDuplicated(self, e: FdDuplicated, out: list) -> None:
-        """A copy of an fd of interest is one too; a dup of any other fd is nothing to hold, and
-        one onto an fd of interest (``dup2``) closed that fd."""
-        old = self.holdings.get((e.pid, e.old))
-        if e.fd < 0:
-            return
-        if old is None:
-            self.close_fd(e.pid, e.fd, e.ktime)
-            return
-        file = e.file or old.file
-        kind = old.kind if old.file == file else ""
-        self._hold(Holding(e.pid, e.fd, file, "dup", e.ktime, e.pid, e.old, e.call, kind=kind))
+        duplicated(self, e)  # the program's, or the driver's inside its call
 
     def _on_FdCloseCall(self, e: FdCloseCall, out: list) -> None:
         if e.result < 0:
@@ -506,6 +501,7 @@ class Ledger:
             self.fds_not_read["sent"] += e.fds_not_read
         kinds = e.kinds + [""] * (len(e.fds) - len(e.kinds))
         for fd, file, said in zip(e.fds, e.files, kinds, strict=False):
+            sent_as(self, file, said)  # a key reused by another file starts a new object
             held = self.holdings.get((e.pid, fd))
             if held is not None and held.file.startswith("kcmp:"):
                 self._rename(held.file, file)  # a file shared before the trace, now named
@@ -527,6 +523,7 @@ class Ledger:
                 if held is not None and held.file == file:
                     held.source_pid, held.source_fd = e.pid, fd
                     held.kind = held.kind or said
+                    came_from(self, held)  # its sender known now: a pile counts it
                 self._matched(
                     Pending(e.pid, fd, e.ktime, e.sock, said), r.pid, r.fd, file, r.at, r.sock, out
                 )
@@ -687,6 +684,7 @@ class Ledger:
             out.append(LedgerFinding("refused", e.pid, e.ktime, via=e.func, cuda=e))
             return
         f = base_name(e.func)
+        self.driver.called(self, e)
         if f == "cuMemCreate":
             self.allocations[(e.pid, e.handle)] = Allocation(
                 e.pid, e.handle, e.size, e.device, e.handle_types, e.ktime
@@ -897,4 +895,4 @@ class Ledger:
         for refs in (self.handle_refs, self.ipc_refs):  # what the exit let go
             for key in [k for k in refs if k[0] == e.pid]:
                 del refs[key]
-        self.growth.exited(e.pid)
+        self.growth.exited(self, e.pid, e.ktime, out)

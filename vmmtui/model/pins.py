@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vmmtui.model import kept
 from vmmtui.model.entries import FileMap, Pin
 from vmmtui.model.findings import carries_memory
-from vmmtui.stream.observed import LedgerFinding, MemoryMapped, MemoryUnmapped
+from vmmtui.stream.observed import FileSized, LedgerFinding, MemoryMapped, MemoryUnmapped
 
 if TYPE_CHECKING:
     from vmmtui.model.entries import Holding, IpcExport
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: how a file came from another process (an fd made here, or inherited, did not come)
 CAME = ("received", "taken")
+#: a ``/dev/shm`` file's name as a mapping's record names it (``shm_open(3)``'s files)
+SHM = "/dev/shm/"
 
 
 def pins_on(ledger: Ledger, pid: int, file: str) -> list[Pin]:
@@ -60,11 +62,12 @@ def _pinned(ledger: Ledger, pid: int, file: str) -> bool:
 def came_from(ledger: Ledger, h: Holding) -> None:
     """Note how ``h``'s file first came to its process from another (received or taken): from
     now every fd and mapping of it there pins the other's memory. A memory file's arrival is a
-    pin that may be one of a growing pile (``model/growth.py``)."""
+    pin that may be one of a growing pile (``model/growth.py``). Asked again when a receive
+    folded before its send learns its sender (the pile then counts it)."""
     if h.how not in CAME or not h.file:
         return
     key = (h.pid, h.file)
-    if key in ledger.came or ledger.makers.get(h.file) == h.pid:
+    if ledger.came.get(key, h) is not h or ledger.makers.get(h.file) == h.pid:
         return
     ledger.came[key] = h
     peer = h.source_pid or ledger.makers.get(h.file, 0)
@@ -95,12 +98,27 @@ def let_go(ledger: Ledger, pid: int, file: str, at: int, via: str) -> None:
 
 def mapped(ledger: Ledger, e: MemoryMapped) -> None:
     """``mmap`` of a file that may carry memory: the mapping pins it until munmap, exec or exit,
-    fd open or not."""
+    fd open or not. Its end (offset + length) is a size the file has at least (mmap(2): pages
+    past the end of the file raise SIGBUS), counted in the bytes of a pile that holds it; a
+    ``/dev/shm`` file mapped by its name where another process made it is a pin on that one's
+    memory (``shm_open(3)`` by name: torch's ``file_system`` strategy)."""
     if e.result < 0 or not e.file:
         return
     ledger.maps.setdefault(e.pid, {})[e.addr] = FileMap(
         e.pid, e.file, e.addr, e.length, e.ktime, e.fd, e.kind
     )
+    growth, end = ledger.growth, e.offset + e.length
+    growth.sized(ledger, f"file:{e.file}", end, e.ktime, ledger.later)
+    if not e.kind.startswith(SHM) or (e.pid, e.file) in ledger.came:
+        return
+    growth.sized(ledger, f"shm:{e.kind}", end, e.ktime, ledger.later)
+    maker = growth.named.get(e.kind)
+    if maker is None or not ledger.alive(maker):
+        growth.named[e.kind] = e.pid
+    elif maker != e.pid:
+        growth.arrived(
+            ledger, e.pid, maker, f"shm:{e.kind}", f"map:{e.addr:x}", end, e.ktime, ledger.later
+        )
 
 
 def unmapped(ledger: Ledger, e: MemoryUnmapped) -> None:
@@ -118,10 +136,19 @@ def unmapped(ledger: Ledger, e: MemoryUnmapped) -> None:
         del mine[addr]
         if e.call == "mremap" and e.new_addr:
             mine[e.new_addr] = replace(m, addr=e.new_addr, length=e.new_length or m.length)
+            ledger.growth.moved(e.pid, f"map:{addr:x}", f"map:{e.new_addr:x}")
         elif (e.pid, m.file) in ledger.came:
             let_go(ledger, e.pid, m.file, e.ktime, e.call)
+        else:
+            ledger.growth.gone(e.pid, f"map:{addr:x}")
     if not mine:
         del ledger.maps[e.pid]
+
+
+def sized(ledger: Ledger, e: FileSized) -> None:
+    """``ftruncate`` of a memory file: its size from now (a pile that holds it counts it)."""
+    if e.result >= 0 and e.file:
+        ledger.growth.sized(ledger, f"file:{e.file}", e.size, e.ktime, ledger.later)
 
 
 def import_gone(ledger: Ledger, pid: int, handle: int, at: int, via: str) -> None:

@@ -325,6 +325,18 @@ class MemoryMapped(TraceCall):
 
 
 @dataclass(frozen=True)
+class FileSized(TraceCall):
+    """``ftruncate(fd, size)`` of a file that may carry memory (a memfd, a ``/dev/shm`` file):
+    its size from now, what a pin on it holds (ftruncate(2): "the file ... is truncated to a size
+    of precisely length bytes"). ``result`` is 0, or ``-errno`` when refused."""
+
+    fd: int
+    file: str
+    size: int
+    result: int = 0
+
+
+@dataclass(frozen=True)
 class MemoryUnmapped(TraceCall):
     """``munmap(addr, length)``, the old range of an ``mremap``, or an ``mmap`` with ``MAP_FIXED``
     that landed on it (``call`` names which): whatever of that range was mapped is no longer

@@ -21,6 +21,7 @@ from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,
     FdTaken,
+    FileSized,
     MemfdCreated,
     MemoryMapped,
     MemoryUnmapped,
@@ -39,7 +40,7 @@ from vmmtui.trace.cuda import FUNCS
 MAXFDS = 16
 SEND, RECV, PIDFD_OPEN, PIDFD_GETFD, CLOSE, CLOSE_RANGE, DUP, MEMFD = range(1, 9)
 FORK, EXEC, EXIT, CUDA, FDS, QUEUED, REFUSAL, DROPPED = range(9, 17)
-MMAP, MUNMAP = 17, 18
+MMAP, MUNMAP, TRUNC = 17, 18, 19
 #: EV_CLOSE's h.arg[1]: a close(2), or a watched fd the kernel closed at an execve (close-on-exec)
 CLOSED_BY_CLOSE, CLOSED_AT_EXEC = 0, 1
 #: the syscalls of an EV_MUNMAP (its h.nfds)
@@ -466,6 +467,8 @@ def decode(r: Raw, files: FileNames) -> TraceCall | None:
         return _mapped(r, files)
     if kind == MUNMAP:
         return _unmapped(r)
+    if kind == TRUNC:
+        return FileSized(pid, tid, t, _s32(r.arg[0]), files(r.file), int(r.arg[1]), min(r.ret, 0))
     if kind == MEMFD:
         name = r.tail(NAMED)[1]
         return MemfdCreated(pid, tid, t, _text(name), r.ret, files(r.file))

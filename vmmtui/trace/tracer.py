@@ -89,6 +89,7 @@ SYSCALLS = [
     "mmap",
     "munmap",
     "mremap",
+    "ftruncate",
     "fork",
     "exec",
     "exit",

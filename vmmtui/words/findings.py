@@ -225,8 +225,9 @@ def _growth(f: LedgerFinding) -> Said:
     size = format_size(f.size) if f.size else "size not seen"
     rate = f", {format_size(int(f.size / secs))}/s" if f.size else ""
     steps = " → ".join(str(n) for n in counts)
+    grew = "grew to a peak of" if f.how == "peak" else "grow:"  # the end says the peak
     return Said(
-        f"pins on pid {f.peer}'s memory grow: {now} held, {size}{rate}",
+        f"pins on pid {f.peer}'s memory {grew} {now} held, {size}{rate}",
         f"pid {f.pid} took a new piece of pid {f.peer}'s memory each round and let none go "
         f"(pins at each round: {steps}, over {secs:.1f} s): a loop that keeps every buffer it "
         "is sent",

@@ -26,6 +26,7 @@ from vmmtui.stream.observed import (
     FdsReceived,
     FdsSent,
     FdTaken,
+    FileSized,
     LedgerFinding,
     MemfdCreated,
     MemoryMapped,
@@ -144,6 +145,8 @@ def call_words(e: Event) -> str | None:
         return f"mmap(fd {e.fd}{what}{_file(e.file)}, {format_size(e.length)}{how}) → {got}"
     if isinstance(e, MemoryUnmapped):
         return _unmap_words(e)
+    if isinstance(e, FileSized):
+        return f"ftruncate(fd {e.fd}{_file(e.file)}, {format_size(e.size)}) → {_result(e.result)}"
     if isinstance(e, FdDuplicated):
         return (
             f"{e.call}({e.old}) → {'fd ' + str(e.fd) if e.fd >= 0 else _errno(e.fd)}{_file(e.file)}"

@@ -85,6 +85,7 @@ __attribute__((used)) static int more_record_layouts(struct rec_refusal *a, stru
 #define NR_mmap 9
 #define NR_munmap 11
 #define NR_mremap 25
+#define NR_ftruncate 77
 #define NR_execve 59
 #define NR_execveat 322
 #define MAP_ANONYMOUS 0x20
@@ -1193,6 +1194,7 @@ static __always_inline bool wanted(long id)
 	case NR_mmap:
 	case NR_munmap:
 	case NR_mremap:
+	case NR_ftruncate:
 		return true;
 	}
 	return false;
@@ -1342,6 +1344,21 @@ static __always_inline int on_exit(struct pt_regs *regs, long ret, bool btf)
 		if (ret >= 0)
 			ranges_add(tgid, ret, page_end(ret, new_len));
 		unmapped(pid_tgid, NR_mremap, ret, a0, a1, new_len);
+		return 0;
+	}
+	case NR_ftruncate: {
+		/* the size of a memory file (a memfd, a /dev/shm file): what a pile of them pins */
+		__u64 sized = ret == 0 ? fd_file((int)a0, btf) : 0;
+		if (!map_worth(sized))
+			return 0;
+		struct rec *r = reserve(sizeof(*r), EV_TRUNC, pid_tgid);
+		if (r) {
+			r->ret = ret;
+			r->arg[0] = (int)a0;
+			r->arg[1] = a1;
+			r->file = sized;
+			submit(r, false);
+		}
 		return 0;
 	}
 	case NR_close: {

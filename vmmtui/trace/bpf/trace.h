@@ -29,6 +29,7 @@ enum kind {
 	EV_DROPPED = 16, /* SCM_RIGHTS fds the kernel closed: a receive (read()) had no room for them */
 	EV_MMAP = 17,    /* mmap of a file that may carry memory, or of a watched one */
 	EV_MUNMAP = 18,  /* munmap, mremap or mmap(MAP_FIXED) over a range an EV_MMAP mapped */
+	EV_TRUNC = 19,   /* ftruncate of a file that may carry memory (a memfd, a /dev/shm file) */
 };
 
 /* every record starts with this (64 bytes); arg[] means what each kind says in records.py */
@@ -137,6 +138,8 @@ enum unrec {
  * (memfd:x, /dev/shm/x, /dev/nvidia-uvm; the last components when deeper, after "...")
  * EV_MUNMAP: h.ret = the result (0 or -errno; mremap: the new address), h.arg = {address, length,
  * new length (mremap)}, h.nfds = the syscall (munmap, mremap, mmap with MAP_FIXED) */
+/* EV_TRUNC: h.ret = the result (0 or -errno), h.arg = {fd, length, 0}, h.file = the file sized */
+
 struct rec_map {
 	struct rec h;
 	__u32 prot;
