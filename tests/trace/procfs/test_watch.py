@@ -67,7 +67,8 @@ def test_the_received_fd_that_is_never_closed_is_a_leak():
     assert res.returncode == 0, res.stderr
     shared_memfd(events, "fixture-leak")
     leaks = {e.kind for e in of(events, Leak) if "fixture-leak" in e.what}
-    assert leaks == {"fd-after-peer", "held-until-exit"}, of(events, Leak)
+    # polling never says it for sure: a close between two polls, or after the last read, is not seen
+    assert leaks == {"possible-fd-after-peer", "possible-held-until-exit"}, of(events, Leak)
     assert of(events, WatchFinished)[-1].leaks == 2
 
 
@@ -99,7 +100,10 @@ def test_text_report_says_arrived_shared_and_leak():
     res = vmmtui("watch", "--", sys.executable, str(FIXTURES / "leak_received.py"))
     assert res.returncode == 0
     assert "ARRIVED from pid" in res.stdout and "SHARED memfd" in res.stdout
-    assert "LEAK (held-until-exit)" in res.stdout and "Traceback" not in res.stdout + res.stderr
+    assert (
+        "POSSIBLE LEAK (held-until-exit)" in res.stdout
+        and "Traceback" not in res.stdout + res.stderr
+    )
 
 
 def test_json_is_the_stream_alone_on_stdout_the_commands_output_goes_to_stderr():

@@ -25,7 +25,8 @@ A process that ran costs one syscall an fd: an fd number that held a shown kind 
 and, with the same inode, keeps its last reading (no readlink); when every fd is kept the scan hands
 on the last table itself, so what comes after skips it by identity (kcmp still re-proves its shared
 files: the process ran). Its mappings are read again when its virtual size changed, and on the full
-read: a mapping swapped for another of the same size waits for that.
+read, and whenever it ran while it mapped shared memory: a mapping swapped for another of the
+same size is then seen at once.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class OpenFd:
     dev: int
     ino: int
     pidfd_of: int | None = None  # a pidfd's process (fdinfo "Pid:")
+    #: the file's size when this number was first read for it (fstat: a memfd's or /dev/shm
+    #: file's bytes after ftruncate; 0 for the driver's and the roads' fds)
+    size: int = 0
 
     @property
     def key(self) -> tuple[int, int]:
@@ -85,6 +89,10 @@ class Mapping:
     dev: int
     ino: int
     size: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.dev, self.ino)
 
 
 @dataclass
@@ -307,9 +315,14 @@ def scan_process(
         and not refresh
         and prev.maps_error is None
         and prev.vsize == p.vsize
+        and p.same_fds
+        and not prev.maps
     ):
-        # mapping or unmapping changes the virtual size; a swap of one mapping for another of the
-        # same size is seen at the next full read (every REFRESH_POLLS scans)
+        # mapping or unmapping changes the virtual size, so a process that ran and maps no shared
+        # memory keeps its last reading; one that maps some is read again whenever it ran: a
+        # swap of one mapping for another of the same size (a queue's consumer that maps each
+        # piece it receives, closes the fd and unmaps the one before) leaves the size and the fd
+        # table as they were
         p.maps = prev.maps
         return p
     try:
@@ -369,7 +382,8 @@ def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
                 pidfd_of = old.pidfd_of  # pidfs gives each process its own inode: the same process
             else:
                 pidfd_of = _pidfd_target(p.pid, fd)
-        fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of)
+        size = st.st_size if kind in ("memfd", "shm", "dmabuf") else 0
+        fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of, size)
     p.other_fds = other
     p.same_fds = reused == len(fds) == len(before)
 
