@@ -37,7 +37,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind, Weight, weigh
-from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, ProcessUnreadable
+from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, MappingSeen, ProcessUnreadable
 from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceLost, TraceStarted
 
 if TYPE_CHECKING:
@@ -177,6 +177,8 @@ class Tracing:
     _lost: int = 0
     #: polling: memory fds seen arriving from another process (the ledger keeps them unnamed)
     _arrived: list[FdOpened] = field(default_factory=list, repr=False)
+    #: polling: memory files seen mapped by a process they came to, by (pid, dev, ino)
+    _mapped: dict[tuple[int, int, int], MappingSeen] = field(default_factory=dict, repr=False)
     _error: BaseException | None = field(default=None, repr=False)
     _started: threading.Event = field(default_factory=threading.Event, repr=False)
     final_path: Path | None = field(default=None, repr=False)
@@ -270,6 +272,8 @@ class Tracing:
             self._lost += e.count
         elif isinstance(e, FdOpened) and e.how in _CROSSED and e.kind in MEMORY_FILES:
             self._arrived.append(e)
+        elif isinstance(e, MappingSeen) and e.how in _CROSSED and e.source is not None:
+            self._mapped[(e.pid, e.dev, e.ino)] = e
 
     def _run(self) -> None:
         assert self._session is not None
@@ -414,7 +418,35 @@ class Tracing:
             seen.add((st.st_dev, st.st_ino))
             total += st.st_size
             pins.append(said.file_pin(pid, fd, st.st_size, how))
+        # polling: what came to a live process and is still mapped there, its fd closed or not
+        # (mmap(2): closing the fd does not unmap; the bytes are the mapping's length now)
+        for (pid, dev, ino), m in sorted(self._mapped.items()):
+            if (dev, ino) in seen or (size := _mapped_now(pid, dev, ino)) == 0:
+                continue
+            seen.add((dev, ino))
+            total += size
+            pins.append(said.mapping_pin(pid, m.path, size, str(m.how)))
         return total, pins
+
+
+def _mapped_now(pid: int, dev: int, ino: int) -> int:
+    """The bytes ``pid`` maps of the file (dev, ino) now, from ``/proc/PID/maps`` (0: none, or
+    the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    total = 0
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 5 or int(parts[4]) != ino:
+            continue
+        major, minor = (int(x, 16) for x in parts[3].split(":"))
+        if os.makedev(major, minor) == dev:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            total += hi - lo
+    return total
 
 
 def _lacks_privileges() -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.findings import Said
 
@@ -42,7 +43,12 @@ def head(mode: str, problems: int, good: int, allowed: int, pinned: int, budget:
     the end``: the verdict's first line."""
     return (
         f"vmmtui ({MODES.get(mode, mode)}): "
-        + (f"{_n(problems, 'problem')} to look at" if problems else "nothing wrong found")
+        + (
+            f"{_n(problems, 'problem')} to look at"
+            if problems
+            # polling sees what is there at each poll, never the calls between two polls
+            else ("nothing polling can see wrong" if mode == "polling" else "nothing wrong found")
+        )
         + f"; {_n(good, 'share')} proven"
         + (f", {allowed} allowed" if allowed else "")
         + f"; {format_size(pinned)} pinned across processes at the end"
@@ -83,6 +89,12 @@ def unread(processes: Sequence[tuple[int, str]]) -> str:
 def file_pin(pid: int, fd: int, size: int, how: str) -> str:
     """A memory file a live process still holds: ``pid 7's fd 3 (1 MiB, received)``."""
     return f"pid {pid}'s fd {fd} ({format_size(size)}, {how})"
+
+
+def mapping_pin(pid: int, path: str, size: int, how: str) -> str:
+    """A memory file a live process still maps, its fd closed: ``pid 7's mapping of
+    /memfd:bucket (deleted) (2 MiB, arrived)``."""
+    return f"pid {pid}'s mapping of {shown(path)} ({format_size(size)}, {how})"
 
 
 def cuda_pin(exporter: int, thing: str, key: int, size: int, holders: Sequence[int]) -> str:

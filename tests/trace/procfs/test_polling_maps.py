@@ -93,3 +93,57 @@ def test_a_receiver_that_keeps_the_latest_bucket_is_no_growth():
     assert [e for e in of(events, MappingGone) if "bucket-" in e.path], of(events, MappingGone)
     said = of(events, Leak)
     assert [e.kind for e in said] == ["possible-held-until-exit"] and said[0].pins == 1, said
+
+
+ENGINE = """
+import array, ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long]
+sock = socket.socket(fileno=int(sys.argv[1]))
+fds = array.array("i")
+_, anc, _, _ = sock.recvmsg(1, socket.CMSG_LEN(fds.itemsize))
+fds.frombytes(anc[0][2][: fds.itemsize])
+kept = libc.mmap(None, 2 << 20, 1, 1, fds[0], 0)  # PROT_READ, MAP_SHARED: no fd of its own
+os.close(fds[0])  # the engine keeps the mapping alone
+sock.send(b"ok")
+sys.stdin.read()  # holds it until the test lets it go
+"""
+
+
+def test_the_budget_under_polling_weighs_what_a_live_engine_still_maps():
+    """A live engine received a 2 MiB memfd, mapped it and closed its fd; the block ends while
+    it holds the mapping. Polling sees it held (old code: 0 B, the budget passed)."""
+    import socket
+    import time
+
+    import vmmtui
+    from vmmtui.verdict.api import OVER_BUDGET
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with vmmtui.tracing(poll=True, max_pinned_bytes=1 << 20, record=False) as t:
+        engine = subprocess.Popen(
+            [sys.executable, "-c", ENGINE, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.PIPE,
+        )
+        theirs.close()
+        fd = os.memfd_create("engine-bucket", 0)
+        os.ftruncate(fd, 2 << 20)
+        time.sleep(0.2)  # a poll sees this process hold it first: the engine's is one that came
+        ours.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(
+            __import__("array").array("i", [fd]))))])  # fmt: skip
+        assert ours.recv(8) == b"ok"
+        time.sleep(0.2)  # a poll sees the engine's mapping
+        os.close(fd)
+        time.sleep(0.2)  # and that this process let its own copy go
+    assert engine.stdin is not None
+    engine.stdin.close()
+    assert engine.wait(30) == 0
+    ours.close()
+    assert t.verdict is not None and t.verdict.pinned_bytes == 2 << 20, t.report()
+    over = [f for f in t.problems if f.kind == OVER_BUDGET]
+    assert over and f"pid {engine.pid}'s mapping of /memfd:engine-bucket" in over[0].detail, (
+        t.report()
+    )
