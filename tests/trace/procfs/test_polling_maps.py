@@ -147,3 +147,23 @@ def test_the_budget_under_polling_weighs_what_a_live_engine_still_maps():
     assert over and f"pid {engine.pid}'s mapping of /memfd:engine-bucket" in over[0].detail, (
         t.report()
     )
+
+
+def test_a_queue_consumer_that_closes_every_fd_is_never_said_to_hold_one_until_exit():
+    """queue_consumer.py: every received fd is closed (the last just before the exit); each
+    piece is mapped in place of the one before, so the process's size does not move. Old code
+    kept the stale maps and said a definite ``held-until-exit`` of the last fd, closed. Now the
+    fd is seen mapped; what lasts to the exit is the mapping, said as possible."""
+    res = subprocess.run(
+        [sys.executable, "-m", "vmmtui", "watch", "--json", "--no-nvml", "--",
+         sys.executable, str(FIXTURES / "queue_consumer.py"), "5"],
+        capture_output=True, text=True, timeout=120, cwd=FIXTURES,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FIXTURE_HOLD": "0.3"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    events = _lines(res.stdout)
+    said = of(events, Leak)
+    assert all(e.kind.startswith("possible-") for e in said), said
+    assert not [e for e in said if " fd " in e.what and "piece-" in e.what], said
+    kept = [e for e in said if e.kind == "possible-held-until-exit"]
+    assert kept and kept[0].pins == 1 and "mapped" in kept[0].what, said
