@@ -48,7 +48,7 @@ from vmmtui.model.entries import (
 from vmmtui.model.exits import leaks_at_exit
 from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, counted_as
 from vmmtui.model.growth import Growth
-from vmmtui.model.held import files_held_after_exit, kcmp_shares
+from vmmtui.model.held import files_held_after_exit, kcmp_shares, mapping_gone, mapping_seen
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept, remember_name
 from vmmtui.model.matching import SendQueue, destination, receiver
@@ -73,6 +73,7 @@ from vmmtui.stream.events import (
     Event,
     FdClosed,
     FdOpened,
+    MappingSeen,
     ProcessGone,
     ProcessSeen,
     SharedFile,
@@ -190,6 +191,8 @@ class Ledger:
         self.growth = Growth()
         #: findings a pin's end brought where no ``out`` was at hand (a close inside a dup2)
         self.later: list[LedgerFinding] = []
+        #: (pid, dev, ino) → memory found mapped at attach, another holding it (``model/held.py``)
+        self.mapped_at_attach: dict[tuple[int, int, int], MappingSeen] = {}
 
     # -- queries -------------------------------------------------------------------------------
     def fds_of(self, pid: int) -> AbstractSet[int]:
@@ -393,6 +396,8 @@ class Ledger:
         memory = e.kind in MEMORY_FILES
         how = "present" if e.how == Arrival.PRESENT and memory else POLLED
         self._hold(Holding(e.pid, e.fd, "", how, 0))
+
+    _on_MappingSeen, _on_MappingGone = mapping_seen, mapping_gone
 
     def _on_FdClosed(self, e: FdClosed, out: list) -> None:
         self.close_fd(e.pid, e.fd, 0)

@@ -86,3 +86,44 @@ def test_attach_over_three_received_memfds_draws_no_green_tick(mode):
     head = verdicts(events)
     assert "✓" not in head and "nothing wrong found" not in head, head
     assert "3 held at attach" in head, head
+
+
+@pytest.mark.parametrize("mode", _modes())
+def test_trace_p_counts_every_buffer_held_at_attach_fds_and_mappings_alike(mode):
+    """held_at_attach.py: ten buffers held when the trace attaches, five by fd and five by a
+    mapping alone; the exporter that held them too exits. Each of the ten is said held after it
+    (old code: the five fds only, under eBPF and under polling)."""
+    from tests.trace.procfs.helpers import FIXTURES
+
+    fixture = subprocess.Popen(
+        [sys.executable, str(FIXTURES / "held_at_attach.py")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=FIXTURES,
+        env={**os.environ, "FIXTURE_HOLD": "1.0"},
+    )  # fmt: skip
+    assert fixture.stdout is not None and fixture.stdin is not None
+    _, exporter, holder = fixture.stdout.readline().split()
+    argv = ["trace", "--json", "--no-nvml", "-p", exporter, holder, "--duration", "30"]
+    trace = subprocess.Popen(
+        [sys.executable, "-m", "vmmtui", *argv] + ([mode] if mode else []),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert trace.stdout is not None
+    lines = []
+    for line in trace.stdout:  # what was true at attach is read first: then the exporter goes
+        lines.append(line)
+        if '"MappingSeen"' in line or "memfd:held-9" in line:
+            break
+    fixture.stdin.write("\n")
+    fixture.stdin.flush()
+    assert fixture.wait(30) == 0
+    trace.send_signal(2)  # the holder is gone too: end the trace
+    out, _ = trace.communicate(timeout=60)
+    events = [Event.from_dict(json.loads(x)) for x in lines + out.splitlines() if x.startswith("{")]
+    held = [
+        e for e in events
+        if getattr(e, "kind", "") in ("possible-held-after-exporter-died", "possible-fd-after-peer")
+        and e.pid == int(holder)
+    ]  # fmt: skip
+    said = sum(max(getattr(e, "pins", 0), 1) for e in held)
+    assert said == 10, held

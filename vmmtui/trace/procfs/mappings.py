@@ -48,6 +48,9 @@ Key = tuple[int, int]
 GROWTH_RISES = 4
 #: how a piece counts as another process's memory (not inherited, not found at attach)
 CROSSED = (Arrival.ARRIVED, Arrival.UNKNOWN)
+#: and as a pin on the other holder's (found at attach with another holder: which made it was
+#: not seen, so it weighs only when that other is gone, said as possible like every claim here)
+ATTACHED = (*CROSSED, Arrival.PRESENT)
 #: the peer of pieces whose origin polling did not see
 UNSEEN = 0
 #: what every claim here says of itself
@@ -196,7 +199,7 @@ class Mappings:
         out: dict[int, dict[Key, int]] = {}
         road = pid in roads
         for key, m in self.maps.get(pid, {}).items():
-            if m.how in CROSSED and m.source is not None:
+            if m.how in ATTACHED and m.source is not None:
                 out.setdefault(m.source, {})[key] = m.size
             elif m.how == Arrival.OPENED and road:
                 out.setdefault(UNSEEN, {})[key] = m.size
@@ -305,6 +308,8 @@ class Mappings:
         for key, m in maps.items():
             if m.how in CROSSED and m.source is not None:
                 by_peer.setdefault(m.source, {})[key] = m.size
+            elif m.how == Arrival.PRESENT and ("orphan", pid, m.source) in self.said:
+                by_peer.setdefault(m.source or UNSEEN, {})[key] = m.size
             elif m.how == Arrival.OPENED and road:
                 by_peer.setdefault(UNSEEN, {})[key] = m.size
         for (holder, peer), pile in [(k, v) for k, v in self.piles.items() if k[0] == pid]:
