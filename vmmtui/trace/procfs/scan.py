@@ -159,8 +159,28 @@ def _read(path: str) -> str:
         return f.read().decode(errors="replace")
 
 
-def _refusal(exc: OSError, what: str) -> str:
+#: /proc/PID/stat's flags: the task is exiting (include/linux/sched.h, PF_EXITING)
+PF_EXITING = 0x4
+
+
+def _exiting(pid: int) -> bool:
+    """Whether ``pid`` is gone or on its way out. An exiting process drops its memory map
+    (exit_mm) before its files: from then /proc gives its own user EACCES for ``/proc/PID/fd``
+    (proc(5): access is governed by a ptrace access mode check, and the owner of a task with no
+    mm is root), which is no refusal of permission but an exit under way."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        rest = raw[raw.rindex(b")") + 2 :].split()
+        return rest[0] in (b"Z", b"X") or bool(int(rest[6]) & PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def _refusal(exc: OSError, what: str, pid: int = 0) -> str:
     if exc.errno in (errno.ENOENT, errno.ESRCH):
+        return "gone"
+    if pid and exc.errno in (errno.EACCES, errno.EPERM) and _exiting(pid):
         return "gone"
     return (
         f"no permission: {what}: {errno.errorcode.get(exc.errno or 0, exc.errno)} ({exc.strerror})"
@@ -244,7 +264,7 @@ def scan_process(
     try:
         p.ppid, p.name, state, threads, p.started, p.vsize = _stat_line(pid)
     except OSError as exc:
-        p.error = _refusal(exc, f"/proc/{pid}/stat")
+        p.error = _refusal(exc, f"/proc/{pid}/stat", pid)
         return p
     except (ValueError, IndexError):
         p.error = "gone"
@@ -289,7 +309,7 @@ def scan_process(
         try:
             p.uid = os.stat(f"/proc/{pid}").st_uid
         except OSError as exc:
-            p.error = _refusal(exc, f"/proc/{pid}")
+            p.error = _refusal(exc, f"/proc/{pid}", pid)
             return p
         try:
             p.cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
@@ -300,12 +320,12 @@ def scan_process(
     try:
         dirfd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        p.error = _refusal(exc, base)
+        p.error = _refusal(exc, base, pid)
         return p
     try:
         _read_fds(p, dirfd, prev.fds if prev is not None and prev.error is None else {})
     except OSError as exc:
-        p.error = _refusal(exc, base)
+        p.error = _refusal(exc, base, pid)
         return p
     finally:
         os.close(dirfd)
@@ -328,7 +348,9 @@ def scan_process(
     try:
         p.maps = _maps(pid)
     except OSError as exc:
-        p.maps_error = _refusal(exc, f"/proc/{pid}/maps")
+        p.maps_error = _refusal(exc, f"/proc/{pid}/maps", pid)
+        if p.maps_error == "gone":  # it exited while read: what it held is over
+            p.error, p.maps_error, p.fds = "gone", None, {}
     return p
 
 
