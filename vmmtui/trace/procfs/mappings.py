@@ -91,7 +91,11 @@ class Mappings:
     """What each followed process maps, and the claims polling makes from it."""
 
     maps: dict[int, dict[Key, Mapped]] = field(default_factory=dict)
-    piles: dict[tuple[int, int], Pile] = field(default_factory=dict)
+    #: holder -> peer -> its pile
+    piles: dict[int, dict[int, Pile]] = field(default_factory=dict)
+    #: holder -> its fd table, mappings and (roads, processes gone) when its piles were last
+    #: looked at
+    _looked: dict[int, tuple] = field(default_factory=dict)
     #: pid -> when a poll first found it gone
     gone_at: dict[int, float] = field(default_factory=dict)
     said: set[tuple] = field(default_factory=set)
@@ -188,7 +192,7 @@ class Mappings:
 
     # -- pins, as piles per holder and peer --------------------------------------------------------
     def _pins(
-        self, t: Tracker, pid: int, p: ProcessScan, roads: set[int]
+        self, t: Tracker, pid: int, p: ProcessScan, roads: frozenset[int]
     ) -> dict[int, dict[Key, int]]:
         """peer -> the pieces of its memory ``pid`` pins now (key -> bytes): fds and mappings
         that arrived, by the files' identity (one piece however many fds and maps). Under peer
@@ -222,14 +226,23 @@ class Mappings:
         return out
 
     def _piles(self, scan: Scan, t: Tracker) -> list[Event]:
+        """Each holder's piles, poll after poll; a holder whose fds, mappings and roads are as
+        at the last poll, with no process gone since, is passed over (nothing can have moved)."""
         out: list[Event] = []
         roads = _roads(t)
+        gone = len(t.gone)
         for pid, p in scan.alive().items():
+            maps = self.maps.get(pid)
+            was = self._looked.get(pid)
+            if was is not None and was[0] is p.fds and was[1] is maps and was[2] == (roads, gone):
+                continue
+            self._looked[pid] = (p.fds, maps, (roads, gone))
             pins = self._pins(t, pid, p, roads)
             self.sizes[pid] = {k: n for piece in pins.values() for k, n in piece.items()}
-            for peer in set(pins) | {q for (h, q) in self.piles if h == pid}:
+            piles = self.piles.setdefault(pid, {})
+            for peer in set(pins) | set(piles):
                 cur = frozenset(pins.get(peer, {}))
-                pile = self.piles.setdefault((pid, peer), Pile(first_at=scan.at))
+                pile = piles.setdefault(peer, Pile(first_at=scan.at))
                 if pile.keys - cur:  # one released: no loop that keeps everything (yet)
                     pile.rises, pile.trail = 0, [len(cur)]
                 elif len(cur) > len(pile.keys):
@@ -312,8 +325,8 @@ class Mappings:
                 by_peer.setdefault(m.source or UNSEEN, {})[key] = m.size
             elif m.how == Arrival.OPENED and road:
                 by_peer.setdefault(UNSEEN, {})[key] = m.size
-        for (holder, peer), pile in [(k, v) for k, v in self.piles.items() if k[0] == pid]:
-            del self.piles[(holder, peer)]
+        self._looked.pop(pid, None)
+        for peer, pile in self.piles.pop(pid, {}).items():
             if pile.said and len(pile.keys) > pile.said:
                 pieces = {k: sizes.get(k, 0) for k in pile.keys}
                 pile.said = len(pile.keys)
@@ -339,9 +352,11 @@ class Mappings:
         return out
 
 
-def _roads(t: Tracker) -> set[int]:
+def _roads(t: Tracker) -> frozenset[int]:
     """The followed processes a Unix socket joins to another (sock_diag's peers, as seen)."""
-    return {pid for ends in t.pairs_said if len({q for q, _ in ends}) == 2 for pid, _ in ends}
+    return frozenset(
+        pid for ends in t.pairs_said if len({q for q, _ in ends}) == 2 for pid, _ in ends
+    )
 
 
 def _of(t: Tracker, peer: int) -> str:
