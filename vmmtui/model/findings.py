@@ -37,6 +37,15 @@ class FindingKind(StrEnum):
     IMPORT_NEVER_RELEASED = "import-never-released"
     HELD_AFTER_EXPORTER_DIED = "held-after-exporter-died"
     POSSIBLE_HELD_AFTER_EXPORTER_DIED = "possible-held-after-exporter-died"
+    #: polling (``trace/procfs/``): memory that came from another process (an fd, or a mapping
+    #: kept after its fd closed) still held when the process was last read before its exit; a
+    #: close or an munmap after that read is not seen, so never definite (a fact, not a leak)
+    POSSIBLE_HELD_UNTIL_EXIT = "possible-held-until-exit"
+    #: polling: a received fd still open, unmapped, after every process it was shared with exited
+    POSSIBLE_FD_AFTER_PEER = "possible-fd-after-peer"
+    #: polling: pins on one process's memory (fds and mappings) rising poll after poll with
+    #: none released; the bytes from fstat and the mappings' lengths (a growth, as polls see it)
+    POSSIBLE_GROWTH = "possible-growth"
     IPC_NEVER_CLOSED = "ipc-never-closed"
     POOL_POINTER_NEVER_FREED = "pool-pointer-never-freed"
     POOL_NEVER_DESTROYED = "pool-never-destroyed"

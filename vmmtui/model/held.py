@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vmmtui.model.entries import HeldAfterDeath
 from vmmtui.model.findings import Memory, Proof
 from vmmtui.model.pins import pins_on
-from vmmtui.stream.events import SharedFile
+from vmmtui.stream.events import Arrival, MappingGone, MappingSeen, SharedFile
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
     out: list[LedgerFinding] = []
     said: set[tuple[int, str]] = set()
     _made_and_still_pinned(ledger, e, out, said)
+    _mapped_at_attach(ledger, e, out)
     for h in [h for (pid, _), h in ledger.holdings.items() if pid == e.pid]:
         if not h.file or h.how not in ("created", "present"):
             continue
@@ -55,6 +56,46 @@ def files_held_after_exit(ledger: Ledger, e: ProcessExit) -> list[LedgerFinding]
             else:  # said once it outlasts one teardown window (``model/orphans.py``)
                 ledger.orphans.wait(found, 0, fd=o.fd, file=o.file)
     return out
+
+
+def mapping_seen(ledger: Ledger, e: MappingSeen, out: list) -> None:
+    """A memfd or /dev/shm file found mapped at attach (frame 0 of ``trace -p``) with another
+    process holding it too: a pin from the start, whose munmap the kernel's record cannot show
+    (it never saw the range mapped); held until that process's exit, or a poll's ``MappingGone``."""
+    if e.how == Arrival.PRESENT and e.source is not None:
+        ledger.mapped_at_attach[(e.pid, e.dev, e.ino)] = e
+
+
+def mapping_gone(ledger: Ledger, e: MappingGone, out: list) -> None:
+    ledger.mapped_at_attach.pop((e.pid, e.dev, e.ino), None)
+
+
+def _mapped_at_attach(ledger: Ledger, e: ProcessExit, out: list[LedgerFinding]) -> None:
+    """Memory files a live process was found mapping when the trace began, which the dead one
+    held too (frame 0 of ``trace -p``: ``/proc/PID/maps`` and the fds): the mapping keeps the
+    memory alive (mmap(2): "closing the file descriptor does not unmap the region"), so it is
+    held after the other ended, ``possible``: which of them made it was not seen, nor an munmap
+    since (the kernel's record never saw the range mapped)."""
+    for (pid, dev, ino), m in list(ledger.mapped_at_attach.items()):
+        if pid == e.pid:
+            del ledger.mapped_at_attach[(pid, dev, ino)]  # its exit unmapped them
+            continue
+        if m.source != e.pid or not ledger.alive(pid):
+            continue
+        out.append(
+            LedgerFinding(
+                "possible-held-after-exporter-died",
+                pid,
+                e.ktime,
+                peer=e.pid,
+                file=f"kcmp:{m.dev}:{m.ino}:{pid}:-1",
+                fd=-1,
+                memory=Memory.FILE,
+                how="mapped",
+                status=e.code,
+                name=m.path,
+            )
+        )
 
 
 def _made_and_still_pinned(

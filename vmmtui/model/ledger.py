@@ -9,9 +9,8 @@ returns the findings an event brings (a matched share, a refused call, a leak at
 ``finish`` those the end brings (receives whose send never came).
 
 What the ledger claims, the kernel said. "In-flight" (sent, never received) is said only where
-the kernel reported the fd still queued when its socket was released (``QueuedAtRelease``): a
-send whose receive was merely not seen went to a process not traced, or its record was lost, and
-the ledger cannot tell which. Records are folded in the kernel's order (``order.KernelOrder``), and
+the kernel reported the fd still queued when its socket was released (``QueuedAtRelease``), never
+for a receive merely not seen (a process not traced, or a lost record: it cannot tell which). Records are folded in the kernel's order (``order.KernelOrder``), and
 a receive folded before its send waits ``window_ns`` for it. Where records were lost (``TraceLost``
 windows), every conclusion that a lost record could overturn (a leak whose close, a sender whose
 send, may be among them) is said as ``unknown`` with the loss, never as a leak.
@@ -49,7 +48,7 @@ from vmmtui.model.entries import (
 from vmmtui.model.exits import leaks_at_exit
 from vmmtui.model.findings import MEMORY_FILES, Memory, Proof
 from vmmtui.model.growth import Growth
-from vmmtui.model.held import files_held_after_exit, kcmp_shares
+from vmmtui.model.held import files_held_after_exit, kcmp_shares, mapping_gone, mapping_seen
 from vmmtui.model.identity import created, sent_as
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.kept import Kept
@@ -77,6 +76,7 @@ from vmmtui.stream.events import (
     Event,
     FdClosed,
     FdOpened,
+    MappingSeen,
     ProcessGone,
     ProcessSeen,
     SharedFile,
@@ -183,12 +183,10 @@ class Ledger:
         self.maps: dict[int, dict[int, FileMap]] = {}
         #: file → the pid that made it (memfd_create, a driver export), kept after its fds close
         self.makers: dict[str, int] = {}
-        #: (pid, file) → how the file first came to ``pid`` from another process (received,
-        #: taken, or inherited from a parent it came to): every later fd or mapping of it in
-        #: ``pid`` pins the other's memory
+        #: (pid, file) → how the file first came to ``pid`` from another process (received, taken,
+        #: inherited): every later fd or mapping of it in ``pid`` pins the other's memory
         self.came: dict[tuple[int, str], Holding] = {}
-        #: (pid, what it pins) → held when its exporter died, until its last pin goes; each said
-        #: only once it outlasts one teardown window (``orphans``, ``model/orphans.py``)
+        #: (pid, what it pins) → held when its exporter died; said past a window (orphans.py)
         self.after_death: dict[tuple[int, str], HeldAfterDeath] = {}
         self.orphans = Orphans()
         #: cuMemAlloc'd sizes, by (pid, pointer): what a legacy IPC export of it pins
@@ -199,6 +197,8 @@ class Ledger:
         self.driver = DriverCalls()
         #: findings a pin's end brought where no ``out`` was at hand (a close inside a dup2)
         self.later: list[LedgerFinding] = []
+        #: (pid, dev, ino) → memory found mapped at attach, another holding it (model/held.py)
+        self.mapped_at_attach: dict[tuple[int, int, int], MappingSeen] = {}
 
     # -- queries -------------------------------------------------------------------------------
     def fds_of(self, pid: int) -> AbstractSet[int]:
@@ -404,6 +404,8 @@ class Ledger:
         memory = e.kind in MEMORY_FILES
         how = "present" if e.how == Arrival.PRESENT and memory else POLLED
         self._hold(Holding(e.pid, e.fd, "", how, 0))
+
+    _on_MappingSeen, _on_MappingGone = mapping_seen, mapping_gone
 
     def _on_FdClosed(self, e: FdClosed, out: list) -> None:
         self.close_fd(e.pid, e.fd, 0)

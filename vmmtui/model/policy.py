@@ -350,7 +350,18 @@ class CudaPin:
     holders: tuple[int, ...]
 
 
-Pin = FilePin | CudaPin
+@dataclass(frozen=True)
+class MappingPin:
+    """A memory file a live process still maps (polling saw it arrive), its fd closed or not:
+    mmap(2) says closing the fd does not unmap; the size is the mapping's length now."""
+
+    pid: int
+    path: str
+    size: int
+    how: str
+
+
+Pin = FilePin | CudaPin | MappingPin
 
 
 # -- one problem, one finding ----------------------------------------------------------------------

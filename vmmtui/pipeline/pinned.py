@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from vmmtui.model.policy import CudaPin, FilePin, Pin
-from vmmtui.stream.events import Arrival, Event, FdOpened
+from vmmtui.model.policy import CudaPin, FilePin, MappingPin, Pin
+from vmmtui.stream.events import Arrival, Event, FdOpened, MappingSeen
 from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, PinnedBytes, TraceClock
 
 if TYPE_CHECKING:
@@ -37,9 +37,18 @@ def arrived(e: Event) -> bool:
     return isinstance(e, FdOpened) and e.how in CROSSED and e.kind in MEMORY_FILES
 
 
-def pinned_now(world: World, came: Iterable[FdOpened] = ()) -> tuple[int, list[Pin]]:
+def mapped(e: Event) -> bool:
+    """A mapping polling saw of a memory file that came from another process."""
+    return isinstance(e, MappingSeen) and e.how in CROSSED and e.source is not None
+
+
+def pinned_now(
+    world: World,
+    came: Iterable[FdOpened] = (),
+    maps: dict[tuple[int, int, int], MappingSeen] | None = None,
+) -> tuple[int, list[Pin]]:
     """The bytes pinned across live processes now, and what pins them (``came``: the memory fds
-    polling saw arrive)."""
+    polling saw arrive; ``maps``: the mappings it saw of such files, by (pid, dev, ino))."""
     total = 0
     pins: list[Pin] = []
     for x, importers in world.refs.book.held_by_importers():
@@ -68,7 +77,35 @@ def pinned_now(world: World, came: Iterable[FdOpened] = ()) -> tuple[int, list[P
         seen.add((st.st_dev, st.st_ino))
         total += st.st_size
         pins.append(FilePin(pid, fd, st.st_size, how))
+    # polling: what came to a live process and is still mapped there, its fd closed or not
+    # (mmap(2): closing the fd does not unmap; the bytes are the mapping's length now)
+    for (pid, dev, ino), m in sorted((maps or {}).items()):
+        if (dev, ino) in seen or (size := mapped_bytes(pid, dev, ino)) == 0:
+            continue
+        seen.add((dev, ino))
+        total += size
+        pins.append(MappingPin(pid, m.path, size, str(m.how)))
     return total, pins
+
+
+def mapped_bytes(pid: int, dev: int, ino: int) -> int:
+    """The bytes ``pid`` maps of the file (dev, ino) now, from ``/proc/PID/maps`` (0: none, or
+    the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    total = 0
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 5 or int(parts[4]) != ino:
+            continue
+        major, minor = (int(x, 16) for x in parts[3].split(":"))
+        if os.makedev(major, minor) == dev:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            total += hi - lo
+    return total
 
 
 #: seconds between two measures of a run's pins where nothing that pins came (a tick, a change of
@@ -91,6 +128,7 @@ class Budget:
     peak_at: int = 0
     first_at: int = 0
     came: list[FdOpened] = field(default_factory=list)
+    maps: dict[tuple[int, int, int], MappingSeen] = field(default_factory=dict)
     _last: float = 0.0
 
     @property
@@ -102,14 +140,16 @@ class Budget:
             self.first_at = t
         if arrived(e):
             self.came.append(e)  # type: ignore[arg-type]
+        elif mapped(e):
+            self.maps[(e.pid, e.dev, e.ino)] = e  # type: ignore[attr-defined,assignment]
         elif not isinstance(e, LedgerFinding | PinnedBytes | TraceClock | FdOpened):
             return
         now = time.monotonic()
         share = isinstance(e, LedgerFinding) and e.kind in ("shared", "imported")
-        if not share and not arrived(e) and now - self._last < EVERY_S:
+        if not share and not arrived(e) and not mapped(e) and now - self._last < EVERY_S:
             return
         self._last = now
-        total, pins = pinned_now(self.world, self.came)
+        total, pins = pinned_now(self.world, self.came, self.maps)
         if total > self.peak:
             self.peak, self.peak_pins = total, pins
             self.peak_at = int(getattr(e, "ktime", 0) or 0)

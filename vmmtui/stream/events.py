@@ -384,7 +384,9 @@ class AttachKind(StrEnum):
 class Arrival(StrEnum):
     """How an fd came to be in a process, as attach can prove it."""
 
-    PRESENT = "present"  # there when first seen
+    #: found at attach: open before ``attach``/``trace -p`` first read the process (a command
+    #: that ``watch`` or ``trace --poll`` started has nothing found at attach: its fds are opened)
+    PRESENT = "present"
     OPENED = "opened"
     ARRIVED = "arrived"  # kcmp: the same open file as another process's fd
     INHERITED = "inherited"
@@ -465,7 +467,15 @@ class LeakKind(StrEnum):
     #: the same findings where attach did not see which process made the fd (present at attach,
     #: or both ends appeared within one poll)
     POSSIBLE_FD_AFTER_PEER = "possible-fd-after-peer"
+    #: memory that came from another process (an fd, or a mapping kept after its fd closed) still
+    #: held when last read before the process exited: polling cannot see a close or an munmap
+    #: after its last read, so every held-until-exit it says is possible
     POSSIBLE_HELD_UNTIL_EXIT = "possible-held-until-exit"
+    #: memory that came from a process polling saw gone, still mapped by a live one
+    POSSIBLE_HELD_AFTER_EXPORTER_DIED = "possible-held-after-exporter-died"
+    #: a process whose pins on another's memory (fds and mappings) rose poll after poll with
+    #: none released: a loop that keeps what it is sent, as far as the polls saw it
+    POSSIBLE_GROWTH = "possible-growth"
 
 
 @dataclass(frozen=True)
@@ -481,6 +491,49 @@ class Leak(AttachEvent):
     #: an fd's kind as the kernel showed it (``AttachKind``'s memory values: gpu, memfd, shm,
     #: dmabuf; "" when not seen): the fact its fix is worded from
     memory: str = ""
+    #: the other process of the relation (the one the memory came from), None where not seen
+    peer: int | None = None
+    #: the pins it counts (fds and mappings of pieces of the peer's memory), 0 where one fd
+    pins: int = 0
+    #: their bytes, from fstat of the fd or the length of the mapping (0: not seen)
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class MappingSeen(AttachEvent):
+    """A memfd or /dev/shm file in a process's ``/proc/PID/maps``, first seen at a poll or with
+    another length. mmap(2): "closing the file descriptor does not unmap the region", so a
+    mapping pins the memory as an fd does (memfd_create(2): the memory is released when "all
+    references to the file are dropped"): what came from another process and is still mapped
+    after its fd closed is a pin. ``how``/``source``: where polling saw it come from (arrived:
+    ``source`` held it first; inherited: the parent; found at attach; opened: its own, as far as
+    the polls saw)."""
+
+    pid: int
+    path: str
+    kind: AttachKind
+    dev: int
+    ino: int
+    #: bytes mapped: the sum of its mappings' lengths
+    size: int
+    how: Arrival
+    at: float
+    #: the process it came from (None: its own, or not seen)
+    source: int | None = None
+    #: the evidence for ``how`` ("" where it is plain)
+    via: str = ""
+
+
+@dataclass(frozen=True)
+class MappingGone(AttachEvent):
+    """A mapping seen before is no longer in ``/proc/PID/maps`` (munmap, or the process exec'ed)."""
+
+    pid: int
+    path: str
+    kind: AttachKind
+    dev: int
+    ino: int
+    at: float
 
 
 @dataclass(frozen=True)
@@ -492,6 +545,7 @@ class WatchFinished(AttachEvent):
     signal: str | None
     processes: int
     shared: int
+    #: the claims polling made (every one possible: what happens between two polls is not seen)
     leaks: int
     seconds: float
     unseen: list[str] = field(default_factory=list)

@@ -172,7 +172,9 @@ class PollingTrace:
             while True:
                 if self.watch is not None:
                     self.watch._reap()
-                    f.targets.update(children(me))  # orphans re-parented to vmmtui (subreaper)
+                    orphans = children(me)  # orphans re-parented to vmmtui (subreaper)
+                    f.tracker.discovered.update(orphans)
+                    f.targets.update(orphans)
                 batch = f.poll()
                 self.count += len(batch)
                 yield from batch
@@ -213,9 +215,11 @@ class PollingTrace:
         if self.command or self.leaks or self.once:
             live = {s.path for s in f.last.sockets.sockets.values()} if f.last else set()
             since = self.started_wall if self.command else None
-            for leak in leftover_files(since, f.bound_paths, live, time.monotonic() - f.t0):
+            seen = f.followed if self.command else None  # a command's tree: only its own files
+            for leak in leftover_files(since, f.bound_paths, live, time.monotonic() - f.t0, seen):
                 f.all_leaks.append(leak)
                 yield leak
+            yield from f.strangers()
         if not self.once:
             yield from f.missed()
         ex = self.exit
@@ -225,7 +229,7 @@ class PollingTrace:
             ex.signal if ex else None,
             len(f.tracker.names),
             len(f.tracker.shared_said),
-            len([x for x in f.all_leaks if not x.kind.startswith("possible-")]),
+            len(f.all_leaks),
             round(time.monotonic() - f.t0, 3),
             list(f.unseen),
         )

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from vmmtui.model.findings import FindingKind, Weight
 from vmmtui.model.policy import Problems, ProblemSeen, weigh
-from vmmtui.pipeline.pinned import arrived
-from vmmtui.stream.events import Event, FdOpened, Leak, ProcessUnreadable
+from vmmtui.pipeline.pinned import arrived, mapped
+from vmmtui.stream.events import Event, FdOpened, Leak, MappingSeen, ProcessUnreadable
 from vmmtui.stream.observed import LedgerFinding, TraceLost, TraceStarted
 
 if TYPE_CHECKING:
@@ -190,6 +190,8 @@ class Tracing:
     _lost: int = 0
     #: polling: memory fds seen arriving from another process (the ledger keeps them unnamed)
     _arrived: list[FdOpened] = field(default_factory=list, repr=False)
+    #: polling: memory files seen mapped by a process they came to, by (pid, dev, ino)
+    _mapped: dict[tuple[int, int, int], MappingSeen] = field(default_factory=dict, repr=False)
     _error: BaseException | None = field(default=None, repr=False)
     _started: threading.Event = field(default_factory=threading.Event, repr=False)
     final_path: Path | None = field(default=None, repr=False)
@@ -283,6 +285,8 @@ class Tracing:
             self._lost += e.count
         elif arrived(e):
             self._arrived.append(e)  # type: ignore[arg-type]
+        elif mapped(e):
+            self._mapped[(e.pid, e.dev, e.ino)] = e  # type: ignore[attr-defined,assignment]
 
     def _run(self) -> None:
         assert self._session is not None
@@ -401,7 +405,7 @@ class Tracing:
         from vmmtui.pipeline.pinned import pinned_now
         from vmmtui.words.verdict import pin_words
 
-        total, pins = pinned_now(session.world, self._arrived)
+        total, pins = pinned_now(session.world, self._arrived, self._mapped)
         return total, [pin_words(p) for p in pins]
 
 

@@ -4,6 +4,7 @@ an exporter died the world says is over. No fold here: the rules that read those
 
 from __future__ import annotations
 
+from vmmtui.stream.events import FdOpened, MappingSeen
 from vmmtui.stream.observed import LedgerFinding
 
 #: the targets of files that carry memory (``stream.observed.MEMORY_FILES``): a memfd, a
@@ -26,3 +27,19 @@ def after_death_key(e: LedgerFinding, died_at: int) -> tuple[int, int, int, str,
     time) and in the ``released-…`` that ends it (``since``): the holder, the exporter, when it
     died, and the memory (``model.entries.HeldAfterDeath``)."""
     return (e.pid, e.peer, died_at, str(e.memory), e.file, e.handle, e.ptr)
+
+
+#: the fds that carry memory as polling names their kind (``stream.events.AttachKind``)
+MEMORY_KINDS = ("gpu", "memfd", "shm", "dmabuf")
+
+
+def at_attach(held: frozenset[tuple[int, int, int]], e: FdOpened | MappingSeen) -> frozenset:
+    """The memory found held at attach (``present``: an fd that carries memory, a mapping),
+    with ``e``'s: it came there unseen (who made it, how it came), so finding nothing wrong
+    since is not "nothing wrong found" over it. A mapping seen again with another length is the
+    same one (keyed by its file)."""
+    if e.how != "present":
+        return held
+    if isinstance(e, MappingSeen):
+        return held | {(e.pid, e.dev, e.ino)}
+    return held | {(e.pid, -1, e.fd)} if e.kind in MEMORY_KINDS else held

@@ -30,6 +30,7 @@ from vmmtui.stream.events import (
     FdOpened,
     GpuMemory,
     Leak,
+    MappingSeen,
     ProcessGone,
     ProcessSeen,
     ProcessUnreadable,
@@ -65,7 +66,7 @@ from vmmtui.stream.observed import (
     base_name,
 )
 from vmmtui.view.book import Book
-from vmmtui.view.pinned import CAME_VIA, after_death_key, carries_memory
+from vmmtui.view.pinned import CAME_VIA, after_death_key, at_attach, carries_memory
 from vmmtui.view.sharing import evolve
 
 
@@ -303,6 +304,8 @@ class ProgramsView:
     )
     ktime0: int = 0
     lost: int = 0
+    #: memory found held at attach (``pinned.at_attach``)
+    held_at_attach: frozenset[tuple[int, int, int]] = frozenset()
     #: events folded (the sequence number of the next)
     seq: int = 0
     finished: Event | None = None
@@ -795,6 +798,7 @@ def _gone(v: ProgramsView, e: ProcessGone) -> ProgramsView:
 
 
 def _opened(v: ProgramsView, e: FdOpened) -> ProgramsView:
+    v = evolve(v, held_at_attach=at_attach(v.held_at_attach, e)) if e.how == "present" else v
     source = (e.source.pid, e.source.fd) if e.source else (0, -1)
     proof = "kcmp" if e.source else ""
     f = FdView(e.fd, str(e.how), shown(e.target, 80), "", source, e.via, proof, v.seq)
@@ -888,6 +892,7 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     ProcessUnreadable: _unreadable,
     FdOpened: _opened,
     FdClosed: _fd_closed,
+    MappingSeen: lambda v, e: evolve(v, held_at_attach=at_attach(v.held_at_attach, e)),
     SharedFile: _shared,
     GpuMemory: _gpu,
     Leak: _leak,

@@ -236,6 +236,14 @@ def _growth(f: LedgerFinding) -> Said:
 
 
 def _possibly_held(f: LedgerFinding) -> Said:
+    if f.fd < 0:  # found mapped when the trace began, no fd of it compared
+        return Said(
+            f"still maps memory it shared with pid {f.peer}",
+            f"pid {f.peer} {_ended(f)}; pid {f.pid} maps {shown_kind(f.name)}, which pid {f.peer} "
+            "held too when the trace began (/proc/PID/maps), and the mapping keeps the memory "
+            "alive; which of them made it was not seen, nor an munmap since",
+            f"if pid {f.peer} exported it, munmap it in pid {f.pid} when pid {f.peer} goes",
+        )
     return Said(
         f"still holds memory it shared with pid {f.peer}",
         f"pid {f.peer} {_ended(f)}; pid {f.pid}'s fd {f.fd} ({shown_kind(f.name)}) is the same "

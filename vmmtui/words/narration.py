@@ -413,6 +413,8 @@ from vmmtui.stream.events import (  # noqa: E402  (attach's events, added after 
     FdOpened,
     GpuMemory,
     Leak,
+    MappingGone,
+    MappingSeen,
     PreflightCheck,
     ProcessGone,
     ProcessSeen,
@@ -486,13 +488,39 @@ def fd_opened(e: FdOpened, m: Masks = PLAIN) -> Text:
         line.append(m.text(f"inherited from its parent {e.source.pid} fd {e.source.fd}"), "cyan")
     elif e.source is not None:  # unknown, or present at attach: shared, origin not seen
         src = f"pid {e.source.pid}" + (f" fd {e.source.fd}" if e.source.fd >= 0 else "")
-        said = "direction unknown" if e.how == "unknown" else "open before attach"
+        said = "direction unknown" if e.how == "unknown" else "found at attach"
         what = "open file" if e.source.fd >= 0 else "memory"
         line.append(m.text(f"{e.how}: the same {what} as {src}"), "yellow")
         line.append(m.text(f" — {e.via or said}"), "dim")
     else:
         line.append(e.how, "dim")
     return line
+
+
+def mapping_seen(e: MappingSeen, m: Masks = PLAIN) -> Text:
+    label = KIND_LABELS.get(e.kind, e.kind)
+    line = Text(
+        m.text(f"{e.at:6.2f}s  pid {e.pid} maps {shown(e.path)} ({label}, {format_size(e.size)}) ")
+    )
+    if e.how == "arrived" and e.source is not None:
+        line.append(m.text(f"ARRIVED from pid {e.source}"), "bold green")
+    elif e.how == "inherited" and e.source is not None:
+        line.append(m.text(f"inherited from its parent {e.source}"), "cyan")
+    elif e.source is not None:
+        said = "direction unknown" if e.how == "unknown" else "found at attach"
+        line.append(m.text(f"{e.how}: the same memory as pid {e.source}"), "yellow")
+        line.append(m.text(f" — {said}"), "dim")
+    elif e.how == "opened":
+        line.append("its own, as far as the polls saw (no other process held it first)", "dim")
+    else:
+        line.append(str(e.how), "dim")
+    if e.via:
+        line.append(m.text(f" — {e.via}"), "dim")
+    return line
+
+
+def mapping_gone(e: MappingGone, m: Masks = PLAIN) -> Text:
+    return Text(m.text(f"{e.at:6.2f}s  pid {e.pid} unmapped {shown(e.path)}"), "dim")
 
 
 def fd_closed(e: FdClosed, m: Masks = PLAIN) -> Text:
@@ -572,8 +600,8 @@ def watch_finished(e: WatchFinished) -> list[Text]:
     lines = [
         Text(
             f"{what} after {e.seconds:.2f} s · {e.processes} process(es) · "
-            f"{e.shared} shared file(s) · {e.leaks} leak(s)",
-            "bold red" if e.leaks else "bold",
+            f"{e.shared} shared file(s) · {e.leaks} possible leak(s)",
+            "bold yellow" if e.leaks else "bold",
         )
     ]
     lines += [Text(f"  not visible from outside: {u}", "yellow") for u in e.unseen]
@@ -587,6 +615,8 @@ def attach_lines(e: Event, m: Masks = PLAIN) -> list[Text]:
         ProcessGone: process_gone,
         FdOpened: fd_opened,
         FdClosed: fd_closed,
+        MappingSeen: mapping_seen,
+        MappingGone: mapping_gone,
         SharedFile: shared_file,
         SocketPair: socket_pair,
         GpuMemory: gpu_memory,

@@ -48,6 +48,16 @@ def ended_words(end: End | None) -> str:
     return f"was {words}" if words.startswith("killed") else words
 
 
+def nothing_wrong_words(polled: bool, at_attach: int) -> str:
+    """The verdicts' head where nothing is to look at: polling sees only what is there at each
+    poll, and memory found held at attach came there unseen (who made it, how it came), so
+    neither is "nothing wrong found"."""
+    if at_attach:
+        what = "polling can see wrong" if polled else "wrong seen"
+        return f" · nothing {what} since attach · {at_attach} held at attach, how it came unseen"
+    return " · nothing polling can see wrong" if polled else " · nothing wrong found"
+
+
 def proven_words(t: Tally) -> str:
     """``3 shared/imported, proven by the kernel's struct file (2), the 64 IPC handle bytes (1)``."""
     head = f"{t.good} shared/imported"

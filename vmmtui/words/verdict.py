@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from vmmtui.model.policy import Fact, FilePin, Pin, Problem, ProblemSeen
+from vmmtui.model.policy import Fact, FilePin, MappingPin, Pin, Problem, ProblemSeen
+from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.findings import Said
 
@@ -43,7 +44,12 @@ def head(mode: str, problems: int, good: int, allowed: int, pinned: int, budget:
     the end``: the verdict's first line."""
     return (
         f"vmmtui ({MODES.get(mode, mode)}): "
-        + (f"{_n(problems, 'problem')} to look at" if problems else "nothing wrong found")
+        + (
+            f"{_n(problems, 'problem')} to look at"
+            if problems
+            # polling sees what is there at each poll, never the calls between two polls
+            else ("nothing polling can see wrong" if mode == "polling" else "nothing wrong found")
+        )
         + f"; {_n(good, 'share')} proven"
         + (f", {allowed} allowed" if allowed else "")
         + f"; {format_size(pinned)} pinned across processes at the end"
@@ -135,6 +141,12 @@ def file_pin(pid: int, fd: int, size: int, how: str) -> str:
     return f"pid {pid}'s fd {fd} ({format_size(size)}, {how})"
 
 
+def mapping_pin(pid: int, path: str, size: int, how: str) -> str:
+    """A memory file a live process still maps, its fd closed: ``pid 7's mapping of
+    /memfd:bucket (deleted) (2 MiB, arrived)``."""
+    return f"pid {pid}'s mapping of {shown(path)} ({format_size(size)}, {how})"
+
+
 def cuda_pin(exporter: int, thing: str, key: int, size: int, holders: Sequence[int]) -> str:
     """CUDA memory other processes still hold: ``pid 7's CUDA allocation 0x2 (1 MiB) by pid 9``."""
     return f"pid {exporter}'s CUDA {thing} {key:#x} ({format_size(size)}) by pid " + ", ".join(
@@ -146,15 +158,17 @@ def pin_words(p: Pin) -> str:
     """One pin of the budget's measure (``pipeline.pinned``), in words."""
     if isinstance(p, FilePin):
         return file_pin(p.pid, p.fd, p.size, p.how)
+    if isinstance(p, MappingPin):
+        return mapping_pin(p.pid, p.path, p.size, p.how)
     return cuda_pin(p.exporter, p.thing, p.key, p.size, p.holders)
 
 
 def trace_over_budget(peak: int, budget: int, at_s: float, pins: Sequence[Pin]) -> str:
     """``vmmtui trace --max-pinned``'s one line when the run went over it (exit 1)."""
-    shown = "; ".join(pin_words(p) for p in pins[:4]) + (" …" if len(pins) > 4 else "")
+    listed = "; ".join(pin_words(p) for p in pins[:4]) + (" …" if len(pins) > 4 else "")
     return (
         f"over budget: {format_size(peak)} pinned across live processes at {at_s:.1f} s, over "
-        f"--max-pinned {format_size(budget)} ({shown}); release what crosses processes sooner, "
+        f"--max-pinned {format_size(budget)} ({listed}); release what crosses processes sooner, "
         "or raise --max-pinned (exit 1)"
     )
 

@@ -148,7 +148,7 @@ def test_watch_follows_the_tree_until_its_last_process_exits(monkeypatch):
     assert child, of(events, ProcessSeen)
     gone = {e.pid for e in of(events, ProcessGone)}
     assert set(child) <= gone, (child, gone)
-    assert "held-until-exit" in {e.kind for e in of(events, Leak)}
+    assert "possible-held-until-exit" in {e.kind for e in of(events, Leak)}
 
 
 def test_a_second_interrupt_after_the_command_exited_kills_what_is_left_and_says_whom():

@@ -12,8 +12,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from vmmtui.stream.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
-from vmmtui.trace.procfs.leaks import LeakFinder
+from vmmtui.stream.names import shown
+from vmmtui.trace.procfs.leaks import Followed, LeakFinder
 from vmmtui.trace.procfs.lifecycle import Tracker
+from vmmtui.trace.procfs.mappings import Mappings
 from vmmtui.trace.procfs.nvml import Nvml
 from vmmtui.trace.procfs.scan import REFRESH_POLLS, Scan, children, scan
 
@@ -95,6 +97,15 @@ class Follower:
     stalest: float = 0.0  # the oldest reading a poll kept for a process that had run (s)
     #: pids that exited before any poll saw them (watch knows them from waitpid), with how they ended
     never_seen: dict[int, str] = field(default_factory=dict)
+    #: what the followed processes were seen with (which /dev/shm files are theirs at the end)
+    followed: Followed = field(default_factory=Followed)
+    #: what each process maps, and the claims made from it (``procfs/mappings.py``)
+    mappings: Mappings = field(default_factory=Mappings)
+    #: False for a command started here (nothing of its is "found at attach": ``Tracker.attached``)
+    attached: bool = True
+
+    def __post_init__(self) -> None:
+        self.tracker.attached = self.attached
 
     def poll(self) -> list[Event]:
         start = time.monotonic()
@@ -105,7 +116,9 @@ class Follower:
         if self.tree:
             for pid in list(self.targets):
                 if pid not in self.tracker.gone:
-                    self.targets.update(children(pid))
+                    found = children(pid)
+                    self.tracker.discovered.update(found)
+                    self.targets.update(found)
         s = scan(self.targets, self.t0, self.last, self.refresh_polls, self.budget)
         self.last = s
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -124,7 +137,14 @@ class Follower:
                 soon, self.nvml_soon = self.nvml_soon, None
                 self.nvml = soon.result() if soon is not None else Nvml.open()
             gpu = self.nvml.usage(holders, s.at)
+        self.followed.pids.update(alive)
+        for p in alive.values():
+            self.followed.files.update(m.key for m in p.maps if m.kind == "shm")
+        for p in changed:
+            self.followed.files.update(f.key for f in p.fds.values() if f.kind == "shm")
+        shares_before, scan_before = self.tracker.shares, self.tracker.prev
         events = self.tracker.update(s, gpu)
+        events += self.mappings.update(s, self.tracker, shares_before, scan_before, events)
         for e in list(events):
             if isinstance(e, ProcessGone):
                 events += self.leaks.at_exit(self.tracker, e.pid, s.at)
@@ -144,6 +164,22 @@ class Follower:
             self.targets -= self.tracker.gone
         return events
 
+    def strangers(self) -> list[Event]:
+        """The /dev/shm files made during the run that no followed process was seen to hold:
+        said once, counted, never theirs."""
+        names = self.followed.strangers
+        if not names:
+            return []
+        listed = ", ".join(shown(n) for n in names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else ""
+        )
+        return self._say(
+            "strangers",
+            f"{len(names)} /dev/shm file(s) made during the run and left, never seen held or "
+            f"mapped by a followed process: {listed}; another program's, or made and closed "
+            "between two polls, so not counted as a leak of theirs",
+        )
+
     def _say(self, key: str, text: str) -> list[Event]:
         if key in self.said:
             return []
@@ -154,6 +190,8 @@ class Follower:
     def missed(self) -> list[Event]:
         """What polling may have missed, with the figures of this run: said at the end."""
         out: list[Event] = []
+        for pid in self.tracker.vanished - set(self.never_seen):
+            self.never_seen[pid] = "how it ended not known"
         if self.never_seen:
             pids = sorted(self.never_seen)
             listed = ", ".join(f"{p} ({self.never_seen[p]})" for p in pids[:10])

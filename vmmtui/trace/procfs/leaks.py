@@ -20,11 +20,22 @@ from vmmtui.trace.procfs.scan import MEMORY_KINDS
 
 #: why a shared fd's origin is not known, by FdOpened.how
 ORIGIN_UNSEEN = {
-    "present": "it was open before attach, so which process made it and which received it was not seen",
+    "present": "it was found at attach, so which process made it and which received it was not seen",
     "unknown": "it appeared in both processes within one poll, so which made it was not seen",
 }
 TORCH_SHM = re.compile(r"^torch_(\d+)_")
 SOCKET_DIRS = ("/tmp",)
+
+
+@dataclass
+class Followed:
+    """What the followed processes were seen with, for the files left at the end: their pids
+    and the (dev, ino) of every /dev/shm file one of them held or mapped at a poll."""
+
+    pids: set[int] = field(default_factory=set)
+    files: set[tuple[int, int]] = field(default_factory=set)
+    #: /dev/shm files made during the run that no followed process was seen to hold
+    strangers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -65,13 +76,16 @@ class LeakFinder:
             out += self._once(
                 ("fd", pid, fd, e.target),
                 Leak(
-                    LeakKind.FD_AFTER_PEER,
+                    LeakKind.POSSIBLE_FD_AFTER_PEER,
                     f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
                     pid,
-                    f"still open after every process it shared with exited ({names}); {seen}",
+                    f"still open at this poll after every process it shared with exited ({names}); "
+                    f"{seen}; a close between two polls is not seen",
                     "",
                     at,
                     memory=e.kind,
+                    peer=e.source.pid if e.source else None,
+                    size=f.size if f is not None else 0,
                 ),
             )
         out += self._possible(t, at)
@@ -184,16 +198,18 @@ class LeakFinder:
                     else ""
                 )
                 out += self._once(
-                    ("exit", pid, e.fd, e.target),
+                    ("possible-exit", pid, e.fd, e.target),
                     Leak(
-                        LeakKind.HELD_UNTIL_EXIT,
+                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
                         f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
                         pid,
-                        f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
-                        "the process exited: only its exit closed it",
+                        f"received {src} at {e.at:.2f} s, not mapped, and still open when the "
+                        "process was last read before a poll found it gone: its exit closed it, "
+                        "unless a close came after that read (polling does not see the close)",
                         "",
                         at,
                         memory=e.kind,
+                        peer=e.source.pid if e.source else None,
                     ),
                 )
         return out
@@ -214,9 +230,16 @@ def leftover_files(
     bound_paths: set[str] | None = None,
     live_paths: set[str] | None = None,
     at: float = 0.0,
+    seen: Followed | None = None,
 ) -> list[Leak]:
     """/dev/shm files of dead owners (torch_<pid>_*, or created during a watch and held by no one)
-    and socket files no live socket is bound to."""
+    and socket files no live socket is bound to.
+
+    ``seen``: what the followed processes were seen to hold (a watch, a trace of pids): a file is
+    theirs only when a poll saw one of them hold or map it, and a ``torch_<pid>_`` file only
+    when its pid was one of them. /dev/shm is the whole machine's: a file another program made
+    meanwhile is not the followed command's finding (shm_overview(7): any process may
+    shm_open a name), so it is counted in ``seen.strangers`` and said as such, never a leak."""
     out: list[Leak] = []
     try:
         shm = os.scandir("/dev/shm")
@@ -230,6 +253,8 @@ def leftover_files(
         except OSError:
             continue
         if m and not _owner_alive(int(m.group(1))):
+            if seen is not None and int(m.group(1)) not in seen.pids:
+                continue  # a dead process's file, never one of those followed
             out.append(
                 Leak(
                     LeakKind.SHM_FILE,
@@ -246,6 +271,9 @@ def leftover_files(
             and st.st_mtime >= created_after
             and (st.st_dev, st.st_ino) not in held
         ):
+            if seen is not None and (st.st_dev, st.st_ino) not in seen.files:
+                seen.strangers.append(entry.path)  # made meanwhile, never seen held by them
+                continue
             out.append(
                 Leak(
                     LeakKind.SHM_FILE,

@@ -83,6 +83,14 @@ class Tracker:
     at_exit: dict[int, list[FdOpened]] = field(default_factory=dict)
     #: (pid, fd) another process's fd was seen to come from (arrived or inherited): the origin
     sources: set[Holder] = field(default_factory=set)
+    #: following processes that ran before the first poll (attach, ``trace -p``, ``--all``): what
+    #: the first poll finds is "found at attach" (``present``); False for a command started here
+    #: (watch, ``trace --poll -- CMD``), whose every fd was opened after it started
+    attached: bool = True
+    #: pids found as children of followed processes (not named by the user)
+    discovered: set[int] = field(default_factory=set)
+    #: discovered pids that ended before any poll read them
+    vanished: set[int] = field(default_factory=set)
 
     def update(self, scan: Scan, gpu: dict[int, GpuMemory] | None = None) -> list[Event]:
         shares = find_shares(scan, self.shares)
@@ -99,6 +107,11 @@ class Tracker:
                 self.gone.add(pid)
                 code, sig = self.returncodes[pid]
                 out.append(ProcessGone(pid, p.name or "?", scan.at, code, sig))
+            elif p.gone and pid not in self.gone and pid in self.discovered:
+                # a child of a followed process that ended before a poll read it: not a target
+                # the user named, so no "no such process" (said with what polling missed)
+                self.gone.add(pid)
+                self.vanished.add(pid)
             elif p.gone and pid not in self.gone and pid not in self.said_unreadable:
                 self.said_unreadable.add(pid)
                 self.gone.add(pid)
@@ -178,7 +191,7 @@ class Tracker:
     def _opened(
         self, p: ProcessScan, f: OpenFd, scan: Scan, shares: Shares, first: bool
     ) -> FdOpened:
-        how = Arrival.PRESENT if first and self.prev is None else Arrival.OPENED
+        how = Arrival.PRESENT if first and self.prev is None and self.attached else Arrival.OPENED
         source: FdHolder | None = None
         via = ""
         others = shares.same_as(p.pid, f.fd)
@@ -208,9 +221,9 @@ class Tracker:
             how, source = Arrival.INHERITED, FdHolder(*parent_same[0])
         elif older:
             how, source = Arrival.ARRIVED, FdHolder(*older[0])
-        elif others and self.prev is not None:
+        elif others and (self.prev is not None or not self.attached):
             how, source = Arrival.UNKNOWN, FdHolder(*others[0])
-            via = UNSEEN_ARRIVAL if first else UNSEEN_DIRECTION
+            via = UNSEEN_ARRIVAL if first and self.prev is not None else UNSEEN_DIRECTION
         elif others:
             source = FdHolder(*others[0])  # present at attach: the same open file, origin unknown
         elif f.kind in MEMORY_KINDS and f.kind != "gpu" and self.shares is not None:

@@ -25,7 +25,8 @@ A process that ran costs one syscall an fd: an fd number that held a shown kind 
 and, with the same inode, keeps its last reading (no readlink); when every fd is kept the scan hands
 on the last table itself, so what comes after skips it by identity (kcmp still re-proves its shared
 files: the process ran). Its mappings are read again when its virtual size changed, and on the full
-read: a mapping swapped for another of the same size waits for that.
+read, and whenever it ran while it mapped shared memory: a mapping swapped for another of the
+same size is then seen at once.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class OpenFd:
     dev: int
     ino: int
     pidfd_of: int | None = None  # a pidfd's process (fdinfo "Pid:")
+    #: the file's size when this number was first read for it (fstat: a memfd's or /dev/shm
+    #: file's bytes after ftruncate; 0 for the driver's and the roads' fds)
+    size: int = 0
 
     @property
     def key(self) -> tuple[int, int]:
@@ -85,6 +89,10 @@ class Mapping:
     dev: int
     ino: int
     size: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.dev, self.ino)
 
 
 @dataclass
@@ -151,8 +159,28 @@ def _read(path: str) -> str:
         return f.read().decode(errors="replace")
 
 
-def _refusal(exc: OSError, what: str) -> str:
+#: /proc/PID/stat's flags: the task is exiting (include/linux/sched.h, PF_EXITING)
+PF_EXITING = 0x4
+
+
+def _exiting(pid: int) -> bool:
+    """Whether ``pid`` is gone or on its way out. An exiting process drops its memory map
+    (exit_mm) before its files: from then /proc gives its own user EACCES for ``/proc/PID/fd``
+    (proc(5): access is governed by a ptrace access mode check, and the owner of a task with no
+    mm is root), which is no refusal of permission but an exit under way."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        rest = raw[raw.rindex(b")") + 2 :].split()
+        return rest[0] in (b"Z", b"X") or bool(int(rest[6]) & PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def _refusal(exc: OSError, what: str, pid: int = 0) -> str:
     if exc.errno in (errno.ENOENT, errno.ESRCH):
+        return "gone"
+    if pid and exc.errno in (errno.EACCES, errno.EPERM) and _exiting(pid):
         return "gone"
     return (
         f"no permission: {what}: {errno.errorcode.get(exc.errno or 0, exc.errno)} ({exc.strerror})"
@@ -236,7 +264,7 @@ def scan_process(
     try:
         p.ppid, p.name, state, threads, p.started, p.vsize = _stat_line(pid)
     except OSError as exc:
-        p.error = _refusal(exc, f"/proc/{pid}/stat")
+        p.error = _refusal(exc, f"/proc/{pid}/stat", pid)
         return p
     except (ValueError, IndexError):
         p.error = "gone"
@@ -281,7 +309,7 @@ def scan_process(
         try:
             p.uid = os.stat(f"/proc/{pid}").st_uid
         except OSError as exc:
-            p.error = _refusal(exc, f"/proc/{pid}")
+            p.error = _refusal(exc, f"/proc/{pid}", pid)
             return p
         try:
             p.cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
@@ -292,12 +320,12 @@ def scan_process(
     try:
         dirfd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        p.error = _refusal(exc, base)
+        p.error = _refusal(exc, base, pid)
         return p
     try:
         _read_fds(p, dirfd, prev.fds if prev is not None and prev.error is None else {})
     except OSError as exc:
-        p.error = _refusal(exc, base)
+        p.error = _refusal(exc, base, pid)
         return p
     finally:
         os.close(dirfd)
@@ -307,15 +335,22 @@ def scan_process(
         and not refresh
         and prev.maps_error is None
         and prev.vsize == p.vsize
+        and p.same_fds
+        and not prev.maps
     ):
-        # mapping or unmapping changes the virtual size; a swap of one mapping for another of the
-        # same size is seen at the next full read (every REFRESH_POLLS scans)
+        # mapping or unmapping changes the virtual size, so a process that ran and maps no shared
+        # memory keeps its last reading; one that maps some is read again whenever it ran: a
+        # swap of one mapping for another of the same size (a queue's consumer that maps each
+        # piece it receives, closes the fd and unmaps the one before) leaves the size and the fd
+        # table as they were
         p.maps = prev.maps
         return p
     try:
         p.maps = _maps(pid)
     except OSError as exc:
-        p.maps_error = _refusal(exc, f"/proc/{pid}/maps")
+        p.maps_error = _refusal(exc, f"/proc/{pid}/maps", pid)
+        if p.maps_error == "gone":  # it exited while read: what it held is over
+            p.error, p.maps_error, p.fds = "gone", None, {}
     return p
 
 
@@ -369,7 +404,8 @@ def _read_fds(p: ProcessScan, dirfd: int, before: dict[int, OpenFd]) -> None:
                 pidfd_of = old.pidfd_of  # pidfs gives each process its own inode: the same process
             else:
                 pidfd_of = _pidfd_target(p.pid, fd)
-        fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of)
+        size = st.st_size if kind in ("memfd", "shm", "dmabuf") else 0
+        fds[fd] = OpenFd(fd, target, kind, st.st_dev, st.st_ino, pidfd_of, size)
     p.other_fds = other
     p.same_fds = reused == len(fds) == len(before)
 

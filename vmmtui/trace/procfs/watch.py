@@ -52,7 +52,11 @@ class Watch:
         """Start the command (``vmmtui.trace.command.CommandNotFound``: 127/126, one line)."""
         self.proc = self.tree.start()
         self.follower = Follower(
-            {self.proc.pid}, tree=True, use_nvml=self.use_nvml, interval=self.interval
+            {self.proc.pid},
+            tree=True,
+            use_nvml=self.use_nvml,
+            interval=self.interval,
+            attached=False,
         )
 
     def _reap(self) -> None:
@@ -99,7 +103,9 @@ class Watch:
         me = os.getpid()
         while True:
             self._reap()
-            f.targets.update(children(me))  # orphans re-parented to vmmtui before a poll saw them
+            orphans = children(me)  # orphans re-parented to vmmtui before a poll saw them
+            f.tracker.discovered.update(orphans)
+            f.targets.update(orphans)
             yield from f.poll()
             if on_poll:
                 on_poll()
@@ -114,9 +120,11 @@ class Watch:
         self._reap()
         yield from f.snapshots()
         live = {s.path for s in f.last.sockets.sockets.values()} if f.last else set()
-        for leak in leftover_files(self.started_wall, f.bound_paths, live, time.monotonic() - f.t0):
+        at = time.monotonic() - f.t0
+        for leak in leftover_files(self.started_wall, f.bound_paths, live, at, f.followed):
             f.all_leaks.append(leak)
             yield leak
+        yield from f.strangers()
         yield from f.missed()
         shares = len(f.tracker.shared_said)
         exit_ = self.exit or Exit(None, None)
@@ -127,7 +135,7 @@ class Watch:
             exit_.signal,
             len(f.tracker.names),
             shares,
-            len([x for x in f.all_leaks if not x.kind.startswith("possible-")]),
+            len(f.all_leaks),
             round(time.monotonic() - f.t0, 3),
             list(f.unseen),
         )

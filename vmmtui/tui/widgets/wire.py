@@ -214,27 +214,23 @@ class VerdictsPanel(_Sized):
         from vmmtui.model.findings import RELEASED_LATE, Tally
         from vmmtui.tui.widgets.programs import _join, _line
         from vmmtui.words.findings import quiet_words
-        from vmmtui.words.programs import proven_words, roads_words
+        from vmmtui.words.programs import nothing_wrong_words, proven_words, roads_words
 
         bad, nbad = _each_problem_once(self._newest_bad(v, 20)), len(v.problems)
         good = v.findings_len - v.bad_findings - v.quiet_findings
         # polling sees what is there at each poll, not the calls: finding nothing there is not
         # "nothing wrong" (what arrived and went between two polls left no trace)
         polled = v.mode == "polling"
+        # memory found held at attach came there unseen: nothing wrong since is no green tick
+        neutral = polled or bool(v.held_at_attach)
         head: list[Text] = [
             _line(
-                ("✓ ", "green") if not polled else ("· ", "dim"),
+                ("✓ ", "green") if not neutral else ("· ", "dim"),
                 proven_words(Tally(good, nbad, v.proven_by)),
-                (
-                    f" · {nbad} to look at"
-                    if nbad
-                    else (
-                        " · nothing polling can see wrong" if polled else " · nothing wrong found"
-                    ),
-                    "bold",
-                ),
+                (f" · {nbad} to look at" if nbad else nothing_wrong_words(polled, len(v.held_at_attach)),
+                 "bold"),
             )
-        ]
+        ]  # fmt: skip
         # facts, folded into one dim line (the log has each); the end of a hold after its exporter
         # died is the past of a finding listed below, not a line of its own here
         kept = {k: n for k, n in v.quiet_by.items() if k != RELEASED_LATE}
