@@ -40,11 +40,6 @@ def test_a_browsers_start_up_kept_for_the_renderers_life_is_facts_not_problems(e
     assert "held until exit, released by it" in res.stdout
 
 
-@pytest.mark.xfail(
-    reason="model/growth.py's rewrite (issue 48 item 2) tells start-up bursts that stop from a "
-    "loop: today three rising round starts are growth",
-    strict=False,
-)
 def test_a_browsers_start_up_is_not_growth(ebpf, tmp_path):
     res, _, _, found = run(tmp_path, "browser")
     assert not problems(found), said(res)

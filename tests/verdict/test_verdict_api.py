@@ -80,17 +80,17 @@ def test_subprocesses_sharing_buckets_the_recording_replays_to_the_same_verdict(
     poll = needs(mode)
     path = tmp_path / "sync.jsonl"
     with vmmtui.tracing(poll=poll, record=path) as t:
-        sync(steps=3, keep=True)
+        sync(steps=5, keep=True)
     assert t.mode == mode and t.recording == path and path.exists()
     assert not list(tmp_path.glob("*.part"))
-    # each bucket kept to exit is a fact (the exit released it); eBPF names the pile as one
-    # growth while it grew, one problem for the one relation (polling: possible, never
-    # definite: a close after the last read before the exit is not seen)
+    # each bucket kept to exit is a fact (the exit released it); the pile is one growth while it
+    # grew, one problem for the one relation (polling: possible, never definite: a close after
+    # the last read before the exit is not seen)
     kind = "possible-held-until-exit" if poll else "fd-never-closed"
     held = [f for f in t.findings if f.kind == kind]
-    assert len(held) == 3 and all(f.weight is Weight.QUIET for f in held), t.report()
-    assert {f.kind for f in t.problems} <= {"growth"}
-    assert len(t.problems) == (0 if poll else 1), t.report()
+    assert len(held) == 5 and all(f.weight is Weight.QUIET for f in held), t.report()
+    growth = "possible-growth" if poll else "growth"
+    assert [f.kind for f in t.problems] == [growth], t.report()
     if poll:
         assert t.reason == "asked (poll=True)"
         assert "polling (asked (poll=True)): " in t.report()
@@ -174,7 +174,7 @@ def test_the_verdict_comes_after_the_block_and_allow_takes_kinds(tmp_path):
     with vmmtui.tracing(allow=["growth"], record=False) as t:
         with pytest.raises(TraceError, match="after the block"):
             _ = t.problems
-        sync(steps=3, keep=True)
+        sync(steps=5, keep=True)  # growth is said at the fourth alike round (model/growth.py)
     assert not t.problems and t.verdict is not None
     assert [f.kind for f in t.verdict.allowed] == ["growth"]
     assert "1 allowed" in t.report()

@@ -138,9 +138,13 @@ def _drivers(ledger: Ledger, p: Pin) -> bool:
     return h is not None and is_drivers(h)
 
 
+#: the road of an fd the driver dup'ed inside its own call (worded in ``words.findings``)
+DRIVER_DUP = "driver-dup"
+
+
 def _by_the_driver(fds: list[int]) -> dict:
     """The facts of an import's finding that name the driver's dups of its fd (none: none)."""
-    return {"fds": fds, "fd": fds[0], "via": "dup by the driver"} if fds else {}
+    return {"fds": fds, "fd": fds[0], "via": DRIVER_DUP} if fds else {}
 
 
 def _pools_at_exit(

@@ -44,6 +44,8 @@ def road_words(via: str, sock: SocketEnd | None = None, pidfd: int = -1) -> str:
         return socket_words(sock)
     if via == "pidfd_getfd" and pidfd >= 0:
         return f"pidfd_getfd through pidfd {pidfd}"
+    if via == "driver-dup":  # model/exits.py: libcuda dup'ed it inside its own call
+        return "dup by the driver"
     return via
 
 
