@@ -502,7 +502,8 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
       grep -E '^(vmmtui trace:|verdict:)' "$out/world-$name.log"
       python3 - "$out/world-$name.jsonl.gz" <<'PY'
 import collections, sys
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import weigh
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding, TraceStarted
 ev = read(sys.argv[1]).events

@@ -4,6 +4,8 @@ cluster (who exported what, who still holds memory of a dead exporter, why impor
 import os
 import threading
 
+import pytest
+
 from vmmtui.fleet.facts import SharingFacts, container_of, refusal_reason
 from vmmtui.pipeline.replay import read
 from vmmtui.pipeline.session import RecordingSource, TraceSession
@@ -230,3 +232,23 @@ def test_the_metrics_weigh_the_findings_as_the_end_line_does():
     assert sum(weights.values()) == end.findings
     [never] = [v for (n, _), v in scraped.items() if n == "vmmtui_received_fds_never_closed_total"]
     assert never == 1
+
+
+@pytest.mark.parametrize("name", ["fanout_leak", "fake_pool_calls", "held_after_death_released"])
+def test_the_metrics_count_each_problem_once_as_the_end_line_does(name):
+    """Recordings of real runs with a hold past its exporter's end: the metrics' problems are the
+    end line's (``model.policy``: one per relation), its end and its pins folded in."""
+    from pathlib import Path
+
+    from vmmtui.stream.observed import TraceFinished
+
+    path = Path(__file__).parents[1] / "data" / "traces" / f"{name}.jsonl.gz"
+    f = SharingFacts()
+    events = list(
+        TraceSession(
+            RecordingSource(read(path).events), [f.feed], live=False, world=f.world
+        ).events()
+    )
+    end = next(e for e in events if isinstance(e, TraceFinished))
+    assert end.problems == 1 and f.weights["problem"] == end.problems
+    assert f.weights["quiet"] == end.quiet

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vmmtui.model.findings import Weight
 from vmmtui.model.ledger import Allocation, Ledger
-from vmmtui.model.policy import weigh
+from vmmtui.model.policy import relation_of, weigh
 from vmmtui.model.world import World
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.names import shown
@@ -104,8 +104,10 @@ class SharingFacts:
     #: files and unreadable processes; the count ``TraceFinished.findings`` says
     findings: Counter[str] = field(default_factory=Counter)
     #: the same findings by weight (``model.findings.Weight``: good, problem, quiet): "problem"
-    #: is the end line's "to look at"
+    #: is the end line's "to look at", each problem once (``model.policy``: one per relation,
+    #: however many pins it has)
     weights: Counter[str] = field(default_factory=Counter)
+    problems: set = field(default_factory=set)
     #: exporter pid → the bytes its exported memory pins now (the stream's ``PinnedBytes``)
     pinned: dict[int, int] = field(default_factory=dict)
 
@@ -121,7 +123,7 @@ class SharingFacts:
             self._finding(e)
         elif isinstance(e, ProcessUnreadable):
             self.findings["unreadable"] += 1
-            self.weights[Weight.PROBLEM] += 1
+            self.weights[Weight.QUIET] += 1  # a fact: nothing of it was judged
         elif isinstance(e, CallRefused):
             self.refused[(shown(e.call, 40), refusal_reason(e))] += 1
         elif isinstance(e, ProcessForked):
@@ -133,7 +135,7 @@ class SharingFacts:
             self._label(e.pid, e.name)
         elif isinstance(e, Leak):
             self.findings[str(e.kind)] += 1
-            self.weights[weigh(e)] += 1
+            self._weigh(e)
             if e.kind in ("shm-file", "socket-file"):
                 self.leaked_files[e.kind] += 1
         elif isinstance(e, FdOpened) and e.how == "arrived":
@@ -154,9 +156,18 @@ class SharingFacts:
         """Records lost on each CPU (-1: a loss whose CPU is not known)."""
         return dict(self.ledger.losses.by_cpu)
 
+    def _weigh(self, f: LedgerFinding | Leak) -> None:
+        w = weigh(f)
+        if w is Weight.PROBLEM:
+            rel = relation_of(f)
+            if rel in self.problems:
+                return  # another pin of a problem counted once
+            self.problems.add(rel)
+        self.weights[w] += 1
+
     def _finding(self, f: LedgerFinding) -> None:
         self.findings[f.kind] += 1
-        self.weights[weigh(f)] += 1
+        self._weigh(f)
         if f.kind == "unknown":
             self.unknown += 1
         elif f.kind == "in-flight":

@@ -168,6 +168,8 @@ class Relation(NamedTuple):
     problem: str
     holder: int
     exporter: int
+    #: where no process holds it (a /dev/shm file left behind): the file, one problem each
+    what: str = ""
 
 
 class Counted(NamedTuple):

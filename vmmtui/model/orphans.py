@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from vmmtui.model.policy import TEARDOWN_WINDOW_NS
+from vmmtui.model.policy import LET_GO, TEARDOWN_WINDOW_NS
 from vmmtui.stream.observed import LedgerFinding
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Orphans:
             elif _held(ledger, w):
                 out.append(ledger.unknown_if_lost(replace(w.finding, ktime=now), w.since))
             elif w.key is None:  # no end of its own to say: the hold, short, as the fact it is
-                out.append(replace(w.finding, ktime=w.finding.since))
+                out.append(replace(w.finding, ktime=w.finding.since, how=LET_GO))
         self.waiting = keep
         self.next_due = min((w.due for w in keep), default=0)
 
@@ -89,7 +89,7 @@ class Orphans:
             if _held(ledger, w):
                 out.append(ledger.unknown_if_lost(replace(w.finding, ktime=end), w.since))
             elif w.key is None:
-                out.append(replace(w.finding, ktime=w.finding.since))
+                out.append(replace(w.finding, ktime=w.finding.since, how=LET_GO))
         self.waiting = []
         self.next_due = 0
 

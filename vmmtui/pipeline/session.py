@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
 #: the events ``TraceSession.through`` takes aside (the start, the end, polling's findings, the
 #: world's own): every other event is folded the plain way (``TraceSession.marked``)
-_ASIDE = (*MADE_BY_THE_LEDGER, TraceFinished, TraceStarted, ProcessUnreadable, Leak)
+_ASIDE = (*MADE_BY_THE_LEDGER, TraceFinished, TraceStarted, ProcessUnreadable, Leak, WatchFinished)
 
 
 #: whether an event type is folded the plain way, asked once per type

@@ -356,6 +356,8 @@ def _facts_named(fact: str, n: int) -> str:
         Fact.TORN_DOWN: f"{n} legacy free{s} let go by the importer within the teardown window",
         Fact.WITHIN_WINDOW: f"{n} hold{s} after the exporter ended, let go within the "
         f"{TEARDOWN_WINDOW_S:g} s teardown window",
+        Fact.WINDOW_OPEN: f"{n} hold{s} after the exporter ended still inside the "
+        f"{TEARDOWN_WINDOW_S:g} s teardown window when the trace ended",
         Fact.NEVER_IMPORTED: f"{n} export{s} never imported (the exporter's own memory)",
         Fact.EXPORTER_ENDED: f"{n} exporter{s} ended",
         Fact.NOT_READ: f"{n} process{'' if n == 1 else 'es'} not read",
