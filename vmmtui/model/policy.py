@@ -134,6 +134,9 @@ RULES: tuple[Rule, ...] = (
     # with cuMemRelease" (CUDA Driver API, cuMemRelease): pins that rise round after round and
     # are never paired are a loop keeping what it is sent (model/growth.py decides the rounds)
     _problem(K.GROWTH, Problem.GROWTH),
+    # polling's: one process's pins (fds and mappings) on another's memory rose at four polls
+    # with none let go (trace/procfs/mappings.py): the same loop, as the polls saw it
+    _problem(K.POSSIBLE_GROWTH, Problem.GROWTH),
     # -- orphaned: the memory lives while any fd or mapping of it does ("the memory allocation
     # will be freed when all outstanding mappings to the memory are unmapped and when all
     # outstanding references to the handle ... are also released", cuMemRelease; a memfd's

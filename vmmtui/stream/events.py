@@ -109,6 +109,8 @@ class NoticeCode(StrEnum):
     IN_BACKGROUND = "step-in-background"  # facts: role, step (sent without waiting)
     INTERRUPTED = "step-interrupted"  # facts: role, step ("" when none was pending)
     CLEANUP_FAILED = "cleanup-failed"  # facts: role; the failed call is the notice's failure
+    #: /dev/shm files made during a watch that no followed process was seen to hold: not theirs
+    SHM_STRANGERS = "shm-strangers"  # facts: count, names (the first three, comma-separated)
 
 
 @dataclass(frozen=True)
@@ -497,6 +499,14 @@ class Leak(AttachEvent):
     pins: int = 0
     #: their bytes, from fstat of the fd or the length of the mapping (0: not seen)
     size: int = 0
+    #: a growth's pins at the polls where they rose, the first the count it rose from
+    trail: list[int] = field(default_factory=list)
+    #: a growth's seconds from its first pin to this poll
+    seconds: float = 0.0
+    #: a hold after its peer was gone: when a poll found the peer gone, and this poll (ns of the
+    #: polls' clock), so the policy weighs how long it lasted; 0 where not a hold
+    since: int = 0
+    ktime: int = 0
 
 
 @dataclass(frozen=True)
@@ -520,8 +530,22 @@ class MappingSeen(AttachEvent):
     at: float
     #: the process it came from (None: its own, or not seen)
     source: int | None = None
-    #: the evidence for ``how`` ("" where it is plain)
+    #: the evidence for ``how``, a ``MappingVia`` ("" where it is plain; ``fd:N``: mapped
+    #: through its fd N, whose arrival polling saw)
     via: str = ""
+
+
+class MappingVia(StrEnum):
+    """How polling told where a mapping came from (worded in ``words/polling.py``)."""
+
+    #: another process held the same memory at the poll before, and this one did not
+    HELD_BEFORE = "held-before"
+    #: its parent held it when this process was first seen
+    PARENT = "parent"
+    #: both held it at a command's first poll
+    FIRST_POLL = "first-poll"
+    #: both held it when first seen together: which came first was not seen
+    TOGETHER = "together"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ entries it would write again.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -897,8 +896,3 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     GpuMemory: _gpu,
     Leak: _leak,
 }
-
-
-def frame_of_seq(seqs: list[int], seq: int) -> int:
-    """The index of the last frame that begins at or before event ``seq``."""
-    return max(0, bisect_right(seqs, seq) - 1)

@@ -619,6 +619,10 @@ def words_of(e: LedgerFinding | Leak | ProcessUnreadable) -> Said:
     if isinstance(e, LedgerFinding):
         return finding_words(e)
     if isinstance(e, Leak):
+        if not e.what and e.pins:  # said as facts (polling's mappings): worded here
+            from vmmtui.words.polling import mapped_words
+
+            return Said(*mapped_words(e))
         return Said(e.what, e.detail, e.fix)
     return Said("not readable", e.reason)
 
@@ -638,9 +642,12 @@ def json_line(e: Event) -> str:
     written as its fields' own line (``to_json``: no dict, no encoder) with the words' three keys
     appended: a trace writes one for every share, and going through the encoder cost as much as
     the rest of the event's path."""
-    if isinstance(e, Leak) and not e.fix:  # a reader of the file gets the fix worded
+    if isinstance(e, Leak) and not e.fix:  # a reader of the file gets the words
         from dataclasses import replace
 
+        if not e.what and e.pins:
+            said = words_of(e)
+            return replace(e, what=said.what, detail=said.detail, fix=said.fix).to_json()
         return replace(e, fix=close_fix(e.memory)).to_json()
     if not isinstance(e, LedgerFinding):
         return e.to_json()

@@ -515,7 +515,9 @@ def mapping_seen(e: MappingSeen, m: Masks = PLAIN) -> Text:
     else:
         line.append(str(e.how), "dim")
     if e.via:
-        line.append(m.text(f" — {e.via}"), "dim")
+        from vmmtui.words.polling import via_words
+
+        line.append(m.text(f" — {via_words(e)}"), "dim")
     return line
 
 
@@ -582,16 +584,18 @@ def preflight(e: PreflightCheck) -> list[Text]:
 def leak(e: Leak) -> list[Text]:
     from vmmtui.model.findings import Weight
     from vmmtui.model.policy import weigh
+    from vmmtui.words.findings import words_of
 
+    said = words_of(e)
     if weigh(e) is Weight.QUIET:  # a fact (``model/policy.py``): released by the exit, no leak
-        return [Text(f"· {e.kind}: {e.what}: {e.detail} (a fact: the exit released it)", "dim")]
-    if e.kind.startswith(
-        "possible-"
-    ):  # the fd's origin was not seen: a leak only if it was received
-        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {e.what}: {e.detail}", "yellow")
+        return [
+            Text(f"· {e.kind}: {said.what}: {said.detail} (a fact: the exit released it)", "dim")
+        ]
+    if e.kind.startswith("possible-"):  # polling's: what it cannot see may overturn it
+        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {said.what}: {said.detail}", "yellow")
     else:
-        head = Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red")
-    return [head, Text(f"    fix: {e.fix or close_fix(e.memory)}")]
+        head = Text(f"LEAK ({e.kind}) {said.what}: {said.detail}", "bold red")
+    return [head, Text(f"    fix: {said.fix or close_fix(e.memory)}")]
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:

@@ -50,6 +50,11 @@ WORDS: dict[str, Callable[[Facts, Failure | None], str]] = {
     ),
     NoticeCode.INTERRUPTED: _interrupted,
     NoticeCode.CLEANUP_FAILED: _cleanup_failed,
+    NoticeCode.SHM_STRANGERS: lambda f, _: (
+        f"{f['count']} /dev/shm file(s) made during the run and left, never seen held or mapped "
+        f"by a followed process: {f['names']}; another program's, or made and closed between "
+        "two polls, so not counted as a leak of theirs"
+    ),
 }
 
 

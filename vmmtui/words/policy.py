@@ -20,8 +20,11 @@ MEANS: dict[str, str] = {
     "a loop that keeps what it is sent",
     "held-after-exporter-died": "memory another process still pins after the process that made "
     f"it ended; a problem once the hold outlasts the {TEARDOWN_WINDOW_S:g} s teardown window",
+    "possible-growth": "polling's: a process's pins on another's memory (fds and mappings) rose "
+    "at four polls, none let go",
     "possible-held-after-exporter-died": "the same, for memory shared before the trace began "
-    "(kcmp: which of them made it was not seen)",
+    "(kcmp, or its mapping: which of them made it was not seen), or polling's (a mapping still "
+    "held after a poll found its peer gone)",
     "fd-after-peer": "polling's: a received memory fd still open after every peer it shared with "
     "exited",
     "possible-fd-after-peer": "polling's, where which process made the fd was not seen",
@@ -45,7 +48,8 @@ MEANS: dict[str, str] = {
     "exit, which released it",
     "held-until-exit": "polling's: a received memory fd still open at the last poll before its "
     "process exited",
-    "possible-held-until-exit": "polling's, where which process made the fd was not seen",
+    "possible-held-until-exit": "polling's: memory that came from another process (an fd, or a "
+    "mapping kept after its fd closed) still held when last read before its exit",
     "fd-closed-by-exit": "a received socket, pipe or file (no memory) kept until exit",
     "import-never-released": "a VMM import the importer's exit released",
     "ipc-never-closed": "a legacy IPC open the importer's exit closed",

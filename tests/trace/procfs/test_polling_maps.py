@@ -51,7 +51,9 @@ def test_a_dev_shm_file_another_program_made_during_a_watch_is_not_the_commands(
     assert proc.returncode == 0, err
     events = _lines(out)
     assert not [e for e in of(events, Leak) if "vmmtui-stranger" in e.what], of(events, Leak)
-    said = [e.text for e in of(events, Notice) if "vmmtui-stranger" in e.text]
+    from vmmtui.words.notices import text_of
+
+    said = [text_of(e) for e in of(events, Notice) if "vmmtui-stranger" in text_of(e)]
     assert said and "not counted as a leak" in said[0], of(events, Notice)
 
 
@@ -167,3 +169,11 @@ def test_a_queue_consumer_that_closes_every_fd_is_never_said_to_hold_one_until_e
     assert not [e for e in said if " fd " in e.what and "piece-" in e.what], said
     kept = [e for e in said if e.kind == "possible-held-until-exit"]
     assert kept and kept[0].pins == 1 and "mapped" in kept[0].what, said
+
+
+def test_polling_says_a_hold_again_at_the_policys_teardown_window():
+    """A source may not import the model: its copy of the window is the policy's."""
+    from vmmtui.model.policy import TEARDOWN_WINDOW_S
+    from vmmtui.trace.procfs import mappings
+
+    assert mappings.TEARDOWN_WINDOW_S == TEARDOWN_WINDOW_S

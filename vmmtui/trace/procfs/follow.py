@@ -11,7 +11,15 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from vmmtui.stream.events import Event, FdRow, FdSnapshot, KcmpVerdict, Notice, ProcessGone
+from vmmtui.stream.events import (
+    Event,
+    FdRow,
+    FdSnapshot,
+    KcmpVerdict,
+    Notice,
+    NoticeCode,
+    ProcessGone,
+)
 from vmmtui.stream.names import shown
 from vmmtui.trace.procfs.leaks import Followed, LeakFinder
 from vmmtui.trace.procfs.lifecycle import Tracker
@@ -168,17 +176,14 @@ class Follower:
         """The /dev/shm files made during the run that no followed process was seen to hold:
         said once, counted, never theirs."""
         names = self.followed.strangers
-        if not names:
+        if not names or "strangers" in self.said:
             return []
+        self.said.add("strangers")
         listed = ", ".join(shown(n) for n in names[:3]) + (
-            f" and {len(names) - 3} more" if len(names) > 3 else ""
+            f" +{len(names) - 3}" if len(names) > 3 else ""
         )
-        return self._say(
-            "strangers",
-            f"{len(names)} /dev/shm file(s) made during the run and left, never seen held or "
-            f"mapped by a followed process: {listed}; another program's, or made and closed "
-            "between two polls, so not counted as a leak of theirs",
-        )
+        facts: dict[str, str | int] = {"count": len(names), "names": listed}
+        return [Notice(code=NoticeCode.SHM_STRANGERS, facts=facts)]
 
     def _say(self, key: str, text: str) -> list[Event]:
         if key in self.said:
@@ -191,7 +196,7 @@ class Follower:
         """What polling may have missed, with the figures of this run: said at the end."""
         out: list[Event] = []
         for pid in self.tracker.vanished - set(self.never_seen):
-            self.never_seen[pid] = "how it ended not known"
+            self.never_seen[pid] = "unknown"  # how it ended: not ours to reap
         if self.never_seen:
             pids = sorted(self.never_seen)
             listed = ", ".join(f"{p} ({self.never_seen[p]})" for p in pids[:10])

@@ -34,8 +34,9 @@ from vmmtui.stream.events import (
     MappingSeen,
     ProcessGone,
 )
-from vmmtui.stream.names import shown
-from vmmtui.stream.sizes import format_size
+from vmmtui.stream.events import (
+    MappingVia as Via,
+)
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import Mapping, ProcessScan, Scan
 from vmmtui.trace.procfs.shares import Shares
@@ -53,11 +54,9 @@ CROSSED = (Arrival.ARRIVED, Arrival.UNKNOWN)
 ATTACHED = (*CROSSED, Arrival.PRESENT)
 #: the peer of pieces whose origin polling did not see
 UNSEEN = 0
-#: what every claim here says of itself
-UNSEEN_BETWEEN = (
-    "polling reads /proc/PID/maps and the fd table at each poll: a map, an munmap or a close "
-    "between two polls, or after the last read before an exit, is not seen"
-)
+#: model/policy.py's TEARDOWN_WINDOW_S (a source may not import the model: tests check they
+#: agree): a hold after a peer was gone is said again once it has lasted this long
+TEARDOWN_WINDOW_S = 2.0
 
 
 @dataclass
@@ -99,6 +98,9 @@ class Mappings:
     #: pid -> when a poll first found it gone
     gone_at: dict[int, float] = field(default_factory=dict)
     said: set[tuple] = field(default_factory=set)
+    #: (holder, peer) -> when a hold after the peer was gone was first said (said again once it
+    #: lasts the teardown window)
+    orphans: dict[tuple[int, int], float] = field(default_factory=dict)
     #: sizes of the pieces last seen, by holder and file (the bytes of a pile)
     sizes: dict[int, dict[Key, int]] = field(default_factory=dict)
 
@@ -140,6 +142,7 @@ class Mappings:
                     out.append(MappingGone(pid, was.path, was.kind, key[0], key[1], scan.at))
             self.maps[pid] = now
         out += self._piles(scan, t)
+        out += self._lasting(scan.at)
         return out
 
     @staticmethod
@@ -161,18 +164,18 @@ class Mappings:
             e = t.open_fds.get((p.pid, fd))
             if f.key == m.key and e is not None and e.how != Arrival.OPENED:
                 src = e.source.pid if e.source is not None and e.source.pid != p.pid else None
-                return e.how, src, f"mapped from fd {fd}"
+                return e.how, src, f"fd:{fd}"
         others = sorted(held_now.get(m.key, set()) - {p.pid})
         if prev is None:  # the first poll
             if not t.attached:  # a command started here: nothing was there before it
                 if others:
-                    return Arrival.UNKNOWN, others[0], "held by both at the first poll"
+                    return Arrival.UNKNOWN, others[0], Via.FIRST_POLL
                 return Arrival.OPENED, None, ""
             return Arrival.PRESENT, (others[0] if others else None), ""
         had = sorted(held_before.get(m.key, set()) - {p.pid})
         first = p.pid not in old_procs
         if first and p.ppid in had + others:
-            return Arrival.INHERITED, p.ppid, "its parent held it when it was first seen"
+            return Arrival.INHERITED, p.ppid, Via.PARENT
         was = [
             q
             for q in had
@@ -181,13 +184,9 @@ class Mappings:
             and t._lacked_since(p, old_procs[q].read_end, old_procs)  # noqa: SLF001
         ]
         if was:
-            return (
-                Arrival.ARRIVED,
-                was[0],
-                f"pid {was[0]} held the same memory at the poll before, and this one did not",
-            )
+            return Arrival.ARRIVED, was[0], Via.HELD_BEFORE
         if had or others:
-            return Arrival.UNKNOWN, (had or others)[0], "both held it when first seen together"
+            return Arrival.UNKNOWN, (had or others)[0], Via.TOGETHER
         return Arrival.OPENED, None, ""
 
     # -- pins, as piles per holder and peer --------------------------------------------------------
@@ -266,23 +265,12 @@ class Mappings:
     def _growth(
         self, t: Tracker, pid: int, peer: int, pieces: dict[Key, int], pile: Pile, at: float
     ) -> Leak:
-        n, size = len(pieces), sum(pieces.values())
-        trail = " → ".join(str(x) for x in pile.trail[-8:])
         return Leak(
-            LeakKind.POSSIBLE_GROWTH,
-            f"{_who(t, pid)} pins {n} pieces of {_of(t, peer)}"
-            + (f" ({format_size(size)})" if size else ""),
-            pid,
-            f"its pins at the polls where they rose: {trail}, none released, over "
-            f"{at - pile.first_at:.2f} s: a loop that keeps what it is sent, as the polls saw it "
-            f"(fds and mappings; {UNSEEN_BETWEEN})",
-            "release each piece once used: munmap its mapping and close its fd",
-            at,
-            memory=_kind(self, pid, pieces),
-            peer=peer,
-            pins=n,
-            size=size,
-        )
+            LeakKind.POSSIBLE_GROWTH, "", pid, "", "", at,
+            memory=_kind(self, pid, pieces), peer=peer, pins=len(pieces),
+            size=sum(pieces.values()), trail=pile.trail[-8:],
+            seconds=round(at - pile.first_at, 3),
+        )  # fmt: skip
 
     def _orphan(
         self, t: Tracker, pid: int, peer: int, pieces: dict[Key, int], at: float
@@ -291,24 +279,32 @@ class Mappings:
         if not mapped:
             return []  # fds only, unmapped: the fd table's claim (``LeakFinder.during``)
         self.said.add(("orphan", pid, peer))
-        size = sum(pieces.values())
-        after = at - self.gone_at.get(peer, at)
-        return [
-            Leak(
-                LeakKind.POSSIBLE_HELD_AFTER_EXPORTER_DIED,
-                f"{_who(t, pid)} maps {len(pieces)} piece(s) of {_of(t, peer)}"
-                + (f" ({format_size(size)})" if size else ""),
-                pid,
-                f"still mapped {after:.2f} s after a poll found pid {peer}, which it came from, "
-                f"gone: the memory lives as long as this mapping ({UNSEEN_BETWEEN})",
-                "munmap what a peer sent when the peer is gone",
-                at,
-                memory=_kind(self, pid, pieces),
-                peer=peer,
-                pins=len(pieces),
-                size=size,
-            )
-        ]
+        self.orphans[(pid, peer)] = at
+        return [self._orphaned(pid, peer, pieces, at)]
+
+    def _orphaned(self, pid: int, peer: int, pieces: dict[Key, int], at: float) -> Leak:
+        """The hold, with its start (the poll that found ``peer`` gone) and now, in ns of the
+        polls' clock: the policy weighs it by how long it has lasted."""
+        return Leak(
+            LeakKind.POSSIBLE_HELD_AFTER_EXPORTER_DIED, "", pid, "", "", at,
+            memory=_kind(self, pid, pieces), peer=peer, pins=len(pieces),
+            size=sum(pieces.values()), since=_ns(self.gone_at.get(peer, at)), ktime=_ns(at),
+        )  # fmt: skip
+
+    def _lasting(self, at: float) -> list[Event]:
+        """Holds after a peer was gone, said again once they outlast the teardown window (an
+        update of the same relation: the policy then weighs it as orphaned)."""
+        out: list[Event] = []
+        for (pid, peer), said_at in list(self.orphans.items()):
+            pile = self.piles.get(pid, {}).get(peer)
+            if pile is None or not pile.keys:
+                del self.orphans[(pid, peer)]  # let go (or gone): said at the last poll it held
+                continue
+            if at - self.gone_at.get(peer, said_at) >= TEARDOWN_WINDOW_S:
+                del self.orphans[(pid, peer)]
+                pieces = {k: self.sizes.get(pid, {}).get(k, 0) for k in pile.keys}
+                out.append(self._orphaned(pid, peer, pieces, at))
+        return out
 
     def _exit(self, t: Tracker, pid: int, at: float) -> list[Event]:
         """A holder found gone: what it still mapped when last read, per peer, and the peak of
@@ -327,29 +323,32 @@ class Mappings:
                 by_peer.setdefault(UNSEEN, {})[key] = m.size
         self._looked.pop(pid, None)
         for peer, pile in self.piles.pop(pid, {}).items():
+            self.orphans.pop((pid, peer), None)
             if pile.said and len(pile.keys) > pile.said:
                 pieces = {k: sizes.get(k, 0) for k in pile.keys}
                 pile.said = len(pile.keys)
                 out.append(self._growth(t, pid, peer, pieces, pile, at))
         for peer, pieces in sorted(by_peer.items()):
-            size = sum(pieces.values())
+            kind = str(next(iter(maps[k].kind for k in pieces)))
             out.append(
                 Leak(
                     LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                    f"{_who(t, pid)} mapped {len(pieces)} piece(s) of {_of(t, peer)}"
-                    + (f" ({format_size(size)})" if size else ""),
+                    "",
                     pid,
-                    "still mapped when it was last read before a poll found it gone: its exit "
-                    f"unmapped them, as far as polling can tell ({UNSEEN_BETWEEN})",
-                    "munmap each piece once used",
+                    "",
+                    "",
                     at,
-                    memory=str(next(iter(maps[k].kind for k in pieces))),
+                    memory=kind,
                     peer=peer,
                     pins=len(pieces),
-                    size=size,
-                )
+                    size=sum(pieces.values()),
+                )  # fmt: skip
             )
         return out
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
 
 
 def _roads(t: Tracker) -> frozenset[int]:
@@ -357,16 +356,6 @@ def _roads(t: Tracker) -> frozenset[int]:
     return frozenset(
         pid for ends in t.pairs_said if len({q for q, _ in ends}) == 2 for pid, _ in ends
     )
-
-
-def _of(t: Tracker, peer: int) -> str:
-    if peer == UNSEEN:
-        return "memory whose origin no poll saw (made here, or received over its Unix socket)"
-    return f"{_who(t, peer)}'s memory"
-
-
-def _who(t: Tracker, pid: int) -> str:
-    return f"{shown(t.names.get(pid, '?'))} ({pid})"
 
 
 def _kind(m: Mappings, pid: int, pieces: dict[Key, int]) -> str:
