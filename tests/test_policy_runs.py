@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from tracing import FIXTURES, said, trace_program
 
 from vmmtui.model.findings import Weight
