@@ -4,7 +4,8 @@
 # Usage: bash scripts/peers-check.sh PART   (PART: mp chromium nginx torch leaks all)
 #   mp        CPython's own multiprocessing tests (test._test_multiprocessing, the WithProcesses*
 #             classes, fork, spawn and forkserver) under `pytest --vmmtui`, in one process and
-#             under -n 2 (MP_XDIST="0 2" to choose): 0 failures caused by the plugin
+#             under -n 2 (MP_XDIST, default "0 2"; "2" alone in `all`, to keep it near 10
+#             minutes): 0 failures caused by the plugin
 #   chromium  headless Chromium --dump-dom, traced 5 times (CHROMIUM_RUNS): 0 to look at each
 #   nginx     nginx with 4 workers, started and stopped (SIGQUIT): 0 to look at
 #   torch     a torch DataLoader (scripts/peers-dataloader.py), both sharing strategies, with the
@@ -14,7 +15,7 @@
 #             dup, as a mapping, an exporter killed under a mapping: each named while it runs
 # Root (eBPF) is needed. Outputs go to $OUT (default .peers/out): each run's --json stream or
 # pytest output, and summary-PART.txt (scripts/peers-findings.py); exit 1 when a part's
-# expectation fails. About 10 minutes for all on 2 cores.
+# expectation fails. `all` takes about 8 minutes on 2 busy cores (mp alone 13: 7.5 in one process).
 set -u
 part=${1:-all}
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ summary() {  # summary PART ARGS...: the findings by kind, kept beside the runs
   local name=$1
   shift
   echo "--- $name ($(date -u +%FT%TZ), $(git -C "$root" log --oneline -1 | cut -c1-60))" | tee "$out/summary-$name.txt"
-  "$py" scripts/peers-findings.py "$@" | tee -a "$out/summary-$name.txt"
+  "$py" scripts/peers-findings.py --detail "$@" | tee -a "$out/summary-$name.txt"
   local rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1
   return 0
@@ -54,9 +55,10 @@ if want mp; then
     done
     printf '[pytest]\n' >"$mp/pytest.ini"  # its own rootdir: none of vmmtui's options
     runs=()
-    for n in ${MP_XDIST:-0 2}; do
+    [ "$part" = all ] && default_xdist=2 || default_xdist="0 2"
+    for n in ${MP_XDIST:-$default_xdist}; do
       rm -rf "$out/mp-rec-n$n"
-      (cd "$mp" && timeout 480 "$py" -m pytest -q -p no:cacheprovider -n "$n" -k WithProcesses \
+      (cd "$mp" && timeout 590 "$py" -m pytest -q -p no:cacheprovider -n "$n" -k WithProcesses \
         --vmmtui --vmmtui-dir "$out/mp-rec-n$n" \
         test_multiprocessing_fork.py test_multiprocessing_spawn.py test_multiprocessing_forkserver.py \
         >"$out/mp-n$n.txt" 2>&1)

@@ -61,6 +61,10 @@ class Run:
     holders: int = 0
     #: problems said while their holder still ran
     live: int = 0
+    #: each problem kind's findings by (how, file, the holder's end, the exporter then)
+    detail: defaultdict[str, Counter[tuple[str, str, str, str]]] = field(
+        default_factory=lambda: defaultdict(Counter)
+    )
 
 
 def end_words(code: int) -> str:
@@ -104,12 +108,22 @@ def read_run(path: Path) -> Run:
         if e.kind == "growth":
             run.growth.append((e.pid, alive, list(e.opens)))
         holders.add(e.pid)
-        run.ends[end_words(exit_at[1].code) if exit_at else "alive at the end"] += 1
+        end = end_words(exit_at[1].code) if exit_at else "alive at the end"
+        run.ends[end] += 1
+        peer_exit = exits.get(e.peer)
+        exporter = (
+            "no exporter"
+            if not e.peer
+            else "exporter ended"
+            if peer_exit and peer_exit[1].ktime <= e.ktime
+            else "exporter alive"
+        )
+        run.detail[e.kind][(e.how or "-", e.name or "-", end, exporter)] += 1
     run.holders = len(holders)
     return run
 
 
-def said_runs(runs: list[Run]) -> list[str]:
+def said_runs(runs: list[Run], verbose: bool = False) -> list[str]:
     out = []
     for r in runs:
         kinds = ", ".join(f"{k} {n}" for k, n in r.kinds.most_common()) or "none"
@@ -126,6 +140,10 @@ def said_runs(runs: list[Run]) -> list[str]:
         for pid, alive, opens in r.growth:
             when = "live" if alive else "at its exit"
             out.append(f"  growth of pid {pid} said {when}: pins {' → '.join(map(str, opens))}")
+        if verbose:
+            for kind, by in r.detail.items():
+                for (how, name, end, exporter), n in by.most_common():
+                    out.append(f"    {kind}: {n} {how}, {name}, holder {end}, {exporter}")
         if r.ends:
             ends = ", ".join(f"{k} {n}" for k, n in r.ends.most_common())
             out.append(f"  the problems' holders ({r.holders} processes) ended by: {ends}")
@@ -209,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", nargs="+", default=[], type=Path, metavar="RUN")
     p.add_argument("--plugin", nargs="+", default=[], type=Path, metavar="OUT")
     p.add_argument("--expect", choices=("zero", "named"))
+    p.add_argument(
+        "--detail", action="store_true", help="each problem kind by how, file, holder's end"
+    )
     a = p.parse_args(argv)
     missing = [str(f) for f in [*a.json, *a.plugin] if not f.is_file()]
     if missing or not (a.json or a.plugin):
@@ -219,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs = [read_run(f) for f in a.json]
     plugged = [read_plugin(f) for f in a.plugin]
-    for line in said_runs(runs) + said_plugin(plugged):
+    for line in said_runs(runs, a.detail) + said_plugin(plugged):
         print(line)
     if a.expect == "zero":
         bad = [r.path for r in runs if r.problems or r.returncode is None] + [
