@@ -585,8 +585,9 @@ class LedgerFinding(TraceEvent):
     size: int = 0
     #: what the memory is (``model.findings.Memory``): allocation, ipc, pool, pool pointer, file
     memory: str = ""
-    #: how ``pid`` got the fd (``created``, ``received``, ``taken``, ``present``) or the pool
-    #: (``created``, ``imported``)
+    #: how ``pid`` got the fd (``created``, ``received``, ``taken``, ``present``, ``inherited``)
+    #: or the pool (``created``, ``imported``); for ``in-flight``, how ``peer`` released the
+    #: socket (``exit``, ``close``)
     how: str = ""
     #: the call it came by (``SCM_RIGHTS``, ``pidfd_getfd``, ``fork``, ``kcmp``…), or the call
     #: that dropped it (``read``), with the socket or the pidfd it came through

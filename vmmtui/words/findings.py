@@ -280,10 +280,20 @@ def _in_flight(f: LedgerFinding) -> Said:
             "process received it)",
             IN_FLIGHT_FIX,
         )
+    if f.peer and f.how == "exit":  # the receiver ended with it queued: its exit released it
+        return Said(
+            f"fd {f.fd} sent, never received: pid {f.peer} exited first",
+            f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; pid {f.peer} "
+            "exited with it still queued and the kernel closed it with the socket (no process "
+            "received it, nothing of it is held)",
+            "if the message mattered, have the receiver read its socket until it closes before "
+            "it exits (or the sender stop sending once it is told the receiver goes)",
+        )
+    released = f"pid {f.peer} closed the socket" if f.peer else "the kernel released the socket"
     return Said(
         f"fd {f.fd} sent, never received",
-        f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; the kernel released "
-        "the socket with it still queued (no process received it)",
+        f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; {released} "
+        "with it still queued (no process received it)",
         IN_FLIGHT_FIX,
     )
 
