@@ -40,13 +40,13 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
       step python3 -m vmmtui run --backend cuda --scenario "$s"
     done
     step python3 -m vmmtui run --backend memfd --scenario unaligned-size
-    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/gpu/test_gpu.py -p no:cacheprovider
     step python3 -m vmmtui soak --backend cuda --count "${SOAK_COUNT:-200}"
     nvidia-smi --query-gpu=memory.used,memory.free --format=csv
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = speed ] || [ "$part" = all ]; then
-    step python3 -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/test_gpu.py -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/gpu/test_gpu.py -p no:cacheprovider
     step python3 -m vmmtui run --backend cuda --size 1GiB --verify both --verbose
     step python3 -m vmmtui run --backend cuda --size 8GiB
     nvidia-smi --query-gpu=memory.used --format=csv
@@ -58,7 +58,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda --mechanism legacy --direction consumer-writes --consumers 2
     step python3 -m vmmtui run --backend memfd --mechanism legacy
     step python3 -m vmmtui run --backend cuda --scenario legacy-second-context --verbose
-    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -k "legacy or scenario" -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/gpu/test_gpu.py -k "legacy or scenario" -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = roads ] || [ "$part" = all ]; then  # issue 20: pidfd transport, memory pools, their scenarios
@@ -75,7 +75,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     done
     step python3 -m vmmtui run --backend cuda --scenario importer-pins --size 1GiB --verbose
     step python3 -m vmmtui run --backend memfd --mechanism pool  # refused in one line, exit 2
-    step python3 -m pytest -q -s -m gpu tests/test_gpu_roads.py -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/gpu/test_gpu_roads.py -p no:cacheprovider
     step python3 -m vmmtui bench --backend cuda --sizes 2MiB,1GiB --repeat 3 --out "$out/bench-roads" --name "roads-$(date -u +%F)"
     step python3 scripts/screenshots.py --backend cuda --mechanism pool --moments kcmp,verified --prefix cuda-pool --out "$out" --no-png
     step python3 scripts/screenshots.py --backend cuda --transport pidfd --moments kcmp --prefix cuda-pidfd --out "$out" --no-png
@@ -90,7 +90,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     step python3 -m vmmtui run --backend cuda --consumers 4 --devices 0,1 --size 1GiB --verbose
     step python3 -m vmmtui run --backend cuda --mechanism legacy --consumers 2 --devices 0,1 --size 1GiB
     step python3 -m vmmtui run --backend cuda --direction consumer-writes --consumers 4 --devices 0,1 --size 1GiB
-    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -k "another_gpu or four_consumers or slices" -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/gpu/test_gpu.py -k "another_gpu or four_consumers or slices" -p no:cacheprovider
     nvidia-smi --query-gpu=index,memory.used --format=csv
   fi
   if [ "$part" = fast ]; then
@@ -119,7 +119,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = bench ]; then
-    step python3 -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/test_gpu.py -k "bench or kernels or verify_modes" -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/gpu/test_gpu.py -k "bench or kernels or verify_modes" -p no:cacheprovider
     step python3 scripts/screenshots.py --backend cuda --mechanism legacy --moments kcmp,verified --prefix cuda-legacy --out "$out"
     step python3 scripts/screenshots.py --backend cuda --consumers 4 --direction consumer-writes --moments verified --prefix cuda-consumers4 --out "$out"
     # every path at every size, with the C floor (nvcc) and torch.multiprocessing IPC rows beside them
@@ -257,7 +257,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
       step python3 -m vmmtui trace --text --record "$shots/trace-weight-sync-legacy.jsonl.gz" -- python3 tests/fixtures/torch_weight_sync.py --steps 4 --legacy
       step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4
       step python3 scripts/trace-inspector-shots.py --out "$shots" --name weight-sync-legacy --size 160x48 -- python3 tests/fixtures/torch_weight_sync.py --steps 4 --legacy
-      step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
+      step python3 -m pytest -q -m gpu tests/gpu/test_gpu_weight_sync.py -p no:cacheprovider
     fi
     if [ -f tests/fixtures/torch_legacy_on_vmm.py ]; then
       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True step python3 -m vmmtui trace --text -- python3 tests/fixtures/torch_legacy_on_vmm.py
@@ -275,7 +275,7 @@ step() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
     export PYTHONPATH="/tmp/vmmtui-bindings-new:$PYTHONPATH"
     step python3 -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__, cuda.bindings.__file__)"
     step python3 -m vmmtui run --backend cuda --mechanism legacy --size 1MiB
-    step python3 -m pytest -q -m gpu tests/test_gpu.py -k "legacy or bench" -p no:cacheprovider
+    step python3 -m pytest -q -m gpu tests/gpu/test_gpu.py -k "legacy or bench" -p no:cacheprovider
   fi
   if [ "$part" = tracer ]; then
     # the tracer's cost on a quiet machine, each figure beside its reference in the same run: BPF ns
@@ -365,7 +365,7 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
     step "$py" -m vmmtui run --backend cuda --scenario fabric-without-imex --verbose
     ls -la /dev/nvidia-caps-imex-channels 2>&1
     step "$py" -m pytest -q -s -m gpu tests/backends/test_kernels.py tests/backends/test_kernel_fallback.py tests/session/test_scenarios.py -p no:cacheprovider
-    step "$py" -m pytest -q tests/backends tests/test_doctor.py tests/session/test_scenarios.py -p no:cacheprovider
+    step "$py" -m pytest -q tests/backends tests/doctor/test_doctor.py tests/session/test_scenarios.py -p no:cacheprovider
     unset VMMTUI_NVRTC LD_LIBRARY_PATH CUDA_HOME CUDA_PATH
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
@@ -375,7 +375,7 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
     # NOT_SUPPORTED on the H100's 580) / cuDeviceTotalMem at import, cleaned up; the calls are printed
     step python3 -m pytest -q -s -m gpu tests/session/test_hostile.py -p no:cacheprovider
     step python3 -m vmmtui run --backend cuda --size 1MiB --verbose
-    step python3 -m pytest -q tests/session/test_hostile.py tests/test_channel.py -p no:cacheprovider
+    step python3 -m pytest -q tests/session/test_hostile.py tests/wire/test_channel.py -p no:cacheprovider
     nvidia-smi --query-gpu=memory.used --format=csv
   fi
   if [ "$part" = interrupts ]; then
@@ -422,7 +422,7 @@ print("MemoryMapped by kind:", dict(kinds)); print("MemoryUnmapped by call:", di
     step python3 -m vmmtui run
     step python3 -m vmmtui doctor
     step python3 -m vmmtui replay h100-vmm-1mib --html /tmp/nocuda.html
-    step python3 -m pytest -q -p no:cacheprovider tests/test_platforms.py
+    step python3 -m pytest -q -p no:cacheprovider tests/system/test_platforms.py
     export PYTHONPATH=$keep; unset VMMTUI_WITHOUT
   fi
   if [ "$part" = serve ]; then
@@ -531,7 +531,7 @@ PY
       grep -E '^TRAINER step 3' "$out/world-sync-keep-$road.log"  # growth must come before this step's t= ends
       world "sync-drop-$road" -- python3 tests/fixtures/torch_weight_sync.py --steps 5 --drop $flag
     done
-    step python3 -m pytest -q -m gpu tests/test_gpu_weight_sync.py -p no:cacheprovider
+    step python3 -m pytest -q -m gpu tests/gpu/test_gpu_weight_sync.py -p no:cacheprovider
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
   if [ "$part" = verdict ]; then
@@ -557,7 +557,7 @@ PY
       [ -f "$rec" ] && step python3 -m vmmtui replay "$rec" | tail -5
     done
     step python3 -m pytest -p no:cacheprovider -rA $plugin --vmmtui tests/fixtures/verdict_suite/weight_sync_suite.py
-    step python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_verdict_api.py tests/test_verdict_plugin.py
+    step python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/verdict/test_verdict_api.py tests/verdict/test_verdict_plugin.py
     step python3 scripts/plugin-cost.py --repeat 8
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   fi
@@ -593,7 +593,7 @@ PY
     # the trace and model tests from their new folders (tests/model, tests/trace/procfs)
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     step python3 -c "import importlib.util as u; print('pytest-xdist', 'installed' if u.find_spec('xdist') else 'missing')"
-    step python3 -m pytest -q -s -m gpu tests/test_gpu.py -p no:cacheprovider
+    step python3 -m pytest -q -s -m gpu tests/gpu/test_gpu.py -p no:cacheprovider
     step python3 -m pytest -q tests/model tests/trace/procfs tests/trace/test_cuda_probes.py -p no:cacheprovider -rs
   fi
   if [ "$part" = weigh ]; then

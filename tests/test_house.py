@@ -8,6 +8,7 @@ each without a rule of its own. docs/layout.md draws the same order.
 """
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,6 +217,177 @@ def test_the_rule_catches_an_import_planted_upward(tmp_path, monkeypatch):
     ]
 
 
+# -- sentences only in words/ -------------------------------------------------------------------
+#: a sentence for a user: four words or more with spaces between them, in a string literal or an
+#: f-string's text (a code such as ``held-after-exporter-died`` is one word; ``{}`` stands for a
+#: value); docstrings and assert messages are for readers of the code and are not counted
+_SENTENCE = re.compile(r"[A-Za-z]{2,}(?:[,;:'’()]*\s+[(']*[A-Za-z]{2,}){3,}")
+
+#: the ratchet: the modules below words/ that still build sentences (issue 49 moves them up), with
+#: how many strings each builds today. A module may build fewer, never more; a module not listed
+#: builds none (emit a code and values and word them in words/); one that builds none leaves the
+#: list. A refusal, a preflight's finding or a notice travels as a code, so that a recording
+#: replayed by a later vmmtui shows that version's words and nothing parses a sentence back.
+STILL_WORDED = {
+    "vmmtui.backends": 12,
+    "vmmtui.backends.base": 3,
+    "vmmtui.backends.cuda": 2,
+    "vmmtui.backends.cuda_size": 3,
+    "vmmtui.backends.ipc_bytes": 1,
+    "vmmtui.backends.kernel_image": 9,
+    "vmmtui.backends.kernels": 3,
+    "vmmtui.backends.labels": 2,
+    "vmmtui.backends.memfd": 7,
+    "vmmtui.backends.pidfd": 5,
+    "vmmtui.backends.probe": 4,
+    "vmmtui.model.findings": 1,
+    "vmmtui.model.policy": 2,
+    "vmmtui.plan.config": 16,
+    "vmmtui.plan.steps": 70,
+    "vmmtui.record.calls": 2,
+    "vmmtui.record.gallery": 5,
+    "vmmtui.record.notes": 13,
+    "vmmtui.record.recording": 24,
+    "vmmtui.scenarios.actions": 8,
+    "vmmtui.scenarios.catalogue": 50,
+    "vmmtui.scenarios.rogue": 1,
+    "vmmtui.session.fdchecks": 6,
+    "vmmtui.session.kernel": 6,
+    "vmmtui.session.loop": 3,
+    "vmmtui.session.processes": 2,
+    "vmmtui.session.stage": 1,
+    "vmmtui.session.tmpdir": 4,
+    "vmmtui.stream.codec": 4,
+    "vmmtui.stream.events": 2,
+    "vmmtui.stream.observed": 1,
+    "vmmtui.stream.sizes": 4,
+    "vmmtui.stream.values": 1,
+    "vmmtui.system.fdtable": 7,
+    "vmmtui.system.host": 4,
+    "vmmtui.system.interrupts": 1,
+    "vmmtui.trace.command": 2,
+    "vmmtui.trace.elfsyms": 1,
+    "vmmtui.trace.loader": 24,
+    "vmmtui.trace.polling": 4,
+    "vmmtui.trace.procfs.follow": 11,
+    "vmmtui.trace.procfs.leaks": 17,
+    "vmmtui.trace.procfs.lifecycle": 6,
+    "vmmtui.trace.procfs.preflight": 41,
+    "vmmtui.trace.procfs.shares": 3,
+    "vmmtui.trace.tracer": 6,
+    "vmmtui.wire.channel": 10,
+    "vmmtui.wire.protocol": 2,
+    "vmmtui.worker.consumer": 13,
+    "vmmtui.worker.core": 5,
+    "vmmtui.worker.memory": 10,
+    "vmmtui.worker.producer": 11,
+    "vmmtui.worker.sharing": 37,
+    "vmmtui.worker.transport": 17,
+}
+
+
+def sentences(path: Path) -> list[tuple[int, str]]:
+    """The string literals of ``path`` that read as a sentence (``_SENTENCE``), with their lines."""
+    tree = ast.parse(path.read_text())
+    skip = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    skip |= {
+        id(n) for node in ast.walk(tree) if isinstance(node, ast.Assert) for n in ast.walk(node)
+    }
+    parts = {
+        id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values
+    }
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip or id(node) in parts:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        else:
+            continue
+        if _SENTENCE.search(text):
+            found.append((node.lineno, text))
+    return sorted(found)
+
+
+def worded_below() -> dict[str, list[tuple[int, str]]]:
+    """Each module below words/ that builds sentences, with them."""
+    below = set(LAYERS[: LAYERS.index("words")])
+    return {
+        name: found
+        for name, path in sorted(modules().items())
+        if layer_of(name) in below and (found := sentences(path))
+    }
+
+
+def ratchet(found: dict[str, list[tuple[int, str]]], allowed: dict[str, int]) -> list[str]:
+    """What breaks the ratchet, one line each: a module building more sentences than it may (its
+    newest first lines shown), and a listed module that builds none now (drop it)."""
+    bad = []
+    for name, said in found.items():
+        if len(said) > allowed.get(name, 0):
+            shown = "; ".join(f"{line}: {text[:60]!r}" for line, text in said[:3])
+            bad.append(
+                f"{name} builds {len(said)} sentences, {allowed.get(name, 0)} allowed below words/"
+                f" (emit a code and its values; word them in words/): {shown}"
+            )
+    bad += [
+        f"{name} builds no sentence now: drop it from STILL_WORDED"
+        for name in allowed
+        if name not in found
+    ]
+    return bad
+
+
+def test_below_words_no_module_builds_a_sentence_for_a_user():
+    """Modules below words/ emit codes and values; every sentence a user reads is made in words/.
+    What is still below is listed, with its count, in ``STILL_WORDED``, and may only shrink."""
+    bad = ratchet(worded_below(), STILL_WORDED)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rule_catches_a_sentence_planted_below_words(tmp_path, monkeypatch):
+    """The checker on a real module tree: a refusal worded in a source (trace/) and one in the
+    model are caught; codes, values, docstrings, assert messages and words/ itself are not."""
+    pkg = tmp_path / "vmmtui"
+    for name, body in {
+        "__init__.py": "",
+        "trace/__init__.py": "",
+        "trace/refusals.py": (
+            '"""Why a probe was refused: a docstring may say so in as many words as it likes."""\n'
+            "CODE = 'ebpf-no-bpf-capability'\n"
+            "def why(cap):\n"
+            "    assert cap, 'the capability is named by the caller'\n"
+            "    return f'the kernel refused {cap}: run it as root'\n"
+        ),
+        "model/__init__.py": "",
+        "model/ledger.py": "def raise_it():\n    raise ValueError('this memory was never freed')\n",
+        "words/__init__.py": "",
+        "words/trace.py": "REFUSED = {'ebpf-no-bpf-capability': 'the kernel refused bpf(): run it as root'}\n",
+    }.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(body)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    found = worded_below()
+    assert {k: [t for _, t in v] for k, v in found.items()} == {
+        "vmmtui.model.ledger": ["this memory was never freed"],
+        "vmmtui.trace.refusals": ["the kernel refused {}: run it as root"],
+    }
+    bad = ratchet(found, {"vmmtui.trace.refusals": 1, "vmmtui.stream.gone": 2})
+    assert len(bad) == 2 and bad[0].startswith("vmmtui.model.ledger builds 1 sentences, 0 allowed")
+    assert bad[1] == "vmmtui.stream.gone builds no sentence now: drop it from STILL_WORDED"
+    assert ratchet(found, {"vmmtui.trace.refusals": 1, "vmmtui.model.ledger": 3}) == []
+
+
 def test_below_the_renderers_nothing_loads_textual():
     """Every module of every layer below words/ imports without loading Textual: the workers,
     the sources and the model start fast and run where no terminal is."""
@@ -264,6 +436,22 @@ def test_every_package_directory_is_a_package():
         and not (d / "__init__.py").exists()
     ]
     assert not missing, missing
+
+
+#: the folders of tests/ that are no package's: data a test reads, and the whole sessions and
+#: traces on a GPU (they cross every layer, skipped where no GPU is)
+_TESTS_OF_NO_PACKAGE = {"fixtures", "data", "gpu"}
+
+
+def test_the_tests_mirror_the_house():
+    """A package's tests live in tests/<package>/, so that a change to one package finds its tests
+    beside it; the top of tests/ keeps the shared helpers (tests/commands.py runs the CLI and reads
+    a screen) and the tests of the house as a whole."""
+    tests = ROOT / "tests"
+    top = sorted(p.name for p in tests.iterdir() if p.is_file() and p.suffix == ".py")
+    assert len(top) <= 12, top
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert not folders - set(LAYERS) - _TESTS_OF_NO_PACKAGE, folders - set(LAYERS)
 
 
 # -- the screen ---------------------------------------------------------------------------------

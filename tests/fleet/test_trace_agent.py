@@ -82,7 +82,7 @@ def test_a_real_trace_to_perfetto_and_otlp(tmp_path):
         c.shutdown()
         c.server_close()
     body = json.loads(out.read_text())["traceEvents"]
-    from tests.test_perfetto import check_shape
+    from tests.render.test_perfetto import check_shape
 
     check_shape(body)
     assert sum(1 for e in body if e["ph"] == "s") >= 5  # a flow per fd sent and received

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import types
 import typing
@@ -28,6 +25,7 @@ from typing import Any, Union
 
 import pytest
 
+from tests.commands import vmmtui
 from tests.events_fixture import session_events
 from vmmtui.record import read
 from vmmtui.record.recording import MAGIC, Header
@@ -170,23 +168,12 @@ def test_read_back_every_string_is_escaped(recordings):
             assert_clean(s, "the header")
 
 
-def vmmtui(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        errors="surrogateescape",
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
-    )
-
-
 @pytest.mark.parametrize("kind", ["session", "trace"])
 @pytest.mark.parametrize("out", ["t.md", "t.jsonl"])
 def test_the_transcripts_hold_none_of_it_raw(recordings, tmp_path, kind, out):
-    res = vmmtui("replay", str(recordings[kind]), "--transcript", out, cwd=tmp_path)
+    res = vmmtui(
+        "replay", str(recordings[kind]), "--transcript", out, cwd=tmp_path, errors="surrogateescape"
+    )
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert_clean(res.stdout + res.stderr, "replay's own lines")
     text = (tmp_path / out).read_text(encoding="utf-8")
@@ -199,7 +186,9 @@ def test_the_transcripts_hold_none_of_it_raw(recordings, tmp_path, kind, out):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["session", "trace"])
 def test_the_page_holds_none_of_it_raw(recordings, tmp_path, kind):
-    res = vmmtui("replay", str(recordings[kind]), "--html", "p.html", cwd=tmp_path)
+    res = vmmtui(
+        "replay", str(recordings[kind]), "--html", "p.html", cwd=tmp_path, errors="surrogateescape"
+    )
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert_clean(res.stdout + res.stderr, "replay's own lines")
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
@@ -209,7 +198,9 @@ def test_the_page_holds_none_of_it_raw(recordings, tmp_path, kind):
 
 
 def test_a_trace_recordings_text_holds_none_of_it_raw(recordings, tmp_path):
-    res = vmmtui("replay", str(recordings["trace"]), "--text", cwd=tmp_path)
+    res = vmmtui(
+        "replay", str(recordings["trace"]), "--text", cwd=tmp_path, errors="surrogateescape"
+    )
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert_clean(res.stdout + res.stderr, "replay --text")
     assert "x1b]0;PWNED" in res.stdout

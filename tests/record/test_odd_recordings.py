@@ -7,28 +7,16 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
 from tests.events_fixture import session_events
 from vmmtui.record import RecordingError, gallery, read
 
 #: generous: the reader takes milliseconds; the old one took minutes to hours on these
 QUICK = 20
-
-
-def vmmtui(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=QUICK,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
-    )
 
 
 def one_line(res: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -56,7 +44,7 @@ def unclosed(length: int) -> str:
 def test_a_200_kb_line_of_escaped_quotes_is_refused_at_once(tmp_path):
     lines = lines_of(session_events())
     lines.insert(3, unclosed(200_000))
-    res = vmmtui("replay", str(write(tmp_path / "quotes.jsonl", lines)))
+    res = vmmtui("replay", str(write(tmp_path / "quotes.jsonl", lines)), timeout=QUICK)
     assert "line 4: values nested more than 32 deep" in one_line(res)
 
 
@@ -66,7 +54,9 @@ def test_a_small_gzip_that_decompresses_to_4_mib_of_such_a_line_is_refused_at_on
     bomb = tmp_path / "bomb.jsonl.gz"
     bomb.write_bytes(gzip.compress(body, compresslevel=9))
     assert bomb.stat().st_size < 16 << 10 and len(body) < 4 << 20
-    assert "line 4: values nested more than 32 deep" in one_line(vmmtui("replay", str(bomb)))
+    assert "line 4: values nested more than 32 deep" in one_line(
+        vmmtui("replay", str(bomb), timeout=QUICK)
+    )
 
 
 def test_a_lone_surrogate_is_escaped_in_the_transcript(tmp_path):
@@ -74,7 +64,7 @@ def test_a_lone_surrogate_is_escaped_in_the_transcript(tmp_path):
     lines.insert(3, '{"v":1,"event":"Notice","text":"lone \\udfff here"}')
     rec = write(tmp_path / "lone.jsonl", lines)
     out = tmp_path / "out.md"
-    res = vmmtui("replay", str(rec), "--transcript", str(out))
+    res = vmmtui("replay", str(rec), "--transcript", str(out), timeout=QUICK)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert "lone \\udfff here" in out.read_text(encoding="utf-8")
 
@@ -83,38 +73,42 @@ def test_a_lone_surrogate_is_escaped_in_the_transcript(tmp_path):
 def test_a_recording_without_its_session_started_is_refused_in_one_line(tmp_path, flag):
     events = [e for e in session_events() if type(e).__name__ != "SessionStarted"]
     rec = write(tmp_path / "headless.jsonl", lines_of(events))
-    err = one_line(vmmtui("replay", str(rec), *flag, cwd=tmp_path))
+    err = one_line(vmmtui("replay", str(rec), *flag, cwd=tmp_path, timeout=QUICK))
     assert "has no SessionStarted" in err and not (tmp_path / "p.html").exists()
 
 
 def test_a_reversed_recording_says_it_is_reversed_not_cut_short(tmp_path):
     lines = lines_of(session_events())
     rec = write(tmp_path / "tac.jsonl", lines[::-1])
-    err = one_line(vmmtui("replay", str(rec)))
+    err = one_line(vmmtui("replay", str(rec), timeout=QUICK))
     assert "reverse" in err and "cut short" not in err
     # its events reversed under a header in its place: the session ends before it starts
     rec = write(tmp_path / "body.jsonl", [lines[0], *lines[:0:-1]])
-    err = one_line(vmmtui("replay", str(rec)))
+    err = one_line(vmmtui("replay", str(rec), timeout=QUICK))
     assert "reverse order" in err and "cut short" not in err
 
 
 def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     fifo = tmp_path / "rec.jsonl"
     os.mkfifo(fifo)
-    assert "is a FIFO (named pipe), not a recording file" in one_line(vmmtui("replay", str(fifo)))
+    assert "is a FIFO (named pipe), not a recording file" in one_line(
+        vmmtui("replay", str(fifo), timeout=QUICK)
+    )
     with pytest.raises(RecordingError, match="FIFO"):
         read(fifo)
 
 
 def test_a_device_is_refused(tmp_path):
-    assert "/dev/zero is a character device" in one_line(vmmtui("replay", "/dev/zero"))
+    assert "/dev/zero is a character device" in one_line(
+        vmmtui("replay", "/dev/zero", timeout=QUICK)
+    )
     gz = tmp_path / "zero.jsonl.gz"
     gz.symlink_to("/dev/zero")
-    assert "is a character device" in one_line(vmmtui("replay", str(gz)))
+    assert "is a character device" in one_line(vmmtui("replay", str(gz), timeout=QUICK))
 
 
 def test_an_ambiguous_gallery_prefix_lists_the_recordings_it_names_and_exits_2():
-    err = one_line(vmmtui("replay", "h100-vmm"))
+    err = one_line(vmmtui("replay", "h100-vmm", timeout=QUICK))
     assert "h100-vmm names 2 gallery recordings: h100-vmm-1gib, h100-vmm-1mib" in err
     with pytest.raises(RecordingError, match="names 2"):
         gallery.find("h100-vmm")
@@ -127,18 +121,24 @@ def test_a_worker_or_step_its_session_did_not_announce_is_refused_in_one_line(tm
     lines = lines_of(session_events())
     at = next(i for i, line in enumerate(lines) if '"WorkerStarted"' in line)
     lines[at] = lines[at].replace('"role":"producer"', '"role":"x y"')
-    err = one_line(vmmtui("replay", str(write(tmp_path / "who.jsonl", lines)), "--html", "p.html"))
+    err = one_line(
+        vmmtui(
+            "replay", str(write(tmp_path / "who.jsonl", lines)), "--html", "p.html", timeout=QUICK
+        )
+    )
     assert f"line {at + 1}: WorkerStarted names a worker 'x y' that its session did not" in err
     lines = lines_of(session_events())
     at = next(i for i, line in enumerate(lines) if '"StepDone"' in line)
     lines[at] = lines[at].replace('"index":0', '"index":99', 1)
-    err = one_line(vmmtui("replay", str(write(tmp_path / "far.jsonl", lines))))
+    err = one_line(vmmtui("replay", str(write(tmp_path / "far.jsonl", lines)), timeout=QUICK))
     assert f"line {at + 1}: step 100 of a plan of" in err
 
 
 def test_a_second_session_in_one_file_is_refused(tmp_path):
     lines = lines_of(session_events())
-    err = one_line(vmmtui("replay", str(write(tmp_path / "two.jsonl", [*lines, *lines[1:]]))))
+    err = one_line(
+        vmmtui("replay", str(write(tmp_path / "two.jsonl", [*lines, *lines[1:]])), timeout=QUICK)
+    )
     assert "a second SessionStarted (the first is at line 2)" in err
 
 
@@ -146,11 +146,22 @@ def test_a_teachers_notes_reach_the_transcript_escaped_and_a_fifo_is_refused(tmp
     rec = write(tmp_path / "r.jsonl", lines_of(session_events()))
     notes = tmp_path / "notes.md"
     notes.write_text("# Notes\r\n\r\n## 1\r\n\r\nsee \x1b]0;PWNED\x07 here\u202e\r\n")
-    res = vmmtui("replay", str(rec), "--notes", str(notes), "--transcript", "t.md", cwd=tmp_path)
+    res = vmmtui(
+        "replay",
+        str(rec),
+        "--notes",
+        str(notes),
+        "--transcript",
+        "t.md",
+        cwd=tmp_path,
+        timeout=QUICK,
+    )
     assert res.returncode == 0, res.stderr
     text = (tmp_path / "t.md").read_text()
     assert "see \\x1b]0;PWNED\\x07 here\\u202e" in text and "\x1b" not in text and "\r" not in text
     fifo = tmp_path / "notes.fifo"
     os.mkfifo(fifo)
-    err = one_line(vmmtui("replay", str(rec), "--notes", str(fifo), "--transcript", "t.md"))
+    err = one_line(
+        vmmtui("replay", str(rec), "--notes", str(fifo), "--transcript", "t.md", timeout=QUICK)
+    )
     assert "is not a regular file (a FIFO" in err

@@ -7,7 +7,7 @@ from vmmtui.stream.events import SessionFailed, StepDone
 from vmmtui.stream.failures import Failure
 from vmmtui.stream.state import StepReport, WorkerState
 from vmmtui.words import narration
-from vmmtui.words.troubleshooting import explain
+from vmmtui.words.troubleshooting import explain, said
 
 OOM = "CUDA_ERROR_OUT_OF_MEMORY"
 
@@ -55,3 +55,18 @@ def test_a_replay_keeps_an_old_failure_s_facts_and_leaves_its_words_to_today_s_t
     assert read.failure == Failure(OOM, "cuMemCreate", "out of memory")
     gone = facts_only(SessionFailed("producer", "create", _old("GONE")))
     assert isinstance(gone, SessionFailed) and gone.failure == _old("GONE")
+
+
+def test_an_old_fd_leak_gets_its_fds_back_as_facts_and_reads_as_it_did():
+    """Before a leak's fds were facts, FD_LEAK carried them only in its sentence: read from such a
+    recording, the failure has them as ``fds`` (the screen marks them ✗ from those) and is worded
+    as it was; a leak this version wrote is left as it is."""
+    sentence = "/proc/1985/fd still has fd 38 → /dev/nvidiactl, fd 40 → /memfd:a, b after cleanup"
+    old = SessionFailed("consumer", "cleanup", Failure("FD_LEAK", "consumer cleanup", sentence))
+    read = in_our_words(old)
+    assert isinstance(read, SessionFailed)
+    assert read.failure.fds == {38: "/dev/nvidiactl", 40: "/memfd:a, b"}
+    assert read.failure.message == "/proc/1985/fd" and said(read.failure) == sentence
+    assert in_our_words(read) == read
+    other = SessionFailed("producer", "create", _old())
+    assert in_our_words(other) is other

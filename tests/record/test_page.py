@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
 from vmmtui.record import Timeline, gallery
 from vmmtui.render.page import PageFrame, build, offline_svg
 
@@ -23,18 +24,6 @@ CHROMIUM = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
 )
 NOTES = "# Lecture 4\n\n## start\nWatch the fd tables.\n\n## 8\nThe fd is a handle.\n\n## end\nAll released.\n"
-
-
-def vmmtui(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=cwd,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_the_page_fetches_nothing_and_nothing_from_the_recording_can_end_its_script():
@@ -64,7 +53,7 @@ def test_a_bad_html_path_is_one_line_and_exit_2_before_any_work(tmp_path, target
     if os.geteuid() == 0 and target.startswith("ro/"):
         pytest.skip("root writes anywhere")
     # the recording does not exist either: the path is checked first
-    res = vmmtui("replay", "no-such-recording", "--html", target, cwd=tmp_path)
+    res = vmmtui("replay", "no-such-recording", "--html", target, cwd=tmp_path, timeout=180)
     assert res.returncode == 2 and says in res.stderr and res.stderr.count("\n") == 1, res.stderr
     assert "Traceback" not in res.stderr
     assert sorted(os.listdir(tmp_path)) == ["ro", "sub.html"]
@@ -75,7 +64,7 @@ def test_the_page_opens_from_disk_steps_with_the_keys_and_ends_passed(tmp_path):
     notes = tmp_path / "notes.md"
     notes.write_text(NOTES)
     page = tmp_path / "lecture.html"
-    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page))
+    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page), timeout=180)
     assert res.returncode == 0 and f"wrote {page}: 25 frames" in res.stdout, res.stderr
     assert page.stat().st_size < 1 << 20
     shot = tmp_path / "page.png"
@@ -157,7 +146,7 @@ def test_the_page_offers_only_its_own_keys_scrolls_its_log_and_is_readable_at_10
     notes = tmp_path / "notes.md"
     notes.write_text(NOTES)
     page = tmp_path / "lecture.html"
-    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page))
+    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page), timeout=180)
     assert res.returncode == 0, res.stderr
     said = [f"{k['shown']} {k['description']}" for k in page_keys()]
     for size in ("1024x768", "1920x1080"):
@@ -179,7 +168,7 @@ def test_the_frame_the_keys_and_a_long_note_fit_1024x768_and_1920x1080(tmp_path)
     teacher's note were below it, out of sight; at 1920x1080 the frame's last rows were."""
     page = tmp_path / "lecture.html"
     notes = ROOT / "docs" / "lecture-notes.md"
-    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page))
+    res = vmmtui("replay", "h100-vmm-1mib", "--notes", str(notes), "--html", str(page), timeout=180)
     assert res.returncode == 0, res.stderr
     for size in ("1024x768", "1920x1080"):
         for keys in ("ArrowRight,ArrowRight,ArrowRight", "End"):  # a long note; the last frame

@@ -18,7 +18,7 @@ from vmmtui.stream.events import (
     StepDone,
     WorkerExited,
 )
-from vmmtui.words.troubleshooting import worded
+from vmmtui.words.troubleshooting import said, worded
 
 
 def test_every_scenario_is_listed_with_an_expectation():
@@ -96,7 +96,10 @@ def test_leaked_fd_is_flagged_from_proc(clean_state):
     s, events = run_scenario(clean_state, "leaked-fd")
     assert s.failure.code == "FD_LEAK"
     received = report(events, CONSUMER, "receive").state.received_fd
-    assert f"fd {received} → /memfd:vmmtui-alloc" in s.failure.message
+    # the leak travels as facts (the fd and its target), worded only where it is drawn
+    assert s.failure.fds.get(received, "").startswith("/memfd:vmmtui-alloc"), s.failure
+    assert s.failure.message == f"/proc/{s.workers[CONSUMER].pid}/fd"
+    assert f"fd {received} → /memfd:vmmtui-alloc" in said(s.failure)
     assert s.outcome.as_expected and closed_clean(events)
 
 

@@ -16,7 +16,8 @@ from tests.tracing import vmmtui_trace
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import CallRefused, ProcessFacts
 from vmmtui.trace.records import HEAD, REFUSAL, SIDE, Decoder, FileNames
-from vmmtui.trace.refusals import SCM_WORKS, explain
+from vmmtui.trace.refusals import explain
+from vmmtui.words.refusals import SCM_WORKS, finding, worded
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 QUICK = str(FIXTURES / "pidfd_refused_quick.py")
@@ -44,16 +45,17 @@ def test_across_uids_the_cause_names_both_processes_and_one_fix_without_yama(mon
         "pidfd_getfd", 812, 800, 1, 5, 1,
         (facts(812, "importer", 65534), facts(800, "exporter", 0, ROOT_CAPS)),
     )  # fmt: skip
-    assert "pid 812 (python3, importer) runs as uid 65534" in e.cause
-    assert "pid 800 (python3, exporter) as uid 0" in e.cause
-    assert "812 lacks CAP_SYS_PTRACE" in e.cause
-    assert "ptrace_scope" not in e.fix and "yama" not in e.fix.lower()  # Yama is not loaded
-    assert e.fix.count("CAP_SYS_PTRACE") == 1 and e.fix.endswith(SCM_WORKS)
-    for text in (e.cause, e.fix, *(c.finding for c in e.checks)):
+    cause, fix = worded(e)
+    assert "pid 812 (python3, importer) runs as uid 65534" in cause
+    assert "pid 800 (python3, exporter) as uid 0" in cause
+    assert "812 lacks CAP_SYS_PTRACE" in cause
+    assert "ptrace_scope" not in fix and "yama" not in fix.lower()  # Yama is not loaded
+    assert fix.count("CAP_SYS_PTRACE") == 1 and fix.endswith(SCM_WORKS)
+    for text in (cause, fix, *(finding(e, c) for c in e.checks)):
         assert " A " not in f" {text} " and " B " not in f" {text} " and "B's" not in text
     assert e.checks[0].ok is False and e.checks[0].name == "uid and gid"
     yama = [c for c in e.checks if c.name == "yama"][0]
-    assert yama.ok is True and yama.finding == "Yama is not loaded"
+    assert yama.ok is True and finding(e, yama) == "Yama is not loaded"
     assert (e.caller.uid, e.exporter.uid, e.yama) == (65534, 0, "not loaded")
 
 
@@ -66,8 +68,9 @@ def test_yama_1_alone_refusing_gets_the_ptracer_fix(monkeypatch):
         "pidfd_getfd", 812, 800, 1, 5, 1,
         (facts(812, "importer", 1000), facts(800, "exporter", 1000)),
     )  # fmt: skip
-    assert "Yama's ptrace_scope is 1" in e.cause and "uid" not in e.cause
-    assert "prctl(PR_SET_PTRACER, 812)" in e.fix and "pid 800 (python3, exporter)" in e.fix
+    cause, fix = worded(e)
+    assert "Yama's ptrace_scope is 1" in cause and "uid" not in cause
+    assert "prctl(PR_SET_PTRACER, 812)" in fix and "pid 800 (python3, exporter)" in fix
 
 
 def test_a_seccomp_filter_that_alone_refuses_is_named_with_the_containers_rule(monkeypatch):
@@ -82,10 +85,40 @@ def test_a_seccomp_filter_that_alone_refuses_is_named_with_the_containers_rule(m
             facts(800, "exporter", 0, ROOT_CAPS),
         ),
     )  # fmt: skip
-    assert "runs under a seccomp filter (1 filter) that refused it" in e.cause
-    assert "Docker's allows pidfd_getfd only to a process with CAP_SYS_PTRACE" in e.cause
-    assert "seccomp profile" in e.fix and SCM_WORKS not in e.fix
+    cause, fix = worded(e)
+    assert "runs under a seccomp filter (1 filter) that refused it" in cause
+    assert "Docker's allows pidfd_getfd only to a process with CAP_SYS_PTRACE" in cause
+    assert "seccomp profile" in fix and SCM_WORKS not in fix
     assert refusal_reason(e) == "seccomp"
+
+
+def test_the_refusal_travels_as_its_reason_and_facts_and_an_old_one_keeps_its_words(monkeypatch):
+    """The event holds no sentence (its reason is a code, each check a name and a verdict): the
+    words are made where it is drawn. A refusal an older vmmtui recorded with its words (no
+    reason) is drawn in those words; an errno the reasons do not know is said by its name."""
+    from vmmtui.stream.observed import RefusalCheck, RefusalReason
+    from vmmtui.trace import refusals
+
+    monkeypatch.setattr(refusals, "yama_now", lambda: "not loaded")
+    e = explain(
+        "pidfd_getfd", 812, 800, 1, 5, 1,
+        (facts(812, "importer", 65534), facts(800, "exporter", 0, ROOT_CAPS)),
+    )  # fmt: skip
+    assert e.reason == RefusalReason.PTRACE and not e.cause and not e.fix
+    assert not any(c.finding for c in e.checks) and "ptrace access" not in e.to_json()
+    assert Event.from_json(e.to_json()) == e and worded(Event.from_json(e.to_json()))[0]
+    gone = explain("pidfd_getfd", 812, 800, 9, 5, 1)  # EBADF: fd 5 closed
+    assert gone.reason == RefusalReason.FD_NOT_OPEN
+    assert worded(gone)[0].startswith("fd 5 is not open in pid 800")
+    old_check = RefusalCheck("yama", True, "Yama then")
+    old = CallRefused(
+        812, "pidfd_getfd", "EPERM", 800, "the cause then", "the fix then", 1, [old_check]
+    )
+    assert (
+        worded(old) == ("the cause then", "the fix then") and finding(old, old_check) == "Yama then"
+    )
+    other = explain("pidfd_open", 812, 800, 22)  # EINVAL
+    assert worded(other) == ("pidfd_open failed with EINVAL (Invalid argument)", "")
 
 
 def test_the_decoder_reads_the_kernels_refusal_record():
@@ -151,7 +184,8 @@ def test_a_refusal_inside_a_pid_namespace_is_explained_with_its_namespace(ebpf):
     mine = os.stat("/proc/self/ns/pid").st_ino
     assert e.caller.pidns == e.exporter.pidns != mine  # read in the kernel, inside it
     assert e.caller.pid == e.pid and e.exporter.pid == e.target  # pids as vmmtui sees them
-    assert "runs as uid 65534" in e.cause and "as uid 0" in e.cause
+    cause, _ = worded(e)
+    assert "runs as uid 65534" in cause and "as uid 0" in cause
 
 
 @pytest.mark.slow
@@ -159,5 +193,6 @@ def test_a_refusal_by_a_seccomp_filter_is_named_as_such(ebpf):
     res = _trace("--json", "--", sys.executable, QUICK, "seccomp")
     [e] = _refusals(res)
     assert e.caller.seccomp == 2 and e.caller.filters >= 1 and e.caller.uid == 0
-    assert "seccomp filter" in e.cause and "Docker's" in e.cause
+    cause, _ = worded(e)
+    assert "seccomp filter" in cause and "Docker's" in cause
     assert [c.name for c in e.checks if c.ok is False] == ["seccomp"]

@@ -9,17 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-def vmmtui(*args, env=None, timeout=60):
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", "trace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.mark.parametrize(
@@ -34,7 +26,7 @@ def vmmtui(*args, env=None, timeout=60):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, says):
-    res = vmmtui(*args)
+    res = vmmtui("trace", *args)
     assert res.returncode == 2, res.stderr
     assert says in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
@@ -43,7 +35,7 @@ def test_bad_input_is_one_line_and_exit_2(args, says):
 def test_a_missing_command_is_127():
     from vmmtui.trace.loader import why_not
 
-    res = vmmtui("--", "no-such-command-here")
+    res = vmmtui("trace", "--", "no-such-command-here")
     assert res.returncode == 127
     assert "command not found: no-such-command-here" in res.stderr
     assert "Traceback" not in res.stderr
@@ -53,6 +45,7 @@ def test_a_missing_command_is_127():
 
 def test_without_libbpf_it_says_so_in_one_line_and_polls(tmp_path):
     res = vmmtui(
+        "trace",
         "--text",
         "--",
         sys.executable,

@@ -25,6 +25,9 @@ REFUSED = te.CallRefused(
     te.ProcessFacts(11, "importer", "python3", *[65534] * 6, 0, 0, 7, 8, 2, 1, 1),
     te.ProcessFacts(10, "exporter", "python3", *[1] * 6, 1 << 19, 1 << 19, 7, 9, 0, 0, 1),
     "1",
+    te.RefusalReason.PTRACE,
+    5,
+    False,
 )
 EXAMPLES = [
     te.TraceStarted("ebpf", [10, 11], ["python3", "x.py"], True, "why", ["sendmsg"], ["cuda"], 7),

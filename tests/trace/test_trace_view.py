@@ -2,7 +2,6 @@
 was attached to (``trace -p``) appears on its panels, wire and verdicts while the program runs
 (root, BTF and libbpf; skipped elsewhere)."""
 
-import html
 import os
 import re
 import subprocess
@@ -13,14 +12,10 @@ import pytest
 
 pytest.importorskip("textual", reason="the view needs textual (not on the GPU image)")
 
+from tests.commands import screen_text
 from tests.tui.driving import wait_for  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-def screen_text(app) -> str:
-    spans = re.findall(r"<text[^>]*>(.*?)</text>", app.export_screenshot(), flags=re.S)
-    return html.unescape("".join(spans)).replace("\xa0", " ")
 
 
 @pytest.mark.asyncio

@@ -4,13 +4,12 @@ which reads each segment's style: a widget that hands it an unstyled segment end
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
 
 import pytest
 from driving import make_app, wait_for
 
+from tests.commands import screen_text
 from vmmtui.pipeline.replay import read
 from vmmtui.record import gallery
 from vmmtui.tui.replay import ReplayApp
@@ -20,11 +19,6 @@ from vmmtui.tui.trace import TraceApp
 pytestmark = pytest.mark.slow
 SIZES = [(120, 40), (160, 48)]
 TRACES = Path(__file__).parent.parent / "data" / "traces"
-
-
-def screen_text(app) -> str:
-    spans = re.findall(r"<text[^>]*>(.*?)</text>", app.export_screenshot(), flags=re.S)
-    return html.unescape("".join(spans)).replace("\xa0", " ")
 
 
 async def tour(pilot, steps: int = 6) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import screen_text
 from vmmtui.cli import main
 from vmmtui.pipeline.replay import read, trace_timeline
 from vmmtui.tui.replay import ReplayApp
@@ -18,14 +19,6 @@ from vmmtui.words.findings import finding_words, words_of
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "data" / "traces"
 KILLED = ROOT / "vmmtui" / "record" / "gallery" / "h100-trace-torch-kill-exporter.jsonl.gz"
-
-
-def screen_text(app) -> str:
-    import html
-
-    raw = app.export_screenshot()
-    spans = re.findall(r"<text[^>]*>(.*?)</text>", raw, flags=re.S)
-    return html.unescape("".join(spans)).replace("\xa0", " ")
 
 
 def test_step_of_a_trace_recording_counts_its_calls(capsys, tmp_path):

@@ -3,22 +3,16 @@ draws itself again when the terminal grows back (it showed empty borders)."""
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
 
 import pytest
 
+from tests.commands import screen_text
 from vmmtui.pipeline.replay import read
 from vmmtui.record import gallery
 from vmmtui.tui.replay import ReplayApp
 
 TRACE = Path(__file__).parent.parent / "data" / "traces" / "scm_pair.jsonl.gz"
-
-
-def screen_text(app) -> str:
-    spans = re.findall(r"<text[^>]*>(.*?)</text>", app.export_screenshot(), flags=re.S)
-    return html.unescape("".join(spans)).replace("\xa0", " ")
 
 
 def words(app) -> list[str]:

@@ -17,6 +17,10 @@ import platform
 import struct
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vmmtui.stream.observed import ProcessFacts
 
 #: pidfd_getfd's number in the generic syscall table (x86_64, aarch64, ppc64le, s390x, riscv64 alike)
 SYS_PIDFD_GETFD = 438
@@ -236,6 +240,16 @@ class PtraceRules:
         if ordinary is False or self.yama is False:
             return False
         return True if ordinary and self.yama else None
+
+
+def creds_of_facts(f: ProcessFacts) -> Creds:
+    """A refusal's process facts (as the kernel or /proc read them at the call) as the ptrace
+    check reads them: the kernel's dumpable value 1 is SUID_DUMP_USER, what ptrace access asks."""
+    dumpable = None if f.dumpable < 0 else f.dumpable == 1
+    return Creds(
+        f.pid, (f.uid, f.euid, f.suid), (f.gid, f.egid, f.sgid), f.cap_eff, f.cap_prm, f.userns,
+        dumpable, f.seccomp, f.filters,
+    )  # fmt: skip
 
 
 def ptrace_rules(

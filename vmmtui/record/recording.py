@@ -42,6 +42,7 @@ from vmmtui.stream.events import (
     StepDone,
     StepStarted,
 )
+from vmmtui.stream.failures import Failure
 from vmmtui.stream.names import defanged
 from vmmtui.system.early import version
 
@@ -554,11 +555,12 @@ def in_our_words(e: Event) -> Event:
     from the recording: a worker's log line no longer quotes a failure's cause and fix (an older
     vmmtui wrote them into it; the failure is worded where it is drawn,
     ``words.troubleshooting.worded``), and a scenario's explanation is its catalogue entry's.
-    The facts (codes, calls, messages, numbers) stay as they were recorded."""
+    The facts (codes, calls, messages, numbers) stay as they were recorded; an older FD_LEAK
+    that carried its fds only in its sentence gets them back as facts (``_leak_facts``)."""
     from dataclasses import replace
 
     from vmmtui import scenarios
-    from vmmtui.stream.events import Notice, ScenarioOutcome, StepDone
+    from vmmtui.stream.events import Notice, ScenarioOutcome, SessionFailed, StepDone
 
     def known(name: str) -> scenarios.Scenario | None:
         """The scenario of that name; None for a name this vmmtui does not know."""
@@ -568,6 +570,8 @@ def in_our_words(e: Event) -> Event:
             return None
 
     match e:
+        case SessionFailed() if (leak := _leak_facts(e.failure)) is not e.failure:
+            return replace(e, failure=leak)
         case StepDone() if (f := e.report.failure) is not None and (f.cause or f.fix):
             log = [  # an older worker's ERROR line: `call: code (message) - cause; fix: fix`
                 line.replace(f" - {f.cause}", "", 1).replace(f"; fix: {f.fix}", "", 1)
@@ -582,6 +586,26 @@ def in_our_words(e: Event) -> Event:
             if scenario is not None and e.text.startswith(f"scenario {name}: "):
                 return replace(e, text=f"scenario {name}: {scenario.explanation}")
     return e
+
+
+#: an FD_LEAK's message as vmmtui wrote it before its fds were facts:
+#: ``/proc/1985/fd still has fd 38 → /dev/nvidiactl, fd 40 → /memfd:x after cleanup``
+_OLD_LEAK = re.compile(r"(/proc/\d+/fd) still has (fd \d+ → .*) after cleanup")
+_OLD_LEAKED_FD = re.compile(r"fd (\d+) → (.*?)(?=, fd \d+ → |$)")
+
+
+def _leak_facts(f: Failure) -> Failure:
+    """An FD_LEAK from an older recording, its fds read out of its sentence into ``fds`` and its
+    message the table they were read from, as this version writes it (the screen marks the fds
+    ✗ from the facts, and the sentence is worded again where it is drawn); any other failure
+    as it is."""
+    if f.code != "FD_LEAK" or f.fds:
+        return f
+    old = _OLD_LEAK.fullmatch(f.message)
+    if old is None:
+        return f
+    fds = {int(fd): target for fd, target in _OLD_LEAKED_FD.findall(old.group(2))}
+    return Failure(f.code, f.call, old.group(1), f.cause, f.fix, fds=fds)
 
 
 def _cut(events: list[Event], last_line: int) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.session.processes import WorkerProcess
 from vmmtui.stream.events import FdCheck, FdClass, FdRow, FdSnapshot, KcmpVerdict, Notice
-from vmmtui.stream.failures import Failure, failure, leak_message
+from vmmtui.stream.failures import Failure
 from vmmtui.stream.state import HeldKind
 from vmmtui.system.fdtable import FdTable, kcmp_same_file, target_class
 
@@ -136,7 +136,9 @@ def leak_check(w: WorkerProcess, exporters: Sequence[tuple[int, int]] = ()) -> F
             leaks[fd] = e.target
     if not leaks:
         return None
-    return failure("FD_LEAK", f"{w.role} cleanup", leak_message(w.pid, leaks))
+    return Failure(
+        "FD_LEAK", f"{w.role} cleanup", f"/proc/{w.pid}/fd", fds=dict(sorted(leaks.items()))
+    )
 
 
 def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool, taken: bool = False) -> Notice:

@@ -45,6 +45,7 @@ from vmmtui.stream.events import (
     KcmpVerdict,
     NextStep,
     Notice,
+    NoticeCode,
     ScenarioInfo,
     ScenarioOutcome,
     SessionClosed,
@@ -185,7 +186,8 @@ class Session:
             except TmpdirError as exc:
                 raise ConfigError(str(exc)) from None
             events: list[Event] = [
-                Notice(f"removed stale session directory {p}") for p in sweep_stale_dirs(parent)
+                Notice(code=NoticeCode.STALE_DIR_REMOVED, facts={"path": str(p)})
+                for p in sweep_stale_dirs(parent)
             ]
             events += [Notice(line) for line in (moved, fallback) if line]
             self.dir = private_dir_name(parent)  # made once the producer runs: see below
@@ -209,7 +211,7 @@ class Session:
                 )
             )
             if self.scenario:
-                events.append(Notice(f"scenario {self.scenario.name}: {self.scenario.explanation}"))
+                events.append(Notice(code=NoticeCode.SCENARIO, facts={"name": self.scenario.name}))
             self.kernel.start()  # loads in a thread, while the workers start
             try:
                 launched = []
@@ -387,12 +389,7 @@ class Session:
         w.pending = (index, name, time.perf_counter_ns())
         self.position += 1
         time.sleep(0.5)  # long enough for a few real refusals to show before the peer is ready
-        return [
-            Notice(
-                f"{w.role} {name} runs in the background: it retries until its peer is ready "
-                "(next steps)"
-            )
-        ]
+        return [Notice(code=NoticeCode.IN_BACKGROUND, facts={"role": w.role, "step": name})]
 
     def _collect(self, w: WorkerProcess, timeout: float) -> list[Event]:
         """The answer to a step sent earlier without waiting."""
@@ -536,10 +533,9 @@ class Session:
             ]:  # consumers first: legacy handles close before cuMemFree
                 w = self.workers.get(role)
                 if w is not None and w.abandoned and w.alive:
-                    step = f"{role} {w.pending[1]}" if w.pending else f"{role}'s step"
-                    events.append(
-                        Notice(f"{step} was interrupted: the worker is stopped, which releases it")
-                    )
+                    step = w.pending[1] if w.pending else ""
+                    facts: dict[str, str | int] = {"role": role, "step": step}
+                    events.append(Notice(code=NoticeCode.INTERRUPTED, facts=facts))
                     continue
                 if w is not None and w.pending is not None and w.alive:
                     events += self._collect(w, self.config.connect_timeout + 5)
@@ -548,7 +544,9 @@ class Session:
                 report = w.ask("cleanup", StepArgs(), timeout=max(self.config.grace * 4, 10))
                 events += self.kernel.drain()
                 if isinstance(report, Failure):
-                    events.append(Notice(f"{role} cleanup: {report.one_line()}", report))
+                    events.append(
+                        Notice(failure=report, code=NoticeCode.CLEANUP_FAILED, facts={"role": role})
+                    )
                 else:
                     events.append(StepDone(-1, report, 0, 0))
             # the directory goes while the producer still runs: killed from here on, this process

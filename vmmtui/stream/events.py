@@ -101,12 +101,28 @@ class Event:
         return Event.from_dict(data)
 
 
+class NoticeCode(StrEnum):
+    """What a notice says, as a code: ``vmmtui/words/notices.py`` words each from its facts."""
+
+    STALE_DIR_REMOVED = "stale-dir-removed"  # facts: path (a dead session's directory)
+    SCENARIO = "scenario"  # facts: name (the words are its catalogue entry's explanation)
+    IN_BACKGROUND = "step-in-background"  # facts: role, step (sent without waiting)
+    INTERRUPTED = "step-interrupted"  # facts: role, step ("" when none was pending)
+    CLEANUP_FAILED = "cleanup-failed"  # facts: role; the failed call is the notice's failure
+
+
 @dataclass(frozen=True)
 class Notice(Event):
-    text: str
+    #: the notice in words: an older recording's, or one that a layer below words/ still words
+    #: (tests/test_house.py's ratchet lists them); "" when ``code`` says what it is
+    text: str = ""
     #: the failed call the notice is about (a worker's cleanup that failed): its cause and fix
     #: are worded where the notice is drawn
     failure: Failure | None = None
+    #: what it says, as a ``NoticeCode`` (a code this version does not know is shown as it is),
+    #: and the facts it is worded from
+    code: str = ""
+    facts: dict[str, str | int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ later vmmtui shows that version's words, and no layer below the renderers needs 
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -25,6 +24,10 @@ class Failure:
     #: words do not know (``words.troubleshooting.worded``), never written by this version
     cause: str = ""
     fix: str = ""
+    #: an FD_LEAK's facts: each fd still open after the worker's cleanup and what /proc says it
+    #: points at (its message is the table it was read from, ``/proc/PID/fd``); the screen marks
+    #: these fds ✗ and ``words.troubleshooting.said`` words them
+    fds: dict[int, str] = field(default_factory=dict)
 
     def one_line(self) -> str:
         """``cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)``: the facts on one line, for
@@ -46,18 +49,3 @@ class StepError(Exception):
 def failure(code: str, call: str, message: str = "") -> Failure:
     """The failure of ``call`` with ``code``; its message is the code when the call said nothing."""
     return Failure(code=code, call=call, message=message or code)
-
-
-#: how a leak's message names each fd still open (``leak_message``), read back by ``leaked_fds``
-_LEAKED = re.compile(r"\bfd (\d+) → ")
-
-
-def leak_message(pid: int, leaks: dict[int, str]) -> str:
-    """FD_LEAK's message: ``/proc/PID/fd still has fd 38 → /dev/nvidiactl after cleanup``."""
-    shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(leaks.items()))
-    return f"/proc/{pid}/fd still has {shown} after cleanup"
-
-
-def leaked_fds(f: Failure) -> set[int]:
-    """The fds an FD_LEAK names (none for any other failure): the screen marks them ✗."""
-    return {int(n) for n in _LEAKED.findall(f.message)} if f.code == "FD_LEAK" else set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
+from enum import StrEnum
 from json.encoder import encode_basestring as _text
 from typing import Any
 
@@ -475,11 +476,25 @@ class TraceFinished(TraceEvent):
 
 @dataclass(frozen=True)
 class RefusalCheck:
-    """One fact read from /proc at the moment of a refusal (``ok`` False: this is a cause)."""
+    """One rule of a refusal, checked on the facts read at its moment (``ok`` False: this is a
+    cause). ``finding``: the words an older vmmtui recorded with it; this one words the check
+    from the refusal's facts where it is drawn (``words/refusals.py``) and leaves it ""."""
 
     name: str
     ok: bool | None
-    finding: str
+    finding: str = ""
+
+
+class RefusalReason(StrEnum):
+    """Why a call was refused, as a code (``CallRefused.reason``): ``words/refusals.py`` words
+    each, with its fix, from the refusal's facts."""
+
+    ERRNO = "errno"  # nothing more is known than the errno
+    NO_SUCH_PROCESS = "no-such-process"  # pidfd_open ESRCH: not in the caller's PID namespace
+    FD_NOT_OPEN = "fd-not-open"  # pidfd_getfd EBADF: the exporter's fd (target_fd) was closed
+    EXPORTER_GONE = "exporter-gone"  # pidfd_getfd ESRCH: the exporter exited first
+    PTRACE_UNREAD = "ptrace-unread"  # pidfd_getfd EPERM, neither the kernel nor /proc had facts
+    PTRACE = "ptrace"  # pidfd_getfd EPERM: the ptrace rules on caller's and exporter's facts
 
 
 @dataclass(frozen=True)
@@ -510,7 +525,7 @@ class ProcessFacts:
 
 @dataclass(frozen=True)
 class CallRefused(TraceEvent):
-    """A refused call with its cause and fix, from what decided it: for pidfd_getfd both
+    """A refused call with the facts that decided it (its cause and fix are worded from them): for pidfd_getfd both
     processes' facts as the kernel read them at the call (``caller``, ``exporter``), Yama's
     ptrace_scope (``yama``: "0".."3", "not loaded", "" not read), and the checks made of them."""
 
@@ -518,13 +533,21 @@ class CallRefused(TraceEvent):
     call: str
     errno: str
     target: int
-    cause: str
-    fix: str
+    #: the cause and fix an older vmmtui recorded in its words; this one leaves them "" and
+    #: words the refusal from ``reason`` and the facts where it is drawn (``words/refusals.py``)
+    cause: str = ""
+    fix: str = ""
     ktime: int = 0
     checks: list[RefusalCheck] = field(default_factory=list)
     caller: ProcessFacts | None = None
     exporter: ProcessFacts | None = None
     yama: str = ""
+    #: a ``RefusalReason`` ("" in an older recording, which carries its words)
+    reason: str = ""
+    #: the exporter's fd that pidfd_getfd asked for (-1: not that call)
+    target_fd: int = -1
+    #: under Yama's ptrace_scope 1: whether the caller was the exporter's ancestor at the call
+    ancestor: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from vmmtui.stream.events import (
     WorkerExited,
     WorkerStarted,
 )
-from vmmtui.stream.failures import Failure, leaked_fds
+from vmmtui.stream.failures import Failure
 from vmmtui.stream.state import WorkerState
 from vmmtui.stream.values import Ack, Verification
 from vmmtui.view.display import Display
@@ -519,7 +519,7 @@ def _failed_after_done(state: ScreenState, e: SessionFailed) -> ScreenState:
         state=PanelState.FAILED,
         failed_at=e.step,
     )
-    leaked = leaked_fds(e.failure)
+    leaked = set(e.failure.fds) if e.failure.code == "FD_LEAK" else set()
     if leaked and p.fds is not None:
         rows = [replace(r, check=FdCheck.LEAKED) if r.fd in leaked else r for r in p.fds.rows]
         p = replace(p, fds=replace(p.fds, rows=rows))
@@ -701,7 +701,7 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0)
     if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
         bad, quiet = v.bad_findings, v.quiet_findings
-        found = Found(v.findings_len - bad - quiet, bad)
+        found = Found(v.findings_len - bad - quiet, len(v.problems))  # problems by relation
         state = evolve(state, status={**state.status, "findings": found})
     return _log(state, entry, steps=v.calls_len)
 

@@ -34,7 +34,8 @@ from vmmtui.stream.names import shown
 from vmmtui.stream.sizes import format_size
 from vmmtui.stream.values import Ack, Call, Verification
 from vmmtui.view.model import Flight, How, PanelState, PanelView, Peer
-from vmmtui.words.troubleshooting import close_fix, with_words, worded
+from vmmtui.words.notices import text_of
+from vmmtui.words.troubleshooting import close_fix, said, with_words, worded
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT VERIFIED"
@@ -236,7 +237,7 @@ def worker_started(e: WorkerStarted, m: Masks = PLAIN) -> Text:
 
 def notice(e: Notice, m: Masks = PLAIN) -> Text:
     """``note: …``, with the cause and fix of the failed call it is about, if any."""
-    return Text(m.text(f"note: {with_words(e.text, e.failure)}"), "yellow")
+    return Text(m.text(f"note: {with_words(text_of(e), e.failure)}"), "yellow")
 
 
 #: a recvmsg result of recordings made before the message's own size was kept: the number is the
@@ -297,7 +298,7 @@ def failed(e: SessionFailed, m: Masks = PLAIN) -> list[Text]:
     f = e.failure
     lines = [
         Text(
-            m.text(f"{failed_at(e)}: {f.call} → {f.code} ({f.message})"),
+            m.text(f"{failed_at(e)}: {f.call} → {f.code} ({said(f)})"),
             "bold red",
         )
     ]

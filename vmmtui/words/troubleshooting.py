@@ -306,10 +306,27 @@ def worded(f: Failure) -> tuple[str, str]:
     return f.cause, f.fix
 
 
+def said(f: Failure) -> str:
+    """What the failed call or check found, in our words: an FD_LEAK's fds as
+    ``/proc/PID/fd still has fd 38 → /dev/nvidiactl after cleanup``; any other failure's own
+    message (the system's, or the facts of our check)."""
+    if f.code == "FD_LEAK" and f.fds:
+        shown = ", ".join(f"fd {fd} → {target}" for fd, target in sorted(f.fds.items()))
+        return f"{f.message} still has {shown} after cleanup"
+    return f.message
+
+
+def facts(f: Failure) -> str:
+    """``cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)``: the failure on one line, its
+    message in our words (``said``)."""
+    message = said(f)
+    return f"{f.call}: {f.code}" + (f" ({message})" if message and message != f.code else "")
+
+
 def one_line(f: Failure) -> str:
     """The failure, its cause and its fix on one line (a notice, a report's error column)."""
     cause, fix = worded(f)
-    return f"{f.one_line()} - {cause}; fix: {fix}"
+    return f"{facts(f)} - {cause}; fix: {fix}"
 
 
 def with_words(text: str, f: Failure | None) -> str:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.commands import vmmtui
 from vmmtui.stream.events import Event
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"
-
-
-def vmmtui(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=FIXTURES,
-        **kw,
-    )
 
 
 def watch_json(fixture: str) -> tuple[subprocess.CompletedProcess, list[Event]]:

@@ -13,7 +13,8 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from tests.trace.procfs.helpers import FIXTURES, ROOT, of, vmmtui
+from tests.commands import vmmtui
+from tests.trace.procfs.helpers import FIXTURES, ROOT, of
 from vmmtui.stream.events import Event, FdOpened, Leak, SharedFile, WatchFinished
 from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
 from vmmtui.trace.loader import why_not

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tests.trace.procfs.helpers import FIXTURES, vmmtui, watch_json
+from tests.commands import vmmtui
+from tests.trace.procfs.helpers import watch_json
 from vmmtui.stream.events import AttachEvent, Event
 from vmmtui.system.fdtable import KcmpUnavailable, kcmp_order
 from vmmtui.trace.procfs.nvml import Nvml
@@ -206,8 +207,10 @@ def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch)
         assert Nvml.opening() is None  # no driver: nothing started
 
 
-def test_the_screenshot_of_the_attach_view_that_went_is_refused_in_one_line():
-    res = vmmtui("attach", "--screenshot", "view.svg", "--duration", "0.5", str(os.getpid()))
+def test_the_screenshot_of_the_attach_view_that_went_is_refused_in_one_line(tmp_path):
+    res = vmmtui(
+        "attach", "--screenshot", "view.svg", "--duration", "0.5", str(os.getpid()), cwd=tmp_path
+    )
     assert res.returncode == 2 and not res.stdout and res.stderr.count("\n") == 1, res
     assert res.stderr.startswith("vmmtui attach: --screenshot: ") and "--record" in res.stderr
-    assert not (FIXTURES / "view.svg").exists()
+    assert not (tmp_path / "view.svg").exists()

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.trace.procfs.helpers import FIXTURES, of, vmmtui, watch_json
+from tests.commands import vmmtui
+from tests.trace.procfs.helpers import FIXTURES, of, watch_json
 from vmmtui.stream.events import (
     Event,
     FdOpened,

@@ -8,7 +8,7 @@ from textual.widgets import Static
 from vmmtui.plan.steps import step_info, teaching_for
 from vmmtui.view import Display, ScreenState
 from vmmtui.words import narration as say
-from vmmtui.words.troubleshooting import worded
+from vmmtui.words.troubleshooting import said, worded
 
 
 class TeachingPanel(Static):
@@ -157,7 +157,7 @@ class TeachingPanel(Static):
             cause, fix = worded(f)
             return f"FAILED: {role} · {step}", Text.assemble(
                 (f"{f.call} → {f.code}", "bold red"),
-                m(f" ({f.message})\n"),
+                m(f" ({said(f)})\n"),
                 ("cause: ", "bold"),
                 m(f"{cause}\n"),
                 ("fix: ", "bold"),

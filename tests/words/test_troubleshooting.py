@@ -8,7 +8,9 @@ from vmmtui.words.troubleshooting import TABLE, explain, worded
 
 
 def test_every_code_raised_in_the_package_is_explained():
-    src = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "vmmtui").rglob("*.py"))
+    src = "\n".join(
+        p.read_text() for p in (Path(__file__).resolve().parents[2] / "vmmtui").rglob("*.py")
+    )
     raised = set(re.findall(r'failure\("([A-Z_]+)"', src))
     assert raised and raised <= set(TABLE), raised - set(TABLE)
 

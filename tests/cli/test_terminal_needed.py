@@ -4,21 +4,9 @@ a process spinning on a stdin that has no keys. What needs no screen still works
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-
-def vmmtui(*args: str, cwd=None, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,  # the old way never ended: a timeout is the failure
-        cwd=cwd,
-        stdin=stdin,
-    )
+from tests.commands import vmmtui
 
 
 @pytest.mark.parametrize(

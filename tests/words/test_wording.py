@@ -3,14 +3,12 @@ of the allocation they name, an ACK text that agrees with the import's and with 
 no "seed 00N" (a name only the project's makers know) in --help, a cause or any text shown."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
 from vmmtui.pipeline.replay import resolve
 from vmmtui.plan.steps import LEGACY_STEPS, POOL_STEPS, STEPS, step_info
 from vmmtui.record import gallery
@@ -19,25 +17,16 @@ from vmmtui.stream.events import StepDone
 from vmmtui.words import narration as say
 from vmmtui.words.troubleshooting import BY_CALL, TABLE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+#: the help texts at their full width (no wrapping where a test looks for a phrase)
+WIDE = {"COLUMNS": "200"}
 SEED = re.compile(r"\bseed\s+0\d\d", re.IGNORECASE)
 COMMANDS = ["run", "soak", "bench", "doctor", "attach", "watch", "trace", "replay", "serve"]
 
 
-def vmmtui(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_recvmsg_says_the_bytes_that_came_over_the_socket_and_the_allocations_size_apart():
     """``recvmsg … → fds [38], 2097152 bytes`` read as if 2 MiB came over the socket (209 did)."""
-    res = vmmtui("run", "--backend", "memfd", "--json")
+    res = vmmtui("run", "--backend", "memfd", "--json", env=WIDE)
     assert res.returncode == 0, res.stderr
     calls = [
         c
@@ -79,7 +68,9 @@ def test_the_ack_text_agrees_with_the_import_and_with_importer_pins():
 
 
 def test_no_seed_number_in_help_causes_steps_scenarios_or_recordings():
-    texts = [vmmtui("--help").stdout] + [vmmtui(c, "--help").stdout for c in COMMANDS]
+    texts = [vmmtui("--help", env=WIDE).stdout] + [
+        vmmtui(c, "--help", env=WIDE).stdout for c in COMMANDS
+    ]
     assert all("usage:" in t for t in texts)
     texts += [f"{c} {f}" for c, f in [*TABLE.values(), *BY_CALL.values()]]
     texts += [

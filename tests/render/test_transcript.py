@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from events_fixture import SAME, session_events
-
+from tests.events_fixture import SAME, session_events
 from vmmtui.render.transcript import Transcript
 from vmmtui.stream.events import Event
 from vmmtui.words import narration

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from events_fixture import SAME
 
-from vmmtui.stream.events import KcmpVerdict, WorkerExited
+from tests.events_fixture import SAME
+from vmmtui.stream.events import KcmpVerdict, Notice, WorkerExited
 from vmmtui.words import narration
 
-PKG = Path(__file__).resolve().parent.parent / "vmmtui"
+PKG = Path(__file__).resolve().parents[2] / "vmmtui"
 #: the pre-redesign session module, gone once vmmtui/session/ lands (it still words kcmp itself)
 OLD_SESSION = PKG / "session.py"
 
@@ -175,3 +175,31 @@ def test_a_notice_about_a_failed_call_says_its_cause_and_fix_where_it_is_drawn()
     )
     assert Notice.from_json(e.to_json()) == e
     assert narration.notice(Notice("plain")).plain == "note: plain"
+
+
+def test_a_notice_travels_as_a_code_and_its_facts_and_is_worded_where_drawn():
+    """The session's notices carry a code and facts, no sentence; words/notices.py words them
+    (a scenario's explanation is today's catalogue's), a notice an older vmmtui wrote in words
+    reads as it was, and a code this version does not know is shown as its facts."""
+    from vmmtui import scenarios
+    from vmmtui.stream.events import Event, NoticeCode
+    from vmmtui.stream.failures import failure
+
+    scenario = Notice(code=NoticeCode.SCENARIO, facts={"name": "leaked-fd"})
+    assert Event.from_json(scenario.to_json()) == scenario and "close()" not in scenario.to_json()
+    explanation = scenarios.get("leaked-fd").explanation
+    assert narration.notice(scenario).plain == f"note: scenario leaked-fd: {explanation}"
+    gone = Notice(code=NoticeCode.INTERRUPTED, facts={"role": "consumer", "step": ""})
+    assert narration.notice(gone).plain.startswith("note: consumer's step was interrupted")
+    cleanup = Notice(
+        failure=failure("EBADF", "close"), code=NoticeCode.CLEANUP_FAILED, facts={"role": "x"}
+    )
+    assert narration.notice(cleanup).plain.startswith("note: x cleanup: close: EBADF - ")
+    assert (
+        narration.notice(Notice("an older vmmtui's words")).plain == "note: an older vmmtui's words"
+    )
+    assert narration.notice(Notice(code="from-a-newer-vmmtui", facts={"n": 2})).plain == (
+        "note: from-a-newer-vmmtui: n 2"
+    )
+    hostile = Notice(code=NoticeCode.STALE_DIR_REMOVED, facts={})
+    assert narration.notice(hostile).plain == "note: stale-dir-removed"

@@ -23,7 +23,7 @@ from vmmtui.words.findings import finding_words
 
 pytestmark = pytest.mark.gpu
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "torch_weight_sync.py"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_weight_sync.py"
 
 
 def trace(tmp: Path, *flags: str):

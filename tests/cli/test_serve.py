@@ -455,7 +455,7 @@ CHROMIUM = next(
 def test_the_page_shows_the_terminal_in_a_browser_that_cannot_reach_the_internet(tmp_path):
     """Chromium resolving no name but localhost (a lecture hall that drops outbound traffic):
     the page loads, draws the replay, and asks for nothing beyond the server."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     res = subprocess.run(
         [sys.executable, str(root / "scripts" / "browser-screenshot.py"), "--offline"]
         + ["--out", str(tmp_path / "page.png"), "--text", "PASSED", "--timeout", "60", "--"]

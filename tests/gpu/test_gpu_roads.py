@@ -3,8 +3,8 @@ each ending with the device memory back (cuMemGetInfo). Skipped where no usable 
 ``bash scripts/gpu-check.sh roads``."""
 
 import pytest
-from test_gpu import device_free, run_cuda, settled_free
 
+from tests.gpu.test_gpu import device_free, run_cuda, settled_free
 from vmmtui.stream.events import KcmpVerdict, SessionClosed, StepDone
 
 pytestmark = pytest.mark.gpu

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import io
 
-from events_fixture import SAME, session_batches, session_events
-
+from tests.events_fixture import SAME, session_batches, session_events
 from vmmtui.render.console import LogPrinter, print_json
 from vmmtui.stream.events import Event, SessionFailed
 from vmmtui.stream.failures import failure

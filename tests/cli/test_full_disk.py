@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "tui"))
+from tests.commands import vmmtui
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture
@@ -41,23 +41,14 @@ def full(tmp_path):
         subprocess.run(["umount", "-l", str(where)])
 
 
-def vmmtui(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vmmtui", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-        timeout=180,
-    )
-
-
 def left_beside(where: Path) -> list[str]:
     return sorted(p.name for p in where.iterdir() if p.name != "filler")
 
 
 def test_a_transcript_on_a_full_disk_is_not_claimed_written(full, tmp_path):
-    res = vmmtui("replay", "h100-vmm-1mib", "--transcript", str(full / "t.md"), cwd=tmp_path)
+    res = vmmtui(
+        "replay", "h100-vmm-1mib", "--transcript", str(full / "t.md"), cwd=tmp_path, timeout=180
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     assert "wrote" not in res.stdout and "nothing was written" in res.stderr
     assert left_beside(full) == []
@@ -65,7 +56,9 @@ def test_a_transcript_on_a_full_disk_is_not_claimed_written(full, tmp_path):
 
 def test_a_perfetto_file_on_a_full_disk_is_refused_with_exit_1(full, tmp_path):
     out = full / "trace.json"
-    res = vmmtui("replay", "h100-trace-torch-expandable", "--perfetto", str(out), cwd=tmp_path)
+    res = vmmtui(
+        "replay", "h100-trace-torch-expandable", "--perfetto", str(out), cwd=tmp_path, timeout=180
+    )
     assert res.returncode == 1 and "nothing was written" in res.stderr, res.stderr
     assert left_beside(full) == []
 
@@ -94,6 +87,7 @@ def test_a_trace_whose_recording_and_perfetto_fill_the_disk_exits_1_and_replays_
         "--",
         *load,
         cwd=tmp_path,
+        timeout=180,
     )
     assert res.returncode == 1, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
@@ -108,7 +102,7 @@ def test_a_trace_whose_recording_and_perfetto_fill_the_disk_exits_1_and_replays_
 
 @pytest.mark.slow
 def test_a_cast_that_fills_the_disk_is_not_left_half_written(full, tmp_path):
-    from terminal import Terminal
+    from tests.tui.terminal import Terminal
 
     cast = full / "replay.cast"
     term = Terminal(

@@ -74,7 +74,7 @@ def test_step_reports_come_back_typed(streams):
     [
         ('{"v": 1, "event": "Nope"}', "unknown event type"),
         ('{"v": 99, "event": "Notice", "text": "x"}', "version 99"),
-        ('{"v": 1, "event": "Notice"}', "lacks 'text'"),
+        ('{"v": 1, "event": "SessionClosed"}', "lacks 'clean'"),
         ('{"v": 1, "event": "Notice", "text": 3}', "expected str"),
         (
             '{"v": 1, "event": "StepDone", "index": 0, "report": {"role": "producer"}, "roundtrip_ns": 1, "overhead_ns": 0}',
@@ -95,6 +95,8 @@ def test_every_line_carries_the_format_version():
         "event": "Notice",
         "text": "x",
         "failure": None,
+        "code": "",
+        "facts": {},
     }
 
 

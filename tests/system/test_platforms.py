@@ -17,11 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import vmmtui
 from vmmtui.cli import main
 from vmmtui.system import host
 
-ROOT = Path(__file__).resolve().parent.parent
-ELSEWHERE = Path(__file__).resolve().parent / "fixtures" / "elsewhere"
+ROOT = Path(__file__).resolve().parents[2]
+ELSEWHERE = ROOT / "tests" / "fixtures" / "elsewhere"
+
+
+def missing(without: str) -> dict[str, str]:
+    """The environment of a process where ``without`` is missing (tests/fixtures/elsewhere's
+    sitecustomize takes cuda-python, or the POSIX signals, away)."""
+    return {"VMMTUI_WITHOUT": without, "PYTHONPATH": str(ELSEWHERE)}
 
 
 def elsewhere(*argv: str, without: str, cwd=None, timeout=180) -> subprocess.CompletedProcess:
@@ -37,10 +44,6 @@ def elsewhere(*argv: str, without: str, cwd=None, timeout=180) -> subprocess.Com
         cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
-
-
-def vmmtui(*args: str, without: str, cwd=None) -> subprocess.CompletedProcess:
-    return elsewhere("-m", "vmmtui", *args, without=without, cwd=cwd)
 
 
 def resolve_wheels():
@@ -113,7 +116,7 @@ def test_every_module_imports_without_cuda_python_or_posix_signals():
 )
 @pytest.mark.slow
 def test_what_needs_no_gpu_works_without_cuda_python(tmp_path, args, says):
-    res = vmmtui(*args, without="cuda", cwd=tmp_path)
+    res = vmmtui(*args, env=missing("cuda"), cwd=tmp_path, timeout=180)
     assert res.returncode == 0, res.stderr[-2000:]
     assert says in res.stdout and "Traceback" not in res.stderr
 

@@ -24,7 +24,7 @@ from vmmtui.pipeline.session import refold
 from vmmtui.record.recording import read
 from vmmtui.stream.observed import LedgerFinding
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tests" / "fixtures" / "verdict_suite" / "weight_sync_suite.py"
 #: what each test of the suite must come to under the plugin
 EXPECTED = {
@@ -215,7 +215,7 @@ def test_off_it_changes_nothing(folder):
     def collected(*args: str) -> list[str]:
         lines = subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", *args]
-            + ["tests/test_names.py", "tests/test_sizes.py"],
+            + ["tests/stream/test_names.py", "tests/stream/test_sizes.py"],
             capture_output=True,
             text=True,
             cwd=ROOT,

@@ -162,7 +162,7 @@ def test_doctors_capability_line_gives_the_same_safe_advice(monkeypatch):
 def test_no_page_or_message_of_the_project_advises_setcap_or_installing_vmmtui_from_an_index():
     """No message of vmmtui names setcap at all; no page or script installs vmmtui by name from
     an index (a page may warn against setcap: docs/pytorch.md does)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     code = [*root.glob("vmmtui/**/*.py")]
     pages = [*code, *root.glob("docs/**/*.md"), root / "README.md", *root.glob("scripts/*")]
     said = [f"{f.relative_to(root)}: setcap" for f in code if "setcap" in f.read_text()]
