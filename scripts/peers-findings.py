@@ -13,7 +13,7 @@
   --expect named                             exit 1 unless every run names a problem while its
                                              holder still runs (a leak the world follows)
 
-The weights are the code's own (``vmmtui.model.findings.weigh``, which the policy decides), the
+The weights are the code's own (``vmmtui.model.policy.weigh``), the
 counts the end line's (``TraceFinished``), so the figures are what a user of this tree is told.
 """
 
@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import relation_of, weigh
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding, ProcessExit, TraceFinished
 
@@ -48,8 +49,10 @@ class Run:
     problems: int = 0
     quiet: int = 0
     lost: int = 0
-    #: the problems by kind, as findings (pins: one relation may be several)
+    #: the problems by kind, as findings (pins: one relation may be several), and as relations
+    #: (the policy's (problem, holder, exporter): what the end line counts)
     kinds: Counter[str] = field(default_factory=Counter)
+    relations: defaultdict[str, set] = field(default_factory=lambda: defaultdict(set))
     #: every finding by kind and weight
     weights: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: milliseconds each hold after its exporter ended lasted (its end seen)
@@ -102,6 +105,7 @@ def read_run(path: Path) -> Run:
         if w is not Weight.PROBLEM:
             continue
         run.kinds[e.kind] += 1
+        run.relations[e.kind].add(relation_of(e))
         exit_at = exits.get(e.pid)
         alive = exit_at is None or i < exit_at[0]
         run.live += alive
@@ -126,9 +130,18 @@ def read_run(path: Path) -> Run:
 def said_runs(runs: list[Run], verbose: bool = False) -> list[str]:
     out = []
     for r in runs:
-        kinds = ", ".join(f"{k} {n}" for k, n in r.kinds.most_common()) or "none"
+        kinds = (
+            ", ".join(
+                f"{k} {n}"
+                + (f" in {len(r.relations[k])} relations" if len(r.relations[k]) != n else "")
+                for k, n in r.kinds.most_common()
+            )
+            or "none"
+        )
+        now = len(set().union(*r.relations.values())) if r.relations else 0
+        weighed = f" (this tree's policy: {now})" if now != r.problems else ""
         out.append(
-            f"{Path(r.path).name}: {r.problems} to look at ({kinds}); {r.quiet} quiet; "
+            f"{Path(r.path).name}: {r.problems} to look at{weighed} ({kinds}); {r.quiet} quiet; "
             f"{r.findings} findings; {r.mode or 'no end line'}, exit {r.returncode}, "
             f"{r.lost} records lost"
         )
@@ -164,6 +177,8 @@ def said_runs(runs: list[Run], verbose: bool = False) -> list[str]:
 _TOTALS = re.compile(r"(\d+) (passed|failed|error|errors|skipped|deselected|xfailed|xpassed)\b")
 #: the plugin's summary: ``FAILED file.py::Class::test: held-at-exit: words``
 _BY_PLUGIN = re.compile(r"^FAILED (\S+?): ([a-z-]+): (.*)$")
+#: a test whose trace failed (the plugin fails it too): ``FAILED t.py::x: the trace failed, …``
+_NO_VERDICT = re.compile(r"^FAILED (\S+?): the trace failed")
 _TRACED = re.compile(r"^(\d+) tests? traced by (.+?), (\d+) with problems")
 
 
@@ -188,7 +203,9 @@ def read_plugin(path: Path) -> PluginRun:
             in_summary = False
         if m := _TRACED.match(line):
             run.traced = line
-        if in_summary and (m := _BY_PLUGIN.match(line)):
+        if in_summary and (m := _NO_VERDICT.match(line)):
+            run.caused.append((m[1], "no verdict", "the trace failed"))
+        elif in_summary and (m := _BY_PLUGIN.match(line)):
             run.caused.append((m[1], m[2], m[3]))
     for line in reversed(lines):
         if " in " in line and _TOTALS.search(line):
