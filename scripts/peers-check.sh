@@ -58,7 +58,7 @@ if want mp; then
     [ "$part" = all ] && default_xdist=2 || default_xdist="0 2"
     for n in ${MP_XDIST:-$default_xdist}; do
       rm -rf "$out/mp-rec-n$n"
-      (cd "$mp" && timeout 590 "$py" -m pytest -q -p no:cacheprovider -n "$n" -k WithProcesses \
+      (cd "$mp" && timeout 1200 "$py" -m pytest -q -p no:cacheprovider -n "$n" -k WithProcesses \
         --vmmtui --vmmtui-dir "$out/mp-rec-n$n" \
         test_multiprocessing_fork.py test_multiprocessing_spawn.py test_multiprocessing_forkserver.py \
         >"$out/mp-n$n.txt" 2>&1)
