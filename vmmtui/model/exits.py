@@ -93,10 +93,14 @@ def leaks_at_exit(ledger: Ledger, e: ProcessExit, out: list) -> None:
 
 
 def _held_by_other_pins(ledger: Ledger, e: ProcessExit, out: list) -> None:
-    """Memory files that came to the process (received, taken) whose received fd is gone but
-    that it still pins at its exit by another fd (a dup, ``F_DUPFD``) or a mapping: the memory
-    lived as long as the process, as with a received fd never closed (said by the loop after
-    this one, once per fd). A copy only inherited from a parent is the parent's to answer for."""
+    """Memory files that came to the process whose copy it still pins at its exit by an fd other
+    than the one received (a dup, ``F_DUPFD``; Python's ``mmap`` keeps one of its own) or a
+    mapping: the memory lived as long as the process, as with a received fd never closed (said
+    by the loop after this one, once per fd). A copy inherited by fork from an ancestor that
+    received it (fork(2): "the child inherits copies of the parent's set of open file
+    descriptors" and its mappings) is said as inherited, through the ancestor: the child never
+    received it (a forkserver's child, a DataLoader worker forked while its parent maps a batch).
+    Said as facts: whether a hold until exit is a problem is the policy's (``model/policy.py``)."""
     for (pid, file), came in list(ledger.came.items()):
         if pid != e.pid or came.how == "inherited":
             continue
@@ -108,6 +112,15 @@ def _held_by_other_pins(ledger: Ledger, e: ProcessExit, out: list) -> None:
             continue
         fds = [p.value for p in pins if p.what == "fd"]
         maps = [p.value for p in pins if p.what == "mapping"]
+        inherited = came.pid != pid
+        # an inherited copy: the fds fork gave it first, then the dups made of them
+        copies = [p.value for p in pins if p.what == "fd" and p.how == "inherited"]
+        if inherited:
+            fds = copies + [fd for fd in fds if fd not in copies]
+            fd = copies[0] if copies else -1
+        else:
+            fd = fds[0] if fds else -1
+        how = "inherited" if inherited else "dup" if fds else "mapping"
         ledger.leak(
             out,
             came.since,
@@ -116,13 +129,14 @@ def _held_by_other_pins(ledger: Ledger, e: ProcessExit, out: list) -> None:
                 e.pid,
                 e.ktime,
                 peer=came.source_pid or ledger.makers.get(file, 0),
+                through=came.pid if inherited else 0,
                 file=file,
-                fd=fds[0] if fds else -1,
+                fd=fd,
                 peer_fd=came.source_fd,
                 fds=fds,
                 ptr=maps[0] if maps else 0,
                 opens=maps,
-                how="dup" if fds else "mapping",
+                how=how,
                 via=came.via,
                 sock=came.sock,
                 pidfd=came.pidfd,

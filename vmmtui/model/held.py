@@ -137,7 +137,10 @@ def _made_and_still_pinned(
                 fd=fd,
                 ptr=ptr,
                 memory=Memory.FILE,
-                how="mapped" if fd < 0 else came.how,
+                # a copy inherited by fork from the one it came to is said as inherited,
+                # through that one (fork(2): the child gets copies of the fds and mappings)
+                how="mapped" if fd < 0 else "inherited" if came.pid != pid else came.how,
+                through=came.pid if came.pid != pid else 0,
                 via=came.via,
                 sock=came.sock,
                 pidfd=came.pidfd,

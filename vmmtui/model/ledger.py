@@ -70,7 +70,7 @@ from vmmtui.model.pins import (
 from vmmtui.model.policy import counted_as
 from vmmtui.model.probes import FABRIC, probe_of
 from vmmtui.model.probes import Context as ProbeContext
-from vmmtui.model.unreceived import dropped
+from vmmtui.model.unreceived import dropped, queued
 from vmmtui.stream.events import (
     Arrival,
     Event,
@@ -536,19 +536,10 @@ class Ledger:
         """The kernel released a socket with SCM_RIGHTS fds still queued: sent, never received."""
         if e.count > len(e.files):
             self.fds_not_read["queued"] += e.count - len(e.files)
+        exited = not self.alive(e.pid)  # its exit released the socket (exit_files)
         for file in e.files:
             sent = self.in_flight.released(e.sender, e.socket_file, file)
-            out.append(
-                LedgerFinding(
-                    "in-flight",
-                    sent.pid if sent else e.pid,
-                    e.ktime,
-                    file=file,
-                    fd=sent.fd if sent else -1,
-                    via="SCM_RIGHTS",
-                    sock=sent.sock if sent else None,
-                )
-            )
+            out.append(queued(e, file, sent, exited))
 
     def _on_FdsDropped(self, e: FdsDropped, out: list) -> None:  # a read(): their send is over
         if e.count > len(e.files):

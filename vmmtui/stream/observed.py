@@ -590,6 +590,10 @@ class LedgerFinding(TraceEvent):
     ktime: int = 0
     #: the other process of a share (sender, exporter); 0 when none
     peer: int = 0
+    #: for a copy inherited by fork (``how`` ``inherited``): the process that received or took
+    #: it from ``peer``, and forked ``pid`` (or an ancestor of it) while holding it; 0 when the
+    #: file came to ``pid`` itself
+    through: int = 0
     file: str = ""
     lost: int = 0
     lost_first_ns: int = 0
@@ -616,8 +620,9 @@ class LedgerFinding(TraceEvent):
     size: int = 0
     #: what the memory is (``model.findings.Memory``): allocation, ipc, pool, pool pointer, file
     memory: str = ""
-    #: how ``pid`` got the fd (``created``, ``received``, ``taken``, ``present``) or the pool
-    #: (``created``, ``imported``)
+    #: how ``pid`` got the fd (``created``, ``received``, ``taken``, ``present``, ``inherited``)
+    #: or the pool (``created``, ``imported``); for ``in-flight``, how ``peer`` released the
+    #: socket (``exit``, ``close``)
     how: str = ""
     #: the call it came by (``SCM_RIGHTS``, ``pidfd_getfd``, ``fork``, ``kcmp``…), or the call
     #: that dropped it (``read``), with the socket or the pidfd it came through

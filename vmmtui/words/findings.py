@@ -161,10 +161,15 @@ def _held_after_exporter_died(f: LedgerFinding) -> Said:
             "cuMemFreeAsync the imported pointer when the exporter goes",
         )
     if f.memory == Memory.FILE:
+        how = (
+            f"inherited by fork from pid {f.through}, which received it via "
+            if f.how == "inherited" and f.through
+            else f"{f.how} via "
+        )
         return Said(
             f"still holds pid {f.peer}'s memory",
             f"pid {f.peer} made the {shown_kind(f.name)} and {ended}; pid {f.pid}'s fd {f.fd} "
-            f"({f.how} via {road_words(f.via, f.sock, f.pidfd)}) keeps the memory alive: the "
+            f"({how}{road_words(f.via, f.sock, f.pidfd)}) keeps the memory alive: the "
             "kernel frees it only when the last fd and mapping go",
             "close the fd (and munmap) when the exporter goes (watch its pidfd or socket)",
         )
@@ -204,6 +209,8 @@ def _released_after_exporter_died(f: LedgerFinding) -> Said:
 
 
 def _held_at_exit(f: LedgerFinding) -> Said:
+    if f.how == "inherited":
+        return _inherited_at_exit(f)
     pins = [f"fd {fd}" for fd in f.fds] + [f"a mapping at {a:#x}" for a in f.opens]
     by = ", ".join(pins) or "a pin"
     kind = file_kind_words(f.name)
@@ -217,6 +224,28 @@ def _held_at_exit(f: LedgerFinding) -> Said:
         + ("a copy of it (dup)" if f.fds else "it mapped")
         + ": the memory lives until the last fd and mapping go, so it lived as long as the process",
         "close every dup and munmap every mapping when done (a dup is the same open file)",
+    )
+
+
+def _inherited_at_exit(f: LedgerFinding) -> Said:
+    """A copy of another's memory file that a process got by fork (a forkserver's child, a
+    worker forked while its parent maps a batch) and kept until it exited: it never received
+    it, its ancestor did; said as what it is, kept until exit and released by the exit."""
+    pins = [f"fd {fd}" for fd in f.fds] + [f"a mapping at {a:#x}" for a in f.opens]
+    by = ", ".join(pins) or "a pin"
+    kind = file_kind_words(f.name)
+    got = f"pid {f.through} received it" if f.through else "its ancestor received it"
+    got += f" from pid {f.peer} (fd {f.peer_fd})" if f.peer else ""
+    return Said(
+        f"{kind} of pid {f.peer} kept until exit, inherited, by {by}"
+        if f.peer
+        else f"{kind} kept until exit, inherited, by {by}",
+        f"pid {f.pid} inherited it by fork: {got} via {road_words(f.via, f.sock, f.pidfd)} "
+        f"and forked while holding it (fork(2): the child gets copies of the fds and the "
+        f"mappings); pid {f.pid} kept its copy (the fds and mappings fork gave it, and any "
+        "dup of them) until it exited, and the exit released it",
+        "nothing to do if the process keeps it for its life; else close the inherited fd and "
+        "munmap in the child once done (or fork before taking the memory)",
     )
 
 
@@ -263,10 +292,20 @@ def _in_flight(f: LedgerFinding) -> Said:
             "process received it)",
             IN_FLIGHT_FIX,
         )
+    if f.peer and f.how == "exit":  # the receiver ended with it queued: its exit released it
+        return Said(
+            f"fd {f.fd} sent, never received: pid {f.peer} exited first",
+            f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; pid {f.peer} "
+            "exited with it still queued and the kernel closed it with the socket (no process "
+            "received it, nothing of it is held)",
+            "if the message mattered, have the receiver read its socket until it closes before "
+            "it exits (or the sender stop sending once it is told the receiver goes)",
+        )
+    released = f"pid {f.peer} closed the socket" if f.peer else "the kernel released the socket"
     return Said(
         f"fd {f.fd} sent, never received",
-        f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; the kernel released "
-        "the socket with it still queued (no process received it)",
+        f"pid {f.pid} sent fd {f.fd} over {road_words('SCM_RIGHTS', f.sock)}; {released} "
+        "with it still queued (no process received it)",
         IN_FLIGHT_FIX,
     )
 
