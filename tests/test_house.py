@@ -271,7 +271,7 @@ STILL_WORDED = {
     "vmmtui.trace.procfs.follow": 11,
     "vmmtui.trace.procfs.leaks": 17,
     "vmmtui.trace.procfs.lifecycle": 6,
-    "vmmtui.trace.procfs.preflight": 41,
+    "vmmtui.trace.procfs.preflight": 1,
     "vmmtui.trace.procfs.shares": 3,
     "vmmtui.trace.tracer": 6,
     "vmmtui.wire.channel": 10,

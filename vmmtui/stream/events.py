@@ -445,15 +445,20 @@ class GpuMemory(AttachEvent):
 
 @dataclass(frozen=True)
 class PreflightCheck(AttachEvent):
-    """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known."""
+    """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known.
+    What it found is a code and its facts (``trace/procfs/preflight.py``), worded with its cause
+    and fix where it is drawn (``words/preflight.py``); ``finding``, ``cause`` and ``fix`` are the
+    words an older vmmtui wrote into the stream, read when there is no code."""
 
     a: int
     b: int
     name: str
     ok: bool | None
-    finding: str
+    finding: str = ""
     cause: str = ""
     fix: str = ""
+    code: str = ""
+    facts: dict[str, str | int | bool | None] = field(default_factory=dict)
 
 
 class LeakKind(StrEnum):
