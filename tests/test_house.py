@@ -269,7 +269,6 @@ STILL_WORDED = {
     "vmmtui.trace.loader": 24,
     "vmmtui.trace.polling": 4,
     "vmmtui.trace.procfs.follow": 11,
-    "vmmtui.trace.procfs.leaks": 17,
     "vmmtui.trace.procfs.lifecycle": 6,
     "vmmtui.trace.procfs.preflight": 1,
     "vmmtui.trace.procfs.shares": 3,

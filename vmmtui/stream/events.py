@@ -475,17 +475,35 @@ class LeakKind(StrEnum):
 
 @dataclass(frozen=True)
 class Leak(AttachEvent):
+    """Memory or a file polling found kept after its peers or owners were gone, as facts:
+    ``words/leaks.py`` words what it is, why it is a leak and its fix where it is drawn.
+    ``what``, ``detail`` and ``fix`` are the words an older vmmtui wrote into the stream (this
+    one leaves them ""; a ``--json`` line carries them worded, as a finding's)."""
+
     kind: LeakKind
-    what: str
-    pid: int | None
-    detail: str
-    #: what to do; "" where it follows from the fd's kind (``memory``), worded where it is drawn
-    #: (``words.troubleshooting.close_fix``)
-    fix: str
+    what: str = ""
+    pid: int | None = None
+    detail: str = ""
+    fix: str = ""
     at: float = 0.0
     #: an fd's kind as the kernel showed it (``AttachKind``'s memory values: gpu, memfd, shm,
     #: dmabuf; "" when not seen): the fact its fix is worded from
     memory: str = ""
+    #: the holder's name (its comm), the fd it keeps and what that points at (a file's path)
+    name: str = ""
+    fd: int = -1
+    target: str = ""
+    #: the processes it was shared with, all exited: pid → name
+    peers: dict[int, str] = field(default_factory=dict)
+    #: how polling saw the fd come (``FdOpened.how``); for a /dev/shm file "torch" (PyTorch's
+    #: refcount file of a dead process) or "watched" (made during the watch, held by no one)
+    how: str = ""
+    #: when the fd appeared or arrived (seconds into the watch), and who sent it (pid, name)
+    since: float = 0.0
+    source: int | None = None
+    source_name: str = ""
+    #: GPU memory NVML still charges the holder, MiB
+    mib: int = 0
 
 
 @dataclass(frozen=True)

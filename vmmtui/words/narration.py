@@ -555,13 +555,14 @@ def preflight(e: PreflightCheck) -> list[Text]:
 
 
 def leak(e: Leak) -> list[Text]:
-    if e.kind.startswith(
-        "possible-"
-    ):  # the fd's origin was not seen: a leak only if it was received
-        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {e.what}: {e.detail}", "yellow")
+    from vmmtui.words.leaks import said as leak_words
+
+    what, detail, fix = leak_words(e)
+    if e.kind.startswith("possible-"):  # the fd's origin was not seen: a leak only if received
+        head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {what}: {detail}", "yellow")
     else:
-        head = Text(f"LEAK ({e.kind}) {e.what}: {e.detail}", "bold red")
-    return [head, Text(f"    fix: {e.fix or close_fix(e.memory)}")]
+        head = Text(f"LEAK ({e.kind}) {what}: {detail}", "bold red")
+    return [head, Text(f"    fix: {fix or close_fix(e.memory)}")]
 
 
 def watch_finished(e: WatchFinished) -> list[Text]:

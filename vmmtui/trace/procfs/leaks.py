@@ -2,7 +2,9 @@
 files in /dev/shm or socket files whose owners are dead.
 
 Checked after every scan (``during``), when a process exits (``at_exit``) and on demand
-(``leftover_files``). Where /proc cannot tell (a GPU fd's mapping is invisible), the wording says so.
+(``leftover_files``). Each leak is its facts (the holder, the fd and its target, the peers that
+exited, how its origin was seen); ``vmmtui/words/leaks.py`` words it where it is drawn, and says
+where /proc cannot tell (a GPU fd's mapping is invisible).
 """
 
 from __future__ import annotations
@@ -14,15 +16,9 @@ import stat
 from dataclasses import dataclass, field
 
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
-from vmmtui.stream.names import shown
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
 
-#: why a shared fd's origin is not known, by FdOpened.how
-ORIGIN_UNSEEN = {
-    "present": "it was open before attach, so which process made it and which received it was not seen",
-    "unknown": "it appeared in both processes within one poll, so which made it was not seen",
-}
 TORCH_SHM = re.compile(r"^torch_(\d+)_")
 SOCKET_DIRS = ("/tmp",)
 
@@ -56,23 +52,19 @@ class LeakFinder:
             f = p.fds.get(fd)
             if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
                 continue  # still mapped: in use, not leaked
-            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
-            seen = (
-                "not mapped any more (/proc/PID/maps)"
-                if e.kind != "gpu"
-                else "whether it is still mapped cannot be seen from /proc for GPU memory"
-            )
             out += self._once(
                 ("fd", pid, fd, e.target),
                 Leak(
                     LeakKind.FD_AFTER_PEER,
-                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
-                    pid,
-                    f"still open after every process it shared with exited ({names}); {seen}",
-                    "",
-                    at,
+                    pid=pid,
+                    at=at,
                     memory=e.kind,
-                ),
+                    name=t.names.get(pid, "?"),
+                    fd=fd,
+                    target=e.target,
+                    peers=_names(t, peers),
+                    how=e.how,
+                ),  # fmt: skip
             )
         out += self._possible(t, at)
         for pid, g in (gpu or {}).items():
@@ -90,15 +82,12 @@ class LeakFinder:
                     ("gpu", pid),
                     Leak(
                         LeakKind.GPU_MEMORY_AFTER_PEER,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) GPU memory {total >> 20} MiB",
-                        pid,
-                        "this process imported GPU memory from processes that have all exited, and NVML still charges "
-                        "it memory; an import keeps the exporter's allocation alive after the exporter died, and "
-                        "NVML may show it under no process at all",
-                        "release (cuMemRelease / cuIpcCloseMemHandle) what a peer imported when it dies; "
-                        "watch for PEER_CLOSED on the connection",
-                        at,
-                    ),
+                        pid=pid,
+                        at=at,
+                        name=t.names.get(pid, "?"),
+                        peers=_names(t, peers),
+                        mib=total >> 20,
+                    ),  # fmt: skip
                 )
         return out
 
@@ -117,19 +106,19 @@ class LeakFinder:
             f = p.fds.get(fd)
             if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
                 continue
-            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
             out += self._once(
                 ("possible", pid, fd, e.target),
                 Leak(
                     LeakKind.POSSIBLE_FD_AFTER_PEER,
-                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
-                    pid,
-                    f"still open, not mapped any more (/proc/PID/maps), after every process it was "
-                    f"shared with exited ({names}); {ORIGIN_UNSEEN[e.how]}: a leak if it was received",
-                    "",
-                    at,
+                    pid=pid,
+                    at=at,
                     memory=e.kind,
-                ),
+                    name=t.names.get(pid, "?"),
+                    fd=fd,
+                    target=e.target,
+                    peers=_names(t, peers),
+                    how=e.how,
+                ),  # fmt: skip
             )
         return out
 
@@ -142,14 +131,14 @@ class LeakFinder:
                     ("possible-exit", pid, e.fd, e.target),
                     Leak(
                         LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
-                        pid,
-                        "kept after every process it was shared with exited, and still open at the "
-                        f"last scan before this one exited; {ORIGIN_UNSEEN[e.how]}",
-                        "",
-                        at,
+                        pid=pid,
+                        at=at,
                         memory=e.kind,
-                    ),
+                        name=t.names.get(pid, "?"),
+                        fd=e.fd,
+                        target=e.target,
+                        how=e.how,
+                    ),  # fmt: skip
                 )
             if (
                 e.how == "opened"
@@ -165,38 +154,40 @@ class LeakFinder:
                     ("possible-exit", pid, e.fd, e.target),
                     Leak(
                         LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
-                        pid,
-                        f"appeared at {e.at:.2f} s, no longer mapped, and still open at the last "
-                        "scan before the process exited: only its exit closed it. Polling cannot "
-                        "tell whether this process made it or received it (it sees no sendmsg or "
-                        "recvmsg, and no other process held it at a poll); received, it is a leak "
-                        "(trace as root, with eBPF, to know)",
-                        "",
-                        at,
+                        pid=pid,
+                        at=at,
                         memory=e.kind,
-                    ),
+                        name=t.names.get(pid, "?"),
+                        fd=e.fd,
+                        target=e.target,
+                        how=e.how,
+                        since=e.at,
+                    ),  # fmt: skip
                 )
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
-                src = (
-                    f"from {shown(t.names.get(e.source.pid, '?'))} ({e.source.pid})"
-                    if e.source
-                    else ""
-                )
+                source = e.source.pid if e.source else None
                 out += self._once(
                     ("exit", pid, e.fd, e.target),
                     Leak(
                         LeakKind.HELD_UNTIL_EXIT,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
-                        pid,
-                        f"received {src} at {e.at:.2f} s, no longer mapped, and still open at the last scan before "
-                        "the process exited: only its exit closed it",
-                        "",
-                        at,
+                        pid=pid,
+                        at=at,
                         memory=e.kind,
-                    ),
+                        name=t.names.get(pid, "?"),
+                        fd=e.fd,
+                        target=e.target,
+                        how=e.how,
+                        since=e.at,
+                        source=source,
+                        source_name=t.names.get(source, "?") if source is not None else "",
+                    ),  # fmt: skip
                 )
         return out
+
+
+def _names(t: Tracker, pids: set[int]) -> dict[int, str]:
+    """Each pid with its name as polling last saw it ("?": never seen)."""
+    return {q: t.names.get(q, "?") for q in sorted(pids)}
 
 
 def _with_live_peer(t: Tracker) -> set[int]:
@@ -230,33 +221,14 @@ def leftover_files(
         except OSError:
             continue
         if m and not _owner_alive(int(m.group(1))):
-            out.append(
-                Leak(
-                    LeakKind.SHM_FILE,
-                    shown(entry.path),
-                    int(m.group(1)),
-                    f"PyTorch's refcount file of process {m.group(1)}, which is dead",
-                    f"rm {shown(entry.path)} (PyTorch's file_descriptor sharing strategy cleans it when "
-                    "its processes exit normally)",
-                    at,
-                )
-            )
+            owner = int(m.group(1))
+            out.append(Leak(LeakKind.SHM_FILE, pid=owner, at=at, target=entry.path, how="torch"))
         elif (
             created_after is not None
             and st.st_mtime >= created_after
             and (st.st_dev, st.st_ino) not in held
         ):
-            out.append(
-                Leak(
-                    LeakKind.SHM_FILE,
-                    shown(entry.path),
-                    None,
-                    "created while watched, left after every process exited "
-                    "and held or mapped by no process",
-                    f"shm_unlink the name when done (rm {shown(entry.path)})",
-                    at,
-                )
-            )
+            out.append(Leak(LeakKind.SHM_FILE, at=at, target=entry.path, how="watched"))
     live = live_paths or set()
     candidates = set(bound_paths or ())
     for d in SOCKET_DIRS:
@@ -272,18 +244,7 @@ def leftover_files(
         except OSError:
             continue
         if is_sock and path not in live:
-            out.append(
-                Leak(
-                    LeakKind.SOCKET_FILE,
-                    shown(path),
-                    None,
-                    "a socket file no live socket is bound to: its owner died "
-                    "or closed without unlinking it",
-                    f"unlink it (rm {shown(path)}); bind after unlinking stale "
-                    "paths, or use abstract names",
-                    at,
-                )
-            )
+            out.append(Leak(LeakKind.SOCKET_FILE, at=at, target=path))
     return out
 
 
