@@ -241,6 +241,7 @@ STILL_WORDED = {
     "vmmtui.backends.pidfd": 5,
     "vmmtui.backends.probe": 4,
     "vmmtui.model.findings": 1,
+    "vmmtui.model.policy": 2,
     "vmmtui.plan.config": 16,
     "vmmtui.plan.steps": 70,
     "vmmtui.record.calls": 2,

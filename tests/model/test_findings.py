@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import Proof, counted_as, tally
+from vmmtui.model.findings import Proof
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.policy import counted_as, tally
 from vmmtui.stream.events import FdHolder, FdOpened, ProcessSeen, SharedFile
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit
 from vmmtui.view.programs import ProgramsView, fold_program_event

@@ -15,7 +15,8 @@ import pytest
 
 from tests.tracing import said, stream, vmmtui_trace
 from vmmtui.fleet.facts import SharingFacts
-from vmmtui.model.findings import MEMORY_FILES, Weight, weigh
+from vmmtui.model.findings import MEMORY_FILES, Weight
+from vmmtui.model.policy import weigh
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding
 

@@ -2,8 +2,9 @@
 chases (a share, a leak, an exporter killed under its importers)."""
 
 from vmmtui.model.entries import Pin
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.policy import weigh
 from vmmtui.stream.observed import (
     CallRefused,
     CudaCall,
@@ -114,11 +115,13 @@ def test_the_fix_for_an_fd_never_closed_follows_what_the_fd_is():
     assert "cuMemImportFromShareableHandle" in export
 
 
-def test_a_kept_fd_is_a_problem_where_its_file_carries_memory_and_a_quiet_fact_elsewhere():
+def test_a_kept_fd_is_named_by_whether_its_file_carries_memory_and_weighs_as_a_fact():
     """nginx's workers and Chromium's processes keep the sockets and pipes they were sent until
-    they exit: a fact, not a leak of shared memory. A memfd kept so is one, and so is a file whose
-    kind the trace did not see (it may carry memory). The one count says so."""
-    from vmmtui.model.findings import tally
+    they exit, and Chromium's renderers their shared regions: facts, released by the exit, not
+    leaks. A memfd kept so (and a file whose kind the trace did not see: it may carry memory) is
+    named as memory held until exit, with its fix; the others by their kind. The one count says
+    so."""
+    from vmmtui.model.policy import tally
 
     ledger, found = fold(
         [
@@ -147,8 +150,10 @@ def test_a_kept_fd_is_a_problem_where_its_file_carries_memory_and_a_quiet_fact_e
         12: ("fd-never-closed", ""),
     }
     t = tally([], ledger.findings.by)
-    assert (t.good, t.bad, t.quiet, t.total) == (4, 2, 2, 8)
-    assert t.quiet_by == {"socket": 1, "pipe": 1}
+    # kept until a normal exit, every one released by it: facts (model/policy.py), the memory
+    # ones counted as held until exit, the others by their kind of file
+    assert (t.good, t.bad, t.quiet, t.total) == (4, 0, 4, 8)
+    assert t.quiet_by == {"socket": 1, "pipe": 1, "held until exit": 2}
     at_exit = {f.fd: said(f) for f in found if f.kind != "shared"}
     assert at_exit[8].fix == "" and "a socket carries no memory" in at_exit[8].detail
     assert "memfd" in at_exit[10].detail and "mapped" in at_exit[10].fix

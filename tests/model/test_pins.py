@@ -3,8 +3,9 @@ mmap/munmap capture; here they are fed as the tracer emits them): a mapping pins
 after its fd is closed, until munmap, mremap away, exec or exit; fork copies it. What a process
 still pins at exit of memory that came from another is said; what it let go is not."""
 
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.policy import weigh
 from vmmtui.stream.observed import (
     FdCloseCall,
     FdDuplicated,

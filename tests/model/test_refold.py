@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.model.findings import Weight, quiet_file, weigh
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import quiet_file, weigh
 from vmmtui.model.probes import reclassified
 from vmmtui.pipeline.session import refold
 from vmmtui.record.recording import read

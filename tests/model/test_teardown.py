@@ -5,8 +5,9 @@ p2p road: each rank frees its own buffer and closes its peer's at once) frees be
 closes by a fraction of a second: within the teardown window that is a quiet fact in the past;
 an importer still holding past it is the problem, said then (live, on the clock)."""
 
-from vmmtui.model.findings import TORN_DOWN, FindingKind, Weight, counted_as, tally, weigh
+from vmmtui.model.findings import TORN_DOWN, FindingKind, Weight
 from vmmtui.model.handles import TEARDOWN_S
+from vmmtui.model.policy import counted_as, tally, weigh
 from vmmtui.pipeline.session import RecordingSource, TraceSession
 from vmmtui.stream.observed import CudaCall, LedgerFinding, ProcessExit, TraceClock, TraceLost
 from vmmtui.words.findings import finding_words as said

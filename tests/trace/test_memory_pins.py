@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import weigh
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding, ProcessExit
 from vmmtui.words.findings import finding_words

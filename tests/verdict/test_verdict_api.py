@@ -57,12 +57,14 @@ def test_a_multiprocessing_child_that_keeps_what_it_took_is_the_problem(start, t
     me, keep, drop = said["me"], said["keep"], said["drop"]
     assert keep["exit"] == 0 and drop["exit"] == 0
     assert keep["mode"] == "ebpf" and keep["reason"] == ""
-    (problem,) = keep["problems"]
-    assert problem["kind"] == "fd-never-closed" and problem["pid"] == keep["pid"]
-    assert problem["what"].endswith("(memfd) held until exit")
-    assert f"received it from pid {me}" in problem["detail"] and problem["fix"]
-    assert problem["peer"] == me
-    assert f"fd-never-closed · pid {keep['pid']}" in keep["report"]
+    # a worker that keeps the fd it took until its normal exit leaks nothing: the exit closed it
+    # (CPython's own forkserver tests do this with the heap arena): a fact, said, not a problem
+    assert keep["problems"] == [], keep["report"]
+    (fact,) = [f for f in keep["facts"] if f["kind"] == "fd-never-closed"]
+    assert fact["pid"] == keep["pid"] and fact["peer"] == me
+    assert fact["what"].endswith("(memfd) held until exit")
+    assert f"received it from pid {me}" in fact["detail"]
+    assert "nothing wrong found" in keep["report"]
     # the bucket's share, proven (forkserver's helper also takes the pipe's fds: shares too)
     assert [keep["pid"], "struct file"] in keep["shared"]
     assert drop["problems"] == [], drop["report"]
@@ -81,11 +83,12 @@ def test_subprocesses_sharing_buckets_the_recording_replays_to_the_same_verdict(
         sync(steps=3, keep=True)
     assert t.mode == mode and t.recording == path and path.exists()
     assert not list(tmp_path.glob("*.part"))
-    # one finding per bucket kept to exit (eBPF: and the pile named as growth while it grew)
-    held = [f for f in t.problems if f.kind == ("held-until-exit" if poll else "fd-never-closed")]
-    assert len(held) == 3, t.report()
-    assert {f.kind for f in t.problems} <= {"held-until-exit", "fd-never-closed", "growth"}
-    assert len({f.pid for f in t.problems}) == 1  # the receiver
+    # each bucket kept to exit is a fact (the exit released it); eBPF names the pile as one
+    # growth while it grew, one problem for the one relation
+    held = [f for f in t.findings if f.kind == ("held-until-exit" if poll else "fd-never-closed")]
+    assert len(held) == 3 and all(f.weight is Weight.QUIET for f in held), t.report()
+    assert {f.kind for f in t.problems} <= {"growth"}
+    assert len(t.problems) == (0 if poll else 1), t.report()
     if poll:
         assert t.reason == "asked (poll=True)"
         assert "polling (asked (poll=True)): " in t.report()
@@ -166,12 +169,12 @@ def test_this_process_own_fds_cause_nothing(tmp_path):
 
 def test_the_verdict_comes_after_the_block_and_allow_takes_kinds(tmp_path):
     needs("ebpf")
-    with vmmtui.tracing(allow=["fd-never-closed"], record=False) as t:
+    with vmmtui.tracing(allow=["growth"], record=False) as t:
         with pytest.raises(TraceError, match="after the block"):
             _ = t.problems
-        sync(steps=1, keep=True)
+        sync(steps=3, keep=True)
     assert not t.problems and t.verdict is not None
-    assert [f.kind for f in t.verdict.allowed] == ["fd-never-closed"]
+    assert [f.kind for f in t.verdict.allowed] == ["growth"]
     assert "1 allowed" in t.report()
 
 

@@ -703,18 +703,20 @@ def _summary(console, ledger, t0: int = 0, bystanders: str = "") -> None:
             else "; ".join(said)
         )
         return
-    console.print(verdict_line(ledger, by) + "".join(f"; {x}" for x in said))
+    console.print(verdict_line(ledger, ledger.findings.by) + "".join(f"; {x}" for x in said))
 
 
-def verdict_line(ledger, by) -> str:
-    """The run's verdict with its counts: what to look at by kind (or nothing), the good news,
-    the quiet facts, and what the ledger followed. Each allocation's pins are in ``--json``
-    (every call and finding of it), not here: a run of NCCL exports hundreds."""
-    from vmmtui.model.findings import Weight, weight
+def verdict_line(ledger, counted) -> str:
+    """The run's verdict with its counts (``counted``: the ledger's findings, ``Counted`` -> how
+    many): the problems by kind, each relation once (``model/policy.py``: a hundred pins of one
+    orphaned pool are one problem), the good news, the quiet facts by what they are, and what the
+    ledger followed. Each allocation's pins are in ``--json`` (every call and finding of it), not
+    here: a run of NCCL exports hundreds."""
+    from vmmtui.model.policy import problems_by_kind, tally
+    from vmmtui.words.findings import quiet_words
 
-    bad = {k: n for k, n in by.items() if weight(k) is Weight.PROBLEM}
-    good = sum(n for k, n in by.items() if weight(k) is Weight.GOOD)
-    quiet = sum(n for k, n in by.items() if weight(k) is Weight.QUIET)
+    t = tally((), counted)
+    bad = problems_by_kind(counted)
     head = (
         f"verdict: {sum(bad.values())} to look at ("
         + ", ".join(f"{n} {k}" for k, n in sorted(bad.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -722,9 +724,10 @@ def verdict_line(ledger, by) -> str:
         if bad
         else "verdict: nothing to look at"
     )
+    facts = quiet_words(t.quiet, t.quiet_by)
     return (
-        f"{head}; {good} shared/imported"
-        + (f", {quiet} quiet fact{'s' if quiet != 1 else ''}" if quiet else "")
+        f"{head}; {t.good} shared/imported"
+        + (f"; {facts}" if facts else "")
         + f"; followed {how_many(ledger.transfers.total, 'fd transfer')}, "
         f"{how_many(len(ledger.allocations), 'allocation')}, "
         f"{how_many(len(ledger.ipc), 'IPC handle')}, "

@@ -16,8 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
 from vmmtui.model.ledger import Allocation, Ledger
+from vmmtui.model.policy import weigh
 from vmmtui.model.world import World
 from vmmtui.stream.events import Event, FdOpened, Leak, ProcessSeen, ProcessUnreadable, SharedFile
 from vmmtui.stream.names import shown

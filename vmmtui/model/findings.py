@@ -1,21 +1,21 @@
-"""The verdicts about programs as data: their kinds, what proves each, how much each weighs (good
-news, a problem to look at, or a quiet fact), and the one count of them that the end line,
-``--json``, the screen and the metrics all give. No words here: a renderer words a finding where
-it draws it."""
+"""The verdicts about programs as data: their kinds, what proves each, and the one count of them
+that the end line, ``--json``, the screen and the metrics all give. How much each weighs (good
+news, a problem to look at, or a quiet fact) is the policy's: ``weight``, ``weigh``,
+``counted_as``, ``quiet_file`` and ``tally`` are ``model/policy.py``'s, the one place that weighs.
+No words here: a renderer words a finding where it draws it."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from vmmtui.stream.observed import MEMORY_FILES
 
 
 class FindingKind(StrEnum):
-    """Every kind of finding: the good news (a share, an import) and the rest to look at."""
+    """Every kind of finding: the good news (a share, an import), the problems and the facts
+    (``model/policy.py``'s ``RULES`` weighs each)."""
 
     SHARED = "shared"
     IMPORTED = "imported"
@@ -58,23 +58,14 @@ class FindingKind(StrEnum):
     UNKNOWN = "unknown"
     #: a process polling could not read
     UNREADABLE = "unreadable"
+    #: more bytes pinned across live processes at a checkpoint than the budget allows
+    #: (``vmmtui.tracing(max_pinned_bytes=)``, ``pytest --vmmtui-max-pinned``, ``trace
+    #: --max-pinned``)
+    PINNED_OVER_BUDGET = "pinned-over-budget"
 
 
 #: the kinds that are good news: a share or an import, proven
 GOOD = frozenset({FindingKind.SHARED, FindingKind.IMPORTED})
-
-
-#: the kinds that are facts, not problems: counted and kept, never "to look at" (the end of a
-#: hold after an exporter died is the past of a problem already counted once; a legacy free its
-#: importer closed within the teardown window is the undefined order of a healthy teardown, no
-#: access of the freed memory can be seen in it)
-QUIET = frozenset(
-    {
-        FindingKind.FD_CLOSED_BY_EXIT,
-        FindingKind.RELEASED_AFTER_EXPORTER_DIED,
-        FindingKind.FREED_AT_TEARDOWN,
-    }
-)
 
 
 def is_good(kind: str) -> bool:
@@ -93,22 +84,6 @@ class Weight(StrEnum):
     GOOD = "good"
     PROBLEM = "problem"
     QUIET = "quiet"
-
-
-def weight(kind: str, was: str = "") -> Weight:
-    """The weight of a finding of ``kind`` (``was``: what an ``unknown`` would be without the
-    records lost; a lost close can only make a quiet fact quieter)."""
-    if kind in GOOD:
-        return Weight.GOOD
-    if kind in QUIET or (kind == FindingKind.UNKNOWN and was in QUIET):
-        return Weight.QUIET
-    return Weight.PROBLEM
-
-
-def weigh(f: Any) -> Weight:
-    """The weight of a finding (a ``LedgerFinding``, a polling ``Leak``, anything with a
-    ``kind``)."""
-    return weight(str(f.kind), getattr(f, "was", ""))
 
 
 class Proof(StrEnum):
@@ -176,55 +151,29 @@ class Tally:
         return self.good + self.bad + self.quiet
 
 
+class Relation(NamedTuple):
+    """What one problem is about (``model/policy.py``): its kind (the rule's kind for a broken
+    rule), the process that holds and the process whose memory it is (0 where none or not
+    known)."""
+
+    problem: str
+    holder: int
+    exporter: int
+
+
 class Counted(NamedTuple):
-    """What a finding is counted by: its kind, its proof (good news), its weight and, for a
-    quiet fact, the kind of file it is about."""
+    """What a finding is counted by: its kind, its proof (good news), its weight, for a quiet fact
+    what it is counted under, and for a problem its relation (problems are counted by relation,
+    not by pin: ``policy.tally``)."""
 
     kind: str
     proof: str = ""
     weight: Weight = Weight.PROBLEM
     file: str = ""
+    relation: Relation | None = None
 
 
-def counted_as(f: Any) -> Counted:
-    """What a finding is counted by (``tally``'s keys)."""
-    w = weigh(f)
-    if w is Weight.GOOD:
-        return Counted(str(f.kind), str(proof_of(f)), w)
-    return Counted(str(f.kind), "", w, quiet_file(f) if w is Weight.QUIET else "")
-
-
-#: what a quiet fact that is no received fd is counted under (``Tally.quiet_by``)
+#: what the end of a hold after its exporter died is counted under (``Tally.quiet_by``)
 RELEASED_LATE = "released after its exporter died"
 #: what a legacy free closed by its importer within the teardown window is counted under
 TORN_DOWN = "freed at teardown"
-
-
-def quiet_file(f: Any) -> str:
-    """The kind of file a quiet fact is counted under (``Tally.quiet_by``)."""
-    if str(f.kind) == FindingKind.RELEASED_AFTER_EXPORTER_DIED:
-        return RELEASED_LATE
-    if str(f.kind) == FindingKind.FREED_AT_TEARDOWN or (
-        str(f.kind) == FindingKind.UNKNOWN
-        and getattr(f, "was", "") == FindingKind.FREED_AT_TEARDOWN
-    ):
-        return TORN_DOWN
-    return getattr(f, "name", "") or "other"
-
-
-def tally(found: Iterable[Counted], counted: Mapping[Any, int] | None = None) -> Tally:
-    """The count of ``found``, and of those ``counted`` already (``Counted`` -> how many: a long
-    run's findings, counted as they came and no longer all kept)."""
-    good = bad = quiet = 0
-    proofs: Counter[str] = Counter()
-    files: Counter[str] = Counter()
-    for c, n in [*((c, 1) for c in found), *(counted or {}).items()]:
-        if c.weight is Weight.GOOD:
-            good += n
-            proofs[c.proof] += n
-        elif c.weight is Weight.QUIET:
-            quiet += n
-            files[c.file] += n
-        else:
-            bad += n
-    return Tally(good, bad, dict(proofs), quiet, dict(files))

@@ -54,6 +54,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from vmmtui.model.findings import FindingKind, Proof
+from vmmtui.model.policy import TEARDOWN_WINDOW_S
 from vmmtui.model.roads import HandleType, handle_type
 
 #: seconds after an export with no import before it is said ``exported-never-imported`` live
@@ -65,10 +66,10 @@ CUDA_SUCCESS = 0
 CUDA_ERROR_ALREADY_MAPPED = 208
 #: seconds a legacy cuMemFree under an importer's open waits for that importer's close (or
 #: exit) before it is a problem: both sides of a teardown free and close in one shutdown, each
-#: on its own clock (two NCCL ranks on two H200s: 0.41 s apart), so 2 s is five times what a
-#: healthy teardown took, and short enough that an importer left holding freed memory is said
-#: within 3 s (the trace's clock ticks once a second)
-TEARDOWN_S = 2.0
+#: on its own clock (two NCCL ranks on two H200s: 0.41 s apart). The policy's one teardown window
+#: for every kind of memory (``model/policy.py``, ``TEARDOWN_WINDOW_S``, where its measurements
+#: are)
+TEARDOWN_S = TEARDOWN_WINDOW_S
 
 #: (importer pid, its import handle) → (exporter pid, the exporter's handle), or None
 Link = Callable[[int, int], "tuple[int, int] | None"]

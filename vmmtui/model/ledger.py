@@ -46,7 +46,7 @@ from vmmtui.model.entries import (
     Transfer,
 )
 from vmmtui.model.exits import leaks_at_exit
-from vmmtui.model.findings import MEMORY_FILES, Memory, Proof, counted_as
+from vmmtui.model.findings import MEMORY_FILES, Memory, Proof
 from vmmtui.model.growth import Growth
 from vmmtui.model.held import files_held_after_exit, kcmp_shares
 from vmmtui.model.interest import closed_by, matters
@@ -65,6 +65,7 @@ from vmmtui.model.pins import (
     pins_on,
     unmapped,
 )
+from vmmtui.model.policy import counted_as
 from vmmtui.model.probes import FABRIC, probe_of
 from vmmtui.model.probes import Context as ProbeContext
 from vmmtui.model.unreceived import dropped

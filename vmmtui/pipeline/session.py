@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from vmmtui.model.findings import Counted, Tally, counted_as, tally
+from vmmtui.model.findings import Counted, Tally
 from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
+from vmmtui.model.policy import counted_as, tally
 from vmmtui.model.refcounts import Refcounts
 from vmmtui.model.world import Keyframes, World
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable

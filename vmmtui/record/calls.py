@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import weigh
 from vmmtui.record.timeline import Frame
 from vmmtui.stream.events import (
     Event,

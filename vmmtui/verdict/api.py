@@ -36,7 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from vmmtui.model.findings import FindingKind, Weight, weigh
+from vmmtui.model.findings import FindingKind, Weight
+from vmmtui.model.policy import weigh
 from vmmtui.stream.events import Arrival, Event, FdOpened, Leak, ProcessUnreadable
 from vmmtui.stream.observed import MEMORY_FILES, LedgerFinding, TraceLost, TraceStarted
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from vmmtui.record.recording import Recorder
 
 #: the kind of the one finding the API adds itself: more bytes pinned at the end than allowed
-OVER_BUDGET = "pinned-over-budget"
+OVER_BUDGET = str(FindingKind.PINNED_OVER_BUDGET)
 #: the open files that carry memory whose size ``os.stat`` of the fd tells (a GPU fd's is the
 #: driver's: counted from the refcount book instead)
 _SIZED_FILES = ("memfd", "shm", "dmabuf")

@@ -701,7 +701,7 @@ def _program(state: ScreenState, e: AttachEvent, d: Display) -> ScreenState:
     entry = LogEntry(Where.PROGRAM, e, d, t0=v.ktime0)
     if v.findings_len != before.findings_len:  # a finding: the ledger's, or polling's leak
         bad, quiet = v.bad_findings, v.quiet_findings
-        found = Found(v.findings_len - bad - quiet, bad)
+        found = Found(v.findings_len - bad - quiet, len(v.problems))  # problems by relation
         state = evolve(state, status={**state.status, "findings": found})
     return _log(state, entry, steps=v.calls_len)
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import GOOD, Proof, Weight, proof_of, quiet_file
-from vmmtui.model.findings import weight as weight_of
+from vmmtui.model.findings import GOOD, Proof, Weight, proof_of
 from vmmtui.model.interest import closed_by, matters
 from vmmtui.model.matching import SendQueue
+from vmmtui.model.policy import quiet_file, relation_of, weigh, weight
 from vmmtui.stream.events import (
     AttachEvent,
     Event,
@@ -248,8 +248,8 @@ class FindingView:
 
     @property
     def weight(self) -> Weight:
-        """Good news, a problem to look at, or a quiet fact (``model.findings.weight``)."""
-        return weight_of(self.kind, getattr(self.of, "was", ""))
+        """Good news, a problem to look at, or a quiet fact (``model.policy``, of the finding)."""
+        return weigh(self.of) if hasattr(self.of, "kind") else weight(self.kind)
 
 
 @dataclass(frozen=True)
@@ -283,6 +283,8 @@ class ProgramsView:
     findings_len: int = 0
     #: findings to look at (problems, unknowns): neither good news nor a quiet fact
     bad_findings: int = 0
+    #: the problems they are, one per relation (``model.policy.Relation``)
+    problems: frozenset = frozenset()
     #: the quiet facts (a received socket or pipe held until exit), and by the kind of file
     quiet_findings: int = 0
     quiet_by: dict[str, int] = field(default_factory=dict)
@@ -746,7 +748,9 @@ def _found(v: ProgramsView, f: FindingView) -> ProgramsView:
         )
     if w is not Weight.GOOD:
         p = v.proc(f.pid)
-        v = _set(evolve(v, bad_findings=v.bad_findings + 1), evolve(p, findings=p.findings + 1))
+        rel = relation_of(f.of) if hasattr(f.of, "kind") else None
+        v = evolve(v, bad_findings=v.bad_findings + 1, problems=v.problems | {rel or v.seq})
+        v = _set(v, evolve(p, findings=p.findings + 1))
     else:
         v = evolve(v, proven_by={**v.proven_by, proof: v.proven_by.get(proof, 0) + 1})
         if f.road or f.exported_as:  # the roads the verdicts count, as they come

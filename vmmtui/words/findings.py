@@ -10,7 +10,7 @@ from typing import Any
 
 from vmmtui.model.ends import End
 from vmmtui.model.entries import Pin
-from vmmtui.model.findings import RELEASED_LATE, TORN_DOWN, Memory, Proof
+from vmmtui.model.findings import RELEASED_LATE, Memory, Proof
 from vmmtui.stream.events import Event, Leak, ProcessUnreadable
 from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
@@ -333,32 +333,48 @@ def file_kind_words(kind: str, many: bool = False) -> str:
     return shown(kind, 32) if kind else "file of a kind not seen"
 
 
+def _facts_named(fact: str, n: int) -> str:
+    """A fact the policy counts under its own name (``policy.Fact``), as the end line says it;
+    "" for a kind of file (a received fd of a file that carries no memory)."""
+    from vmmtui.model.policy import TEARDOWN_WINDOW_S, Fact
+
+    s = "" if n == 1 else "s"
+    said: dict[str, str] = {
+        Fact.HELD_UNTIL_EXIT: f"{n} held until exit, released by it",
+        Fact.RELEASED_BY_EXIT: f"{n} CUDA import{s}, IPC open{s} or pool{s} released by their "
+        "process's exit",
+        Fact.RELEASED_LATE: f"{n} hold{s} {RELEASED_LATE} (said above)",
+        Fact.TORN_DOWN: f"{n} legacy free{s} let go by the importer within the teardown window",
+        Fact.WITHIN_WINDOW: f"{n} hold{s} after the exporter ended, let go within the "
+        f"{TEARDOWN_WINDOW_S:g} s teardown window",
+        Fact.NEVER_IMPORTED: f"{n} export{s} never imported (the exporter's own memory)",
+        Fact.EXPORTER_ENDED: f"{n} exporter{s} ended",
+        Fact.NOT_READ: f"{n} process{'' if n == 1 else 'es'} not read",
+        Fact.STALE_SOCKET: f"{n} stale socket file{s}",
+        Fact.UNDECIDED: f"{n} unknown (records lost could overturn {'it' if n == 1 else 'them'})",
+    }
+    return said.get(fact, "")
+
+
 def quiet_words(n: int, by: dict[str, int]) -> str:
-    """The quiet facts folded into one phrase: ``45 other received fds held until exit:
-    30 sockets, 12 pipes, 3 files on disk``."""
+    """The quiet facts folded into one phrase, never "to look at": ``33 held until exit,
+    released by it; 45 other received fds held until exit: 30 sockets, 12 pipes, 3 files on
+    disk``."""
     if not n:
         return ""
-    late = by.get(RELEASED_LATE, 0)
-    torn = by.get(TORN_DOWN, 0)
-    n -= late + torn
-    parts = sorted(
-        ((k, c) for k, c in by.items() if k not in (RELEASED_LATE, TORN_DOWN)),
+    named = [(k, c, w) for k, c in by.items() if (w := _facts_named(k, c))]
+    files = sorted(
+        ((k, c) for k, c in by.items() if not _facts_named(k, c)),
         key=lambda kv: (-kv[1], kv[0]),
     )
-    kinds = ", ".join(f"{c} {file_kind_words(k, many=c != 1)}" for k, c in parts[:5])
-    more = f", {len(parts) - 5} more kinds" if len(parts) > 5 else ""
-    said = []
-    if n > 0:
+    said = [w for _, _, w in sorted(named, key=lambda x: (-x[1], x[0]))]
+    fds = sum(c for _, c in files)
+    if fds:
+        kinds = ", ".join(f"{c} {file_kind_words(k, many=c != 1)}" for k, c in files[:5])
+        more = f", {len(files) - 5} more kinds" if len(files) > 5 else ""
         said.append(
-            f"{n} other received fd{'s' if n != 1 else ''} held until exit"
+            f"{fds} other received fd{'s' if fds != 1 else ''} held until exit"
             + (f": {kinds}{more}" if kinds else "")
-        )
-    if late:
-        said.append(f"{late} hold{'s' if late != 1 else ''} {RELEASED_LATE} (said above)")
-    if torn:
-        said.append(
-            f"{torn} legacy free{'s' if torn != 1 else ''} let go by the importer "
-            "within the teardown window"
         )
     return "; ".join(said)
 

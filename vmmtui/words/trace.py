@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from vmmtui.model.ends import End
-from vmmtui.model.findings import Weight, weigh
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import weigh
 from vmmtui.model.probes import classify
 from vmmtui.stream.events import AttachEvent, Event, Notice
 from vmmtui.stream.names import shown
@@ -280,7 +281,7 @@ def lines(e: Event, t0: int = 0, comm: str = "") -> list[Text]:
 
         mark, style = FINDING_STYLES.get(e.kind, ("⚠", "yellow"))
         w = finding_words(e)
-        if weigh(e) is Weight.QUIET:  # a fact: dim, whatever lost records may say of it
+        if weigh(e) is Weight.QUIET and e.kind != "unknown":  # a fact: dim
             return [Text(f"    · {e.kind}: pid {e.pid} {w.what}: {shown(w.detail, 400)}", "dim")]
         if e.kind == "unknown":
             text = Text(
@@ -366,7 +367,11 @@ def worth_a_line(e: Event, ledger: Ledger) -> bool:
     the close of a pidfd too; --json and --record keep every call and finding. ``ledger`` is the
     state before ``e``."""
     if isinstance(e, LedgerFinding):  # the end of a hold after its exporter died: its past tense
-        return weigh(e) is not Weight.QUIET or e.kind == "released-after-exporter-died"
+        from vmmtui.model.policy import Fact, judge
+
+        j = judge(e)  # a hold let go inside the teardown window had no warning to end; what
+        # records lost leave undecided is said where it falls
+        return j.weight is not Weight.QUIET or j.fact in (Fact.RELEASED_LATE, Fact.UNDECIDED)
     if not isinstance(e, TraceCall):
         return True
     if isinstance(e, FdCloseCall) and e.call != "close_range" and (e.pid, e.fd) in ledger.pidfds:

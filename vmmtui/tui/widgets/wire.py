@@ -216,8 +216,8 @@ class VerdictsPanel(_Sized):
         from vmmtui.words.findings import quiet_words
         from vmmtui.words.programs import proven_words, roads_words
 
-        bad, nbad = self._newest_bad(v, 20), v.bad_findings
-        good = v.findings_len - nbad - v.quiet_findings
+        bad, nbad = _each_problem_once(self._newest_bad(v, 20)), len(v.problems)
+        good = v.findings_len - v.bad_findings - v.quiet_findings
         # polling sees what is there at each poll, not the calls: finding nothing there is not
         # "nothing wrong" (what arrived and went between two polls left no trace)
         polled = v.mode == "polling"
@@ -238,8 +238,9 @@ class VerdictsPanel(_Sized):
         # facts, folded into one dim line (the log has each); the end of a hold after its exporter
         # died is the past of a finding listed below, not a line of its own here
         kept = {k: n for k, n in v.quiet_by.items() if k != RELEASED_LATE}
-        if kept:
-            head.append(_line(("  ", ""), (quiet_words(sum(kept.values()), kept), "dim")))
+        facts = _line(("  ", ""), (quiet_words(sum(kept.values()), kept), "dim")) if kept else None
+        if facts is not None:
+            head.append(facts)
         if v.roads:  # a line of its own: the count above keeps its place at 80 columns
             head.append(_line(("  ", ""), (roads_words(v.roads), "cyan")))
         if v.lost:
@@ -265,6 +266,10 @@ class VerdictsPanel(_Sized):
                 w.detail,
             )
             blocks.append(list(text.wrap(self.app.console, width)))
+        if facts is not None and nbad and max(1, self.size.height) - len(head) < 3:
+            head.remove(
+                facts
+            )  # a problem before the facts where both do not fit (the log has them)
         room = max(1, self.size.height) - len(head)
         rows = self._fit(blocks, room, nbad, forgot=len(bad) < min(20, nbad))
         return _join(head + rows)
@@ -293,6 +298,21 @@ class VerdictsPanel(_Sized):
         where = "see the recording" if forgot else "/ searches the log"
         said = f"… +{left} more to look at: {where}" if left else f"… the rest: {where}"
         return rows[: max(0, room - 1)] + [_line((said, "dim"))]
+
+
+def _each_problem_once(bad: list[FindingView]) -> list[FindingView]:
+    """The newest finding of each problem (``model.policy.relation_of``), oldest first: 205 pins
+    of one orphaned pool are one problem, drawn once."""
+    from vmmtui.model.policy import relation_of
+
+    seen: set[object] = set()
+    out: list[FindingView] = []
+    for f in reversed(bad):
+        key = relation_of(f.of) if hasattr(f.of, "kind") else None
+        if key is None or key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out[::-1]
 
 
 class SlashBroken:
