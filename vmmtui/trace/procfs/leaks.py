@@ -13,7 +13,9 @@ import contextlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
 from vmmtui.trace.procfs.lifecycle import Tracker
@@ -36,36 +38,11 @@ class LeakFinder:
     def during(self, t: Tracker, gpu: dict[int, GpuMemory] | None, at: float) -> list[Leak]:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
-        live = _with_live_peer(t)
-        for (pid, fd), e in list(t.received.items()):  # only fds that came from another process
-            if (
-                pid in live
-                or e.kind not in MEMORY_KINDS
-                or pid not in t.alive
-                or e.how not in ("arrived", "inherited")
-            ):
-                continue  # a process's own allocation is not leaked by its peers' exit
-            peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
-            if not peers or not peers <= t.gone:
-                continue
-            p = t.alive[pid]
-            f = p.fds.get(fd)
-            if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
-                continue  # still mapped: in use, not leaked
-            out += self._once(
-                ("fd", pid, fd, e.target),
-                Leak(
-                    LeakKind.FD_AFTER_PEER,
-                    pid=pid,
-                    at=at,
-                    memory=e.kind,
-                    name=t.names.get(pid, "?"),
-                    fd=fd,
-                    target=e.target,
-                    peers=_names(t, peers),
-                    how=e.how,
-                ),  # fmt: skip
-            )
+        for (pid, fd), e, peers in _kept(t, t.received, ("arrived", "inherited")):
+            # only fds that came from another process: its own allocation is not leaked by its
+            # peers' exit
+            leak = _fd_leak(LeakKind.FD_AFTER_PEER, t, pid, fd, e, at, peers=_names(t, peers))
+            out += self._once(("fd", pid, fd, e.target), leak)
         out += self._possible(t, at)
         for pid, g in (gpu or {}).items():
             peers = {
@@ -95,31 +72,12 @@ class LeakFinder:
         """The same check for shared fds whose origin polling did not see (open before attach, or
         made and sent within one poll): said as possible leaks, since the holder may have made it."""
         out: list[Leak] = []
-        live = _with_live_peer(t)
-        for (pid, fd), e in list(t.unsure.items()):
-            if pid in live or e.kind not in MEMORY_KINDS or e.kind == "gpu" or pid not in t.alive:
+        for (pid, fd), e, peers in _kept(t, t.unsure, None):
+            if e.kind == "gpu":
                 continue
-            peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
-            if not peers or not peers <= t.gone:
-                continue
-            p = t.alive[pid]
-            f = p.fds.get(fd)
-            if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
-                continue
-            out += self._once(
-                ("possible", pid, fd, e.target),
-                Leak(
-                    LeakKind.POSSIBLE_FD_AFTER_PEER,
-                    pid=pid,
-                    at=at,
-                    memory=e.kind,
-                    name=t.names.get(pid, "?"),
-                    fd=fd,
-                    target=e.target,
-                    peers=_names(t, peers),
-                    how=e.how,
-                ),  # fmt: skip
-            )
+            kind = LeakKind.POSSIBLE_FD_AFTER_PEER
+            leak = _fd_leak(kind, t, pid, fd, e, at, peers=_names(t, peers))
+            out += self._once(("possible", pid, fd, e.target), leak)
         return out
 
     def at_exit(self, t: Tracker, pid: int, at: float) -> list[Leak]:
@@ -127,19 +85,8 @@ class LeakFinder:
         out: list[Leak] = []
         for e in t.at_exit.get(pid, []):
             if ("possible", pid, e.fd, e.target) in self.said:
-                out += self._once(
-                    ("possible-exit", pid, e.fd, e.target),
-                    Leak(
-                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        pid=pid,
-                        at=at,
-                        memory=e.kind,
-                        name=t.names.get(pid, "?"),
-                        fd=e.fd,
-                        target=e.target,
-                        how=e.how,
-                    ),  # fmt: skip
-                )
+                leak = _fd_leak(LeakKind.POSSIBLE_HELD_UNTIL_EXIT, t, pid, e.fd, e, at)
+                out += self._once(("possible-exit", pid, e.fd, e.target), leak)
             if (
                 e.how == "opened"
                 and e.kind in MEMORY_KINDS
@@ -150,39 +97,47 @@ class LeakFinder:
                 # /dev/shm file that arrived after the trace began and was still open at the end
                 # may have been received (its sender closed its own copy between two polls, so
                 # kcmp had nothing to match) -- said as possible, never cleared as fine
-                out += self._once(
-                    ("possible-exit", pid, e.fd, e.target),
-                    Leak(
-                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        pid=pid,
-                        at=at,
-                        memory=e.kind,
-                        name=t.names.get(pid, "?"),
-                        fd=e.fd,
-                        target=e.target,
-                        how=e.how,
-                        since=e.at,
-                    ),  # fmt: skip
-                )
+                leak = _fd_leak(LeakKind.POSSIBLE_HELD_UNTIL_EXIT, t, pid, e.fd, e, at, since=e.at)
+                out += self._once(("possible-exit", pid, e.fd, e.target), leak)
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
                 source = e.source.pid if e.source else None
-                out += self._once(
-                    ("exit", pid, e.fd, e.target),
-                    Leak(
-                        LeakKind.HELD_UNTIL_EXIT,
-                        pid=pid,
-                        at=at,
-                        memory=e.kind,
-                        name=t.names.get(pid, "?"),
-                        fd=e.fd,
-                        target=e.target,
-                        how=e.how,
-                        since=e.at,
-                        source=source,
-                        source_name=t.names.get(source, "?") if source is not None else "",
-                    ),  # fmt: skip
-                )
+                leak = _fd_leak(
+                    LeakKind.HELD_UNTIL_EXIT, t, pid, e.fd, e, at, since=e.at, source=source,
+                    source_name=t.names.get(source, "?") if source is not None else "",
+                )  # fmt: skip
+                out += self._once(("exit", pid, e.fd, e.target), leak)
         return out
+
+
+def _kept(
+    t: Tracker, fds: dict[tuple[int, int], FdOpened], how: tuple[str, ...] | None
+) -> Iterator[tuple[tuple[int, int], FdOpened, set[int]]]:
+    """The memory fds of ``fds`` (came ``how``, when given) that a live process keeps, no longer
+    mapped, after every process it shared them with exited: each with those peers."""
+    live = _with_live_peer(t)
+    for (pid, fd), e in list(fds.items()):
+        if pid in live or e.kind not in MEMORY_KINDS or pid not in t.alive:
+            continue
+        if how is not None and e.how not in how:
+            continue
+        peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
+        if not peers or not peers <= t.gone:
+            continue
+        p = t.alive[pid]
+        f = p.fds.get(fd)
+        if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
+            continue  # still mapped: in use, not leaked
+        yield (pid, fd), e, peers
+
+
+def _fd_leak(
+    kind: LeakKind, t: Tracker, pid: int, fd: int, e: FdOpened, at: float, **facts: Any
+) -> Leak:
+    """The leak of ``pid``'s ``fd`` (which ``e`` opened), with its holder's name and its facts."""
+    return Leak(
+        kind, pid=pid, at=at, memory=e.kind, name=t.names.get(pid, "?"), fd=fd, target=e.target,
+        how=e.how, **facts,
+    )  # fmt: skip
 
 
 def _names(t: Tracker, pids: set[int]) -> dict[int, str]:
