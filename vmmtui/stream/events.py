@@ -109,6 +109,12 @@ class NoticeCode(StrEnum):
     IN_BACKGROUND = "step-in-background"  # facts: role, step (sent without waiting)
     INTERRUPTED = "step-interrupted"  # facts: role, step ("" when none was pending)
     CLEANUP_FAILED = "cleanup-failed"  # facts: role; the failed call is the notice's failure
+    #: facts: role, before and after (the fd table's sizes around the receive), via ("scm",
+    #: "pidfd" or "legacy": no fd is to arrive), and each new fd as "fd.N": its target
+    FD_DELTA = "fd-delta"
+    SCENARIO_KILLED = "scenario-killed"  # facts: role, pid, signal (its name), when
+    SCENARIO_EXITED = "scenario-exited"  # facts: role, pid, when
+    SCENARIO_FROZEN = "scenario-frozen"  # facts: role, pid (SIGSTOP: its socket stays open)
 
 
 @dataclass(frozen=True)
