@@ -170,8 +170,13 @@ def test_legacy_ipc_verifies_and_no_fd_reaches_the_consumer(clean_state):
     ]
     assert any(c.name == "cuIpcCloseMemHandle" for c in done[("consumer", "cleanup")].calls)
     assert any(c.name == "cuMemFree" for c in done[("producer", "cleanup")].calls)
-    note = next(e.text for e in events if getattr(e, "text", "").startswith("consumer fd table"))
-    assert "no fd arrived" in note
+    from vmmtui.stream.events import Notice, NoticeCode
+    from vmmtui.words.notices import text_of
+
+    note = next(
+        text_of(e) for e in events if isinstance(e, Notice) and e.code == NoticeCode.FD_DELTA
+    )
+    assert note.startswith("consumer fd table") and "no fd arrived" in note
     assert not [e for e in events if isinstance(e, KcmpVerdict)]
     assert settled_free(before) >= before - (64 << 20)
 

@@ -14,6 +14,7 @@ from vmmtui.session import Session, SessionError
 from vmmtui.stream.events import (
     KcmpVerdict,
     Notice,
+    NoticeCode,
     ScenarioOutcome,
     SessionStarted,
     WorkerExited,
@@ -21,6 +22,7 @@ from vmmtui.stream.events import (
 from vmmtui.stream.failures import StepError
 from vmmtui.stream.state import Peer
 from vmmtui.stream.values import AllocMessage
+from vmmtui.words.notices import text_of
 from vmmtui.words.troubleshooting import worded
 from vmmtui.worker import transport
 from vmmtui.worker.core import Worker
@@ -51,7 +53,7 @@ def test_the_consumer_takes_the_fd_no_message_carries_it(clean_state):
     taken = next(h for h in receive.held if h.kind == "received")
     assert taken.note.startswith("taken with pidfd_getfd") and "memfd:vmmtui-alloc" in taken.target
     assert not [h for h in receive.held if h.kind == "pidfd"], "the pidfd is closed at once"
-    delta = [e.text for e in events if isinstance(e, Notice) and "before receive" in e.text]
+    delta = [text_of(e) for e in events if isinstance(e, Notice) and e.code == NoticeCode.FD_DELTA]
     assert delta and "taken with pidfd_getfd: no message carried it" in delta[0]
     verdicts = [e for e in events if isinstance(e, KcmpVerdict)]
     assert verdicts and all(v.same for v in verdicts)

@@ -13,11 +13,13 @@ from vmmtui.scenarios import ANY, SCENARIOS, VERIFIED
 from vmmtui.session import Session, SessionError
 from vmmtui.stream.events import (
     Notice,
+    NoticeCode,
     ScenarioOutcome,
     SessionFailed,
     StepDone,
     WorkerExited,
 )
+from vmmtui.words.notices import text_of
 from vmmtui.words.troubleshooting import said, worded
 
 
@@ -100,6 +102,12 @@ def test_leaked_fd_is_flagged_from_proc(clean_state):
     assert s.failure.fds.get(received, "").startswith("/memfd:vmmtui-alloc"), s.failure
     assert s.failure.message == f"/proc/{s.workers[CONSUMER].pid}/fd"
     assert f"fd {received} → /memfd:vmmtui-alloc" in said(s.failure)
+    # the receive's fd table, as facts: the fd that arrived and its target, worded where drawn
+    [delta] = [e for e in events if isinstance(e, Notice) and e.code == NoticeCode.FD_DELTA]
+    assert str(delta.facts[f"fd.{received}"]).startswith("/memfd:vmmtui-alloc") and not delta.text
+    assert text_of(delta).endswith("arrived with SCM_RIGHTS") and f"fd {received} →" in text_of(
+        delta
+    )
     assert s.outcome.as_expected and closed_clean(events)
 
 

@@ -201,5 +201,19 @@ def test_a_notice_travels_as_a_code_and_its_facts_and_is_worded_where_drawn():
     assert narration.notice(Notice(code="from-a-newer-vmmtui", facts={"n": 2})).plain == (
         "note: from-a-newer-vmmtui: n 2"
     )
+    legacy = {"role": "consumer", "before": 4, "after": 4, "via": "legacy"}
+    assert narration.notice(Notice(code=NoticeCode.FD_DELTA, facts=legacy)).plain == (
+        "note: consumer fd table (from /proc): 4 fds before receive, 4 after: no fd arrived: "
+        "the IPC handle is 64 plain bytes"
+    )
+    taken = {**legacy, "after": 5, "via": "pidfd", "fd.7": "/memfd:x (deleted)"}
+    assert narration.notice(Notice(code=NoticeCode.FD_DELTA, facts=taken)).plain.endswith(
+        "4 fds before receive, 5 after: fd 7 → /memfd:x (deleted) appeared, taken with "
+        "pidfd_getfd: no message carried it"
+    )
+    killed = {"role": "producer", "pid": 9, "signal": "SIGKILL", "when": "after export"}
+    assert narration.notice(Notice(code=NoticeCode.SCENARIO_KILLED, facts=killed)).plain == (
+        "note: scenario: producer pid 9 killed with SIGKILL after export"
+    )
     hostile = Notice(code=NoticeCode.STALE_DIR_REMOVED, facts={})
     assert narration.notice(hostile).plain == "note: stale-dir-removed"

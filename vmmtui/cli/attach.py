@@ -4,6 +4,7 @@ alias of ``vmmtui trace -p`` (``trace.run_as``: one code path), and the prefligh
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from vmmtui.cli.options import positive_arg
 
@@ -105,6 +106,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
         from vmmtui.render.console import print_json
         from vmmtui.trace.procfs.preflight import preflight
         from vmmtui.words.narration import attach_lines
+        from vmmtui.words.preflight import worded as preflight_words
 
         if _bad_pid(args.can):
             return EXIT_USAGE
@@ -117,8 +119,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
         checks = preflight(*args.can)
         for c in checks:
-            if args.json:
-                print_json(c, sys.stdout)
+            if args.json:  # the facts, and their words for a reader of the lines (as findings')
+                finding, cause, fix = preflight_words(c)
+                print_json(replace(c, finding=finding, cause=cause, fix=fix), sys.stdout)
             else:
                 for line in attach_lines(c):
                     _console().print(line)

@@ -10,7 +10,15 @@ from collections.abc import Sequence
 
 from vmmtui.plan.steps import PRODUCER
 from vmmtui.session.processes import WorkerProcess
-from vmmtui.stream.events import FdCheck, FdClass, FdRow, FdSnapshot, KcmpVerdict, Notice
+from vmmtui.stream.events import (
+    FdCheck,
+    FdClass,
+    FdRow,
+    FdSnapshot,
+    KcmpVerdict,
+    Notice,
+    NoticeCode,
+)
 from vmmtui.stream.failures import Failure
 from vmmtui.stream.state import HeldKind
 from vmmtui.system.fdtable import FdTable, kcmp_same_file, target_class
@@ -146,19 +154,9 @@ def fd_delta(w: WorkerProcess, before: FdTable, legacy: bool, taken: bool = Fals
     and of pidfd_getfd (``taken``), where the fd appears although no message carried it."""
     after = FdTable.read(w.pid)
     new = sorted(set(after.entries) - set(before.entries))
-    if not new:
-        return Notice(
-            f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
-            f"{len(after.entries)} after: no fd arrived"
-            + (": the IPC handle is 64 plain bytes" if legacy else "")
-        )
-    shown = ", ".join(f"fd {fd} → {after.entries[fd].target}" for fd in new)
-    return Notice(
-        f"{w.role} fd table (from /proc): {len(before.entries)} fds before receive, "
-        f"{len(after.entries)} after: {shown} "
-        + (
-            "appeared, taken with pidfd_getfd: no message carried it"
-            if taken
-            else "arrived with SCM_RIGHTS"
-        )
-    )
+    via = "legacy" if legacy else "pidfd" if taken else "scm"
+    facts: dict[str, str | int] = {
+        "role": w.role, "before": len(before.entries), "after": len(after.entries), "via": via,
+    }  # fmt: skip
+    facts |= {f"fd.{fd}": after.entries[fd].target for fd in new}
+    return Notice(code=NoticeCode.FD_DELTA, facts=facts)

@@ -14,7 +14,7 @@ import signal
 import subprocess
 
 from vmmtui.session.processes import WorkerProcess, worker_env
-from vmmtui.stream.events import Event, Notice
+from vmmtui.stream.events import Event, Notice, NoticeCode
 
 
 class SessionStage:
@@ -32,7 +32,15 @@ class SessionStage:
         os.kill(w.pid, sig)
         rc = w.proc.wait(timeout=10)
         return [
-            Notice(f"scenario: {w.role} pid {w.pid} killed with {signal.Signals(sig).name} {when}"),
+            Notice(
+                code=NoticeCode.SCENARIO_KILLED,
+                facts={
+                    "role": w.role,
+                    "pid": w.pid,
+                    "signal": signal.Signals(sig).name,
+                    "when": when,
+                },
+            ),
             w.mark_killed(rc),
         ]
 
@@ -44,19 +52,16 @@ class SessionStage:
         """Ask a worker to exit as a program that is done would (its control channel says quit)."""
         w = self.workers[role]
         exited = w.stop(grace=10)
-        events: list[Event] = [Notice(f"scenario: {w.role} pid {w.pid} exited {when}")]
+        facts: dict[str, str | int] = {"role": w.role, "pid": w.pid, "when": when}
+        events: list[Event] = [Notice(code=NoticeCode.SCENARIO_EXITED, facts=facts)]
         return events + ([exited] if exited is not None else [])
 
     def freeze(self, role: str) -> list[Event]:
         w = self.workers[role]
         os.kill(w.pid, signal.SIGSTOP)
         w.frozen = True
-        return [
-            Notice(
-                f"scenario: {w.role} pid {w.pid} stopped with SIGSTOP: its socket stays open, "
-                "nothing will arrive"
-            )
-        ]
+        facts: dict[str, str | int] = {"role": w.role, "pid": w.pid}
+        return [Notice(code=NoticeCode.SCENARIO_FROZEN, facts=facts)]
 
     def start_helper(self, name: str, argv: list[str]) -> None:
         self.helpers[name] = subprocess.Popen(

@@ -111,6 +111,12 @@ class NoticeCode(StrEnum):
     CLEANUP_FAILED = "cleanup-failed"  # facts: role; the failed call is the notice's failure
     #: /dev/shm files made during a watch that no followed process was seen to hold: not theirs
     SHM_STRANGERS = "shm-strangers"  # facts: count, names (the first three, comma-separated)
+    #: facts: role, before and after (the fd table's sizes around the receive), via ("scm",
+    #: "pidfd" or "legacy": no fd is to arrive), and each new fd as "fd.N": its target
+    FD_DELTA = "fd-delta"
+    SCENARIO_KILLED = "scenario-killed"  # facts: role, pid, signal (its name), when
+    SCENARIO_EXITED = "scenario-exited"  # facts: role, pid, when
+    SCENARIO_FROZEN = "scenario-frozen"  # facts: role, pid (SIGSTOP: its socket stays open)
 
 
 @dataclass(frozen=True)
@@ -449,15 +455,20 @@ class GpuMemory(AttachEvent):
 
 @dataclass(frozen=True)
 class PreflightCheck(AttachEvent):
-    """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known."""
+    """One question of ``attach --can A B``: ``ok`` None when it does not apply or cannot be known.
+    What it found is a code and its facts (``trace/procfs/preflight.py``), worded with its cause
+    and fix where it is drawn (``words/preflight.py``); ``finding``, ``cause`` and ``fix`` are the
+    words an older vmmtui wrote into the stream, read when there is no code."""
 
     a: int
     b: int
     name: str
     ok: bool | None
-    finding: str
+    finding: str = ""
     cause: str = ""
     fix: str = ""
+    code: str = ""
+    facts: dict[str, str | int | bool | None] = field(default_factory=dict)
 
 
 class LeakKind(StrEnum):
@@ -482,13 +493,16 @@ class LeakKind(StrEnum):
 
 @dataclass(frozen=True)
 class Leak(AttachEvent):
+    """Memory or a file polling found kept after its peers or owners were gone, as facts:
+    ``words/leaks.py`` words what it is, why it is a leak and its fix where it is drawn.
+    ``what``, ``detail`` and ``fix`` are the words an older vmmtui wrote into the stream (this
+    one leaves them ""; a ``--json`` line carries them worded, as a finding's)."""
+
     kind: LeakKind
-    what: str
-    pid: int | None
-    detail: str
-    #: what to do; "" where it follows from the fd's kind (``memory``), worded where it is drawn
-    #: (``words.troubleshooting.close_fix``)
-    fix: str
+    what: str = ""
+    pid: int | None = None
+    detail: str = ""
+    fix: str = ""
     at: float = 0.0
     #: an fd's kind as the kernel showed it (``AttachKind``'s memory values: gpu, memfd, shm,
     #: dmabuf; "" when not seen): the fact its fix is worded from
@@ -507,6 +521,21 @@ class Leak(AttachEvent):
     #: polls' clock), so the policy weighs how long it lasted; 0 where not a hold
     since: int = 0
     ktime: int = 0
+    #: the holder's name (its comm), the fd it keeps and what that points at (a file's path)
+    name: str = ""
+    fd: int = -1
+    target: str = ""
+    #: the processes it was shared with, all exited: pid → name
+    peers: dict[int, str] = field(default_factory=dict)
+    #: how polling saw the fd come (``FdOpened.how``); for a /dev/shm file "torch" (PyTorch's
+    #: refcount file of a dead process) or "watched" (made during the watch, held by no one)
+    how: str = ""
+    #: when the fd appeared or arrived (seconds into the watch), and who sent it (pid, name)
+    appeared: float = 0.0
+    source: int | None = None
+    source_name: str = ""
+    #: GPU memory NVML still charges the holder, MiB
+    mib: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.stream.sizes import format_size
 from vmmtui.words.cuda import cuda_cause, cuda_fix
+from vmmtui.words.leaks import said as leak_words
 from vmmtui.words.programs import ended_words, socket_words
 from vmmtui.words.refusals import worded as refusal_words
 from vmmtui.words.troubleshooting import close_fix
@@ -658,11 +659,7 @@ def words_of(e: LedgerFinding | Leak | ProcessUnreadable) -> Said:
     if isinstance(e, LedgerFinding):
         return finding_words(e)
     if isinstance(e, Leak):
-        if not e.what and e.pins:  # said as facts (polling's mappings): worded here
-            from vmmtui.words.polling import mapped_words
-
-            return Said(*mapped_words(e))
-        return Said(e.what, e.detail, e.fix)
+        return Said(*leak_words(e))
     return Said("not readable", e.reason)
 
 
@@ -681,13 +678,11 @@ def json_line(e: Event) -> str:
     written as its fields' own line (``to_json``: no dict, no encoder) with the words' three keys
     appended: a trace writes one for every share, and going through the encoder cost as much as
     the rest of the event's path."""
-    if isinstance(e, Leak) and not e.fix:  # a reader of the file gets the words
+    if isinstance(e, Leak):  # its facts, and their words for a reader of the file
         from dataclasses import replace
 
-        if not e.what and e.pins:
-            said = words_of(e)
-            return replace(e, what=said.what, detail=said.detail, fix=said.fix).to_json()
-        return replace(e, fix=close_fix(e.memory)).to_json()
+        what, detail, fix = leak_words(e)
+        return replace(e, what=what, detail=detail, fix=fix or close_fix(e.memory)).to_json()
     if not isinstance(e, LedgerFinding):
         return e.to_json()
     said = finding_words(e)

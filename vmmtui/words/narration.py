@@ -572,12 +572,15 @@ def gpu_memory(e: GpuMemory, m: Masks = PLAIN) -> Text:
 
 
 def preflight(e: PreflightCheck) -> list[Text]:
+    from vmmtui.words.preflight import worded
+
     mark, style = CHECK_MARKS[e.ok]
-    lines = [Text.assemble((f"{mark} ", style), (f"{e.name}: ", "bold"), e.finding)]
-    if e.cause:
-        lines.append(Text(f"    cause: {e.cause}"))
-    if e.fix:
-        lines.append(Text(f"    fix:   {e.fix}"))
+    finding, cause, fix = worded(e)
+    lines = [Text.assemble((f"{mark} ", style), (f"{e.name}: ", "bold"), finding)]
+    if cause:
+        lines.append(Text(f"    cause: {cause}"))
+    if fix:
+        lines.append(Text(f"    fix:   {fix}"))
     return lines
 
 

@@ -40,6 +40,29 @@ def _cleanup_failed(f: Facts, failure: Failure | None) -> str:
     return f"{f['role']} cleanup: {said}"
 
 
+def _fd_delta(f: Facts, _: Failure | None) -> str:
+    """What receiving did to the consumer's fd table, as /proc showed it: the lesson of legacy
+    vs VMM (no fd arrives: the IPC handle is 64 plain bytes), and of pidfd_getfd, where the fd
+    appears although no message carried it."""
+    head = (
+        f"{f['role']} fd table (from /proc): {f['before']} fds before receive, {f['after']} after"
+    )
+    new = sorted((int(k[3:]), v) for k, v in f.items() if k.startswith("fd.") and k[3:].isdigit())
+    if not new:
+        return (
+            head
+            + ": no fd arrived"
+            + (": the IPC handle is 64 plain bytes" if f["via"] == "legacy" else "")
+        )
+    shown = ", ".join(f"fd {fd} → {target}" for fd, target in new)
+    how = (
+        "appeared, taken with pidfd_getfd: no message carried it"
+        if f["via"] == "pidfd"
+        else "arrived with SCM_RIGHTS"
+    )
+    return f"{head}: {shown} {how}"
+
+
 #: each code's sentence, from the notice's facts and the failure it is about
 WORDS: dict[str, Callable[[Facts, Failure | None], str]] = {
     NoticeCode.STALE_DIR_REMOVED: lambda f, _: f"removed stale session directory {f['path']}",
@@ -54,6 +77,17 @@ WORDS: dict[str, Callable[[Facts, Failure | None], str]] = {
         f"{f['count']} /dev/shm file(s) made during the run and left, never seen held or mapped "
         f"by a followed process: {f['names']}; another program's, or made and closed between "
         "two polls, so not counted as a leak of theirs"
+    ),
+    NoticeCode.FD_DELTA: _fd_delta,
+    NoticeCode.SCENARIO_KILLED: lambda f, _: (
+        f"scenario: {f['role']} pid {f['pid']} killed with {f['signal']} {f['when']}"
+    ),
+    NoticeCode.SCENARIO_EXITED: lambda f, _: (
+        f"scenario: {f['role']} pid {f['pid']} exited {f['when']}"
+    ),
+    NoticeCode.SCENARIO_FROZEN: lambda f, _: (
+        f"scenario: {f['role']} pid {f['pid']} stopped with SIGSTOP: its socket stays open, "
+        "nothing will arrive"
     ),
 }
 

@@ -214,3 +214,36 @@ def test_the_screenshot_of_the_attach_view_that_went_is_refused_in_one_line(tmp_
     assert res.returncode == 2 and not res.stdout and res.stderr.count("\n") == 1, res
     assert res.stderr.startswith("vmmtui attach: --screenshot: ") and "--record" in res.stderr
     assert not (tmp_path / "view.svg").exists()
+
+
+def test_the_preflight_travels_as_codes_and_facts_and_is_worded_where_drawn():
+    """Each check of ``attach --can`` is a code and its facts, no sentence; words/preflight.py
+    words every code; a check an older vmmtui wrote in words reads as it did, and a code this
+    version does not know shows its facts."""
+    from vmmtui.stream.events import PreflightCheck
+    from vmmtui.trace.procfs.preflight import preflight
+    from vmmtui.words import narration
+    from vmmtui.words.preflight import WORDS, worded
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        checks = preflight(os.getpid(), child.pid, device=False)
+    finally:
+        child.kill()
+        child.wait()
+    assert checks and all(c.code in WORDS for c in checks), [c.code for c in checks]
+    assert not any(c.finding or c.cause or c.fix for c in checks)
+    said = {c.name: worded(c) for c in checks}
+    assert said["processes"][0] == f"A = pid {os.getpid()}, B = pid {child.pid}"
+    assert said["pid namespace"] == ("the same", "", "")
+    assert said["after sharing"][2].endswith("`vmmtui watch -- CMD` reports all three")
+    old = PreflightCheck(1, 2, "same uid", False, "then", "the cause then", "the fix then")
+    assert [t.plain for t in narration.preflight(old)] == [
+        "✗ same uid: then", "    cause: the cause then", "    fix:   the fix then"
+    ]  # fmt: skip
+    assert worded(PreflightCheck(1, 2, "x", None, code="newer", facts={"n": 1})) == (
+        "newer: n 1",
+        "",
+        "",
+    )
+    assert worded(PreflightCheck(1, 2, "x", None, code="same-uid")) == ("same-uid", "", "")

@@ -17,6 +17,7 @@ from vmmtui.stream.events import FdOpened, Leak, Notice, ProcessGone, ProcessSee
 from vmmtui.trace.procfs.follow import Follower
 from vmmtui.trace.procfs.scan import scan
 from vmmtui.trace.procfs.shares import find_shares
+from vmmtui.words.leaks import said as leak_words
 from vmmtui.words.troubleshooting import close_fix
 
 #: the slow tier: left out of the default run (README), run by .ci/run after it
@@ -35,7 +36,7 @@ def test_an_fd_made_and_sent_within_one_poll_is_unknown_never_arrived_at_its_cre
     assert all(e.source is None or e.source.pid == creator for e in theirs), theirs
     said = [e for e in of(events, Leak) if e.pid == creator]
     assert not [e for e in said if not e.kind.startswith("possible-")], said
-    assert not [e for e in said if "received from" in e.detail], said
+    assert not [e for e in said if "received from" in leak_words(e)[1]], said
 
 
 def _leak_received(hold: str) -> tuple[subprocess.Popen, int, int]:
@@ -74,7 +75,7 @@ def test_fds_open_before_attach_are_checked_for_leaks():
         proc.wait(timeout=20)
     present = [e for e in of(events, FdOpened) if e.pid == child and "fixture-leak" in e.target]
     assert present and present[0].how == "present" and present[0].source.pid == parent, present
-    leaks = [e for e in of(events, Leak) if e.pid == child and "fixture-leak" in e.what]
+    leaks = [e for e in of(events, Leak) if e.pid == child and "fixture-leak" in e.target]
     assert {e.kind for e in leaks} == {"possible-fd-after-peer", "possible-held-until-exit"}, leaks
     fixes = [e.fix or close_fix(e.memory) for e in leaks]  # worded where drawn, from its memory
     assert all("mapped" in f and "import" not in f for f in fixes), leaks  # a memfd's fix

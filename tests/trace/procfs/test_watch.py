@@ -67,7 +67,7 @@ def test_the_received_fd_that_is_never_closed_is_a_leak():
     res, events = watch_json("leak_received.py")
     assert res.returncode == 0, res.stderr
     shared_memfd(events, "fixture-leak")
-    leaks = {e.kind for e in of(events, Leak) if "fixture-leak" in e.what}
+    leaks = {e.kind for e in of(events, Leak) if "fixture-leak" in e.target}
     # polling never says it for sure: a close between two polls, or after the last read, is not seen
     assert leaks == {"possible-fd-after-peer", "possible-held-until-exit"}, of(events, Leak)
     assert of(events, WatchFinished)[-1].leaks == 2

@@ -2,7 +2,9 @@
 files in /dev/shm or socket files whose owners are dead.
 
 Checked after every scan (``during``), when a process exits (``at_exit``) and on demand
-(``leftover_files``). Where /proc cannot tell (a GPU fd's mapping is invisible), the wording says so.
+(``leftover_files``). Each leak is its facts (the holder, the fd and its target, the peers that
+exited, how its origin was seen); ``vmmtui/words/leaks.py`` words it where it is drawn, and says
+where /proc cannot tell (a GPU fd's mapping is invisible).
 """
 
 from __future__ import annotations
@@ -11,18 +13,14 @@ import contextlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
-from vmmtui.stream.names import shown
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
 
-#: why a shared fd's origin is not known, by FdOpened.how
-ORIGIN_UNSEEN = {
-    "present": "it was found at attach, so which process made it and which received it was not seen",
-    "unknown": "it appeared in both processes within one poll, so which made it was not seen",
-}
 TORCH_SHM = re.compile(r"^torch_(\d+)_")
 SOCKET_DIRS = ("/tmp",)
 
@@ -51,43 +49,16 @@ class LeakFinder:
     def during(self, t: Tracker, gpu: dict[int, GpuMemory] | None, at: float) -> list[Leak]:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
-        live = _with_live_peer(t)
-        for (pid, fd), e in list(t.received.items()):  # only fds that came from another process
-            if (
-                pid in live
-                or e.kind not in MEMORY_KINDS
-                or pid not in t.alive
-                or e.how not in ("arrived", "inherited")
-            ):
-                continue  # a process's own allocation is not leaked by its peers' exit
-            peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
-            if not peers or not peers <= t.gone:
-                continue
-            p = t.alive[pid]
-            f = p.fds.get(fd)
-            if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
-                continue  # still mapped: in use, not leaked
-            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
-            seen = (
-                "not mapped any more (/proc/PID/maps)"
-                if e.kind != "gpu"
-                else "whether it is still mapped cannot be seen from /proc for GPU memory"
-            )
-            out += self._once(
-                ("fd", pid, fd, e.target),
-                Leak(
-                    LeakKind.POSSIBLE_FD_AFTER_PEER,
-                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
-                    pid,
-                    f"still open at this poll after every process it shared with exited ({names}); "
-                    f"{seen}; a close between two polls is not seen",
-                    "",
-                    at,
-                    memory=e.kind,
-                    peer=e.source.pid if e.source else None,
-                    size=f.size if f is not None else 0,
-                ),
-            )
+        for (pid, fd), e, peers in _kept(t, t.received, ("arrived", "inherited")):
+            # only fds that came from another process: its own allocation is not leaked by its
+            # peers' exit
+            # polling sees what is open at each poll, never the close between two: possible
+            p = t.alive[pid].fds.get(fd)
+            leak = _fd_leak(
+                LeakKind.POSSIBLE_FD_AFTER_PEER, t, pid, fd, e, at, peers=_names(t, peers),
+                peer=e.source.pid if e.source else None, size=p.size if p is not None else 0,
+            )  # fmt: skip
+            out += self._once(("fd", pid, fd, e.target), leak)
         out += self._possible(t, at)
         for pid, g in (gpu or {}).items():
             peers = {
@@ -104,15 +75,12 @@ class LeakFinder:
                     ("gpu", pid),
                     Leak(
                         LeakKind.GPU_MEMORY_AFTER_PEER,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) GPU memory {total >> 20} MiB",
-                        pid,
-                        "this process imported GPU memory from processes that have all exited, and NVML still charges "
-                        "it memory; an import keeps the exporter's allocation alive after the exporter died, and "
-                        "NVML may show it under no process at all",
-                        "release (cuMemRelease / cuIpcCloseMemHandle) what a peer imported when it dies; "
-                        "watch for PEER_CLOSED on the connection",
-                        at,
-                    ),
+                        pid=pid,
+                        at=at,
+                        name=t.names.get(pid, "?"),
+                        peers=_names(t, peers),
+                        mib=total >> 20,
+                    ),  # fmt: skip
                 )
         return out
 
@@ -120,31 +88,12 @@ class LeakFinder:
         """The same check for shared fds whose origin polling did not see (open before attach, or
         made and sent within one poll): said as possible leaks, since the holder may have made it."""
         out: list[Leak] = []
-        live = _with_live_peer(t)
-        for (pid, fd), e in list(t.unsure.items()):
-            if pid in live or e.kind not in MEMORY_KINDS or e.kind == "gpu" or pid not in t.alive:
+        for (pid, fd), e, peers in _kept(t, t.unsure, None):
+            if e.kind == "gpu":
                 continue
-            peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
-            if not peers or not peers <= t.gone:
-                continue
-            p = t.alive[pid]
-            f = p.fds.get(fd)
-            if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
-                continue
-            names = ", ".join(f"{shown(t.names.get(q, '?'))} ({q})" for q in sorted(peers))
-            out += self._once(
-                ("possible", pid, fd, e.target),
-                Leak(
-                    LeakKind.POSSIBLE_FD_AFTER_PEER,
-                    f"{shown(t.names.get(pid, '?'))} ({pid}) fd {fd} → {shown(e.target)}",
-                    pid,
-                    f"still open, not mapped any more (/proc/PID/maps), after every process it was "
-                    f"shared with exited ({names}); {ORIGIN_UNSEEN[e.how]}: a leak if it was received",
-                    "",
-                    at,
-                    memory=e.kind,
-                ),
-            )
+            kind = LeakKind.POSSIBLE_FD_AFTER_PEER
+            leak = _fd_leak(kind, t, pid, fd, e, at, peers=_names(t, peers))
+            out += self._once(("possible", pid, fd, e.target), leak)
         return out
 
     def at_exit(self, t: Tracker, pid: int, at: float) -> list[Leak]:
@@ -152,19 +101,8 @@ class LeakFinder:
         out: list[Leak] = []
         for e in t.at_exit.get(pid, []):
             if ("possible", pid, e.fd, e.target) in self.said:
-                out += self._once(
-                    ("possible-exit", pid, e.fd, e.target),
-                    Leak(
-                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
-                        pid,
-                        "kept after every process it was shared with exited, and still open at the "
-                        f"last scan before this one exited; {ORIGIN_UNSEEN[e.how]}",
-                        "",
-                        at,
-                        memory=e.kind,
-                    ),
-                )
+                leak = _fd_leak(LeakKind.POSSIBLE_HELD_UNTIL_EXIT, t, pid, e.fd, e, at)
+                out += self._once(("possible-exit", pid, e.fd, e.target), leak)
             if (
                 e.how == "opened"
                 and e.kind in MEMORY_KINDS
@@ -175,44 +113,55 @@ class LeakFinder:
                 # /dev/shm file that arrived after the trace began and was still open at the end
                 # may have been received (its sender closed its own copy between two polls, so
                 # kcmp had nothing to match) -- said as possible, never cleared as fine
-                out += self._once(
-                    ("possible-exit", pid, e.fd, e.target),
-                    Leak(
-                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
-                        pid,
-                        f"appeared at {e.at:.2f} s, no longer mapped, and still open at the last "
-                        "scan before the process exited: only its exit closed it. Polling cannot "
-                        "tell whether this process made it or received it (it sees no sendmsg or "
-                        "recvmsg, and no other process held it at a poll); received, it is a leak "
-                        "(trace as root, with eBPF, to know)",
-                        "",
-                        at,
-                        memory=e.kind,
-                    ),
-                )
+                kind = LeakKind.POSSIBLE_HELD_UNTIL_EXIT
+                leak = _fd_leak(kind, t, pid, e.fd, e, at, appeared=e.at)
+                out += self._once(("possible-exit", pid, e.fd, e.target), leak)
             if e.how == "arrived" and e.kind in MEMORY_KINDS:
-                src = (
-                    f"from {shown(t.names.get(e.source.pid, '?'))} ({e.source.pid})"
-                    if e.source
-                    else ""
-                )
-                out += self._once(
-                    ("possible-exit", pid, e.fd, e.target),
-                    Leak(
-                        LeakKind.POSSIBLE_HELD_UNTIL_EXIT,
-                        f"{shown(t.names.get(pid, '?'))} ({pid}) fd {e.fd} → {shown(e.target)}",
-                        pid,
-                        f"received {src} at {e.at:.2f} s, not mapped, and still open when the "
-                        "process was last read before a poll found it gone: its exit closed it, "
-                        "unless a close came after that read (polling does not see the close)",
-                        "",
-                        at,
-                        memory=e.kind,
-                        peer=e.source.pid if e.source else None,
-                    ),
-                )
+                source = e.source.pid if e.source else None
+                # its exit closed it, unless a close came after the last read: possible
+                leak = _fd_leak(
+                    LeakKind.POSSIBLE_HELD_UNTIL_EXIT, t, pid, e.fd, e, at, appeared=e.at,
+                    source=source, peer=source,
+                    source_name=t.names.get(source, "?") if source is not None else "",
+                )  # fmt: skip
+                out += self._once(("possible-exit", pid, e.fd, e.target), leak)
         return out
+
+
+def _kept(
+    t: Tracker, fds: dict[tuple[int, int], FdOpened], how: tuple[str, ...] | None
+) -> Iterator[tuple[tuple[int, int], FdOpened, set[int]]]:
+    """The memory fds of ``fds`` (came ``how``, when given) that a live process keeps, no longer
+    mapped, after every process it shared them with exited: each with those peers."""
+    live = _with_live_peer(t)
+    for (pid, fd), e in list(fds.items()):
+        if pid in live or e.kind not in MEMORY_KINDS or pid not in t.alive:
+            continue
+        if how is not None and e.how not in how:
+            continue
+        peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
+        if not peers or not peers <= t.gone:
+            continue
+        p = t.alive[pid]
+        f = p.fds.get(fd)
+        if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
+            continue  # still mapped: in use, not leaked
+        yield (pid, fd), e, peers
+
+
+def _fd_leak(
+    kind: LeakKind, t: Tracker, pid: int, fd: int, e: FdOpened, at: float, **facts: Any
+) -> Leak:
+    """The leak of ``pid``'s ``fd`` (which ``e`` opened), with its holder's name and its facts."""
+    return Leak(
+        kind, pid=pid, at=at, memory=e.kind, name=t.names.get(pid, "?"), fd=fd, target=e.target,
+        how=e.how, **facts,
+    )  # fmt: skip
+
+
+def _names(t: Tracker, pids: set[int]) -> dict[int, str]:
+    """Each pid with its name as polling last saw it ("?": never seen)."""
+    return {q: t.names.get(q, "?") for q in sorted(pids)}
 
 
 def _with_live_peer(t: Tracker) -> set[int]:
@@ -253,19 +202,10 @@ def leftover_files(
         except OSError:
             continue
         if m and not _owner_alive(int(m.group(1))):
-            if seen is not None and int(m.group(1)) not in seen.pids:
+            owner = int(m.group(1))
+            if seen is not None and owner not in seen.pids:
                 continue  # a dead process's file, never one of those followed
-            out.append(
-                Leak(
-                    LeakKind.SHM_FILE,
-                    shown(entry.path),
-                    int(m.group(1)),
-                    f"PyTorch's refcount file of process {m.group(1)}, which is dead",
-                    f"rm {shown(entry.path)} (PyTorch's file_descriptor sharing strategy cleans it when "
-                    "its processes exit normally)",
-                    at,
-                )
-            )
+            out.append(Leak(LeakKind.SHM_FILE, pid=owner, at=at, target=entry.path, how="torch"))
         elif (
             created_after is not None
             and st.st_mtime >= created_after
@@ -274,17 +214,7 @@ def leftover_files(
             if seen is not None and (st.st_dev, st.st_ino) not in seen.files:
                 seen.strangers.append(entry.path)  # made meanwhile, never seen held by them
                 continue
-            out.append(
-                Leak(
-                    LeakKind.SHM_FILE,
-                    shown(entry.path),
-                    None,
-                    "created while watched, left after every process exited "
-                    "and held or mapped by no process",
-                    f"shm_unlink the name when done (rm {shown(entry.path)})",
-                    at,
-                )
-            )
+            out.append(Leak(LeakKind.SHM_FILE, at=at, target=entry.path, how="watched"))
     live = live_paths or set()
     candidates = set(bound_paths or ())
     for d in SOCKET_DIRS:
@@ -300,18 +230,7 @@ def leftover_files(
         except OSError:
             continue
         if is_sock and path not in live:
-            out.append(
-                Leak(
-                    LeakKind.SOCKET_FILE,
-                    shown(path),
-                    None,
-                    "a socket file no live socket is bound to: its owner died "
-                    "or closed without unlinking it",
-                    f"unlink it (rm {shown(path)}); bind after unlinking stale "
-                    "paths, or use abstract names",
-                    at,
-                )
-            )
+            out.append(Leak(LeakKind.SOCKET_FILE, at=at, target=path))
     return out
 
 

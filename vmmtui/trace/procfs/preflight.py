@@ -1,9 +1,11 @@
 """``vmmtui attach --can A B``: can process A hand process B a GPU allocation, and by which road?
 
 Each check reads the kernel's own word (/proc/PID/ns, /proc/PID/status, Yama's ptrace_scope) or
-makes the real call (pidfd_open + pidfd_getfd on one of B's fds, kcmp); every "no" carries the cause
-and the fix for the failure people actually meet (EPERM in containers, PID namespaces, NCCL's silent
-change of transport, leaked fds, memory kept after a peer died, nvidia-smi's accounting).
+makes the real call (pidfd_open + pidfd_getfd on one of B's fds, kcmp). A check is a code and the
+facts it found (``PreflightCheck.code``, ``facts``); every "no" is worded with the cause and the
+fix for the failure people actually meet (EPERM in containers, PID namespaces, NCCL's silent
+change of transport, leaked fds, memory kept after a peer died, nvidia-smi's accounting) in
+``vmmtui/words/preflight.py``, where it is drawn.
 """
 
 from __future__ import annotations
@@ -19,40 +21,11 @@ from vmmtui.backends.pidfd import CAP_SYS_PTRACE, creds_of, is_ancestor, ptrace_
 from vmmtui.stream.events import PreflightCheck
 from vmmtui.system.fdtable import kcmp_same_file
 
-#: Yama's ptrace_scope values, in words
-YAMA_RULES = {
-    0: "0 (classic: same uid and dumpable, or CAP_SYS_PTRACE)",
-    1: "1 (restricted: only an ancestor, or CAP_SYS_PTRACE)",
-    2: "2 (admin only: CAP_SYS_PTRACE)",
-    3: "3 (no attach at all)",
-}
 _PIDFD = {"x86_64": (434, 438), "aarch64": (434, 438), "ppc64le": (434, 438), "s390x": (434, 438)}
 _libc = ctypes.CDLL(None, use_errno=True)
-SCM_ROAD = "send the fd over a Unix socket with SCM_RIGHTS instead: it needs no ptrace access"
-NAMESPACES = {
-    "pid": (
-        "B's pid as A sees it is another number or none: pidfd_open of a pid sent over the wire opens the "
-        "wrong process or fails with ESRCH, so pidfd_getfd (PyTorch expandable segments, UCX cuda_ipc) fails",
-        "share the PID namespace (docker --pid=host or --pid=container:A; Kubernetes shareProcessNamespace: "
-        "true), or " + SCM_ROAD,
-    ),
-    "net": (
-        "abstract Unix socket names (NCCL's nccl-socket-<rank>-<hash> is abstract by default) exist per "
-        "network namespace: B cannot connect, and NCCL then silently uses another transport (NCCL_DEBUG=INFO "
-        "shows 'via SHM' or 'via NET/Socket' where it would show 'via P2P/CUMEM')",
-        "share the network namespace (docker --network=host, one pod), or bind socket files in a directory "
-        "both see",
-    ),
-    "ipc": (
-        "legacy CUDA IPC handles (cudaIpcOpenMemHandle, PyTorch's default CUDA tensor sharing) and System V "
-        "shared memory need the same IPC namespace; opening fails with an invalid-handle error",
-        "share the IPC namespace (docker --ipc=host or --ipc=container:A)",
-    ),
-    "mnt": (
-        "/dev/shm files and socket paths may differ between mount namespaces",
-        "mount the same /dev/shm and socket directory into both (docker -v /dev/shm:/dev/shm)",
-    ),
-}
+#: the namespaces two processes that share memory should share (their words: words/preflight.py)
+NAMESPACES = ("pid", "net", "ipc", "mnt")
+Fact = str | int | bool | None
 
 
 @dataclass
@@ -93,15 +66,11 @@ def _syscall(index: int, *args: int) -> tuple[int, int]:
     return rc, (ctypes.get_errno() if rc < 0 else 0)
 
 
-def _err(e: int) -> str:
-    return f"{errno.errorcode.get(e, e)} ({os.strerror(e)})"
-
-
 def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
     """Every check, in order; the first says whether both processes are there to ask."""
 
-    def check(name: str, ok: bool | None, finding: str, cause: str = "", fix: str = "") -> None:
-        out.append(PreflightCheck(a, b, name, ok, finding, cause, fix))
+    def check(name: str, ok: bool | None, code: str, **facts: Fact) -> None:
+        out.append(PreflightCheck(a, b, name, ok, code=code, facts=facts))
 
     out: list[PreflightCheck] = []
     procs = {}
@@ -109,132 +78,55 @@ def preflight(a: int, b: int, device: bool = True) -> list[PreflightCheck]:
         try:
             procs[pid] = proc_status(pid)
         except FileNotFoundError:
-            check(
-                "processes",
-                False,
-                f"pid {pid} does not exist",
-                "it exited or the number is wrong",
-                "give the pids of two running processes (ps -eo pid,cmd)",
-            )
+            check("processes", False, "no-such-process", pid=pid)
         except OSError as exc:
-            check(
-                "processes",
-                False,
-                f"pid {pid}: no permission ({exc.strerror})",
-                "its /proc entries are not readable by this user",
-                "run vmmtui as that user or as root",
-            )
+            check("processes", False, "no-permission", pid=pid, error=exc.strerror or str(exc))
     if len(procs) < 2:
         return out
     pa, pb = procs[a], procs[b]
-    check("processes", True, f"A = pid {a}, B = pid {b}")
-    same_uid = pa.uid[1] == pb.uid[1]
-    check(
-        "same uid",
-        same_uid,
-        f"A runs as uid {pa.uid[1]}, B as uid {pb.uid[1]}",
-        "" if same_uid else "ptrace access (pidfd_getfd) across users needs CAP_SYS_PTRACE",
-        "" if same_uid else "run both as one user, or " + SCM_ROAD,
-    )
-    for ns, (cause, fix) in NAMESPACES.items():
+    check("processes", True, "both-there")
+    check("same uid", pa.uid[1] == pb.uid[1], "same-uid", uid_a=pa.uid[1], uid_b=pb.uid[1])
+    for ns in NAMESPACES:
         try:
             ia, ib = (os.stat(f"/proc/{p}/ns/{ns}").st_ino for p in (a, b))
         except OSError as exc:
-            check(f"{ns} namespace", None, f"unknown: {exc.strerror}")
+            check(f"{ns} namespace", None, "namespace-unread", ns=ns, error=exc.strerror or "")
             continue
-        check(
-            f"{ns} namespace",
-            ia == ib,
-            "the same" if ia == ib else f"different ({ia} vs {ib})",
-            "" if ia == ib else cause,
-            "" if ia == ib else fix,
-        )
+        check(f"{ns} namespace", ia == ib, "namespace", ns=ns, ino_a=ia, ino_b=ib)
     out += _ptrace_checks(a, b)
     out += _real_tries(a, b)
     if device:
         out += _device_checks(a, b)
-    check(
-        "after sharing",
-        None,
-        "what to watch once it works",
-        "an importer that fails cuMemImportFromShareableHandle often forgets to close the fd it received (fds "
-        "leak); memory stays allocated while any importer holds it, even after the exporter died; nvidia-smi "
-        "and NVML charge imported memory to the exporter only",
-        "close received fds on every path; release imports when a peer dies; `vmmtui watch -- CMD` reports "
-        "all three",
-    )
+    check("after sharing", None, "after-sharing")
     return out
 
 
 def _ptrace_checks(a: int, b: int) -> list[PreflightCheck]:
     """Whether pid ``a`` may take pid ``b``'s fds with pidfd_getfd, by the kernel's ptrace access
-    rules (``vmmtui.backends.pidfd.ptrace_rules``, the one copy, which a traced refusal asks too),
-    with one fix consistent with the rule that refuses."""
+    rules (``vmmtui.backends.pidfd.ptrace_rules``, the one copy, which a traced refusal asks too):
+    the facts they read and each rule's verdict, from which the fix is worded."""
     try:
         ca, cb = creds_of(a), creds_of(b)
     except OSError as exc:
-        return [PreflightCheck(a, b, "ptrace policy", None, f"unknown: {exc.strerror or exc}")]
+        error = exc.strerror or str(exc)
+        return [
+            PreflightCheck(
+                a, b, "ptrace policy", None, code="ptrace-unread", facts={"error": error}
+            )
+        ]
     scope = ptrace_scope()
     ancestor = is_ancestor(a, b)
     rules = ptrace_rules(ca, cb, scope, ancestor)
-    cap = bool(ca.cap_eff >> CAP_SYS_PTRACE & 1)
-    yes = {True: "yes", False: "no", None: "not known"}
-    rule = (
-        "Yama is not loaded"
-        if scope is None
-        else f"Yama ptrace_scope {YAMA_RULES.get(scope, str(scope))}"
-    )
-    finding = (
-        f"{rule}; pid {a} runs as uid {ca.uid[0]}, pid {b} as uid {cb.uid[1]} (saved {cb.uid[2]}); "
-        f"pid {a} has CAP_SYS_PTRACE: {yes[cap]}; pid {a} is pid {b}'s ancestor: {yes[ancestor]}; "
-        f"pid {b} dumpable: {yes[rules.dumpable] if cb.uid[1] else 'root: not known from /proc'}"
-    )
-    verdict = rules.allowed
-    fix = ""
-    if verdict is False:
-        if rules.yama is False and (rules.cap_sys_ptrace or rules.same_ids):
-            fix = (
-                f"in pid {b}, name pid {a} with prctl(PR_SET_PTRACER, {a}), or start pid {a} "
-                f"from pid {b}"
-                if scope == 1
-                else f"give pid {a} CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE)"
-                if scope == 2
-                else "nothing allows it while kernel.yama.ptrace_scope is 3"
-            )
-        elif not rules.same_ids:
-            fix = (
-                f"run pid {a} as pid {b}'s user (uid {cb.uid[1]}) or give it CAP_SYS_PTRACE "
-                "(docker --cap-add=SYS_PTRACE)"
-            )
-        else:
-            fix = f"give pid {a} CAP_SYS_PTRACE (docker --cap-add=SYS_PTRACE)"
-        fix += ", or " + SCM_ROAD
-    out = [
-        PreflightCheck(
-            a,
-            b,
-            "ptrace policy",
-            verdict,
-            finding,
-            ""
-            if verdict is not False
-            else f"pidfd_getfd needs ptrace access (PTRACE_MODE_ATTACH_REALCREDS) to pid {b}; "
-            "without it: pidfd_getfd: Operation not permitted (EPERM)",
-            fix,
-        )
-    ]
+    facts: dict[str, Fact] = {
+        "scope": scope, "uid_a": ca.uid[0], "uid_b": cb.uid[1], "saved_b": cb.uid[2],
+        "cap": bool(ca.cap_eff >> CAP_SYS_PTRACE & 1), "ancestor": ancestor,
+        "dumpable": rules.dumpable, "yama_ok": rules.yama, "cap_ok": rules.cap_sys_ptrace,
+        "same_ids": rules.same_ids,
+    }  # fmt: skip
+    out = [PreflightCheck(a, b, "ptrace policy", rules.allowed, code="ptrace", facts=facts)]
     if ca.seccomp == 2:
         out.append(
-            PreflightCheck(
-                a,
-                b,
-                "seccomp",
-                None,
-                f"pid {a} runs under a seccomp filter (mode 2, {ca.filters} filters)",
-                "container runtimes' default profiles refuse pidfd_getfd without CAP_SYS_PTRACE "
-                "(EPERM), whatever ptrace_scope says",
-                "docker --cap-add=SYS_PTRACE, or a profile that allows pidfd_getfd",
-            )
+            PreflightCheck(a, b, "seccomp", None, code="seccomp", facts={"filters": ca.filters})
         )
     return out
 
@@ -247,73 +139,38 @@ def _real_tries(a: int, b: int) -> list[PreflightCheck]:
         os.close(rc)
     support = rc >= 0
     out.append(
-        PreflightCheck(
-            a,
-            b,
-            "kernel pidfd support",
-            support,
-            "pidfd_open works" if support else f"pidfd_open: {_err(e)}",
-            "" if support else "pidfd_open needs Linux ≥ 5.3 and pidfd_getfd ≥ 5.6",
-            "" if support else SCM_ROAD,
-        )
+        PreflightCheck(a, b, "kernel pidfd support", support, code="pidfd", facts={"errno": e})
     )
     try:
         fds = sorted(int(n) for n in os.listdir(f"/proc/{b}/fd"))
     except OSError as exc:
-        fds, why = [], exc.strerror
+        fds, why = [], exc.strerror or str(exc)
     else:
-        why = "B has no open fd to try"
+        why = ""  # B has no open fd to try
+    name = "pidfd_getfd try (from vmmtui)"
     if support and fds:
         pidfd, e = _syscall(0, b, 0)
+        tried: dict[str, Fact] = {"fd": fds[0], "euid": os.geteuid()}
         if pidfd < 0:
-            ok, text = False, f"pidfd_open({b}): {_err(e)}"
+            tried.update(call="pidfd_open", errno=e)
         else:
             got, e = _syscall(1, pidfd, fds[0], 0)
             os.close(pidfd)
             if got >= 0:
                 os.close(got)
-            ok, text = (
-                got >= 0,
-                (
-                    f"pidfd_getfd of B's fd {fds[0]} worked (the copy was closed at once)"
-                    if got >= 0
-                    else f"pidfd_getfd of B's fd {fds[0]}: unavailable: {_err(e)}"
-                ),
-            )
-        out.append(
-            PreflightCheck(
-                a,
-                b,
-                "pidfd_getfd try (from vmmtui)",
-                ok,
-                text + f"; vmmtui runs as uid {os.geteuid()}: A's own credentials decide for A "
-                "(see ptrace policy)",
-                ""
-                if ok
-                else "the kernel refused ptrace access to B: Yama, a missing "
-                "CAP_SYS_PTRACE, a seccomp filter (containers) or B not dumpable",
-                "" if ok else "docker --cap-add=SYS_PTRACE, or " + SCM_ROAD,
-            )
-        )
+            tried.update(call="pidfd_getfd", errno=0 if got >= 0 else e)
+        ok = tried["errno"] == 0
+        out.append(PreflightCheck(a, b, name, ok, code="getfd-tried", facts=tried))
     elif support:
-        out.append(PreflightCheck(a, b, "pidfd_getfd try (from vmmtui)", None, f"not tried: {why}"))
+        out.append(PreflightCheck(a, b, name, None, code="getfd-not-tried", facts={"error": why}))
     try:
         fa = sorted(int(n) for n in os.listdir(f"/proc/{a}/fd"))
         k = kcmp_same_file(a, fa[0], b, fds[0]) if fa and fds else None
     except OSError:
         k = None
     if k is not None:
-        out.append(
-            PreflightCheck(
-                a,
-                b,
-                "kcmp",
-                k.same is not None,
-                "kcmp(KCMP_FILE) answers for A and B" if k.same is not None else k.detail,
-                "" if k.same is not None else "kcmp needs ptrace read access to both processes",
-                "" if k.same is not None else "run vmmtui as their user or as root",
-            )
-        )
+        answers = k.same is not None
+        out.append(PreflightCheck(a, b, "kcmp", answers, code="kcmp", facts={"detail": k.detail}))
     return out
 
 
@@ -323,39 +180,27 @@ def _device_checks(a: int, b: int) -> list[PreflightCheck]:
     out: list[PreflightCheck] = []
     info = probe()
     if not info.driver or info.error:
-        out.append(
-            PreflightCheck(a, b, "device", None, f"no device checks: {info.error or 'no driver'}")
-        )
+        error = info.error or ""
+        out.append(PreflightCheck(a, b, "device", None, code="no-device", facts={"error": error}))
         return out
     for d in info.devices:
-        vmm, fd, fabric = d.vmm, d.posix_fd, d.fabric
-        out.append(
-            PreflightCheck(
-                a,
-                b,
-                f"GPU {d.index} ({d.name})",
-                bool(vmm and fd),
-                f"VMM {'yes' if vmm else 'no'}, POSIX-fd handles {'yes' if fd else 'no'}, "
-                f"fabric handles {'yes' if fabric else 'no'}",
-                "" if vmm and fd else "this device cannot export cuMem allocations as fds",
-                "" if vmm and fd else "use legacy IPC (cudaIpcGetMemHandle) on this device",
-            )
-        )
-    channels = glob.glob("/dev/nvidia-caps-imex-channels/channel*")
+        facts: dict[str, Fact] = {
+            "vmm": bool(d.vmm),
+            "fd": bool(d.posix_fd),
+            "fabric": bool(d.fabric),
+        }
+        name = f"GPU {d.index} ({d.name})"
+        out.append(PreflightCheck(a, b, name, bool(d.vmm and d.posix_fd), code="gpu", facts=facts))
+    channels = sorted(glob.glob("/dev/nvidia-caps-imex-channels/channel*"))
+    shown = ", ".join(channels[:3])
     out.append(
         PreflightCheck(
             a,
             b,
             "IMEX channel",
             bool(channels) or None,
-            f"{len(channels)} channel(s): {', '.join(channels[:3])}"
-            if channels
-            else "no /dev/nvidia-caps-imex-channels/channel*: fabric handles cannot be imported "
-            "(only needed across nodes / multi-node NVLink)",
-            "" if channels else "fabric handles need the IMEX daemon and a channel device",
-            ""
-            if channels
-            else "start nvidia-imex and create a channel (mknod), or use POSIX fds on one node",
-        )
+            code="imex",
+            facts={"channels": len(channels), "shown": shown},
+        )  # fmt: skip
     )
     return out
