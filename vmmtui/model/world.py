@@ -22,6 +22,7 @@ from vmmtui.model.kept import Kept
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
 from vmmtui.stream.events import Event
+from vmmtui.stream.gpu import NvmlSample
 from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, PinnedBytes, ProcessExit
 
 #: a keyframe every this many events folded: about what one clone of a busy trace's world costs
@@ -46,6 +47,9 @@ class World:
         #: held while an event is folded: a reader in another thread (the metrics endpoint's
         #: scrape) holds it to read the world between two events, never in the middle of one
         self.lock = threading.Lock()
+        #: NVML's newest reading of the GPUs (an ``NvmlSample`` of the stream): what the GPU
+        #: ledger (``model/gpu_ledger.py``) sets beside the ledger; None until one is folded
+        self.gpu: NvmlSample | None = None
 
     def matters(self, e: Event) -> bool:
         """Whether ``e``, before it is folded, is a call that matters (``Ledger.matters``)."""
@@ -55,6 +59,9 @@ class World:
         """One event: the findings, probes and pinned bytes it brings."""
         with self.lock:
             self.folded += 1
+            if type(e) is NvmlSample:
+                self.gpu = e
+                return []
             if type(e) is ProcessExit:  # what the exit is about to close, noted for the book
                 self.refs.before_exit(e)
             return self.refs.fold(e, self.ledger.apply(e))

@@ -1,0 +1,52 @@
+"""NVML's reading of the GPUs as a fact of the stream: every GPU, its memory, and the bytes NVML
+charges each compute process on it, as one event at the time it was read.
+
+A reading is an event (not a query a renderer makes) so that a recording replays the same GPU
+panel as the live run showed: the world keeps the newest (``model/world.py``) and the GPU ledger
+(``model/gpu_ledger.py``) sets it beside what the trace saw made, imported and released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vmmtui.stream.events import AttachEvent
+
+
+@dataclass(frozen=True)
+class GpuCharge:
+    """The bytes NVML charges one process on one GPU (``usedGpuMemory``: host PID namespace)."""
+
+    pid: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU as NVML read it: its index, UUID, memory (``nvmlDeviceGetMemoryInfo``) and the
+    compute processes it charges (``nvmlDeviceGetComputeRunningProcesses``); ``error`` where NVML
+    could not say the processes of this GPU."""
+
+    index: int
+    uuid: str = ""
+    total: int = 0
+    used: int = 0
+    charges: list[GpuCharge] = field(default_factory=list)
+    error: str = ""
+
+    def charged(self, pid: int) -> int | None:
+        """What NVML charges ``pid`` here; None where it charges it nothing (not listed)."""
+        got = [c.bytes for c in self.charges if c.pid == pid]
+        return sum(got) if got else None
+
+
+@dataclass(frozen=True)
+class NvmlSample(AttachEvent):
+    """One reading of NVML, every GPU at once, ``at`` seconds since the start (the source's
+    clock); ``ktime`` the kernel's clock where the source has one (eBPF). ``error`` where NVML
+    could not be read at all (no driver, no library): the GPU panel then says why."""
+
+    gpus: list[GpuReading] = field(default_factory=list)
+    at: float = 0.0
+    ktime: int = 0
+    error: str = ""
