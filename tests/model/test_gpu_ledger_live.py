@@ -54,6 +54,7 @@ def run(libs, tmp: Path, mode: str):
         if folded:
             at_readings.append(of_world(session.world))
         folded = isinstance(e, NvmlSample) and any(g.charges for g in e.gpus)
+    run.stdout = res.stdout  # type: ignore[attr-defined]
     return int(said["EXPORTER"]), int(said["IMPORTER"]), at_readings
 
 
@@ -86,6 +87,16 @@ def test_the_exporter_killed_while_the_importer_holds_its_memory_is_charged_to_t
     assert all(not s.creator_alive and s.creator_gone_at for s in rows[importer].shares)
     assert gpu.orphaned == VMM + LEGACY
     assert rows[importer].difference == CONTEXT
+    # the trace's text says it as the table and the sentence, with the exporter gone
+    text = run.stdout  # type: ignore[attr-defined]
+    assert (
+        "GPU 0 (GPU-fake-0): NVML charges 396 MiB of 396 MiB used to 1 process; 96 MiB orphaned"
+        in text
+    )
+    assert f"NVML charges 396 MiB to pid {importer} python" in text
+    assert f"64 MiB of VMM from pid {exporter} (exited " in text
+    assert f"32 MiB of legacy IPC from pid {exporter} (exited " in text
+    assert "96 MiB orphaned: no living creator owns it, this process pins it" in text
 
 
 def test_a_healthy_share_shows_nothing_orphaned_and_nothing_held_after_the_importer_let_go(

@@ -604,6 +604,7 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.words.findings import json_line
+    from vmmtui.words.gpu import GpuLines
     from vmmtui.words.trace import Bystanders, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
@@ -634,12 +635,16 @@ def _print(session, args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
     polling = False
+    gpu = GpuLines(json=args.json)  # the GPU ledger, after each NVML reading the world folded
     try:
         for e in session.events(on_batch=flush):
             names.see(e)
+            said_gpu = gpu.after(e, session.world, end=isinstance(e, TraceFinished))
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
+                json_lines.extend(said_gpu)
                 json_lines.append(json_line(e))
                 continue
+            pending.extend(Text(line) for line in said_gpu)
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from vmmtui.stream.gpu import GpuReading, NvmlSample
+from vmmtui.stream.gpu import GpuHeld, GpuHolder, GpuReading, GpuTable, NvmlSample
 
 if TYPE_CHECKING:
     from vmmtui.model.ledger import Ledger
@@ -102,6 +102,8 @@ class Row:
     ipc_opens: int = 0  # legacy IPC handles opened and held
     shares: tuple[Share, ...] = ()  # what it holds of others', one a piece
     found: bool = False  # some of its memory was there before the trace began
+    #: the trace follows it (else NVML charges a process the trace does not watch)
+    traced: bool = True
 
     @property
     def accounted(self) -> int:
@@ -296,7 +298,7 @@ def gpu_ledger(ledger: Ledger, sample: NvmlSample | None) -> GpuLedger:
                 created=r["created"], imported=sum(s.bytes for s in mine), pinned_for_others=r["for"],
                 orphaned=sum(s.bytes for s in mine if not s.creator_alive), after_importers=r["after"],
                 by_kind=dict(r["kinds"]), imports=r["n"][Kind.VMM], ipc_opens=r["n"][Kind.IPC],
-                shares=tuple(sorted(mine, key=lambda s: (s.creator, s.since))), found=r["found"],
+                shares=tuple(sorted(mine, key=lambda s: (s.creator, s.since))), found=r["found"], traced=p is not None,
             ))  # fmt: skip
         gpus.append(Gpu(index, g.uuid if g else "", g.total if g else 0, g.used if g else 0,
                         tuple(rows), g.error if g else ""))  # fmt: skip
@@ -306,3 +308,34 @@ def gpu_ledger(ledger: Ledger, sample: NvmlSample | None) -> GpuLedger:
 def of_world(world: World) -> GpuLedger:
     """The GPU ledger of a run's world as it stands (its ledger, its newest NVML reading)."""
     return gpu_ledger(world.ledger, world.gpu)
+
+
+def as_table(g: GpuLedger) -> GpuTable:
+    """The GPU ledger as the stream's table (``--json``)."""
+    rows = [
+        GpuHolder(
+            gpu.index, r.pid, r.name, r.alive, r.charged, r.created, r.imported,
+            r.pinned_for_others, r.orphaned, r.after_importers, r.accounted, r.difference, r.found,
+            dict(r.by_kind), r.imports, r.ipc_opens,
+            [GpuHeld(s.creator, str(s.kind), s.bytes, s.creator_alive, s.since, s.creator_gone_at, s.found)
+             for s in r.shares],
+            gpu.uuid,
+        )
+        for gpu, r in g.rows()
+    ]  # fmt: skip
+    return GpuTable(
+        rows,
+        {gpu.index: gpu.charged for gpu in g.gpus},
+        {gpu.index: gpu.orphaned for gpu in g.gpus},
+        g.sample.at if g.sample else 0.0,
+        g.error,
+    )
+
+
+def shape(g: GpuLedger) -> tuple:
+    """What a reader of the table would see change: who is there, alive or not, who holds whose
+    memory, what is orphaned (not every byte of a charge that moves with each step)."""
+    return tuple(
+        (gpu.index, r.pid, r.alive, bool(r.created), tuple(s.creator for s in r.shares), r.orphaned)
+        for gpu, r in g.rows()
+    )

@@ -20,6 +20,7 @@ from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
 from vmmtui.model.world import Keyframes, World
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
+from vmmtui.stream.gpu import GpuTable
 from vmmtui.stream.observed import (
     CapabilityProbe,
     LedgerFinding,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
-MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
+MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes, GpuTable)
 #: the events ``TraceSession.through`` takes aside (the start, the end, polling's findings, the
 #: world's own): every other event is folded the plain way (``TraceSession.marked``)
 _ASIDE = (*MADE_BY_THE_LEDGER, TraceFinished, TraceStarted, ProcessUnreadable, Leak)

@@ -50,3 +50,54 @@ class NvmlSample(AttachEvent):
     at: float = 0.0
     ktime: int = 0
     error: str = ""
+
+
+@dataclass(frozen=True)
+class GpuHeld:
+    """One piece of another process's memory a holder keeps (a row's ``held``)."""
+
+    creator: int  # 0: not seen made
+    kind: str
+    bytes: int
+    creator_alive: bool
+    since_ns: int = 0
+    creator_gone_ns: int | None = None
+    found: bool = False
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """One process on one GPU in the GPU ledger: NVML's charge beside the world's account
+    (``charged`` None: NVML charges it nothing there; ``difference``: charged less accounted)."""
+
+    gpu: int
+    pid: int
+    name: str = ""
+    alive: bool = True
+    charged: int | None = None
+    created: int = 0
+    imported: int = 0
+    pinned_for_others: int = 0
+    orphaned: int = 0
+    after_importers: int = 0
+    accounted: int = 0
+    difference: int | None = None
+    found: bool = False
+    by_kind: dict[str, int] = field(default_factory=dict)
+    imports: int = 0
+    ipc_opens: int = 0
+    held: list[GpuHeld] = field(default_factory=list)
+    uuid: str = ""
+
+
+@dataclass(frozen=True)
+class GpuTable(AttachEvent):
+    """The GPU ledger as a table (``--json``: after each NVML reading): made from the world by
+    the command that prints it, never recorded (a replay makes it again from the readings)."""
+
+    rows: list[GpuHolder] = field(default_factory=list)
+    #: GPU index → NVML's charges summed, and bytes orphaned (each piece once)
+    charged: dict[int, int] = field(default_factory=dict)
+    orphaned: dict[int, int] = field(default_factory=dict)
+    at: float = 0.0
+    error: str = ""

@@ -72,6 +72,8 @@ class Follower:
     nvml: Nvml | None = None
     #: NVML being opened in a thread (``Nvml.opening()``), taken at the first poll that needs it
     nvml_soon: Future[Nvml] | None = None
+    #: the last NVML reading said (``NvmlSample``): a reading is said only when it differs
+    gpu_last: tuple = ()
     said: set[str] = field(default_factory=set)
     unseen: list[str] = field(default_factory=list)
     last: Scan | None = None
@@ -95,6 +97,13 @@ class Follower:
     stalest: float = 0.0  # the oldest reading a poll kept for a process that had run (s)
     #: pids that exited before any poll saw them (watch knows them from waitpid), with how they ended
     never_seen: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # NVML opened at once where there is a driver (or VMMTUI_NVML names a library): the
+        # GPU ledger wants its reading of every GPU, whether or not a followed process holds a
+        # /dev/nvidia* fd yet
+        if self.use_nvml and self.nvml is None and self.nvml_soon is None:
+            self.nvml_soon = Nvml.opening()
 
     def poll(self) -> list[Event]:
         start = time.monotonic()
@@ -125,6 +134,8 @@ class Follower:
                 self.nvml = soon.result() if soon is not None else Nvml.open()
             gpu = self.nvml.usage(holders, s.at)
         events = self.tracker.update(s, gpu)
+        if self.use_nvml and (self.nvml is not None or self.nvml_soon is not None):
+            events += self._reading(s.at)
         for e in list(events):
             if isinstance(e, ProcessGone):
                 events += self.leaks.at_exit(self.tracker, e.pid, s.at)
@@ -143,6 +154,18 @@ class Follower:
         if self.tree:
             self.targets -= self.tracker.gone
         return events
+
+    def _reading(self, at: float) -> list[Event]:
+        """NVML's reading of every GPU (the GPU ledger's charges), where it changed since the last."""
+        if self.nvml is None and self.nvml_soon is not None:
+            self.nvml, self.nvml_soon = self.nvml_soon.result(), None
+        assert self.nvml is not None
+        reading = self.nvml.sample(at)
+        key = (reading.error, [(g.index, g.charges, g.error) for g in reading.gpus])
+        if key == self.gpu_last:
+            return []
+        self.gpu_last = key
+        return [reading]
 
     def _say(self, key: str, text: str) -> list[Event]:
         if key in self.said:
