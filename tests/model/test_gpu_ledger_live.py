@@ -15,7 +15,7 @@ import pytest
 from tests.tracing import fake_libcuda, fake_nvml, trace_recorded
 from vmmtui.model.gpu_ledger import GpuLedger, Kind, of_world
 from vmmtui.pipeline.session import TraceSession
-from vmmtui.stream.gpu import NvmlSample
+from vmmtui.stream.gpu import GpuTable, NvmlSample
 
 pytestmark = pytest.mark.slow
 
@@ -50,10 +50,15 @@ def run(libs, tmp: Path, mode: str):
     session = TraceSession.replay(events)
     at_readings: list[GpuLedger] = []
     folded = False  # the stream gives an event just before the world folds it
+    replayed = []
     for e in itertools.chain(session.events(), [None]):
         if folded:
             at_readings.append(of_world(session.world))
         folded = isinstance(e, NvmlSample) and any(g.charges for g in e.gpus)
+        replayed += [e] if isinstance(e, GpuTable) else []
+    # the replay makes the same tables as the live run made (the panel, --json, the text)
+    assert replayed == [e for e in events if isinstance(e, GpuTable)]
+    assert len(replayed) == len([e for e in events if isinstance(e, NvmlSample)])
     run.stdout = res.stdout  # type: ignore[attr-defined]
     return int(said["EXPORTER"]), int(said["IMPORTER"]), at_readings
 

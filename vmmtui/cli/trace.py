@@ -635,16 +635,14 @@ def _print(session, args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
     polling = False
-    gpu = GpuLines(json=args.json)  # the GPU ledger, after each NVML reading the world folded
+    gpu = GpuLines()  # the GPU ledger's tables (``GpuTable``), where who holds what changed
     try:
         for e in session.events(on_batch=flush):
             names.see(e)
-            said_gpu = gpu.after(e, session.world, end=isinstance(e, TraceFinished))
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
-                json_lines.extend(said_gpu)
                 json_lines.append(json_line(e))
                 continue
-            pending.extend(Text(line) for line in said_gpu)
+            pending.extend(Text(line) for line in gpu.see(e))
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):

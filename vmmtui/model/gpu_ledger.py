@@ -319,23 +319,25 @@ def as_table(g: GpuLedger) -> GpuTable:
             dict(r.by_kind), r.imports, r.ipc_opens,
             [GpuHeld(s.creator, str(s.kind), s.bytes, s.creator_alive, s.since, s.creator_gone_at, s.found)
              for s in r.shares],
-            gpu.uuid,
+            gpu.uuid, r.traced,
         )
         for gpu, r in g.rows()
     ]  # fmt: skip
     return GpuTable(
+        list(g.sample.gpus) if g.sample else [],
         rows,
         {gpu.index: gpu.charged for gpu in g.gpus},
         {gpu.index: gpu.orphaned for gpu in g.gpus},
         g.sample.at if g.sample else 0.0,
         g.error,
+        g.clock,
     )
 
 
-def shape(g: GpuLedger) -> tuple:
+def shape(t: GpuTable) -> tuple:
     """What a reader of the table would see change: who is there, alive or not, who holds whose
     memory, what is orphaned (not every byte of a charge that moves with each step)."""
     return tuple(
-        (gpu.index, r.pid, r.alive, bool(r.created), tuple(s.creator for s in r.shares), r.orphaned)
-        for gpu, r in g.rows()
+        (r.gpu, r.pid, r.alive, bool(r.created), tuple(h.creator for h in r.held), r.orphaned)
+        for r in t.rows
     )

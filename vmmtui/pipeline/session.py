@@ -18,7 +18,7 @@ from vmmtui.model.findings import Counted, Tally, counted_as, tally
 from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
-from vmmtui.model.world import Keyframes, World
+from vmmtui.model.world import Keyframes, Made, World
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable
 from vmmtui.stream.gpu import GpuTable
 from vmmtui.stream.observed import (
@@ -217,7 +217,7 @@ class TraceSession:
     def replay(cls, events: Iterable[Event], keyframes: bool = False) -> TraceSession:
         return cls(RecordingSource(events), live=False, keyframes=keyframes)
 
-    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
+    def fold(self, e: Event) -> list[Made]:
         """One event into the run's world: the findings it brings (what ``events`` adds after
         it), the world kept as a keyframe where its turn comes."""
         made = self.world.fold(e)

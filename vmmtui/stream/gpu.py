@@ -88,16 +88,23 @@ class GpuHolder:
     ipc_opens: int = 0
     held: list[GpuHeld] = field(default_factory=list)
     uuid: str = ""
+    #: the trace follows it (else NVML charges a process on the GPU the trace does not watch)
+    traced: bool = True
 
 
 @dataclass(frozen=True)
 class GpuTable(AttachEvent):
-    """The GPU ledger as a table (``--json``: after each NVML reading): made from the world by
-    the command that prints it, never recorded (a replay makes it again from the readings)."""
+    """The GPU ledger as of one NVML reading (``model/gpu_ledger.py``), made by the world right
+    after it folds the reading, as it makes findings: a replay makes it again from the readings
+    (a recorded one is left out). Every renderer reads this: the text, ``--json``, the panel."""
 
+    #: the reading it joins (each GPU's UUID, memory and charges)
+    gpus: list[GpuReading] = field(default_factory=list)
     rows: list[GpuHolder] = field(default_factory=list)
     #: GPU index → NVML's charges summed, and bytes orphaned (each piece once)
     charged: dict[int, int] = field(default_factory=dict)
     orphaned: dict[int, int] = field(default_factory=dict)
     at: float = 0.0
     error: str = ""
+    #: the kernel clock of the newest event the world had folded (what "exited … ago" is against)
+    clock: int = 0

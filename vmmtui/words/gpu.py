@@ -7,24 +7,10 @@ What is "found" (held before the trace began, its making not seen) is never said
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from vmmtui.model.gpu_ledger import (
-    UNKNOWN_GPU,
-    Gpu,
-    GpuLedger,
-    Kind,
-    Row,
-    Share,
-    as_table,
-    of_world,
-    shape,
-)
-from vmmtui.stream.gpu import NvmlSample
+from vmmtui.model.gpu_ledger import UNKNOWN_GPU, Kind, shape
+from vmmtui.stream.gpu import GpuHeld, GpuHolder, GpuReading, GpuTable
 from vmmtui.stream.names import shown
-
-if TYPE_CHECKING:
-    from vmmtui.model.world import World
 
 MIB = 1 << 20
 
@@ -36,7 +22,7 @@ KIND_WORDS = {
     Kind.POOL_POINTER: "pool pointer",
 }
 
-#: the columns of the table (``attach --once``, the end of a trace, the inspector's GPU panel)
+#: the columns of the table (``attach --once``, a trace's text, the inspector's GPU panel)
 COLUMNS = ("pid", "process", "charged", "created", "imported", "pinned for others", "orphaned")
 
 
@@ -49,10 +35,14 @@ def mib(n: int | None) -> str:
     return f"{round(n / MIB):,} MiB"
 
 
-def gpu_name(g: Gpu) -> str:
-    if g.index == UNKNOWN_GPU:
+def _kind(k: str) -> str:
+    return KIND_WORDS.get(Kind(k), k) if k in Kind._value2member_map_ else shown(k, 20)
+
+
+def gpu_name(index: int, uuid: str = "") -> str:
+    if index == UNKNOWN_GPU:
         return "a GPU not known"
-    return f"GPU {g.index}" + (f" ({shown(g.uuid)})" if g.uuid else "")
+    return f"GPU {index}" + (f" ({shown(uuid)})" if uuid else "")
 
 
 def _ago(at: int | None, clock: int) -> str:
@@ -62,25 +52,24 @@ def _ago(at: int | None, clock: int) -> str:
     return f"exited {s:.1f} s ago" if s < 120 else f"exited {s / 60:.0f} min ago"
 
 
-def who(r: Row) -> str:
+def who(r: GpuHolder) -> str:
     name = f" {shown(r.name)}" if r.name else ""
     return f"pid {r.pid}{name}" + ("" if r.alive else " (exited)")
 
 
-def share_words(s: Share, clock: int) -> str:
+def held_words(h: GpuHeld, clock: int) -> str:
     """``64 MiB of VMM from pid 12 (exited 2.1 s ago)``."""
-    size = mib(s.bytes) if s.bytes else "size not seen"
-    if not s.creator:
+    size = mib(h.bytes) if h.bytes else "size not seen"
+    if not h.creator:
         src = "a process the trace did not see make it"
     else:
-        src = f"pid {s.creator}" + (
-            "" if s.creator_alive else f" ({_ago(s.creator_gone_at, clock)})"
-        )
-    found = ", found held at the start" if s.found else ""
-    return f"{size} of {KIND_WORDS[s.kind]} from {src}{found}"
+        gone = "" if h.creator_alive else f" ({_ago(h.creator_gone_ns, clock)})"
+        src = f"pid {h.creator}{gone}"
+    found = ", found held at the start" if h.found else ""
+    return f"{size} of {_kind(h.kind)} from {src}{found}"
 
 
-def difference_words(r: Row) -> str:
+def difference_words(r: GpuHolder) -> str:
     """Where NVML and the world disagree on ``r``: both numbers and the difference (or "")."""
     d = r.difference
     if d is None or r.charged is None:
@@ -104,22 +93,21 @@ def difference_words(r: Row) -> str:
     )
 
 
-def row_sentence(r: Row, clock: int) -> str:
-    """``nvidia-smi charges X to pid A; A made Y; holds Z imported from pid B (exited …)``."""
-    head = (
+def row_sentence(r: GpuHolder, clock: int) -> str:
+    """``NVML charges X to pid A; it made Y; it holds Z of VMM from pid B (exited …)``."""
+    parts = [
         f"NVML charges {mib(r.charged)} to {who(r)}"
         if r.charged is not None
         else f"NVML charges nothing to {who(r)}"
-    )
-    parts = [head]
-    made = "found" if r.found and not r.alive else "made"
+    ]
     if r.created:
-        kinds = ", ".join(f"{mib(n)} {KIND_WORDS[Kind(k)]}" for k, n in sorted(r.by_kind.items()))
+        kinds = ", ".join(f"{mib(n)} {_kind(k)}" for k, n in sorted(r.by_kind.items()))
+        made = "found held" if r.found and not r.by_kind else "made"
         parts.append(f"it {made} {mib(r.created)} that still lives ({kinds})")
     if r.pinned_for_others:
         parts.append(f"{mib(r.pinned_for_others)} of it held by another process now")
-    if r.shares:
-        parts.append("it holds " + "; ".join(share_words(s, clock) for s in r.shares))
+    if r.held:
+        parts.append("it holds " + "; ".join(held_words(h, clock) for h in r.held))
     if r.orphaned:
         parts.append(f"{mib(r.orphaned)} orphaned: no living creator owns it, this process pins it")
     if r.after_importers:
@@ -129,79 +117,73 @@ def row_sentence(r: Row, clock: int) -> str:
         )
     if r.imports or r.ipc_opens:
         parts.append(f"{r.imports} VMM handle(s) imported, {r.ipc_opens} legacy IPC handle(s) open")
-    diff = difference_words(r)
-    if diff:
+    if diff := difference_words(r):
         parts.append(diff)
     return "; ".join(parts)
 
 
-def gpu_head(g: Gpu) -> str:
-    """``GPU 0 (GPU-…): NVML charges 5,318 MiB to 2 processes; 4,096 MiB orphaned``."""
-    n = sum(1 for r in g.rows if r.charged is not None)
+def gpu_head(t: GpuTable, g: GpuReading) -> str:
+    """``GPU 0 (GPU-…): NVML charges 5,318 MiB of 5,318 MiB used to 2 processes; nothing orphaned``."""
+    charged = [r for r in t.rows if r.gpu == g.index and r.charged is not None]
+    n = len(charged)
     used = f" of {mib(g.used)} used" if g.used else ""
-    orphaned = f"; {mib(g.orphaned)} orphaned" if g.orphaned else "; nothing orphaned"
+    orphaned = t.orphaned.get(g.index, 0)
+    said = f"; {mib(orphaned)} orphaned" if orphaned else "; nothing orphaned"
     err = f"; NVML could not say its processes: {shown(g.error)}" if g.error else ""
     return (
-        f"{gpu_name(g)}: NVML charges {mib(g.charged)}{used} to {n} process"
-        f"{'' if n == 1 else 'es'}{orphaned}{err}"
+        f"{gpu_name(g.index, g.uuid)}: NVML charges {mib(t.charged.get(g.index, 0))}{used} to "
+        f"{n} process{'' if n == 1 else 'es'}{said}{err}"
     )
 
 
-def table_cells(r: Row) -> tuple[str, ...]:
-    """One row of the table, in ``COLUMNS``' order."""
+def table_cells(r: GpuHolder) -> tuple[str, ...]:
+    """One row of the table, in ``COLUMNS``' order (a process NVML charges that the trace does
+    not follow is ``(not traced)``: NVML names every process on the GPU)."""
     return (
         str(r.pid),
-        (shown(r.name) if r.traced else "(not traced)") + ("" if r.alive else " (exited)"),
+        (shown(r.name, 24) if r.traced else "(not traced)") + ("" if r.alive else " (exited)"),
         mib(r.charged),
         ("found " if r.found else "") + mib(r.created) if r.created else "-",
-        mib(r.imported) if r.shares else "-",
+        mib(r.imported) if r.held else "-",
         mib(r.pinned_for_others) if r.pinned_for_others else "-",
         mib(r.orphaned) if r.orphaned else "-",
     )
 
 
-def table_lines(ledger: GpuLedger) -> list[str]:
-    """The GPU ledger as plain lines: per GPU a head, the table, then one sentence a process
-    where the world has something to say of it (or NVML and the world disagree)."""
-    if ledger.error:
-        return [f"GPU memory: {shown(ledger.error)}"]
+def table_lines(t: GpuTable, sentences: bool = True) -> list[str]:
+    """The GPU ledger as plain lines: per GPU a head and the table, then (``sentences``) one
+    sentence a process where the world has something to say of it or disagrees with NVML."""
+    if t.error:
+        return [f"GPU memory: {shown(t.error)}"]
     out: list[str] = []
-    for g in ledger.gpus:
-        out.append(gpu_head(g))
-        cells = [COLUMNS, *(table_cells(r) for r in g.rows)]
+    readings = {g.index: g for g in t.gpus}
+    for index in sorted({*readings, *(r.gpu for r in t.rows)}):
+        rows = [r for r in t.rows if r.gpu == index]
+        out.append(gpu_head(t, readings.get(index, GpuReading(index))))
+        cells = [COLUMNS, *(table_cells(r) for r in rows)]
         widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
         out += [
             "  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(COLUMNS))).rstrip()
             for c in cells
         ]
-        for r in g.rows:
-            if r.traced and (r.created or r.shares or r.difference):
-                out.append("  " + row_sentence(r, ledger.clock))
+        for r in rows if sentences else []:
+            if r.traced and (r.created or r.held or r.difference):
+                out.append("  " + row_sentence(r, t.clock))
     return out
 
 
 @dataclass
 class GpuLines:
-    """The GPU ledger in a printed stream: ``after(e, world)`` is asked before each event and at
-    the end; after an NVML reading has been folded it gives the table (text: where its shape
-    changed, or at the end; ``--json``: the ``GpuTable`` after every reading)."""
+    """The GPU tables of a printed stream (text): a table where who holds what changed since
+    the last one said (not each byte of a charge that moves at every reading)."""
 
-    json: bool = False
-    due: bool = False
     said: tuple | None = None
-    #: an NVML reading was ever folded (the end's table is said only then)
-    read: bool = False
 
-    def after(self, e: object, world: World, end: bool = False) -> list[str]:
-        due, self.due = self.due, isinstance(e, NvmlSample)
-        self.read |= self.due
-        if not (due or (end and self.read)):
+    def see(self, e: object) -> list[str]:
+        if not isinstance(e, GpuTable):
             return []
-        ledger = of_world(world)
-        if self.json:
-            return [as_table(ledger).to_json()] if due else []
-        now = shape(ledger)
+        now = shape(e)
         if now == self.said:
             return []
         self.said = now
-        return table_lines(ledger)
+        return table_lines(e)
