@@ -22,8 +22,10 @@ KIND_WORDS = {
     Kind.POOL_POINTER: "pool pointer",
 }
 
-#: the columns of the table (``attach --once``, a trace's text, the inspector's GPU panel)
+#: the columns of the table (``attach --once``, a trace's text)
 COLUMNS = ("pid", "process", "charged", "created", "imported", "pinned for others", "orphaned")
+#: the same, short, for the inspector's GPU panel (a third of the screen's width)
+SHORT = ("pid", "process", "charged", "made", "imported", "for others", "orphaned")
 
 
 def mib(n: int | None) -> str:
@@ -78,8 +80,8 @@ def difference_words(r: GpuHolder) -> str:
         return "NVML's charge and the trace's account agree"
     if not r.accounted:
         return (
-            "the trace saw none of it made: found held (made before the trace began, the CUDA "
-            "context, or calls not traced)"
+            "the trace saw none of it made (the CUDA context, memory made before the trace "
+            "began or by calls not traced)"
         )
     if d > 0:
         return (
@@ -150,17 +152,27 @@ def table_cells(r: GpuHolder) -> tuple[str, ...]:
     )
 
 
-def table_lines(t: GpuTable, sentences: bool = True) -> list[str]:
+def short_head(t: GpuTable, g: GpuReading) -> str:
+    """``GPU 0 · 696 MiB charged to 2 · nothing orphaned`` (the panel's head)."""
+    n = len([r for r in t.rows if r.gpu == g.index and r.charged is not None])
+    orphaned = t.orphaned.get(g.index, 0)
+    said = f"{mib(orphaned)} orphaned" if orphaned else "nothing orphaned"
+    return f"{gpu_name(g.index)} · {mib(t.charged.get(g.index, 0))} charged to {n} · {said}"
+
+
+def table_lines(t: GpuTable, sentences: bool = True, short: bool = False) -> list[str]:
     """The GPU ledger as plain lines: per GPU a head and the table, then (``sentences``) one
-    sentence a process where the world has something to say of it or disagrees with NVML."""
+    sentence a process where the world has something to say of it or disagrees with NVML;
+    ``short``: the panel's head and column names."""
     if t.error:
         return [f"GPU memory: {shown(t.error)}"]
     out: list[str] = []
     readings = {g.index: g for g in t.gpus}
     for index in sorted({*readings, *(r.gpu for r in t.rows)}):
         rows = [r for r in t.rows if r.gpu == index]
-        out.append(gpu_head(t, readings.get(index, GpuReading(index))))
-        cells = [COLUMNS, *(table_cells(r) for r in rows)]
+        reading = readings.get(index, GpuReading(index))
+        out.append(short_head(t, reading) if short else gpu_head(t, reading))
+        cells = [SHORT if short else COLUMNS, *(table_cells(r) for r in rows)]
         widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
         out += [
             "  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(COLUMNS))).rstrip()
