@@ -742,6 +742,7 @@ def replay_trace(recording, folded=None) -> int:
     from rich.console import Console
 
     from vmmtui.pipeline.replay import trace_timeline
+    from vmmtui.words.gpu import GpuLines
     from vmmtui.words.trace import Bystanders, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
@@ -751,9 +752,11 @@ def replay_trace(recording, folded=None) -> int:
         markup=False,  # the title and the machine are the recording's words, not markup
     )
     folded = folded or trace_timeline(recording.events)
-    names, bystanders = ProcessNames(), Bystanders()
+    names, bystanders, gpu = ProcessNames(), Bystanders(), GpuLines()
     for e in folded.events:
         names.see(e)
+        for said in gpu.see(e):  # the GPU tables, made again from the recorded NVML readings
+            console.print(said, markup=False)
         for x in bystanders.see(e):
             for line in lines(x, names.t0, names.comms.get(getattr(x, "pid", 0), "")):
                 console.print(line)
