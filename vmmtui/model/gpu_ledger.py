@@ -22,7 +22,7 @@ the trace did not see, another process's memory now charged here).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -63,6 +63,8 @@ class Share:
     creator_gone_at: int | None = None
     found: bool = False  # made before the trace began (its size and maker not seen)
     gpu: int = UNKNOWN_GPU
+    #: which memory it is (one allocation, one IPC export): two importers of it pin one piece
+    piece: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class Gpu:
     @property
     def orphaned(self) -> int:
         """Bytes no living creator owns that an importer still pins (each piece once)."""
-        return sum({(s.creator, s.kind, s.since, s.bytes): s.bytes for r in self.rows
+        return sum({s.piece or id(s): s.bytes for r in self.rows
                     for s in r.shares if not s.creator_alive}.values())  # fmt: skip
 
 
@@ -189,7 +191,18 @@ def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
                          importers, bool(importers) and not holders and mine, found))  # fmt: skip
         for i in holders:
             shares.append(
-                Share(i.pid, a.pid, Kind.VMM, a.size, i.at, alive, gone_at(a.pid), found, a.device)
+                Share(
+                    i.pid,
+                    a.pid,
+                    Kind.VMM,
+                    a.size,
+                    i.at,
+                    alive,
+                    gone_at(a.pid),
+                    found,
+                    a.device,
+                    f"vmm:{a.pid}:{a.handle:x}:{a.created_at}",
+                )  # fmt: skip
             )
     for (pid, handle), (
         found_a,
@@ -199,7 +212,8 @@ def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
             size = sum(
                 m.size for m in ledger.mappings.values() if m.pid == pid and m.handle == handle
             )
-            shares.append(Share(pid, 0, Kind.VMM, size, i.at, True, None, True))
+            shares.append(Share(pid, 0, Kind.VMM, size, i.at, True, None, True,
+                                piece=f"import:{pid}:{handle:x}"))  # fmt: skip
     exported: set[tuple[int, int]] = set()
     for x in ledger.ipc.values():
         exported.add((x.pid, x.ptr))
@@ -215,25 +229,45 @@ def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
                          opened, bool(opened) and not holders_ipc and mine, x.size == 0))  # fmt: skip
         for o in holders_ipc:
             shares.append(
-                Share(o.pid, x.pid, Kind.IPC, x.size, o.at, alive, gone_at(x.pid), x.size == 0)
+                Share(
+                    o.pid,
+                    x.pid,
+                    Kind.IPC,
+                    x.size,
+                    o.at,
+                    alive,
+                    gone_at(x.pid),
+                    x.size == 0,
+                    piece=f"ipc:{x.ipc}:{x.at}",
+                )  # fmt: skip
             )
-    for (pid, _ptr), (
+    for (pid, ptr), (
         xx,
         o,
     ) in ledger.ipc_opens.items():  # a handle whose export the trace did not see
         if xx is None and ledger.alive(pid):
-            shares.append(Share(pid, 0, Kind.IPC, 0, o.at, True, None, True))
+            shares.append(
+                Share(pid, 0, Kind.IPC, 0, o.at, True, None, True, piece=f"open:{pid}:{ptr:x}")
+            )
     for (pid, ptr), size in ledger.dev_sizes.items():
         if (pid, ptr) not in exported and ledger.alive(pid):
             made.append(Made(pid, Kind.DEVICE, size, UNKNOWN_GPU, True))
-    for (pid, _ptr), (px, pi) in ledger.pool_ptr_imports.items():
+    for (pid, ptr), (px, pi) in ledger.pool_ptr_imports.items():
         if pi.freed_at is None and ledger.alive(pid):
             creator = px.pid if px is not None else 0
             alive = ledger.alive(creator) if creator else True
             shares.append(
                 Share(
-                    pid, creator, Kind.POOL_POINTER, 0, pi.at, alive, gone_at(creator), px is None
-                )
+                    pid,
+                    creator,
+                    Kind.POOL_POINTER,
+                    0,
+                    pi.at,
+                    alive,
+                    gone_at(creator),
+                    px is None,
+                    piece=f"ptr:{px.data}" if px is not None else f"ptr:{pid}:{ptr:x}",
+                )  # fmt: skip
             )
     return made, shares
 
@@ -268,17 +302,7 @@ def gpu_ledger(ledger: Ledger, sample: NvmlSample | None) -> GpuLedger:
         r["found"] |= m.found
     for s in shares:
         gpu = _gpu_of(s.gpu, s.holder, sample)
-        s = Share(
-            s.holder,
-            s.creator,
-            s.kind,
-            s.bytes,
-            s.since,
-            s.creator_alive,
-            s.creator_gone_at,
-            s.found,
-            gpu,
-        )
+        s = replace(s, gpu=gpu)
         r = acc(gpu, s.holder)
         r["shares"].append(s)
         r["n"][s.kind] += 1
@@ -298,7 +322,8 @@ def gpu_ledger(ledger: Ledger, sample: NvmlSample | None) -> GpuLedger:
                 created=r["created"], imported=sum(s.bytes for s in mine), pinned_for_others=r["for"],
                 orphaned=sum(s.bytes for s in mine if not s.creator_alive), after_importers=r["after"],
                 by_kind=dict(r["kinds"]), imports=r["n"][Kind.VMM], ipc_opens=r["n"][Kind.IPC],
-                shares=tuple(sorted(mine, key=lambda s: (s.creator, s.since))), found=r["found"], traced=p is not None,
+                shares=tuple(sorted(mine, key=lambda s: (s.creator, s.since))), found=r["found"],
+                traced=p is not None or bool(mine or r["created"]),
             ))  # fmt: skip
         gpus.append(Gpu(index, g.uuid if g else "", g.total if g else 0, g.used if g else 0,
                         tuple(rows), g.error if g else ""))  # fmt: skip
