@@ -24,8 +24,9 @@ UNSEEN = {
     "fd, so its import is invisible here",
     "legacy": "legacy CUDA IPC handles (cudaIpcGetMemHandle, PyTorch's default CUDA tensor sharing) travel as 64 "
     "plain bytes: no fd moves, and kcmp has nothing to compare",
-    "nvml": "NVML (like nvidia-smi) charges imported memory to the exporter: an importer's GPU memory shows under "
-    "the process that created it",
+    "nvml": "NVML (like nvidia-smi) charges shared memory to one process: to its creator while the creator "
+    "lives (an importer's share shows under the exporter), to an importer once the creator is gone; the "
+    "GPU table says who holds what",
     "pidns": "these processes are in different PID namespaces: a pid sent from one names another process or none "
     "in the other (pidfd_open fails with ESRCH); fds still travel over Unix sockets",
 }
