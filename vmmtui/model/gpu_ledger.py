@@ -156,13 +156,14 @@ class GpuLedger:
         return [(g, r) for g in self.gpus for r in g.rows]
 
 
-def _holds_vmm(ledger: Ledger, pid: int, handle: int, released: int | None) -> bool:
-    """``pid`` still holds an import: its handle unreleased, or a mapping of it still there."""
+def _holds_vmm(
+    ledger: Ledger, mapped: Counter[tuple[int, int]], pid: int, handle: int, released: int | None
+) -> bool:
+    """``pid`` still holds an import: its handle unreleased, or a mapping of it still there
+    (``mapped``: the bytes mapped now, by (pid, handle))."""
     if not ledger.alive(pid):
         return False
-    if released is None:
-        return True
-    return any(m.pid == pid and m.handle == handle for m in ledger.mappings.values())
+    return released is None or (pid, handle) in mapped
 
 
 def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
@@ -170,6 +171,9 @@ def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
     made: list[Made] = []
     shares: list[Share] = []
     procs = ledger.procs
+    mapped: Counter[tuple[int, int]] = Counter()  # once: a run maps thousands of segments
+    for m in ledger.mappings.values():
+        mapped[(m.pid, m.handle)] += m.size
 
     def gone_at(pid: int) -> int | None:
         return procs[pid].exited_at if pid in procs else None
@@ -178,7 +182,7 @@ def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
         holders = [
             i
             for i in a.imports
-            if i.pid != a.pid and _holds_vmm(ledger, i.pid, i.handle, i.released_at)
+            if i.pid != a.pid and _holds_vmm(ledger, mapped, i.pid, i.handle, i.released_at)
         ]
         mine = a.released_at is None and ledger.alive(a.pid)
         mine = mine or any(m.pid == a.pid and m.unmapped_at is None for m in a.mappings)
@@ -209,9 +213,7 @@ def _pieces(ledger: Ledger) -> tuple[list[Made], list[Share]]:
         i,
     ) in ledger.imports.items():  # an import of memory the trace never saw made
         if found_a is None and ledger.alive(pid):
-            size = sum(
-                m.size for m in ledger.mappings.values() if m.pid == pid and m.handle == handle
-            )
+            size = mapped[(pid, handle)]
             shares.append(Share(pid, 0, Kind.VMM, size, i.at, True, None, True,
                                 piece=f"import:{pid}:{handle:x}"))  # fmt: skip
     exported: set[tuple[int, int]] = set()
