@@ -8,9 +8,10 @@ shared memory to one process: the creator while it lives, an importer once the c
 charged to the client, 4,706 MiB, then to the server, 4,708 MiB, once the client is killed). The
 driver frees an allocation only when its last reference goes: "the memory will be freed when all
 outstanding mappings to the memory are unmapped and when all outstanding references to the handle
-(including its shareable counterparts) are also released" (CUDA Driver API, cuMemRelease), and a
-legacy IPC allocation lives while another process keeps it open (cuIpcOpenMemHandle: "the memory
-... will not be freed" until cuIpcCloseMemHandle, cuMemFree's note on IPC). So the charge says who
+(including its shareable counterparts) are also released" (CUDA Driver API, cuMemRelease); legacy
+IPC memory "must be freed with cuIpcCloseMemHandle" in the importer, and freeing it in the exporter
+before that "will result in undefined behavior" (cuIpcOpenMemHandle): on the H200 the memory of a
+killed exporter stayed, charged to the importer that had it open. So the charge says who
 pays, the world says who keeps it.
 
 Honest joins: what the trace did not see made (an allocation exported, a pool pointer imported,

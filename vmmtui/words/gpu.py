@@ -115,7 +115,7 @@ def row_sentence(r: GpuHolder, clock: int) -> str:
     if r.after_importers:
         parts.append(
             f"{mib(r.after_importers)} it exported is still held by it after every importer let "
-            "go (PyTorch keeps a sent block until torch.cuda.ipc_collect())"
+            "go (PyTorch keeps a sent block in its IPC limbo until torch.cuda.ipc_collect() or a later send collects it)"
         )
     if r.imports or r.ipc_opens:
         parts.append(f"{r.imports} VMM handle(s) imported, {r.ipc_opens} legacy IPC handle(s) open")
