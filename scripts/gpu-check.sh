@@ -2,7 +2,7 @@
 # All GPU checks of the project in one run, for the lent H100/H200 (device tool) or any CUDA machine.
 # Usage: bash scripts/gpu-check.sh PART   (PART: core app failures speed bench fast seeds roads multi attach
 #        attach-poll attach-nccl driveronly nocuda startup wire gallery trace trace-inspector ledger-load fleet
-#        app-lite interrupts serve screens screens-round3 house bindings-new tracer tracer-floor world ci verdict weigh all; each is an `if` below)
+#        app-lite interrupts serve screens screens-round3 house bindings-new tracer tracer-floor world ci verdict weigh ledger all; each is an `if` below)
 #        (writes a log to $OUT or ./gpu-check.log; bench results go to $OUT/bench)
 set -u
 part=${1:-all}
@@ -646,5 +646,72 @@ PY
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv
     # the device tool brings back at most 8 files: every run's log and recording in one archive
     tar -czf "$out/weigh-logs.tar.gz" -C "$out" weigh && rm -rf "$out/weigh"
+  fi
+  if [ "$part" = ledger ]; then
+    # issue 52 (one GPU, root, eBPF): who really holds the GPU memory. The LMCache#4014 pattern
+    # (kv_pool_kill.py: a client hands a 4 GiB pool to a server and is killed, the server keeps it
+    # 5.6 s), legacy and expandable, and a weight sync that keeps every bucket (and its healthy
+    # twin), each under `vmmtui trace --text` (its GPU tables where who holds what changed), with
+    # NVML's own numbers beside it: `nvidia-smi --query-compute-apps` every 0.5 s, stamped with
+    # CLOCK_MONOTONIC (the trace's t= lines), and, 1.5 s after the kill, attach --once, attach
+    # --once --json's GpuTable and the metrics (vmmtui_gpu_*) of the server. Expect before the kill
+    # NVML ~4,706 MiB to the client and ~612 MiB to the server, the server holding 4,096 MiB of the
+    # client's; after it ~4,708 MiB to the server, "4,096 MiB orphaned" (legacy and expandable);
+    # the healthy runs "nothing orphaned". Every log in $OUT/ledger-logs.tar.gz.
+    if [ -z "${VMMTUI_LIBBPF:-}" ] && [ -f .gpu/lib/libbpf.so.1 ]; then export VMMTUI_LIBBPF="$PWD/.gpu/lib/libbpf.so.1"; fi
+    [ -f .gpu/lib/libelf.so.1 ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    step python3 -c 'from vmmtui.trace.loader import why_not; from vmmtui.trace.procfs.nvml import Nvml; n = Nvml.open(); print("eBPF:", why_not() or "usable"); print("NVML:", n.error or n.uuids); print(n.sample()); n.close()'
+    L="$out/ledger"; mkdir -p "$L"
+    smi() {  # smi FILE: nvidia-smi's own charges every 0.5 s, until killed
+      while true; do
+        echo "t=$(python3 -c 'import time; print(time.monotonic_ns())') $(date -u +%T.%N)"
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+        sleep 0.5
+      done > "$1" 2>&1
+    }
+    prom=""; python3 -c 'import prometheus_client' 2>/dev/null && prom=1
+    ledgered() {  # ledgered NAME ENV... -- COMMAND...: traced with NVML beside it
+      name=$1; shift
+      envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+      echo; echo "\$ ${envs[*]} vmmtui trace --text -- $*"
+      smi "$L/$name.smi" & smipid=$!
+      port=$((9400 + RANDOM % 400)); metrics=(); [ -n "$prom" ] && metrics=(--prometheus "127.0.0.1:$port")
+      timeout -k 5 200 env "${envs[@]}" python3 -m vmmtui trace --text "${metrics[@]}" \
+        --record "$L/$name.jsonl.gz" -- "$@" > "$L/$name.log" 2>&1 & tracepid=$!
+      for _ in $(seq 1 600); do  # the kill, then what NVML and vmmtui say while the server holds
+        grep -q "killed with SIGKILL" "$L/$name.log" 2>/dev/null && break
+        kill -0 $tracepid 2>/dev/null || break; sleep 0.1
+      done
+      if grep -q "killed with SIGKILL" "$L/$name.log"; then
+        sleep 1.5
+        server=$(awk '/^server [0-9]+$/{print $2; exit}' "$L/$name.log")
+        { echo "--- nvidia-smi after the kill"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+          echo "--- vmmtui attach --once $server"; python3 -m vmmtui attach --once --poll "$server"
+          echo "--- vmmtui attach --once --json $server: GpuTable"
+          python3 -m vmmtui attach --once --poll --json "$server" | grep -E '"event":"(GpuTable|NvmlSample)"'
+          [ -n "$prom" ] && { echo "--- metrics"; python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:$port/metrics', timeout=5).read().decode())" | grep -E '^vmmtui_(gpu_|orphaned|pinned)'; }
+        } > "$L/$name.after-kill" 2>&1
+        cat "$L/$name.after-kill"
+      fi
+      wait $tracepid; echo "[exit $?]"
+      kill $smipid 2>/dev/null; wait $smipid 2>/dev/null
+      grep -E '^(client|server)|^GPU |orphaned|^  [0-9]+ |^(vmmtui trace:|verdict:)' "$L/$name.log" | head -40
+      echo "nvidia-smi's own, first and last readings with a process:"
+      grep -B1 -E '^[0-9]+, ' "$L/$name.smi" | head -4; grep -B1 -E '^[0-9]+, ' "$L/$name.smi" | tail -3
+    }
+    ES=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=1)
+    ledgered kv-kill-legacy -- python3 tests/fixtures/kv_pool_kill.py --gib 4 --hold 5.6
+    ledgered kv-kill-expandable "${ES[@]}" -- python3 tests/fixtures/kv_pool_kill.py --gib 4 --hold 5.6
+    ledgered kv-kill-two-servers -- python3 tests/fixtures/kv_pool_kill.py --gib 2 --hold 5.6 --servers 2
+    ledgered kv-healthy -- python3 tests/fixtures/kv_pool_kill.py --gib 1 --hold 0.5 --no-kill
+    ledgered sync-keep-expandable -- python3 tests/fixtures/torch_weight_sync.py --steps 6 --keep --expandable
+    ledgered sync-keep-legacy -- python3 tests/fixtures/torch_weight_sync.py --steps 6 --keep --legacy
+    ledgered sync-drop-legacy -- python3 tests/fixtures/torch_weight_sync.py --steps 6 --drop --legacy
+    for rec in "$L"/kv-kill-legacy.jsonl.gz "$L"/sync-keep-legacy.jsonl.gz; do  # the same tables replayed
+      step python3 -m vmmtui replay "$rec" | grep -E '^GPU |orphaned' | head -8
+    done
+    step python3 -m pytest -q -m "" -p no:cacheprovider tests/model/test_gpu_ledger_live.py tests/trace/procfs/test_gpu_attach.py tests/tui/test_gpu_panel.py tests/fleet/test_facts.py
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+    tar -czf "$out/ledger-logs.tar.gz" -C "$out" ledger && rm -rf "$L"
   fi
 } 2>&1 | tee "$log"

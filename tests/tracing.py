@@ -51,6 +51,19 @@ def fake_libcuda(where: Path) -> Path:
     return lib
 
 
+def fake_nvml(where: Path) -> Path:
+    """The stand-in NVML (fixtures/fake_nvml.c: what NVML charges each process, read from the
+    file ``VMMTUI_FAKE_NVML`` names) built as ``where/libnvidia-ml.so.1``, for ``VMMTUI_NVML``;
+    skips the test where no C compiler is installed."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in NVML")
+    lib = where / "libnvidia-ml.so.1"
+    src = str(FIXTURES / "fake_nvml.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), src], check=True)
+    return lib
+
+
 def vmmtui_trace(
     *args: str, timeout: float = 180, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -252,3 +252,40 @@ def test_the_metrics_count_each_problem_once_as_the_end_line_does(name):
     end = next(e for e in events if isinstance(e, TraceFinished))
     assert end.problems == 1 and f.weights["problem"] == end.problems
     assert f.weights["quiet"] == end.quiet
+
+
+def test_the_gpu_pinned_bytes_name_the_holder_the_creator_and_whether_it_lives():
+    """The GPU ledger as the agent's numbers: the importer pins the exporter's 2 MiB on GPU 0,
+    the creator alive, then gone (orphaned); NVML's charges beside it, from its reading."""
+    from vmmtui.stream.gpu import GpuCharge, GpuReading, NvmlSample
+
+    def reading(**charges: int) -> NvmlSample:
+        return NvmlSample(
+            [
+                GpuReading(
+                    0, "GPU-x", 80 << 30, 0, [GpuCharge(int(p[1:]), n) for p, n in charges.items()]
+                )
+            ]
+        )
+
+    f = share_a_gpu_allocation(exporter_exits=False)
+    push(f, reading(**{f"p{EXP}": 500 * MiB, f"p{IMP}": 300 * MiB}))
+    assert f.gpu_pinned() == {("0", str(IMP), str(EXP), "true"): 2 * MiB}
+    assert f.gpu_charged() == {("0", str(EXP)): 500 * MiB, ("0", str(IMP)): 300 * MiB}
+    push(f, ProcessExit(EXP, EXP, 8, 9 << 8), reading(**{f"p{IMP}": 302 * MiB}))
+    assert f.gpu_pinned() == {("0", str(IMP), str(EXP), "false"): 2 * MiB}
+    assert f.gpu_charged() == {("0", str(IMP)): 302 * MiB}
+
+    import prometheus_client
+    from prometheus_client.core import CollectorRegistry
+
+    from vmmtui.fleet.prometheus import LedgerCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(f, threading.Lock()))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert (
+        f'vmmtui_gpu_pinned_bytes{{creator="{EXP}",creator_alive="false",gpu="0",holder="{IMP}"}} '
+        "2.097152e+06" in text
+    ), text
+    assert f'vmmtui_gpu_charged_bytes{{gpu="0",pid="{IMP}"}} 3.16669952e+08' in text

@@ -636,6 +636,7 @@ def _print(session, args: argparse.Namespace) -> None:
     from vmmtui.stream.events import Leak, WatchFinished
     from vmmtui.stream.observed import LedgerFinding, TraceCall, TraceFinished, TraceStarted
     from vmmtui.words.findings import json_line
+    from vmmtui.words.gpu import GpuLines
     from vmmtui.words.trace import Bystanders, OncePerProblem, ProcessNames, lines, worth_a_line
 
     console = Console(highlight=False, soft_wrap=True)
@@ -667,12 +668,14 @@ def _print(session, args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
     polling = False
+    gpu = GpuLines()  # the GPU ledger's tables (``GpuTable``), where who holds what changed
     try:
         for e in session.events(on_batch=flush):
             names.see(e)
             if args.json:  # written once a batch (on_batch) and at the end, not once an event
                 json_lines.append(json_line(e))
                 continue
+            pending.extend(Text(line) for line in gpu.see(e))
             if isinstance(e, TraceStarted):
                 polling = e.mode == "polling"
             if args.quiet and not isinstance(e, quiet):
@@ -779,6 +782,7 @@ def replay_trace(recording, folded=None) -> int:
     from rich.console import Console
 
     from vmmtui.pipeline.replay import trace_timeline
+    from vmmtui.words.gpu import GpuLines
     from vmmtui.words.trace import Bystanders, OncePerProblem, ProcessNames, lines
 
     console = Console(highlight=False, soft_wrap=True)
@@ -788,9 +792,11 @@ def replay_trace(recording, folded=None) -> int:
         markup=False,  # the title and the machine are the recording's words, not markup
     )
     folded = folded or trace_timeline(recording.events)
-    names, bystanders, once = ProcessNames(), Bystanders(), OncePerProblem()
+    names, bystanders, once, gpu = ProcessNames(), Bystanders(), OncePerProblem(), GpuLines()
     for e in folded.events:
         names.see(e)
+        for said in gpu.see(e):  # the GPU tables, made again from the recorded NVML readings
+            console.print(said, markup=False)
         if not once.first(e):
             continue
         for x in bystanders.see(e):

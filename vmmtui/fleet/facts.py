@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vmmtui.model.findings import Weight
+from vmmtui.model.gpu_ledger import of_world
 from vmmtui.model.ledger import Allocation, Ledger
 from vmmtui.model.policy import relation_of, weigh
 from vmmtui.model.world import World
@@ -244,3 +245,21 @@ class SharingFacts:
         if self.polled_transfers:
             out["polled"] = self.polled_transfers
         return out
+
+    def gpu_pinned(self) -> dict[tuple[str, str, str, str], int]:
+        """(gpu, holder, creator, creator alive) → bytes the holder pins of the creator's memory on
+        that GPU now (the GPU ledger: VMM, legacy IPC; the creator "0" where it was not seen)."""
+        out: Counter[tuple[str, str, str, str]] = Counter()
+        for gpu, row in of_world(self.world).rows():
+            for s in row.shares:
+                alive = "true" if s.creator_alive else "false"
+                out[(str(gpu.index), str(row.pid), str(s.creator), alive)] += s.bytes
+        return dict(out)
+
+    def gpu_charged(self) -> dict[tuple[str, str], int]:
+        """(gpu, pid) → the bytes NVML charges the process there, in its newest reading."""
+        return {
+            (str(gpu.index), str(row.pid)): row.charged
+            for gpu, row in of_world(self.world).rows()
+            if row.charged is not None
+        }

@@ -189,7 +189,23 @@ class LedgerCollector:
             )
             for w in Weight:
                 weighed.add_metric([str(w)], f.weights[w])
+            gpu_pinned = Gauge(
+                "vmmtui_gpu_pinned_bytes",
+                "Bytes a process holds of another's GPU memory now, by GPU, holder, creator and "
+                "whether the creator lives (false: orphaned, NVML charges it to an importer)",
+                labels=["gpu", "holder", "creator", "creator_alive"],
+            )
+            for key, n in sorted(f.gpu_pinned().items()):
+                gpu_pinned.add_metric(list(key), n)
+            gpu_charged = Gauge(
+                "vmmtui_gpu_charged_bytes",
+                "Bytes NVML (like nvidia-smi) charges a process on a GPU, in its newest reading",
+                labels=["gpu", "pid"],
+            )
+            for (index, charged_pid), n in sorted(f.gpu_charged().items()):
+                gpu_charged.add_metric([index, charged_pid], n)
         yield from families
+        yield from (gpu_pinned, gpu_charged)
         yield from (refused, transfers, shares, leaked, events, lost, lost_cpu, unknown, in_flight)
         yield found
         yield weighed

@@ -22,6 +22,7 @@ from vmmtui.model.kept import Kept
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.refcounts import Refcounts
 from vmmtui.stream.events import Event
+from vmmtui.stream.gpu import GpuTable, NvmlSample
 from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, PinnedBytes, ProcessExit
 
 #: a keyframe every this many events folded: about what one clone of a busy trace's world costs
@@ -30,7 +31,7 @@ from vmmtui.stream.observed import CapabilityProbe, LedgerFinding, PinnedBytes, 
 #: at 7.7 to 8.0 µs each; 1,024 keeps the world at any event under about two clones' cost)
 EVERY = 1024
 
-Made = LedgerFinding | CapabilityProbe | PinnedBytes
+Made = LedgerFinding | CapabilityProbe | PinnedBytes | GpuTable
 
 
 class World:
@@ -46,6 +47,9 @@ class World:
         #: held while an event is folded: a reader in another thread (the metrics endpoint's
         #: scrape) holds it to read the world between two events, never in the middle of one
         self.lock = threading.Lock()
+        #: NVML's newest reading of the GPUs (an ``NvmlSample`` of the stream): what the GPU
+        #: ledger (``model/gpu_ledger.py``) sets beside the ledger; None until one is folded
+        self.gpu: NvmlSample | None = None
 
     def matters(self, e: Event) -> bool:
         """Whether ``e``, before it is folded, is a call that matters (``Ledger.matters``)."""
@@ -55,9 +59,16 @@ class World:
         """One event: the findings, probes and pinned bytes it brings."""
         with self.lock:
             self.folded += 1
+            if (
+                type(e) is NvmlSample
+            ):  # the GPU ledger as of this reading, made here as findings are
+                from vmmtui.model.gpu_ledger import as_table, of_world
+
+                self.gpu = e
+                return [as_table(of_world(self))]
             if type(e) is ProcessExit:  # what the exit is about to close, noted for the book
                 self.refs.before_exit(e)
-            return self.refs.fold(e, self.ledger.apply(e))
+            return list(self.refs.fold(e, self.ledger.apply(e)))
 
     def finish(self, at: int = 0) -> list[LedgerFinding]:
         """What the end of the run brings (``Ledger.finish``, then the book's)."""

@@ -19,8 +19,9 @@ from vmmtui.model.handles import NEVER_IMPORTED_S
 from vmmtui.model.ledger import Ledger
 from vmmtui.model.policy import Fact, counted_as, tally
 from vmmtui.model.refcounts import Refcounts
-from vmmtui.model.world import Keyframes, World
+from vmmtui.model.world import Keyframes, Made, World
 from vmmtui.stream.events import Event, Leak, ProcessSeen, ProcessUnreadable, WatchFinished
+from vmmtui.stream.gpu import GpuTable
 from vmmtui.stream.observed import (
     CapabilityProbe,
     LedgerFinding,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 #: what the ledger says of a run (its findings, the calls that probed a capability): found again
 #: from the calls, never taken from a source
-MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes)
+MADE_BY_THE_LEDGER = (LedgerFinding, CapabilityProbe, PinnedBytes, GpuTable)
 #: the events ``TraceSession.through`` takes aside (the start, the end, polling's findings, the
 #: world's own): every other event is folded the plain way (``TraceSession.marked``)
 _ASIDE = (*MADE_BY_THE_LEDGER, TraceFinished, TraceStarted, ProcessUnreadable, Leak, WatchFinished)
@@ -217,7 +218,7 @@ class TraceSession:
     def replay(cls, events: Iterable[Event], keyframes: bool = False) -> TraceSession:
         return cls(RecordingSource(events), live=False, keyframes=keyframes)
 
-    def fold(self, e: Event) -> list[LedgerFinding | CapabilityProbe | PinnedBytes]:
+    def fold(self, e: Event) -> list[Made]:
         """One event into the run's world: the findings it brings (what ``events`` adds after
         it), the world kept as a keyframe where its turn comes."""
         made = self.world.fold(e)

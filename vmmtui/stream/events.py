@@ -39,7 +39,7 @@ class EventFormatError(ValueError):
 #: modules that add event types of their own (a subclass of Event registers itself by its name).
 #: A reader that meets a type it does not know imports these first, so that a recording of any
 #: kind reads back without its reader importing them; a new module of events adds its name here.
-EVENT_MODULES = ("vmmtui.stream.observed",)
+EVENT_MODULES = ("vmmtui.stream.observed", "vmmtui.stream.gpu")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from vmmtui.trace.identity import identity_of
 from vmmtui.trace.loader import RING_BYTES, Probe
 from vmmtui.trace.order import KernelOrder
 from vmmtui.trace.output import Output
+from vmmtui.trace.procfs.nvml import Sampler
 from vmmtui.trace.records import Decoder, FileNames
 from vmmtui.trace.refusals import explain
 
@@ -294,6 +295,8 @@ class Tracer:
         if self.pids:
             yield from self._already_true()
         last_check = t0
+        #: NVML's readings into the stream (the GPU ledger's charges), once a second where it differs
+        gpu = Sampler.start(self.use_nvml)
         self._start_reader()
         # a full collection of the ledger's many objects holds the GIL for long enough to stall
         # the ring buffer's reader: objects made so far are left alone, full collections are rare
@@ -318,6 +321,8 @@ class Tracer:
                     # the kernel's clock (CLOCK_MONOTONIC, as bpf_ktime_get_ns): what waits on
                     # time is decided in a quiet run too
                     yield from self.order.push(TraceClock(time.monotonic_ns()))
+                for reading in gpu.due(time.monotonic(), 0.0, time.monotonic_ns()) if gpu else []:
+                    yield from self.order.push(reading)
                 if self._done(t0):
                     break
             self._stop_reader()
@@ -349,6 +354,8 @@ class Tracer:
                 gc.freeze()
                 gc.set_threshold(*thresholds)
             self._stop_reader()
+            if gpu is not None:
+                gpu.close()
             self.close()
             self.finished.set()
         ex = self.exit or Exit(None, None)

@@ -83,8 +83,11 @@ class InspectorScreen(Screen):
             yield Horizontal(id="programs")
             yield MoreProcesses(id="more")
             with Horizontal(id="trace-middle"):
+                from vmmtui.tui.widgets.gpu import GpuPanel
+
                 yield WirePanel(self.display_mode, id="transfers")
                 yield VerdictsPanel(id="verdicts")
+                yield GpuPanel(id="gpu")
         else:
             yield from self._compose_workers()
         yield StatusLine(id="status")
@@ -200,6 +203,9 @@ class InspectorScreen(Screen):
         with self.app.batch_update():
             if state.programs is not None:
                 self._paint_programs(state)
+                from vmmtui.tui.widgets.gpu import GpuPanel
+
+                self.query_one(GpuPanel).show(state)
             else:
                 self._paint_workers(state)
             self.query_one(WirePanel).show(state)

@@ -36,6 +36,7 @@ from vmmtui.stream.events import (
     SharedFile,
     WatchFinished,
 )
+from vmmtui.stream.gpu import GpuTable
 from vmmtui.stream.names import shown
 from vmmtui.stream.observed import (
     CallRefused,
@@ -308,6 +309,7 @@ class ProgramsView:
     #: events folded (the sequence number of the next)
     seq: int = 0
     finished: Event | None = None
+    gpu: GpuTable | None = None  # the GPU ledger as of the newest NVML reading (its GPU panel)
 
     def calls_of(self, pid: int, last: int = 0) -> list[CallRow]:
         """The calls ``pid`` made up to this frame (the ``last`` newest of them, when given)."""
@@ -894,5 +896,6 @@ _HANDLERS: dict[type, Callable[[ProgramsView, Any], ProgramsView]] = {
     MappingSeen: lambda v, e: evolve(v, held_at_attach=at_attach(v.held_at_attach, e)),
     SharedFile: _shared,
     GpuMemory: _gpu,
+    GpuTable: lambda v, e: evolve(v, gpu=e),
     Leak: _leak,
 }

@@ -182,7 +182,8 @@ def test_every_attach_event_of_real_runs_round_trips():
 
 def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch):
     """attach --once starts NVML in a thread on a GPU box (overlapping its imports and the scan); a
-    follower that never needed it still closes what was opened."""
+    follower whose processes hold no GPU fd asks it only for its reading of the GPUs (the GPU
+    ledger's ``NvmlSample``), and closes what was opened."""
     from concurrent.futures import Future
 
     from vmmtui.trace.procfs.follow import Follower
@@ -196,13 +197,14 @@ def test_nvml_opened_ahead_is_closed_even_when_no_process_needed_it(monkeypatch)
     idle = subprocess.Popen(["sleep", "30"])
     try:
         f = Follower({idle.pid}, nvml_soon=soon)
-        f.poll()  # NVML is not asked
-        assert f.nvml is None and f.nvml_soon is soon
+        events = f.poll()  # NVML is asked for its reading of the GPUs only (the GPU ledger's)
+        assert [e.error for e in events if type(e).__name__ == "NvmlSample"] == [nvml.error]
+        assert f.nvml is nvml and f.nvml_soon is None
         f.close()
     finally:
         idle.kill()
         idle.wait()
-    assert closed == [True] and f.nvml_soon is None
+    assert closed == [True] and f.nvml is None
     if not os.path.exists("/dev/nvidiactl"):
         assert Nvml.opening() is None  # no driver: nothing started
 

@@ -34,8 +34,9 @@ UNSEEN = {
     "fd, so its import is invisible here",
     "legacy": "legacy CUDA IPC handles (cudaIpcGetMemHandle, PyTorch's default CUDA tensor sharing) travel as 64 "
     "plain bytes: no fd moves, and kcmp has nothing to compare",
-    "nvml": "NVML (like nvidia-smi) charges imported memory to the exporter: an importer's GPU memory shows under "
-    "the process that created it",
+    "nvml": "NVML (like nvidia-smi) charges shared memory to one process: to its creator while the creator "
+    "lives (an importer's share shows under the exporter), to an importer once the creator is gone; the "
+    "GPU table says who holds what",
     "pidns": "these processes are in different PID namespaces: a pid sent from one names another process or none "
     "in the other (pidfd_open fails with ESRCH); fds still travel over Unix sockets",
 }
@@ -82,6 +83,8 @@ class Follower:
     nvml: Nvml | None = None
     #: NVML being opened in a thread (``Nvml.opening()``), taken at the first poll that needs it
     nvml_soon: Future[Nvml] | None = None
+    #: the last NVML reading said (``NvmlSample``): a reading is said only when it differs
+    gpu_last: tuple = ()
     said: set[str] = field(default_factory=set)
     unseen: list[str] = field(default_factory=list)
     last: Scan | None = None
@@ -114,6 +117,11 @@ class Follower:
 
     def __post_init__(self) -> None:
         self.tracker.attached = self.attached
+        # NVML opened at once where there is a driver (or VMMTUI_NVML names a library): the
+        # GPU ledger wants its reading of every GPU, whether or not a followed process holds a
+        # /dev/nvidia* fd yet
+        if self.use_nvml and self.nvml is None and self.nvml_soon is None:
+            self.nvml_soon = Nvml.opening()
 
     def poll(self) -> list[Event]:
         start = time.monotonic()
@@ -153,6 +161,8 @@ class Follower:
         shares_before, scan_before = self.tracker.shares, self.tracker.prev
         events = self.tracker.update(s, gpu)
         events += self.mappings.update(s, self.tracker, shares_before, scan_before, events)
+        if self.use_nvml and (self.nvml is not None or self.nvml_soon is not None):
+            events += self._reading(s.at)
         for e in list(events):
             if isinstance(e, ProcessGone):
                 events += self.leaks.at_exit(self.tracker, e.pid, s.at)
@@ -184,6 +194,18 @@ class Follower:
         )
         facts: dict[str, str | int] = {"count": len(names), "names": listed}
         return [Notice(code=NoticeCode.SHM_STRANGERS, facts=facts)]
+
+    def _reading(self, at: float) -> list[Event]:
+        """NVML's reading of every GPU (the GPU ledger's charges), where it changed since the last."""
+        if self.nvml is None and self.nvml_soon is not None:
+            self.nvml, self.nvml_soon = self.nvml_soon.result(), None
+        assert self.nvml is not None
+        reading = self.nvml.sample(at)
+        key = (reading.error, [(g.index, g.charges, g.error) for g in reading.gpus])
+        if key == self.gpu_last:
+            return []
+        self.gpu_last = key
+        return [reading]
 
     def _say(self, key: str, text: str) -> list[Event]:
         if key in self.said:
