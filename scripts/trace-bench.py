@@ -43,7 +43,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+#: the checkout whose vmmtui is measured in this process (``--stages --before-tree``: an older one)
+sys.path.insert(0, os.environ.get("VMMTUI_BENCH_TREE") or str(ROOT))
 
 
 def load(shares: int, per_second: float, pairs: int = 0) -> None:
@@ -677,6 +678,135 @@ def user_side(before_tree: Path | None, seconds: float, spread: bool = False) ->
     return out
 
 
+#: the stages of the tracer, each the functions whose CPU (their thread's: ``thread_time``) it is
+STAGES = {
+    "ring_read": [("vmmtui.trace.loader", "Probe", "poll")],
+    "decode": [("vmmtui.trace.records", "Decoder", "batch")],
+    "order": [
+        ("vmmtui.trace.order", "KernelOrder", "extend"),
+        ("vmmtui.trace.order", "KernelOrder", "release"),
+        ("vmmtui.trace.order", "KernelOrder", "flush"),
+    ],
+    "fold": [("vmmtui.model.ledger", "Ledger", "apply")],
+    "findings": [("vmmtui.model.refcounts", "Refcounts", "fold")],
+    "json": [("vmmtui.words.findings", None, "json_line")],
+    "sinks": [
+        ("vmmtui.record.writer", "Recorder", "write"),
+        ("vmmtui.record.recording", "Recorder", "write"),  # where an older tree has it
+    ],
+}
+
+
+def stages(per_second: float, seconds: float) -> dict:
+    """Where the tracer's CPU goes, stage by stage, in this process: the load traced as
+    ``trace --json --record`` traces it (the stream's JSON lines to /dev/null, a compressed
+    recording), each stage's functions wrapped to add up their thread's CPU time. ``other``: the
+    rest of the tracer's process CPU (the loop, its generators, the ledger's callers, the
+    wrappers themselves: about 0.1 µs a wrapped call). A stage called inside another (the
+    recording's JSON inside its sink) is charged to itself alone. Per traced call, in µs."""
+    import importlib
+    import tempfile
+
+    acc = dict.fromkeys(STAGES, 0)
+    undo = []
+    #: per thread, the CPU of the stages called inside the one running (charged to theirs only)
+    local = threading.local()
+    for stage, places in STAGES.items():
+        for module, cls, name in places:
+            try:
+                owner = importlib.import_module(module)
+                if cls is not None:
+                    owner = getattr(owner, cls)
+                f = getattr(owner, name)
+            except (ImportError, AttributeError):
+                continue  # not in this tree (an older one)
+            if getattr(f, "_stage", None):
+                continue  # the same function under two names: wrapped once
+
+            def wrapped(*a, _f=f, _stage=stage, **k):
+                stack = local.__dict__.setdefault("stack", [0])
+                stack.append(0)
+                t = time.thread_time_ns()
+                try:
+                    return _f(*a, **k)
+                finally:
+                    took = time.thread_time_ns() - t
+                    inner = stack.pop()
+                    acc[_stage] += took - inner
+                    stack[-1] += took
+
+            wrapped._stage = stage  # type: ignore[attr-defined]
+            setattr(owner, name, wrapped)
+            undo.append((owner, name, f))
+    from vmmtui.pipeline.session import TraceRequest, TraceSession
+    from vmmtui.record.recording import Header, Recorder
+    from vmmtui.words import findings as words
+
+    shares = int(per_second * seconds)
+    cmd = (sys.executable, __file__, "--load", str(shares), str(per_second), "0")
+    try:
+        with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as sink:
+            rec = Recorder(Path(tmp) / "r.jsonl.gz", Header(backend="trace"), words.json_line)
+            source, _ = TraceRequest(command=cmd, cuda=False, nvml=False).start()
+            session = TraceSession(source, [rec.write])
+            lines: list[str] = []
+
+            def flush() -> None:
+                sink.write("\n".join(lines))
+                lines.clear()
+
+            cpu0, events = time.process_time_ns(), 0
+            for e in session.events(on_batch=flush):
+                lines.append(words.json_line(e))
+                events += 1
+            flush()
+            rec.close()
+            cpu = time.process_time_ns() - cpu0
+            calls = max(getattr(source, "count", 0), 1)
+            lost = getattr(source, "lost", 0)
+    finally:
+        for owner, name, f in reversed(undo):
+            setattr(owner, name, f)
+    us = {k: round(v / calls / 1000, 2) for k, v in acc.items()}
+    us["other"] = round((cpu - sum(acc.values())) / calls / 1000, 2)
+    return {
+        "calls_per_s_asked": per_second * 5,  # memfd_create, sendmsg, close, recvmsg, close
+        "traced_calls": calls,
+        "events": events,
+        "lost": lost,
+        "cpu_us_per_call": round(cpu / calls / 1000, 2),
+        "us_per_call_by_stage": us,
+    }
+
+
+def stages_compared(before_tree: Path | None, seconds: float, rounds: int) -> dict:
+    """``stages`` for this checkout and (``before_tree``) an earlier one, each in a process of its
+    own, alternated ``rounds`` times (the machine's load drifts alike for both): the medians, and
+    this checkout's over the earlier one's."""
+    trees = {"this": ROOT, **({"before": before_tree} if before_tree else {})}
+    runs: dict[str, list[dict]] = {k: [] for k in trees}
+    for _ in range(rounds):
+        for key, tree in trees.items():
+            env = {**os.environ, "VMMTUI_BENCH_TREE": str(tree)}
+            cmd = [sys.executable, __file__, "--stages-here", str(seconds)]
+            out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=True)
+            runs[key].append(json.loads(out.stdout))
+    result: dict = {"rounds": rounds, "seconds": seconds, "runs": runs, "median": {}}
+    for key, rs in runs.items():
+        stage_names = rs[0]["us_per_call_by_stage"]
+        result["median"][key] = {
+            "cpu_us_per_call": statistics.median(r["cpu_us_per_call"] for r in rs),
+            "lost": max(r["lost"] for r in rs),
+            **{s: statistics.median(r["us_per_call_by_stage"][s] for r in rs) for s in stage_names},
+        }
+    if before_tree:
+        this, before = result["median"]["this"], result["median"]["before"]
+        result["this_over_before"] = {
+            k: round(this[k] / before[k], 3) for k in this if k != "lost" and before.get(k)
+        }
+    return result
+
+
 def rings_here() -> dict:
     """The ring buffers this checkout's tracer makes here: one per possible CPU (the kernel's
     list, which may name more CPUs than are online), each of ``ring_per_cpu`` bytes."""
@@ -726,6 +856,9 @@ def summary(result: dict) -> dict:
 
 
 def main() -> None:
+    if len(sys.argv) >= 2 and sys.argv[1] == "--stages-here":
+        print(json.dumps(stages(2000, float(sys.argv[2]))))
+        return
     if len(sys.argv) >= 2 and sys.argv[1] == "--load":
         load(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 0)
         return
@@ -769,6 +902,13 @@ def main() -> None:
         help="with --user-only: the 10,000 calls a second also from a sender-receiver pair per "
         "two CPUs, each process pinned to its own CPU (every CPU's ring buffer in use)",
     )
+    p.add_argument(
+        "--stages",
+        action="store_true",
+        help="only: where the tracer's CPU goes, stage by stage (ring read, decode, order, fold, "
+        "findings, JSON, sinks), at 10,000 calls a second for --seconds, --rounds times (with "
+        "--before-tree, alternated with that checkout's, and the ratios)",
+    )
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--ring-mb", type=int, default=64)
     args = p.parse_args()
@@ -777,6 +917,10 @@ def main() -> None:
         print(json.dumps(res, indent=2))
         ok = res.get("lost") == 0 and res["sent"] == res["received"] == res["shares"]
         sys.exit(0 if ok and res["returncode"] == 0 else 1)
+    if args.stages:
+        before = Path(args.before_tree).resolve() if args.before_tree else None
+        print(json.dumps(stages_compared(before, args.seconds, args.rounds), indent=2))
+        return
     from vmmtui.record.recording import Machine
 
     bpf = bpf_time(args.shares, args.calls, args.before or None)

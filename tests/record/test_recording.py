@@ -4,6 +4,7 @@ import gzip
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from vmmtui.plan.config import SessionConfig
 from vmmtui.plan.steps import build_plan
 from vmmtui.record import FORMAT, Recorder, RecordingError, Timeline, gallery, make_header, read
 from vmmtui.record.recording import LACKS
-from vmmtui.stream.events import Event, FdSnapshot, SessionClosed, StepDone
+from vmmtui.stream.events import Event, FdSnapshot, Notice, SessionClosed, StepDone
 
 PLAN = build_plan()
 
@@ -287,9 +288,12 @@ def test_brackets_inside_strings_are_not_nesting(recorded, tmp_path):
     assert read(path).events[1].text.startswith("[{[{")
 
 
-def test_a_gzip_bomb_is_refused_at_4_mib_without_filling_memory(recorded, tmp_path):
-    """5 MB on disk, 5 GiB of blank lines (1 MiB each) once decompressed, after a real recording's lines: the
-    reader stops at 4 MiB (one line naming where), in a process allowed 2 GiB of memory."""
+def test_a_gzip_bomb_of_long_lines_is_refused_at_its_first_without_filling_memory(
+    recorded, tmp_path
+):
+    """5 MB on disk, 5 GiB of blank lines (1 MiB each) once decompressed, after a real recording's
+    lines: the reader stops at the first line longer than 256 KiB (one line naming it), in a
+    process allowed 2 GiB of memory."""
     head = gzip.compress(recorded[0].read_bytes())
     member = gzip.compress(b" " * ((1 << 20) - 1) + b"\n", compresslevel=9)
     bomb = tmp_path / "bomb.jsonl.gz"
@@ -300,16 +304,31 @@ def test_a_gzip_bomb_is_refused_at_4_mib_without_filling_memory(recorded, tmp_pa
     assert bomb.stat().st_size < 8 << 20
     res = limited_replay(bomb)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr[-2000:]
-    assert "more than 4 MiB once decompressed" in res.stderr and "Traceback" not in res.stderr
-    # each member is one line of 1 MiB: the limit is crossed in the fourth after the recording's
-    line = recorded[0].read_text().count("\n") + 4
+    assert "longer than 256 KiB once decompressed" in res.stderr and "Traceback" not in res.stderr
+    line = recorded[0].read_text().count("\n") + 1
     assert f"line {line}:" in res.stderr
 
 
-def test_a_plain_file_over_4_mib_is_refused_too(recorded, tmp_path):
+def test_a_gzip_bomb_of_short_lines_is_refused_by_how_much_it_grows(recorded, tmp_path):
+    """Blank lines of 1 KiB, 64 MiB of them from a few hundred KB: no line is too long, but the
+    file grows past 200 times its size on disk, which no recording does; refused in one line, in
+    a process allowed 2 GiB of memory."""
+    head = gzip.compress(recorded[0].read_bytes())
+    member = gzip.compress((b" " * 1023 + b"\n") * (16 << 10), compresslevel=9)  # 16 MiB
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with open(bomb, "wb") as f:
+        f.write(head)
+        for _ in range(4):
+            f.write(member)
+    res = limited_replay(bomb)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr[-2000:]
+    assert "times its size on disk once decompressed" in res.stderr, res.stderr
+
+
+def test_a_plain_file_with_a_line_over_256_kib_is_refused_too(recorded, tmp_path):
     big = tmp_path / "big.jsonl"
     big.write_bytes(recorded[0].read_bytes() + b" " * (4 << 20) + b"\n")
-    with pytest.raises(RecordingError, match=r"line \d+: more than 4 MiB \(vmmtui's"):
+    with pytest.raises(RecordingError, match=r"line \d+: longer than 256 KiB \(vmmtui's"):
         read(big)
 
 
@@ -336,19 +355,25 @@ def test_a_recording_cut_at_a_line_boundary_says_so(recorded, tmp_path):
         assert Timeline(rec.events).frames  # replayable as far as it goes
 
 
-def test_the_recorder_stops_at_the_limit_with_a_note_the_reader_repeats(tmp_path, monkeypatch):
-    from vmmtui.record import recording
-
-    monkeypatch.setattr(recording, "MAX_BYTES", 64 << 10)
+def test_a_recording_past_the_old_4_mib_limit_keeps_every_event_and_replays_whole(tmp_path):
+    """The recorder once stopped at 4 MiB (a note, then nothing): 40 times the session's events,
+    more than that limit held, gzipped or not, are all written and all read back, whole."""
     start, *events = [e for e in session_events() if not isinstance(e, SessionClosed)]
-    rec = Recorder(tmp_path / "r.jsonl", make_header(SessionConfig(), "memfd", "test"))
-    rec.write(start)
-    for _ in range(50):
-        rec.write_all(events)
-    rec.close()
-    assert rec.full and (tmp_path / "r.jsonl").stat().st_size <= 64 << 10
-    back = read(tmp_path / "r.jsonl")
-    assert back.cut.startswith("the recording stops here: it reached its 64 KiB limit (line ")
+    closed = next(e for e in session_events() if isinstance(e, SessionClosed))
+    for name in ("r.jsonl", "r.jsonl.gz"):
+        rec = Recorder(tmp_path / name, make_header(SessionConfig(), "memfd", "test"))
+        rec.write(start)
+        rounds = 0
+        while rounds * 2000 < 5 << 20:  # random text: it compresses as a recording's lines do
+            rec.write_all([Notice(f"round {rounds}: {secrets.token_hex(1000)}")])
+            rounds += 1
+        rec.write(closed)
+        rec.close()
+        assert not rec.failed
+        back = read(tmp_path / name)
+        assert back.cut == "", back.cut
+        said = [e.text for e in back.events if isinstance(e, Notice)]
+        assert said[-1].startswith(f"round {rounds - 1}:") and len(said) >= rounds
 
 
 MUTATIONS = ("flip", "delete", "duplicate", "truncate", "nest", "swap-type", "huge-number")

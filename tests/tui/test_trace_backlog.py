@@ -52,3 +52,29 @@ def test_the_status_line_says_the_calls_not_drawn_and_where_they_are():
     caught_up = trace_where(57, not_drawn=1, behind=False, recorded=True)
     assert "1 call not drawn while the screen was behind (the recording keeps them)" in caught_up
     assert "not drawn" not in trace_where(57)
+
+
+def test_far_behind_even_findings_are_counted_not_kept_and_said():
+    """A flood of findings grew the backlog without end (every finding was kept): past twice the
+    bound they are counted too; the status line says both counts and where they are."""
+    from vmmtui.model.findings import FindingKind
+    from vmmtui.stream.observed import LedgerFinding
+
+    inbox = Inbox(most=10)
+    for i in range(11):
+        inbox.put(close(i), True, unfolded=0)
+    found = LedgerFinding(kind=FindingKind(next(iter(FindingKind))), pid=10, ktime=20)
+    for _ in range(5):  # behind, but under twice the bound: a finding is still drawn
+        inbox.put(found, False, unfolded=0)
+    assert inbox.findings_not_drawn == 0 and len(inbox.events) == 15
+    for _ in range(1000):
+        inbox.put(found, False, unfolded=20)
+    assert inbox.findings_not_drawn == 1000 and len(inbox.events) == 15
+    line = trace_where(
+        57,
+        not_drawn=inbox.not_drawn,
+        behind=True,
+        recorded=True,
+        findings_not_drawn=inbox.findings_not_drawn,
+    )
+    assert "falling behind: 1 call, 1,000 findings not drawn, the recording keeps them" in line

@@ -128,7 +128,7 @@ def other_user() -> Iterator[pwd.struct_passwd]:
 
 
 def recordings_named(out: str) -> list[Path]:
-    return sorted({Path(p) for p in re.findall(r"vmmtui replay (\S+\.jsonl)", out)})
+    return sorted({Path(p) for p in re.findall(r"vmmtui replay (\S+\.jsonl(?:\.gz)?)", out)})
 
 
 def check_recordings(out: str, folder: Path, failing: tuple[int, ...] = (2,)) -> None:

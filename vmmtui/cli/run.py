@@ -82,6 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         try:
             recorder = start_recording(args.record, config_from(args), choice.name, choice.reason)
+            recorder.on_fail = lambda why: print(f"vmmtui: {why}", file=sys.stderr)  # at once
         except RecordingError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -113,9 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 emit(e)
         finally:  # also when the output's reader left (BrokenPipeError): the recording is whole
             if recorder is not None:
-                recorder.close()
-                if recorder.failed:
-                    print(f"vmmtui: {recorder.failed}", file=sys.stderr)
+                recorder.close()  # a failure is said where it happened (on_fail)
     ending = session.closed_event
     clean = ending is not None and ending.clean
     if interrupted is not None:

@@ -259,6 +259,8 @@ def _trace(args: argparse.Namespace) -> int:
             if _wants_screen(args):
                 screen = show(source, tee, args)
             else:
+                if recorder is not None:  # a full disk is said when it happens, not at the end
+                    recorder.on_fail = lambda why: print(f"vmmtui {said}: {why}", file=sys.stderr)
                 session = TraceSession(source, [tee], world=world)
                 _print(session, args)
         finally:
@@ -591,9 +593,11 @@ def _close_files(recorder, sinks: list, events: list, perfetto: str | None, said
     those lines (the command then exits 1 where it would have exited 0)."""
     lost: list[str] = []
     if recorder is not None:
+        said_already = bool(recorder.failed) and recorder.on_fail is not None
         recorder.close()
         if recorder.failed:
-            print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
+            if not said_already:
+                print(f"vmmtui {said}: {recorder.failed}", file=sys.stderr)
             lost.append(recorder.failed)
     if not _close_sinks(sinks, events, perfetto, said):
         lost.append(f"--perfetto {perfetto}")

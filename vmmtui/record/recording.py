@@ -22,20 +22,19 @@ import re
 import socket
 import stat
 import zlib
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from vmmtui.plan.config import SessionConfig
+from vmmtui.record.writer import Recorder  # the writer, re-exported under its old address
 from vmmtui.stream import observed as _trace_events  # registers the trace events
 from vmmtui.stream.codec import DecodeError, decode, encode
 from vmmtui.stream.events import (
     VERSION,
     Event,
     EventFormatError,
-    FdSnapshot,
-    KcmpVerdict,
     Notice,
     SessionClosed,
     SessionStarted,
@@ -56,14 +55,22 @@ LACKS = {
     "driver, date and options are unknown, and fd tables only as read after each step",
 }
 MAGIC = "vmmtui-recording"
-#: the most a recording may hold once decompressed: eight consumers record about 370 KiB, so this
-#: is ten times what vmmtui makes; a bigger file (a gzip bomb) is refused before it fills memory
-MAX_BYTES = 4 << 20
+#: the longest line a recording may hold: vmmtui's longest event is under 8 KiB (an fd table);
+#: a longer line (a gzip bomb's, a file that is not a recording) is refused before it fills memory
+MAX_LINE = 256 << 10
+#: how many times its size on disk a compressed recording may grow once decompressed, past
+#: RATIO_AFTER bytes: vmmtui's compress 8 to 30 times; a bomb's blank or repeated lines, a
+#: thousand times
+MAX_RATIO = 200
+RATIO_AFTER = 16 << 20
+#: the note an older recorder wrote when it stopped at its (then) 4 MiB limit; still read, and
+#: said as the cut it is
+FULL_NOTE = "the recording stops here: it reached its {limit} limit"
+#: gzip's first two bytes: a compressed recording is read as one whatever its name
+GZIP_MAGIC = b"\x1f\x8b"
 #: the deepest nesting of arrays and objects a line may have; events nest 6 deep at most (a deeper
 #: value would exhaust the JSON parser's recursion)
 MAX_DEPTH = 32
-#: what the recorder writes, instead of the event that would take it over MAX_BYTES, before it stops
-FULL_NOTE = "the recording stops here: it reached its {limit} limit"
 #: a string in JSON (its brackets are not nesting), or one left open at the line's end. Possessive,
 #: and every opening quote ends a match, so each character is looked at once: the old pattern went
 #: back over the rest of the line from every quote of a string never closed (quadratic)
@@ -242,106 +249,6 @@ def start_recording(path: str | Path, config: SessionConfig, backend: str, reaso
         ) from None
 
 
-def _create(path: Path) -> IO[str]:
-    """The recording's file, written under its name as the events come (flushed at each batch):
-    unlike the other files vmmtui writes (``system.atomic``), a recording is worth having when its
-    recorder is killed or the disk fills, and it says so itself. Its reader tells a whole one
-    (it ends with the session's or the trace's end) from one cut short, and replays a cut one up
-    to its cut, a last line written in part included."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "wt", encoding="utf-8")
-    return open(path, "w", encoding="utf-8")  # noqa: SIM115 - the caller closes it
-
-
-class Recorder:
-    """Writes the header, then each event as one JSON line, leaving out fd tables and kcmp verdicts
-    that repeat the last one kept (the live refresh reads the same table many times)."""
-
-    def __init__(
-        self, path: str | Path, header: Header, line: Callable[[Event], str] | None = None
-    ):
-        """``line`` writes one event as its JSON line (``Event.to_json`` unless given): a trace
-        gives the one that adds a finding's words for readers of the file (storage has none)."""
-        self.path = Path(path)
-        self.line = line or Event.to_json
-        self.file = _create(self.path)
-        first = header.to_json() + "\n"
-        self.file.write(first)
-        self.last: dict[tuple[str, str], Any] = {}
-        self.written = 0
-        self.skipped = 0
-        #: bytes written (before gzip); the reader refuses more than MAX_BYTES
-        self.size = len(first.encode())
-        #: the limit was reached: nothing more is written
-        self.full = False
-        #: why writing stopped (a full disk, a removed device): one sentence; "" while it writes
-        self.failed = ""
-
-    def write(self, event: Event) -> None:
-        if self.failed:
-            self.skipped += 1
-            return
-        key = self._key(event)
-        if key is not None:
-            body = encode(event)
-            if self.last.get(key) == body:
-                self.skipped += 1
-                return
-            self.last[key] = body
-        if self.full:
-            self.skipped += 1
-            return
-        line = self.line(event) + "\n"
-        if self.size + len(line.encode()) > MAX_BYTES - 1024:  # room left for the note
-            from vmmtui.stream.sizes import format_size
-
-            self.full = True
-            line = Notice(FULL_NOTE.format(limit=format_size(MAX_BYTES))).to_json() + "\n"
-        try:
-            self.file.write(line)
-        except OSError as exc:
-            self._fail(exc)
-            return
-        self.size += len(line.encode())
-        self.written += 1
-
-    def write_all(self, events: list[Event]) -> None:
-        for e in events:
-            self.write(e)
-        if not self.failed:
-            try:
-                self.file.flush()
-            except OSError as exc:
-                self._fail(exc)
-
-    def _fail(self, exc: OSError) -> None:
-        """Writing failed: stop, put what was written in place as a recording cut there, say so
-        once (no traceback, no retry); the command then exits non-zero."""
-        self.failed = (
-            f"cannot write the recording {self.path}: {exc.strerror or exc}; it is cut where "
-            f"writing stopped (`vmmtui replay {self.path}` shows what reached it and says where "
-            "it is cut); free space there, or record to another file system"
-        )
-        with contextlib.suppress(OSError):
-            self.file.close()  # the buffer that failed is dropped; the file is closed all the same
-
-    @staticmethod
-    def _key(event: Event) -> tuple[str, str] | None:
-        if isinstance(event, FdSnapshot):
-            return ("fds", event.role)
-        if isinstance(event, KcmpVerdict):
-            return ("kcmp", event.consumer)
-        return None
-
-    def close(self) -> None:
-        """The recording complete, or cut (``failed`` says so)."""
-        if not self.file.closed:
-            try:
-                self.file.close()
-            except OSError as exc:  # the last buffer could not be written (a full disk)
-                self._fail(exc)
-
-
 @dataclass
 class Recording:
     """A recording read back: its header, its events, and what it lacks (older formats)."""
@@ -358,6 +265,11 @@ class Recording:
 def read(path: str | Path) -> Recording:
     """Read a recording (``.jsonl`` or ``.jsonl.gz``); RecordingError with one line when it cannot.
 
+    Read as a stream, a line at a time (compressed or not, whatever its name), however long the
+    recording: no line may be longer than MAX_LINE and a compressed one may not grow more than
+    MAX_RATIO times its size on disk (a gzip bomb is refused, one line naming where, before it
+    fills memory); what is kept is the events, not the file's text.
+
     Everything in it comes from outside: every string of every line (header included) goes through
     :func:`vmmtui.stream.names.defanged` here, where it enters, so that no field of any event, one added
     later included, reaches a terminal, a page or a Markdown file with a control or bidi character
@@ -369,17 +281,8 @@ def read(path: str | Path) -> Recording:
     path = Path(path)
     name = str(path)
     try:
-        data = _read_bounded(path)
-        if len(data) > MAX_BYTES:
-            from vmmtui.stream.sizes import format_size
-
-            at_line = data.count(b"\n", 0, MAX_BYTES) + 1
-            raise RecordingError(
-                f"{name} line {at_line}: more than {format_size(MAX_BYTES)} "
-                f"{'once decompressed ' if path.suffix == '.gz' else ''}(vmmtui's recordings are "
-                "under 1 MiB); not replayed: is it really a recording?"
-            )
-        lines = data.decode("utf-8").split("\n")
+        with _Lines(path) as lines:
+            return _parse(name, lines)
     except FileNotFoundError:
         raise RecordingError(
             f"{name}: no such file (`vmmtui replay --list` shows the gallery)"
@@ -396,27 +299,91 @@ def read(path: str | Path) -> Recording:
         raise RecordingError(
             f"{name} is not a recording (binary data); record one with `vmmtui --record FILE`"
         ) from None
-    complete = lines[-1] == ""
-    if complete:
-        lines.pop()
-    if not lines:
-        raise RecordingError(f"{name} is empty: not a recording")
-    for number, line in enumerate(lines, 1):
+
+
+class _Lines:
+    """A recording's lines, one at a time, each with its number and whether it is the last; the
+    last's ``complete`` says whether the file ended with a newline (a line written in part is
+    the last of a recording cut while it was written)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stack = contextlib.ExitStack()
+        self.complete = True
+
+    def __enter__(self) -> _Lines:
+        raw: io.BufferedReader = self.stack.enter_context(_open_bytes(self.path))
+        self.raw = raw
+        self.gzipped = raw.peek(2)[:2] == GZIP_MAGIC
+        self.f: io.BufferedIOBase = raw
+        if self.gzipped:
+            self.f = gzip.GzipFile(fileobj=raw, mode="rb")
+            self.stack.callback(self.f.close)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def _next(self, number: int, total: int) -> bytes:
+        try:
+            line = self.f.readline(MAX_LINE + 1)
+        except EOFError:  # a gzip stream that ends early (its recorder killed): what came before
+            if not total:
+                raise  # nothing before it: not a readable recording
+            return b""
+        if len(line) > MAX_LINE:
+            from vmmtui.stream.sizes import format_size
+
+            raise RecordingError(
+                f"{self.path} line {number}: longer than {format_size(MAX_LINE)}"
+                f"{' once decompressed' if self.gzipped else ''} (vmmtui's lines are under 8 KiB); "
+                "not replayed: is it really a recording?"
+            )
+        if self.gzipped and total > RATIO_AFTER:
+            on_disk = max(self.raw.tell(), 1)
+            if total > MAX_RATIO * on_disk:
+                raise RecordingError(
+                    f"{self.path} line {number}: {total // on_disk} times its size on disk once "
+                    f"decompressed (vmmtui's grow under 30 times): a gzip bomb?; not replayed"
+                )
+        return line
+
+    def __iter__(self) -> Iterator[tuple[int, str, bool]]:
+        """(number, text without its newline, whether it is the last line)."""
+        number, total = 1, 0
+        line = self._next(number, total)
+        while line:
+            total += len(line)
+            after = self._next(number + 1, total)
+            last = not after
+            if last:
+                self.complete = line.endswith(b"\n")
+            yield number, line.rstrip(b"\n").decode("utf-8"), last
+            number, line = number + 1, after
+
+
+def _parse(name: str, lines: _Lines) -> Recording:
+    header: Header | None = None
+    start, note = 2, ""
+    events: list[Event] = []
+    numbers: list[int] = []
+    truncated = 0
+    last_line = 0
+    for number, line, last in lines:
+        last_line = number
         if _too_deep(line):
             raise RecordingError(
                 f"{name} line {number}: values nested more than {MAX_DEPTH} deep (vmmtui's "
                 "events nest 6 deep); the recording cannot be replayed"
             )
-    first = _first_line(name, lines[0])
-    if MAGIC in first:
-        header = _header(name, first)
-        body, start, note = lines[1:], 2, ""
-    else:
-        header, body, start, note = Header(format=1), lines, 1, LACKS[1]
-    events: list[Event] = []
-    numbers: list[int] = []
-    truncated = 0
-    for number, line in enumerate(body, start):
+        if number == 1:
+            if last and not line.strip():
+                break  # a blank line alone: empty
+            first = _first_line(name, line)
+            if MAGIC in first:
+                header = _header(name, first)
+                continue
+            header, start, note = Header(format=1), 1, LACKS[1]
         if not line.strip():
             continue
         try:
@@ -429,12 +396,14 @@ def read(path: str | Path) -> Recording:
                     "lines are out of order (reversed, as `tac` writes them?); replay the file as "
                     "it was recorded"
                 ) from None
-            if number == start + len(body) - 1 and not complete:
+            if last and not lines.complete:
                 truncated = number  # written in part (a full disk, a kill): the rest replays
                 break
             raise RecordingError(
                 f"{name} line {number}: corrupt: {exc}; the recording cannot be replayed"
             ) from None
+    if header is None:
+        raise RecordingError(f"{name} is empty: not a recording")
     if not events:
         raise RecordingError(
             f"{name} has a header but no events: the recording was cut before the session started"
@@ -448,7 +417,7 @@ def read(path: str | Path) -> Recording:
         f"killed while writing); the replay shows the {len(events)} events before it, and the "
         "rest is missing"
         if truncated
-        else _cut(events, start + len(body) - 1)
+        else _cut(events, max(last_line, start - 1))
     )
     return Recording(header, events, name, note, cut)
 
@@ -633,29 +602,6 @@ def _too_deep(line: str) -> bool:
         return False
     brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", line))
     return max(itertools.accumulate(map(_NESTING.__getitem__, brackets)), default=0) > MAX_DEPTH
-
-
-def _read_bounded(path: Path) -> bytes:
-    """At most MAX_BYTES + 1 bytes of the file, decompressed. A gzip stream that ends early (its
-    recorder was killed before it wrote the trailer) gives what came before the cut: the lines
-    that follow say it was cut short."""
-    chunks: list[bytes] = []
-    total = 0
-    with contextlib.ExitStack() as stack:
-        f: io.BufferedIOBase = stack.enter_context(_open_bytes(path))
-        if path.suffix == ".gz":
-            f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb"))
-        try:
-            while total <= MAX_BYTES:
-                chunk = f.read1(min(1 << 16, MAX_BYTES + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-        except EOFError:
-            if not chunks:
-                raise
-    return b"".join(chunks)
 
 
 #: what a path that is not a regular file is, by its type (``stat.S_IFMT``)

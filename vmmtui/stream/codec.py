@@ -21,14 +21,38 @@ class DecodeError(ValueError):
     """The data does not have the shape the type asks for; the message names the path."""
 
 
+#: the types that are their own JSON value (``type(v) in``: an enum, a str subclass, is not)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: each dataclass type's field names, looked up once (``dataclasses.fields`` each time cost more
+#: than the rest of an event's encoding); None: not a dataclass
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
 def encode(value: Any) -> Any:
-    """A dataclass (nested, in lists, dicts, tuples) as plain JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    """A dataclass (nested, in lists, dicts, tuples) as plain JSON-ready values. A trace encodes
+    tens of thousands of events a second: a plain value returns at once, and a dataclass's field
+    names are read once per type."""
+    cls = value.__class__
+    if cls in _PLAIN:
+        return value
+    try:
+        names = _FIELDS[cls]
+    except KeyError:
+        names = _FIELDS[cls] = (
+            tuple(f.name for f in dataclasses.fields(value))
+            if dataclasses.is_dataclass(value) and not isinstance(value, type)
+            else None
+        )
+    if names is not None:
+        out = {}
+        for name in names:
+            v = getattr(value, name)
+            out[name] = v if v.__class__ in _PLAIN else encode(v)
+        return out
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, list | tuple):
-        return [encode(v) for v in value]
+        return [v if v.__class__ in _PLAIN else encode(v) for v in value]
     if isinstance(value, dict):
         return {str(k): encode(v) for k, v in value.items()}
     return value

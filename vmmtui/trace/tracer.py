@@ -56,13 +56,16 @@ POLL_MS = 25
 #: 20,000 calls a second take 0.1 % of the ring buffer
 READ_GAP_S = 0.01
 READ_MOST = 4096
-#: records moved out and not yet decoded, at most: past them (the reader of the events is slower
+#: records moved out and not yet decoded, at most (about 3 MB of bytes objects; 50,000 held 15 MB
+#: and let a drain decode 50,000 events at once, their peak on top of the order's): past them (the reader of the events is slower
 #: than the calls come, as ``--text`` can be) the reader waits and the kernel's ring buffer holds
 #: the rest, then counts what it cannot (said as records lost): a long trace's memory is bounded
-RAW_MOST = 50_000
+RAW_MOST = 10_000
 #: events held for the kernel's order, at most: past them (a flood that never lets the reader
-#: drain the ring) they go by the clock alone, as a reader that keeps up would let them go
-ORDER_MOST = 200_000
+#: drain the ring) they go by the clock alone, as a reader that keeps up would let them go. An
+#: event held costs about 1 KB: 20,000 are 20 MB, and a window of 150 ms at 100,000 calls a second
+#: (200,000 held 0.2 GB, the most of `trace --json`'s 0.4 to 1.2 GB under a 50,000 fds/s flood)
+ORDER_MOST = 20_000
 #: how often the per-CPU loss counters are read: well inside the reorder window, so that a loss
 #: is known before the records around it are released
 LOSS_READ_S = 0.02

@@ -78,6 +78,10 @@ class Inbox:
         self.calls: list[bool] = []
         #: calls the screen did not draw: it was behind (every one is in the ledger's counts)
         self.not_drawn = 0
+        #: findings the screen did not draw: past twice the bound even they are counted, not
+        #: kept (a flood of findings grew the backlog without end); the verdict, the end's count
+        #: and the recording have every one
+        self.findings_not_drawn = 0
         #: dropping now (until the backlog is down to half the bound)
         self.behind = False
         #: a TraceEvents message is on its way to the app (one at a time)
@@ -86,7 +90,14 @@ class Inbox:
     def put(self, e: Event, call: bool, unfolded: int) -> None:
         """``e`` for the screen, unless the screen is behind (``unfolded``: events it holds not
         yet folded) and ``e`` is a call that only adds detail."""
-        from vmmtui.stream.observed import ProcessExec, ProcessExit, ProcessForked, TraceCall
+        from vmmtui.stream.events import Leak
+        from vmmtui.stream.observed import (
+            LedgerFinding,
+            ProcessExec,
+            ProcessExit,
+            ProcessForked,
+            TraceCall,
+        )
 
         with self.lock:
             backlog = unfolded + len(self.events)
@@ -100,6 +111,9 @@ class Inbox:
                 and not isinstance(e, (ProcessForked, ProcessExec, ProcessExit))
             ):
                 self.not_drawn += 1
+                return
+            if self.behind and backlog >= 2 * self.most and isinstance(e, (LedgerFinding, Leak)):
+                self.findings_not_drawn += 1
                 return
             self.events.append(e)
             self.calls.append(call)
@@ -354,6 +368,7 @@ class TraceApp(Viewer):
             recorded=self.recorded,
             not_drawn=self.inbox.not_drawn,
             behind=self.inbox.behind,
+            findings_not_drawn=self.inbox.findings_not_drawn,
         )
 
     def subtitle(self, state: ScreenState) -> str:

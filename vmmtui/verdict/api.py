@@ -24,7 +24,6 @@ block by a process that is still alive is what ``max_pinned_bytes`` weighs.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import tempfile
@@ -299,16 +298,19 @@ class Tracing:
             self._started.set()
 
     def _open_recording(self) -> Recorder | None:
-        """The recording is written to a temporary file beside its name and renamed at the end:
-        a file at the name is whole."""
+        """The recording is written into a file with no name (``O_TMPFILE``) that is linked under
+        its name at the end, whole: a kill -9 of the block's process leaves nothing behind, not a
+        part nor an empty file named like it (``record.recording._Sink``). ``record=True``: a
+        compressed one in the temporary directory, named by the pid and a random part."""
         if self.record is False:
             return None
+        import secrets
+
         from vmmtui.record.recording import Header, Machine, Recorder
 
         if self.record is True:
-            fd, name = tempfile.mkstemp(prefix="vmmtui-", suffix=".jsonl")
-            os.close(fd)
-            path = Path(name)
+            name = f"vmmtui-{os.getpid()}-{secrets.token_hex(4)}.jsonl.gz"
+            path = Path(tempfile.gettempdir()) / name
         else:
             path = Path(self.record)
         header = Header(
@@ -321,7 +323,7 @@ class Tracing:
         )
         self.final_path = path
         try:
-            return Recorder(path.with_name(path.name + ".part"), header)
+            return Recorder(path, header, whole=True)
         except OSError as exc:
             from vmmtui.words.verdict import unwritable
 
@@ -341,17 +343,14 @@ class Tracing:
         return self._verdict(session, recording)
 
     def _close_recording(self, keep: bool = True) -> Path | None:
-        """The recording renamed to its name (whole), or removed (``keep`` False, or a write
-        failed: what is at the name is never a part)."""
+        """The recording under its name (whole), or none (``keep`` False, or a write failed:
+        what is at the name is never a part)."""
         r = self._recorder
         if r is None:
             return None
-        r.close()
+        r.close(keep=keep and self.final_path is not None)
         if r.failed or self.final_path is None or not keep:
-            with contextlib.suppress(OSError):
-                r.path.unlink()
             return None
-        os.replace(r.path, self.final_path)
         return self.final_path
 
     def _verdict(self, session: TraceSession, recording: Path | None) -> Verdict:

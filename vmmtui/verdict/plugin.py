@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Generator
@@ -100,6 +101,26 @@ class Run:
             self.made_folder = True
         self.folder.mkdir(parents=True, exist_ok=True)
         return self.folder
+
+    def staged(self, name: str) -> Path:
+        """Where a test's recording is written: in ``--vmmtui-dir``, else in the temporary
+        directory under a name of its own, moved into the run's folder only when it is kept, so
+        that no folder is made for a run whose recordings are all deleted, and a kill -9 leaves
+        nothing (the recording has no name until it is whole: ``record.recording._Sink``)."""
+        if self.folder is not None:
+            return self.recordings() / name
+        return Path(tempfile.gettempdir()) / f"vmmtui-{os.getpid()}-{secrets.token_hex(4)}.jsonl.gz"
+
+    def kept(self, path: Path, name: str) -> Path:
+        """The recording at ``path`` in the run's folder, as ``name`` (where it is not yet)."""
+        folder = self.recordings()
+        if path.parent == folder:
+            return path
+        try:
+            os.replace(path, folder / name)
+        except OSError:  # another file system: it stays where it was written
+            return path
+        return folder / name
 
 
 _RUN = pytest.StashKey[Run]()
@@ -202,9 +223,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     from vmmtui.verdict.api import TraceError, tracing
 
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in item.nodeid)[-150:]
-    path = run.recordings() / f"{name}.jsonl"
+    name = f"{name}.jsonl.gz"
     try:
-        t: Tracing = tracing(record=path, title=f"pytest {item.nodeid}", **options)
+        t: Tracing = tracing(record=run.staged(name), title=f"pytest {item.nodeid}", **options)
         t.__enter__()
     except TraceError as exc:
         pytest.fail(f"vmmtui: {exc}", pytrace=False)
@@ -213,26 +234,24 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
         result = yield
     except BaseException:  # the test's own failure is the test's: the verdict is said beside it
-        verdict, failed = _end(t, item, run)
+        verdict, failed = _end(t, item, run, name, keep=True)
         item.add_report_section("call", "vmmtui", verdict.report(PER_KIND) if verdict else failed)
         raise
-    verdict, failed = _end(t, item, run)
+    verdict, failed = _end(t, item, run, name, keep=run.keep)
     if verdict is None:  # a verdict that could not be made is no "nothing wrong found"
         pytest.fail(failed, pytrace=False)
     if verdict.problems:
         pytest.fail(verdict.report(PER_KIND), pytrace=False)
-    if not run.keep and verdict.recording is not None:
-        with contextlib.suppress(OSError):
-            os.unlink(verdict.recording)
-        verdict = dataclasses.replace(verdict, recording=None)
-        item.stash[_TRACED] = Traced.of(item.nodeid, verdict)
     item.add_report_section("call", "vmmtui", verdict.report(PER_KIND))
     return result
 
 
-def _end(t: Tracing, item: pytest.Item, run: Run) -> tuple[Verdict | None, str]:
+def _end(
+    t: Tracing, item: pytest.Item, run: Run, name: str, keep: bool
+) -> tuple[Verdict | None, str]:
     """The block's end: its verdict (kept for the summary), or None and why the trace failed
-    (one line, its cause and fix)."""
+    (one line, its cause and fix). Its recording is moved into the run's folder (``keep``, or
+    a problem in it), else deleted."""
     from vmmtui.verdict.api import TraceError
 
     try:
@@ -240,8 +259,18 @@ def _end(t: Tracing, item: pytest.Item, run: Run) -> tuple[Verdict | None, str]:
     except TraceError as exc:
         item.stash[_TRACED] = Traced.of(item.nodeid, None)
         return None, f"vmmtui: {exc}"
-    item.stash[_TRACED] = Traced.of(item.nodeid, t.verdict)
-    return t.verdict, ""
+    verdict = t.verdict
+    if verdict is not None and verdict.recording is not None:
+        path: Path | None = verdict.recording
+        if keep or verdict.problems:
+            path = run.kept(verdict.recording, name)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(verdict.recording)
+            path = None
+        verdict = dataclasses.replace(verdict, recording=path)
+    item.stash[_TRACED] = Traced.of(item.nodeid, verdict)
+    return verdict, ""
 
 
 @pytest.hookimpl(wrapper=True)

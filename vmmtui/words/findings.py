@@ -672,7 +672,24 @@ def worded(e: Event) -> dict[str, Any]:
     return data
 
 
+#: the last event made into a line, with its line: the stream's reader (``--json``) and the
+#: recording each ask for the same event's line, one after the other (read and rebound whole:
+#: another thread sees the pair or the one before it, never half)
+_LAST: tuple[Event | None, str] = (None, "")
+
+
 def json_line(e: Event) -> str:
+    """``line_of_event`` of ``e``, made once for its readers one after the other (``_LAST``)."""
+    global _LAST
+    last = _LAST
+    if last[0] is e:
+        return last[1]
+    line = line_of_event(e)
+    _LAST = (e, line)
+    return line
+
+
+def line_of_event(e: Event) -> str:
     """One event as one JSON line, what ``Event.from_json`` reads back (the words of a finding
     are read past: they are made again from its facts). A finding's line is ``line_of(worded(e))``
     written as its fields' own line (``to_json``: no dict, no encoder) with the words' three keys

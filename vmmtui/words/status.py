@@ -45,13 +45,17 @@ def calls_not_kept(dropped: int, recorded: bool) -> str:
     return f"… {dropped} older call{_s(dropped)} not kept{where}"
 
 
-def calls_behind(not_drawn: int, behind: bool, recorded: bool) -> str:
-    """The calls a live screen did not draw because it fell behind the program (``behind``: it
-    still is), and where they are: the run's own counts and findings have every one."""
-    if not not_drawn:
+def calls_behind(not_drawn: int, behind: bool, recorded: bool, findings: int = 0) -> str:
+    """The calls (and, far behind, the findings) a live screen did not draw because it fell
+    behind the program (``behind``: it still is), and where they are: the run's own counts, its
+    verdict and the recording have every one."""
+    if not not_drawn and not findings:
         return ""
     where = "the recording keeps them" if recorded else "--record FILE keeps every call"
-    n = f"{not_drawn:,} call{_s(not_drawn)} not drawn"
+    n = f"{not_drawn:,} call{_s(not_drawn)}"
+    if findings:
+        n += f", {findings:,} finding{_s(findings)}"
+    n += " not drawn"
     if behind:
         return f"falling behind: {n}, {where}"
     return f"{n} while the screen was behind ({where})"
@@ -68,6 +72,7 @@ def trace_where(
     recorded: bool = False,
     not_drawn: int = 0,
     behind: bool = False,
+    findings_not_drawn: int = 0,
 ) -> str:
     """A live trace: ``LIVE · call 57`` (``latest``: the frames' count), or a past frame
     (``shown``: ``AS OF CALL 12 of 57 · end: live``); ``folding``: events not yet folded;
@@ -75,7 +80,7 @@ def trace_where(
     if starting:
         return "STARTING · loading the eBPF probes (the kernel checks each program first)"
     kept = calls_not_kept(dropped, recorded)
-    late = calls_behind(not_drawn, behind and not ended, recorded)
+    late = calls_behind(not_drawn, behind and not ended, recorded, findings_not_drawn)
     if shown is None:
         busy = f"folding {folding} more events" if folding > 0 else ""
         first = f"{'ENDED' if ended else 'LIVE'} · call {latest}"
