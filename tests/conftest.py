@@ -7,6 +7,7 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 import pytest
@@ -148,9 +149,32 @@ def clean_state(tmp_path):
         p for p in psutil.Process().children(recursive=True) if p.pid not in before_children
     ]
     assert not children, f"workers left alive: {children}"
-    assert not [n for n in os.listdir(tmp_path) if n.startswith("vmmtui-")], (
+    # where the sessions made their directories: tmp_path, or the short place a session moves to
+    # when tmp_path is too long for a socket path (a long TMPDIR); ours are named by our pid
+    from vmmtui.session.tmpdir import choose_parent
+
+    parent = choose_parent(str(tmp_path))[0]
+    mine = f"vmmtui-{os.getpid()}-" if parent != str(tmp_path) else "vmmtui-"
+    assert not [n for n in os.listdir(parent) if n.startswith(mine)], (
         "session directory left behind"
     )
+
+
+@pytest.fixture
+def sock_dir(tmp_path) -> Iterator[Path]:
+    """A directory for a test's own socket: tmp_path where a socket's path fits there (AF_UNIX:
+    107 bytes), else a short private one beside where the sessions go (a TMPDIR too long for a
+    socket path, as a CI runner's may be), removed after the test."""
+    from vmmtui.session.tmpdir import choose_parent, fits
+
+    if fits(str(tmp_path)):
+        yield tmp_path
+        return
+    short = Path(tempfile.mkdtemp(prefix="vt-", dir=choose_parent(str(tmp_path))[0]))
+    try:
+        yield short
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def _target(fd: int) -> str:

@@ -1,12 +1,15 @@
 """200 memfd sessions in a row from one process: nothing may accumulate."""
 
 import os
+import secrets
+from pathlib import Path
 
 import pytest
 
 from vmmtui.backends import Choice
 from vmmtui.bench.soak import soak
 from vmmtui.plan.config import SessionConfig
+from vmmtui.session.tmpdir import choose_parent
 
 #: serial: memory and fds that must not grow over 200 sessions
 pytestmark = pytest.mark.serial
@@ -40,24 +43,35 @@ def test_200_sessions_leave_fds_children_dirs_and_memory_as_they_were(tmp_path):
 
 def test_other_programs_files_in_tmpdir_are_not_counted_but_our_directories_are(tmp_path):
     """Another program makes and removes files in TMPDIR meanwhile: not ours, not a problem;
-    a session directory of ours left behind is one."""
-    (tmp_path / "someone-elses.lock").touch()
+    a session directory of ours left behind is one. Where the sessions make their directories:
+    TMPDIR, or the short place they move to when TMPDIR is too long for a socket path."""
+    parent = Path(choose_parent(str(tmp_path))[0])
+    mark = f"{os.getpid()}-{secrets.token_hex(4)}"
+    theirs = [parent / f"someone-elses-{mark}.{n}" for n in ("lock", "tmp", "other.tmp")]
+    left: list[Path] = []
+    theirs[0].touch()
 
     def others(i, session):
         if i == 1:
-            (tmp_path / "someone-elses.lock").unlink()  # the count goes down
-            (tmp_path / "another.tmp").touch()
-            (tmp_path / "and-another.tmp").touch()  # and up again, beyond where it was
-
-    config = SessionConfig(backend="memfd", size=4096, tmpdir=str(tmp_path))
-    result = soak(config, 2, others, choice=MEMFD)
-    assert result.ok, result.problems
+            theirs[0].unlink()  # the count goes down
+            theirs[1].touch()
+            theirs[2].touch()  # and up again, beyond where it was
 
     def leak(i, session):
-        (tmp_path / f"vmmtui-{os.getpid()}-left{i}").mkdir()
+        left.append(parent / f"vmmtui-{os.getpid()}-left{i}-{mark}")
+        left[-1].mkdir()
 
-    result = soak(config, 2, leak, choice=MEMFD)
-    assert not result.ok and "session_dirs: 0 at the start, 2 at the end" in result.problems
+    config = SessionConfig(backend="memfd", size=4096, tmpdir=str(tmp_path))
+    try:
+        result = soak(config, 2, others, choice=MEMFD)
+        assert result.ok, result.problems
+        result = soak(config, 2, leak, choice=MEMFD)
+        assert not result.ok and "session_dirs: 0 at the start, 2 at the end" in result.problems
+    finally:
+        for p in theirs:
+            p.unlink(missing_ok=True)
+        for d in left:
+            d.rmdir()
 
 
 def test_soak_notices_a_leak(tmp_path):

@@ -74,3 +74,33 @@ def test_json_lines_are_the_events_to_json():
     lines = out.getvalue().splitlines()
     assert lines == [e.to_json() for e in events]
     assert [Event.from_json(line) for line in lines] == events
+
+
+def test_the_cuda_drivers_start_up_is_one_counted_line_and_each_step_says_what_it_did():
+    """``vmmtui run --backend cuda --json`` as root on an H200 (the kernel's record beside each
+    step): the driver's start-up closed 30 of its own files in each worker and it maps and unmaps
+    its device files by the dozen. Before, each close was a line (about 100 kernel lines before
+    the first step that makes memory); now each worker's first step says what it did (its
+    rehearsal of the send) and counts the driver's churn in one line, and every step that shares
+    still names its calls."""
+    import gzip
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "h200-run-as-root.jsonl.gz"
+    with gzip.open(data, "rt") as f:
+        out, printer = printed([Event.from_json(line) for line in f], verbose=False)
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "VMM support: yes" in line)
+    before = [line for line in lines[:first] if "kernel" in line]
+    assert len(before) <= 10, "\n".join(before)
+    assert any(
+        "+61 calls of the CUDA driver's start-up on its own files, in --json" in line
+        for line in before
+    )
+    kernel = [line for line in lines if "kernel:" in line]
+    for call in ("cuMemCreate", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"):
+        assert any(call in line for line in kernel), call
+    assert any("same struct file" in line and "consumer fd 38" in line for line in kernel)
+    # the closes told: the rehearsals' (2 a worker), the fds shared (the export, the received fd)
+    assert len([line for line in kernel if "close(" in line]) == 7, kernel
+    assert printer.finished is not None and printer.finished.verified

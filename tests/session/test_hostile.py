@@ -136,9 +136,9 @@ def test_a_flooded_listener_ends_the_run_with_its_own_cause(short_tmp):
     assert ours(short_tmp) == []
 
 
-def test_accept_drains_a_flood_and_lets_the_consumer_in(tmp_path):
+def test_accept_drains_a_flood_and_lets_the_consumer_in(sock_dir):
     """BACKLOG + 1 stray connections queued before the consumer: each is refused at once, the consumer gets in."""
-    path = str(tmp_path / "s.sock")
+    path = str(sock_dir / "s.sock")
     listener = channel.listen(path)
     strays = []
     for _ in range(channel.BACKLOG + 1):
@@ -176,8 +176,8 @@ def test_accept_drains_a_flood_and_lets_the_consumer_in(tmp_path):
         listener.close()
 
 
-def test_a_full_listener_is_not_taken_for_a_stale_socket(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_a_full_listener_is_not_taken_for_a_stale_socket(sock_dir):
+    path = str(sock_dir / "s.sock")
     listener = channel.listen(path)
     strays = [
         socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(channel.BACKLOG + 1)
@@ -198,8 +198,8 @@ def test_a_full_listener_is_not_taken_for_a_stale_socket(tmp_path):
         listener.close()
 
 
-def test_connect_to_a_full_backlog_gives_up_at_its_deadline(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_connect_to_a_full_backlog_gives_up_at_its_deadline(sock_dir):
+    path = str(sock_dir / "s.sock")
     listener = channel.listen(path)
     strays = [
         socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(channel.BACKLOG + 1)

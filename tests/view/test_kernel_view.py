@@ -117,6 +117,56 @@ def test_the_drivers_own_mappings_are_left_out_of_a_steps_line_and_counted():
     told = kernel_step_facts(facts)
     assert [type(f.event).__name__ for f in told].count("MemoryMapped") == 1
     assert [type(f.event).__name__ for f in told].count("MemoryUnmapped") == 1
-    assert plumbing_left_out(3) == (
-        "kernel: +3 mappings of the driver's own device files, not shared memory (in --json)"
+    assert plumbing_left_out(3) == "kernel: +3 calls of the CUDA driver on its own files, in --json"
+
+
+def test_the_drivers_and_runtimes_own_files_and_helpers_are_churn_the_sessions_fds_are_told():
+    """The CUDA driver's start-up opens and closes dozens of its own files (only the close is
+    recorded), and a worker's libraries run helpers (``ldconfig -p``): none of it is the session's,
+    so a step's line leaves it out and counts it. A close of an fd the session made, sent or got,
+    by its number or by its struct file, is told; so is what a helper process does that shares."""
+    from vmmtui.stream.observed import (
+        CallRefused,
+        CudaCall,
+        FdCloseCall,
+        FdsReceived,
+        MemfdCreated,
+        ProcessExec,
+        ProcessExit,
+        ProcessForked,
+    )
+    from vmmtui.view.kernel import fold_kernel
+    from vmmtui.words.trace import kernel_step_facts, plumbing_left_out
+
+    p, helper = PRODUCER_PID, PRODUCER_PID + 1000
+    roles = {p: "producer"}
+    events = [
+        FdCloseCall(p, p, 1, 17, "drv1", 0),  # the driver's own file: never made, sent or got
+        FdCloseCall(p, p, 2, 19, "drv2", 0),
+        ProcessForked(p, p, 3, helper, "python3"),  # ctypes' find_library runs ldconfig -p
+        ProcessExec(helper, helper, 4, "/sbin/ldconfig", "ldconfig"),
+        FdCloseCall(helper, helper, 5, 3, "ld1", 0),
+        ProcessExit(helper, helper, 6, 0, "ldconfig"),
+        MemfdCreated(p, p, 7, "buf", 5, "m1"),
+        CudaCall(p, p, 8, "cuMemExportToShareableHandle", 0, fd=6, file="x1"),
+        FdsReceived(p, p, 9, "recvmsg", PEER, [7], ["r1"], 1),
+        FdCloseCall(p, p, 10, 5, "m1", 0),  # the memfd it made
+        FdCloseCall(p, p, 11, 6, "", 0),  # the export's fd, by its number
+        FdCloseCall(p, p, 12, 7, "r1", 0),  # the fd it received
+        FdCloseCall(p, p, 13, 7, "drv3", 0),  # the same number later: the driver's again
+        CallRefused(helper, "pidfd_getfd", "EPERM", p, "another uid", "run it as the same user"),
+    ]
+    view, facts = None, []
+    for e in events:
+        view, fact = fold_kernel(view, e, roles, 0)
+        facts.append(fact)
+    churn = [f.plumbing for f in facts]
+    assert churn == [True] * 6 + [False] * 6 + [True, False]
+    told = kernel_step_facts(facts)
+    assert len(told) == 7 and sum(churn) == 7
+    assert plumbing_left_out(7, "cuda", start=True) == (
+        "kernel: +7 calls of the CUDA driver's start-up on its own files, in --json"
+    )
+    assert plumbing_left_out(1, "memfd") == (
+        "kernel: +1 call of the worker's runtime (Python, its libraries) on its own files, in --json"
     )

@@ -166,16 +166,16 @@ def test_an_empty_message_is_not_the_peer_closing(seqpacket_pair):
     assert err.value.failure.code == "PEER_CLOSED"
 
 
-def test_connect_retries_then_deadline(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_connect_retries_then_deadline(sock_dir):
+    path = str(sock_dir / "s.sock")
     with pytest.raises(StepError) as err:
         channel.connect(path, 0.2)
     assert err.value.failure.code == "ENOENT"
     assert "producer" in worded(err.value.failure)[1]
 
 
-def test_connect_succeeds_once_producer_listens(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_connect_succeeds_once_producer_listens(sock_dir):
+    path = str(sock_dir / "s.sock")
     listener: list[socket.socket] = []
     t = threading.Timer(0.2, lambda: listener.append(channel.listen(path)))
     t.start()
@@ -192,8 +192,8 @@ def test_connect_succeeds_once_producer_listens(tmp_path):
         listener[0].close()
 
 
-def test_accept_refuses_an_unexpected_peer_and_times_out(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_accept_refuses_an_unexpected_peer_and_times_out(sock_dir):
+    path = str(sock_dir / "s.sock")
     listener = channel.listen(path)
     intruder = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     intruder.connect(path)
@@ -209,8 +209,8 @@ def test_accept_refuses_an_unexpected_peer_and_times_out(tmp_path):
         listener.close()
 
 
-def test_stale_socket_file_is_eaddrinuse(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_stale_socket_file_is_eaddrinuse(sock_dir):
+    path = str(sock_dir / "s.sock")
     channel.listen(path).close()  # leaves the file behind, like a crashed producer
     with pytest.raises(StepError) as err:
         channel.listen(path)
@@ -223,8 +223,8 @@ def test_path_too_long_is_refused_before_bind():
     assert err.value.failure.code == "ENAMETOOLONG"
 
 
-def test_stale_socket_is_removed_but_a_live_listener_is_not(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_stale_socket_is_removed_but_a_live_listener_is_not(sock_dir):
+    path = str(sock_dir / "s.sock")
     assert channel.remove_if_stale(path) is None
     channel.listen(path).close()  # nobody listens any more; the file stays
     found = channel.remove_if_stale(path)
@@ -262,10 +262,10 @@ def test_rehearse_runs_the_real_round_trip_and_leaves_no_fd(tmp_path):
     assert any("rehearsal" in c.name and "round trip" in c.result for c in report.calls)
 
 
-def test_accept_takes_a_queued_connection_at_once_and_keeps_its_deadline(tmp_path):
+def test_accept_takes_a_queued_connection_at_once_and_keeps_its_deadline(sock_dir):
     """A consumer already queued is taken with no wait at all (a non-blocking accept first, no poll
     and no timeout set on the listener); with nobody queued the deadline still holds."""
-    path = str(tmp_path / "s")
+    path = str(sock_dir / "s")
     listener = channel.listen(path)
     try:
         client, _ = channel.connect(path, 5.0)

@@ -53,8 +53,8 @@ def reports(ch) -> list[StepReport]:
             ch.send({"cmd": "quit"})
 
 
-def test_run_all_steps_in_a_row_both_roles(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_run_all_steps_in_a_row_both_roles(sock_dir):
+    path = str(sock_dir / "s.sock")
     p, pch = launch("producer", path)
     c, cch = launch("consumer", path)
     try:
@@ -92,8 +92,8 @@ def test_run_all_steps_in_a_row_both_roles(tmp_path):
         stop((p, pch), (c, cch))
 
 
-def test_consumer_writes_on_memfd_says_nothing_of_a_stream(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_consumer_writes_on_memfd_says_nothing_of_a_stream(sock_dir):
+    path = str(sock_dir / "s.sock")
     p, pch = launch("producer", path, direction="consumer-writes")
     c, cch = launch("consumer", path, direction="consumer-writes")
     try:
@@ -109,8 +109,8 @@ def test_consumer_writes_on_memfd_says_nothing_of_a_stream(tmp_path):
         stop((p, pch), (c, cch))
 
 
-def test_connect_deadline_and_bad_commands(tmp_path):
-    c, ch = launch("consumer", str(tmp_path / "nobody.sock"), connect_timeout=0.3)
+def test_connect_deadline_and_bad_commands(sock_dir):
+    c, ch = launch("consumer", str(sock_dir / "nobody.sock"), connect_timeout=0.3)
     try:
         ch.sock.sendall(b"garbage\n")
         assert ch.receive(timeout=10)["type"] == "error"
@@ -194,10 +194,10 @@ def test_noise_babble_and_raise_are_survived(tmp_path):
             ch.close()
 
 
-def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(tmp_path):
+def test_sigint_is_ignored_and_sigterm_cleans_up_without_a_traceback(sock_dir):
     import signal
 
-    path = str(tmp_path / "s.sock")
+    path = str(sock_dir / "s.sock")
     p, ch = launch("producer", path)
     try:
         for step in (
@@ -271,8 +271,8 @@ def test_an_unknown_flag_is_refused_at_start(tmp_path):
     assert proc.returncode == 2 and b"unknown worker flag(s) no-such-flag" in proc.stderr
 
 
-def test_keep_received_fd_flag_leaves_the_fd_open_and_declared(tmp_path):
-    path = str(tmp_path / "s.sock")
+def test_keep_received_fd_flag_leaves_the_fd_open_and_declared(sock_dir):
+    path = str(sock_dir / "s.sock")
     p, pch = launch("producer", path)
     c, cch = launch("consumer", path, flags=["keep-received-fd"])
     try:

@@ -168,7 +168,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for line in target_lines(result):
             _bullet(console, Text.from_markup(line[2:]))
     if written is not None:
-        console.print(f"wrote {written[0]} and {written[1]}", highlight=False, markup=False)
+        for path in written:  # one a line, whole: never broken across lines, a user copies them
+            console.print(f"wrote {path}", highlight=False, markup=False, soft_wrap=True)
     if not measured:
         reasons = sorted({why for sizes in result.skipped.values() for why in sizes.values()})
         print(

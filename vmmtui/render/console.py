@@ -55,6 +55,8 @@ class LogPrinter:
         self.pids: dict[int, str] = {}
         self.in_step = False
         self.step_facts: list[Any] = []
+        #: the roles whose first step has ended: the driver's churn before is its start-up
+        self.stepped: set[str] = set()
 
     def tag(self, role: str) -> Text:
         return Text.assemble((f"{role:>8}", say.role_style(role) or "white"), " │ ")
@@ -136,9 +138,7 @@ class LogPrinter:
             if self.plumbing:
                 self.line(
                     say.KERNEL,
-                    Text(
-                        trace_say.plumbing_left_out(self.plumbing).removeprefix("kernel: "), "dim"
-                    ),
+                    Text(self._churn(self.plumbing).removeprefix("kernel: "), "dim"),
                 )
             text = trace_say.kernel_finished(e)
         else:
@@ -148,8 +148,17 @@ class LogPrinter:
         text.stylize("dim")
         self.line(say.KERNEL, text)
 
+    def _churn(self, count: int, start: bool = False) -> str:
+        from vmmtui.words import trace as trace_say
+
+        backend = self.started.backend if self.started else "cuda"
+        return trace_say.plumbing_left_out(count, backend, start)
+
     def _kernel_lines(self, role: str) -> None:
-        """The step's facts, under its lines, dim, in the kernel's order."""
+        """The step's facts, under its lines, dim, in the kernel's order; the driver's and the
+        runtime's own churn (its files, its device mappings, its helpers) in one counted line."""
+        start = role not in self.stepped
+        self.stepped.add(role)
         if not self.step_facts:
             self.in_step = False
             return
@@ -163,7 +172,7 @@ class LogPrinter:
                 text.stylize("dim")
                 self.line(role, text)
         if plumbing := sum(f.plumbing for f in facts):
-            self.line(role, Text("  " + trace_say.plumbing_left_out(plumbing), "dim"))
+            self.line(role, Text("  " + self._churn(plumbing, start), "dim"))
 
     def kcmp_summary(self) -> Text:
         """kcmp's summary from SessionFinished when the session got there, else from what was seen;

@@ -20,6 +20,8 @@ from vmmtui.model.matching import SendQueue
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import (
     CallRefused,
+    CudaCall,
+    FdCloseCall,
     FdDuplicated,
     FdsDropped,
     FdsReceived,
@@ -28,6 +30,8 @@ from vmmtui.stream.observed import (
     MemfdCreated,
     MemoryMapped,
     MemoryUnmapped,
+    PidfdOpened,
+    ProcessForked,
     QueuedAtRelease,
     TraceCall,
     TraceEvent,
@@ -58,9 +62,11 @@ class KernelFact:
     event: TraceEvent
     #: an fd that arrived: for each fd of the event, where the same struct file was (None: unseen)
     sources: tuple[Source | None, ...] = ()
-    #: a mapping of no memory the workers share: the driver maps its own device files
-    #: (``/dev/nvidia*``) and moves those mappings (MAP_FIXED, munmap) by the dozen; the log keeps
-    #: them, a step's line leaves them out and counts them
+    #: the driver's and the runtime's own churn, not the session's: a mapping of no memory the
+    #: workers share (the driver maps its own device files, ``/dev/nvidia*``, and moves those
+    #: mappings by the dozen), a close of a file the session never made, sent or received (the
+    #: driver's start-up opens and closes dozens), a helper process a worker's libraries run
+    #: (``ldconfig -p``); the log keeps them, a step's line leaves them out and counts them
     plumbing: bool = False
 
 
@@ -81,6 +87,9 @@ class KernelView:
     #: each worker's mapped ranges of memory it shares (a memfd, a /dev/shm file, a file it made,
     #: sent or received): an unmap that touches one is telling, any other is the driver's own
     shared_maps: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    #: each worker's fds of the session: made (memfd_create, an export, a dup), sent, received or
+    #: taken, until closed; a close of any other fd is the driver's or the runtime's own
+    own_fds: dict[int, frozenset[int]] = field(default_factory=dict)
 
     def at(self, index: int) -> tuple[KernelFact, ...]:
         return self.steps.get(index, ())
@@ -131,7 +140,15 @@ def fold_kernel(
     elif isinstance(e, MemfdCreated | FdDuplicated) and e.fd >= 0 and e.file:
         call = "memfd_create" if isinstance(e, MemfdCreated) else e.call
         files[e.file] = Source(role, pid, e.fd, call)
-    plumbing, shared_maps = False, view.shared_maps
+    elif isinstance(e, CudaCall) and e.fd >= 0 and e.file:  # an export's or an import's fd
+        files.setdefault(e.file, Source(role, pid, e.fd, e.func))
+    own_fds, session_fd = _own_fds(view.own_fds, e, files)
+    #: a helper process (not a worker) is the runtime's unless it does what shares memory
+    plumbing = (not role and not isinstance(e, _SHARING)) or (
+        isinstance(e, ProcessForked) and e.child not in roles
+    )
+    plumbing = plumbing or (isinstance(e, FdCloseCall) and not session_fd)
+    shared_maps = view.shared_maps
     if isinstance(e, MemoryMapped) and e.result >= 0:
         if e.file in files or e.kind.startswith(("memfd:", "/dev/shm/")):
             ranges = (*shared_maps.get(pid, ()), (e.addr, e.addr + e.length))
@@ -149,4 +166,38 @@ def fold_kernel(
     lost = view.lost + (e.count if isinstance(e, TraceLost) else 0)
     steps = {**view.steps, step: (*view.at(step), fact)}
     view = replace(view, steps=steps, files=files, in_flight=in_flight, lost=lost)
-    return replace(view, shared_maps=shared_maps), fact
+    return replace(view, shared_maps=shared_maps, own_fds=own_fds), fact
+
+
+#: what a process that is not a worker may do that is the session's: share, take, refuse, map
+_SHARING = (
+    FdsSent,
+    FdsReceived,
+    FdTaken,
+    PidfdOpened,
+    MemfdCreated,
+    CudaCall,
+    CallRefused,
+    TraceLost,
+)
+
+
+def _own_fds(
+    own: dict[int, frozenset[int]], e: Event, files: dict[str, Source]
+) -> tuple[dict[int, frozenset[int]], bool]:
+    """The session's fds of each process after ``e``, and whether ``e`` is a close of one (by its
+    number while the session holds it, or by the struct file the session made, sent or got)."""
+    pid = getattr(e, "pid", 0)
+    mine = own.get(pid, frozenset())
+    new: frozenset[int] = frozenset()
+    if isinstance(e, FdsSent | FdsReceived):
+        new = frozenset(e.fds)
+    elif isinstance(e, MemfdCreated | FdDuplicated | FdTaken | PidfdOpened | CudaCall):
+        new = frozenset([e.fd]) if e.fd >= 0 else frozenset()
+    if isinstance(e, FdCloseCall):
+        closed = {e.fd} if e.last < 0 else {fd for fd in mine if e.fd <= fd <= e.last}
+        session = bool(closed & mine) or (bool(e.file) and e.file in files)
+        return {**own, pid: mine - closed}, session
+    if not new - mine:
+        return own, False
+    return {**own, pid: mine | new}, False

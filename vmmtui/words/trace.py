@@ -601,11 +601,17 @@ def kernel_step_line(facts: Sequence[KernelFact]) -> Text | None:
     return text
 
 
-def plumbing_left_out(count: int) -> str:
-    """A step's lines without the driver's own mappings: how many, and where they are."""
-    maps = "mapping" if count == 1 else "mappings"
+def plumbing_left_out(count: int, backend: str = "cuda", start: bool = False) -> str:
+    """A step's lines without the driver's and the runtime's own churn (``KernelFact.plumbing``:
+    the files it opens and closes, the mappings of its device files, the helpers it runs): how
+    many, whose, and where they are. ``start``: the worker's first step, where the driver starts."""
+    calls = "call" if count == 1 else "calls"
+    if backend == "cuda":
+        whose = "the CUDA driver's start-up" if start else "the CUDA driver"
+        return f"kernel: +{count} {calls} of {whose} on its own files, in --json"
+    whose = "the worker's runtime starting up" if start else "the worker's runtime"
     return (
-        f"kernel: +{count} {maps} of the driver's own device files, not shared memory (in --json)"
+        f"kernel: +{count} {calls} of {whose} (Python, its libraries) on its own files, in --json"
     )
 
 
