@@ -590,10 +590,6 @@ class LedgerFinding(TraceEvent):
     ktime: int = 0
     #: the other process of a share (sender, exporter); 0 when none
     peer: int = 0
-    #: for a copy inherited by fork (``how`` ``inherited``): the process that received or took
-    #: it from ``peer``, and forked ``pid`` (or an ancestor of it) while holding it; 0 when the
-    #: file came to ``pid`` itself
-    through: int = 0
     file: str = ""
     lost: int = 0
     lost_first_ns: int = 0
@@ -651,6 +647,10 @@ class LedgerFinding(TraceEvent):
     closes: int = 0
     since: int = 0
     result: int = 0
+    #: for a copy inherited by fork (``how`` ``inherited``): the process that received or took
+    #: it from ``peer``, and forked ``pid`` (or an ancestor of it) while holding it; 0 when the
+    #: file came to ``pid`` itself
+    through: int = 0
 
     @classmethod
     def of(cls, kind: str, pid: int, ktime: int = 0, **facts: Any) -> LedgerFinding:

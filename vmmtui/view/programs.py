@@ -5,10 +5,9 @@ verdicts are the ``LedgerFinding`` and ``Leak`` events of the stream itself, so 
 the replay of its recording fold to the same screen.
 
 A ``ProgramsView`` is immutable, as every ``ScreenState`` is: an event replaces only the process
-it is about. The parts that only grow (each process's calls, the transfers, the findings) live in
-``Book`` s shared by every state of one fold; a state holds how many entries of each it shows, so
-a state per frame costs no copy of them, and a fold forward from an earlier snapshot reuses the
-entries it would write again.
+it is about. What only grows (calls, transfers, findings) lives in ``Book`` s shared by every state
+of one fold; a state holds how many entries of each it shows, so a state per frame copies none,
+and a fold forward from an earlier snapshot reuses the entries it would write again.
 """
 
 from __future__ import annotations

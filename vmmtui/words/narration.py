@@ -586,14 +586,18 @@ def preflight(e: PreflightCheck) -> list[Text]:
 
 def leak(e: Leak) -> list[Text]:
     from vmmtui.model.findings import Weight
-    from vmmtui.model.policy import weigh
+    from vmmtui.model.policy import Fact, judge
     from vmmtui.words.findings import words_of
 
     said = words_of(e)
-    if weigh(e) is Weight.QUIET:  # a fact (``model/policy.py``): released by the exit, no leak
-        return [
-            Text(f"· {e.kind}: {said.what}: {said.detail} (a fact: the exit released it)", "dim")
-        ]
+    j = judge(e)
+    if j.weight is Weight.QUIET:  # a fact (``model/policy.py``): nothing to act on, said dim
+        if j.fact in (Fact.HELD_UNTIL_EXIT, Fact.RELEASED_BY_EXIT, ""):
+            return [
+                Text(f"· {e.kind}: {said.what}: {said.detail} (a fact: the exit released it)", "dim")
+            ]
+        fact = Text(f"· {e.kind}: {said.what}: {said.detail} (a fact: {j.fact}, no memory)", "dim")
+        return [fact, Text(f"    fix: {said.fix}", "dim")] if said.fix else [fact]
     if e.kind.startswith("possible-"):  # polling's: what it cannot see may overturn it
         head = Text(f"POSSIBLE LEAK ({e.kind[9:]}) {said.what}: {said.detail}", "yellow")
     else:

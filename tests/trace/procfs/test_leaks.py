@@ -23,9 +23,10 @@ def test_a_leak_travels_as_facts_and_is_worded_where_drawn(tmp_path):
     assert leak.kind == LeakKind.SOCKET_FILE and not (leak.what or leak.detail or leak.fix)
     assert Event.from_json(leak.to_json()) == leak
     head, fix = (t.plain for t in narration.leak(leak))
+    # a path, no memory: a fact (model/policy.py), said dim with its fix, never a LEAK
     assert head == (
-        f"LEAK (socket-file) {path}: a socket file no live socket is bound to: its owner died or "
-        "closed without unlinking it"
+        f"· socket-file: {path}: a socket file no live socket is bound to: its owner died or "
+        "closed without unlinking it (a fact: stale socket file, no memory)"
     )
     assert (
         fix
