@@ -101,8 +101,11 @@ def stream(res: subprocess.CompletedProcess[str]) -> list[dict]:
 
 
 def truth(res: subprocess.CompletedProcess[str]) -> list[dict]:
-    """What a fixture program says it did (its ``TRUTH {json}`` lines), to hold the trace to."""
-    return [json.loads(line[6:]) for line in res.stdout.splitlines() if line.startswith("TRUTH ")]
+    """What a fixture program says it did (its ``TRUTH {json}`` lines), to hold the trace to.
+    The program shares its stdout with the tracer's: a line of the tracer's written while the
+    program's was in the pipe may follow it on the same line, so only the object is read."""
+    decode = json.JSONDecoder().raw_decode
+    return [decode(line[6:])[0] for line in res.stdout.splitlines() if line.startswith("TRUTH ")]
 
 
 def trace_program(

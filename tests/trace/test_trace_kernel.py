@@ -159,7 +159,11 @@ def shares_counted(n: int, per_second: int, *extra: str) -> dict:
     assert proc.wait(timeout=60) == 0, stderr[-2000:]
     out["truth"] = {
         t["op"]: t["count"]
-        for t in (json.loads(x[6:]) for x in stderr.splitlines() if x.startswith("TRUTH "))
+        for t in (
+            json.JSONDecoder().raw_decode(x[6:])[0]
+            for x in stderr.splitlines()
+            if x.startswith("TRUTH ")
+        )
     }
     return out
 

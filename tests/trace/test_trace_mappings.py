@@ -73,7 +73,11 @@ def run(probe, mode: str) -> tuple[list[dict], list[TraceCall], str]:
     decode = Decoder(FileNames())
     events = [e for raw in records for e in decode(raw)] + decode.flush()
     events.sort(key=lambda e: e.ktime)
-    truth = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("TRUTH ")]
+    truth = [
+        json.JSONDecoder().raw_decode(line[6:])[0]
+        for line in out.splitlines()
+        if line.startswith("TRUTH ")
+    ]
     return truth, events, out
 
 

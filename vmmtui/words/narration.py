@@ -594,7 +594,9 @@ def leak(e: Leak) -> list[Text]:
     if j.weight is Weight.QUIET:  # a fact (``model/policy.py``): nothing to act on, said dim
         if j.fact in (Fact.HELD_UNTIL_EXIT, Fact.RELEASED_BY_EXIT, ""):
             return [
-                Text(f"· {e.kind}: {said.what}: {said.detail} (a fact: the exit released it)", "dim")
+                Text(
+                    f"· {e.kind}: {said.what}: {said.detail} (a fact: the exit released it)", "dim"
+                )
             ]
         fact = Text(f"· {e.kind}: {said.what}: {said.detail} (a fact: {j.fact}, no memory)", "dim")
         return [fact, Text(f"    fix: {said.fix}", "dim")] if said.fix else [fact]
