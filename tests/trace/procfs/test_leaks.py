@@ -4,7 +4,7 @@ their words are made where they are drawn (vmmtui/words/leaks.py)."""
 from vmmtui.stream.events import Event
 
 
-def test_a_leak_travels_as_facts_and_is_worded_where_drawn(tmp_path):
+def test_a_leak_travels_as_facts_and_is_worded_where_drawn(sock_dir):
     """A socket file no live socket is bound to, found as a Leak: the event holds the path and no
     sentence; its words are made where it is drawn, and a --json line carries them for a reader.
     A leak an older vmmtui wrote in words is drawn in those."""
@@ -15,7 +15,7 @@ def test_a_leak_travels_as_facts_and_is_worded_where_drawn(tmp_path):
     from vmmtui.words import narration
     from vmmtui.words.findings import json_line
 
-    path = str(tmp_path / "nccl-socket-0")
+    path = str(sock_dir / "nccl-socket-0")
     s = socket.socket(socket.AF_UNIX)
     s.bind(path)
     s.close()  # the file stays, bound to nothing
