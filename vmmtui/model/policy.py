@@ -146,8 +146,8 @@ RULES: tuple[Rule, ...] = (
     _problem(K.POSSIBLE_HELD_AFTER_EXPORTER_DIED, Problem.ORPHANED, timed=True),
     # polling's: an fd (or NVML's GPU memory) a live process holds after every peer it shared
     # with ended (trace/procfs/leaks.py: seen at a poll after the peers' exit)
-    _problem("fd-after-peer", Problem.ORPHANED),
-    _problem("possible-fd-after-peer", Problem.ORPHANED),
+    _problem("fd-after-peer", Problem.ORPHANED, timed=True),
+    _problem("possible-fd-after-peer", Problem.ORPHANED, timed=True),
     _problem("gpu-memory-after-peer", Problem.ORPHANED),
     # a /dev/shm file of a dead owner, or made while watched and left held by no process: "POSIX
     # shared memory objects have kernel persistence: a shared memory object will exist until the

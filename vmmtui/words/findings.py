@@ -11,7 +11,7 @@ from typing import Any
 from vmmtui.model.ends import End
 from vmmtui.model.entries import Pin
 from vmmtui.model.findings import RELEASED_LATE, Memory, Proof
-from vmmtui.stream.events import Event, Leak, ProcessUnreadable
+from vmmtui.stream.events import Event, Leak, Notice, ProcessUnreadable
 from vmmtui.stream.names import json_safe, shown
 from vmmtui.stream.observed import LedgerFinding, SocketEnd
 from vmmtui.stream.sizes import format_size
@@ -700,6 +700,12 @@ def line_of_event(e: Event) -> str:
 
         what, detail, fix = leak_words(e)
         return replace(e, what=what, detail=detail, fix=fix or close_fix(e.memory)).to_json()
+    if isinstance(e, Notice) and e.code and not e.text:  # its words too, for a reader of the file
+        from dataclasses import replace
+
+        from vmmtui.words.notices import text_of
+
+        return replace(e, text=text_of(e)).to_json()
     if not isinstance(e, LedgerFinding):
         return e.to_json()
     said = finding_words(e)

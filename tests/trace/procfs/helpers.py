@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
-def watch_json(fixture: str) -> tuple[subprocess.CompletedProcess, list[Event]]:
-    res = vmmtui("watch", "--json", "--", sys.executable, str(FIXTURES / fixture))
+def watch_json(
+    fixture: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, list[Event]]:
+    res = vmmtui("watch", "--json", "--", sys.executable, str(FIXTURES / fixture), env=env)
     events = [Event.from_json(line) for line in res.stdout.splitlines() if line.startswith("{")]
     return res, events
 

@@ -232,7 +232,9 @@ def test_polling_quiet_prints_the_findings_and_a_recording_replays(tmp_path):
     lines = [x for x in quiet.stdout.splitlines() if not x.startswith("[")]  # not the fixture's
     assert lines[0].startswith("vmmtui trace: polling /proc")
     # kept until its normal exit: a fact (model/policy.py), said dim, never a leak
-    assert any("· held-until-exit: " in x and "(a fact: the exit released it)" in x for x in lines)
+    assert any(
+        "· possible-held-until-exit: " in x and "(a fact: the exit released it)" in x for x in lines
+    ), lines
     assert not any("ARRIVED" in x or "SHARED" in x for x in lines), lines  # findings only
     rec = tmp_path / "poll.jsonl"
     res = vmmtui("watch", "--record", str(rec), "--", sys.executable, fixture)
@@ -245,4 +247,4 @@ def test_polling_quiet_prints_the_findings_and_a_recording_replays(tmp_path):
     )
     assert replay.returncode == 0, replay.stderr
     assert "vmmtui trace: polling /proc" in replay.stdout
-    assert "· held-until-exit: " in replay.stdout and "LEAK (held-until-exit)" not in replay.stdout
+    assert "· possible-held-until-exit: " in replay.stdout and "LEAK (" not in replay.stdout

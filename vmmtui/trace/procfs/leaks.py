@@ -19,6 +19,7 @@ from typing import Any
 
 from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
 from vmmtui.trace.procfs.lifecycle import Tracker
+from vmmtui.trace.procfs.mappings import TEARDOWN_WINDOW_S
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
 
 TORCH_SHM = re.compile(r"^torch_(\d+)_")
@@ -39,6 +40,10 @@ class Followed:
 @dataclass
 class LeakFinder:
     said: set[tuple] = field(default_factory=set)
+    #: (pid, fd, target) -> the poll (s) that first found it kept after every peer was gone: said
+    #: only once the hold outlasts one teardown window, with its start and now (ns), so the
+    #: policy weighs it by how long it lasted (a shutdown's order is no orphan)
+    kept_since: dict[tuple, float] = field(default_factory=dict)
 
     def _once(self, key: tuple, leak: Leak) -> list[Leak]:
         if key in self.said:
@@ -53,10 +58,14 @@ class LeakFinder:
             # only fds that came from another process: its own allocation is not leaked by its
             # peers' exit
             # polling sees what is open at each poll, never the close between two: possible
+            first = self.kept_since.setdefault((pid, fd, e.target), at)
+            if at - first < TEARDOWN_WINDOW_S:
+                continue  # inside the teardown window: a shutdown's order, not yet an orphan
             p = t.alive[pid].fds.get(fd)
             leak = _fd_leak(
                 LeakKind.POSSIBLE_FD_AFTER_PEER, t, pid, fd, e, at, peers=_names(t, peers),
                 peer=e.source.pid if e.source else None, size=p.size if p is not None else 0,
+                since=max(1, int(first * 1e9)), ktime=int(at * 1e9),
             )  # fmt: skip
             out += self._once(("fd", pid, fd, e.target), leak)
         out += self._possible(t, at)
