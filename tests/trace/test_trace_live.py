@@ -150,8 +150,11 @@ def test_pidfd_getfd_refused_across_pid_namespaces_says_why(tmp_path):
         "EPERM",
         parent,
     )
-    assert "another user namespace" in refusal.cause and "PID namespace" in refusal.cause
-    assert refusal.fix
+    from vmmtui.words.refusals import worded
+
+    cause, fix = worded(refusal)  # the facts travel; the words are made where drawn
+    assert "another user namespace" in cause and "PID namespace" in cause, refusal
+    assert fix
     [finding] = calls(events, LedgerFinding, kind="refused")
     assert finding.pid == child and finding.peer == parent
     assert "refused (EPERM)" in res.stdout  # said at the call site, in the plain output too

@@ -155,10 +155,17 @@ def test_kcmp_order_is_a_comparator_on_real_fds():
 
 
 @pytest.mark.slow
-def test_every_attach_event_of_real_runs_round_trips():
+def test_every_attach_event_of_real_runs_round_trips(tmp_path):
+    from tests.tracing import fake_nvml
+
     events = []
     for fixture in ("scm_pair.py", "leak_received.py"):
         events += watch_json(fixture)[1]
+    # NVML's readings and the GPU table they make: attach --once through the stand-in NVML
+    (tmp_path / "charges").write_text(f"gpu 0 GPU-fake-0 150000000000\nproc 0 {os.getpid()} 1\n")
+    env = {"VMMTUI_NVML": str(fake_nvml(tmp_path)), "VMMTUI_FAKE_NVML": str(tmp_path / "charges")}
+    res = vmmtui("attach", "--once", "--json", str(os.getpid()), env=env)
+    events += [Event.from_json(x) for x in res.stdout.splitlines() if x.startswith("{")]
     res = vmmtui("attach", "--json", "--can", str(os.getpid()), str(os.getppid()))
     events += [Event.from_json(x) for x in res.stdout.splitlines()]
     from vmmtui.trace.procfs.follow import Follower
