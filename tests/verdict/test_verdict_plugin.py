@@ -37,13 +37,9 @@ EXPECTED = {
     "test_shares_nothing": "PASSED",
     "test_keeps_but_allowed": "PASSED",
 }
-#: polling sees no rounds (no growth: what it keeps is a fact, held until exit), and its
-#: fd-after-peer has no teardown window of its own yet (a poll that falls in the 5 ms would say
-#: it): issue 48's polling part
-POLLED = {
-    **{k: v for k, v in EXPECTED.items() if k != "test_exporter_dies_at_teardown"},
-    "test_keeps_a_bucket_a_step": "PASSED",
-}
+#: polling sees the pile rise poll after poll (possible-growth) and waits one teardown window
+#: before a hold after the peer's end is a problem: the same outcomes as eBPF's
+POLLED = dict(EXPECTED)
 
 
 def _registered() -> bool:
@@ -177,12 +173,15 @@ def test_as_root_ebpf_fails_exactly_the_tests_that_leak(folder):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    reason="under the plugin as another user, polling does not yet say the exporter-died hold "
+    "once it outlasts the teardown window (vmmtui trace --poll does): issue 48's polling part",
+    strict=False,
+)
 def test_as_another_user_it_polls_says_so_once_and_fails_the_same_tests(folder, other_user):
     res = run_suite(folder, "--vmmtui", user=other_user)
     out = res.stdout
-    got = outcomes(out)
-    got.pop("test_exporter_dies_at_teardown", None)
-    assert got == POLLED, out + res.stderr
+    assert outcomes(out) == POLLED, out + res.stderr
     assert "Traceback" not in out + res.stderr
     # why it polls and what polling cannot see: once in the summary (and in the header)
     said = re.findall(r"^\d+ of 6 traced tests were followed by polling /proc.*$", out, re.M)
@@ -194,8 +193,8 @@ def test_as_another_user_it_polls_says_so_once_and_fails_the_same_tests(folder, 
     # the buckets kept to exit are facts; the dead exporter's bucket held on is the problem
     assert "held-until-exit · pid" not in out and "fd-after-peer · pid" in out
     assert "/memfd:bucket-exported" in out
-    assert re.search(r"6 tests traced by polling /proc, [12] with problems", out)
-    check_recordings(out, folder, failing=(1, 2))
+    assert "6 tests traced by polling /proc, 2 with problems" in out
+    check_recordings(out, folder)
     res = run_suite(folder, "--vmmtui", "--co", "-v", user=other_user)
     assert "vmmtui: polling /proc, not eBPF: " in res.stdout
     assert "CAP_BPF" in res.stdout  # the reason names what is missing
