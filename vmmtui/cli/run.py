@@ -81,7 +81,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         from vmmtui.record.recording import start_recording
 
         try:
-            recorder = start_recording(args.record, config_from(args), choice.name, choice.reason)
+            from vmmtui.words.findings import json_line
+
+            recorder = start_recording(
+                args.record, config_from(args), choice.name, choice.reason, json_line
+            )
             recorder.on_fail = lambda why: print(f"vmmtui: {why}", file=sys.stderr)  # at once
         except RecordingError as exc:
             print(f"vmmtui: {exc}", file=sys.stderr)

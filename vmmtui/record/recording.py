@@ -22,7 +22,7 @@ import re
 import socket
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,14 +234,21 @@ def describe(config: SessionConfig) -> str:
     return " · ".join(parts)
 
 
-def start_recording(path: str | Path, config: SessionConfig, backend: str, reason: str) -> Recorder:
-    """A Recorder with this machine's header; RecordingError (one line) when FILE cannot be written."""
+def start_recording(
+    path: str | Path,
+    config: SessionConfig,
+    backend: str,
+    reason: str,
+    line: Callable[[Event], str] | None = None,
+) -> Recorder:
+    """A Recorder with this machine's header; RecordingError (one line) when FILE cannot be written.
+    ``line``: how an event is written (the caller's ``--json`` line: one format for both)."""
     driver, device = (
         cuda_identity(config.device) if backend == "cuda" else ("", "CPU memory (memfd)")
     )
     header = make_header(config, backend, reason, driver, device, describe(config))
     try:
-        return Recorder(path, header)
+        return Recorder(path, header, line)
     except OSError as exc:
         raise RecordingError(
             f"cannot write the recording {path}: {exc.strerror or exc}; "

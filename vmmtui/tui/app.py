@@ -242,11 +242,14 @@ class InspectorApp(Viewer):
                 if self.session is not None and self.session.choice
                 else self.choice
             )
+            from vmmtui.words.findings import json_line
+
             self.recorder = start_recording(
                 self.record_path,
                 self.config,
                 choice.name if choice else "",
                 choice.reason if choice else "",
+                json_line,
             )
         self.recorder.write_all(events)
         if self.recorder.failed and self.recorder.failed not in self.lost_files:
