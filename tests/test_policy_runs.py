@@ -65,7 +65,8 @@ def test_a_hold_that_ends_inside_the_teardown_window_is_a_quiet_fact(ebpf, tmp_p
 
 
 def test_a_hold_past_the_teardown_window_is_orphaned_and_said_while_it_lasts(ebpf, tmp_path):
-    res, pids, events, found = run(tmp_path, "orphan", "3")
+    # held 5 s: said live once past the 2 s window, with room for a loaded machine's ticks
+    res, pids, events, found = run(tmp_path, "orphan", "5")
     [held] = [f for f in found if f.kind == "held-after-exporter-died"]
     assert (held.pid, held.peer) == (pids["child"], pids["parent"])
     assert judge(held).problem is Problem.ORPHANED
@@ -76,7 +77,7 @@ def test_a_hold_past_the_teardown_window_is_orphaned_and_said_while_it_lasts(ebp
     )
     assert events.index(held) < exit_at
     [over] = [f for f in found if f.kind == "released-after-exporter-died"]
-    assert judge(over).fact == Fact.RELEASED_LATE and over.ktime - over.since >= 3e9 * 0.9
+    assert judge(over).fact == Fact.RELEASED_LATE and over.ktime - over.since >= 5e9 * 0.9
     assert {r[:3] for r in problems(found)} == {(Problem.ORPHANED, pids["child"], pids["parent"])}
     assert "verdict: 1 to look at (1 held-after-exporter-died)" in res.stdout
 
