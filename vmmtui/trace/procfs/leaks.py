@@ -54,7 +54,11 @@ class LeakFinder:
     def during(self, t: Tracker, gpu: dict[int, GpuMemory] | None, at: float) -> list[Leak]:
         """fds and NVML memory held by a live process whose peers are all gone."""
         out: list[Leak] = []
-        for (pid, fd), e, peers in _kept(t, t.received, ("arrived", "inherited")):
+        kept = list(_kept(t, t.received, ("arrived", "inherited")))
+        # a hold no longer kept (closed, mapped again, its holder gone) starts again if it comes back
+        now = {(pid, fd, e.target) for (pid, fd), e, _ in kept}
+        self.kept_since = {k: v for k, v in self.kept_since.items() if k in now}
+        for (pid, fd), e, peers in kept:
             # only fds that came from another process: its own allocation is not leaked by its
             # peers' exit
             # polling sees what is open at each poll, never the close between two: possible
