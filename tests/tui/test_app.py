@@ -368,3 +368,22 @@ async def test_stable_mode_masks_pids_and_addresses_in_failure_text(tmp_path):
             assert not re.search(r"0x[0-9a-f]{5,}", text), text
         await pilot.press("q")
         await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+
+
+@pytest.mark.asyncio
+async def test_space_past_the_end_says_so_once_while_it_shows(tmp_path):
+    """The plan's end is one toast however often space is pressed: stacked copies covered the
+    verdict at 80x24 (seen in tmux)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.started)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.session.finished and not app.busy)
+        for _ in range(4):
+            await pilot.press("space")
+            await pilot.pause(0.05)
+        ended = [n for n in app._notifications if "plan has ended" in str(n.message)]
+        assert len(ended) == 1
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.session.closed and app.return_code is not None)
+    assert os.listdir(tmp_path) == []

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,8 @@ from vmmtui.tui.widgets.step_bar import BarFrame, StepBar, bar_frames
 from vmmtui.view import Display, FrameStates, ScreenState
 
 if TYPE_CHECKING:  # --cast and search (/) alone need them: imported there
+    from textual.notifications import SeverityLevel
+
     from vmmtui.record.notes import Notes
     from vmmtui.tui.cast import CastWriter
     from vmmtui.view.search import LogSearch
@@ -110,6 +113,28 @@ class Viewer(App[int]):
         #: files that could not be written, one line each with the cause: said again after the
         #: screen closes, and the command then exits 1 (``lost``)
         self.lost_files: list[str] = []
+        #: each toast on show: its words, and when it goes (time.monotonic)
+        self._toasts: dict[tuple[str, str], float] = {}
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A toast, once while it shows: a key pressed again (space past the plan's end, a search
+        repeated) would stack the same words until they cover the verdict at 80x24."""
+        now = time.monotonic()
+        key = (message, severity)
+        if self._toasts.get(key, 0.0) > now:
+            return
+        shown = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        self._toasts = {k: end for k, end in self._toasts.items() if end > now}
+        self._toasts[key] = now + shown
+        super().notify(message, title=title, severity=severity, timeout=shown, markup=markup)
 
     # -- the screen --------------------------------------------------------------------------------
     def get_default_screen(self) -> InspectorScreen:
