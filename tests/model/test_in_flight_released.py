@@ -11,6 +11,8 @@ import sys
 import pytest
 
 from tests.tracing import FIXTURES, said, stream, vmmtui_trace
+from vmmtui.model.findings import Weight
+from vmmtui.model.policy import Fact, judge
 from vmmtui.stream.events import Event
 from vmmtui.stream.observed import LedgerFinding, ProcessForked
 from vmmtui.words.findings import finding_words
@@ -39,6 +41,8 @@ def test_a_receiver_that_exits_with_an_fd_queued_is_named_and_its_exit_said():
     words = finding_words(flight)
     assert f"pid {receiver} exited first" in words.what
     assert "nothing of it is held" in words.detail and "before it exits" in words.fix
+    # the exit released the socket and the kernel the fd: a fact, nothing to look at
+    assert judge(flight).weight is Weight.QUIET and judge(flight).fact == Fact.QUEUED_AT_EXIT
 
 
 def test_a_receiver_that_closes_its_end_unread_is_named_as_closing_it():
@@ -47,3 +51,4 @@ def test_a_receiver_that_closes_its_end_unread_is_named_as_closing_it():
     words = finding_words(flight)
     assert f"pid {receiver} closed the socket with it still queued" in words.detail
     assert "recvmsg" in words.fix
+    assert judge(flight).weight is Weight.PROBLEM  # a live process lost the share unread

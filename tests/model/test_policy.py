@@ -104,3 +104,15 @@ def test_205_segments_held_after_their_exporter_was_killed_are_one_problem_of_4_
     # another holder of the same exporter is another problem
     found.append(held(807, 805, 3 * S, handle=1, size=MIB, memory="allocation"))
     assert tally(counted_as(f) for f in found).bad == 2
+
+
+def test_an_fd_queued_at_its_receivers_exit_is_a_fact_and_at_a_close_a_problem():
+    """unix(7): fds in flight are closed when their socket goes. The receiver's exit released
+    it (Chromium's utility processes at shutdown): nothing held, a fact. A live process that
+    closes its end with the fd queued lost the share: a broken rule."""
+    at_exit = LedgerFinding.of("in-flight", 7, 10 * S, peer=8, fd=5, how="exit")
+    assert weigh(at_exit) is Weight.QUIET and judge(at_exit).fact == Fact.QUEUED_AT_EXIT
+    closed = LedgerFinding.of("in-flight", 7, 10 * S, peer=8, fd=5, how="close")
+    assert weigh(closed) is Weight.PROBLEM and judge(closed).problem is Problem.BROKEN_RULE
+    unseen = LedgerFinding.of("in-flight", 7, 10 * S, fd=-1)  # its send not seen: no how
+    assert weigh(unseen) is Weight.PROBLEM

@@ -96,6 +96,9 @@ class Fact(StrEnum):
     STALE_SOCKET = "stale socket file"
     #: a conclusion that records lost could overturn, of no kind known
     UNDECIDED = "undecided"
+    #: an fd still queued when its receiver exited: the exit released the socket, and the
+    #: kernel closed the fd with it (unix(7)); nothing of it is held
+    QUEUED_AT_EXIT = "queued when its receiver exited"
 
 
 @dataclass(frozen=True)
@@ -166,8 +169,11 @@ RULES: tuple[Rule, ...] = (
     # ptrace the target; a driver call that returned an error not made by design): the memory
     # did not cross
     _problem(K.REFUSED, Problem.BROKEN_RULE),
-    # an fd left queued in a socket when it was released: "file descriptors ... that are
-    # in-flight ... are closed" when the socket goes (unix(7)), so the share was lost unreceived
+    # an fd left queued in a socket when a live process closed it: "file descriptors ... that
+    # are in-flight ... are closed" when the socket goes (unix(7)), so the share was lost
+    # unreceived; where the release was the receiver's exit (``how`` "exit": a utility process
+    # that ends with a message on its way, as Chromium's do at shutdown) it is a fact
+    # (``Fact.QUEUED_AT_EXIT``, ``judge``): the kernel closed the fd with the socket, nothing is held
     _problem(K.IN_FLIGHT, Problem.BROKEN_RULE),
     # "The CUDA Virtual Memory Management API functions do not support the legacy interprocess
     # communication functions with their memory" (CUDA Programming Guide, 14.3.1 Shareable
@@ -257,6 +263,8 @@ def judge(f: Any) -> Judged:
         if held is not None and held < TEARDOWN_WINDOW_NS:  # ended (or last seen) inside it
             ended = not r.timed or getattr(f, "how", "") == LET_GO
             return Judged(Weight.QUIET, r, None, Fact.WITHIN_WINDOW if ended else Fact.WINDOW_OPEN)
+    if kind == FindingKind.IN_FLIGHT and getattr(f, "how", "") == "exit":
+        return Judged(Weight.QUIET, r, None, Fact.QUEUED_AT_EXIT)  # released by the exit
     if kind == FindingKind.UNKNOWN and r.weight is Weight.QUIET:  # counted as undecided
         return Judged(Weight.QUIET, r, None, Fact.UNDECIDED)
     return Judged(r.weight, r, r.problem, r.fact)

@@ -402,6 +402,8 @@ def _facts_named(fact: str, n: int) -> str:
         Fact.EXPORTER_ENDED: f"{n} exporter{s} ended",
         Fact.NOT_READ: f"{n} process{'' if n == 1 else 'es'} not read",
         Fact.STALE_SOCKET: f"{n} stale socket file{s}",
+        Fact.QUEUED_AT_EXIT: f"{n} fd{s} sent, still queued when the receiver exited (closed "
+        "by the kernel, nothing held)",
         Fact.UNDECIDED: f"{n} unknown (records lost could overturn {'it' if n == 1 else 'them'})",
     }
     return said.get(fact, "")

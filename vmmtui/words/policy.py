@@ -37,7 +37,8 @@ MEANS: dict[str, str] = {
     "teardown window (undefined behaviour)",
     "refused": "a share the kernel or the driver refused (pidfd_getfd EPERM, a failed driver "
     "call): the memory did not cross",
-    "in-flight": "an fd left queued in a socket when it was released: lost, never received",
+    "in-flight": "an fd left queued in a socket a live process closed: lost, never received "
+    "(a fact where the receiver's exit released the socket: the kernel closed the fd with it)",
     "legacy-export-of-vmm": "cuIpcGetMemHandle of cuMemMap'ed memory, which legacy IPC cannot "
     "export",
     "opened-twice": "a second cuIpcOpenMemHandle of one handle the driver refused as already "
