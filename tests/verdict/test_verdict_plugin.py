@@ -175,11 +175,6 @@ def test_as_root_ebpf_fails_exactly_the_tests_that_leak(folder):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="under the plugin as another user, polling does not yet say the exporter-died hold "
-    "once it outlasts the teardown window (vmmtui trace --poll does): issue 48's polling part",
-    strict=False,
-)
 def test_as_another_user_it_polls_says_so_once_and_fails_the_same_tests(folder, other_user):
     res = run_suite(folder, "--vmmtui", user=other_user)
     out = res.stdout

@@ -161,3 +161,19 @@ def test_a_missing_command_is_127_though_a_path_folder_is_not_searchable(tmp_pat
     )
     assert res.returncode == 127, res.stderr
     assert res.stderr == "vmmtui watch: command not found: no-such-command-here\n"
+
+
+def test_a_launcher_that_held_the_socket_is_no_peer_of_the_memory():
+    """The watched command holds the socket pair its children share a bucket over, then lets
+    it go, and lives on: the exporter killed, the receiver keeps the bucket 3 s. The memory's
+    peers are the processes seen holding it (the exporter), not the launcher that held only
+    the socket (old code: a live peer for ever, the orphan never said; pytest's own tests
+    launching their peers are this)."""
+    from vmmtui.model.findings import Weight
+    from vmmtui.model.policy import weigh
+
+    res, events = watch_json("launcher_holds_socket.py")
+    assert res.returncode == 0, res.stderr
+    late = [e for e in of(events, Leak) if e.kind == "possible-fd-after-peer"]
+    assert len(late) == 1 and weigh(late[0]) is Weight.PROBLEM, of(events, Leak)
+    assert "bucket-exported" in late[0].target

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind
+from vmmtui.stream.events import FdOpened, GpuMemory, Leak, LeakKind, ProcessGone
 from vmmtui.trace.procfs.lifecycle import Tracker
 from vmmtui.trace.procfs.mappings import TEARDOWN_WINDOW_S
 from vmmtui.trace.procfs.scan import MEMORY_KINDS
@@ -44,6 +44,8 @@ class LeakFinder:
     #: only once the hold outlasts one teardown window, with its start and now (ns), so the
     #: policy weighs it by how long it lasted (a shutdown's order is no orphan)
     kept_since: dict[tuple, float] = field(default_factory=dict)
+    #: the holds ever found kept after their peers: one that comes back waits its own window
+    was_kept: set[tuple] = field(default_factory=set)
 
     def _once(self, key: tuple, leak: Leak) -> list[Leak]:
         if key in self.said:
@@ -62,7 +64,16 @@ class LeakFinder:
             # only fds that came from another process: its own allocation is not leaked by its
             # peers' exit
             # polling sees what is open at each poll, never the close between two: possible
-            first = self.kept_since.setdefault((pid, fd, e.target), at)
+            key = (pid, fd, e.target)
+            if key not in self.kept_since:
+                # the hold began when its last peer was found gone (the poll that found it,
+                # ``ProcessGone.at``), not at this poll: a poll that ran late (another user's
+                # /proc, a loaded machine) must not shorten the hold it measures; one that
+                # comes back (closed, mapped again) waits from now
+                ended = None if key in self.was_kept else _last_gone(t, peers)
+                self.kept_since[key] = min(at, ended) if ended is not None else at
+                self.was_kept.add(key)
+            first = self.kept_since[key]
             if at - first < TEARDOWN_WINDOW_S:
                 continue  # inside the teardown window: a shutdown's order, not yet an orphan
             p = t.alive[pid].fds.get(fd)
@@ -141,22 +152,43 @@ class LeakFinder:
         return out
 
 
+def _last_gone(t: Tracker, peers: set[int]) -> float | None:
+    """When the last of ``peers`` was found gone (its ``ProcessGone``), None where one was not."""
+    ends = []
+    for pid in peers:
+        gone = [e.at for e in t.timeline.get(pid, ()) if isinstance(e, ProcessGone)]
+        if not gone:
+            return None
+        ends.append(gone[-1])
+    return max(ends, default=None)
+
+
 def _kept(
     t: Tracker, fds: dict[tuple[int, int], FdOpened], how: tuple[str, ...] | None
 ) -> Iterator[tuple[tuple[int, int], FdOpened, set[int]]]:
     """The memory fds of ``fds`` (came ``how``, when given) that a live process keeps, no longer
-    mapped, after every process it shared them with exited: each with those peers."""
+    mapped, after every process it shared them with exited: each with those peers. A memory's
+    peers are the processes seen holding or mapping that file (``Tracker.holders``) and where it
+    came from; any process it shared a file with (a socket its launcher held for a moment) is
+    the fallback where the file's holders were not seen."""
     live = _with_live_peer(t)
     for (pid, fd), e in list(fds.items()):
-        if pid in live or e.kind not in MEMORY_KINDS or pid not in t.alive:
+        if e.kind not in MEMORY_KINDS or pid not in t.alive:
             continue
         if how is not None and e.how not in how:
             continue
-        peers = t.peers.get(pid, set()) | ({e.source.pid} if e.source else set())
-        if not peers or not peers <= t.gone:
-            continue
         p = t.alive[pid]
         f = p.fds.get(fd)
+        source = {e.source.pid} if e.source else set()
+        holders = t.holders.get(f.key, set()) - {pid} if f is not None else set()
+        if holders:
+            peers = holders | source
+        elif pid in live:
+            continue
+        else:
+            peers = t.peers.get(pid, set()) | source
+        if not peers or not peers <= t.gone:
+            continue
         if f is not None and any((m.dev, m.ino) == f.key for m in p.maps):
             continue  # still mapped: in use, not leaked
         yield (pid, fd), e, peers

@@ -64,6 +64,9 @@ class Tracker:
     open_fds: dict[Holder, FdOpened] = field(default_factory=dict)
     #: pid -> the other pids it ever shared a file or memory with
     peers: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+    #: (dev, ino) of a file -> every pid seen holding or mapping it: a memory's own peers (a
+    #: process that only held the same socket, as a launcher does for a moment, holds none of it)
+    holders: dict[tuple[int, int], set[int]] = field(default_factory=lambda: defaultdict(set))
     timeline: dict[int, list[Event]] = field(default_factory=lambda: defaultdict(list))
     said_unreadable: set[int] = field(default_factory=set)
     shared_said: set[tuple] = field(default_factory=set)
@@ -130,6 +133,7 @@ class Tracker:
             pids = {h.pid for h in f.holders} | set(f.mapped_by)
             for pid in pids:
                 self.peers[pid] |= pids - {pid}
+            self.holders[(f.dev, f.ino)] |= pids
             if key not in self.shared_said:
                 self.shared_said.add(key)
                 out.append(f)
