@@ -25,8 +25,8 @@ MEANS: dict[str, str] = {
     "possible-held-after-exporter-died": "the same, for memory shared before the trace began "
     "(kcmp, or its mapping: which of them made it was not seen), or polling's (a mapping still "
     "held after a poll found its peer gone)",
-    "fd-after-peer": "polling's: a received memory fd still open after every peer it shared with "
-    "exited",
+    "fd-after-peer": "polling's: a received memory fd still open after every other process seen "
+    "holding that memory exited (a process that shared only a socket with it is no peer of it)",
     "possible-fd-after-peer": "polling's, where which process made the fd was not seen",
     "gpu-memory-after-peer": "polling's: GPU memory (NVML) held after every peer exited",
     "shm-file": "a /dev/shm file left after every process exited, held by none: kernel "
