@@ -96,6 +96,12 @@ def test_trace_inspector_memory_is_flat_for_40_s_of_2000_shares_a_second(ebpf):
 #: the soak: three minutes sampled every 5 s, the slope from the first minute on held to what
 #: ten minutes may add
 SOAK_S, SOAK_EVERY, SOAK_SETTLED, SOAK_HORIZON = 180, 5, 60, 600
+#: the inspector's bounds fill one after another (frames, the log, the world's kept findings):
+#: its RSS settles over two minutes, not one. Six minutes measured on the 2-core machine
+#: (bench/results/trace-memory-inspector-6min-2core-vm-2026-12-02.json): 326.7 MB at 60 s,
+#: 349.5 at 120 s, 354.4 at 230 s, 355.2 at 360 s -- a curve that flattens, where a leak keeps
+#: its slope; its slope is judged from the second minute's end on
+INSPECTOR_SETTLED = 120
 
 
 @pytest.mark.soak
@@ -108,4 +114,4 @@ def test_trace_json_memory_would_stay_flat_for_10_minutes_of_2000_shares_a_secon
 @pytest.mark.serial  # RSS trends, and an end within 3 s
 def test_trace_inspector_memory_would_stay_flat_for_10_minutes_of_2000_shares_a_second(ebpf):
     """The inspector in a pseudo-terminal at 160x48; q ends it."""
-    flat("inspector", SOAK_S, SOAK_EVERY, SOAK_SETTLED, SOAK_HORIZON)
+    flat("inspector", SOAK_S, SOAK_EVERY, INSPECTOR_SETTLED, SOAK_HORIZON)
